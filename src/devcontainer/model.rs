@@ -1,0 +1,221 @@
+//! serde types for devcontainer.json, as written by the repository (before substitution).
+//!
+//! Unknown properties are ignored (VS Code and other tools have many); properties yolo does not
+//! support yet (Features, Docker Compose) are kept so `parse` can refuse them by name.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DevContainer {
+    pub name: Option<String>,
+    pub image: Option<String>,
+    pub build: Option<Build>,
+    /// Legacy top-level form of `build.dockerfile`.
+    #[serde(rename = "dockerFile")]
+    pub docker_file: Option<String>,
+    /// Legacy top-level form of `build.context`.
+    pub context: Option<String>,
+    #[serde(default)]
+    pub container_env: BTreeMap<String, String>,
+    /// A `null` value unsets a variable.
+    #[serde(default)]
+    pub remote_env: BTreeMap<String, Option<String>>,
+    pub container_user: Option<String>,
+    pub remote_user: Option<String>,
+    #[serde(rename = "updateRemoteUserUID")]
+    pub update_remote_user_uid: Option<bool>,
+    pub override_command: Option<bool>,
+    pub init: Option<bool>,
+    pub privileged: Option<bool>,
+    #[serde(default)]
+    pub cap_add: Vec<String>,
+    #[serde(default)]
+    pub security_opt: Vec<String>,
+    pub workspace_folder: Option<String>,
+    pub workspace_mount: Option<String>,
+    #[serde(default)]
+    pub mounts: Vec<MountEntry>,
+    #[serde(default)]
+    pub run_args: Vec<String>,
+    #[serde(default)]
+    pub forward_ports: Vec<PortEntry>,
+    pub app_port: Option<AppPort>,
+    pub host_requirements: Option<HostRequirements>,
+    pub shutdown_action: Option<String>,
+    pub initialize_command: Option<LifecycleCommand>,
+    pub on_create_command: Option<LifecycleCommand>,
+    pub update_content_command: Option<LifecycleCommand>,
+    pub post_create_command: Option<LifecycleCommand>,
+    pub post_start_command: Option<LifecycleCommand>,
+    pub post_attach_command: Option<LifecycleCommand>,
+    /// Not supported yet: a non-empty value is refused by `parse`.
+    pub features: Option<serde_json::Value>,
+    /// Not supported yet: any value is refused by `parse`.
+    pub docker_compose_file: Option<serde_json::Value>,
+    pub service: Option<String>,
+    pub customizations: Option<Customizations>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Build {
+    pub dockerfile: Option<String>,
+    pub context: Option<String>,
+    #[serde(default)]
+    pub args: BTreeMap<String, String>,
+    pub target: Option<String>,
+    #[serde(default)]
+    pub cache_from: StringOrList,
+    /// Extra `docker build` flags. yolo applies the ones it understands (`--build-arg`,
+    /// `--label`, `--target`, `--network` is refused) and refuses others by name.
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+/// `"a"` or `["a", "b"]`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(from = "StringOrListRepr")]
+pub struct StringOrList(pub Vec<String>);
+
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "a string or an array of strings")]
+enum StringOrListRepr {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl From<StringOrListRepr> for StringOrList {
+    fn from(r: StringOrListRepr) -> Self {
+        match r {
+            StringOrListRepr::One(s) => StringOrList(vec![s]),
+            StringOrListRepr::Many(v) => StringOrList(v),
+        }
+    }
+}
+
+/// An entry of `mounts`: the Docker `--mount` string form or the object form.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged, expecting = "a mount string (\"source=...,target=...,type=...\") or an object with type, source and target")]
+pub enum MountEntry {
+    Text(String),
+    Object(MountObject),
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+pub struct MountObject {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub source: Option<String>,
+    pub target: String,
+}
+
+/// An entry of `forwardPorts`: a port number or `"host:port"`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged, expecting = "a port number or a \"host:port\" string")]
+pub enum PortEntry {
+    Number(u16),
+    Text(String),
+}
+
+/// `appPort`: a number, a string (`"3000"`, `"8080:80"`) or an array of them.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged, expecting = "a port number, a \"host:container\" string, or an array of them")]
+pub enum AppPort {
+    One(PortEntry),
+    Many(Vec<PortEntry>),
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HostRequirements {
+    pub cpus: Option<f64>,
+    /// e.g. "4gb", "512mb".
+    pub memory: Option<String>,
+    pub storage: Option<String>,
+}
+
+/// A lifecycle command in the spec's three forms.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged, expecting = "a command string, an array of arguments, or an object of named commands")]
+pub enum LifecycleCommand {
+    /// Run with `/bin/sh -c`.
+    Shell(String),
+    /// Run as argv, without a shell.
+    Args(Vec<String>),
+    /// Named commands run in parallel; each is a string or an array.
+    Parallel(BTreeMap<String, SingleCommand>),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged, expecting = "a command string or an array of arguments")]
+pub enum SingleCommand {
+    Shell(String),
+    Args(Vec<String>),
+}
+
+impl SingleCommand {
+    /// The argv to execute.
+    pub fn argv(&self) -> Vec<String> {
+        match self {
+            SingleCommand::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+            SingleCommand::Args(a) => a.clone(),
+        }
+    }
+}
+
+impl LifecycleCommand {
+    /// The commands to run, each with its name (the hook's name for the single forms,
+    /// `hook:key` for the object form). The object form's commands run in parallel.
+    pub fn commands(&self, hook: &str) -> Vec<(String, Vec<String>)> {
+        match self {
+            LifecycleCommand::Shell(s) => {
+                vec![(hook.to_string(), SingleCommand::Shell(s.clone()).argv())]
+            }
+            LifecycleCommand::Args(a) => vec![(hook.to_string(), a.clone())],
+            LifecycleCommand::Parallel(map) => map
+                .iter()
+                .map(|(k, c)| (format!("{hook}:{k}"), c.argv()))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+pub struct Customizations {
+    pub yolo: Option<YoloCustomization>,
+}
+
+/// `customizations.yolo`: what the repository asks of yolo. Requests only: the user's config and
+/// flags decide (see `policy`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct YoloCustomization {
+    #[serde(default)]
+    pub limits: LimitsRequest,
+    #[serde(default)]
+    pub firewall: FirewallRequest,
+    /// The agent `yolo run` uses when none is named.
+    pub agent: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitsRequest {
+    pub cpus: Option<f64>,
+    /// e.g. "4g", "512m", "8gb".
+    pub memory: Option<String>,
+    pub pids: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FirewallRequest {
+    /// Domains (`example.com`), wildcards (`*.example.com`), CIDRs, `host:port`.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Names of built-in presets in `firewall/`.
+    #[serde(default)]
+    pub presets: Vec<String>,
+}

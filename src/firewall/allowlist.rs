@@ -1,0 +1,1 @@
+//! Allowlist patterns: exact domains, `*.domain` wildcards, CIDRs, `host:port`. Pure.

@@ -1,0 +1,1 @@
+//! `yolo guard`: runs inside the guard container, which owns the network namespace.
