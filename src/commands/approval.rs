@@ -1,0 +1,109 @@
+//! The repository's `.devcontainer/` can be edited by the agent through the workspace mount.
+//! When it changed since the user last approved it, show the change and ask again; a
+//! non-interactive run refuses unless the user granted `config-change`.
+
+use crate::cli::UpFlags;
+use crate::error::{Error, Result};
+use crate::project::Project;
+use crate::state::WorkspaceState;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::Path;
+
+const MAX_FILE: u64 = 256 * 1024;
+
+/// The config folder's files: `.devcontainer/` (recursively) when the config lives there,
+/// otherwise the config file alone.
+pub fn snapshot(config_file: &Path, workspace: &Path) -> BTreeMap<String, String> {
+    let dir = config_file.parent().unwrap_or(workspace);
+    let mut files = BTreeMap::new();
+    if dir == workspace {
+        add(&mut files, config_file, workspace);
+        return files;
+    }
+    let walker = ignore::WalkBuilder::new(dir).standard_filters(false).follow_links(false).build();
+    for entry in walker.flatten().filter(|e| e.file_type().is_some_and(|t| t.is_file())) {
+        add(&mut files, entry.path(), workspace);
+    }
+    files
+}
+
+fn add(files: &mut BTreeMap<String, String>, path: &Path, workspace: &Path) {
+    let rel = path.strip_prefix(workspace).unwrap_or(path).display().to_string();
+    let text = match std::fs::metadata(path) {
+        Ok(m) if m.len() > MAX_FILE => format!("<{} bytes>", m.len()),
+        _ => std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default(),
+    };
+    files.insert(rel, text);
+}
+
+/// A readable diff between the approved and the current snapshot.
+pub fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let names: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    for name in names {
+        let (a, b) = (old.get(name), new.get(name));
+        if a == b {
+            continue;
+        }
+        let (a, b) = (a.map(String::as_str).unwrap_or(""), b.map(String::as_str).unwrap_or(""));
+        let diff = similar::TextDiff::from_lines(a, b);
+        out.push_str(&diff.unified_diff().context_radius(2).header(&format!("a/{name}"), &format!("b/{name}")).to_string());
+    }
+    out
+}
+
+/// Check (and record) approval. First use records the current files as approved: the policy
+/// has already refused anything dangerous, and there is nothing earlier to compare with.
+pub fn check(project: &Project, state: &mut WorkspaceState, flags: &UpFlags) -> Result<()> {
+    let spec = &project.spec;
+    let current = snapshot(&spec.config_file, &spec.workspace);
+    let Some(approved) = &state.approved else {
+        state.approved = Some(current);
+        return Ok(());
+    };
+    if *approved == current {
+        return Ok(());
+    }
+    let change = diff(approved, &current);
+    let granted = flags.accept_config
+        || flags.grants.iter().any(|g| g == "config-change")
+        || project.user.grants.iter().any(|g| g == "config-change");
+    if !granted {
+        if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+            return Err(Error::NotApproved(format!(
+                "the repository's dev container config changed since you last approved it:\n{change}\nyolo refuses to continue without your approval: review the change, then run again with --accept-config (or answer yes in a terminal)"
+            )));
+        }
+        eprintln!("The dev container config changed since you last approved it:\n{change}");
+        let yes = dialoguer::Confirm::new()
+            .with_prompt("Accept this change?")
+            .default(false)
+            .interact()
+            .map_err(|e| Error::NotApproved(format!("no answer ({e}); nothing was started")))?;
+        if !yes {
+            return Err(Error::NotApproved("change not accepted; nothing was started".into()));
+        }
+    }
+    state.approved = Some(current);
+    Ok(())
+}
+
+/// Ask before running `initializeCommand` on the host. `Ok(false)` when nobody can be asked
+/// (the policy then refuses it with the flag that grants it).
+pub fn ask_host_command(command: &crate::devcontainer::model::LifecycleCommand) -> Result<bool> {
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Ok(false);
+    }
+    let shown = serde_json::to_string(command).unwrap_or_default();
+    eprintln!("The repository wants to run this on YOUR machine (not in the container):\n  {shown}");
+    let yes = dialoguer::Confirm::new()
+        .with_prompt("Run it on the host?")
+        .default(false)
+        .interact()
+        .map_err(|e| Error::NotApproved(format!("no answer ({e}); nothing was started")))?;
+    if !yes {
+        return Err(Error::NotApproved("initializeCommand not approved; nothing was started".into()));
+    }
+    Ok(true)
+}

@@ -1,0 +1,118 @@
+//! `yolo audit`: a plain viewer of a session's events, with `--kind` filters and `--follow`.
+
+use crate::audit::{self, Event, EventKind};
+use crate::cli::Target;
+use crate::error::{Error, Result};
+use crate::project::Located;
+use crate::state::WorkspaceState;
+use std::io::BufRead;
+use std::time::Duration;
+
+pub async fn execute(
+    target: &Target,
+    session: Option<String>,
+    kinds: Vec<String>,
+    follow: bool,
+    json: bool,
+    list: bool,
+) -> Result<i32> {
+    if list {
+        return list_sessions(target);
+    }
+    let session = match session {
+        Some(s) => s,
+        None => latest_session(target)?,
+    };
+    let path = audit::session_path(&session);
+    let file = std::fs::File::open(&path).map_err(|e| {
+        Error::other(format!("no audit log for session {session} ({}: {e}); `yolo audit --list` shows the sessions", path.display()))
+    })?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line).map_err(|e| Error::io(&path, e))?;
+        if n == 0 || !line.ends_with('\n') {
+            if !follow {
+                break;
+            }
+            // A partial line: rewind and wait for the writer to finish it.
+            let back = line.len() as i64;
+            reader.seek_relative(-back).map_err(|e| Error::io(&path, e))?;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<Event>(line.trim_end()) else { continue };
+        if !kinds.is_empty() && !kinds.iter().any(|k| k == event.kind.name()) {
+            continue;
+        }
+        if json {
+            print!("{line}");
+        } else {
+            println!("{}", render(&event));
+        }
+    }
+    Ok(0)
+}
+
+fn latest_session(target: &Target) -> Result<String> {
+    let located = Located::find(target)?;
+    let state = WorkspaceState::load(&located.devcontainer_id)?;
+    state.sessions.last().cloned().ok_or_else(|| {
+        Error::other(format!("no sessions yet for {}; start one with `yolo up`", located.workspace.display()))
+    })
+}
+
+fn list_sessions(target: &Target) -> Result<i32> {
+    let states = match Located::find(target) {
+        Ok(located) => vec![WorkspaceState::load(&located.devcontainer_id)?],
+        Err(_) => WorkspaceState::all(),
+    };
+    for state in states {
+        for s in &state.sessions {
+            let open = if state.session.as_deref() == Some(s) { " (open)" } else { "" };
+            println!("{s}{open}  {}", state.workspace);
+        }
+    }
+    Ok(0)
+}
+
+/// One line per event for humans.
+pub fn render(event: &Event) -> String {
+    let ts = event.ts.format("%Y-%m-%d %H:%M:%S%.3f");
+    let kind = event.kind.name();
+    let text = match &event.kind {
+        EventKind::SessionStart { workspace, image, container, config_hash, grants, .. } => format!(
+            "{workspace} container={container} image={image} config={}{}",
+            &config_hash.get(..12).unwrap_or(config_hash),
+            if grants.is_empty() { String::new() } else { format!(" grants={}", grants.join(",")) }
+        ),
+        EventKind::SessionStop { reason } => reason.clone(),
+        EventKind::Command { source, argv, user, exit_code, duration_ms, .. } => format!(
+            "{source} user={user} exit={} {duration_ms}ms: {}",
+            exit_code.map(|c| c.to_string()).unwrap_or("?".into()),
+            shell_words(argv)
+        ),
+        EventKind::Dns { name, qtype, decision, answers, .. } => {
+            format!("{decision} {name} {qtype}{}", if answers.is_empty() { String::new() } else { format!(" -> {}", answers.join(", ")) })
+        }
+        EventKind::Blocked { proto, dst, port, name } => format!(
+            "{proto} {dst}{}{}",
+            port.map(|p| format!(":{p}")).unwrap_or_default(),
+            name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+        ),
+        EventKind::Firewall { action, patterns } => format!("{action} {}", patterns.join(" ")),
+        EventKind::Guard { status, details } => {
+            format!("{status} {}", serde_json::to_string(details).unwrap_or_default())
+        }
+        EventKind::Notice { message } => message.clone(),
+    };
+    format!("{ts} {kind:<13} {text}")
+}
+
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) { format!("'{}'", a.replace('\'', "'\\''")) } else { a.clone() })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

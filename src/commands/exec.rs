@@ -1,0 +1,91 @@
+//! `yolo exec` and `yolo shell`: a command in the running container as the remote user, in the
+//! workspace folder; a TTY when stdin is a terminal; the command's exit code is ours.
+
+use super::hooks::Runner;
+use super::session;
+use crate::cli::Target;
+use crate::engine::exec::Output;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::project::Located;
+use crate::state::WorkspaceState;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+
+pub async fn execute(target: &Target, argv: Vec<String>) -> Result<i32> {
+    let located = Located::find(target)?;
+    let engine = super::engine().await?;
+    attach(&engine, &located, "exec", argv).await
+}
+
+pub async fn shell(target: &Target) -> Result<i32> {
+    let located = Located::find(target)?;
+    let engine = super::engine().await?;
+    // The user's login shell if the image has one that works, else sh.
+    let argv = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        r#"s=$(getent passwd "$(id -un)" 2>/dev/null | cut -d: -f7); [ -x "$s" ] || s=$(command -v bash || echo /bin/sh); exec "$s" -l"#.into(),
+    ];
+    attach(&engine, &located, "shell", argv).await
+}
+
+/// Run `argv` attached to our terminal (or pipes) in the workspace's running container.
+pub async fn attach(engine: &Engine, located: &Located, source: &str, argv: Vec<String>) -> Result<i32> {
+    attach_with_env(engine, located, source, argv, vec![]).await
+}
+
+pub async fn attach_with_env(
+    engine: &Engine,
+    located: &Located,
+    source: &str,
+    argv: Vec<String>,
+    extra_env: Vec<String>,
+) -> Result<i32> {
+    let state = WorkspaceState::load(&located.devcontainer_id)?;
+    let container = running_container(engine, located).await?;
+    let settings = state.exec.clone().unwrap_or_default();
+    let writer = session::current(&state)?;
+    let container_env = container_env(engine, &container).await?;
+    let mut env = super::up::remote_env(&settings.remote_env, &container_env);
+    env.extend(extra_env);
+    let runner = Runner {
+        engine,
+        container: container.clone(),
+        user: settings.user.clone(),
+        cwd: if settings.cwd.is_empty() { "/workspace".into() } else { settings.cwd.clone() },
+        env,
+        writer: writer.as_ref(),
+    };
+    let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let request = runner.request(argv.clone(), tty, true);
+    let name = argv.first().cloned().unwrap_or_default();
+    let result = runner.run(source, &name, &request, Output::Inherit).await?;
+    Ok(result.exit_code.clamp(0, 255) as i32)
+}
+
+async fn running_container(engine: &Engine, located: &Located) -> Result<String> {
+    let found = engine.find_container(&located.workspace, &located.config_file, "agent").await?;
+    match found {
+        Some(c) if c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running") => Ok(c.id.unwrap_or_default()),
+        Some(_) => Err(Error::other(format!(
+            "the container for {} is stopped; start it with `yolo up`",
+            located.workspace.display()
+        ))),
+        None => Err(Error::other(format!(
+            "no yolo container for {}; create it with `yolo up`",
+            located.workspace.display()
+        ))),
+    }
+}
+
+async fn container_env(engine: &Engine, id: &str) -> Result<BTreeMap<String, String>> {
+    let info = engine.inspect(id).await?;
+    Ok(info
+        .config
+        .and_then(|c| c.env)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect())
+}

@@ -1,0 +1,63 @@
+//! `yolo run <agent>`: `up` if needed, then the agent in unattended mode, attached.
+
+use crate::agents;
+use crate::cli::{Target, UpFlags};
+use crate::engine::exec::Output;
+use crate::error::{Error, Result};
+use crate::project::{Located, Project, AGENT_STATE_ROOT};
+use crate::user_config::UserConfig;
+
+pub async fn execute(target: &Target, flags: &UpFlags, agent: Option<String>, args: Vec<String>) -> Result<i32> {
+    let located = Located::find(target)?;
+    let project = Project::load(&located, flags, UserConfig::load()?)?;
+    let name = agent.or_else(|| project.spec.default_agent.clone()).ok_or_else(|| {
+        Error::other("name the agent to run, e.g. `yolo run claude` (or set customizations.yolo.agent in devcontainer.json)")
+    })?;
+    let agent = agents::resolve(&name, &project.user)?;
+    let engine = super::engine().await?;
+    let outcome = super::up::up(&engine, &project, flags).await?;
+    prepare(&engine, &outcome.container_id, outcome.remote_user.as_deref(), &agent).await?;
+    let env: Vec<String> = agent
+        .env
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
+        .collect();
+    let mut argv = agent.command.clone();
+    argv.extend(args);
+    super::exec::attach_with_env(&engine, &located, "agent", argv, env).await
+}
+
+/// Check the agent's program is in the image, and link its state folder to its volume.
+async fn prepare(engine: &crate::engine::Engine, container: &str, user: Option<&str>, agent: &agents::Agent) -> Result<()> {
+    let program = agent.command.first().cloned().unwrap_or_default();
+    let script = r#"command -v "$1" >/dev/null 2>&1 || exit 127
+state="$2"; link="$HOME/$3"
+if [ -d "$state" ] && [ ! -e "$link" ] && [ ! -L "$link" ]; then mkdir -p "$(dirname "$link")" && ln -s "$state" "$link"; fi
+exit 0"#;
+    let request = crate::engine::exec::ExecRequest {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            script.into(),
+            "yolo-prepare".into(),
+            program.clone(),
+            format!("{AGENT_STATE_ROOT}/{}", agent.name),
+            agent.state_dir.clone(),
+        ],
+        user: user.map(str::to_string),
+        ..Default::default()
+    };
+    let result = engine.exec(container, &request, Output::Capture).await?;
+    match result.exit_code {
+        0 => Ok(()),
+        127 => Err(Error::other(format!(
+            "{program:?} ({}) is not installed in the container image; {}",
+            agent.name, agent.install_hint
+        ))),
+        code => Err(Error::other(format!(
+            "preparing {} failed (exit {code}): {}",
+            agent.name,
+            String::from_utf8_lossy(&result.captured).trim()
+        ))),
+    }
+}

@@ -1,0 +1,288 @@
+//! `yolo up`: find the config, build or find the image, create or reuse the container, run the
+//! lifecycle hooks, print where it is. Idempotent.
+
+use super::hooks::Runner;
+use super::{approval, session};
+use crate::audit::Writer;
+use crate::cli::{Target, UpFlags};
+use crate::devcontainer::substitute;
+use crate::engine::containers::Network;
+use crate::engine::exec::Output;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::project::{Located, Project, AGENT_STATE_ROOT};
+use crate::run_spec::{ImageSource, MountKind};
+use crate::state::{ExecSettings, WorkspaceState};
+use crate::user_config::UserConfig;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What `up` did, printed as JSON with `--json`.
+#[derive(Debug, Serialize)]
+pub struct Outcome {
+    pub container_id: String,
+    pub container_name: String,
+    pub image: String,
+    pub workspace: String,
+    pub workspace_folder: String,
+    pub remote_user: Option<String>,
+    pub session: String,
+    /// created, started, running
+    pub action: String,
+    /// The config changed since the container was made (and `--rebuild` was not given).
+    pub stale: bool,
+}
+
+pub async fn execute(target: &Target, flags: &UpFlags, json: bool) -> Result<i32> {
+    let located = Located::find(target)?;
+    let project = Project::load(&located, flags, UserConfig::load()?)?;
+    let engine = super::engine().await?;
+    let outcome = up(&engine, &project, flags).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&outcome).unwrap_or_default());
+    } else {
+        print_outcome(&outcome);
+    }
+    Ok(0)
+}
+
+fn print_outcome(o: &Outcome) {
+    let state = console::style(&o.action).green();
+    eprintln!(
+        "{} {} {state} ({}), workspace at {}; `yolo exec`, `yolo shell` or `yolo run <agent>` to use it",
+        console::style("yolo:").bold(),
+        o.container_name,
+        o.image,
+        o.workspace_folder
+    );
+    if o.stale {
+        eprintln!(
+            "{} the dev container config changed since this container was created; run `yolo up --rebuild` to recreate it",
+            console::style("warning:").yellow().bold()
+        );
+    }
+}
+
+/// Bring the project's container up; shared by `up` and `run`.
+pub async fn up(engine: &Engine, project: &Project, flags: &UpFlags) -> Result<Outcome> {
+    let spec = &project.spec;
+    let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
+    approval::check(project, &mut state, flags)?;
+    state.save(&spec.devcontainer_id)?;
+
+    let existing = engine.find_container(&spec.workspace, &spec.config_file, "agent").await?;
+    let mut stale = false;
+    let existing = match existing {
+        Some(c) => {
+            let hash = c.labels.as_ref().and_then(|l| l.get(crate::engine::labels::CONFIG_HASH)).cloned();
+            let changed = hash.as_deref() != Some(spec.config_hash.as_str());
+            if flags.rebuild {
+                engine.remove(c.id.as_deref().unwrap_or_default()).await?;
+                None
+            } else {
+                stale = changed;
+                Some(c)
+            }
+        }
+        None => None,
+    };
+
+    let (container_id, image, action, writer) = match existing {
+        Some(c) => {
+            let id = c.id.clone().unwrap_or_default();
+            let image = c.image.clone().unwrap_or_default();
+            let running = c.state.as_ref().map(|s| s.to_string()) == Some("running".into());
+            if running && state.session.is_some() {
+                let writer = session::current(&state)?.ok_or_else(|| Error::other("no session"))?;
+                (id, image, "running", writer)
+            } else {
+                let writer = session::open(project, &mut state, &image, "container was stopped outside yolo")?;
+                state.save(&spec.devcontainer_id)?;
+                run_initialize(project, &writer).await?;
+                if !running {
+                    engine.start(&id).await?;
+                }
+                (id, image, if running { "running" } else { "started" }, writer)
+            }
+        }
+        None => {
+            let image_name = image_label(&spec.image);
+            let writer = session::open(project, &mut state, &image_name, "container was replaced")?;
+            state.created_hooks_done_for = None;
+            state.post_start_done_for = None;
+            state.save(&spec.devcontainer_id)?;
+            run_initialize(project, &writer).await?;
+            let image = engine.ensure_image(&spec.image, flags.rebuild).await?;
+            create_volumes(engine, project).await?;
+            let network = Network { mode: None, publish: true };
+            let id = engine.create_container(spec, &image, &network).await?;
+            engine.start(&id).await?;
+            (id, image, "created", writer)
+        }
+    };
+
+    let outcome = Outcome {
+        container_id: container_id.clone(),
+        container_name: spec.container_name.clone(),
+        image,
+        workspace: spec.workspace.display().to_string(),
+        workspace_folder: spec.workspace_folder.clone(),
+        remote_user: project.remote_user(),
+        session: writer.session().to_string(),
+        action: action.to_string(),
+        stale,
+    };
+    let result = lifecycle(engine, project, &mut state, &container_id, &writer).await;
+    state.save(&spec.devcontainer_id)?;
+    result?;
+    Ok(outcome)
+}
+
+fn image_label(source: &ImageSource) -> String {
+    match source {
+        ImageSource::Image(name) => name.clone(),
+        ImageSource::Build(b) => b.tag.clone(),
+    }
+}
+
+async fn run_initialize(project: &Project, writer: &Writer) -> Result<()> {
+    match &project.spec.initialize_command {
+        Some(command) => super::hooks::run_on_host(command, &project.spec.workspace, Some(writer)).await,
+        None => Ok(()),
+    }
+}
+
+/// Named volumes are created up front so they carry yolo's labels (and `YOLO_LABELS`).
+async fn create_volumes(engine: &Engine, project: &Project) -> Result<()> {
+    let mut labels = BTreeMap::from([
+        (crate::engine::labels::MANAGED.to_string(), "true".to_string()),
+        (crate::engine::labels::ID.to_string(), project.spec.devcontainer_id.clone()),
+    ]);
+    labels.extend(crate::engine::labels::extra());
+    for mount in project.spec.mounts.iter().filter(|m| m.kind == MountKind::Volume) {
+        engine.create_volume(&mount.source, &labels).await?;
+    }
+    Ok(())
+}
+
+/// Hooks and setup that depend on where this container is in its life.
+async fn lifecycle(
+    engine: &Engine,
+    project: &Project,
+    state: &mut WorkspaceState,
+    container_id: &str,
+    writer: &Writer,
+) -> Result<()> {
+    let spec = &project.spec;
+    let info = engine.inspect(container_id).await?;
+    let container_env = env_map(info.config.as_ref().and_then(|c| c.env.clone()).unwrap_or_default());
+    let user = match project.remote_user() {
+        Some(u) => Some(u),
+        None => info.config.as_ref().and_then(|c| c.user.clone()).filter(|u| !u.is_empty()),
+    };
+    let env = remote_env(&spec.remote_env, &container_env);
+    state.exec = Some(ExecSettings {
+        container: container_id.to_string(),
+        user: user.clone(),
+        cwd: spec.workspace_folder.clone(),
+        remote_env: spec.remote_env.clone(),
+    });
+    let started_at = info.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default();
+    let root = Runner {
+        engine,
+        container: container_id.to_string(),
+        user: Some("root".into()),
+        cwd: "/".into(),
+        env: vec![],
+        writer: Some(writer),
+    };
+    let runner = Runner { engine, container: container_id.to_string(), user, cwd: spec.workspace_folder.clone(), env, writer: Some(writer) };
+
+    if state.created_hooks_done_for.as_deref() != Some(container_id) {
+        setup(&root, project, runner.user.as_deref()).await?;
+        for (name, hook) in [
+            ("onCreateCommand", &spec.hooks.on_create),
+            ("updateContentCommand", &spec.hooks.update_content),
+            ("postCreateCommand", &spec.hooks.post_create),
+        ] {
+            if let Some(hook) = hook {
+                runner.hook(name, hook).await?;
+            }
+        }
+        state.created_hooks_done_for = Some(container_id.to_string());
+        state.save(&spec.devcontainer_id)?;
+    }
+    if state.post_start_done_for.as_deref() != Some(started_at.as_str()) {
+        if let Some(hook) = &spec.hooks.post_start {
+            runner.hook("postStartCommand", hook).await?;
+        }
+        state.post_start_done_for = Some(started_at);
+        state.save(&spec.devcontainer_id)?;
+    }
+    if let Some(hook) = &spec.hooks.post_attach {
+        runner.hook("postAttachCommand", hook).await?;
+    }
+    Ok(())
+}
+
+/// One-time root setup in a new container: match the remote user's uid/gid to the host user's
+/// (so files in the workspace stay the host user's) and hand the agent state volumes to the
+/// remote user.
+async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Result<()> {
+    let user = user.unwrap_or("root");
+    let (uid, gid) = project.spec.update_uid.map_or((String::new(), String::new()), |(u, g)| (u.to_string(), g.to_string()));
+    let argv = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        SETUP_SCRIPT.into(),
+        "yolo-setup".into(),
+        user.to_string(),
+        uid,
+        gid,
+        AGENT_STATE_ROOT.into(),
+    ];
+    let request = root.request(argv, false, false);
+    let result = root.run("setup", "yolo-setup", &request, Output::Prefixed("setup".into())).await?;
+    if result.exit_code != 0 {
+        return Err(Error::Hook { name: "yolo setup (uid update)".into(), code: result.exit_code });
+    }
+    Ok(())
+}
+
+/// `$1` user, `$2` host uid, `$3` host gid (empty: keep), `$4` agent state root.
+const SETUP_SCRIPT: &str = r#"
+set -u
+u="$1"; uid="$2"; gid="$3"; state="$4"
+if [ "$u" != root ] && [ -n "$uid" ] && id "$u" >/dev/null 2>&1; then
+  cur_uid=$(id -u "$u"); cur_gid=$(id -g "$u")
+  if [ "$cur_uid" != "$uid" ] || [ "$cur_gid" != "$gid" ]; then
+    if ! command -v usermod >/dev/null 2>&1; then
+      echo "usermod not found: cannot match $u's uid to the host's ($uid)"
+    elif [ "$cur_uid" != "$uid" ] && getent passwd "$uid" >/dev/null; then
+      echo "uid $uid is taken in the image: keeping $u at $cur_uid"
+    else
+      grp=$(id -gn "$u")
+      if [ "$cur_gid" != "$gid" ] && ! getent group "$gid" >/dev/null; then groupmod -g "$gid" "$grp"; fi
+      usermod -u "$uid" -g "$gid" "$u" >/dev/null
+    fi
+  fi
+fi
+if [ -d "$state" ] && id "$u" >/dev/null 2>&1; then
+  chown "$(id -u "$u"):$(id -g "$u")" "$state"/* 2>/dev/null || true
+fi
+exit 0
+"#;
+
+fn env_map(list: Vec<String>) -> BTreeMap<String, String> {
+    list.into_iter()
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect()
+}
+
+/// remoteEnv as `K=V` for exec, with `${containerEnv:..}` resolved against the container.
+pub fn remote_env(remote: &BTreeMap<String, Option<String>>, container: &BTreeMap<String, String>) -> Vec<String> {
+    remote
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", substitute::container_env(v, container))))
+        .collect()
+}

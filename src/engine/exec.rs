@@ -1,0 +1,208 @@
+//! Running commands in a container: attached to the terminal (TTY, raw mode, window resize),
+//! with plain pipes, with each line prefixed by a hook's name, or captured.
+
+use super::{message, Engine};
+use crate::error::{Error, Result};
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
+use futures_util::StreamExt;
+use std::io::Write;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[derive(Debug, Clone, Default)]
+pub struct ExecRequest {
+    pub argv: Vec<String>,
+    pub user: Option<String>,
+    pub cwd: Option<String>,
+    pub env: Vec<String>,
+    /// Allocate a TTY (stdin is a terminal).
+    pub tty: bool,
+    /// Forward our stdin.
+    pub stdin: bool,
+}
+
+/// Where a command's output goes.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// Our stdout/stderr.
+    Inherit,
+    /// Our stderr, each line prefixed with `[name] ` (lifecycle hooks).
+    Prefixed(String),
+    /// Kept in memory and returned (stdout and stderr together).
+    Capture,
+    /// Discarded.
+    Null,
+}
+
+pub struct ExecResult {
+    pub exit_code: i64,
+    pub captured: Vec<u8>,
+}
+
+impl Engine {
+    pub async fn exec(&self, container: &str, req: &ExecRequest, output: Output) -> Result<ExecResult> {
+        let config = CreateExecOptions {
+            cmd: Some(req.argv.clone()),
+            user: req.user.clone(),
+            working_dir: req.cwd.clone(),
+            env: Some(req.env.clone()),
+            tty: Some(req.tty),
+            attach_stdin: Some(req.stdin),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
+        let created = self
+            .docker
+            .create_exec(container, config)
+            .await
+            .map_err(|e| Error::docker(format!("running {:?} in the container", req.argv.join(" ")), message(&e)))?;
+        let started = self
+            .docker
+            .start_exec(&created.id, Some(StartExecOptions { tty: req.tty, ..Default::default() }))
+            .await
+            .map_err(|e| Error::docker("starting the command", message(&e)))?;
+        let StartExecResults::Attached { output: mut stream, mut input } = started else {
+            return Err(Error::other("docker did not attach to the command"));
+        };
+
+        let _raw = if req.tty { RawMode::enable() } else { None };
+        if req.tty {
+            self.resize(&created.id).await;
+            let engine = self.clone();
+            let id = created.id.clone();
+            tokio::spawn(async move {
+                let Ok(mut winch) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()) else {
+                    return;
+                };
+                while winch.recv().await.is_some() {
+                    engine.resize(&id).await;
+                }
+            });
+        }
+        if req.stdin {
+            tokio::spawn(async move {
+                let mut stdin = tokio::io::stdin();
+                let mut buf = vec![0u8; 8192];
+                loop {
+                    match stdin.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if input.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                            let _ = input.flush().await;
+                        }
+                    }
+                }
+                // Half-close: the command sees end of input.
+                let _ = input.shutdown().await;
+            });
+        } else {
+            drop(input);
+        }
+
+        let mut sink = Sink::new(output);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => sink.out(&message),
+                Ok(LogOutput::StdErr { message }) => sink.err(&message),
+                Ok(LogOutput::StdIn { .. }) => {}
+                Err(e) => return Err(Error::docker("reading the command's output", message(&e))),
+            }
+        }
+        sink.flush();
+        let inspect = self
+            .docker
+            .inspect_exec(&created.id)
+            .await
+            .map_err(|e| Error::docker("reading the command's exit code", message(&e)))?;
+        Ok(ExecResult { exit_code: inspect.exit_code.unwrap_or(-1), captured: sink.captured })
+    }
+
+    async fn resize(&self, exec_id: &str) {
+        if let Ok((width, height)) = crossterm::terminal::size() {
+            let _ = self.docker.resize_exec(exec_id, ResizeExecOptions { height, width }).await;
+        }
+    }
+}
+
+struct RawMode;
+
+impl RawMode {
+    fn enable() -> Option<RawMode> {
+        crossterm::terminal::enable_raw_mode().ok().map(|_| RawMode)
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = crossterm::terminal::disable_raw_mode();
+    }
+}
+
+struct Sink {
+    output: Output,
+    captured: Vec<u8>,
+    pending_out: Vec<u8>,
+    pending_err: Vec<u8>,
+}
+
+impl Sink {
+    fn new(output: Output) -> Sink {
+        Sink { output, captured: Vec::new(), pending_out: Vec::new(), pending_err: Vec::new() }
+    }
+
+    fn out(&mut self, bytes: &[u8]) {
+        match &self.output {
+            Output::Inherit => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(bytes);
+                let _ = out.flush();
+            }
+            Output::Prefixed(_) => {
+                self.pending_out.extend_from_slice(bytes);
+                self.emit_lines(false);
+            }
+            Output::Capture => self.captured.extend_from_slice(bytes),
+            Output::Null => {}
+        }
+    }
+
+    fn err(&mut self, bytes: &[u8]) {
+        match &self.output {
+            Output::Inherit => {
+                let mut err = std::io::stderr().lock();
+                let _ = err.write_all(bytes);
+                let _ = err.flush();
+            }
+            Output::Prefixed(_) => {
+                self.pending_err.extend_from_slice(bytes);
+                self.emit_lines(false);
+            }
+            Output::Capture => self.captured.extend_from_slice(bytes),
+            Output::Null => {}
+        }
+    }
+
+    fn emit_lines(&mut self, all: bool) {
+        let Output::Prefixed(name) = &self.output else { return };
+        let prefix = console::style(format!("[{name}]")).dim().to_string();
+        let mut err = std::io::stderr().lock();
+        for pending in [&mut self.pending_out, &mut self.pending_err] {
+            while let Some(pos) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=pos).collect();
+                let _ = write!(err, "{prefix} {}", String::from_utf8_lossy(&line));
+            }
+            if all && !pending.is_empty() {
+                let _ = writeln!(err, "{prefix} {}", String::from_utf8_lossy(pending));
+                pending.clear();
+            }
+        }
+        let _ = err.flush();
+    }
+
+    fn flush(&mut self) {
+        self.emit_lines(true);
+    }
+}

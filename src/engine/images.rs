@@ -1,0 +1,230 @@
+//! Images: use a local image or pull it, or build one from a Dockerfile through the Engine API
+//! with live progress.
+
+use super::{is_not_found, labels, message, Engine};
+use crate::error::{Error, Result};
+use crate::run_spec::{BuildSpec, ImageSource};
+use bollard::query_parameters::{BuildImageOptions, CreateImageOptions};
+use futures_util::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::time::Duration;
+
+/// Label on built images: hash of the build inputs yolo can see cheaply (BuildSpec + Dockerfile).
+pub const BUILD_HASH_LABEL: &str = "dev.yolo.build-hash";
+const TAIL_LINES: usize = 20;
+
+impl Engine {
+    /// Make sure the image of `source` exists locally and return the reference to run.
+    pub async fn ensure_image(&self, source: &ImageSource, rebuild: bool) -> Result<String> {
+        match source {
+            ImageSource::Image(name) => {
+                if !self.image_exists(name).await? {
+                    self.pull(name).await?;
+                }
+                Ok(name.clone())
+            }
+            ImageSource::Build(build) => {
+                let hash = build_hash(build)?;
+                if !rebuild && self.image_label(&build.tag, BUILD_HASH_LABEL).await?.as_deref() == Some(&hash) {
+                    return Ok(build.tag.clone());
+                }
+                self.build(build, &hash, rebuild).await?;
+                Ok(build.tag.clone())
+            }
+        }
+    }
+
+    pub async fn image_exists(&self, name: &str) -> Result<bool> {
+        match self.docker.inspect_image(name).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(Error::docker(format!("inspecting image {name}"), message(&e))),
+        }
+    }
+
+    async fn image_label(&self, name: &str, key: &str) -> Result<Option<String>> {
+        match self.docker.inspect_image(name).await {
+            Ok(img) => Ok(img.config.and_then(|c| c.labels).and_then(|l| l.get(key).cloned())),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(Error::docker(format!("inspecting image {name}"), message(&e))),
+        }
+    }
+
+    /// The image's configured user (`USER` in its Dockerfile), if any.
+    pub async fn image_user(&self, name: &str) -> Result<Option<String>> {
+        let img = self
+            .docker
+            .inspect_image(name)
+            .await
+            .map_err(|e| Error::docker(format!("inspecting image {name}"), message(&e)))?;
+        Ok(img.config.and_then(|c| c.user).filter(|u| !u.is_empty()))
+    }
+
+    async fn pull(&self, name: &str) -> Result<()> {
+        let bar = spinner(&format!("pulling {name}"));
+        let options = CreateImageOptions { from_image: Some(name.to_string()), ..Default::default() };
+        let mut stream = self.docker.create_image(Some(options), None, None);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(detail) = info.error_detail {
+                        bar.finish_and_clear();
+                        return Err(pull_error(name, detail.message.unwrap_or_default()));
+                    }
+                    let status = [info.id, info.status].into_iter().flatten().collect::<Vec<_>>().join(" ");
+                    bar.set_message(format!("pulling {name}: {status}"));
+                }
+                Err(e) => {
+                    bar.finish_and_clear();
+                    return Err(pull_error(name, message(&e)));
+                }
+            }
+        }
+        bar.finish_and_clear();
+        Ok(())
+    }
+
+    async fn build(&self, build: &BuildSpec, hash: &str, no_cache: bool) -> Result<()> {
+        let tar = context_tar(build)?;
+        let mut labels: HashMap<String, String> = build.labels.clone().into_iter().collect();
+        labels.insert(BUILD_HASH_LABEL.into(), hash.to_string());
+        labels.extend(labels::extra());
+        let options = BuildImageOptions {
+            dockerfile: build.dockerfile.clone(),
+            t: Some(build.tag.clone()),
+            buildargs: Some(build.args.clone().into_iter().collect()),
+            target: build.target.clone().unwrap_or_default(),
+            cachefrom: (!build.cache_from.is_empty()).then(|| build.cache_from.clone()),
+            labels: Some(labels),
+            nocache: no_cache,
+            rm: true,
+            forcerm: true,
+            ..Default::default()
+        };
+        let bar = spinner(&format!("building {}", build.tag));
+        let mut tail: VecDeque<String> = VecDeque::new();
+        let body = bollard::body_full(tar.into());
+        let mut stream = self.docker.build_image(options, None, Some(body));
+        while let Some(item) = stream.next().await {
+            let info = match item {
+                Ok(info) => info,
+                Err(e) => {
+                    bar.finish_and_clear();
+                    return Err(build_error(build, message(&e), &tail));
+                }
+            };
+            if let Some(detail) = info.error_detail {
+                bar.finish_and_clear();
+                return Err(build_error(build, detail.message.unwrap_or_default(), &tail));
+            }
+            for line in info.stream.iter().flat_map(|s| s.lines()).filter(|l| !l.trim().is_empty()) {
+                bar.set_message(format!("building {}: {}", build.tag, line.trim()));
+                tail.push_back(line.to_string());
+                if tail.len() > TAIL_LINES {
+                    tail.pop_front();
+                }
+            }
+        }
+        bar.finish_and_clear();
+        Ok(())
+    }
+}
+
+fn spinner(message: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {wide_msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+fn pull_error(name: &str, msg: String) -> Error {
+    Error::Docker {
+        action: format!("pulling image {name}"),
+        message: msg,
+        hint: Some(format!(
+            "the image is not on this machine and could not be pulled; check the name, your registry access, or build it (`docker build -t {name} ...`) or use \"build\" in devcontainer.json"
+        )),
+    }
+}
+
+fn build_error(build: &BuildSpec, msg: String, tail: &VecDeque<String>) -> Error {
+    let mut text = msg.trim().to_string();
+    if !tail.is_empty() {
+        text.push_str("\n  last build output:");
+        for line in tail {
+            text.push_str("\n    ");
+            text.push_str(line.trim_end());
+        }
+    }
+    Error::Docker {
+        action: format!("building {} from {}", build.tag, build.context.display()),
+        message: text,
+        hint: Some("fix the Dockerfile, then run `yolo up --rebuild`".into()),
+    }
+}
+
+/// Hash of what decides the build and is cheap to read: the BuildSpec and the Dockerfile text.
+/// Other context files changing is what `--rebuild` is for.
+fn build_hash(build: &BuildSpec) -> Result<String> {
+    let dockerfile = build.dockerfile_outside.clone().unwrap_or_else(|| build.context.join(&build.dockerfile));
+    let text = std::fs::read(&dockerfile).map_err(|e| Error::io(&dockerfile, e))?;
+    let mut hasher = Sha256::new();
+    hasher.update(serde_json::to_vec(build).unwrap_or_default());
+    hasher.update(&text);
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// A tar of the build context that honours `.dockerignore` (patterns anchored at the context
+/// root, as Docker reads them). The Dockerfile is always included.
+pub fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
+    let root = &build.context;
+    if !root.is_dir() {
+        return Err(Error::other(format!(
+            "build context {} is not a folder (check \"build.context\" in devcontainer.json)",
+            root.display()
+        )));
+    }
+    let ignore = dockerignore(root)?;
+    let mut tar = tar::Builder::new(Vec::new());
+    tar.follow_symlinks(false);
+    let walker = ignore::WalkBuilder::new(root).standard_filters(false).follow_links(false).build();
+    for entry in walker {
+        let entry = entry.map_err(|e| Error::other(format!("reading build context: {e}")))?;
+        let path = entry.path();
+        let Ok(rel) = path.strip_prefix(root) else { continue };
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        let keep = rel == Path::new(&build.dockerfile) || rel == Path::new(".dockerignore");
+        if !keep && ignore.matched_path_or_any_parents(rel, is_dir).is_ignore() {
+            continue;
+        }
+        tar.append_path_with_name(path, rel).map_err(|e| Error::io(path, e))?;
+    }
+    if let Some(outside) = &build.dockerfile_outside {
+        let mut file = std::fs::File::open(outside).map_err(|e| Error::io(outside, e))?;
+        tar.append_file(&build.dockerfile, &mut file).map_err(|e| Error::io(outside, e))?;
+    }
+    tar.into_inner().map_err(|e| Error::io(root, e))
+}
+
+fn dockerignore(root: &Path) -> Result<ignore::gitignore::Gitignore> {
+    let mut builder = ignore::gitignore::GitignoreBuilder::new(root);
+    let path = root.join(".dockerignore");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            let (neg, pat) = line.strip_prefix('!').map_or(("", line), |p| ("!", p));
+            // Docker anchors every pattern at the context root; gitignore only anchors ones with '/'.
+            let anchored = if pat.starts_with('/') || pat.starts_with("**") { pat.to_string() } else { format!("/{pat}") };
+            builder
+                .add_line(None, &format!("{neg}{anchored}"))
+                .map_err(|e| Error::other(format!("{}: {e}", path.display())))?;
+        }
+    }
+    builder.build().map_err(|e| Error::other(format!("{}: {e}", path.display())))
+}

@@ -1,0 +1,127 @@
+//! A `Project` is one workspace with its devcontainer.json, read, substituted and checked
+//! against the user's grants: config -> policy -> RunSpec, done once at the edge.
+
+use crate::agents;
+use crate::cli::{Target, UpFlags};
+use crate::devcontainer::{discover, id, model::DevContainer, parse, substitute};
+use crate::error::{Error, Result};
+use crate::policy;
+use crate::run_spec::RunSpec;
+use crate::user_config::UserConfig;
+use std::path::{Path, PathBuf};
+
+/// Where agent state volumes are mounted; `yolo run` links `~/<state_dir>` here.
+pub const AGENT_STATE_ROOT: &str = "/yolo/state";
+
+pub struct Project {
+    pub spec: RunSpec,
+    pub config: DevContainer,
+    pub user: UserConfig,
+    pub located: Located,
+}
+
+/// Which workspace and config file a command is about, without reading the config.
+#[derive(Debug, Clone)]
+pub struct Located {
+    pub workspace: PathBuf,
+    pub config_file: PathBuf,
+    pub devcontainer_id: String,
+}
+
+impl Located {
+    pub fn find(target: &Target) -> Result<Located> {
+        let workspace = workspace_dir(target.workspace.as_deref())?;
+        let config_file = discover::find_config(&workspace, target.config.as_deref())?;
+        let devcontainer_id =
+            id::devcontainer_id(&workspace.display().to_string(), &config_file.display().to_string());
+        Ok(Located { workspace, config_file, devcontainer_id })
+    }
+}
+
+impl Project {
+    /// Read, substitute and check the config. `trust_host_commands` is the user's answer (flag,
+    /// config or prompt) about running `initializeCommand` on the host.
+    pub fn load(located: &Located, flags: &UpFlags, user: UserConfig) -> Result<Project> {
+        let Located { workspace, config_file, devcontainer_id } = located.clone();
+        let raw = parse::parse_file(&config_file)?;
+        let workspace_str = workspace.display().to_string();
+        let config = substituted(&raw, &workspace_str, &devcontainer_id);
+        let trusted = flags.trust_host_commands
+            || user.trust_host_commands
+            || match &config.initialize_command {
+                Some(command) => crate::commands::approval::ask_host_command(command)?,
+                None => false,
+            };
+        let agent_volumes = agents::all(&user)
+            .iter()
+            .map(|a| (agents::state_volume(&a.name, &devcontainer_id), format!("{AGENT_STATE_ROOT}/{}", a.name)))
+            .collect();
+        let policy_flags = policy::Flags {
+            grants: flags.grants.clone(),
+            trust_host_commands: trusted,
+            cpus: flags.cpus,
+            memory: flags.memory.clone(),
+            pids: flags.pids,
+            allow: flags.allow.clone(),
+        };
+        let spec = policy::evaluate(&policy::Input {
+            config: &config,
+            config_file: &config_file,
+            workspace: &workspace,
+            devcontainer_id: &devcontainer_id,
+            user: &user,
+            flags: &policy_flags,
+            host_ids: host_ids(),
+            agent_volumes,
+        })?;
+        Ok(Project { spec, config, user, located: located.clone() })
+    }
+
+    /// The user commands run as in the container (`None`: the container's default user).
+    pub fn remote_user(&self) -> Option<String> {
+        self.spec.remote_user.clone().or_else(|| self.spec.container_user.clone())
+    }
+}
+
+/// Substitute host-side variables. `${containerWorkspaceFolder}` depends on `workspaceFolder`,
+/// which may itself use host variables, so that one property is resolved first.
+fn substituted(raw: &DevContainer, workspace: &str, devcontainer_id: &str) -> DevContainer {
+    let env = |name: &str| std::env::var(name).ok();
+    let first = substitute::substitute(
+        raw,
+        &substitute::Context {
+            local_workspace_folder: workspace,
+            container_workspace_folder: "/workspace",
+            devcontainer_id,
+            local_env: &env,
+        },
+    );
+    let folder = first.workspace_folder.clone().unwrap_or_else(|| "/workspace".into());
+    substitute::substitute(
+        raw,
+        &substitute::Context {
+            local_workspace_folder: workspace,
+            container_workspace_folder: &folder,
+            devcontainer_id,
+            local_env: &env,
+        },
+    )
+}
+
+fn workspace_dir(explicit: Option<&Path>) -> Result<PathBuf> {
+    let dir = match explicit {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
+    };
+    dir.canonicalize().map_err(|e| {
+        Error::other(format!("workspace {}: {e} (pass an existing folder with --workspace)", dir.display()))
+    })
+}
+
+fn host_ids() -> Option<(u32, u32)> {
+    // SAFETY: getuid/getgid cannot fail and touch no memory.
+    #[cfg(target_os = "linux")]
+    return Some(unsafe { (libc::getuid(), libc::getgid()) });
+    #[cfg(not(target_os = "linux"))]
+    None
+}

@@ -1,0 +1,74 @@
+//! What yolo remembers per workspace, in the user's data dir where the agent cannot reach it:
+//! the current session, which container's one-time hooks ran, and the approved `.devcontainer/`.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct WorkspaceState {
+    pub workspace: String,
+    /// The open session (between `up` and `down`).
+    pub session: Option<String>,
+    /// Sessions of this workspace, oldest first.
+    pub sessions: Vec<String>,
+    /// Container whose create-time hooks completed.
+    pub created_hooks_done_for: Option<String>,
+    /// `State.StartedAt` of the container start whose postStartCommand ran.
+    pub post_start_done_for: Option<String>,
+    /// The approved contents of the config folder: relative path -> text.
+    pub approved: Option<BTreeMap<String, String>>,
+    /// How `exec`/`shell`/`run` reach the container, written by `up` so they need not re-read
+    /// the config (and keep secrets from remoteEnv out of container labels).
+    pub exec: Option<ExecSettings>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ExecSettings {
+    pub container: String,
+    pub user: Option<String>,
+    pub cwd: String,
+    pub remote_env: BTreeMap<String, Option<String>>,
+}
+
+fn path(devcontainer_id: &str) -> PathBuf {
+    crate::user_config::data_dir().join("workspaces").join(format!("{devcontainer_id}.json"))
+}
+
+impl WorkspaceState {
+    pub fn load(devcontainer_id: &str) -> Result<WorkspaceState> {
+        let path = path(devcontainer_id);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                Error::other(format!("{}: unreadable yolo state ({e}); delete the file to start afresh", path.display()))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(WorkspaceState::default()),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
+    /// Write atomically (temp file + rename) so a crash never leaves half a file.
+    pub fn save(&self, devcontainer_id: &str) -> Result<()> {
+        let path = path(devcontainer_id);
+        let dir = path.parent().map(PathBuf::from).unwrap_or_default();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self).map_err(|e| Error::other(e.to_string()))?;
+        std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+    }
+
+    /// All workspace states (for `yolo audit --list` and `status`).
+    pub fn all() -> Vec<WorkspaceState> {
+        let dir = crate::user_config::data_dir().join("workspaces");
+        let Ok(entries) = std::fs::read_dir(dir) else { return vec![] };
+        entries
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .filter_map(|t| serde_json::from_str(&t).ok())
+            .collect()
+    }
+}
