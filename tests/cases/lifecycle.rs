@@ -1,0 +1,199 @@
+//! up / reuse / rebuild / down, and what the created container looks like.
+
+use crate::support::*;
+
+const SIMPLE: &str = r#"{
+  // a comment, and a trailing comma below
+  "image": "debian:bookworm-slim",
+  "containerEnv": { "FROM_CONFIG": "yes" },
+  "forwardPorts": [18080],
+  "hostRequirements": { "cpus": 1, "memory": "1gb" },
+  "customizations": { "yolo": { "limits": { "pids": 256 } }, "vscode": { "extensions": [] } },
+}"#;
+
+#[test]
+fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
+    let t = Test::new();
+    t.devcontainer(SIMPLE);
+    let (_, out) = t.up(&[]);
+    assert_eq!(out["action"], "created");
+    let id = out["container_id"].as_str().unwrap();
+    let c = inspect(id);
+    let host = &c["HostConfig"];
+
+    // Mounts: the workspace bind at /workspace, the rest named volumes only.
+    let mounts = c["Mounts"].as_array().unwrap();
+    let binds: Vec<_> = mounts.iter().filter(|m| m["Type"] == "bind").collect();
+    assert_eq!(binds.len(), 1, "only one bind mount: {mounts:?}");
+    assert_eq!(binds[0]["Source"], t.workspace.canonicalize().unwrap().display().to_string());
+    assert_eq!(binds[0]["Destination"], "/workspace");
+    assert!(mounts.iter().all(|m| m["Type"] == "bind" || m["Type"] == "volume"), "{mounts:?}");
+    assert!(!mounts.iter().any(|m| m["Source"].as_str().unwrap_or("").contains("docker.sock")));
+
+    // Capabilities: all dropped, a small set added back; never NET_ADMIN / NET_RAW / SYS_ADMIN.
+    assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]));
+    let caps: Vec<&str> = host["CapAdd"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for forbidden in ["NET_ADMIN", "NET_RAW", "SYS_ADMIN", "SYS_PTRACE", "MKNOD"] {
+        assert!(!caps.iter().any(|c| c.ends_with(forbidden)), "{forbidden} in {caps:?}");
+    }
+    assert_eq!(host["Privileged"], false);
+    let secopt = host["SecurityOpt"].to_string();
+    assert!(secopt.contains("no-new-privileges"), "{secopt}");
+    assert_eq!(host["Init"], true);
+
+    // Limits: hostRequirements and customizations.yolo.limits.
+    assert_eq!(host["NanoCpus"], 1_000_000_000i64);
+    assert_eq!(host["Memory"], 1024i64 * 1024 * 1024);
+    assert_eq!(host["MemorySwap"], host["Memory"]);
+    assert_eq!(host["PidsLimit"], 256);
+
+    // Ports: published on 127.0.0.1 only.
+    let bindings = &host["PortBindings"]["18080/tcp"][0];
+    assert_eq!(bindings["HostIp"], "127.0.0.1");
+    assert_eq!(bindings["HostPort"], "18080");
+
+    // Labels the reference CLI and VS Code look for, and yolo's own.
+    let labels = &c["Config"]["Labels"];
+    assert_eq!(labels["devcontainer.local_folder"], t.workspace.canonicalize().unwrap().display().to_string());
+    assert_eq!(
+        labels["devcontainer.config_file"],
+        t.workspace.join(".devcontainer/devcontainer.json").canonicalize().unwrap().display().to_string()
+    );
+    assert_eq!(labels["dev.yolo.managed"], "true");
+    assert!(labels["dev.yolo.config-hash"].as_str().unwrap().len() >= 32);
+
+    // No host environment leaks in: only the image's and the config's.
+    let env = c["Config"]["Env"].to_string();
+    assert!(env.contains("FROM_CONFIG=yes"));
+    assert!(!env.contains("YOLO_DATA_DIR"), "{env}");
+    assert!(!env.contains("CARGO"), "{env}");
+
+    // Inside: the processes see the limits and lack the capabilities.
+    let caps = t.yolo(&["exec", "sh", "-c", "grep CapEff /proc/self/status; cat /proc/self/status | grep NoNewPrivs"]).ok();
+    assert!(caps.stdout().contains("NoNewPrivs:\t1"), "{}", caps.stdout());
+    let eff = caps.stdout().lines().find(|l| l.starts_with("CapEff")).unwrap().split_whitespace().last().unwrap().to_string();
+    let eff = u64::from_str_radix(&eff, 16).unwrap();
+    const CAP_NET_RAW: u64 = 1 << 13;
+    const CAP_NET_ADMIN: u64 = 1 << 12;
+    const CAP_SYS_ADMIN: u64 = 1 << 21;
+    assert_eq!(eff & (CAP_NET_RAW | CAP_NET_ADMIN | CAP_SYS_ADMIN), 0, "caps {eff:x}");
+}
+
+#[test]
+fn up_twice_reuses_the_container_and_starts_a_stopped_one() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let (_, first) = t.up(&[]);
+    let (_, second) = t.up(&[]);
+    assert_eq!(first["container_id"], second["container_id"]);
+    assert_eq!(second["action"], "running");
+    assert_eq!(t.containers().len(), 1);
+
+    t.yolo(&["down"]).ok();
+    let state = inspect(first["container_id"].as_str().unwrap());
+    assert_eq!(state["State"]["Running"], false);
+    let (_, third) = t.up(&[]);
+    assert_eq!(third["container_id"], first["container_id"]);
+    assert_eq!(third["action"], "started");
+}
+
+#[test]
+fn a_changed_config_is_refused_until_accepted_then_flagged_stale_and_rebuild_recreates() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let (_, first) = t.up(&[]);
+
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "containerEnv": {"NEW": "1"}}"#);
+    let refused = t.yolo(&["up"]).fails_with(77);
+    assert!(refused.stderr().contains("changed since you last approved"), "{}", refused.stderr());
+    assert!(refused.stderr().contains("+"), "shows the diff: {}", refused.stderr());
+    assert!(refused.stderr().contains("--accept-config"), "{}", refused.stderr());
+
+    let (run, stale) = t.up(&["--accept-config"]);
+    assert_eq!(stale["container_id"], first["container_id"]);
+    assert_eq!(stale["stale"], true);
+    let _ = run;
+
+    let (_, rebuilt) = t.up(&["--rebuild"]);
+    assert_ne!(rebuilt["container_id"], first["container_id"]);
+    assert_eq!(rebuilt["action"], "created");
+    assert_eq!(rebuilt["stale"], false);
+    assert_eq!(t.containers().len(), 1, "the old container is gone");
+    let env = inspect(rebuilt["container_id"].as_str().unwrap())["Config"]["Env"].to_string();
+    assert!(env.contains("NEW=1"));
+}
+
+#[test]
+fn down_stops_remove_deletes_and_volumes_go_only_when_asked() {
+    let t = Test::new();
+    t.devcontainer(&format!(
+        r#"{{"image": "debian:bookworm-slim", "mounts": ["source=yolo-test-cache-{},target=/cache,type=volume"]}}"#,
+        t.id
+    ));
+    let (_, out) = t.up(&[]);
+    let id = out["container_id"].as_str().unwrap().to_string();
+    let volume = format!("yolo-test-cache-{}", t.id);
+    assert_eq!(docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(), volume);
+
+    t.yolo(&["down"]).ok();
+    assert_eq!(inspect(&id)["State"]["Running"], false);
+
+    t.yolo(&["down", "--remove"]).ok();
+    assert!(t.containers().is_empty());
+    assert_eq!(docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(), volume, "kept");
+
+    t.up(&[]);
+    t.yolo(&["down", "--remove", "--volumes"]).ok();
+    assert!(docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim().is_empty());
+}
+
+#[test]
+fn status_lists_the_container_with_limits() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let (_, out) = t.up(&["--memory", "768m", "--cpus", "1.5", "--pids", "300"]);
+    let status = t.yolo(&["status", "--json"]).ok();
+    let rows: serde_json::Value = serde_json::from_str(&status.stdout()).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == out["container_name"])
+        .expect("our container is listed");
+    assert_eq!(row["state"], "running");
+    assert_eq!(row["memory_bytes"], 768i64 * 1024 * 1024);
+    assert_eq!(row["cpus"], 1.5);
+    assert_eq!(row["pids"], 300);
+    assert_eq!(row["workspace"], t.workspace.canonicalize().unwrap().display().to_string());
+}
+
+#[test]
+fn the_session_log_records_start_commands_and_stop() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "postCreateCommand": "true"}"#);
+    t.up(&[]);
+    t.yolo(&["exec", "sh", "-c", "exit 4"]).fails_with(4);
+    t.yolo(&["down"]).ok();
+    let events = t.events();
+    let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"session_start"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"session_stop"), "{kinds:?}");
+    let start = &events[0];
+    assert_eq!(start["image"], "debian:bookworm-slim");
+    assert!(start["config_hash"].as_str().unwrap().len() >= 32);
+    assert!(start["limits"]["memory_bytes"].as_i64().unwrap() > 0);
+    let exec = events.iter().find(|e| e["kind"] == "command" && e["source"] == "exec").expect("exec event");
+    assert_eq!(exec["argv"], serde_json::json!(["sh", "-c", "exit 4"]));
+    assert_eq!(exec["exit_code"], 4);
+    assert_eq!(exec["cwd"], "/workspace");
+    assert!(exec["duration_ms"].is_u64());
+    let hook = events.iter().find(|e| e["kind"] == "command" && e["source"] == "hook").expect("hook event");
+    assert_eq!(hook["name"], "postCreateCommand");
+    let session = start["session"].as_str().unwrap();
+    assert!(events.iter().all(|e| e["session"] == session));
+
+    // The viewer shows and filters them.
+    let view = t.yolo(&["audit", "--kind", "command"]).ok();
+    assert!(view.stdout().contains("exit=4"), "{}", view.stdout());
+    assert!(!view.stdout().contains("session_start"));
+}

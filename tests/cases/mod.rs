@@ -1,0 +1,6 @@
+mod errors;
+mod exec;
+mod hooks;
+mod images;
+mod lifecycle;
+mod policy;

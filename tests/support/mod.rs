@@ -1,0 +1,213 @@
+//! Test harness: each `Test` is a fresh workspace with its own yolo config and data dirs, and a
+//! unique label put on everything yolo creates for it (through `YOLO_LABELS`). Dropping the
+//! `Test` removes every container, volume, network and image carrying that label, pass or fail.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub const LABEL: &str = "dev.yolo.test";
+pub const BASE_IMAGE: &str = "debian:bookworm-slim";
+
+pub struct Test {
+    pub id: String,
+    root: tempfile::TempDir,
+    pub workspace: PathBuf,
+    pub config_dir: PathBuf,
+    pub data_dir: PathBuf,
+    extra_env: Vec<(String, String)>,
+}
+
+pub struct Run {
+    pub output: Output,
+}
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    /// Assert success and return self, printing both streams on failure.
+    #[track_caller]
+    pub fn ok(self) -> Self {
+        assert_eq!(self.code(), 0, "expected success\nstdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
+        self
+    }
+    #[track_caller]
+    pub fn fails_with(self, code: i32) -> Self {
+        assert_eq!(self.code(), code, "expected exit {code}\nstdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
+        assert!(!self.stderr().contains("panicked"), "panic: {}", self.stderr());
+        assert!(!self.stderr().contains("RUST_BACKTRACE"), "panic: {}", self.stderr());
+        self
+    }
+}
+
+impl Default for Test {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Test {
+    pub fn new() -> Test {
+        let root = tempfile::Builder::new().prefix("yolo-test-").tempdir().expect("temp dir");
+        let id = format!("t{}", &uuid_like());
+        let workspace = root.path().join("repo");
+        let config_dir = root.path().join("config");
+        let data_dir = root.path().join("data");
+        for d in [&workspace, &config_dir, &data_dir] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        Test { id, root, workspace, config_dir, data_dir, extra_env: vec![] }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// Write a file relative to the workspace.
+    pub fn file(&self, rel: &str, text: &str) -> &Self {
+        let path = self.workspace.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        self
+    }
+
+    pub fn devcontainer(&self, json: &str) -> &Self {
+        self.file(".devcontainer/devcontainer.json", json)
+    }
+
+    pub fn user_config(&self, toml: &str) -> &Self {
+        std::fs::write(self.config_dir.join("config.toml"), toml).unwrap();
+        self
+    }
+
+    pub fn env(&mut self, key: &str, value: &str) -> &mut Self {
+        self.extra_env.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_yolo"));
+        cmd.args(args)
+            .current_dir(&self.workspace)
+            .env("YOLO_CONFIG_DIR", &self.config_dir)
+            .env("YOLO_DATA_DIR", &self.data_dir)
+            .env("YOLO_LABELS", format!("{LABEL}={}", self.id))
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_BACKTRACE");
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Run yolo with no stdin.
+    pub fn yolo(&self, args: &[&str]) -> Run {
+        let output = self.command(args).stdin(Stdio::null()).output().expect("run yolo");
+        Run { output }
+    }
+
+    /// Run yolo with `input` on stdin.
+    pub fn yolo_stdin(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run yolo");
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        Run { output: child.wait_with_output().unwrap() }
+    }
+
+    /// `yolo up --json` and the created container's id.
+    pub fn up(&self, extra: &[&str]) -> (Run, serde_json::Value) {
+        let mut args = vec!["up", "--json"];
+        args.extend_from_slice(extra);
+        let run = self.yolo(&args).ok();
+        let value: serde_json::Value = serde_json::from_str(&run.stdout()).expect("up --json output");
+        (run, value)
+    }
+
+    /// Containers carrying this test's label.
+    pub fn containers(&self) -> Vec<String> {
+        docker(&["ps", "-aq", "--filter", &format!("label={LABEL}={}", self.id)])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The session log events of this test (all sessions).
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        let dir = self.data_dir.join("sessions");
+        let mut out = vec![];
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for p in paths {
+                for line in std::fs::read_to_string(p).unwrap_or_default().lines() {
+                    if let Ok(v) = serde_json::from_str(line) {
+                        out.push(v);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Test {
+    fn drop(&mut self) {
+        cleanup_label(&format!("{LABEL}={}", self.id));
+    }
+}
+
+/// Remove everything carrying `label` (containers first: they hold volumes and networks).
+pub fn cleanup_label(label: &str) {
+    let filter = format!("label={label}");
+    let ids = docker(&["ps", "-aq", "--filter", &filter]);
+    let ids: Vec<&str> = ids.lines().collect();
+    if !ids.is_empty() {
+        let mut args = vec!["rm", "-f", "-v"];
+        args.extend(ids);
+        docker(&args);
+    }
+    for (kind, list) in [("volume", vec!["volume", "ls", "-q"]), ("network", vec!["network", "ls", "-q"])] {
+        let mut args = list.clone();
+        args.extend(["--filter", &filter]);
+        let ids = docker(&args);
+        for id in ids.lines() {
+            docker(&[kind, "rm", id]);
+        }
+    }
+    let images = docker(&["images", "-q", "--filter", &filter]);
+    for id in images.lines() {
+        docker(&["rmi", "-f", id]);
+    }
+}
+
+/// Run the docker CLI (the real engine) and return stdout.
+pub fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker").args(args).output().expect("docker CLI");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn inspect(id: &str) -> serde_json::Value {
+    let text = docker(&["inspect", id]);
+    let v: serde_json::Value = serde_json::from_str(&text).expect("docker inspect json");
+    v[0].clone()
+}
+
+fn uuid_like() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    format!("{:x}{:x}", std::process::id(), nanos & 0xffff_ffff_ffff)
+}
