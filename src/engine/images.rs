@@ -133,7 +133,7 @@ impl Engine {
     }
 }
 
-fn spinner(message: &str) -> ProgressBar {
+pub(crate) fn spinner(message: &str) -> ProgressBar {
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {wide_msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
     bar.set_message(message.to_string());

@@ -2,6 +2,7 @@
 
 pub mod containers;
 pub mod exec;
+pub mod guard;
 pub mod images;
 pub mod labels;
 
