@@ -20,3 +20,13 @@ pub fn sessions_dir() -> PathBuf {
 pub fn session_path(session: &str) -> PathBuf {
     sessions_dir().join(format!("{session}.jsonl"))
 }
+
+/// `<data dir>/network`: the guard's own files (it cannot write the host's session file).
+pub fn network_dir() -> PathBuf {
+    crate::user_config::data_dir().join("network")
+}
+
+/// Every file holding a session's events: the host's and the guard's.
+pub fn session_files(session: &str) -> Vec<PathBuf> {
+    vec![session_path(session), network_dir().join(format!("{session}.jsonl"))]
+}

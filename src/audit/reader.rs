@@ -19,3 +19,38 @@ pub fn parse(text: &str) -> (Vec<Event>, usize) {
     }
     (events, bad)
 }
+
+/// Follows several JSONL files, returning complete new lines as they are appended.
+pub struct Tail {
+    files: Vec<(std::path::PathBuf, u64, String)>,
+}
+
+impl Tail {
+    pub fn new(paths: Vec<std::path::PathBuf>) -> Tail {
+        Tail { files: paths.into_iter().map(|p| (p, 0, String::new())).collect() }
+    }
+
+    /// New events from all files since the last call, ordered by time.
+    pub fn poll(&mut self) -> Vec<Event> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut events = Vec::new();
+        for (path, offset, partial) in &mut self.files {
+            let Ok(mut file) = std::fs::File::open(&*path) else { continue };
+            if file.seek(SeekFrom::Start(*offset)).is_err() {
+                continue;
+            }
+            let mut text = String::new();
+            let Ok(n) = file.read_to_string(&mut text) else { continue };
+            *offset += n as u64;
+            partial.push_str(&text);
+            // Keep an unfinished last line for the next poll.
+            let complete = match partial.rfind('\n') {
+                Some(i) => partial.drain(..=i).collect::<String>(),
+                None => continue,
+            };
+            events.extend(parse(&complete).0);
+        }
+        events.sort_by_key(|e| e.ts);
+        events
+    }
+}

@@ -5,7 +5,6 @@ use crate::cli::Target;
 use crate::error::{Error, Result};
 use crate::project::Located;
 use crate::state::WorkspaceState;
-use std::io::BufRead;
 use std::time::Duration;
 
 pub async fn execute(
@@ -23,34 +22,28 @@ pub async fn execute(
         Some(s) => s,
         None => latest_session(target)?,
     };
-    let path = audit::session_path(&session);
-    let file = std::fs::File::open(&path).map_err(|e| {
-        Error::other(format!("no audit log for session {session} ({}: {e}); `yolo audit --list` shows the sessions", path.display()))
-    })?;
-    let mut reader = std::io::BufReader::new(file);
-    let mut line = String::new();
+    let files = audit::session_files(&session);
+    if !files.iter().any(|f| f.exists()) {
+        return Err(Error::other(format!(
+            "no audit log for session {session}; `yolo audit --list` shows the sessions"
+        )));
+    }
+    let mut tail = audit::reader::Tail::new(files);
     loop {
-        line.clear();
-        let n = reader.read_line(&mut line).map_err(|e| Error::io(&path, e))?;
-        if n == 0 || !line.ends_with('\n') {
-            if !follow {
-                break;
+        for event in tail.poll() {
+            if !kinds.is_empty() && !kinds.iter().any(|k| k == event.kind.name()) {
+                continue;
             }
-            // A partial line: rewind and wait for the writer to finish it.
-            let back = line.len() as i64;
-            reader.seek_relative(-back).map_err(|e| Error::io(&path, e))?;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
+            if json {
+                println!("{}", serde_json::to_string(&event).unwrap_or_default());
+            } else {
+                println!("{}", render(&event));
+            }
         }
-        let Ok(event) = serde_json::from_str::<Event>(line.trim_end()) else { continue };
-        if !kinds.is_empty() && !kinds.iter().any(|k| k == event.kind.name()) {
-            continue;
+        if !follow {
+            break;
         }
-        if json {
-            print!("{line}");
-        } else {
-            println!("{}", render(&event));
-        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(0)
 }
