@@ -20,7 +20,9 @@ pub fn parse_file(path: &Path) -> Result<DevContainer> {
             let valid = e.utf8_error().valid_up_to();
             // Everything before `valid` is UTF-8 by definition, so this slice cannot fail.
             let prefix = std::str::from_utf8(&e.as_bytes()[..valid]).unwrap_or_default();
-            let (line, column) = line_col(prefix, valid);
+            // Columns are counted without a BOM, as in `parse_str`.
+            let prefix = prefix.strip_prefix('\u{feff}').unwrap_or(prefix);
+            let (line, column) = line_col(prefix, prefix.len());
             Err(config_error(
                 path,
                 Some((line, column)),
@@ -99,9 +101,8 @@ fn check_supported(config: &DevContainer, path: &Path) -> Result<()> {
             "yolo cannot install Dev Container Features; install the tool in your Dockerfile instead",
         ));
     }
-    const COMPOSE: &str =
-        "yolo runs a single container, not Docker Compose configs; use \"image\" \
-                           or \"build.dockerfile\" instead";
+    const COMPOSE: &str = "yolo runs a single container, not Docker Compose configs; \
+                           use \"image\" or \"build.dockerfile\" instead";
     if config.docker_compose_file.is_some() {
         return Err(unsupported("dockerComposeFile", COMPOSE));
     }
@@ -937,6 +938,14 @@ mod tests {
                 assert_eq!(file, path);
                 assert_eq!((line, column), (Some(2), Some(11)));
                 assert_eq!(message, "the file is not valid UTF-8; save it as UTF-8");
+            }
+            other => panic!("expected a Config error, got {other:?}"),
+        }
+
+        std::fs::write(&path, b"\xef\xbb\xbf{\"name\": \"\xff\"}").unwrap();
+        match parse_file(&path) {
+            Err(Error::Config { line, column, .. }) => {
+                assert_eq!((line, column), (Some(1), Some(11)))
             }
             other => panic!("expected a Config error, got {other:?}"),
         }
