@@ -15,7 +15,7 @@
 //! truncates defaults such as URLs or `host:port`.
 use super::model::DevContainer;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Context<'a> {
     pub local_workspace_folder: &'a str,
@@ -50,6 +50,27 @@ pub fn substitute(config: &DevContainer, ctx: &Context) -> DevContainer {
     // so this cannot fail; if it ever did, the unsubstituted config is the safe answer (literal
     // `${...}` text grants nothing).
     serde_json::from_value(value).unwrap_or_else(|_| config.clone())
+}
+
+/// The host environment variables the config reads through `${localEnv:VAR}` (or `${env:VAR}`),
+/// sorted. The repository (and so the agent) writes devcontainer.json, so this is what it asks
+/// to copy from the host into the container; policy can show or filter it (the `local_env`
+/// lookup in `Context` is the place to withhold a variable).
+pub fn local_env_names(config: &DevContainer) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    if let Ok(value) = serde_json::to_value(config) {
+        visit_strings(&value, &mut |s| {
+            // Only the matching matters here; the replaced text is thrown away.
+            replace_variables(s, |name, args| {
+                if let ("localEnv" | "env", Some(args)) = (name, args) {
+                    let var = args.split_once(':').map_or(args, |(var, _)| var);
+                    names.insert(var.to_string());
+                }
+                None
+            });
+        });
+    }
+    names
 }
 
 /// Resolve `${containerEnv:VAR[:default]}` in a remoteEnv value against the container's env.
@@ -148,6 +169,16 @@ fn basename(path: &str) -> &str {
     match trimmed.rfind('/') {
         Some(i) => &trimmed[i + 1..],
         None => trimmed,
+    }
+}
+
+/// Call `f` on every string value (not object keys) at any depth.
+fn visit_strings(value: &Value, f: &mut dyn FnMut(&str)) {
+    match value {
+        Value::String(s) => f(s),
+        Value::Array(items) => items.iter().for_each(|v| visit_strings(v, f)),
+        Value::Object(map) => map.values().for_each(|v| visit_strings(v, f)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
@@ -419,6 +450,19 @@ mod tests {
         .expect("test config");
         let out = with_ctx("/workspace", |ctx| substitute(&raw, ctx));
         assert_eq!(out, raw);
+    }
+
+    #[test]
+    fn local_env_names_lists_what_the_repo_reads_from_the_host() {
+        let raw: DevContainer = serde_json::from_str(
+            r#"{"image": "x", "containerEnv": {"K": "${localEnv:AWS_SECRET_ACCESS_KEY}"},
+                "runArgs": ["-e", "T=${env:GITHUB_TOKEN:none}"],
+                "remoteEnv": {"P": "${containerEnv:PATH}", "E": "${localEnv}", "H": "${localEnv:HOME}"},
+                "postCreateCommand": {"a": ["echo", "${localEnv:HOME}"]}}"#,
+        )
+        .expect("test config");
+        let names: Vec<String> = local_env_names(&raw).into_iter().collect();
+        assert_eq!(names, ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "HOME"]);
     }
 
     #[test]
