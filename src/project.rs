@@ -45,7 +45,7 @@ impl Project {
         let Located { workspace, config_file, devcontainer_id } = located.clone();
         let raw = parse::parse_file(&config_file)?;
         let workspace_str = workspace.display().to_string();
-        let config = substituted(&raw, &workspace_str, &devcontainer_id);
+        let config = substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
         let trusted = flags.trust_host_commands
             || user.trust_host_commands
             || match &config.initialize_command {
@@ -83,10 +83,27 @@ impl Project {
     }
 }
 
+/// Host variables any config may read: they say nothing secret. Everything else must be listed
+/// in the user's `pass_env`, because the repository (and so the agent) writes devcontainer.json
+/// and could otherwise copy `${localEnv:AWS_SECRET_ACCESS_KEY}` into the container.
+pub const SAFE_LOCAL_ENV: &[&str] = &["USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "COLORTERM"];
+
 /// Substitute host-side variables. `${containerWorkspaceFolder}` depends on `workspaceFolder`,
 /// which may itself use host variables, so that one property is resolved first.
-fn substituted(raw: &DevContainer, workspace: &str, devcontainer_id: &str) -> DevContainer {
-    let env = |name: &str| std::env::var(name).ok();
+fn substituted(raw: &DevContainer, workspace: &str, devcontainer_id: &str, pass_env: &[String]) -> DevContainer {
+    let withheld: Vec<String> = substitute::local_env_names(raw)
+        .into_iter()
+        .filter(|n| !allowed_local_env(n, pass_env) && std::env::var_os(n).is_some())
+        .collect();
+    if !withheld.is_empty() {
+        eprintln!(
+            "{} devcontainer.json reads host variables yolo withholds: {} (treated as unset; allow them with pass_env = [..] in {})",
+            console::style("note:").yellow(),
+            withheld.join(", "),
+            UserConfig::path().display()
+        );
+    }
+    let env = |name: &str| if allowed_local_env(name, pass_env) { std::env::var(name).ok() } else { None };
     let first = substitute::substitute(
         raw,
         &substitute::Context {
@@ -124,4 +141,8 @@ fn host_ids() -> Option<(u32, u32)> {
     return Some(unsafe { (libc::getuid(), libc::getgid()) });
     #[cfg(not(target_os = "linux"))]
     None
+}
+
+fn allowed_local_env(name: &str, pass_env: &[String]) -> bool {
+    SAFE_LOCAL_ENV.contains(&name) || pass_env.iter().any(|p| p == name)
 }

@@ -20,6 +20,9 @@ pub struct UserConfig {
     pub agents: BTreeMap<String, UserAgent>,
     /// Base image of the firewall guard (default `debian:bookworm-slim`).
     pub guard_base_image: Option<String>,
+    /// Host environment variables a devcontainer.json may read with `${localEnv:VAR}`, besides
+    /// the harmless ones yolo always allows (see `project::SAFE_LOCAL_ENV`).
+    pub pass_env: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
