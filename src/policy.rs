@@ -1869,3 +1869,1075 @@ impl Eval<'_> {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const WS: &str = "/home/me/src/My Repo";
+    const CFG: &str = "/home/me/src/My Repo/.devcontainer/devcontainer.json";
+    const ID: &str = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdef";
+
+    struct Case {
+        config: serde_json::Value,
+        user: UserConfig,
+        flags: Flags,
+        workspace: PathBuf,
+        config_file: PathBuf,
+    }
+
+    fn case(config: serde_json::Value) -> Case {
+        Case {
+            config,
+            user: UserConfig::default(),
+            flags: Flags::default(),
+            workspace: WS.into(),
+            config_file: CFG.into(),
+        }
+    }
+
+    impl Case {
+        fn grant(mut self, grants: &[&str]) -> Self {
+            self.flags.grants = grants.iter().map(|g| g.to_string()).collect();
+            self
+        }
+
+        fn run(&self) -> Result<RunSpec> {
+            let config: DevContainer = serde_json::from_value(self.config.clone()).unwrap();
+            let input = Input {
+                config: &config,
+                config_file: &self.config_file,
+                workspace: &self.workspace,
+                devcontainer_id: ID,
+                user: &self.user,
+                flags: &self.flags,
+                host_ids: Some((1000, 1000)),
+                agent_volumes: vec![("yolo-claude-x".into(), "/home/node/.claude".into())],
+            };
+            evaluate(&input)
+        }
+    }
+
+    fn ok(config: serde_json::Value) -> RunSpec {
+        case(config).run().unwrap()
+    }
+
+    fn with_image(mut extra: serde_json::Value) -> serde_json::Value {
+        extra["image"] = json!("debian:bookworm-slim");
+        extra
+    }
+
+    /// Unpacks a refusal: (property, value, grant).
+    fn refused(result: Result<RunSpec>) -> (String, String, String) {
+        match result {
+            Err(Error::Refused {
+                property,
+                value,
+                grant,
+                reason,
+                ..
+            }) => {
+                assert!(!reason.is_empty());
+                (property, value, grant)
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    /// Unpacks a config error: (property, message).
+    fn config_err(result: Result<RunSpec>) -> (String, String) {
+        match result {
+            Err(Error::Config {
+                property, message, ..
+            }) => (property.unwrap_or_default(), message),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    fn assert_grant_text(grant: &str, name: &str) {
+        assert!(grant.contains(&format!("--grant {name}")), "{grant}");
+        assert!(grant.contains(&format!("grants = [\"{name}\"]")), "{grant}");
+    }
+
+    // ----- grants -----
+
+    #[test]
+    fn grants_parse_and_print() {
+        assert_eq!("privileged".parse::<Grant>(), Ok(Grant::Privileged));
+        assert_eq!(
+            "cap-add=cap_sys_ptrace".parse::<Grant>(),
+            Ok(Grant::CapAdd(Some("SYS_PTRACE".into())))
+        );
+        assert_eq!("cap-add".parse::<Grant>(), Ok(Grant::CapAdd(None)));
+        assert_eq!(
+            "host-mount=/data/../srv/".parse::<Grant>(),
+            Ok(Grant::HostMount(Some("/srv".into())))
+        );
+        for name in [
+            "security-opt=seccomp=unconfined",
+            "host-network",
+            "config-change",
+        ] {
+            assert_eq!(name.parse::<Grant>().unwrap().to_string(), name);
+        }
+        assert!("host-mount=relative".parse::<Grant>().is_err());
+        assert!("cap-add=".parse::<Grant>().is_err());
+        assert!("privileged=yes".parse::<Grant>().is_err());
+    }
+
+    #[test]
+    fn unknown_grant_lists_valid_ones() {
+        let message = case(with_image(json!({})))
+            .grant(&["root"])
+            .run()
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("unknown grant \"root\""), "{message}");
+        assert!(
+            message.contains("host-network") && message.contains("docker-socket"),
+            "{message}"
+        );
+        let mut c = case(with_image(json!({})));
+        c.user.grants = vec!["nope".into()];
+        assert!(matches!(c.run(), Err(Error::UserConfig { .. })));
+    }
+
+    // ----- defaults -----
+
+    #[test]
+    fn minimal_image_gets_safe_defaults() {
+        let spec = ok(with_image(json!({})));
+        assert_eq!(
+            spec.image,
+            ImageSource::Image("debian:bookworm-slim".into())
+        );
+        assert_eq!(
+            spec.workspace_mount,
+            Mount {
+                kind: MountKind::Bind,
+                source: WS.into(),
+                target: "/workspace".into(),
+                read_only: false
+            }
+        );
+        assert_eq!(spec.workspace_folder, "/workspace");
+        assert_eq!(spec.limits, Limits::default());
+        assert!(spec.init && spec.override_command && !spec.privileged);
+        assert_eq!(spec.shutdown_action, "stopContainer");
+        assert_eq!(spec.update_uid, Some((1000, 1000)));
+        assert!(
+            spec.cap_add.is_empty() && spec.security_opt.is_empty() && spec.grants_used.is_empty()
+        );
+        assert_eq!(spec.container_name, "yolo-my-repo-01234567");
+        assert_eq!(
+            spec.mounts,
+            [Mount {
+                kind: MountKind::Volume,
+                source: "yolo-claude-x".into(),
+                target: "/home/node/.claude".into(),
+                read_only: false
+            }]
+        );
+    }
+
+    #[test]
+    fn labels_let_vs_code_find_the_container() {
+        let spec = ok(with_image(json!({})));
+        assert_eq!(spec.labels["devcontainer.local_folder"], WS);
+        assert_eq!(spec.labels["devcontainer.config_file"], CFG);
+        assert_eq!(spec.labels["dev.yolo.managed"], "true");
+        assert_eq!(spec.labels["dev.yolo.id"], ID);
+        assert_eq!(spec.labels["dev.yolo.workspace"], WS);
+        assert_eq!(spec.labels[CONFIG_HASH_LABEL], spec.config_hash);
+    }
+
+    #[test]
+    fn init_false_is_ignored_and_other_flags_are_copied() {
+        let spec = ok(with_image(json!({
+            "init": false, "overrideCommand": false, "updateRemoteUserUID": false,
+            "shutdownAction": "none", "containerUser": "root", "remoteUser": "dev",
+            "containerEnv": {"A": "1"}, "remoteEnv": {"B": null},
+            "postCreateCommand": "make", "customizations": {"yolo": {"agent": "codex"}}
+        })));
+        assert!(spec.init);
+        assert!(!spec.override_command);
+        assert_eq!(spec.update_uid, None);
+        assert_eq!(spec.shutdown_action, "none");
+        assert_eq!(spec.container_user.as_deref(), Some("root"));
+        assert_eq!(spec.remote_user.as_deref(), Some("dev"));
+        assert_eq!(spec.container_env["A"], "1");
+        assert_eq!(spec.remote_env["B"], None);
+        assert!(spec.hooks.post_create.is_some() && spec.hooks.on_create.is_none());
+        assert_eq!(spec.default_agent.as_deref(), Some("codex"));
+    }
+
+    #[test]
+    fn bad_shutdown_action_and_missing_image_are_config_errors() {
+        let (property, _) =
+            config_err(case(with_image(json!({"shutdownAction": "stopCompose"}))).run());
+        assert_eq!(property, "shutdownAction");
+        let (property, _) = config_err(case(json!({})).run());
+        assert_eq!(property, "image");
+        let (property, _) = config_err(case(json!({"build": {"context": ".."}})).run());
+        assert_eq!(property, "build.dockerfile");
+    }
+
+    // ----- privileged, capAdd, securityOpt -----
+
+    #[test]
+    fn privileged_is_refused_then_granted() {
+        let c = case(with_image(json!({"privileged": true})));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "privileged");
+        assert_eq!(value, "privileged mode");
+        assert_grant_text(&grant, "privileged");
+        let spec = c.grant(&["privileged"]).run().unwrap();
+        assert!(spec.privileged);
+        assert_eq!(spec.grants_used, ["privileged"]);
+        assert!(!ok(with_image(json!({"privileged": false}))).privileged);
+    }
+
+    #[test]
+    fn cap_add_is_refused_normalized_then_granted() {
+        let c = case(with_image(json!({"capAdd": ["NET_RAW", "CAP_SYS_PTRACE"]})));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "capAdd[0]");
+        assert_eq!(value, "capability NET_RAW");
+        assert_grant_text(&grant, "cap-add=NET_RAW");
+        let (property, value, _) =
+            refused(case(c.config.clone()).grant(&["cap-add=net_raw"]).run());
+        assert_eq!(
+            (property.as_str(), value.as_str()),
+            ("capAdd[1]", "capability SYS_PTRACE")
+        );
+        let spec = case(c.config.clone())
+            .grant(&["cap-add=NET_RAW", "cap-add=sys_ptrace"])
+            .run()
+            .unwrap();
+        assert_eq!(spec.cap_add, ["NET_RAW", "SYS_PTRACE"]);
+        assert_eq!(spec.grants_used, ["cap-add=NET_RAW", "cap-add=SYS_PTRACE"]);
+        let spec = case(c.config.clone()).grant(&["cap-add"]).run().unwrap();
+        assert_eq!(spec.grants_used, ["cap-add"]);
+    }
+
+    #[test]
+    fn security_opt_is_refused_except_no_new_privileges() {
+        let c = case(with_image(
+            json!({"securityOpt": ["no-new-privileges:true", "seccomp=unconfined"]}),
+        ));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "securityOpt[1]");
+        assert_eq!(value, "security option seccomp=unconfined");
+        assert_grant_text(&grant, "security-opt=seccomp=unconfined");
+        let spec = case(c.config.clone())
+            .grant(&["security-opt"])
+            .run()
+            .unwrap();
+        assert_eq!(spec.security_opt, ["seccomp=unconfined"]);
+        let (_, value, _) = refused(
+            case(with_image(
+                json!({"securityOpt": ["no-new-privileges=false"]}),
+            ))
+            .run(),
+        );
+        assert!(value.contains("no-new-privileges=false"));
+    }
+
+    // ----- mounts -----
+
+    #[test]
+    fn mount_strings_parse() {
+        let m = parse_mount_string("source=/a,target=/b,type=bind,readonly,consistency=cached")
+            .unwrap();
+        assert_eq!(
+            m,
+            MountRequest {
+                kind: MountKind::Bind,
+                source: "/a".into(),
+                target: "/b".into(),
+                read_only: true
+            }
+        );
+        let m = parse_mount_string("type=volume,src=cache,dst=/c").unwrap();
+        assert_eq!(
+            (m.kind, m.source.as_str(), m.target.as_str(), m.read_only),
+            (MountKind::Volume, "cache", "/c", false)
+        );
+        assert_eq!(
+            parse_mount_string("type=tmpfs,target=/t").unwrap().kind,
+            MountKind::Tmpfs
+        );
+        assert!(parse_mount_string("type=bind,source=/a,target=/b,ro=false")
+            .is_ok_and(|m| !m.read_only));
+        assert!(parse_mount_string("type=bind,source=/a").is_err());
+        assert!(parse_mount_string("type=npipe,source=/a,target=/b").is_err());
+        assert!(parse_mount_string("type=bind,source=/a,target=/b,bogus=1").is_err());
+        let m = parse_mount_string("type=volume,source=v,target=/v,volume-opt=device=/etc");
+        assert!(m.unwrap_err().contains("any host path"));
+    }
+
+    #[test]
+    fn volume_args_parse() {
+        let v = parse_volume_arg("cache:/cache:ro").unwrap();
+        assert_eq!((v.kind, v.read_only), (MountKind::Volume, true));
+        assert_eq!(
+            parse_volume_arg("/etc:/host-etc").unwrap().kind,
+            MountKind::Bind
+        );
+        assert_eq!(parse_volume_arg("./x:/x").unwrap().kind, MountKind::Bind);
+        assert_eq!(parse_volume_arg("/anon").unwrap().source, "");
+        assert!(parse_volume_arg("a:/b:weird").is_err());
+        assert!(parse_volume_arg("a:b:c:d").is_err());
+    }
+
+    #[test]
+    fn named_volumes_and_tmpfs_are_allowed() {
+        let spec = ok(with_image(json!({"mounts": [
+            "source=node_modules,target=/workspace/node_modules,type=volume",
+            {"type": "tmpfs", "target": "/scratch"},
+            {"type": "volume", "source": "cache", "target": "/cache"}
+        ]})));
+        let kinds: Vec<_> = spec
+            .mounts
+            .iter()
+            .map(|m| (m.kind, m.source.as_str(), m.target.as_str()))
+            .collect();
+        assert_eq!(
+            kinds[..3],
+            [
+                (MountKind::Volume, "node_modules", "/workspace/node_modules"),
+                (MountKind::Tmpfs, "", "/scratch"),
+                (MountKind::Volume, "cache", "/cache"),
+            ]
+        );
+        assert!(spec.grants_used.is_empty());
+    }
+
+    #[test]
+    fn host_bind_is_refused_then_granted_by_path() {
+        let c = case(with_image(
+            json!({"mounts": ["source=/home/me/.ssh,target=/root/.ssh,type=bind"]}),
+        ));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "mounts[0]");
+        assert!(value.contains("/home/me/.ssh at /root/.ssh"), "{value}");
+        assert_grant_text(&grant, "host-mount=/home/me/.ssh");
+        let spec = case(c.config.clone())
+            .grant(&["host-mount=/home/me"])
+            .run()
+            .unwrap();
+        assert_eq!(spec.mounts[0].source, "/home/me/.ssh");
+        assert_eq!(spec.grants_used, ["host-mount=/home/me"]);
+        assert!(case(c.config.clone())
+            .grant(&["host-mount=/home/me/data"])
+            .run()
+            .is_err());
+    }
+
+    #[test]
+    fn host_bind_object_form_and_dotdot_escape_are_refused() {
+        let c = case(with_image(
+            json!({"mounts": [{"type": "bind", "source": "/etc", "target": "/e"}]}),
+        ));
+        assert_eq!(refused(c.run()).0, "mounts[0]");
+        let c = case(with_image(
+            json!({"mounts": ["type=bind,source=/data/../home/me/.ssh,target=/s"]}),
+        ));
+        let (_, value, _) = refused(c.grant(&["host-mount=/data"]).run());
+        assert!(value.contains("/home/me/.ssh"), "{value}");
+        let (property, _) = config_err(
+            case(with_image(
+                json!({"mounts": ["type=bind,source=rel,target=/s"]}),
+            ))
+            .run(),
+        );
+        assert_eq!(property, "mounts[0]");
+        let (_, message) = config_err(
+            case(with_image(
+                json!({"mounts": ["type=volume,source=a/b,target=/s"]}),
+            ))
+            .run(),
+        );
+        assert!(message.contains("volume name"));
+    }
+
+    #[test]
+    fn binding_the_workspace_again_is_allowed() {
+        let spec = ok(with_image(
+            json!({"mounts": [format!("type=bind,source={WS},target=/src")]}),
+        ));
+        assert_eq!(spec.mounts[0].target, "/src");
+        assert!(spec.grants_used.is_empty());
+    }
+
+    #[test]
+    fn docker_socket_needs_its_own_grant() {
+        let c = case(with_image(
+            json!({"mounts": ["source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind"]}),
+        ));
+        let (_, value, grant) = refused(c.run());
+        assert!(value.contains("docker.sock"));
+        assert_grant_text(&grant, "docker-socket");
+        assert!(case(c.config.clone()).grant(&["host-mount"]).run().is_err());
+        let spec = case(c.config.clone())
+            .grant(&["docker-socket"])
+            .run()
+            .unwrap();
+        assert_eq!(spec.grants_used, ["docker-socket"]);
+        // A folder holding the socket hands it over too.
+        let c = case(with_image(
+            json!({"mounts": ["source=/run,target=/hostrun,type=bind"]}),
+        ));
+        assert_grant_text(&refused(c.grant(&["host-mount"]).run()).2, "docker-socket");
+        let c = case(with_image(
+            json!({"runArgs": ["-v", "/run/user/1000/docker.sock:/d.sock"]}),
+        ));
+        assert_grant_text(&refused(c.run()).2, "docker-socket");
+    }
+
+    #[test]
+    fn agent_volumes_are_named_volumes() {
+        let spec = ok(with_image(json!({})));
+        assert_eq!(spec.mounts.last().unwrap().kind, MountKind::Volume);
+    }
+
+    // ----- workspace -----
+
+    #[test]
+    fn workspace_folder_and_mount_target_move() {
+        let spec = ok(with_image(json!({"workspaceFolder": "/src/app"})));
+        assert_eq!(
+            (
+                spec.workspace_mount.target.as_str(),
+                spec.workspace_folder.as_str()
+            ),
+            ("/workspace", "/src/app")
+        );
+        let mount = format!("source={WS},target=/src,type=bind,consistency=cached");
+        let spec = ok(with_image(json!({"workspaceMount": mount})));
+        assert_eq!(spec.workspace_mount.target, "/src");
+        assert_eq!(spec.workspace_folder, "/src");
+        assert!(!spec.workspace_mount.read_only);
+        let spec = ok(with_image(
+            json!({"workspaceMount": format!("{mount},readonly")}),
+        ));
+        assert!(spec.workspace_mount.read_only);
+        let (property, _) = config_err(case(with_image(json!({"workspaceFolder": "rel"}))).run());
+        assert_eq!(property, "workspaceFolder");
+    }
+
+    #[test]
+    fn workspace_mount_elsewhere_needs_host_mount() {
+        let c = case(with_image(
+            json!({"workspaceMount": "source=/home/me,target=/w,type=bind"}),
+        ));
+        let (property, _, grant) = refused(c.run());
+        assert_eq!(property, "workspaceMount");
+        assert_grant_text(&grant, "host-mount=/home/me");
+        assert_eq!(
+            c.grant(&["host-mount"])
+                .run()
+                .unwrap()
+                .workspace_mount
+                .source,
+            "/home/me"
+        );
+        let volume = case(with_image(
+            json!({"workspaceMount": "source=v,target=/w,type=volume"}),
+        ));
+        assert!(matches!(volume.run(), Err(Error::Unsupported { .. })));
+    }
+
+    #[test]
+    fn workspace_mount_of_git_root_is_allowed() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(".git")).unwrap();
+        let workspace = root.path().join("sub");
+        let mut c = case(with_image(json!({
+            "workspaceMount": format!("source={},target=/repo,type=bind", root.path().display())
+        })));
+        c.workspace = workspace.clone();
+        c.config_file = workspace.join(".devcontainer/devcontainer.json");
+        let spec = c.run().unwrap();
+        assert_eq!(spec.workspace_mount.source, root.path().to_string_lossy());
+        assert_eq!(spec.workspace_folder, "/repo/sub");
+        assert!(spec.grants_used.is_empty());
+    }
+
+    // ----- initializeCommand -----
+
+    #[test]
+    fn initialize_command_needs_trust() {
+        let c = case(with_image(json!({"initializeCommand": "echo hi"})));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "initializeCommand");
+        assert!(value.contains("echo hi"), "{value}");
+        assert!(
+            grant.contains("--trust-host-commands") && grant.contains("trust_host_commands = true")
+        );
+        let mut trusted = case(c.config.clone());
+        trusted.flags.trust_host_commands = true;
+        let spec = trusted.run().unwrap();
+        assert!(spec.initialize_command.is_some());
+        assert_eq!(spec.grants_used, ["trust-host-commands"]);
+        let spec = case(c.config.clone())
+            .grant(&["initialize-command"])
+            .run()
+            .unwrap();
+        assert_eq!(spec.grants_used, ["initialize-command"]);
+        let mut by_config = case(c.config.clone());
+        by_config.user.trust_host_commands = true;
+        assert!(by_config.run().is_ok());
+    }
+
+    // ----- runArgs -----
+
+    fn run_args(args: &[&str]) -> Case {
+        case(with_image(json!({ "runArgs": args })))
+    }
+
+    #[test]
+    fn run_args_parse_forms() {
+        let args: Vec<String> = [
+            "--env=A=B",
+            "-e",
+            "C=D",
+            "-eE=F",
+            "--memory",
+            "2g",
+            "-m=1g",
+            "--init",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let parsed = parse_run_args(&args).unwrap();
+        let flat: Vec<(usize, &str, Option<&str>)> = parsed
+            .iter()
+            .map(|a| (a.index, a.flag, a.value.as_deref()))
+            .collect();
+        assert_eq!(
+            flat,
+            [
+                (0, "env", Some("A=B")),
+                (1, "env", Some("C=D")),
+                (3, "env", Some("E=F")),
+                (4, "memory", Some("2g")),
+                (6, "memory", Some("1g")),
+                (7, "init", None),
+            ]
+        );
+        assert_eq!(
+            parse_run_args(&["--net=host".into()]).unwrap()[0].flag,
+            "network"
+        );
+        assert_eq!(parse_run_args(&["-e".into()]).unwrap_err().0, 0);
+        assert!(parse_run_args(&["-it".into()]).is_err());
+    }
+
+    #[test]
+    fn safe_run_args_are_applied() {
+        let spec = run_args(&[
+            "--env=A=B",
+            "-e",
+            "C=D=E",
+            "--label",
+            "team=web",
+            "-l",
+            "flag",
+            "--hostname",
+            "box",
+            "--add-host",
+            "db:10.0.0.2",
+            "--shm-size",
+            "1g",
+            "--user",
+            "bob",
+            "-w",
+            "/x",
+            "--init",
+            "-v",
+            "cache:/cache",
+            "--tmpfs",
+            "/tmp:size=64m",
+            "--mount",
+            "type=volume,src=v,dst=/v",
+            "--cap-drop",
+            "ALL",
+            "--rm",
+            "--ipc=private",
+            "-p",
+            "8080:80",
+            "--security-opt",
+            "no-new-privileges",
+        ])
+        .run()
+        .unwrap();
+        assert_eq!(spec.container_env["A"], "B");
+        assert_eq!(spec.container_env["C"], "D=E");
+        assert_eq!(spec.labels["team"], "web");
+        assert_eq!(spec.labels["flag"], "");
+        assert_eq!(spec.hostname.as_deref(), Some("box"));
+        assert_eq!(spec.extra_hosts, ["db:10.0.0.2"]);
+        assert_eq!(spec.shm_size, Some(1 << 30));
+        assert_eq!(spec.container_user.as_deref(), Some("bob"));
+        let targets: Vec<&str> = spec.mounts.iter().map(|m| m.target.as_str()).collect();
+        assert_eq!(targets, ["/home/node/.claude", "/cache", "/tmp", "/v"]);
+        assert_eq!(
+            spec.ports,
+            [PortPublish {
+                host: 8080,
+                container: 80
+            }]
+        );
+        assert!(spec.grants_used.is_empty() && spec.host_modes.is_empty());
+    }
+
+    #[test]
+    fn dangerous_run_args_are_refused_with_their_index() {
+        let cases: &[(&[&str], &str, &str)] = &[
+            (&["--init", "--privileged"], "runArgs[1]", "privileged"),
+            (
+                &["--cap-add", "sys_admin"],
+                "runArgs[0]",
+                "cap-add=SYS_ADMIN",
+            ),
+            (&["--cap-add=SYS_ADMIN"], "runArgs[0]", "cap-add=SYS_ADMIN"),
+            (
+                &["--security-opt", "apparmor=unconfined"],
+                "runArgs[0]",
+                "security-opt=apparmor=unconfined",
+            ),
+            (
+                &["--security-opt=label=disable"],
+                "runArgs[0]",
+                "security-opt=label=disable",
+            ),
+            (&["--network", "host"], "runArgs[0]", "host-network"),
+            (&["--net=container:other"], "runArgs[0]", "host-network"),
+            (&["--pid=host"], "runArgs[0]", "host-pid"),
+            (&["--ipc", "host"], "runArgs[0]", "host-ipc"),
+            (&["--uts=host"], "runArgs[0]", "host-uts"),
+            (&["--userns=host"], "runArgs[0]", "host-userns"),
+            (
+                &["-e", "A=1", "-v", "/etc:/etc"],
+                "runArgs[2]",
+                "host-mount=/etc",
+            ),
+            (
+                &["--mount", "type=bind,source=/srv,target=/srv"],
+                "runArgs[0]",
+                "host-mount=/srv",
+            ),
+            (&["--device", "/dev/kvm"], "runArgs[0]", "device"),
+        ];
+        for (args, property, grant_name) in cases {
+            let (p, value, grant) = refused(run_args(args).run());
+            assert_eq!(&p, property, "{args:?}");
+            assert!(!value.is_empty());
+            assert_grant_text(&grant, grant_name);
+            assert!(
+                run_args(args).grant(&[grant_name]).run().is_ok(),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn granted_run_args_land_in_the_spec() {
+        let spec = run_args(&[
+            "--privileged",
+            "--network=host",
+            "--pid",
+            "host",
+            "--device",
+            "/dev/kvm",
+            "--cap-add",
+            "NET_ADMIN",
+        ])
+        .grant(&[
+            "privileged",
+            "host-network",
+            "host-pid",
+            "device",
+            "cap-add",
+        ])
+        .run()
+        .unwrap();
+        assert!(spec.privileged);
+        assert_eq!(spec.host_modes["network"], "host");
+        assert_eq!(spec.host_modes["pid"], "host");
+        assert_eq!(spec.devices, ["/dev/kvm"]);
+        assert_eq!(spec.cap_add, ["NET_ADMIN"]);
+        assert_eq!(
+            spec.grants_used,
+            [
+                "privileged",
+                "host-network",
+                "host-pid",
+                "device",
+                "cap-add"
+            ]
+        );
+        assert!(!run_args(&["--privileged=false"]).run().unwrap().privileged);
+    }
+
+    #[test]
+    fn forbidden_run_args_are_config_errors() {
+        let cases: &[(&[&str], &str, &str)] = &[
+            (&["--foo"], "runArgs[0]", "--env (-e)"),
+            (&["-e", "A=1", "--gpus", "all"], "runArgs[2]", "No grant"),
+            (&["--name", "x"], "runArgs[0]", "names its containers"),
+            (&["-e", "AWS_SECRET"], "runArgs[0]", "copy the host's"),
+            (
+                &["--network", "mynet"],
+                "runArgs[0]",
+                "manages the container's network",
+            ),
+            (&["--pid", "weird"], "runArgs[0]", "\"host\""),
+            (&["--label", "dev.yolo.id=evil"], "runArgs[0]", "reserved"),
+            (
+                &["-l", "devcontainer.local_folder=/"],
+                "runArgs[0]",
+                "reserved",
+            ),
+            (&["bash"], "runArgs[0]", "not an option"),
+            (&["--memory"], "runArgs[0]", "needs a value"),
+            (&["--memory", "lots"], "runArgs[0]", "not a size"),
+            (&["--cpus", "0"], "runArgs[0]", "CPU count"),
+            (&["--pids-limit", "-1"], "runArgs[0]", "process limit"),
+            (&["--hostname", "a b"], "runArgs[0]", "hostname"),
+            (&["--add-host", "nohost"], "runArgs[0]", "NAME:IP"),
+            (&["-p", "10.0.0.1:80:80"], "runArgs[0]", "127.0.0.1"),
+        ];
+        for (args, property, needle) in cases {
+            let (p, message) = config_err(
+                run_args(args)
+                    .grant(&["privileged", "host-network", "host-pid"])
+                    .run(),
+            );
+            assert_eq!(&p, property, "{args:?}");
+            assert!(message.contains(needle), "{args:?}: {message}");
+        }
+    }
+
+    // ----- limits -----
+
+    #[test]
+    fn parse_size_units() {
+        assert_eq!(parse_size("100"), Some(100));
+        assert_eq!(parse_size("100b"), Some(100));
+        assert_eq!(parse_size("1024k"), Some(1 << 20));
+        assert_eq!(parse_size("512m"), Some(512 << 20));
+        assert_eq!(parse_size("4g"), Some(4 << 30));
+        assert_eq!(parse_size("4gb"), Some(4 << 30));
+        assert_eq!(parse_size("4GiB"), Some(4 << 30));
+        assert_eq!(parse_size(" 8 GB "), Some(8 << 30));
+        assert_eq!(parse_size("1.5g"), Some(3 << 29));
+        for bad in [
+            "",
+            "-1g",
+            "g",
+            "4x",
+            "4gbb",
+            "1.2.3m",
+            "0.5",
+            "99999999999p",
+            "+4g",
+            "4 g b",
+        ] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn limits_precedence() {
+        let config = json!({
+            "image": "x",
+            "hostRequirements": {"cpus": 3, "memory": "8gb"},
+            "customizations": {"yolo": {"limits": {"cpus": 4, "pids": 300}}},
+            "runArgs": ["--cpus", "5", "--pids-limit", "400"]
+        });
+        let spec = ok(config.clone());
+        assert_eq!(
+            spec.limits,
+            Limits {
+                cpus: 5.0,
+                memory_bytes: 8 << 30,
+                pids: 400
+            }
+        );
+        let mut c = case(config.clone());
+        c.user.limits.memory = Some("2g".into());
+        c.user.limits.cpus = Some(1.0);
+        c.flags.cpus = Some(0.5);
+        assert_eq!(
+            c.run().unwrap().limits,
+            Limits {
+                cpus: 0.5,
+                memory_bytes: 2 << 30,
+                pids: 400
+            }
+        );
+        c.flags.pids = Some(10);
+        c.flags.memory = Some("1g".into());
+        assert_eq!(
+            c.run().unwrap().limits,
+            Limits {
+                cpus: 0.5,
+                memory_bytes: 1 << 30,
+                pids: 10
+            }
+        );
+        let only_host = ok(json!({"image": "x", "hostRequirements": {"memory": "6g"}}));
+        assert_eq!(
+            only_host.limits,
+            Limits {
+                memory_bytes: 6 << 30,
+                ..Limits::default()
+            }
+        );
+        let only_yolo =
+            ok(json!({"image": "x", "customizations": {"yolo": {"limits": {"memory": "3g"}}}}));
+        assert_eq!(only_yolo.limits.memory_bytes, 3 << 30);
+    }
+
+    #[test]
+    fn invalid_limits_name_their_source() {
+        let (p, _) =
+            config_err(case(json!({"image": "x", "hostRequirements": {"memory": "lots"}})).run());
+        assert_eq!(p, "hostRequirements.memory");
+        let (p, _) = config_err(
+            case(json!({"image": "x", "customizations": {"yolo": {"limits": {"pids": 0}}}})).run(),
+        );
+        assert_eq!(p, "customizations.yolo.limits.pids");
+        let (p, _) = config_err(
+            case(json!({"image": "x", "customizations": {"yolo": {"limits": {"memory": "1k"}}}}))
+                .run(),
+        );
+        assert_eq!(p, "customizations.yolo.limits.memory");
+        let mut c = case(with_image(json!({})));
+        c.user.limits.memory = Some("-4g".into());
+        assert!(matches!(c.run(), Err(Error::UserConfig { .. })));
+        let mut c = case(with_image(json!({})));
+        c.flags.cpus = Some(f64::NAN);
+        assert!(c.run().unwrap_err().to_string().starts_with("--cpus"));
+    }
+
+    // ----- ports -----
+
+    #[test]
+    fn forward_ports_and_app_port() {
+        let spec = ok(with_image(json!({
+            "forwardPorts": [3000, "localhost:5000", "127.0.0.1:3000"],
+            "appPort": [8080, "9090:90", "127.0.0.1:7000:70"]
+        })));
+        let pairs: Vec<(u16, u16)> = spec.ports.iter().map(|p| (p.host, p.container)).collect();
+        assert_eq!(
+            pairs,
+            [
+                (3000, 3000),
+                (5000, 5000),
+                (8080, 8080),
+                (9090, 90),
+                (7000, 70)
+            ]
+        );
+        let spec = ok(with_image(json!({"appPort": "8000:80"})));
+        assert_eq!(
+            spec.ports,
+            [PortPublish {
+                host: 8000,
+                container: 80
+            }]
+        );
+        let spec = ok(with_image(json!({"appPort": 4000})));
+        assert_eq!(
+            spec.ports,
+            [PortPublish {
+                host: 4000,
+                container: 4000
+            }]
+        );
+        let spec = ok(with_image(
+            json!({"runArgs": ["--hostname", "box"], "forwardPorts": ["box:81"]}),
+        ));
+        assert_eq!(
+            spec.ports,
+            [PortPublish {
+                host: 81,
+                container: 81
+            }]
+        );
+    }
+
+    #[test]
+    fn bad_ports_are_config_errors() {
+        let cases = [
+            (json!({"forwardPorts": [0]}), "forwardPorts[0]"),
+            (json!({"forwardPorts": ["db:5432"]}), "forwardPorts[0]"),
+            (json!({"forwardPorts": [1, "x:y:z"]}), "forwardPorts[1]"),
+            (json!({"appPort": "80:http"}), "appPort"),
+            (json!({"appPort": [80, "53/udp"]}), "appPort[1]"),
+            (json!({"appPort": ["8080:80", "8080:81"]}), "appPort[1]"),
+            (json!({"appPort": "70000"}), "appPort"),
+        ];
+        for (config, property) in cases {
+            let (p, _) = config_err(case(with_image(config.clone())).run());
+            assert_eq!(p, property, "{config}");
+        }
+    }
+
+    // ----- image -----
+
+    #[test]
+    fn build_paths_are_relative_to_the_config_folder() {
+        let spec = ok(
+            json!({"build": {"dockerfile": "Dockerfile", "args": {"A": "1"}, "target": "dev", "cacheFrom": "img:cache"}}),
+        );
+        let ImageSource::Build(build) = spec.image else {
+            panic!("not a build")
+        };
+        assert_eq!(build.context, PathBuf::from(format!("{WS}/.devcontainer")));
+        assert_eq!(build.dockerfile, "Dockerfile");
+        assert_eq!(build.dockerfile_outside, None);
+        assert_eq!(build.args["A"], "1");
+        assert_eq!(build.target.as_deref(), Some("dev"));
+        assert_eq!(build.cache_from, ["img:cache"]);
+        assert_eq!(build.tag, "yolo-my-repo-0123456789ab:latest");
+        assert_eq!(build.labels["dev.yolo.managed"], "true");
+        assert_eq!(build.labels["dev.yolo.id"], ID);
+    }
+
+    #[test]
+    fn build_context_and_legacy_forms() {
+        let spec = ok(json!({"build": {"dockerfile": "Dockerfile", "context": ".."}}));
+        let ImageSource::Build(build) = spec.image else {
+            panic!()
+        };
+        assert_eq!(build.context, PathBuf::from(WS));
+        assert_eq!(build.dockerfile, ".devcontainer/Dockerfile");
+        let spec = ok(json!({"dockerFile": "../docker/Dockerfile.dev", "context": "../app"}));
+        let ImageSource::Build(build) = spec.image else {
+            panic!()
+        };
+        assert_eq!(build.context, PathBuf::from(format!("{WS}/app")));
+        assert_eq!(build.dockerfile, ".yolo.Dockerfile");
+        assert_eq!(
+            build.dockerfile_outside,
+            Some(PathBuf::from(format!("{WS}/docker/Dockerfile.dev")))
+        );
+        let spec = ok(json!({"image": "ignored", "build": {"dockerfile": "Dockerfile"}}));
+        assert!(matches!(spec.image, ImageSource::Build(_)));
+    }
+
+    #[test]
+    fn build_context_outside_the_repository_needs_host_mount() {
+        let c = case(json!({"build": {"dockerfile": "Dockerfile", "context": "../../.."}}));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "build.context");
+        assert!(value.contains("/home/me"), "{value}");
+        assert_grant_text(&grant, "host-mount=/home/me");
+        assert!(c.grant(&["host-mount=/home"]).run().is_ok());
+        let (property, _, _) =
+            refused(case(json!({"build": {"dockerfile": "/etc/Dockerfile"}})).run());
+        assert_eq!(property, "build.dockerfile");
+    }
+
+    #[test]
+    fn build_options() {
+        let spec = ok(
+            json!({"build": {"dockerfile": "Dockerfile", "args": {"A": "1"}, "options": [
+                "--build-arg", "A=2", "--build-arg=B=3", "--label", "x=y", "--target=prod", "--no-cache", "--pull"
+            ]}}),
+        );
+        let ImageSource::Build(build) = spec.image else {
+            panic!()
+        };
+        assert_eq!(build.args["A"], "2");
+        assert_eq!(build.args["B"], "3");
+        assert_eq!(build.labels["x"], "y");
+        assert_eq!(build.target.as_deref(), Some("prod"));
+        for (options, property) in [
+            (json!(["--network=host"]), "build.options[0]"),
+            (
+                json!(["--target", "t", "--secret", "id=x"]),
+                "build.options[2]",
+            ),
+            (json!(["--build-arg"]), "build.options[0]"),
+            (json!(["--build-arg", "NOVALUE"]), "build.options[0]"),
+            (json!(["--label", "dev.yolo.id=x"]), "build.options[0]"),
+        ] {
+            let config = json!({"build": {"dockerfile": "Dockerfile", "options": options}});
+            assert_eq!(config_err(case(config).run()).0, property, "{options}");
+        }
+    }
+
+    #[test]
+    fn names_are_sanitized() {
+        assert_eq!(
+            container_name(Path::new("/x/Héllo World!"), "AbCdEfGhIj"),
+            "yolo-h-llo-world--abcdefgh"
+        );
+        let long = format!("/x/{}", "a".repeat(50));
+        assert_eq!(
+            container_name(Path::new(&long), "12"),
+            format!("yolo-{}-12", "a".repeat(30))
+        );
+        assert_eq!(container_name(Path::new("/"), "1"), "yolo-workspace-1");
+        assert_eq!(
+            image_tag(Path::new("/x/My..Repo_"), ID),
+            "yolo-my-repo-0123456789ab:latest"
+        );
+    }
+
+    // ----- hash and firewall -----
+
+    #[test]
+    fn config_hash_is_stable_and_sensitive() {
+        let config = with_image(json!({"runArgs": ["-e", "A=1"], "forwardPorts": [3000]}));
+        let a = ok(config.clone());
+        let b = ok(config.clone());
+        assert_eq!(a.config_hash, b.config_hash);
+        assert_eq!(a.config_hash.len(), 64);
+        assert_eq!(config_hash(&a), a.config_hash);
+        let changed = ok(with_image(
+            json!({"runArgs": ["-e", "A=2"], "forwardPorts": [3000]}),
+        ));
+        assert_ne!(a.config_hash, changed.config_hash);
+        let mut limited = case(config);
+        limited.flags.pids = Some(99);
+        assert_ne!(limited.run().unwrap().config_hash, a.config_hash);
+    }
+
+    #[test]
+    fn config_hash_ignores_grant_order() {
+        let config = with_image(json!({"privileged": true, "capAdd": ["NET_RAW"]}));
+        let a = case(config.clone())
+            .grant(&["privileged", "cap-add"])
+            .run()
+            .unwrap();
+        let b = case(config)
+            .grant(&["cap-add", "privileged"])
+            .run()
+            .unwrap();
+        assert_eq!(a.config_hash, b.config_hash);
+    }
+
+    #[test]
+    fn firewall_requests_merge_in_order() {
+        let mut c = case(with_image(json!({"customizations": {"yolo": {"firewall": {
+            "allow": ["a.example", "b.example"], "presets": ["npm"]
+        }}}})));
+        c.user.firewall.allow = vec!["b.example".into(), "c.example".into()];
+        c.user.firewall.presets = vec!["pypi".into(), "npm".into()];
+        c.flags.allow = vec!["d.example".into(), "a.example".into()];
+        let spec = c.run().unwrap();
+        assert_eq!(
+            spec.firewall_allow,
+            ["a.example", "b.example", "c.example", "d.example"]
+        );
+        assert_eq!(spec.firewall_presets, ["npm", "pypi"]);
+    }
+}
