@@ -613,10 +613,10 @@ impl Eval<'_> {
 
 /// `no-new-privileges`, `no-new-privileges=true`, `no-new-privileges:true`: what yolo sets anyway.
 fn keeps_no_new_privileges(opt: &str) -> bool {
-    match opt.strip_prefix("no-new-privileges") {
-        Some("") | Some("=true") | Some(":true") => true,
-        _ => false,
-    }
+    matches!(
+        opt.strip_prefix("no-new-privileges"),
+        Some("" | "=true" | ":true")
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -859,7 +859,7 @@ impl Eval<'_> {
             }
         }
         let reason =
-            "only the repository is mounted; other host files stay out of the agent's reach";
+            "yolo mounts only the repository, to keep other host files out of the agent's reach";
         self.require(
             Need::HostMount(source.to_path_buf()),
             property,
