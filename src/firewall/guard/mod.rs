@@ -1,1 +1,5 @@
 //! `yolo guard`: runs inside the guard container, which owns the network namespace.
+
+pub mod dns;
+pub mod events;
+pub mod names;
