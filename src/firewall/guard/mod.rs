@@ -3,3 +3,5 @@
 pub mod dns;
 pub mod events;
 pub mod names;
+pub mod nflog;
+pub mod sets;
