@@ -215,7 +215,9 @@ mod tests {
         let path = dir.path().join("run/control.sock");
         let rt = tokio::runtime::Runtime::new().unwrap();
         let handler = Arc::new(Echo(Mutex::new(vec![])));
-        let _server = rt.block_on(async { serve(&path, handler.clone()).unwrap() });
+        // serve() spawns, so it needs the runtime entered, not awaited.
+        let _entered = rt.enter();
+        let _server = serve(&path, handler.clone()).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "only the guard's user may talk to it");
 

@@ -107,11 +107,14 @@ impl Upstream {
     }
 }
 
+/// Addresses, timeout and when the update finished.
+type Updates = Arc<Mutex<Vec<(Vec<IpAddr>, u64, Instant)>>>;
+
 /// Allows exact names and `*.suffix`; records every set update with the time it finished.
 #[derive(Default)]
 struct TestPolicy {
     patterns: Vec<String>,
-    updates: Arc<Mutex<Vec<(Vec<IpAddr>, u64, Instant)>>>,
+    updates: Updates,
     delay: Duration,
 }
 
