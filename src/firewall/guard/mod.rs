@@ -15,6 +15,7 @@ pub mod sets;
 use crate::audit::{EventKind, Writer};
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::{is_internal_address, Allowlist, Ports};
+use crate::firewall::ruleset;
 use crate::firewall::{
     GuardConfig, NetworkMode, DNS_LISTEN, DNS_LISTEN_V6, GUARD_READY_FILE, GUARD_READY_LINE,
     NFLOG_GROUP,
@@ -44,35 +45,28 @@ pub trait Batches: Send + Sync + 'static {
 
 /// `yolo guard --config FILE`.
 pub fn run(config_path: &Path) -> Result<()> {
-    // TODO(integration): replace with the `firewall::ruleset` functions once they land on
-    // wip-fw: `struct Ruleset; impl Batches for Ruleset { .. ruleset::build(..) .. }`.
-    run_with(config_path, Arc::new(Unwired))
+    run_with(config_path, Arc::new(Ruleset))
 }
 
-struct Unwired;
+/// The production batches: `firewall::ruleset`.
+pub struct Ruleset;
 
-impl Batches for Unwired {
-    fn build(&self, _: &GuardConfig, _: &Allowlist) -> Nftables<'static> {
-        Nftables {
-            objects: Vec::new().into(),
-        }
+impl Batches for Ruleset {
+    fn build(&self, config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
+        ruleset::build(config, allow)
     }
     fn verify(
         &self,
-        _: &Nftables<'static>,
-        _: &Nftables<'static>,
+        expected: &Nftables<'static>,
+        listed: &Nftables<'static>,
     ) -> std::result::Result<(), String> {
-        Err("the ruleset builder is not wired into this build of yolo".into())
+        ruleset::verify(expected, listed)
     }
-    fn add_addresses(&self, _: &[(IpAddr, Ports)], _: u64) -> Nftables<'static> {
-        Nftables {
-            objects: Vec::new().into(),
-        }
+    fn add_addresses(&self, elements: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'static> {
+        ruleset::add_addresses(elements, timeout_secs)
     }
-    fn remove_addresses(&self, _: &[(IpAddr, Ports)]) -> Nftables<'static> {
-        Nftables {
-            objects: Vec::new().into(),
-        }
+    fn remove_addresses(&self, elements: &[(IpAddr, Ports)]) -> Nftables<'static> {
+        ruleset::remove_addresses(elements)
     }
 }
 
@@ -405,5 +399,79 @@ impl<B: Batches> Guard<B> {
             counters,
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The real path against the kernel, in a private network namespace: apply the ruleset,
+    /// read it back, verify, then add (twice: the refresh) and remove a dynamic element.
+    #[test]
+    fn ruleset_applies_verifies_and_updates_in_a_private_namespace() {
+        if let Err(why) = nflog::tests::can_use_netns() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let name = format!("yolo-guardtest-rules-{}", std::process::id());
+        if !std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            eprintln!("skipped: cannot create a network namespace");
+            return;
+        }
+        let path = format!("/run/netns/{name}");
+        let result = std::thread::spawn(
+            move || -> std::result::Result<Vec<sets::SetElement>, String> {
+                use std::os::fd::AsRawFd;
+                let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+                // SAFETY: a valid netns fd; only this thread (and the nft it forks) moves.
+                if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err("setns failed".into());
+                }
+                let config = GuardConfig {
+                    session: "t".into(),
+                    mode: NetworkMode::Firewall,
+                    allow: vec!["*.allowed.test".into(), "192.0.2.0/24:443".into()],
+                    upstream: vec![],
+                    ttl_floor_secs: 60,
+                    deny_nxdomain: false,
+                    published_ports: vec![],
+                    audit_path: "/dev/null".into(),
+                    control_socket: "/dev/null".into(),
+                };
+                let allow = Allowlist::parse(&config.allow)?;
+                let expected = Ruleset.build(&config, &allow);
+                sets::apply(&expected)?;
+                Ruleset.verify(&expected, &sets::list_table()?)?;
+                let element = [("198.51.100.7".parse().unwrap(), Ports::Any)];
+                sets::apply(&Ruleset.add_addresses(&element, 300))?;
+                sets::apply(&Ruleset.add_addresses(&element, 600))?;
+                let (after_add, _) = sets::summarize(&sets::list_table_value()?);
+                sets::apply(&Ruleset.remove_addresses(&element))?;
+                let (after_remove, _) = sets::summarize(&sets::list_table_value()?);
+                if after_remove.iter().any(|e| e.element == "198.51.100.7") {
+                    return Err("the element survived remove_addresses".into());
+                }
+                Ok(after_add)
+            },
+        )
+        .join();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &name])
+            .status();
+        let elements = result.expect("netns thread").expect("real nft path");
+        let added = elements
+            .iter()
+            .find(|e| e.element == "198.51.100.7")
+            .expect("element in a dynamic set");
+        assert_eq!(
+            added.timeout_secs,
+            Some(600),
+            "the second add refreshed the timeout"
+        );
     }
 }

@@ -330,4 +330,4 @@ pub fn spawn(
 
 #[cfg(test)]
 #[path = "nflog_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -143,7 +143,7 @@ impl Drop for Netns {
     }
 }
 
-pub(super) fn can_use_netns() -> Result<(), &'static str> {
+pub(crate) fn can_use_netns() -> Result<(), &'static str> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("not root");
