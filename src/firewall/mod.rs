@@ -47,3 +47,15 @@ pub struct GuardConfig {
     /// Unix socket for `yolo allow/deny/firewall` (reached with docker exec).
     pub control_socket: PathBuf,
 }
+
+/// Where the guard listens for DNS (the agent's resolver); also `[::1]:53` when IPv6 exists.
+pub const DNS_LISTEN: &str = "127.0.0.1:53";
+pub const DNS_LISTEN_V6: &str = "[::1]:53";
+/// Created by the guard once the ruleset is verified and DNS answers; the host waits for it
+/// (`docker exec <guard> test -e /run/yolo/ready`) before starting the agent.
+pub const GUARD_READY_FILE: &str = "/run/yolo/ready";
+/// The line the guard prints on stdout at the same moment (for `docker logs` watchers).
+pub const GUARD_READY_LINE: &str = "yolo-guard ready";
+/// Default control socket inside the guard container; `yolo guard-ctl` uses it unless
+/// `YOLO_GUARD_CONTROL` names another. Put this path in `GuardConfig.control_socket`.
+pub const GUARD_CONTROL_SOCKET: &str = "/run/yolo/control.sock";

@@ -1,0 +1,175 @@
+//! What DNS taught the guard: which name last resolved to an address (for `blocked` events),
+//! which addresses each name resolved to (so `yolo deny` can take them away), and which addresses
+//! are in the nft sets until when (so a repeated lookup does not spawn `nft` again).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Names remembered before expired ones are swept; bounds memory under a wildcard flood.
+const SWEEP_AT: usize = 65_536;
+
+pub struct Resolved<G> {
+    inner: Mutex<Inner<G>>,
+}
+
+struct Inner<G> {
+    by_name: HashMap<String, (Vec<IpAddr>, Instant)>,
+    by_addr: HashMap<IpAddr, String>,
+    /// Elements pushed to the dynamic sets: the grant (ports) and when the kernel drops them.
+    in_set: HashMap<IpAddr, (G, Instant)>,
+}
+
+impl<G: Clone + PartialEq> Default for Resolved<G> {
+    fn default() -> Self {
+        Resolved {
+            inner: Mutex::new(Inner {
+                by_name: HashMap::new(),
+                by_addr: HashMap::new(),
+                in_set: HashMap::new(),
+            }),
+        }
+    }
+}
+
+impl<G: Clone + PartialEq> Resolved<G> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<G>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `name` just resolved to `addrs`; remember both directions until `expires`.
+    pub fn record(&self, name: &str, addrs: &[IpAddr], expires: Instant) {
+        let mut inner = self.lock();
+        if inner.by_name.len() >= SWEEP_AT {
+            let now = Instant::now();
+            inner.by_name.retain(|_, (_, until)| *until > now);
+            let Inner {
+                by_name, by_addr, ..
+            } = &mut *inner;
+            by_addr.retain(|_, name| by_name.contains_key(name));
+        }
+        for addr in addrs {
+            inner.by_addr.insert(*addr, name.to_string());
+        }
+        inner
+            .by_name
+            .insert(name.to_string(), (addrs.to_vec(), expires));
+    }
+
+    /// The name that last resolved to `addr`.
+    pub fn name_of(&self, addr: &IpAddr) -> Option<String> {
+        self.lock().by_addr.get(addr).cloned()
+    }
+
+    /// The elements that must be (re)written to the sets: absent, with other ports, or with less
+    /// than half of `timeout` left. Refreshing early keeps an element from expiring between the
+    /// answer and the client's connect, without an `nft` run per query.
+    pub fn stale(
+        &self,
+        wanted: &[(IpAddr, G)],
+        timeout: Duration,
+        now: Instant,
+    ) -> Vec<(IpAddr, G)> {
+        let inner = self.lock();
+        wanted
+            .iter()
+            .filter(|(addr, grant)| match inner.in_set.get(addr) {
+                Some((have, until)) => {
+                    have != grant || until.saturating_duration_since(now) < timeout / 2
+                }
+                None => true,
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// `elements` are now in the sets until `now + timeout`.
+    pub fn pushed(&self, elements: &[(IpAddr, G)], timeout: Duration, now: Instant) {
+        let mut inner = self.lock();
+        for (addr, grant) in elements {
+            inner.in_set.insert(*addr, (grant.clone(), now + timeout));
+        }
+    }
+
+    /// Forget every name `denied` says is no longer allowed; returns the set elements that only
+    /// those names justified (an address shared with a still-allowed name, a CDN edge say, stays).
+    pub fn forget(&self, denied: impl Fn(&str) -> bool) -> Vec<(IpAddr, G)> {
+        let mut inner = self.lock();
+        let gone: Vec<String> = inner
+            .by_name
+            .keys()
+            .filter(|n| denied(n))
+            .cloned()
+            .collect();
+        let mut candidates = Vec::new();
+        for name in &gone {
+            if let Some((addrs, _)) = inner.by_name.remove(name) {
+                candidates.extend(addrs);
+            }
+        }
+        let still_used =
+            |inner: &Inner<G>, addr: &IpAddr| inner.by_name.values().any(|(a, _)| a.contains(addr));
+        let mut removed = Vec::new();
+        for addr in candidates {
+            if still_used(&inner, &addr) {
+                continue;
+            }
+            inner.by_addr.remove(&addr);
+            if let Some((grant, _)) = inner.in_set.remove(&addr) {
+                removed.push((addr, grant));
+            }
+        }
+        removed
+    }
+
+    /// The kernel set was flushed or rebuilt: nothing is known to be in it any more.
+    pub fn clear_sets(&self) {
+        self.lock().in_set.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn refresh_only_when_less_than_half_the_timeout_is_left() {
+        let r = Resolved::<u8>::default();
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(300);
+        let want = [(ip("192.0.2.1"), 0u8)];
+        assert_eq!(r.stale(&want, timeout, t0).len(), 1);
+        r.pushed(&want, timeout, t0);
+        assert!(r
+            .stale(&want, timeout, t0 + Duration::from_secs(100))
+            .is_empty());
+        assert_eq!(
+            r.stale(&want, timeout, t0 + Duration::from_secs(151)).len(),
+            1
+        );
+        // Other ports for the same address: rewrite.
+        assert_eq!(r.stale(&[(ip("192.0.2.1"), 1u8)], timeout, t0).len(), 1);
+    }
+
+    #[test]
+    fn forget_keeps_addresses_a_still_allowed_name_uses() {
+        let r = Resolved::<()>::default();
+        let t = Instant::now() + Duration::from_secs(60);
+        r.record("a.test", &[ip("192.0.2.1"), ip("192.0.2.2")], t);
+        r.record("b.test", &[ip("192.0.2.2")], t);
+        r.pushed(
+            &[(ip("192.0.2.1"), ()), (ip("192.0.2.2"), ())],
+            Duration::from_secs(60),
+            Instant::now(),
+        );
+        let removed = r.forget(|n| n == "a.test");
+        assert_eq!(removed, vec![(ip("192.0.2.1"), ())]);
+        assert_eq!(r.name_of(&ip("192.0.2.1")), None);
+        assert_eq!(r.name_of(&ip("192.0.2.2")).as_deref(), Some("b.test"));
+    }
+}
