@@ -4,7 +4,11 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "yolo", version, about = "Run coding agents in YOLO mode inside a hardened, firewalled dev container")]
+#[command(
+    name = "yolo",
+    version,
+    about = "Run coding agents in YOLO mode inside a hardened, firewalled dev container"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -25,9 +25,17 @@ pub enum Error {
         grant: String,
     },
     /// A feature of the devcontainer spec yolo does not support yet.
-    Unsupported { file: PathBuf, property: String, message: String },
+    Unsupported {
+        file: PathBuf,
+        property: String,
+        message: String,
+    },
     /// Docker is not reachable, or answered with an error.
-    Docker { action: String, message: String, hint: Option<String> },
+    Docker {
+        action: String,
+        message: String,
+        hint: Option<String>,
+    },
     /// A lifecycle hook or host command failed.
     Hook { name: String, code: i64 },
     /// The user declined a prompt, or a prompt was needed in a non-interactive run.
@@ -37,7 +45,10 @@ pub enum Error {
     /// The user's own config file is invalid.
     UserConfig { file: PathBuf, message: String },
     /// Reading or writing a local file failed.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// Anything else, already phrased for a human.
     Other(String),
 }
@@ -59,7 +70,10 @@ impl Error {
     }
 
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     pub fn docker(action: impl Into<String>, err: impl fmt::Display) -> Self {
@@ -72,7 +86,11 @@ impl Error {
         } else {
             None
         };
-        Error::Docker { action: action.into(), message, hint }
+        Error::Docker {
+            action: action.into(),
+            message,
+            hint,
+        }
     }
 
     pub fn other(message: impl Into<String>) -> Self {

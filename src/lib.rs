@@ -20,7 +20,11 @@ pub use error::{Error, Result};
 pub fn run() -> i32 {
     use clap::Parser;
     let cli = cli::Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("yolo: cannot start: {e}");

@@ -32,9 +32,15 @@ impl Located {
     pub fn find(target: &Target) -> Result<Located> {
         let workspace = workspace_dir(target.workspace.as_deref())?;
         let config_file = discover::find_config(&workspace, target.config.as_deref())?;
-        let devcontainer_id =
-            id::devcontainer_id(&workspace.display().to_string(), &config_file.display().to_string());
-        Ok(Located { workspace, config_file, devcontainer_id })
+        let devcontainer_id = id::devcontainer_id(
+            &workspace.display().to_string(),
+            &config_file.display().to_string(),
+        );
+        Ok(Located {
+            workspace,
+            config_file,
+            devcontainer_id,
+        })
     }
 }
 
@@ -42,7 +48,11 @@ impl Project {
     /// Read, substitute and check the config. `trust_host_commands` is the user's answer (flag,
     /// config or prompt) about running `initializeCommand` on the host.
     pub fn load(located: &Located, flags: &UpFlags, user: UserConfig) -> Result<Project> {
-        let Located { workspace, config_file, devcontainer_id } = located.clone();
+        let Located {
+            workspace,
+            config_file,
+            devcontainer_id,
+        } = located.clone();
         let raw = parse::parse_file(&config_file)?;
         let workspace_str = workspace.display().to_string();
         let config = substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
@@ -54,7 +64,12 @@ impl Project {
             };
         let agent_volumes = agents::all(&user)
             .iter()
-            .map(|a| (agents::state_volume(&a.name, &devcontainer_id), format!("{AGENT_STATE_ROOT}/{}", a.name)))
+            .map(|a| {
+                (
+                    agents::state_volume(&a.name, &devcontainer_id),
+                    format!("{AGENT_STATE_ROOT}/{}", a.name),
+                )
+            })
             .collect();
         let policy_flags = policy::Flags {
             grants: flags.grants.clone(),
@@ -74,23 +89,45 @@ impl Project {
             host_ids: host_ids(),
             agent_volumes,
         })?;
-        Ok(Project { spec, config, user, located: located.clone() })
+        Ok(Project {
+            spec,
+            config,
+            user,
+            located: located.clone(),
+        })
     }
 
     /// The user commands run as in the container (`None`: the container's default user).
     pub fn remote_user(&self) -> Option<String> {
-        self.spec.remote_user.clone().or_else(|| self.spec.container_user.clone())
+        self.spec
+            .remote_user
+            .clone()
+            .or_else(|| self.spec.container_user.clone())
     }
 }
 
 /// Host variables any config may read: they say nothing secret. Everything else must be listed
 /// in the user's `pass_env`, because the repository (and so the agent) writes devcontainer.json
 /// and could otherwise copy `${localEnv:AWS_SECRET_ACCESS_KEY}` into the container.
-pub const SAFE_LOCAL_ENV: &[&str] = &["USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "COLORTERM"];
+pub const SAFE_LOCAL_ENV: &[&str] = &[
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TERM",
+    "COLORTERM",
+];
 
 /// Substitute host-side variables. `${containerWorkspaceFolder}` depends on `workspaceFolder`,
 /// which may itself use host variables, so that one property is resolved first.
-fn substituted(raw: &DevContainer, workspace: &str, devcontainer_id: &str, pass_env: &[String]) -> DevContainer {
+fn substituted(
+    raw: &DevContainer,
+    workspace: &str,
+    devcontainer_id: &str,
+    pass_env: &[String],
+) -> DevContainer {
     let withheld: Vec<String> = substitute::local_env_names(raw)
         .into_iter()
         .filter(|n| !allowed_local_env(n, pass_env) && std::env::var_os(n).is_some())
@@ -103,7 +140,13 @@ fn substituted(raw: &DevContainer, workspace: &str, devcontainer_id: &str, pass_
             UserConfig::path().display()
         );
     }
-    let env = |name: &str| if allowed_local_env(name, pass_env) { std::env::var(name).ok() } else { None };
+    let env = |name: &str| {
+        if allowed_local_env(name, pass_env) {
+            std::env::var(name).ok()
+        } else {
+            None
+        }
+    };
     let first = substitute::substitute(
         raw,
         &substitute::Context {
@@ -113,7 +156,10 @@ fn substituted(raw: &DevContainer, workspace: &str, devcontainer_id: &str, pass_
             local_env: &env,
         },
     );
-    let folder = first.workspace_folder.clone().unwrap_or_else(|| "/workspace".into());
+    let folder = first
+        .workspace_folder
+        .clone()
+        .unwrap_or_else(|| "/workspace".into());
     substitute::substitute(
         raw,
         &substitute::Context {
@@ -131,7 +177,10 @@ fn workspace_dir(explicit: Option<&Path>) -> Result<PathBuf> {
         None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
     };
     dir.canonicalize().map_err(|e| {
-        Error::other(format!("workspace {}: {e} (pass an existing folder with --workspace)", dir.display()))
+        Error::other(format!(
+            "workspace {}: {e} (pass an existing folder with --workspace)",
+            dir.display()
+        ))
     })
 }
 

@@ -120,7 +120,11 @@ pub struct Limits {
 impl Default for Limits {
     /// Laptop defaults, documented in docs/security-model.md.
     fn default() -> Self {
-        Limits { cpus: 2.0, memory_bytes: 4 * 1024 * 1024 * 1024, pids: 1024 }
+        Limits {
+            cpus: 2.0,
+            memory_bytes: 4 * 1024 * 1024 * 1024,
+            pids: 1024,
+        }
     }
 }
 

@@ -35,7 +35,9 @@ pub struct ExecSettings {
 }
 
 fn path(devcontainer_id: &str) -> PathBuf {
-    crate::user_config::data_dir().join("workspaces").join(format!("{devcontainer_id}.json"))
+    crate::user_config::data_dir()
+        .join("workspaces")
+        .join(format!("{devcontainer_id}.json"))
 }
 
 impl WorkspaceState {
@@ -43,7 +45,10 @@ impl WorkspaceState {
         let path = path(devcontainer_id);
         match std::fs::read_to_string(&path) {
             Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                Error::other(format!("{}: unreadable yolo state ({e}); delete the file to start afresh", path.display()))
+                Error::other(format!(
+                    "{}: unreadable yolo state ({e}); delete the file to start afresh",
+                    path.display()
+                ))
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(WorkspaceState::default()),
             Err(e) => Err(Error::io(path, e)),
@@ -64,7 +69,9 @@ impl WorkspaceState {
     /// All workspace states (for `yolo audit --list` and `status`).
     pub fn all() -> Vec<WorkspaceState> {
         let dir = crate::user_config::data_dir().join("workspaces");
-        let Ok(entries) = std::fs::read_dir(dir) else { return vec![] };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return vec![];
+        };
         entries
             .flatten()
             .filter_map(|e| std::fs::read_to_string(e.path()).ok())

@@ -28,5 +28,8 @@ pub fn network_dir() -> PathBuf {
 
 /// Every file holding a session's events: the host's and the guard's.
 pub fn session_files(session: &str) -> Vec<PathBuf> {
-    vec![session_path(session), network_dir().join(format!("{session}.jsonl"))]
+    vec![
+        session_path(session),
+        network_dir().join(format!("{session}.jsonl")),
+    ]
 }

@@ -27,7 +27,9 @@ pub struct Tail {
 
 impl Tail {
     pub fn new(paths: Vec<std::path::PathBuf>) -> Tail {
-        Tail { files: paths.into_iter().map(|p| (p, 0, String::new())).collect() }
+        Tail {
+            files: paths.into_iter().map(|p| (p, 0, String::new())).collect(),
+        }
     }
 
     /// New events from all files since the last call, ordered by time.
@@ -35,12 +37,16 @@ impl Tail {
         use std::io::{Read, Seek, SeekFrom};
         let mut events = Vec::new();
         for (path, offset, partial) in &mut self.files {
-            let Ok(mut file) = std::fs::File::open(&*path) else { continue };
+            let Ok(mut file) = std::fs::File::open(&*path) else {
+                continue;
+            };
             if file.seek(SeekFrom::Start(*offset)).is_err() {
                 continue;
             }
             let mut text = String::new();
-            let Ok(n) = file.read_to_string(&mut text) else { continue };
+            let Ok(n) = file.read_to_string(&mut text) else {
+                continue;
+            };
             *offset += n as u64;
             partial.push_str(&text);
             // Keep an unfinished last line for the next poll.

@@ -22,7 +22,11 @@ impl Writer {
             .append(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        Ok(Writer { session: session.to_string(), path: path.to_path_buf(), file: Mutex::new(file) })
+        Ok(Writer {
+            session: session.to_string(),
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+        })
     }
 
     pub fn session(&self) -> &str {
@@ -30,7 +34,11 @@ impl Writer {
     }
 
     pub fn write(&self, kind: EventKind) -> Result<()> {
-        let event = Event { ts: chrono::Utc::now(), session: self.session.clone(), kind };
+        let event = Event {
+            ts: chrono::Utc::now(),
+            session: self.session.clone(),
+            kind,
+        };
         self.write_event(&event)
     }
 

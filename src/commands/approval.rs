@@ -21,18 +21,30 @@ pub fn snapshot(config_file: &Path, workspace: &Path) -> BTreeMap<String, String
         add(&mut files, config_file, workspace);
         return files;
     }
-    let walker = ignore::WalkBuilder::new(dir).standard_filters(false).follow_links(false).build();
-    for entry in walker.flatten().filter(|e| e.file_type().is_some_and(|t| t.is_file())) {
+    let walker = ignore::WalkBuilder::new(dir)
+        .standard_filters(false)
+        .follow_links(false)
+        .build();
+    for entry in walker
+        .flatten()
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+    {
         add(&mut files, entry.path(), workspace);
     }
     files
 }
 
 fn add(files: &mut BTreeMap<String, String>, path: &Path, workspace: &Path) {
-    let rel = path.strip_prefix(workspace).unwrap_or(path).display().to_string();
+    let rel = path
+        .strip_prefix(workspace)
+        .unwrap_or(path)
+        .display()
+        .to_string();
     let text = match std::fs::metadata(path) {
         Ok(m) if m.len() > MAX_FILE => format!("<{} bytes>", m.len()),
-        _ => std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default(),
+        _ => std::fs::read(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default(),
     };
     files.insert(rel, text);
 }
@@ -46,9 +58,18 @@ pub fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> S
         if a == b {
             continue;
         }
-        let (a, b) = (a.map(String::as_str).unwrap_or(""), b.map(String::as_str).unwrap_or(""));
+        let (a, b) = (
+            a.map(String::as_str).unwrap_or(""),
+            b.map(String::as_str).unwrap_or(""),
+        );
         let diff = similar::TextDiff::from_lines(a, b);
-        out.push_str(&diff.unified_diff().context_radius(2).header(&format!("a/{name}"), &format!("b/{name}")).to_string());
+        out.push_str(
+            &diff
+                .unified_diff()
+                .context_radius(2)
+                .header(&format!("a/{name}"), &format!("b/{name}"))
+                .to_string(),
+        );
     }
     out
 }
@@ -82,7 +103,9 @@ pub fn check(project: &Project, state: &mut WorkspaceState, flags: &UpFlags) -> 
             .interact()
             .map_err(|e| Error::NotApproved(format!("no answer ({e}); nothing was started")))?;
         if !yes {
-            return Err(Error::NotApproved("change not accepted; nothing was started".into()));
+            return Err(Error::NotApproved(
+                "change not accepted; nothing was started".into(),
+            ));
         }
     }
     state.approved = Some(current);
@@ -96,14 +119,18 @@ pub fn ask_host_command(command: &crate::devcontainer::model::LifecycleCommand) 
         return Ok(false);
     }
     let shown = serde_json::to_string(command).unwrap_or_default();
-    eprintln!("The repository wants to run this on YOUR machine (not in the container):\n  {shown}");
+    eprintln!(
+        "The repository wants to run this on YOUR machine (not in the container):\n  {shown}"
+    );
     let yes = dialoguer::Confirm::new()
         .with_prompt("Run it on the host?")
         .default(false)
         .interact()
         .map_err(|e| Error::NotApproved(format!("no answer ({e}); nothing was started")))?;
     if !yes {
-        return Err(Error::NotApproved("initializeCommand not approved; nothing was started".into()));
+        return Err(Error::NotApproved(
+            "initializeCommand not approved; nothing was started".into(),
+        ));
     }
     Ok(true)
 }

@@ -52,7 +52,10 @@ fn latest_session(target: &Target) -> Result<String> {
     let located = Located::find(target)?;
     let state = WorkspaceState::load(&located.devcontainer_id)?;
     state.sessions.last().cloned().ok_or_else(|| {
-        Error::other(format!("no sessions yet for {}; start one with `yolo up`", located.workspace.display()))
+        Error::other(format!(
+            "no sessions yet for {}; start one with `yolo up`",
+            located.workspace.display()
+        ))
     })
 }
 
@@ -63,7 +66,11 @@ fn list_sessions(target: &Target) -> Result<i32> {
     };
     for state in states {
         for s in &state.sessions {
-            let open = if state.session.as_deref() == Some(s) { " (open)" } else { "" };
+            let open = if state.session.as_deref() == Some(s) {
+                " (open)"
+            } else {
+                ""
+            };
             println!("{s}{open}  {}", state.workspace);
         }
     }
@@ -75,28 +82,67 @@ pub fn render(event: &Event) -> String {
     let ts = event.ts.format("%Y-%m-%d %H:%M:%S%.3f");
     let kind = event.kind.name();
     let text = match &event.kind {
-        EventKind::SessionStart { workspace, image, container, config_hash, grants, .. } => format!(
+        EventKind::SessionStart {
+            workspace,
+            image,
+            container,
+            config_hash,
+            grants,
+            ..
+        } => format!(
             "{workspace} container={container} image={image} config={}{}",
             &config_hash.get(..12).unwrap_or(config_hash),
-            if grants.is_empty() { String::new() } else { format!(" grants={}", grants.join(",")) }
+            if grants.is_empty() {
+                String::new()
+            } else {
+                format!(" grants={}", grants.join(","))
+            }
         ),
         EventKind::SessionStop { reason } => reason.clone(),
-        EventKind::Command { source, argv, user, exit_code, duration_ms, .. } => format!(
+        EventKind::Command {
+            source,
+            argv,
+            user,
+            exit_code,
+            duration_ms,
+            ..
+        } => format!(
             "{source} user={user} exit={} {duration_ms}ms: {}",
             exit_code.map(|c| c.to_string()).unwrap_or("?".into()),
             shell_words(argv)
         ),
-        EventKind::Dns { name, qtype, decision, answers, .. } => {
-            format!("{decision} {name} {qtype}{}", if answers.is_empty() { String::new() } else { format!(" -> {}", answers.join(", ")) })
+        EventKind::Dns {
+            name,
+            qtype,
+            decision,
+            answers,
+            ..
+        } => {
+            format!(
+                "{decision} {name} {qtype}{}",
+                if answers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" -> {}", answers.join(", "))
+                }
+            )
         }
-        EventKind::Blocked { proto, dst, port, name } => format!(
+        EventKind::Blocked {
+            proto,
+            dst,
+            port,
+            name,
+        } => format!(
             "{proto} {dst}{}{}",
             port.map(|p| format!(":{p}")).unwrap_or_default(),
             name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
         ),
         EventKind::Firewall { action, patterns } => format!("{action} {}", patterns.join(" ")),
         EventKind::Guard { status, details } => {
-            format!("{status} {}", serde_json::to_string(details).unwrap_or_default())
+            format!(
+                "{status} {}",
+                serde_json::to_string(details).unwrap_or_default()
+            )
         }
         EventKind::Notice { message } => message.clone(),
     };
@@ -105,7 +151,13 @@ pub fn render(event: &Event) -> String {
 
 fn shell_words(argv: &[String]) -> String {
     argv.iter()
-        .map(|a| if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) { format!("'{}'", a.replace('\'', "'\\''")) } else { a.clone() })
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a.clone()
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -31,7 +31,12 @@ pub async fn shell(target: &Target) -> Result<i32> {
 }
 
 /// Run `argv` attached to our terminal (or pipes) in the workspace's running container.
-pub async fn attach(engine: &Engine, located: &Located, source: &str, argv: Vec<String>) -> Result<i32> {
+pub async fn attach(
+    engine: &Engine,
+    located: &Located,
+    source: &str,
+    argv: Vec<String>,
+) -> Result<i32> {
     attach_with_env(engine, located, source, argv, vec![]).await
 }
 
@@ -53,7 +58,11 @@ pub async fn attach_with_env(
         engine,
         container: container.clone(),
         user: settings.user.clone(),
-        cwd: if settings.cwd.is_empty() { "/workspace".into() } else { settings.cwd.clone() },
+        cwd: if settings.cwd.is_empty() {
+            "/workspace".into()
+        } else {
+            settings.cwd.clone()
+        },
         env,
         writer: writer.as_ref(),
     };
@@ -65,9 +74,13 @@ pub async fn attach_with_env(
 }
 
 async fn running_container(engine: &Engine, located: &Located) -> Result<String> {
-    let found = engine.find_container(&located.workspace, &located.config_file, "agent").await?;
+    let found = engine
+        .find_container(&located.workspace, &located.config_file, "agent")
+        .await?;
     match found {
-        Some(c) if c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running") => Ok(c.id.unwrap_or_default()),
+        Some(c) if c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running") => {
+            Ok(c.id.unwrap_or_default())
+        }
         Some(_) => Err(Error::other(format!(
             "the container for {} is stopped; start it with `yolo up`",
             located.workspace.display()
@@ -86,6 +99,9 @@ async fn container_env(engine: &Engine, id: &str) -> Result<BTreeMap<String, Str
         .and_then(|c| c.env)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
         .collect())
 }

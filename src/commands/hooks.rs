@@ -23,7 +23,9 @@ impl Runner<'_> {
     /// A failing command stops with its name and exit code.
     pub async fn hook(&self, hook: &str, command: &LifecycleCommand) -> Result<()> {
         let commands = command.commands(hook);
-        let runs = commands.iter().map(|(name, argv)| self.run_hook_command(name, argv));
+        let runs = commands
+            .iter()
+            .map(|(name, argv)| self.run_hook_command(name, argv));
         let results = futures_util::future::join_all(runs).await;
         for result in results {
             result?;
@@ -33,19 +35,37 @@ impl Runner<'_> {
 
     async fn run_hook_command(&self, name: &str, argv: &[String]) -> Result<()> {
         let request = self.request(argv.to_vec(), false, false);
-        let result = self.run("hook", name, &request, Output::Prefixed(name.to_string())).await?;
+        let result = self
+            .run("hook", name, &request, Output::Prefixed(name.to_string()))
+            .await?;
         if result.exit_code != 0 {
-            return Err(Error::Hook { name: name.to_string(), code: result.exit_code });
+            return Err(Error::Hook {
+                name: name.to_string(),
+                code: result.exit_code,
+            });
         }
         Ok(())
     }
 
     pub fn request(&self, argv: Vec<String>, tty: bool, stdin: bool) -> ExecRequest {
-        ExecRequest { argv, user: self.user.clone(), cwd: Some(self.cwd.clone()), env: self.env.clone(), tty, stdin }
+        ExecRequest {
+            argv,
+            user: self.user.clone(),
+            cwd: Some(self.cwd.clone()),
+            env: self.env.clone(),
+            tty,
+            stdin,
+        }
     }
 
     /// Run and audit one command.
-    pub async fn run(&self, source: &str, name: &str, request: &ExecRequest, output: Output) -> Result<ExecResult> {
+    pub async fn run(
+        &self,
+        source: &str,
+        name: &str,
+        request: &ExecRequest,
+        output: Output,
+    ) -> Result<ExecResult> {
         let started = chrono::Utc::now();
         let clock = Instant::now();
         let result = self.engine.exec(&self.container, request, output).await;
@@ -63,12 +83,17 @@ impl Runner<'_> {
         exit_code: Option<i64>,
         clock: Instant,
     ) -> Result<()> {
-        let Some(writer) = self.writer else { return Ok(()) };
+        let Some(writer) = self.writer else {
+            return Ok(());
+        };
         writer.write(EventKind::Command {
             source: source.into(),
             name: name.into(),
             argv: request.argv.clone(),
-            user: request.user.clone().unwrap_or_else(|| "(container default)".into()),
+            user: request
+                .user
+                .clone()
+                .unwrap_or_else(|| "(container default)".into()),
             cwd: request.cwd.clone().unwrap_or_default(),
             started,
             exit_code,
@@ -78,9 +103,15 @@ impl Runner<'_> {
 }
 
 /// Run `initializeCommand` on the host (only reached when the user trusts host commands).
-pub async fn run_on_host(command: &LifecycleCommand, cwd: &std::path::Path, writer: Option<&Writer>) -> Result<()> {
+pub async fn run_on_host(
+    command: &LifecycleCommand,
+    cwd: &std::path::Path,
+    writer: Option<&Writer>,
+) -> Result<()> {
     for (name, argv) in command.commands("initializeCommand") {
-        let Some((program, args)) = argv.split_first() else { continue };
+        let Some((program, args)) = argv.split_first() else {
+            continue;
+        };
         let started = chrono::Utc::now();
         let clock = Instant::now();
         let status = tokio::process::Command::new(program)
@@ -88,7 +119,11 @@ pub async fn run_on_host(command: &LifecycleCommand, cwd: &std::path::Path, writ
             .current_dir(cwd)
             .status()
             .await
-            .map_err(|e| Error::other(format!("{name}: could not run {program:?} on the host: {e}")))?;
+            .map_err(|e| {
+                Error::other(format!(
+                    "{name}: could not run {program:?} on the host: {e}"
+                ))
+            })?;
         let code = status.code().map(i64::from).unwrap_or(-1);
         if let Some(writer) = writer {
             writer.write(EventKind::Command {

@@ -23,15 +23,27 @@ pub fn execute(target: &Target, agent: &str, force: bool) -> Result<i32> {
     let (packages, install, presets) = recipe(agent).ok_or_else(|| {
         Error::other(format!("no template for agent {agent:?}; templates exist for claude, codex, gemini, aider, opencode"))
     })?;
-    let workspace = target.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+    let workspace = target
+        .workspace
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("."));
     let dir = workspace.join(".devcontainer");
     let files = [
-        (dir.join("devcontainer.json"), fill(DEVCONTAINER, agent, packages, install, presets)),
-        (dir.join("Dockerfile"), fill(DOCKERFILE, agent, packages, install, presets)),
+        (
+            dir.join("devcontainer.json"),
+            fill(DEVCONTAINER, agent, packages, install, presets),
+        ),
+        (
+            dir.join("Dockerfile"),
+            fill(DOCKERFILE, agent, packages, install, presets),
+        ),
     ];
     if !force {
         if let Some((path, _)) = files.iter().find(|(p, _)| p.exists()) {
-            return Err(Error::other(format!("{} already exists; pass --force to overwrite it", path.display())));
+            return Err(Error::other(format!(
+                "{} already exists; pass --force to overwrite it",
+                path.display()
+            )));
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;

@@ -20,21 +20,45 @@ use crate::error::Result;
 /// Run a parsed command line; returns the process exit code.
 pub async fn execute(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Up { target, flags, json } => up::execute(&target, &flags, json).await,
-        Command::Run { target, flags, agent, args } => run::execute(&target, &flags, agent, args).await,
+        Command::Up {
+            target,
+            flags,
+            json,
+        } => up::execute(&target, &flags, json).await,
+        Command::Run {
+            target,
+            flags,
+            agent,
+            args,
+        } => run::execute(&target, &flags, agent, args).await,
         Command::Exec { target, command } => exec::execute(&target, command).await,
         Command::Shell { target } => exec::shell(&target).await,
-        Command::Down { target, remove, volumes } => down::execute(&target, remove, volumes).await,
+        Command::Down {
+            target,
+            remove,
+            volumes,
+        } => down::execute(&target, remove, volumes).await,
         Command::Status { json } => status::execute(json).await,
-        Command::Init { target, agent, force } => init::execute(&target, &agent, force),
+        Command::Init {
+            target,
+            agent,
+            force,
+        } => init::execute(&target, &agent, force),
         Command::Doctor => doctor::execute().await,
-        Command::Audit { target, session, kinds, follow, json, list } => {
-            audit::execute(&target, session, kinds, follow, json, list).await
-        }
-        Command::Allow { .. } | Command::Deny { .. } | Command::Firewall { .. } => {
-            Err(crate::error::Error::other("the firewall is not available in this build yet"))
-        }
-        Command::Guard { .. } => Err(crate::error::Error::other("the guard is not available in this build yet")),
+        Command::Audit {
+            target,
+            session,
+            kinds,
+            follow,
+            json,
+            list,
+        } => audit::execute(&target, session, kinds, follow, json, list).await,
+        Command::Allow { .. } | Command::Deny { .. } | Command::Firewall { .. } => Err(
+            crate::error::Error::other("the firewall is not available in this build yet"),
+        ),
+        Command::Guard { .. } => Err(crate::error::Error::other(
+            "the guard is not available in this build yet",
+        )),
     }
 }
 

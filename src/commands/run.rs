@@ -7,7 +7,12 @@ use crate::error::{Error, Result};
 use crate::project::{Located, Project, AGENT_STATE_ROOT};
 use crate::user_config::UserConfig;
 
-pub async fn execute(target: &Target, flags: &UpFlags, agent: Option<String>, args: Vec<String>) -> Result<i32> {
+pub async fn execute(
+    target: &Target,
+    flags: &UpFlags,
+    agent: Option<String>,
+    args: Vec<String>,
+) -> Result<i32> {
     let located = Located::find(target)?;
     let project = Project::load(&located, flags, UserConfig::load()?)?;
     let name = agent.or_else(|| project.spec.default_agent.clone()).ok_or_else(|| {
@@ -16,7 +21,13 @@ pub async fn execute(target: &Target, flags: &UpFlags, agent: Option<String>, ar
     let agent = agents::resolve(&name, &project.user)?;
     let engine = super::engine().await?;
     let outcome = super::up::up(&engine, &project, flags).await?;
-    prepare(&engine, &outcome.container_id, outcome.remote_user.as_deref(), &agent).await?;
+    prepare(
+        &engine,
+        &outcome.container_id,
+        outcome.remote_user.as_deref(),
+        &agent,
+    )
+    .await?;
     let env: Vec<String> = agent
         .env
         .iter()
@@ -28,7 +39,12 @@ pub async fn execute(target: &Target, flags: &UpFlags, agent: Option<String>, ar
 }
 
 /// Check the agent's program is in the image, and link its state folder to its volume.
-async fn prepare(engine: &crate::engine::Engine, container: &str, user: Option<&str>, agent: &agents::Agent) -> Result<()> {
+async fn prepare(
+    engine: &crate::engine::Engine,
+    container: &str,
+    user: Option<&str>,
+    agent: &agents::Agent,
+) -> Result<()> {
     let program = agent.command.first().cloned().unwrap_or_default();
     let script = r#"command -v "$1" >/dev/null 2>&1 || exit 127
 state="$2"; link="$HOME/$3"

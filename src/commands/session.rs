@@ -14,10 +14,17 @@ pub fn new_id() -> String {
 }
 
 /// Open a new session for the project (closing a stale one) and record its start.
-pub fn open(project: &Project, state: &mut WorkspaceState, image: &str, reason_for_close: &str) -> Result<Writer> {
+pub fn open(
+    project: &Project,
+    state: &mut WorkspaceState,
+    image: &str,
+    reason_for_close: &str,
+) -> Result<Writer> {
     if let Some(old) = state.session.take() {
         let writer = Writer::open(&audit::session_path(&old), &old)?;
-        writer.write(EventKind::SessionStop { reason: reason_for_close.into() })?;
+        writer.write(EventKind::SessionStop {
+            reason: reason_for_close.into(),
+        })?;
     }
     let id = new_id();
     let spec = &project.spec;

@@ -28,25 +28,44 @@ pub async fn execute(json: bool) -> Result<i32> {
         let id = c.id.clone().unwrap_or_default();
         let host = engine.inspect(&id).await.ok().and_then(|i| i.host_config);
         rows.push(Row {
-            name: c.names.unwrap_or_default().first().cloned().unwrap_or_default().trim_start_matches('/').to_string(),
-            workspace: labels.get(labels::LOCAL_FOLDER).cloned().unwrap_or_default(),
+            name: c
+                .names
+                .unwrap_or_default()
+                .first()
+                .cloned()
+                .unwrap_or_default()
+                .trim_start_matches('/')
+                .to_string(),
+            workspace: labels
+                .get(labels::LOCAL_FOLDER)
+                .cloned()
+                .unwrap_or_default(),
             state: c.state.map(|s| s.to_string()).unwrap_or_default(),
             image: c.image.unwrap_or_default(),
-            cpus: host.as_ref().and_then(|h| h.nano_cpus).map(|n| n as f64 / 1e9),
+            cpus: host
+                .as_ref()
+                .and_then(|h| h.nano_cpus)
+                .map(|n| n as f64 / 1e9),
             memory_bytes: host.as_ref().and_then(|h| h.memory),
             pids: host.as_ref().and_then(|h| h.pids_limit),
             status: c.status.unwrap_or_default(),
         });
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
         return Ok(0);
     }
     if rows.is_empty() {
         eprintln!("no yolo containers (start one with `yolo up` in a repository)");
         return Ok(0);
     }
-    println!("{:<32} {:<9} {:<22} {:<24} {}", "CONTAINER", "STATE", "LIMITS", "UPTIME", "WORKSPACE");
+    println!(
+        "{:<32} {:<9} {:<22} {:<24} {}",
+        "CONTAINER", "STATE", "LIMITS", "UPTIME", "WORKSPACE"
+    );
     for r in rows {
         let limits = format!(
             "{}cpu {} {}pids",
@@ -54,7 +73,10 @@ pub async fn execute(json: bool) -> Result<i32> {
             r.memory_bytes.map(human_bytes).unwrap_or("-".into()),
             r.pids.map(|p| p.to_string()).unwrap_or("-".into())
         );
-        println!("{:<32} {:<9} {:<22} {:<24} {}", r.name, r.state, limits, r.status, r.workspace);
+        println!(
+            "{:<32} {:<9} {:<22} {:<24} {}",
+            r.name, r.state, limits, r.status, r.workspace
+        );
     }
     Ok(0)
 }

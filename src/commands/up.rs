@@ -39,7 +39,10 @@ pub async fn execute(target: &Target, flags: &UpFlags, json: bool) -> Result<i32
     let engine = super::engine().await?;
     let outcome = up(&engine, &project, flags).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&outcome).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&outcome).unwrap_or_default()
+        );
     } else {
         print_outcome(&outcome);
     }
@@ -70,11 +73,17 @@ pub async fn up(engine: &Engine, project: &Project, flags: &UpFlags) -> Result<O
     approval::check(project, &mut state, flags)?;
     state.save(&spec.devcontainer_id)?;
 
-    let existing = engine.find_container(&spec.workspace, &spec.config_file, "agent").await?;
+    let existing = engine
+        .find_container(&spec.workspace, &spec.config_file, "agent")
+        .await?;
     let mut stale = false;
     let existing = match existing {
         Some(c) => {
-            let hash = c.labels.as_ref().and_then(|l| l.get(crate::engine::labels::CONFIG_HASH)).cloned();
+            let hash = c
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::engine::labels::CONFIG_HASH))
+                .cloned();
             let changed = hash.as_deref() != Some(spec.config_hash.as_str());
             if flags.rebuild {
                 engine.remove(c.id.as_deref().unwrap_or_default()).await?;
@@ -96,13 +105,23 @@ pub async fn up(engine: &Engine, project: &Project, flags: &UpFlags) -> Result<O
                 let writer = session::current(&state)?.ok_or_else(|| Error::other("no session"))?;
                 (id, image, "running", writer)
             } else {
-                let writer = session::open(project, &mut state, &image, "container was stopped outside yolo")?;
+                let writer = session::open(
+                    project,
+                    &mut state,
+                    &image,
+                    "container was stopped outside yolo",
+                )?;
                 state.save(&spec.devcontainer_id)?;
                 run_initialize(project, &writer).await?;
                 if !running {
                     engine.start(&id).await?;
                 }
-                (id, image, if running { "running" } else { "started" }, writer)
+                (
+                    id,
+                    image,
+                    if running { "running" } else { "started" },
+                    writer,
+                )
             }
         }
         None => {
@@ -114,7 +133,10 @@ pub async fn up(engine: &Engine, project: &Project, flags: &UpFlags) -> Result<O
             run_initialize(project, &writer).await?;
             let image = engine.ensure_image(&spec.image, flags.rebuild).await?;
             create_volumes(engine, project).await?;
-            let network = Network { mode: None, publish: true };
+            let network = Network {
+                mode: None,
+                publish: true,
+            };
             let id = engine.create_container(spec, &image, &network).await?;
             engine.start(&id).await?;
             (id, image, "created", writer)
@@ -147,7 +169,9 @@ fn image_label(source: &ImageSource) -> String {
 
 async fn run_initialize(project: &Project, writer: &Writer) -> Result<()> {
     match &project.spec.initialize_command {
-        Some(command) => super::hooks::run_on_host(command, &project.spec.workspace, Some(writer)).await,
+        Some(command) => {
+            super::hooks::run_on_host(command, &project.spec.workspace, Some(writer)).await
+        }
         None => Ok(()),
     }
 }
@@ -155,11 +179,22 @@ async fn run_initialize(project: &Project, writer: &Writer) -> Result<()> {
 /// Named volumes are created up front so they carry yolo's labels (and `YOLO_LABELS`).
 async fn create_volumes(engine: &Engine, project: &Project) -> Result<()> {
     let mut labels = BTreeMap::from([
-        (crate::engine::labels::MANAGED.to_string(), "true".to_string()),
-        (crate::engine::labels::ID.to_string(), project.spec.devcontainer_id.clone()),
+        (
+            crate::engine::labels::MANAGED.to_string(),
+            "true".to_string(),
+        ),
+        (
+            crate::engine::labels::ID.to_string(),
+            project.spec.devcontainer_id.clone(),
+        ),
     ]);
     labels.extend(crate::engine::labels::extra());
-    for mount in project.spec.mounts.iter().filter(|m| m.kind == MountKind::Volume) {
+    for mount in project
+        .spec
+        .mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Volume)
+    {
         engine.create_volume(&mount.source, &labels).await?;
     }
     Ok(())
@@ -175,10 +210,19 @@ async fn lifecycle(
 ) -> Result<()> {
     let spec = &project.spec;
     let info = engine.inspect(container_id).await?;
-    let container_env = env_map(info.config.as_ref().and_then(|c| c.env.clone()).unwrap_or_default());
+    let container_env = env_map(
+        info.config
+            .as_ref()
+            .and_then(|c| c.env.clone())
+            .unwrap_or_default(),
+    );
     let user = match project.remote_user() {
         Some(u) => Some(u),
-        None => info.config.as_ref().and_then(|c| c.user.clone()).filter(|u| !u.is_empty()),
+        None => info
+            .config
+            .as_ref()
+            .and_then(|c| c.user.clone())
+            .filter(|u| !u.is_empty()),
     };
     let env = remote_env(&spec.remote_env, &container_env);
     state.exec = Some(ExecSettings {
@@ -187,7 +231,11 @@ async fn lifecycle(
         cwd: spec.workspace_folder.clone(),
         remote_env: spec.remote_env.clone(),
     });
-    let started_at = info.state.as_ref().and_then(|s| s.started_at.clone()).unwrap_or_default();
+    let started_at = info
+        .state
+        .as_ref()
+        .and_then(|s| s.started_at.clone())
+        .unwrap_or_default();
     let root = Runner {
         engine,
         container: container_id.to_string(),
@@ -196,7 +244,14 @@ async fn lifecycle(
         env: vec![],
         writer: Some(writer),
     };
-    let runner = Runner { engine, container: container_id.to_string(), user, cwd: spec.workspace_folder.clone(), env, writer: Some(writer) };
+    let runner = Runner {
+        engine,
+        container: container_id.to_string(),
+        user,
+        cwd: spec.workspace_folder.clone(),
+        env,
+        writer: Some(writer),
+    };
 
     if state.created_hooks_done_for.as_deref() != Some(container_id) {
         setup(&root, project, runner.user.as_deref()).await?;
@@ -230,7 +285,12 @@ async fn lifecycle(
 /// remote user.
 async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Result<()> {
     let user = user.unwrap_or("root");
-    let (uid, gid) = project.spec.update_uid.map_or((String::new(), String::new()), |(u, g)| (u.to_string(), g.to_string()));
+    let (uid, gid) = project
+        .spec
+        .update_uid
+        .map_or((String::new(), String::new()), |(u, g)| {
+            (u.to_string(), g.to_string())
+        });
     let argv = vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -242,9 +302,19 @@ async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Resu
         AGENT_STATE_ROOT.into(),
     ];
     let request = root.request(argv, false, false);
-    let result = root.run("setup", "yolo-setup", &request, Output::Prefixed("setup".into())).await?;
+    let result = root
+        .run(
+            "setup",
+            "yolo-setup",
+            &request,
+            Output::Prefixed("setup".into()),
+        )
+        .await?;
     if result.exit_code != 0 {
-        return Err(Error::Hook { name: "yolo setup (uid update)".into(), code: result.exit_code });
+        return Err(Error::Hook {
+            name: "yolo setup (uid update)".into(),
+            code: result.exit_code,
+        });
     }
     Ok(())
 }
@@ -275,14 +345,23 @@ exit 0
 
 fn env_map(list: Vec<String>) -> BTreeMap<String, String> {
     list.into_iter()
-        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
         .collect()
 }
 
 /// remoteEnv as `K=V` for exec, with `${containerEnv:..}` resolved against the container.
-pub fn remote_env(remote: &BTreeMap<String, Option<String>>, container: &BTreeMap<String, String>) -> Vec<String> {
+pub fn remote_env(
+    remote: &BTreeMap<String, Option<String>>,
+    container: &BTreeMap<String, String>,
+) -> Vec<String> {
     remote
         .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", substitute::container_env(v, container))))
+        .filter_map(|(k, v)| {
+            v.as_ref()
+                .map(|v| format!("{k}={}", substitute::container_env(v, container)))
+        })
         .collect()
 }

@@ -97,7 +97,10 @@ impl From<StringOrListRepr> for StringOrList {
 
 /// An entry of `mounts`: the Docker `--mount` string form or the object form.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(untagged, expecting = "a mount string (\"source=...,target=...,type=...\") or an object with type, source and target")]
+#[serde(
+    untagged,
+    expecting = "a mount string (\"source=...,target=...,type=...\") or an object with type, source and target"
+)]
 pub enum MountEntry {
     Text(String),
     Object(MountObject),
@@ -121,7 +124,10 @@ pub enum PortEntry {
 
 /// `appPort`: a number, a string (`"3000"`, `"8080:80"`) or an array of them.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(untagged, expecting = "a port number, a \"host:container\" string, or an array of them")]
+#[serde(
+    untagged,
+    expecting = "a port number, a \"host:container\" string, or an array of them"
+)]
 pub enum AppPort {
     One(PortEntry),
     Many(Vec<PortEntry>),
@@ -138,7 +144,10 @@ pub struct HostRequirements {
 
 /// A lifecycle command in the spec's three forms.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(untagged, expecting = "a command string, an array of arguments, or an object of named commands")]
+#[serde(
+    untagged,
+    expecting = "a command string, an array of arguments, or an object of named commands"
+)]
 pub enum LifecycleCommand {
     /// Run with `/bin/sh -c`.
     Shell(String),

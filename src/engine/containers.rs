@@ -18,7 +18,15 @@ use std::path::Path;
 /// justified in docs/security-model.md. Not in the list (Docker gives them by default): NET_RAW
 /// (raw sockets: packet crafting), MKNOD, SETFCAP, SETPCAP, SYS_CHROOT, AUDIT_WRITE,
 /// NET_BIND_SERVICE (Docker lets unprivileged users bind low ports in containers anyway).
-pub const DEFAULT_CAPS: &[&str] = &["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"];
+pub const DEFAULT_CAPS: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+];
 
 /// The keep-alive command used when `overrideCommand` is true (the reference CLI's idea): it
 /// exits cleanly on SIGTERM so `yolo down` is quick.
@@ -55,7 +63,11 @@ impl Engine {
                 format!("{}={role}", labels::ROLE),
             ],
         )]);
-        let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
         let list = self
             .docker
             .list_containers(Some(options))
@@ -66,8 +78,15 @@ impl Engine {
 
     /// All containers yolo manages.
     pub async fn list_managed(&self) -> Result<Vec<ContainerSummary>> {
-        let filters = HashMap::from([("label".to_string(), vec![format!("{}=true", labels::MANAGED)])]);
-        let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![format!("{}=true", labels::MANAGED)],
+        )]);
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
         self.docker
             .list_containers(Some(options))
             .await
@@ -81,13 +100,24 @@ impl Engine {
             .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))
     }
 
-    pub async fn create_container(&self, spec: &RunSpec, image: &str, network: &Network) -> Result<String> {
+    pub async fn create_container(
+        &self,
+        spec: &RunSpec,
+        image: &str,
+        network: &Network,
+    ) -> Result<String> {
         let body = container_body(spec, image, network);
-        let options = CreateContainerOptions { name: Some(spec.container_name.clone()), ..Default::default() };
+        let options = CreateContainerOptions {
+            name: Some(spec.container_name.clone()),
+            ..Default::default()
+        };
         let created = self.docker.create_container(Some(options), body).await;
         match created {
             Ok(r) => Ok(r.id),
-            Err(e) => Err(Error::docker(format!("creating container {}", spec.container_name), message(&e))),
+            Err(e) => Err(Error::docker(
+                format!("creating container {}", spec.container_name),
+                message(&e),
+            )),
         }
     }
 
@@ -99,30 +129,52 @@ impl Engine {
     }
 
     pub async fn stop(&self, id: &str) -> Result<()> {
-        let options = StopContainerOptions { t: Some(5), ..Default::default() };
+        let options = StopContainerOptions {
+            t: Some(5),
+            ..Default::default()
+        };
         match self.docker.stop_container(id, Some(options)).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
             // 304: already stopped.
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 304, .. }) => Ok(()),
-            Err(e) => Err(Error::docker(format!("stopping container {id}"), message(&e))),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(Error::docker(
+                format!("stopping container {id}"),
+                message(&e),
+            )),
         }
     }
 
     pub async fn remove(&self, id: &str) -> Result<()> {
-        let options = RemoveContainerOptions { force: true, v: false, ..Default::default() };
+        let options = RemoveContainerOptions {
+            force: true,
+            v: false,
+            ..Default::default()
+        };
         match self.docker.remove_container(id, Some(options)).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::docker(format!("removing container {id}"), message(&e))),
+            Err(e) => Err(Error::docker(
+                format!("removing container {id}"),
+                message(&e),
+            )),
         }
     }
 
     pub async fn remove_volume(&self, name: &str) -> Result<()> {
-        match self.docker.remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>).await {
+        match self
+            .docker
+            .remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>)
+            .await
+        {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::docker(format!("removing volume {name}"), message(&e))),
+            Err(e) => Err(Error::docker(
+                format!("removing volume {name}"),
+                message(&e),
+            )),
         }
     }
 }
@@ -131,9 +183,17 @@ fn container_body(spec: &RunSpec, image: &str, network: &Network) -> ContainerCr
     let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
     labels.insert(labels::ROLE.into(), "agent".into());
     labels.extend(labels::extra());
-    let env: Vec<String> = spec.container_env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let env: Vec<String> = spec
+        .container_env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     let cmd = spec.override_command.then(keep_alive);
-    let exposed: Vec<String> = spec.ports.iter().map(|p| format!("{}/tcp", p.container)).collect();
+    let exposed: Vec<String> = spec
+        .ports
+        .iter()
+        .map(|p| format!("{}/tcp", p.container))
+        .collect();
     ContainerCreateBody {
         image: Some(image.to_string()),
         user: spec.container_user.clone(),
@@ -142,7 +202,11 @@ fn container_body(spec: &RunSpec, image: &str, network: &Network) -> ContainerCr
         entrypoint: cmd.as_ref().map(|_| vec![]),
         cmd,
         working_dir: None,
-        hostname: if network.mode.is_some() { None } else { spec.hostname.clone() },
+        hostname: if network.mode.is_some() {
+            None
+        } else {
+            spec.hostname.clone()
+        },
         exposed_ports: (network.publish && !exposed.is_empty()).then_some(exposed),
         host_config: Some(host_config(spec, network)),
         ..Default::default()
@@ -160,7 +224,10 @@ fn host_config(spec: &RunSpec, network: &Network) -> HostConfig {
         spec.ports
             .iter()
             .map(|p| {
-                let binding = PortBinding { host_ip: Some("127.0.0.1".into()), host_port: Some(p.host.to_string()) };
+                let binding = PortBinding {
+                    host_ip: Some("127.0.0.1".into()),
+                    host_port: Some(p.host.to_string()),
+                };
                 (format!("{}/tcp", p.container), Some(vec![binding]))
             })
             .collect()
@@ -178,14 +245,19 @@ fn host_config(spec: &RunSpec, network: &Network) -> HostConfig {
         memory_swap: Some(spec.limits.memory_bytes),
         nano_cpus: Some((spec.limits.cpus * 1e9) as i64),
         port_bindings,
-        network_mode: network.mode.clone().or_else(|| spec.host_modes.get("network").cloned()),
+        network_mode: network
+            .mode
+            .clone()
+            .or_else(|| spec.host_modes.get("network").cloned()),
         pid_mode: spec.host_modes.get("pid").cloned(),
         ipc_mode: spec.host_modes.get("ipc").cloned(),
         uts_mode: spec.host_modes.get("uts").cloned(),
         userns_mode: spec.host_modes.get("userns").cloned(),
-        extra_hosts: (!spec.extra_hosts.is_empty() && network.mode.is_none()).then(|| spec.extra_hosts.clone()),
+        extra_hosts: (!spec.extra_hosts.is_empty() && network.mode.is_none())
+            .then(|| spec.extra_hosts.clone()),
         shm_size: spec.shm_size,
-        devices: (!spec.devices.is_empty()).then(|| spec.devices.iter().map(|d| device(d)).collect()),
+        devices: (!spec.devices.is_empty())
+            .then(|| spec.devices.iter().map(|d| device(d)).collect()),
         ..Default::default()
     }
 }
@@ -193,7 +265,10 @@ fn host_config(spec: &RunSpec, network: &Network) -> HostConfig {
 fn device(text: &str) -> bollard::models::DeviceMapping {
     let mut parts = text.split(':');
     let host = parts.next().unwrap_or_default().to_string();
-    let container = parts.next().map(str::to_string).unwrap_or_else(|| host.clone());
+    let container = parts
+        .next()
+        .map(str::to_string)
+        .unwrap_or_else(|| host.clone());
     let perms = parts.next().unwrap_or("rwm").to_string();
     bollard::models::DeviceMapping {
         path_on_host: Some(host),
@@ -219,7 +294,11 @@ fn to_mount(m: &crate::run_spec::Mount) -> Mount {
 
 impl Engine {
     /// Create a named volume with labels; an existing volume is kept as it is.
-    pub async fn create_volume(&self, name: &str, labels: &std::collections::BTreeMap<String, String>) -> Result<()> {
+    pub async fn create_volume(
+        &self,
+        name: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> Result<()> {
         let options = bollard::models::VolumeCreateRequest {
             name: Some(name.to_string()),
             labels: Some(labels.clone().into_iter().collect()),

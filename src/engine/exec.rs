@@ -40,7 +40,12 @@ pub struct ExecResult {
 }
 
 impl Engine {
-    pub async fn exec(&self, container: &str, req: &ExecRequest, output: Output) -> Result<ExecResult> {
+    pub async fn exec(
+        &self,
+        container: &str,
+        req: &ExecRequest,
+        output: Output,
+    ) -> Result<ExecResult> {
         let config = CreateExecOptions {
             cmd: Some(req.argv.clone()),
             user: req.user.clone(),
@@ -56,13 +61,28 @@ impl Engine {
             .docker
             .create_exec(container, config)
             .await
-            .map_err(|e| Error::docker(format!("running {:?} in the container", req.argv.join(" ")), message(&e)))?;
+            .map_err(|e| {
+                Error::docker(
+                    format!("running {:?} in the container", req.argv.join(" ")),
+                    message(&e),
+                )
+            })?;
         let started = self
             .docker
-            .start_exec(&created.id, Some(StartExecOptions { tty: req.tty, ..Default::default() }))
+            .start_exec(
+                &created.id,
+                Some(StartExecOptions {
+                    tty: req.tty,
+                    ..Default::default()
+                }),
+            )
             .await
             .map_err(|e| Error::docker("starting the command", message(&e)))?;
-        let StartExecResults::Attached { output: mut stream, mut input } = started else {
+        let StartExecResults::Attached {
+            output: mut stream,
+            mut input,
+        } = started
+        else {
             return Err(Error::other("docker did not attach to the command"));
         };
 
@@ -72,7 +92,9 @@ impl Engine {
             let engine = self.clone();
             let id = created.id.clone();
             tokio::spawn(async move {
-                let Ok(mut winch) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()) else {
+                let Ok(mut winch) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+                else {
                     return;
                 };
                 while winch.recv().await.is_some() {
@@ -105,7 +127,9 @@ impl Engine {
         let mut sink = Sink::new(output);
         while let Some(item) = stream.next().await {
             match item {
-                Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => sink.out(&message),
+                Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
+                    sink.out(&message)
+                }
                 Ok(LogOutput::StdErr { message }) => sink.err(&message),
                 Ok(LogOutput::StdIn { .. }) => {}
                 Err(e) => return Err(Error::docker("reading the command's output", message(&e))),
@@ -117,12 +141,18 @@ impl Engine {
             .inspect_exec(&created.id)
             .await
             .map_err(|e| Error::docker("reading the command's exit code", message(&e)))?;
-        Ok(ExecResult { exit_code: inspect.exit_code.unwrap_or(-1), captured: sink.captured })
+        Ok(ExecResult {
+            exit_code: inspect.exit_code.unwrap_or(-1),
+            captured: sink.captured,
+        })
     }
 
     async fn resize(&self, exec_id: &str) {
         if let Ok((width, height)) = crossterm::terminal::size() {
-            let _ = self.docker.resize_exec(exec_id, ResizeExecOptions { height, width }).await;
+            let _ = self
+                .docker
+                .resize_exec(exec_id, ResizeExecOptions { height, width })
+                .await;
         }
     }
 }
@@ -150,7 +180,12 @@ struct Sink {
 
 impl Sink {
     fn new(output: Output) -> Sink {
-        Sink { output, captured: Vec::new(), pending_out: Vec::new(), pending_err: Vec::new() }
+        Sink {
+            output,
+            captured: Vec::new(),
+            pending_out: Vec::new(),
+            pending_err: Vec::new(),
+        }
     }
 
     fn out(&mut self, bytes: &[u8]) {
@@ -186,7 +221,9 @@ impl Sink {
     }
 
     fn emit_lines(&mut self, all: bool) {
-        let Output::Prefixed(name) = &self.output else { return };
+        let Output::Prefixed(name) = &self.output else {
+            return;
+        };
         let prefix = console::style(format!("[{name}]")).dim().to_string();
         let mut err = std::io::stderr().lock();
         for pending in [&mut self.pending_out, &mut self.pending_err] {

@@ -5,8 +5,12 @@
 use super::{is_not_found, labels, message, Engine};
 use crate::error::{Error, Result};
 use crate::run_spec::PortPublish;
-use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, NetworkCreateRequest, PortBinding};
-use bollard::query_parameters::{BuildImageOptions, CreateContainerOptions, LogsOptions, UploadToContainerOptions};
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, NetworkCreateRequest, PortBinding,
+};
+use bollard::query_parameters::{
+    BuildImageOptions, CreateContainerOptions, LogsOptions, UploadToContainerOptions,
+};
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -44,7 +48,10 @@ impl Engine {
     pub async fn ensure_guard_image(&self, base: &str) -> Result<String> {
         let tag = image_tag();
         if let Ok(img) = self.docker.inspect_image(&tag).await {
-            let current = img.config.and_then(|c| c.labels).and_then(|l| l.get(BASE_LABEL).cloned());
+            let current = img
+                .config
+                .and_then(|c| c.labels)
+                .and_then(|l| l.get(BASE_LABEL).cloned());
             if current.as_deref() == Some(base) {
                 return Ok(tag);
             }
@@ -56,9 +63,13 @@ impl Engine {
         header.set_cksum();
         tar.append_data(&mut header, "Dockerfile", GUARD_DOCKERFILE.as_bytes())
             .map_err(|e| Error::other(format!("packing the guard Dockerfile: {e}")))?;
-        let tar = tar.into_inner().map_err(|e| Error::other(format!("packing the guard Dockerfile: {e}")))?;
-        let mut labels: HashMap<String, String> =
-            HashMap::from([(BASE_LABEL.to_string(), base.to_string()), (labels::MANAGED.into(), "true".into())]);
+        let tar = tar
+            .into_inner()
+            .map_err(|e| Error::other(format!("packing the guard Dockerfile: {e}")))?;
+        let mut labels: HashMap<String, String> = HashMap::from([
+            (BASE_LABEL.to_string(), base.to_string()),
+            (labels::MANAGED.into(), "true".into()),
+        ]);
         labels.extend(labels::extra());
         let options = BuildImageOptions {
             t: Some(tag.clone()),
@@ -68,8 +79,11 @@ impl Engine {
             forcerm: true,
             ..Default::default()
         };
-        let bar = super::images::spinner(&format!("building the firewall guard image {tag} (once)"));
-        let mut stream = self.docker.build_image(options, None, Some(bollard::body_full(tar.into())));
+        let bar =
+            super::images::spinner(&format!("building the firewall guard image {tag} (once)"));
+        let mut stream =
+            self.docker
+                .build_image(options, None, Some(bollard::body_full(tar.into())));
         let mut tail = Vec::new();
         while let Some(item) = stream.next().await {
             let info = item.map_err(|e| Error::docker("building the guard image", message(&e)))?;
@@ -81,7 +95,12 @@ impl Engine {
                     hint: Some("the guard image needs Debian's nftables package; set guard_base_image in your yolo config to a Debian-based image that is present locally".into()),
                 });
             }
-            if let Some(line) = info.stream.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
+            if let Some(line) = info
+                .stream
+                .as_deref()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+            {
                 bar.set_message(format!("building {tag}: {line}"));
                 tail.push(line.to_string());
                 if tail.len() > 15 {
@@ -94,11 +113,27 @@ impl Engine {
     }
 
     /// The project's own bridge network (isolated from other projects' by Docker).
-    pub async fn ensure_network(&self, name: &str, labels: &BTreeMap<String, String>) -> Result<()> {
-        match self.docker.inspect_network(name, None::<bollard::query_parameters::InspectNetworkOptions>).await {
+    pub async fn ensure_network(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        match self
+            .docker
+            .inspect_network(
+                name,
+                None::<bollard::query_parameters::InspectNetworkOptions>,
+            )
+            .await
+        {
             Ok(_) => return Ok(()),
             Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(Error::docker(format!("inspecting network {name}"), message(&e))),
+            Err(e) => {
+                return Err(Error::docker(
+                    format!("inspecting network {name}"),
+                    message(&e),
+                ))
+            }
         }
         let request = NetworkCreateRequest {
             name: name.to_string(),
@@ -109,8 +144,13 @@ impl Engine {
         match self.docker.create_network(request).await {
             Ok(_) => Ok(()),
             // Created concurrently by another yolo: fine.
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => Ok(()),
-            Err(e) => Err(Error::docker(format!("creating network {name}"), message(&e))),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => Ok(()),
+            Err(e) => Err(Error::docker(
+                format!("creating network {name}"),
+                message(&e),
+            )),
         }
     }
 
@@ -118,7 +158,10 @@ impl Engine {
         match self.docker.remove_network(name).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::docker(format!("removing network {name}"), message(&e))),
+            Err(e) => Err(Error::docker(
+                format!("removing network {name}"),
+                message(&e),
+            )),
         }
     }
 
@@ -127,18 +170,30 @@ impl Engine {
         let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
         labels.insert(labels::ROLE.into(), "guard".into());
         labels.extend(labels::extra());
-        let ports: Vec<String> = spec.ports.iter().map(|p| format!("{}/tcp", p.container)).collect();
+        let ports: Vec<String> = spec
+            .ports
+            .iter()
+            .map(|p| format!("{}/tcp", p.container))
+            .collect();
         let bindings = spec
             .ports
             .iter()
             .map(|p| {
-                let b = PortBinding { host_ip: Some("127.0.0.1".into()), host_port: Some(p.host.to_string()) };
+                let b = PortBinding {
+                    host_ip: Some("127.0.0.1".into()),
+                    host_port: Some(p.host.to_string()),
+                };
                 (format!("{}/tcp", p.container), Some(vec![b]))
             })
             .collect();
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
-            cmd: Some(vec![GUARD_BINARY.into(), "guard".into(), "--config".into(), GUARD_CONFIG_PATH.into()]),
+            cmd: Some(vec![
+                GUARD_BINARY.into(),
+                "guard".into(),
+                "--config".into(),
+                GUARD_CONFIG_PATH.into(),
+            ]),
             entrypoint: Some(vec![]),
             labels: Some(labels),
             exposed_ports: (!ports.is_empty()).then_some(ports),
@@ -161,15 +216,26 @@ impl Engine {
             }),
             ..Default::default()
         };
-        let options = CreateContainerOptions { name: Some(spec.name.clone()), ..Default::default() };
+        let options = CreateContainerOptions {
+            name: Some(spec.name.clone()),
+            ..Default::default()
+        };
         let id = self
             .docker
             .create_container(Some(options), body)
             .await
-            .map_err(|e| Error::docker(format!("creating the guard container {}", spec.name), message(&e)))?
+            .map_err(|e| {
+                Error::docker(
+                    format!("creating the guard container {}", spec.name),
+                    message(&e),
+                )
+            })?
             .id;
         let tar = guard_files(&spec.config_json)?;
-        let options = UploadToContainerOptions { path: "/".into(), ..Default::default() };
+        let options = UploadToContainerOptions {
+            path: "/".into(),
+            ..Default::default()
+        };
         self.docker
             .upload_to_container(&id, Some(options), bollard::body_full(tar.into()))
             .await
@@ -179,7 +245,13 @@ impl Engine {
 
     /// Wait for the guard's ready line; fail (closed) if it exits or takes too long.
     pub async fn wait_guard_ready(&self, id: &str, timeout: Duration) -> Result<()> {
-        let options = LogsOptions { follow: true, stdout: true, stderr: true, tail: "all".into(), ..Default::default() };
+        let options = LogsOptions {
+            follow: true,
+            stdout: true,
+            stderr: true,
+            tail: "all".into(),
+            ..Default::default()
+        };
         let mut logs = self.docker.logs(id, Some(options));
         let mut seen = Vec::new();
         let wait = async {
@@ -212,7 +284,10 @@ impl Engine {
         let result = self.exec(id, &req, super::exec::Output::Capture).await?;
         let text = String::from_utf8_lossy(&result.captured).into_owned();
         if result.exit_code != 0 {
-            return Err(Error::other(format!("the firewall guard refused the request: {}", text.trim())));
+            return Err(Error::other(format!(
+                "the firewall guard refused the request: {}",
+                text.trim()
+            )));
         }
         Ok(text)
     }
@@ -220,7 +295,8 @@ impl Engine {
 
 /// A tar with the running yolo binary and the guard config.
 fn guard_files(config_json: &str) -> Result<Vec<u8>> {
-    let exe = std::env::current_exe().map_err(|e| Error::other(format!("finding the yolo binary: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::other(format!("finding the yolo binary: {e}")))?;
     let mut tar = tar::Builder::new(Vec::new());
     let mut file = std::fs::File::open(&exe).map_err(|e| Error::io(&exe, e))?;
     let len = file.metadata().map_err(|e| Error::io(&exe, e))?.len();
@@ -228,14 +304,20 @@ fn guard_files(config_json: &str) -> Result<Vec<u8>> {
     header.set_size(len);
     header.set_mode(0o755);
     header.set_cksum();
-    tar.append_data(&mut header, GUARD_BINARY.trim_start_matches('/'), &mut file).map_err(|e| Error::io(&exe, e))?;
+    tar.append_data(&mut header, GUARD_BINARY.trim_start_matches('/'), &mut file)
+        .map_err(|e| Error::io(&exe, e))?;
     let mut header = tar::Header::new_gnu();
     header.set_size(config_json.len() as u64);
     header.set_mode(0o644);
     header.set_cksum();
-    tar.append_data(&mut header, GUARD_CONFIG_PATH.trim_start_matches('/'), config_json.as_bytes())
-        .map_err(|e| Error::other(format!("packing the guard config: {e}")))?;
-    tar.into_inner().map_err(|e| Error::other(format!("packing the guard files: {e}")))
+    tar.append_data(
+        &mut header,
+        GUARD_CONFIG_PATH.trim_start_matches('/'),
+        config_json.as_bytes(),
+    )
+    .map_err(|e| Error::other(format!("packing the guard config: {e}")))?;
+    tar.into_inner()
+        .map_err(|e| Error::other(format!("packing the guard files: {e}")))
 }
 
 /// The host folder for the guard's network events: writable by the guard's root, which has no
@@ -244,6 +326,7 @@ pub fn log_dir(root: &Path) -> Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let dir = root.join("network");
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).map_err(|e| Error::io(&dir, e))?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))
+        .map_err(|e| Error::io(&dir, e))?;
     Ok(dir)
 }

@@ -28,7 +28,13 @@ impl Engine {
             }
             ImageSource::Build(build) => {
                 let hash = build_hash(build)?;
-                if !rebuild && self.image_label(&build.tag, BUILD_HASH_LABEL).await?.as_deref() == Some(&hash) {
+                if !rebuild
+                    && self
+                        .image_label(&build.tag, BUILD_HASH_LABEL)
+                        .await?
+                        .as_deref()
+                        == Some(&hash)
+                {
                     return Ok(build.tag.clone());
                 }
                 self.build(build, &hash, rebuild).await?;
@@ -41,15 +47,24 @@ impl Engine {
         match self.docker.inspect_image(name).await {
             Ok(_) => Ok(true),
             Err(e) if is_not_found(&e) => Ok(false),
-            Err(e) => Err(Error::docker(format!("inspecting image {name}"), message(&e))),
+            Err(e) => Err(Error::docker(
+                format!("inspecting image {name}"),
+                message(&e),
+            )),
         }
     }
 
     async fn image_label(&self, name: &str, key: &str) -> Result<Option<String>> {
         match self.docker.inspect_image(name).await {
-            Ok(img) => Ok(img.config.and_then(|c| c.labels).and_then(|l| l.get(key).cloned())),
+            Ok(img) => Ok(img
+                .config
+                .and_then(|c| c.labels)
+                .and_then(|l| l.get(key).cloned())),
             Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(Error::docker(format!("inspecting image {name}"), message(&e))),
+            Err(e) => Err(Error::docker(
+                format!("inspecting image {name}"),
+                message(&e),
+            )),
         }
     }
 
@@ -65,7 +80,10 @@ impl Engine {
 
     async fn pull(&self, name: &str) -> Result<()> {
         let bar = spinner(&format!("pulling {name}"));
-        let options = CreateImageOptions { from_image: Some(name.to_string()), ..Default::default() };
+        let options = CreateImageOptions {
+            from_image: Some(name.to_string()),
+            ..Default::default()
+        };
         let mut stream = self.docker.create_image(Some(options), None, None);
         while let Some(item) = stream.next().await {
             match item {
@@ -74,7 +92,11 @@ impl Engine {
                         bar.finish_and_clear();
                         return Err(pull_error(name, detail.message.unwrap_or_default()));
                     }
-                    let status = [info.id, info.status].into_iter().flatten().collect::<Vec<_>>().join(" ");
+                    let status = [info.id, info.status]
+                        .into_iter()
+                        .flatten()
+                        .collect::<Vec<_>>()
+                        .join(" ");
                     bar.set_message(format!("pulling {name}: {status}"));
                 }
                 Err(e) => {
@@ -118,9 +140,18 @@ impl Engine {
             };
             if let Some(detail) = info.error_detail {
                 bar.finish_and_clear();
-                return Err(build_error(build, detail.message.unwrap_or_default(), &tail));
+                return Err(build_error(
+                    build,
+                    detail.message.unwrap_or_default(),
+                    &tail,
+                ));
             }
-            for line in info.stream.iter().flat_map(|s| s.lines()).filter(|l| !l.trim().is_empty()) {
+            for line in info
+                .stream
+                .iter()
+                .flat_map(|s| s.lines())
+                .filter(|l| !l.trim().is_empty())
+            {
                 bar.set_message(format!("building {}: {}", build.tag, line.trim()));
                 tail.push_back(line.to_string());
                 if tail.len() > TAIL_LINES {
@@ -135,7 +166,10 @@ impl Engine {
 
 pub(crate) fn spinner(message: &str) -> ProgressBar {
     let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {wide_msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
     bar.set_message(message.to_string());
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
@@ -170,7 +204,10 @@ fn build_error(build: &BuildSpec, msg: String, tail: &VecDeque<String>) -> Error
 /// Hash of what decides the build and is cheap to read: the BuildSpec and the Dockerfile text.
 /// Other context files changing is what `--rebuild` is for.
 fn build_hash(build: &BuildSpec) -> Result<String> {
-    let dockerfile = build.dockerfile_outside.clone().unwrap_or_else(|| build.context.join(&build.dockerfile));
+    let dockerfile = build
+        .dockerfile_outside
+        .clone()
+        .unwrap_or_else(|| build.context.join(&build.dockerfile));
     let text = std::fs::read(&dockerfile).map_err(|e| Error::io(&dockerfile, e))?;
     let mut hasher = Sha256::new();
     hasher.update(serde_json::to_vec(build).unwrap_or_default());
@@ -191,11 +228,16 @@ pub fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
     let ignore = dockerignore(root)?;
     let mut tar = tar::Builder::new(Vec::new());
     tar.follow_symlinks(false);
-    let walker = ignore::WalkBuilder::new(root).standard_filters(false).follow_links(false).build();
+    let walker = ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .follow_links(false)
+        .build();
     for entry in walker {
         let entry = entry.map_err(|e| Error::other(format!("reading build context: {e}")))?;
         let path = entry.path();
-        let Ok(rel) = path.strip_prefix(root) else { continue };
+        let Ok(rel) = path.strip_prefix(root) else {
+            continue;
+        };
         if rel.as_os_str().is_empty() {
             continue;
         }
@@ -204,11 +246,13 @@ pub fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
         if !keep && ignore.matched_path_or_any_parents(rel, is_dir).is_ignore() {
             continue;
         }
-        tar.append_path_with_name(path, rel).map_err(|e| Error::io(path, e))?;
+        tar.append_path_with_name(path, rel)
+            .map_err(|e| Error::io(path, e))?;
     }
     if let Some(outside) = &build.dockerfile_outside {
         let mut file = std::fs::File::open(outside).map_err(|e| Error::io(outside, e))?;
-        tar.append_file(&build.dockerfile, &mut file).map_err(|e| Error::io(outside, e))?;
+        tar.append_file(&build.dockerfile, &mut file)
+            .map_err(|e| Error::io(outside, e))?;
     }
     tar.into_inner().map_err(|e| Error::io(root, e))
 }
@@ -217,14 +261,24 @@ fn dockerignore(root: &Path) -> Result<ignore::gitignore::Gitignore> {
     let mut builder = ignore::gitignore::GitignoreBuilder::new(root);
     let path = root.join(".dockerignore");
     if let Ok(text) = std::fs::read_to_string(&path) {
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             let (neg, pat) = line.strip_prefix('!').map_or(("", line), |p| ("!", p));
             // Docker anchors every pattern at the context root; gitignore only anchors ones with '/'.
-            let anchored = if pat.starts_with('/') || pat.starts_with("**") { pat.to_string() } else { format!("/{pat}") };
+            let anchored = if pat.starts_with('/') || pat.starts_with("**") {
+                pat.to_string()
+            } else {
+                format!("/{pat}")
+            };
             builder
                 .add_line(None, &format!("{neg}{anchored}"))
                 .map_err(|e| Error::other(format!("{}: {e}", path.display())))?;
         }
     }
-    builder.build().map_err(|e| Error::other(format!("{}: {e}", path.display())))
+    builder
+        .build()
+        .map_err(|e| Error::other(format!("{}: {e}", path.display())))
 }

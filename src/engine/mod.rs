@@ -21,15 +21,25 @@ impl Engine {
     /// Connect to the local engine (`DOCKER_HOST` or the default socket) and agree on an API
     /// version, so an older engine (API 1.41, Docker 20.10) understands our requests.
     pub async fn connect() -> Result<Engine> {
-        let docker = Docker::connect_with_local_defaults().map_err(|e| Error::docker("connect", e))?;
-        let docker = docker.negotiate_version().await.map_err(|e| Error::docker("connect", e))?;
+        let docker =
+            Docker::connect_with_local_defaults().map_err(|e| Error::docker("connect", e))?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| Error::docker("connect", e))?;
         Ok(Engine { docker })
     }
 }
 
 /// True when the error is Docker's 404 (no such container / image / exec).
 pub fn is_not_found(err: &bollard::errors::Error) -> bool {
-    matches!(err, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
+    matches!(
+        err,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
 }
 
 /// The message of a Docker error without Rust Debug noise.

@@ -7,17 +7,31 @@ fn malformed_json_names_file_line_and_column() {
     let t = Test::new();
     t.devcontainer("{\n  \"image\": \"debian:bookworm-slim\"\n  \"name\": \"x\"\n}\n");
     let run = t.yolo(&["up"]).fails_with(65);
-    assert!(run.stderr().contains("devcontainer.json:3:"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("devcontainer.json:3:"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]
 fn a_wrong_type_names_the_property() {
     let t = Test::new();
-    t.devcontainer("{\n  \"image\": \"debian:bookworm-slim\",\n  \"runArgs\": \"--privileged\"\n}\n");
+    t.devcontainer(
+        "{\n  \"image\": \"debian:bookworm-slim\",\n  \"runArgs\": \"--privileged\"\n}\n",
+    );
     let run = t.yolo(&["up"]).fails_with(65);
-    assert!(run.stderr().contains("devcontainer.json:3:"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("devcontainer.json:3:"),
+        "{}",
+        run.stderr()
+    );
     assert!(run.stderr().contains("runArgs"), "{}", run.stderr());
-    assert!(!run.stderr().contains("Error {"), "no Debug output: {}", run.stderr());
+    assert!(
+        !run.stderr().contains("Error {"),
+        "no Debug output: {}",
+        run.stderr()
+    );
 }
 
 #[test]
@@ -26,11 +40,19 @@ fn features_and_compose_are_refused_as_not_yet_supported() {
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "features": {"ghcr.io/devcontainers/features/node:1": {}}}"#);
     let run = t.yolo(&["up"]).fails_with(65);
     assert!(run.stderr().contains("features"), "{}", run.stderr());
-    assert!(run.stderr().contains("not supported yet"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("not supported yet"),
+        "{}",
+        run.stderr()
+    );
 
     t.devcontainer(r#"{"dockerComposeFile": "compose.yml", "service": "app"}"#);
     let run = t.yolo(&["up"]).fails_with(65);
-    assert!(run.stderr().contains("dockerComposeFile"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("dockerComposeFile"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]
@@ -39,11 +61,20 @@ fn no_config_points_to_init_and_several_ask_for_config() {
     let run = t.yolo(&["up"]).fails_with(66);
     assert!(run.stderr().contains("yolo init"), "{}", run.stderr());
 
-    t.file(".devcontainer/a/devcontainer.json", r#"{"image": "debian:bookworm-slim"}"#);
-    t.file(".devcontainer/b/devcontainer.json", r#"{"image": "debian:bookworm-slim"}"#);
+    t.file(
+        ".devcontainer/a/devcontainer.json",
+        r#"{"image": "debian:bookworm-slim"}"#,
+    );
+    t.file(
+        ".devcontainer/b/devcontainer.json",
+        r#"{"image": "debian:bookworm-slim"}"#,
+    );
     let run = t.yolo(&["up"]).fails_with(66);
     assert!(run.stderr().contains("--config"), "{}", run.stderr());
-    assert!(run.stderr().contains("a/devcontainer.json") && run.stderr().contains("b/devcontainer.json"));
+    assert!(
+        run.stderr().contains("a/devcontainer.json")
+            && run.stderr().contains("b/devcontainer.json")
+    );
 }
 
 #[test]
@@ -71,9 +102,14 @@ fn a_bad_user_config_names_the_file() {
 fn init_writes_a_config_and_refuses_to_overwrite() {
     let t = Test::new();
     t.yolo(&["init", "--agent", "claude"]).ok();
-    let text = std::fs::read_to_string(t.workspace.join(".devcontainer/devcontainer.json")).unwrap();
+    let text =
+        std::fs::read_to_string(t.workspace.join(".devcontainer/devcontainer.json")).unwrap();
     assert!(text.contains("\"agent\": \"claude\""));
-    assert!(std::fs::read_to_string(t.workspace.join(".devcontainer/Dockerfile")).unwrap().contains("claude-code"));
+    assert!(
+        std::fs::read_to_string(t.workspace.join(".devcontainer/Dockerfile"))
+            .unwrap()
+            .contains("claude-code")
+    );
     let run = t.yolo(&["init", "--agent", "claude"]).fails_with(1);
     assert!(run.stderr().contains("--force"));
     t.yolo(&["init", "--agent", "codex", "--force"]).ok();

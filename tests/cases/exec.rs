@@ -11,7 +11,9 @@ fn exec_passes_exit_codes_and_stdin_through() {
     t.yolo(&["exec", "--", "false"]).fails_with(1);
     let echoed = t.yolo_stdin(&["exec", "cat"], "hello\nworld\n").ok();
     assert_eq!(echoed.stdout(), "hello\nworld\n");
-    let counted = t.yolo_stdin(&["exec", "wc", "-c"], &"x".repeat(100_000)).ok();
+    let counted = t
+        .yolo_stdin(&["exec", "wc", "-c"], &"x".repeat(100_000))
+        .ok();
     assert_eq!(counted.stdout().trim(), "100000");
     let stderr = t.yolo(&["exec", "sh", "-c", "echo to-err >&2"]).ok();
     assert_eq!(stderr.stderr().trim(), "to-err");
@@ -24,9 +26,19 @@ fn exec_runs_in_the_workspace_which_is_the_repository() {
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     t.file("README.md", "the repo\n");
     t.up(&[]);
-    let out = t.yolo(&["exec", "sh", "-c", "pwd; cat README.md; echo written > from-container.txt"]).ok();
+    let out = t
+        .yolo(&[
+            "exec",
+            "sh",
+            "-c",
+            "pwd; cat README.md; echo written > from-container.txt",
+        ])
+        .ok();
     assert_eq!(out.stdout(), "/workspace\nthe repo\n");
-    assert_eq!(std::fs::read_to_string(t.workspace.join("from-container.txt")).unwrap(), "written\n");
+    assert_eq!(
+        std::fs::read_to_string(t.workspace.join("from-container.txt")).unwrap(),
+        "written\n"
+    );
 }
 
 #[test]
@@ -40,7 +52,10 @@ fn exec_without_a_container_says_to_run_up() {
 #[test]
 fn exec_and_run_use_the_remote_user() {
     let t = Test::new();
-    t.file(".devcontainer/Dockerfile", "FROM debian:bookworm-slim\nRUN useradd --create-home --uid 1000 dev\n");
+    t.file(
+        ".devcontainer/Dockerfile",
+        "FROM debian:bookworm-slim\nRUN useradd --create-home --uid 1000 dev\n",
+    );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev", "updateRemoteUserUID": false}"#);
     t.up(&[]);
     let out = t.yolo(&["exec", "id", "-un"]).ok();
@@ -53,7 +68,11 @@ fn run_reports_a_missing_agent_program_with_the_fix() {
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     let run = t.yolo(&["run", "claude"]).fails_with(1);
     assert!(run.stderr().contains("not installed"), "{}", run.stderr());
-    assert!(run.stderr().contains("yolo init --agent claude"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("yolo init --agent claude"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]
@@ -69,8 +88,17 @@ domains = []
     );
     t.env("MY_KEY", "k123").env("OTHER_SECRET", "leak");
     let out = t.yolo(&["run", "echoer", "--", "extra"]).ok();
-    assert!(out.stdout().contains("agent:k123:unset:x:extra"), "{}", out.stdout());
+    assert!(
+        out.stdout().contains("agent:k123:unset:x:extra"),
+        "{}",
+        out.stdout()
+    );
     let events = t.events();
-    assert!(events.iter().any(|e| e["kind"] == "command" && e["source"] == "agent"));
-    assert!(!serde_json::to_string(&events).unwrap().contains("k123"), "secrets stay out of the log");
+    assert!(events
+        .iter()
+        .any(|e| e["kind"] == "command" && e["source"] == "agent"));
+    assert!(
+        !serde_json::to_string(&events).unwrap().contains("k123"),
+        "secrets stay out of the log"
+    );
 }

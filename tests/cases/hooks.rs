@@ -3,7 +3,14 @@
 use crate::support::*;
 
 fn count(t: &Test, file: &str) -> usize {
-    let out = t.yolo(&["exec", "sh", "-c", &format!("cat /tmp/{file} 2>/dev/null | wc -l")]).ok();
+    let out = t
+        .yolo(&[
+            "exec",
+            "sh",
+            "-c",
+            &format!("cat /tmp/{file} 2>/dev/null | wc -l"),
+        ])
+        .ok();
     out.stdout().trim().parse().unwrap()
 }
 
@@ -23,13 +30,25 @@ fn hooks_run_in_all_forms_once_per_create_per_start_and_per_attach() {
     t.up(&[]);
     assert_eq!(count(&t, "oncreate"), 1);
     assert_eq!(count(&t, "update"), 1);
-    assert_eq!(count(&t, "postcreate"), 2, "both named commands of the object form ran");
+    assert_eq!(
+        count(&t, "postcreate"),
+        2,
+        "both named commands of the object form ran"
+    );
     assert_eq!(count(&t, "poststart"), 1);
     assert_eq!(count(&t, "attach"), 1);
 
     t.up(&[]);
-    assert_eq!(count(&t, "oncreate"), 1, "create hooks run once per container");
-    assert_eq!(count(&t, "poststart"), 1, "not restarted: postStart does not run again");
+    assert_eq!(
+        count(&t, "oncreate"),
+        1,
+        "create hooks run once per container"
+    );
+    assert_eq!(
+        count(&t, "poststart"),
+        1,
+        "not restarted: postStart does not run again"
+    );
     assert_eq!(count(&t, "attach"), 2, "postAttach runs on every up");
 
     // /tmp survives a stop in Docker (container filesystem), so the counts carry over.
@@ -43,9 +62,15 @@ fn hooks_run_in_all_forms_once_per_create_per_start_and_per_attach() {
 #[test]
 fn hook_output_is_streamed_with_its_name() {
     let t = Test::new();
-    t.devcontainer(r#"{"image": "debian:bookworm-slim", "postCreateCommand": "echo hello-from-hook"}"#);
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "postCreateCommand": "echo hello-from-hook"}"#,
+    );
     let (run, _) = t.up(&[]);
-    assert!(run.stderr().contains("[postCreateCommand] hello-from-hook"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("[postCreateCommand] hello-from-hook"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]
@@ -57,7 +82,12 @@ fn a_failing_hook_stops_up_with_its_name_and_exit_code() {
             "postAttachCommand": "touch /tmp/should-not-exist"}"#,
     );
     let run = t.yolo(&["up"]).fails_with(70);
-    assert!(run.stderr().contains("postCreateCommand:broken failed with exit code 7"), "{}", run.stderr());
+    assert!(
+        run.stderr()
+            .contains("postCreateCommand:broken failed with exit code 7"),
+        "{}",
+        run.stderr()
+    );
     assert!(run.stderr().contains("oops"));
     let check = t.yolo(&["exec", "test", "-e", "/tmp/should-not-exist"]);
     assert_eq!(check.code(), 1, "later hooks did not run");
@@ -73,6 +103,11 @@ fn remote_env_and_container_env_reach_commands() {
             "postCreateCommand": "echo \"$DERIVED\" > /tmp/derived"}"#,
     );
     t.up(&[]);
-    let out = t.yolo(&["exec", "sh", "-c", "cat /tmp/derived; echo $WS; pwd"]).ok();
-    assert_eq!(out.stdout(), "from-container-and-more\n/workspace\n/workspace\n");
+    let out = t
+        .yolo(&["exec", "sh", "-c", "cat /tmp/derived; echo $WS; pwd"])
+        .ok();
+    assert_eq!(
+        out.stdout(),
+        "from-container-and-more\n/workspace\n/workspace\n"
+    );
 }

@@ -19,11 +19,24 @@ fn builds_a_dockerfile_with_args_target_and_dockerignore() {
     );
     let (_, out) = t.up(&[]);
     let image = out["image"].as_str().unwrap();
-    assert!(image.starts_with("yolo-"), "deterministic yolo tag: {image}");
-    let got = t.yolo(&["exec", "sh", "-c", "cat /greeting /stage; ls /ctx"]).ok();
-    assert!(got.stdout().starts_with("hello-default\ndev\n"), "{}", got.stdout());
+    assert!(
+        image.starts_with("yolo-"),
+        "deterministic yolo tag: {image}"
+    );
+    let got = t
+        .yolo(&["exec", "sh", "-c", "cat /greeting /stage; ls /ctx"])
+        .ok();
+    assert!(
+        got.stdout().starts_with("hello-default\ndev\n"),
+        "{}",
+        got.stdout()
+    );
     assert!(got.stdout().contains("kept.txt"));
-    assert!(!got.stdout().contains("secret.key"), ".dockerignore honoured: {}", got.stdout());
+    assert!(
+        !got.stdout().contains("secret.key"),
+        ".dockerignore honoured: {}",
+        got.stdout()
+    );
 
     // Same workspace, same tag: the rebuild reuses it.
     t.yolo(&["down", "--remove"]).ok();
@@ -34,7 +47,10 @@ fn builds_a_dockerfile_with_args_target_and_dockerignore() {
 #[test]
 fn a_failing_build_shows_the_last_lines_of_output() {
     let t = Test::new();
-    t.file(".devcontainer/Dockerfile", "FROM debian:bookworm-slim\nRUN echo about-to-fail && exit 9\n");
+    t.file(
+        ".devcontainer/Dockerfile",
+        "FROM debian:bookworm-slim\nRUN echo about-to-fail && exit 9\n",
+    );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
     let run = t.yolo(&["up"]).fails_with(69);
     assert!(run.stderr().contains("about-to-fail"), "{}", run.stderr());
@@ -47,14 +63,23 @@ fn a_missing_image_that_cannot_be_pulled_is_a_clear_error() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "yolo-test-does-not-exist.invalid/nothing:1"}"#);
     let run = t.yolo(&["up"]).fails_with(69);
-    assert!(run.stderr().contains("pulling image yolo-test-does-not-exist.invalid/nothing:1"), "{}", run.stderr());
+    assert!(
+        run.stderr()
+            .contains("pulling image yolo-test-does-not-exist.invalid/nothing:1"),
+        "{}",
+        run.stderr()
+    );
     assert!(t.containers().is_empty());
 }
 
 #[test]
 fn update_remote_user_uid_matches_the_host_user() {
     // Run yolo as a non-root host user (uid 4321) who may use Docker, like a laptop user.
-    if !std::process::Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success()) {
+    if !std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
         eprintln!("skipped: setpriv not available");
         return;
     }
@@ -68,13 +93,29 @@ fn update_remote_user_uid_matches_the_host_user() {
         return;
     };
     let t = Test::new();
-    t.file(".devcontainer/Dockerfile", "FROM debian:bookworm-slim\nRUN useradd --create-home --uid 1000 dev\n");
+    t.file(
+        ".devcontainer/Dockerfile",
+        "FROM debian:bookworm-slim\nRUN useradd --create-home --uid 1000 dev\n",
+    );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev"}"#);
-    std::process::Command::new("chown").args(["-R", "4321:4321"]).arg(t.root()).status().unwrap();
-    std::process::Command::new("chmod").args(["755"]).arg(t.root()).status().unwrap();
+    std::process::Command::new("chown")
+        .args(["-R", "4321:4321"])
+        .arg(t.root())
+        .status()
+        .unwrap();
+    std::process::Command::new("chmod")
+        .args(["755"])
+        .arg(t.root())
+        .status()
+        .unwrap();
     let as_user = |args: &[&str]| {
         let mut cmd = std::process::Command::new("setpriv");
-        cmd.args(["--reuid=4321", "--regid=4321", &format!("--groups={docker_gid}"), "--"]);
+        cmd.args([
+            "--reuid=4321",
+            "--regid=4321",
+            &format!("--groups={docker_gid}"),
+            "--",
+        ]);
         cmd.arg(env!("CARGO_BIN_EXE_yolo")).args(args);
         let inner = t.command(&[]);
         cmd.current_dir(&t.workspace);
@@ -83,14 +124,29 @@ fn update_remote_user_uid_matches_the_host_user() {
                 cmd.env(k, v);
             }
         }
-        cmd.env("HOME", t.root()).stdin(std::process::Stdio::null()).output().unwrap()
+        cmd.env("HOME", t.root())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
     };
     let up = as_user(&["up"]);
-    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
     let out = as_user(&["exec", "sh", "-c", "id -u; id -g; touch made-inside"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "4321\n4321\n");
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(t.workspace.join("made-inside")).unwrap();
-    assert_eq!((meta.uid(), meta.gid()), (4321, 4321), "files made inside belong to the host user");
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (4321, 4321),
+        "files made inside belong to the host user"
+    );
 }

@@ -25,16 +25,34 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     let mounts = c["Mounts"].as_array().unwrap();
     let binds: Vec<_> = mounts.iter().filter(|m| m["Type"] == "bind").collect();
     assert_eq!(binds.len(), 1, "only one bind mount: {mounts:?}");
-    assert_eq!(binds[0]["Source"], t.workspace.canonicalize().unwrap().display().to_string());
+    assert_eq!(
+        binds[0]["Source"],
+        t.workspace.canonicalize().unwrap().display().to_string()
+    );
     assert_eq!(binds[0]["Destination"], "/workspace");
-    assert!(mounts.iter().all(|m| m["Type"] == "bind" || m["Type"] == "volume"), "{mounts:?}");
-    assert!(!mounts.iter().any(|m| m["Source"].as_str().unwrap_or("").contains("docker.sock")));
+    assert!(
+        mounts
+            .iter()
+            .all(|m| m["Type"] == "bind" || m["Type"] == "volume"),
+        "{mounts:?}"
+    );
+    assert!(!mounts
+        .iter()
+        .any(|m| m["Source"].as_str().unwrap_or("").contains("docker.sock")));
 
     // Capabilities: all dropped, a small set added back; never NET_ADMIN / NET_RAW / SYS_ADMIN.
     assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]));
-    let caps: Vec<&str> = host["CapAdd"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let caps: Vec<&str> = host["CapAdd"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     for forbidden in ["NET_ADMIN", "NET_RAW", "SYS_ADMIN", "SYS_PTRACE", "MKNOD"] {
-        assert!(!caps.iter().any(|c| c.ends_with(forbidden)), "{forbidden} in {caps:?}");
+        assert!(
+            !caps.iter().any(|c| c.ends_with(forbidden)),
+            "{forbidden} in {caps:?}"
+        );
     }
     assert_eq!(host["Privileged"], false);
     let secopt = host["SecurityOpt"].to_string();
@@ -54,10 +72,18 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
 
     // Labels the reference CLI and VS Code look for, and yolo's own.
     let labels = &c["Config"]["Labels"];
-    assert_eq!(labels["devcontainer.local_folder"], t.workspace.canonicalize().unwrap().display().to_string());
+    assert_eq!(
+        labels["devcontainer.local_folder"],
+        t.workspace.canonicalize().unwrap().display().to_string()
+    );
     assert_eq!(
         labels["devcontainer.config_file"],
-        t.workspace.join(".devcontainer/devcontainer.json").canonicalize().unwrap().display().to_string()
+        t.workspace
+            .join(".devcontainer/devcontainer.json")
+            .canonicalize()
+            .unwrap()
+            .display()
+            .to_string()
     );
     assert_eq!(labels["dev.yolo.managed"], "true");
     assert!(labels["dev.yolo.config-hash"].as_str().unwrap().len() >= 32);
@@ -69,14 +95,37 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     assert!(!env.contains("CARGO"), "{env}");
 
     // Inside: the processes see the limits and lack the capabilities.
-    let caps = t.yolo(&["exec", "sh", "-c", "grep CapEff /proc/self/status; cat /proc/self/status | grep NoNewPrivs"]).ok();
-    assert!(caps.stdout().contains("NoNewPrivs:\t1"), "{}", caps.stdout());
-    let eff = caps.stdout().lines().find(|l| l.starts_with("CapEff")).unwrap().split_whitespace().last().unwrap().to_string();
+    let caps = t
+        .yolo(&[
+            "exec",
+            "sh",
+            "-c",
+            "grep CapEff /proc/self/status; cat /proc/self/status | grep NoNewPrivs",
+        ])
+        .ok();
+    assert!(
+        caps.stdout().contains("NoNewPrivs:\t1"),
+        "{}",
+        caps.stdout()
+    );
+    let eff = caps
+        .stdout()
+        .lines()
+        .find(|l| l.starts_with("CapEff"))
+        .unwrap()
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .to_string();
     let eff = u64::from_str_radix(&eff, 16).unwrap();
     const CAP_NET_RAW: u64 = 1 << 13;
     const CAP_NET_ADMIN: u64 = 1 << 12;
     const CAP_SYS_ADMIN: u64 = 1 << 21;
-    assert_eq!(eff & (CAP_NET_RAW | CAP_NET_ADMIN | CAP_SYS_ADMIN), 0, "caps {eff:x}");
+    assert_eq!(
+        eff & (CAP_NET_RAW | CAP_NET_ADMIN | CAP_SYS_ADMIN),
+        0,
+        "caps {eff:x}"
+    );
 }
 
 #[test]
@@ -105,9 +154,21 @@ fn a_changed_config_is_refused_until_accepted_then_flagged_stale_and_rebuild_rec
 
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "containerEnv": {"NEW": "1"}}"#);
     let refused = t.yolo(&["up"]).fails_with(77);
-    assert!(refused.stderr().contains("changed since you last approved"), "{}", refused.stderr());
-    assert!(refused.stderr().contains("+"), "shows the diff: {}", refused.stderr());
-    assert!(refused.stderr().contains("--accept-config"), "{}", refused.stderr());
+    assert!(
+        refused.stderr().contains("changed since you last approved"),
+        "{}",
+        refused.stderr()
+    );
+    assert!(
+        refused.stderr().contains("+"),
+        "shows the diff: {}",
+        refused.stderr()
+    );
+    assert!(
+        refused.stderr().contains("--accept-config"),
+        "{}",
+        refused.stderr()
+    );
 
     let (run, stale) = t.up(&["--accept-config"]);
     assert_eq!(stale["container_id"], first["container_id"]);
@@ -133,18 +194,29 @@ fn down_stops_remove_deletes_and_volumes_go_only_when_asked() {
     let (_, out) = t.up(&[]);
     let id = out["container_id"].as_str().unwrap().to_string();
     let volume = format!("yolo-test-cache-{}", t.id);
-    assert_eq!(docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(), volume);
+    assert_eq!(
+        docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(),
+        volume
+    );
 
     t.yolo(&["down"]).ok();
     assert_eq!(inspect(&id)["State"]["Running"], false);
 
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty());
-    assert_eq!(docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(), volume, "kept");
+    assert_eq!(
+        docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(),
+        volume,
+        "kept"
+    );
 
     t.up(&[]);
     t.yolo(&["down", "--remove", "--volumes"]).ok();
-    assert!(docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim().is_empty());
+    assert!(
+        docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")])
+            .trim()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -164,7 +236,10 @@ fn status_lists_the_container_with_limits() {
     assert_eq!(row["memory_bytes"], 768i64 * 1024 * 1024);
     assert_eq!(row["cpus"], 1.5);
     assert_eq!(row["pids"], 300);
-    assert_eq!(row["workspace"], t.workspace.canonicalize().unwrap().display().to_string());
+    assert_eq!(
+        row["workspace"],
+        t.workspace.canonicalize().unwrap().display().to_string()
+    );
 }
 
 #[test]
@@ -182,12 +257,18 @@ fn the_session_log_records_start_commands_and_stop() {
     assert_eq!(start["image"], "debian:bookworm-slim");
     assert!(start["config_hash"].as_str().unwrap().len() >= 32);
     assert!(start["limits"]["memory_bytes"].as_i64().unwrap() > 0);
-    let exec = events.iter().find(|e| e["kind"] == "command" && e["source"] == "exec").expect("exec event");
+    let exec = events
+        .iter()
+        .find(|e| e["kind"] == "command" && e["source"] == "exec")
+        .expect("exec event");
     assert_eq!(exec["argv"], serde_json::json!(["sh", "-c", "exit 4"]));
     assert_eq!(exec["exit_code"], 4);
     assert_eq!(exec["cwd"], "/workspace");
     assert!(exec["duration_ms"].is_u64());
-    let hook = events.iter().find(|e| e["kind"] == "command" && e["source"] == "hook").expect("hook event");
+    let hook = events
+        .iter()
+        .find(|e| e["kind"] == "command" && e["source"] == "hook")
+        .expect("hook event");
     assert_eq!(hook["name"], "postCreateCommand");
     let session = start["session"].as_str().unwrap();
     assert!(events.iter().all(|e| e["session"] == session));

@@ -7,7 +7,11 @@ fn refused(config: &str, expect: &[&str]) -> Test {
     t.devcontainer(config);
     let run = t.yolo(&["up"]).fails_with(77);
     for e in expect {
-        assert!(run.stderr().contains(e), "expected {e:?} in:\n{}", run.stderr());
+        assert!(
+            run.stderr().contains(e),
+            "expected {e:?} in:\n{}",
+            run.stderr()
+        );
     }
     assert!(t.containers().is_empty(), "nothing was created");
     t
@@ -15,23 +19,50 @@ fn refused(config: &str, expect: &[&str]) -> Test {
 
 #[test]
 fn privileged_is_refused_with_the_grant_to_use() {
-    refused(r#"{"image": "debian:bookworm-slim", "privileged": true}"#, &["devcontainer.json", "privileged", "--grant privileged"]);
+    refused(
+        r#"{"image": "debian:bookworm-slim", "privileged": true}"#,
+        &["devcontainer.json", "privileged", "--grant privileged"],
+    );
 }
 
 #[test]
 fn dangerous_run_args_are_refused() {
-    refused(r#"{"image": "debian:bookworm-slim", "runArgs": ["--privileged"]}"#, &["runArgs[0]", "--privileged"]);
-    refused(r#"{"image": "debian:bookworm-slim", "runArgs": ["--network=host"]}"#, &["runArgs[0]", "host-network"]);
-    refused(r#"{"image": "debian:bookworm-slim", "runArgs": ["--cap-add", "SYS_ADMIN"]}"#, &["runArgs", "cap-add"]);
-    refused(r#"{"image": "debian:bookworm-slim", "runArgs": ["-v", "/etc:/host-etc"]}"#, &["runArgs", "/etc", "host-mount"]);
-    refused(r#"{"image": "debian:bookworm-slim", "runArgs": ["--security-opt", "seccomp=unconfined"]}"#, &["runArgs", "seccomp=unconfined"]);
-    refused(r#"{"image": "debian:bookworm-slim", "runArgs": ["--pid=host"]}"#, &["runArgs[0]", "host-pid"]);
-    refused(r#"{"image": "debian:bookworm-slim", "runArgs": ["--device", "/dev/kvm"]}"#, &["runArgs", "device"]);
+    refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--privileged"]}"#,
+        &["runArgs[0]", "--privileged"],
+    );
+    refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--network=host"]}"#,
+        &["runArgs[0]", "host-network"],
+    );
+    refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--cap-add", "SYS_ADMIN"]}"#,
+        &["runArgs", "cap-add"],
+    );
+    refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["-v", "/etc:/host-etc"]}"#,
+        &["runArgs", "/etc", "host-mount"],
+    );
+    refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--security-opt", "seccomp=unconfined"]}"#,
+        &["runArgs", "seccomp=unconfined"],
+    );
+    refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--pid=host"]}"#,
+        &["runArgs[0]", "host-pid"],
+    );
+    refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--device", "/dev/kvm"]}"#,
+        &["runArgs", "device"],
+    );
 }
 
 #[test]
 fn unknown_run_args_are_refused_with_the_accepted_list() {
-    refused(r#"{"image": "debian:bookworm-slim", "runArgs": ["--frobnicate"]}"#, &["runArgs[0]", "--frobnicate", "--env"]);
+    refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--frobnicate"]}"#,
+        &["runArgs[0]", "--frobnicate", "--env"],
+    );
 }
 
 #[test]
@@ -44,8 +75,14 @@ fn host_mounts_cap_add_and_docker_socket_are_refused() {
         r#"{"image": "debian:bookworm-slim", "mounts": [{"type": "bind", "source": "/var/run/docker.sock", "target": "/var/run/docker.sock"}]}"#,
         &["mounts[0]", "docker"],
     );
-    refused(r#"{"image": "debian:bookworm-slim", "capAdd": ["SYS_PTRACE"]}"#, &["capAdd", "SYS_PTRACE", "cap-add"]);
-    refused(r#"{"image": "debian:bookworm-slim", "securityOpt": ["apparmor=unconfined"]}"#, &["securityOpt", "security-opt"]);
+    refused(
+        r#"{"image": "debian:bookworm-slim", "capAdd": ["SYS_PTRACE"]}"#,
+        &["capAdd", "SYS_PTRACE", "cap-add"],
+    );
+    refused(
+        r#"{"image": "debian:bookworm-slim", "securityOpt": ["apparmor=unconfined"]}"#,
+        &["securityOpt", "security-opt"],
+    );
     refused(
         r#"{"image": "debian:bookworm-slim", "workspaceMount": "source=/,target=/workspace,type=bind"}"#,
         &["workspaceMount"],
@@ -60,9 +97,14 @@ fn initialize_command_is_refused_without_trust_and_runs_on_the_host_with_it() {
     );
     assert!(!t.workspace.join("host-side-marker").exists());
     t.up(&["--trust-host-commands"]);
-    assert!(t.workspace.join("host-side-marker").exists(), "ran on the host, in the workspace");
+    assert!(
+        t.workspace.join("host-side-marker").exists(),
+        "ran on the host, in the workspace"
+    );
     let events = t.events();
-    assert!(events.iter().any(|e| e["kind"] == "command" && e["source"] == "host"));
+    assert!(events
+        .iter()
+        .any(|e| e["kind"] == "command" && e["source"] == "host"));
 }
 
 #[test]
@@ -72,8 +114,15 @@ fn a_granted_capability_is_applied_and_recorded() {
     let (_, out) = t.up(&["--grant", "cap-add=SYS_PTRACE"]);
     let caps = inspect(out["container_id"].as_str().unwrap())["HostConfig"]["CapAdd"].to_string();
     assert!(caps.contains("SYS_PTRACE"), "{caps}");
-    let start = t.events().into_iter().find(|e| e["kind"] == "session_start").unwrap();
-    assert!(start["grants"].to_string().contains("SYS_PTRACE"), "{start}");
+    let start = t
+        .events()
+        .into_iter()
+        .find(|e| e["kind"] == "session_start")
+        .unwrap();
+    assert!(
+        start["grants"].to_string().contains("SYS_PTRACE"),
+        "{start}"
+    );
 }
 
 #[test]

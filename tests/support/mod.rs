@@ -36,14 +36,34 @@ impl Run {
     /// Assert success and return self, printing both streams on failure.
     #[track_caller]
     pub fn ok(self) -> Self {
-        assert_eq!(self.code(), 0, "expected success\nstdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
+        assert_eq!(
+            self.code(),
+            0,
+            "expected success\nstdout:\n{}\nstderr:\n{}",
+            self.stdout(),
+            self.stderr()
+        );
         self
     }
     #[track_caller]
     pub fn fails_with(self, code: i32) -> Self {
-        assert_eq!(self.code(), code, "expected exit {code}\nstdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
-        assert!(!self.stderr().contains("panicked"), "panic: {}", self.stderr());
-        assert!(!self.stderr().contains("RUST_BACKTRACE"), "panic: {}", self.stderr());
+        assert_eq!(
+            self.code(),
+            code,
+            "expected exit {code}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+        assert!(
+            !self.stderr().contains("panicked"),
+            "panic: {}",
+            self.stderr()
+        );
+        assert!(
+            !self.stderr().contains("RUST_BACKTRACE"),
+            "panic: {}",
+            self.stderr()
+        );
         self
     }
 }
@@ -56,7 +76,10 @@ impl Default for Test {
 
 impl Test {
     pub fn new() -> Test {
-        let root = tempfile::Builder::new().prefix("yolo-test-").tempdir().expect("temp dir");
+        let root = tempfile::Builder::new()
+            .prefix("yolo-test-")
+            .tempdir()
+            .expect("temp dir");
         let id = format!("t{}", &uuid_like());
         let workspace = root.path().join("repo");
         let config_dir = root.path().join("config");
@@ -64,7 +87,14 @@ impl Test {
         for d in [&workspace, &config_dir, &data_dir] {
             std::fs::create_dir_all(d).expect("mkdir");
         }
-        Test { id, root, workspace, config_dir, data_dir, extra_env: vec![] }
+        Test {
+            id,
+            root,
+            workspace,
+            config_dir,
+            data_dir,
+            extra_env: vec![],
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -110,7 +140,11 @@ impl Test {
 
     /// Run yolo with no stdin.
     pub fn yolo(&self, args: &[&str]) -> Run {
-        let output = self.command(args).stdin(Stdio::null()).output().expect("run yolo");
+        let output = self
+            .command(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run yolo");
         Run { output }
     }
 
@@ -124,8 +158,15 @@ impl Test {
             .stderr(Stdio::piped())
             .spawn()
             .expect("run yolo");
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        Run { output: child.wait_with_output().unwrap() }
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        Run {
+            output: child.wait_with_output().unwrap(),
+        }
     }
 
     /// `yolo up --json` and the created container's id.
@@ -133,16 +174,22 @@ impl Test {
         let mut args = vec!["up", "--json"];
         args.extend_from_slice(extra);
         let run = self.yolo(&args).ok();
-        let value: serde_json::Value = serde_json::from_str(&run.stdout()).expect("up --json output");
+        let value: serde_json::Value =
+            serde_json::from_str(&run.stdout()).expect("up --json output");
         (run, value)
     }
 
     /// Containers carrying this test's label.
     pub fn containers(&self) -> Vec<String> {
-        docker(&["ps", "-aq", "--filter", &format!("label={LABEL}={}", self.id)])
-            .lines()
-            .map(str::to_string)
-            .collect()
+        docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label={LABEL}={}", self.id),
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect()
     }
 
     /// The session log events of this test (all sessions).
@@ -180,7 +227,10 @@ pub fn cleanup_label(label: &str) {
         args.extend(ids);
         docker(&args);
     }
-    for (kind, list) in [("volume", vec!["volume", "ls", "-q"]), ("network", vec!["network", "ls", "-q"])] {
+    for (kind, list) in [
+        ("volume", vec!["volume", "ls", "-q"]),
+        ("network", vec!["network", "ls", "-q"]),
+    ] {
         let mut args = list.clone();
         args.extend(["--filter", &filter]);
         let ids = docker(&args);
@@ -196,7 +246,10 @@ pub fn cleanup_label(label: &str) {
 
 /// Run the docker CLI (the real engine) and return stdout.
 pub fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().expect("docker CLI");
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker CLI");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -208,6 +261,9 @@ pub fn inspect(id: &str) -> serde_json::Value {
 
 fn uuid_like() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     format!("{:x}{:x}", std::process::id(), nanos & 0xffff_ffff_ffff)
 }
