@@ -170,6 +170,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// (internal) send one request to the guard's control socket, inside the guard container
+    #[command(hide = true, name = "guard-ctl")]
+    GuardCtl {
+        /// The request as JSON
+        request: String,
+    },
     /// (internal) run the firewall guard inside the guard container
     #[command(hide = true)]
     Guard {

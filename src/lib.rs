@@ -20,6 +20,12 @@ pub use error::{Error, Result};
 pub fn run() -> i32 {
     use clap::Parser;
     let cli = cli::Cli::parse();
+    // The guard runs its own runtime; the control client needs none.
+    match &cli.command {
+        cli::Command::Guard { config } => return report(firewall::guard::run(config).map(|()| 0)),
+        cli::Command::GuardCtl { request } => return firewall::guard::control::ctl_main(request),
+        _ => {}
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -34,6 +40,10 @@ pub fn run() -> i32 {
     let result = runtime.block_on(commands::execute(cli));
     // Don't wait for a blocked stdin reader: the command is over.
     runtime.shutdown_background();
+    report(result)
+}
+
+fn report(result: Result<i32>) -> i32 {
     match result {
         Ok(code) => code,
         Err(Error::ExitCode(code)) => code,
