@@ -56,7 +56,7 @@ pub async fn execute(cli: Cli) -> Result<i32> {
         Command::Allow { .. } | Command::Deny { .. } | Command::Firewall { .. } => Err(
             crate::error::Error::other("the firewall is not available in this build yet"),
         ),
-        Command::Guard { .. } => Err(crate::error::Error::other(
+        Command::Guard { .. } | Command::GuardCtl { .. } => Err(crate::error::Error::other(
             "the guard is not available in this build yet",
         )),
     }

@@ -124,7 +124,8 @@ fn enforce_and_serve<B: Batches>(
         ));
     }
     if config.mode != NetworkMode::None {
-        point_resolver_at_guard().map_err(|e| fail("cannot point /etc/resolv.conf at the guard", e))?;
+        point_resolver_at_guard()
+            .map_err(|e| fail("cannot point /etc/resolv.conf at the guard", e))?;
     }
     let writer = Writer::open(&config.audit_path, &config.session)?;
     let events = Events::to_writer(writer);
@@ -485,8 +486,13 @@ mod tests {
 fn point_resolver_at_guard() -> std::result::Result<(), String> {
     let path = "/etc/resolv.conf";
     let old = std::fs::read_to_string(path).unwrap_or_default();
-    let mut text = String::from("# written by yolo guard: every query goes through the allowlist\nnameserver 127.0.0.1\n");
-    for line in old.lines().filter(|l| l.starts_with("search") || l.starts_with("options")) {
+    let mut text = String::from(
+        "# written by yolo guard: every query goes through the allowlist\nnameserver 127.0.0.1\n",
+    );
+    for line in old
+        .lines()
+        .filter(|l| l.starts_with("search") || l.starts_with("options"))
+    {
         text.push_str(line);
         text.push('\n');
     }
