@@ -63,8 +63,8 @@ pub async fn execute(json: bool) -> Result<i32> {
         return Ok(0);
     }
     println!(
-        "{:<32} {:<9} {:<22} {:<24} {}",
-        "CONTAINER", "STATE", "LIMITS", "UPTIME", "WORKSPACE"
+        "{:<32} {:<9} {:<22} {:<24} WORKSPACE",
+        "CONTAINER", "STATE", "LIMITS", "UPTIME"
     );
     for r in rows {
         let limits = format!(

@@ -21,12 +21,18 @@ impl Engine {
     /// Connect to the local engine (`DOCKER_HOST` or the default socket) and agree on an API
     /// version, so an older engine (API 1.41, Docker 20.10) understands our requests.
     pub async fn connect() -> Result<Engine> {
-        let docker =
-            Docker::connect_with_local_defaults().map_err(|e| Error::docker("connect", e))?;
-        let docker = docker
-            .negotiate_version()
-            .await
-            .map_err(|e| Error::docker("connect", e))?;
+        let unreachable = |e: bollard::errors::Error| {
+            Error::Docker {
+            action: "connecting to the Docker Engine".into(),
+            message: message(&e),
+            hint: Some(
+                "is Docker running? Start it (e.g. `sudo systemctl start docker`), check DOCKER_HOST, then run `yolo doctor`"
+                    .into(),
+            ),
+        }
+        };
+        let docker = Docker::connect_with_local_defaults().map_err(unreachable)?;
+        let docker = docker.negotiate_version().await.map_err(unreachable)?;
         Ok(Engine { docker })
     }
 }

@@ -3,9 +3,13 @@
 use crate::support::*;
 
 fn refused(config: &str, expect: &[&str]) -> Test {
+    refused_with(77, config, expect)
+}
+
+fn refused_with(code: i32, config: &str, expect: &[&str]) -> Test {
     let t = Test::new();
     t.devcontainer(config);
-    let run = t.yolo(&["up"]).fails_with(77);
+    let run = t.yolo(&["up"]).fails_with(code);
     for e in expect {
         assert!(
             run.stderr().contains(e),
@@ -29,7 +33,7 @@ fn privileged_is_refused_with_the_grant_to_use() {
 fn dangerous_run_args_are_refused() {
     refused(
         r#"{"image": "debian:bookworm-slim", "runArgs": ["--privileged"]}"#,
-        &["runArgs[0]", "--privileged"],
+        &["runArgs[0]", "privileged mode", "--grant privileged"],
     );
     refused(
         r#"{"image": "debian:bookworm-slim", "runArgs": ["--network=host"]}"#,
@@ -59,7 +63,9 @@ fn dangerous_run_args_are_refused() {
 
 #[test]
 fn unknown_run_args_are_refused_with_the_accepted_list() {
-    refused(
+    // No grant can allow an unknown option: a config error, not a refusal to be granted.
+    refused_with(
+        65,
         r#"{"image": "debian:bookworm-slim", "runArgs": ["--frobnicate"]}"#,
         &["runArgs[0]", "--frobnicate", "--env"],
     );
@@ -137,4 +143,26 @@ fn safe_run_args_are_applied() {
     assert_eq!(c["Config"]["Labels"]["team"], "tools");
     assert_eq!(c["HostConfig"]["Memory"], 512i64 * 1024 * 1024);
     assert_eq!(c["Config"]["Hostname"], "devbox");
+}
+
+#[test]
+fn host_variables_reach_the_container_only_when_the_user_passes_them() {
+    let mut t = Test::new();
+    t.env("YOLO_TEST_SECRET", "s3cret");
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "containerEnv": {"LEAK": "${localEnv:YOLO_TEST_SECRET}"}}"#,
+    );
+    let (run, out) = t.up(&[]);
+    assert!(
+        run.stderr().contains("YOLO_TEST_SECRET"),
+        "says what it withheld: {}",
+        run.stderr()
+    );
+    let env = inspect(out["container_id"].as_str().unwrap())["Config"]["Env"].to_string();
+    assert!(!env.contains("s3cret"), "{env}");
+
+    t.user_config("pass_env = [\"YOLO_TEST_SECRET\"]\n");
+    let (_, out) = t.up(&["--rebuild"]);
+    let env = inspect(out["container_id"].as_str().unwrap())["Config"]["Env"].to_string();
+    assert!(env.contains("LEAK=s3cret"), "{env}");
 }

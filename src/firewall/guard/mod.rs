@@ -406,6 +406,25 @@ impl<B: Batches> Guard<B> {
     }
 }
 
+/// The agent container shares the guard's /etc/resolv.conf (Docker gives a container that joins
+/// another's network namespace that container's file), so after reading the upstream servers
+/// from it, the guard makes it name itself. Docker's search/options lines are kept.
+fn point_resolver_at_guard() -> std::result::Result<(), String> {
+    let path = "/etc/resolv.conf";
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let mut text = String::from(
+        "# written by yolo guard: every query goes through the allowlist\nnameserver 127.0.0.1\n",
+    );
+    for line in old
+        .lines()
+        .filter(|l| l.starts_with("search") || l.starts_with("options"))
+    {
+        text.push_str(line);
+        text.push('\n');
+    }
+    std::fs::write(path, text).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -478,23 +497,4 @@ mod tests {
             "the second add refreshed the timeout"
         );
     }
-}
-
-/// The agent container shares the guard's /etc/resolv.conf (Docker gives a container that joins
-/// another's network namespace that container's file), so after reading the upstream servers
-/// from it, the guard makes it name itself. Docker's search/options lines are kept.
-fn point_resolver_at_guard() -> std::result::Result<(), String> {
-    let path = "/etc/resolv.conf";
-    let old = std::fs::read_to_string(path).unwrap_or_default();
-    let mut text = String::from(
-        "# written by yolo guard: every query goes through the allowlist\nnameserver 127.0.0.1\n",
-    );
-    for line in old
-        .lines()
-        .filter(|l| l.starts_with("search") || l.starts_with("options"))
-    {
-        text.push_str(line);
-        text.push('\n');
-    }
-    std::fs::write(path, text).map_err(|e| e.to_string())
 }
