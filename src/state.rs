@@ -23,6 +23,8 @@ pub struct WorkspaceState {
     /// How `exec`/`shell`/`run` reach the container, written by `up` so they need not re-read
     /// the config (and keep secrets from remoteEnv out of container labels).
     pub exec: Option<ExecSettings>,
+    /// The allowlist the running guard was given (live `yolo allow`s come on top).
+    pub allowlist: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

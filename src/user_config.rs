@@ -44,6 +44,10 @@ pub struct UserFirewall {
     pub ttl_floor: Option<u64>,
     /// Answer denied names with NXDOMAIN instead of REFUSED.
     pub deny_with_nxdomain: bool,
+    /// Open private/loopback/link-local answers of allowed names (internal services).
+    pub allow_internal_answers: bool,
+    /// Put the project on this existing Docker network instead of a network of its own.
+    pub docker_network: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -1,4 +1,5 @@
-//! `yolo down`: stop the container; `--remove` deletes it, `--volumes` its named volumes too.
+//! `yolo down`: stop the agent container, then its guard; `--remove` deletes both and yolo's
+//! network; `--volumes` also the named volumes.
 
 use super::session;
 use crate::audit::EventKind;
@@ -11,44 +12,60 @@ pub async fn execute(target: &Target, remove: bool, volumes: bool) -> Result<i32
     let located = Located::find(target)?;
     let engine = super::engine().await?;
     let mut state = WorkspaceState::load(&located.devcontainer_id)?;
-    let found = engine
-        .find_container(&located.workspace, &located.config_file, "agent")
-        .await?;
-    let Some(container) = found else {
+    let (ws, cfg) = (&located.workspace, &located.config_file);
+    let agent = engine.find_container(ws, cfg, "agent").await?;
+    let guard = engine.find_container(ws, cfg, "guard").await?;
+    if agent.is_none() && guard.is_none() {
         eprintln!("yolo: no container for {}", located.workspace.display());
-        close_session(&mut state, "down (no container)")?;
-        state.save(&located.devcontainer_id)?;
-        return Ok(0);
-    };
-    let id = container.id.clone().unwrap_or_default();
-    let mounts = container.mounts.clone().unwrap_or_default();
+    }
+    // The agent first: it must never run on without its guard.
+    for c in [&agent, &guard].into_iter().flatten() {
+        let id = c.id.clone().unwrap_or_default();
+        if remove {
+            engine.remove(&id).await?;
+        } else {
+            engine.stop(&id).await?;
+        }
+    }
     if remove {
-        engine.remove(&id).await?;
-        if volumes {
-            for name in mounts
-                .iter()
-                .filter(|m| m.typ.as_ref().map(|t| t.to_string()).as_deref() == Some("volume"))
-                .filter_map(|m| m.name.clone())
+        if let Some(a) = &agent {
+            if volumes {
+                for name in a
+                    .mounts
+                    .iter()
+                    .flatten()
+                    .filter(|m| m.typ.as_ref().map(|t| t.to_string()).as_deref() == Some("volume"))
+                    .filter_map(|m| m.name.clone())
+                {
+                    engine.remove_volume(&name).await?;
+                }
+            }
+            let name = a.names.iter().flatten().next().cloned().unwrap_or_default();
+            // yolo's own network, never one the user named in their config.
+            if let Some(net) = guard
+                .as_ref()
+                .and_then(|g| g.network_settings.as_ref())
+                .and_then(|n| n.networks.as_ref())
             {
-                engine.remove_volume(&name).await?;
+                for net_name in net
+                    .keys()
+                    .filter(|n| n.starts_with(name.trim_start_matches('/')) && n.ends_with("-net"))
+                {
+                    engine.remove_network(net_name).await?;
+                }
             }
         }
         state.created_hooks_done_for = None;
         state.post_start_done_for = None;
-    } else {
-        engine.stop(&id).await?;
+        state.allowlist = None;
     }
     close_session(&mut state, if remove { "down --remove" } else { "down" })?;
     state.save(&located.devcontainer_id)?;
-    eprintln!(
-        "yolo: {} {}",
-        container
-            .names
-            .unwrap_or_default()
-            .join(",")
-            .trim_start_matches('/'),
-        if remove { "removed" } else { "stopped" }
-    );
+    if let Some(a) = &agent {
+        let name = a.names.iter().flatten().next().cloned().unwrap_or_default();
+        let what = if remove { "removed" } else { "stopped" };
+        eprintln!("yolo: {} {what}", name.trim_start_matches('/'));
+    }
     Ok(0)
 }
 

@@ -8,6 +8,7 @@ pub mod down;
 pub mod exec;
 pub mod hooks;
 pub mod init;
+pub mod network;
 pub mod run;
 pub mod session;
 pub mod status;

@@ -20,7 +20,7 @@ pub async fn execute(
     })?;
     let agent = agents::resolve(&name, &project.user)?;
     let engine = super::engine().await?;
-    let outcome = super::up::up(&engine, &project, flags).await?;
+    let outcome = super::up::up(&engine, &project, flags, std::slice::from_ref(&agent)).await?;
     prepare(
         &engine,
         &outcome.container_id,

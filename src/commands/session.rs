@@ -18,6 +18,8 @@ pub fn open(
     project: &Project,
     state: &mut WorkspaceState,
     image: &str,
+    network: &str,
+    allowlist: &[String],
     reason_for_close: &str,
 ) -> Result<Writer> {
     if let Some(old) = state.session.take() {
@@ -37,8 +39,8 @@ pub fn open(
         container: spec.container_name.clone(),
         limits: serde_json::to_value(spec.limits).unwrap_or_default(),
         grants: spec.grants_used.clone(),
-        network: "bridge".into(),
-        allowlist: vec![],
+        network: network.into(),
+        allowlist: allowlist.to_vec(),
     })?;
     state.session = Some(id.clone());
     state.sessions.push(id);

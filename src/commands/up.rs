@@ -2,18 +2,23 @@
 //! lifecycle hooks, print where it is. Idempotent.
 
 use super::hooks::Runner;
-use super::{approval, session};
+use super::{approval, network, session};
+use crate::agents::Agent;
 use crate::audit::Writer;
 use crate::cli::{Target, UpFlags};
 use crate::devcontainer::substitute;
 use crate::engine::containers::Network;
 use crate::engine::exec::Output;
+use crate::engine::labels;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::firewall::guard::control::Request;
+use crate::firewall::NetworkMode;
 use crate::project::{Located, Project, AGENT_STATE_ROOT};
 use crate::run_spec::{ImageSource, MountKind};
 use crate::state::{ExecSettings, WorkspaceState};
 use crate::user_config::UserConfig;
+use bollard::models::ContainerSummary;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -31,13 +36,15 @@ pub struct Outcome {
     pub action: String,
     /// The config changed since the container was made (and `--rebuild` was not given).
     pub stale: bool,
+    /// firewall, open or none.
+    pub network: String,
 }
 
 pub async fn execute(target: &Target, flags: &UpFlags, json: bool) -> Result<i32> {
     let located = Located::find(target)?;
     let project = Project::load(&located, flags, UserConfig::load()?)?;
     let engine = super::engine().await?;
-    let outcome = up(&engine, &project, flags).await?;
+    let outcome = up(&engine, &project, flags, &[]).await?;
     if json {
         println!(
             "{}",
@@ -66,80 +73,137 @@ fn print_outcome(o: &Outcome) {
     }
 }
 
-/// Bring the project's container up; shared by `up` and `run`.
-pub async fn up(engine: &Engine, project: &Project, flags: &UpFlags) -> Result<Outcome> {
+/// Bring the project's container up; shared by `up` and `run` (which adds its agent, whose
+/// domains join the allowlist).
+pub async fn up(
+    engine: &Engine,
+    project: &Project,
+    flags: &UpFlags,
+    agents: &[Agent],
+) -> Result<Outcome> {
     let spec = &project.spec;
+    let mode = network::mode(flags)?;
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
     approval::check(project, &mut state, flags)?;
     state.save(&spec.devcontainer_id)?;
+    // Checked before any Docker work, so a bad pattern changes nothing.
+    let allow = network::allowlist(project, &with_default_agent(project, agents))?;
 
-    let existing = engine
+    let mut agent = engine
         .find_container(&spec.workspace, &spec.config_file, "agent")
         .await?;
-    let mut stale = false;
-    let existing = match existing {
-        Some(c) => {
-            let hash = c
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(crate::engine::labels::CONFIG_HASH))
-                .cloned();
-            let changed = hash.as_deref() != Some(spec.config_hash.as_str());
-            if flags.rebuild {
-                engine.remove(c.id.as_deref().unwrap_or_default()).await?;
-                None
-            } else {
-                stale = changed;
-                Some(c)
-            }
+    let mut guard = engine
+        .find_container(&spec.workspace, &spec.config_file, "guard")
+        .await?;
+    let stale = agent
+        .as_ref()
+        .is_some_and(|c| label(c, labels::CONFIG_HASH) != Some(spec.config_hash.as_str()));
+    let mode_changed = agent
+        .as_ref()
+        .is_some_and(|c| label(c, labels::NETWORK) != Some(mode_name(mode)));
+    if flags.rebuild || mode_changed {
+        for c in [agent.take(), guard.take()].into_iter().flatten() {
+            engine.remove(&id_of(&c)).await?;
         }
-        None => None,
-    };
+    }
+    let needs_guard = mode != NetworkMode::None;
+    let mut agent_running = agent.as_ref().is_some_and(is_running);
+    let guard_running = guard.as_ref().is_some_and(is_running);
+    if agent_running && needs_guard && !guard_running {
+        eprintln!(
+            "{} the firewall guard of {} is not running, so its agent container has had no network (fail closed); restarting both",
+            console::style("warning:").yellow().bold(),
+            spec.container_name
+        );
+        engine
+            .stop(&agent.as_ref().map(id_of).unwrap_or_default())
+            .await?;
+        agent_running = false;
+    }
 
-    let (container_id, image, action, writer) = match existing {
-        Some(c) => {
-            let id = c.id.clone().unwrap_or_default();
-            let image = c.image.clone().unwrap_or_default();
-            let running = c.state.as_ref().map(|s| s.to_string()) == Some("running".into());
-            if running && state.session.is_some() {
-                let writer = session::current(&state)?.ok_or_else(|| Error::other("no session"))?;
-                (id, image, "running", writer)
-            } else {
-                let writer = session::open(
-                    project,
-                    &mut state,
-                    &image,
-                    "container was stopped outside yolo",
-                )?;
-                state.save(&spec.devcontainer_id)?;
-                run_initialize(project, &writer).await?;
-                if !running {
-                    engine.start(&id).await?;
-                }
-                (
-                    id,
-                    image,
-                    if running { "running" } else { "started" },
-                    writer,
+    let (container_id, image, action, writer) = if agent_running && state.session.is_some() {
+        let writer = session::current(&state)?.ok_or_else(|| Error::other("no open session"))?;
+        if let (true, Some(g)) = (needs_guard, &guard) {
+            if state.allowlist.as_ref() != Some(&allow) {
+                network::control(
+                    engine,
+                    &id_of(g),
+                    &Request::Allow {
+                        patterns: allow.clone(),
+                    },
                 )
+                .await?;
+                state.allowlist = Some(allow.clone());
             }
         }
-        None => {
-            let image_name = image_label(&spec.image);
-            let writer = session::open(project, &mut state, &image_name, "container was replaced")?;
-            state.created_hooks_done_for = None;
-            state.post_start_done_for = None;
-            state.save(&spec.devcontainer_id)?;
-            run_initialize(project, &writer).await?;
-            let image = engine.ensure_image(&spec.image, flags.rebuild).await?;
-            create_volumes(engine, project).await?;
-            let network = Network {
-                mode: None,
-                publish: true,
+        let a = agent
+            .as_ref()
+            .map(|c| (id_of(c), c.image.clone().unwrap_or_default()));
+        let (id, image) = a.unwrap_or_default();
+        (id, image, "running", writer)
+    } else {
+        let image_name = agent
+            .as_ref()
+            .and_then(|c| c.image.clone())
+            .unwrap_or_else(|| image_label(&spec.image));
+        let writer = session::open(
+            project,
+            &mut state,
+            &image_name,
+            mode_name(mode),
+            &allow,
+            "closed by a new start",
+        )?;
+        state.save(&spec.devcontainer_id)?;
+        run_initialize(project, &writer).await?;
+        let guard_id = if needs_guard {
+            let config = network::guard_config(project, flags, writer.session(), allow.clone())?;
+            let id = match guard {
+                Some(g) => {
+                    if is_running(&g) {
+                        // Restarted so it reads the new session's config.
+                        engine.stop(&id_of(&g)).await?;
+                    }
+                    id_of(&g)
+                }
+                None => {
+                    // Docker joins namespaces by container id: a new guard needs a new agent.
+                    if let Some(a) = agent.take() {
+                        engine.remove(&id_of(&a)).await?;
+                    }
+                    network::create_guard(engine, project).await?
+                }
             };
-            let id = engine.create_container(spec, &image, &network).await?;
-            engine.start(&id).await?;
-            (id, image, "created", writer)
+            network::start_guard(engine, &id, &config).await?;
+            state.allowlist = Some(allow.clone());
+            Some(id)
+        } else {
+            if let Some(g) = guard.take() {
+                engine.remove(&id_of(&g)).await?;
+            }
+            None
+        };
+        match agent {
+            Some(c) => {
+                let id = id_of(&c);
+                engine.start(&id).await?;
+                (id, image_name, "started", writer)
+            }
+            None => {
+                state.created_hooks_done_for = None;
+                state.post_start_done_for = None;
+                state.save(&spec.devcontainer_id)?;
+                let image = engine.ensure_image(&spec.image, flags.rebuild).await?;
+                create_volumes(engine, project).await?;
+                let network = Network {
+                    mode: Some(guard_id.map_or("none".to_string(), |g| format!("container:{g}"))),
+                    publish: false,
+                    label: mode_name(mode).to_string(),
+                };
+                let id = engine.create_container(spec, &image, &network).await?;
+                engine.start(&id).await?;
+                (id, image, "created", writer)
+            }
         }
     };
 
@@ -153,11 +217,49 @@ pub async fn up(engine: &Engine, project: &Project, flags: &UpFlags) -> Result<O
         session: writer.session().to_string(),
         action: action.to_string(),
         stale,
+        network: mode_name(mode).to_string(),
     };
     let result = lifecycle(engine, project, &mut state, &container_id, &writer).await;
     state.save(&spec.devcontainer_id)?;
     result?;
     Ok(outcome)
+}
+
+/// The agents whose domains the allowlist includes: those named, else the repository's default.
+fn with_default_agent(project: &Project, agents: &[Agent]) -> Vec<Agent> {
+    if !agents.is_empty() {
+        return agents.to_vec();
+    }
+    project
+        .spec
+        .default_agent
+        .as_deref()
+        .and_then(|name| crate::agents::resolve(name, &project.user).ok())
+        .into_iter()
+        .collect()
+}
+
+pub fn mode_name(mode: NetworkMode) -> &'static str {
+    match mode {
+        NetworkMode::Firewall => "firewall",
+        NetworkMode::Open => "open",
+        NetworkMode::None => "none",
+    }
+}
+
+fn label<'a>(c: &'a ContainerSummary, key: &str) -> Option<&'a str> {
+    c.labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+fn id_of(c: &ContainerSummary) -> String {
+    c.id.clone().unwrap_or_default()
+}
+
+fn is_running(c: &ContainerSummary) -> bool {
+    c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running")
 }
 
 fn image_label(source: &ImageSource) -> String {

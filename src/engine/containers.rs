@@ -45,6 +45,8 @@ pub struct Network {
     pub mode: Option<String>,
     /// Whether to publish ports on this container (not when it joins another's namespace).
     pub publish: bool,
+    /// Value of the `dev.yolo.network` label.
+    pub label: String,
 }
 
 impl Engine {
@@ -182,6 +184,7 @@ impl Engine {
 fn container_body(spec: &RunSpec, image: &str, network: &Network) -> ContainerCreateBody {
     let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
     labels.insert(labels::ROLE.into(), "agent".into());
+    labels.insert(labels::NETWORK.into(), network.label.clone());
     labels.extend(labels::extra());
     let env: Vec<String> = spec
         .container_env

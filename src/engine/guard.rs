@@ -39,8 +39,6 @@ pub struct GuardSpec {
     pub ports: Vec<PortPublish>,
     /// Host folder mounted at GUARD_LOG_DIR.
     pub log_dir: PathBuf,
-    /// JSON of the GuardConfig, copied to GUARD_CONFIG_PATH.
-    pub config_json: String,
 }
 
 impl Engine {
@@ -231,16 +229,39 @@ impl Engine {
                 )
             })?
             .id;
-        let tar = guard_files(&spec.config_json)?;
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::other(format!("finding the yolo binary: {e}")))?;
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut file = std::fs::File::open(&exe).map_err(|e| Error::io(&exe, e))?;
+        let len = file.metadata().map_err(|e| Error::io(&exe, e))?.len();
+        append(&mut tar, GUARD_BINARY, 0o755, len, &mut file)?;
+        self.upload(&id, finish(tar)?).await?;
+        Ok(id)
+    }
+
+    /// Write the guard's config; the guard reads it when it starts.
+    pub async fn update_guard_config(&self, id: &str, config_json: &str) -> Result<()> {
+        let mut tar = tar::Builder::new(Vec::new());
+        let bytes = config_json.as_bytes();
+        append(
+            &mut tar,
+            GUARD_CONFIG_PATH,
+            0o644,
+            bytes.len() as u64,
+            bytes,
+        )?;
+        self.upload(id, finish(tar)?).await
+    }
+
+    async fn upload(&self, id: &str, tar: Vec<u8>) -> Result<()> {
         let options = UploadToContainerOptions {
             path: "/".into(),
             ..Default::default()
         };
         self.docker
-            .upload_to_container(&id, Some(options), bollard::body_full(tar.into()))
+            .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
             .await
-            .map_err(|e| Error::docker("copying yolo into the guard container", message(&e)))?;
-        Ok(id)
+            .map_err(|e| Error::docker("copying files into the guard container", message(&e)))
     }
 
     /// Wait for the guard's ready line; fail (closed) if it exits or takes too long.
@@ -293,31 +314,24 @@ impl Engine {
     }
 }
 
-/// A tar with the running yolo binary and the guard config.
-fn guard_files(config_json: &str) -> Result<Vec<u8>> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::other(format!("finding the yolo binary: {e}")))?;
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut file = std::fs::File::open(&exe).map_err(|e| Error::io(&exe, e))?;
-    let len = file.metadata().map_err(|e| Error::io(&exe, e))?.len();
+fn append(
+    tar: &mut tar::Builder<Vec<u8>>,
+    path: &str,
+    mode: u32,
+    len: u64,
+    data: impl std::io::Read,
+) -> Result<()> {
     let mut header = tar::Header::new_gnu();
     header.set_size(len);
-    header.set_mode(0o755);
+    header.set_mode(mode);
     header.set_cksum();
-    tar.append_data(&mut header, GUARD_BINARY.trim_start_matches('/'), &mut file)
-        .map_err(|e| Error::io(&exe, e))?;
-    let mut header = tar::Header::new_gnu();
-    header.set_size(config_json.len() as u64);
-    header.set_mode(0o644);
-    header.set_cksum();
-    tar.append_data(
-        &mut header,
-        GUARD_CONFIG_PATH.trim_start_matches('/'),
-        config_json.as_bytes(),
-    )
-    .map_err(|e| Error::other(format!("packing the guard config: {e}")))?;
+    tar.append_data(&mut header, path.trim_start_matches('/'), data)
+        .map_err(|e| Error::other(format!("packing {path} for the guard: {e}")))
+}
+
+fn finish(tar: tar::Builder<Vec<u8>>) -> Result<Vec<u8>> {
     tar.into_inner()
-        .map_err(|e| Error::other(format!("packing the guard files: {e}")))
+        .map_err(|e| Error::other(format!("packing files for the guard: {e}")))
 }
 
 /// The host folder for the guard's network events: writable by the guard's root, which has no

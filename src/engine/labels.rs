@@ -7,6 +7,8 @@ pub const MANAGED: &str = "dev.yolo.managed";
 pub const ID: &str = "dev.yolo.id";
 pub const WORKSPACE: &str = "dev.yolo.workspace";
 pub const CONFIG_HASH: &str = "dev.yolo.config-hash";
+/// The network mode the agent container was made for: firewall, open, none.
+pub const NETWORK: &str = "dev.yolo.network";
 /// `agent` for the project container, `guard` for the firewall guard.
 pub const ROLE: &str = "dev.yolo.role";
 /// Extra labels for every object yolo creates, `k=v[,k=v]` (tests use it to clean up).

@@ -46,6 +46,11 @@ pub struct GuardConfig {
     pub audit_path: PathBuf,
     /// Unix socket for `yolo allow/deny/firewall` (reached with docker exec).
     pub control_socket: PathBuf,
+    /// Open private, loopback and link-local answers of allowed names too. Off by default: a
+    /// name pointing at the host or its other containers is DNS rebinding. The user turns it
+    /// on for internal services (and the tests, whose servers live on a Docker bridge).
+    #[serde(default)]
+    pub allow_internal_answers: bool,
 }
 
 /// Where the guard listens for DNS (the agent's resolver); also `[::1]:53` when IPv6 exists.

@@ -136,6 +136,7 @@ fn enforce_and_serve<B: Batches>(
         .map_err(|e| fail("cannot start the async runtime", e.to_string()))?;
     let guard = Arc::new(Guard {
         mode: config.mode,
+        allow_internal_answers: config.allow_internal_answers,
         allowlist: RwLock::new(allowlist),
         batches,
         resolved: Arc::new(Resolved::default()),
@@ -274,6 +275,7 @@ async fn wait_for_termination() {
 /// The running guard's state, shared by DNS and the control socket.
 struct Guard<B> {
     mode: NetworkMode,
+    allow_internal_answers: bool,
     allowlist: RwLock<Allowlist>,
     batches: Arc<B>,
     resolved: Arc<Resolved<Ports>>,
@@ -307,7 +309,7 @@ impl<B: Batches> Policy for Guard<B> {
         // rebinding towards the host or its containers: answer, but do not open it.
         let (internal, elements): (Vec<_>, Vec<_>) = elements
             .into_iter()
-            .partition(|(a, _)| is_internal_address(a));
+            .partition(|(a, _)| !self.allow_internal_answers && is_internal_address(a));
         if !internal.is_empty() {
             let addrs: Vec<String> = internal.iter().map(|(a, _)| a.to_string()).collect();
             self.events.emit(guard_event(
