@@ -6,6 +6,7 @@ pub mod audit;
 pub mod doctor;
 pub mod down;
 pub mod exec;
+pub mod firewall;
 pub mod hooks;
 pub mod init;
 pub mod network;
@@ -54,9 +55,9 @@ pub async fn execute(cli: Cli) -> Result<i32> {
             json,
             list,
         } => audit::execute(&target, session, kinds, follow, json, list).await,
-        Command::Allow { .. } | Command::Deny { .. } | Command::Firewall { .. } => Err(
-            crate::error::Error::other("the firewall is not available in this build yet"),
-        ),
+        Command::Allow { target, patterns } => firewall::allow(&target, patterns).await,
+        Command::Deny { target, patterns } => firewall::deny(&target, patterns).await,
+        Command::Firewall { target, json } => firewall::show(&target, json).await,
         Command::Guard { .. } | Command::GuardCtl { .. } => Err(crate::error::Error::other(
             "the guard is not available in this build yet",
         )),

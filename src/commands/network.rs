@@ -153,6 +153,8 @@ pub async fn create_guard(engine: &Engine, project: &Project) -> Result<String> 
         network,
         labels: labels(project),
         ports: project.spec.ports.clone(),
+        hostname: project.spec.hostname.clone(),
+        extra_hosts: project.spec.extra_hosts.clone(),
         log_dir: guard::log_dir(&crate::user_config::data_dir())?,
     };
     engine.create_guard(&spec).await

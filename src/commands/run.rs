@@ -35,7 +35,14 @@ pub async fn execute(
         .collect();
     let mut argv = agent.command.clone();
     argv.extend(args);
-    super::exec::attach_with_env(&engine, &located, "agent", argv, env).await
+    let started = chrono::Utc::now();
+    let code = super::exec::attach_with_env(&engine, &located, "agent", argv, env).await?;
+    if outcome.network != "none" {
+        // The guard writes its events from a queue: give the last ones a moment to land.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        eprint!("{}", super::firewall::summary(&outcome.session, started));
+    }
+    Ok(code)
 }
 
 /// Check the agent's program is in the image, and link its state folder to its volume.

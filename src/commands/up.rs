@@ -95,13 +95,14 @@ pub async fn up(
     let mut guard = engine
         .find_container(&spec.workspace, &spec.config_file, "guard")
         .await?;
-    let stale = agent
+    let mut stale = agent
         .as_ref()
         .is_some_and(|c| label(c, labels::CONFIG_HASH) != Some(spec.config_hash.as_str()));
     let mode_changed = agent
         .as_ref()
         .is_some_and(|c| label(c, labels::NETWORK) != Some(mode_name(mode)));
     if flags.rebuild || mode_changed {
+        stale = false;
         for c in [agent.take(), guard.take()].into_iter().flatten() {
             engine.remove(&id_of(&c)).await?;
         }
@@ -156,6 +157,11 @@ pub async fn up(
         )?;
         state.save(&spec.devcontainer_id)?;
         run_initialize(project, &writer).await?;
+        // The image first: a failing build or pull leaves nothing half made behind.
+        let built = match agent {
+            None => Some(engine.ensure_image(&spec.image, flags.rebuild).await?),
+            Some(_) => None,
+        };
         let guard_id = if needs_guard {
             let config = network::guard_config(project, flags, writer.session(), allow.clone())?;
             let id = match guard {
@@ -193,7 +199,10 @@ pub async fn up(
                 state.created_hooks_done_for = None;
                 state.post_start_done_for = None;
                 state.save(&spec.devcontainer_id)?;
-                let image = engine.ensure_image(&spec.image, flags.rebuild).await?;
+                let image = match built {
+                    Some(image) => image,
+                    None => engine.ensure_image(&spec.image, flags.rebuild).await?,
+                };
                 create_volumes(engine, project).await?;
                 let network = Network {
                     mode: Some(guard_id.map_or("none".to_string(), |g| format!("container:{g}"))),

@@ -37,6 +37,9 @@ pub struct GuardSpec {
     pub network: String,
     pub labels: BTreeMap<String, String>,
     pub ports: Vec<PortPublish>,
+    /// The agent shares the guard's /etc/hostname and /etc/hosts, so these go on the guard.
+    pub hostname: Option<String>,
+    pub extra_hosts: Vec<String>,
     /// Host folder mounted at GUARD_LOG_DIR.
     pub log_dir: PathBuf,
 }
@@ -186,6 +189,7 @@ impl Engine {
             .collect();
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
+            hostname: spec.hostname.clone(),
             cmd: Some(vec![
                 GUARD_BINARY.into(),
                 "guard".into(),
@@ -201,6 +205,7 @@ impl Engine {
                 cap_add: Some(vec!["NET_ADMIN".into(), "NET_BIND_SERVICE".into()]),
                 security_opt: Some(vec!["no-new-privileges:true".into()]),
                 port_bindings: Some(bindings),
+                extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
                 init: Some(true),
                 pids_limit: Some(256),
                 memory: Some(256 * 1024 * 1024),

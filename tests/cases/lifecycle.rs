@@ -65,8 +65,12 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     assert_eq!(host["MemorySwap"], host["Memory"]);
     assert_eq!(host["PidsLimit"], 256);
 
-    // Ports: published on 127.0.0.1 only.
-    let bindings = &host["PortBindings"]["18080/tcp"][0];
+    // Ports: published on 127.0.0.1 only, by the guard that owns the network namespace.
+    let guard = inspect(&format!(
+        "{}-guard",
+        out["container_name"].as_str().unwrap()
+    ));
+    let bindings = &guard["HostConfig"]["PortBindings"]["18080/tcp"][0];
     assert_eq!(bindings["HostIp"], "127.0.0.1");
     assert_eq!(bindings["HostPort"], "18080");
 
@@ -136,7 +140,7 @@ fn up_twice_reuses_the_container_and_starts_a_stopped_one() {
     let (_, second) = t.up(&[]);
     assert_eq!(first["container_id"], second["container_id"]);
     assert_eq!(second["action"], "running");
-    assert_eq!(t.containers().len(), 1);
+    assert_eq!(t.agents().len(), 1);
 
     t.yolo(&["down"]).ok();
     let state = inspect(first["container_id"].as_str().unwrap());
@@ -179,7 +183,7 @@ fn a_changed_config_is_refused_until_accepted_then_flagged_stale_and_rebuild_rec
     assert_ne!(rebuilt["container_id"], first["container_id"]);
     assert_eq!(rebuilt["action"], "created");
     assert_eq!(rebuilt["stale"], false);
-    assert_eq!(t.containers().len(), 1, "the old container is gone");
+    assert_eq!(t.agents().len(), 1, "the old container is gone");
     let env = inspect(rebuilt["container_id"].as_str().unwrap())["Config"]["Env"].to_string();
     assert!(env.contains("NEW=1"));
 }

@@ -142,7 +142,7 @@ fn safe_run_args_are_applied() {
     assert!(c["Config"]["Env"].to_string().contains("FROM_RUNARGS=1"));
     assert_eq!(c["Config"]["Labels"]["team"], "tools");
     assert_eq!(c["HostConfig"]["Memory"], 512i64 * 1024 * 1024);
-    assert_eq!(c["Config"]["Hostname"], "devbox");
+    assert_eq!(t.yolo(&["exec", "hostname"]).ok().stdout().trim(), "devbox");
 }
 
 #[test]

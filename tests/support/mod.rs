@@ -192,13 +192,32 @@ impl Test {
         .collect()
     }
 
+    /// This test's agent (project) containers, without the guards.
+    pub fn agents(&self) -> Vec<String> {
+        let label = format!("label={LABEL}={}", self.id);
+        docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &label,
+            "--filter",
+            "label=dev.yolo.role=agent",
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect()
+    }
+
     /// The session log events of this test (all sessions).
     pub fn events(&self) -> Vec<serde_json::Value> {
-        let dir = self.data_dir.join("sessions");
-        let mut out = vec![];
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-            paths.sort();
+        let mut out: Vec<serde_json::Value> = vec![];
+        let mut paths = vec![];
+        for dir in ["sessions", "network"] {
+            if let Ok(entries) = std::fs::read_dir(self.data_dir.join(dir)) {
+                paths.extend(entries.flatten().map(|e| e.path()));
+            }
+        }
+        {
             for p in paths {
                 for line in std::fs::read_to_string(p).unwrap_or_default().lines() {
                     if let Ok(v) = serde_json::from_str(line) {
@@ -207,6 +226,8 @@ impl Test {
                 }
             }
         }
+        // Host and guard files interleave: order by timestamp (RFC 3339 sorts as text).
+        out.sort_by(|a, b| a["ts"].as_str().cmp(&b["ts"].as_str()));
         out
     }
 }
