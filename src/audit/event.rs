@@ -64,6 +64,15 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
+    /// A connection to a destination outside the allowlist that `--network open` let through.
+    Connection {
+        proto: String,
+        dst: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
     /// The allowlist of a running session changed (`yolo allow` / `yolo deny`).
     Firewall {
         action: String,
@@ -90,6 +99,7 @@ impl EventKind {
             EventKind::Command { .. } => "command",
             EventKind::Dns { .. } => "dns",
             EventKind::Blocked { .. } => "blocked",
+            EventKind::Connection { .. } => "connection",
             EventKind::Firewall { .. } => "firewall",
             EventKind::Guard { .. } => "guard",
             EventKind::Notice { .. } => "notice",

@@ -132,6 +132,12 @@ pub fn render(event: &Event) -> String {
             dst,
             port,
             name,
+        }
+        | EventKind::Connection {
+            proto,
+            dst,
+            port,
+            name,
         } => format!(
             "{proto} {dst}{}{}",
             port.map(|p| format!(":{p}")).unwrap_or_default(),

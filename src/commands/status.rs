@@ -15,16 +15,40 @@ pub struct Row {
     pub pids: Option<i64>,
     /// Docker's own words, e.g. "Up 3 minutes".
     pub status: String,
+    /// firewall, open or none.
+    pub network: String,
+    /// The firewall guard's state (running, exited, missing); empty with `--network none`.
+    pub guard: String,
 }
 
 pub async fn execute(json: bool) -> Result<i32> {
     let engine = super::engine().await?;
     let mut rows = Vec::new();
-    for c in engine.list_managed().await? {
+    let all = engine.list_managed().await?;
+    let role = |c: &bollard::models::ContainerSummary| {
+        c.labels
+            .as_ref()
+            .and_then(|l| l.get(labels::ROLE))
+            .cloned()
+            .unwrap_or_default()
+    };
+    for c in all.iter().filter(|c| role(c) == "agent").cloned() {
         let labels = c.labels.clone().unwrap_or_default();
-        if labels.get(labels::ROLE).map(String::as_str) == Some("guard") {
-            continue;
-        }
+        let network = labels.get(labels::NETWORK).cloned().unwrap_or_default();
+        let guard = all
+            .iter()
+            .find(|g| {
+                role(g) == "guard"
+                    && g.labels.as_ref().and_then(|l| l.get(labels::ID)) == labels.get(labels::ID)
+            })
+            .and_then(|g| g.state.as_ref().map(|s| s.to_string()))
+            .unwrap_or_else(|| {
+                if network == "none" {
+                    String::new()
+                } else {
+                    "missing".into()
+                }
+            });
         let id = c.id.clone().unwrap_or_default();
         let host = engine.inspect(&id).await.ok().and_then(|i| i.host_config);
         rows.push(Row {
@@ -49,6 +73,8 @@ pub async fn execute(json: bool) -> Result<i32> {
             memory_bytes: host.as_ref().and_then(|h| h.memory),
             pids: host.as_ref().and_then(|h| h.pids_limit),
             status: c.status.unwrap_or_default(),
+            network,
+            guard,
         });
     }
     if json {
@@ -63,8 +89,8 @@ pub async fn execute(json: bool) -> Result<i32> {
         return Ok(0);
     }
     println!(
-        "{:<32} {:<9} {:<22} {:<24} WORKSPACE",
-        "CONTAINER", "STATE", "LIMITS", "UPTIME"
+        "{:<32} {:<9} {:<18} {:<22} {:<20} WORKSPACE",
+        "CONTAINER", "STATE", "NETWORK", "LIMITS", "UPTIME"
     );
     for r in rows {
         let limits = format!(
@@ -73,10 +99,20 @@ pub async fn execute(json: bool) -> Result<i32> {
             r.memory_bytes.map(human_bytes).unwrap_or("-".into()),
             r.pids.map(|p| p.to_string()).unwrap_or("-".into())
         );
+        let network = match r.guard.as_str() {
+            "" | "running" => r.network.clone(),
+            guard => format!("{} (guard {guard})", r.network),
+        };
         println!(
-            "{:<32} {:<9} {:<22} {:<24} {}",
-            r.name, r.state, limits, r.status, r.workspace
+            "{:<32} {:<9} {:<18} {:<22} {:<20} {}",
+            r.name, r.state, network, limits, r.status, r.workspace
         );
+        if r.state == "running" && !r.guard.is_empty() && r.guard != "running" {
+            eprintln!(
+                "  warning: {}'s firewall guard is {}: the container is offline (fail closed); `yolo up` restores it",
+                r.name, r.guard
+            );
+        }
     }
     Ok(0)
 }

@@ -237,6 +237,8 @@ fn status_lists_the_container_with_limits() {
         .find(|r| r["name"] == out["container_name"])
         .expect("our container is listed");
     assert_eq!(row["state"], "running");
+    assert_eq!(row["network"], "firewall");
+    assert_eq!(row["guard"], "running");
     assert_eq!(row["memory_bytes"], 768i64 * 1024 * 1024);
     assert_eq!(row["cpus"], 1.5);
     assert_eq!(row["pids"], 300);

@@ -25,8 +25,9 @@ const NLMSG_HDRLEN: usize = 16;
 const NFGENMSG_LEN: usize = 4;
 /// NFNL_SUBSYS_ULOG << 8 | NFULNL_MSG_PACKET.
 const NFULNL_PACKET: u16 = 4 << 8;
-const NFULA_PAYLOAD: u16 = 9;
-const NFULA_SEQ: u16 = 10;
+const NFULA_PAYLOAD: u16 = libc::NFULA_PAYLOAD as u16;
+const NFULA_PREFIX: u16 = libc::NFULA_PREFIX as u16;
+const NFULA_SEQ: u16 = libc::NFULA_SEQ as u16;
 
 /// What a dropped packet tells: where it was going.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +35,8 @@ pub struct Packet {
     pub proto: String,
     pub dst: IpAddr,
     pub port: Option<u16>,
+    /// The log rule's prefix (`yolo-blocked`, `yolo-dns-bypass`, `yolo-unlisted`).
+    pub prefix: String,
 }
 
 /// The destination of an IPv4 or IPv6 packet (prefix), or `None` when it is not one.
@@ -66,6 +69,7 @@ pub fn parse_packet(p: &[u8]) -> Option<Packet> {
         proto: proto_name(proto, dst.is_ipv6()),
         dst,
         port,
+        prefix: String::new(),
     })
 }
 
@@ -139,6 +143,7 @@ pub fn parse_datagram(buf: &[u8]) -> Vec<Logged> {
 
 fn parse_attributes(mut attrs: &[u8]) -> Logged {
     let mut logged = Logged::default();
+    let mut prefix = String::new();
     while attrs.len() >= 4 {
         let len = usize::from(u16::from_ne_bytes([attrs[0], attrs[1]]));
         let kind = u16::from_ne_bytes([attrs[2], attrs[3]]) & 0x3fff;
@@ -150,12 +155,19 @@ fn parse_attributes(mut attrs: &[u8]) -> Logged {
         }
         match kind {
             NFULA_PAYLOAD => logged.packet = parse_packet(value),
+            NFULA_PREFIX => {
+                let text = value.split(|b| *b == 0).next().unwrap_or_default();
+                prefix = String::from_utf8_lossy(text).into_owned();
+            }
             NFULA_SEQ if value.len() >= 4 => {
                 logged.seq = Some(u32::from_be_bytes([value[0], value[1], value[2], value[3]]))
             }
             _ => {}
         }
         attrs = attrs.get(align4(len)..).unwrap_or(&[]);
+    }
+    if let Some(packet) = &mut logged.packet {
+        packet.prefix = prefix;
     }
     logged
 }
@@ -289,11 +301,22 @@ fn ack_result(buf: &[u8]) -> io::Result<()> {
 }
 
 /// The audit event for a dropped packet.
+/// `blocked` for packets the ruleset rejected; `connection` for the ones open mode let through
+/// (logged with the `yolo-unlisted` prefix).
 pub fn blocked_event(packet: Packet, name: Option<String>) -> EventKind {
+    let (proto, dst, port) = (packet.proto, packet.dst.to_string(), packet.port);
+    if packet.prefix == crate::firewall::ruleset::LOG_PREFIX_UNLISTED {
+        return EventKind::Connection {
+            proto,
+            dst,
+            port,
+            name,
+        };
+    }
     EventKind::Blocked {
-        proto: packet.proto,
-        dst: packet.dst.to_string(),
-        port: packet.port,
+        proto,
+        dst,
+        port,
         name,
     }
 }

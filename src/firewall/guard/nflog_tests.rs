@@ -165,7 +165,7 @@ fn reads_a_packet_dropped_in_a_private_namespace() {
         return;
     };
     assert!(ns.exec(&["ip", "link", "set", "lo", "up"], None));
-    let rules = "table inet t { chain o { type filter hook output priority 0; oif lo tcp dport 9 log group 4242 drop; }; }";
+    let rules = "table inet t { chain o { type filter hook output priority 0; oif lo tcp dport 9 log prefix \"yolo-test\" group 4242 drop; }; }";
     assert!(ns.exec(&["nft", "-f", "-"], Some(rules)));
     let batch = ns.run(|| {
         let mut reader = Reader::bind(4242).expect("bind NFLOG group");
@@ -192,7 +192,27 @@ fn reads_a_packet_dropped_in_a_private_namespace() {
         Packet {
             proto: "tcp".into(),
             dst: "127.0.0.1".parse().unwrap(),
-            port: Some(9)
+            port: Some(9),
+            prefix: "yolo-test".into(),
         }
     );
+}
+
+#[test]
+fn open_mode_packets_are_connections_not_blocks() {
+    let packet = |prefix: &str| Packet {
+        proto: "tcp".into(),
+        dst: "192.0.2.1".parse().unwrap(),
+        port: Some(443),
+        prefix: prefix.into(),
+    };
+    let unlisted = blocked_event(packet(crate::firewall::ruleset::LOG_PREFIX_UNLISTED), None);
+    assert_eq!(unlisted.name(), "connection");
+    let blocked = blocked_event(packet(crate::firewall::ruleset::LOG_PREFIX_BLOCKED), None);
+    assert_eq!(blocked.name(), "blocked");
+    let bypass = blocked_event(
+        packet(crate::firewall::ruleset::LOG_PREFIX_DNS_BYPASS),
+        None,
+    );
+    assert_eq!(bypass.name(), "blocked");
 }
