@@ -6,7 +6,7 @@ use crate::cli::{Target, UpFlags};
 use crate::devcontainer::{discover, id, model::DevContainer, parse, substitute};
 use crate::error::{Error, Result};
 use crate::policy;
-use crate::run_spec::RunSpec;
+use crate::run_spec::{ImageSource, RunSpec};
 use crate::user_config::UserConfig;
 use std::path::{Path, PathBuf};
 
@@ -56,8 +56,16 @@ impl Project {
         let raw = parse::parse_file(&config_file)?;
         let workspace_str = workspace.display().to_string();
         let config = substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
+        let granted = |name: &str| {
+            flags
+                .grants
+                .iter()
+                .chain(&user.grants)
+                .any(|g| g.trim() == name)
+        };
         let trusted = flags.trust_host_commands
             || user.trust_host_commands
+            || granted("initialize-command")
             || match &config.initialize_command {
                 Some(command) => crate::commands::approval::ask_host_command(command)?,
                 None => false,
@@ -89,6 +97,8 @@ impl Project {
             host_ids: host_ids(),
             agent_volumes,
         })?;
+        let mut spec = spec;
+        check_after_policy(&mut spec)?;
         Ok(Project {
             spec,
             config,
@@ -194,4 +204,48 @@ fn host_ids() -> Option<(u32, u32)> {
 
 fn allowed_local_env(name: &str, pass_env: &[String]) -> bool {
     SAFE_LOCAL_ENV.contains(&name) || pass_env.iter().any(|p| p == name)
+}
+
+/// Checks the policy cannot make from names alone: where symlinks really lead (the agent can
+/// plant them in the workspace), and settings the firewall topology rules out.
+fn check_after_policy(spec: &mut RunSpec) -> Result<()> {
+    if let Some(mode) = spec.host_modes.get("network") {
+        return Err(Error::Refused {
+            file: spec.config_file.clone(),
+            property: "runArgs".into(),
+            value: format!("--network {mode}"),
+            reason: "yolo's firewall guard owns the container's network namespace, so no other network mode can apply".into(),
+            grant: "nothing: remove it (use `yolo up --network open` to run without filtering, audited)".into(),
+        });
+    }
+    let granted_host_mount = spec.grants_used.iter().any(|g| g.starts_with("host-mount"));
+    if let ImageSource::Build(build) = &mut spec.image {
+        let roots: Vec<PathBuf> = [
+            Some(spec.workspace.clone()),
+            policy::git_root(&spec.workspace),
+            spec.config_file.parent().map(Path::to_path_buf),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+        let real = build.context.canonicalize().map_err(|e| {
+            Error::other(format!(
+                "{}: build context {}: {e}",
+                spec.config_file.display(),
+                build.context.display()
+            ))
+        })?;
+        if !granted_host_mount && !roots.iter().any(|r| real.starts_with(r)) {
+            return Err(Error::Refused {
+                file: spec.config_file.clone(),
+                property: "build.context".into(),
+                value: format!("{} (really {})", build.context.display(), real.display()),
+                reason: "it leads outside the repository (through a symlink), and the whole context is sent to Docker".into(),
+                grant: "--grant host-mount (after checking the link is yours)".into(),
+            });
+        }
+        build.context = real;
+    }
+    Ok(())
 }

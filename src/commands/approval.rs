@@ -25,11 +25,19 @@ pub fn snapshot(config_file: &Path, workspace: &Path) -> BTreeMap<String, String
         .standard_filters(false)
         .follow_links(false)
         .build();
-    for entry in walker
-        .flatten()
-        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-    {
-        add(&mut files, entry.path(), workspace);
+    for entry in walker.flatten() {
+        let kind = entry.file_type();
+        if kind.is_some_and(|t| t.is_symlink()) {
+            // A link is part of the config too: where it leads is what Docker will read.
+            let target = std::fs::read_link(entry.path()).unwrap_or_default();
+            let rel = entry.path().strip_prefix(workspace).unwrap_or(entry.path());
+            files.insert(
+                rel.display().to_string(),
+                format!("symlink -> {}", target.display()),
+            );
+        } else if kind.is_some_and(|t| t.is_file()) {
+            add(&mut files, entry.path(), workspace);
+        }
     }
     files
 }
@@ -88,8 +96,12 @@ pub fn check(project: &Project, state: &mut WorkspaceState, flags: &UpFlags) -> 
     }
     let change = diff(approved, &current);
     let granted = flags.accept_config
-        || flags.grants.iter().any(|g| g == "config-change")
-        || project.user.grants.iter().any(|g| g == "config-change");
+        || flags.grants.iter().any(|g| g.trim() == "config-change")
+        || project
+            .user
+            .grants
+            .iter()
+            .any(|g| g.trim() == "config-change");
     if !granted {
         if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
             return Err(Error::NotApproved(format!(

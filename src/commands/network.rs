@@ -101,7 +101,9 @@ pub fn guard_config(
         .or(user.upstream_dns.as_deref())
     {
         Some(text) => vec![parse_upstream(text)?],
-        None => vec![],
+        // Docker's embedded resolver, fixed here rather than read by the guard from
+        // /etc/resolv.conf: the agent shares that file and its root can write it.
+        None => vec![SocketAddr::from(([127, 0, 0, 11], 53))],
     };
     Ok(GuardConfig {
         session: session.to_string(),

@@ -126,12 +126,11 @@ pub async fn up(
         let writer = session::current(&state)?.ok_or_else(|| Error::other("no open session"))?;
         if let (true, Some(g)) = (needs_guard, &guard) {
             if state.allowlist.as_ref() != Some(&allow) {
-                network::control(
+                sync_allowlist(
                     engine,
                     &id_of(g),
-                    &Request::Allow {
-                        patterns: allow.clone(),
-                    },
+                    state.allowlist.as_deref().unwrap_or_default(),
+                    &allow,
                 )
                 .await?;
                 state.allowlist = Some(allow.clone());
@@ -232,6 +231,33 @@ pub async fn up(
     state.save(&spec.devcontainer_id)?;
     result?;
     Ok(outcome)
+}
+
+/// Bring a running guard from the allowlist it was given to the one configured now. Patterns
+/// the user added live with `yolo allow` were never in `before`, so they stay.
+async fn sync_allowlist(
+    engine: &Engine,
+    guard: &str,
+    before: &[String],
+    now: &[String],
+) -> Result<()> {
+    let added: Vec<String> = now
+        .iter()
+        .filter(|p| !before.contains(p))
+        .cloned()
+        .collect();
+    let removed: Vec<String> = before
+        .iter()
+        .filter(|p| !now.contains(p))
+        .cloned()
+        .collect();
+    if !added.is_empty() {
+        network::control(engine, guard, &Request::Allow { patterns: added }).await?;
+    }
+    if !removed.is_empty() {
+        network::control(engine, guard, &Request::Deny { patterns: removed }).await?;
+    }
+    Ok(())
 }
 
 /// The agents whose domains the allowlist includes: those named, else the repository's default.

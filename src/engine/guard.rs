@@ -209,6 +209,8 @@ impl Engine {
                 init: Some(true),
                 pids_limit: Some(256),
                 memory: Some(256 * 1024 * 1024),
+                memory_swap: Some(256 * 1024 * 1024),
+                nano_cpus: Some(1_000_000_000),
                 mounts: Some(vec![Mount {
                     target: Some(GUARD_LOG_DIR.into()),
                     source: Some(spec.log_dir.display().to_string()),
@@ -271,10 +273,21 @@ impl Engine {
 
     /// Wait for the guard's ready line; fail (closed) if it exits or takes too long.
     pub async fn wait_guard_ready(&self, id: &str, timeout: Duration) -> Result<()> {
+        // Only lines from this start count: a restarted guard's log still holds the previous
+        // run's ready line, which must not let the agent start before the new ruleset is in.
+        let started = self
+            .inspect(id)
+            .await?
+            .state
+            .and_then(|s| s.started_at)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
+            .ok_or_else(|| Error::other("the firewall guard has no start time; was it started?"))?;
         let options = LogsOptions {
             follow: true,
             stdout: true,
             stderr: true,
+            timestamps: true,
+            since: (started.timestamp() - 1) as i32,
             tail: "all".into(),
             ..Default::default()
         };
@@ -284,10 +297,15 @@ impl Engine {
             while let Some(item) = logs.next().await {
                 let Ok(chunk) = item else { break };
                 let text = chunk.to_string();
-                if text.contains(READY_LINE) {
-                    return true;
+                for line in text.lines() {
+                    let (stamp, rest) = line.split_once(' ').unwrap_or(("", line));
+                    let fresh =
+                        chrono::DateTime::parse_from_rfc3339(stamp).is_ok_and(|t| t >= started);
+                    if fresh && rest.trim() == READY_LINE {
+                        return true;
+                    }
+                    seen.push(rest.trim_end().to_string());
                 }
-                seen.push(text.trim_end().to_string());
             }
             false
         };

@@ -166,3 +166,38 @@ fn host_variables_reach_the_container_only_when_the_user_passes_them() {
     let env = inspect(out["container_id"].as_str().unwrap())["Config"]["Env"].to_string();
     assert!(env.contains("LEAK=s3cret"), "{env}");
 }
+
+#[test]
+fn a_build_context_symlinked_out_of_the_repository_is_refused() {
+    let t = Test::new();
+    t.file(".devcontainer/Dockerfile", "FROM debian:bookworm-slim\n");
+    std::os::unix::fs::symlink("/etc", t.workspace.join(".devcontainer/ctx")).unwrap();
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile", "context": "ctx"}}"#);
+    let run = t.yolo(&["up"]).fails_with(77);
+    assert!(run.stderr().contains("build.context"), "{}", run.stderr());
+    assert!(run.stderr().contains("/etc"), "{}", run.stderr());
+    assert!(t.containers().is_empty());
+}
+
+#[test]
+fn the_initialize_command_grant_runs_it_without_a_prompt() {
+    let t = Test::new();
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "initializeCommand": ["touch", "granted-marker"]}"#,
+    );
+    t.up(&["--grant", "initialize-command"]);
+    assert!(t.workspace.join("granted-marker").exists());
+}
+
+#[test]
+fn host_networking_cannot_replace_the_firewall_even_when_granted() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "runArgs": ["--network=host"]}"#);
+    let run = t.yolo(&["up", "--grant", "host-network"]).fails_with(77);
+    assert!(
+        run.stderr().contains("owns the container's network"),
+        "{}",
+        run.stderr()
+    );
+    assert!(t.containers().is_empty());
+}
