@@ -98,7 +98,12 @@ impl Project {
             agent_volumes,
         })?;
         let mut spec = spec;
-        check_after_policy(&mut spec)?;
+        let host_mount_granted = flags
+            .grants
+            .iter()
+            .chain(&user.grants)
+            .any(|g| g.trim() == "host-mount" || g.trim().starts_with("host-mount="));
+        check_after_policy(&mut spec, host_mount_granted)?;
         Ok(Project {
             spec,
             config,
@@ -208,7 +213,7 @@ fn allowed_local_env(name: &str, pass_env: &[String]) -> bool {
 
 /// Checks the policy cannot make from names alone: where symlinks really lead (the agent can
 /// plant them in the workspace), and settings the firewall topology rules out.
-fn check_after_policy(spec: &mut RunSpec) -> Result<()> {
+fn check_after_policy(spec: &mut RunSpec, host_mount_granted: bool) -> Result<()> {
     if let Some(mode) = spec.host_modes.get("network") {
         return Err(Error::Refused {
             file: spec.config_file.clone(),
@@ -218,7 +223,6 @@ fn check_after_policy(spec: &mut RunSpec) -> Result<()> {
             grant: "nothing: remove it (use `yolo up --network open` to run without filtering, audited)".into(),
         });
     }
-    let granted_host_mount = spec.grants_used.iter().any(|g| g.starts_with("host-mount"));
     if let ImageSource::Build(build) = &mut spec.image {
         let roots: Vec<PathBuf> = [
             Some(spec.workspace.clone()),
@@ -236,7 +240,7 @@ fn check_after_policy(spec: &mut RunSpec) -> Result<()> {
                 build.context.display()
             ))
         })?;
-        if !granted_host_mount && !roots.iter().any(|r| real.starts_with(r)) {
+        if !host_mount_granted && !roots.iter().any(|r| real.starts_with(r)) {
             return Err(Error::Refused {
                 file: spec.config_file.clone(),
                 property: "build.context".into(),

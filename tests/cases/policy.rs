@@ -170,13 +170,28 @@ fn host_variables_reach_the_container_only_when_the_user_passes_them() {
 #[test]
 fn a_build_context_symlinked_out_of_the_repository_is_refused() {
     let t = Test::new();
-    t.file(".devcontainer/Dockerfile", "FROM debian:bookworm-slim\n");
-    std::os::unix::fs::symlink("/etc", t.workspace.join(".devcontainer/ctx")).unwrap();
+    let outside = t.root().join("outside-the-repo");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("private.txt"), "host file").unwrap();
+    t.file(
+        ".devcontainer/Dockerfile",
+        "FROM debian:bookworm-slim\nCOPY . /ctx\n",
+    );
+    std::os::unix::fs::symlink(&outside, t.workspace.join(".devcontainer/ctx")).unwrap();
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile", "context": "ctx"}}"#);
     let run = t.yolo(&["up"]).fails_with(77);
     assert!(run.stderr().contains("build.context"), "{}", run.stderr());
-    assert!(run.stderr().contains("/etc"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("outside-the-repo"),
+        "{}",
+        run.stderr()
+    );
     assert!(t.containers().is_empty());
+
+    // The user may allow it knowingly.
+    t.up(&["--grant", "host-mount"]);
+    let out = t.yolo(&["exec", "cat", "/ctx/private.txt"]).ok();
+    assert_eq!(out.stdout(), "host file");
 }
 
 #[test]
