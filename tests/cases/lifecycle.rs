@@ -284,3 +284,35 @@ fn the_session_log_records_start_commands_and_stop() {
     assert!(view.stdout().contains("exit=4"), "{}", view.stdout());
     assert!(!view.stdout().contains("session_start"));
 }
+
+#[test]
+fn audit_follow_shows_events_as_they_happen() {
+    use std::io::{BufRead, BufReader};
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    let mut follow = t
+        .command(&["audit", "--follow", "--kind", "command"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    t.yolo(&["exec", "echo", "followed-marker"]).ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen = false;
+    while std::time::Instant::now() < deadline && !seen {
+        if let Ok(line) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            seen = line.contains("followed-marker");
+        }
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    assert!(seen, "the exec appeared in the followed log");
+}
