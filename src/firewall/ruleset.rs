@@ -794,6 +794,7 @@ mod tests {
             published_ports,
             audit_path: PathBuf::from("/tmp/audit.jsonl"),
             control_socket: PathBuf::from("/tmp/guard.sock"),
+            allow_internal_answers: false,
         }
     }
 

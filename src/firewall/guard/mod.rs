@@ -467,6 +467,7 @@ mod tests {
                     published_ports: vec![],
                     audit_path: "/dev/null".into(),
                     control_socket: "/dev/null".into(),
+                    allow_internal_answers: false,
                 };
                 let allow = Allowlist::parse(&config.allow)?;
                 let expected = Ruleset.build(&config, &allow);
