@@ -25,8 +25,12 @@ const NLMSG_HDRLEN: usize = 16;
 const NFGENMSG_LEN: usize = 4;
 /// NFNL_SUBSYS_ULOG << 8 | NFULNL_MSG_PACKET.
 const NFULNL_PACKET: u16 = 4 << 8;
+// enum nfulnl_attr_type in linux/netfilter/nfnetlink_log.h.
 const NFULA_PAYLOAD: u16 = 9;
-const NFULA_SEQ: u16 = 10;
+const NFULA_PREFIX: u16 = 10;
+const NFULA_SEQ: u16 = 12;
+/// The ruleset's prefix for packets `open` mode lets through (`ruleset::LOG_PREFIX_UNLISTED`).
+const PREFIX_UNLISTED: &str = "yolo-unlisted";
 
 /// What a dropped packet tells: where it was going.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +119,8 @@ fn proto_name(proto: u8, v6: bool) -> String {
 pub struct Logged {
     pub seq: Option<u32>,
     pub packet: Option<Packet>,
+    /// The rule's log prefix (NUL stripped).
+    pub prefix: Option<String>,
 }
 
 /// All NFLOG packet messages in one netlink datagram; anything else is skipped.
@@ -150,6 +156,10 @@ fn parse_attributes(mut attrs: &[u8]) -> Logged {
         }
         match kind {
             NFULA_PAYLOAD => logged.packet = parse_packet(value),
+            NFULA_PREFIX => {
+                let text = value.split(|b| *b == 0).next().unwrap_or_default();
+                logged.prefix = Some(String::from_utf8_lossy(text).into_owned());
+            }
             NFULA_SEQ if value.len() >= 4 => {
                 logged.seq = Some(u32::from_be_bytes([value[0], value[1], value[2], value[3]]))
             }
@@ -174,7 +184,10 @@ pub struct Reader {
 /// What one read returned: packets, and how many were lost before them (sequence gaps).
 #[derive(Debug, Default)]
 pub struct Batch {
+    /// Dropped packets.
     pub packets: Vec<Packet>,
+    /// Packets `open` mode let through that the firewall would have dropped.
+    pub unlisted: Vec<Packet>,
     pub lost: u64,
 }
 
@@ -267,7 +280,11 @@ impl Reader {
                 }
                 self.last_seq = Some(seq);
             }
-            batch.packets.extend(logged.packet);
+            if logged.prefix.as_deref() == Some(PREFIX_UNLISTED) {
+                batch.unlisted.extend(logged.packet);
+            } else {
+                batch.packets.extend(logged.packet);
+            }
         }
         Ok(batch)
     }
@@ -298,6 +315,27 @@ pub fn blocked_event(packet: Packet, name: Option<String>) -> EventKind {
     }
 }
 
+/// The audit event for a packet `open` mode let through: not `blocked`, since it was not.
+pub fn unlisted_event(packet: Packet, name: Option<String>) -> EventKind {
+    let mut details = vec![
+        ("proto", packet.proto.into()),
+        ("dst", packet.dst.to_string().into()),
+    ];
+    if let Some(port) = packet.port {
+        details.push(("port", port.into()));
+    }
+    if let Some(name) = name {
+        details.push(("name", name.into()));
+    }
+    EventKind::Guard {
+        status: "unlisted_connection".into(),
+        details: details
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    }
+}
+
 /// Read `reader` on a thread of its own until the process ends, auditing every packet.
 pub fn spawn(
     mut reader: Reader,
@@ -315,6 +353,10 @@ pub fn spawn(
                     for packet in batch.packets {
                         let name = name_of(&packet.dst);
                         events.emit(blocked_event(packet, name));
+                    }
+                    for packet in batch.unlisted {
+                        let name = name_of(&packet.dst);
+                        events.emit(unlisted_event(packet, name));
                     }
                 }
                 Err(e) => {

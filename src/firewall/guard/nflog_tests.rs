@@ -79,6 +79,7 @@ fn datagram_with_sequence_and_payload() {
         msg.extend_from_slice(value);
         msg.resize(align4(msg.len()), 0);
     };
+    attr(NFULA_PREFIX, b"yolo-unlisted\0");
     attr(NFULA_SEQ, &5u32.to_be_bytes());
     attr(NFULA_PAYLOAD, &payload);
     let len = msg.len() as u32;
@@ -89,6 +90,7 @@ fn datagram_with_sequence_and_payload() {
     let logged = parse_datagram(&two);
     assert_eq!(logged.len(), 2);
     assert_eq!(logged[0].seq, Some(5));
+    assert_eq!(logged[0].prefix.as_deref(), Some("yolo-unlisted"));
     assert_eq!(logged[0].packet.as_ref().unwrap().port, Some(9));
 }
 
@@ -165,7 +167,7 @@ fn reads_a_packet_dropped_in_a_private_namespace() {
         return;
     };
     assert!(ns.exec(&["ip", "link", "set", "lo", "up"], None));
-    let rules = "table inet t { chain o { type filter hook output priority 0; oif lo tcp dport 9 log group 4242 drop; }; }";
+    let rules = "table inet t { chain o { type filter hook output priority 0; oif lo tcp dport 9 log prefix \"yolo-blocked\" group 4242 drop; }; }";
     assert!(ns.exec(&["nft", "-f", "-"], Some(rules)));
     let batch = ns.run(|| {
         let mut reader = Reader::bind(4242).expect("bind NFLOG group");
@@ -184,8 +186,12 @@ fn reads_a_packet_dropped_in_a_private_namespace() {
                 break;
             }
         }
-        packets
+        (packets, reader.last_seq)
     });
+    let (batch, seq) = batch;
+    // The kernel numbers packets (ConfigFlags::SEQ): the reader must find that attribute,
+    // or losses go unreported.
+    assert!(seq.is_some(), "no NFULA_SEQ read");
     assert!(!batch.is_empty(), "the dropped SYN was logged");
     assert_eq!(
         batch[0],
