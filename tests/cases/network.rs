@@ -615,3 +615,59 @@ fn network_open_lets_unlisted_names_through_but_logs_them() {
         "open mode let these through, yet the log says blocked: {events:#?}"
     );
 }
+
+#[test]
+fn by_default_an_allowed_name_answering_a_private_address_is_not_opened() {
+    // DNS rebinding: an allowed public name pointed at the host's or a neighbour's address.
+    let t = Test::new();
+    let net = Internet::new(&t);
+    t.devcontainer(&format!(r#"{{"image": "{AGENT_IMAGE}"}}"#));
+    t.user_config(&net.strict_config(""));
+    let flags = net.up_flags(&["*.allowed.test"]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (_, up) = t.up(&flags);
+    let s = Session { t, net, up };
+    let ip = s.net.allowed.host.ip.clone();
+    let (status, answers) = s.dig("rebind.allowed.test").expect("an answer");
+    assert_eq!((status.as_str(), answers), ("NOERROR", vec![ip.clone()]));
+    let (code, out, _) = s.curl("http://rebind.allowed.test/");
+    assert_eq!(code, 7, "a private answer was opened: {out}");
+    assert_eq!(set_elements(&s.ruleset(), "allow4"), Vec::<String>::new());
+    let event = s.wait_event(EVENT_WAIT, |e| {
+        e["status"] == "internal_address_not_allowed"
+            && e["details"]["addresses"].to_string().contains(&ip)
+    });
+    assert!(event.is_some(), "{:#?}", s.t.events());
+}
+
+#[test]
+fn a_name_allowed_on_one_port_opens_only_that_port() {
+    let s = Session::start(&["other.test:81"], &[]);
+    let other = &s.net.other;
+    let (code, body, _) = s.curl("http://other.test:81/");
+    assert_eq!((code, body.trim()), (0, other.body.as_str()));
+    let (code, out, _) = s.curl("http://other.test/");
+    assert_eq!(code, 7, "port 80 of a name allowed on 81: {out}");
+    assert!(
+        s.wait_event(EVENT_WAIT, |e| {
+            is_event(e, "blocked", "dst", &other.host.ip) && e["port"] == 80
+        })
+        .is_some(),
+        "{:#?}",
+        s.t.events()
+    );
+    let rs = s.ruleset();
+    assert_eq!(
+        set_elements(&rs, "allow4"),
+        Vec::<String>::new(),
+        "no any-port entry"
+    );
+    let port_set = objects(&rs, "set")
+        .find(|s| s["name"] == "allow4_port")
+        .unwrap()
+        .to_string();
+    assert!(
+        port_set.contains(&other.host.ip) && port_set.contains("81"),
+        "{port_set}"
+    );
+}

@@ -129,7 +129,9 @@ impl Internet {
                 DNS_IMAGE,
                 "sh",
                 "-c",
-                "mkdir -p /www && echo \"$BODY\" > /www/index.html && exec busybox httpd -f -p 80 -h /www",
+                // Port 81 too, for the port-restricted allowlist entries.
+                "mkdir -p /www && echo \"$BODY\" > /www/index.html && busybox httpd -p 81 -h /www \
+                 && exec busybox httpd -f -p 80 -h /www",
             ]);
             Web {
                 host: Host {
@@ -245,7 +247,15 @@ impl Internet {
     /// test servers' addresses.
     pub fn user_config(&self, extra: &str) -> String {
         format!(
-            "{extra}\n[firewall]\ndocker_network = \"{}\"\nallow_internal_answers = true\n",
+            "{}allow_internal_answers = true\n",
+            self.strict_config(extra)
+        )
+    }
+
+    /// The same, with the default DNS-rebinding protection: private answers are not opened.
+    pub fn strict_config(&self, extra: &str) -> String {
+        format!(
+            "{extra}\n[firewall]\ndocker_network = \"{}\"\n",
             self.network
         )
     }
