@@ -3,4 +3,5 @@ mod exec;
 mod hooks;
 mod images;
 mod lifecycle;
+mod network;
 mod policy;
