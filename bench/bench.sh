@@ -21,6 +21,14 @@ trap cleanup EXIT
 cd "$tmp/ws"
 
 section() { printf '\n== %s\n' "$*"; }
+# hyperfine with the medians printed (the docs quote medians).
+hf() {
+  local out=$tmp/hf.json
+  hyperfine "$@" --export-json "$out"
+  python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    print("median %.1f ms  %s" % (r["median"]*1000, r["command"]))' "$out"
+}
 median_of() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 # The fake internet: a network, a DNS upstream and a TCP sink of our own.
@@ -45,19 +53,19 @@ id=$(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.role=a
 guard=$(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.role=guard)
 
 section "yolo up, warm (container running)"
-hyperfine -N -w 3 -r "$RUNS" --export-json "$tmp/warm.json" "$YOLO up"
+hf -N -w 3 -r "$RUNS" "$YOLO up"
 
 section "yolo up, cold (image present, new guard + container)"
-hyperfine -w 1 -r "$RUNS" --prepare "$YOLO down --remove >/dev/null 2>&1" --export-json "$tmp/cold.json" "$YOLO up"
+hf -w 1 -r "$RUNS" --prepare "$YOLO down --remove >/dev/null 2>&1" "$YOLO up"
 
 section "yolo up --network none, cold (no guard: the container alone)"
-hyperfine -w 1 -r "$RUNS" --prepare "$YOLO down --remove >/dev/null 2>&1" "$YOLO up --network none"
+hf -w 1 -r "$RUNS" --prepare "$YOLO down --remove >/dev/null 2>&1" "$YOLO up --network none"
 "$YOLO" down --remove >/dev/null 2>&1; "$YOLO" up >/dev/null 2>&1
 id=$(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.role=agent)
 guard=$(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.role=guard)
 
 section "yolo exec true vs docker exec true"
-hyperfine -N -w 3 -r "$RUNS" "$YOLO exec true" "docker exec $id true"
+hf -N -w 3 -r "$RUNS" "$YOLO exec true" "docker exec $id true"
 
 section "guard start to ruleset verified (ms, from the guard's ready events)"
 cat "$YOLO_DATA_DIR"/network/*.jsonl | grep '"status":"ready"' \
