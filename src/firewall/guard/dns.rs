@@ -311,7 +311,15 @@ impl<P: Policy> Forwarder<P> {
 
     async fn forward(&self, job: Job<P::Grant>, transport: Transport) -> Vec<u8> {
         let client_id = [job.query[0], job.query[1]];
+        // Every failure below is audited as an error and answered SERVFAIL.
         let servfail = || {
+            self.audit(
+                &job.name,
+                &job.qtype,
+                "error",
+                vec![],
+                Some(ResponseCode::ServFail),
+            );
             header_only(
                 u16::from_be_bytes(client_id),
                 &job.query,
@@ -325,24 +333,10 @@ impl<P: Policy> Forwarder<P> {
                     "dns_upstream_error",
                     [("name", job.name.clone().into()), ("error", e.into())],
                 ));
-                self.audit(
-                    &job.name,
-                    &job.qtype,
-                    "error",
-                    vec![],
-                    Some(ResponseCode::ServFail),
-                );
                 return servfail();
             }
         };
         let Ok(message) = Message::from_vec(&full_answer) else {
-            self.audit(
-                &job.name,
-                &job.qtype,
-                "error",
-                vec![],
-                Some(ResponseCode::ServFail),
-            );
             return servfail();
         };
         let (addrs, ttl) = addresses(&message);
@@ -356,13 +350,6 @@ impl<P: Policy> Forwarder<P> {
                     "set_update_failed",
                     [("name", job.name.clone().into()), ("error", e.into())],
                 ));
-                self.audit(
-                    &job.name,
-                    &job.qtype,
-                    "error",
-                    vec![],
-                    Some(ResponseCode::ServFail),
-                );
                 return servfail();
             }
         }
