@@ -347,6 +347,9 @@ async fn lifecycle(
 ) -> Result<()> {
     let spec = &project.spec;
     let info = engine.inspect(container_id).await?;
+    if !info.state.as_ref().and_then(|s| s.running).unwrap_or(false) {
+        return Err(stopped(engine, project, container_id).await);
+    }
     let container_env = env_map(
         info.config
             .as_ref()
@@ -391,7 +394,19 @@ async fn lifecycle(
     };
 
     if state.created_hooks_done_for.as_deref() != Some(container_id) {
-        setup(&root, project, runner.user.as_deref()).await?;
+        if let Err(e) = setup(&root, project, runner.user.as_deref()).await {
+            // The usual reason: the container's command exited at once.
+            let running = engine
+                .inspect(container_id)
+                .await?
+                .state
+                .and_then(|s| s.running);
+            return Err(if running == Some(false) {
+                stopped(engine, project, container_id).await
+            } else {
+                e
+            });
+        }
         for (name, hook) in [
             ("onCreateCommand", &spec.hooks.on_create),
             ("updateContentCommand", &spec.hooks.update_content),
@@ -415,6 +430,28 @@ async fn lifecycle(
         runner.hook("postAttachCommand", hook).await?;
     }
     Ok(())
+}
+
+/// The error for a container that stopped right after it started.
+async fn stopped(engine: &Engine, project: &Project, id: &str) -> Error {
+    let code = engine
+        .inspect(id)
+        .await
+        .ok()
+        .and_then(|i| i.state)
+        .and_then(|s| s.exit_code)
+        .unwrap_or_default();
+    let logs = engine.logs_tail(id, 10).await;
+    Error::other(format!(
+        "the container {} stopped right after it started (exit code {code}); {}\n  its last output:\n    {}",
+        project.spec.container_name,
+        if project.spec.override_command {
+            "check the image's entrypoint"
+        } else {
+            "with \"overrideCommand\": false the image's own command must keep running (or drop that setting)"
+        },
+        logs.join("\n    ")
+    ))
 }
 
 /// One-time root setup in a new container: match the remote user's uid/gid to the host user's

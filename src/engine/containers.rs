@@ -314,3 +314,22 @@ impl Engine {
             .map_err(|e| Error::docker(format!("creating volume {name}"), message(&e)))
     }
 }
+
+impl Engine {
+    /// The last `lines` lines a container printed (empty when they cannot be read).
+    pub async fn logs_tail(&self, id: &str, lines: usize) -> Vec<String> {
+        use futures_util::StreamExt;
+        let options = bollard::query_parameters::LogsOptions {
+            stdout: true,
+            stderr: true,
+            tail: lines.to_string(),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        let mut stream = self.docker.logs(id, Some(options));
+        while let Some(Ok(chunk)) = stream.next().await {
+            out.extend(chunk.to_string().lines().map(str::to_string));
+        }
+        out
+    }
+}

@@ -63,7 +63,7 @@ impl Engine {
             .await
             .map_err(|e| {
                 Error::docker(
-                    format!("running {:?} in the container", req.argv.join(" ")),
+                    format!("running {} in the container", short(&req.argv)),
                     message(&e),
                 )
             })?;
@@ -241,5 +241,14 @@ impl Sink {
 
     fn flush(&mut self) {
         self.emit_lines(true);
+    }
+}
+
+/// A command line short enough for an error message.
+fn short(argv: &[String]) -> String {
+    let text = argv.join(" ");
+    match text.char_indices().nth(60) {
+        Some((i, _)) => format!("`{}…`", text[..i].replace('\n', " ")),
+        None => format!("`{text}`"),
     }
 }

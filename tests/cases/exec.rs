@@ -102,3 +102,63 @@ domains = []
         "secrets stay out of the log"
     );
 }
+
+#[test]
+fn exec_allocates_a_tty_when_stdin_is_a_terminal() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    // `script` runs yolo on a pseudo-terminal, as a person's shell would.
+    let yolo = env!("CARGO_BIN_EXE_yolo");
+    let mut cmd = t.command(&[]);
+    let envs: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())))
+        .collect();
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{yolo} exec sh -c 'tty; exit 5'"),
+            "/dev/null",
+        ])
+        .current_dir(&t.workspace)
+        .envs(envs)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (bsdutils)");
+    cmd.arg("--version");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("/dev/pts/"), "a TTY inside: {text}");
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "exit code passes through the TTY path too"
+    );
+}
+
+#[test]
+fn doctor_reports_a_working_engine() {
+    let t = Test::new();
+    let out = t.yolo(&["doctor"]).ok();
+    assert!(out.stdout().contains("✓ Docker Engine"), "{}", out.stdout());
+    assert!(out.stdout().contains("API"), "{}", out.stdout());
+}
+
+#[test]
+fn override_command_false_keeps_the_image_command() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "overrideCommand": false, "runArgs": []}"#);
+    // debian's command is bash, which exits at once without a terminal: the container stops,
+    // and yolo must say so instead of hanging or pretending it runs.
+    let run = t.yolo(&["up"]).fails_with(1);
+    assert!(
+        run.stderr().contains("stopped right after it started"),
+        "{}",
+        run.stderr()
+    );
+    assert!(run.stderr().contains("overrideCommand"), "{}", run.stderr());
+    let agents = t.agents();
+    assert_eq!(agents.len(), 1);
+    let cmd = inspect(&agents[0])["Config"]["Cmd"].to_string();
+    assert_eq!(cmd, r#"["bash"]"#, "the image's own command was kept");
+}
