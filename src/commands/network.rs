@@ -167,7 +167,9 @@ pub async fn start_guard(engine: &Engine, id: &str, config: &GuardConfig) -> Res
     let json = serde_json::to_string_pretty(config).map_err(|e| Error::other(e.to_string()))?;
     engine.update_guard_config(id, &json).await?;
     engine.start(id).await?;
-    engine.wait_guard_ready(id, READY_TIMEOUT).await
+    engine
+        .wait_guard_ready(id, &config.session, READY_TIMEOUT)
+        .await
 }
 
 /// Send a control request to a running guard.

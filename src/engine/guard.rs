@@ -20,7 +20,7 @@ const GUARD_DOCKERFILE: &str = include_str!("../../templates/guard/Dockerfile");
 const BASE_LABEL: &str = "dev.yolo.guard-base";
 pub const DEFAULT_BASE: &str = "debian:bookworm-slim";
 /// What `yolo guard` prints on stdout once the ruleset is verified and DNS is listening.
-pub const READY_LINE: &str = "yolo-guard ready";
+pub const READY_LINE: &str = crate::firewall::GUARD_READY_LINE;
 /// Where the guard writes network events (bind mount of a host folder).
 pub const GUARD_LOG_DIR: &str = "/var/log/yolo";
 pub const GUARD_CONFIG_PATH: &str = "/etc/yolo/guard.json";
@@ -272,22 +272,15 @@ impl Engine {
     }
 
     /// Wait for the guard's ready line; fail (closed) if it exits or takes too long.
-    pub async fn wait_guard_ready(&self, id: &str, timeout: Duration) -> Result<()> {
-        // Only lines from this start count: a restarted guard's log still holds the previous
-        // run's ready line, which must not let the agent start before the new ruleset is in.
-        let started = self
-            .inspect(id)
-            .await?
-            .state
-            .and_then(|s| s.started_at)
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
-            .ok_or_else(|| Error::other("the firewall guard has no start time; was it started?"))?;
+    pub async fn wait_guard_ready(&self, id: &str, session: &str, timeout: Duration) -> Result<()> {
+        // The ready line names the session the guard started with: a restarted guard's log
+        // still holds the previous run's line, which must not let the agent start before the
+        // new ruleset is in.
+        let expected = format!("{READY_LINE} {session}");
         let options = LogsOptions {
             follow: true,
             stdout: true,
             stderr: true,
-            timestamps: true,
-            since: (started.timestamp() - 1) as i32,
             tail: "all".into(),
             ..Default::default()
         };
@@ -296,15 +289,11 @@ impl Engine {
         let wait = async {
             while let Some(item) = logs.next().await {
                 let Ok(chunk) = item else { break };
-                let text = chunk.to_string();
-                for line in text.lines() {
-                    let (stamp, rest) = line.split_once(' ').unwrap_or(("", line));
-                    let fresh =
-                        chrono::DateTime::parse_from_rfc3339(stamp).is_ok_and(|t| t >= started);
-                    if fresh && rest.trim() == READY_LINE {
+                for line in chunk.to_string().lines() {
+                    if line.trim() == expected {
                         return true;
                     }
-                    seen.push(rest.trim_end().to_string());
+                    seen.push(line.trim_end().to_string());
                 }
             }
             false

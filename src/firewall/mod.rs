@@ -60,6 +60,7 @@ pub const DNS_LISTEN_V6: &str = "[::1]:53";
 /// (`docker exec <guard> test -e /run/yolo/ready`) before starting the agent.
 pub const GUARD_READY_FILE: &str = "/run/yolo/ready";
 /// The line the guard prints on stdout at the same moment (for `docker logs` watchers).
+/// Followed by a space and the session id of the config the guard started with.
 pub const GUARD_READY_LINE: &str = "yolo-guard ready";
 /// Default control socket inside the guard container; `yolo guard-ctl` uses it unless
 /// `YOLO_GUARD_CONTROL` names another. Put this path in `GuardConfig.control_socket`.

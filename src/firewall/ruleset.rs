@@ -110,19 +110,31 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         batch.add(NfListObject::Chain(base_chain(name, hook, policy)));
         batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(name))));
     }
-    for name in STATIC_SETS {
-        batch.add_cmd(NfCmd::Flush(FlushObject::Set(Box::new(set_ref(name)))));
-    }
     for expr in output_rules(config.mode) {
         batch.add(rule(CHAIN_OUTPUT, expr));
     }
     for expr in input_rules(config) {
         batch.add(rule(CHAIN_INPUT, expr));
     }
+    push_static_sets(&mut batch, allow);
+    batch.to_nftables()
+}
+
+/// Refill the static network sets from `allow` in one transaction (for `yolo allow/deny` of a
+/// network on a running guard: nothing in between sees the sets empty).
+pub fn static_networks(allow: &Allowlist) -> Nftables<'static> {
+    let mut batch = Batch::new();
+    push_static_sets(&mut batch, allow);
+    batch.to_nftables()
+}
+
+fn push_static_sets(batch: &mut Batch<'static>, allow: &Allowlist) {
+    for name in STATIC_SETS {
+        batch.add_cmd(NfCmd::Flush(FlushObject::Set(Box::new(set_ref(name)))));
+    }
     for (set, elems) in static_elements(&allow.networks()) {
         batch.add(element(set, elems));
     }
-    batch.to_nftables()
 }
 
 fn all_sets() -> Vec<Set<'static>> {

@@ -403,6 +403,27 @@ fn allow_and_deny_change_a_running_session_without_restart() {
 }
 
 #[test]
+fn allow_and_deny_of_an_address_open_and_close_it_live() {
+    let s = Session::start(&["*.allowed.test"], &[]);
+    let other = &s.net.other;
+    let url = format!("http://{}/", other.host.ip);
+    assert_eq!(s.curl(&url).0, 7);
+
+    s.t.yolo(&["allow", &other.host.ip]).ok();
+    let (code, body, _) = s.curl(&url);
+    assert_eq!(
+        (code, body.trim()),
+        (0, other.body.as_str()),
+        "a static address opens at once"
+    );
+    let shown = s.t.yolo(&["firewall"]).ok().stdout();
+    assert!(shown.contains("net4"), "the static set holds it: {shown}");
+
+    s.t.yolo(&["deny", &other.host.ip]).ok();
+    assert_eq!(s.curl(&url).0, 7, "closed again for new connections");
+}
+
+#[test]
 fn a_dead_guard_leaves_the_agent_offline_and_up_restores_both() {
     let s = Session::start(&["*.allowed.test"], &[]);
     assert_eq!(s.curl("http://www.allowed.test/").0, 0);

@@ -236,7 +236,8 @@ async fn serve<B: Batches>(
     ));
     write_ready_file()
         .map_err(|e| fail(&format!("cannot write {GUARD_READY_FILE}"), e.to_string()))?;
-    println!("{GUARD_READY_LINE}");
+    // With the session: the host waits for this start's line, not an earlier run's.
+    println!("{GUARD_READY_LINE} {}", config.session);
 
     wait_for_termination().await;
     let _ = std::fs::remove_file(GUARD_READY_FILE);
@@ -353,6 +354,11 @@ impl<B: Batches> Guard<B> {
         if let Err(e) = extended {
             return Response::error(e);
         }
+        if let Err(e) = self.refresh_networks(&patterns) {
+            return Response::error(format!(
+                "allowlist changed, but the networks are not open: {e}"
+            ));
+        }
         self.events.emit(EventKind::Firewall {
             action: "allow".into(),
             patterns,
@@ -370,6 +376,11 @@ impl<B: Batches> Guard<B> {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&patterns);
+        if let Err(e) = self.refresh_networks(&removed) {
+            return Response::error(format!(
+                "allowlist changed, but the networks stay open: {e}"
+            ));
+        }
         let revoked = self.resolved.forget(|name| self.decide(name).is_none());
         if !revoked.is_empty() {
             // Blocking nft from a handler is fine: deny is rare and the caller waits for it.
@@ -390,6 +401,22 @@ impl<B: Batches> Guard<B> {
             revoked: revoked.iter().map(|(a, _)| a.to_string()).collect(),
             ..Default::default()
         }
+    }
+
+    /// Static networks live in their own sets: when `changed` names one, refill them.
+    fn refresh_networks(&self, changed: &[String]) -> std::result::Result<(), String> {
+        let networks = Allowlist::parse(changed)
+            .map(|a| !a.networks().is_empty())
+            .unwrap_or(false);
+        if !networks {
+            return Ok(());
+        }
+        let allow = self
+            .allowlist
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        sets::apply(&ruleset::static_networks(&allow))
     }
 
     fn status(&self) -> Response {
