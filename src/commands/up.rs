@@ -156,6 +156,11 @@ pub async fn up(
         )?;
         state.save(&spec.devcontainer_id)?;
         run_initialize(project, &writer).await?;
+        if let Some(a) = agent.as_ref().filter(|a| is_running(a)) {
+            // Running without an open session (yolo's state was lost): it must not stay up in
+            // the old namespace while its guard restarts.
+            engine.stop(&id_of(a)).await?;
+        }
         // The image first: a failing build or pull leaves nothing half made behind.
         let built = match agent {
             None => Some(engine.ensure_image(&spec.image, flags.rebuild).await?),

@@ -424,6 +424,21 @@ fn allow_and_deny_of_an_address_open_and_close_it_live() {
 }
 
 #[test]
+fn up_after_yolo_lost_its_state_restarts_agent_and_guard_together() {
+    let s = Session::start(&["*.allowed.test"], &[]);
+    assert_eq!(s.curl("http://www.allowed.test/").0, 0);
+    // yolo's own record of the session is gone (a wiped data dir): the next up opens a new
+    // session, which restarts the guard; the agent must follow it into the new namespace.
+    std::fs::remove_dir_all(s.t.data_dir.join("workspaces")).unwrap();
+    let flags = s.net.up_flags(&["*.allowed.test"]);
+    let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (_, up) = s.t.up(&refs);
+    assert_eq!(up["action"], "started");
+    let (code, body, _) = s.curl("http://www.allowed.test/");
+    assert_eq!((code, body.trim()), (0, s.net.allowed.body.as_str()));
+}
+
+#[test]
 fn a_dead_guard_leaves_the_agent_offline_and_up_restores_both() {
     let s = Session::start(&["*.allowed.test"], &[]);
     assert_eq!(s.curl("http://www.allowed.test/").0, 0);
