@@ -142,82 +142,15 @@ pub async fn up(
         let (id, image) = a.unwrap_or_default();
         (id, image, "running", writer)
     } else {
-        let image_name = agent
-            .as_ref()
-            .and_then(|c| c.image.clone())
-            .unwrap_or_else(|| image_label(&spec.image));
-        let writer = session::open(
+        start_fresh(
+            engine,
             project,
+            flags,
             &mut state,
-            &image_name,
-            mode_name(mode),
+            Found { agent, guard },
             &allow,
-            "closed by a new start",
-        )?;
-        state.save(&spec.devcontainer_id)?;
-        run_initialize(project, &writer).await?;
-        if let Some(a) = agent.as_ref().filter(|a| is_running(a)) {
-            // Running without an open session (yolo's state was lost): it must not stay up in
-            // the old namespace while its guard restarts.
-            engine.stop(&id_of(a)).await?;
-        }
-        // The image first: a failing build or pull leaves nothing half made behind.
-        let built = match agent {
-            None => Some(engine.ensure_image(&spec.image, flags.rebuild).await?),
-            Some(_) => None,
-        };
-        let guard_id = if needs_guard {
-            let config = network::guard_config(project, flags, writer.session(), allow.clone())?;
-            let id = match guard {
-                Some(g) => {
-                    if is_running(&g) {
-                        // Restarted so it reads the new session's config.
-                        engine.stop(&id_of(&g)).await?;
-                    }
-                    id_of(&g)
-                }
-                None => {
-                    // Docker joins namespaces by container id: a new guard needs a new agent.
-                    if let Some(a) = agent.take() {
-                        engine.remove(&id_of(&a)).await?;
-                    }
-                    network::create_guard(engine, project).await?
-                }
-            };
-            network::start_guard(engine, &id, &config).await?;
-            state.allowlist = Some(allow.clone());
-            Some(id)
-        } else {
-            if let Some(g) = guard.take() {
-                engine.remove(&id_of(&g)).await?;
-            }
-            None
-        };
-        match agent {
-            Some(c) => {
-                let id = id_of(&c);
-                engine.start(&id).await?;
-                (id, image_name, "started", writer)
-            }
-            None => {
-                state.created_hooks_done_for = None;
-                state.post_start_done_for = None;
-                state.save(&spec.devcontainer_id)?;
-                let image = match built {
-                    Some(image) => image,
-                    None => engine.ensure_image(&spec.image, flags.rebuild).await?,
-                };
-                create_volumes(engine, project).await?;
-                let network = Network {
-                    mode: Some(guard_id.map_or("none".to_string(), |g| format!("container:{g}"))),
-                    publish: false,
-                    label: mode_name(mode).to_string(),
-                };
-                let id = engine.create_container(spec, &image, &network).await?;
-                engine.start(&id).await?;
-                (id, image, "created", writer)
-            }
-        }
+        )
+        .await?
     };
 
     let outcome = Outcome {
@@ -236,6 +169,107 @@ pub async fn up(
     state.save(&spec.devcontainer_id)?;
     result?;
     Ok(outcome)
+}
+
+/// yolo's containers for the project, as found.
+struct Found {
+    agent: Option<ContainerSummary>,
+    guard: Option<ContainerSummary>,
+}
+
+/// Open a new session and (re)start everything in order: the agent's image, then the guard with
+/// this session's config (verified), then the agent container joined to it.
+async fn start_fresh(
+    engine: &Engine,
+    project: &Project,
+    flags: &UpFlags,
+    state: &mut WorkspaceState,
+    found: Found,
+    allow: &[String],
+) -> Result<(String, String, &'static str, Writer)> {
+    let spec = &project.spec;
+    let mode = network::mode(flags)?;
+    let needs_guard = mode != NetworkMode::None;
+    let Found {
+        mut agent,
+        mut guard,
+    } = found;
+    let image_name = agent
+        .as_ref()
+        .and_then(|c| c.image.clone())
+        .unwrap_or_else(|| image_label(&spec.image));
+    let writer = session::open(
+        project,
+        state,
+        &image_name,
+        mode_name(mode),
+        allow,
+        "closed by a new start",
+    )?;
+    state.save(&spec.devcontainer_id)?;
+    run_initialize(project, &writer).await?;
+    if let Some(a) = agent.as_ref().filter(|a| is_running(a)) {
+        // Running without an open session (yolo's state was lost): it must not stay up in
+        // the old namespace while its guard restarts.
+        engine.stop(&id_of(a)).await?;
+    }
+    // The image first: a failing build or pull leaves nothing half made behind.
+    let built = match agent {
+        None => Some(engine.ensure_image(&spec.image, flags.rebuild).await?),
+        Some(_) => None,
+    };
+    let guard_id = if needs_guard {
+        let config = network::guard_config(project, flags, writer.session(), allow.to_vec())?;
+        let id = match guard {
+            Some(g) => {
+                if is_running(&g) {
+                    // Restarted so it reads the new session's config.
+                    engine.stop(&id_of(&g)).await?;
+                }
+                id_of(&g)
+            }
+            None => {
+                // Docker joins namespaces by container id: a new guard needs a new agent.
+                if let Some(a) = agent.take() {
+                    engine.remove(&id_of(&a)).await?;
+                }
+                network::create_guard(engine, project).await?
+            }
+        };
+        network::start_guard(engine, &id, &config).await?;
+        state.allowlist = Some(allow.to_vec());
+        Some(id)
+    } else {
+        if let Some(g) = guard.take() {
+            engine.remove(&id_of(&g)).await?;
+        }
+        None
+    };
+    match agent {
+        Some(c) => {
+            let id = id_of(&c);
+            engine.start(&id).await?;
+            Ok((id, image_name, "started", writer))
+        }
+        None => {
+            state.created_hooks_done_for = None;
+            state.post_start_done_for = None;
+            state.save(&spec.devcontainer_id)?;
+            let image = match built {
+                Some(image) => image,
+                None => engine.ensure_image(&spec.image, flags.rebuild).await?,
+            };
+            create_volumes(engine, project).await?;
+            let network = Network {
+                mode: Some(guard_id.map_or("none".to_string(), |g| format!("container:{g}"))),
+                publish: false,
+                label: mode_name(mode).to_string(),
+            };
+            let id = engine.create_container(spec, &image, &network).await?;
+            engine.start(&id).await?;
+            Ok((id, image, "created", writer))
+        }
+    }
 }
 
 /// Bring a running guard from the allowlist it was given to the one configured now. Patterns
