@@ -103,7 +103,7 @@ impl Engine {
                 .filter(|l| !l.is_empty())
             {
                 bar.set_message(format!("building {tag}: {line}"));
-                tail.push(line.to_string());
+                tail.push(console::strip_ansi_codes(line).into_owned());
                 if tail.len() > 15 {
                     tail.remove(0);
                 }

@@ -153,7 +153,8 @@ impl Engine {
                 .filter(|l| !l.trim().is_empty())
             {
                 bar.set_message(format!("building {}: {}", build.tag, line.trim()));
-                tail.push_back(line.to_string());
+                // Build output carries colour codes (RUN steps writing to stderr): not in our message.
+                tail.push_back(console::strip_ansi_codes(line).into_owned());
                 if tail.len() > TAIL_LINES {
                     tail.pop_front();
                 }
