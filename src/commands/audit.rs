@@ -155,8 +155,12 @@ pub fn render(event: &Event) -> String {
     format!("{ts} {kind:<13} {text}")
 }
 
+/// The command line on one screen line: quoted like a shell would need, long scripts cut
+/// (`--json` has them whole).
 fn shell_words(argv: &[String]) -> String {
-    argv.iter()
+    const MAX: usize = 160;
+    let line = argv
+        .iter()
         .map(|a| {
             if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
                 format!("'{}'", a.replace('\'', "'\\''"))
@@ -166,4 +170,27 @@ fn shell_words(argv: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+        .replace('\n', "\\n");
+    match line.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_words;
+
+    #[test]
+    fn command_lines_are_quoted_and_kept_on_one_line() {
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            shell_words(&argv(&["sh", "-c", "exit 4"])),
+            "sh -c 'exit 4'"
+        );
+        assert_eq!(shell_words(&argv(&["echo", "it's"])), "echo 'it'\\''s'");
+        let long = shell_words(&argv(&["sh", "-c", &"line\n".repeat(100)]));
+        assert!(!long.contains('\n'));
+        assert!(long.ends_with('…') && long.chars().count() == 161, "{long}");
+    }
 }

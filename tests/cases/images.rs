@@ -54,7 +54,11 @@ fn a_failing_build_shows_the_last_lines_of_output() {
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
     let run = t.yolo(&["up"]).fails_with(69);
     assert!(run.stderr().contains("about-to-fail"), "{}", run.stderr());
-    assert!(!run.stderr().contains('\u{1b}'), "no terminal colour codes: {:?}", run.stderr());
+    assert!(
+        !run.stderr().contains('\u{1b}'),
+        "no terminal colour codes: {:?}",
+        run.stderr()
+    );
     assert!(run.stderr().contains("--rebuild"), "{}", run.stderr());
     assert!(t.containers().is_empty());
 }
