@@ -58,6 +58,42 @@ pub fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<String>> {
     Ok(merged.patterns())
 }
 
+/// The resolvers Docker gives a container on its default bridge: the host's nameservers without
+/// the loopback ones (systemd-resolved's real list when the host points at its stub). Not
+/// Docker's embedded DNS (127.0.0.11): it forwards from inside the container's own network
+/// namespace, unmarked, so the firewall rightly drops its queries.
+fn default_upstream() -> Vec<SocketAddr> {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let found = usable_nameservers(
+        &read("/etc/resolv.conf"),
+        &read("/run/systemd/resolve/resolv.conf"),
+    );
+    if found.is_empty() {
+        eprintln!(
+            "{} the host has no nameserver the guard can reach (only loopback ones); names will not resolve in the container until you set --upstream-dns or upstream_dns in your yolo config",
+            console::style("warning:").yellow().bold()
+        );
+    }
+    found
+}
+
+/// Nameservers from a resolv.conf, loopback ones dropped; the systemd one when the first has
+/// nothing else.
+pub fn usable_nameservers(etc_resolv_conf: &str, systemd_resolv_conf: &str) -> Vec<SocketAddr> {
+    let usable = |text: &str| -> Vec<SocketAddr> {
+        crate::firewall::guard::dns::resolv_conf_nameservers(text)
+            .into_iter()
+            .filter(|a| !a.ip().is_loopback())
+            .collect()
+    };
+    let found = usable(etc_resolv_conf);
+    if found.is_empty() {
+        usable(systemd_resolv_conf)
+    } else {
+        found
+    }
+}
+
 /// Parse `ADDR[:PORT]` (port 53 by default; IPv6 as `[addr]:port`).
 pub fn parse_upstream(text: &str) -> Result<SocketAddr> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
@@ -101,9 +137,9 @@ pub fn guard_config(
         .or(user.upstream_dns.as_deref())
     {
         Some(text) => vec![parse_upstream(text)?],
-        // Docker's embedded resolver, fixed here rather than read by the guard from
-        // /etc/resolv.conf: the agent shares that file and its root can write it.
-        None => vec![SocketAddr::from(([127, 0, 0, 11], 53))],
+        // Decided here rather than read by the guard from its /etc/resolv.conf: the agent
+        // shares that file and its root can write it.
+        None => default_upstream(),
     };
     Ok(GuardConfig {
         session: session.to_string(),
@@ -189,4 +225,50 @@ pub async fn control(engine: &Engine, guard_id: &str, request: &Request) -> Resu
         )));
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_upstream_is_the_hosts_nameservers_without_loopback() {
+        let etc = "search lan\nnameserver 127.0.0.53\noptions edns0\n";
+        let systemd = "nameserver 192.0.2.1\nnameserver 2001:db8::53\n";
+        let got = usable_nameservers(etc, systemd);
+        assert_eq!(
+            got,
+            vec![
+                "192.0.2.1:53".parse().unwrap(),
+                "[2001:db8::53]:53".parse().unwrap()
+            ]
+        );
+        let direct = usable_nameservers("nameserver 198.51.100.1\nnameserver ::1\n", systemd);
+        assert_eq!(
+            direct,
+            vec!["198.51.100.1:53".parse::<SocketAddr>().unwrap()]
+        );
+        assert!(usable_nameservers("nameserver 127.0.0.1\n", "").is_empty());
+    }
+
+    #[test]
+    fn upstream_flags_take_an_address_and_an_optional_port() {
+        assert_eq!(
+            parse_upstream("192.0.2.53").unwrap(),
+            "192.0.2.53:53".parse().unwrap()
+        );
+        assert_eq!(
+            parse_upstream("192.0.2.53:5353").unwrap(),
+            "192.0.2.53:5353".parse().unwrap()
+        );
+        assert_eq!(
+            parse_upstream("[2001:db8::1]:53").unwrap(),
+            "[2001:db8::1]:53".parse().unwrap()
+        );
+        assert_eq!(
+            parse_upstream("2001:db8::1").unwrap(),
+            "[2001:db8::1]:53".parse().unwrap()
+        );
+        assert!(parse_upstream("dns.example").is_err());
+    }
 }
