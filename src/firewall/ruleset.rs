@@ -110,13 +110,14 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         batch.add(NfListObject::Chain(base_chain(name, hook, policy)));
         batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(name))));
     }
+    flush_static_sets(&mut batch);
     for expr in output_rules(config.mode) {
         batch.add(rule(CHAIN_OUTPUT, expr));
     }
     for expr in input_rules(config) {
         batch.add(rule(CHAIN_INPUT, expr));
     }
-    push_static_sets(&mut batch, allow);
+    fill_static_sets(&mut batch, allow);
     batch.to_nftables()
 }
 
@@ -124,14 +125,18 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
 /// network on a running guard: nothing in between sees the sets empty).
 pub fn static_networks(allow: &Allowlist) -> Nftables<'static> {
     let mut batch = Batch::new();
-    push_static_sets(&mut batch, allow);
+    flush_static_sets(&mut batch);
+    fill_static_sets(&mut batch, allow);
     batch.to_nftables()
 }
 
-fn push_static_sets(batch: &mut Batch<'static>, allow: &Allowlist) {
+fn flush_static_sets(batch: &mut Batch<'static>) {
     for name in STATIC_SETS {
         batch.add_cmd(NfCmd::Flush(FlushObject::Set(Box::new(set_ref(name)))));
     }
+}
+
+fn fill_static_sets(batch: &mut Batch<'static>, allow: &Allowlist) {
     for (set, elems) in static_elements(&allow.networks()) {
         batch.add(element(set, elems));
     }
@@ -1180,6 +1185,28 @@ mod tests {
                 ("flush", "allow6_port")
             ]
         );
+    }
+
+    #[test]
+    fn static_networks_refills_the_four_static_sets_in_one_batch() {
+        let allow =
+            Allowlist::parse(&["192.0.2.0/24".to_string(), "example.com".to_string()]).unwrap();
+        let cmds = commands(&static_networks(&allow));
+        let names: Vec<_> = cmds
+            .iter()
+            .map(|c| (c.0.as_str(), c.2["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("flush", "net4"),
+                ("flush", "net6"),
+                ("flush", "net4_port"),
+                ("flush", "net6_port"),
+                ("add", "net4")
+            ]
+        );
+        assert!(to_json(&static_networks(&allow)).contains("192.0.2.0"));
     }
 
     #[test]

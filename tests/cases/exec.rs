@@ -162,3 +162,18 @@ fn override_command_false_keeps_the_image_command() {
     let cmd = inspect(&agents[0])["Config"]["Cmd"].to_string();
     assert_eq!(cmd, r#"["bash"]"#, "the image's own command was kept");
 }
+
+#[test]
+fn shell_runs_the_users_shell_in_the_workspace() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    let out = t
+        .yolo_stdin(&["shell"], "echo \"$0 in $(pwd)\"\nexit 3\n")
+        .fails_with(3);
+    assert!(
+        out.stdout().contains("bash in /workspace"),
+        "{}",
+        out.stdout()
+    );
+}
