@@ -261,16 +261,6 @@ fn root_in_the_agent_cannot_touch_rules_routes_raw_sockets_or_the_mark() {
         "nft list ruleset",
         "nft flush table inet yolo",
         "nft add table inet mine",
-    ] {
-        let run = s.sh(&format!("{cmd} 2>&1"));
-        assert_ne!(run.code(), 0, "{cmd}: {}", run.stdout());
-        assert!(
-            run.stdout().contains("Operation not permitted"),
-            "{cmd}: {}",
-            run.stdout()
-        );
-    }
-    for cmd in [
         "ip route add blackhole 192.0.2.0/24",
         "ip route replace default dev lo",
         "ip link set lo mtu 1280",
