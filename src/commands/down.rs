@@ -40,20 +40,11 @@ pub async fn execute(target: &Target, remove: bool, volumes: bool) -> Result<i32
                     engine.remove_volume(&name).await?;
                 }
             }
+            // yolo's own network (a network the user named in their config has another name).
             let name = a.names.iter().flatten().next().cloned().unwrap_or_default();
-            // yolo's own network, never one the user named in their config.
-            if let Some(net) = guard
-                .as_ref()
-                .and_then(|g| g.network_settings.as_ref())
-                .and_then(|n| n.networks.as_ref())
-            {
-                for net_name in net
-                    .keys()
-                    .filter(|n| n.starts_with(name.trim_start_matches('/')) && n.ends_with("-net"))
-                {
-                    engine.remove_network(net_name).await?;
-                }
-            }
+            engine
+                .remove_network(&super::network::own_network(name.trim_start_matches('/')))
+                .await?;
         }
         state.created_hooks_done_for = None;
         state.post_start_done_for = None;

@@ -4,6 +4,7 @@
 use super::hooks::Runner;
 use super::session;
 use crate::cli::Target;
+use crate::engine::containers::{id_of, is_running};
 use crate::engine::exec::Output;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -78,9 +79,7 @@ async fn running_container(engine: &Engine, located: &Located) -> Result<String>
         .find_container(&located.workspace, &located.config_file, "agent")
         .await?;
     match found {
-        Some(c) if c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running") => {
-            Ok(c.id.unwrap_or_default())
-        }
+        Some(c) if is_running(&c) => Ok(id_of(&c)),
         Some(_) => Err(Error::other(format!(
             "the container for {} is stopped; start it with `yolo up`",
             located.workspace.display()
@@ -94,14 +93,7 @@ async fn running_container(engine: &Engine, located: &Located) -> Result<String>
 
 async fn container_env(engine: &Engine, id: &str) -> Result<BTreeMap<String, String>> {
     let info = engine.inspect(id).await?;
-    Ok(info
-        .config
-        .and_then(|c| c.env)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        })
-        .collect())
+    Ok(super::up::env_map(
+        info.config.and_then(|c| c.env).unwrap_or_default(),
+    ))
 }

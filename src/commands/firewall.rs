@@ -4,6 +4,7 @@
 use super::network;
 use crate::audit::{self, EventKind};
 use crate::cli::Target;
+use crate::engine::containers::{id_of, is_running};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Allowlist;
@@ -124,9 +125,7 @@ async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
         .find_container(&located.workspace, &located.config_file, "guard")
         .await?;
     match guard {
-        Some(g) if g.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running") => {
-            Ok(g.id.unwrap_or_default())
-        }
+        Some(g) if is_running(&g) => Ok(id_of(&g)),
         _ => Err(Error::other(format!(
             "no running firewall for {}; start the session with `yolo up` (with --network none or no session there is no allowlist to change)",
             located.workspace.display()

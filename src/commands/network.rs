@@ -121,7 +121,12 @@ pub fn network_name(project: &Project) -> String {
         .firewall
         .docker_network
         .clone()
-        .unwrap_or_else(|| format!("{}-net", project.spec.container_name))
+        .unwrap_or_else(|| own_network(&project.spec.container_name))
+}
+
+/// The network yolo creates (and `down --remove` deletes) for a project container.
+pub fn own_network(container_name: &str) -> String {
+    format!("{container_name}-net")
 }
 
 pub fn guard_config(

@@ -7,7 +7,7 @@ use crate::agents::Agent;
 use crate::audit::Writer;
 use crate::cli::{Target, UpFlags};
 use crate::devcontainer::substitute;
-use crate::engine::containers::Network;
+use crate::engine::containers::{id_of, is_running, Network};
 use crate::engine::exec::Output;
 use crate::engine::labels;
 use crate::engine::Engine;
@@ -328,14 +328,6 @@ fn label<'a>(c: &'a ContainerSummary, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-fn id_of(c: &ContainerSummary) -> String {
-    c.id.clone().unwrap_or_default()
-}
-
-fn is_running(c: &ContainerSummary) -> bool {
-    c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running")
-}
-
 fn image_label(source: &ImageSource) -> String {
     match source {
         ImageSource::Image(name) => name.clone(),
@@ -556,7 +548,7 @@ fi
 exit 0
 "#;
 
-fn env_map(list: Vec<String>) -> BTreeMap<String, String> {
+pub fn env_map(list: Vec<String>) -> BTreeMap<String, String> {
     list.into_iter()
         .filter_map(|kv| {
             kv.split_once('=')

@@ -333,3 +333,13 @@ impl Engine {
         out
     }
 }
+
+/// A listed container's id.
+pub fn id_of(c: &ContainerSummary) -> String {
+    c.id.clone().unwrap_or_default()
+}
+
+/// Whether a listed container is running.
+pub fn is_running(c: &ContainerSummary) -> bool {
+    c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running")
+}

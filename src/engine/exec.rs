@@ -189,30 +189,32 @@ impl Sink {
     }
 
     fn out(&mut self, bytes: &[u8]) {
-        match &self.output {
-            Output::Inherit => {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(bytes);
-                let _ = out.flush();
-            }
-            Output::Prefixed(_) => {
-                self.pending_out.extend_from_slice(bytes);
-                self.emit_lines(false);
-            }
-            Output::Capture => self.captured.extend_from_slice(bytes),
-            Output::Null => {}
-        }
+        self.write(bytes, false);
     }
 
     fn err(&mut self, bytes: &[u8]) {
+        self.write(bytes, true);
+    }
+
+    fn write(&mut self, bytes: &[u8], to_stderr: bool) {
         match &self.output {
             Output::Inherit => {
-                let mut err = std::io::stderr().lock();
-                let _ = err.write_all(bytes);
-                let _ = err.flush();
+                let result = if to_stderr {
+                    let mut err = std::io::stderr().lock();
+                    err.write_all(bytes).and_then(|()| err.flush())
+                } else {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(bytes).and_then(|()| out.flush())
+                };
+                let _ = result;
             }
             Output::Prefixed(_) => {
-                self.pending_err.extend_from_slice(bytes);
+                let pending = if to_stderr {
+                    &mut self.pending_err
+                } else {
+                    &mut self.pending_out
+                };
+                pending.extend_from_slice(bytes);
                 self.emit_lines(false);
             }
             Output::Capture => self.captured.extend_from_slice(bytes),

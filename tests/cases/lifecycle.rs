@@ -206,8 +206,23 @@ fn down_stops_remove_deletes_and_volumes_go_only_when_asked() {
     t.yolo(&["down"]).ok();
     assert_eq!(inspect(&id)["State"]["Running"], false);
 
+    let network = format!("{}-net", out["container_name"].as_str().unwrap());
+    let networks = || {
+        docker(&[
+            "network",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("name=^{network}$"),
+        ])
+    };
+    assert!(!networks().trim().is_empty(), "yolo made its own network");
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty());
+    assert!(
+        networks().trim().is_empty(),
+        "--remove deletes yolo's network"
+    );
     assert_eq!(
         docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(),
         volume,
