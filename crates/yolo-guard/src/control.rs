@@ -1,0 +1,209 @@
+//! The guard's control socket: JSON lines over a Unix socket at a filesystem path inside the
+//! guard container (not an abstract socket: those belong to the network namespace, which the
+//! agent shares). The host reaches it with `docker exec <guard> yolo-guard ctl '<json>'`.
+//! The wire types live in `yolo_protocol::control`.
+//!
+//! Requests: `{"op":"allow","patterns":[..]}`, `{"op":"deny","patterns":[..]}`, `{"op":"status"}`.
+//! Responses: `{"ok":true,..}` or `{"ok":false,"error":".."}`, one line each.
+
+use super::dns::BoxFuture;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+pub use yolo_protocol::control::{Request, Response};
+
+/// Longest request line; anything longer is answered with an error and the connection closed.
+const MAX_LINE: usize = 1 << 20;
+
+/// What the server does with a request; the guard implements it.
+pub trait Handler: Send + Sync + 'static {
+    fn handle(&self, request: Request) -> BoxFuture<Response>;
+}
+
+/// Bind `path` (replacing a stale socket from an earlier run), owner-only, and serve until the
+/// returned task is aborted.
+pub fn serve(
+    path: &Path,
+    handler: Arc<dyn Handler>,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(client(stream, Arc::clone(&handler)));
+        }
+    }))
+}
+
+async fn client(stream: UnixStream, handler: Arc<dyn Handler>) {
+    let (read, mut write) = stream.into_split();
+    let mut lines = tokio::io::BufReader::new(read);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = (&mut lines)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await;
+        let too_long = line.len() > MAX_LINE;
+        let response = match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) if too_long => Response::error("request too long"),
+            Ok(_) => match serde_json::from_slice::<Request>(&line) {
+                Ok(request) => handler.handle(request).await,
+                Err(e) => Response::error(format!("bad request: {e}")),
+            },
+        };
+        let Ok(mut out) = serde_json::to_vec(&response) else {
+            return;
+        };
+        out.push(b'\n');
+        if write.write_all(&out).await.is_err() || too_long {
+            return;
+        }
+    }
+}
+
+/// Send one request to the guard's control socket and wait for the answer.
+pub fn request(socket: &Path, req: &Request) -> Result<Response, String> {
+    let fail = |e: std::io::Error| format!("guard control socket {}: {e}", socket.display());
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(fail)?;
+    // `deny` runs nft; a few seconds is generous, forever is not.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(fail)?;
+    let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    stream.write_all(&line).map_err(fail)?;
+    let mut answer = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut answer)
+        .map_err(fail)?;
+    serde_json::from_str(&answer)
+        .map_err(|e| format!("unreadable answer from the guard: {e}: {answer}"))
+}
+
+/// `yolo-guard ctl '<json>'` inside the guard container: print the response JSON; exit 0 when
+/// it says ok, 1 when the guard refused, 2 when the request could not be made.
+pub fn ctl_main(json_arg: &str) -> i32 {
+    let socket = std::env::var_os("YOLO_GUARD_CONTROL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| yolo_protocol::GUARD_CONTROL_SOCKET.into());
+    let response = serde_json::from_str::<Request>(json_arg)
+        .map_err(|e| format!("bad request: {e}"))
+        .and_then(|req| request(&socket, &req));
+    let (response, code) = match response {
+        Ok(r) => {
+            let code = if r.ok { 0 } else { 1 };
+            (r, code)
+        }
+        Err(e) => (Response::error(e), 2),
+    };
+    println!(
+        "{}",
+        serde_json::to_string(&response).unwrap_or_else(|_| "{\"ok\":false}".into())
+    );
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use yolo_protocol::NetworkMode;
+
+    struct Echo(Mutex<Vec<Request>>);
+
+    impl Handler for Echo {
+        fn handle(&self, request: Request) -> BoxFuture<Response> {
+            self.0.lock().unwrap().push(request.clone());
+            let response = match request {
+                Request::Allow { patterns } => Response {
+                    ok: true,
+                    patterns: Some(patterns),
+                    ..Default::default()
+                },
+                Request::Deny { .. } => Response::error("nothing to deny"),
+                Request::Status => Response {
+                    ok: true,
+                    mode: Some(NetworkMode::Firewall),
+                    ..Default::default()
+                },
+            };
+            Box::pin(async move { response })
+        }
+    }
+
+    #[test]
+    fn wire_format() {
+        let allow: Request =
+            serde_json::from_str(r#"{"op":"allow","patterns":["a.test"]}"#).unwrap();
+        assert_eq!(
+            allow,
+            Request::Allow {
+                patterns: vec!["a.test".into()]
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&Request::Status).unwrap(),
+            r#"{"op":"status"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Response::error("x")).unwrap(),
+            r#"{"ok":false,"error":"x"}"#
+        );
+    }
+
+    #[test]
+    fn requests_round_trip_over_the_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run/control.sock");
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let handler = Arc::new(Echo(Mutex::new(vec![])));
+        // serve() spawns, so it needs the runtime entered, not awaited.
+        let _entered = rt.enter();
+        let _server = serve(&path, handler.clone()).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "only the guard's user may talk to it");
+
+        let r = request(
+            &path,
+            &Request::Allow {
+                patterns: vec!["*.x.test".into()],
+            },
+        )
+        .unwrap();
+        assert_eq!(r.patterns, Some(vec!["*.x.test".to_string()]));
+        let r = request(&path, &Request::Deny { patterns: vec![] }).unwrap();
+        assert!(!r.ok);
+        assert_eq!(
+            request(&path, &Request::Status).unwrap().mode,
+            Some(NetworkMode::Firewall)
+        );
+
+        // Garbage gets an error line, and the server keeps serving.
+        let mut raw = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        raw.write_all(b"{not json\n").unwrap();
+        let mut line = String::new();
+        BufReader::new(&raw).read_line(&mut line).unwrap();
+        assert!(line.contains("bad request"), "{line}");
+        assert!(request(&path, &Request::Status).unwrap().ok);
+        assert_eq!(handler.0.lock().unwrap().len(), 4);
+
+        std::env::set_var("YOLO_GUARD_CONTROL", &path);
+        assert_eq!(ctl_main(r#"{"op":"status"}"#), 0);
+        assert_eq!(ctl_main(r#"{"op":"deny","patterns":[]}"#), 1);
+        assert_eq!(ctl_main("nonsense"), 2);
+    }
+}

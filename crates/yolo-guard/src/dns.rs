@@ -1,0 +1,590 @@
+//! The allowlist DNS forwarder. The agent's only resolver: an allowed name is forwarded upstream
+//! and the addresses in the answer are put into the firewall's sets *before* the answer is
+//! returned, so the first connect succeeds; any other name is refused without contacting
+//! upstream, so DNS cannot carry data out. Every query is audited.
+//!
+//! Deliberately not a cache or a recursive resolver: answers are passed through unchanged (but
+//! for the id), and what is allowed is decided by a [`Policy`], not here.
+
+use super::events::{guard_event, Events};
+use super::names::Resolved;
+use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
+use hickory_proto::rr::RData;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use yolo_protocol::event::EventKind;
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What the forwarder asks of the rest of the guard.
+pub trait Policy: Send + Sync + 'static {
+    /// What an allowed name grants its addresses (the ports); compared to skip redundant updates.
+    type Grant: Clone + PartialEq + Send + Sync + 'static;
+    /// `None`: refuse the name.
+    fn decide(&self, name: &str) -> Option<Self::Grant>;
+    /// Make `elements` reachable for `timeout_secs`; the answer waits for this.
+    fn allow(
+        &self,
+        elements: Vec<(IpAddr, Self::Grant)>,
+        timeout_secs: u64,
+    ) -> BoxFuture<Result<(), String>>;
+}
+
+#[derive(Debug, Clone)]
+pub struct DnsOptions {
+    pub upstream: Vec<SocketAddr>,
+    pub ttl_floor_secs: u64,
+    pub deny_nxdomain: bool,
+    /// Per upstream server and attempt.
+    pub upstream_timeout: Duration,
+    /// Queries waiting on upstream at once; beyond it the answer is SERVFAIL at once.
+    pub max_in_flight: usize,
+    /// Concurrent TCP clients.
+    pub max_tcp_clients: usize,
+    /// SO_MARK for upstream sockets; the ruleset lets marked packets out.
+    pub mark: Option<u32>,
+}
+
+impl DnsOptions {
+    pub fn new(upstream: Vec<SocketAddr>) -> Self {
+        DnsOptions {
+            upstream,
+            ttl_floor_secs: 60,
+            deny_nxdomain: false,
+            upstream_timeout: Duration::from_secs(2),
+            max_in_flight: 256,
+            max_tcp_clients: 128,
+            mark: Some(yolo_protocol::GUARD_MARK),
+        }
+    }
+}
+
+/// Sockets bound before the guard says it is ready.
+pub struct Listeners {
+    pub udp: Vec<UdpSocket>,
+    pub tcp: Vec<TcpListener>,
+}
+
+impl Listeners {
+    /// Bind UDP and TCP on `primary` (an error is fatal) and on each of `optional` (skipped with a
+    /// note when, say, the namespace has no IPv6).
+    pub async fn bind(primary: SocketAddr, optional: &[SocketAddr]) -> io::Result<Listeners> {
+        let mut listeners = Listeners {
+            udp: vec![UdpSocket::bind(primary).await?],
+            tcp: vec![],
+        };
+        let primary_port = listeners.udp[0].local_addr()?.port();
+        listeners
+            .tcp
+            .push(TcpListener::bind(SocketAddr::new(primary.ip(), primary_port)).await?);
+        for addr in optional {
+            match (UdpSocket::bind(addr).await, TcpListener::bind(addr).await) {
+                (Ok(udp), Ok(tcp)) => {
+                    listeners.udp.push(udp);
+                    listeners.tcp.push(tcp);
+                }
+                (Err(e), _) | (_, Err(e)) => eprintln!("yolo-guard: not listening on {addr}: {e}"),
+            }
+        }
+        Ok(listeners)
+    }
+
+    pub fn udp_addrs(&self) -> Vec<SocketAddr> {
+        self.udp
+            .iter()
+            .filter_map(|s| s.local_addr().ok())
+            .collect()
+    }
+}
+
+/// The forwarder; share it in an `Arc` between the UDP and TCP loops.
+pub struct Forwarder<P: Policy> {
+    options: DnsOptions,
+    policy: Arc<P>,
+    resolved: Arc<Resolved<P::Grant>>,
+    events: Arc<Events>,
+    in_flight: Arc<Semaphore>,
+    mark_warned: AtomicBool,
+}
+
+/// What to do with one query after the cheap, synchronous checks.
+enum Triage<G> {
+    /// Answer (or drop, `None`) right away.
+    Reply(Option<Vec<u8>>),
+    /// An allowed name: ask upstream.
+    Forward(Job<G>),
+}
+
+struct Job<G> {
+    query: Vec<u8>,
+    name: String,
+    qtype: String,
+    grant: G,
+    /// The largest UDP answer the client takes.
+    udp_limit: usize,
+    _permit: OwnedSemaphorePermit,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Transport {
+    Udp,
+    Tcp,
+}
+
+impl<P: Policy> Forwarder<P> {
+    pub fn new(
+        options: DnsOptions,
+        policy: Arc<P>,
+        resolved: Arc<Resolved<P::Grant>>,
+        events: Arc<Events>,
+    ) -> Self {
+        let in_flight = Arc::new(Semaphore::new(options.max_in_flight));
+        Forwarder {
+            options,
+            policy,
+            resolved,
+            events,
+            in_flight,
+            mark_warned: AtomicBool::new(false),
+        }
+    }
+
+    /// Serve on `listeners` until the returned tasks are aborted.
+    pub fn serve(self: Arc<Self>, listeners: Listeners) -> JoinSet<()> {
+        let mut tasks = JoinSet::new();
+        for socket in listeners.udp {
+            tasks.spawn(Arc::clone(&self).serve_udp(Arc::new(socket)));
+        }
+        let tcp_clients = Arc::new(Semaphore::new(self.options.max_tcp_clients));
+        for listener in listeners.tcp {
+            tasks.spawn(Arc::clone(&self).serve_tcp(listener, Arc::clone(&tcp_clients)));
+        }
+        tasks
+    }
+
+    async fn serve_udp(self: Arc<Self>, socket: Arc<UdpSocket>) {
+        let mut buf = vec![0u8; 65_535];
+        loop {
+            let (len, peer) = match socket.recv_from(&mut buf).await {
+                Ok(received) => received,
+                // ICMP errors from earlier replies surface here on some kernels; keep serving.
+                Err(_) => continue,
+            };
+            match self.triage(&buf[..len]) {
+                Triage::Reply(Some(reply)) => {
+                    let _ = socket.send_to(&reply, peer).await;
+                }
+                Triage::Reply(None) => {}
+                Triage::Forward(job) => {
+                    let this = Arc::clone(&self);
+                    let socket = Arc::clone(&socket);
+                    tokio::spawn(async move {
+                        let reply = this.forward(job, Transport::Udp).await;
+                        let _ = socket.send_to(&reply, peer).await;
+                    });
+                }
+            }
+        }
+    }
+
+    async fn serve_tcp(self: Arc<Self>, listener: TcpListener, clients: Arc<Semaphore>) {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            // Over the limit the connection is closed at once: the client retries or uses UDP.
+            let Ok(permit) = Arc::clone(&clients).try_acquire_owned() else {
+                continue;
+            };
+            let this = Arc::clone(&self);
+            tokio::spawn(async move {
+                let _ = this.serve_tcp_client(stream).await;
+                drop(permit);
+            });
+        }
+    }
+
+    async fn serve_tcp_client(&self, mut stream: TcpStream) -> io::Result<()> {
+        const IDLE: Duration = Duration::from_secs(10);
+        loop {
+            let mut len = [0u8; 2];
+            timeout(IDLE, stream.read_exact(&mut len)).await?;
+            let len = usize::from(u16::from_be_bytes(len));
+            if len == 0 {
+                return Ok(());
+            }
+            let mut query = vec![0u8; len];
+            // A client announcing more than it sends is cut off here, not waited on forever.
+            timeout(IDLE, stream.read_exact(&mut query)).await?;
+            let reply = match self.triage(&query) {
+                Triage::Reply(Some(reply)) => reply,
+                Triage::Reply(None) => return Ok(()),
+                Triage::Forward(job) => self.forward(job, Transport::Tcp).await,
+            };
+            let Ok(reply_len) = u16::try_from(reply.len()) else {
+                return Ok(());
+            };
+            let mut framed = Vec::with_capacity(reply.len() + 2);
+            framed.extend_from_slice(&reply_len.to_be_bytes());
+            framed.extend_from_slice(&reply);
+            stream.write_all(&framed).await?;
+        }
+    }
+
+    fn triage(&self, packet: &[u8]) -> Triage<P::Grant> {
+        // Without an id there is nothing to answer; a response (QR set) is never answered, so
+        // two servers cannot be made to ping-pong through us.
+        if packet.len() < 2 || (packet.len() > 2 && packet[2] & 0x80 != 0) {
+            self.malformed("", "");
+            return Triage::Reply(None);
+        }
+        let id = u16::from_be_bytes([packet[0], packet[1]]);
+        let message = match Message::from_vec(packet) {
+            Ok(message) if message.message_type == MessageType::Query => message,
+            _ => {
+                self.malformed("", "FORMERR");
+                return Triage::Reply(Some(header_only(id, packet, ResponseCode::FormErr)));
+            }
+        };
+        if message.op_code != OpCode::Query {
+            self.malformed("", "NOTIMP");
+            return Triage::Reply(Some(header_only(id, packet, ResponseCode::NotImp)));
+        }
+        let [question] = message.queries.as_slice() else {
+            self.malformed("", "FORMERR");
+            return Triage::Reply(Some(header_only(id, packet, ResponseCode::FormErr)));
+        };
+        let name = normalize(&question.name().to_ascii());
+        let qtype = question.query_type().to_string();
+        let Some(grant) = self.policy.decide(&name) else {
+            let rcode = if self.options.deny_nxdomain {
+                ResponseCode::NXDomain
+            } else {
+                ResponseCode::Refused
+            };
+            self.audit(&name, &qtype, "refused", vec![], Some(rcode));
+            return Triage::Reply(Some(
+                refusal(&message, rcode).unwrap_or_else(|| header_only(id, packet, rcode)),
+            ));
+        };
+        let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+            self.audit(&name, &qtype, "error", vec![], Some(ResponseCode::ServFail));
+            return Triage::Reply(Some(header_only(id, packet, ResponseCode::ServFail)));
+        };
+        let udp_limit = message
+            .edns
+            .as_ref()
+            .map_or(512, |e| usize::from(e.max_payload()).max(512));
+        Triage::Forward(Job {
+            query: packet.to_vec(),
+            name,
+            qtype,
+            grant,
+            udp_limit,
+            _permit: permit,
+        })
+    }
+
+    async fn forward(&self, job: Job<P::Grant>, transport: Transport) -> Vec<u8> {
+        let client_id = [job.query[0], job.query[1]];
+        // Every failure below is audited as an error and answered SERVFAIL.
+        let servfail = || {
+            self.audit(
+                &job.name,
+                &job.qtype,
+                "error",
+                vec![],
+                Some(ResponseCode::ServFail),
+            );
+            header_only(
+                u16::from_be_bytes(client_id),
+                &job.query,
+                ResponseCode::ServFail,
+            )
+        };
+        let (udp_answer, full_answer) = match self.exchange(&job.query, transport).await {
+            Ok(answers) => answers,
+            Err(e) => {
+                self.events.emit(guard_event(
+                    "dns_upstream_error",
+                    [("name", job.name.clone().into()), ("error", e.into())],
+                ));
+                return servfail();
+            }
+        };
+        let Ok(message) = Message::from_vec(&full_answer) else {
+            return servfail();
+        };
+        let (addrs, ttl) = addresses(&message);
+        if !addrs.is_empty() {
+            let timeout_secs = set_timeout(ttl, self.options.ttl_floor_secs);
+            if let Err(e) = self
+                .admit(&job.name, &addrs, &job.grant, timeout_secs)
+                .await
+            {
+                self.events.emit(guard_event(
+                    "set_update_failed",
+                    [("name", job.name.clone().into()), ("error", e.into())],
+                ));
+                return servfail();
+            }
+        }
+        let answers = addrs.iter().map(IpAddr::to_string).collect();
+        self.audit(
+            &job.name,
+            &job.qtype,
+            "allowed",
+            answers,
+            Some(message.response_code),
+        );
+        // A UDP client gets the truncated answer when the full one is too big for it; it retries
+        // over TCP, and the addresses are already in the sets either way.
+        let mut reply = match udp_answer {
+            Some(udp) if transport == Transport::Udp && full_answer.len() > job.udp_limit => udp,
+            _ => full_answer,
+        };
+        reply[..2].copy_from_slice(&client_id);
+        reply
+    }
+
+    /// Put the addresses that need it into the sets, then remember the name.
+    async fn admit(
+        &self,
+        name: &str,
+        addrs: &[IpAddr],
+        grant: &P::Grant,
+        timeout_secs: u64,
+    ) -> Result<(), String> {
+        let timeout = Duration::from_secs(timeout_secs);
+        let now = Instant::now();
+        let wanted: Vec<_> = addrs.iter().map(|a| (*a, grant.clone())).collect();
+        let stale = self.resolved.stale(&wanted, timeout, now);
+        if !stale.is_empty() {
+            self.policy.allow(stale.clone(), timeout_secs).await?;
+            self.resolved.pushed(&stale, timeout, now);
+        }
+        self.resolved.record(name, addrs, now + timeout);
+        Ok(())
+    }
+
+    /// Ask the upstream servers in turn. Returns the UDP answer (if UDP was used and it was
+    /// truncated) and the full answer, both with the upstream id.
+    async fn exchange(
+        &self,
+        query: &[u8],
+        transport: Transport,
+    ) -> Result<(Option<Vec<u8>>, Vec<u8>), String> {
+        let mut query = query.to_vec();
+        // A fresh id per upstream query: the client's may be predictable.
+        let id: u16 = rand_id();
+        query[..2].copy_from_slice(&id.to_be_bytes());
+        let mut last_error = String::from("no upstream resolver configured");
+        for server in &self.options.upstream {
+            let result = match transport {
+                Transport::Udp => match self.udp_exchange(*server, &query, id).await {
+                    Ok(answer) if answer.get(2).is_some_and(|b| b & 0x02 != 0) => self
+                        .tcp_exchange(*server, &query, id)
+                        .await
+                        .map(|full| (Some(answer), full)),
+                    Ok(answer) => Ok((None, answer)),
+                    Err(e) => Err(e),
+                },
+                Transport::Tcp => self
+                    .tcp_exchange(*server, &query, id)
+                    .await
+                    .map(|full| (None, full)),
+            };
+            match result {
+                Ok(answers) => return Ok(answers),
+                Err(e) => last_error = format!("{server}: {e}"),
+            }
+        }
+        Err(last_error)
+    }
+
+    async fn udp_exchange(&self, server: SocketAddr, query: &[u8], id: u16) -> io::Result<Vec<u8>> {
+        let socket = self.upstream_socket(server, socket2::Type::DGRAM)?;
+        let bind: SocketAddr = if server.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            ([0u16; 8], 0).into()
+        };
+        socket.bind(&bind.into())?;
+        let socket = UdpSocket::from_std(socket.into())?;
+        socket.connect(server).await?;
+        socket.send(query).await?;
+        let mut buf = vec![0u8; 65_535];
+        let deadline = tokio::time::Instant::now() + self.options.upstream_timeout;
+        loop {
+            let len = tokio::time::timeout_at(deadline, socket.recv(&mut buf))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer"))??;
+            // Anything but the answer to our id (late or forged datagrams) is ignored.
+            if len >= 12 && buf[..2] == id.to_be_bytes() && buf[2] & 0x80 != 0 {
+                buf.truncate(len);
+                return Ok(buf);
+            }
+        }
+    }
+
+    async fn tcp_exchange(&self, server: SocketAddr, query: &[u8], id: u16) -> io::Result<Vec<u8>> {
+        let socket = self.upstream_socket(server, socket2::Type::STREAM)?;
+        let socket = TcpSocket::from_std_stream(socket.into());
+        let exchange = async {
+            let mut stream = socket.connect(server).await?;
+            let len = u16::try_from(query.len()).map_err(|_| io::Error::other("query too long"))?;
+            let mut framed = len.to_be_bytes().to_vec();
+            framed.extend_from_slice(query);
+            stream.write_all(&framed).await?;
+            let mut len = [0u8; 2];
+            stream.read_exact(&mut len).await?;
+            let mut answer = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            stream.read_exact(&mut answer).await?;
+            if answer.len() < 12 || answer[..2] != id.to_be_bytes() {
+                return Err(io::Error::other("answer does not match the query"));
+            }
+            Ok(answer)
+        };
+        timeout(self.options.upstream_timeout, exchange).await
+    }
+
+    fn upstream_socket(
+        &self,
+        server: SocketAddr,
+        kind: socket2::Type,
+    ) -> io::Result<socket2::Socket> {
+        let socket = socket2::Socket::new(socket2::Domain::for_address(server), kind, None)?;
+        socket.set_nonblocking(true)?;
+        if let Some(mark) = self.options.mark {
+            // Without NET_ADMIN (unit tests as a user) the mark cannot be set; in the guard
+            // container the ruleset would then drop the query, and the warning says why.
+            if let Err(e) = socket.set_mark(mark) {
+                if !self.mark_warned.swap(true, Ordering::Relaxed) {
+                    eprintln!(
+                        "yolo-guard: cannot mark upstream DNS sockets ({e}); continuing unmarked"
+                    );
+                }
+            }
+        }
+        Ok(socket)
+    }
+
+    fn malformed(&self, name: &str, rcode: &str) {
+        self.events.emit_malformed(EventKind::Dns {
+            name: name.to_string(),
+            qtype: String::new(),
+            decision: "malformed".into(),
+            answers: vec![],
+            rcode: (!rcode.is_empty()).then(|| rcode.to_string()),
+        });
+    }
+
+    fn audit(
+        &self,
+        name: &str,
+        qtype: &str,
+        decision: &str,
+        answers: Vec<String>,
+        rcode: Option<ResponseCode>,
+    ) {
+        self.events.emit(EventKind::Dns {
+            name: name.to_string(),
+            qtype: qtype.to_string(),
+            decision: decision.to_string(),
+            answers,
+            rcode: rcode.map(rcode_name),
+        });
+    }
+}
+
+async fn timeout<T>(limit: Duration, f: impl Future<Output = io::Result<T>>) -> io::Result<T> {
+    tokio::time::timeout(limit, f)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "timed out"))?
+}
+
+fn rand_id() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState is seeded per process and mixed with a counter: unpredictable enough for a
+    // query id on a socket that is already connected to one upstream with a random port.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.finish() as u16
+}
+
+/// Lowercase, without the trailing dot: the form the allowlist and the audit log use.
+fn normalize(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Every A/AAAA address of the answer section and their largest TTL. Upstream answers a
+/// CNAME chain with the chain and the addresses at its end, all in the answer section.
+pub fn addresses(message: &Message) -> (Vec<IpAddr>, u32) {
+    let mut addrs = Vec::new();
+    let mut ttl = 0;
+    for record in &message.answers {
+        let addr = match &record.data {
+            RData::A(a) => IpAddr::V4(a.0),
+            RData::AAAA(aaaa) => IpAddr::V6(aaaa.0),
+            _ => continue,
+        };
+        if !addrs.contains(&addr) {
+            addrs.push(addr);
+        }
+        ttl = ttl.max(record.ttl);
+    }
+    (addrs, ttl)
+}
+
+/// How long an allowed address stays in the set: the answer's TTL, but never less than the floor
+/// (clients cache longer than they should, and a 0-TTL answer must still be usable).
+pub fn set_timeout(ttl: u32, floor_secs: u64) -> u64 {
+    u64::from(ttl).max(floor_secs).max(1)
+}
+
+/// A REFUSED/NXDOMAIN answer that echoes the question.
+fn refusal(query: &Message, rcode: ResponseCode) -> Option<Vec<u8>> {
+    let mut reply = Message::response(query.id, query.op_code);
+    reply.metadata.recursion_desired = query.recursion_desired;
+    reply.metadata.recursion_available = true;
+    reply.metadata.response_code = rcode;
+    reply.add_queries(query.queries.iter().cloned());
+    reply.to_vec().ok()
+}
+
+/// A bare header answer for queries that cannot be echoed: id, opcode and RD copied.
+fn header_only(id: u16, query: &[u8], rcode: ResponseCode) -> Vec<u8> {
+    let flags = query.get(2).copied().unwrap_or(0);
+    let mut reply = [0u8; 12];
+    reply[..2].copy_from_slice(&id.to_be_bytes());
+    reply[2] = 0x80 | (flags & 0x79); // QR, opcode, RD
+    reply[3] = 0x80 | (u16::from(rcode) as u8 & 0x0f); // RA, rcode
+    reply.to_vec()
+}
+
+/// The mnemonic `dig` prints, for the audit log.
+fn rcode_name(rcode: ResponseCode) -> String {
+    match u16::from(rcode) {
+        0 => "NOERROR".into(),
+        1 => "FORMERR".into(),
+        2 => "SERVFAIL".into(),
+        3 => "NXDOMAIN".into(),
+        4 => "NOTIMP".into(),
+        5 => "REFUSED".into(),
+        other => format!("RCODE{other}"),
+    }
+}
+
+#[cfg(test)]
+#[path = "dns_tests.rs"]
+mod tests;

@@ -1,0 +1,583 @@
+//! Real sockets on loopback: a tiny upstream that records what it was asked, the forwarder in
+//! front of it, and a client.
+
+use super::*;
+use hickory_proto::op::{Edns, Query};
+use hickory_proto::rr::rdata::{A, AAAA, CNAME};
+use hickory_proto::rr::{Name, Record, RecordType};
+use std::sync::Mutex;
+
+/// Test upstream: `cname.allowed.test` → CNAME chain with two A and one AAAA; `big.allowed.test`
+/// → truncated over UDP, three A over TCP; anything else → one A with TTL 5.
+struct Upstream {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+fn answer_for(query: &Message, tcp: bool) -> Vec<u8> {
+    let mut reply = Message::response(query.id, OpCode::Query);
+    reply.metadata.recursion_available = true;
+    reply.add_queries(query.queries.iter().cloned());
+    let Some(q) = query.queries.first() else {
+        return reply.to_vec().unwrap();
+    };
+    let name = q.name().clone();
+    let a = |ip: [u8; 4], ttl| Record::from_rdata(name.clone(), ttl, RData::A(A(ip.into())));
+    match name.to_ascii().as_str() {
+        "cname.allowed.test." => {
+            let edge = Name::from_ascii("edge.cdn.test.").unwrap();
+            reply.add_answer(Record::from_rdata(
+                name.clone(),
+                30,
+                RData::CNAME(CNAME(edge.clone())),
+            ));
+            reply.add_answer(Record::from_rdata(
+                edge.clone(),
+                30,
+                RData::A(A([192, 0, 2, 10].into())),
+            ));
+            reply.add_answer(Record::from_rdata(
+                edge.clone(),
+                90,
+                RData::A(A([192, 0, 2, 11].into())),
+            ));
+            let v6: std::net::Ipv6Addr = "2001:db8::10".parse().unwrap();
+            reply.add_answer(Record::from_rdata(edge, 30, RData::AAAA(AAAA(v6))));
+        }
+        "big.allowed.test." if !tcp => reply.metadata.truncation = true,
+        "big.allowed.test." => {
+            for i in 20..23 {
+                reply.add_answer(a([192, 0, 2, i], 5));
+            }
+        }
+        _ => {
+            reply.add_answer(a([192, 0, 2, 1], 5));
+        }
+    }
+    reply.to_vec().unwrap()
+}
+
+impl Upstream {
+    async fn start() -> Upstream {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = udp.local_addr().unwrap();
+        let tcp = TcpListener::bind(addr).await.unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = |seen: &Arc<Mutex<Vec<String>>>, m: &Message| {
+            if let Some(q) = m.queries.first() {
+                seen.lock().unwrap().push(normalize(&q.name().to_ascii()));
+            }
+        };
+        let seen_udp = Arc::clone(&seen);
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while let Ok((len, peer)) = udp.recv_from(&mut buf).await {
+                if let Ok(m) = Message::from_vec(&buf[..len]) {
+                    record(&seen_udp, &m);
+                    let _ = udp.send_to(&answer_for(&m, false), peer).await;
+                }
+            }
+        });
+        let seen_tcp = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = tcp.accept().await {
+                let seen = Arc::clone(&seen_tcp);
+                tokio::spawn(async move {
+                    let mut len = [0u8; 2];
+                    while stream.read_exact(&mut len).await.is_ok() {
+                        let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
+                        if stream.read_exact(&mut q).await.is_err() {
+                            return;
+                        }
+                        let Ok(m) = Message::from_vec(&q) else { return };
+                        record(&seen, &m);
+                        let a = answer_for(&m, true);
+                        let mut framed = (a.len() as u16).to_be_bytes().to_vec();
+                        framed.extend_from_slice(&a);
+                        let _ = stream.write_all(&framed).await;
+                    }
+                });
+            }
+        });
+        Upstream { addr, seen }
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Addresses, timeout and when the update finished.
+type Updates = Arc<Mutex<Vec<(Vec<IpAddr>, u64, Instant)>>>;
+
+/// Allows exact names and `*.suffix`; records every set update with the time it finished.
+#[derive(Default)]
+struct TestPolicy {
+    patterns: Vec<String>,
+    updates: Updates,
+    delay: Duration,
+}
+
+impl Policy for TestPolicy {
+    type Grant = ();
+    fn decide(&self, name: &str) -> Option<()> {
+        self.patterns
+            .iter()
+            .any(|p| match p.strip_prefix("*.") {
+                Some(suffix) => name.ends_with(&format!(".{suffix}")),
+                None => p == name,
+            })
+            .then_some(())
+    }
+    fn allow(
+        &self,
+        elements: Vec<(IpAddr, ())>,
+        timeout_secs: u64,
+    ) -> BoxFuture<Result<(), String>> {
+        let addrs = elements.into_iter().map(|(a, _)| a).collect();
+        let delay = self.delay;
+        let updates = Arc::clone(&self.updates);
+        // Recorded after the delay, so the timestamp is when the update finished.
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            updates
+                .lock()
+                .unwrap()
+                .push((addrs, timeout_secs, Instant::now()));
+            Ok(())
+        })
+    }
+}
+
+struct Harness {
+    dns: SocketAddr,
+    upstream: Upstream,
+    policy: Arc<TestPolicy>,
+    events: std::sync::mpsc::Receiver<EventKind>,
+    _tasks: JoinSet<()>,
+}
+
+async fn harness(
+    patterns: &[&str],
+    configure: impl FnOnce(&mut DnsOptions, &mut TestPolicy),
+) -> Harness {
+    let upstream = Upstream::start().await;
+    let mut options = DnsOptions::new(vec![upstream.addr]);
+    options.ttl_floor_secs = 60;
+    let mut policy = TestPolicy {
+        patterns: patterns.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    configure(&mut options, &mut policy);
+    let policy = Arc::new(policy);
+    let (events, rx) = Events::channel();
+    let forwarder = Arc::new(Forwarder::new(
+        options,
+        Arc::clone(&policy),
+        Arc::new(Resolved::default()),
+        events,
+    ));
+    let listeners = Listeners::bind("127.0.0.1:0".parse().unwrap(), &[])
+        .await
+        .unwrap();
+    let dns = listeners.udp_addrs()[0];
+    let tasks = forwarder.serve(listeners);
+    Harness {
+        dns,
+        upstream,
+        policy,
+        events: rx,
+        _tasks: tasks,
+    }
+}
+
+fn query(name: &str, qtype: RecordType) -> Message {
+    let mut m = Message::query();
+    m.metadata.recursion_desired = true;
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    m
+}
+
+async fn ask_udp(dns: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    socket.send_to(bytes, dns).await.unwrap();
+    let mut buf = vec![0u8; 65_535];
+    let len = tokio::time::timeout(Duration::from_secs(3), socket.recv(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    buf.truncate(len);
+    Some(buf)
+}
+
+async fn resolve(dns: SocketAddr, name: &str) -> Message {
+    let q = query(name, RecordType::A);
+    let reply = ask_udp(dns, &q.to_vec().unwrap()).await.expect("an answer");
+    let reply = Message::from_vec(&reply).unwrap();
+    assert_eq!(reply.id, q.id, "the client's id comes back");
+    reply
+}
+
+async fn ask_tcp(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<Vec<u8>> {
+    let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(bytes);
+    stream.write_all(&framed).await?;
+    let mut len = [0u8; 2];
+    timeout(Duration::from_secs(3), stream.read_exact(&mut len)).await?;
+    let mut reply = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    stream.read_exact(&mut reply).await?;
+    Ok(reply)
+}
+
+fn dns_events(
+    rx: &std::sync::mpsc::Receiver<EventKind>,
+) -> Vec<(String, String, Vec<String>, Option<String>)> {
+    rx.try_iter()
+        .filter_map(|e| match e {
+            EventKind::Dns {
+                name,
+                decision,
+                answers,
+                rcode,
+                ..
+            } => Some((name, decision, answers, rcode)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn allowed_name_is_forwarded_and_its_addresses_allowed() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    let reply = resolve(h.dns, "API.allowed.test.").await;
+    assert_eq!(reply.response_code, ResponseCode::NoError);
+    assert_eq!(
+        addresses(&reply).0,
+        vec!["192.0.2.1".parse::<IpAddr>().unwrap()]
+    );
+    assert_eq!(h.upstream.seen(), vec!["api.allowed.test"]);
+    let updates = h.policy.updates.lock().unwrap().clone();
+    assert_eq!(updates.len(), 1);
+    assert_eq!(updates[0].1, 60, "TTL 5 is raised to the floor");
+    let events = dns_events(&h.events);
+    assert_eq!(events[0].0, "api.allowed.test");
+    assert_eq!(events[0].1, "allowed");
+    assert_eq!(events[0].2, vec!["192.0.2.1"]);
+    assert_eq!(events[0].3.as_deref(), Some("NOERROR"));
+}
+
+#[tokio::test]
+async fn wildcard_matches_subdomains_only() {
+    let h = harness(&["*.allowed.test"], |_, _| {}).await;
+    assert_eq!(
+        resolve(h.dns, "a.b.allowed.test.").await.response_code,
+        ResponseCode::NoError
+    );
+    assert_eq!(
+        resolve(h.dns, "allowed.test.").await.response_code,
+        ResponseCode::Refused
+    );
+    assert_eq!(h.upstream.seen(), vec!["a.b.allowed.test"]);
+}
+
+#[tokio::test]
+async fn denied_name_is_refused_without_asking_upstream() {
+    let h = harness(&["*.allowed.test"], |_, _| {}).await;
+    let reply = resolve(h.dns, "secret-data.denied.test.").await;
+    assert_eq!(reply.response_code, ResponseCode::Refused);
+    assert_eq!(reply.queries.len(), 1, "the question is echoed");
+    assert!(h.upstream.seen().is_empty());
+    assert!(h.policy.updates.lock().unwrap().is_empty());
+    let events = dns_events(&h.events);
+    assert_eq!(
+        (events[0].0.as_str(), events[0].1.as_str()),
+        ("secret-data.denied.test", "refused")
+    );
+    assert_eq!(events[0].3.as_deref(), Some("REFUSED"));
+}
+
+#[tokio::test]
+async fn nxdomain_mode() {
+    let h = harness(&[], |o, _| o.deny_nxdomain = true).await;
+    assert_eq!(
+        resolve(h.dns, "x.denied.test.").await.response_code,
+        ResponseCode::NXDomain
+    );
+    assert!(h.upstream.seen().is_empty());
+}
+
+#[tokio::test]
+async fn cname_chain_addresses_are_all_allowed_with_the_largest_ttl() {
+    let h = harness(&["cname.allowed.test"], |o, _| o.ttl_floor_secs = 10).await;
+    let reply = resolve(h.dns, "cname.allowed.test.").await;
+    assert_eq!(
+        reply.answers.len(),
+        4,
+        "the answer is passed through unchanged"
+    );
+    let updates = h.policy.updates.lock().unwrap().clone();
+    let want: Vec<IpAddr> = ["192.0.2.10", "192.0.2.11", "2001:db8::10"]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert_eq!(updates[0].0, want);
+    assert_eq!(updates[0].1, 90);
+}
+
+#[tokio::test]
+async fn set_update_finishes_before_the_answer_is_sent() {
+    let h = harness(&["api.allowed.test"], |_, p| {
+        p.delay = Duration::from_millis(150)
+    })
+    .await;
+    let asked = Instant::now();
+    resolve(h.dns, "api.allowed.test.").await;
+    let received = Instant::now();
+    let updates = h.policy.updates.lock().unwrap().clone();
+    assert_eq!(updates.len(), 1);
+    assert!(
+        updates[0].2 <= received,
+        "the set was updated before the client had the answer"
+    );
+    assert!(received - asked >= Duration::from_millis(150));
+}
+
+#[tokio::test]
+async fn fresh_addresses_do_not_update_the_sets_again() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    for _ in 0..5 {
+        resolve(h.dns, "api.allowed.test.").await;
+    }
+    assert_eq!(h.upstream.seen().len(), 5);
+    assert_eq!(h.policy.updates.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn truncated_udp_answer_is_completed_over_tcp() {
+    let h = harness(&["big.allowed.test"], |_, _| {}).await;
+    let reply = resolve(h.dns, "big.allowed.test.").await;
+    // The full answer fits in 512 bytes, so the client gets it directly.
+    assert_eq!(reply.answers.len(), 3);
+    let updates = h.policy.updates.lock().unwrap().clone();
+    assert_eq!(updates[0].0.len(), 3);
+}
+
+#[tokio::test]
+async fn tcp_framing_with_several_queries_on_one_connection() {
+    let h = harness(&["*.allowed.test"], |_, _| {}).await;
+    let mut stream = TcpStream::connect(h.dns).await.unwrap();
+    for name in ["a.allowed.test.", "nope.denied.test.", "big.allowed.test."] {
+        let q = query(name, RecordType::A);
+        let reply =
+            Message::from_vec(&ask_tcp(&mut stream, &q.to_vec().unwrap()).await.unwrap()).unwrap();
+        assert_eq!(reply.id, q.id);
+    }
+    assert_eq!(
+        h.upstream.seen(),
+        vec!["a.allowed.test", "big.allowed.test"]
+    );
+}
+
+#[tokio::test]
+async fn tcp_client_announcing_more_than_it_sends_does_not_block_others() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    let mut liar = TcpStream::connect(h.dns).await.unwrap();
+    liar.write_all(&[0xff, 0xff, 1, 2, 3]).await.unwrap();
+    let mut honest = TcpStream::connect(h.dns).await.unwrap();
+    let q = query("api.allowed.test.", RecordType::A);
+    assert!(ask_tcp(&mut honest, &q.to_vec().unwrap()).await.is_ok());
+    drop(liar);
+}
+
+#[tokio::test]
+async fn malformed_queries_get_formerr_or_are_dropped() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    // One byte: no id, dropped.
+    assert!(ask_udp(h.dns, &[7]).await.is_none());
+    // A truncated header: FORMERR with the id.
+    let reply = ask_udp(h.dns, &[0x12, 0x34, 0x01, 0x00, 0x00])
+        .await
+        .unwrap();
+    assert_eq!(&reply[..2], &[0x12, 0x34]);
+    assert_eq!(reply[3] & 0x0f, 1);
+    // Zero questions.
+    let mut empty = Message::query();
+    empty.metadata.id = 0x4242;
+    let reply =
+        Message::from_vec(&ask_udp(h.dns, &empty.to_vec().unwrap()).await.unwrap()).unwrap();
+    assert_eq!(
+        (reply.id, reply.response_code),
+        (0x4242, ResponseCode::FormErr)
+    );
+    // Two questions.
+    let mut two = query("api.allowed.test.", RecordType::A);
+    two.add_query(Query::query(
+        Name::from_ascii("x.test.").unwrap(),
+        RecordType::A,
+    ));
+    let reply = Message::from_vec(&ask_udp(h.dns, &two.to_vec().unwrap()).await.unwrap()).unwrap();
+    assert_eq!(reply.response_code, ResponseCode::FormErr);
+    // A response sent to us is not answered.
+    let mut response = query("api.allowed.test.", RecordType::A);
+    response.metadata.message_type = MessageType::Response;
+    assert!(ask_udp(h.dns, &response.to_vec().unwrap()).await.is_none());
+    assert!(h.upstream.seen().is_empty());
+}
+
+/// A cheap deterministic byte source (no rand dependency).
+fn garbage(seed: &mut u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed as u8
+        })
+        .collect()
+}
+
+#[test]
+fn triage_never_panics_on_garbage() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let (events, _rx) = Events::channel();
+    let policy = Arc::new(TestPolicy {
+        patterns: vec!["*.test".into()],
+        ..Default::default()
+    });
+    let f = Forwarder::new(
+        DnsOptions::new(vec![]),
+        policy,
+        Arc::new(Resolved::default()),
+        events,
+    );
+    let mut seed = 0x9e3779b97f4a7c15;
+    let valid = query("a.test.", RecordType::A).to_vec().unwrap();
+    for i in 0..50_000 {
+        let len = (i % 600) as usize;
+        let mut packet = garbage(&mut seed, len);
+        if i % 3 == 0 {
+            // Mutate a valid query: the parser's edge cases live near valid input.
+            packet = valid.clone();
+            let at = (seed as usize) % packet.len();
+            packet[at] ^= garbage(&mut seed, 1)[0] | 1;
+            packet.truncate(packet.len() - (seed as usize % 4));
+        }
+        let _ = f.triage(&packet);
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_garbage_then_a_valid_query_is_answered() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut seed = 42;
+    for i in 0..10_000 {
+        let packet = garbage(&mut seed, 1 + i % 300);
+        let _ = socket.send_to(&packet, h.dns).await;
+        if i % 500 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let reply = resolve(h.dns, "api.allowed.test.").await;
+    assert_eq!(reply.response_code, ResponseCode::NoError);
+    let malformed = dns_events(&h.events)
+        .iter()
+        .filter(|e| e.1 == "malformed")
+        .count();
+    assert!(
+        malformed <= 2 * super::super::events::MALFORMED_PER_SEC as usize,
+        "malformed events are capped, got {malformed}"
+    );
+}
+
+#[tokio::test]
+async fn upstream_down_is_servfail() {
+    // A port nobody listens on: the connected UDP socket sees ECONNREFUSED or times out.
+    let dead = UdpSocket::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let h = harness(&["api.allowed.test"], |o, _| {
+        o.upstream = vec![dead];
+        o.upstream_timeout = Duration::from_millis(200);
+    })
+    .await;
+    assert_eq!(
+        resolve(h.dns, "api.allowed.test.").await.response_code,
+        ResponseCode::ServFail
+    );
+    assert!(h.policy.updates.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn edns_udp_limit_is_read_from_the_query() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    let mut q = query("api.allowed.test.", RecordType::A);
+    let mut edns = Edns::new();
+    edns.set_max_payload(1232);
+    q.set_edns(edns);
+    let reply = ask_udp(h.dns, &q.to_vec().unwrap()).await.unwrap();
+    assert_eq!(
+        Message::from_vec(&reply).unwrap().response_code,
+        ResponseCode::NoError
+    );
+}
+
+#[test]
+fn ttl_floor_math() {
+    assert_eq!(set_timeout(5, 60), 60);
+    assert_eq!(set_timeout(3600, 60), 3600);
+    assert_eq!(
+        set_timeout(0, 0),
+        1,
+        "an element with timeout 0 would never expire"
+    );
+}
+
+/// Not a benchmark (timing targets live in benchmarks); prints numbers for a quick look:
+/// `cargo test --release --lib firewall::guard::dns -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn throughput_on_loopback() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    let n = 20_000;
+    let clients = 32;
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for _ in 0..clients {
+        let dns = h.dns;
+        tasks.spawn(async move {
+            let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            socket.connect(dns).await.unwrap();
+            let q = query("api.allowed.test.", RecordType::A).to_vec().unwrap();
+            let mut buf = vec![0u8; 1500];
+            let mut latencies = Vec::new();
+            for _ in 0..n / clients {
+                let t = Instant::now();
+                socket.send(&q).await.unwrap();
+                socket.recv(&mut buf).await.unwrap();
+                latencies.push(t.elapsed());
+            }
+            latencies
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(l) = tasks.join_next().await {
+        all.extend(l.unwrap());
+    }
+    let elapsed = started.elapsed();
+    all.sort();
+    println!(
+        "{} queries in {:?}: {:.0} q/s, p50 {:?}, p99 {:?}",
+        all.len(),
+        elapsed,
+        all.len() as f64 / elapsed.as_secs_f64(),
+        all[all.len() / 2],
+        all[all.len() * 99 / 100]
+    );
+}

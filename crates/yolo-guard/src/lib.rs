@@ -1,0 +1,532 @@
+//! `yolo-guard run`: runs inside the guard container, which owns the network namespace the agent
+//! joins. Order matters and fails closed: apply and verify the ruleset, listen for DNS, then
+//! say "ready" (file [`GUARD_READY_FILE`] and the line [`GUARD_READY_LINE`] on stdout). If any
+//! step before that fails the guard exits non-zero and the host never starts the agent.
+//!
+//! Not here: the contents of the ruleset (`ruleset`, pure) and the allowlist grammar
+//! (`yolo_protocol::allowlist`, shared with the CLI). This crate knows nothing of Docker or of
+//! the CLI: it reads its config file and serves.
+
+pub mod control;
+pub mod dns;
+pub mod error;
+pub mod events;
+pub mod names;
+pub mod nflog;
+pub mod ruleset;
+pub mod sets;
+pub mod writer;
+
+use crate::writer::Writer;
+use control::{Handler, Request, Response};
+use dns::{BoxFuture, DnsOptions, Forwarder, Listeners, Policy};
+pub use error::{Error, Result};
+use events::{guard_event, Events};
+use names::Resolved;
+use nftables::schema::Nftables;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use yolo_protocol::allowlist::{is_internal_address, Allowlist, Ports};
+use yolo_protocol::event::EventKind;
+use yolo_protocol::{
+    GuardConfig, NetworkMode, DNS_LISTEN, DNS_LISTEN_V6, GUARD_READY_FILE, GUARD_READY_LINE,
+    NFLOG_GROUP,
+};
+
+/// The nft batches the guard applies. `firewall::ruleset` provides them; the trait keeps the
+/// guard's runtime testable and independent of how the ruleset is built.
+pub trait Batches: Send + Sync + 'static {
+    fn build(&self, config: &GuardConfig, allow: &Allowlist) -> Nftables<'static>;
+    fn verify(
+        &self,
+        expected: &Nftables<'static>,
+        listed: &Nftables<'static>,
+    ) -> std::result::Result<(), String>;
+    fn add_addresses(&self, elements: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'static>;
+    fn remove_addresses(&self, elements: &[(IpAddr, Ports)]) -> Nftables<'static>;
+}
+
+/// `yolo guard --config FILE`.
+pub fn run(config_path: &Path) -> Result<()> {
+    run_with(config_path, Arc::new(Ruleset))
+}
+
+/// The production batches: `firewall::ruleset`.
+pub struct Ruleset;
+
+impl Batches for Ruleset {
+    fn build(&self, config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
+        ruleset::build(config, allow)
+    }
+    fn verify(
+        &self,
+        expected: &Nftables<'static>,
+        listed: &Nftables<'static>,
+    ) -> std::result::Result<(), String> {
+        ruleset::verify(expected, listed)
+    }
+    fn add_addresses(&self, elements: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'static> {
+        ruleset::add_addresses(elements, timeout_secs)
+    }
+    fn remove_addresses(&self, elements: &[(IpAddr, Ports)]) -> Nftables<'static> {
+        ruleset::remove_addresses(elements)
+    }
+}
+
+/// [`run`] with the batches given: read the config, enforce, serve until SIGTERM.
+pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<()> {
+    let started = Instant::now();
+    let _ = std::fs::remove_file(GUARD_READY_FILE); // a restarted container is not ready yet
+    let text = std::fs::read_to_string(config_path).map_err(|e| Error::io(config_path, e))?;
+    let config: GuardConfig = serde_json::from_str(&text).map_err(|e| Error::Config {
+        file: config_path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let log = Writer::open(&config.audit_path, &config.session)?;
+    let result = enforce_and_serve(config, batches, started);
+    if let Err(e) = &result {
+        // Written directly: the queue's thread may not get to it before the process exits.
+        let _ = log.write(guard_event("failed", [("error", e.to_string().into())]));
+    }
+    result
+}
+
+fn enforce_and_serve<B: Batches>(
+    config: GuardConfig,
+    batches: Arc<B>,
+    started: Instant,
+) -> Result<()> {
+    let fail = |what: &str, e: String| {
+        Error::other(format!(
+            "yolo guard: {what}: {e}; the agent will not be started"
+        ))
+    };
+    let allowlist = Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e))?;
+    let expected = batches.build(&config, &allowlist);
+    sets::apply(&expected).map_err(|e| fail("cannot apply the firewall ruleset", e))?;
+    let listed =
+        sets::list_table().map_err(|e| fail("cannot read the firewall ruleset back", e))?;
+    batches
+        .verify(&expected, &listed)
+        .map_err(|e| fail("the firewall ruleset does not verify", e))?;
+    let verify_ms = started.elapsed().as_millis() as u64;
+
+    let upstream = if config.upstream.is_empty() {
+        let text = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+        yolo_protocol::resolv_conf_nameservers(&text)
+    } else {
+        config.upstream.clone()
+    };
+    if upstream.is_empty() && config.mode != NetworkMode::None {
+        return Err(fail(
+            "no upstream DNS",
+            "GuardConfig.upstream is empty and /etc/resolv.conf names no nameserver".into(),
+        ));
+    }
+    if config.mode != NetworkMode::None {
+        point_resolver_at_guard()
+            .map_err(|e| fail("cannot point /etc/resolv.conf at the guard", e))?;
+    }
+    let writer = Writer::open(&config.audit_path, &config.session)?;
+    let events = Events::to_writer(writer);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| fail("cannot start the async runtime", e.to_string()))?;
+    let guard = Arc::new(Guard {
+        mode: config.mode,
+        allow_internal_answers: config.allow_internal_answers,
+        allowlist: RwLock::new(allowlist),
+        batches,
+        resolved: Arc::new(Resolved::default()),
+        events: Arc::clone(&events),
+    });
+    runtime.block_on(serve(config, guard, upstream, started, verify_ms))
+}
+
+async fn serve<B: Batches>(
+    config: GuardConfig,
+    guard: Arc<Guard<B>>,
+    upstream: Vec<SocketAddr>,
+    started: Instant,
+    verify_ms: u64,
+) -> Result<()> {
+    let fail = |what: &str, e: String| {
+        Error::other(format!(
+            "yolo guard: {what}: {e}; the agent will not be started"
+        ))
+    };
+    let parse = |s: &str| {
+        s.parse::<SocketAddr>()
+            .map_err(|e| fail("bad listen address", e.to_string()))
+    };
+    let listeners = Listeners::bind(parse(DNS_LISTEN)?, &[parse(DNS_LISTEN_V6)?])
+        .await
+        .map_err(|e| {
+            fail(
+                &format!("cannot listen for DNS on {DNS_LISTEN}"),
+                e.to_string(),
+            )
+        })?;
+    let listening = listeners.udp_addrs();
+    let mut options = DnsOptions::new(upstream.clone());
+    options.ttl_floor_secs = config.ttl_floor_secs;
+    options.deny_nxdomain = config.deny_nxdomain;
+    let forwarder = Arc::new(Forwarder::new(
+        options,
+        Arc::clone(&guard),
+        Arc::clone(&guard.resolved),
+        Arc::clone(&guard.events),
+    ));
+    let _dns = forwarder.serve(listeners);
+    let _control = control::serve(&config.control_socket, guard.clone()).map_err(|e| {
+        fail(
+            &format!(
+                "cannot bind the control socket {}",
+                config.control_socket.display()
+            ),
+            e.to_string(),
+        )
+    })?;
+    // Not fatal: the ruleset enforces without it; only the `blocked` events are missing.
+    let nflog = match nflog::Reader::bind(NFLOG_GROUP) {
+        Ok(reader) => {
+            let resolved = Arc::clone(&guard.resolved);
+            nflog::spawn(reader, Arc::clone(&guard.events), move |addr| {
+                resolved.name_of(addr)
+            })
+            .map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = &nflog {
+        guard.events.emit(guard_event(
+            "nflog_unavailable",
+            [("error", e.clone().into())],
+        ));
+    }
+    let ready_ms = started.elapsed().as_millis() as u64;
+    guard.events.emit(guard_event(
+        "ready",
+        [
+            ("verify_ms", verify_ms.into()),
+            ("ready_ms", ready_ms.into()),
+            (
+                "mode",
+                serde_json::to_value(config.mode).unwrap_or_default(),
+            ),
+            (
+                "dns",
+                listening
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .into(),
+            ),
+            (
+                "upstream",
+                upstream
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .into(),
+            ),
+        ],
+    ));
+    write_ready_file()
+        .map_err(|e| fail(&format!("cannot write {GUARD_READY_FILE}"), e.to_string()))?;
+    // With the session: the host waits for this start's line, not an earlier run's.
+    println!("{GUARD_READY_LINE} {}", config.session);
+
+    wait_for_termination().await;
+    let _ = std::fs::remove_file(GUARD_READY_FILE);
+    let stopped = Writer::open(&config.audit_path, &config.session)?;
+    let _ = stopped.write(guard_event(
+        "stopped",
+        [("uptime_ms", (started.elapsed().as_millis() as u64).into())],
+    ));
+    Ok(())
+}
+
+fn write_ready_file() -> std::io::Result<()> {
+    let path = Path::new(GUARD_READY_FILE);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, format!("{}\n", std::process::id()))
+}
+
+async fn wait_for_termination() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+/// The running guard's state, shared by DNS and the control socket.
+struct Guard<B> {
+    mode: NetworkMode,
+    allow_internal_answers: bool,
+    allowlist: RwLock<Allowlist>,
+    batches: Arc<B>,
+    resolved: Arc<Resolved<Ports>>,
+    events: Arc<Events>,
+}
+
+impl<B: Batches> Policy for Guard<B> {
+    type Grant = Ports;
+
+    fn decide(&self, name: &str) -> Option<Ports> {
+        match self.mode {
+            NetworkMode::Firewall => self
+                .allowlist
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .lookup(name),
+            NetworkMode::Open => Some(Ports::Any),
+            NetworkMode::None => None,
+        }
+    }
+
+    fn allow(
+        &self,
+        elements: Vec<(IpAddr, Ports)>,
+        timeout_secs: u64,
+    ) -> BoxFuture<std::result::Result<(), String>> {
+        if self.mode != NetworkMode::Firewall {
+            return Box::pin(async { Ok(()) });
+        }
+        // An allowed name resolving to a private, loopback or link-local address is DNS
+        // rebinding towards the host or its containers: answer, but do not open it.
+        let (internal, elements): (Vec<_>, Vec<_>) = elements
+            .into_iter()
+            .partition(|(a, _)| !self.allow_internal_answers && is_internal_address(a));
+        if !internal.is_empty() {
+            let addrs: Vec<String> = internal.iter().map(|(a, _)| a.to_string()).collect();
+            self.events.emit(guard_event(
+                "internal_address_not_allowed",
+                [("addresses", addrs.into())],
+            ));
+        }
+        if elements.is_empty() {
+            return Box::pin(async { Ok(()) });
+        }
+        let batch = self.batches.add_addresses(&elements, timeout_secs);
+        Box::pin(sets::apply_async(batch))
+    }
+}
+
+impl<B: Batches> Handler for Guard<B> {
+    fn handle(&self, request: Request) -> BoxFuture<Response> {
+        let response = match request {
+            Request::Allow { patterns } => self.allow_patterns(patterns),
+            Request::Deny { patterns } => self.deny_patterns(patterns),
+            Request::Status => self.status(),
+        };
+        Box::pin(async move { response })
+    }
+}
+
+impl<B: Batches> Guard<B> {
+    fn patterns(&self) -> Vec<String> {
+        self.allowlist
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .patterns()
+    }
+
+    fn allow_patterns(&self, patterns: Vec<String>) -> Response {
+        let extended = self
+            .allowlist
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(&patterns);
+        if let Err(e) = extended {
+            return Response::error(e);
+        }
+        if let Err(e) = self.refresh_networks(&patterns) {
+            return Response::error(format!(
+                "allowlist changed, but the networks are not open: {e}"
+            ));
+        }
+        self.events.emit(EventKind::Firewall {
+            action: "allow".into(),
+            patterns,
+        });
+        Response {
+            ok: true,
+            patterns: Some(self.patterns()),
+            ..Default::default()
+        }
+    }
+
+    fn deny_patterns(&self, patterns: Vec<String>) -> Response {
+        let removed = self
+            .allowlist
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&patterns);
+        if let Err(e) = self.refresh_networks(&removed) {
+            return Response::error(format!(
+                "allowlist changed, but the networks stay open: {e}"
+            ));
+        }
+        let revoked = self.resolved.forget(|name| self.decide(name).is_none());
+        if !revoked.is_empty() {
+            // Blocking nft from a handler is fine: deny is rare and the caller waits for it.
+            if let Err(e) = sets::apply(&self.batches.remove_addresses(&revoked)) {
+                return Response::error(format!(
+                    "allowlist changed, but the addresses stay open: {e}"
+                ));
+            }
+        }
+        self.events.emit(EventKind::Firewall {
+            action: "deny".into(),
+            patterns: removed.clone(),
+        });
+        Response {
+            ok: true,
+            patterns: Some(self.patterns()),
+            removed,
+            revoked: revoked.iter().map(|(a, _)| a.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Static networks live in their own sets: when `changed` names one, refill them.
+    fn refresh_networks(&self, changed: &[String]) -> std::result::Result<(), String> {
+        let networks = Allowlist::parse(changed)
+            .map(|a| !a.networks().is_empty())
+            .unwrap_or(false);
+        if !networks {
+            return Ok(());
+        }
+        let allow = self
+            .allowlist
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        sets::apply(&ruleset::static_networks(&allow))
+    }
+
+    fn status(&self) -> Response {
+        let (elements, counters) = match sets::list_table_value() {
+            Ok(listing) => sets::summarize(&listing),
+            Err(e) => return Response::error(e),
+        };
+        Response {
+            ok: true,
+            mode: Some(self.mode),
+            patterns: Some(self.patterns()),
+            elements,
+            counters,
+            ..Default::default()
+        }
+    }
+}
+
+/// The agent container shares the guard's /etc/resolv.conf (Docker gives a container that joins
+/// another's network namespace that container's file), so after reading the upstream servers
+/// from it, the guard makes it name itself. Docker's search/options lines are kept.
+fn point_resolver_at_guard() -> std::result::Result<(), String> {
+    let path = "/etc/resolv.conf";
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let mut text = String::from(
+        "# written by yolo guard: every query goes through the allowlist\nnameserver 127.0.0.1\n",
+    );
+    for line in old
+        .lines()
+        .filter(|l| l.starts_with("search") || l.starts_with("options"))
+    {
+        text.push_str(line);
+        text.push('\n');
+    }
+    std::fs::write(path, text).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The real path against the kernel, in a private network namespace: apply the ruleset,
+    /// read it back, verify, then add (twice: the refresh) and remove a dynamic element.
+    #[test]
+    fn ruleset_applies_verifies_and_updates_in_a_private_namespace() {
+        if let Err(why) = nflog::tests::can_use_netns() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let name = format!("yolo-guardtest-rules-{}", std::process::id());
+        if !std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            eprintln!("skipped: cannot create a network namespace");
+            return;
+        }
+        let path = format!("/run/netns/{name}");
+        let result = std::thread::spawn(
+            move || -> std::result::Result<Vec<yolo_protocol::control::SetElement>, String> {
+                use std::os::fd::AsRawFd;
+                let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+                // SAFETY: a valid netns fd; only this thread (and the nft it forks) moves.
+                if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err("setns failed".into());
+                }
+                let config = GuardConfig {
+                    session: "t".into(),
+                    mode: NetworkMode::Firewall,
+                    allow: vec!["*.allowed.test".into(), "192.0.2.0/24:443".into()],
+                    upstream: vec![],
+                    ttl_floor_secs: 60,
+                    deny_nxdomain: false,
+                    published_ports: vec![],
+                    audit_path: "/dev/null".into(),
+                    control_socket: "/dev/null".into(),
+                    allow_internal_answers: false,
+                };
+                let allow = Allowlist::parse(&config.allow)?;
+                let expected = Ruleset.build(&config, &allow);
+                sets::apply(&expected)?;
+                Ruleset.verify(&expected, &sets::list_table()?)?;
+                let element = [("198.51.100.7".parse().unwrap(), Ports::Any)];
+                sets::apply(&Ruleset.add_addresses(&element, 300))?;
+                sets::apply(&Ruleset.add_addresses(&element, 600))?;
+                let (after_add, _) = sets::summarize(&sets::list_table_value()?);
+                sets::apply(&Ruleset.remove_addresses(&element))?;
+                let (after_remove, _) = sets::summarize(&sets::list_table_value()?);
+                if after_remove.iter().any(|e| e.element == "198.51.100.7") {
+                    return Err("the element survived remove_addresses".into());
+                }
+                Ok(after_add)
+            },
+        )
+        .join();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &name])
+            .status();
+        let elements = result.expect("netns thread").expect("real nft path");
+        let added = elements
+            .iter()
+            .find(|e| e.element == "198.51.100.7")
+            .expect("element in a dynamic set");
+        assert_eq!(
+            added.timeout_secs,
+            Some(600),
+            "the second add refreshed the timeout"
+        );
+    }
+}

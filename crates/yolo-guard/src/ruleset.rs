@@ -1,0 +1,1494 @@
+//! The `inet yolo` table as typed `nftables` values. Pure: applying it is the guard's job.
+//!
+//! Contract:
+//! - `build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static>`: flush-and-create
+//!   batch for table `inet yolo`.
+//! - `verify(expected: &Nftables, listed: &Nftables) -> Result<(), String>`: compare what
+//!   `nft -j list table inet yolo` shows with what was applied.
+//! - `add_addresses(&[(IpAddr, Ports)], timeout_secs) -> Nftables<'static>`: delete+add of
+//!   dynamic set elements in one batch (timeouts refresh on old kernels too).
+//! - `remove_addresses(&[(IpAddr, Ports)]) -> Nftables<'static>`.
+//! - `flush_dynamic() -> Nftables<'static>`, `to_json(&Nftables) -> String`.
+//!
+//! Every batch here is meant for `nft -j -f -` and is safe to apply more than once: nft
+//! batches are atomic, and one failing command (deleting something absent) fails them all, so
+//! every delete is preceded by an add of the same object.
+//!
+//! What this ruleset deliberately does not contain: any accept for the host gateway, private
+//! ranges, link-local or other containers. Those are reachable only if the user lists them as
+//! static networks.
+
+use nftables::batch::Batch;
+use nftables::expr::{Elem, Expression, Meta, MetaKey, NamedExpression, Payload, PayloadField};
+use nftables::expr::{Prefix, SetItem, CT};
+use nftables::schema::{Chain, Counter, Element, FlushObject, NfCmd, NfListObject, NfObject};
+use nftables::schema::{Nftables, Set, SetFlag, SetType, SetTypeValue, Table};
+use nftables::stmt::{self, Limit, Log, Match, Operator, Reject, RejectType, Statement};
+use nftables::types::{NfChainPolicy, NfChainType, NfFamily, NfHook, RejectCode};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::{IpAddr, Ipv4Addr};
+use yolo_protocol::allowlist::{Allowlist, IpNet, Ports};
+use yolo_protocol::{GuardConfig, NetworkMode, GUARD_MARK, NFLOG_GROUP};
+
+pub const TABLE: &str = "yolo";
+pub const CHAIN_OUTPUT: &str = "output";
+pub const CHAIN_INPUT: &str = "input";
+
+/// Dynamic sets, filled by the guard from DNS answers; elements carry their own timeout.
+pub const SET_ALLOW4: &str = "allow4";
+pub const SET_ALLOW6: &str = "allow6";
+/// Dynamic `addr . port` sets for names allowed only on some ports.
+pub const SET_ALLOW4_PORT: &str = "allow4_port";
+pub const SET_ALLOW6_PORT: &str = "allow6_port";
+/// Static interval sets from the allowlist's networks, rewritten by every `build`.
+pub const SET_NET4: &str = "net4";
+pub const SET_NET6: &str = "net6";
+pub const SET_NET4_PORT: &str = "net4_port";
+pub const SET_NET6_PORT: &str = "net6_port";
+pub const DYNAMIC_SETS: [&str; 4] = [SET_ALLOW4, SET_ALLOW6, SET_ALLOW4_PORT, SET_ALLOW6_PORT];
+pub const STATIC_SETS: [&str; 4] = [SET_NET4, SET_NET6, SET_NET4_PORT, SET_NET6_PORT];
+
+/// Named counters for `yolo firewall`: new connections let through by the allowlist (and the
+/// guard's own upstream DNS), outbound packets refused, and — in `open` mode — packets that
+/// would have been refused but were let through.
+pub const COUNTER_ACCEPTED: &str = "accepted";
+pub const COUNTER_BLOCKED: &str = "blocked";
+pub const COUNTER_UNLISTED: &str = "unlisted";
+
+/// NFLOG prefixes, so the guard's reader can tell why a packet was logged.
+pub const LOG_PREFIX_BLOCKED: &str = "yolo-blocked";
+pub const LOG_PREFIX_DNS_BYPASS: &str = "yolo-dns-bypass";
+pub const LOG_PREFIX_UNLISTED: &str = "yolo-unlisted";
+/// NFLOG rate limit: enough to see every distinct attempt of a tool retrying, low enough that a
+/// flood (a port scan, a retry loop) cannot swamp the guard or the audit log. Packets over the
+/// limit are still counted and refused, just not logged.
+pub const LOG_RATE_PER_SECOND: u32 = 20;
+pub const LOG_BURST: u32 = 50;
+
+/// Docker's embedded DNS. Docker DNATs port 53 to a random port in the nat output hook
+/// (priority -100), before this filter chain, so only the address is matched.
+pub const DOCKER_DNS: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 11);
+
+/// Largest element timeout we hand to nft; DNS TTLs are at most 2^31-1 anyway.
+const MAX_TIMEOUT_SECS: u64 = u32::MAX as u64;
+
+type Stmts = Vec<Statement<'static>>;
+
+/// The whole table as one batch. Re-applying it is idempotent: the table, sets, counters and
+/// chains are added (no-op when present), the two chains and the static sets are flushed and
+/// refilled; the dynamic sets keep their elements so live connections' addresses survive a
+/// reload (`yolo allow` of a CIDR), and counters keep counting.
+pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
+    let mut batch = Batch::new();
+    batch.add(NfListObject::Table(Table {
+        family: NfFamily::INet,
+        name: TABLE.into(),
+        handle: None,
+    }));
+    for set in all_sets() {
+        batch.add(NfListObject::Set(Box::new(set)));
+    }
+    for name in [COUNTER_ACCEPTED, COUNTER_BLOCKED, COUNTER_UNLISTED] {
+        batch.add(NfListObject::Counter(Counter {
+            family: NfFamily::INet,
+            table: TABLE.into(),
+            name: name.into(),
+            handle: None,
+            packets: None,
+            bytes: None,
+        }));
+    }
+    let output_policy = match config.mode {
+        NetworkMode::Open => NfChainPolicy::Accept,
+        NetworkMode::Firewall | NetworkMode::None => NfChainPolicy::Drop,
+    };
+    for (name, hook, policy) in [
+        (CHAIN_OUTPUT, NfHook::Output, output_policy),
+        (CHAIN_INPUT, NfHook::Input, NfChainPolicy::Drop),
+    ] {
+        batch.add(NfListObject::Chain(base_chain(name, hook, policy)));
+        batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(name))));
+    }
+    flush_static_sets(&mut batch);
+    for expr in output_rules(config.mode) {
+        batch.add(rule(CHAIN_OUTPUT, expr));
+    }
+    for expr in input_rules(config) {
+        batch.add(rule(CHAIN_INPUT, expr));
+    }
+    fill_static_sets(&mut batch, allow);
+    batch.to_nftables()
+}
+
+/// Refill the static network sets from `allow` in one transaction (for `yolo allow/deny` of a
+/// network on a running guard: nothing in between sees the sets empty).
+pub fn static_networks(allow: &Allowlist) -> Nftables<'static> {
+    let mut batch = Batch::new();
+    flush_static_sets(&mut batch);
+    fill_static_sets(&mut batch, allow);
+    batch.to_nftables()
+}
+
+fn flush_static_sets(batch: &mut Batch<'static>) {
+    for name in STATIC_SETS {
+        batch.add_cmd(NfCmd::Flush(FlushObject::Set(Box::new(set_ref(name)))));
+    }
+}
+
+fn fill_static_sets(batch: &mut Batch<'static>, allow: &Allowlist) {
+    for (set, elems) in static_elements(&allow.networks()) {
+        batch.add(element(set, elems));
+    }
+}
+
+fn all_sets() -> Vec<Set<'static>> {
+    use SetType::{InetService, Ipv4Addr as V4, Ipv6Addr as V6};
+    let dynamic = [SetFlag::Timeout];
+    let interval = [SetFlag::Interval];
+    vec![
+        set_def(SET_ALLOW4, &[V4], &dynamic),
+        set_def(SET_ALLOW6, &[V6], &dynamic),
+        set_def(SET_ALLOW4_PORT, &[V4, InetService], &dynamic),
+        set_def(SET_ALLOW6_PORT, &[V6, InetService], &dynamic),
+        set_def(SET_NET4, &[V4], &interval),
+        set_def(SET_NET6, &[V6], &interval),
+        set_def(SET_NET4_PORT, &[V4, InetService], &interval),
+        set_def(SET_NET6_PORT, &[V6, InetService], &interval),
+    ]
+}
+
+fn set_def(name: &'static str, types: &[SetType], flags: &[SetFlag]) -> Set<'static> {
+    let set_type = match types {
+        [single] => SetTypeValue::Single(*single),
+        many => SetTypeValue::Concatenated(Cow::Owned(many.to_vec())),
+    };
+    Set {
+        set_type,
+        flags: Some(flags.iter().copied().collect()),
+        ..set_ref(name)
+    }
+}
+
+/// Enough of a set to name it in flush/element commands.
+fn set_ref(name: &'static str) -> Set<'static> {
+    Set {
+        family: NfFamily::INet,
+        table: TABLE.into(),
+        name: name.into(),
+        ..Set::default()
+    }
+}
+
+fn base_chain(name: &'static str, hook: NfHook, policy: NfChainPolicy) -> Chain<'static> {
+    Chain {
+        _type: Some(NfChainType::Filter),
+        hook: Some(hook),
+        prio: Some(0),
+        policy: Some(policy),
+        ..chain_ref(name)
+    }
+}
+
+fn chain_ref(name: &'static str) -> Chain<'static> {
+    Chain {
+        family: NfFamily::INet,
+        table: TABLE.into(),
+        name: name.into(),
+        ..Chain::default()
+    }
+}
+
+fn rule(chain: &'static str, expr: Stmts) -> NfListObject<'static> {
+    NfListObject::Rule(nftables::schema::Rule {
+        family: NfFamily::INet,
+        table: TABLE.into(),
+        chain: chain.into(),
+        expr: Cow::Owned(expr),
+        handle: None,
+        index: None,
+        comment: None,
+    })
+}
+
+fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
+    // Docker's DNS would resolve (and so leak) any name; only the guard's marked sockets may
+    // use it. In `none` mode nothing may, hence no mark accept there at all.
+    let docker_dns = || {
+        vec![
+            is(meta(MetaKey::Oif), s("lo")),
+            is(payload("ip", "daddr"), s(&DOCKER_DNS.to_string())),
+            not(meta(MetaKey::Mark), Expression::Number(GUARD_MARK)),
+        ]
+    };
+    let mut rules = vec![
+        [docker_dns(), log(LOG_PREFIX_DNS_BYPASS)].concat(),
+        [docker_dns(), vec![counter(COUNTER_BLOCKED), reject_icmpx()]].concat(),
+    ];
+    if mode == NetworkMode::None {
+        rules.push(vec![is(meta(MetaKey::Oif), s("lo")), accept()]);
+        rules.extend(refuse_rest());
+        return rules;
+    }
+    rules.extend([
+        vec![
+            is(meta(MetaKey::Mark), Expression::Number(GUARD_MARK)),
+            counter(COUNTER_ACCEPTED),
+            accept(),
+        ],
+        vec![is(meta(MetaKey::Oif), s("lo")), accept()],
+        vec![established(), accept()],
+        // IPv6 cannot reach anything, allowed or not, without neighbour discovery (the
+        // IPv4 equivalent, ARP, never passes through an inet table).
+        vec![
+            is(
+                payload("icmpv6", "type"),
+                anon_set(&[
+                    "nd-neighbor-solicit",
+                    "nd-neighbor-advert",
+                    "nd-router-solicit",
+                ]),
+            ),
+            accept(),
+        ],
+    ]);
+    for (ip, set, port_set) in [
+        ("ip", SET_ALLOW4, SET_ALLOW4_PORT),
+        ("ip6", SET_ALLOW6, SET_ALLOW6_PORT),
+        ("ip", SET_NET4, SET_NET4_PORT),
+        ("ip6", SET_NET6, SET_NET6_PORT),
+    ] {
+        rules.push(vec![
+            is(payload(ip, "daddr"), set_lookup(set)),
+            counter(COUNTER_ACCEPTED),
+            accept(),
+        ]);
+        // `th dport` reads the same bytes whatever the protocol; pin it to TCP/UDP so an ICMP
+        // checksum cannot pose as an allowed port.
+        rules.push(vec![
+            is(meta(MetaKey::L4proto), anon_set(&["tcp", "udp"])),
+            is(
+                Expression::Named(NamedExpression::Concat(vec![
+                    payload(ip, "daddr"),
+                    payload("th", "dport"),
+                ])),
+                set_lookup(port_set),
+            ),
+            counter(COUNTER_ACCEPTED),
+            accept(),
+        ]);
+    }
+    match mode {
+        NetworkMode::Open => {
+            rules.push(log(LOG_PREFIX_UNLISTED));
+            rules.push(vec![counter(COUNTER_UNLISTED), accept()]);
+        }
+        _ => rules.extend(refuse_rest()),
+    }
+    rules
+}
+
+/// Log (rate-limited, in a rule of its own so packets over the limit still fall through to the
+/// refusal), then refuse loudly: a TCP reset or an ICMP error makes tools fail at once instead
+/// of hanging until their timeout.
+fn refuse_rest() -> Vec<Stmts> {
+    vec![
+        log(LOG_PREFIX_BLOCKED),
+        vec![
+            is(meta(MetaKey::L4proto), s("tcp")),
+            counter(COUNTER_BLOCKED),
+            Statement::Reject(Some(Reject::new(Some(RejectType::TCPReset), None))),
+        ],
+        vec![counter(COUNTER_BLOCKED), reject_icmpx()],
+    ]
+}
+
+fn input_rules(config: &GuardConfig) -> Vec<Stmts> {
+    let mut rules = vec![
+        vec![is(meta(MetaKey::Iif), s("lo")), accept()],
+        vec![established(), accept()],
+    ];
+    // With no network there is no way to answer a connection from outside either.
+    if config.mode != NetworkMode::None {
+        rules.push(vec![
+            is(
+                payload("icmpv6", "type"),
+                anon_set(&[
+                    "nd-neighbor-solicit",
+                    "nd-neighbor-advert",
+                    "nd-router-advert",
+                ]),
+            ),
+            accept(),
+        ]);
+        let mut ports = config.published_ports.clone();
+        ports.sort_unstable();
+        ports.dedup();
+        if !ports.is_empty() {
+            let items = ports
+                .iter()
+                .map(|p| SetItem::Element(Expression::Number(u32::from(*p))))
+                .collect();
+            rules.push(vec![
+                is(
+                    payload("tcp", "dport"),
+                    Expression::Named(NamedExpression::Set(items)),
+                ),
+                accept(),
+            ]);
+        }
+    }
+    rules.push(vec![
+        Statement::Counter(stmt::Counter::Anonymous(None)),
+        drop(),
+    ]);
+    rules
+}
+
+fn s(text: &str) -> Expression<'static> {
+    Expression::String(Cow::Owned(text.to_string()))
+}
+
+fn meta(key: MetaKey) -> Expression<'static> {
+    Expression::Named(NamedExpression::Meta(Meta { key }))
+}
+
+fn payload(protocol: &'static str, field: &'static str) -> Expression<'static> {
+    Expression::Named(NamedExpression::Payload(Payload::PayloadField(
+        PayloadField {
+            protocol: protocol.into(),
+            field: field.into(),
+        },
+    )))
+}
+
+fn set_lookup(name: &str) -> Expression<'static> {
+    s(&format!("@{name}"))
+}
+
+fn anon_set(items: &[&str]) -> Expression<'static> {
+    Expression::Named(NamedExpression::Set(
+        items.iter().map(|i| SetItem::Element(s(i))).collect(),
+    ))
+}
+
+fn matching(
+    left: Expression<'static>,
+    op: Operator,
+    right: Expression<'static>,
+) -> Statement<'static> {
+    Statement::Match(Match { left, right, op })
+}
+
+fn is(left: Expression<'static>, right: Expression<'static>) -> Statement<'static> {
+    matching(left, Operator::EQ, right)
+}
+
+fn not(left: Expression<'static>, right: Expression<'static>) -> Statement<'static> {
+    matching(left, Operator::NEQ, right)
+}
+
+fn established() -> Statement<'static> {
+    let state = Expression::Named(NamedExpression::CT(CT {
+        key: "state".into(),
+        family: None,
+        dir: None,
+    }));
+    matching(
+        state,
+        Operator::IN,
+        Expression::List(vec![s("established"), s("related")]),
+    )
+}
+
+fn counter(name: &'static str) -> Statement<'static> {
+    Statement::Counter(stmt::Counter::Named(name.into()))
+}
+
+fn accept() -> Statement<'static> {
+    Statement::Accept(None)
+}
+
+fn drop() -> Statement<'static> {
+    Statement::Drop(None)
+}
+
+fn reject_icmpx() -> Statement<'static> {
+    Statement::Reject(Some(Reject::new(
+        Some(RejectType::ICMPX),
+        Some(RejectCode::AdminProhibited),
+    )))
+}
+
+/// A rule body that logs to the guard's NFLOG group, rate-limited; no verdict.
+fn log(prefix: &'static str) -> Stmts {
+    vec![
+        Statement::Limit(Limit {
+            rate: LOG_RATE_PER_SECOND,
+            rate_unit: None,
+            per: Some("second".into()),
+            burst: Some(LOG_BURST),
+            burst_unit: None,
+            inv: None,
+        }),
+        Statement::Log(Some(Log {
+            prefix: Some(prefix.into()),
+            ..Log::new(Some(u32::from(NFLOG_GROUP)))
+        })),
+    ]
+}
+
+/// Static elements per set. Interval sets refuse overlapping elements in one batch, so a
+/// network inside another of the same set (and port) is dropped: the wider one covers it.
+fn static_elements(networks: &[(IpNet, Ports)]) -> Vec<(&'static str, Vec<Expression<'static>>)> {
+    let mut plain: [Vec<IpNet>; 2] = Default::default();
+    let mut ported: [BTreeMap<u16, Vec<IpNet>>; 2] = Default::default();
+    for (net, ports) in networks {
+        let family = usize::from(!net.is_ipv4());
+        match ports {
+            Ports::Any => plain[family].push(*net),
+            Ports::Only(list) => {
+                for port in list {
+                    ported[family].entry(*port).or_default().push(*net);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (family, (set, port_set)) in [(SET_NET4, SET_NET4_PORT), (SET_NET6, SET_NET6_PORT)]
+        .into_iter()
+        .enumerate()
+    {
+        let elems: Vec<_> = widest(&plain[family]).into_iter().map(net_expr).collect();
+        if !elems.is_empty() {
+            out.push((set, elems));
+        }
+        let mut port_elems = Vec::new();
+        for (port, nets) in &ported[family] {
+            for net in widest(nets) {
+                port_elems.push(concat(net_expr(net), *port));
+            }
+        }
+        if !port_elems.is_empty() {
+            out.push((port_set, port_elems));
+        }
+    }
+    out
+}
+
+/// Networks not contained in another one of the list, deduplicated, sorted.
+fn widest(nets: &[IpNet]) -> Vec<IpNet> {
+    let unique: BTreeSet<IpNet> = nets.iter().copied().collect();
+    unique
+        .iter()
+        .filter(|n| {
+            !unique
+                .iter()
+                .any(|o| o != *n && o.prefix <= n.prefix && o.contains(&n.addr))
+        })
+        .copied()
+        .collect()
+}
+
+fn net_expr(net: IpNet) -> Expression<'static> {
+    if net.is_host() {
+        return s(&net.addr.to_string());
+    }
+    Expression::Named(NamedExpression::Prefix(Prefix {
+        addr: Box::new(s(&net.addr.to_string())),
+        len: u32::from(net.prefix),
+    }))
+}
+
+fn concat(addr: Expression<'static>, port: u16) -> Expression<'static> {
+    Expression::Named(NamedExpression::Concat(vec![
+        addr,
+        Expression::Number(u32::from(port)),
+    ]))
+}
+
+fn element(set: &'static str, elems: Vec<Expression<'static>>) -> NfListObject<'static> {
+    NfListObject::Element(Element {
+        family: NfFamily::INet,
+        table: TABLE.into(),
+        name: set.into(),
+        elem: Cow::Owned(elems),
+    })
+}
+
+/// Dynamic elements for resolved addresses, grouped by set, without duplicates (a duplicate
+/// delete in one batch would fail it).
+fn dynamic_elements(addrs: &[(IpAddr, Ports)]) -> Vec<(&'static str, Vec<Expression<'static>>)> {
+    let mut by_set: BTreeMap<&'static str, BTreeSet<(IpAddr, Option<u16>)>> = BTreeMap::new();
+    for (addr, ports) in addrs {
+        let v4 = addr.is_ipv4();
+        match ports {
+            Ports::Any => {
+                let set = if v4 { SET_ALLOW4 } else { SET_ALLOW6 };
+                by_set.entry(set).or_default().insert((*addr, None));
+            }
+            Ports::Only(list) => {
+                let set = if v4 { SET_ALLOW4_PORT } else { SET_ALLOW6_PORT };
+                let entry = by_set.entry(set).or_default();
+                entry.extend(list.iter().map(|p| (*addr, Some(*p))));
+            }
+        }
+    }
+    by_set
+        .into_iter()
+        .map(|(set, items)| {
+            let elems = items
+                .into_iter()
+                .map(|(addr, port)| match port {
+                    None => s(&addr.to_string()),
+                    Some(port) => concat(s(&addr.to_string()), port),
+                })
+                .collect();
+            (set, elems)
+        })
+        .collect()
+}
+
+fn with_timeout(elems: &[Expression<'static>], timeout: u32) -> Vec<Expression<'static>> {
+    elems
+        .iter()
+        .map(|e| {
+            Expression::Named(NamedExpression::Elem(Elem {
+                val: Box::new(e.clone()),
+                timeout: Some(timeout),
+                expires: None,
+                comment: None,
+                counter: None,
+            }))
+        })
+        .collect()
+}
+
+/// Allow (or refresh) resolved addresses for `timeout_secs` (clamped to 1..=u32::MAX).
+///
+/// Per set: add (so the element exists), delete, add with the timeout — all in one atomic
+/// batch. Re-adding an existing element does not reset its timeout on most kernels, and
+/// deleting an absent one would fail the whole batch; this sequence refreshes in both cases.
+/// An empty `addrs` gives an empty batch: skip applying it.
+pub fn add_addresses(addrs: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'static> {
+    let timeout = timeout_secs.clamp(1, MAX_TIMEOUT_SECS) as u32;
+    let mut batch = Batch::new();
+    for (set, elems) in dynamic_elements(addrs) {
+        let timed = with_timeout(&elems, timeout);
+        batch.add(element(set, timed.clone()));
+        batch.delete(element(set, elems));
+        batch.add(element(set, timed));
+    }
+    batch.to_nftables()
+}
+
+/// Forget resolved addresses (`yolo deny`). Absent elements are fine: each is added first.
+/// Established connections are not cut; conntrack keeps them until they close.
+pub fn remove_addresses(addrs: &[(IpAddr, Ports)]) -> Nftables<'static> {
+    let mut batch = Batch::new();
+    for (set, elems) in dynamic_elements(addrs) {
+        // With a timeout, so a crash between add and delete can never leave a permanent entry.
+        batch.add(element(set, with_timeout(&elems, 1)));
+        batch.delete(element(set, elems));
+    }
+    batch.to_nftables()
+}
+
+/// Empty the four dynamic sets; static networks stay.
+pub fn flush_dynamic() -> Nftables<'static> {
+    let mut batch = Batch::new();
+    for name in DYNAMIC_SETS {
+        batch.add_cmd(NfCmd::Flush(FlushObject::Set(Box::new(set_ref(name)))));
+    }
+    batch.to_nftables()
+}
+
+/// The JSON `nft -j -f -` reads. Serializing these types cannot fail in practice; if it ever
+/// did, the empty string makes nft refuse the input loudly instead of applying nothing quietly.
+pub fn to_json(nftables: &Nftables) -> String {
+    serde_json::to_string(nftables).unwrap_or_default()
+}
+
+/// What verification compares: what nft cannot normalize away.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Summary {
+    tables: BTreeSet<String>,
+    chains: BTreeMap<String, String>,
+    sets: BTreeMap<String, String>,
+    counters: BTreeSet<String>,
+    rules: BTreeMap<String, Vec<String>>,
+    static_elements: BTreeMap<String, usize>,
+}
+
+/// Checks that the listed table (`nft -j list table inet yolo`, parsed) has what `expected`
+/// (a [`build`] batch) adds: chains with type/hook/priority/policy, sets with types and flags,
+/// the named counters, per chain the same rules in order — each reduced to its verdict, set
+/// references, named counter and log group — and the number of static set elements.
+/// The last output rule being the refusal (or the `open` accept) follows from the rule list.
+pub fn verify(expected: &Nftables, listed: &Nftables) -> Result<(), String> {
+    let want = summarize(expected);
+    let have = summarize(listed);
+    let mut problems = Vec::new();
+    for table in want.tables.difference(&have.tables) {
+        problems.push(format!("table inet {table} is missing"));
+    }
+    compare(&mut problems, "chain", &want.chains, &have.chains);
+    compare(&mut problems, "set", &want.sets, &have.sets);
+    for name in want.counters.difference(&have.counters) {
+        problems.push(format!("counter {name} is missing"));
+    }
+    for (chain, rules) in &want.rules {
+        let listed = have.rules.get(chain).map(Vec::as_slice).unwrap_or_default();
+        if rules.len() != listed.len() {
+            problems.push(format!(
+                "chain {chain} has {} rules, expected {}",
+                listed.len(),
+                rules.len()
+            ));
+        }
+        for (i, (w, h)) in rules.iter().zip(listed).enumerate() {
+            if w != h {
+                problems.push(format!("chain {chain} rule {i} is [{h}], expected [{w}]"));
+            }
+        }
+    }
+    for (set, count) in &want.static_elements {
+        let listed = have.static_elements.get(set).copied().unwrap_or(0);
+        if listed != *count {
+            problems.push(format!("set {set} has {listed} elements, expected {count}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the firewall differs from what was applied: {}",
+            problems.join("; ")
+        ))
+    }
+}
+
+fn compare(
+    problems: &mut Vec<String>,
+    kind: &str,
+    want: &BTreeMap<String, String>,
+    have: &BTreeMap<String, String>,
+) {
+    for (name, w) in want {
+        match have.get(name) {
+            None => problems.push(format!("{kind} {name} is missing")),
+            Some(h) if h != w => problems.push(format!("{kind} {name} is {h}, expected {w}")),
+            Some(_) => {}
+        }
+    }
+}
+
+/// Works on both a command batch (adds) and a listing (plain objects) of table `inet yolo`.
+fn summarize(nft: &Nftables) -> Summary {
+    let mut sum = Summary::default();
+    for object in nft.objects.iter() {
+        let obj = match object {
+            NfObject::CmdObject(NfCmd::Add(obj)) | NfObject::ListObject(obj) => obj,
+            _ => continue,
+        };
+        match obj {
+            NfListObject::Table(t) if is_ours(t.family, &t.name) => {
+                sum.tables.insert(t.name.to_string());
+            }
+            NfListObject::Chain(c) if is_ours(c.family, &c.table) => {
+                let desc = format!(
+                    "type {:?} hook {:?} priority {:?} policy {:?}",
+                    c._type, c.hook, c.prio, c.policy
+                )
+                .to_lowercase();
+                sum.chains.insert(c.name.to_string(), desc);
+            }
+            NfListObject::Set(set) if is_ours(set.family, &set.table) => {
+                summarize_set(&mut sum, set);
+            }
+            NfListObject::Counter(c) if is_ours(c.family, &c.table) => {
+                sum.counters.insert(c.name.to_string());
+            }
+            NfListObject::Rule(r) if is_ours(r.family, &r.table) => {
+                let rules = sum.rules.entry(r.chain.to_string()).or_default();
+                rules.push(summarize_rule(&r.expr));
+            }
+            NfListObject::Element(e)
+                if is_ours(e.family, &e.table) && STATIC_SETS.contains(&e.name.as_ref()) =>
+            {
+                *sum.static_elements.entry(e.name.to_string()).or_default() += e.elem.len();
+            }
+            _ => {}
+        }
+    }
+    sum
+}
+
+fn is_ours(family: NfFamily, table: &str) -> bool {
+    family == NfFamily::INet && table == TABLE
+}
+
+fn summarize_set(sum: &mut Summary, set: &Set) {
+    let types = match &set.set_type {
+        SetTypeValue::Single(t) => vec![*t],
+        SetTypeValue::Concatenated(ts) => ts.to_vec(),
+    };
+    let flags: BTreeSet<String> = set
+        .flags
+        .iter()
+        .flat_map(HashSet::iter)
+        .map(|f| format!("{f:?}").to_lowercase())
+        .collect();
+    let desc = format!("type {types:?} flags {flags:?}").to_lowercase();
+    sum.sets.insert(set.name.to_string(), desc);
+    if STATIC_SETS.contains(&set.name.as_ref()) {
+        let count = set.elem.as_ref().map_or(0, |e| e.len());
+        *sum.static_elements.entry(set.name.to_string()).or_default() += count;
+    }
+}
+
+/// A rule reduced to what survives nft's normalization: verdict, `@set` references, named
+/// counter and log group/prefix.
+fn summarize_rule(stmts: &[Statement]) -> String {
+    let mut parts = Vec::new();
+    let mut sets = BTreeSet::new();
+    for st in stmts {
+        match st {
+            Statement::Match(m) => {
+                for side in [&m.left, &m.right] {
+                    if let Ok(value) = serde_json::to_value(side) {
+                        collect_set_refs(&value, &mut sets);
+                    }
+                }
+            }
+            Statement::Counter(stmt::Counter::Named(name)) => parts.push(format!("counter {name}")),
+            Statement::Log(Some(l)) => parts.push(format!(
+                "log group {:?} prefix {:?}",
+                l.group,
+                l.prefix.as_deref().unwrap_or("")
+            )),
+            Statement::Accept(_) => parts.push("accept".into()),
+            Statement::Drop(_) => parts.push("drop".into()),
+            Statement::Reject(r) => {
+                let r = r.as_ref();
+                let kind = r.and_then(|r| r._type);
+                let code = r.and_then(|r| r.expr);
+                parts.push(format!("reject {kind:?} {code:?}").to_lowercase());
+            }
+            _ => {}
+        }
+    }
+    sets.into_iter().chain(parts).collect::<Vec<_>>().join(" ")
+}
+
+fn collect_set_refs(value: &serde_json::Value, out: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::String(s) if s.starts_with('@') => {
+            out.insert(s.clone());
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_set_refs(v, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| collect_set_refs(v, out)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use std::io::Write;
+    use std::path::PathBuf;
+    use std::process::{Command, Stdio};
+
+    fn config(mode: NetworkMode, published_ports: Vec<u16>) -> GuardConfig {
+        GuardConfig {
+            session: "test".into(),
+            mode,
+            allow: Vec::new(),
+            upstream: Vec::new(),
+            ttl_floor_secs: 60,
+            deny_nxdomain: false,
+            published_ports,
+            audit_path: PathBuf::from("/tmp/audit.jsonl"),
+            control_socket: PathBuf::from("/tmp/guard.sock"),
+            allow_internal_answers: false,
+        }
+    }
+
+    fn allowlist() -> Allowlist {
+        let patterns: Vec<String> = [
+            "api.example.com",
+            "*.example.org:443",
+            "192.0.2.0/24",
+            "192.0.2.128/25",
+            "198.51.100.7",
+            "203.0.113.0/24:443,8443",
+            "203.0.113.0/25:443",
+            "2001:db8::/48",
+            "[2001:db8:1::5]:22",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        Allowlist::parse(&patterns).unwrap()
+    }
+
+    fn json(nft: &Nftables) -> Value {
+        serde_json::from_str(&to_json(nft)).unwrap()
+    }
+
+    /// The commands of a batch as (verb, object kind, object) triples.
+    fn commands(nft: &Nftables) -> Vec<(String, String, Value)> {
+        let Value::Array(items) = json(nft)["nftables"].clone() else {
+            panic!("no nftables array")
+        };
+        items
+            .into_iter()
+            .map(|cmd| {
+                let (verb, obj) = cmd.as_object().unwrap().iter().next().unwrap();
+                let (kind, body) = obj.as_object().unwrap().iter().next().unwrap();
+                (verb.clone(), kind.clone(), body.clone())
+            })
+            .collect()
+    }
+
+    fn rules(nft: &Nftables, chain: &str) -> Vec<Value> {
+        commands(nft)
+            .into_iter()
+            .filter(|(v, k, b)| v == "add" && k == "rule" && b["chain"] == chain)
+            .map(|(_, _, b)| b["expr"].clone())
+            .collect()
+    }
+
+    fn strings_in(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|v| strings_in(v, out)),
+            Value::Object(m) => m.values().for_each(|v| strings_in(v, out)),
+            _ => {}
+        }
+    }
+
+    fn has(rule: &Value, key: &str) -> bool {
+        rule.as_array()
+            .unwrap()
+            .iter()
+            .any(|st| st.get(key).is_some())
+    }
+
+    #[test]
+    fn firewall_mode_chains_policies_and_order() {
+        let nft = build(&config(NetworkMode::Firewall, vec![]), &allowlist());
+        let cmds = commands(&nft);
+        assert_eq!((cmds[0].0.as_str(), cmds[0].1.as_str()), ("add", "table"));
+        let chains: Vec<_> = cmds
+            .iter()
+            .filter(|c| c.1 == "chain" && c.0 == "add")
+            .collect();
+        assert_eq!(chains.len(), 2);
+        assert_eq!(chains[0].2["policy"], "drop");
+        assert_eq!(chains[0].2["hook"], "output");
+        assert_eq!(chains[1].2["policy"], "drop");
+        assert_eq!(chains[1].2["hook"], "input");
+        // Both chains and all static sets are flushed before rules and elements are added.
+        let flushed: Vec<_> = cmds
+            .iter()
+            .filter(|c| c.0 == "flush")
+            .map(|c| c.2["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            flushed,
+            ["output", "input", "net4", "net6", "net4_port", "net6_port"]
+        );
+        let first_rule = cmds.iter().position(|c| c.1 == "rule").unwrap();
+        let last_flush = cmds.iter().rposition(|c| c.0 == "flush").unwrap();
+        assert!(last_flush < first_rule);
+        assert!(
+            !cmds.iter().any(|c| c.0 == "delete"),
+            "a delete could fail the batch"
+        );
+
+        let out = rules(&nft, "output");
+        let last = out.last().unwrap();
+        assert_eq!(last[1]["reject"]["type"], "icmpx");
+        assert_eq!(last[1]["reject"]["expr"], "admin-prohibited");
+        assert_eq!(out[out.len() - 2][2]["reject"]["type"], "tcp reset");
+        let log = &out[out.len() - 3];
+        assert_eq!(log[0]["limit"]["rate"], LOG_RATE_PER_SECOND);
+        assert_eq!(log[1]["log"]["group"], NFLOG_GROUP);
+        assert!(!has(log, "accept") && !has(log, "reject"));
+    }
+
+    #[test]
+    fn docker_dns_is_refused_before_anything_is_accepted() {
+        for mode in [NetworkMode::Firewall, NetworkMode::Open, NetworkMode::None] {
+            let out = rules(&build(&config(mode, vec![]), &allowlist()), "output");
+            let first_accept = out.iter().position(|r| has(r, "accept")).unwrap();
+            let refusal = out
+                .iter()
+                .position(|r| r.to_string().contains("127.0.0.11") && has(r, "reject"))
+                .unwrap();
+            assert!(refusal < first_accept, "{mode:?}");
+            let text = out[refusal].to_string();
+            assert!(text.contains(r#""op":"!=""#) && text.contains(&GUARD_MARK.to_string()));
+        }
+    }
+
+    #[test]
+    fn no_rule_names_an_address_besides_docker_dns() {
+        // Gateways, private ranges, link-local and other containers are reachable only through
+        // the allowlist's sets, never through a literal in a rule.
+        for mode in [NetworkMode::Firewall, NetworkMode::Open, NetworkMode::None] {
+            let nft = build(&config(mode, vec![8080]), &allowlist());
+            for chain in ["output", "input"] {
+                let mut literals = Vec::new();
+                rules(&nft, chain)
+                    .iter()
+                    .for_each(|r| strings_in(r, &mut literals));
+                let addrs: Vec<_> = literals
+                    .iter()
+                    .filter(|s| s.split('/').next().unwrap().parse::<IpAddr>().is_ok())
+                    .collect();
+                assert!(
+                    addrs.iter().all(|a| *a == "127.0.0.11"),
+                    "{mode:?} {addrs:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn firewall_mode_accepts_the_sets_with_counters() {
+        let out = rules(
+            &build(&config(NetworkMode::Firewall, vec![]), &allowlist()),
+            "output",
+        );
+        let mut refs = Vec::new();
+        for rule in &out {
+            let text = rule.to_string();
+            if let Some(set) = ALL_SET_NAMES
+                .iter()
+                .find(|s| text.contains(&format!("\"@{s}\"")))
+            {
+                assert!(has(rule, "accept"));
+                assert!(text.contains(r#"{"counter":"accepted"}"#));
+                refs.push(*set);
+                if set.ends_with("_port") {
+                    assert!(text.contains(r#""th""#) && text.contains(r#""l4proto""#));
+                }
+            }
+        }
+        assert_eq!(refs.len(), 8);
+        assert!(out.iter().any(|r| r.to_string().contains(r#""mark""#)
+            && has(r, "accept")
+            && r.to_string().contains(r#""op":"==""#)));
+    }
+
+    const ALL_SET_NAMES: [&str; 8] = [
+        SET_ALLOW4,
+        SET_ALLOW6,
+        SET_ALLOW4_PORT,
+        SET_ALLOW6_PORT,
+        SET_NET4,
+        SET_NET6,
+        SET_NET4_PORT,
+        SET_NET6_PORT,
+    ];
+
+    #[test]
+    fn open_mode_accepts_and_logs_the_rest() {
+        let nft = build(&config(NetworkMode::Open, vec![]), &allowlist());
+        let cmds = commands(&nft);
+        let output = cmds
+            .iter()
+            .find(|c| c.1 == "chain" && c.2["name"] == "output")
+            .unwrap();
+        assert_eq!(output.2["policy"], "accept");
+        let out = rules(&nft, "output");
+        let last = out.last().unwrap().to_string();
+        assert!(last.contains(r#"{"counter":"unlisted"}"#) && last.contains("accept"));
+        let log = out[out.len() - 2].to_string();
+        assert!(log.contains(LOG_PREFIX_UNLISTED));
+        assert!(!out
+            .iter()
+            .any(|r| has(r, "reject") && !r.to_string().contains("127.0.0.11")));
+    }
+
+    #[test]
+    fn none_mode_allows_only_loopback() {
+        let nft = build(&config(NetworkMode::None, vec![8080]), &allowlist());
+        let out = rules(&nft, "output");
+        let accepts: Vec<_> = out.iter().filter(|r| has(r, "accept")).collect();
+        assert_eq!(accepts.len(), 1);
+        assert!(accepts[0].to_string().contains(r#""right":"lo""#));
+        assert!(!out.iter().any(|r| r.to_string().contains('@')));
+        assert!(!out
+            .iter()
+            .any(|r| r.to_string().contains(r#""op":"==","right":2037346415"#)));
+        assert_eq!(out.last().unwrap()[1]["reject"]["type"], "icmpx");
+        let input = rules(&nft, "input");
+        assert!(!input.iter().any(|r| r.to_string().contains("8080")));
+    }
+
+    #[test]
+    fn input_accepts_published_ports_once_and_drops_the_rest() {
+        let nft = build(
+            &config(NetworkMode::Firewall, vec![8080, 3000, 8080]),
+            &allowlist(),
+        );
+        let input = rules(&nft, "input");
+        let ports = input
+            .iter()
+            .find(|r| r.to_string().contains(r#""tcp""#))
+            .unwrap();
+        assert_eq!(
+            ports[0]["match"]["right"]["set"],
+            serde_json::json!([3000, 8080])
+        );
+        let last = input.last().unwrap();
+        assert!(has(last, "drop") && has(last, "counter"));
+        let no_ports = build(&config(NetworkMode::Firewall, vec![]), &allowlist());
+        assert_eq!(rules(&no_ports, "input").len(), input.len() - 1);
+    }
+
+    #[test]
+    fn static_elements_collapse_overlaps_per_set_and_port() {
+        let nft = build(&config(NetworkMode::Firewall, vec![]), &allowlist());
+        let elements: BTreeMap<String, Value> = commands(&nft)
+            .into_iter()
+            .filter(|c| c.1 == "element")
+            .map(|c| {
+                (
+                    c.2["name"].as_str().unwrap().to_string(),
+                    c.2["elem"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            elements["net4"],
+            serde_json::json!([{"prefix": {"addr": "192.0.2.0", "len": 24}}, "198.51.100.7"])
+        );
+        assert_eq!(
+            elements["net4_port"],
+            serde_json::json!([
+                {"concat": [{"prefix": {"addr": "203.0.113.0", "len": 24}}, 443]},
+                {"concat": [{"prefix": {"addr": "203.0.113.0", "len": 24}}, 8443]},
+            ])
+        );
+        assert_eq!(
+            elements["net6"],
+            serde_json::json!([{"prefix": {"addr": "2001:db8::", "len": 48}}])
+        );
+        assert_eq!(
+            elements["net6_port"],
+            serde_json::json!([{"concat": ["2001:db8:1::5", 22]}])
+        );
+        let empty = build(
+            &config(NetworkMode::Firewall, vec![]),
+            &Allowlist::default(),
+        );
+        assert!(!commands(&empty).iter().any(|c| c.1 == "element"));
+    }
+
+    fn addrs(items: &[(&str, Ports)]) -> Vec<(IpAddr, Ports)> {
+        items
+            .iter()
+            .map(|(a, p)| (a.parse().unwrap(), p.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn add_addresses_adds_deletes_and_re_adds_per_set() {
+        let batch = add_addresses(
+            &addrs(&[
+                ("1.2.3.4", Ports::Any),
+                ("1.2.3.4", Ports::Any),
+                ("2001:db8::1", Ports::Any),
+                ("5.6.7.8", Ports::Only(vec![443, 80])),
+                ("5.6.7.8", Ports::Only(vec![443])),
+            ]),
+            300,
+        );
+        let cmds = commands(&batch);
+        let shape: Vec<_> = cmds
+            .iter()
+            .map(|(v, _, b)| format!("{v} {}", b["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "add allow4",
+                "delete allow4",
+                "add allow4",
+                "add allow4_port",
+                "delete allow4_port",
+                "add allow4_port",
+                "add allow6",
+                "delete allow6",
+                "add allow6",
+            ]
+        );
+        assert_eq!(
+            cmds[0].2["elem"],
+            serde_json::json!([{"elem": {
+                "val": "1.2.3.4", "timeout": 300, "expires": null, "comment": null, "counter": null
+            }}])
+        );
+        assert_eq!(cmds[1].2["elem"], serde_json::json!(["1.2.3.4"]));
+        assert_eq!(
+            cmds[4].2["elem"],
+            serde_json::json!([{"concat": ["5.6.7.8", 80]}, {"concat": ["5.6.7.8", 443]}])
+        );
+    }
+
+    #[test]
+    fn add_addresses_clamps_timeouts_and_skips_nothing_to_do() {
+        let zero = commands(&add_addresses(&addrs(&[("1.2.3.4", Ports::Any)]), 0));
+        assert_eq!(zero[0].2["elem"][0]["elem"]["timeout"], 1);
+        let huge = commands(&add_addresses(&addrs(&[("1.2.3.4", Ports::Any)]), u64::MAX));
+        assert_eq!(huge[0].2["elem"][0]["elem"]["timeout"], u32::MAX);
+        assert!(add_addresses(&[], 60).objects.is_empty());
+    }
+
+    #[test]
+    fn remove_addresses_adds_before_deleting() {
+        let cmds = commands(&remove_addresses(&addrs(&[(
+            "2001:db8::1",
+            Ports::Only(vec![22]),
+        )])));
+        let shape: Vec<_> = cmds
+            .iter()
+            .map(|(v, k, b)| format!("{v} {k} {}", b["name"]))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                r#"add element "allow6_port""#,
+                r#"delete element "allow6_port""#
+            ]
+        );
+    }
+
+    #[test]
+    fn flush_dynamic_flushes_the_four_dynamic_sets_only() {
+        let cmds = commands(&flush_dynamic());
+        let names: Vec<_> = cmds
+            .iter()
+            .map(|c| (c.0.as_str(), c.2["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("flush", "allow4"),
+                ("flush", "allow6"),
+                ("flush", "allow4_port"),
+                ("flush", "allow6_port")
+            ]
+        );
+    }
+
+    #[test]
+    fn static_networks_refills_the_four_static_sets_in_one_batch() {
+        let allow =
+            Allowlist::parse(&["192.0.2.0/24".to_string(), "example.com".to_string()]).unwrap();
+        let cmds = commands(&static_networks(&allow));
+        let names: Vec<_> = cmds
+            .iter()
+            .map(|c| (c.0.as_str(), c.2["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("flush", "net4"),
+                ("flush", "net6"),
+                ("flush", "net4_port"),
+                ("flush", "net6_port"),
+                ("add", "net4")
+            ]
+        );
+        assert!(to_json(&static_networks(&allow)).contains("192.0.2.0"));
+    }
+
+    #[test]
+    fn verify_accepts_the_same_ruleset_and_names_differences() {
+        let cfg = config(NetworkMode::Firewall, vec![8080]);
+        let expected = build(&cfg, &allowlist());
+        verify(&expected, &expected).unwrap();
+
+        let mut fewer = expected.objects.to_vec();
+        let last_rule = fewer
+            .iter()
+            .rposition(|o| matches!(o, NfObject::CmdObject(NfCmd::Add(NfListObject::Rule(_)))))
+            .unwrap();
+        fewer.remove(last_rule);
+        let fewer = Nftables {
+            objects: fewer.into(),
+        };
+        let err = verify(&expected, &fewer).unwrap_err();
+        assert!(err.contains("chain input has"), "{err}");
+
+        let open = build(&config(NetworkMode::Open, vec![8080]), &allowlist());
+        let err = verify(&expected, &open).unwrap_err();
+        assert!(
+            err.contains("chain output is") && err.contains("policy"),
+            "{err}"
+        );
+
+        let other_allow = build(&cfg, &Allowlist::default());
+        let err = verify(&expected, &other_allow).unwrap_err();
+        assert!(err.contains("set net4 has 0 elements, expected 2"), "{err}");
+
+        let empty = Nftables {
+            objects: Vec::new().into(),
+        };
+        let err = verify(&expected, &empty).unwrap_err();
+        assert!(err.contains("table inet yolo is missing"), "{err}");
+    }
+
+    /// `UPDATE_SNAPSHOTS=1 cargo test --lib firewall` rewrites the file after a deliberate change.
+    #[test]
+    fn ruleset_matches_snapshot() {
+        let nft = build(&config(NetworkMode::Firewall, vec![8080]), &allowlist());
+        let actual = serde_json::to_string_pretty(&nft).unwrap() + "\n";
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ruleset.json");
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() || !path.exists() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &actual).unwrap();
+        }
+        let expected = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            expected == actual,
+            "ruleset changed; check it, then rerun with UPDATE_SNAPSHOTS=1 to accept\n{actual}"
+        );
+    }
+
+    // ---- Real nftables, in a throwaway network namespace. No packet leaves its loopback. ----
+
+    /// A network namespace deleted on drop, even when the test fails.
+    struct Netns(String);
+
+    impl Netns {
+        fn create() -> Result<Netns, String> {
+            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let name = format!("yolo-fwtest-{}-{n}", std::process::id());
+            run("ip", &["netns", "add", &name], None)?;
+            Ok(Netns(name))
+        }
+
+        fn exec(&self, argv: &[&str], stdin: Option<&str>) -> Result<String, String> {
+            let mut args = vec!["netns", "exec", &self.0];
+            args.extend_from_slice(argv);
+            run("ip", &args, stdin)
+        }
+
+        fn apply(&self, nft: &Nftables) -> Result<String, String> {
+            self.exec(&["nft", "-j", "-f", "-"], Some(&to_json(nft)))
+        }
+
+        fn list(&self, what: &[&str]) -> Value {
+            let mut argv = vec!["nft", "-j", "list"];
+            argv.extend_from_slice(what);
+            serde_json::from_str(&self.exec(&argv, None).unwrap()).unwrap()
+        }
+
+        fn listed_table(&self) -> Nftables<'static> {
+            let text = self
+                .exec(&["nft", "-j", "list", "table", "inet", TABLE], None)
+                .unwrap();
+            serde_json::from_str(&text).unwrap()
+        }
+
+        /// (element, timeout, expires) of a dynamic set, as nft lists them.
+        fn elements(&self, set: &str) -> Vec<(String, u64, u64)> {
+            let listed = self.list(&["set", "inet", TABLE, set]);
+            let elems = listed["nftables"][1]["set"]["elem"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            elems
+                .iter()
+                .map(|e| {
+                    let e = &e["elem"];
+                    let timeout = e["timeout"].as_u64().unwrap_or(0);
+                    (
+                        e["val"].to_string(),
+                        timeout,
+                        e["expires"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        }
+    }
+
+    impl Drop for Netns {
+        fn drop(&mut self) {
+            let _ = run("ip", &["netns", "del", &self.0], None);
+        }
+    }
+
+    fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{program}: {e}"))?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "{program} {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    fn real_netns_unavailable() -> Option<String> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return Some("not root".into());
+        }
+        for tool in ["nft", "ip"] {
+            if run(tool, &["--version"], None).is_err() && run(tool, &["-V"], None).is_err() {
+                return Some(format!("{tool} is not installed"));
+            }
+        }
+        None
+    }
+
+    fn counter(listed: &Value, name: &str) -> u64 {
+        listed["nftables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|o| {
+                let c = o.get("counter")?;
+                (c["name"] == name).then(|| c["packets"].as_u64().unwrap_or(0))
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn ruleset_applies_in_real_netns() {
+        if let Some(why) = real_netns_unavailable() {
+            eprintln!("skipping ruleset_applies_in_real_netns: {why}");
+            return;
+        }
+        let ns = Netns::create().unwrap();
+        let cfg = config(NetworkMode::Firewall, vec![8080]);
+        let expected = build(&cfg, &allowlist());
+        ns.apply(&expected).unwrap();
+        verify(&expected, &ns.listed_table()).unwrap();
+
+        // The listing parses and the last output rule is the icmpx refusal.
+        let listed = ns.list(&["chain", "inet", TABLE, CHAIN_OUTPUT]);
+        let last = listed["nftables"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert_eq!(last["rule"]["expr"][1]["reject"]["type"], "icmpx", "{last}");
+
+        // Refresh: the second add_addresses raises the timeout of existing elements.
+        let resolved = addrs(&[
+            ("1.2.3.4", Ports::Any),
+            ("2001:db8::1", Ports::Any),
+            ("5.6.7.8", Ports::Only(vec![443])),
+        ]);
+        ns.apply(&add_addresses(&resolved, 100)).unwrap();
+        assert_eq!(
+            ns.elements(SET_ALLOW4),
+            [(r#""1.2.3.4""#.into(), 100, ns.elements(SET_ALLOW4)[0].2)]
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        ns.apply(&add_addresses(&resolved, 3600)).unwrap();
+        for set in [SET_ALLOW4, SET_ALLOW6, SET_ALLOW4_PORT] {
+            let elems = ns.elements(set);
+            assert_eq!(elems.len(), 1, "{set}: {elems:?}");
+            assert_eq!(elems[0].1, 3600, "{set}: {elems:?}");
+            assert!(elems[0].2 > 3590, "{set}: timeout not refreshed: {elems:?}");
+        }
+
+        // Re-applying the ruleset keeps dynamic elements, does not duplicate static ones, and
+        // can switch the mode.
+        ns.apply(&expected).unwrap();
+        verify(&expected, &ns.listed_table()).unwrap();
+        assert_eq!(ns.elements(SET_ALLOW4).len(), 1);
+        let open = build(&config(NetworkMode::Open, vec![]), &allowlist());
+        ns.apply(&open).unwrap();
+        verify(&open, &ns.listed_table()).unwrap();
+        assert!(verify(&expected, &ns.listed_table()).is_err());
+        ns.apply(&expected).unwrap();
+        verify(&expected, &ns.listed_table()).unwrap();
+
+        // Removing present and absent addresses both succeed.
+        let gone = addrs(&[("1.2.3.4", Ports::Any), ("9.9.9.9", Ports::Any)]);
+        ns.apply(&remove_addresses(&gone)).unwrap();
+        assert!(ns.elements(SET_ALLOW4).is_empty());
+        ns.apply(&flush_dynamic()).unwrap();
+        assert!(ns.elements(SET_ALLOW6).is_empty() && ns.elements(SET_ALLOW4_PORT).is_empty());
+
+        // Tampering is noticed.
+        ns.exec(&["nft", "flush", "chain", "inet", TABLE, CHAIN_INPUT], None)
+            .unwrap();
+        assert!(verify(&expected, &ns.listed_table())
+            .unwrap_err()
+            .contains("chain input"));
+    }
+
+    #[test]
+    fn docker_dns_is_refused_in_real_netns_loopback() {
+        if let Some(why) = real_netns_unavailable() {
+            eprintln!("skipping docker_dns_is_refused_in_real_netns_loopback: {why}");
+            return;
+        }
+        let ns = Netns::create().unwrap();
+        ns.exec(&["ip", "link", "set", "lo", "up"], None).unwrap();
+        let expected = build(
+            &config(NetworkMode::Firewall, vec![]),
+            &Allowlist::default(),
+        );
+        ns.apply(&expected).unwrap();
+        // Only loopback exists in the namespace: 127.0.0.1 is let through (a closed port
+        // answers with a reset), 127.0.0.11 is refused by the ruleset and counted.
+        let connect = |addr: &str| {
+            ns.exec(
+                &[
+                    "timeout",
+                    "5",
+                    "bash",
+                    "-c",
+                    &format!("exec 3<>/dev/tcp/{addr}/53"),
+                ],
+                None,
+            )
+        };
+        let local = connect("127.0.0.1").unwrap_err();
+        assert!(local.contains("refused"), "{local}");
+        let before = counter(
+            &ns.list(&["counters", "table", "inet", TABLE]),
+            COUNTER_BLOCKED,
+        );
+        let docker = connect("127.0.0.11").unwrap_err();
+        assert!(
+            !docker.contains("timed out") && !docker.is_empty(),
+            "{docker}"
+        );
+        let after = counter(
+            &ns.list(&["counters", "table", "inet", TABLE]),
+            COUNTER_BLOCKED,
+        );
+        assert!(
+            after > before,
+            "blocked counter did not move: {before} -> {after}"
+        );
+    }
+}

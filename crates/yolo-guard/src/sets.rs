@@ -1,0 +1,224 @@
+//! Talking to the kernel's nftables through the `nft` binary: apply a JSON batch, read the table
+//! back. Errors carry what `nft` said on stderr, since that names the offending rule or element.
+//!
+//! Not here: what the batches contain (that is `firewall::ruleset`, pure).
+
+use nftables::schema::Nftables;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use yolo_protocol::control::{Counter, SetElement};
+
+/// The table the ruleset owns.
+pub const TABLE: [&str; 2] = ["inet", "yolo"];
+
+/// `nft -j -f -` with `batch` on stdin. Blocking: from async code use [`apply_async`].
+pub fn apply(batch: &Nftables<'_>) -> Result<(), String> {
+    let json =
+        serde_json::to_vec(batch).map_err(|e| format!("cannot serialize the nft batch: {e}"))?;
+    run_nft(&["-j", "-f", "-"], Some(&json)).map(|_| ())
+}
+
+/// [`apply`] off the async runtime's threads.
+pub async fn apply_async(batch: Nftables<'static>) -> Result<(), String> {
+    tokio::task::spawn_blocking(move || apply(&batch))
+        .await
+        .map_err(|e| format!("nft task failed: {e}"))?
+}
+
+/// `nft -j list table inet yolo`, typed (for `ruleset::verify`).
+pub fn list_table() -> Result<Nftables<'static>, String> {
+    let out = run_nft(&["-j", "list", "table", TABLE[0], TABLE[1]], None)?;
+    serde_json::from_slice(&out).map_err(|e| format!("cannot read `nft -j list table` output: {e}"))
+}
+
+/// `nft -j list table inet yolo` as plain JSON (for status: elements with expiry, counters).
+pub fn list_table_value() -> Result<Value, String> {
+    let out = run_nft(&["-j", "list", "table", TABLE[0], TABLE[1]], None)?;
+    serde_json::from_slice(&out).map_err(|e| format!("cannot read `nft -j list table` output: {e}"))
+}
+
+fn run_nft(args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    let mut child = Command::new("nft")
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run nft: {e} (is nftables installed in the guard image?)"))?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        // A write error means nft exited early; its stderr below says why.
+        let _ = pipe.write_all(input);
+    }
+    let output = child.wait_with_output().map_err(|e| format!("nft: {e}"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!(
+            "nft {} failed ({}): {}",
+            args.join(" "),
+            output.status,
+            stderr.trim()
+        ));
+    }
+    Ok(output.stdout)
+}
+
+/// Set elements and counters from a `nft -j list table` listing. Named counters keep their
+/// name; rule counters are named by the rule's comment (or `chain#handle` without one).
+pub fn summarize(listing: &Value) -> (Vec<SetElement>, BTreeMap<String, Counter>) {
+    let mut elements = Vec::new();
+    let mut counters = BTreeMap::new();
+    let objects = listing
+        .get("nftables")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    for object in objects {
+        if let Some(set) = object.get("set") {
+            let name = set
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            for elem in set
+                .get("elem")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+            {
+                elements.push(element(&name, elem));
+            }
+        } else if let Some(counter) = object.get("counter") {
+            let name = counter
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("counter");
+            counters.insert(name.to_string(), counter_of(counter));
+        } else if let Some(rule) = object.get("rule") {
+            let exprs = rule
+                .get("expr")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            // `counter name "x"` in a rule refers to a named counter: listed above.
+            if let Some(counter) = exprs
+                .iter()
+                .filter_map(|e| e.get("counter"))
+                .find(|c| c.is_object())
+            {
+                let name = match rule.get("comment").and_then(Value::as_str) {
+                    Some(comment) => comment.to_string(),
+                    None => format!(
+                        "{}#{}",
+                        rule.get("chain").and_then(Value::as_str).unwrap_or("?"),
+                        rule.get("handle").and_then(Value::as_u64).unwrap_or(0)
+                    ),
+                };
+                counters.insert(name, counter_of(counter));
+            }
+        }
+    }
+    (elements, counters)
+}
+
+fn element(set: &str, elem: &Value) -> SetElement {
+    // With timeouts an element is `{"elem": {"val": .., "timeout": .., "expires": ..}}`.
+    let (val, inner) = match elem.get("elem") {
+        Some(inner) => (inner.get("val").unwrap_or(&Value::Null), Some(inner)),
+        None => (elem, None),
+    };
+    let secs = |key| inner.and_then(|i| i.get(key)).and_then(Value::as_u64);
+    SetElement {
+        set: set.to_string(),
+        element: render(val),
+        timeout_secs: secs("timeout"),
+        expires_secs: secs("expires"),
+    }
+}
+
+/// nft's JSON for values back to nft's text form.
+fn render(val: &Value) -> String {
+    match val {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Object(o) => {
+            if let Some(parts) = o.get("concat").and_then(Value::as_array) {
+                parts.iter().map(render).collect::<Vec<_>>().join(" . ")
+            } else if let Some(prefix) = o.get("prefix") {
+                format!(
+                    "{}/{}",
+                    render(prefix.get("addr").unwrap_or(&Value::Null)),
+                    prefix.get("len").unwrap_or(&Value::Null)
+                )
+            } else if let Some(range) = o.get("range").and_then(Value::as_array) {
+                range.iter().map(render).collect::<Vec<_>>().join("-")
+            } else {
+                val.to_string()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+fn counter_of(counter: &Value) -> Counter {
+    let n = |key| counter.get(key).and_then(Value::as_u64).unwrap_or(0);
+    Counter {
+        packets: n("packets"),
+        bytes: n("bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summarize_reads_elements_and_counters() {
+        let listing = serde_json::json!({"nftables": [
+            {"metainfo": {"json_schema_version": 1}},
+            {"table": {"family": "inet", "name": "yolo", "handle": 1}},
+            {"set": {"family": "inet", "name": "allow4", "table": "yolo", "type": "ipv4_addr",
+                     "flags": ["timeout"],
+                     "elem": [{"elem": {"val": "192.0.2.1", "timeout": 300, "expires": 290}},
+                              {"elem": {"val": {"concat": ["192.0.2.2", 443]}, "timeout": 60, "expires": 5}}]}},
+            {"set": {"family": "inet", "name": "net4", "table": "yolo", "type": "ipv4_addr",
+                     "flags": ["interval"], "elem": [{"prefix": {"addr": "10.0.0.0", "len": 8}}]}},
+            {"counter": {"family": "inet", "name": "blocked", "table": "yolo", "packets": 3, "bytes": 180}},
+            {"rule": {"family": "inet", "table": "yolo", "chain": "output", "handle": 9, "comment": "accepted",
+                      "expr": [{"counter": {"packets": 10, "bytes": 1000}}, {"accept": null}]}},
+            {"rule": {"family": "inet", "table": "yolo", "chain": "output", "handle": 10,
+                      "expr": [{"counter": "blocked"}, {"drop": null}]}}
+        ]});
+        let (elements, counters) = summarize(&listing);
+        assert_eq!(elements.len(), 3);
+        assert_eq!(elements[0].element, "192.0.2.1");
+        assert_eq!(elements[0].expires_secs, Some(290));
+        assert_eq!(elements[1].element, "192.0.2.2 . 443");
+        assert_eq!(elements[2].element, "10.0.0.0/8");
+        assert_eq!(
+            counters["blocked"],
+            Counter {
+                packets: 3,
+                bytes: 180
+            }
+        );
+        assert_eq!(counters["accepted"].packets, 10);
+        assert_eq!(counters.len(), 2);
+    }
+
+    #[test]
+    fn summarize_tolerates_anything() {
+        for v in [
+            serde_json::json!(null),
+            serde_json::json!({"nftables": 3}),
+            serde_json::json!({"nftables": [{"set": 1}]}),
+        ] {
+            let _ = summarize(&v);
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The event schema, documented in docs/audit-log.md. Keep the two in step.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Event {
+    pub ts: DateTime<Utc>,
+    pub session: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+impl Event {
+    /// An event of `session` stamped now.
+    pub fn now(session: &str, kind: EventKind) -> Event {
+        Event {
+            ts: Utc::now(),
+            session: session.to_string(),
+            kind,
+        }
+    }
+
+    /// The event as one JSON line, newline included: what every writer appends with a single
+    /// `write` so concurrent writers never tear each other's lines.
+    pub fn to_line(&self) -> Vec<u8> {
+        // An Event is strings, numbers and JSON values: serializing it cannot fail.
+        let mut line = serde_json::to_vec(self).unwrap_or_default();
+        line.push(b'\n');
+        line
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    SessionStart {
+        workspace: String,
+        config_file: String,
+        config_hash: String,
+        image: String,
+        container: String,
+        limits: serde_json::Value,
+        grants: Vec<String>,
+        #[serde(default)]
+        network: String,
+        #[serde(default)]
+        allowlist: Vec<String>,
+    },
+    SessionStop {
+        reason: String,
+    },
+    /// A command yolo ran in the container or on the host.
+    Command {
+        /// hook, exec, shell, agent, host, setup
+        source: String,
+        name: String,
+        argv: Vec<String>,
+        user: String,
+        cwd: String,
+        started: DateTime<Utc>,
+        exit_code: Option<i64>,
+        duration_ms: u64,
+    },
+    /// A DNS query the guard answered.
+    Dns {
+        name: String,
+        qtype: String,
+        /// allowed, refused, malformed, error
+        decision: String,
+        #[serde(default)]
+        answers: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rcode: Option<String>,
+    },
+    /// A packet the firewall dropped.
+    Blocked {
+        proto: String,
+        dst: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
+        /// The name that last resolved to `dst`, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// A connection to a destination outside the allowlist that `--network open` let through.
+    Connection {
+        proto: String,
+        dst: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// The allowlist of a running session changed (`yolo allow` / `yolo deny`).
+    Firewall {
+        action: String,
+        patterns: Vec<String>,
+    },
+    /// The guard's own life: started (with ruleset verification time), stopped, errors.
+    Guard {
+        status: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        details: BTreeMap<String, serde_json::Value>,
+    },
+    /// Something yolo wants on record that fits no other kind (warnings, refusals).
+    Notice {
+        message: String,
+    },
+}
+
+impl EventKind {
+    /// The `kind` tag, for filtering.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::SessionStart { .. } => "session_start",
+            EventKind::SessionStop { .. } => "session_stop",
+            EventKind::Command { .. } => "command",
+            EventKind::Dns { .. } => "dns",
+            EventKind::Blocked { .. } => "blocked",
+            EventKind::Connection { .. } => "connection",
+            EventKind::Firewall { .. } => "firewall",
+            EventKind::Guard { .. } => "guard",
+            EventKind::Notice { .. } => "notice",
+        }
+    }
+}

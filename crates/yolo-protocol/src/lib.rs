@@ -1,0 +1,102 @@
+//! What the yolo CLI on the host and the guard in its container share: the guard's config, the
+//! control requests and responses, the audit event schema and the allowlist grammar.
+//!
+//! No I/O here (no sockets, no files, no Docker): both sides build on these values, and either
+//! can change how it talks without the other noticing, as long as these types stay.
+
+pub mod allowlist;
+pub mod control;
+pub mod event;
+
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+/// NFLOG group the ruleset logs dropped packets to.
+pub const NFLOG_GROUP: u16 = 7;
+/// Mark the guard sets (SO_MARK) on its own upstream DNS sockets; the ruleset accepts it.
+pub const GUARD_MARK: u32 = 0x796f6c6f; // "yolo"
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// Domain allowlist (default).
+    #[default]
+    Firewall,
+    /// No filtering; DNS and connections are still logged.
+    Open,
+    /// No network at all but loopback.
+    None,
+}
+
+/// Everything the guard needs, written by the host CLI as JSON into the guard container.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GuardConfig {
+    pub session: String,
+    pub mode: NetworkMode,
+    /// Allowlist patterns: `example.com`, `*.example.com`, CIDRs, `host:port`, `cidr:port`.
+    pub allow: Vec<String>,
+    /// Upstream resolvers; empty = the nameservers in the guard's /etc/resolv.conf.
+    pub upstream: Vec<SocketAddr>,
+    /// Minimum lifetime of an allowed address, seconds.
+    pub ttl_floor_secs: u64,
+    /// Answer denied names NXDOMAIN instead of REFUSED.
+    pub deny_nxdomain: bool,
+    /// Ports published on the host (input accepted).
+    pub published_ports: Vec<u16>,
+    /// Where to append audit events (bind-mounted session log).
+    pub audit_path: PathBuf,
+    /// Unix socket for `yolo allow/deny/firewall` (reached with docker exec).
+    pub control_socket: PathBuf,
+    /// Open private, loopback and link-local answers of allowed names too. Off by default: a
+    /// name pointing at the host or its other containers is DNS rebinding. The user turns it
+    /// on for internal services (and the tests, whose servers live on a Docker bridge).
+    #[serde(default)]
+    pub allow_internal_answers: bool,
+}
+
+/// Where the guard listens for DNS (the agent's resolver); also `[::1]:53` when IPv6 exists.
+pub const DNS_LISTEN: &str = "127.0.0.1:53";
+pub const DNS_LISTEN_V6: &str = "[::1]:53";
+/// Created by the guard once the ruleset is verified and DNS answers; the host waits for it
+/// (`docker exec <guard> test -e /run/yolo/ready`) before starting the agent.
+pub const GUARD_READY_FILE: &str = "/run/yolo/ready";
+/// The line the guard prints on stdout at the same moment (for `docker logs` watchers).
+/// Followed by a space and the session id of the config the guard started with.
+pub const GUARD_READY_LINE: &str = "yolo-guard ready";
+/// Default control socket inside the guard container; `yolo guard-ctl` uses it unless
+/// `YOLO_GUARD_CONTROL` names another. Put this path in `GuardConfig.control_socket`.
+pub const GUARD_CONTROL_SOCKET: &str = "/run/yolo/control.sock";
+
+/// The nameservers of a resolv.conf. In a container on a user network that is Docker's embedded
+/// DNS, 127.0.0.11, which the ruleset lets only guard-marked packets reach.
+pub fn resolv_conf_nameservers(text: &str) -> Vec<SocketAddr> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("nameserver"))
+                .then(|| words.next())
+                .flatten()
+        })
+        .filter_map(|addr| addr.split('%').next()?.parse::<IpAddr>().ok())
+        .map(|ip| SocketAddr::new(ip, 53))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolv_conf_parsing_keeps_dockers_embedded_dns() {
+        let text = "# generated\nnameserver 127.0.0.11\noptions ndots:0\nnameserver fe80::1%eth0\nnameserver bogus\n";
+        let servers = resolv_conf_nameservers(text);
+        assert_eq!(
+            servers,
+            vec![
+                "127.0.0.11:53".parse().unwrap(),
+                "[fe80::1]:53".parse().unwrap()
+            ]
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! One file per subcommand. Commands compose config, policy, engine, firewall and audit; they
+//! hold no Docker or nftables details themselves.
+
+pub mod approval;
+pub mod audit;
+pub mod doctor;
+pub mod down;
+pub mod exec;
+pub mod firewall;
+pub mod hooks;
+pub mod init;
+pub mod network;
+pub mod run;
+pub mod session;
+pub mod status;
+pub mod up;
+
+use crate::cli::{Cli, Command};
+use crate::engine::Engine;
+use crate::error::Result;
+
+/// Run a parsed command line; returns the process exit code.
+pub async fn execute(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Up {
+            target,
+            flags,
+            json,
+        } => up::execute(&target, &flags, json).await,
+        Command::Run {
+            target,
+            flags,
+            agent,
+            args,
+        } => run::execute(&target, &flags, agent, args).await,
+        Command::Exec { target, command } => exec::execute(&target, command).await,
+        Command::Shell { target } => exec::shell(&target).await,
+        Command::Down {
+            target,
+            remove,
+            volumes,
+        } => down::execute(&target, remove, volumes).await,
+        Command::Status { json } => status::execute(json).await,
+        Command::Init {
+            target,
+            agent,
+            force,
+        } => init::execute(&target, &agent, force),
+        Command::Doctor => doctor::execute().await,
+        Command::Audit {
+            target,
+            session,
+            kinds,
+            follow,
+            json,
+            list,
+        } => audit::execute(&target, session, kinds, follow, json, list).await,
+        Command::Allow { target, patterns } => firewall::allow(&target, patterns).await,
+        Command::Deny { target, patterns } => firewall::deny(&target, patterns).await,
+        Command::Firewall { target, json } => firewall::show(&target, json).await,
+    }
+}
+
+/// Connect to Docker, with the error a newcomer can act on.
+pub async fn engine() -> Result<Engine> {
+    Engine::connect().await
+}

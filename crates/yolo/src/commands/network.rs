@@ -1,0 +1,281 @@
+//! The project's network side for `up`/`run`: the effective allowlist, the guard's config, and
+//! bringing the guard up (verified) before the agent container may start.
+
+use crate::agents::Agent;
+use crate::cli::UpFlags;
+use crate::engine::guard::{self, GuardSpec};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::firewall::allowlist::Allowlist;
+use crate::firewall::control::{Request, Response};
+use crate::firewall::{presets, GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET};
+use crate::project::Project;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long the guard may take from start to "ready" before yolo gives up (fail closed).
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+const DEFAULT_TTL_FLOOR: u64 = 300;
+
+/// `--network`, else firewall. A repository cannot choose: this is the user's flag only.
+pub fn mode(flags: &UpFlags) -> Result<NetworkMode> {
+    match flags.network.as_deref() {
+        None | Some("firewall") => Ok(NetworkMode::Firewall),
+        Some("open") => Ok(NetworkMode::Open),
+        Some("none") => Ok(NetworkMode::None),
+        Some(other) => Err(Error::other(format!(
+            "--network {other:?}: choose firewall (default), open (no filtering, audit only) or none (no network)"
+        ))),
+    }
+}
+
+/// The merged allowlist: the agents' presets and domains, the repository's
+/// `customizations.yolo.firewall`, the user's config and `--allow` flags (policy merged those
+/// last three into the RunSpec).
+pub fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<String>> {
+    let spec = &project.spec;
+    let mut preset_names: Vec<String> = agents.iter().flat_map(|a| a.presets.clone()).collect();
+    preset_names.extend(spec.firewall_presets.iter().cloned());
+    let mut sources: Vec<Vec<String>> = Vec::new();
+    for name in &preset_names {
+        let entries = presets::load(name).map_err(|e| {
+            Error::other(format!("firewall preset {name:?} (customizations.yolo.firewall.presets or your config): {e}"))
+        })?;
+        sources.push(entries);
+    }
+    sources.push(agents.iter().flat_map(|a| a.domains.clone()).collect());
+    sources.push(spec.firewall_allow.clone());
+    let refs: Vec<&[String]> = sources.iter().map(Vec::as_slice).collect();
+    let merged = Allowlist::merge(&refs).map_err(|e| Error::Config {
+        file: spec.config_file.clone(),
+        line: None,
+        column: None,
+        property: Some("customizations.yolo.firewall.allow".into()),
+        message: format!("{e} (the pattern may also come from your config or --allow)"),
+    })?;
+    Ok(merged.patterns())
+}
+
+/// The resolvers Docker gives a container on its default bridge: the host's nameservers without
+/// the loopback ones (systemd-resolved's real list when the host points at its stub). Not
+/// Docker's embedded DNS (127.0.0.11): it forwards from inside the container's own network
+/// namespace, unmarked, so the firewall rightly drops its queries.
+fn default_upstream() -> Vec<SocketAddr> {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let found = usable_nameservers(
+        &read("/etc/resolv.conf"),
+        &read("/run/systemd/resolve/resolv.conf"),
+    );
+    if found.is_empty() {
+        eprintln!(
+            "{} the host has no nameserver the guard can reach (only loopback ones); names will not resolve in the container until you set --upstream-dns or upstream_dns in your yolo config",
+            console::style("warning:").yellow().bold()
+        );
+    }
+    found
+}
+
+/// Nameservers from a resolv.conf, loopback ones dropped; the systemd one when the first has
+/// nothing else.
+pub fn usable_nameservers(etc_resolv_conf: &str, systemd_resolv_conf: &str) -> Vec<SocketAddr> {
+    let usable = |text: &str| -> Vec<SocketAddr> {
+        yolo_protocol::resolv_conf_nameservers(text)
+            .into_iter()
+            .filter(|a| !a.ip().is_loopback())
+            .collect()
+    };
+    let found = usable(etc_resolv_conf);
+    if found.is_empty() {
+        usable(systemd_resolv_conf)
+    } else {
+        found
+    }
+}
+
+/// Parse `ADDR[:PORT]` (port 53 by default; IPv6 as `[addr]:port`).
+pub fn parse_upstream(text: &str) -> Result<SocketAddr> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Ok(ip) = text
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse::<IpAddr>()
+    {
+        return Ok(SocketAddr::new(ip, 53));
+    }
+    Err(Error::other(format!(
+        "upstream DNS {text:?}: expected an IP address with an optional port, e.g. 192.0.2.53 or 192.0.2.53:5353"
+    )))
+}
+
+pub fn guard_name(project: &Project) -> String {
+    format!("{}-guard", project.spec.container_name)
+}
+
+/// The Docker network the project lives on: the user's choice or one of its own.
+pub fn network_name(project: &Project) -> String {
+    project
+        .user
+        .firewall
+        .docker_network
+        .clone()
+        .unwrap_or_else(|| own_network(&project.spec.container_name))
+}
+
+/// The network yolo creates (and `down --remove` deletes) for a project container.
+pub fn own_network(container_name: &str) -> String {
+    format!("{container_name}-net")
+}
+
+pub fn guard_config(
+    project: &Project,
+    flags: &UpFlags,
+    session: &str,
+    allow: Vec<String>,
+) -> Result<GuardConfig> {
+    let user = &project.user.firewall;
+    let upstream = match flags
+        .upstream_dns
+        .as_deref()
+        .or(user.upstream_dns.as_deref())
+    {
+        Some(text) => vec![parse_upstream(text)?],
+        // Decided here rather than read by the guard from its /etc/resolv.conf: the agent
+        // shares that file and its root can write it.
+        None => default_upstream(),
+    };
+    Ok(GuardConfig {
+        session: session.to_string(),
+        mode: mode(flags)?,
+        allow,
+        upstream,
+        ttl_floor_secs: user.ttl_floor.unwrap_or(DEFAULT_TTL_FLOOR),
+        deny_nxdomain: user.deny_with_nxdomain,
+        published_ports: project.spec.ports.iter().map(|p| p.container).collect(),
+        audit_path: PathBuf::from(guard::GUARD_LOG_DIR).join(format!("{session}.jsonl")),
+        control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),
+        allow_internal_answers: user.allow_internal_answers,
+    })
+}
+
+/// Labels of yolo's objects for this project.
+pub fn labels(project: &Project) -> BTreeMap<String, String> {
+    use crate::engine::labels as l;
+    let spec = &project.spec;
+    let mut labels = BTreeMap::from([
+        (l::MANAGED.to_string(), "true".to_string()),
+        (l::ID.to_string(), spec.devcontainer_id.clone()),
+        (
+            l::LOCAL_FOLDER.to_string(),
+            spec.workspace.display().to_string(),
+        ),
+        (
+            l::CONFIG_FILE.to_string(),
+            spec.config_file.display().to_string(),
+        ),
+    ]);
+    labels.extend(l::extra());
+    labels
+}
+
+/// Create the guard (container, network, config) without starting it.
+pub async fn create_guard(engine: &Engine, project: &Project) -> Result<String> {
+    let base = project
+        .user
+        .guard_base_image
+        .clone()
+        .unwrap_or_else(|| guard::DEFAULT_BASE.to_string());
+    let image = engine
+        .ensure_guard_image(&base, project.user.guard_image.as_deref())
+        .await?;
+    let network = network_name(project);
+    engine.ensure_network(&network, &labels(project)).await?;
+    let spec = GuardSpec {
+        name: guard_name(project),
+        image,
+        network,
+        labels: labels(project),
+        ports: project.spec.ports.clone(),
+        hostname: project.spec.hostname.clone(),
+        extra_hosts: project.spec.extra_hosts.clone(),
+        log_dir: guard::log_dir(&crate::user_config::data_dir())?,
+    };
+    engine.create_guard(&spec).await
+}
+
+/// Start the guard with a fresh config and wait until it has verified its ruleset.
+pub async fn start_guard(engine: &Engine, id: &str, config: &GuardConfig) -> Result<()> {
+    let json = serde_json::to_string_pretty(config).map_err(|e| Error::other(e.to_string()))?;
+    engine.update_guard_config(id, &json).await?;
+    engine.start(id).await?;
+    engine
+        .wait_guard_ready(id, &config.session, READY_TIMEOUT)
+        .await
+}
+
+/// Send a control request to a running guard.
+pub async fn control(engine: &Engine, guard_id: &str, request: &Request) -> Result<Response> {
+    let json = serde_json::to_string(request).map_err(|e| Error::other(e.to_string()))?;
+    let text = engine.guard_ctl(guard_id, &json).await?;
+    let response: Response = serde_json::from_str(text.trim()).map_err(|e| {
+        Error::other(format!(
+            "unreadable answer from the firewall guard ({e}): {}",
+            text.trim()
+        ))
+    })?;
+    if !response.ok {
+        return Err(Error::other(format!(
+            "the firewall guard refused: {}",
+            response.error.unwrap_or_default()
+        )));
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_upstream_is_the_hosts_nameservers_without_loopback() {
+        let etc = "search lan\nnameserver 127.0.0.53\noptions edns0\n";
+        let systemd = "nameserver 192.0.2.1\nnameserver 2001:db8::53\n";
+        let got = usable_nameservers(etc, systemd);
+        assert_eq!(
+            got,
+            vec![
+                "192.0.2.1:53".parse().unwrap(),
+                "[2001:db8::53]:53".parse().unwrap()
+            ]
+        );
+        let direct = usable_nameservers("nameserver 198.51.100.1\nnameserver ::1\n", systemd);
+        assert_eq!(
+            direct,
+            vec!["198.51.100.1:53".parse::<SocketAddr>().unwrap()]
+        );
+        assert!(usable_nameservers("nameserver 127.0.0.1\n", "").is_empty());
+    }
+
+    #[test]
+    fn upstream_flags_take_an_address_and_an_optional_port() {
+        assert_eq!(
+            parse_upstream("192.0.2.53").unwrap(),
+            "192.0.2.53:53".parse().unwrap()
+        );
+        assert_eq!(
+            parse_upstream("192.0.2.53:5353").unwrap(),
+            "192.0.2.53:5353".parse().unwrap()
+        );
+        assert_eq!(
+            parse_upstream("[2001:db8::1]:53").unwrap(),
+            "[2001:db8::1]:53".parse().unwrap()
+        );
+        assert_eq!(
+            parse_upstream("2001:db8::1").unwrap(),
+            "[2001:db8::1]:53".parse().unwrap()
+        );
+        assert!(parse_upstream("dns.example").is_err());
+    }
+}

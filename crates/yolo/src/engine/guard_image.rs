@@ -1,0 +1,295 @@
+//! Where the guard's program comes from, and the image it is baked into.
+//!
+//! The guard runs `yolo-guard`, a static Linux executable, in a small Debian image with nft. The
+//! CLI picks its source once per `up`, in this order:
+//! 1. `guard_image` in the user's config: an image the user names (it must hold
+//!    `/usr/local/bin/yolo-guard` and `nft`); used as it is.
+//! 2. The binary embedded in this CLI (built by `build.rs` for the CLI's own target) when the
+//!    engine runs Linux on the same architecture: baked into `yolo-guard:<version>-<digest>`.
+//! 3. Otherwise (a macOS or Windows CLI, an engine of another architecture): the engine builds
+//!    the guard from the source embedded in the CLI, in a multi-stage Dockerfile
+//!    (`templates/guard/Dockerfile.source`), tagged `yolo-guard:<version>-src-<digest>`.
+//!
+//! Either way the binary is baked in once per version and digest, never copied into each new
+//! guard container. `select` is pure and unit-tested; the engine only builds what it chose.
+
+use crate::error::{Error, Result};
+use sha2::{Digest, Sha256};
+
+/// `yolo-guard` for the CLI's own target; empty when the CLI was built for a host with no Linux
+/// binary to offer.
+static EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bin"));
+/// The guard's source as a build context (empty when built from a packaged crate).
+static SOURCE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard-src.tar"));
+
+pub(crate) const DOCKERFILE: &str = include_str!("../../../../templates/guard/Dockerfile");
+pub(crate) const DOCKERFILE_SOURCE: &str =
+    include_str!("../../../../templates/guard/Dockerfile.source");
+/// Where the program lives in the guard image.
+pub(crate) const GUARD_BINARY: &str = "/usr/local/bin/yolo-guard";
+
+/// An OS and CPU architecture in Docker's words (`linux`, `amd64`/`arm64`/...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Platform {
+    pub os: String,
+    pub arch: String,
+}
+
+impl Platform {
+    /// The platform this CLI was built for, in Docker's architecture names.
+    pub(crate) fn of_this_build() -> Platform {
+        Platform {
+            os: std::env::consts::OS.to_string(),
+            arch: docker_arch(std::env::consts::ARCH).to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.os, self.arch)
+    }
+}
+
+/// Rust's `std::env::consts::ARCH` → the `Arch` Docker reports (Go's GOARCH).
+pub(crate) fn docker_arch(rust_arch: &str) -> &str {
+    match rust_arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64le",
+        "loongarch64" => "loong64",
+        other => other,
+    }
+}
+
+/// What the guard image is made from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GuardSource {
+    /// An image the user named; used as it is.
+    Configured(String),
+    /// The binary embedded in this CLI.
+    Embedded,
+    /// Built by the engine from the embedded source.
+    FromSource,
+}
+
+/// What this CLI carries: a binary for `binary_for` (if any), and the source (if any).
+#[derive(Debug, Clone)]
+pub(crate) struct Carried {
+    pub binary_for: Option<Platform>,
+    pub source: bool,
+}
+
+impl Carried {
+    pub(crate) fn this_build() -> Carried {
+        Carried {
+            binary_for: (!EMBEDDED.is_empty()).then(Platform::of_this_build),
+            source: !SOURCE.is_empty(),
+        }
+    }
+}
+
+/// Pick the guard's source for an engine on `engine`.
+pub(crate) fn select(
+    configured: Option<&str>,
+    carried: &Carried,
+    engine: &Platform,
+) -> Result<GuardSource> {
+    if let Some(image) = configured {
+        return Ok(GuardSource::Configured(image.to_string()));
+    }
+    if carried.binary_for.as_ref() == Some(engine) {
+        return Ok(GuardSource::Embedded);
+    }
+    if carried.source && engine.os == "linux" {
+        return Ok(GuardSource::FromSource);
+    }
+    Err(Error::other(format!(
+        "this yolo carries no firewall guard for a {engine} engine{}; name a guard image built for it with guard_image = \"...\" in your yolo config (see docs/architecture.md, \"The guard binary\")",
+        match &carried.binary_for {
+            Some(p) => format!(" (only one for {p})"),
+            None => String::new(),
+        }
+    )))
+}
+
+/// The tag of the image a source makes: yolo's version and a digest of what is baked in, so a
+/// new binary makes a new image and an unchanged one reuses it.
+pub(crate) fn tag(source: &GuardSource) -> String {
+    match source {
+        GuardSource::Configured(image) => image.clone(),
+        GuardSource::Embedded => format!(
+            "yolo-guard:{}-{}",
+            env!("CARGO_PKG_VERSION"),
+            digest12(EMBEDDED)
+        ),
+        GuardSource::FromSource => format!(
+            "yolo-guard:{}-src-{}",
+            env!("CARGO_PKG_VERSION"),
+            digest12(SOURCE)
+        ),
+    }
+}
+
+fn digest12(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))[..12].to_string()
+}
+
+/// The build context (a tar) for a source that needs a build.
+pub(crate) fn context(source: &GuardSource) -> Result<Option<Vec<u8>>> {
+    let pack = |e: std::io::Error| Error::other(format!("packing the guard image context: {e}"));
+    let mut tar = tar::Builder::new(Vec::new());
+    let dockerfile = match source {
+        GuardSource::Configured(_) => return Ok(None),
+        GuardSource::Embedded => {
+            append(&mut tar, "yolo-guard", 0o755, EMBEDDED).map_err(pack)?;
+            DOCKERFILE
+        }
+        GuardSource::FromSource => {
+            let mut archive = tar::Archive::new(SOURCE);
+            for entry in archive.entries().map_err(pack)? {
+                let mut entry = entry.map_err(pack)?;
+                let mut header = entry.header().clone();
+                let path = entry.path().map_err(pack)?.into_owned();
+                tar.append_data(&mut header, path, &mut entry)
+                    .map_err(pack)?;
+            }
+            DOCKERFILE_SOURCE
+        }
+    };
+    append(&mut tar, "Dockerfile", 0o644, dockerfile.as_bytes()).map_err(pack)?;
+    tar.into_inner().map(Some).map_err(pack)
+}
+
+fn append(
+    tar: &mut tar::Builder<Vec<u8>>,
+    path: &str,
+    mode: u32,
+    data: &[u8],
+) -> std::io::Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_size(data.len() as u64);
+    header.set_mode(mode);
+    header.set_cksum();
+    tar.append_data(&mut header, path, data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linux(arch: &str) -> Platform {
+        Platform {
+            os: "linux".into(),
+            arch: arch.into(),
+        }
+    }
+
+    fn carries(binary: Option<Platform>, source: bool) -> Carried {
+        Carried {
+            binary_for: binary,
+            source,
+        }
+    }
+
+    #[test]
+    fn a_configured_image_wins() {
+        let got = select(
+            Some("registry.example/guard:1"),
+            &carries(Some(linux("amd64")), true),
+            &linux("amd64"),
+        );
+        assert_eq!(
+            got.unwrap(),
+            GuardSource::Configured("registry.example/guard:1".into())
+        );
+    }
+
+    #[test]
+    fn the_embedded_binary_serves_an_engine_of_its_platform() {
+        let got = select(None, &carries(Some(linux("amd64")), true), &linux("amd64"));
+        assert_eq!(got.unwrap(), GuardSource::Embedded);
+    }
+
+    #[test]
+    fn another_architecture_builds_from_source() {
+        // An x86_64 Linux CLI talking to an arm64 engine (a remote one, say).
+        let got = select(None, &carries(Some(linux("amd64")), true), &linux("arm64"));
+        assert_eq!(got.unwrap(), GuardSource::FromSource);
+        // A macOS CLI carries no binary at all.
+        let got = select(None, &carries(None, true), &linux("arm64"));
+        assert_eq!(got.unwrap(), GuardSource::FromSource);
+    }
+
+    #[test]
+    fn nothing_to_offer_says_what_to_configure() {
+        let err = select(None, &carries(Some(linux("amd64")), false), &linux("arm64"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("linux/arm64"), "{err}");
+        assert!(err.contains("guard_image"), "{err}");
+        assert!(err.contains("only one for linux/amd64"), "{err}");
+        // A Windows-containers engine cannot run a Linux guard at all.
+        let windows = Platform {
+            os: "windows".into(),
+            arch: "amd64".into(),
+        };
+        assert!(select(None, &carries(None, true), &windows).is_err());
+    }
+
+    #[test]
+    fn architecture_names_follow_docker() {
+        assert_eq!(docker_arch("x86_64"), "amd64");
+        assert_eq!(docker_arch("aarch64"), "arm64");
+        assert_eq!(docker_arch("s390x"), "s390x");
+    }
+
+    #[test]
+    fn this_linux_build_carries_a_static_guard_and_its_source() {
+        let carried = Carried::this_build();
+        assert!(carried.source, "build.rs embeds the guard's source");
+        if cfg!(target_os = "linux") {
+            assert_eq!(carried.binary_for, Some(Platform::of_this_build()));
+            assert_eq!(&EMBEDDED[..4], b"\x7fELF", "an ELF executable");
+        }
+    }
+
+    #[test]
+    fn tags_carry_version_and_digest() {
+        let embedded = tag(&GuardSource::Embedded);
+        let prefix = format!("yolo-guard:{}-", env!("CARGO_PKG_VERSION"));
+        assert!(embedded.starts_with(&prefix), "{embedded}");
+        assert_eq!(embedded.len(), prefix.len() + 12);
+        assert!(tag(&GuardSource::FromSource).contains("-src-"));
+    }
+
+    #[test]
+    fn the_source_context_is_a_workspace_of_the_guard_crates_only() {
+        let context = context(&GuardSource::FromSource).unwrap().unwrap();
+        let mut archive = tar::Archive::new(context.as_slice());
+        let mut names = Vec::new();
+        let mut manifest = String::new();
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().display().to_string();
+            if name == "Cargo.toml" {
+                std::io::Read::read_to_string(&mut entry, &mut manifest).unwrap();
+            }
+            names.push(name);
+        }
+        for needed in [
+            "Dockerfile",
+            "Cargo.lock",
+            "crates/yolo-guard/src/main.rs",
+            "crates/yolo-protocol/src/lib.rs",
+        ] {
+            assert!(names.iter().any(|n| n == needed), "{needed} in {names:?}");
+        }
+        assert!(!names.iter().any(|n| n.starts_with("crates/yolo/")));
+        let parsed: toml::Value = toml::from_str(&manifest).unwrap();
+        let members = parsed["workspace"]["members"].as_array().unwrap();
+        assert_eq!(members.len(), 2, "{members:?}");
+        assert!(parsed["workspace"].get("default-members").is_none());
+    }
+}
