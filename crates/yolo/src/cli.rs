@@ -1,6 +1,11 @@
-//! clap definitions only: no work is done here.
+//! clap definitions only: no work is done here. Values are parsed (by the parsers in
+//! `settings`) but nothing runs and nothing is read from disk.
 
-use clap::{Args, Parser, Subcommand};
+use crate::firewall::NetworkMode;
+use crate::policy::Grant;
+use crate::settings;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -24,40 +29,67 @@ pub struct Target {
     pub config: Option<PathBuf>,
 }
 
+/// The flags of `up` and `run`. Every value is checked by its parser here, so a bad one is a
+/// usage error (exit 64) before anything runs; `settings::UpSettings` merges them with the
+/// user's config.
 #[derive(Debug, Clone, Args, Default)]
 pub struct UpFlags {
     /// Rebuild the image and recreate the container
     #[arg(long)]
     pub rebuild: bool,
-    /// Grant something the repository asks for (repeatable): privileged, cap-add[=CAP],
-    /// security-opt[=OPT], host-mount[=PATH], host-network, host-pid, host-ipc, host-userns,
-    /// host-uts, device, docker-socket, config-change
-    #[arg(long = "grant", value_name = "NAME")]
-    pub grants: Vec<String>,
+    /// Grant something the repository asks for (repeatable)
+    #[arg(
+        long = "grant",
+        value_name = "NAME",
+        value_parser = settings::parse_grant,
+        long_help = settings::grant_help()
+    )]
+    pub grants: Vec<Grant>,
     /// Run the repository's initializeCommand on the host without asking
     #[arg(long)]
     pub trust_host_commands: bool,
     /// Accept a changed .devcontainer/ without asking
     #[arg(long)]
     pub accept_config: bool,
-    /// CPU limit (cores)
-    #[arg(long, value_name = "N")]
+    /// CPU limit in cores, e.g. 2 or 0.5
+    #[arg(long, value_name = "N", value_parser = settings::parse_cpus)]
     pub cpus: Option<f64>,
-    /// Memory limit, e.g. 4g, 512m
-    #[arg(long, value_name = "SIZE")]
-    pub memory: Option<String>,
-    /// Process limit
-    #[arg(long, value_name = "N")]
+    /// Memory limit, e.g. 4g, 512m (at least 6m)
+    #[arg(long, value_name = "SIZE", value_parser = settings::parse_memory)]
+    pub memory: Option<i64>,
+    /// Process limit (at least 1)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
     pub pids: Option<i64>,
     /// Allow a domain, *.domain, CIDR or host:port (repeatable)
-    #[arg(long = "allow", value_name = "PATTERN")]
+    #[arg(long = "allow", value_name = "PATTERN", value_parser = settings::parse_pattern)]
     pub allow: Vec<String>,
-    /// Upstream DNS resolver of the firewall guard, ADDR[:PORT]
-    #[arg(long, value_name = "ADDR")]
-    pub upstream_dns: Option<String>,
-    /// Network mode: firewall (default), open (no filtering, audit only), none (no network)
-    #[arg(long, value_name = "MODE")]
-    pub network: Option<String>,
+    /// Upstream DNS resolver of the firewall guard, ADDR[:PORT] (port 53 by default)
+    #[arg(long, value_name = "ADDR", value_parser = settings::parse_upstream)]
+    pub upstream_dns: Option<SocketAddr>,
+    /// Network mode (default: firewall)
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub network: Option<NetworkArg>,
+}
+
+/// `--network`: the user's choice only; a repository cannot pick it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NetworkArg {
+    /// Domain allowlist through the firewall guard
+    Firewall,
+    /// No filtering; DNS and connections are still audited
+    Open,
+    /// No network at all but loopback
+    None,
+}
+
+impl From<NetworkArg> for NetworkMode {
+    fn from(arg: NetworkArg) -> NetworkMode {
+        match arg {
+            NetworkArg::Firewall => NetworkMode::Firewall,
+            NetworkArg::Open => NetworkMode::Open,
+            NetworkArg::None => NetworkMode::None,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -56,6 +56,9 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Exit status of a usage error (EX_USAGE): a bad flag or value, caught before anything runs.
+    pub const USAGE: i32 = 64;
+
     pub fn code(&self) -> i32 {
         match self {
             Error::ExitCode(code) => *code,

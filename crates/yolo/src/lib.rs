@@ -11,6 +11,7 @@ pub mod firewall;
 pub mod policy;
 pub mod project;
 pub mod run_spec;
+pub mod settings;
 pub mod state;
 pub mod user_config;
 
@@ -19,7 +20,10 @@ pub use error::{Error, Result};
 /// Parse the command line, run, print an error for humans, return the exit code.
 pub fn run() -> i32 {
     use clap::Parser;
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage(e),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -35,6 +39,16 @@ pub fn run() -> i32 {
     // Don't wait for a blocked stdin reader: the command is over.
     runtime.shutdown_background();
     report(result)
+}
+
+/// clap's own message; `--help` and `--version` exit 0, every usage error 64 (EX_USAGE), as
+/// docs/configuration.md documents (clap alone would exit 2).
+fn usage(e: clap::Error) -> i32 {
+    let _ = e.print();
+    match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+        _ => Error::USAGE,
+    }
 }
 
 fn report(result: Result<i32>) -> i32 {

@@ -1557,7 +1557,7 @@ impl LimitLayer {
 /// Docker refuses less than 6 MiB of memory.
 const MIN_MEMORY: i64 = 6 * 1024 * 1024;
 
-fn check_memory(text: &str) -> std::result::Result<i64, String> {
+pub(crate) fn check_memory(text: &str) -> std::result::Result<i64, String> {
     match parse_size(text) {
         Some(bytes) if bytes >= MIN_MEMORY => Ok(bytes),
         Some(_) => Err(format!("\"{text}\" is less than the 6m Docker needs")),
@@ -1565,7 +1565,7 @@ fn check_memory(text: &str) -> std::result::Result<i64, String> {
     }
 }
 
-fn check_cpus(cpus: f64) -> std::result::Result<f64, String> {
+pub(crate) fn check_cpus(cpus: f64) -> std::result::Result<f64, String> {
     if cpus.is_finite() && cpus > 0.0 && cpus <= 1024.0 {
         Ok(cpus)
     } else {

@@ -2,11 +2,12 @@
 //! against the user's grants: config -> policy -> RunSpec, done once at the edge.
 
 use crate::agents;
-use crate::cli::{Target, UpFlags};
+use crate::cli::Target;
 use crate::devcontainer::{discover, id, model::DevContainer, parse, substitute};
 use crate::error::{Error, Result};
 use crate::policy;
 use crate::run_spec::{ImageSource, RunSpec};
+use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,8 @@ pub struct Project {
     pub config: DevContainer,
     pub user: UserConfig,
     pub located: Located,
+    /// The flags and user config this project was loaded with.
+    pub settings: UpSettings,
 }
 
 /// Which workspace and config file a command is about, without reading the config.
@@ -45,9 +48,10 @@ impl Located {
 }
 
 impl Project {
-    /// Read, substitute and check the config. `trust_host_commands` is the user's answer (flag,
-    /// config or prompt) about running `initializeCommand` on the host.
-    pub fn load(located: &Located, flags: &UpFlags, user: UserConfig) -> Result<Project> {
+    /// Read, substitute and check the config against the resolved settings. Nothing is asked
+    /// here: `initializeCommand` is confirmed where it is about to run
+    /// (`approval::confirm_host_command`).
+    pub fn load(located: &Located, settings: UpSettings, user: UserConfig) -> Result<Project> {
         let Located {
             workspace,
             config_file,
@@ -56,20 +60,6 @@ impl Project {
         let raw = parse::parse_file(&config_file)?;
         let workspace_str = workspace.display().to_string();
         let config = substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
-        let granted = |name: &str| {
-            flags
-                .grants
-                .iter()
-                .chain(&user.grants)
-                .any(|g| g.trim() == name)
-        };
-        let trusted = flags.trust_host_commands
-            || user.trust_host_commands
-            || granted("initialize-command")
-            || match &config.initialize_command {
-                Some(command) => crate::commands::approval::ask_host_command(command)?,
-                None => false,
-            };
         let agent_volumes = agents::all(&user)
             .iter()
             .map(|a| {
@@ -79,13 +69,17 @@ impl Project {
                 )
             })
             .collect();
+        // The policy lets initializeCommand through when the user trusts host commands or can
+        // still be asked before it runs; without a terminal it refuses it now, before anything.
+        let can_ask = std::io::IsTerminal::is_terminal(&std::io::stdin())
+            && std::io::IsTerminal::is_terminal(&std::io::stderr());
         let policy_flags = policy::Flags {
-            grants: flags.grants.clone(),
-            trust_host_commands: trusted,
-            cpus: flags.cpus,
-            memory: flags.memory.clone(),
-            pids: flags.pids,
-            allow: flags.allow.clone(),
+            grants: settings.grants.iter().map(ToString::to_string).collect(),
+            trust_host_commands: settings.trust_host_commands || can_ask,
+            cpus: settings.cpus,
+            memory: settings.memory_bytes.map(|b| b.to_string()),
+            pids: settings.pids,
+            allow: settings.allow.clone(),
         };
         let spec = policy::evaluate(&policy::Input {
             config: &config,
@@ -98,17 +92,13 @@ impl Project {
             agent_volumes,
         })?;
         let mut spec = spec;
-        let host_mount_granted = flags
-            .grants
-            .iter()
-            .chain(&user.grants)
-            .any(|g| g.trim() == "host-mount" || g.trim().starts_with("host-mount="));
-        check_after_policy(&mut spec, host_mount_granted)?;
+        check_after_policy(&mut spec, settings.grants_host_mount())?;
         Ok(Project {
             spec,
             config,
             user,
             located: located.clone(),
+            settings,
         })
     }
 

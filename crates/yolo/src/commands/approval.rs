@@ -2,7 +2,6 @@
 //! When it changed since the user last approved it, show the change and ask again; a
 //! non-interactive run refuses unless the user granted `config-change`.
 
-use crate::cli::UpFlags;
 use crate::error::{Error, Result};
 use crate::project::Project;
 use crate::state::WorkspaceState;
@@ -84,7 +83,7 @@ pub fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> S
 
 /// Check (and record) approval. First use records the current files as approved: the policy
 /// has already refused anything dangerous, and there is nothing earlier to compare with.
-pub fn check(project: &Project, state: &mut WorkspaceState, flags: &UpFlags) -> Result<()> {
+pub fn check(project: &Project, state: &mut WorkspaceState) -> Result<()> {
     let spec = &project.spec;
     let current = snapshot(&spec.config_file, &spec.workspace);
     let Some(approved) = &state.approved else {
@@ -95,14 +94,7 @@ pub fn check(project: &Project, state: &mut WorkspaceState, flags: &UpFlags) -> 
         return Ok(());
     }
     let change = diff(approved, &current);
-    let granted = flags.accept_config
-        || flags.grants.iter().any(|g| g.trim() == "config-change")
-        || project
-            .user
-            .grants
-            .iter()
-            .any(|g| g.trim() == "config-change");
-    if !granted {
+    if !project.settings.accept_config {
         if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
             return Err(Error::NotApproved(format!(
                 "the repository's dev container config changed since you last approved it:\n{change}\nyolo refuses to continue without your approval: review the change, then run again with --accept-config (or answer yes in a terminal)"
@@ -124,11 +116,33 @@ pub fn check(project: &Project, state: &mut WorkspaceState, flags: &UpFlags) -> 
     Ok(())
 }
 
-/// Ask before running `initializeCommand` on the host. `Ok(false)` when nobody can be asked
-/// (the policy then refuses it with the flag that grants it).
-pub fn ask_host_command(command: &crate::devcontainer::model::LifecycleCommand) -> Result<bool> {
+/// Right before `initializeCommand` would run on the host: go on when the user trusts host
+/// commands, else ask in a terminal; refuse (77) when nobody can be asked or the answer is no.
+/// Asked only on the path that runs it (a new start), never when a running container is reused.
+pub fn confirm_host_command(project: &Project) -> Result<()> {
+    let Some(command) = &project.spec.initialize_command else {
+        return Ok(());
+    };
+    if project.settings.trust_host_commands {
+        return Ok(());
+    }
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        return Ok(false);
+        let shown = command
+            .commands("initializeCommand")
+            .into_iter()
+            .map(|(_, argv)| argv.join(" "))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(Error::Refused {
+            file: project.spec.config_file.clone(),
+            property: "initializeCommand".into(),
+            value: format!("`{shown}`"),
+            reason: "it runs on your host, outside the container".into(),
+            grant: format!(
+                "--trust-host-commands, or trust_host_commands = true in {}",
+                crate::user_config::UserConfig::path().display()
+            ),
+        });
     }
     let shown = serde_json::to_string(command).unwrap_or_default();
     eprintln!(
@@ -144,5 +158,5 @@ pub fn ask_host_command(command: &crate::devcontainer::model::LifecycleCommand) 
             "initializeCommand not approved; nothing was started".into(),
         ));
     }
-    Ok(true)
+    Ok(())
 }

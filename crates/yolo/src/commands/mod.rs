@@ -18,6 +18,8 @@ pub mod up;
 use crate::cli::{Cli, Command};
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::settings::UpSettings;
+use crate::user_config::UserConfig;
 
 /// Run a parsed command line; returns the process exit code.
 pub async fn execute(cli: Cli) -> Result<i32> {
@@ -26,13 +28,19 @@ pub async fn execute(cli: Cli) -> Result<i32> {
             target,
             flags,
             json,
-        } => up::execute(&target, &flags, json).await,
+        } => {
+            let (settings, user) = resolve(&flags)?;
+            up::execute(&target, settings, user, json).await
+        }
         Command::Run {
             target,
             flags,
             agent,
             args,
-        } => run::execute(&target, &flags, agent, args).await,
+        } => {
+            let (settings, user) = resolve(&flags)?;
+            run::execute(&target, settings, user, agent, args).await
+        }
         Command::Exec { target, command } => exec::execute(&target, command).await,
         Command::Shell { target } => exec::shell(&target).await,
         Command::Down {
@@ -59,6 +67,13 @@ pub async fn execute(cli: Cli) -> Result<i32> {
         Command::Deny { target, patterns } => firewall::deny(&target, patterns).await,
         Command::Firewall { target, json } => firewall::show(&target, json).await,
     }
+}
+
+/// The user's config and the flags, resolved before anything runs.
+fn resolve(flags: &crate::cli::UpFlags) -> Result<(UpSettings, UserConfig)> {
+    let user = UserConfig::load()?;
+    let settings = UpSettings::resolve(flags, &user)?;
+    Ok((settings, user))
 }
 
 /// Connect to Docker, with the error a newcomer can act on.

@@ -2,34 +2,21 @@
 //! bringing the guard up (verified) before the agent container may start.
 
 use crate::agents::Agent;
-use crate::cli::UpFlags;
 use crate::engine::guard::{self, GuardSpec};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Allowlist;
 use crate::firewall::control::{Request, Response};
-use crate::firewall::{presets, GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET};
+use crate::firewall::{presets, GuardConfig, GUARD_CONTROL_SOCKET};
 use crate::project::Project;
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// How long the guard may take from start to "ready" before yolo gives up (fail closed).
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 const DEFAULT_TTL_FLOOR: u64 = 300;
-
-/// `--network`, else firewall. A repository cannot choose: this is the user's flag only.
-pub fn mode(flags: &UpFlags) -> Result<NetworkMode> {
-    match flags.network.as_deref() {
-        None | Some("firewall") => Ok(NetworkMode::Firewall),
-        Some("open") => Ok(NetworkMode::Open),
-        Some("none") => Ok(NetworkMode::None),
-        Some(other) => Err(Error::other(format!(
-            "--network {other:?}: choose firewall (default), open (no filtering, audit only) or none (no network)"
-        ))),
-    }
-}
 
 /// The merged allowlist: the agents' presets and domains, the repository's
 /// `customizations.yolo.firewall`, the user's config and `--allow` flags (policy merged those
@@ -94,22 +81,6 @@ pub fn usable_nameservers(etc_resolv_conf: &str, systemd_resolv_conf: &str) -> V
     }
 }
 
-/// Parse `ADDR[:PORT]` (port 53 by default; IPv6 as `[addr]:port`).
-pub fn parse_upstream(text: &str) -> Result<SocketAddr> {
-    if let Ok(addr) = text.parse::<SocketAddr>() {
-        return Ok(addr);
-    }
-    if let Ok(ip) = text
-        .trim_matches(|c| c == '[' || c == ']')
-        .parse::<IpAddr>()
-    {
-        return Ok(SocketAddr::new(ip, 53));
-    }
-    Err(Error::other(format!(
-        "upstream DNS {text:?}: expected an IP address with an optional port, e.g. 192.0.2.53 or 192.0.2.53:5353"
-    )))
-}
-
 pub fn guard_name(project: &Project) -> String {
     format!("{}-guard", project.spec.container_name)
 }
@@ -129,26 +100,17 @@ pub fn own_network(container_name: &str) -> String {
     format!("{container_name}-net")
 }
 
-pub fn guard_config(
-    project: &Project,
-    flags: &UpFlags,
-    session: &str,
-    allow: Vec<String>,
-) -> Result<GuardConfig> {
+pub fn guard_config(project: &Project, session: &str, allow: Vec<String>) -> GuardConfig {
     let user = &project.user.firewall;
-    let upstream = match flags
-        .upstream_dns
-        .as_deref()
-        .or(user.upstream_dns.as_deref())
-    {
-        Some(text) => vec![parse_upstream(text)?],
+    let upstream = match project.settings.upstream_dns {
+        Some(addr) => vec![addr],
         // Decided here rather than read by the guard from its /etc/resolv.conf: the agent
         // shares that file and its root can write it.
         None => default_upstream(),
     };
-    Ok(GuardConfig {
+    GuardConfig {
         session: session.to_string(),
-        mode: mode(flags)?,
+        mode: project.settings.network,
         allow,
         upstream,
         ttl_floor_secs: user.ttl_floor.unwrap_or(DEFAULT_TTL_FLOOR),
@@ -157,7 +119,7 @@ pub fn guard_config(
         audit_path: PathBuf::from(guard::GUARD_LOG_DIR).join(format!("{session}.jsonl")),
         control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),
         allow_internal_answers: user.allow_internal_answers,
-    })
+    }
 }
 
 /// Labels of yolo's objects for this project.
@@ -256,26 +218,5 @@ mod tests {
             vec!["198.51.100.1:53".parse::<SocketAddr>().unwrap()]
         );
         assert!(usable_nameservers("nameserver 127.0.0.1\n", "").is_empty());
-    }
-
-    #[test]
-    fn upstream_flags_take_an_address_and_an_optional_port() {
-        assert_eq!(
-            parse_upstream("192.0.2.53").unwrap(),
-            "192.0.2.53:53".parse().unwrap()
-        );
-        assert_eq!(
-            parse_upstream("192.0.2.53:5353").unwrap(),
-            "192.0.2.53:5353".parse().unwrap()
-        );
-        assert_eq!(
-            parse_upstream("[2001:db8::1]:53").unwrap(),
-            "[2001:db8::1]:53".parse().unwrap()
-        );
-        assert_eq!(
-            parse_upstream("2001:db8::1").unwrap(),
-            "[2001:db8::1]:53".parse().unwrap()
-        );
-        assert!(parse_upstream("dns.example").is_err());
     }
 }

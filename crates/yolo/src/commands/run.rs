@@ -1,26 +1,28 @@
 //! `yolo run <agent>`: `up` if needed, then the agent in unattended mode, attached.
 
 use crate::agents;
-use crate::cli::{Target, UpFlags};
+use crate::cli::Target;
 use crate::engine::exec::Output;
 use crate::error::{Error, Result};
 use crate::project::{Located, Project, AGENT_STATE_ROOT};
+use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 
 pub async fn execute(
     target: &Target,
-    flags: &UpFlags,
+    settings: UpSettings,
+    user: UserConfig,
     agent: Option<String>,
     args: Vec<String>,
 ) -> Result<i32> {
     let located = Located::find(target)?;
-    let project = Project::load(&located, flags, UserConfig::load()?)?;
+    let project = Project::load(&located, settings, user)?;
     let name = agent.or_else(|| project.spec.default_agent.clone()).ok_or_else(|| {
         Error::other("name the agent to run, e.g. `yolo run claude` (or set customizations.yolo.agent in devcontainer.json)")
     })?;
     let agent = agents::resolve(&name, &project.user)?;
     let engine = super::engine().await?;
-    let outcome = super::up::up(&engine, &project, flags, std::slice::from_ref(&agent)).await?;
+    let outcome = super::up::up(&engine, &project, std::slice::from_ref(&agent)).await?;
     prepare(
         &engine,
         &outcome.container_id,

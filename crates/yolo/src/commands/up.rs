@@ -5,7 +5,7 @@ use super::hooks::Runner;
 use super::{approval, network, session};
 use crate::agents::Agent;
 use crate::audit::Writer;
-use crate::cli::{Target, UpFlags};
+use crate::cli::Target;
 use crate::devcontainer::substitute;
 use crate::engine::containers::{id_of, is_running, Network};
 use crate::engine::exec::Output;
@@ -16,6 +16,7 @@ use crate::firewall::control::Request;
 use crate::firewall::NetworkMode;
 use crate::project::{Located, Project, AGENT_STATE_ROOT};
 use crate::run_spec::{ImageSource, MountKind};
+use crate::settings::UpSettings;
 use crate::state::{ExecSettings, WorkspaceState};
 use crate::user_config::UserConfig;
 use bollard::models::ContainerSummary;
@@ -40,11 +41,16 @@ pub struct Outcome {
     pub network: String,
 }
 
-pub async fn execute(target: &Target, flags: &UpFlags, json: bool) -> Result<i32> {
+pub async fn execute(
+    target: &Target,
+    settings: UpSettings,
+    user: UserConfig,
+    json: bool,
+) -> Result<i32> {
     let located = Located::find(target)?;
-    let project = Project::load(&located, flags, UserConfig::load()?)?;
+    let project = Project::load(&located, settings, user)?;
     let engine = super::engine().await?;
-    let outcome = up(&engine, &project, flags, &[]).await?;
+    let outcome = up(&engine, &project, &[]).await?;
     if json {
         println!(
             "{}",
@@ -75,16 +81,12 @@ fn print_outcome(o: &Outcome) {
 
 /// Bring the project's container up; shared by `up` and `run` (which adds its agent, whose
 /// domains join the allowlist).
-pub async fn up(
-    engine: &Engine,
-    project: &Project,
-    flags: &UpFlags,
-    agents: &[Agent],
-) -> Result<Outcome> {
+pub async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> Result<Outcome> {
     let spec = &project.spec;
-    let mode = network::mode(flags)?;
+    let settings = &project.settings;
+    let mode = settings.network;
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
-    approval::check(project, &mut state, flags)?;
+    approval::check(project, &mut state)?;
     state.save(&spec.devcontainer_id)?;
     // Checked before any Docker work, so a bad pattern changes nothing.
     let allow = network::allowlist(project, &with_default_agent(project, agents))?;
@@ -101,7 +103,7 @@ pub async fn up(
     let mode_changed = agent
         .as_ref()
         .is_some_and(|c| label(c, labels::NETWORK) != Some(mode_name(mode)));
-    if flags.rebuild || mode_changed {
+    if settings.rebuild || mode_changed {
         stale = false;
         for c in [agent.take(), guard.take()].into_iter().flatten() {
             engine.remove(&id_of(&c)).await?;
@@ -142,15 +144,7 @@ pub async fn up(
         let (id, image) = a.unwrap_or_default();
         (id, image, "running", writer)
     } else {
-        start_fresh(
-            engine,
-            project,
-            flags,
-            &mut state,
-            Found { agent, guard },
-            &allow,
-        )
-        .await?
+        start_fresh(engine, project, &mut state, Found { agent, guard }, &allow).await?
     };
 
     let outcome = Outcome {
@@ -182,13 +176,15 @@ struct Found {
 async fn start_fresh(
     engine: &Engine,
     project: &Project,
-    flags: &UpFlags,
     state: &mut WorkspaceState,
     found: Found,
     allow: &[String],
 ) -> Result<(String, String, &'static str, Writer)> {
     let spec = &project.spec;
-    let mode = network::mode(flags)?;
+    let rebuild = project.settings.rebuild;
+    let mode = project.settings.network;
+    // About to run: the only moment to ask (nothing is opened or built yet if the answer is no).
+    approval::confirm_host_command(project)?;
     let needs_guard = mode != NetworkMode::None;
     let Found {
         mut agent,
@@ -215,11 +211,11 @@ async fn start_fresh(
     }
     // The image first: a failing build or pull leaves nothing half made behind.
     let built = match agent {
-        None => Some(engine.ensure_image(&spec.image, flags.rebuild).await?),
+        None => Some(engine.ensure_image(&spec.image, rebuild).await?),
         Some(_) => None,
     };
     let guard_id = if needs_guard {
-        let config = network::guard_config(project, flags, writer.session(), allow.to_vec())?;
+        let config = network::guard_config(project, writer.session(), allow.to_vec());
         let id = match guard {
             Some(g) => {
                 if is_running(&g) {
@@ -257,7 +253,7 @@ async fn start_fresh(
             state.save(&spec.devcontainer_id)?;
             let image = match built {
                 Some(image) => image,
-                None => engine.ensure_image(&spec.image, flags.rebuild).await?,
+                None => engine.ensure_image(&spec.image, rebuild).await?,
             };
             create_volumes(engine, project).await?;
             let network = Network {

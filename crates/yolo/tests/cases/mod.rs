@@ -5,3 +5,4 @@ mod images;
 mod lifecycle;
 mod network;
 mod policy;
+mod settings;

@@ -1,0 +1,265 @@
+//! The flags of `up`/`run` and the user's config, resolved into one typed value before any side
+//! effect (as ripgrep turns its low-level args into `HiArgs` and uv resolves `Settings`).
+//!
+//! Two stages, both before anything runs:
+//! - clap calls the `parse_*` functions below on each flag, so a bad value is a usage error
+//!   (exit 64, clap's format) naming the flag;
+//! - [`UpSettings::resolve`] merges the flags with the user's config file, whose bad values are
+//!   config errors (exit 65) naming the file and the setting.
+//!
+//! Not here: what the repository asks for (that is `policy`, which receives these settings).
+
+use crate::cli::UpFlags;
+use crate::error::{Error, Result};
+use crate::firewall::allowlist::Pattern;
+use crate::firewall::NetworkMode;
+use crate::policy::{self, Grant};
+use crate::user_config::UserConfig;
+use std::net::{IpAddr, SocketAddr};
+
+/// Everything `up` and `run` were told, by flag or by the user's config.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpSettings {
+    pub rebuild: bool,
+    /// `--grant` flags, then the config's `grants` (both parsed).
+    pub grants: Vec<Grant>,
+    /// `--trust-host-commands`, `trust_host_commands = true`, or the `initialize-command` grant.
+    pub trust_host_commands: bool,
+    /// `--accept-config` or the `config-change` grant.
+    pub accept_config: bool,
+    /// Limits given as flags (the config's `[limits]` is a layer of its own in `policy`).
+    pub cpus: Option<f64>,
+    pub memory_bytes: Option<i64>,
+    pub pids: Option<i64>,
+    /// `--allow` patterns, checked.
+    pub allow: Vec<String>,
+    /// `--upstream-dns`, else the config's `upstream_dns`; `None`: the host's nameservers.
+    pub upstream_dns: Option<SocketAddr>,
+    pub network: NetworkMode,
+}
+
+impl UpSettings {
+    /// Merge parsed flags with the user's config. Errors name the config file and setting.
+    pub fn resolve(flags: &UpFlags, user: &UserConfig) -> Result<UpSettings> {
+        let config_error = |setting: &str, message: String| Error::UserConfig {
+            file: UserConfig::path(),
+            message: format!("\"{setting}\": {message}"),
+        };
+        let mut grants = flags.grants.clone();
+        for text in &user.grants {
+            let grant = text
+                .parse::<Grant>()
+                .map_err(|m| config_error("grants", m))?;
+            if !grants.contains(&grant) {
+                grants.push(grant);
+            }
+        }
+        let upstream_dns = match flags.upstream_dns {
+            Some(addr) => Some(addr),
+            None => user
+                .firewall
+                .upstream_dns
+                .as_deref()
+                .map(parse_upstream)
+                .transpose()
+                .map_err(|m| config_error("firewall.upstream_dns", m))?,
+        };
+        let trust_host_commands = flags.trust_host_commands
+            || user.trust_host_commands
+            || grants.contains(&Grant::InitializeCommand);
+        let accept_config = flags.accept_config || grants.contains(&Grant::ConfigChange);
+        Ok(UpSettings {
+            rebuild: flags.rebuild,
+            grants,
+            trust_host_commands,
+            accept_config,
+            cpus: flags.cpus,
+            memory_bytes: flags.memory,
+            pids: flags.pids,
+            allow: flags.allow.clone(),
+            upstream_dns,
+            network: flags.network.map(NetworkMode::from).unwrap_or_default(),
+        })
+    }
+
+    /// Some grant of the user's allows a host mount (any path).
+    pub fn grants_host_mount(&self) -> bool {
+        self.grants.iter().any(|g| matches!(g, Grant::HostMount(_)))
+    }
+}
+
+/// `--grant NAME[=VALUE]`.
+pub fn parse_grant(text: &str) -> std::result::Result<Grant, String> {
+    text.parse::<Grant>()
+}
+
+/// The long help of `--grant`: every grant word.
+pub fn grant_help() -> String {
+    format!(
+        "Grant something the repository asks for (repeatable). One of: {}",
+        policy::GRANT_NAMES.join(", ")
+    )
+}
+
+/// `--cpus N`: a positive number of cores.
+pub fn parse_cpus(text: &str) -> std::result::Result<f64, String> {
+    let cpus = text
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| format!("\"{text}\" is not a number of CPUs, like 2 or 0.5"))?;
+    policy::check_cpus(cpus)
+}
+
+/// `--memory SIZE`: bytes, at least what Docker accepts.
+pub fn parse_memory(text: &str) -> std::result::Result<i64, String> {
+    policy::check_memory(text)
+}
+
+/// `--allow PATTERN`: one allowlist entry, checked now, kept as typed.
+pub fn parse_pattern(text: &str) -> std::result::Result<String, String> {
+    text.parse::<Pattern>()
+        .map(|_| text.trim().to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// `ADDR[:PORT]`, port 53 by default; IPv6 as `[addr]:port` or bare.
+pub fn parse_upstream(text: &str) -> std::result::Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Ok(ip) = text
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse::<IpAddr>()
+    {
+        return Ok(SocketAddr::new(ip, 53));
+    }
+    Err(format!(
+        "\"{text}\" is not an IP address with an optional port, e.g. 192.0.2.53 or 192.0.2.53:5353"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use clap::Parser;
+
+    fn flags(args: &[&str]) -> std::result::Result<UpFlags, clap::Error> {
+        let mut argv = vec!["yolo", "up"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv)?.command {
+            crate::cli::Command::Up { flags, .. } => Ok(flags),
+            _ => unreachable!("parsed `up`"),
+        }
+    }
+
+    #[test]
+    fn every_flag_arrives_typed() {
+        let f = flags(&[
+            "--grant",
+            "privileged",
+            "--grant",
+            "cap-add=net_raw",
+            "--memory",
+            "1g",
+            "--cpus",
+            "1.5",
+            "--pids",
+            "64",
+            "--upstream-dns",
+            "192.0.2.53",
+            "--network",
+            "open",
+            "--allow",
+            "*.example.com",
+        ])
+        .unwrap();
+        let s = UpSettings::resolve(&f, &UserConfig::default()).unwrap();
+        assert_eq!(
+            s.grants,
+            vec![Grant::Privileged, Grant::CapAdd(Some("NET_RAW".into()))]
+        );
+        assert_eq!(s.memory_bytes, Some(1 << 30));
+        assert_eq!(s.cpus, Some(1.5));
+        assert_eq!(s.pids, Some(64));
+        assert_eq!(s.upstream_dns, Some("192.0.2.53:53".parse().unwrap()));
+        assert_eq!(s.network, NetworkMode::Open);
+        assert_eq!(s.allow, ["*.example.com"]);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors_naming_the_flag() {
+        for args in [
+            &["--upstream-dns", "nope"][..],
+            &["--network", "host"],
+            &["--grant", "everything"],
+            &["--memory", "lots"],
+            &["--memory", "1k"],
+            &["--cpus", "0"],
+            &["--pids", "0"],
+            &["--allow", "*"],
+        ] {
+            let err = flags(args).unwrap_err();
+            assert!(
+                matches!(
+                    err.kind(),
+                    clap::error::ErrorKind::ValueValidation | clap::error::ErrorKind::InvalidValue
+                ),
+                "{args:?}: {err}"
+            );
+            let text = err.to_string();
+            assert!(text.contains(args[0]), "{args:?} names the flag: {text}");
+        }
+        // An enum lists its choices.
+        let err = flags(&["--network", "host"]).unwrap_err().to_string();
+        assert!(err.contains("firewall") && err.contains("open"), "{err}");
+    }
+
+    #[test]
+    fn the_user_config_fills_in_and_its_errors_name_the_setting() {
+        let mut user = UserConfig::default();
+        user.grants = vec!["config-change".into(), "initialize-command".into()];
+        user.firewall.upstream_dns = Some("[2001:db8::53]:5353".into());
+        let s = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap();
+        assert!(s.accept_config && s.trust_host_commands);
+        assert_eq!(s.upstream_dns, Some("[2001:db8::53]:5353".parse().unwrap()));
+        assert_eq!(s.network, NetworkMode::Firewall);
+
+        // The flag wins over the config.
+        let s = UpSettings::resolve(&flags(&["--upstream-dns", "192.0.2.1:53"]).unwrap(), &user)
+            .unwrap();
+        assert_eq!(s.upstream_dns, Some("192.0.2.1:53".parse().unwrap()));
+
+        user.firewall.upstream_dns = Some("resolver.example".into());
+        let err = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap_err();
+        assert_eq!(err.code(), 65);
+        assert!(err.to_string().contains("firewall.upstream_dns"), "{err}");
+
+        user.firewall.upstream_dns = None;
+        user.grants = vec!["root".into()];
+        let err = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap_err();
+        assert_eq!(err.code(), 65);
+        assert!(err.to_string().contains("\"grants\""), "{err}");
+    }
+
+    #[test]
+    fn upstream_flags_take_an_address_and_an_optional_port() {
+        assert_eq!(
+            parse_upstream("192.0.2.53").unwrap(),
+            "192.0.2.53:53".parse().unwrap()
+        );
+        assert_eq!(
+            parse_upstream("192.0.2.53:5353").unwrap(),
+            "192.0.2.53:5353".parse().unwrap()
+        );
+        assert_eq!(
+            parse_upstream("[2001:db8::1]:53").unwrap(),
+            "[2001:db8::1]:53".parse().unwrap()
+        );
+        assert_eq!(
+            parse_upstream("2001:db8::1").unwrap(),
+            "[2001:db8::1]:53".parse().unwrap()
+        );
+        assert!(parse_upstream("dns.example").is_err());
+    }
+}
