@@ -217,8 +217,10 @@ mod tests {
 
     #[test]
     fn the_user_config_fills_in_and_its_errors_name_the_setting() {
-        let mut user = UserConfig::default();
-        user.grants = vec!["config-change".into(), "initialize-command".into()];
+        let mut user = UserConfig {
+            grants: vec!["config-change".into(), "initialize-command".into()],
+            ..Default::default()
+        };
         user.firewall.upstream_dns = Some("[2001:db8::53]:5353".into());
         let s = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap();
         assert!(s.accept_config && s.trust_host_commands);
