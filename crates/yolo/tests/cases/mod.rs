@@ -1,5 +1,6 @@
 mod errors;
 mod exec;
+mod guard_image;
 mod hooks;
 mod images;
 mod lifecycle;

@@ -1,0 +1,71 @@
+//! The guard runs `yolo-guard`, baked into its image once per yolo version and binary digest:
+//! not the CLI copied into each new guard container.
+
+use crate::support::*;
+
+fn guard_of(t: &Test) -> String {
+    let label = format!("label={LABEL}={}", t.id);
+    let ids = docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &label,
+        "--filter",
+        "label=dev.yolo.role=guard",
+    ]);
+    let ids: Vec<&str> = ids.lines().collect();
+    assert_eq!(ids.len(), 1, "one guard: {ids:?}");
+    ids[0].to_string()
+}
+
+#[test]
+fn the_guard_program_is_baked_into_a_versioned_image_once() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    let guard = guard_of(&t);
+    let info = inspect(&guard);
+    let image = info["Config"]["Image"].as_str().unwrap().to_string();
+    let prefix = format!("yolo-guard:{}-", env!("CARGO_PKG_VERSION"));
+    let digest = image
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{image}"));
+    assert!(
+        digest.len() == 12 && digest.chars().all(|c| c.is_ascii_hexdigit()),
+        "the tag carries the binary's digest: {image}"
+    );
+    assert_eq!(
+        info["Config"]["Cmd"][0], "/usr/local/bin/yolo-guard",
+        "{}",
+        info["Config"]["Cmd"]
+    );
+
+    // The program is part of the image, not a file added to this container.
+    let diff = docker(&["diff", &guard]);
+    assert!(!diff.contains("yolo-guard"), "docker diff: {diff}");
+    let version = docker(&["exec", &guard, "/usr/local/bin/yolo-guard", "--version"]);
+    assert_eq!(
+        version.trim(),
+        format!("yolo-guard {}", env!("CARGO_PKG_VERSION"))
+    );
+    // A static executable: it does not depend on the guard image's C library.
+    let elf = docker(&[
+        "exec",
+        &guard,
+        "head",
+        "-c",
+        "4",
+        "/usr/local/bin/yolo-guard",
+    ]);
+    assert!(elf.ends_with("ELF"), "{elf:?}");
+    let image_id = inspect(&image)["Id"].clone();
+
+    // A recreated guard uses the same image: nothing is rebuilt or copied.
+    t.yolo(&["up", "--rebuild"]).ok();
+    let again = guard_of(&t);
+    assert_ne!(again, guard, "--rebuild made a new guard container");
+    let info = inspect(&again);
+    assert_eq!(info["Config"]["Image"], image.as_str());
+    assert_eq!(inspect(&image)["Id"], image_id);
+    assert!(!docker(&["diff", &again]).contains("yolo-guard"));
+}
