@@ -444,7 +444,7 @@ fn point_resolver_at_guard() -> std::result::Result<(), String> {
     let path = "/etc/resolv.conf";
     let old = std::fs::read_to_string(path).unwrap_or_default();
     let mut text = String::from(
-        "# written by yolo guard: every query goes through the allowlist\nnameserver 127.0.0.1\n",
+        "# written by yolo-guard: every query goes through the allowlist\nnameserver 127.0.0.1\n",
     );
     for line in old
         .lines()
