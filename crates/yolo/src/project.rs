@@ -3,7 +3,7 @@
 
 use crate::agents;
 use crate::cli::{Target, UpFlags};
-use crate::devcontainer::{discover, id, model::DevContainer, parse, substitute};
+use crate::devcontainer::{discover, id, model::DevContainer, names, parse, substitute};
 use crate::error::{Error, Result};
 use crate::policy;
 use crate::run_spec::{ImageSource, RunSpec};
@@ -74,7 +74,7 @@ impl Project {
             .iter()
             .map(|a| {
                 (
-                    agents::state_volume(&a.name, &devcontainer_id),
+                    names::state_volume(&a.name, &devcontainer_id),
                     format!("{AGENT_STATE_ROOT}/{}", a.name),
                 )
             })
