@@ -17,6 +17,8 @@ pub struct Project {
     pub spec: RunSpec,
     pub config: DevContainer,
     pub user: UserConfig,
+    /// The user's grants (config file and `--grant`), parsed once.
+    pub(crate) grants: policy::Grants,
     pub located: Located,
 }
 
@@ -56,16 +58,10 @@ impl Project {
         let raw = parse::parse_file(&config_file)?;
         let workspace_str = workspace.display().to_string();
         let config = substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
-        let granted = |name: &str| {
-            flags
-                .grants
-                .iter()
-                .chain(&user.grants)
-                .any(|g| g.trim() == name)
-        };
+        let grants = policy::Grants::parse(&user.grants, &flags.grants)?;
         let trusted = flags.trust_host_commands
             || user.trust_host_commands
-            || granted("initialize-command")
+            || grants.initialize_command()
             || match &config.initialize_command {
                 Some(command) => crate::commands::approval::ask_host_command(command)?,
                 None => false,
@@ -80,7 +76,7 @@ impl Project {
             })
             .collect();
         let policy_flags = policy::Flags {
-            grants: flags.grants.clone(),
+            grants: grants.clone(),
             trust_host_commands: trusted,
             cpus: flags.cpus,
             memory: flags.memory.clone(),
@@ -98,16 +94,12 @@ impl Project {
             agent_volumes,
         })?;
         let mut spec = spec;
-        let host_mount_granted = flags
-            .grants
-            .iter()
-            .chain(&user.grants)
-            .any(|g| g.trim() == "host-mount" || g.trim().starts_with("host-mount="));
-        check_after_policy(&mut spec, host_mount_granted)?;
+        check_after_policy(&mut spec, grants.any_host_mount())?;
         Ok(Project {
             spec,
             config,
             user,
+            grants,
             located: located.clone(),
         })
     }

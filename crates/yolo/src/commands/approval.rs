@@ -95,13 +95,7 @@ pub fn check(project: &Project, state: &mut WorkspaceState, flags: &UpFlags) -> 
         return Ok(());
     }
     let change = diff(approved, &current);
-    let granted = flags.accept_config
-        || flags.grants.iter().any(|g| g.trim() == "config-change")
-        || project
-            .user
-            .grants
-            .iter()
-            .any(|g| g.trim() == "config-change");
+    let granted = flags.accept_config || project.grants.config_change();
     if !granted {
         if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
             return Err(Error::NotApproved(format!(
