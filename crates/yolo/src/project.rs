@@ -204,17 +204,8 @@ fn allowed_local_env(name: &str, pass_env: &[String]) -> bool {
 }
 
 /// Checks the policy cannot make from names alone: where symlinks really lead (the agent can
-/// plant them in the workspace), and settings the firewall topology rules out.
+/// plant them in the workspace).
 fn check_after_policy(spec: &mut RunSpec, host_mount_granted: bool) -> Result<()> {
-    if let Some(mode) = spec.host_modes.get("network") {
-        return Err(Error::Refused {
-            file: spec.config_file.clone(),
-            property: "runArgs".into(),
-            value: format!("--network {mode}"),
-            reason: "yolo's firewall guard owns the container's network namespace, so no other network mode can apply".into(),
-            grant: "nothing: remove it (use `yolo up --network open` to run without filtering, audited)".into(),
-        });
-    }
     if let ImageSource::Build(build) = &mut spec.image {
         let roots: Vec<PathBuf> = [
             Some(spec.workspace.clone()),

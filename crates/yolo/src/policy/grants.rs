@@ -20,7 +20,6 @@ pub(crate) enum Grant {
     SecurityOpt(Option<String>),
     /// Any host bind mount (`None`) or this path and everything below it.
     HostMount(Option<PathBuf>),
-    HostNetwork,
     HostPid,
     HostIpc,
     HostUserns,
@@ -80,11 +79,6 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
         "bind any host path, or PATH and below; also a build context outside the repository",
     ),
     name(
-        "host-network",
-        None,
-        "share the host's network (--network host)",
-    ),
-    name(
         "host-pid",
         None,
         "share the host's process ids (--pid host)",
@@ -122,6 +116,12 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
     ),
 ];
 
+/// Words that look like grants but name something no grant can allow, with the reason.
+const NOT_GRANTABLE: &[(&str, &str)] = &[("host-network", HOST_NETWORK_REFUSED)];
+
+/// Why a container of yolo never gets another network namespace than its guard's.
+pub(crate) const HOST_NETWORK_REFUSED: &str = "yolo's firewall guard owns the container's network namespace (the agent joins the guard's), so the container cannot use the host's or another container's network; remove it, or run `yolo up --network open` for no filtering (still audited)";
+
 /// `--help` text: one grant per line with its meaning.
 pub(crate) fn grant_help() -> String {
     let width = GRANT_NAMES
@@ -139,10 +139,23 @@ pub(crate) fn grant_help() -> String {
 /// Why a grant word was not understood.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum GrantError {
-    Unknown { text: String },
-    TakesNoValue { word: String, text: String },
-    EmptyValue { word: String },
-    RelativePath { text: String },
+    Unknown {
+        text: String,
+    },
+    TakesNoValue {
+        word: String,
+        text: String,
+    },
+    EmptyValue {
+        word: String,
+    },
+    RelativePath {
+        text: String,
+    },
+    NotGrantable {
+        word: &'static str,
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for GrantError {
@@ -162,6 +175,9 @@ impl fmt::Display for GrantError {
             GrantError::RelativePath { text } => {
                 write!(f, "grant \"{text}\": the path must be absolute")
             }
+            GrantError::NotGrantable { word, reason } => {
+                write!(f, "{word} cannot be granted: {reason}")
+            }
         }
     }
 }
@@ -177,6 +193,9 @@ impl FromStr for Grant {
             Some((w, v)) => (w, Some(v.trim())),
             None => (text, None),
         };
+        if let Some((word, reason)) = NOT_GRANTABLE.iter().find(|(w, _)| *w == word) {
+            return Err(GrantError::NotGrantable { word, reason });
+        }
         let plain = |grant: Grant| match value {
             None => Ok(grant),
             Some(_) => Err(GrantError::TakesNoValue {
@@ -209,7 +228,6 @@ impl FromStr for Grant {
                     }),
             },
             "privileged" => plain(Grant::Privileged),
-            "host-network" => plain(Grant::HostNetwork),
             "host-pid" => plain(Grant::HostPid),
             "host-ipc" => plain(Grant::HostIpc),
             "host-userns" => plain(Grant::HostUserns),
@@ -235,7 +253,6 @@ impl fmt::Display for Grant {
             Grant::SecurityOpt(Some(o)) => write!(f, "security-opt={o}"),
             Grant::HostMount(None) => f.write_str("host-mount"),
             Grant::HostMount(Some(p)) => write!(f, "host-mount={}", p.display()),
-            Grant::HostNetwork => f.write_str("host-network"),
             Grant::HostPid => f.write_str("host-pid"),
             Grant::HostIpc => f.write_str("host-ipc"),
             Grant::HostUserns => f.write_str("host-userns"),
@@ -301,7 +318,6 @@ pub(super) enum Need {
     Cap(String),
     SecurityOpt(String),
     HostMount(PathBuf),
-    HostNetwork,
     HostPid,
     HostIpc,
     HostUserns,
@@ -319,8 +335,7 @@ impl Need {
             (Need::HostMount(p), Grant::HostMount(g)) => {
                 g.as_ref().is_none_or(|g| p.starts_with(g))
             }
-            (Need::HostNetwork, Grant::HostNetwork)
-            | (Need::HostPid, Grant::HostPid)
+            (Need::HostPid, Grant::HostPid)
             | (Need::HostIpc, Grant::HostIpc)
             | (Need::HostUserns, Grant::HostUserns)
             | (Need::HostUts, Grant::HostUts)
@@ -337,7 +352,6 @@ impl Need {
             Need::Cap(c) => Grant::CapAdd(Some(c.clone())),
             Need::SecurityOpt(o) => Grant::SecurityOpt(Some(o.clone())),
             Need::HostMount(p) => Grant::HostMount(Some(p.clone())),
-            Need::HostNetwork => Grant::HostNetwork,
             Need::HostPid => Grant::HostPid,
             Need::HostIpc => Grant::HostIpc,
             Need::HostUserns => Grant::HostUserns,
@@ -385,7 +399,7 @@ mod tests {
         );
         for name in [
             "security-opt=seccomp=unconfined",
-            "host-network",
+            "host-pid",
             "config-change",
         ] {
             assert_eq!(name.parse::<Grant>().unwrap().to_string(), name);
@@ -423,6 +437,25 @@ mod tests {
     }
 
     #[test]
+    fn host_network_cannot_be_granted() {
+        for text in ["host-network", " host-network ", "host-network=x"] {
+            let message = text.parse::<Grant>().unwrap_err().to_string();
+            assert!(
+                message.starts_with("host-network cannot be granted: "),
+                "{message}"
+            );
+            assert!(
+                message.contains("owns the container's network"),
+                "{message}"
+            );
+        }
+        let error = Grants::parse(&[], &["host-network".into()]).unwrap_err();
+        assert_eq!(error.code(), 64);
+        let error = Grants::parse(&["host-network".into()], &[]).unwrap_err();
+        assert!(matches!(error, Error::UserConfig { .. }), "{error}");
+    }
+
+    #[test]
     fn grants_answer_questions() {
         let grants = Grants::parse(
             &["config-change".into()],
@@ -443,9 +476,10 @@ mod tests {
             .to_string();
         assert!(message.contains("unknown grant \"root\""), "{message}");
         assert!(
-            message.contains("host-network") && message.contains("docker-socket"),
+            message.contains("host-pid") && message.contains("docker-socket"),
             "{message}"
         );
+        assert!(!message.contains("host-network"), "{message}");
         let mut c = case(with_image(json!({})));
         c.user.grants = vec!["nope".into()];
         assert!(matches!(c.run(), Err(Error::UserConfig { .. })));

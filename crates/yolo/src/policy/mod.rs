@@ -1,6 +1,6 @@
 //! A repository asks, the user grants. Turns a substituted `DevContainer` plus the user's config
 //! and flags into a validated `RunSpec`, or a clear `Error::Refused` naming the file, the property,
-//! the value and the grant that would allow it.
+//! the value and the grant that would allow it (`Error::Forbidden` when no grant can).
 //!
 //! Pure: no Docker, no file reads. The one exception is `Path::exists` to find the git root of the
 //! workspace (the nearest ancestor holding `.git`), which a repository may mount as its workspace.
@@ -19,6 +19,8 @@
 //! - `init: false` is ignored: yolo always runs an init so the agent's orphans are reaped and
 //!   signals reach it.
 //! - `--name` in runArgs is refused: yolo names its containers so it can find them again.
+//! - `--network host`/`container:NAME` is refused and no grant allows it: the firewall guard owns
+//!   the container's network namespace.
 //! - `--workdir`/`-w`, `--rm`, `--cap-drop` and `--init` in runArgs are accepted and ignored:
 //!   yolo runs every command in `workspaceFolder`, manages the container's lifetime, drops every
 //!   capability and always sets an init.

@@ -1,9 +1,10 @@
 //! `--network`, `--pid`, `--ipc`, `--uts`, `--userns` in runArgs: sharing a namespace with the
-//! host (or another container): each needs its grant; yolo manages the network itself.
+//! host (or another container). The process, IPC, UTS and user namespaces need their grants; the
+//! network namespace is never shared, because the agent joins its firewall guard's.
 
-use super::grants::Need;
+use super::grants::{Need, HOST_NETWORK_REFUSED};
 use super::Eval;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::run_spec::RunSpec;
 
 impl Eval<'_> {
@@ -15,13 +16,12 @@ impl Eval<'_> {
         value: &str,
     ) -> Result<()> {
         let shares = value == "host" || value.starts_with("container:");
+        if flag == "network" {
+            return Err(self.network(property, value, shares));
+        }
         if !shares {
             return match (flag, value) {
                 ("ipc", "private" | "shareable" | "none") => Ok(()),
-                ("network", _) => Err(self.config_error(
-                    property,
-                    format!("--network {value}: yolo manages the container's network (it sits behind yolo's firewall); remove the option"),
-                )),
                 _ => Err(self.config_error(
                     property,
                     format!("--{flag} {value}: yolo accepts only \"host\" or \"container:NAME\" here (with a grant)"),
@@ -29,10 +29,6 @@ impl Eval<'_> {
             };
         }
         let (need, reason) = match flag {
-            "network" => (
-                Need::HostNetwork,
-                "the host's network bypasses yolo's firewall",
-            ),
             "pid" => (
                 Need::HostPid,
                 "sharing process ids lets the agent see and signal other processes",
@@ -54,11 +50,60 @@ impl Eval<'_> {
         spec.host_modes.insert(flag.into(), value.into());
         Ok(())
     }
+
+    /// Every `--network`: the host's or another container's network can never be granted, any
+    /// other network is yolo's to choose.
+    fn network(&self, property: &str, value: &str, shares: bool) -> Error {
+        if shares {
+            return Error::Forbidden {
+                file: self.file(),
+                property: property.into(),
+                value: format!("--network={value}"),
+                reason: format!("host-network cannot be granted: {HOST_NETWORK_REFUSED}"),
+            };
+        }
+        self.config_error(
+            property,
+            format!("--network {value}: yolo manages the container's network (it sits behind yolo's firewall); remove the option"),
+        )
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::test_support::*;
+    use crate::error::Error;
+
+    #[test]
+    fn host_network_is_forbidden_in_every_spelling() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--network", "host"], "runArgs[0]"),
+            (&["--network=host"], "runArgs[0]"),
+            (&["--net=host"], "runArgs[0]"),
+            (&["--net", "container:other"], "runArgs[0]"),
+            (&["-e", "A=1", "--network=container:db"], "runArgs[2]"),
+        ];
+        for (args, at) in cases {
+            let error = run_args(args).grant(&["privileged"]).run().unwrap_err();
+            let Error::Forbidden {
+                property, value, ..
+            } = &error
+            else {
+                panic!("{args:?}: expected a refusal no grant lifts, got {error:?}");
+            };
+            assert_eq!(property, at);
+            assert!(value.starts_with("--network="), "{value}");
+            assert_eq!(error.code(), 77);
+            let message = error.to_string();
+            assert!(
+                message.contains("host-network cannot be granted")
+                    && message.contains("owns the container's network namespace")
+                    && message.contains("yolo up --network open"),
+                "{message}"
+            );
+            assert!(!message.contains("--grant"), "{message}");
+        }
+    }
 
     #[test]
     fn shared_namespaces_need_their_grants() {
@@ -76,5 +121,6 @@ mod tests {
         assert_eq!(spec.host_modes["ipc"], "container:x");
         assert_eq!(spec.host_modes["uts"], "host");
         assert_eq!(spec.host_modes["userns"], "host");
+        assert!(!spec.host_modes.contains_key("network"));
     }
 }

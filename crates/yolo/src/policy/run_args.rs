@@ -471,8 +471,6 @@ mod tests {
                 "runArgs[0]",
                 "security-opt=label=disable",
             ),
-            (&["--network", "host"], "runArgs[0]", "host-network"),
-            (&["--net=container:other"], "runArgs[0]", "host-network"),
             (&["--pid=host"], "runArgs[0]", "host-pid"),
             (&["--ipc", "host"], "runArgs[0]", "host-ipc"),
             (&["--uts=host"], "runArgs[0]", "host-uts"),
@@ -505,7 +503,6 @@ mod tests {
     fn granted_run_args_land_in_the_spec() {
         let spec = run_args(&[
             "--privileged",
-            "--network=host",
             "--pid",
             "host",
             "--device",
@@ -513,29 +510,16 @@ mod tests {
             "--cap-add",
             "NET_ADMIN",
         ])
-        .grant(&[
-            "privileged",
-            "host-network",
-            "host-pid",
-            "device",
-            "cap-add",
-        ])
+        .grant(&["privileged", "host-pid", "device", "cap-add"])
         .run()
         .unwrap();
         assert!(spec.privileged);
-        assert_eq!(spec.host_modes["network"], "host");
         assert_eq!(spec.host_modes["pid"], "host");
         assert_eq!(spec.devices, ["/dev/kvm"]);
         assert_eq!(spec.cap_add, ["NET_ADMIN"]);
         assert_eq!(
             spec.grants_used,
-            [
-                "privileged",
-                "host-network",
-                "host-pid",
-                "device",
-                "cap-add"
-            ]
+            ["privileged", "host-pid", "device", "cap-add"]
         );
         assert!(!run_args(&["--privileged=false"]).run().unwrap().privileged);
     }

@@ -205,12 +205,19 @@ fn the_initialize_command_grant_runs_it_without_a_prompt() {
 }
 
 #[test]
-fn host_networking_cannot_replace_the_firewall_even_when_granted() {
-    let t = Test::new();
-    t.devcontainer(r#"{"image": "debian:bookworm-slim", "runArgs": ["--network=host"]}"#);
-    let run = t.yolo(&["up", "--grant", "host-network"]).fails_with(77);
+fn host_networking_cannot_replace_the_firewall_and_cannot_be_granted() {
+    let t = refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["-e", "A=1", "--net=host"]}"#,
+        &[
+            "devcontainer.json: \"runArgs[2]\" asks for --network=host: host-network cannot be granted: ",
+            "owns the container's network",
+            "yolo up --network open",
+        ],
+    );
+    let run = t.yolo(&["up", "--grant", "host-network"]).fails_with(64);
     assert!(
-        run.stderr().contains("owns the container's network"),
+        run.stderr()
+            .contains("--grant: host-network cannot be granted: yolo's firewall guard owns the container's network"),
         "{}",
         run.stderr()
     );
