@@ -456,6 +456,28 @@ mod tests {
     }
 
     #[test]
+    fn grant_is_a_clap_value() {
+        let command = clap::Command::new("yolo").arg(
+            clap::Arg::new("grant")
+                .long("grant")
+                .value_parser(clap::value_parser!(Grant)),
+        );
+        let matches = command
+            .clone()
+            .try_get_matches_from(["yolo", "--grant", "cap-add=sys_ptrace"])
+            .unwrap();
+        assert_eq!(
+            matches.get_one::<Grant>("grant"),
+            Some(&Grant::CapAdd(Some("SYS_PTRACE".into())))
+        );
+        let error = command
+            .try_get_matches_from(["yolo", "--grant", "host-network"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("host-network cannot be granted"), "{error}");
+    }
+
+    #[test]
     fn grants_answer_questions() {
         let grants = Grants::parse(
             &["config-change".into()],
