@@ -103,7 +103,8 @@ fn enforce_and_serve<B: Batches>(
             "yolo guard: {what}: {e}; the agent will not be started"
         ))
     };
-    let allowlist = Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e))?;
+    let allowlist =
+        Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e.to_string()))?;
     let expected = batches.build(&config, &allowlist);
     sets::apply(&expected).map_err(|e| fail("cannot apply the firewall ruleset", e))?;
     let listed =
@@ -354,7 +355,7 @@ impl<B: Batches> Guard<B> {
             .unwrap_or_else(|p| p.into_inner())
             .extend(&patterns);
         if let Err(e) = extended {
-            return Response::error(e);
+            return Response::error(e.to_string());
         }
         if let Err(e) = self.refresh_networks(&patterns) {
             return Response::error(format!(
@@ -498,7 +499,7 @@ mod tests {
                     control_socket: "/dev/null".into(),
                     allow_internal_answers: false,
                 };
-                let allow = Allowlist::parse(&config.allow)?;
+                let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
                 let expected = Ruleset.build(&config, &allow);
                 sets::apply(&expected)?;
                 Ruleset.verify(&expected, &sets::list_table()?)?;

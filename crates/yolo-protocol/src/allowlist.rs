@@ -1,8 +1,8 @@
 //! Allowlist patterns: exact domains, `*.domain` wildcards, CIDRs, `host:port`. Pure.
 //!
 //! Contract:
-//! - `Allowlist::parse(&[String]) -> Result<Allowlist, String>`: a clear message naming the bad
-//!   pattern and the accepted forms.
+//! - `Allowlist::parse(&[String]) -> Result<Allowlist, PatternError>`: its message names the bad
+//!   pattern, says why, and lists the accepted forms.
 //! - `Allowlist::lookup(&self, name) -> Option<Ports>`: `None` = denied; matching is
 //!   case-insensitive, ignores a trailing dot; `*.example.com` matches `a.example.com` and
 //!   `a.b.example.com` but not `example.com`.
@@ -13,7 +13,8 @@
 //! asks [`is_internal_address`] for that (DNS rebinding to the host or other containers).
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{AddrParseError, IpAddr, Ipv4Addr, Ipv6Addr};
+use std::num::ParseIntError;
 use std::str::FromStr;
 
 /// Shown with every parse error so the user sees what would have worked.
@@ -46,14 +47,14 @@ impl Ports {
     }
 
     /// `443` or `80,443`; rejects 0, >65535, and empty entries.
-    fn parse(text: &str) -> Result<Ports, String> {
+    fn parse(text: &str) -> Result<Ports, PatternProblem> {
         let ports = text
             .split(',')
             .map(|p| match p.trim().parse::<u32>() {
                 Ok(n @ 1..=65535) => Ok(n as u16),
-                _ => Err(format!("port {p:?} is not a number from 1 to 65535")),
+                _ => Err(PatternProblem::Port { port: p.into() }),
             })
-            .collect::<Result<Vec<u16>, String>>()?;
+            .collect::<Result<Vec<u16>, _>>()?;
         Ok(Ports::only(ports))
     }
 
@@ -79,10 +80,10 @@ pub struct IpNet {
 impl IpNet {
     /// A network; host bits are cleared so `10.1.2.3/8` and `10.0.0.0/8` are the same entry
     /// (nftables interval sets want the network address).
-    pub fn new(addr: IpAddr, prefix: u8) -> Result<IpNet, String> {
+    pub fn new(addr: IpAddr, prefix: u8) -> Result<IpNet, NetError> {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         if prefix > max {
-            return Err(format!("prefix /{prefix} is out of range (0 to {max})"));
+            return Err(NetError::PrefixOutOfRange { prefix, max });
         }
         Ok(IpNet {
             addr: mask(addr, prefix),
@@ -124,25 +125,66 @@ fn mask(addr: IpAddr, prefix: u8) -> IpAddr {
 }
 
 impl FromStr for IpNet {
-    type Err = String;
+    type Err = NetError;
 
     /// `1.2.3.4`, `10.0.0.0/8`, `2001:db8::1`, `2001:db8::/32`.
-    fn from_str(text: &str) -> Result<IpNet, String> {
+    fn from_str(text: &str) -> Result<IpNet, NetError> {
         let (addr, prefix) = match text.split_once('/') {
             Some((addr, prefix)) => (addr, Some(prefix)),
             None => (text, None),
         };
-        let addr: IpAddr = addr
-            .parse()
-            .map_err(|_| format!("{addr:?} is not an IP address"))?;
+        let addr: IpAddr = addr.parse().map_err(|source| NetError::Address {
+            text: addr.into(),
+            source,
+        })?;
         match prefix {
             None => Ok(IpNet::host(addr)),
             Some(p) => {
-                let prefix = p
-                    .parse::<u8>()
-                    .map_err(|_| format!("prefix /{p} is not a number"))?;
+                let prefix = p.parse::<u8>().map_err(|source| NetError::Prefix {
+                    text: p.into(),
+                    source,
+                })?;
                 IpNet::new(addr, prefix)
             }
+        }
+    }
+}
+
+/// Why a text is not an address or network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetError {
+    Address {
+        text: String,
+        source: AddrParseError,
+    },
+    Prefix {
+        text: String,
+        source: ParseIntError,
+    },
+    PrefixOutOfRange {
+        prefix: u8,
+        max: u8,
+    },
+}
+
+impl fmt::Display for NetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetError::Address { text, .. } => write!(f, "{text:?} is not an IP address"),
+            NetError::Prefix { text, .. } => write!(f, "prefix /{text} is not a number"),
+            NetError::PrefixOutOfRange { prefix, max } => {
+                write!(f, "prefix /{prefix} is out of range (0 to {max})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for NetError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NetError::Address { source, .. } => Some(source),
+            NetError::Prefix { source, .. } => Some(source),
+            NetError::PrefixOutOfRange { .. } => None,
         }
     }
 }
@@ -195,10 +237,127 @@ impl Pattern {
 }
 
 impl FromStr for Pattern {
-    type Err = String;
+    type Err = PatternError;
 
-    fn from_str(text: &str) -> Result<Pattern, String> {
-        parse_pattern(text.trim()).map_err(|why| format!("{text:?}: {why}; {ACCEPTED_FORMS}"))
+    fn from_str(text: &str) -> Result<Pattern, PatternError> {
+        parse_pattern(text.trim()).map_err(|problem| PatternError {
+            pattern: text.into(),
+            problem,
+        })
+    }
+}
+
+/// An allowlist pattern yolo cannot use. Its message names the pattern as given, says why, and
+/// lists the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternError {
+    /// The pattern as given (untrimmed).
+    pub pattern: String,
+    pub problem: PatternProblem,
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}; {ACCEPTED_FORMS}", self.pattern, self.problem)
+    }
+}
+
+impl std::error::Error for PatternError {
+    /// The address or number parse error behind a bad network, if any; the problem itself is
+    /// already in the message.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.problem {
+            PatternProblem::Net(net) => net.source(),
+            _ => None,
+        }
+    }
+}
+
+/// What is wrong with an allowlist pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatternProblem {
+    Empty,
+    /// A port that is not 1 to 65535.
+    Port {
+        port: String,
+    },
+    /// Looks like an address or network but is not one.
+    Net(NetError),
+    /// `[...]` holding something other than an IPv6 address or network.
+    NotIpv6 {
+        target: String,
+    },
+    MissingBracket,
+    AfterBracket {
+        rest: String,
+    },
+    /// `*.com`: a wildcard over a single label.
+    TooBroad {
+        suffix: String,
+    },
+    /// `*` alone.
+    Everything,
+    /// A `/0` network.
+    EveryAddress {
+        net: IpNet,
+    },
+    /// `*` anywhere but as the whole first label.
+    Wildcard,
+    EmptyDomain,
+    NotAscii,
+    NameTooLong,
+    LabelLength,
+    Character {
+        found: char,
+    },
+    Hyphen,
+    /// A name whose last label is a number: a broken IPv4 address.
+    NumericTld,
+}
+
+impl fmt::Display for PatternProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PatternProblem::Empty => f.write_str("empty pattern"),
+            PatternProblem::Port { port } => {
+                write!(f, "port {port:?} is not a number from 1 to 65535")
+            }
+            PatternProblem::Net(net) => write!(f, "{net}"),
+            PatternProblem::NotIpv6 { target } => {
+                write!(f, "[{target}] is not an IPv6 address or network")
+            }
+            PatternProblem::MissingBracket => f.write_str("missing ] after the IPv6 address"),
+            PatternProblem::AfterBracket { rest } => write!(f, "unexpected {rest:?} after ]"),
+            PatternProblem::TooBroad { suffix } => write!(
+                f,
+                "*.{suffix} is too broad: a wildcard needs at least two labels, like *.example.{suffix}"
+            ),
+            PatternProblem::Everything => {
+                f.write_str("* alone would allow everything; use --network open instead")
+            }
+            PatternProblem::EveryAddress { net } => write!(
+                f,
+                "{net} would allow every address; use --network open instead"
+            ),
+            PatternProblem::Wildcard => f.write_str(
+                "a wildcard is only allowed as a whole first label, like *.example.com",
+            ),
+            PatternProblem::EmptyDomain => f.write_str("empty domain name"),
+            PatternProblem::NotAscii => {
+                f.write_str("non-ASCII names must be written in punycode (xn--...)")
+            }
+            PatternProblem::NameTooLong => f.write_str("a domain name is at most 253 characters"),
+            PatternProblem::LabelLength => {
+                f.write_str("each label between dots must be 1 to 63 characters")
+            }
+            PatternProblem::Character { found } => {
+                write!(f, "invalid character {found:?} in a domain name")
+            }
+            PatternProblem::Hyphen => f.write_str("a label cannot start or end with '-'"),
+            PatternProblem::NumericTld => f.write_str(
+                "not a valid IP address, and a domain cannot end in a number",
+            ),
+        }
     }
 }
 
@@ -216,9 +375,9 @@ impl fmt::Display for Pattern {
     }
 }
 
-fn parse_pattern(text: &str) -> Result<Pattern, String> {
+fn parse_pattern(text: &str) -> Result<Pattern, PatternProblem> {
     if text.is_empty() {
-        return Err("empty pattern".into());
+        return Err(PatternProblem::Empty);
     }
     let (target, ports, bracketed) = split_ports(text)?;
     let ports = match ports {
@@ -228,7 +387,9 @@ fn parse_pattern(text: &str) -> Result<Pattern, String> {
     if bracketed {
         return match target.parse::<IpNet>() {
             Ok(net) if !net.is_ipv4() => network(net, ports),
-            _ => Err(format!("[{target}] is not an IPv6 address or network")),
+            _ => Err(PatternProblem::NotIpv6 {
+                target: target.into(),
+            }),
         };
     }
     if target.chars().next().is_some_and(|c| c.is_ascii_digit()) || target.contains(':') {
@@ -237,23 +398,24 @@ fn parse_pattern(text: &str) -> Result<Pattern, String> {
         }
         // A name may start with a digit (`1password.com`), but not look like a broken address.
         if target.contains(['/', ':']) || target.split('.').all(is_numeric) {
-            return target.parse::<IpNet>().and_then(|net| network(net, ports));
+            return match target.parse::<IpNet>() {
+                Ok(net) => network(net, ports),
+                Err(e) => Err(PatternProblem::Net(e)),
+            };
         }
     }
     if let Some(suffix) = target.strip_prefix("*.") {
         let suffix = domain(suffix)?;
         if !suffix.contains('.') {
-            return Err(format!(
-                "*.{suffix} is too broad: a wildcard needs at least two labels, like *.example.{suffix}"
-            ));
+            return Err(PatternProblem::TooBroad { suffix });
         }
         return Ok(Pattern::Wildcard { suffix, ports });
     }
     if target == "*" {
-        return Err("* alone would allow everything; use --network open instead".into());
+        return Err(PatternProblem::Everything);
     }
     if target.contains('*') {
-        return Err("a wildcard is only allowed as a whole first label, like *.example.com".into());
+        return Err(PatternProblem::Wildcard);
     }
     Ok(Pattern::Exact {
         name: domain(target)?,
@@ -261,26 +423,22 @@ fn parse_pattern(text: &str) -> Result<Pattern, String> {
     })
 }
 
-fn network(net: IpNet, ports: Ports) -> Result<Pattern, String> {
+fn network(net: IpNet, ports: Ports) -> Result<Pattern, PatternProblem> {
     if net.prefix == 0 {
-        return Err(format!(
-            "{net} would allow every address; use --network open instead"
-        ));
+        return Err(PatternProblem::EveryAddress { net });
     }
     Ok(Pattern::Network { net, ports })
 }
 
 /// Splits `host:ports`, `[v6]:ports`, `cidr:ports` into (target, ports, bracketed); a bare
 /// IPv6 address has no port.
-fn split_ports(text: &str) -> Result<(&str, Option<&str>, bool), String> {
+fn split_ports(text: &str) -> Result<(&str, Option<&str>, bool), PatternProblem> {
     if let Some(rest) = text.strip_prefix('[') {
-        let (inner, after) = rest
-            .split_once(']')
-            .ok_or("missing ] after the IPv6 address")?;
+        let (inner, after) = rest.split_once(']').ok_or(PatternProblem::MissingBracket)?;
         return match after.strip_prefix(':') {
             Some(ports) => Ok((inner, Some(ports), true)),
             None if after.is_empty() => Ok((inner, None, true)),
-            None => Err(format!("unexpected {after:?} after ]")),
+            None => Err(PatternProblem::AfterBracket { rest: after.into() }),
         };
     }
     match text.split_once(':') {
@@ -297,33 +455,33 @@ fn is_numeric(label: &str) -> bool {
 
 /// Lowercases, strips one trailing dot, and checks RFC 1123 label rules (plus `_`, which real
 /// names such as `_acme-challenge` use).
-fn domain(text: &str) -> Result<String, String> {
+fn domain(text: &str) -> Result<String, PatternProblem> {
     let name = text.strip_suffix('.').unwrap_or(text).to_ascii_lowercase();
     if name.is_empty() {
-        return Err("empty domain name".into());
+        return Err(PatternProblem::EmptyDomain);
     }
     if !name.is_ascii() {
-        return Err("non-ASCII names must be written in punycode (xn--...)".into());
+        return Err(PatternProblem::NotAscii);
     }
     if name.len() > 253 {
-        return Err("a domain name is at most 253 characters".into());
+        return Err(PatternProblem::NameTooLong);
     }
     for label in name.split('.') {
         if label.is_empty() || label.len() > 63 {
-            return Err("each label between dots must be 1 to 63 characters".into());
+            return Err(PatternProblem::LabelLength);
         }
-        if let Some(c) = label
+        if let Some(found) = label
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
         {
-            return Err(format!("invalid character {c:?} in a domain name"));
+            return Err(PatternProblem::Character { found });
         }
         if label.starts_with('-') || label.ends_with('-') {
-            return Err("a label cannot start or end with '-'".into());
+            return Err(PatternProblem::Hyphen);
         }
     }
     if name.rsplit('.').next().is_some_and(is_numeric) {
-        return Err("not a valid IP address, and a domain cannot end in a number".into());
+        return Err(PatternProblem::NumericTld);
     }
     Ok(name)
 }
@@ -335,14 +493,14 @@ pub struct Allowlist {
 }
 
 impl Allowlist {
-    pub fn parse(patterns: &[String]) -> Result<Allowlist, String> {
+    pub fn parse(patterns: &[String]) -> Result<Allowlist, PatternError> {
         let mut list = Allowlist::default();
         list.extend(patterns)?;
         Ok(list)
     }
 
     /// Merges sources in order (agent preset, repo, user config, flags), dropping duplicates.
-    pub fn merge(sources: &[&[String]]) -> Result<Allowlist, String> {
+    pub fn merge(sources: &[&[String]]) -> Result<Allowlist, PatternError> {
         let mut list = Allowlist::default();
         for source in sources {
             list.extend(source)?;
@@ -351,7 +509,7 @@ impl Allowlist {
     }
 
     /// Adds patterns; all-or-nothing, so a typo in `yolo allow a b` changes nothing.
-    pub fn extend(&mut self, patterns: &[String]) -> Result<(), String> {
+    pub fn extend(&mut self, patterns: &[String]) -> Result<(), PatternError> {
         let parsed = patterns
             .iter()
             .map(|p| p.parse::<Pattern>())
@@ -472,7 +630,7 @@ mod tests {
     }
 
     fn err(item: &str) -> String {
-        Allowlist::parse(&strings(&[item])).unwrap_err()
+        Allowlist::parse(&strings(&[item])).unwrap_err().to_string()
     }
 
     fn only(ports: &[u16]) -> Option<Ports> {
@@ -618,6 +776,40 @@ mod tests {
             assert!(e.contains(ACCEPTED_FORMS), "{bad:?}: {e}");
             assert!(e.starts_with(&format!("{bad:?}")), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn errors_are_typed_and_keep_the_parse_error_as_source() {
+        use std::error::Error as _;
+        let e = Allowlist::parse(&strings(&["ok.com", " 999.1.1.1:443"])).unwrap_err();
+        assert_eq!(e.pattern, " 999.1.1.1:443");
+        assert!(matches!(
+            e.problem,
+            PatternProblem::Net(NetError::Address { .. })
+        ));
+        assert_eq!(
+            e.to_string(),
+            format!("\" 999.1.1.1:443\": \"999.1.1.1\" is not an IP address; {ACCEPTED_FORMS}")
+        );
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("invalid IP address syntax")
+        );
+        let e = "*.com".parse::<Pattern>().unwrap_err();
+        assert_eq!(
+            e.problem,
+            PatternProblem::TooBroad {
+                suffix: "com".into()
+            }
+        );
+        assert!(e.source().is_none());
+        assert!(matches!(
+            "10.0.0.0/33".parse::<IpNet>(),
+            Err(NetError::PrefixOutOfRange {
+                prefix: 33,
+                max: 32
+            })
+        ));
     }
 
     #[test]

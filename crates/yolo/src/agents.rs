@@ -164,11 +164,6 @@ pub fn all(user: &UserConfig) -> Vec<Agent> {
         .collect()
 }
 
-/// Named volume holding an agent's state for a workspace: `yolo-<agent>-<devcontainerId>`.
-pub fn state_volume(agent: &str, devcontainer_id: &str) -> String {
-    format!("yolo-{agent}-{devcontainer_id}")
-}
-
 fn is_preset(name: &str) -> bool {
     PRESETS.iter().any(|p| p.name == name)
 }
@@ -481,10 +476,5 @@ mod tests {
             ["claude", "codex", "gemini", "aider", "opencode", "mine"]
         );
         assert_eq!(agents[1].state_dir, ".codex2");
-    }
-
-    #[test]
-    fn state_volume_name() {
-        assert_eq!(state_volume("claude", "abc123"), "yolo-claude-abc123");
     }
 }

@@ -14,66 +14,66 @@ use std::path::PathBuf;
     version,
     about = "Run coding agents in YOLO mode inside a hardened, firewalled dev container"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Clone, Args, Default)]
-pub struct Target {
+pub(crate) struct Target {
     /// Repository folder (default: the current directory)
     #[arg(long, short = 'w', global = true, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
+    pub(crate) workspace: Option<PathBuf>,
     /// devcontainer.json to use (default: discovered in the workspace)
     #[arg(long, global = true, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
 }
 
 /// The flags of `up` and `run`. Every value is checked by its parser here, so a bad one is a
 /// usage error (exit 64) before anything runs; `settings::UpSettings` merges them with the
 /// user's config.
 #[derive(Debug, Clone, Args, Default)]
-pub struct UpFlags {
+pub(crate) struct UpFlags {
     /// Rebuild the image and recreate the container
     #[arg(long)]
-    pub rebuild: bool,
-    /// Grant something the repository asks for (repeatable)
+    pub(crate) rebuild: bool,
+    /// Grant something the repository asks for (repeatable; see --help for the list)
     #[arg(
         long = "grant",
         value_name = "NAME",
-        value_parser = settings::parse_grant,
-        long_help = settings::grant_help()
+        value_parser = clap::value_parser!(Grant),
+        long_help = crate::policy::grant_help()
     )]
-    pub grants: Vec<Grant>,
+    pub(crate) grants: Vec<Grant>,
     /// Run the repository's initializeCommand on the host without asking
     #[arg(long)]
-    pub trust_host_commands: bool,
+    pub(crate) trust_host_commands: bool,
     /// Accept a changed .devcontainer/ without asking
     #[arg(long)]
-    pub accept_config: bool,
+    pub(crate) accept_config: bool,
     /// CPU limit in cores, e.g. 2 or 0.5
     #[arg(long, value_name = "N", value_parser = settings::parse_cpus)]
-    pub cpus: Option<f64>,
+    pub(crate) cpus: Option<f64>,
     /// Memory limit, e.g. 4g, 512m (at least 6m)
     #[arg(long, value_name = "SIZE", value_parser = settings::parse_memory)]
-    pub memory: Option<i64>,
+    pub(crate) memory: Option<i64>,
     /// Process limit (at least 1)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
-    pub pids: Option<i64>,
+    pub(crate) pids: Option<i64>,
     /// Allow a domain, *.domain, CIDR or host:port (repeatable)
     #[arg(long = "allow", value_name = "PATTERN", value_parser = settings::parse_pattern)]
-    pub allow: Vec<String>,
+    pub(crate) allow: Vec<String>,
     /// Upstream DNS resolver of the firewall guard, ADDR[:PORT] (port 53 by default)
     #[arg(long, value_name = "ADDR", value_parser = settings::parse_upstream)]
-    pub upstream_dns: Option<SocketAddr>,
+    pub(crate) upstream_dns: Option<SocketAddr>,
     /// Network mode (default: firewall)
     #[arg(long, value_enum, value_name = "MODE")]
-    pub network: Option<NetworkArg>,
+    pub(crate) network: Option<NetworkArg>,
 }
 
 /// `--network`: the user's choice only; a repository cannot pick it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum NetworkArg {
+pub(crate) enum NetworkArg {
     /// Domain allowlist through the firewall guard
     Firewall,
     /// No filtering; DNS and connections are still audited
@@ -93,7 +93,7 @@ impl From<NetworkArg> for NetworkMode {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Build and start the project container (idempotent)
     Up {
         #[command(flatten)]

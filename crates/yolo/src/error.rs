@@ -24,6 +24,13 @@ pub enum Error {
         reason: String,
         grant: String,
     },
+    /// The repository asks for something no grant can allow; `reason` says why and what to do.
+    Forbidden {
+        file: PathBuf,
+        property: String,
+        value: String,
+        reason: String,
+    },
     /// A feature of the devcontainer spec yolo does not support yet.
     Unsupported {
         file: PathBuf,
@@ -49,6 +56,8 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A command-line argument clap lets through but yolo cannot use (e.g. an unknown grant).
+    Usage(String),
     /// Anything else, already phrased for a human.
     Other(String),
 }
@@ -64,7 +73,8 @@ impl Error {
             Error::ExitCode(code) => *code,
             Error::Config { .. } | Error::UserConfig { .. } | Error::Unsupported { .. } => 65,
             Error::Discovery(_) => 66,
-            Error::Refused { .. } | Error::NotApproved(_) => 77,
+            Error::Usage(_) => 64,
+            Error::Refused { .. } | Error::Forbidden { .. } | Error::NotApproved(_) => 77,
             Error::Docker { .. } => 69,
             Error::Hook { .. } => 70,
             Error::Io { .. } => 74,
@@ -124,6 +134,9 @@ impl fmt::Display for Error {
                 "{}: \"{property}\" asks for {value}: {reason}; yolo refuses it unless you grant it: {grant}",
                 file.display()
             ),
+            Error::Forbidden { file, property, value, reason } => {
+                write!(f, "{}: \"{property}\" asks for {value}: {reason}", file.display())
+            }
             Error::Unsupported { file, property, message } => {
                 write!(f, "{}: \"{property}\" is not supported yet: {message}", file.display())
             }
@@ -139,7 +152,7 @@ impl fmt::Display for Error {
             Error::ExitCode(code) => write!(f, "command exited with code {code}"),
             Error::UserConfig { file, message } => write!(f, "{}: {message}", file.display()),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            Error::Other(message) => write!(f, "{message}"),
+            Error::Usage(message) | Error::Other(message) => write!(f, "{message}"),
         }
     }
 }

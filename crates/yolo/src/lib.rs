@@ -1,21 +1,21 @@
 //! yolo: run coding agents in YOLO mode inside a hardened, firewalled dev container.
 
-pub mod agents;
-pub mod audit;
-pub mod cli;
-pub mod commands;
-pub mod devcontainer;
-pub mod engine;
-pub mod error;
-pub mod firewall;
-pub mod policy;
-pub mod project;
-pub mod run_spec;
-pub mod settings;
-pub mod state;
-pub mod user_config;
+pub(crate) mod agents;
+pub(crate) mod audit;
+pub(crate) mod cli;
+pub(crate) mod commands;
+pub(crate) mod devcontainer;
+pub(crate) mod engine;
+pub(crate) mod error;
+pub(crate) mod firewall;
+pub(crate) mod policy;
+pub(crate) mod project;
+pub(crate) mod run_spec;
+pub(crate) mod settings;
+pub(crate) mod state;
+pub(crate) mod user_config;
 
-pub use error::{Error, Result};
+pub(crate) use error::{Error, Result};
 
 /// Parse the command line, run, print an error for humans, return the exit code.
 pub fn run() -> i32 {

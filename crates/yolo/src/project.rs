@@ -3,7 +3,7 @@
 
 use crate::agents;
 use crate::cli::Target;
-use crate::devcontainer::{discover, id, model::DevContainer, parse, substitute};
+use crate::devcontainer::{discover, id, model::DevContainer, names, parse, substitute};
 use crate::error::{Error, Result};
 use crate::policy;
 use crate::run_spec::{ImageSource, RunSpec};
@@ -16,9 +16,7 @@ pub const AGENT_STATE_ROOT: &str = "/yolo/state";
 
 pub struct Project {
     pub spec: RunSpec,
-    pub config: DevContainer,
     pub user: UserConfig,
-    pub located: Located,
     /// The flags and user config this project was loaded with.
     pub settings: UpSettings,
 }
@@ -64,20 +62,16 @@ impl Project {
             .iter()
             .map(|a| {
                 (
-                    agents::state_volume(&a.name, &devcontainer_id),
+                    names::state_volume(&a.name, &devcontainer_id),
                     format!("{AGENT_STATE_ROOT}/{}", a.name),
                 )
             })
             .collect();
-        // The policy lets initializeCommand through when the user trusts host commands or can
-        // still be asked before it runs; without a terminal it refuses it now, before anything.
-        let can_ask = std::io::IsTerminal::is_terminal(&std::io::stdin())
-            && std::io::IsTerminal::is_terminal(&std::io::stderr());
         let policy_flags = policy::Flags {
-            grants: settings.grants.iter().map(ToString::to_string).collect(),
-            trust_host_commands: settings.trust_host_commands || can_ask,
+            grants: settings.grants.clone(),
+            trust_host_commands: settings.trust_host_commands,
             cpus: settings.cpus,
-            memory: settings.memory_bytes.map(|b| b.to_string()),
+            memory: settings.memory_bytes,
             pids: settings.pids,
             allow: settings.allow.clone(),
         };
@@ -92,12 +86,10 @@ impl Project {
             agent_volumes,
         })?;
         let mut spec = spec;
-        check_after_policy(&mut spec, settings.grants_host_mount())?;
+        check_after_policy(&mut spec, settings.grants.any_host_mount())?;
         Ok(Project {
             spec,
-            config,
             user,
-            located: located.clone(),
             settings,
         })
     }
@@ -202,17 +194,8 @@ fn allowed_local_env(name: &str, pass_env: &[String]) -> bool {
 }
 
 /// Checks the policy cannot make from names alone: where symlinks really lead (the agent can
-/// plant them in the workspace), and settings the firewall topology rules out.
+/// plant them in the workspace).
 fn check_after_policy(spec: &mut RunSpec, host_mount_granted: bool) -> Result<()> {
-    if let Some(mode) = spec.host_modes.get("network") {
-        return Err(Error::Refused {
-            file: spec.config_file.clone(),
-            property: "runArgs".into(),
-            value: format!("--network {mode}"),
-            reason: "yolo's firewall guard owns the container's network namespace, so no other network mode can apply".into(),
-            grant: "nothing: remove it (use `yolo up --network open` to run without filtering, audited)".into(),
-        });
-    }
     if let ImageSource::Build(build) = &mut spec.image {
         let roots: Vec<PathBuf> = [
             Some(spec.workspace.clone()),

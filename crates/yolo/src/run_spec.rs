@@ -50,7 +50,8 @@ pub struct RunSpec {
     /// Devices granted by the user (`--device`).
     pub devices: Vec<String>,
     pub hooks: Hooks,
-    /// `initializeCommand`: runs on the HOST; present only when the user trusts host commands.
+    /// `initializeCommand`: runs on the HOST, on a new start only, after
+    /// `commands::approval::confirm_host_command` (trusted, or the user said yes).
     pub initialize_command: Option<LifecycleCommand>,
     /// sha256 of the effective config (this struct minus volatile fields): a change means the
     /// container is stale.

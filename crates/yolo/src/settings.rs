@@ -13,47 +13,41 @@ use crate::cli::UpFlags;
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Pattern;
 use crate::firewall::NetworkMode;
-use crate::policy::{self, Grant};
+#[cfg(test)]
+use crate::policy::Grant;
+use crate::policy::{self, Grants};
 use crate::user_config::UserConfig;
 use std::net::{IpAddr, SocketAddr};
 
 /// Everything `up` and `run` were told, by flag or by the user's config.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct UpSettings {
-    pub rebuild: bool,
+pub(crate) struct UpSettings {
+    pub(crate) rebuild: bool,
     /// `--grant` flags, then the config's `grants` (both parsed).
-    pub grants: Vec<Grant>,
+    pub(crate) grants: Grants,
     /// `--trust-host-commands`, `trust_host_commands = true`, or the `initialize-command` grant.
-    pub trust_host_commands: bool,
+    pub(crate) trust_host_commands: bool,
     /// `--accept-config` or the `config-change` grant.
-    pub accept_config: bool,
+    pub(crate) accept_config: bool,
     /// Limits given as flags (the config's `[limits]` is a layer of its own in `policy`).
-    pub cpus: Option<f64>,
-    pub memory_bytes: Option<i64>,
-    pub pids: Option<i64>,
+    pub(crate) cpus: Option<f64>,
+    pub(crate) memory_bytes: Option<i64>,
+    pub(crate) pids: Option<i64>,
     /// `--allow` patterns, checked.
-    pub allow: Vec<String>,
+    pub(crate) allow: Vec<String>,
     /// `--upstream-dns`, else the config's `upstream_dns`; `None`: the host's nameservers.
-    pub upstream_dns: Option<SocketAddr>,
-    pub network: NetworkMode,
+    pub(crate) upstream_dns: Option<SocketAddr>,
+    pub(crate) network: NetworkMode,
 }
 
 impl UpSettings {
     /// Merge parsed flags with the user's config. Errors name the config file and setting.
-    pub fn resolve(flags: &UpFlags, user: &UserConfig) -> Result<UpSettings> {
+    pub(crate) fn resolve(flags: &UpFlags, user: &UserConfig) -> Result<UpSettings> {
         let config_error = |setting: &str, message: String| Error::UserConfig {
             file: UserConfig::path(),
             message: format!("\"{setting}\": {message}"),
         };
-        let mut grants = flags.grants.clone();
-        for text in &user.grants {
-            let grant = text
-                .parse::<Grant>()
-                .map_err(|m| config_error("grants", m))?;
-            if !grants.contains(&grant) {
-                grants.push(grant);
-            }
-        }
+        let grants = Grants::parse(&user.grants, &flags.grants)?;
         let upstream_dns = match flags.upstream_dns {
             Some(addr) => Some(addr),
             None => user
@@ -64,10 +58,9 @@ impl UpSettings {
                 .transpose()
                 .map_err(|m| config_error("firewall.upstream_dns", m))?,
         };
-        let trust_host_commands = flags.trust_host_commands
-            || user.trust_host_commands
-            || grants.contains(&Grant::InitializeCommand);
-        let accept_config = flags.accept_config || grants.contains(&Grant::ConfigChange);
+        let trust_host_commands =
+            flags.trust_host_commands || user.trust_host_commands || grants.initialize_command();
+        let accept_config = flags.accept_config || grants.config_change();
         Ok(UpSettings {
             rebuild: flags.rebuild,
             grants,
@@ -81,49 +74,31 @@ impl UpSettings {
             network: flags.network.map(NetworkMode::from).unwrap_or_default(),
         })
     }
-
-    /// Some grant of the user's allows a host mount (any path).
-    pub fn grants_host_mount(&self) -> bool {
-        self.grants.iter().any(|g| matches!(g, Grant::HostMount(_)))
-    }
-}
-
-/// `--grant NAME[=VALUE]`.
-pub fn parse_grant(text: &str) -> std::result::Result<Grant, String> {
-    text.parse::<Grant>()
-}
-
-/// The long help of `--grant`: every grant word.
-pub fn grant_help() -> String {
-    format!(
-        "Grant something the repository asks for (repeatable). One of: {}",
-        policy::GRANT_NAMES.join(", ")
-    )
 }
 
 /// `--cpus N`: a positive number of cores.
-pub fn parse_cpus(text: &str) -> std::result::Result<f64, String> {
+pub(crate) fn parse_cpus(text: &str) -> std::result::Result<f64, String> {
     let cpus = text
         .trim()
         .parse::<f64>()
         .map_err(|_| format!("\"{text}\" is not a number of CPUs, like 2 or 0.5"))?;
-    policy::check_cpus(cpus)
+    policy::check_cpus(cpus).map_err(|e| e.to_string())
 }
 
 /// `--memory SIZE`: bytes, at least what Docker accepts.
-pub fn parse_memory(text: &str) -> std::result::Result<i64, String> {
-    policy::check_memory(text)
+pub(crate) fn parse_memory(text: &str) -> std::result::Result<i64, String> {
+    policy::check_memory(text).map_err(|e| e.to_string())
 }
 
 /// `--allow PATTERN`: one allowlist entry, checked now, kept as typed.
-pub fn parse_pattern(text: &str) -> std::result::Result<String, String> {
+pub(crate) fn parse_pattern(text: &str) -> std::result::Result<String, String> {
     text.parse::<Pattern>()
         .map(|_| text.trim().to_string())
         .map_err(|e| e.to_string())
 }
 
 /// `ADDR[:PORT]`, port 53 by default; IPv6 as `[addr]:port` or bare.
-pub fn parse_upstream(text: &str) -> std::result::Result<SocketAddr, String> {
+pub(crate) fn parse_upstream(text: &str) -> std::result::Result<SocketAddr, String> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
     }
@@ -177,7 +152,11 @@ mod tests {
         let s = UpSettings::resolve(&f, &UserConfig::default()).unwrap();
         assert_eq!(
             s.grants,
-            vec![Grant::Privileged, Grant::CapAdd(Some("NET_RAW".into()))]
+            Grants::parse(
+                &[],
+                &[Grant::Privileged, Grant::CapAdd(Some("NET_RAW".into()))]
+            )
+            .unwrap()
         );
         assert_eq!(s.memory_bytes, Some(1 << 30));
         assert_eq!(s.cpus, Some(1.5));

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 pub async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32> {
     // Checked here too, so a typo gets the pattern help before any Docker work.
-    Allowlist::parse(&patterns).map_err(Error::other)?;
+    Allowlist::parse(&patterns).map_err(|e| Error::other(e.to_string()))?;
     request(
         target,
         &Request::Allow {

@@ -6,6 +6,4 @@ pub mod presets;
 
 pub use yolo_protocol::allowlist;
 pub use yolo_protocol::control;
-pub use yolo_protocol::{
-    GuardConfig, NetworkMode, DNS_LISTEN, GUARD_CONTROL_SOCKET, GUARD_MARK, GUARD_READY_LINE,
-};
+pub use yolo_protocol::{GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET, GUARD_READY_LINE};

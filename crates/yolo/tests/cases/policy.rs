@@ -114,6 +114,29 @@ fn initialize_command_is_refused_without_trust_and_runs_on_the_host_with_it() {
 }
 
 #[test]
+fn initialize_command_is_asked_about_only_when_it_would_run() {
+    let t = Test::new();
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "initializeCommand": "echo ran >> host-side-runs"}"#,
+    );
+    let runs = || {
+        std::fs::read_to_string(t.workspace.join("host-side-runs"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    // A new start would run it: without trust and with nobody to ask, refused before anything.
+    t.yolo(&["up"]).fails_with(77);
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    assert!(t.events().is_empty(), "no session: {:?}", t.events());
+    t.up(&["--trust-host-commands"]);
+    assert_eq!(runs(), 1);
+    // Reusing the running container runs nothing on the host: nothing to ask, nothing refused.
+    t.up(&[]);
+    assert_eq!(runs(), 1);
+}
+
+#[test]
 fn a_granted_capability_is_applied_and_recorded() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "capAdd": ["SYS_PTRACE"]}"#);
@@ -205,12 +228,19 @@ fn the_initialize_command_grant_runs_it_without_a_prompt() {
 }
 
 #[test]
-fn host_networking_cannot_replace_the_firewall_even_when_granted() {
-    let t = Test::new();
-    t.devcontainer(r#"{"image": "debian:bookworm-slim", "runArgs": ["--network=host"]}"#);
-    let run = t.yolo(&["up", "--grant", "host-network"]).fails_with(77);
+fn host_networking_cannot_replace_the_firewall_and_cannot_be_granted() {
+    let t = refused(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["-e", "A=1", "--net=host"]}"#,
+        &[
+            "devcontainer.json: \"runArgs[2]\" asks for --network=host: host-network cannot be granted: ",
+            "owns the container's network",
+            "yolo up --network open",
+        ],
+    );
+    let run = t.yolo(&["up", "--grant", "host-network"]).fails_with(64);
     assert!(
-        run.stderr().contains("owns the container's network"),
+        run.stderr()
+            .contains("'--grant <NAME>': host-network cannot be granted: yolo's firewall guard owns the container's network"),
         "{}",
         run.stderr()
     );

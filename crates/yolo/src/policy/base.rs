@@ -1,0 +1,150 @@
+//! The parts of the `RunSpec` a repository sets without any grant: the container's identity,
+//! environment, users, lifecycle hooks, shutdown action and default agent. Every field a later
+//! concern fills starts empty here.
+
+use super::Eval;
+use crate::devcontainer::names::container_name;
+use crate::error::Result;
+use crate::run_spec::{Hooks, Limits, RunSpec};
+use std::collections::BTreeMap;
+
+impl Eval<'_> {
+    pub(super) fn base_spec(&mut self) -> Result<RunSpec> {
+        let c = self.config;
+        let (workspace_mount, workspace_folder) = self.workspace()?;
+        let update = c.update_remote_user_uid.unwrap_or(true);
+        Ok(RunSpec {
+            workspace: self.input.workspace.to_path_buf(),
+            config_file: self.file(),
+            devcontainer_id: self.input.devcontainer_id.to_string(),
+            container_name: container_name(self.input.workspace, self.input.devcontainer_id),
+            image: self.image_source()?,
+            container_env: c.container_env.clone(),
+            remote_env: c.remote_env.clone(),
+            container_user: c.container_user.clone(),
+            remote_user: c.remote_user.clone(),
+            update_uid: if update { self.input.host_ids } else { None },
+            override_command: c.override_command.unwrap_or(true),
+            workspace_mount,
+            workspace_folder,
+            mounts: Vec::new(),
+            cap_add: Vec::new(),
+            privileged: false,
+            security_opt: Vec::new(),
+            limits: Limits::default(),
+            ports: Vec::new(),
+            labels: self.base_labels(),
+            hostname: None,
+            extra_hosts: Vec::new(),
+            host_modes: BTreeMap::new(),
+            devices: Vec::new(),
+            hooks: self.hooks(),
+            initialize_command: None,
+            config_hash: String::new(),
+            grants_used: Vec::new(),
+            shutdown_action: self.shutdown_action()?,
+            firewall_allow: self.firewall_allow(),
+            firewall_presets: self.firewall_presets(),
+            default_agent: self.yolo().and_then(|y| y.agent.clone()),
+            // Always: the agent spawns many processes; an init reaps them and forwards signals.
+            init: true,
+            shm_size: None,
+        })
+    }
+
+    fn hooks(&self) -> Hooks {
+        let c = self.config;
+        Hooks {
+            on_create: c.on_create_command.clone(),
+            update_content: c.update_content_command.clone(),
+            post_create: c.post_create_command.clone(),
+            post_start: c.post_start_command.clone(),
+            post_attach: c.post_attach_command.clone(),
+        }
+    }
+
+    fn shutdown_action(&self) -> Result<String> {
+        match self.config.shutdown_action.as_deref() {
+            None => Ok("stopContainer".into()),
+            Some(a @ ("none" | "stopContainer")) => Ok(a.into()),
+            Some(other) => Err(self.config_error(
+                "shutdownAction",
+                format!("\"{other}\" is not one of \"none\", \"stopContainer\""),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use crate::run_spec::{ImageSource, Limits, Mount, MountKind};
+    use serde_json::json;
+
+    #[test]
+    fn minimal_image_gets_safe_defaults() {
+        let spec = ok(with_image(json!({})));
+        assert_eq!(
+            spec.image,
+            ImageSource::Image("debian:bookworm-slim".into())
+        );
+        assert_eq!(
+            spec.workspace_mount,
+            Mount {
+                kind: MountKind::Bind,
+                source: WS.into(),
+                target: "/workspace".into(),
+                read_only: false
+            }
+        );
+        assert_eq!(spec.workspace_folder, "/workspace");
+        assert_eq!(spec.limits, Limits::default());
+        assert!(spec.init && spec.override_command && !spec.privileged);
+        assert_eq!(spec.shutdown_action, "stopContainer");
+        assert_eq!(spec.update_uid, Some((1000, 1000)));
+        assert!(
+            spec.cap_add.is_empty() && spec.security_opt.is_empty() && spec.grants_used.is_empty()
+        );
+        assert_eq!(spec.container_name, "yolo-my-repo-01234567");
+        assert_eq!(
+            spec.mounts,
+            [Mount {
+                kind: MountKind::Volume,
+                source: "yolo-claude-x".into(),
+                target: "/home/node/.claude".into(),
+                read_only: false
+            }]
+        );
+    }
+
+    #[test]
+    fn init_false_is_ignored_and_other_flags_are_copied() {
+        let spec = ok(with_image(json!({
+            "init": false, "overrideCommand": false, "updateRemoteUserUID": false,
+            "shutdownAction": "none", "containerUser": "root", "remoteUser": "dev",
+            "containerEnv": {"A": "1"}, "remoteEnv": {"B": null},
+            "postCreateCommand": "make", "customizations": {"yolo": {"agent": "codex"}}
+        })));
+        assert!(spec.init);
+        assert!(!spec.override_command);
+        assert_eq!(spec.update_uid, None);
+        assert_eq!(spec.shutdown_action, "none");
+        assert_eq!(spec.container_user.as_deref(), Some("root"));
+        assert_eq!(spec.remote_user.as_deref(), Some("dev"));
+        assert_eq!(spec.container_env["A"], "1");
+        assert_eq!(spec.remote_env["B"], None);
+        assert!(spec.hooks.post_create.is_some() && spec.hooks.on_create.is_none());
+        assert_eq!(spec.default_agent.as_deref(), Some("codex"));
+    }
+
+    #[test]
+    fn bad_shutdown_action_and_missing_image_are_config_errors() {
+        let (property, _) =
+            config_err(case(with_image(json!({"shutdownAction": "stopCompose"}))).run());
+        assert_eq!(property, "shutdownAction");
+        let (property, _) = config_err(case(json!({})).run());
+        assert_eq!(property, "image");
+        let (property, _) = config_err(case(json!({"build": {"context": ".."}})).run());
+        assert_eq!(property, "build.dockerfile");
+    }
+}

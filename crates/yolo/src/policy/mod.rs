@@ -1,0 +1,189 @@
+//! A repository asks, the user grants. Turns a substituted `DevContainer` plus the user's config
+//! and flags into a validated `RunSpec`, or a clear `Error::Refused` naming the file, the property,
+//! the value and the grant that would allow it (`Error::Forbidden` when no grant can).
+//!
+//! Pure: no Docker, no file reads. The one exception is `Path::exists` to find the git root of the
+//! workspace (the nearest ancestor holding `.git`), which a repository may mount as its workspace.
+//!
+//! What this module deliberately does not do: resolve symlinks. All path checks are lexical (after
+//! `.`/`..` folding), so the engine must canonicalize bind sources and build contexts before use
+//! and refuse any that resolve elsewhere (a repository can plant symlinks in the workspace).
+//!
+//! One file per concern: `grants` (what the user grants), `base` (what is copied as is),
+//! `security` (privileged, capabilities, security options, devices), `namespaces` (`--network`,
+//! `--pid`, ...), `workspace` and `mounts`, `run_args`, `build`, `labels`, `limits`, `ports`,
+//! `firewall`, `host_command` (`initializeCommand`), `hash`; `paths` holds the lexical path
+//! helpers.
+//!
+//! Behaviour choices worth knowing (see also the item docs):
+//! - `init: false` is ignored: yolo always runs an init so the agent's orphans are reaped and
+//!   signals reach it.
+//! - `--name` in runArgs is refused: yolo names its containers so it can find them again.
+//! - `--network host`/`container:NAME` is refused and no grant allows it: the firewall guard owns
+//!   the container's network namespace.
+//! - `--workdir`/`-w`, `--rm`, `--cap-drop` and `--init` in runArgs are accepted and ignored:
+//!   yolo runs every command in `workspaceFolder`, manages the container's lifetime, drops every
+//!   capability and always sets an init.
+//! - `-e NAME` without a value is refused: it would copy a host variable (a secret, perhaps) into
+//!   the container.
+//! - `no-new-privileges` (any spelling that keeps it on) is accepted and dropped: yolo always sets
+//!   it. Every other security option needs a grant.
+
+mod base;
+mod build;
+mod firewall;
+mod grants;
+mod hash;
+mod host_command;
+mod labels;
+mod limits;
+mod mounts;
+mod namespaces;
+mod paths;
+mod ports;
+mod run_args;
+mod security;
+#[cfg(test)]
+mod test_support;
+mod workspace;
+
+pub(crate) use grants::Grants;
+// For cli.rs: the `--grant` help text and value parser.
+#[allow(unused_imports)]
+pub(crate) use grants::{grant_help, Grant, GrantError, GrantName, GRANT_NAMES};
+pub(crate) use limits::{check_cpus, check_memory};
+pub(crate) use paths::git_root;
+
+use crate::devcontainer::model::{DevContainer, YoloCustomization};
+use crate::error::{Error, Result};
+use crate::run_spec::{PortPublish, RunSpec};
+use crate::user_config::UserConfig;
+use grants::{grant_hint, Need};
+use limits::LimitLayer;
+use std::path::{Path, PathBuf};
+
+/// What the command line adds to the user's config.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Flags {
+    /// The user's grants, from the config file and `--grant`.
+    pub(crate) grants: Grants,
+    pub(crate) trust_host_commands: bool,
+    pub(crate) cpus: Option<f64>,
+    /// Bytes.
+    pub(crate) memory: Option<i64>,
+    pub(crate) pids: Option<i64>,
+    pub(crate) allow: Vec<String>,
+}
+
+pub(crate) struct Input<'a> {
+    /// Already substituted.
+    pub(crate) config: &'a DevContainer,
+    pub(crate) config_file: &'a Path,
+    pub(crate) workspace: &'a Path,
+    pub(crate) devcontainer_id: &'a str,
+    pub(crate) user: &'a UserConfig,
+    pub(crate) flags: &'a Flags,
+    /// Host uid/gid for `updateRemoteUserUID` (None on non-Linux hosts).
+    pub(crate) host_ids: Option<(u32, u32)>,
+    /// Named volumes yolo itself adds (agent state): (volume name, target).
+    pub(crate) agent_volumes: Vec<(String, String)>,
+}
+
+/// Check the repository's requests against the user's grants and build the `RunSpec`.
+/// The first refusal wins; nothing is half-applied because nothing here has side effects.
+pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
+    let mut eval = Eval::new(input);
+    let mut spec = eval.base_spec()?;
+    eval.apply_security(&mut spec)?;
+    eval.apply_mounts(&mut spec)?;
+    eval.apply_run_args(&mut spec)?;
+    spec.limits = eval.limits()?;
+    spec.ports = eval.ports(&spec)?;
+    spec.initialize_command = eval.initialize_command()?;
+    spec.grants_used = eval.used.clone();
+    hash::seal(&mut spec);
+    Ok(spec)
+}
+
+/// One evaluation: the input, what it has granted so far, and what runArgs contributed to the
+/// concerns evaluated after them.
+struct Eval<'a> {
+    input: &'a Input<'a>,
+    grants: &'a Grants,
+    config: &'a DevContainer,
+    git_root: Option<PathBuf>,
+    /// The user's answer about `initializeCommand`, from any of its three sources.
+    trust_host_commands: bool,
+    /// The grants that allowed something, as the user typed them (`grants_used`).
+    used: Vec<String>,
+    /// `--cpus`/`--memory`/`--pids-limit` from runArgs: one layer of `limits`.
+    run_limits: LimitLayer,
+    /// `-p` from runArgs, with the property that asked, for `ports`.
+    run_ports: Vec<(String, PortPublish)>,
+}
+
+impl<'a> Eval<'a> {
+    fn new(input: &'a Input<'a>) -> Self {
+        let grants = &input.flags.grants;
+        Eval {
+            input,
+            grants,
+            config: input.config,
+            git_root: git_root(input.workspace),
+            trust_host_commands: input.user.trust_host_commands
+                || input.flags.trust_host_commands
+                || grants.initialize_command(),
+            used: Vec::new(),
+            run_limits: LimitLayer::default(),
+            run_ports: Vec::new(),
+        }
+    }
+
+    fn file(&self) -> PathBuf {
+        self.input.config_file.to_path_buf()
+    }
+
+    fn config_error(&self, property: &str, message: impl ToString) -> Error {
+        Error::Config {
+            file: self.file(),
+            line: None,
+            column: None,
+            property: Some(property.to_string()),
+            message: message.to_string(),
+        }
+    }
+
+    /// Allow `need` if a grant covers it (and remember that grant), else refuse.
+    fn require(&mut self, need: Need, property: &str, value: &str, reason: &str) -> Result<()> {
+        match self.grants.find(&need) {
+            Some(grant) => {
+                self.record_use(grant.to_string());
+                Ok(())
+            }
+            None => Err(Error::Refused {
+                file: self.file(),
+                property: property.to_string(),
+                value: value.to_string(),
+                reason: reason.to_string(),
+                grant: grant_hint(&need.narrowest()),
+            }),
+        }
+    }
+
+    fn record_use(&mut self, name: String) {
+        if !self.used.contains(&name) {
+            self.used.push(name);
+        }
+    }
+
+    fn workspace_str(&self) -> String {
+        self.input.workspace.to_string_lossy().into_owned()
+    }
+
+    fn yolo(&self) -> Option<&'a YoloCustomization> {
+        self.config
+            .customizations
+            .as_ref()
+            .and_then(|c| c.yolo.as_ref())
+    }
+}

@@ -1,0 +1,469 @@
+//! Mounts a repository asks for (`mounts`, and `-v`, `--mount`, `--tmpfs` in runArgs): named
+//! volumes and tmpfs freely, host binds only with `host-mount` (and the Docker socket only with
+//! `docker-socket`). Binding the repository itself again needs nothing.
+
+use super::grants::Need;
+use super::paths::{is_container_path, normalize_path};
+use super::Eval;
+use crate::devcontainer::model::MountEntry;
+use crate::error::Result;
+use crate::run_spec::{Mount, MountKind, RunSpec};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Sockets that hand out root on the host to whoever can write to them.
+const DOCKER_SOCKETS: [&str; 2] = ["/var/run/docker.sock", "/run/docker.sock"];
+const SOCKET_NAMES: [&str; 3] = ["docker.sock", "podman.sock", "containerd.sock"];
+
+/// A parsed mount request (`mounts` entry, `workspaceMount`, `-v`, `--mount`, `--tmpfs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct MountRequest {
+    pub(super) kind: MountKind,
+    pub(super) source: String,
+    pub(super) target: String,
+    pub(super) read_only: bool,
+}
+
+/// Why a mount string is not usable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum MountError {
+    /// `volume-opt`, `volume-driver`.
+    ReachesHost {
+        key: String,
+    },
+    UnknownOption {
+        key: String,
+    },
+    NoTarget,
+    Kind {
+        kind: String,
+    },
+    NotABool {
+        part: String,
+    },
+    VolumeForm {
+        text: String,
+    },
+    VolumeNoTarget {
+        text: String,
+    },
+    VolumeOption {
+        option: String,
+    },
+}
+
+impl fmt::Display for MountError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MountError::ReachesHost { key } => write!(
+                f,
+                "\"{key}\" is not accepted: a volume driver option can mount any host path"
+            ),
+            MountError::UnknownOption { key } => write!(
+                f,
+                "unknown mount option \"{key}\"; accepted: type, source (src), target (dst, destination), readonly (ro), consistency"
+            ),
+            MountError::NoTarget => f.write_str("the mount has no target"),
+            MountError::Kind { kind } => write!(
+                f,
+                "mount type \"{kind}\" is not supported; use bind, volume or tmpfs"
+            ),
+            MountError::NotABool { part } => write!(f, "\"{part}\": expected true or false"),
+            MountError::VolumeForm { text } => {
+                write!(f, "\"{text}\" is not SOURCE:TARGET[:OPTIONS]")
+            }
+            MountError::VolumeNoTarget { text } => write!(f, "\"{text}\" has no target"),
+            MountError::VolumeOption { option } => write!(
+                f,
+                "volume option \"{option}\" is not supported; accepted: ro, rw, z, Z"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MountError {}
+
+/// Parse the Docker `--mount` string form: `type=bind,source=/a,target=/b[,readonly]`.
+/// Options that only tune performance are accepted and dropped; options that could reach the
+/// host (`volume-opt`, `volume-driver`) or that yolo cannot carry are errors.
+pub(super) fn parse_mount_string(text: &str) -> Result<MountRequest, MountError> {
+    let mut kind = None;
+    let (mut source, mut target, mut read_only) = (String::new(), None, false);
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = match part.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (part, None),
+        };
+        match key {
+            "type" => kind = Some(mount_kind(value.unwrap_or_default())?),
+            "source" | "src" => source = value.unwrap_or_default().to_string(),
+            "target" | "destination" | "dst" => target = value.map(str::to_string),
+            "readonly" | "ro" => read_only = parse_bool_option(part, value)?,
+            "consistency" | "volume-nocopy" | "tmpfs-size" | "tmpfs-mode" => {}
+            "volume-opt" | "volume-driver" => {
+                return Err(MountError::ReachesHost { key: key.into() })
+            }
+            _ => return Err(MountError::UnknownOption { key: key.into() }),
+        }
+    }
+    let kind = kind.unwrap_or(MountKind::Volume);
+    let target = target
+        .filter(|t| !t.is_empty())
+        .ok_or(MountError::NoTarget)?;
+    Ok(MountRequest {
+        kind,
+        source,
+        target,
+        read_only,
+    })
+}
+
+fn mount_kind(text: &str) -> Result<MountKind, MountError> {
+    match text {
+        "bind" => Ok(MountKind::Bind),
+        "volume" => Ok(MountKind::Volume),
+        "tmpfs" => Ok(MountKind::Tmpfs),
+        other => Err(MountError::Kind { kind: other.into() }),
+    }
+}
+
+fn parse_bool_option(part: &str, value: Option<&str>) -> Result<bool, MountError> {
+    match value {
+        None | Some("true") | Some("1") => Ok(true),
+        Some("false") | Some("0") => Ok(false),
+        Some(_) => Err(MountError::NotABool { part: part.into() }),
+    }
+}
+
+/// Parse `-v`/`--volume`: `name:/target[:opts]`, `/host:/target[:opts]`, or `/target`
+/// (an anonymous volume). A source that looks like a path is a host bind.
+pub(super) fn parse_volume_arg(text: &str) -> Result<MountRequest, MountError> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let (source, target, opts) = match parts.as_slice() {
+        [target] => ("", *target, ""),
+        [source, target] => (*source, *target, ""),
+        [source, target, opts] => (*source, *target, *opts),
+        _ => return Err(MountError::VolumeForm { text: text.into() }),
+    };
+    if target.is_empty() {
+        return Err(MountError::VolumeNoTarget { text: text.into() });
+    }
+    let mut read_only = false;
+    for opt in opts.split(',').filter(|o| !o.is_empty()) {
+        match opt {
+            "ro" => read_only = true,
+            "rw" | "z" | "Z" | "cached" | "delegated" | "consistent" | "nocopy" => {}
+            _ => return Err(MountError::VolumeOption { option: opt.into() }),
+        }
+    }
+    let is_path = source.starts_with('/') || source.starts_with('.') || source.starts_with('~');
+    let kind = if is_path {
+        MountKind::Bind
+    } else {
+        MountKind::Volume
+    };
+    Ok(MountRequest {
+        kind,
+        source: source.into(),
+        target: target.into(),
+        read_only,
+    })
+}
+
+/// Docker volume names: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
+fn valid_volume_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
+fn is_docker_socket(path: &Path) -> bool {
+    let named = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| SOCKET_NAMES.contains(&n));
+    named || DOCKER_SOCKETS.iter().any(|s| Path::new(s) == path)
+}
+
+/// A folder that holds the Docker socket: binding it hands the socket over too.
+fn contains_docker_socket(path: &Path) -> bool {
+    DOCKER_SOCKETS
+        .iter()
+        .any(|s| Path::new(s).starts_with(path) && Path::new(s) != path)
+}
+
+impl Eval<'_> {
+    /// A host path from the repository, absolute and with `..` folded.
+    pub(super) fn host_path(&self, property: &str, source: &str) -> Result<PathBuf> {
+        normalize_path(Path::new(source)).ok_or_else(|| {
+            self.config_error(
+                property,
+                format!("the host path \"{source}\" must be absolute"),
+            )
+        })
+    }
+
+    /// A bind of a host path other than the workspace: the socket needs `docker-socket`, any
+    /// other path `host-mount` (and a folder holding the socket needs both).
+    pub(super) fn require_host_path(
+        &mut self,
+        property: &str,
+        source: &Path,
+        target: &str,
+    ) -> Result<()> {
+        let value = format!(
+            "a bind mount of the host's {} at {target}",
+            source.display()
+        );
+        if is_docker_socket(source) || contains_docker_socket(source) {
+            let reason = "the Docker socket gives root on the host";
+            self.require(Need::DockerSocket, property, &value, reason)?;
+            if is_docker_socket(source) {
+                return Ok(());
+            }
+        }
+        let reason =
+            "yolo mounts only the repository, to keep other host files out of the agent's reach";
+        self.require(
+            Need::HostMount(source.to_path_buf()),
+            property,
+            &value,
+            reason,
+        )
+    }
+
+    pub(super) fn apply_mounts(&mut self, spec: &mut RunSpec) -> Result<()> {
+        for (i, entry) in self.config.mounts.iter().enumerate() {
+            let property = format!("mounts[{i}]");
+            let req = match entry {
+                MountEntry::Text(text) => parse_mount_string(text),
+                MountEntry::Object(o) => mount_kind(&o.kind).map(|kind| MountRequest {
+                    kind,
+                    source: o.source.clone().unwrap_or_default(),
+                    target: o.target.clone(),
+                    read_only: false,
+                }),
+            }
+            .map_err(|e| self.config_error(&property, e))?;
+            self.add_mount(spec, &property, req)?;
+        }
+        for (name, target) in &self.input.agent_volumes {
+            let mount = Mount {
+                kind: MountKind::Volume,
+                source: name.clone(),
+                target: target.clone(),
+                read_only: false,
+            };
+            push_mount(spec, mount);
+        }
+        Ok(())
+    }
+
+    /// Admit one mount request: volumes and tmpfs freely, host binds only when granted.
+    pub(super) fn add_mount(
+        &mut self,
+        spec: &mut RunSpec,
+        property: &str,
+        req: MountRequest,
+    ) -> Result<()> {
+        if !is_container_path(&req.target) {
+            let message = format!("the target \"{}\" must be an absolute path", req.target);
+            return Err(self.config_error(property, message));
+        }
+        let source = match req.kind {
+            MountKind::Tmpfs => String::new(),
+            MountKind::Volume if req.source.is_empty() || valid_volume_name(&req.source) => {
+                req.source
+            }
+            MountKind::Volume => {
+                let message = format!("\"{}\" is not a valid volume name", req.source);
+                return Err(self.config_error(property, message));
+            }
+            MountKind::Bind => {
+                let source = self.host_path(property, &req.source)?;
+                // Binding the repository again elsewhere exposes nothing new.
+                if source != self.input.workspace {
+                    self.require_host_path(property, &source, &req.target)?;
+                }
+                source.to_string_lossy().into_owned()
+            }
+        };
+        let mount = Mount {
+            kind: req.kind,
+            source,
+            target: req.target,
+            read_only: req.read_only,
+        };
+        push_mount(spec, mount);
+        Ok(())
+    }
+}
+
+fn push_mount(spec: &mut RunSpec, mount: Mount) {
+    if !spec.mounts.contains(&mount) {
+        spec.mounts.push(mount);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn mount_strings_parse() {
+        let m = parse_mount_string("source=/a,target=/b,type=bind,readonly,consistency=cached")
+            .unwrap();
+        assert_eq!(
+            m,
+            MountRequest {
+                kind: MountKind::Bind,
+                source: "/a".into(),
+                target: "/b".into(),
+                read_only: true
+            }
+        );
+        let m = parse_mount_string("type=volume,src=cache,dst=/c").unwrap();
+        assert_eq!(
+            (m.kind, m.source.as_str(), m.target.as_str(), m.read_only),
+            (MountKind::Volume, "cache", "/c", false)
+        );
+        assert_eq!(
+            parse_mount_string("type=tmpfs,target=/t").unwrap().kind,
+            MountKind::Tmpfs
+        );
+        assert!(parse_mount_string("type=bind,source=/a,target=/b,ro=false")
+            .is_ok_and(|m| !m.read_only));
+        assert!(parse_mount_string("type=bind,source=/a").is_err());
+        assert!(parse_mount_string("type=npipe,source=/a,target=/b").is_err());
+        assert!(parse_mount_string("type=bind,source=/a,target=/b,bogus=1").is_err());
+        let m = parse_mount_string("type=volume,source=v,target=/v,volume-opt=device=/etc");
+        assert!(m.unwrap_err().to_string().contains("any host path"));
+    }
+
+    #[test]
+    fn volume_args_parse() {
+        let v = parse_volume_arg("cache:/cache:ro").unwrap();
+        assert_eq!((v.kind, v.read_only), (MountKind::Volume, true));
+        assert_eq!(
+            parse_volume_arg("/etc:/host-etc").unwrap().kind,
+            MountKind::Bind
+        );
+        assert_eq!(parse_volume_arg("./x:/x").unwrap().kind, MountKind::Bind);
+        assert_eq!(parse_volume_arg("/anon").unwrap().source, "");
+        assert!(parse_volume_arg("a:/b:weird").is_err());
+        assert!(parse_volume_arg("a:b:c:d").is_err());
+    }
+
+    #[test]
+    fn named_volumes_and_tmpfs_are_allowed() {
+        let spec = ok(with_image(json!({"mounts": [
+            "source=node_modules,target=/workspace/node_modules,type=volume",
+            {"type": "tmpfs", "target": "/scratch"},
+            {"type": "volume", "source": "cache", "target": "/cache"}
+        ]})));
+        let kinds: Vec<_> = spec
+            .mounts
+            .iter()
+            .map(|m| (m.kind, m.source.as_str(), m.target.as_str()))
+            .collect();
+        assert_eq!(
+            kinds[..3],
+            [
+                (MountKind::Volume, "node_modules", "/workspace/node_modules"),
+                (MountKind::Tmpfs, "", "/scratch"),
+                (MountKind::Volume, "cache", "/cache"),
+            ]
+        );
+        assert!(spec.grants_used.is_empty());
+    }
+
+    #[test]
+    fn host_bind_is_refused_then_granted_by_path() {
+        let c = case(with_image(
+            json!({"mounts": ["source=/home/me/.ssh,target=/root/.ssh,type=bind"]}),
+        ));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "mounts[0]");
+        assert!(value.contains("/home/me/.ssh at /root/.ssh"), "{value}");
+        assert_grant_text(&grant, "host-mount=/home/me/.ssh");
+        let spec = case(c.config.clone())
+            .grant(&["host-mount=/home/me"])
+            .run()
+            .unwrap();
+        assert_eq!(spec.mounts[0].source, "/home/me/.ssh");
+        assert_eq!(spec.grants_used, ["host-mount=/home/me"]);
+        assert!(case(c.config.clone())
+            .grant(&["host-mount=/home/me/data"])
+            .run()
+            .is_err());
+    }
+
+    #[test]
+    fn host_bind_object_form_and_dotdot_escape_are_refused() {
+        let c = case(with_image(
+            json!({"mounts": [{"type": "bind", "source": "/etc", "target": "/e"}]}),
+        ));
+        assert_eq!(refused(c.run()).0, "mounts[0]");
+        let c = case(with_image(
+            json!({"mounts": ["type=bind,source=/data/../home/me/.ssh,target=/s"]}),
+        ));
+        let (_, value, _) = refused(c.grant(&["host-mount=/data"]).run());
+        assert!(value.contains("/home/me/.ssh"), "{value}");
+        let (property, _) = config_err(
+            case(with_image(
+                json!({"mounts": ["type=bind,source=rel,target=/s"]}),
+            ))
+            .run(),
+        );
+        assert_eq!(property, "mounts[0]");
+        let (_, message) = config_err(
+            case(with_image(
+                json!({"mounts": ["type=volume,source=a/b,target=/s"]}),
+            ))
+            .run(),
+        );
+        assert!(message.contains("volume name"));
+    }
+
+    #[test]
+    fn binding_the_workspace_again_is_allowed() {
+        let spec = ok(with_image(
+            json!({"mounts": [format!("type=bind,source={WS},target=/src")]}),
+        ));
+        assert_eq!(spec.mounts[0].target, "/src");
+        assert!(spec.grants_used.is_empty());
+    }
+
+    #[test]
+    fn docker_socket_needs_its_own_grant() {
+        let c = case(with_image(
+            json!({"mounts": ["source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind"]}),
+        ));
+        let (_, value, grant) = refused(c.run());
+        assert!(value.contains("docker.sock"));
+        assert_grant_text(&grant, "docker-socket");
+        assert!(case(c.config.clone()).grant(&["host-mount"]).run().is_err());
+        let spec = case(c.config.clone())
+            .grant(&["docker-socket"])
+            .run()
+            .unwrap();
+        assert_eq!(spec.grants_used, ["docker-socket"]);
+        // A folder holding the socket hands it over too.
+        let c = case(with_image(
+            json!({"mounts": ["source=/run,target=/hostrun,type=bind"]}),
+        ));
+        assert_grant_text(&refused(c.grant(&["host-mount"]).run()).2, "docker-socket");
+        let c = case(with_image(
+            json!({"runArgs": ["-v", "/run/user/1000/docker.sock:/d.sock"]}),
+        ));
+        assert_grant_text(&refused(c.run()).2, "docker-socket");
+    }
+
+    #[test]
+    fn agent_volumes_are_named_volumes() {
+        let spec = ok(with_image(json!({})));
+        assert_eq!(spec.mounts.last().unwrap().kind, MountKind::Volume);
+    }
+}

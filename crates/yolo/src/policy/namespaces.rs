@@ -1,0 +1,126 @@
+//! `--network`, `--pid`, `--ipc`, `--uts`, `--userns` in runArgs: sharing a namespace with the
+//! host (or another container). The process, IPC, UTS and user namespaces need their grants; the
+//! network namespace is never shared, because the agent joins its firewall guard's.
+
+use super::grants::{Need, HOST_NETWORK_REFUSED};
+use super::Eval;
+use crate::error::{Error, Result};
+use crate::run_spec::RunSpec;
+
+impl Eval<'_> {
+    pub(super) fn grant_namespace(
+        &mut self,
+        spec: &mut RunSpec,
+        property: &str,
+        flag: &str,
+        value: &str,
+    ) -> Result<()> {
+        let shares = value == "host" || value.starts_with("container:");
+        if flag == "network" {
+            return Err(self.network(property, value, shares));
+        }
+        if !shares {
+            return match (flag, value) {
+                ("ipc", "private" | "shareable" | "none") => Ok(()),
+                _ => Err(self.config_error(
+                    property,
+                    format!("--{flag} {value}: yolo accepts only \"host\" or \"container:NAME\" here (with a grant)"),
+                )),
+            };
+        }
+        let (need, reason) = match flag {
+            "pid" => (
+                Need::HostPid,
+                "sharing process ids lets the agent see and signal other processes",
+            ),
+            "ipc" => (
+                Need::HostIpc,
+                "sharing IPC exposes other processes' shared memory",
+            ),
+            "uts" => (
+                Need::HostUts,
+                "sharing the UTS namespace lets the agent rename the host",
+            ),
+            _ => (
+                Need::HostUserns,
+                "without a user namespace the container's root is the host's root",
+            ),
+        };
+        self.require(need, property, &format!("--{flag}={value}"), reason)?;
+        spec.host_modes.insert(flag.into(), value.into());
+        Ok(())
+    }
+
+    /// Every `--network`: the host's or another container's network can never be granted, any
+    /// other network is yolo's to choose.
+    fn network(&self, property: &str, value: &str, shares: bool) -> Error {
+        if shares {
+            return Error::Forbidden {
+                file: self.file(),
+                property: property.into(),
+                value: format!("--network={value}"),
+                reason: format!("host-network cannot be granted: {HOST_NETWORK_REFUSED}"),
+            };
+        }
+        self.config_error(
+            property,
+            format!("--network {value}: yolo manages the container's network (it sits behind yolo's firewall); remove the option"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use crate::error::Error;
+
+    #[test]
+    fn host_network_is_forbidden_in_every_spelling() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--network", "host"], "runArgs[0]"),
+            (&["--network=host"], "runArgs[0]"),
+            (&["--net=host"], "runArgs[0]"),
+            (&["--net", "container:other"], "runArgs[0]"),
+            (&["-e", "A=1", "--network=container:db"], "runArgs[2]"),
+        ];
+        for (args, at) in cases {
+            let error = run_args(args).grant(&["privileged"]).run().unwrap_err();
+            let Error::Forbidden {
+                property, value, ..
+            } = &error
+            else {
+                panic!("{args:?}: expected a refusal no grant lifts, got {error:?}");
+            };
+            assert_eq!(property, at);
+            assert!(value.starts_with("--network="), "{value}");
+            assert_eq!(error.code(), 77);
+            let message = error.to_string();
+            assert!(
+                message.contains("host-network cannot be granted")
+                    && message.contains("owns the container's network namespace")
+                    && message.contains("yolo up --network open"),
+                "{message}"
+            );
+            assert!(!message.contains("--grant"), "{message}");
+        }
+    }
+
+    #[test]
+    fn shared_namespaces_need_their_grants() {
+        let spec = run_args(&[
+            "--pid=host",
+            "--ipc",
+            "container:x",
+            "--uts=host",
+            "--userns=host",
+        ])
+        .grant(&["host-pid", "host-ipc", "host-uts", "host-userns"])
+        .run()
+        .unwrap();
+        assert_eq!(spec.host_modes["pid"], "host");
+        assert_eq!(spec.host_modes["ipc"], "container:x");
+        assert_eq!(spec.host_modes["uts"], "host");
+        assert_eq!(spec.host_modes["userns"], "host");
+        assert!(!spec.host_modes.contains_key("network"));
+    }
+}

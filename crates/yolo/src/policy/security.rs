@@ -1,0 +1,167 @@
+//! The requests that switch parts of the sandbox off: `privileged`, `capAdd`, `securityOpt` (and
+//! their runArgs spellings) and `--device`. Each needs its grant; `no-new-privileges` is what
+//! yolo sets anyway and passes without one.
+
+use super::grants::{normalize_cap, Need};
+use super::Eval;
+use crate::error::Result;
+use crate::run_spec::RunSpec;
+
+impl Eval<'_> {
+    pub(super) fn apply_security(&mut self, spec: &mut RunSpec) -> Result<()> {
+        if self.config.privileged == Some(true) {
+            self.grant_privileged(spec, "privileged")?;
+        }
+        for (i, cap) in self.config.cap_add.iter().enumerate() {
+            self.grant_cap(spec, &format!("capAdd[{i}]"), cap)?;
+        }
+        for (i, opt) in self.config.security_opt.iter().enumerate() {
+            self.grant_security_opt(spec, &format!("securityOpt[{i}]"), opt)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn grant_privileged(&mut self, spec: &mut RunSpec, property: &str) -> Result<()> {
+        let reason = "a privileged container can take over the host";
+        self.require(Need::Privileged, property, "privileged mode", reason)?;
+        spec.privileged = true;
+        Ok(())
+    }
+
+    pub(super) fn grant_cap(
+        &mut self,
+        spec: &mut RunSpec,
+        property: &str,
+        cap: &str,
+    ) -> Result<()> {
+        let cap = normalize_cap(cap);
+        if cap.is_empty() || !cap.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(self.config_error(property, format!("\"{cap}\" is not a capability name")));
+        }
+        let reason = "yolo drops every capability so the agent cannot escape its sandbox";
+        self.require(
+            Need::Cap(cap.clone()),
+            property,
+            &format!("capability {cap}"),
+            reason,
+        )?;
+        if !spec.cap_add.contains(&cap) {
+            spec.cap_add.push(cap);
+        }
+        Ok(())
+    }
+
+    pub(super) fn grant_security_opt(
+        &mut self,
+        spec: &mut RunSpec,
+        property: &str,
+        opt: &str,
+    ) -> Result<()> {
+        let opt = opt.trim();
+        if keeps_no_new_privileges(opt) {
+            return Ok(());
+        }
+        let reason = "security options can switch off the sandbox (seccomp, AppArmor, SELinux)";
+        let value = format!("security option {opt}");
+        self.require(Need::SecurityOpt(opt.into()), property, &value, reason)?;
+        if !spec.security_opt.iter().any(|o| o == opt) {
+            spec.security_opt.push(opt.into());
+        }
+        Ok(())
+    }
+
+    pub(super) fn grant_device(
+        &mut self,
+        spec: &mut RunSpec,
+        property: &str,
+        device: &str,
+    ) -> Result<()> {
+        if device.is_empty() {
+            return Err(self.config_error(property, "--device needs a device path"));
+        }
+        let reason = "a host device gives the container direct access to hardware";
+        self.require(
+            Need::Device,
+            property,
+            &format!("the host device {device}"),
+            reason,
+        )?;
+        if !spec.devices.iter().any(|d| d == device) {
+            spec.devices.push(device.into());
+        }
+        Ok(())
+    }
+}
+
+/// `no-new-privileges`, `no-new-privileges=true`, `no-new-privileges:true`: what yolo sets anyway.
+fn keeps_no_new_privileges(opt: &str) -> bool {
+    matches!(
+        opt.strip_prefix("no-new-privileges"),
+        Some("" | "=true" | ":true")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use serde_json::json;
+
+    #[test]
+    fn privileged_is_refused_then_granted() {
+        let c = case(with_image(json!({"privileged": true})));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "privileged");
+        assert_eq!(value, "privileged mode");
+        assert_grant_text(&grant, "privileged");
+        let spec = c.grant(&["privileged"]).run().unwrap();
+        assert!(spec.privileged);
+        assert_eq!(spec.grants_used, ["privileged"]);
+        assert!(!ok(with_image(json!({"privileged": false}))).privileged);
+    }
+
+    #[test]
+    fn cap_add_is_refused_normalized_then_granted() {
+        let c = case(with_image(json!({"capAdd": ["NET_RAW", "CAP_SYS_PTRACE"]})));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "capAdd[0]");
+        assert_eq!(value, "capability NET_RAW");
+        assert_grant_text(&grant, "cap-add=NET_RAW");
+        let (property, value, _) =
+            refused(case(c.config.clone()).grant(&["cap-add=net_raw"]).run());
+        assert_eq!(
+            (property.as_str(), value.as_str()),
+            ("capAdd[1]", "capability SYS_PTRACE")
+        );
+        let spec = case(c.config.clone())
+            .grant(&["cap-add=NET_RAW", "cap-add=sys_ptrace"])
+            .run()
+            .unwrap();
+        assert_eq!(spec.cap_add, ["NET_RAW", "SYS_PTRACE"]);
+        assert_eq!(spec.grants_used, ["cap-add=NET_RAW", "cap-add=SYS_PTRACE"]);
+        let spec = case(c.config.clone()).grant(&["cap-add"]).run().unwrap();
+        assert_eq!(spec.grants_used, ["cap-add"]);
+    }
+
+    #[test]
+    fn security_opt_is_refused_except_no_new_privileges() {
+        let c = case(with_image(
+            json!({"securityOpt": ["no-new-privileges:true", "seccomp=unconfined"]}),
+        ));
+        let (property, value, grant) = refused(c.run());
+        assert_eq!(property, "securityOpt[1]");
+        assert_eq!(value, "security option seccomp=unconfined");
+        assert_grant_text(&grant, "security-opt=seccomp=unconfined");
+        let spec = case(c.config.clone())
+            .grant(&["security-opt"])
+            .run()
+            .unwrap();
+        assert_eq!(spec.security_opt, ["seccomp=unconfined"]);
+        let (_, value, _) = refused(
+            case(with_image(
+                json!({"securityOpt": ["no-new-privileges=false"]}),
+            ))
+            .run(),
+        );
+        assert!(value.contains("no-new-privileges=false"));
+    }
+}

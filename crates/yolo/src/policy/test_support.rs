@@ -1,0 +1,113 @@
+//! The fluent test case of every policy test: `case(json).grant(..).run()` evaluates a
+//! devcontainer.json (as JSON) with grants, user config and flags; the helpers unpack results.
+
+use super::{evaluate, Flags, Grant, Grants, Input};
+use crate::devcontainer::model::DevContainer;
+use crate::error::{Error, Result};
+use crate::run_spec::RunSpec;
+use crate::user_config::UserConfig;
+use std::path::PathBuf;
+
+pub(super) const WS: &str = "/home/me/src/My Repo";
+pub(super) const CFG: &str = "/home/me/src/My Repo/.devcontainer/devcontainer.json";
+pub(super) const ID: &str = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdef";
+
+pub(super) struct Case {
+    pub(super) config: serde_json::Value,
+    pub(super) user: UserConfig,
+    pub(super) flags: Flags,
+    /// `--grant` words, parsed with the user's `grants` when the case runs.
+    pub(super) grants: Vec<String>,
+    pub(super) workspace: PathBuf,
+    pub(super) config_file: PathBuf,
+}
+
+pub(super) fn case(config: serde_json::Value) -> Case {
+    Case {
+        config,
+        user: UserConfig::default(),
+        flags: Flags::default(),
+        grants: Vec::new(),
+        workspace: WS.into(),
+        config_file: CFG.into(),
+    }
+}
+
+impl Case {
+    pub(super) fn grant(mut self, grants: &[&str]) -> Self {
+        self.grants = grants.iter().map(|g| g.to_string()).collect();
+        self
+    }
+
+    pub(super) fn run(&self) -> Result<RunSpec> {
+        let config: DevContainer = serde_json::from_value(self.config.clone()).unwrap();
+        // What clap does with `--grant` words (a bad one is a usage error there).
+        let parsed = self
+            .grants
+            .iter()
+            .map(|g| g.parse::<Grant>())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::Usage(format!("--grant: {e}")))?;
+        let flags = Flags {
+            grants: Grants::parse(&self.user.grants, &parsed)?,
+            ..self.flags.clone()
+        };
+        let input = Input {
+            config: &config,
+            config_file: &self.config_file,
+            workspace: &self.workspace,
+            devcontainer_id: ID,
+            user: &self.user,
+            flags: &flags,
+            host_ids: Some((1000, 1000)),
+            agent_volumes: vec![("yolo-claude-x".into(), "/home/node/.claude".into())],
+        };
+        evaluate(&input)
+    }
+}
+
+pub(super) fn ok(config: serde_json::Value) -> RunSpec {
+    case(config).run().unwrap()
+}
+
+pub(super) fn with_image(mut extra: serde_json::Value) -> serde_json::Value {
+    extra["image"] = serde_json::json!("debian:bookworm-slim");
+    extra
+}
+
+/// Unpacks a refusal: (property, value, grant).
+pub(super) fn refused(result: Result<RunSpec>) -> (String, String, String) {
+    match result {
+        Err(Error::Refused {
+            property,
+            value,
+            grant,
+            reason,
+            ..
+        }) => {
+            assert!(!reason.is_empty());
+            (property, value, grant)
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Unpacks a config error: (property, message).
+pub(super) fn config_err(result: Result<RunSpec>) -> (String, String) {
+    match result {
+        Err(Error::Config {
+            property, message, ..
+        }) => (property.unwrap_or_default(), message),
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}
+
+pub(super) fn assert_grant_text(grant: &str, name: &str) {
+    assert!(grant.contains(&format!("--grant {name}")), "{grant}");
+    assert!(grant.contains(&format!("grants = [\"{name}\"]")), "{grant}");
+}
+
+/// A case whose config is only an image and these runArgs.
+pub(super) fn run_args(args: &[&str]) -> Case {
+    case(with_image(serde_json::json!({ "runArgs": args })))
+}

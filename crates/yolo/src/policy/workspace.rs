@@ -1,0 +1,144 @@
+//! Where the repository appears in the container (`workspaceMount`) and where commands run
+//! (`workspaceFolder`). The repository, or its git root, needs no grant; any other source does.
+
+use super::mounts::parse_mount_string;
+use super::paths::{is_container_path, slash_path};
+use super::Eval;
+use crate::error::{Error, Result};
+use crate::run_spec::{Mount, MountKind};
+use std::path::Path;
+
+impl Eval<'_> {
+    /// The workspace bind and the folder commands run in.
+    pub(super) fn workspace(&mut self) -> Result<(Mount, String)> {
+        let mut mount = Mount {
+            kind: MountKind::Bind,
+            source: self.workspace_str(),
+            target: "/workspace".into(),
+            read_only: false,
+        };
+        if let Some(text) = &self.config.workspace_mount {
+            mount = self.workspace_mount(text)?;
+        }
+        let folder = match &self.config.workspace_folder {
+            Some(folder) if is_container_path(folder) => folder.clone(),
+            Some(folder) => {
+                return Err(self.config_error(
+                    "workspaceFolder",
+                    format!("\"{folder}\" must be an absolute path in the container"),
+                ))
+            }
+            None => default_folder(&mount, self.input.workspace),
+        };
+        Ok((mount, folder))
+    }
+
+    fn workspace_mount(&mut self, text: &str) -> Result<Mount> {
+        let property = "workspaceMount";
+        let req = parse_mount_string(text).map_err(|e| self.config_error(property, e))?;
+        if req.kind != MountKind::Bind {
+            return Err(Error::Unsupported {
+                file: self.file(),
+                property: property.into(),
+                message: "only a bind mount of the repository (type=bind) is supported".into(),
+            });
+        }
+        if !is_container_path(&req.target) {
+            return Err(self.config_error(property, "the target must be an absolute path"));
+        }
+        let source = self.host_path(property, &req.source)?;
+        let own = source == self.input.workspace || Some(&source) == self.git_root.as_ref();
+        if !own {
+            self.require_host_path(property, &source, &req.target)?;
+        }
+        Ok(Mount {
+            kind: MountKind::Bind,
+            source: source.to_string_lossy().into_owned(),
+            target: req.target,
+            read_only: req.read_only,
+        })
+    }
+}
+
+/// The mount's target, plus the workspace's place below the mounted folder (when the repository
+/// mounts its git root and yolo was started in a subfolder).
+fn default_folder(mount: &Mount, workspace: &Path) -> String {
+    let below = workspace
+        .strip_prefix(&mount.source)
+        .ok()
+        .map(slash_path)
+        .unwrap_or_default();
+    if below.is_empty() {
+        mount.target.clone()
+    } else {
+        format!("{}/{below}", mount.target.trim_end_matches('/'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use crate::error::Error;
+    use serde_json::json;
+
+    #[test]
+    fn workspace_folder_and_mount_target_move() {
+        let spec = ok(with_image(json!({"workspaceFolder": "/src/app"})));
+        assert_eq!(
+            (
+                spec.workspace_mount.target.as_str(),
+                spec.workspace_folder.as_str()
+            ),
+            ("/workspace", "/src/app")
+        );
+        let mount = format!("source={WS},target=/src,type=bind,consistency=cached");
+        let spec = ok(with_image(json!({"workspaceMount": mount})));
+        assert_eq!(spec.workspace_mount.target, "/src");
+        assert_eq!(spec.workspace_folder, "/src");
+        assert!(!spec.workspace_mount.read_only);
+        let spec = ok(with_image(
+            json!({"workspaceMount": format!("{mount},readonly")}),
+        ));
+        assert!(spec.workspace_mount.read_only);
+        let (property, _) = config_err(case(with_image(json!({"workspaceFolder": "rel"}))).run());
+        assert_eq!(property, "workspaceFolder");
+    }
+
+    #[test]
+    fn workspace_mount_elsewhere_needs_host_mount() {
+        let c = case(with_image(
+            json!({"workspaceMount": "source=/home/me,target=/w,type=bind"}),
+        ));
+        let (property, _, grant) = refused(c.run());
+        assert_eq!(property, "workspaceMount");
+        assert_grant_text(&grant, "host-mount=/home/me");
+        assert_eq!(
+            c.grant(&["host-mount"])
+                .run()
+                .unwrap()
+                .workspace_mount
+                .source,
+            "/home/me"
+        );
+        let volume = case(with_image(
+            json!({"workspaceMount": "source=v,target=/w,type=volume"}),
+        ));
+        assert!(matches!(volume.run(), Err(Error::Unsupported { .. })));
+    }
+
+    #[test]
+    fn workspace_mount_of_git_root_is_allowed() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(".git")).unwrap();
+        let workspace = root.path().join("sub");
+        let mut c = case(with_image(json!({
+            "workspaceMount": format!("source={},target=/repo,type=bind", root.path().display())
+        })));
+        c.workspace = workspace.clone();
+        c.config_file = workspace.join(".devcontainer/devcontainer.json");
+        let spec = c.run().unwrap();
+        assert_eq!(spec.workspace_mount.source, root.path().to_string_lossy());
+        assert_eq!(spec.workspace_folder, "/repo/sub");
+        assert!(spec.grants_used.is_empty());
+    }
+}
