@@ -291,9 +291,11 @@ fn the_session_log_records_start_commands_and_stop() {
 #[test]
 fn audit_follow_shows_events_as_they_happen() {
     use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     t.up(&[]);
+    t.yolo(&["exec", "echo", "before-follow"]).ok();
     let mut follow = t
         .command(&["audit", "--follow", "--kind", "command"])
         .stdin(std::process::Stdio::null())
@@ -307,15 +309,34 @@ fn audit_follow_shows_events_as_they_happen() {
             let _ = tx.send(line);
         }
     });
-    t.yolo(&["exec", "echo", "followed-marker"]).ok();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut seen = false;
-    while std::time::Instant::now() < deadline && !seen {
-        if let Ok(line) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
-            seen = line.contains("followed-marker");
+    let wait_for = |marker: &str| -> Result<(), Vec<String>> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut lines = vec![];
+        while Instant::now() < deadline {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) if line.contains(marker) => return Ok(()),
+                Ok(line) => lines.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
         }
-    }
+        Err(lines)
+    };
+    // The past event is printed first: from here on the follower is following (a plain dump
+    // would have printed it too, then exited and closed its stdout).
+    let first = wait_for("before-follow");
+    let after_first = follow.try_wait().unwrap();
+    let exec = t.yolo(&["exec", "echo", "followed-marker"]);
+    let followed = wait_for("followed-marker");
     let _ = follow.kill();
     let _ = follow.wait();
-    assert!(seen, "the exec appeared in the followed log");
+    exec.ok();
+    first.expect("the past exec was shown first");
+    assert!(
+        after_first.is_none(),
+        "audit --follow exited: {after_first:?}"
+    );
+    if let Err(lines) = followed {
+        panic!("the exec did not appear in the followed log; it printed: {lines:?}");
+    }
 }
