@@ -1245,17 +1245,24 @@ mod tests {
         assert!(err.contains("table inet yolo is missing"), "{err}");
     }
 
-    /// `UPDATE_SNAPSHOTS=1 cargo test --lib firewall` rewrites the file after a deliberate change.
+    /// The whole ruleset against `tests/fixtures/ruleset.json`. A missing or different file
+    /// fails the test; after a deliberate change, review the diff and rewrite the file with
+    /// `UPDATE_SNAPSHOTS=1 cargo test -p yolo-guard --lib ruleset_matches_snapshot`.
     #[test]
     fn ruleset_matches_snapshot() {
         let nft = build(&config(NetworkMode::Firewall, vec![8080]), &allowlist());
         let actual = serde_json::to_string_pretty(&nft).unwrap() + "\n";
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ruleset.json");
-        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() || !path.exists() {
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &actual).unwrap();
         }
-        let expected = std::fs::read_to_string(&path).unwrap();
+        let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "snapshot {}: {e}; create it with UPDATE_SNAPSHOTS=1 and review it\n{actual}",
+                path.display()
+            )
+        });
         assert!(
             expected == actual,
             "ruleset changed; check it, then rerun with UPDATE_SNAPSHOTS=1 to accept\n{actual}"
