@@ -40,8 +40,12 @@ pub fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<String>> {
     preset_names.extend(spec.firewall_presets.iter().cloned());
     let mut sources: Vec<Vec<String>> = Vec::new();
     for name in &preset_names {
-        let entries = presets::load(name).map_err(|e| {
-            Error::other(format!("firewall preset {name:?} (customizations.yolo.firewall.presets or your config): {e}"))
+        let entries = presets::load(name).map_err(|e| Error::Config {
+            file: spec.config_file.clone(),
+            line: None,
+            column: None,
+            property: None,
+            message: format!("firewall preset {name:?} (customizations.yolo.firewall.presets or your config): {e}"),
         })?;
         sources.push(entries);
     }
@@ -220,13 +224,13 @@ pub async fn control(engine: &Engine, guard_id: &str, request: &Request) -> Resu
     let json = serde_json::to_string(request).map_err(|e| Error::other(e.to_string()))?;
     let text = engine.guard_ctl(guard_id, &json).await?;
     let response: Response = serde_json::from_str(text.trim()).map_err(|e| {
-        Error::other(format!(
+        Error::Unavailable(format!(
             "unreadable answer from the firewall guard ({e}): {}",
             text.trim()
         ))
     })?;
     if !response.ok {
-        return Err(Error::other(format!(
+        return Err(Error::Unavailable(format!(
             "the firewall guard refused: {}",
             response.error.unwrap_or_default()
         )));

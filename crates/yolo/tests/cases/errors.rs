@@ -102,10 +102,10 @@ fn init_writes_a_config_and_refuses_to_overwrite() {
     let dockerfile = std::fs::read_to_string(t.workspace.join(".devcontainer/Dockerfile")).unwrap();
     assert!(dockerfile.contains("claude-code"), "{dockerfile}");
     t.yolo(&["init", "--agent", "claude"])
-        .fails_with(1)
+        .fails_with(73)
         .assert_stderr_contains("--force");
     t.yolo(&["init", "--agent", "codex", "--force"]).ok();
     t.yolo(&["init", "--agent", "nope"])
-        .fails_with(1)
+        .fails_with(64)
         .assert_stderr_contains("claude, codex");
 }

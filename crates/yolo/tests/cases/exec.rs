@@ -42,15 +42,6 @@ fn exec_runs_in_the_workspace_which_is_the_repository() {
 }
 
 #[test]
-fn exec_without_a_container_says_to_run_up() {
-    let t = Test::new();
-    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
-    t.yolo(&["exec", "true"])
-        .fails_with(1)
-        .assert_stderr_contains("yolo up");
-}
-
-#[test]
 fn exec_and_run_use_the_remote_user() {
     let t = Test::new();
     t.file(
@@ -68,7 +59,7 @@ fn run_reports_a_missing_agent_program_with_the_fix() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     t.yolo(&["run", "claude"])
-        .fails_with(1)
+        .fails_with(69)
         .assert_stderr_contains("not installed")
         .assert_stderr_contains("yolo init --agent claude");
 }
@@ -147,7 +138,7 @@ fn override_command_false_keeps_the_image_command() {
     // debian's command is bash, which exits at once without a terminal: the container stops,
     // and yolo must say so instead of hanging or pretending it runs.
     t.yolo(&["up"])
-        .fails_with(1)
+        .fails_with(70)
         .assert_stderr_contains("stopped right after it started")
         .assert_stderr_contains("overrideCommand");
     let agents = t.agents();
