@@ -1,5 +1,6 @@
 mod errors;
 mod exec;
+mod exit_codes;
 mod hooks;
 mod images;
 mod lifecycle;

@@ -147,7 +147,18 @@ impl Default for Test {
 }
 
 impl Test {
+    /// A test that may use the real engine. It needs the `docker` CLI to clean up after itself:
+    /// without one it fails here rather than leave containers behind.
+    #[track_caller]
     pub fn new() -> Test {
+        static CLI: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+        if let Err(e) = CLI.get_or_init(|| try_docker(&["--version"])) {
+            panic!("{e}; this test needs Docker (tests made with Test::without_docker do not)");
+        }
+        Test::fresh()
+    }
+
+    fn fresh() -> Test {
         let root = tempfile::Builder::new()
             .prefix("yolo-test-")
             .tempdir()
@@ -174,7 +185,7 @@ impl Test {
     /// it tries with Docker fails with exit 69 instead of creating something), and the drop
     /// skips the cleanup, which needs the `docker` CLI.
     pub fn without_docker() -> Test {
-        let mut t = Test::new();
+        let mut t = Test::fresh();
         t.uses_docker = false;
         t.env("DOCKER_HOST", NO_DOCKER);
         t
