@@ -7,9 +7,6 @@ use std::path::PathBuf;
 
 #[derive(Debug)]
 pub enum Error {
-    /// The command line asks for something yolo cannot do: an unknown agent, a malformed
-    /// pattern, a missing argument, a pattern `deny` cannot find.
-    Usage(String),
     /// The devcontainer.json (or another input file) is not valid: syntax, wrong type, bad value.
     Config {
         file: PathBuf,
@@ -65,7 +62,9 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// An internal failure (a bug, not something the user can fix), phrased for a human.
+    /// A command-line argument clap lets through but yolo cannot use (e.g. an unknown grant).
+    Usage(String),
+    /// Anything else, already phrased for a human.
     Other(String),
 }
 
@@ -133,9 +132,7 @@ impl fmt::Display for Error {
                 }
                 write!(f, "{message}")
             }
-            Error::Usage(message) | Error::Discovery(message) | Error::NotFound(message) => {
-                write!(f, "{message}")
-            }
+            Error::Discovery(message) | Error::NotFound(message) => write!(f, "{message}"),
             Error::Exists(path) => write!(
                 f,
                 "{} already exists; pass --force to overwrite it",
@@ -163,7 +160,7 @@ impl fmt::Display for Error {
             Error::ExitCode(code) => write!(f, "command exited with code {code}"),
             Error::UserConfig { file, message } => write!(f, "{}: {message}", file.display()),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            Error::Other(message) => write!(f, "{message}"),
+            Error::Usage(message) | Error::Other(message) => write!(f, "{message}"),
         }
     }
 }
