@@ -122,11 +122,6 @@ impl<G: Clone + PartialEq> Resolved<G> {
         }
         removed
     }
-
-    /// The kernel set was flushed or rebuilt: nothing is known to be in it any more.
-    pub fn clear_sets(&self) {
-        self.lock().in_set.clear();
-    }
 }
 
 #[cfg(test)]

@@ -13,9 +13,7 @@ use netlink_packet_netfilter::NetfilterProtoFamily;
 use netlink_sys::{constants::NETLINK_NETFILTER, Socket};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::Duration;
 use yolo_protocol::event::EventKind;
 
 /// Bytes of each packet copied to us: IPv6 + a few extension headers + the L4 ports.
@@ -223,35 +221,6 @@ impl Reader {
         let mut ack = vec![0u8; 4096];
         let len = self.socket.recv(&mut &mut ack[..], 0)?;
         ack_result(&ack[..len])
-    }
-
-    /// Block at most `timeout` in reads (`None`: forever); a timed-out read returns an empty batch.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        let tv = timeout.map_or(
-            libc::timeval {
-                tv_sec: 0,
-                tv_usec: 0,
-            },
-            |t| libc::timeval {
-                tv_sec: t.as_secs() as libc::time_t,
-                tv_usec: t.subsec_micros() as libc::suseconds_t,
-            },
-        );
-        // SAFETY: a valid fd and a timeval of the size passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                self.socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
     }
 
     /// Read one datagram. ENOBUFS (the kernel dropped messages for us) is not an error: the

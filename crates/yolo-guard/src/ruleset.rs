@@ -8,7 +8,7 @@
 //! - `add_addresses(&[(IpAddr, Ports)], timeout_secs) -> Nftables<'static>`: delete+add of
 //!   dynamic set elements in one batch (timeouts refresh on old kernels too).
 //! - `remove_addresses(&[(IpAddr, Ports)]) -> Nftables<'static>`.
-//! - `flush_dynamic() -> Nftables<'static>`, `to_json(&Nftables) -> String`.
+//! - `static_networks(&Allowlist) -> Nftables<'static>`: refill the static sets.
 //!
 //! Every batch here is meant for `nft -j -f -` and is safe to apply more than once: nft
 //! batches are atomic, and one failing command (deleting something absent) fails them all, so
@@ -46,7 +46,6 @@ pub const SET_NET4: &str = "net4";
 pub const SET_NET6: &str = "net6";
 pub const SET_NET4_PORT: &str = "net4_port";
 pub const SET_NET6_PORT: &str = "net6_port";
-pub const DYNAMIC_SETS: [&str; 4] = [SET_ALLOW4, SET_ALLOW6, SET_ALLOW4_PORT, SET_ALLOW6_PORT];
 pub const STATIC_SETS: [&str; 4] = [SET_NET4, SET_NET6, SET_NET4_PORT, SET_NET6_PORT];
 
 /// Named counters for `yolo firewall`: new connections let through by the allowlist (and the
@@ -594,21 +593,6 @@ pub fn remove_addresses(addrs: &[(IpAddr, Ports)]) -> Nftables<'static> {
     batch.to_nftables()
 }
 
-/// Empty the four dynamic sets; static networks stay.
-pub fn flush_dynamic() -> Nftables<'static> {
-    let mut batch = Batch::new();
-    for name in DYNAMIC_SETS {
-        batch.add_cmd(NfCmd::Flush(FlushObject::Set(Box::new(set_ref(name)))));
-    }
-    batch.to_nftables()
-}
-
-/// The JSON `nft -j -f -` reads. Serializing these types cannot fail in practice; if it ever
-/// did, the empty string makes nft refuse the input loudly instead of applying nothing quietly.
-pub fn to_json(nftables: &Nftables) -> String {
-    serde_json::to_string(nftables).unwrap_or_default()
-}
-
 /// What verification compares: what nft cannot normalize away.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Summary {
@@ -831,6 +815,11 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         Allowlist::parse(&patterns).unwrap()
+    }
+
+    /// The JSON `nft -j -f -` reads (`sets::apply` serializes the same way).
+    fn to_json(nft: &Nftables) -> String {
+        serde_json::to_string(nft).unwrap()
     }
 
     fn json(nft: &Nftables) -> Value {
@@ -1170,24 +1159,6 @@ mod tests {
     }
 
     #[test]
-    fn flush_dynamic_flushes_the_four_dynamic_sets_only() {
-        let cmds = commands(&flush_dynamic());
-        let names: Vec<_> = cmds
-            .iter()
-            .map(|c| (c.0.as_str(), c.2["name"].as_str().unwrap()))
-            .collect();
-        assert_eq!(
-            names,
-            [
-                ("flush", "allow4"),
-                ("flush", "allow6"),
-                ("flush", "allow4_port"),
-                ("flush", "allow6_port")
-            ]
-        );
-    }
-
-    #[test]
     fn static_networks_refills_the_four_static_sets_in_one_batch() {
         let allow =
             Allowlist::parse(&["192.0.2.0/24".to_string(), "example.com".to_string()]).unwrap();
@@ -1245,17 +1216,24 @@ mod tests {
         assert!(err.contains("table inet yolo is missing"), "{err}");
     }
 
-    /// `UPDATE_SNAPSHOTS=1 cargo test --lib firewall` rewrites the file after a deliberate change.
+    /// The whole ruleset against `tests/fixtures/ruleset.json`. A missing or different file
+    /// fails the test; after a deliberate change, review the diff and rewrite the file with
+    /// `UPDATE_SNAPSHOTS=1 cargo test -p yolo-guard --lib ruleset_matches_snapshot`.
     #[test]
     fn ruleset_matches_snapshot() {
         let nft = build(&config(NetworkMode::Firewall, vec![8080]), &allowlist());
         let actual = serde_json::to_string_pretty(&nft).unwrap() + "\n";
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ruleset.json");
-        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() || !path.exists() {
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &actual).unwrap();
         }
-        let expected = std::fs::read_to_string(&path).unwrap();
+        let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "snapshot {}: {e}; create it with UPDATE_SNAPSHOTS=1 and review it\n{actual}",
+                path.display()
+            )
+        });
         assert!(
             expected == actual,
             "ruleset changed; check it, then rerun with UPDATE_SNAPSHOTS=1 to accept\n{actual}"
@@ -1433,8 +1411,6 @@ mod tests {
         let gone = addrs(&[("1.2.3.4", Ports::Any), ("9.9.9.9", Ports::Any)]);
         ns.apply(&remove_addresses(&gone)).unwrap();
         assert!(ns.elements(SET_ALLOW4).is_empty());
-        ns.apply(&flush_dynamic()).unwrap();
-        assert!(ns.elements(SET_ALLOW6).is_empty() && ns.elements(SET_ALLOW4_PORT).is_empty());
 
         // Tampering is noticed.
         ns.exec(&["nft", "flush", "chain", "inet", TABLE, CHAIN_INPUT], None)

@@ -211,14 +211,96 @@ mod tests {
         assert_eq!(counters.len(), 2);
     }
 
+    /// `status` must answer whatever nft lists: a part it cannot read is left out (or read with
+    /// neutral defaults), and the rest of the listing still comes through.
     #[test]
     fn summarize_tolerates_anything() {
-        for v in [
-            serde_json::json!(null),
-            serde_json::json!({"nftables": 3}),
-            serde_json::json!({"nftables": [{"set": 1}]}),
-        ] {
-            let _ = summarize(&v);
+        use serde_json::json;
+        let elem = |set: &str, element: &str| SetElement {
+            set: set.into(),
+            element: element.into(),
+            timeout_secs: None,
+            expires_secs: None,
+        };
+        let counter = |packets, bytes| Counter { packets, bytes };
+        let good_set = json!({"set": {"name": "allow4", "elem": ["192.0.2.1"]}});
+        /// A listing, the elements and the named counters `summarize` must find in it.
+        type Case = (Value, Vec<SetElement>, Vec<(&'static str, Counter)>);
+        let cases: Vec<Case> = vec![
+            (json!(null), vec![], vec![]),
+            (json!("nftables"), vec![], vec![]),
+            (json!({}), vec![], vec![]),
+            (json!({"nftables": 3}), vec![], vec![]),
+            (json!({"nftables": {"set": {}}}), vec![], vec![]),
+            (json!({"nftables": [1, "x", null, [], {}]}), vec![], vec![]),
+            // A set that is not an object, or has no or odd elements: nothing listed.
+            (json!({"nftables": [{"set": 1}]}), vec![], vec![]),
+            (
+                json!({"nftables": [{"set": {"name": "allow4"}}]}),
+                vec![],
+                vec![],
+            ),
+            (
+                json!({"nftables": [{"set": {"name": "allow4", "elem": 5}}]}),
+                vec![],
+                vec![],
+            ),
+            // Elements whose set has no name, or whose values are odd, are still shown.
+            (
+                json!({"nftables": [{"set": {"name": 7, "elem": ["192.0.2.1"]}}]}),
+                vec![elem("", "192.0.2.1")],
+                vec![],
+            ),
+            (
+                json!({"nftables": [{"set": {"name": "s", "elem": [true, {"elem": {}}, {"prefix": {}}, {"x": 1}]}}]}),
+                vec![
+                    elem("s", "true"),
+                    elem("s", "null"),
+                    elem("s", "null/null"),
+                    elem("s", r#"{"x":1}"#),
+                ],
+                vec![],
+            ),
+            (
+                json!({"nftables": [{"set": {"name": "s", "elem": [{"elem": {"val": "192.0.2.1", "timeout": "x", "expires": -1}}]}}]}),
+                vec![elem("s", "192.0.2.1")],
+                vec![],
+            ),
+            // Counters without a name or with odd numbers count as zero under a stand-in name.
+            (
+                json!({"nftables": [{"counter": {"packets": "3", "bytes": -1}}]}),
+                vec![],
+                vec![("counter", counter(0, 0))],
+            ),
+            (
+                json!({"nftables": [{"counter": {"name": "blocked", "packets": 3}}]}),
+                vec![],
+                vec![("blocked", counter(3, 0))],
+            ),
+            // Rules: only an inline counter object counts; no chain or handle still names it.
+            (
+                json!({"nftables": [{"rule": {"expr": [{"counter": {"packets": 2, "bytes": 9}}]}}]}),
+                vec![],
+                vec![("?#0", counter(2, 9))],
+            ),
+            (
+                json!({"nftables": [{"rule": {"expr": "counter"}}, {"rule": 1}, {"rule": {"expr": [{"counter": "blocked"}, 5]}}]}),
+                vec![],
+                vec![],
+            ),
+            // Junk around a good entry does not hide it.
+            (
+                json!({"nftables": [1, {"set": 1}, good_set, {"counter": null}]}),
+                vec![elem("allow4", "192.0.2.1")],
+                vec![("counter", counter(0, 0))],
+            ),
+        ];
+        for (listing, elements, counters) in cases {
+            let counters: BTreeMap<String, Counter> = counters
+                .into_iter()
+                .map(|(name, c)| (name.to_string(), c))
+                .collect();
+            assert_eq!(summarize(&listing), (elements, counters), "{listing}");
         }
     }
 }

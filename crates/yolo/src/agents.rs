@@ -187,10 +187,10 @@ fn unknown_agent(name: &str, user: &UserConfig) -> Error {
             .map(String::as_str)
             .filter(|n| !is_preset(n)),
     );
-    Error::other(format!(
-        "unknown agent \"{name}\"; known agents: {}. To define it, add an {} section with a command",
+    Error::Usage(format!(
+        "unknown agent \"{name}\"; known agents: {}. To define it, add an [agents.{name}] section with a command to {}",
         known.join(", "),
-        section(name)
+        UserConfig::path().display()
     ))
 }
 

@@ -1,5 +1,6 @@
 //! The one error type of yolo. Every variant's `Display` is written for a human: what failed,
-//! where (file, line, property), and what to do about it. `code()` is the process exit status.
+//! where (file, line, property), and what to do about it. `code()` is the process exit status,
+//! from BSD's sysexits where one fits; docs/configuration.md ("Exit codes") lists them.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -16,6 +17,10 @@ pub enum Error {
     },
     /// No devcontainer.json found, or several and none chosen.
     Discovery(String),
+    /// Something else the command reads is not there: the workspace folder, a session's log.
+    NotFound(String),
+    /// A file the command would write exists already (`yolo init` without `--force`).
+    Exists(PathBuf),
     /// The repository asks for something the user has not granted.
     Refused {
         file: PathBuf,
@@ -43,8 +48,16 @@ pub enum Error {
         message: String,
         hint: Option<String>,
     },
+    /// Nothing of this workspace runs that the command could act on (exec, shell, allow, ...).
+    NotRunning(String),
+    /// Docker answered, but something yolo needs there does not work: the firewall guard (not
+    /// ready, refused a request), the agent's program in the image.
+    Unavailable(String),
     /// A lifecycle hook or host command failed.
     Hook { name: String, code: i64 },
+    /// A command of the project failed other than by a hook's exit code: initializeCommand
+    /// could not start, the container stopped right after it started, the agent's setup failed.
+    CommandFailed(String),
     /// The user declined a prompt, or a prompt was needed in a non-interactive run.
     NotApproved(String),
     /// A command ran in the container and exited non-zero: pass its code through silently.
@@ -71,12 +84,13 @@ impl Error {
     pub fn code(&self) -> i32 {
         match self {
             Error::ExitCode(code) => *code,
+            Error::Usage(_) => Error::USAGE,
             Error::Config { .. } | Error::UserConfig { .. } | Error::Unsupported { .. } => 65,
-            Error::Discovery(_) => 66,
-            Error::Usage(_) => 64,
+            Error::Discovery(_) | Error::NotFound(_) => 66,
             Error::Refused { .. } | Error::Forbidden { .. } | Error::NotApproved(_) => 77,
-            Error::Docker { .. } => 69,
-            Error::Hook { .. } => 70,
+            Error::Docker { .. } | Error::NotRunning(_) | Error::Unavailable(_) => 69,
+            Error::Hook { .. } | Error::CommandFailed(_) => 70,
+            Error::Exists(_) => 73,
             Error::Io { .. } => 74,
             Error::Other(_) => 1,
         }
@@ -128,7 +142,12 @@ impl fmt::Display for Error {
                 }
                 write!(f, "{message}")
             }
-            Error::Discovery(message) => write!(f, "{message}"),
+            Error::Discovery(message) | Error::NotFound(message) => write!(f, "{message}"),
+            Error::Exists(path) => write!(
+                f,
+                "{} already exists; pass --force to overwrite it",
+                path.display()
+            ),
             Error::Refused { file, property, value, reason, grant } => write!(
                 f,
                 "{}: \"{property}\" asks for {value}: {reason}; yolo refuses it unless you grant it: {grant}",
@@ -147,7 +166,9 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::NotRunning(message) | Error::Unavailable(message) => write!(f, "{message}"),
             Error::Hook { name, code } => write!(f, "{name} failed with exit code {code}"),
+            Error::CommandFailed(message) => write!(f, "{message}"),
             Error::NotApproved(message) => write!(f, "{message}"),
             Error::ExitCode(code) => write!(f, "command exited with code {code}"),
             Error::UserConfig { file, message } => write!(f, "{}: {message}", file.display()),
@@ -157,4 +178,91 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn every_class_has_its_documented_exit_code() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let config = Error::Config {
+            file: "d.json".into(),
+            line: None,
+            column: None,
+            property: None,
+            message: "m".into(),
+        };
+        let refused = Error::Refused {
+            file: "d.json".into(),
+            property: "p".into(),
+            value: "v".into(),
+            reason: "r".into(),
+            grant: "g".into(),
+        };
+        let unsupported = Error::Unsupported {
+            file: "d.json".into(),
+            property: "p".into(),
+            message: "m".into(),
+        };
+        let user_config = Error::UserConfig {
+            file: "config.toml".into(),
+            message: "m".into(),
+        };
+        let hook = Error::Hook {
+            name: "postCreateCommand".into(),
+            code: 3,
+        };
+        let codes = [
+            (Error::Usage("u".into()), 64),
+            (config, 65),
+            (user_config, 65),
+            (unsupported, 65),
+            (Error::Discovery("d".into()), 66),
+            (Error::NotFound("n".into()), 66),
+            (Error::docker("pulling", "no"), 69),
+            (Error::NotRunning("n".into()), 69),
+            (Error::Unavailable("u".into()), 69),
+            (hook, 70),
+            (Error::CommandFailed("c".into()), 70),
+            (Error::Exists("f".into()), 73),
+            (Error::io("f", io()), 74),
+            (refused, 77),
+            (Error::NotApproved("n".into()), 77),
+            (Error::ExitCode(3), 3),
+            (Error::other("bug"), 1),
+        ];
+        for (error, code) in codes {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+    }
+
+    #[test]
+    fn an_io_error_names_the_path_and_keeps_its_cause() {
+        let error = Error::io(
+            "/x/state.json",
+            std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
+        );
+        assert_eq!(error.to_string(), "/x/state.json: denied");
+        let source = error.source().expect("the io error");
+        assert_eq!(source.to_string(), "denied");
+        assert!(Error::other("x").source().is_none());
+    }
+
+    #[test]
+    fn exists_says_how_to_overwrite() {
+        assert_eq!(
+            Error::Exists("/r/.devcontainer/Dockerfile".into()).to_string(),
+            "/r/.devcontainer/Dockerfile already exists; pass --force to overwrite it"
+        );
+    }
+}

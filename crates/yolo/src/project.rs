@@ -174,7 +174,7 @@ fn workspace_dir(explicit: Option<&Path>) -> Result<PathBuf> {
         None => std::env::current_dir().map_err(|e| Error::io(".", e))?,
     };
     dir.canonicalize().map_err(|e| {
-        Error::other(format!(
+        Error::NotFound(format!(
             "workspace {}: {e} (pass an existing folder with --workspace)",
             dir.display()
         ))
@@ -206,12 +206,12 @@ fn check_after_policy(spec: &mut RunSpec, host_mount_granted: bool) -> Result<()
         .flatten()
         .filter_map(|p| p.canonicalize().ok())
         .collect();
-        let real = build.context.canonicalize().map_err(|e| {
-            Error::other(format!(
-                "{}: build context {}: {e}",
-                spec.config_file.display(),
-                build.context.display()
-            ))
+        let real = build.context.canonicalize().map_err(|e| Error::Config {
+            file: spec.config_file.clone(),
+            line: None,
+            column: None,
+            property: Some("build.context".into()),
+            message: format!("build context {}: {e}", build.context.display()),
         })?;
         if !host_mount_granted && !roots.iter().any(|r| real.starts_with(r)) {
             return Err(Error::Refused {

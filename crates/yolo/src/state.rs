@@ -47,10 +47,11 @@ impl WorkspaceState {
         let path = path(devcontainer_id);
         match std::fs::read_to_string(&path) {
             Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                Error::other(format!(
-                    "{}: unreadable yolo state ({e}); delete the file to start afresh",
-                    path.display()
-                ))
+                let why = format!("unreadable yolo state ({e}); delete the file to start afresh");
+                Error::io(
+                    &path,
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+                )
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(WorkspaceState::default()),
             Err(e) => Err(Error::io(path, e)),

@@ -24,7 +24,7 @@ pub async fn execute(
     };
     let files = audit::session_files(&session);
     if !files.iter().any(|f| f.exists()) {
-        return Err(Error::other(format!(
+        return Err(Error::NotFound(format!(
             "no audit log for session {session}; `yolo audit --list` shows the sessions"
         )));
     }
@@ -52,7 +52,7 @@ fn latest_session(target: &Target) -> Result<String> {
     let located = Located::find(target)?;
     let state = WorkspaceState::load(&located.devcontainer_id)?;
     state.sessions.last().cloned().ok_or_else(|| {
-        Error::other(format!(
+        Error::NotFound(format!(
             "no sessions yet for {}; start one with `yolo up`",
             located.workspace.display()
         ))

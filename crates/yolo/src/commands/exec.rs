@@ -80,11 +80,11 @@ async fn running_container(engine: &Engine, located: &Located) -> Result<String>
         .await?;
     match found {
         Some(c) if is_running(&c) => Ok(id_of(&c)),
-        Some(_) => Err(Error::other(format!(
+        Some(_) => Err(Error::NotRunning(format!(
             "the container for {} is stopped; start it with `yolo up`",
             located.workspace.display()
         ))),
-        None => Err(Error::other(format!(
+        None => Err(Error::NotRunning(format!(
             "no yolo container for {}; create it with `yolo up`",
             located.workspace.display()
         ))),

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 pub async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32> {
     // Checked here too, so a typo gets the pattern help before any Docker work.
-    Allowlist::parse(&patterns).map_err(|e| Error::other(e.to_string()))?;
+    Allowlist::parse(&patterns).map_err(|e| Error::Usage(e.to_string()))?;
     request(
         target,
         &Request::Allow {
@@ -39,7 +39,7 @@ pub async fn deny(target: &Target, patterns: Vec<String>) -> Result<i32> {
     )
     .await?;
     if response.removed.is_empty() {
-        return Err(Error::other(format!(
+        return Err(Error::Usage(format!(
             "none of {} is in the allowlist; `yolo firewall` shows it",
             patterns.join(" ")
         )));
@@ -126,7 +126,7 @@ async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
         .await?;
     match guard {
         Some(g) if is_running(&g) => Ok(id_of(&g)),
-        _ => Err(Error::other(format!(
+        _ => Err(Error::NotRunning(format!(
             "no running firewall for {}; start the session with `yolo up` (with --network none or no session there is no allowlist to change)",
             located.workspace.display()
         ))),

@@ -120,7 +120,7 @@ pub async fn run_on_host(
             .status()
             .await
             .map_err(|e| {
-                Error::other(format!(
+                Error::CommandFailed(format!(
                     "{name}: could not run {program:?} on the host: {e}"
                 ))
             })?;

@@ -21,7 +21,7 @@ fn recipe(agent: &str) -> Option<(&'static str, &'static str, &'static str)> {
 
 pub fn execute(target: &Target, agent: &str, force: bool) -> Result<i32> {
     let (packages, install, presets) = recipe(agent).ok_or_else(|| {
-        Error::other(format!("no template for agent {agent:?}; templates exist for claude, codex, gemini, aider, opencode"))
+        Error::Usage(format!("no template for agent {agent:?}; templates exist for claude, codex, gemini, aider, opencode"))
     })?;
     let workspace = target
         .workspace
@@ -40,10 +40,7 @@ pub fn execute(target: &Target, agent: &str, force: bool) -> Result<i32> {
     ];
     if !force {
         if let Some((path, _)) = files.iter().find(|(p, _)| p.exists()) {
-            return Err(Error::other(format!(
-                "{} already exists; pass --force to overwrite it",
-                path.display()
-            )));
+            return Err(Error::Exists(path.clone()));
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;

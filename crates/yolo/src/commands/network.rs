@@ -27,8 +27,12 @@ pub fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<String>> {
     preset_names.extend(spec.firewall_presets.iter().cloned());
     let mut sources: Vec<Vec<String>> = Vec::new();
     for name in &preset_names {
-        let entries = presets::load(name).map_err(|e| {
-            Error::other(format!("firewall preset {name:?} (customizations.yolo.firewall.presets or your config): {e}"))
+        let entries = presets::load(name).map_err(|e| Error::Config {
+            file: spec.config_file.clone(),
+            line: None,
+            column: None,
+            property: None,
+            message: format!("firewall preset {name:?} (customizations.yolo.firewall.presets or your config): {e}"),
         })?;
         sources.push(entries);
     }
@@ -180,15 +184,19 @@ pub async fn start_guard(engine: &Engine, id: &str, config: &GuardConfig) -> Res
 /// Send a control request to a running guard.
 pub async fn control(engine: &Engine, guard_id: &str, request: &Request) -> Result<Response> {
     let json = serde_json::to_string(request).map_err(|e| Error::other(e.to_string()))?;
-    let text = engine.guard_ctl(guard_id, &json).await?;
+    answer(&engine.guard_ctl(guard_id, &json).await?)
+}
+
+/// The guard's one-line answer: its response, or why it refused.
+fn answer(text: &str) -> Result<Response> {
     let response: Response = serde_json::from_str(text.trim()).map_err(|e| {
-        Error::other(format!(
+        Error::Unavailable(format!(
             "unreadable answer from the firewall guard ({e}): {}",
             text.trim()
         ))
     })?;
     if !response.ok {
-        return Err(Error::other(format!(
+        return Err(Error::Unavailable(format!(
             "the firewall guard refused: {}",
             response.error.unwrap_or_default()
         )));
@@ -199,6 +207,26 @@ pub async fn control(engine: &Engine, guard_id: &str, request: &Request) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusing_or_garbled_guard_is_unavailable_with_its_reason() {
+        let ok = answer("{\"ok\":true,\"patterns\":[\"a.test\"]}\n").unwrap();
+        assert_eq!(ok.patterns, Some(vec!["a.test".to_string()]));
+        let refused = answer(r#"{"ok":false,"error":"nft failed"}"#).unwrap_err();
+        assert_eq!(refused.code(), 69);
+        assert_eq!(
+            refused.to_string(),
+            "the firewall guard refused: nft failed"
+        );
+        let garbled = answer("oops").unwrap_err();
+        assert_eq!(garbled.code(), 69);
+        assert!(
+            garbled
+                .to_string()
+                .starts_with("unreadable answer from the firewall guard ("),
+            "{garbled}"
+        );
+    }
 
     #[test]
     fn default_upstream_is_the_hosts_nameservers_without_loopback() {

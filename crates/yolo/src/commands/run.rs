@@ -18,7 +18,7 @@ pub async fn execute(
     let located = Located::find(target)?;
     let project = Project::load(&located, settings, user)?;
     let name = agent.or_else(|| project.spec.default_agent.clone()).ok_or_else(|| {
-        Error::other("name the agent to run, e.g. `yolo run claude` (or set customizations.yolo.agent in devcontainer.json)")
+        Error::Usage("name the agent to run, e.g. `yolo run claude` (or set customizations.yolo.agent in devcontainer.json)".into())
     })?;
     let agent = agents::resolve(&name, &project.user)?;
     let engine = super::engine().await?;
@@ -75,11 +75,11 @@ exit 0"#;
     let result = engine.exec(container, &request, Output::Capture).await?;
     match result.exit_code {
         0 => Ok(()),
-        127 => Err(Error::other(format!(
+        127 => Err(Error::Unavailable(format!(
             "{program:?} ({}) is not installed in the container image; {}",
             agent.name, agent.install_hint
         ))),
-        code => Err(Error::other(format!(
+        code => Err(Error::CommandFailed(format!(
             "preparing {} failed (exit {code}): {}",
             agent.name,
             String::from_utf8_lossy(&result.captured).trim()

@@ -83,7 +83,10 @@ impl Engine {
             mut input,
         } = started
         else {
-            return Err(Error::other("docker did not attach to the command"));
+            return Err(Error::docker(
+                "attaching to the command",
+                "the engine started it detached",
+            ));
         };
 
         let _raw = if req.tty { RawMode::enable() } else { None };

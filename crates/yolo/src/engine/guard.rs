@@ -302,7 +302,7 @@ impl Engine {
         if ready {
             return Ok(());
         }
-        Err(Error::other(format!(
+        Err(Error::Unavailable(format!(
             "the firewall guard did not become ready, so the agent container was not started (fail closed).\n  guard output:\n    {}",
             seen.join("\n    ")
         )))
@@ -316,9 +316,10 @@ impl Engine {
         };
         let result = self.exec(id, &req, super::exec::Output::Capture).await?;
         let text = String::from_utf8_lossy(&result.captured).into_owned();
-        if result.exit_code != 0 {
-            return Err(Error::other(format!(
-                "the firewall guard refused the request: {}",
+        // 1: the guard answered and refused; the caller reads why from the answer.
+        if !matches!(result.exit_code, 0 | 1) {
+            return Err(Error::Unavailable(format!(
+                "the firewall guard could not take the request: {}",
                 text.trim()
             )));
         }

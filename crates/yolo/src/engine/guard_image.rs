@@ -105,7 +105,7 @@ pub(crate) fn select(
     if carried.source && engine.os == "linux" {
         return Ok(GuardSource::FromSource);
     }
-    Err(Error::other(format!(
+    Err(Error::Unavailable(format!(
         "this yolo carries no firewall guard for a {engine} engine{}; name a guard image built for it with guard_image = \"...\" in your yolo config (see docs/architecture.md, \"The guard binary\")",
         match &carried.binary_for {
             Some(p) => format!(" (only one for {p})"),

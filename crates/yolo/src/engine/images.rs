@@ -221,10 +221,15 @@ fn build_hash(build: &BuildSpec) -> Result<String> {
 pub fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
     let root = &build.context;
     if !root.is_dir() {
-        return Err(Error::other(format!(
-            "build context {} is not a folder (check \"build.context\" in devcontainer.json)",
-            root.display()
-        )));
+        return Err(Error::Config {
+            file: root.clone(),
+            line: None,
+            column: None,
+            property: None,
+            message:
+                "the build context is not a folder (check \"build.context\" in devcontainer.json)"
+                    .into(),
+        });
     }
     let ignore = dockerignore(root)?;
     let mut tar = tar::Builder::new(Vec::new());
@@ -234,7 +239,7 @@ pub fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
         .follow_links(false)
         .build();
     for entry in walker {
-        let entry = entry.map_err(|e| Error::other(format!("reading build context: {e}")))?;
+        let entry = entry.map_err(|e| Error::io(root, std::io::Error::other(e)))?;
         let path = entry.path();
         let Ok(rel) = path.strip_prefix(root) else {
             continue;
@@ -276,10 +281,18 @@ fn dockerignore(root: &Path) -> Result<ignore::gitignore::Gitignore> {
             };
             builder
                 .add_line(None, &format!("{neg}{anchored}"))
-                .map_err(|e| Error::other(format!("{}: {e}", path.display())))?;
+                .map_err(|e| dockerignore_error(&path, e))?;
         }
     }
-    builder
-        .build()
-        .map_err(|e| Error::other(format!("{}: {e}", path.display())))
+    builder.build().map_err(|e| dockerignore_error(&path, e))
+}
+
+fn dockerignore_error(path: &Path, e: ignore::Error) -> Error {
+    Error::Config {
+        file: path.to_path_buf(),
+        line: None,
+        column: None,
+        property: None,
+        message: e.to_string(),
+    }
 }

@@ -42,14 +42,6 @@ fn exec_runs_in_the_workspace_which_is_the_repository() {
 }
 
 #[test]
-fn exec_without_a_container_says_to_run_up() {
-    let t = Test::new();
-    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
-    let run = t.yolo(&["exec", "true"]).fails_with(1);
-    assert!(run.stderr().contains("yolo up"), "{}", run.stderr());
-}
-
-#[test]
 fn exec_and_run_use_the_remote_user() {
     let t = Test::new();
     t.file(
@@ -66,13 +58,10 @@ fn exec_and_run_use_the_remote_user() {
 fn run_reports_a_missing_agent_program_with_the_fix() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
-    let run = t.yolo(&["run", "claude"]).fails_with(1);
-    assert!(run.stderr().contains("not installed"), "{}", run.stderr());
-    assert!(
-        run.stderr().contains("yolo init --agent claude"),
-        "{}",
-        run.stderr()
-    );
+    t.yolo(&["run", "claude"])
+        .fails_with(69)
+        .assert_stderr_contains("not installed")
+        .assert_stderr_contains("yolo init --agent claude");
 }
 
 #[test]
@@ -87,12 +76,9 @@ domains = []
 "#,
     );
     t.env("MY_KEY", "k123").env("OTHER_SECRET", "leak");
-    let out = t.yolo(&["run", "echoer", "--", "extra"]).ok();
-    assert!(
-        out.stdout().contains("agent:k123:unset:x:extra"),
-        "{}",
-        out.stdout()
-    );
+    t.yolo(&["run", "echoer", "--", "extra"])
+        .ok()
+        .assert_stdout_contains("agent:k123:unset:x:extra");
     let events = t.events();
     assert!(events
         .iter()
@@ -139,9 +125,10 @@ fn exec_allocates_a_tty_when_stdin_is_a_terminal() {
 #[test]
 fn doctor_reports_a_working_engine() {
     let t = Test::new();
-    let out = t.yolo(&["doctor"]).ok();
-    assert!(out.stdout().contains("✓ Docker Engine"), "{}", out.stdout());
-    assert!(out.stdout().contains("API"), "{}", out.stdout());
+    t.yolo(&["doctor"])
+        .ok()
+        .assert_stdout_contains("✓ Docker Engine")
+        .assert_stdout_contains("API");
 }
 
 #[test]
@@ -150,13 +137,10 @@ fn override_command_false_keeps_the_image_command() {
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "overrideCommand": false, "runArgs": []}"#);
     // debian's command is bash, which exits at once without a terminal: the container stops,
     // and yolo must say so instead of hanging or pretending it runs.
-    let run = t.yolo(&["up"]).fails_with(1);
-    assert!(
-        run.stderr().contains("stopped right after it started"),
-        "{}",
-        run.stderr()
-    );
-    assert!(run.stderr().contains("overrideCommand"), "{}", run.stderr());
+    t.yolo(&["up"])
+        .fails_with(70)
+        .assert_stderr_contains("stopped right after it started")
+        .assert_stderr_contains("overrideCommand");
     let agents = t.agents();
     assert_eq!(agents.len(), 1);
     let cmd = inspect(&agents[0])["Config"]["Cmd"].to_string();
@@ -168,12 +152,7 @@ fn shell_runs_the_users_shell_in_the_workspace() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     t.up(&[]);
-    let out = t
-        .yolo_stdin(&["shell"], "echo \"$0 in $(pwd)\"\nexit 3\n")
-        .fails_with(3);
-    assert!(
-        out.stdout().contains("bash in /workspace"),
-        "{}",
-        out.stdout()
-    );
+    t.yolo_stdin(&["shell"], "echo \"$0 in $(pwd)\"\nexit 3\n")
+        .fails_with(3)
+        .assert_stdout_contains("bash in /workspace");
 }

@@ -66,11 +66,7 @@ fn hook_output_is_streamed_with_its_name() {
         r#"{"image": "debian:bookworm-slim", "postCreateCommand": "echo hello-from-hook"}"#,
     );
     let (run, _) = t.up(&[]);
-    assert!(
-        run.stderr().contains("[postCreateCommand] hello-from-hook"),
-        "{}",
-        run.stderr()
-    );
+    run.assert_stderr_contains("[postCreateCommand] hello-from-hook");
 }
 
 #[test]
@@ -81,14 +77,10 @@ fn a_failing_hook_stops_up_with_its_name_and_exit_code() {
             "postCreateCommand": {"fine": "true", "broken": "echo oops; exit 7"},
             "postAttachCommand": "touch /tmp/should-not-exist"}"#,
     );
-    let run = t.yolo(&["up"]).fails_with(70);
-    assert!(
-        run.stderr()
-            .contains("postCreateCommand:broken failed with exit code 7"),
-        "{}",
-        run.stderr()
-    );
-    assert!(run.stderr().contains("oops"));
+    t.yolo(&["up"])
+        .fails_with(70)
+        .assert_stderr_contains("[postCreateCommand:broken] oops\n")
+        .assert_stderr_contains("yolo: postCreateCommand:broken failed with exit code 7\n");
     let check = t.yolo(&["exec", "test", "-e", "/tmp/should-not-exist"]);
     assert_eq!(check.code(), 1, "later hooks did not run");
 }

@@ -31,12 +31,8 @@ fn builds_a_dockerfile_with_args_target_and_dockerignore() {
         "{}",
         got.stdout()
     );
-    assert!(got.stdout().contains("kept.txt"));
-    assert!(
-        !got.stdout().contains("secret.key"),
-        ".dockerignore honoured: {}",
-        got.stdout()
-    );
+    got.assert_stdout_contains("kept.txt")
+        .assert_stdout_lacks("secret.key");
 
     // Same workspace, same tag: the rebuild reuses it.
     t.yolo(&["down", "--remove"]).ok();
@@ -52,14 +48,11 @@ fn a_failing_build_shows_the_last_lines_of_output() {
         "FROM debian:bookworm-slim\nRUN echo about-to-fail >&2 && exit 9\n",
     );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
-    let run = t.yolo(&["up"]).fails_with(69);
-    assert!(run.stderr().contains("about-to-fail"), "{}", run.stderr());
-    assert!(
-        !run.stderr().contains('\u{1b}'),
-        "no terminal colour codes: {:?}",
-        run.stderr()
-    );
-    assert!(run.stderr().contains("--rebuild"), "{}", run.stderr());
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("about-to-fail")
+        .assert_stderr_lacks("\u{1b}") // no terminal colour codes
+        .assert_stderr_contains("--rebuild");
     assert!(t.containers().is_empty());
 }
 
@@ -67,13 +60,9 @@ fn a_failing_build_shows_the_last_lines_of_output() {
 fn a_missing_image_that_cannot_be_pulled_is_a_clear_error() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "yolo-test-does-not-exist.invalid/nothing:1"}"#);
-    let run = t.yolo(&["up"]).fails_with(69);
-    assert!(
-        run.stderr()
-            .contains("pulling image yolo-test-does-not-exist.invalid/nothing:1"),
-        "{}",
-        run.stderr()
-    );
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("pulling image yolo-test-does-not-exist.invalid/nothing:1");
     assert!(t.containers().is_empty());
 }
 

@@ -107,11 +107,7 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
             "grep CapEff /proc/self/status; cat /proc/self/status | grep NoNewPrivs",
         ])
         .ok();
-    assert!(
-        caps.stdout().contains("NoNewPrivs:\t1"),
-        "{}",
-        caps.stdout()
-    );
+    caps.assert_stdout_contains("NoNewPrivs:\t1");
     let eff = caps
         .stdout()
         .lines()
@@ -157,22 +153,13 @@ fn a_changed_config_is_refused_until_accepted_then_flagged_stale_and_rebuild_rec
     let (_, first) = t.up(&[]);
 
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "containerEnv": {"NEW": "1"}}"#);
-    let refused = t.yolo(&["up"]).fails_with(77);
-    assert!(
-        refused.stderr().contains("changed since you last approved"),
-        "{}",
-        refused.stderr()
-    );
-    assert!(
-        refused.stderr().contains("+"),
-        "shows the diff: {}",
-        refused.stderr()
-    );
-    assert!(
-        refused.stderr().contains("--accept-config"),
-        "{}",
-        refused.stderr()
-    );
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("changed since you last approved")
+        .assert_stderr_contains(
+            r#"+{"image": "debian:bookworm-slim", "containerEnv": {"NEW": "1"}}"#,
+        )
+        .assert_stderr_contains("--accept-config");
 
     let (run, stale) = t.up(&["--accept-config"]);
     assert_eq!(stale["container_id"], first["container_id"]);
@@ -295,17 +282,20 @@ fn the_session_log_records_start_commands_and_stop() {
     assert!(events.iter().all(|e| e["session"] == session));
 
     // The viewer shows and filters them.
-    let view = t.yolo(&["audit", "--kind", "command"]).ok();
-    assert!(view.stdout().contains("exit=4"), "{}", view.stdout());
-    assert!(!view.stdout().contains("session_start"));
+    t.yolo(&["audit", "--kind", "command"])
+        .ok()
+        .assert_stdout_contains("exit=4")
+        .assert_stdout_lacks("session_start");
 }
 
 #[test]
 fn audit_follow_shows_events_as_they_happen() {
     use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     t.up(&[]);
+    t.yolo(&["exec", "echo", "before-follow"]).ok();
     let mut follow = t
         .command(&["audit", "--follow", "--kind", "command"])
         .stdin(std::process::Stdio::null())
@@ -319,15 +309,34 @@ fn audit_follow_shows_events_as_they_happen() {
             let _ = tx.send(line);
         }
     });
-    t.yolo(&["exec", "echo", "followed-marker"]).ok();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut seen = false;
-    while std::time::Instant::now() < deadline && !seen {
-        if let Ok(line) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
-            seen = line.contains("followed-marker");
+    let wait_for = |marker: &str| -> Result<(), Vec<String>> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut lines = vec![];
+        while Instant::now() < deadline {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) if line.contains(marker) => return Ok(()),
+                Ok(line) => lines.push(line),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
         }
-    }
+        Err(lines)
+    };
+    // The past event is printed first: from here on the follower is following (a plain dump
+    // would have printed it too, then exited and closed its stdout).
+    let first = wait_for("before-follow");
+    let after_first = follow.try_wait().unwrap();
+    let exec = t.yolo(&["exec", "echo", "followed-marker"]);
+    let followed = wait_for("followed-marker");
     let _ = follow.kill();
     let _ = follow.wait();
-    assert!(seen, "the exec appeared in the followed log");
+    exec.ok();
+    first.expect("the past exec was shown first");
+    assert!(
+        after_first.is_none(),
+        "audit --follow exited: {after_first:?}"
+    );
+    if let Err(lines) = followed {
+        panic!("the exec did not appear in the followed log; it printed: {lines:?}");
+    }
 }

@@ -1,6 +1,7 @@
 mod errors;
 mod exec;
 mod guard_image;
+mod exit_codes;
 mod hooks;
 mod images;
 mod lifecycle;

@@ -266,12 +266,8 @@ fn root_in_the_agent_cannot_touch_rules_routes_raw_sockets_or_the_mark() {
         "ip link set lo mtu 1280",
     ] {
         let run = s.sh(&format!("{cmd} 2>&1"));
-        assert_ne!(run.code(), 0, "{cmd}: {}", run.stdout());
-        assert!(
-            run.stdout().contains("Operation not permitted"),
-            "{cmd}: {}",
-            run.stdout()
-        );
+        assert_ne!(run.code(), 0, "{cmd}\n{}", run.describe());
+        run.assert_stdout_contains("Operation not permitted");
     }
     let probe = format!(
         r#"
@@ -352,9 +348,10 @@ fn allow_and_deny_change_a_running_session_without_restart() {
         "not restarted"
     );
 
-    let shown = s.t.yolo(&["firewall"]).ok().stdout();
-    assert!(shown.contains("other.test"), "{shown}");
-    assert!(shown.contains(&other.host.ip), "{shown}");
+    s.t.yolo(&["firewall"])
+        .ok()
+        .assert_stdout_contains("other.test")
+        .assert_stdout_contains(&other.host.ip);
     let json: Value = serde_json::from_str(&s.t.yolo(&["firewall", "--json"]).ok().stdout())
         .expect("firewall --json");
     assert!(
@@ -406,8 +403,8 @@ fn allow_and_deny_of_an_address_open_and_close_it_live() {
         (0, other.body.as_str()),
         "a static address opens at once"
     );
-    let shown = s.t.yolo(&["firewall"]).ok().stdout();
-    assert!(shown.contains("net4"), "the static set holds it: {shown}");
+    // The static set holds it.
+    s.t.yolo(&["firewall"]).ok().assert_stdout_contains("net4");
 
     s.t.yolo(&["deny", &other.host.ip]).ok();
     assert_eq!(s.curl(&url).0, 7, "closed again for new connections");
@@ -448,9 +445,10 @@ fn a_dead_guard_leaves_the_agent_offline_and_up_restores_both() {
     let mut args = vec!["up".to_string()];
     args.extend(s.net.up_flags(&["*.allowed.test"]));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let up = s.t.yolo(&args).ok();
-    assert!(up.stderr().contains("guard"), "{}", up.stderr());
-    assert!(up.stderr().contains("not running"), "{}", up.stderr());
+    s.t.yolo(&args)
+        .ok()
+        .assert_stderr_contains("the firewall guard of ")
+        .assert_stderr_contains(" is not running, so its agent container has had no network");
     assert_eq!(inspect(&s.guard())["State"]["Running"], true);
     assert!(links(&s).len() > 1, "{:?}", links(&s));
     let (code, body, _) = s.curl("http://www.allowed.test/");
@@ -494,8 +492,9 @@ for t in held:
     t.close()
 print("flooded")
 "#;
-    let out = s.t.yolo(&["exec", "python3", "-c", flood]).ok().stdout();
-    assert!(out.contains("flooded"), "{out}");
+    s.t.yolo(&["exec", "python3", "-c", flood])
+        .ok()
+        .assert_stdout("flooded\n");
     let (status, answers) = s
         .dig("after-flood.allowed.test")
         .expect("the guard still answers");
@@ -558,10 +557,11 @@ domains = []
     assert_eq!(refused["decision"], "refused");
     assert_eq!(refused["rcode"], "REFUSED", "{refused}");
 
-    let audit = s.t.yolo(&["audit", "--kind", "dns"]).ok().stdout();
-    assert!(audit.contains("www.allowed.test"), "{audit}");
-    assert!(audit.contains("x.denied.test"), "{audit}");
-    assert!(!audit.contains("session_start"), "{audit}");
+    s.t.yolo(&["audit", "--kind", "dns"])
+        .ok()
+        .assert_stdout_contains("www.allowed.test")
+        .assert_stdout_contains("x.denied.test")
+        .assert_stdout_lacks("session_start");
     let json =
         s.t.yolo(&["audit", "--kind", "dns", "--json"])
             .ok()
@@ -577,25 +577,15 @@ domains = []
     args.push("netcheck".into());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = s.t.yolo(&args).ok();
-    assert!(
-        run.stdout().contains(&s.net.allowed.body),
-        "{}",
-        run.stdout()
-    );
-    let summary = run.stderr();
-    assert!(summary.contains("network summary"), "{summary}");
-    assert!(
-        summary.contains("domains resolved (allowed): 1"),
-        "{summary}"
-    );
-    assert!(summary.contains("www.allowed.test"), "{summary}");
-    assert!(summary.contains("domains refused: 1"), "{summary}");
-    assert!(summary.contains("nope.denied.test"), "{summary}");
-    assert!(summary.contains("connections blocked: 1"), "{summary}");
-    assert!(
-        summary.contains(&format!("tcp {}:80", s.net.denied.host.ip)),
-        "{summary}"
-    );
+    run.assert_stdout_contains(&s.net.allowed.body);
+    // Each title with its count, then its entries (one query per address family: counts vary).
+    run.assert_stderr_contains("network summary for this run:\n")
+        .assert_stderr_contains("  domains resolved (allowed): 1\n    www.allowed.test (")
+        .assert_stderr_contains("  domains refused: 1\n    nope.denied.test (")
+        .assert_stderr_contains(&format!(
+            "  connections blocked: 1\n    tcp {}:80 (",
+            s.net.denied.host.ip
+        ));
 }
 
 #[test]

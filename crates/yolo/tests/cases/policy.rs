@@ -11,11 +11,7 @@ fn refused_with(code: i32, config: &str, expect: &[&str]) -> Test {
     t.devcontainer(config);
     let run = t.yolo(&["up"]).fails_with(code);
     for e in expect {
-        assert!(
-            run.stderr().contains(e),
-            "expected {e:?} in:\n{}",
-            run.stderr()
-        );
+        run.assert_stderr_contains(e);
     }
     assert!(t.containers().is_empty(), "nothing was created");
     t
@@ -176,11 +172,7 @@ fn host_variables_reach_the_container_only_when_the_user_passes_them() {
         r#"{"image": "debian:bookworm-slim", "containerEnv": {"LEAK": "${localEnv:YOLO_TEST_SECRET}"}}"#,
     );
     let (run, out) = t.up(&[]);
-    assert!(
-        run.stderr().contains("YOLO_TEST_SECRET"),
-        "says what it withheld: {}",
-        run.stderr()
-    );
+    run.assert_stderr_contains("YOLO_TEST_SECRET"); // says what it withheld
     let env = inspect(out["container_id"].as_str().unwrap())["Config"]["Env"].to_string();
     assert!(!env.contains("s3cret"), "{env}");
 
@@ -202,13 +194,10 @@ fn a_build_context_symlinked_out_of_the_repository_is_refused() {
     );
     std::os::unix::fs::symlink(&outside, t.workspace.join(".devcontainer/ctx")).unwrap();
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile", "context": "ctx"}}"#);
-    let run = t.yolo(&["up"]).fails_with(77);
-    assert!(run.stderr().contains("build.context"), "{}", run.stderr());
-    assert!(
-        run.stderr().contains("outside-the-repo"),
-        "{}",
-        run.stderr()
-    );
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("build.context")
+        .assert_stderr_contains("outside-the-repo");
     assert!(t.containers().is_empty());
 
     // The user may allow it knowingly.

@@ -1,6 +1,10 @@
 //! Test harness: each `Test` is a fresh workspace with its own yolo config and data dirs, and a
 //! unique label put on everything yolo creates for it (through `YOLO_LABELS`). Dropping the
 //! `Test` removes every container, volume, network and image carrying that label, pass or fail.
+//!
+//! A test that needs no Docker says so with [`Test::without_docker`]: yolo then points at a
+//! socket that does not exist, so it cannot create anything, and the drop asks Docker nothing
+//! (such a test passes on a machine without the `docker` CLI or engine).
 
 #![allow(dead_code)]
 
@@ -11,6 +15,8 @@ use std::process::{Command, Output, Stdio};
 
 pub const LABEL: &str = "dev.yolo.test";
 pub const BASE_IMAGE: &str = "debian:bookworm-slim";
+/// What `DOCKER_HOST` is for a test without Docker: a socket path that cannot exist.
+pub const NO_DOCKER: &str = "unix:///nonexistent/docker.sock";
 
 pub struct Test {
     pub id: String,
@@ -19,6 +25,8 @@ pub struct Test {
     pub config_dir: PathBuf,
     pub data_dir: PathBuf,
     extra_env: Vec<(String, String)>,
+    /// Whether yolo may reach the real engine (and so whether the drop must clean up).
+    uses_docker: bool,
 }
 
 pub struct Run {
@@ -35,36 +43,98 @@ impl Run {
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
+    /// The exit code and both streams, for a failed assertion's message.
+    pub fn describe(&self) -> String {
+        format!(
+            "exit code: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.code(),
+            self.stdout(),
+            self.stderr()
+        )
+    }
+
     /// Assert success and return self, printing both streams on failure.
     #[track_caller]
     pub fn ok(self) -> Self {
-        assert_eq!(
-            self.code(),
-            0,
-            "expected success\nstdout:\n{}\nstderr:\n{}",
-            self.stdout(),
-            self.stderr()
-        );
+        assert_eq!(self.code(), 0, "expected success\n{}", self.describe());
         self
     }
+
+    /// Assert exit `code` and no panic, printing both streams on failure.
     #[track_caller]
     pub fn fails_with(self, code: i32) -> Self {
         assert_eq!(
             self.code(),
             code,
-            "expected exit {code}\nstdout:\n{}\nstderr:\n{}",
+            "expected exit {code}\n{}",
+            self.describe()
+        );
+        for panic in ["panicked", "RUST_BACKTRACE"] {
+            assert!(
+                !self.stderr().contains(panic),
+                "a panic\n{}",
+                self.describe()
+            );
+        }
+        self
+    }
+
+    /// Assert the whole stderr.
+    #[track_caller]
+    pub fn assert_stderr(&self, expected: &str) -> &Self {
+        assert_eq!(
+            self.stderr(),
+            expected,
+            "stderr differs\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    /// Assert the whole stdout.
+    #[track_caller]
+    pub fn assert_stdout(&self, expected: &str) -> &Self {
+        assert_eq!(
             self.stdout(),
-            self.stderr()
+            expected,
+            "stdout differs\n{}",
+            self.describe()
         );
+        self
+    }
+
+    #[track_caller]
+    pub fn assert_stderr_contains(&self, needle: &str) -> &Self {
+        let found = self.stderr().contains(needle);
+        assert!(found, "expected {needle:?} in stderr\n{}", self.describe());
+        self
+    }
+
+    #[track_caller]
+    pub fn assert_stdout_contains(&self, needle: &str) -> &Self {
+        let found = self.stdout().contains(needle);
+        assert!(found, "expected {needle:?} in stdout\n{}", self.describe());
+        self
+    }
+
+    #[track_caller]
+    pub fn assert_stderr_lacks(&self, needle: &str) -> &Self {
+        let found = self.stderr().contains(needle);
         assert!(
-            !self.stderr().contains("panicked"),
-            "panic: {}",
-            self.stderr()
+            !found,
+            "unexpected {needle:?} in stderr\n{}",
+            self.describe()
         );
+        self
+    }
+
+    #[track_caller]
+    pub fn assert_stdout_lacks(&self, needle: &str) -> &Self {
+        let found = self.stdout().contains(needle);
         assert!(
-            !self.stderr().contains("RUST_BACKTRACE"),
-            "panic: {}",
-            self.stderr()
+            !found,
+            "unexpected {needle:?} in stdout\n{}",
+            self.describe()
         );
         self
     }
@@ -77,7 +147,18 @@ impl Default for Test {
 }
 
 impl Test {
+    /// A test that may use the real engine. It needs the `docker` CLI to clean up after itself:
+    /// without one it fails here rather than leave containers behind.
+    #[track_caller]
     pub fn new() -> Test {
+        static CLI: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+        if let Err(e) = CLI.get_or_init(|| try_docker(&["--version"])) {
+            panic!("{e}; this test needs Docker (tests made with Test::without_docker do not)");
+        }
+        Test::fresh()
+    }
+
+    fn fresh() -> Test {
         let root = tempfile::Builder::new()
             .prefix("yolo-test-")
             .tempdir()
@@ -96,7 +177,27 @@ impl Test {
             config_dir,
             data_dir,
             extra_env: vec![],
+            uses_docker: true,
         }
+    }
+
+    /// A test that must not need Docker: yolo gets an unreachable `DOCKER_HOST` (so whatever
+    /// it tries with Docker fails with exit 69 instead of creating something), and the drop
+    /// skips the cleanup, which needs the `docker` CLI.
+    pub fn without_docker() -> Test {
+        let mut t = Test::fresh();
+        t.uses_docker = false;
+        t.env("DOCKER_HOST", NO_DOCKER);
+        t
+    }
+
+    /// The workspace as yolo names it in messages (symlinks resolved).
+    pub fn workspace_shown(&self) -> String {
+        self.workspace
+            .canonicalize()
+            .expect("workspace")
+            .display()
+            .to_string()
     }
 
     pub fn root(&self) -> &Path {
@@ -236,19 +337,25 @@ impl Test {
 
 impl Drop for Test {
     fn drop(&mut self) {
-        cleanup_label(&format!("{LABEL}={}", self.id));
+        if !self.uses_docker {
+            return;
+        }
+        // Never panic here: a panic while a failed test unwinds aborts the whole test binary.
+        if let Err(e) = cleanup_label(&format!("{LABEL}={}", self.id)) {
+            eprintln!("warning: test {} not cleaned up: {e}", self.id);
+        }
     }
 }
 
 /// Remove everything carrying `label` (containers first: they hold volumes and networks).
-pub fn cleanup_label(label: &str) {
+pub fn cleanup_label(label: &str) -> Result<(), String> {
     let filter = format!("label={label}");
-    let ids = docker(&["ps", "-aq", "--filter", &filter]);
+    let ids = try_docker(&["ps", "-aq", "--filter", &filter])?;
     let ids: Vec<&str> = ids.lines().collect();
     if !ids.is_empty() {
         let mut args = vec!["rm", "-f", "-v"];
         args.extend(ids);
-        docker(&args);
+        try_docker(&args)?;
     }
     for (kind, list) in [
         ("volume", vec!["volume", "ls", "-q"]),
@@ -256,24 +363,31 @@ pub fn cleanup_label(label: &str) {
     ] {
         let mut args = list.clone();
         args.extend(["--filter", &filter]);
-        let ids = docker(&args);
+        let ids = try_docker(&args)?;
         for id in ids.lines() {
-            docker(&[kind, "rm", id]);
+            try_docker(&[kind, "rm", id])?;
         }
     }
-    let images = docker(&["images", "-q", "--filter", &filter]);
+    let images = try_docker(&["images", "-q", "--filter", &filter])?;
     for id in images.lines() {
-        docker(&["rmi", "-f", id]);
+        try_docker(&["rmi", "-f", id])?;
     }
+    Ok(())
 }
 
-/// Run the docker CLI (the real engine) and return stdout.
+/// Run the docker CLI (the real engine) and return stdout, whatever the exit status.
+#[track_caller]
 pub fn docker(args: &[&str]) -> String {
+    try_docker(args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`docker`], with an error instead of a panic when the CLI cannot be run at all.
+pub fn try_docker(args: &[&str]) -> Result<String, String> {
     let out = Command::new("docker")
         .args(args)
         .output()
-        .expect("docker CLI");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+        .map_err(|e| format!("cannot run the docker CLI (docker {}): {e}", args.join(" ")))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 pub fn inspect(id: &str) -> serde_json::Value {
