@@ -19,7 +19,15 @@ pub use error::{Error, Result};
 /// Parse the command line, run, print an error for humans, return the exit code.
 pub fn run() -> i32 {
     use clap::Parser;
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // clap's own exit code for a usage error is 2; yolo's is EX_USAGE. Help and
+            // --version are printed to stdout and succeed.
+            return if e.use_stderr() { 64 } else { 0 };
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -3,6 +3,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod completions;
 pub mod doctor;
 pub mod down;
 pub mod exec;
@@ -58,6 +59,7 @@ pub async fn execute(cli: Cli) -> Result<i32> {
         Command::Allow { target, patterns } => firewall::allow(&target, patterns).await,
         Command::Deny { target, patterns } => firewall::deny(&target, patterns).await,
         Command::Firewall { target, json } => firewall::show(&target, json).await,
+        Command::Completions { shell } => completions::execute(shell),
     }
 }
 
