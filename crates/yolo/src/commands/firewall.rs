@@ -1,7 +1,7 @@
 //! `yolo allow`, `yolo deny` and `yolo firewall`: change or show a running session's allowlist
 //! through the guard's control socket, without restarting anything.
 
-use super::network;
+use super::{network, output};
 use crate::audit::{self, EventKind};
 use crate::cli::Target;
 use crate::engine::containers::{id_of, is_running};
@@ -113,14 +113,24 @@ fn join(ports: &[u16]) -> String {
 }
 
 pub async fn show(target: &Target, json: bool) -> Result<i32> {
-    let response = request(target, &Request::Status).await?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&response).unwrap_or_default()
-        );
+        let located = Located::find(target)?;
+        let engine = super::engine().await?;
+        let guard = running_guard(&engine, &located).await?;
+        let response = network::control(&engine, &guard, &Request::Status).await?;
+        let state = WorkspaceState::load(&located.devcontainer_id)?;
+        let agent = engine
+            .find_container(&located.workspace, &located.config_file, "agent")
+            .await?;
+        let container = agent.map(|c| output::Container::from_summary(&c, state.exec.as_ref()));
+        output::print(&output::Firewall::from_response(
+            container,
+            state.session,
+            response,
+        ));
         return Ok(0);
     }
+    let response = request(target, &Request::Status).await?;
     let mode = response.mode.map(super::up::mode_name).unwrap_or("?");
     println!("network: {mode}");
     println!("allowlist:");

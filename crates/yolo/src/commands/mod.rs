@@ -11,6 +11,7 @@ pub mod firewall;
 pub mod hooks;
 pub mod init;
 pub mod network;
+pub mod output;
 pub mod run;
 pub mod session;
 pub mod status;

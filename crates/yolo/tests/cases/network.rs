@@ -358,7 +358,7 @@ fn allow_and_deny_change_a_running_session_without_restart() {
     let json: Value = serde_json::from_str(&s.t.yolo(&["firewall", "--json"]).ok().stdout())
         .expect("firewall --json");
     assert!(
-        json["patterns"]
+        json["network"]["allowlist"]
             .as_array()
             .unwrap()
             .iter()
@@ -366,7 +366,7 @@ fn allow_and_deny_change_a_running_session_without_restart() {
         "{json}"
     );
     let has_element = |json: &Value| {
-        json["elements"]
+        json["open_addresses"]
             .as_array()
             .into_iter()
             .flatten()
@@ -382,7 +382,7 @@ fn allow_and_deny_change_a_running_session_without_restart() {
         serde_json::from_str(&s.t.yolo(&["firewall", "--json"]).ok().stdout()).unwrap();
     assert!(!has_element(&json), "{json}");
     assert!(
-        !json["patterns"]
+        !json["network"]["allowlist"]
             .as_array()
             .unwrap()
             .iter()
@@ -601,7 +601,7 @@ domains = []
 #[test]
 fn network_none_leaves_only_loopback() {
     let s = Session::start(&["*.allowed.test"], &["--network", "none"]);
-    assert_eq!(s.up["network"], "none");
+    assert_eq!(s.up["network"]["mode"], "none");
     assert_eq!(links(&s), ["lo"]);
     assert_ne!(s.curl("http://www.allowed.test/").0, 0);
     assert_ne!(s.curl(&format!("http://{}/", s.net.allowed.host.ip)).0, 0);
@@ -611,7 +611,7 @@ fn network_none_leaves_only_loopback() {
 #[test]
 fn network_open_lets_unlisted_names_through_but_logs_them() {
     let s = Session::start(&["*.allowed.test"], &["--network", "open"]);
-    assert_eq!(s.up["network"], "open");
+    assert_eq!(s.up["network"]["mode"], "open");
     let (status, answers) = s.dig("x.denied.test").expect("an answer");
     assert_eq!(
         (status.as_str(), answers),
