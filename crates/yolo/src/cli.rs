@@ -118,7 +118,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write a .devcontainer/ for an agent
+    /// Write a .devcontainer/ for an agent, with the toolchains the repository uses
     Init {
         #[command(flatten)]
         target: Target,
@@ -178,7 +178,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print a shell completion script, e.g. `yolo completions bash > ~/.local/share/bash-completion/completions/yolo`
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish)
+    ///
+    /// For example: `yolo completions bash > ~/.local/share/bash-completion/completions/yolo`
     Completions {
         /// The shell to complete for
         #[arg(value_name = "SHELL")]

@@ -52,3 +52,39 @@ fn usage_errors_exit_64_and_list_what_is_valid() {
         "{help}"
     );
 }
+
+#[test]
+fn init_in_a_rust_repository_installs_cargo_and_allows_crates() {
+    let t = Test::new();
+    t.file(
+        "Cargo.toml",
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\n",
+    );
+    let run = t.yolo(&["init", "--agent", "claude"]).ok();
+    assert!(
+        run.stderr().starts_with(
+            "detected Rust (Cargo.toml): the Dockerfile installs cargo rustc and the firewall allows the crates preset\n"
+        ),
+        "{}",
+        run.stderr()
+    );
+    let json =
+        std::fs::read_to_string(t.workspace.join(".devcontainer/devcontainer.json")).unwrap();
+    assert!(
+        json.contains(r#""presets": ["npm", "github", "crates"]"#),
+        "{json}"
+    );
+    let dockerfile = std::fs::read_to_string(t.workspace.join(".devcontainer/Dockerfile")).unwrap();
+    assert!(
+        dockerfile.starts_with("# Dev container for running claude"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("\nFROM debian:bookworm-slim\n"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("apt-get install -y --no-install-recommends ca-certificates curl git less procps sudo nodejs npm cargo rustc \\\n"),
+        "{dockerfile}"
+    );
+}
