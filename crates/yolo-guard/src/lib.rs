@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod names;
 pub mod nflog;
+pub mod revoke;
 pub mod ruleset;
 pub mod sets;
 pub mod writer;
@@ -384,15 +385,15 @@ impl<B: Batches> Guard<B> {
                 "allowlist changed, but the networks stay open: {e}"
             ));
         }
-        let revoked = self.resolved.forget(|name| self.decide(name).is_none());
-        if !revoked.is_empty() {
-            // Blocking nft from a handler is fine: deny is rare and the caller waits for it.
-            if let Err(e) = sets::apply(&self.batches.remove_addresses(&revoked)) {
+        // Blocking nft from a handler is fine: deny is rare and the caller waits for it.
+        let revocation = match self.revoke() {
+            Ok(revocation) => revocation,
+            Err(e) => {
                 return Response::error(format!(
                     "allowlist changed, but the addresses stay open: {e}"
-                ));
+                ))
             }
-        }
+        };
         self.events.emit(EventKind::Firewall {
             action: "deny".into(),
             patterns: removed.clone(),
@@ -401,9 +402,41 @@ impl<B: Batches> Guard<B> {
             ok: true,
             patterns: Some(self.patterns()),
             removed,
-            revoked: revoked.iter().map(|(a, _)| a.to_string()).collect(),
+            revoked: revocation.closed,
             ..Default::default()
         }
+    }
+
+    /// After a deny: take out of the dynamic sets what the allowlist no longer justifies, as
+    /// the kernel lists it (a whole address, or only the denied ports of it), and forget the
+    /// names that are denied now.
+    fn revoke(&self) -> std::result::Result<revoke::Revocation, String> {
+        let names = self.resolved.names_by_address();
+        let (elements, _) = sets::summarize(&sets::list_table_value()?);
+        let listed: Vec<revoke::Listed> =
+            elements.iter().filter_map(revoke::Listed::parse).collect();
+        let revocation = revoke::revocations(&listed, |addr| {
+            let names = names.get(addr)?;
+            Some(
+                names
+                    .iter()
+                    .filter_map(|name| self.decide(name))
+                    .reduce(|a, b| a.union(&b)),
+            )
+        });
+        if !revocation.remove.is_empty() {
+            sets::apply(&self.batches.remove_addresses(&revocation.remove))?;
+        }
+        for (addr, ports, expires_secs) in &revocation.narrow {
+            sets::apply(
+                &self
+                    .batches
+                    .add_addresses(&[(*addr, ports.clone())], *expires_secs),
+            )?;
+        }
+        self.resolved.forget(|name| self.decide(name).is_none());
+        self.resolved.unpush(&revocation.addresses());
+        Ok(revocation)
     }
 
     /// Static networks live in their own sets: when `changed` names one, refill them.
@@ -529,5 +562,109 @@ mod tests {
             Some(600),
             "the second add refreshed the timeout"
         );
+    }
+
+    /// `f` on a thread inside a throwaway network namespace; `None` (skipped) without root,
+    /// `nft` or `ip netns`.
+    fn in_netns<T: Send + 'static>(
+        tag: &str,
+        f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static,
+    ) -> Option<T> {
+        if let Err(why) = nflog::tests::can_use_netns() {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let name = format!("yolo-guardtest-{tag}-{}", std::process::id());
+        if !std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            eprintln!("skipped: cannot create a network namespace");
+            return None;
+        }
+        let path = format!("/run/netns/{name}");
+        let result = std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+            // SAFETY: a valid netns fd; only this thread (and the nft it forks) moves.
+            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err("setns failed".into());
+            }
+            f()
+        })
+        .join();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &name])
+            .status();
+        Some(result.expect("netns thread").expect("real nft path"))
+    }
+
+    fn dynamic_elements() -> std::result::Result<Vec<String>, String> {
+        let (elements, _) = sets::summarize(&sets::list_table_value()?);
+        Ok(elements
+            .into_iter()
+            .filter(|e| e.set.starts_with("allow"))
+            .map(|e| e.element)
+            .collect())
+    }
+
+    /// `yolo deny name:port` against the kernel: the port goes, the name's other port and
+    /// other names' addresses stay; a whole-name deny then takes the rest.
+    #[test]
+    fn deny_of_a_port_revokes_only_that_port_in_a_private_namespace() {
+        let Some((after_port, after_name, responses)) = in_netns("deny", || {
+            let config = GuardConfig {
+                session: "t".into(),
+                mode: NetworkMode::Firewall,
+                allow: vec!["svc.test:80,8080".into(), "*.wide.test".into()],
+                upstream: vec![],
+                ttl_floor_secs: 60,
+                deny_nxdomain: false,
+                published_ports: vec![],
+                audit_path: "/dev/null".into(),
+                control_socket: "/dev/null".into(),
+                allow_internal_answers: false,
+            };
+            let allow = Allowlist::parse(&config.allow)?;
+            sets::apply(&Ruleset.build(&config, &allow))?;
+            let guard = Guard {
+                mode: NetworkMode::Firewall,
+                allow_internal_answers: false,
+                allowlist: RwLock::new(allow),
+                batches: Arc::new(Ruleset),
+                resolved: Arc::new(Resolved::default()),
+                events: Events::channel().0,
+            };
+            let until = Instant::now() + std::time::Duration::from_secs(300);
+            let svc: IpAddr = "198.51.100.7".parse().unwrap();
+            let wide: IpAddr = "198.51.100.8".parse().unwrap();
+            guard.resolved.record("svc.test", &[svc], until);
+            guard.resolved.record("x.wide.test", &[wide], until);
+            sets::apply(&Ruleset.add_addresses(&[(svc, guard.decide("svc.test").unwrap())], 300))?;
+            sets::apply(&Ruleset.add_addresses(&[(wide, Ports::Any)], 300))?;
+            let port = guard.deny_patterns(vec!["svc.test:8080".into()]);
+            let after_port = dynamic_elements()?;
+            let name = guard.deny_patterns(vec!["svc.test".into()]);
+            let after_name = dynamic_elements()?;
+            Ok((after_port, after_name, [port, name]))
+        }) else {
+            return;
+        };
+        let [port, name] = responses;
+        assert!(port.ok, "{port:?}");
+        assert_eq!(port.removed, ["svc.test:8080"]);
+        assert_eq!(port.revoked, ["198.51.100.7:8080"]);
+        assert_eq!(
+            port.patterns.as_deref(),
+            Some(&["svc.test:80".to_string(), "*.wide.test".to_string()][..])
+        );
+        let mut after_port = after_port;
+        after_port.sort();
+        assert_eq!(after_port, ["198.51.100.7 . 80", "198.51.100.8"]);
+        assert!(name.ok, "{name:?}");
+        assert_eq!(name.removed, ["svc.test:80"]);
+        assert_eq!(name.revoked, ["198.51.100.7:80"]);
+        assert_eq!(after_name, ["198.51.100.8"]);
     }
 }

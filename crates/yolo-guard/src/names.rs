@@ -122,6 +122,36 @@ impl<G: Clone + PartialEq> Resolved<G> {
         }
         removed
     }
+
+    /// Every remembered address with the names that resolved to it: those whose last answer
+    /// held it, and the last name to name it (whose answer may have moved on since, while the
+    /// kernel still holds the address until its timeout).
+    pub fn names_by_address(&self) -> HashMap<IpAddr, Vec<String>> {
+        let inner = self.lock();
+        let mut out: HashMap<IpAddr, Vec<String>> = HashMap::new();
+        for (name, (addrs, _)) in &inner.by_name {
+            for addr in addrs {
+                out.entry(*addr).or_default().push(name.clone());
+            }
+        }
+        for (addr, name) in &inner.by_addr {
+            let names = out.entry(*addr).or_default();
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        out
+    }
+
+    /// `addrs` changed in the sets behind the guard's back (a deny): forget what was pushed for
+    /// them, so the next answer naming them writes them again with their current grant.
+    pub fn unpush(&self, addrs: &[IpAddr]) {
+        let mut inner = self.lock();
+        for addr in addrs {
+            inner.in_set.remove(addr);
+        }
+    }
+
 }
 
 #[cfg(test)]
@@ -149,6 +179,38 @@ mod tests {
         );
         // Other ports for the same address: rewrite.
         assert_eq!(r.stale(&[(ip("192.0.2.1"), 1u8)], timeout, t0).len(), 1);
+    }
+
+    #[test]
+    fn names_by_address_includes_the_last_name_of_a_moved_answer() {
+        let r = Resolved::<u8>::default();
+        let t = Instant::now() + Duration::from_secs(60);
+        r.record("a.test", &[ip("192.0.2.1")], t);
+        r.record("b.test", &[ip("192.0.2.2")], t);
+        // a.test moves on; the kernel may still hold 192.0.2.1 for it until its timeout.
+        r.record("a.test", &[ip("192.0.2.3")], t);
+        let map = r.names_by_address();
+        assert_eq!(map[&ip("192.0.2.1")], ["a.test"]);
+        assert_eq!(map[&ip("192.0.2.2")], ["b.test"]);
+        assert_eq!(map[&ip("192.0.2.3")], ["a.test"]);
+        r.record("c.test", &[ip("192.0.2.4")], t);
+        r.record("d.test", &[ip("192.0.2.4")], t);
+        r.record("c.test", &[], t);
+        let mut names = r.names_by_address()[&ip("192.0.2.4")].clone();
+        names.sort();
+        assert_eq!(names, ["d.test"]);
+    }
+
+    #[test]
+    fn unpush_makes_the_next_answer_write_again() {
+        let r = Resolved::<u8>::default();
+        let now = Instant::now();
+        let timeout = Duration::from_secs(300);
+        let want = [(ip("192.0.2.1"), 1u8)];
+        r.pushed(&want, timeout, now);
+        assert!(r.stale(&want, timeout, now).is_empty());
+        r.unpush(&[ip("192.0.2.1")]);
+        assert_eq!(r.stale(&want, timeout, now), want);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //!   case-insensitive, ignores a trailing dot; `*.example.com` matches `a.example.com` and
 //!   `a.b.example.com` but not `example.com`.
 //! - `Allowlist::networks(&self) -> Vec<(IpNet, Ports)>`: static CIDR entries.
-//! - `Allowlist::extend` / `Allowlist::remove` for `yolo allow` / `yolo deny`.
+//! - `Allowlist::extend` / `Allowlist::remove` for `yolo allow` / `yolo deny`; a deny with ports
+//!   (`example.com:8080`) takes only those ports out.
 //!
 //! This module does not decide what an address resolved from an allowed name may be; the guard
 //! asks [`is_internal_address`] for that (DNS rebinding to the host or other containers).
@@ -212,6 +213,21 @@ impl Pattern {
             Pattern::Exact { ports, .. }
             | Pattern::Wildcard { ports, .. }
             | Pattern::Network { ports, .. } => ports,
+        }
+    }
+
+    /// The same target with other ports.
+    fn with_ports(&self, ports: Ports) -> Pattern {
+        match self {
+            Pattern::Exact { name, .. } => Pattern::Exact {
+                name: name.clone(),
+                ports,
+            },
+            Pattern::Wildcard { suffix, .. } => Pattern::Wildcard {
+                suffix: suffix.clone(),
+                ports,
+            },
+            Pattern::Network { net, .. } => Pattern::Network { net: *net, ports },
         }
     }
 
@@ -522,29 +538,64 @@ impl Allowlist {
         Ok(())
     }
 
-    /// Removes entries and returns them (normalized). `example.com` without ports removes every
-    /// `example.com[:ports]` entry, since `yolo deny example.com` means the host as a whole;
-    /// with ports only the identical entry goes. Unparsable arguments remove nothing.
+    /// Removes entries, or ports of entries, and returns what went (normalized).
+    /// `example.com` without ports removes every `example.com[:ports]` entry, since `yolo deny
+    /// example.com` means the host as a whole. `example.com:8080` takes port 8080 out of every
+    /// `example.com:ports` entry (`example.com:80,8080` becomes `example.com:80`; an entry left
+    /// without ports goes) and returns `example.com:8080`; an `example.com` entry open on every
+    /// port stays, since "every port but 8080" is not a pattern ([`Allowlist::open_on_every_port`]
+    /// finds it). Unparsable arguments remove nothing.
     pub fn remove(&mut self, patterns: &[String]) -> Vec<String> {
         let mut removed = Vec::new();
         for text in patterns {
             let Ok(wanted) = text.parse::<Pattern>() else {
                 continue;
             };
-            let whole_host = *wanted.ports() == Ports::Any;
-            self.patterns.retain(|p| {
-                let hit = if whole_host {
-                    p.target() == wanted.target()
-                } else {
-                    *p == wanted
-                };
-                if hit {
-                    removed.push(p.to_string());
+            let target = wanted.target();
+            let mut kept = Vec::with_capacity(self.patterns.len());
+            for pattern in self.patterns.drain(..) {
+                if pattern.target() != target {
+                    kept.push(pattern);
+                    continue;
                 }
-                !hit
-            });
+                let mut note = |gone: String| {
+                    if !removed.contains(&gone) {
+                        removed.push(gone);
+                    }
+                };
+                match (pattern.ports(), wanted.ports()) {
+                    (_, Ports::Any) => note(pattern.to_string()),
+                    (Ports::Any, Ports::Only(_)) => kept.push(pattern),
+                    (Ports::Only(have), Ports::Only(closing)) => {
+                        let (gone, left): (Vec<u16>, Vec<u16>) =
+                            have.iter().partition(|p| closing.contains(p));
+                        if !gone.is_empty() {
+                            note(pattern.with_ports(Ports::Only(gone)).to_string());
+                        }
+                        if !left.is_empty() {
+                            kept.push(pattern.with_ports(Ports::Only(left)));
+                        }
+                    }
+                }
+            }
+            // Narrowing can make two entries equal (`a:80` and `a:80,8080` minus 8080).
+            for pattern in kept {
+                if !self.patterns.contains(&pattern) {
+                    self.patterns.push(pattern);
+                }
+            }
         }
         removed
+    }
+
+    /// The entry with `pattern`'s target that is open on every port, if any: what stays when
+    /// `yolo deny example.com:443` meets `example.com`.
+    pub fn open_on_every_port(&self, pattern: &str) -> Option<String> {
+        let wanted = pattern.parse::<Pattern>().ok()?;
+        self.patterns
+            .iter()
+            .find(|p| p.target() == wanted.target() && *p.ports() == Ports::Any)
+            .map(Pattern::to_string)
     }
 
     /// Ports allowed for `name`, or `None` if no pattern matches. Several matches merge.
@@ -875,6 +926,64 @@ mod tests {
             n.remove(&strings(&["10.0.0.0/8", "[2001:db8::1]"])),
             ["10.0.0.0/8:443", "2001:db8::1"]
         );
+    }
+
+    #[test]
+    fn remove_with_ports_closes_only_those_ports() {
+        let mut a = list(&[
+            "example.com:80,8080",
+            "example.com:8080",
+            "example.com:80",
+            "*.example.com:22,443",
+            "10.0.0.0/8:443,5432",
+            "[2001:db8::1]:80,443",
+        ]);
+        assert_eq!(
+            a.remove(&strings(&["example.com:8080"])),
+            ["example.com:8080"]
+        );
+        assert_eq!(
+            a.patterns()[..2],
+            ["example.com:80", "*.example.com:22,443"]
+        );
+        assert_eq!(a.lookup("example.com"), only(&[80]));
+        assert_eq!(
+            a.remove(&strings(&["*.example.com:22,23", "10.0.0.0/8:5432"])),
+            ["*.example.com:22", "10.0.0.0/8:5432"]
+        );
+        assert_eq!(
+            a.remove(&strings(&["[2001:db8::1]:443", "example.com:443"])),
+            ["[2001:db8::1]:443"]
+        );
+        assert_eq!(
+            a.patterns(),
+            [
+                "example.com:80",
+                "*.example.com:443",
+                "10.0.0.0/8:443",
+                "[2001:db8::1]:80"
+            ]
+        );
+        assert_eq!(a.networks()[0].1, Ports::Only(vec![443]));
+        assert_eq!(a.remove(&strings(&["example.com:80"])), ["example.com:80"]);
+        assert_eq!(a.lookup("example.com"), None);
+    }
+
+    #[test]
+    fn remove_with_ports_leaves_an_every_port_entry_and_says_so() {
+        let mut a = list(&["example.com", "example.com:443", "other.com:443"]);
+        assert_eq!(
+            a.remove(&strings(&["example.com:443"])),
+            ["example.com:443"]
+        );
+        assert_eq!(a.patterns(), ["example.com", "other.com:443"]);
+        assert_eq!(a.lookup("example.com"), Some(Ports::Any));
+        assert_eq!(
+            a.open_on_every_port("EXAMPLE.com:443").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(a.open_on_every_port("other.com:443"), None);
+        assert_eq!(a.open_on_every_port("bad name"), None);
     }
 
     #[test]

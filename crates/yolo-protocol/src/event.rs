@@ -111,6 +111,19 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Every `kind` tag, in schema order: what `yolo audit --kind` accepts.
+    pub const NAMES: &'static [&'static str] = &[
+        "session_start",
+        "session_stop",
+        "command",
+        "dns",
+        "blocked",
+        "connection",
+        "firewall",
+        "guard",
+        "notice",
+    ];
+
     /// The `kind` tag, for filtering.
     pub fn name(&self) -> &'static str {
         match self {
@@ -124,5 +137,81 @@ impl EventKind {
             EventKind::Guard { .. } => "guard",
             EventKind::Notice { .. } => "notice",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One event of every kind; `name()`'s exhaustive match makes a new kind fail to compile
+    /// until it has a tag, and this test fails until the tag is in `NAMES`.
+    fn one_of_each() -> Vec<EventKind> {
+        let s = String::new;
+        vec![
+            EventKind::SessionStart {
+                workspace: s(),
+                config_file: s(),
+                config_hash: s(),
+                image: s(),
+                container: s(),
+                limits: serde_json::Value::Null,
+                grants: vec![],
+                network: s(),
+                allowlist: vec![],
+            },
+            EventKind::SessionStop { reason: s() },
+            EventKind::Command {
+                source: s(),
+                name: s(),
+                argv: vec![],
+                user: s(),
+                cwd: s(),
+                started: Utc::now(),
+                exit_code: None,
+                duration_ms: 0,
+            },
+            EventKind::Dns {
+                name: s(),
+                qtype: s(),
+                decision: s(),
+                answers: vec![],
+                rcode: None,
+            },
+            EventKind::Blocked {
+                proto: s(),
+                dst: s(),
+                port: None,
+                name: None,
+            },
+            EventKind::Connection {
+                proto: s(),
+                dst: s(),
+                port: None,
+                name: None,
+            },
+            EventKind::Firewall {
+                action: s(),
+                patterns: vec![],
+            },
+            EventKind::Guard {
+                status: s(),
+                details: BTreeMap::new(),
+            },
+            EventKind::Notice { message: s() },
+        ]
+    }
+
+    #[test]
+    fn names_are_every_kind_tag_as_serialized() {
+        let tags: Vec<String> = one_of_each()
+            .iter()
+            .map(|kind| {
+                let json = serde_json::to_value(kind).unwrap();
+                assert_eq!(json["kind"], kind.name());
+                kind.name().to_string()
+            })
+            .collect();
+        assert_eq!(tags, EventKind::NAMES);
     }
 }

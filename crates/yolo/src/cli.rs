@@ -4,9 +4,12 @@
 use crate::firewall::NetworkMode;
 use crate::policy::Grant;
 use crate::settings;
+use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::Shell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use yolo_protocol::event::EventKind;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -143,16 +146,16 @@ pub(crate) enum Command {
     /// List yolo's containers
     #[command(alias = "ps")]
     Status {
-        /// Print as JSON
+        /// Print as JSON (shape in docs/json-output.md)
         #[arg(long)]
         json: bool,
     },
-    /// Write a .devcontainer/ for an agent
+    /// Write a .devcontainer/ for an agent, with the toolchains the repository uses
     Init {
         #[command(flatten)]
         target: Target,
-        /// Agent preset the template is for
-        #[arg(long, default_value = "claude")]
+        /// Agent the template installs: claude, codex, gemini, aider or opencode
+        #[arg(long, default_value = "claude", value_name = "AGENT")]
         agent: String,
         /// Overwrite existing files
         #[arg(long)]
@@ -164,11 +167,11 @@ pub(crate) enum Command {
     Audit {
         #[command(flatten)]
         target: Target,
-        /// Session id (default: the workspace's latest)
-        #[arg(long)]
+        /// Session id (default: the workspace's latest; `--list` shows them)
+        #[arg(long, value_name = "ID")]
         session: Option<String>,
         /// Only events of this kind (repeatable)
-        #[arg(long = "kind")]
+        #[arg(long = "kind", value_name = "KIND", value_parser = PossibleValuesParser::new(EventKind::NAMES))]
         kinds: Vec<String>,
         /// Keep printing new events
         #[arg(long, short = 'f')]
@@ -180,26 +183,91 @@ pub(crate) enum Command {
         #[arg(long)]
         list: bool,
     },
-    /// Allow domains for a running session, without restart
+    /// Allow domains, addresses or ports for a running session, without restart
     Allow {
         #[command(flatten)]
         target: Target,
-        #[arg(required = true)]
+        /// What to allow: example.com, *.example.com (subdomains), example.com:443 or
+        /// example.com:80,443 (only those ports), 10.0.0.5, 10.0.0.0/8, 10.0.0.0/8:5432,
+        /// [2001:db8::1]:443
+        #[arg(required = true, value_name = "PATTERN")]
         patterns: Vec<String>,
     },
-    /// Remove domains from a running session's allowlist
+    /// Remove entries, or single ports, from a running session's allowlist
     Deny {
         #[command(flatten)]
         target: Target,
-        #[arg(required = true)]
+        /// What to deny, in the forms `allow` takes: example.com removes the name with all its
+        /// ports; example.com:443 closes only that port, the name's other ports stay open
+        #[arg(required = true, value_name = "PATTERN")]
         patterns: Vec<String>,
     },
     /// Show the effective allowlist, set contents and counters
     Firewall {
         #[command(flatten)]
         target: Target,
-        /// Print as JSON
+        /// Print as JSON (shape in docs/json-output.md)
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish)
+    ///
+    /// For example: `yolo completions bash > ~/.local/share/bash-completion/completions/yolo`
+    Completions {
+        /// The shell to complete for
+        #[arg(value_name = "SHELL")]
+        shell: Shell,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every argument of every subcommand, positional or flag, as `yolo sub --flag`; clap's own
+    /// `--help`/`--version` and its `help` subcommand are skipped.
+    fn arguments_without_help(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let path = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() {
+                missing.push(format!("{path} (no about)"));
+            }
+            arguments_without_help(sub, &path, missing);
+        }
+    }
+
+    #[test]
+    fn every_argument_has_help_text() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        arguments_without_help(&cmd, "yolo", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
+    }
+
+    #[test]
+    fn the_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn audit_kind_accepts_only_event_kinds() {
+        let parse = |kind: &str| Cli::try_parse_from(["yolo", "audit", "--kind", kind]);
+        for kind in EventKind::NAMES {
+            assert!(parse(kind).is_ok(), "{kind}");
+        }
+        let err = parse("dnss").unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(err.to_string().contains("blocked"), "{err}");
+    }
 }

@@ -1,13 +1,13 @@
 //! `yolo allow`, `yolo deny` and `yolo firewall`: change or show a running session's allowlist
 //! through the guard's control socket, without restarting anything.
 
-use super::network;
+use super::{network, output};
 use crate::audit::{self, EventKind};
 use crate::cli::Target;
 use crate::engine::containers::{id_of, is_running};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::firewall::allowlist::Allowlist;
+use crate::firewall::allowlist::{Allowlist, Pattern, Ports};
 use crate::firewall::control::{Request, Response};
 use crate::project::Located;
 use crate::state::WorkspaceState;
@@ -38,11 +38,30 @@ pub async fn deny(target: &Target, patterns: Vec<String>) -> Result<i32> {
         },
     )
     .await?;
+    let remaining =
+        Allowlist::parse(response.patterns.as_deref().unwrap_or_default()).unwrap_or_default();
+    let every_port: Vec<String> = patterns
+        .iter()
+        .filter(|p| p.parse::<Pattern>().is_ok_and(|p| *p.ports() != Ports::Any))
+        .filter_map(|p| {
+            remaining.open_on_every_port(p).map(|entry| {
+                format!(
+                    "{p}: {entry} is allowed on every port, and \"every port but some\" is not a pattern; \
+                     `yolo deny {entry}` then `yolo allow {entry}:PORTS` with the ports to keep"
+                )
+            })
+        })
+        .collect();
     if response.removed.is_empty() {
-        return Err(Error::Usage(format!(
-            "none of {} is in the allowlist; `yolo firewall` shows it",
-            patterns.join(" ")
-        )));
+        let why = if every_port.is_empty() {
+            format!(
+                "none of {} is in the allowlist; `yolo firewall` shows it",
+                patterns.join(" ")
+            )
+        } else {
+            format!("nothing denied: {}", every_port.join("; "))
+        };
+        return Err(Error::Usage(why));
     }
     eprintln!(
         "yolo: denied {}{}",
@@ -53,18 +72,65 @@ pub async fn deny(target: &Target, patterns: Vec<String>) -> Result<i32> {
             format!(" (closed {})", response.revoked.join(", "))
         }
     );
+    for warning in every_port.iter().cloned().chain(
+        patterns
+            .iter()
+            .filter(|p| remaining.open_on_every_port(p).is_none())
+            .filter_map(|p| still_allowed(&remaining, p)),
+    ) {
+        eprintln!("{} {warning}", console::style("warning:").yellow().bold());
+    }
     Ok(0)
 }
 
+/// A denied name that another entry (a wildcard, say) still lets through on the denied ports.
+fn still_allowed(remaining: &Allowlist, denied: &str) -> Option<String> {
+    let Ok(Pattern::Exact { name, ports }) = denied.parse::<Pattern>() else {
+        return None;
+    };
+    let open = match (remaining.lookup(&name)?, &ports) {
+        (Ports::Any, _) => "every port".to_string(),
+        (Ports::Only(left), Ports::Any) => format!("port {}", join(&left)),
+        (Ports::Only(left), Ports::Only(closed)) => {
+            let still: Vec<u16> = left.into_iter().filter(|p| closed.contains(p)).collect();
+            if still.is_empty() {
+                return None;
+            }
+            format!("port {}", join(&still))
+        }
+    };
+    Some(format!(
+        "{name} is still allowed on {open} by another entry; `yolo firewall` lists them"
+    ))
+}
+
+fn join(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 pub async fn show(target: &Target, json: bool) -> Result<i32> {
-    let response = request(target, &Request::Status).await?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&response).unwrap_or_default()
-        );
+        let located = Located::find(target)?;
+        let engine = super::engine().await?;
+        let guard = running_guard(&engine, &located).await?;
+        let response = network::control(&engine, &guard, &Request::Status).await?;
+        let state = WorkspaceState::load(&located.devcontainer_id)?;
+        let agent = engine
+            .find_container(&located.workspace, &located.config_file, "agent")
+            .await?;
+        let container = agent.map(|c| output::Container::from_summary(&c, state.exec.as_ref()));
+        output::print(&output::Firewall::from_response(
+            container,
+            state.session,
+            response,
+        ));
         return Ok(0);
     }
+    let response = request(target, &Request::Status).await?;
     let mode = response.mode.map(super::up::mode_name).unwrap_or("?");
     println!("network: {mode}");
     println!("allowlist:");
@@ -183,4 +249,30 @@ pub fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(items: &[&str]) -> Allowlist {
+        Allowlist::parse(&items.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn a_deny_another_entry_undoes_is_pointed_out() {
+        let remaining = list(&["api.example.com:80", "*.example.com:443"]);
+        assert_eq!(
+            still_allowed(&remaining, "api.example.com:443").as_deref(),
+            Some("api.example.com is still allowed on port 443 by another entry; `yolo firewall` lists them")
+        );
+        assert_eq!(still_allowed(&remaining, "api.example.com:8080"), None);
+        assert!(
+            still_allowed(&remaining, "www.example.com").is_some_and(|w| w.contains("on port 443"))
+        );
+        assert!(still_allowed(&list(&["*.example.com"]), "a.example.com:22")
+            .is_some_and(|w| w.contains("on every port")));
+        assert_eq!(still_allowed(&remaining, "other.com"), None);
+        assert_eq!(still_allowed(&remaining, "*.example.com"), None);
+    }
 }

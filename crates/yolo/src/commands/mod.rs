@@ -3,6 +3,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod completions;
 pub mod doctor;
 pub mod down;
 pub mod exec;
@@ -10,6 +11,7 @@ pub mod firewall;
 pub mod hooks;
 pub mod init;
 pub mod network;
+pub mod output;
 pub mod run;
 pub mod session;
 pub mod status;
@@ -66,6 +68,7 @@ pub async fn execute(cli: Cli) -> Result<i32> {
         Command::Allow { target, patterns } => firewall::allow(&target, patterns).await,
         Command::Deny { target, patterns } => firewall::deny(&target, patterns).await,
         Command::Firewall { target, json } => firewall::show(&target, json).await,
+        Command::Completions { shell } => completions::execute(shell),
     }
 }
 

@@ -52,14 +52,36 @@ pub async fn execute(
     let engine = super::engine().await?;
     let outcome = up(&engine, &project, &[]).await?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&outcome).unwrap_or_default()
-        );
+        super::output::print(&json_output(&engine, &project, &outcome).await?);
     } else {
         print_outcome(&outcome);
     }
     Ok(0)
+}
+
+/// `up --json` (docs/json-output.md): the container and network objects `status` and
+/// `firewall` show too, built the same way.
+async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<super::output::Up> {
+    use super::output::{Container, Network, Up};
+    let spec = &project.spec;
+    let find = |role| engine.find_container(&spec.workspace, &spec.config_file, role);
+    let (agent, guard) = (find("agent").await?, find("guard").await?);
+    let agent = agent.ok_or_else(|| {
+        Error::other(format!(
+            "{} disappeared right after `yolo up`; run `yolo up` again",
+            o.container_name
+        ))
+    })?;
+    let state = WorkspaceState::load(&spec.devcontainer_id)?;
+    Ok(Up {
+        container: Container::from_summary(&agent, state.exec.as_ref()),
+        session: o.session.clone(),
+        action: o.action.clone(),
+        stale: o.stale,
+        network: Network::of(&o.network, guard.as_ref())
+            .ask_allowlist(engine, guard.as_ref())
+            .await,
+    })
 }
 
 fn print_outcome(o: &Outcome) {

@@ -12,6 +12,7 @@ const PRESETS: &[(&str, &str)] = &[
     ("crates", include_str!("../../../../firewall/crates.txt")),
     ("debian", include_str!("../../../../firewall/debian.txt")),
     ("github", include_str!("../../../../firewall/github.txt")),
+    ("go", include_str!("../../../../firewall/go.txt")),
     (
         "google-gemini",
         include_str!("../../../../firewall/google-gemini.txt"),
@@ -131,6 +132,8 @@ mod tests {
             Some(Ports::Only(vec![80, 443]))
         );
         assert_eq!(all.lookup("index.crates.io"), https);
+        assert_eq!(all.lookup("proxy.golang.org"), https);
+        assert_eq!(all.lookup("sum.golang.org"), https);
         assert_eq!(all.lookup("evil.example.com"), None);
         assert!(
             all.networks().is_empty(),

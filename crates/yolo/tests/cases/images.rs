@@ -18,7 +18,7 @@ fn builds_a_dockerfile_with_args_target_and_dockerignore() {
         r#"{"build": {"dockerfile": "Dockerfile", "args": {"GREETING": "hello-${localEnv:USER_FOR_TEST:default}"}, "target": "dev"}}"#,
     );
     let (_, out) = t.up(&[]);
-    let image = out["image"].as_str().unwrap();
+    let image = out["container"]["image"].as_str().unwrap();
     assert!(
         image.starts_with("yolo-"),
         "deterministic yolo tag: {image}"
@@ -37,7 +37,7 @@ fn builds_a_dockerfile_with_args_target_and_dockerignore() {
     // Same workspace, same tag: the rebuild reuses it.
     t.yolo(&["down", "--remove"]).ok();
     let (_, again) = t.up(&[]);
-    assert_eq!(again["image"], out["image"]);
+    assert_eq!(again["container"]["image"], out["container"]["image"]);
 }
 
 #[test]

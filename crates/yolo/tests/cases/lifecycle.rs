@@ -17,7 +17,7 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     t.devcontainer(SIMPLE);
     let (_, out) = t.up(&[]);
     assert_eq!(out["action"], "created");
-    let id = out["container_id"].as_str().unwrap();
+    let id = out["container"]["id"].as_str().unwrap();
     let c = inspect(id);
     let host = &c["HostConfig"];
 
@@ -68,7 +68,7 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     // Ports: published on 127.0.0.1 only, by the guard that owns the network namespace.
     let guard = inspect(&format!(
         "{}-guard",
-        out["container_name"].as_str().unwrap()
+        out["container"]["name"].as_str().unwrap()
     ));
     let bindings = &guard["HostConfig"]["PortBindings"]["18080/tcp"][0];
     assert_eq!(bindings["HostIp"], "127.0.0.1");
@@ -134,15 +134,15 @@ fn up_twice_reuses_the_container_and_starts_a_stopped_one() {
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     let (_, first) = t.up(&[]);
     let (_, second) = t.up(&[]);
-    assert_eq!(first["container_id"], second["container_id"]);
+    assert_eq!(first["container"]["id"], second["container"]["id"]);
     assert_eq!(second["action"], "running");
     assert_eq!(t.agents().len(), 1);
 
     t.yolo(&["down"]).ok();
-    let state = inspect(first["container_id"].as_str().unwrap());
+    let state = inspect(first["container"]["id"].as_str().unwrap());
     assert_eq!(state["State"]["Running"], false);
     let (_, third) = t.up(&[]);
-    assert_eq!(third["container_id"], first["container_id"]);
+    assert_eq!(third["container"]["id"], first["container"]["id"]);
     assert_eq!(third["action"], "started");
 }
 
@@ -162,16 +162,16 @@ fn a_changed_config_is_refused_until_accepted_then_flagged_stale_and_rebuild_rec
         .assert_stderr_contains("--accept-config");
 
     let (run, stale) = t.up(&["--accept-config"]);
-    assert_eq!(stale["container_id"], first["container_id"]);
+    assert_eq!(stale["container"]["id"], first["container"]["id"]);
     assert_eq!(stale["stale"], true);
     let _ = run;
 
     let (_, rebuilt) = t.up(&["--rebuild"]);
-    assert_ne!(rebuilt["container_id"], first["container_id"]);
+    assert_ne!(rebuilt["container"]["id"], first["container"]["id"]);
     assert_eq!(rebuilt["action"], "created");
     assert_eq!(rebuilt["stale"], false);
     assert_eq!(t.agents().len(), 1, "the old container is gone");
-    let env = inspect(rebuilt["container_id"].as_str().unwrap())["Config"]["Env"].to_string();
+    let env = inspect(rebuilt["container"]["id"].as_str().unwrap())["Config"]["Env"].to_string();
     assert!(env.contains("NEW=1"));
 }
 
@@ -183,7 +183,7 @@ fn down_stops_remove_deletes_and_volumes_go_only_when_asked() {
         t.id
     ));
     let (_, out) = t.up(&[]);
-    let id = out["container_id"].as_str().unwrap().to_string();
+    let id = out["container"]["id"].as_str().unwrap().to_string();
     let volume = format!("yolo-test-cache-{}", t.id);
     assert_eq!(
         docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(),
@@ -193,7 +193,7 @@ fn down_stops_remove_deletes_and_volumes_go_only_when_asked() {
     t.yolo(&["down"]).ok();
     assert_eq!(inspect(&id)["State"]["Running"], false);
 
-    let network = format!("{}-net", out["container_name"].as_str().unwrap());
+    let network = format!("{}-net", out["container"]["name"].as_str().unwrap());
     let networks = || {
         docker(&[
             "network",
@@ -236,16 +236,16 @@ fn status_lists_the_container_with_limits() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["name"] == out["container_name"])
+        .find(|r| r["container"]["name"] == out["container"]["name"])
         .expect("our container is listed");
-    assert_eq!(row["state"], "running");
-    assert_eq!(row["network"], "firewall");
-    assert_eq!(row["guard"], "running");
-    assert_eq!(row["memory_bytes"], 768i64 * 1024 * 1024);
-    assert_eq!(row["cpus"], 1.5);
-    assert_eq!(row["pids"], 300);
+    assert_eq!(row["container"]["state"], "running");
+    assert_eq!(row["network"]["mode"], "firewall");
+    assert_eq!(row["network"]["guard"], "running");
+    assert_eq!(row["limits"]["memory_bytes"], 768i64 * 1024 * 1024);
+    assert_eq!(row["limits"]["cpus"], 1.5);
+    assert_eq!(row["limits"]["pids"], 300);
     assert_eq!(
-        row["workspace"],
+        row["container"]["workspace"],
         t.workspace.canonicalize().unwrap().display().to_string()
     );
 }
@@ -339,4 +339,84 @@ fn audit_follow_shows_events_as_they_happen() {
     if let Err(lines) = followed {
         panic!("the exec did not appear in the followed log; it printed: {lines:?}");
     }
+}
+
+/// `up`, `status` and `firewall` show the same container, session and network objects with the
+/// same fields and values (docs/json-output.md), and none of the guard's protocol envelope.
+#[test]
+fn up_status_and_firewall_json_share_one_shape() {
+    use serde_json::Value;
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "remoteUser": "root"}"#);
+    let (_, up) = t.up(&["--allow", "example.com:443"]);
+    let status: Value = serde_json::from_str(&t.yolo(&["status", "--json"]).ok().stdout()).unwrap();
+    let row = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["container"]["id"] == up["container"]["id"])
+        .expect("our container in status")
+        .clone();
+    let firewall: Value =
+        serde_json::from_str(&t.yolo(&["firewall", "--json"]).ok().stdout()).unwrap();
+
+    let keys = |v: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    let container = [
+        "id",
+        "image",
+        "name",
+        "remote_user",
+        "state",
+        "workspace",
+        "workspace_folder",
+    ];
+    let network = ["allowlist", "guard", "mode"];
+    for (command, v) in [("up", &up), ("status", &row), ("firewall", &firewall)] {
+        assert_eq!(keys(&v["container"]), container, "{command}: {v:#}");
+        assert_eq!(keys(&v["network"]), network, "{command}: {v:#}");
+        assert!(v.get("ok").is_none(), "{command}: {v:#}");
+        assert_eq!(v["container"], up["container"], "{command}");
+        assert_eq!(v["session"], up["session"], "{command}");
+        assert_eq!(v["network"], up["network"], "{command}");
+    }
+    assert_eq!(
+        keys(&up),
+        ["action", "container", "network", "session", "stale"]
+    );
+    assert_eq!(
+        keys(&row),
+        ["container", "limits", "network", "session", "status"]
+    );
+    assert_eq!(
+        keys(&firewall),
+        [
+            "container",
+            "counters",
+            "network",
+            "open_addresses",
+            "session"
+        ]
+    );
+    assert_eq!(
+        up["container"]["workspace"],
+        t.workspace.canonicalize().unwrap().display().to_string()
+    );
+    assert_eq!(up["container"]["workspace_folder"], "/workspace");
+    assert_eq!(up["container"]["remote_user"], "root");
+    assert_eq!(up["container"]["state"], "running");
+    assert_eq!(up["network"]["mode"], "firewall");
+    assert_eq!(up["network"]["guard"], "running");
+    assert!(
+        up["network"]["allowlist"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "example.com:443"),
+        "{up:#}"
+    );
+    assert_eq!(keys(&row["limits"]), ["cpus", "memory_bytes", "pids"]);
 }

@@ -1,3 +1,4 @@
+mod cli;
 mod errors;
 mod exec;
 mod guard_image;

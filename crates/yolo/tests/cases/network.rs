@@ -355,7 +355,7 @@ fn allow_and_deny_change_a_running_session_without_restart() {
     let json: Value = serde_json::from_str(&s.t.yolo(&["firewall", "--json"]).ok().stdout())
         .expect("firewall --json");
     assert!(
-        json["patterns"]
+        json["network"]["allowlist"]
             .as_array()
             .unwrap()
             .iter()
@@ -363,7 +363,7 @@ fn allow_and_deny_change_a_running_session_without_restart() {
         "{json}"
     );
     let has_element = |json: &Value| {
-        json["elements"]
+        json["open_addresses"]
             .as_array()
             .into_iter()
             .flatten()
@@ -379,7 +379,7 @@ fn allow_and_deny_change_a_running_session_without_restart() {
         serde_json::from_str(&s.t.yolo(&["firewall", "--json"]).ok().stdout()).unwrap();
     assert!(!has_element(&json), "{json}");
     assert!(
-        !json["patterns"]
+        !json["network"]["allowlist"]
             .as_array()
             .unwrap()
             .iter()
@@ -591,7 +591,7 @@ domains = []
 #[test]
 fn network_none_leaves_only_loopback() {
     let s = Session::start(&["*.allowed.test"], &["--network", "none"]);
-    assert_eq!(s.up["network"], "none");
+    assert_eq!(s.up["network"]["mode"], "none");
     assert_eq!(links(&s), ["lo"]);
     assert_ne!(s.curl("http://www.allowed.test/").0, 0);
     assert_ne!(s.curl(&format!("http://{}/", s.net.allowed.host.ip)).0, 0);
@@ -601,7 +601,7 @@ fn network_none_leaves_only_loopback() {
 #[test]
 fn network_open_lets_unlisted_names_through_but_logs_them() {
     let s = Session::start(&["*.allowed.test"], &["--network", "open"]);
-    assert_eq!(s.up["network"], "open");
+    assert_eq!(s.up["network"]["mode"], "open");
     let (status, answers) = s.dig("x.denied.test").expect("an answer");
     assert_eq!(
         (status.as_str(), answers),
@@ -683,4 +683,59 @@ fn a_name_allowed_on_one_port_opens_only_that_port() {
         port_set.contains(&other.host.ip) && port_set.contains("81"),
         "{port_set}"
     );
+}
+
+#[test]
+fn deny_of_one_port_closes_that_port_and_leaves_the_others_open() {
+    let s = Session::start(&["*.allowed.test"], &[]);
+    let other = &s.net.other;
+    s.t.yolo(&["allow", "other.test:80", "other.test:81"]).ok();
+    for port in [80, 81] {
+        let (code, body, _) = s.curl(&format!("http://other.test:{port}/"));
+        assert_eq!((code, body.trim()), (0, other.body.as_str()), "port {port}");
+    }
+
+    let deny = s.t.yolo(&["deny", "other.test:81"]).ok();
+    assert_eq!(
+        deny.stderr().trim(),
+        format!("yolo: denied other.test:81 (closed {}:81)", other.host.ip)
+    );
+    // Before any new lookup: the address the name opened stays open on 80 only.
+    let (code, body, _) = s.curl(&format!("http://{}:80/", other.host.ip));
+    assert_eq!(
+        (code, body.trim()),
+        (0, other.body.as_str()),
+        "port 80 kept"
+    );
+    let (code, out, _) = s.curl(&format!("http://{}:81/", other.host.ip));
+    assert_eq!(code, 7, "port 81 still open after its deny: {out}");
+    let open = set_elements(&s.ruleset(), "allow4_port");
+    let element = format!("\"concat\":[\"{}\",80]", other.host.ip);
+    assert!(open.len() == 1 && open[0].contains(&element), "{open:?}");
+    // And by name, through a fresh answer.
+    let (code, body, _) = s.curl("http://other.test:80/");
+    assert_eq!((code, body.trim()), (0, other.body.as_str()));
+    assert_eq!(s.curl("http://other.test:81/").0, 7);
+    let shown = s.t.yolo(&["firewall"]).ok().stdout();
+    assert!(shown.contains("  other.test:80\n"), "{shown}");
+    assert!(!shown.contains("other.test:81"), "{shown}");
+
+    // A port of a name open on every port cannot be taken alone: said, and nothing else
+    // changes (the port-80 entry goes, the every-port one stays).
+    s.t.yolo(&["allow", "other.test"]).ok();
+    let run = s.t.yolo(&["deny", "other.test:80"]).ok();
+    assert!(
+        run.stderr()
+            .contains("warning: other.test:80: other.test is allowed on every port"),
+        "{}",
+        run.stderr()
+    );
+    let run = s.t.yolo(&["deny", "other.test:81"]).fails_with(1);
+    assert!(
+        run.stderr()
+            .contains("nothing denied: other.test:81: other.test is allowed on every port"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(s.curl("http://other.test:81/").0, 0);
 }

@@ -137,7 +137,8 @@ fn a_granted_capability_is_applied_and_recorded() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "capAdd": ["SYS_PTRACE"]}"#);
     let (_, out) = t.up(&["--grant", "cap-add=SYS_PTRACE"]);
-    let caps = inspect(out["container_id"].as_str().unwrap())["HostConfig"]["CapAdd"].to_string();
+    let caps =
+        inspect(out["container"]["id"].as_str().unwrap())["HostConfig"]["CapAdd"].to_string();
     assert!(caps.contains("SYS_PTRACE"), "{caps}");
     let start = t
         .events()
@@ -157,7 +158,7 @@ fn safe_run_args_are_applied() {
         r#"{"image": "debian:bookworm-slim", "runArgs": ["-e", "FROM_RUNARGS=1", "--label", "team=tools", "--memory=512m", "--hostname", "devbox"]}"#,
     );
     let (_, out) = t.up(&[]);
-    let c = inspect(out["container_id"].as_str().unwrap());
+    let c = inspect(out["container"]["id"].as_str().unwrap());
     assert!(c["Config"]["Env"].to_string().contains("FROM_RUNARGS=1"));
     assert_eq!(c["Config"]["Labels"]["team"], "tools");
     assert_eq!(c["HostConfig"]["Memory"], 512i64 * 1024 * 1024);
@@ -173,12 +174,12 @@ fn host_variables_reach_the_container_only_when_the_user_passes_them() {
     );
     let (run, out) = t.up(&[]);
     run.assert_stderr_contains("YOLO_TEST_SECRET"); // says what it withheld
-    let env = inspect(out["container_id"].as_str().unwrap())["Config"]["Env"].to_string();
+    let env = inspect(out["container"]["id"].as_str().unwrap())["Config"]["Env"].to_string();
     assert!(!env.contains("s3cret"), "{env}");
 
     t.user_config("pass_env = [\"YOLO_TEST_SECRET\"]\n");
     let (_, out) = t.up(&["--rebuild"]);
-    let env = inspect(out["container_id"].as_str().unwrap())["Config"]["Env"].to_string();
+    let env = inspect(out["container"]["id"].as_str().unwrap())["Config"]["Env"].to_string();
     assert!(env.contains("LEAK=s3cret"), "{env}");
 }
 

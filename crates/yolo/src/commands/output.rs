@@ -1,0 +1,315 @@
+//! The `--json` shapes of `yolo up`, `yolo status` and `yolo firewall`, documented in
+//! docs/json-output.md: one struct per object, used by every command that shows it, so a
+//! container or a network has the same fields wherever a script meets it.
+//!
+//! Not here: the guard's control protocol (`firewall::control`). Its `ok`/`error` envelope
+//! is how the guard answers yolo, not something yolo's users see.
+
+use super::network;
+use crate::engine::containers::is_running;
+use crate::engine::{labels, Engine};
+use crate::firewall::control::{Request, Response};
+use crate::state::ExecSettings;
+use bollard::models::ContainerSummary;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The project's (agent) container.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Container {
+    pub id: String,
+    /// Without Docker's leading `/`.
+    pub name: String,
+    pub image: String,
+    /// Docker's state: created, running, exited...
+    pub state: String,
+    /// The repository on the host.
+    pub workspace: String,
+    /// Where the repository is mounted in the container; `null` if `yolo up` has not
+    /// finished with this container yet.
+    pub workspace_folder: Option<String>,
+    /// The user `yolo exec`, `shell` and `run` run as; `null`: the image's default.
+    pub remote_user: Option<String>,
+}
+
+impl Container {
+    /// A listed container; folder and user from what `yolo up` saved for `exec`, when it
+    /// was saved for this very container.
+    pub fn from_summary(c: &ContainerSummary, exec: Option<&ExecSettings>) -> Container {
+        let id = c.id.clone().unwrap_or_default();
+        let exec = exec.filter(|e| e.container == id);
+        Container {
+            name: c
+                .names
+                .as_ref()
+                .and_then(|n| n.first())
+                .map(|n| n.trim_start_matches('/').to_string())
+                .unwrap_or_default(),
+            image: c.image.clone().unwrap_or_default(),
+            state: c.state.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+            workspace: label(c, labels::LOCAL_FOLDER).unwrap_or_default(),
+            workspace_folder: exec.map(|e| e.cwd.clone()),
+            remote_user: exec.and_then(|e| e.user.clone()),
+            id,
+        }
+    }
+}
+
+/// The project's network: its mode, its firewall guard, and the allowlist that guard enforces.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Network {
+    /// firewall, open or none.
+    pub mode: String,
+    /// The guard container's state (running, exited...; missing when it is gone); `null`
+    /// with mode `none`, which has no guard.
+    pub guard: Option<String>,
+    /// The patterns the running guard enforces now, `yolo allow`/`deny` included, as the
+    /// guard reports them; `null` when no guard is running.
+    pub allowlist: Option<Vec<String>>,
+}
+
+impl Network {
+    /// `mode` with `guard`'s state; the allowlist is not asked yet (`null`).
+    pub fn of(mode: &str, guard: Option<&ContainerSummary>) -> Network {
+        let state = match guard {
+            _ if mode == "none" => None,
+            Some(g) => Some(g.state.as_ref().map(|s| s.to_string()).unwrap_or_default()),
+            None => Some("missing".to_string()),
+        };
+        Network {
+            mode: mode.to_string(),
+            guard: state,
+            allowlist: None,
+        }
+    }
+
+    /// Ask `guard`, if it runs, for the allowlist it enforces. A guard that does not answer
+    /// leaves `allowlist: null` rather than failing the whole command.
+    pub async fn ask_allowlist(self, engine: &Engine, guard: Option<&ContainerSummary>) -> Network {
+        let Some(g) = guard.filter(|g| is_running(g) && self.mode != "none") else {
+            return self;
+        };
+        let id = g.id.clone().unwrap_or_default();
+        let allowlist = network::control(engine, &id, &Request::Status)
+            .await
+            .ok()
+            .and_then(|r| r.patterns);
+        Network { allowlist, ..self }
+    }
+}
+
+/// Resource limits of the container; `null`: unlimited.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Limits {
+    pub cpus: Option<f64>,
+    pub memory_bytes: Option<i64>,
+    pub pids: Option<i64>,
+}
+
+/// `yolo up --json`.
+#[derive(Debug, Serialize)]
+pub struct Up {
+    pub container: Container,
+    pub session: String,
+    /// created, started or running (it already was).
+    pub action: String,
+    /// The config changed since the container was made (and `--rebuild` was not given).
+    pub stale: bool,
+    pub network: Network,
+}
+
+/// One entry of `yolo status --json`.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub container: Container,
+    /// The open session of the container's workspace; `null` when none is open.
+    pub session: Option<String>,
+    /// Docker's words, e.g. "Up 3 minutes".
+    pub status: String,
+    pub limits: Limits,
+    pub network: Network,
+}
+
+/// `yolo firewall --json`.
+#[derive(Debug, Serialize)]
+pub struct Firewall {
+    /// `null` if the guard runs without its agent container.
+    pub container: Option<Container>,
+    pub session: Option<String>,
+    pub network: Network,
+    /// What the sets hold now: addresses opened by DNS answers (with their expiry) and the
+    /// static networks of the allowlist.
+    pub open_addresses: Vec<OpenAddress>,
+    /// Packet counters of the ruleset, by name.
+    pub counters: BTreeMap<String, Counter>,
+}
+
+impl Firewall {
+    /// The guard's status answer, without its protocol envelope.
+    pub fn from_response(
+        container: Option<Container>,
+        session: Option<String>,
+        response: Response,
+    ) -> Firewall {
+        let mode = response
+            .mode
+            .map(super::up::mode_name)
+            .unwrap_or("firewall");
+        Firewall {
+            container,
+            session,
+            network: Network {
+                mode: mode.to_string(),
+                guard: Some("running".into()),
+                allowlist: response.patterns,
+            },
+            open_addresses: response
+                .elements
+                .into_iter()
+                .map(|e| OpenAddress {
+                    set: e.set,
+                    element: e.element,
+                    timeout_secs: e.timeout_secs,
+                    expires_secs: e.expires_secs,
+                })
+                .collect(),
+            counters: response
+                .counters
+                .into_iter()
+                .map(|(name, c)| {
+                    let counter = Counter {
+                        packets: c.packets,
+                        bytes: c.bytes,
+                    };
+                    (name, counter)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One element of the firewall's sets.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OpenAddress {
+    /// allow4, allow6 (any port), allow4_port, allow6_port (one port), net4, net6, net4_port,
+    /// net6_port (static networks).
+    pub set: String,
+    /// As nft writes it: `192.0.2.7`, `192.0.2.7 . 443`, `10.0.0.0/8`.
+    pub element: String,
+    /// Lifetime it was given, seconds; `null` for static networks.
+    pub timeout_secs: Option<u64>,
+    /// Seconds left; `null` for static networks.
+    pub expires_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Counter {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// Pretty JSON on stdout. These types are strings, numbers and maps: serializing cannot fail.
+pub fn print(value: &impl Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+fn label(c: &ContainerSummary, key: &str) -> Option<String> {
+    c.labels.as_ref().and_then(|l| l.get(key)).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::firewall::control::{Counter as WireCounter, SetElement};
+    use serde_json::json;
+    use std::collections::HashMap;
+
+    fn summary() -> ContainerSummary {
+        ContainerSummary {
+            id: Some("abc123".into()),
+            names: Some(vec!["/yolo-repo-12345678".into()]),
+            image: Some("debian:bookworm-slim".into()),
+            state: Some(bollard::models::ContainerSummaryStateEnum::RUNNING),
+            labels: Some(HashMap::from([(
+                labels::LOCAL_FOLDER.to_string(),
+                "/home/me/repo".to_string(),
+            )])),
+            ..Default::default()
+        }
+    }
+
+    fn exec(container: &str) -> ExecSettings {
+        ExecSettings {
+            container: container.into(),
+            user: Some("dev".into()),
+            cwd: "/workspace".into(),
+            remote_env: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_container_reads_the_same_wherever_it_is_shown() {
+        let c = Container::from_summary(&summary(), Some(&exec("abc123")));
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!({
+                "id": "abc123",
+                "name": "yolo-repo-12345678",
+                "image": "debian:bookworm-slim",
+                "state": "running",
+                "workspace": "/home/me/repo",
+                "workspace_folder": "/workspace",
+                "remote_user": "dev"
+            })
+        );
+        // Settings saved for an earlier container of the workspace are not this one's.
+        let other = Container::from_summary(&summary(), Some(&exec("old")));
+        assert_eq!((other.workspace_folder, other.remote_user), (None, None));
+    }
+
+    #[test]
+    fn the_firewall_output_has_no_protocol_envelope() {
+        let response = Response {
+            ok: true,
+            mode: Some(crate::firewall::NetworkMode::Firewall),
+            patterns: Some(vec!["example.com:443".into()]),
+            elements: vec![SetElement {
+                set: "allow4_port".into(),
+                element: "192.0.2.7 . 443".into(),
+                timeout_secs: Some(300),
+                expires_secs: Some(299),
+            }],
+            counters: BTreeMap::from([(
+                "blocked".to_string(),
+                WireCounter {
+                    packets: 3,
+                    bytes: 180,
+                },
+            )]),
+            ..Default::default()
+        };
+        let out = Firewall::from_response(None, Some("s1".into()), response);
+        assert_eq!(
+            serde_json::to_value(&out).unwrap(),
+            json!({
+                "container": null,
+                "session": "s1",
+                "network": {
+                    "mode": "firewall",
+                    "guard": "running",
+                    "allowlist": ["example.com:443"]
+                },
+                "open_addresses": [{
+                    "set": "allow4_port",
+                    "element": "192.0.2.7 . 443",
+                    "timeout_secs": 300,
+                    "expires_secs": 299
+                }],
+                "counters": {"blocked": {"packets": 3, "bytes": 180}}
+            })
+        );
+    }
+}
