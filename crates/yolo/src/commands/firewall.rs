@@ -4,7 +4,6 @@
 use super::network;
 use crate::audit::{self, EventKind};
 use crate::cli::Target;
-use crate::engine::containers::{id_of, is_running};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Allowlist;
@@ -65,7 +64,7 @@ pub async fn show(target: &Target, json: bool) -> Result<i32> {
         );
         return Ok(0);
     }
-    let mode = response.mode.map(super::up::mode_name).unwrap_or("?");
+    let mode = response.mode.map(crate::firewall::mode_name).unwrap_or("?");
     println!("network: {mode}");
     println!("allowlist:");
     for p in response.patterns.iter().flatten() {
@@ -121,11 +120,9 @@ fn record(located: &Located, request: &Request) {
 }
 
 async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
-    let guard = engine
-        .find_container(&located.workspace, &located.config_file, "guard")
-        .await?;
-    match guard {
-        Some(g) if is_running(&g) => Ok(id_of(&g)),
+    let found = engine.find(&super::owner(located)).await?;
+    match found.guard {
+        Some(g) if g.running => Ok(g.id),
         _ => Err(Error::other(format!(
             "no running firewall for {}; start the session with `yolo up` (with --network none or no session there is no allowlist to change)",
             located.workspace.display()

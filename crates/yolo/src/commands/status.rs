@@ -1,47 +1,37 @@
 //! `yolo status` (`ps`): yolo's containers.
 
-use crate::engine::labels;
+use crate::engine::Role;
 use crate::error::Result;
+use crate::firewall::mode_name;
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]
-pub struct Row {
-    pub name: String,
-    pub workspace: String,
-    pub state: String,
-    pub image: String,
-    pub cpus: Option<f64>,
-    pub memory_bytes: Option<i64>,
-    pub pids: Option<i64>,
+pub(crate) struct Row {
+    pub(crate) name: String,
+    pub(crate) workspace: String,
+    pub(crate) state: String,
+    pub(crate) image: String,
+    pub(crate) cpus: Option<f64>,
+    pub(crate) memory_bytes: Option<i64>,
+    pub(crate) pids: Option<i64>,
     /// Docker's own words, e.g. "Up 3 minutes".
-    pub status: String,
+    pub(crate) status: String,
     /// firewall, open or none.
-    pub network: String,
+    pub(crate) network: String,
     /// The firewall guard's state (running, exited, missing); empty with `--network none`.
-    pub guard: String,
+    pub(crate) guard: String,
 }
 
-pub async fn execute(json: bool) -> Result<i32> {
+pub(crate) async fn execute(json: bool) -> Result<i32> {
     let engine = super::engine().await?;
     let mut rows = Vec::new();
     let all = engine.list_managed().await?;
-    let role = |c: &bollard::models::ContainerSummary| {
-        c.labels
-            .as_ref()
-            .and_then(|l| l.get(labels::ROLE))
-            .cloned()
-            .unwrap_or_default()
-    };
-    for c in all.iter().filter(|c| role(c) == "agent").cloned() {
-        let labels = c.labels.clone().unwrap_or_default();
-        let network = labels.get(labels::NETWORK).cloned().unwrap_or_default();
+    for c in all.iter().filter(|c| c.role == Role::Agent) {
+        let network = c.network.map(mode_name).unwrap_or_default().to_string();
         let guard = all
             .iter()
-            .find(|g| {
-                role(g) == "guard"
-                    && g.labels.as_ref().and_then(|l| l.get(labels::ID)) == labels.get(labels::ID)
-            })
-            .and_then(|g| g.state.as_ref().map(|s| s.to_string()))
+            .find(|g| g.role == Role::Guard && g.devcontainer_id == c.devcontainer_id)
+            .map(|g| g.state.clone())
             .unwrap_or_else(|| {
                 if network == "none" {
                     String::new()
@@ -49,30 +39,16 @@ pub async fn execute(json: bool) -> Result<i32> {
                     "missing".into()
                 }
             });
-        let id = c.id.clone().unwrap_or_default();
-        let host = engine.inspect(&id).await.ok().and_then(|i| i.host_config);
+        let limits = engine.inspect(&c.id).await.ok();
         rows.push(Row {
-            name: c
-                .names
-                .unwrap_or_default()
-                .first()
-                .cloned()
-                .unwrap_or_default()
-                .trim_start_matches('/')
-                .to_string(),
-            workspace: labels
-                .get(labels::LOCAL_FOLDER)
-                .cloned()
-                .unwrap_or_default(),
-            state: c.state.map(|s| s.to_string()).unwrap_or_default(),
-            image: c.image.unwrap_or_default(),
-            cpus: host
-                .as_ref()
-                .and_then(|h| h.nano_cpus)
-                .map(|n| n as f64 / 1e9),
-            memory_bytes: host.as_ref().and_then(|h| h.memory),
-            pids: host.as_ref().and_then(|h| h.pids_limit),
-            status: c.status.unwrap_or_default(),
+            name: c.name.clone(),
+            workspace: c.workspace.clone().unwrap_or_default(),
+            state: c.state.clone(),
+            image: c.image.clone(),
+            cpus: limits.as_ref().and_then(|l| l.cpus),
+            memory_bytes: limits.as_ref().and_then(|l| l.memory_bytes),
+            pids: limits.as_ref().and_then(|l| l.pids),
+            status: c.status.clone(),
             network,
             guard,
         });

@@ -9,3 +9,12 @@ pub use yolo_protocol::control;
 pub use yolo_protocol::{
     GuardConfig, NetworkMode, DNS_LISTEN, GUARD_CONTROL_SOCKET, GUARD_MARK, GUARD_READY_LINE,
 };
+
+/// A network mode in the user's words (`--network`, `yolo status`, the `dev.yolo.network` label).
+pub fn mode_name(mode: NetworkMode) -> &'static str {
+    match mode {
+        NetworkMode::Firewall => "firewall",
+        NetworkMode::Open => "open",
+        NetworkMode::None => "none",
+    }
+}
