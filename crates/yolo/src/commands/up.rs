@@ -279,19 +279,8 @@ impl Plan {
 /// Decide what to do with the containers found, without touching anything.
 pub(crate) fn plan(found: &Found, options: &PlanOptions) -> Plan {
     let needs_guard = options.mode != NetworkMode::None;
-    let agent = found.agent.as_ref();
-    let guard = found.guard.as_ref();
-    let reset = if options.rebuild {
-        Some(Reason::Rebuild)
-    } else {
-        agent
-            .filter(|a| a.network != Some(options.mode))
-            .map(|a| Reason::NetworkChanged {
-                from: a.network,
-                to: options.mode,
-            })
-    };
-    if let Some(reason) = reset {
+    let (agent, guard) = (found.agent.as_ref(), found.guard.as_ref());
+    if let Some(reason) = reset_reason(agent, options) {
         // Both go: a new agent container needs a new guard and the other way round.
         return Plan::Fresh {
             agent: match agent {
@@ -301,21 +290,12 @@ pub(crate) fn plan(found: &Found, options: &PlanOptions) -> Plan {
                 },
                 None => AgentStep::Create,
             },
-            guard: match (guard, needs_guard) {
-                (Some(g), true) => GuardStep::Recreate {
-                    id: g.id.clone(),
-                    reason,
-                },
-                (None, true) => GuardStep::Create,
-                (Some(g), false) => GuardStep::Remove { id: g.id.clone() },
-                (None, false) => GuardStep::Nothing,
-            },
+            guard: guard_step(guard, needs_guard, Some(reason)),
             stale: false,
         };
     }
     let stale = agent.is_some_and(|a| a.config_hash.as_deref() != Some(&options.config_hash));
-    let guard_running = guard.is_some_and(|g| g.running);
-    let guard_down = needs_guard && !guard_running;
+    let guard_down = needs_guard && !guard.is_some_and(|g| g.running);
     if let Some(a) = agent.filter(|a| a.running && options.session_open && !guard_down) {
         return Plan::Reuse {
             agent: a.id.clone(),
@@ -324,32 +304,56 @@ pub(crate) fn plan(found: &Found, options: &PlanOptions) -> Plan {
             stale,
         };
     }
-    let agent = agent.map(|a| fresh_agent(a, guard, needs_guard));
+    let agent = agent.map_or(AgentStep::Create, |a| fresh_agent(a, guard, needs_guard));
     Plan::Fresh {
-        stale: stale && !matches!(agent, Some(AgentStep::Recreate { .. })),
-        agent: agent.unwrap_or(AgentStep::Create),
-        guard: match (guard, needs_guard) {
-            (Some(g), true) => GuardStep::Start {
-                id: g.id.clone(),
-                running: g.running,
-            },
-            (None, true) => GuardStep::Create,
-            (Some(g), false) => GuardStep::Remove { id: g.id.clone() },
-            (None, false) => GuardStep::Nothing,
+        stale: stale && !matches!(agent, AgentStep::Recreate { .. }),
+        agent,
+        guard: guard_step(guard, needs_guard, None),
+    }
+}
+
+/// Why both containers must be made again, if they must: `--rebuild`, or an agent made for
+/// another network mode.
+fn reset_reason(agent: Option<&Container>, options: &PlanOptions) -> Option<Reason> {
+    if options.rebuild {
+        return Some(Reason::Rebuild);
+    }
+    agent
+        .filter(|a| a.network != Some(options.mode))
+        .map(|a| Reason::NetworkChanged {
+            from: a.network,
+            to: options.mode,
+        })
+}
+
+/// The guard in a new session: recreated when `reset` says so, else started (or made).
+fn guard_step(guard: Option<&Container>, needs_guard: bool, reset: Option<Reason>) -> GuardStep {
+    match (guard, needs_guard, reset) {
+        (Some(g), true, Some(reason)) => GuardStep::Recreate {
+            id: g.id.clone(),
+            reason,
         },
+        (Some(g), true, None) => GuardStep::Start {
+            id: g.id.clone(),
+            running: g.running,
+        },
+        (None, true, _) => GuardStep::Create,
+        (Some(g), false, _) => GuardStep::Remove { id: g.id.clone() },
+        (None, false, _) => GuardStep::Nothing,
     }
 }
 
 /// An existing agent in a new session: started again, or recreated when its guard is gone.
 fn fresh_agent(agent: &Container, guard: Option<&Container>, needs_guard: bool) -> AgentStep {
+    let guard_gone = needs_guard && guard.is_none();
     let guard_down = needs_guard && !guard.is_some_and(|g| g.running);
     let reason = match (agent.running, guard_down) {
         (true, true) => Reason::GuardDown,
         (true, false) => Reason::NoSession,
-        (false, _) if needs_guard && guard.is_none() => Reason::GuardMissing,
+        (false, _) if guard_gone => Reason::GuardMissing,
         (false, _) => Reason::Stopped,
     };
-    if needs_guard && guard.is_none() {
+    if guard_gone {
         AgentStep::Recreate {
             id: agent.id.clone(),
             reason,
@@ -412,34 +416,8 @@ impl Act<'_> {
         guard: &GuardStep,
         state: &mut WorkspaceState,
     ) -> Result<Ready> {
-        let (engine, spec) = (self.engine, &self.project.spec);
-        if let AgentStep::Start {
-            reason: Reason::GuardDown,
-            ..
-        }
-        | AgentStep::Recreate {
-            reason: Reason::GuardDown,
-            ..
-        } = agent
-        {
-            eprintln!(
-                "{} the firewall guard of {} is not running, so its agent container has had no network (fail closed); restarting both",
-                console::style("warning:").yellow().bold(),
-                spec.container_name
-            );
-        }
-        // The agent first: it must never run on without its guard.
-        match agent {
-            AgentStep::Recreate { id, .. } => engine.remove(id).await?,
-            AgentStep::Start {
-                id, running: true, ..
-            } => engine.stop(id).await?,
-            _ => {}
-        }
-        if let GuardStep::Recreate { id, .. } | GuardStep::Remove { id } = guard {
-            engine.remove(id).await?;
-        }
-
+        let spec = &self.project.spec;
+        self.clear_out(agent, guard).await?;
         let image_name = match agent {
             AgentStep::Start { image, .. } => image.clone(),
             _ => image_label(&spec.image),
@@ -457,34 +435,82 @@ impl Act<'_> {
         // The image first: a failing build or pull leaves nothing half made behind.
         let image = match agent {
             AgentStep::Start { image, .. } => image.clone(),
-            _ => engine.ensure_image(&spec.image, self.flags.rebuild).await?,
+            _ => {
+                self.engine
+                    .ensure_image(&spec.image, self.flags.rebuild)
+                    .await?
+            }
         };
         let network = match self.guard(guard, &writer, state).await? {
             Some(id) => NetworkAttach::Container(id),
             None => NetworkAttach::None,
         };
-        let container_id = match agent {
-            AgentStep::Start { id, .. } => {
-                engine.start(id).await?;
-                id.clone()
-            }
-            AgentStep::Recreate { .. } | AgentStep::Create => {
-                state.created_hooks_done_for = None;
-                state.post_start_done_for = None;
-                state.save(&spec.devcontainer_id)?;
-                self.create_volumes().await?;
-                let id = engine
-                    .create_agent(spec, &image, &network, self.mode)
-                    .await?;
-                engine.start(&id).await?;
-                id
-            }
-        };
+        let container_id = self.agent(agent, &image, &network, state).await?;
         Ok(Ready {
             container_id,
             image,
             writer,
         })
+    }
+
+    /// What goes before a new session: removed what is recreated or not needed, stopped a
+    /// running agent. The agent first: it must never run on without its guard.
+    async fn clear_out(&self, agent: &AgentStep, guard: &GuardStep) -> Result<()> {
+        let engine = self.engine;
+        match agent {
+            AgentStep::Start {
+                id,
+                running,
+                reason,
+                ..
+            } => {
+                self.warn_if_guard_down(reason);
+                if *running {
+                    engine.stop(id).await?;
+                }
+            }
+            AgentStep::Recreate { id, reason } => {
+                self.warn_if_guard_down(reason);
+                engine.remove(id).await?;
+            }
+            AgentStep::Create => {}
+        }
+        if let GuardStep::Recreate { id, .. } | GuardStep::Remove { id } = guard {
+            engine.remove(id).await?;
+        }
+        Ok(())
+    }
+
+    fn warn_if_guard_down(&self, reason: &Reason) {
+        if *reason == Reason::GuardDown {
+            eprintln!(
+                "{} the firewall guard of {} is not running, so its agent container has had no network (fail closed); restarting both",
+                console::style("warning:").yellow().bold(),
+                self.project.spec.container_name
+            );
+        }
+    }
+
+    /// Start the agent container, or make it (fresh hook state, volumes) joined to `network`.
+    async fn agent(
+        &self,
+        step: &AgentStep,
+        image: &str,
+        network: &NetworkAttach,
+        state: &mut WorkspaceState,
+    ) -> Result<String> {
+        let (engine, spec) = (self.engine, &self.project.spec);
+        if let AgentStep::Start { id, .. } = step {
+            engine.start(id).await?;
+            return Ok(id.clone());
+        }
+        state.created_hooks_done_for = None;
+        state.post_start_done_for = None;
+        state.save(&spec.devcontainer_id)?;
+        self.create_volumes().await?;
+        let id = engine.create_agent(spec, image, network, self.mode).await?;
+        engine.start(&id).await?;
+        Ok(id)
     }
 
     /// Bring the guard up with this session's config; its id, or None without one.
