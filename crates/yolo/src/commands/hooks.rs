@@ -13,11 +13,14 @@ use crate::project::{Project, AGENT_STATE_ROOT};
 use crate::run_spec::Hooks;
 use crate::state::{ExecSettings, WorkspaceState};
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// yolo's root setup in a new container (uid match, state volume ownership); `$1` user, `$2`
 /// host uid, `$3` host gid (empty: keep), `$4` agent state root.
 const SETUP_SCRIPT: &str = include_str!("../../../../templates/agent/setup.sh");
+
+/// How long a container whose setup failed may take to be seen stopped.
+const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// A lifecycle hook that runs in the container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,11 +106,12 @@ pub(crate) async fn in_container(
 
     if state.created_hooks_done_for.as_deref() != Some(container_id) {
         if let Err(e) = setup(&root, project, runner.user.as_deref()).await {
-            // The usual reason: the container's command exited at once.
-            return Err(if engine.inspect(container_id).await?.running {
-                e
-            } else {
+            // The usual reason: the container's command exited at once (and took the setup
+            // command with it, a moment before Docker records the container as stopped).
+            return Err(if engine.stops_within(container_id, STOP_GRACE).await {
                 stopped(engine, project, container_id).await
+            } else {
+                e
             });
         }
         for hook in Hook::ON_CREATE {

@@ -10,8 +10,10 @@ use bollard::models::{ContainerCreateBody, ContainerSummary, DeviceMapping, Host
 use bollard::query_parameters::{
     CreateContainerOptions, InspectContainerOptions, ListContainersOptions, LogsOptions,
     RemoveContainerOptions, RemoveVolumeOptions, StartContainerOptions, StopContainerOptions,
+    WaitContainerOptions,
 };
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 /// Capabilities an ordinary dev container needs, added back after dropping all. Each one is
 /// justified in docs/security-model.md. Not in the list (Docker gives them by default): NET_RAW
@@ -192,6 +194,21 @@ impl Engine {
                 format!("removing volume {name}"),
                 message(&e),
             )),
+        }
+    }
+
+    /// Whether the container is stopped or stops within `timeout`. Docker may record that a
+    /// container stopped a moment after a command exec'd in it was killed with it.
+    pub(crate) async fn stops_within(&self, id: &str, timeout: Duration) -> bool {
+        use futures_util::StreamExt;
+        let mut wait = self
+            .docker
+            .wait_container(id, Some(WaitContainerOptions::default()));
+        match tokio::time::timeout(timeout, wait.next()).await {
+            Ok(Some(Ok(_))) => true,
+            // It stopped with a non-zero exit code.
+            Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { .. }))) => true,
+            _ => false,
         }
     }
 
