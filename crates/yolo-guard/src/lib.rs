@@ -626,7 +626,7 @@ mod tests {
                 control_socket: "/dev/null".into(),
                 allow_internal_answers: false,
             };
-            let allow = Allowlist::parse(&config.allow)?;
+            let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
             sets::apply(&Ruleset.build(&config, &allow))?;
             let guard = Guard {
                 mode: NetworkMode::Firewall,

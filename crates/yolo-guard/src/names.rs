@@ -151,7 +151,6 @@ impl<G: Clone + PartialEq> Resolved<G> {
             inner.in_set.remove(addr);
         }
     }
-
 }
 
 #[cfg(test)]

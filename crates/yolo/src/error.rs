@@ -60,8 +60,6 @@ pub enum Error {
     CommandFailed(String),
     /// The user declined a prompt, or a prompt was needed in a non-interactive run.
     NotApproved(String),
-    /// A command ran in the container and exited non-zero: pass its code through silently.
-    ExitCode(i32),
     /// The user's own config file is invalid.
     UserConfig { file: PathBuf, message: String },
     /// Reading or writing a local file failed.
@@ -83,7 +81,6 @@ impl Error {
 
     pub fn code(&self) -> i32 {
         match self {
-            Error::ExitCode(code) => *code,
             Error::Usage(_) => Error::USAGE,
             Error::Config { .. } | Error::UserConfig { .. } | Error::Unsupported { .. } => 65,
             Error::Discovery(_) | Error::NotFound(_) => 66,
@@ -170,7 +167,6 @@ impl fmt::Display for Error {
             Error::Hook { name, code } => write!(f, "{name} failed with exit code {code}"),
             Error::CommandFailed(message) => write!(f, "{message}"),
             Error::NotApproved(message) => write!(f, "{message}"),
-            Error::ExitCode(code) => write!(f, "command exited with code {code}"),
             Error::UserConfig { file, message } => write!(f, "{}: {message}", file.display()),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::Usage(message) | Error::Other(message) => write!(f, "{message}"),
@@ -238,7 +234,6 @@ mod tests {
             (Error::io("f", io()), 74),
             (refused, 77),
             (Error::NotApproved("n".into()), 77),
-            (Error::ExitCode(3), 3),
             (Error::other("bug"), 1),
         ];
         for (error, code) in codes {

@@ -54,7 +54,6 @@ fn usage(e: clap::Error) -> i32 {
 fn report(result: Result<i32>) -> i32 {
     match result {
         Ok(code) => code,
-        Err(Error::ExitCode(code)) => code,
         Err(e) => {
             eprintln!("{} {e}", console::style("yolo:").red().bold());
             e.code()

@@ -4,22 +4,19 @@
 use super::hooks::Runner;
 use super::session;
 use crate::cli::Target;
-use crate::engine::containers::{id_of, is_running};
-use crate::engine::exec::Output;
-use crate::engine::Engine;
+use crate::engine::{Engine, Output};
 use crate::error::{Error, Result};
 use crate::project::Located;
 use crate::state::WorkspaceState;
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 
-pub async fn execute(target: &Target, argv: Vec<String>) -> Result<i32> {
+pub(crate) async fn execute(target: &Target, argv: Vec<String>) -> Result<i32> {
     let located = Located::find(target)?;
     let engine = super::engine().await?;
     attach(&engine, &located, "exec", argv).await
 }
 
-pub async fn shell(target: &Target) -> Result<i32> {
+pub(crate) async fn shell(target: &Target) -> Result<i32> {
     let located = Located::find(target)?;
     let engine = super::engine().await?;
     // The user's login shell if the image has one that works, else sh.
@@ -32,7 +29,7 @@ pub async fn shell(target: &Target) -> Result<i32> {
 }
 
 /// Run `argv` attached to our terminal (or pipes) in the workspace's running container.
-pub async fn attach(
+pub(crate) async fn attach(
     engine: &Engine,
     located: &Located,
     source: &str,
@@ -41,7 +38,7 @@ pub async fn attach(
     attach_with_env(engine, located, source, argv, vec![]).await
 }
 
-pub async fn attach_with_env(
+pub(crate) async fn attach_with_env(
     engine: &Engine,
     located: &Located,
     source: &str,
@@ -52,8 +49,8 @@ pub async fn attach_with_env(
     let container = running_container(engine, located).await?;
     let settings = state.exec.clone().unwrap_or_default();
     let writer = session::current(&state)?;
-    let container_env = container_env(engine, &container).await?;
-    let mut env = super::up::remote_env(&settings.remote_env, &container_env);
+    let container_env = engine.inspect(&container).await?.env;
+    let mut env = super::hooks::remote_env(&settings.remote_env, &container_env);
     env.extend(extra_env);
     let runner = Runner {
         engine,
@@ -75,11 +72,9 @@ pub async fn attach_with_env(
 }
 
 async fn running_container(engine: &Engine, located: &Located) -> Result<String> {
-    let found = engine
-        .find_container(&located.workspace, &located.config_file, "agent")
-        .await?;
-    match found {
-        Some(c) if is_running(&c) => Ok(id_of(&c)),
+    let found = engine.find(&super::owner(located)).await?;
+    match found.agent {
+        Some(c) if c.running => Ok(c.id),
         Some(_) => Err(Error::NotRunning(format!(
             "the container for {} is stopped; start it with `yolo up`",
             located.workspace.display()
@@ -89,11 +84,4 @@ async fn running_container(engine: &Engine, located: &Located) -> Result<String>
             located.workspace.display()
         ))),
     }
-}
-
-async fn container_env(engine: &Engine, id: &str) -> Result<BTreeMap<String, String>> {
-    let info = engine.inspect(id).await?;
-    Ok(super::up::env_map(
-        info.config.and_then(|c| c.env).unwrap_or_default(),
-    ))
 }

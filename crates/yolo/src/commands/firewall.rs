@@ -4,7 +4,6 @@
 use super::{network, output};
 use crate::audit::{self, EventKind};
 use crate::cli::Target;
-use crate::engine::containers::{id_of, is_running};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::{Allowlist, Pattern, Ports};
@@ -119,10 +118,8 @@ pub async fn show(target: &Target, json: bool) -> Result<i32> {
         let guard = running_guard(&engine, &located).await?;
         let response = network::control(&engine, &guard, &Request::Status).await?;
         let state = WorkspaceState::load(&located.devcontainer_id)?;
-        let agent = engine
-            .find_container(&located.workspace, &located.config_file, "agent")
-            .await?;
-        let container = agent.map(|c| output::Container::from_summary(&c, state.exec.as_ref()));
+        let agent = engine.find(&super::owner(&located)).await?.agent;
+        let container = agent.map(|c| output::Container::from_found(&c, state.exec.as_ref()));
         output::print(&output::Firewall::from_response(
             container,
             state.session,
@@ -131,7 +128,7 @@ pub async fn show(target: &Target, json: bool) -> Result<i32> {
         return Ok(0);
     }
     let response = request(target, &Request::Status).await?;
-    let mode = response.mode.map(super::up::mode_name).unwrap_or("?");
+    let mode = response.mode.map(crate::firewall::mode_name).unwrap_or("?");
     println!("network: {mode}");
     println!("allowlist:");
     for p in response.patterns.iter().flatten() {
@@ -187,11 +184,9 @@ fn record(located: &Located, request: &Request) {
 }
 
 async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
-    let guard = engine
-        .find_container(&located.workspace, &located.config_file, "guard")
-        .await?;
-    match guard {
-        Some(g) if is_running(&g) => Ok(id_of(&g)),
+    let found = engine.find(&super::owner(located)).await?;
+    match found.guard {
+        Some(g) if g.running => Ok(g.id),
         _ => Err(Error::NotRunning(format!(
             "no running firewall for {}; start the session with `yolo up` (with --network none or no session there is no allowlist to change)",
             located.workspace.display()

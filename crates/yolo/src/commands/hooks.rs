@@ -1,28 +1,224 @@
-//! Running lifecycle hooks and other commands in the container (or on the host), streaming their
-//! output with the hook's name and writing each one to the audit log.
+//! The devcontainer lifecycle: `initializeCommand` on the host, then in the container the root
+//! setup and `onCreateCommand`, `updateContentCommand`, `postCreateCommand` once per container,
+//! `postStartCommand` once per start, `postAttachCommand` on every `up`. Every command's output
+//! streams with its hook's name, and every command goes to the audit log (`Runner`, which
+//! `exec`, `shell` and `run` use too).
 
 use crate::audit::{EventKind, Writer};
 use crate::devcontainer::model::LifecycleCommand;
-use crate::engine::exec::{ExecRequest, ExecResult, Output};
-use crate::engine::Engine;
+use crate::devcontainer::substitute;
+use crate::engine::{Engine, ExecRequest, ExecResult, Output};
 use crate::error::{Error, Result};
-use std::time::Instant;
+use crate::project::{Project, AGENT_STATE_ROOT};
+use crate::run_spec::Hooks;
+use crate::state::{ExecSettings, WorkspaceState};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// yolo's root setup in a new container (uid match, state volume ownership); `$1` user, `$2`
+/// host uid, `$3` host gid (empty: keep), `$4` agent state root.
+const SETUP_SCRIPT: &str = include_str!("../../../../templates/agent/setup.sh");
+
+/// How long a container whose setup failed may take to be seen stopped.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// A lifecycle hook that runs in the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hook {
+    OnCreate,
+    UpdateContent,
+    PostCreate,
+    PostStart,
+    PostAttach,
+}
+
+impl Hook {
+    /// The hooks of a new container, in order.
+    const ON_CREATE: [Hook; 3] = [Hook::OnCreate, Hook::UpdateContent, Hook::PostCreate];
+
+    /// The property name in devcontainer.json.
+    fn name(self) -> &'static str {
+        match self {
+            Hook::OnCreate => "onCreateCommand",
+            Hook::UpdateContent => "updateContentCommand",
+            Hook::PostCreate => "postCreateCommand",
+            Hook::PostStart => "postStartCommand",
+            Hook::PostAttach => "postAttachCommand",
+        }
+    }
+
+    fn command(self, hooks: &Hooks) -> Option<&LifecycleCommand> {
+        match self {
+            Hook::OnCreate => hooks.on_create.as_ref(),
+            Hook::UpdateContent => hooks.update_content.as_ref(),
+            Hook::PostCreate => hooks.post_create.as_ref(),
+            Hook::PostStart => hooks.post_start.as_ref(),
+            Hook::PostAttach => hooks.post_attach.as_ref(),
+        }
+    }
+}
+
+/// Run `initializeCommand` on the host, if the user trusts it (policy left it out otherwise).
+pub(crate) async fn initialize(project: &Project, writer: &Writer) -> Result<()> {
+    match &project.spec.initialize_command {
+        Some(command) => run_on_host(command, &project.spec.workspace, Some(writer)).await,
+        None => Ok(()),
+    }
+}
+
+/// The hooks and setup due at this point of the container's life, and the exec settings
+/// (container, user, folder, `remoteEnv`) that `exec`, `shell` and `run` use afterwards.
+pub(crate) async fn in_container(
+    engine: &Engine,
+    project: &Project,
+    state: &mut WorkspaceState,
+    container_id: &str,
+    writer: &Writer,
+) -> Result<()> {
+    let spec = &project.spec;
+    let info = engine.inspect(container_id).await?;
+    if !info.running {
+        return Err(stopped(engine, project, container_id).await);
+    }
+    let user = project.remote_user().or(info.user);
+    state.exec = Some(ExecSettings {
+        container: container_id.to_string(),
+        user: user.clone(),
+        cwd: spec.workspace_folder.clone(),
+        remote_env: spec.remote_env.clone(),
+    });
+    let root = Runner {
+        engine,
+        container: container_id.to_string(),
+        user: Some("root".into()),
+        cwd: "/".into(),
+        env: vec![],
+        writer: Some(writer),
+    };
+    let runner = Runner {
+        engine,
+        container: container_id.to_string(),
+        user,
+        cwd: spec.workspace_folder.clone(),
+        env: remote_env(&spec.remote_env, &info.env),
+        writer: Some(writer),
+    };
+
+    if state.created_hooks_done_for.as_deref() != Some(container_id) {
+        if let Err(e) = setup(&root, project, runner.user.as_deref()).await {
+            // The usual reason: the container's command exited at once (and took the setup
+            // command with it, a moment before Docker records the container as stopped).
+            return Err(if engine.stops_within(container_id, STOP_GRACE).await {
+                stopped(engine, project, container_id).await
+            } else {
+                e
+            });
+        }
+        for hook in Hook::ON_CREATE {
+            runner.hook(hook, &spec.hooks).await?;
+        }
+        state.created_hooks_done_for = Some(container_id.to_string());
+        state.save(&spec.devcontainer_id)?;
+    }
+    if state.post_start_done_for.as_deref() != Some(info.started_at.as_str()) {
+        runner.hook(Hook::PostStart, &spec.hooks).await?;
+        state.post_start_done_for = Some(info.started_at);
+        state.save(&spec.devcontainer_id)?;
+    }
+    runner.hook(Hook::PostAttach, &spec.hooks).await
+}
+
+/// The error for a container that stopped right after it started.
+async fn stopped(engine: &Engine, project: &Project, id: &str) -> Error {
+    let code = engine
+        .inspect(id)
+        .await
+        .map(|i| i.exit_code)
+        .unwrap_or_default();
+    let logs = engine.logs_tail(id, 10).await;
+    Error::other(format!(
+        "the container {} stopped right after it started (exit code {code}); {}\n  its last output:\n    {}",
+        project.spec.container_name,
+        if project.spec.override_command {
+            "check the image's entrypoint"
+        } else {
+            "with \"overrideCommand\": false the image's own command must keep running (or drop that setting)"
+        },
+        logs.join("\n    ")
+    ))
+}
+
+/// One-time root setup in a new container: match the remote user's uid/gid to the host user's
+/// (so files in the workspace stay the host user's) and hand the agent state volumes to the
+/// remote user.
+async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Result<()> {
+    let user = user.unwrap_or("root");
+    let (uid, gid) = project
+        .spec
+        .update_uid
+        .map_or((String::new(), String::new()), |(u, g)| {
+            (u.to_string(), g.to_string())
+        });
+    let argv = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        SETUP_SCRIPT.into(),
+        "yolo-setup".into(),
+        user.to_string(),
+        uid,
+        gid,
+        AGENT_STATE_ROOT.into(),
+    ];
+    let request = root.request(argv, false, false);
+    let result = root
+        .run(
+            "setup",
+            "yolo-setup",
+            &request,
+            Output::Prefixed("setup".into()),
+        )
+        .await?;
+    if result.exit_code != 0 {
+        return Err(Error::Hook {
+            name: "yolo setup (uid update)".into(),
+            code: result.exit_code,
+        });
+    }
+    Ok(())
+}
+
+/// remoteEnv as `K=V` for exec, with `${containerEnv:..}` resolved against the container.
+pub(crate) fn remote_env(
+    remote: &BTreeMap<String, Option<String>>,
+    container: &BTreeMap<String, String>,
+) -> Vec<String> {
+    remote
+        .iter()
+        .filter_map(|(k, v)| {
+            v.as_ref()
+                .map(|v| format!("{k}={}", substitute::container_env(v, container)))
+        })
+        .collect()
+}
 
 /// Where and as whom commands run.
-pub struct Runner<'a> {
-    pub engine: &'a Engine,
-    pub container: String,
-    pub user: Option<String>,
-    pub cwd: String,
-    pub env: Vec<String>,
-    pub writer: Option<&'a Writer>,
+pub(crate) struct Runner<'a> {
+    pub(crate) engine: &'a Engine,
+    pub(crate) container: String,
+    pub(crate) user: Option<String>,
+    pub(crate) cwd: String,
+    pub(crate) env: Vec<String>,
+    pub(crate) writer: Option<&'a Writer>,
 }
 
 impl Runner<'_> {
-    /// Run a lifecycle hook in the container; the object form's commands run in parallel.
-    /// A failing command stops with its name and exit code.
-    pub async fn hook(&self, hook: &str, command: &LifecycleCommand) -> Result<()> {
-        let commands = command.commands(hook);
+    /// Run a lifecycle hook in the container, if the config has it; the object form's
+    /// commands run in parallel. A failing command stops with its name and exit code.
+    async fn hook(&self, hook: Hook, hooks: &Hooks) -> Result<()> {
+        let Some(command) = hook.command(hooks) else {
+            return Ok(());
+        };
+        let commands = command.commands(hook.name());
         let runs = commands
             .iter()
             .map(|(name, argv)| self.run_hook_command(name, argv));
@@ -47,7 +243,7 @@ impl Runner<'_> {
         Ok(())
     }
 
-    pub fn request(&self, argv: Vec<String>, tty: bool, stdin: bool) -> ExecRequest {
+    pub(crate) fn request(&self, argv: Vec<String>, tty: bool, stdin: bool) -> ExecRequest {
         ExecRequest {
             argv,
             user: self.user.clone(),
@@ -59,7 +255,7 @@ impl Runner<'_> {
     }
 
     /// Run and audit one command.
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         source: &str,
         name: &str,
@@ -103,7 +299,7 @@ impl Runner<'_> {
 }
 
 /// Run `initializeCommand` on the host (only reached when the user trusts host commands).
-pub async fn run_on_host(
+async fn run_on_host(
     command: &LifecycleCommand,
     cwd: &std::path::Path,
     writer: Option<&Writer>,
@@ -142,4 +338,47 @@ pub async fn run_on_host(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_keep_the_spec_order_and_names() {
+        let names: Vec<_> = Hook::ON_CREATE.iter().map(|h| h.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "onCreateCommand",
+                "updateContentCommand",
+                "postCreateCommand"
+            ]
+        );
+        let hooks = Hooks {
+            post_start: Some(LifecycleCommand::Shell("echo hi".into())),
+            ..Hooks::default()
+        };
+        assert!(Hook::PostStart.command(&hooks).is_some());
+        assert!(Hook::PostAttach.command(&hooks).is_none());
+    }
+
+    #[test]
+    fn the_setup_script_is_the_template() {
+        assert!(SETUP_SCRIPT.contains("usermod -u \"$uid\""));
+        assert!(SETUP_SCRIPT.trim_end().ends_with("exit 0"));
+    }
+
+    #[test]
+    fn remote_env_resolves_container_env_and_drops_unset() {
+        let remote = BTreeMap::from([
+            (
+                "PATH".to_string(),
+                Some("${containerEnv:PATH}:/x".to_string()),
+            ),
+            ("GONE".to_string(), None),
+        ]);
+        let container = BTreeMap::from([("PATH".to_string(), "/bin".to_string())]);
+        assert_eq!(remote_env(&remote, &container), ["PATH=/bin:/x"]);
+    }
 }

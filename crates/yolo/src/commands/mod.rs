@@ -18,8 +18,9 @@ pub mod status;
 pub mod up;
 
 use crate::cli::{Cli, Command};
-use crate::engine::Engine;
+use crate::engine::{Engine, Owner};
 use crate::error::Result;
+use crate::project::Located;
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 
@@ -80,6 +81,15 @@ fn resolve(flags: &crate::cli::UpFlags) -> Result<(UpSettings, UserConfig)> {
 }
 
 /// Connect to Docker, with the error a newcomer can act on.
-pub async fn engine() -> Result<Engine> {
+pub(crate) async fn engine() -> Result<Engine> {
     Engine::connect().await
+}
+
+/// Whose containers a located workspace's are, for `Engine::find`.
+fn owner(located: &Located) -> Owner {
+    Owner {
+        workspace: located.workspace.clone(),
+        config_file: located.config_file.clone(),
+        devcontainer_id: located.devcontainer_id.clone(),
+    }
 }

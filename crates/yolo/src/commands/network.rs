@@ -2,14 +2,12 @@
 //! bringing the guard up (verified) before the agent container may start.
 
 use crate::agents::Agent;
-use crate::engine::guard::{self, GuardSpec};
-use crate::engine::Engine;
+use crate::engine::{log_dir, Engine, GuardSpec, Owner, DEFAULT_BASE, GUARD_LOG_DIR};
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Allowlist;
 use crate::firewall::control::{Request, Response};
 use crate::firewall::{presets, GuardConfig, GUARD_CONTROL_SOCKET};
 use crate::project::Project;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -120,59 +118,40 @@ pub fn guard_config(project: &Project, session: &str, allow: Vec<String>) -> Gua
         ttl_floor_secs: user.ttl_floor.unwrap_or(DEFAULT_TTL_FLOOR),
         deny_nxdomain: user.deny_with_nxdomain,
         published_ports: project.spec.ports.iter().map(|p| p.container).collect(),
-        audit_path: PathBuf::from(guard::GUARD_LOG_DIR).join(format!("{session}.jsonl")),
+        audit_path: PathBuf::from(GUARD_LOG_DIR).join(format!("{session}.jsonl")),
         control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),
         allow_internal_answers: user.allow_internal_answers,
     }
 }
 
-/// Labels of yolo's objects for this project.
-pub fn labels(project: &Project) -> BTreeMap<String, String> {
-    use crate::engine::labels as l;
-    let spec = &project.spec;
-    let mut labels = BTreeMap::from([
-        (l::MANAGED.to_string(), "true".to_string()),
-        (l::ID.to_string(), spec.devcontainer_id.clone()),
-        (
-            l::LOCAL_FOLDER.to_string(),
-            spec.workspace.display().to_string(),
-        ),
-        (
-            l::CONFIG_FILE.to_string(),
-            spec.config_file.display().to_string(),
-        ),
-    ]);
-    labels.extend(l::extra());
-    labels
-}
-
 /// Create the guard (container, network, config) without starting it.
-pub async fn create_guard(engine: &Engine, project: &Project) -> Result<String> {
+pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<String> {
     let base = project
         .user
         .guard_base_image
         .clone()
-        .unwrap_or_else(|| guard::DEFAULT_BASE.to_string());
+        .unwrap_or_else(|| DEFAULT_BASE.to_string());
     let image = engine
         .ensure_guard_image(&base, project.user.guard_image.as_deref())
         .await?;
     let network = network_name(project);
-    engine.ensure_network(&network, &labels(project)).await?;
+    let owner = Owner::of(&project.spec);
+    engine.ensure_network(&network, &owner).await?;
     let spec = GuardSpec {
         name: guard_name(project),
         image,
         network,
-        labels: labels(project),
+        owner,
         ports: project.spec.ports.clone(),
         hostname: project.spec.hostname.clone(),
         extra_hosts: project.spec.extra_hosts.clone(),
-        log_dir: guard::log_dir(&crate::user_config::data_dir())?,
+        log_dir: log_dir(&crate::user_config::data_dir())?,
     };
     engine.create_guard(&spec).await
 }
 
 /// Start the guard with a fresh config and wait until it has verified its ruleset.
-pub async fn start_guard(engine: &Engine, id: &str, config: &GuardConfig) -> Result<()> {
+pub(crate) async fn start_guard(engine: &Engine, id: &str, config: &GuardConfig) -> Result<()> {
     let json = serde_json::to_string_pretty(config).map_err(|e| Error::other(e.to_string()))?;
     engine.update_guard_config(id, &json).await?;
     engine.start(id).await?;
@@ -182,7 +161,11 @@ pub async fn start_guard(engine: &Engine, id: &str, config: &GuardConfig) -> Res
 }
 
 /// Send a control request to a running guard.
-pub async fn control(engine: &Engine, guard_id: &str, request: &Request) -> Result<Response> {
+pub(crate) async fn control(
+    engine: &Engine,
+    guard_id: &str,
+    request: &Request,
+) -> Result<Response> {
     let json = serde_json::to_string(request).map_err(|e| Error::other(e.to_string()))?;
     answer(&engine.guard_ctl(guard_id, &json).await?)
 }

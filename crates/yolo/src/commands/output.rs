@@ -6,11 +6,9 @@
 //! is how the guard answers yolo, not something yolo's users see.
 
 use super::network;
-use crate::engine::containers::is_running;
-use crate::engine::{labels, Engine};
+use crate::engine::{self, Engine};
 use crate::firewall::control::{Request, Response};
 use crate::state::ExecSettings;
-use bollard::models::ContainerSummary;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -35,22 +33,16 @@ pub struct Container {
 impl Container {
     /// A listed container; folder and user from what `yolo up` saved for `exec`, when it
     /// was saved for this very container.
-    pub fn from_summary(c: &ContainerSummary, exec: Option<&ExecSettings>) -> Container {
-        let id = c.id.clone().unwrap_or_default();
-        let exec = exec.filter(|e| e.container == id);
+    pub fn from_found(c: &engine::Container, exec: Option<&ExecSettings>) -> Container {
+        let exec = exec.filter(|e| e.container == c.id);
         Container {
-            name: c
-                .names
-                .as_ref()
-                .and_then(|n| n.first())
-                .map(|n| n.trim_start_matches('/').to_string())
-                .unwrap_or_default(),
-            image: c.image.clone().unwrap_or_default(),
-            state: c.state.as_ref().map(|s| s.to_string()).unwrap_or_default(),
-            workspace: label(c, labels::LOCAL_FOLDER).unwrap_or_default(),
+            id: c.id.clone(),
+            name: c.name.clone(),
+            image: c.image.clone(),
+            state: c.state.clone(),
+            workspace: c.workspace.clone().unwrap_or_default(),
             workspace_folder: exec.map(|e| e.cwd.clone()),
             remote_user: exec.and_then(|e| e.user.clone()),
-            id,
         }
     }
 }
@@ -70,10 +62,10 @@ pub struct Network {
 
 impl Network {
     /// `mode` with `guard`'s state; the allowlist is not asked yet (`null`).
-    pub fn of(mode: &str, guard: Option<&ContainerSummary>) -> Network {
+    pub fn of(mode: &str, guard: Option<&engine::Container>) -> Network {
         let state = match guard {
             _ if mode == "none" => None,
-            Some(g) => Some(g.state.as_ref().map(|s| s.to_string()).unwrap_or_default()),
+            Some(g) => Some(g.state.clone()),
             None => Some("missing".to_string()),
         };
         Network {
@@ -85,12 +77,15 @@ impl Network {
 
     /// Ask `guard`, if it runs, for the allowlist it enforces. A guard that does not answer
     /// leaves `allowlist: null` rather than failing the whole command.
-    pub async fn ask_allowlist(self, engine: &Engine, guard: Option<&ContainerSummary>) -> Network {
-        let Some(g) = guard.filter(|g| is_running(g) && self.mode != "none") else {
+    pub async fn ask_allowlist(
+        self,
+        engine: &Engine,
+        guard: Option<&engine::Container>,
+    ) -> Network {
+        let Some(g) = guard.filter(|g| g.running && self.mode != "none") else {
             return self;
         };
-        let id = g.id.clone().unwrap_or_default();
-        let allowlist = network::control(engine, &id, &Request::Status)
+        let allowlist = network::control(engine, &g.id, &Request::Status)
             .await
             .ok()
             .and_then(|r| r.patterns);
@@ -113,6 +108,9 @@ pub struct Up {
     pub session: String,
     /// created, started or running (it already was).
     pub action: String,
+    /// Why it was started again or recreated (`--rebuild`, "it was stopped", ...); `null` for
+    /// a first create or a reuse.
+    pub reason: Option<String>,
     /// The config changed since the container was made (and `--rebuild` was not given).
     pub stale: bool,
     pub network: Network,
@@ -153,7 +151,7 @@ impl Firewall {
     ) -> Firewall {
         let mode = response
             .mode
-            .map(super::up::mode_name)
+            .map(crate::firewall::mode_name)
             .unwrap_or("firewall");
         Firewall {
             container,
@@ -216,28 +214,26 @@ pub fn print(value: &impl Serialize) {
     );
 }
 
-fn label(c: &ContainerSummary, key: &str) -> Option<String> {
-    c.labels.as_ref().and_then(|l| l.get(key)).cloned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::firewall::control::{Counter as WireCounter, SetElement};
     use serde_json::json;
-    use std::collections::HashMap;
 
-    fn summary() -> ContainerSummary {
-        ContainerSummary {
-            id: Some("abc123".into()),
-            names: Some(vec!["/yolo-repo-12345678".into()]),
-            image: Some("debian:bookworm-slim".into()),
-            state: Some(bollard::models::ContainerSummaryStateEnum::RUNNING),
-            labels: Some(HashMap::from([(
-                labels::LOCAL_FOLDER.to_string(),
-                "/home/me/repo".to_string(),
-            )])),
-            ..Default::default()
+    fn summary() -> engine::Container {
+        engine::Container {
+            id: "abc123".into(),
+            name: "yolo-repo-12345678".into(),
+            role: engine::Role::Agent,
+            running: true,
+            state: "running".into(),
+            status: "Up 3 minutes".into(),
+            image: "debian:bookworm-slim".into(),
+            devcontainer_id: Some("id".into()),
+            workspace: Some("/home/me/repo".into()),
+            config_hash: None,
+            network: None,
+            volumes: vec![],
         }
     }
 
@@ -252,7 +248,7 @@ mod tests {
 
     #[test]
     fn a_container_reads_the_same_wherever_it_is_shown() {
-        let c = Container::from_summary(&summary(), Some(&exec("abc123")));
+        let c = Container::from_found(&summary(), Some(&exec("abc123")));
         assert_eq!(
             serde_json::to_value(&c).unwrap(),
             json!({
@@ -266,7 +262,7 @@ mod tests {
             })
         );
         // Settings saved for an earlier container of the workspace are not this one's.
-        let other = Container::from_summary(&summary(), Some(&exec("old")));
+        let other = Container::from_found(&summary(), Some(&exec("old")));
         assert_eq!((other.workspace_folder, other.remote_user), (None, None));
     }
 

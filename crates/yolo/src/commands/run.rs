@@ -2,13 +2,13 @@
 
 use crate::agents;
 use crate::cli::Target;
-use crate::engine::exec::Output;
+use crate::engine::{Engine, ExecRequest, Output};
 use crate::error::{Error, Result};
 use crate::project::{Located, Project, AGENT_STATE_ROOT};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 
-pub async fn execute(
+pub(crate) async fn execute(
     target: &Target,
     settings: UpSettings,
     user: UserConfig,
@@ -49,7 +49,7 @@ pub async fn execute(
 
 /// Check the agent's program is in the image, and link its state folder to its volume.
 async fn prepare(
-    engine: &crate::engine::Engine,
+    engine: &Engine,
     container: &str,
     user: Option<&str>,
     agent: &agents::Agent,
@@ -59,7 +59,7 @@ async fn prepare(
 state="$2"; link="$HOME/$3"
 if [ -d "$state" ] && [ ! -e "$link" ] && [ ! -L "$link" ]; then mkdir -p "$(dirname "$link")" && ln -s "$state" "$link"; fi
 exit 0"#;
-    let request = crate::engine::exec::ExecRequest {
+    let request = ExecRequest {
         argv: vec![
             "/bin/sh".into(),
             "-c".into(),

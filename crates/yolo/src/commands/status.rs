@@ -1,50 +1,40 @@
 //! `yolo status` (`ps`): yolo's containers.
 
 use super::output::{self, Container, Limits, Network};
-use crate::engine::labels;
+use crate::engine::Role;
 use crate::error::Result;
+use crate::firewall::mode_name;
 use crate::state::WorkspaceState;
-use bollard::models::ContainerSummary;
 
-pub async fn execute(json: bool) -> Result<i32> {
+pub(crate) async fn execute(json: bool) -> Result<i32> {
     let engine = super::engine().await?;
     let mut rows = Vec::new();
     let all = engine.list_managed().await?;
-    let label = |c: &ContainerSummary, key: &str| {
-        c.labels
-            .as_ref()
-            .and_then(|l| l.get(key))
-            .cloned()
-            .unwrap_or_default()
-    };
-    for c in all.iter().filter(|c| label(c, labels::ROLE) == "agent") {
-        let mode = label(c, labels::NETWORK);
-        let guard = all.iter().find(|g| {
-            label(g, labels::ROLE) == "guard" && label(g, labels::ID) == label(c, labels::ID)
-        });
+    for c in all.iter().filter(|c| c.role == Role::Agent) {
+        let mode = c.network.map(mode_name).unwrap_or_default();
+        let guard = all
+            .iter()
+            .find(|g| g.role == Role::Guard && g.devcontainer_id == c.devcontainer_id);
         // Another data dir's workspace, or an unreadable file: shown without what yolo saved.
-        let state = WorkspaceState::load(&label(c, labels::ID)).unwrap_or_default();
-        let host = engine
-            .inspect(c.id.as_deref().unwrap_or_default())
-            .await
-            .ok()
-            .and_then(|i| i.host_config);
-        let mut network = Network::of(&mode, guard);
+        let state = c
+            .devcontainer_id
+            .as_deref()
+            .and_then(|id| WorkspaceState::load(id).ok())
+            .unwrap_or_default();
+        let details = engine.inspect(&c.id).await.ok();
+        let mut network = Network::of(mode, guard);
         if json {
             // A `docker exec` per guard: only for scripts, the table does not show it.
             network = network.ask_allowlist(&engine, guard).await;
         }
         rows.push(output::Status {
-            container: Container::from_summary(c, state.exec.as_ref()),
+            container: Container::from_found(c, state.exec.as_ref()),
             session: state.session,
-            status: c.status.clone().unwrap_or_default(),
+            status: c.status.clone(),
             limits: Limits {
-                cpus: host
-                    .as_ref()
-                    .and_then(|h| h.nano_cpus)
-                    .map(|n| n as f64 / 1e9),
-                memory_bytes: host.as_ref().and_then(|h| h.memory),
-                pids: host.as_ref().and_then(|h| h.pids_limit),
+                cpus: details.as_ref().and_then(|d| d.cpus),
+                memory_bytes: details.as_ref().and_then(|d| d.memory_bytes),
+                pids: details.as_ref().and_then(|d| d.pids),
             },
             network,
         });

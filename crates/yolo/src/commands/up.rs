@@ -1,47 +1,44 @@
-//! `yolo up`: find the config, build or find the image, create or reuse the container, run the
-//! lifecycle hooks, print where it is. Idempotent.
+//! `yolo up`: find the project's containers, plan what to do with them (`plan`, pure), then do
+//! it (`carry_out`): the image, the guard (verified) before the agent, the session, then the
+//! lifecycle hooks. Idempotent: a second `up` reuses what the first made.
 
-use super::hooks::Runner;
-use super::{approval, network, session};
+use super::{approval, hooks, network, session};
 use crate::agents::Agent;
 use crate::audit::Writer;
 use crate::cli::Target;
-use crate::devcontainer::substitute;
-use crate::engine::containers::{id_of, is_running, Network};
-use crate::engine::exec::Output;
-use crate::engine::labels;
-use crate::engine::Engine;
+use crate::engine::{Container, Engine, Found, NetworkAttach, Owner};
 use crate::error::{Error, Result};
 use crate::firewall::control::Request;
-use crate::firewall::NetworkMode;
-use crate::project::{Located, Project, AGENT_STATE_ROOT};
+use crate::firewall::{mode_name, NetworkMode};
+use crate::project::{Located, Project};
 use crate::run_spec::{ImageSource, MountKind};
 use crate::settings::UpSettings;
-use crate::state::{ExecSettings, WorkspaceState};
+use crate::state::WorkspaceState;
 use crate::user_config::UserConfig;
-use bollard::models::ContainerSummary;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::fmt;
 
 /// What `up` did, printed as JSON with `--json`.
 #[derive(Debug, Serialize)]
-pub struct Outcome {
-    pub container_id: String,
-    pub container_name: String,
-    pub image: String,
-    pub workspace: String,
-    pub workspace_folder: String,
-    pub remote_user: Option<String>,
-    pub session: String,
+pub(crate) struct Outcome {
+    pub(crate) container_id: String,
+    pub(crate) container_name: String,
+    pub(crate) image: String,
+    pub(crate) workspace: String,
+    pub(crate) workspace_folder: String,
+    pub(crate) remote_user: Option<String>,
+    pub(crate) session: String,
     /// created, started, running
-    pub action: String,
+    pub(crate) action: String,
+    /// Why the container was started or recreated (none for a first create or a reuse).
+    pub(crate) reason: Option<String>,
     /// The config changed since the container was made (and `--rebuild` was not given).
-    pub stale: bool,
+    pub(crate) stale: bool,
     /// firewall, open or none.
-    pub network: String,
+    pub(crate) network: String,
 }
 
-pub async fn execute(
+pub(crate) async fn execute(
     target: &Target,
     settings: UpSettings,
     user: UserConfig,
@@ -64,30 +61,35 @@ pub async fn execute(
 async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<super::output::Up> {
     use super::output::{Container, Network, Up};
     let spec = &project.spec;
-    let find = |role| engine.find_container(&spec.workspace, &spec.config_file, role);
-    let (agent, guard) = (find("agent").await?, find("guard").await?);
-    let agent = agent.ok_or_else(|| {
-        Error::other(format!(
+    let found = engine.find(&Owner::of(spec)).await?;
+    let agent = found.agent.ok_or_else(|| {
+        Error::NotRunning(format!(
             "{} disappeared right after `yolo up`; run `yolo up` again",
             o.container_name
         ))
     })?;
     let state = WorkspaceState::load(&spec.devcontainer_id)?;
     Ok(Up {
-        container: Container::from_summary(&agent, state.exec.as_ref()),
+        container: Container::from_found(&agent, state.exec.as_ref()),
         session: o.session.clone(),
         action: o.action.clone(),
+        reason: o.reason.clone(),
         stale: o.stale,
-        network: Network::of(&o.network, guard.as_ref())
-            .ask_allowlist(engine, guard.as_ref())
+        network: Network::of(&o.network, found.guard.as_ref())
+            .ask_allowlist(engine, found.guard.as_ref())
             .await,
     })
 }
 
 fn print_outcome(o: &Outcome) {
     let state = console::style(&o.action).green();
+    let why = o
+        .reason
+        .as_ref()
+        .map(|r| format!("; {r}"))
+        .unwrap_or_default();
     eprintln!(
-        "{} {} {state} ({}), workspace at {}; `yolo exec`, `yolo shell` or `yolo run <agent>` to use it",
+        "{} {} {state} ({}{why}), workspace at {}; `yolo exec`, `yolo shell` or `yolo run <agent>` to use it",
         console::style("yolo:").bold(),
         o.container_name,
         o.image,
@@ -103,218 +105,503 @@ fn print_outcome(o: &Outcome) {
 
 /// Bring the project's container up; shared by `up` and `run` (which adds its agent, whose
 /// domains join the allowlist).
-pub async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> Result<Outcome> {
+pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> Result<Outcome> {
     let spec = &project.spec;
-    let settings = &project.settings;
-    let mode = settings.network;
+    let mode = project.settings.network;
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
     approval::check(project, &mut state)?;
     state.save(&spec.devcontainer_id)?;
     // Checked before any Docker work, so a bad pattern changes nothing.
     let allow = network::allowlist(project, &with_default_agent(project, agents))?;
 
-    let mut agent = engine
-        .find_container(&spec.workspace, &spec.config_file, "agent")
-        .await?;
-    let mut guard = engine
-        .find_container(&spec.workspace, &spec.config_file, "guard")
-        .await?;
-    let mut stale = agent
-        .as_ref()
-        .is_some_and(|c| label(c, labels::CONFIG_HASH) != Some(spec.config_hash.as_str()));
-    let mode_changed = agent
-        .as_ref()
-        .is_some_and(|c| label(c, labels::NETWORK) != Some(mode_name(mode)));
-    if settings.rebuild || mode_changed {
-        stale = false;
-        for c in [agent.take(), guard.take()].into_iter().flatten() {
-            engine.remove(&id_of(&c)).await?;
-        }
-    }
-    let needs_guard = mode != NetworkMode::None;
-    let mut agent_running = agent.as_ref().is_some_and(is_running);
-    let guard_running = guard.as_ref().is_some_and(is_running);
-    if agent_running && needs_guard && !guard_running {
-        eprintln!(
-            "{} the firewall guard of {} is not running, so its agent container has had no network (fail closed); restarting both",
-            console::style("warning:").yellow().bold(),
-            spec.container_name
-        );
-        engine
-            .stop(&agent.as_ref().map(id_of).unwrap_or_default())
-            .await?;
-        agent_running = false;
-    }
-
-    let (container_id, image, action, writer) = if agent_running && state.session.is_some() {
-        let writer = session::current(&state)?.ok_or_else(|| Error::other("no open session"))?;
-        if let (true, Some(g)) = (needs_guard, &guard) {
-            if state.allowlist.as_ref() != Some(&allow) {
-                sync_allowlist(
-                    engine,
-                    &id_of(g),
-                    state.allowlist.as_deref().unwrap_or_default(),
-                    &allow,
-                )
-                .await?;
-                state.allowlist = Some(allow.clone());
-            }
-        }
-        let a = agent
-            .as_ref()
-            .map(|c| (id_of(c), c.image.clone().unwrap_or_default()));
-        let (id, image) = a.unwrap_or_default();
-        (id, image, "running", writer)
-    } else {
-        start_fresh(engine, project, &mut state, Found { agent, guard }, &allow).await?
+    let found = engine.find(&Owner::of(spec)).await?;
+    let options = PlanOptions {
+        mode,
+        rebuild: project.settings.rebuild,
+        config_hash: spec.config_hash.clone(),
+        session_open: state.session.is_some(),
     };
+    let plan = plan(&found, &options);
+    let act = Act {
+        engine,
+        project,
+        mode,
+        allow: &allow,
+    };
+    let ready = act.carry_out(&plan, &mut state).await?;
 
     let outcome = Outcome {
-        container_id: container_id.clone(),
+        container_id: ready.container_id.clone(),
         container_name: spec.container_name.clone(),
-        image,
+        image: ready.image,
         workspace: spec.workspace.display().to_string(),
         workspace_folder: spec.workspace_folder.clone(),
         remote_user: project.remote_user(),
-        session: writer.session().to_string(),
-        action: action.to_string(),
-        stale,
+        session: ready.writer.session().to_string(),
+        action: plan.action().to_string(),
+        reason: plan.reason().map(|r| r.to_string()),
+        stale: plan.stale(),
         network: mode_name(mode).to_string(),
     };
-    let result = lifecycle(engine, project, &mut state, &container_id, &writer).await;
+    let result = hooks::in_container(
+        engine,
+        project,
+        &mut state,
+        &ready.container_id,
+        &ready.writer,
+    )
+    .await;
     state.save(&spec.devcontainer_id)?;
     result?;
     Ok(outcome)
 }
 
-/// yolo's containers for the project, as found.
-struct Found {
-    agent: Option<ContainerSummary>,
-    guard: Option<ContainerSummary>,
+/// What `plan` needs besides the containers found: plain values, no flags.
+#[derive(Debug, Clone)]
+pub(crate) struct PlanOptions {
+    /// The network mode asked for.
+    pub(crate) mode: NetworkMode,
+    /// Recreate the containers (and rebuild the image).
+    pub(crate) rebuild: bool,
+    /// The config hash of the RunSpec; an agent made from another is stale.
+    pub(crate) config_hash: String,
+    /// Whether yolo's state has a session open for the workspace.
+    pub(crate) session_open: bool,
 }
 
-/// Open a new session and (re)start everything in order: the agent's image, then the guard with
-/// this session's config (verified), then the agent container joined to it.
-async fn start_fresh(
-    engine: &Engine,
-    project: &Project,
-    state: &mut WorkspaceState,
-    found: Found,
-    allow: &[String],
-) -> Result<(String, String, &'static str, Writer)> {
-    let spec = &project.spec;
-    let rebuild = project.settings.rebuild;
-    let mode = project.settings.network;
-    // About to run: the only moment to ask (nothing is opened or built yet if the answer is no).
-    approval::confirm_host_command(project)?;
-    let needs_guard = mode != NetworkMode::None;
-    let Found {
-        mut agent,
-        mut guard,
-    } = found;
-    let image_name = agent
-        .as_ref()
-        .and_then(|c| c.image.clone())
-        .unwrap_or_else(|| image_label(&spec.image));
-    let writer = session::open(
-        project,
-        state,
-        &image_name,
-        mode_name(mode),
-        allow,
-        "closed by a new start",
-    )?;
-    state.save(&spec.devcontainer_id)?;
-    run_initialize(project, &writer).await?;
-    if let Some(a) = agent.as_ref().filter(|a| is_running(a)) {
-        // Running without an open session (yolo's state was lost): it must not stay up in
-        // the old namespace while its guard restarts.
-        engine.stop(&id_of(a)).await?;
-    }
-    // The image first: a failing build or pull leaves nothing half made behind.
-    let built = match agent {
-        None => Some(engine.ensure_image(&spec.image, rebuild).await?),
-        Some(_) => None,
-    };
-    let guard_id = if needs_guard {
-        let config = network::guard_config(project, writer.session(), allow.to_vec());
-        let id = match guard {
-            Some(g) => {
-                if is_running(&g) {
-                    // Restarted so it reads the new session's config.
-                    engine.stop(&id_of(&g)).await?;
-                }
-                id_of(&g)
+/// What `up` does with the project's containers.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Plan {
+    /// The agent runs in the open session: keep both containers; the guard's allowlist is
+    /// brought up to date live.
+    Reuse {
+        agent: String,
+        image: String,
+        /// None with `--network none`.
+        guard: Option<String>,
+        stale: bool,
+    },
+    /// A new session: the guard starts with this session's config (verified), then the agent.
+    Fresh {
+        agent: AgentStep,
+        guard: GuardStep,
+        stale: bool,
+    },
+}
+
+/// The agent container in a new session.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AgentStep {
+    /// Start the existing container, stopped first when it runs (it must not stay up in the
+    /// old namespace while its guard restarts).
+    Start {
+        id: String,
+        image: String,
+        running: bool,
+        reason: Reason,
+    },
+    /// Remove the existing container, make a new one.
+    Recreate { id: String, reason: Reason },
+    /// Make the first one.
+    Create,
+}
+
+/// The guard container in a new session.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum GuardStep {
+    /// Start the existing guard (stopped first when it runs) so it reads the new config.
+    Start { id: String, running: bool },
+    /// Remove the existing guard, make a new one.
+    Recreate { id: String, reason: Reason },
+    /// Make the first one.
+    Create,
+    /// `--network none` needs no guard: remove it.
+    Remove { id: String },
+    /// None there and none needed.
+    Nothing,
+}
+
+/// Why a container is started again or recreated, in the user's words.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Reason {
+    /// `--rebuild`.
+    Rebuild,
+    /// The agent was made for another network mode (None: its label is missing or unknown).
+    NetworkChanged {
+        from: Option<NetworkMode>,
+        to: NetworkMode,
+    },
+    /// The agent's guard is gone: Docker joins a namespace by container id, so a new guard
+    /// needs a new agent container.
+    GuardMissing,
+    /// The agent runs but its guard does not: it has had no network (fail closed).
+    GuardDown,
+    /// The agent runs but yolo has no open session for it (its state was lost).
+    NoSession,
+    /// The agent container exists, stopped.
+    Stopped,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Rebuild => write!(f, "--rebuild"),
+            Reason::NetworkChanged {
+                from: Some(from),
+                to,
+            } => write!(
+                f,
+                "the network mode changed from {} to {}",
+                mode_name(*from),
+                mode_name(*to)
+            ),
+            Reason::NetworkChanged { from: None, to } => {
+                write!(f, "the network mode changed to {}", mode_name(*to))
             }
-            None => {
-                // Docker joins namespaces by container id: a new guard needs a new agent.
-                if let Some(a) = agent.take() {
-                    engine.remove(&id_of(&a)).await?;
+            Reason::GuardMissing => write!(f, "its firewall guard was gone"),
+            Reason::GuardDown => write!(f, "its firewall guard was not running"),
+            Reason::NoSession => write!(f, "it ran without an open yolo session"),
+            Reason::Stopped => write!(f, "it was stopped"),
+        }
+    }
+}
+
+impl Plan {
+    /// created, started or running: what happens to the agent container.
+    pub(crate) fn action(&self) -> &'static str {
+        match self {
+            Plan::Reuse { .. } => "running",
+            Plan::Fresh {
+                agent: AgentStep::Start { .. },
+                ..
+            } => "started",
+            Plan::Fresh { .. } => "created",
+        }
+    }
+
+    /// Why the agent is started again or recreated.
+    pub(crate) fn reason(&self) -> Option<&Reason> {
+        match self {
+            Plan::Fresh {
+                agent: AgentStep::Start { reason, .. } | AgentStep::Recreate { reason, .. },
+                ..
+            } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// The config changed since the agent was made, and the agent is kept.
+    pub(crate) fn stale(&self) -> bool {
+        match self {
+            Plan::Reuse { stale, .. } | Plan::Fresh { stale, .. } => *stale,
+        }
+    }
+}
+
+/// Decide what to do with the containers found, without touching anything.
+pub(crate) fn plan(found: &Found, options: &PlanOptions) -> Plan {
+    let needs_guard = options.mode != NetworkMode::None;
+    let (agent, guard) = (found.agent.as_ref(), found.guard.as_ref());
+    if let Some(reason) = reset_reason(agent, options) {
+        // Both go: a new agent container needs a new guard and the other way round.
+        return Plan::Fresh {
+            agent: match agent {
+                Some(a) => AgentStep::Recreate {
+                    id: a.id.clone(),
+                    reason: reason.clone(),
+                },
+                None => AgentStep::Create,
+            },
+            guard: guard_step(guard, needs_guard, Some(reason)),
+            stale: false,
+        };
+    }
+    let stale = agent.is_some_and(|a| a.config_hash.as_deref() != Some(&options.config_hash));
+    let guard_down = needs_guard && !guard.is_some_and(|g| g.running);
+    if let Some(a) = agent.filter(|a| a.running && options.session_open && !guard_down) {
+        return Plan::Reuse {
+            agent: a.id.clone(),
+            image: a.image.clone(),
+            guard: guard.filter(|_| needs_guard).map(|g| g.id.clone()),
+            stale,
+        };
+    }
+    let agent = agent.map_or(AgentStep::Create, |a| fresh_agent(a, guard, needs_guard));
+    Plan::Fresh {
+        stale: stale && !matches!(agent, AgentStep::Recreate { .. }),
+        agent,
+        guard: guard_step(guard, needs_guard, None),
+    }
+}
+
+/// Why both containers must be made again, if they must: `--rebuild`, or an agent made for
+/// another network mode.
+fn reset_reason(agent: Option<&Container>, options: &PlanOptions) -> Option<Reason> {
+    if options.rebuild {
+        return Some(Reason::Rebuild);
+    }
+    agent
+        .filter(|a| a.network != Some(options.mode))
+        .map(|a| Reason::NetworkChanged {
+            from: a.network,
+            to: options.mode,
+        })
+}
+
+/// The guard in a new session: recreated when `reset` says so, else started (or made).
+fn guard_step(guard: Option<&Container>, needs_guard: bool, reset: Option<Reason>) -> GuardStep {
+    match (guard, needs_guard, reset) {
+        (Some(g), true, Some(reason)) => GuardStep::Recreate {
+            id: g.id.clone(),
+            reason,
+        },
+        (Some(g), true, None) => GuardStep::Start {
+            id: g.id.clone(),
+            running: g.running,
+        },
+        (None, true, _) => GuardStep::Create,
+        (Some(g), false, _) => GuardStep::Remove { id: g.id.clone() },
+        (None, false, _) => GuardStep::Nothing,
+    }
+}
+
+/// An existing agent in a new session: started again, or recreated when its guard is gone.
+fn fresh_agent(agent: &Container, guard: Option<&Container>, needs_guard: bool) -> AgentStep {
+    let guard_gone = needs_guard && guard.is_none();
+    let guard_down = needs_guard && !guard.is_some_and(|g| g.running);
+    let reason = match (agent.running, guard_down) {
+        (true, true) => Reason::GuardDown,
+        (true, false) => Reason::NoSession,
+        (false, _) if guard_gone => Reason::GuardMissing,
+        (false, _) => Reason::Stopped,
+    };
+    if guard_gone {
+        AgentStep::Recreate {
+            id: agent.id.clone(),
+            reason,
+        }
+    } else {
+        AgentStep::Start {
+            id: agent.id.clone(),
+            image: agent.image.clone(),
+            running: agent.running,
+            reason,
+        }
+    }
+}
+
+/// The agent container, running, in the session of `writer`.
+struct Ready {
+    container_id: String,
+    image: String,
+    writer: Writer,
+}
+
+/// What carrying out a plan needs.
+struct Act<'a> {
+    engine: &'a Engine,
+    project: &'a Project,
+    mode: NetworkMode,
+    allow: &'a [String],
+}
+
+impl Act<'_> {
+    async fn carry_out(&self, plan: &Plan, state: &mut WorkspaceState) -> Result<Ready> {
+        match plan {
+            Plan::Reuse {
+                agent,
+                image,
+                guard,
+                ..
+            } => {
+                let writer =
+                    session::current(state)?.ok_or_else(|| Error::other("no open session"))?;
+                if let Some(guard) = guard {
+                    self.sync_allowlist(guard, state).await?;
                 }
-                network::create_guard(engine, project).await?
+                Ok(Ready {
+                    container_id: agent.clone(),
+                    image: image.clone(),
+                    writer,
+                })
+            }
+            Plan::Fresh { agent, guard, .. } => self.fresh(agent, guard, state).await,
+        }
+    }
+
+    /// Open a new session and (re)start everything in order: the old containers out, the
+    /// agent's image, the guard with this session's config (verified), the agent joined to it.
+    async fn fresh(
+        &self,
+        agent: &AgentStep,
+        guard: &GuardStep,
+        state: &mut WorkspaceState,
+    ) -> Result<Ready> {
+        let spec = &self.project.spec;
+        // initializeCommand is about to run: the only moment to ask (or, with nobody to ask
+        // and no trust, refuse) — before anything is removed, opened or built.
+        approval::confirm_host_command(self.project)?;
+        self.clear_out(agent, guard).await?;
+        let image_name = match agent {
+            AgentStep::Start { image, .. } => image.clone(),
+            _ => image_label(&spec.image),
+        };
+        let writer = session::open(
+            self.project,
+            state,
+            &image_name,
+            mode_name(self.mode),
+            self.allow,
+            "closed by a new start",
+        )?;
+        state.save(&spec.devcontainer_id)?;
+        hooks::initialize(self.project, &writer).await?;
+        // The image first: a failing build or pull leaves nothing half made behind.
+        let image = match agent {
+            AgentStep::Start { image, .. } => image.clone(),
+            _ => {
+                self.engine
+                    .ensure_image(&spec.image, self.project.settings.rebuild)
+                    .await?
             }
         };
-        network::start_guard(engine, &id, &config).await?;
-        state.allowlist = Some(allow.to_vec());
-        Some(id)
-    } else {
-        if let Some(g) = guard.take() {
-            engine.remove(&id_of(&g)).await?;
-        }
-        None
-    };
-    match agent {
-        Some(c) => {
-            let id = id_of(&c);
-            engine.start(&id).await?;
-            Ok((id, image_name, "started", writer))
-        }
-        None => {
-            state.created_hooks_done_for = None;
-            state.post_start_done_for = None;
-            state.save(&spec.devcontainer_id)?;
-            let image = match built {
-                Some(image) => image,
-                None => engine.ensure_image(&spec.image, rebuild).await?,
-            };
-            create_volumes(engine, project).await?;
-            let network = Network {
-                mode: Some(guard_id.map_or("none".to_string(), |g| format!("container:{g}"))),
-                publish: false,
-                label: mode_name(mode).to_string(),
-            };
-            let id = engine.create_container(spec, &image, &network).await?;
-            engine.start(&id).await?;
-            Ok((id, image, "created", writer))
-        }
+        let network = match self.guard(guard, &writer, state).await? {
+            Some(id) => NetworkAttach::Container(id),
+            None => NetworkAttach::None,
+        };
+        let container_id = self.agent(agent, &image, &network, state).await?;
+        Ok(Ready {
+            container_id,
+            image,
+            writer,
+        })
     }
-}
 
-/// Bring a running guard from the allowlist it was given to the one configured now. Patterns
-/// the user added live with `yolo allow` were never in `before`, so they stay.
-async fn sync_allowlist(
-    engine: &Engine,
-    guard: &str,
-    before: &[String],
-    now: &[String],
-) -> Result<()> {
-    let added: Vec<String> = now
-        .iter()
-        .filter(|p| !before.contains(p))
-        .cloned()
-        .collect();
-    let removed: Vec<String> = before
-        .iter()
-        .filter(|p| !now.contains(p))
-        .cloned()
-        .collect();
-    if !added.is_empty() {
-        network::control(engine, guard, &Request::Allow { patterns: added }).await?;
+    /// What goes before a new session: removed what is recreated or not needed, stopped a
+    /// running agent. The agent first: it must never run on without its guard.
+    async fn clear_out(&self, agent: &AgentStep, guard: &GuardStep) -> Result<()> {
+        let engine = self.engine;
+        match agent {
+            AgentStep::Start {
+                id,
+                running,
+                reason,
+                ..
+            } => {
+                self.warn_if_guard_down(reason);
+                if *running {
+                    engine.stop(id).await?;
+                }
+            }
+            AgentStep::Recreate { id, reason } => {
+                self.warn_if_guard_down(reason);
+                engine.remove(id).await?;
+            }
+            AgentStep::Create => {}
+        }
+        if let GuardStep::Recreate { id, .. } | GuardStep::Remove { id } = guard {
+            engine.remove(id).await?;
+        }
+        Ok(())
     }
-    if !removed.is_empty() {
-        network::control(engine, guard, &Request::Deny { patterns: removed }).await?;
+
+    fn warn_if_guard_down(&self, reason: &Reason) {
+        if *reason == Reason::GuardDown {
+            eprintln!(
+                "{} the firewall guard of {} is not running, so its agent container has had no network (fail closed); restarting both",
+                console::style("warning:").yellow().bold(),
+                self.project.spec.container_name
+            );
+        }
     }
-    Ok(())
+
+    /// Start the agent container, or make it (fresh hook state, volumes) joined to `network`.
+    async fn agent(
+        &self,
+        step: &AgentStep,
+        image: &str,
+        network: &NetworkAttach,
+        state: &mut WorkspaceState,
+    ) -> Result<String> {
+        let (engine, spec) = (self.engine, &self.project.spec);
+        if let AgentStep::Start { id, .. } = step {
+            engine.start(id).await?;
+            return Ok(id.clone());
+        }
+        state.created_hooks_done_for = None;
+        state.post_start_done_for = None;
+        state.save(&spec.devcontainer_id)?;
+        self.create_volumes().await?;
+        let id = engine.create_agent(spec, image, network, self.mode).await?;
+        engine.start(&id).await?;
+        Ok(id)
+    }
+
+    /// Bring the guard up with this session's config; its id, or None without one.
+    async fn guard(
+        &self,
+        step: &GuardStep,
+        writer: &Writer,
+        state: &mut WorkspaceState,
+    ) -> Result<Option<String>> {
+        let engine = self.engine;
+        let id = match step {
+            GuardStep::Start { id, running } => {
+                if *running {
+                    // Restarted so it reads the new session's config.
+                    engine.stop(id).await?;
+                }
+                id.clone()
+            }
+            GuardStep::Recreate { .. } | GuardStep::Create => {
+                network::create_guard(engine, self.project).await?
+            }
+            GuardStep::Remove { .. } | GuardStep::Nothing => return Ok(None),
+        };
+        let config = network::guard_config(self.project, writer.session(), self.allow.to_vec());
+        network::start_guard(engine, &id, &config).await?;
+        state.allowlist = Some(self.allow.to_vec());
+        Ok(Some(id))
+    }
+
+    /// Bring a running guard from the allowlist it was given to the one configured now.
+    /// Patterns the user added live with `yolo allow` were never in the old list, so they stay.
+    async fn sync_allowlist(&self, guard: &str, state: &mut WorkspaceState) -> Result<()> {
+        let now = self.allow;
+        if state.allowlist.as_deref() == Some(now) {
+            return Ok(());
+        }
+        let before = state.allowlist.as_deref().unwrap_or_default();
+        let added: Vec<String> = now
+            .iter()
+            .filter(|p| !before.contains(p))
+            .cloned()
+            .collect();
+        let removed: Vec<String> = before
+            .iter()
+            .filter(|p| !now.contains(p))
+            .cloned()
+            .collect();
+        if !added.is_empty() {
+            network::control(self.engine, guard, &Request::Allow { patterns: added }).await?;
+        }
+        if !removed.is_empty() {
+            network::control(self.engine, guard, &Request::Deny { patterns: removed }).await?;
+        }
+        state.allowlist = Some(now.to_vec());
+        Ok(())
+    }
+
+    /// Named volumes are created up front so they carry yolo's labels (and `YOLO_LABELS`).
+    async fn create_volumes(&self) -> Result<()> {
+        let spec = &self.project.spec;
+        for mount in spec.mounts.iter().filter(|m| m.kind == MountKind::Volume) {
+            self.engine
+                .create_volume(&mount.source, &spec.devcontainer_id)
+                .await?;
+        }
+        Ok(())
+    }
 }
 
 /// The agents whose domains the allowlist includes: those named, else the repository's default.
@@ -331,21 +618,6 @@ fn with_default_agent(project: &Project, agents: &[Agent]) -> Vec<Agent> {
         .collect()
 }
 
-pub fn mode_name(mode: NetworkMode) -> &'static str {
-    match mode {
-        NetworkMode::Firewall => "firewall",
-        NetworkMode::Open => "open",
-        NetworkMode::None => "none",
-    }
-}
-
-fn label<'a>(c: &'a ContainerSummary, key: &str) -> Option<&'a str> {
-    c.labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
-}
-
 fn image_label(source: &ImageSource) -> String {
     match source {
         ImageSource::Image(name) => name.clone(),
@@ -353,238 +625,283 @@ fn image_label(source: &ImageSource) -> String {
     }
 }
 
-async fn run_initialize(project: &Project, writer: &Writer) -> Result<()> {
-    match &project.spec.initialize_command {
-        Some(command) => {
-            super::hooks::run_on_host(command, &project.spec.workspace, Some(writer)).await
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Role;
+
+    const HASH: &str = "hash-now";
+
+    fn container(role: Role, id: &str, running: bool) -> Container {
+        Container {
+            id: id.into(),
+            name: format!("yolo-repo-{id}"),
+            role,
+            running,
+            state: if running { "running" } else { "exited" }.into(),
+            status: String::new(),
+            image: "img:1".into(),
+            devcontainer_id: Some("0abc".into()),
+            workspace: Some("/repo".into()),
+            config_hash: (role == Role::Agent).then(|| HASH.into()),
+            network: (role == Role::Agent).then_some(NetworkMode::Firewall),
+            volumes: vec![],
         }
-        None => Ok(()),
     }
-}
 
-/// Named volumes are created up front so they carry yolo's labels (and `YOLO_LABELS`).
-async fn create_volumes(engine: &Engine, project: &Project) -> Result<()> {
-    let mut labels = BTreeMap::from([
-        (
-            crate::engine::labels::MANAGED.to_string(),
-            "true".to_string(),
-        ),
-        (
-            crate::engine::labels::ID.to_string(),
-            project.spec.devcontainer_id.clone(),
-        ),
-    ]);
-    labels.extend(crate::engine::labels::extra());
-    for mount in project
-        .spec
-        .mounts
-        .iter()
-        .filter(|m| m.kind == MountKind::Volume)
-    {
-        engine.create_volume(&mount.source, &labels).await?;
+    fn agent(running: bool) -> Option<Container> {
+        Some(container(Role::Agent, "a1", running))
     }
-    Ok(())
-}
 
-/// Hooks and setup that depend on where this container is in its life.
-async fn lifecycle(
-    engine: &Engine,
-    project: &Project,
-    state: &mut WorkspaceState,
-    container_id: &str,
-    writer: &Writer,
-) -> Result<()> {
-    let spec = &project.spec;
-    let info = engine.inspect(container_id).await?;
-    if !info.state.as_ref().and_then(|s| s.running).unwrap_or(false) {
-        return Err(stopped(engine, project, container_id).await);
+    fn guard(running: bool) -> Option<Container> {
+        Some(container(Role::Guard, "g1", running))
     }
-    let container_env = env_map(
-        info.config
-            .as_ref()
-            .and_then(|c| c.env.clone())
-            .unwrap_or_default(),
-    );
-    let user = match project.remote_user() {
-        Some(u) => Some(u),
-        None => info
-            .config
-            .as_ref()
-            .and_then(|c| c.user.clone())
-            .filter(|u| !u.is_empty()),
-    };
-    let env = remote_env(&spec.remote_env, &container_env);
-    state.exec = Some(ExecSettings {
-        container: container_id.to_string(),
-        user: user.clone(),
-        cwd: spec.workspace_folder.clone(),
-        remote_env: spec.remote_env.clone(),
-    });
-    let started_at = info
-        .state
-        .as_ref()
-        .and_then(|s| s.started_at.clone())
-        .unwrap_or_default();
-    let root = Runner {
-        engine,
-        container: container_id.to_string(),
-        user: Some("root".into()),
-        cwd: "/".into(),
-        env: vec![],
-        writer: Some(writer),
-    };
-    let runner = Runner {
-        engine,
-        container: container_id.to_string(),
-        user,
-        cwd: spec.workspace_folder.clone(),
-        env,
-        writer: Some(writer),
-    };
 
-    if state.created_hooks_done_for.as_deref() != Some(container_id) {
-        if let Err(e) = setup(&root, project, runner.user.as_deref()).await {
-            // The usual reason: the container's command exited at once.
-            let running = engine
-                .inspect(container_id)
-                .await?
-                .state
-                .and_then(|s| s.running);
-            return Err(if running == Some(false) {
-                stopped(engine, project, container_id).await
-            } else {
-                e
-            });
+    /// A case: what was found, and the options (firewall, session open, current hash).
+    struct Case {
+        found: Found,
+        options: PlanOptions,
+    }
+
+    fn found(agent: Option<Container>, guard: Option<Container>) -> Case {
+        Case {
+            found: Found { agent, guard },
+            options: PlanOptions {
+                mode: NetworkMode::Firewall,
+                rebuild: false,
+                config_hash: HASH.into(),
+                session_open: true,
+            },
         }
-        for (name, hook) in [
-            ("onCreateCommand", &spec.hooks.on_create),
-            ("updateContentCommand", &spec.hooks.update_content),
-            ("postCreateCommand", &spec.hooks.post_create),
-        ] {
-            if let Some(hook) = hook {
-                runner.hook(name, hook).await?;
-            }
+    }
+
+    impl Case {
+        fn mode(mut self, mode: NetworkMode) -> Self {
+            self.options.mode = mode;
+            self
         }
-        state.created_hooks_done_for = Some(container_id.to_string());
-        state.save(&spec.devcontainer_id)?;
-    }
-    if state.post_start_done_for.as_deref() != Some(started_at.as_str()) {
-        if let Some(hook) = &spec.hooks.post_start {
-            runner.hook("postStartCommand", hook).await?;
+        fn rebuild(mut self) -> Self {
+            self.options.rebuild = true;
+            self
         }
-        state.post_start_done_for = Some(started_at);
-        state.save(&spec.devcontainer_id)?;
+        fn no_session(mut self) -> Self {
+            self.options.session_open = false;
+            self
+        }
+        fn config_changed(mut self) -> Self {
+            self.options.config_hash = "hash-edited".into();
+            self
+        }
+        fn agent_made_for(mut self, network: Option<NetworkMode>) -> Self {
+            self.found.agent.as_mut().unwrap().network = network;
+            self
+        }
+        fn plan(&self) -> Plan {
+            plan(&self.found, &self.options)
+        }
     }
-    if let Some(hook) = &spec.hooks.post_attach {
-        runner.hook("postAttachCommand", hook).await?;
+
+    fn start(running: bool, reason: Reason) -> AgentStep {
+        AgentStep::Start {
+            id: "a1".into(),
+            image: "img:1".into(),
+            running,
+            reason,
+        }
     }
-    Ok(())
-}
 
-/// The error for a container that stopped right after it started.
-async fn stopped(engine: &Engine, project: &Project, id: &str) -> Error {
-    let code = engine
-        .inspect(id)
-        .await
-        .ok()
-        .and_then(|i| i.state)
-        .and_then(|s| s.exit_code)
-        .unwrap_or_default();
-    let logs = engine.logs_tail(id, 10).await;
-    Error::CommandFailed(format!(
-        "the container {} stopped right after it started (exit code {code}); {}\n  its last output:\n    {}",
-        project.spec.container_name,
-        if project.spec.override_command {
-            "check the image's entrypoint"
-        } else {
-            "with \"overrideCommand\": false the image's own command must keep running (or drop that setting)"
-        },
-        logs.join("\n    ")
-    ))
-}
-
-/// One-time root setup in a new container: match the remote user's uid/gid to the host user's
-/// (so files in the workspace stay the host user's) and hand the agent state volumes to the
-/// remote user.
-async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Result<()> {
-    let user = user.unwrap_or("root");
-    let (uid, gid) = project
-        .spec
-        .update_uid
-        .map_or((String::new(), String::new()), |(u, g)| {
-            (u.to_string(), g.to_string())
-        });
-    let argv = vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        SETUP_SCRIPT.into(),
-        "yolo-setup".into(),
-        user.to_string(),
-        uid,
-        gid,
-        AGENT_STATE_ROOT.into(),
-    ];
-    let request = root.request(argv, false, false);
-    let result = root
-        .run(
-            "setup",
-            "yolo-setup",
-            &request,
-            Output::Prefixed("setup".into()),
-        )
-        .await?;
-    if result.exit_code != 0 {
-        return Err(Error::Hook {
-            name: "yolo setup (uid update)".into(),
-            code: result.exit_code,
-        });
+    fn recreate(reason: Reason) -> AgentStep {
+        AgentStep::Recreate {
+            id: "a1".into(),
+            reason,
+        }
     }
-    Ok(())
-}
 
-/// `$1` user, `$2` host uid, `$3` host gid (empty: keep), `$4` agent state root.
-const SETUP_SCRIPT: &str = r#"
-set -u
-u="$1"; uid="$2"; gid="$3"; state="$4"
-if [ "$u" != root ] && [ -n "$uid" ] && id "$u" >/dev/null 2>&1; then
-  cur_uid=$(id -u "$u"); cur_gid=$(id -g "$u")
-  if [ "$cur_uid" != "$uid" ] || [ "$cur_gid" != "$gid" ]; then
-    if ! command -v usermod >/dev/null 2>&1; then
-      echo "usermod not found: cannot match $u's uid to the host's ($uid)"
-    elif [ "$cur_uid" != "$uid" ] && getent passwd "$uid" >/dev/null; then
-      echo "uid $uid is taken in the image: keeping $u at $cur_uid"
-    else
-      grp=$(id -gn "$u")
-      if [ "$cur_gid" != "$gid" ] && ! getent group "$gid" >/dev/null; then groupmod -g "$gid" "$grp"; fi
-      usermod -u "$uid" -g "$gid" "$u" >/dev/null
-    fi
-  fi
-fi
-if [ -d "$state" ] && id "$u" >/dev/null 2>&1; then
-  chown "$(id -u "$u"):$(id -g "$u")" "$state"/* 2>/dev/null || true
-fi
-exit 0
-"#;
+    fn fresh(agent: AgentStep, guard: GuardStep) -> Plan {
+        Plan::Fresh {
+            agent,
+            guard,
+            stale: false,
+        }
+    }
 
-pub fn env_map(list: Vec<String>) -> BTreeMap<String, String> {
-    list.into_iter()
-        .filter_map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-        })
-        .collect()
-}
+    #[test]
+    fn nothing_yet_creates_the_guard_then_the_agent() {
+        let plan = found(None, None).plan();
+        assert_eq!(plan, fresh(AgentStep::Create, GuardStep::Create));
+        assert_eq!((plan.action(), plan.reason()), ("created", None));
+    }
 
-/// remoteEnv as `K=V` for exec, with `${containerEnv:..}` resolved against the container.
-pub fn remote_env(
-    remote: &BTreeMap<String, Option<String>>,
-    container: &BTreeMap<String, String>,
-) -> Vec<String> {
-    remote
-        .iter()
-        .filter_map(|(k, v)| {
-            v.as_ref()
-                .map(|v| format!("{k}={}", substitute::container_env(v, container)))
-        })
-        .collect()
+    #[test]
+    fn nothing_yet_without_network_creates_no_guard() {
+        let plan = found(None, None).mode(NetworkMode::None).plan();
+        assert_eq!(plan, fresh(AgentStep::Create, GuardStep::Nothing));
+    }
+
+    #[test]
+    fn a_running_agent_in_the_open_session_is_reused_with_its_guard() {
+        let plan = found(agent(true), guard(true)).plan();
+        let reuse = Plan::Reuse {
+            agent: "a1".into(),
+            image: "img:1".into(),
+            guard: Some("g1".into()),
+            stale: false,
+        };
+        assert_eq!(plan, reuse);
+        assert_eq!((plan.action(), plan.reason()), ("running", None));
+    }
+
+    #[test]
+    fn a_changed_config_is_reported_stale_not_recreated() {
+        let plan = found(agent(true), guard(true)).config_changed().plan();
+        assert!(matches!(plan, Plan::Reuse { stale: true, .. }), "{plan:?}");
+        let plan = found(agent(false), guard(false)).config_changed().plan();
+        assert!(
+            matches!(
+                plan,
+                Plan::Fresh {
+                    stale: true,
+                    agent: AgentStep::Start { .. },
+                    ..
+                }
+            ),
+            "{plan:?}"
+        );
+    }
+
+    #[test]
+    fn without_network_the_agent_is_reused_alone() {
+        let mut case = found(agent(true), None).mode(NetworkMode::None);
+        case = case.agent_made_for(Some(NetworkMode::None));
+        let plan = case.plan();
+        let reuse = Plan::Reuse {
+            agent: "a1".into(),
+            image: "img:1".into(),
+            guard: None,
+            stale: false,
+        };
+        assert_eq!(plan, reuse);
+    }
+
+    #[test]
+    fn a_stopped_agent_is_started_after_its_guard() {
+        let plan = found(agent(false), guard(false)).plan();
+        let step = GuardStep::Start {
+            id: "g1".into(),
+            running: false,
+        };
+        assert_eq!(plan, fresh(start(false, Reason::Stopped), step));
+        assert_eq!(plan.action(), "started");
+        assert_eq!(plan.reason().unwrap().to_string(), "it was stopped");
+    }
+
+    #[test]
+    fn a_running_agent_without_a_session_is_stopped_and_restarted_with_its_guard() {
+        let plan = found(agent(true), guard(true)).no_session().plan();
+        let step = GuardStep::Start {
+            id: "g1".into(),
+            running: true,
+        };
+        assert_eq!(plan, fresh(start(true, Reason::NoSession), step));
+    }
+
+    #[test]
+    fn a_running_agent_whose_guard_died_is_restarted_with_it() {
+        let plan = found(agent(true), guard(false)).plan();
+        let step = GuardStep::Start {
+            id: "g1".into(),
+            running: false,
+        };
+        assert_eq!(plan, fresh(start(true, Reason::GuardDown), step));
+        assert_eq!(
+            plan.reason().unwrap().to_string(),
+            "its firewall guard was not running"
+        );
+    }
+
+    #[test]
+    fn a_missing_guard_means_a_new_agent_container() {
+        // Docker joins a namespace by container id: the old agent cannot join a new guard.
+        let plan = found(agent(false), None).plan();
+        assert_eq!(
+            plan,
+            fresh(recreate(Reason::GuardMissing), GuardStep::Create)
+        );
+        assert_eq!(plan.action(), "created");
+        let plan = found(agent(true), None).plan();
+        assert_eq!(plan, fresh(recreate(Reason::GuardDown), GuardStep::Create));
+        // Recreated from the current config: not stale.
+        let plan = found(agent(false), None).config_changed().plan();
+        assert!(!plan.stale(), "{plan:?}");
+    }
+
+    #[test]
+    fn rebuild_recreates_both() {
+        let plan = found(agent(true), guard(true))
+            .rebuild()
+            .config_changed()
+            .plan();
+        let step = GuardStep::Recreate {
+            id: "g1".into(),
+            reason: Reason::Rebuild,
+        };
+        assert_eq!(plan, fresh(recreate(Reason::Rebuild), step));
+        assert_eq!(plan.reason().unwrap().to_string(), "--rebuild");
+        // A guard left without its agent goes too.
+        let plan = found(None, guard(false)).rebuild().plan();
+        let step = GuardStep::Recreate {
+            id: "g1".into(),
+            reason: Reason::Rebuild,
+        };
+        assert_eq!(plan, fresh(AgentStep::Create, step));
+    }
+
+    #[test]
+    fn rebuild_without_network_removes_the_guard() {
+        let plan = found(agent(false), guard(false))
+            .rebuild()
+            .mode(NetworkMode::None)
+            .plan();
+        let step = GuardStep::Remove { id: "g1".into() };
+        assert_eq!(plan, fresh(recreate(Reason::Rebuild), step));
+    }
+
+    #[test]
+    fn another_network_mode_recreates_both() {
+        let plan = found(agent(true), guard(true))
+            .mode(NetworkMode::Open)
+            .plan();
+        let reason = Reason::NetworkChanged {
+            from: Some(NetworkMode::Firewall),
+            to: NetworkMode::Open,
+        };
+        let step = GuardStep::Recreate {
+            id: "g1".into(),
+            reason: reason.clone(),
+        };
+        assert_eq!(plan, fresh(recreate(reason), step));
+        assert_eq!(
+            plan.reason().unwrap().to_string(),
+            "the network mode changed from firewall to open"
+        );
+        // An agent without a (known) network label was made by another yolo: recreated.
+        let plan = found(agent(true), guard(true)).agent_made_for(None).plan();
+        assert_eq!(
+            plan.reason(),
+            Some(&Reason::NetworkChanged {
+                from: None,
+                to: NetworkMode::Firewall
+            })
+        );
+    }
+
+    #[test]
+    fn without_network_a_stray_guard_is_removed_on_a_new_start() {
+        let plan = found(agent(false), guard(true))
+            .agent_made_for(Some(NetworkMode::None))
+            .mode(NetworkMode::None)
+            .plan();
+        let step = GuardStep::Remove { id: "g1".into() };
+        assert_eq!(plan, fresh(start(false, Reason::Stopped), step));
+    }
 }

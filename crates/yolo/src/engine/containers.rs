@@ -1,24 +1,25 @@
-//! Creating, finding, starting, stopping and removing yolo's containers.
+//! Creating, finding, starting, stopping and removing yolo's containers and volumes.
 
+use super::hardening::{self, hardened_host_config, Hardening};
+use super::types::{Container, ContainerDetails, Found, NetworkAttach, Owner, Role};
 use super::{is_not_found, labels, message, Engine};
 use crate::error::{Error, Result};
-use crate::run_spec::{MountKind, RunSpec};
-use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, HostConfig, Mount, MountType,
-    PortBinding,
-};
+use crate::firewall::NetworkMode;
+use crate::run_spec::RunSpec;
+use bollard::models::{ContainerCreateBody, ContainerSummary, DeviceMapping, HostConfig};
 use bollard::query_parameters::{
-    CreateContainerOptions, InspectContainerOptions, ListContainersOptions, RemoveContainerOptions,
-    StartContainerOptions, StopContainerOptions,
+    CreateContainerOptions, InspectContainerOptions, ListContainersOptions, LogsOptions,
+    RemoveContainerOptions, RemoveVolumeOptions, StartContainerOptions, StopContainerOptions,
+    WaitContainerOptions,
 };
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 /// Capabilities an ordinary dev container needs, added back after dropping all. Each one is
 /// justified in docs/security-model.md. Not in the list (Docker gives them by default): NET_RAW
 /// (raw sockets: packet crafting), MKNOD, SETFCAP, SETPCAP, SYS_CHROOT, AUDIT_WRITE,
 /// NET_BIND_SERVICE (Docker lets unprivileged users bind low ports in containers anyway).
-pub const DEFAULT_CAPS: &[&str] = &[
+const DEFAULT_CAPS: &[&str] = &[
     "CHOWN",
     "DAC_OVERRIDE",
     "FOWNER",
@@ -30,7 +31,7 @@ pub const DEFAULT_CAPS: &[&str] = &[
 
 /// The keep-alive command used when `overrideCommand` is true (the reference CLI's idea): it
 /// exits cleanly on SIGTERM so `yolo down` is quick.
-pub fn keep_alive() -> Vec<String> {
+fn keep_alive() -> Vec<String> {
     vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -38,36 +39,31 @@ pub fn keep_alive() -> Vec<String> {
     ]
 }
 
-/// How the container joins the network.
-#[derive(Debug, Clone, Default)]
-pub struct Network {
-    /// `container:<guard>` once the firewall owns the namespace; None = Docker's default bridge.
-    pub mode: Option<String>,
-    /// Whether to publish ports on this container (not when it joins another's namespace).
-    pub publish: bool,
-    /// Value of the `dev.yolo.network` label.
-    pub label: String,
-}
-
 impl Engine {
-    /// yolo's container for a workspace + config file, running or not.
-    pub async fn find_container(
-        &self,
-        workspace: &Path,
-        config_file: &Path,
-        role: &str,
-    ) -> Result<Option<ContainerSummary>> {
-        let filters = HashMap::from([(
-            "label".to_string(),
-            vec![
-                format!("{}={}", labels::LOCAL_FOLDER, workspace.display()),
-                format!("{}={}", labels::CONFIG_FILE, config_file.display()),
-                format!("{}={role}", labels::ROLE),
-            ],
-        )]);
+    /// The agent and guard containers of a workspace + config file, running or not.
+    pub(crate) async fn find(&self, owner: &Owner) -> Result<Found> {
+        let mut found = Found::default();
+        for c in self.list(labels::owned_by(owner)).await? {
+            let slot = match c.role {
+                Role::Agent => &mut found.agent,
+                Role::Guard => &mut found.guard,
+            };
+            if slot.is_none() {
+                *slot = Some(c);
+            }
+        }
+        Ok(found)
+    }
+
+    /// All containers yolo manages (agents and guards of every project).
+    pub(crate) async fn list_managed(&self) -> Result<Vec<Container>> {
+        self.list(labels::managed()).await
+    }
+
+    async fn list(&self, label_filters: Vec<String>) -> Result<Vec<Container>> {
         let options = ListContainersOptions {
             all: true,
-            filters: Some(filters),
+            filters: Some(HashMap::from([("label".to_string(), label_filters)])),
             ..Default::default()
         };
         let list = self
@@ -75,62 +71,68 @@ impl Engine {
             .list_containers(Some(options))
             .await
             .map_err(|e| Error::docker("listing containers", message(&e)))?;
-        Ok(list.into_iter().next())
+        Ok(list.into_iter().filter_map(listed).collect())
     }
 
-    /// All containers yolo manages.
-    pub async fn list_managed(&self) -> Result<Vec<ContainerSummary>> {
-        let filters = HashMap::from([(
-            "label".to_string(),
-            vec![format!("{}=true", labels::MANAGED)],
-        )]);
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        };
-        self.docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|e| Error::docker("listing containers", message(&e)))
-    }
-
-    pub async fn inspect(&self, id: &str) -> Result<ContainerInspectResponse> {
-        self.docker
+    pub(crate) async fn inspect(&self, id: &str) -> Result<ContainerDetails> {
+        let info = self
+            .docker
             .inspect_container(id, None::<InspectContainerOptions>)
             .await
-            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))
+            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        let state = info.state.unwrap_or_default();
+        let config = info.config.unwrap_or_default();
+        let host = info.host_config.unwrap_or_default();
+        Ok(ContainerDetails {
+            running: state.running.unwrap_or(false),
+            exit_code: state.exit_code.unwrap_or_default(),
+            started_at: state.started_at.unwrap_or_default(),
+            env: env_map(config.env.unwrap_or_default()),
+            user: config.user.filter(|u| !u.is_empty()),
+            cpus: host.nano_cpus.map(|n| n as f64 / 1e9),
+            memory_bytes: host.memory,
+            pids: host.pids_limit,
+        })
     }
 
-    pub async fn create_container(
+    /// Create the agent container (not started), joined to `network`, labelled for `mode`.
+    pub(crate) async fn create_agent(
         &self,
         spec: &RunSpec,
         image: &str,
-        network: &Network,
+        network: &NetworkAttach,
+        mode: NetworkMode,
     ) -> Result<String> {
-        let body = container_body(spec, image, network);
+        let body = agent_body(spec, image, network, mode);
+        self.create(&spec.container_name, body)
+            .await
+            .map_err(|e| Error::docker(format!("creating container {}", spec.container_name), e))
+    }
+
+    /// Create a container; the error is Docker's message.
+    pub(super) async fn create(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+    ) -> Result<String, String> {
         let options = CreateContainerOptions {
-            name: Some(spec.container_name.clone()),
+            name: Some(name.to_string()),
             ..Default::default()
         };
-        let created = self.docker.create_container(Some(options), body).await;
-        match created {
+        match self.docker.create_container(Some(options), body).await {
             Ok(r) => Ok(r.id),
-            Err(e) => Err(Error::docker(
-                format!("creating container {}", spec.container_name),
-                message(&e),
-            )),
+            Err(e) => Err(message(&e)),
         }
     }
 
-    pub async fn start(&self, id: &str) -> Result<()> {
+    pub(crate) async fn start(&self, id: &str) -> Result<()> {
         self.docker
             .start_container(id, None::<StartContainerOptions>)
             .await
             .map_err(|e| Error::docker(format!("starting container {id}"), message(&e)))
     }
 
-    pub async fn stop(&self, id: &str) -> Result<()> {
+    pub(crate) async fn stop(&self, id: &str) -> Result<()> {
         let options = StopContainerOptions {
             t: Some(5),
             ..Default::default()
@@ -149,7 +151,7 @@ impl Engine {
         }
     }
 
-    pub async fn remove(&self, id: &str) -> Result<()> {
+    pub(crate) async fn remove(&self, id: &str) -> Result<()> {
         let options = RemoveContainerOptions {
             force: true,
             v: false,
@@ -165,10 +167,25 @@ impl Engine {
         }
     }
 
-    pub async fn remove_volume(&self, name: &str) -> Result<()> {
+    /// Create a named volume of the project with yolo's labels; an existing volume is kept
+    /// as it is.
+    pub(crate) async fn create_volume(&self, name: &str, devcontainer_id: &str) -> Result<()> {
+        let options = bollard::models::VolumeCreateRequest {
+            name: Some(name.to_string()),
+            labels: Some(labels::volume(devcontainer_id).into_iter().collect()),
+            ..Default::default()
+        };
+        self.docker
+            .create_volume(options)
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::docker(format!("creating volume {name}"), message(&e)))
+    }
+
+    pub(crate) async fn remove_volume(&self, name: &str) -> Result<()> {
         match self
             .docker
-            .remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>)
+            .remove_volume(name, None::<RemoveVolumeOptions>)
             .await
         {
             Ok(()) => Ok(()),
@@ -179,147 +196,26 @@ impl Engine {
             )),
         }
     }
-}
 
-fn container_body(spec: &RunSpec, image: &str, network: &Network) -> ContainerCreateBody {
-    let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
-    labels.insert(labels::ROLE.into(), "agent".into());
-    labels.insert(labels::NETWORK.into(), network.label.clone());
-    labels.extend(labels::extra());
-    let env: Vec<String> = spec
-        .container_env
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let cmd = spec.override_command.then(keep_alive);
-    let exposed: Vec<String> = spec
-        .ports
-        .iter()
-        .map(|p| format!("{}/tcp", p.container))
-        .collect();
-    ContainerCreateBody {
-        image: Some(image.to_string()),
-        user: spec.container_user.clone(),
-        env: Some(env),
-        labels: Some(labels),
-        entrypoint: cmd.as_ref().map(|_| vec![]),
-        cmd,
-        working_dir: None,
-        hostname: if network.mode.is_some() {
-            None
-        } else {
-            spec.hostname.clone()
-        },
-        exposed_ports: (network.publish && !exposed.is_empty()).then_some(exposed),
-        host_config: Some(host_config(spec, network)),
-        ..Default::default()
-    }
-}
-
-fn host_config(spec: &RunSpec, network: &Network) -> HostConfig {
-    let mut mounts = vec![to_mount(&spec.workspace_mount)];
-    mounts.extend(spec.mounts.iter().map(to_mount));
-    let mut cap_add: Vec<String> = DEFAULT_CAPS.iter().map(|c| c.to_string()).collect();
-    cap_add.extend(spec.cap_add.iter().cloned());
-    let mut security_opt = vec!["no-new-privileges:true".to_string()];
-    security_opt.extend(spec.security_opt.iter().cloned());
-    let port_bindings = network.publish.then(|| {
-        spec.ports
-            .iter()
-            .map(|p| {
-                let binding = PortBinding {
-                    host_ip: Some("127.0.0.1".into()),
-                    host_port: Some(p.host.to_string()),
-                };
-                (format!("{}/tcp", p.container), Some(vec![binding]))
-            })
-            .collect()
-    });
-    HostConfig {
-        mounts: Some(mounts),
-        cap_drop: Some(vec!["ALL".into()]),
-        cap_add: Some(cap_add),
-        security_opt: Some(security_opt),
-        privileged: Some(spec.privileged),
-        init: Some(spec.init),
-        pids_limit: Some(spec.limits.pids),
-        memory: Some(spec.limits.memory_bytes),
-        // Equal to memory: no swap on top of the limit.
-        memory_swap: Some(spec.limits.memory_bytes),
-        nano_cpus: Some((spec.limits.cpus * 1e9) as i64),
-        port_bindings,
-        network_mode: network
-            .mode
-            .clone()
-            .or_else(|| spec.host_modes.get("network").cloned()),
-        pid_mode: spec.host_modes.get("pid").cloned(),
-        ipc_mode: spec.host_modes.get("ipc").cloned(),
-        uts_mode: spec.host_modes.get("uts").cloned(),
-        userns_mode: spec.host_modes.get("userns").cloned(),
-        extra_hosts: (!spec.extra_hosts.is_empty() && network.mode.is_none())
-            .then(|| spec.extra_hosts.clone()),
-        shm_size: spec.shm_size,
-        devices: (!spec.devices.is_empty())
-            .then(|| spec.devices.iter().map(|d| device(d)).collect()),
-        ..Default::default()
-    }
-}
-
-fn device(text: &str) -> bollard::models::DeviceMapping {
-    let mut parts = text.split(':');
-    let host = parts.next().unwrap_or_default().to_string();
-    let container = parts
-        .next()
-        .map(str::to_string)
-        .unwrap_or_else(|| host.clone());
-    let perms = parts.next().unwrap_or("rwm").to_string();
-    bollard::models::DeviceMapping {
-        path_on_host: Some(host),
-        path_in_container: Some(container),
-        cgroup_permissions: Some(perms),
-    }
-}
-
-fn to_mount(m: &crate::run_spec::Mount) -> Mount {
-    let typ = match m.kind {
-        MountKind::Bind => MountType::BIND,
-        MountKind::Volume => MountType::VOLUME,
-        MountKind::Tmpfs => MountType::TMPFS,
-    };
-    Mount {
-        target: Some(m.target.clone()),
-        source: (m.kind != MountKind::Tmpfs).then(|| m.source.clone()),
-        typ: Some(typ),
-        read_only: Some(m.read_only),
-        ..Default::default()
-    }
-}
-
-impl Engine {
-    /// Create a named volume with labels; an existing volume is kept as it is.
-    pub async fn create_volume(
-        &self,
-        name: &str,
-        labels: &std::collections::BTreeMap<String, String>,
-    ) -> Result<()> {
-        let options = bollard::models::VolumeCreateRequest {
-            name: Some(name.to_string()),
-            labels: Some(labels.clone().into_iter().collect()),
-            ..Default::default()
-        };
-        self.docker
-            .create_volume(options)
-            .await
-            .map(|_| ())
-            .map_err(|e| Error::docker(format!("creating volume {name}"), message(&e)))
-    }
-}
-
-impl Engine {
-    /// The last `lines` lines a container printed (empty when they cannot be read).
-    pub async fn logs_tail(&self, id: &str, lines: usize) -> Vec<String> {
+    /// Whether the container is stopped or stops within `timeout`. Docker may record that a
+    /// container stopped a moment after a command exec'd in it was killed with it.
+    pub(crate) async fn stops_within(&self, id: &str, timeout: Duration) -> bool {
         use futures_util::StreamExt;
-        let options = bollard::query_parameters::LogsOptions {
+        let mut wait = self
+            .docker
+            .wait_container(id, Some(WaitContainerOptions::default()));
+        match tokio::time::timeout(timeout, wait.next()).await {
+            Ok(Some(Ok(_))) => true,
+            // It stopped with a non-zero exit code.
+            Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { .. }))) => true,
+            _ => false,
+        }
+    }
+
+    /// The last `lines` lines a container printed (empty when they cannot be read).
+    pub(crate) async fn logs_tail(&self, id: &str, lines: usize) -> Vec<String> {
+        use futures_util::StreamExt;
+        let options = LogsOptions {
             stdout: true,
             stderr: true,
             tail: lines.to_string(),
@@ -334,12 +230,275 @@ impl Engine {
     }
 }
 
-/// A listed container's id.
-pub fn id_of(c: &ContainerSummary) -> String {
-    c.id.clone().unwrap_or_default()
+/// A listed container in yolo's words; None for one without a role yolo knows (VS Code's own
+/// container for the same folder, say).
+fn listed(c: ContainerSummary) -> Option<Container> {
+    let labels = c.labels.unwrap_or_default();
+    let role = labels.get(labels::ROLE).and_then(|r| Role::from_label(r))?;
+    let state = c.state.map(|s| s.to_string()).unwrap_or_default();
+    let name = c.names.unwrap_or_default().into_iter().next();
+    let volumes = c
+        .mounts
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.typ.as_deref() == Some("volume"))
+        .filter_map(|m| m.name)
+        .collect();
+    Some(Container {
+        id: c.id.unwrap_or_default(),
+        name: name.unwrap_or_default().trim_start_matches('/').to_string(),
+        role,
+        running: state == "running",
+        state,
+        status: c.status.unwrap_or_default(),
+        image: c.image.unwrap_or_default(),
+        devcontainer_id: labels.get(labels::ID).cloned(),
+        workspace: labels.get(labels::LOCAL_FOLDER).cloned(),
+        config_hash: labels.get(labels::CONFIG_HASH).cloned(),
+        network: labels
+            .get(labels::NETWORK)
+            .and_then(|n| labels::network_mode(n)),
+        volumes,
+    })
 }
 
-/// Whether a listed container is running.
-pub fn is_running(c: &ContainerSummary) -> bool {
-    c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running")
+/// `K=V` lines to a map (a line without `=` is dropped).
+fn env_map(list: Vec<String>) -> BTreeMap<String, String> {
+    list.into_iter()
+        .filter_map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+fn agent_body(
+    spec: &RunSpec,
+    image: &str,
+    network: &NetworkAttach,
+    mode: NetworkMode,
+) -> ContainerCreateBody {
+    let env: Vec<String> = spec
+        .container_env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let cmd = spec.override_command.then(keep_alive);
+    // A container in another's network namespace takes that one's name, hosts and ports.
+    let own_namespace = network.owns_namespace();
+    let exposed = hardening::exposed(&spec.ports);
+    ContainerCreateBody {
+        image: Some(image.to_string()),
+        user: spec.container_user.clone(),
+        env: Some(env),
+        labels: Some(labels::agent(spec, mode).into_iter().collect()),
+        entrypoint: cmd.as_ref().map(|_| vec![]),
+        cmd,
+        working_dir: None,
+        hostname: spec.hostname.clone().filter(|_| own_namespace),
+        exposed_ports: (own_namespace && !exposed.is_empty()).then_some(exposed),
+        host_config: Some(agent_host_config(spec, network)),
+        ..Default::default()
+    }
+}
+
+fn agent_host_config(spec: &RunSpec, network: &NetworkAttach) -> HostConfig {
+    let mut cap_add: Vec<String> = DEFAULT_CAPS.iter().map(|c| c.to_string()).collect();
+    cap_add.extend(spec.cap_add.iter().cloned());
+    let hardening = Hardening {
+        cap_add,
+        security_opt: spec.security_opt.clone(),
+        limits: spec.limits,
+        init: spec.init,
+        network: network.clone(),
+        ports: spec.ports.clone(),
+    };
+    let mut mounts = vec![hardening::mount(&spec.workspace_mount)];
+    mounts.extend(spec.mounts.iter().map(hardening::mount));
+    HostConfig {
+        mounts: Some(mounts),
+        privileged: Some(spec.privileged),
+        pid_mode: spec.host_modes.get("pid").cloned(),
+        ipc_mode: spec.host_modes.get("ipc").cloned(),
+        uts_mode: spec.host_modes.get("uts").cloned(),
+        userns_mode: spec.host_modes.get("userns").cloned(),
+        extra_hosts: (!spec.extra_hosts.is_empty() && network.owns_namespace())
+            .then(|| spec.extra_hosts.clone()),
+        shm_size: spec.shm_size,
+        devices: (!spec.devices.is_empty())
+            .then(|| spec.devices.iter().map(|d| device(d)).collect()),
+        ..hardened_host_config(&hardening)
+    }
+}
+
+/// `--device HOST[:CONTAINER[:PERMISSIONS]]`.
+fn device(text: &str) -> DeviceMapping {
+    let mut parts = text.split(':');
+    let host = parts.next().unwrap_or_default().to_string();
+    let container = parts
+        .next()
+        .map(str::to_string)
+        .unwrap_or_else(|| host.clone());
+    let perms = parts.next().unwrap_or("rwm").to_string();
+    DeviceMapping {
+        path_on_host: Some(host),
+        path_in_container: Some(container),
+        cgroup_permissions: Some(perms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_spec::{Hooks, ImageSource, Limits, Mount, MountKind, PortPublish};
+
+    fn spec() -> RunSpec {
+        let bind = |source: &str, target: &str| Mount {
+            kind: MountKind::Bind,
+            source: source.into(),
+            target: target.into(),
+            read_only: false,
+        };
+        RunSpec {
+            workspace: "/home/me/repo".into(),
+            config_file: "/home/me/repo/.devcontainer/devcontainer.json".into(),
+            devcontainer_id: "0abc".into(),
+            container_name: "yolo-repo-0abc".into(),
+            image: ImageSource::Image("debian:bookworm-slim".into()),
+            container_env: BTreeMap::from([("A".into(), "1".into())]),
+            remote_env: BTreeMap::new(),
+            container_user: Some("dev".into()),
+            remote_user: None,
+            update_uid: None,
+            override_command: true,
+            workspace_mount: bind("/home/me/repo", "/workspace"),
+            workspace_folder: "/workspace".into(),
+            mounts: vec![Mount {
+                kind: MountKind::Volume,
+                source: "cache".into(),
+                target: "/cache".into(),
+                read_only: true,
+            }],
+            cap_add: vec!["SYS_PTRACE".into()],
+            privileged: false,
+            security_opt: vec![],
+            limits: Limits::default(),
+            ports: vec![PortPublish {
+                host: 18080,
+                container: 8080,
+            }],
+            labels: BTreeMap::from([(labels::MANAGED.into(), "true".into())]),
+            hostname: Some("box".into()),
+            extra_hosts: vec!["db:192.0.2.1".into()],
+            host_modes: BTreeMap::from([("pid".into(), "host".into())]),
+            devices: vec!["/dev/fuse".into()],
+            hooks: Hooks::default(),
+            initialize_command: None,
+            config_hash: "h".into(),
+            grants_used: vec![],
+            shutdown_action: "stopContainer".into(),
+            firewall_allow: vec![],
+            firewall_presets: vec![],
+            default_agent: None,
+            init: true,
+            shm_size: None,
+        }
+    }
+
+    #[test]
+    fn the_agent_joins_its_guard_hardened_with_only_its_grants_added() {
+        let guard = NetworkAttach::Container("g1".into());
+        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall);
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("container:g1"));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        let caps = host.cap_add.unwrap();
+        assert_eq!(caps.len(), DEFAULT_CAPS.len() + 1);
+        assert!(caps.contains(&"SYS_PTRACE".to_string()));
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges:true".to_string()])
+        );
+        assert_eq!(host.memory_swap, host.memory);
+        assert_eq!(host.privileged, Some(false));
+        assert_eq!(host.pid_mode.as_deref(), Some("host"));
+        assert_eq!(host.devices.map(|d| d.len()), Some(1));
+        let mounts = host.mounts.unwrap();
+        assert_eq!(mounts[0].target.as_deref(), Some("/workspace"));
+        assert_eq!(mounts[1].read_only, Some(true));
+        // Name, hosts and ports belong to the guard, whose namespace the agent shares.
+        assert_eq!(body.hostname, None);
+        assert_eq!(host.extra_hosts, None);
+        assert_eq!(host.port_bindings, None);
+        assert_eq!(body.exposed_ports, None);
+        let labels = body.labels.unwrap();
+        assert_eq!(labels[labels::ROLE], "agent");
+        assert_eq!(labels[labels::NETWORK], "firewall");
+        assert_eq!(labels[labels::MANAGED], "true");
+        assert_eq!(body.cmd, Some(keep_alive()));
+        assert_eq!(body.entrypoint, Some(vec![]));
+        assert_eq!(body.user.as_deref(), Some("dev"));
+        assert_eq!(body.env, Some(vec!["A=1".to_string()]));
+    }
+
+    #[test]
+    fn without_network_the_agent_has_none() {
+        let body = agent_body(&spec(), "img", &NetworkAttach::None, NetworkMode::None);
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.port_bindings, None);
+        assert_eq!(body.labels.unwrap()[labels::NETWORK], "none");
+    }
+
+    #[test]
+    fn a_device_reads_host_container_and_permissions() {
+        let d = device("/dev/sda:/dev/xvda:r");
+        assert_eq!(d.path_on_host.as_deref(), Some("/dev/sda"));
+        assert_eq!(d.path_in_container.as_deref(), Some("/dev/xvda"));
+        assert_eq!(d.cgroup_permissions.as_deref(), Some("r"));
+        let d = device("/dev/fuse");
+        assert_eq!(d.path_in_container.as_deref(), Some("/dev/fuse"));
+        assert_eq!(d.cgroup_permissions.as_deref(), Some("rwm"));
+    }
+
+    #[test]
+    fn a_listed_container_reads_its_labels_and_volumes() {
+        let summary = ContainerSummary {
+            id: Some("c1".into()),
+            names: Some(vec!["/yolo-repo-0abc".into()]),
+            image: Some("img".into()),
+            state: Some(bollard::models::ContainerSummaryStateEnum::RUNNING),
+            status: Some("Up 3 minutes".into()),
+            labels: Some(HashMap::from([
+                (labels::ROLE.into(), "agent".into()),
+                (labels::NETWORK.into(), "open".into()),
+                (labels::CONFIG_HASH.into(), "h".into()),
+                (labels::ID.into(), "0abc".into()),
+            ])),
+            mounts: Some(vec![
+                bollard::models::MountPoint {
+                    typ: Some("volume".into()),
+                    name: Some("cache".into()),
+                    ..Default::default()
+                },
+                bollard::models::MountPoint {
+                    typ: Some("bind".into()),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let c = listed(summary.clone()).unwrap();
+        assert_eq!(c.name, "yolo-repo-0abc");
+        assert_eq!((c.role, c.running), (Role::Agent, true));
+        assert_eq!(c.state, "running");
+        assert_eq!(c.network, Some(NetworkMode::Open));
+        assert_eq!(c.config_hash.as_deref(), Some("h"));
+        assert_eq!(c.devcontainer_id.as_deref(), Some("0abc"));
+        assert_eq!(c.volumes, ["cache"]);
+        // Without yolo's role (VS Code's own container for the folder): not yolo's.
+        let mut other = summary;
+        other.labels.as_mut().unwrap().remove(labels::ROLE);
+        assert_eq!(listed(other), None);
+    }
 }

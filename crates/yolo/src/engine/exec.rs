@@ -10,37 +10,35 @@ use std::io::Write;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(Debug, Clone, Default)]
-pub struct ExecRequest {
-    pub argv: Vec<String>,
-    pub user: Option<String>,
-    pub cwd: Option<String>,
-    pub env: Vec<String>,
+pub(crate) struct ExecRequest {
+    pub(crate) argv: Vec<String>,
+    pub(crate) user: Option<String>,
+    pub(crate) cwd: Option<String>,
+    pub(crate) env: Vec<String>,
     /// Allocate a TTY (stdin is a terminal).
-    pub tty: bool,
+    pub(crate) tty: bool,
     /// Forward our stdin.
-    pub stdin: bool,
+    pub(crate) stdin: bool,
 }
 
 /// Where a command's output goes.
 #[derive(Debug, Clone)]
-pub enum Output {
+pub(crate) enum Output {
     /// Our stdout/stderr.
     Inherit,
     /// Our stderr, each line prefixed with `[name] ` (lifecycle hooks).
     Prefixed(String),
     /// Kept in memory and returned (stdout and stderr together).
     Capture,
-    /// Discarded.
-    Null,
 }
 
-pub struct ExecResult {
-    pub exit_code: i64,
-    pub captured: Vec<u8>,
+pub(crate) struct ExecResult {
+    pub(crate) exit_code: i64,
+    pub(crate) captured: Vec<u8>,
 }
 
 impl Engine {
-    pub async fn exec(
+    pub(crate) async fn exec(
         &self,
         container: &str,
         req: &ExecRequest,
@@ -221,7 +219,6 @@ impl Sink {
                 self.emit_lines(false);
             }
             Output::Capture => self.captured.extend_from_slice(bytes),
-            Output::Null => {}
         }
     }
 

@@ -2,50 +2,56 @@
 //! from), the per-project network, creation with only NET_ADMIN + NET_BIND_SERVICE, copying the
 //! guard config in, and waiting until the guard says its ruleset is verified.
 
+use super::exec::{ExecRequest, Output};
+use super::guard_image::{self, GuardSource, Platform, GUARD_BINARY};
+use super::hardening::{self, hardened_host_config, Hardening};
+use super::types::{NetworkAttach, Owner};
 use super::{is_not_found, labels, message, Engine};
 use crate::error::{Error, Result};
-use crate::run_spec::PortPublish;
-use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountType, NetworkCreateRequest, PortBinding,
-};
+use crate::run_spec::{Limits, Mount, MountKind, PortPublish};
+use bollard::models::{ContainerCreateBody, HostConfig, NetworkCreateRequest};
 use bollard::query_parameters::{
-    BuildImageOptions, CreateContainerOptions, LogsOptions, UploadToContainerOptions,
+    BuildImageOptions, InspectNetworkOptions, LogsOptions, UploadToContainerOptions,
 };
 use futures_util::StreamExt;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::guard_image::{self, GuardSource, Platform, GUARD_BINARY};
-const BASE_LABEL: &str = "dev.yolo.guard-base";
-pub const DEFAULT_BASE: &str = "debian:bookworm-slim";
-/// What `yolo guard` prints on stdout once the ruleset is verified and DNS is listening.
-pub const READY_LINE: &str = crate::firewall::GUARD_READY_LINE;
+pub(crate) const DEFAULT_BASE: &str = "debian:bookworm-slim";
+/// What `yolo-guard` prints on stdout once the ruleset is verified and DNS is listening.
+const READY_LINE: &str = crate::firewall::GUARD_READY_LINE;
 /// Where the guard writes network events (bind mount of a host folder).
-pub const GUARD_LOG_DIR: &str = "/var/log/yolo";
-pub const GUARD_CONFIG_PATH: &str = "/etc/yolo/guard.json";
+pub(crate) const GUARD_LOG_DIR: &str = "/var/log/yolo";
+const GUARD_CONFIG_PATH: &str = "/etc/yolo/guard.json";
+/// The guard's capabilities: its ruleset (NET_ADMIN) and DNS on port 53 (NET_BIND_SERVICE).
+const GUARD_CAPS: &[&str] = &["NET_ADMIN", "NET_BIND_SERVICE"];
+/// The guard's own limits, whatever the project's: 1 CPU, 256 MiB, 256 processes.
+const GUARD_LIMITS: Limits = Limits {
+    cpus: 1.0,
+    memory_bytes: 256 * 1024 * 1024,
+    pids: 256,
+};
 
-pub struct GuardSpec {
-    pub name: String,
-    pub image: String,
-    pub network: String,
-    pub labels: BTreeMap<String, String>,
-    pub ports: Vec<PortPublish>,
+/// The guard container of a project.
+pub(crate) struct GuardSpec {
+    pub(crate) name: String,
+    pub(crate) image: String,
+    /// The project's bridge network, which the guard joins (and the agent through it).
+    pub(crate) network: String,
+    pub(crate) owner: Owner,
+    pub(crate) ports: Vec<PortPublish>,
     /// The agent shares the guard's /etc/hostname and /etc/hosts, so these go on the guard.
-    pub hostname: Option<String>,
-    pub extra_hosts: Vec<String>,
+    pub(crate) hostname: Option<String>,
+    pub(crate) extra_hosts: Vec<String>,
     /// Host folder mounted at GUARD_LOG_DIR.
-    pub log_dir: PathBuf,
+    pub(crate) log_dir: PathBuf,
 }
 
 impl Engine {
     /// The OS and architecture of the engine's daemon (where the guard will run).
-    pub(crate) async fn platform(&self) -> Result<Platform> {
-        let version = self
-            .docker
-            .version()
-            .await
-            .map_err(|e| Error::docker("asking the engine for its version", message(&e)))?;
+    async fn platform(&self) -> Result<Platform> {
+        let version = self.version().await?;
         Ok(Platform {
             os: version.os.unwrap_or_else(|| "linux".into()),
             arch: version.arch.unwrap_or_default(),
@@ -54,7 +60,11 @@ impl Engine {
 
     /// The guard image: the user's, or built once per yolo version and guard digest (again
     /// when the base image setting changed).
-    pub async fn ensure_guard_image(&self, base: &str, configured: Option<&str>) -> Result<String> {
+    pub(crate) async fn ensure_guard_image(
+        &self,
+        base: &str,
+        configured: Option<&str>,
+    ) -> Result<String> {
         let platform = self.platform().await?;
         let source =
             guard_image::select(configured, &guard_image::Carried::this_build(), &platform)?;
@@ -66,7 +76,7 @@ impl Engine {
             let current = img
                 .config
                 .and_then(|c| c.labels)
-                .and_then(|l| l.get(BASE_LABEL).cloned());
+                .and_then(|l| l.get(labels::GUARD_BASE).cloned());
             if current.as_deref() == Some(base) {
                 return Ok(tag);
             }
@@ -74,15 +84,10 @@ impl Engine {
         let Some(tar) = guard_image::context(&source)? else {
             return Ok(tag);
         };
-        let mut labels: HashMap<String, String> = HashMap::from([
-            (BASE_LABEL.to_string(), base.to_string()),
-            (labels::MANAGED.into(), "true".into()),
-        ]);
-        labels.extend(labels::extra());
         let options = BuildImageOptions {
             t: Some(tag.clone()),
             buildargs: Some(HashMap::from([("BASE".to_string(), base.to_string())])),
-            labels: Some(labels),
+            labels: Some(labels::guard_image(base).into_iter().collect()),
             rm: true,
             forcerm: true,
             ..Default::default()
@@ -121,17 +126,10 @@ impl Engine {
     }
 
     /// The project's own bridge network (isolated from other projects' by Docker).
-    pub async fn ensure_network(
-        &self,
-        name: &str,
-        labels: &BTreeMap<String, String>,
-    ) -> Result<()> {
+    pub(crate) async fn ensure_network(&self, name: &str, owner: &Owner) -> Result<()> {
         match self
             .docker
-            .inspect_network(
-                name,
-                None::<bollard::query_parameters::InspectNetworkOptions>,
-            )
+            .inspect_network(name, None::<InspectNetworkOptions>)
             .await
         {
             Ok(_) => return Ok(()),
@@ -146,7 +144,7 @@ impl Engine {
         let request = NetworkCreateRequest {
             name: name.to_string(),
             driver: Some("bridge".into()),
-            labels: Some(labels.clone().into_iter().collect()),
+            labels: Some(labels::project(owner).into_iter().collect()),
             ..Default::default()
         };
         match self.docker.create_network(request).await {
@@ -162,7 +160,7 @@ impl Engine {
         }
     }
 
-    pub async fn remove_network(&self, name: &str) -> Result<()> {
+    pub(crate) async fn remove_network(&self, name: &str) -> Result<()> {
         match self.docker.remove_network(name).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
@@ -174,80 +172,14 @@ impl Engine {
     }
 
     /// Create the guard (not started); its program is baked into the image.
-    pub async fn create_guard(&self, spec: &GuardSpec) -> Result<String> {
-        let mut labels: HashMap<String, String> = spec.labels.clone().into_iter().collect();
-        labels.insert(labels::ROLE.into(), "guard".into());
-        labels.extend(labels::extra());
-        let ports: Vec<String> = spec
-            .ports
-            .iter()
-            .map(|p| format!("{}/tcp", p.container))
-            .collect();
-        let bindings = spec
-            .ports
-            .iter()
-            .map(|p| {
-                let b = PortBinding {
-                    host_ip: Some("127.0.0.1".into()),
-                    host_port: Some(p.host.to_string()),
-                };
-                (format!("{}/tcp", p.container), Some(vec![b]))
-            })
-            .collect();
-        let body = ContainerCreateBody {
-            image: Some(spec.image.clone()),
-            hostname: spec.hostname.clone(),
-            cmd: Some(vec![
-                GUARD_BINARY.into(),
-                "run".into(),
-                "--config".into(),
-                GUARD_CONFIG_PATH.into(),
-            ]),
-            entrypoint: Some(vec![]),
-            labels: Some(labels),
-            exposed_ports: (!ports.is_empty()).then_some(ports),
-            host_config: Some(HostConfig {
-                network_mode: Some(spec.network.clone()),
-                cap_drop: Some(vec!["ALL".into()]),
-                cap_add: Some(vec!["NET_ADMIN".into(), "NET_BIND_SERVICE".into()]),
-                security_opt: Some(vec!["no-new-privileges:true".into()]),
-                port_bindings: Some(bindings),
-                extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
-                init: Some(true),
-                pids_limit: Some(256),
-                memory: Some(256 * 1024 * 1024),
-                memory_swap: Some(256 * 1024 * 1024),
-                nano_cpus: Some(1_000_000_000),
-                mounts: Some(vec![Mount {
-                    target: Some(GUARD_LOG_DIR.into()),
-                    source: Some(spec.log_dir.display().to_string()),
-                    typ: Some(MountType::BIND),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let options = CreateContainerOptions {
-            name: Some(spec.name.clone()),
-            ..Default::default()
-        };
-        let id = self
-            .docker
-            .create_container(Some(options), body)
+    pub(crate) async fn create_guard(&self, spec: &GuardSpec) -> Result<String> {
+        self.create(&spec.name, guard_body(spec))
             .await
-            .map_err(|e| {
-                Error::docker(
-                    format!("creating the guard container {}", spec.name),
-                    message(&e),
-                )
-            })?
-            .id;
-        Ok(id)
+            .map_err(|e| Error::docker(format!("creating the guard container {}", spec.name), e))
     }
 
     /// Write the guard's config; the guard reads it when it starts.
-    pub async fn update_guard_config(&self, id: &str, config_json: &str) -> Result<()> {
+    pub(crate) async fn update_guard_config(&self, id: &str, config_json: &str) -> Result<()> {
         let mut tar = tar::Builder::new(Vec::new());
         let bytes = config_json.as_bytes();
         append(
@@ -272,7 +204,12 @@ impl Engine {
     }
 
     /// Wait for the guard's ready line; fail (closed) if it exits or takes too long.
-    pub async fn wait_guard_ready(&self, id: &str, session: &str, timeout: Duration) -> Result<()> {
+    pub(crate) async fn wait_guard_ready(
+        &self,
+        id: &str,
+        session: &str,
+        timeout: Duration,
+    ) -> Result<()> {
         // The ready line names the session the guard started with: a restarted guard's log
         // still holds the previous run's line, which must not let the agent start before the
         // new ruleset is in.
@@ -309,12 +246,12 @@ impl Engine {
     }
 
     /// Run `yolo-guard ctl '<json>'` in the guard and return its stdout.
-    pub async fn guard_ctl(&self, id: &str, request: &str) -> Result<String> {
-        let req = super::exec::ExecRequest {
+    pub(crate) async fn guard_ctl(&self, id: &str, request: &str) -> Result<String> {
+        let req = ExecRequest {
             argv: vec![GUARD_BINARY.into(), "ctl".into(), request.into()],
             ..Default::default()
         };
-        let result = self.exec(id, &req, super::exec::Output::Capture).await?;
+        let result = self.exec(id, &req, Output::Capture).await?;
         let text = String::from_utf8_lossy(&result.captured).into_owned();
         // 1: the guard answered and refused; the caller reads why from the answer.
         if !matches!(result.exit_code, 0 | 1) {
@@ -324,6 +261,43 @@ impl Engine {
             )));
         }
         Ok(text)
+    }
+}
+
+fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
+    let exposed = hardening::exposed(&spec.ports);
+    let hardening = Hardening {
+        cap_add: GUARD_CAPS.iter().map(|c| c.to_string()).collect(),
+        security_opt: vec![],
+        limits: GUARD_LIMITS,
+        init: true,
+        network: NetworkAttach::Network(spec.network.clone()),
+        ports: spec.ports.clone(),
+    };
+    let log_dir = Mount {
+        kind: MountKind::Bind,
+        source: spec.log_dir.display().to_string(),
+        target: GUARD_LOG_DIR.into(),
+        read_only: false,
+    };
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        hostname: spec.hostname.clone(),
+        cmd: Some(vec![
+            GUARD_BINARY.into(),
+            "run".into(),
+            "--config".into(),
+            GUARD_CONFIG_PATH.into(),
+        ]),
+        entrypoint: Some(vec![]),
+        labels: Some(labels::guard(&spec.owner).into_iter().collect()),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        host_config: Some(HostConfig {
+            extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
+            mounts: Some(vec![hardening::mount(&log_dir)]),
+            ..hardened_host_config(&hardening)
+        }),
+        ..Default::default()
     }
 }
 
@@ -349,11 +323,88 @@ fn finish(tar: tar::Builder<Vec<u8>>) -> Result<Vec<u8>> {
 
 /// The host folder for the guard's network events: writable by the guard's root, which has no
 /// CAP_DAC_OVERRIDE (so it cannot write into a non-root user's 0755 folder).
-pub fn log_dir(root: &Path) -> Result<PathBuf> {
+pub(crate) fn log_dir(root: &Path) -> Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let dir = root.join("network");
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))
         .map_err(|e| Error::io(&dir, e))?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> GuardSpec {
+        GuardSpec {
+            name: "yolo-repo-0abc-guard".into(),
+            image: "yolo-guard:1".into(),
+            network: "yolo-repo-0abc-net".into(),
+            owner: Owner {
+                workspace: "/home/me/repo".into(),
+                config_file: "/home/me/repo/.devcontainer/devcontainer.json".into(),
+                devcontainer_id: "0abc".into(),
+            },
+            ports: vec![PortPublish {
+                host: 18080,
+                container: 8080,
+            }],
+            hostname: Some("box".into()),
+            extra_hosts: vec!["db:192.0.2.1".into()],
+            log_dir: "/data/network".into(),
+        }
+    }
+
+    #[test]
+    fn the_guard_holds_only_its_two_capabilities_and_its_own_limits() {
+        let host = guard_body(&spec()).host_config.unwrap();
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(
+            host.cap_add,
+            Some(vec![
+                "NET_ADMIN".to_string(),
+                "NET_BIND_SERVICE".to_string()
+            ])
+        );
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges:true".to_string()])
+        );
+        assert_eq!(host.init, Some(true));
+        assert_eq!(host.memory, Some(256 * 1024 * 1024));
+        assert_eq!(host.memory_swap, host.memory);
+        assert_eq!(host.pids_limit, Some(256));
+        assert_eq!(host.nano_cpus, Some(1_000_000_000));
+        assert_eq!(host.privileged, None);
+    }
+
+    #[test]
+    fn the_guard_owns_the_network_name_hosts_and_ports() {
+        let body = guard_body(&spec());
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("yolo-repo-0abc-net"));
+        assert_eq!(body.hostname.as_deref(), Some("box"));
+        assert_eq!(host.extra_hosts, Some(vec!["db:192.0.2.1".to_string()]));
+        let bindings = host.port_bindings.unwrap();
+        let binding = &bindings["8080/tcp"].as_ref().unwrap()[0];
+        assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
+        assert_eq!(body.exposed_ports, Some(vec!["8080/tcp".to_string()]));
+        let mounts = host.mounts.unwrap();
+        assert_eq!(mounts.len(), 1);
+        assert_eq!(mounts[0].target.as_deref(), Some(GUARD_LOG_DIR));
+        assert_eq!(mounts[0].source.as_deref(), Some("/data/network"));
+        let labels = body.labels.unwrap();
+        assert_eq!(labels[labels::ROLE], "guard");
+        assert_eq!(labels[labels::ID], "0abc");
+        assert_eq!(
+            body.cmd,
+            Some(vec![
+                GUARD_BINARY.to_string(),
+                "run".into(),
+                "--config".into(),
+                GUARD_CONFIG_PATH.into()
+            ])
+        );
+    }
 }

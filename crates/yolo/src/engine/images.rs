@@ -8,17 +8,15 @@ use bollard::query_parameters::{BuildImageOptions, CreateImageOptions};
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::Path;
 use std::time::Duration;
 
-/// Label on built images: hash of the build inputs yolo can see cheaply (BuildSpec + Dockerfile).
-pub const BUILD_HASH_LABEL: &str = "dev.yolo.build-hash";
 const TAIL_LINES: usize = 20;
 
 impl Engine {
     /// Make sure the image of `source` exists locally and return the reference to run.
-    pub async fn ensure_image(&self, source: &ImageSource, rebuild: bool) -> Result<String> {
+    pub(crate) async fn ensure_image(&self, source: &ImageSource, rebuild: bool) -> Result<String> {
         match source {
             ImageSource::Image(name) => {
                 if !self.image_exists(name).await? {
@@ -30,7 +28,7 @@ impl Engine {
                 let hash = build_hash(build)?;
                 if !rebuild
                     && self
-                        .image_label(&build.tag, BUILD_HASH_LABEL)
+                        .image_label(&build.tag, labels::BUILD_HASH)
                         .await?
                         .as_deref()
                         == Some(&hash)
@@ -43,7 +41,7 @@ impl Engine {
         }
     }
 
-    pub async fn image_exists(&self, name: &str) -> Result<bool> {
+    async fn image_exists(&self, name: &str) -> Result<bool> {
         match self.docker.inspect_image(name).await {
             Ok(_) => Ok(true),
             Err(e) if is_not_found(&e) => Ok(false),
@@ -66,16 +64,6 @@ impl Engine {
                 message(&e),
             )),
         }
-    }
-
-    /// The image's configured user (`USER` in its Dockerfile), if any.
-    pub async fn image_user(&self, name: &str) -> Result<Option<String>> {
-        let img = self
-            .docker
-            .inspect_image(name)
-            .await
-            .map_err(|e| Error::docker(format!("inspecting image {name}"), message(&e)))?;
-        Ok(img.config.and_then(|c| c.user).filter(|u| !u.is_empty()))
     }
 
     async fn pull(&self, name: &str) -> Result<()> {
@@ -111,16 +99,13 @@ impl Engine {
 
     async fn build(&self, build: &BuildSpec, hash: &str, no_cache: bool) -> Result<()> {
         let tar = context_tar(build)?;
-        let mut labels: HashMap<String, String> = build.labels.clone().into_iter().collect();
-        labels.insert(BUILD_HASH_LABEL.into(), hash.to_string());
-        labels.extend(labels::extra());
         let options = BuildImageOptions {
             dockerfile: build.dockerfile.clone(),
             t: Some(build.tag.clone()),
             buildargs: Some(build.args.clone().into_iter().collect()),
             target: build.target.clone().unwrap_or_default(),
             cachefrom: (!build.cache_from.is_empty()).then(|| build.cache_from.clone()),
-            labels: Some(labels),
+            labels: Some(labels::built_image(build, hash).into_iter().collect()),
             nocache: no_cache,
             rm: true,
             forcerm: true,
@@ -165,7 +150,7 @@ impl Engine {
     }
 }
 
-pub(crate) fn spinner(message: &str) -> ProgressBar {
+pub(super) fn spinner(message: &str) -> ProgressBar {
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template("{spinner} {elapsed} {wide_msg}")
@@ -218,7 +203,7 @@ fn build_hash(build: &BuildSpec) -> Result<String> {
 
 /// A tar of the build context that honours `.dockerignore` (patterns anchored at the context
 /// root, as Docker reads them). The Dockerfile is always included.
-pub fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
+fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
     let root = &build.context;
     if !root.is_dir() {
         return Err(Error::Config {

@@ -1,21 +1,116 @@
-//! Label keys. `devcontainer.*` are the reference CLI's, so VS Code and `devcontainer exec`
-//! find yolo's container; `dev.yolo.*` are yolo's own.
+//! Labels: the keys, and the one place that builds the label set of every object yolo creates.
+//! `devcontainer.*` are the reference CLI's, so VS Code and `devcontainer exec` find yolo's
+//! container; `dev.yolo.*` are yolo's own. Every set ends with `YOLO_LABELS` (tests clean up by
+//! it).
 
-pub const LOCAL_FOLDER: &str = "devcontainer.local_folder";
-pub const CONFIG_FILE: &str = "devcontainer.config_file";
-pub const MANAGED: &str = "dev.yolo.managed";
-pub const ID: &str = "dev.yolo.id";
-pub const WORKSPACE: &str = "dev.yolo.workspace";
-pub const CONFIG_HASH: &str = "dev.yolo.config-hash";
+use super::types::{Owner, Role};
+use crate::firewall::NetworkMode;
+use crate::run_spec::{BuildSpec, RunSpec};
+use std::collections::BTreeMap;
+
+pub(super) const LOCAL_FOLDER: &str = "devcontainer.local_folder";
+pub(super) const CONFIG_FILE: &str = "devcontainer.config_file";
+pub(super) const MANAGED: &str = "dev.yolo.managed";
+pub(super) const ID: &str = "dev.yolo.id";
+pub(super) const CONFIG_HASH: &str = "dev.yolo.config-hash";
 /// The network mode the agent container was made for: firewall, open, none.
-pub const NETWORK: &str = "dev.yolo.network";
+pub(super) const NETWORK: &str = "dev.yolo.network";
 /// `agent` for the project container, `guard` for the firewall guard.
-pub const ROLE: &str = "dev.yolo.role";
+pub(super) const ROLE: &str = "dev.yolo.role";
+/// Hash of the build inputs yolo can see cheaply (BuildSpec + Dockerfile), on built images.
+pub(super) const BUILD_HASH: &str = "dev.yolo.build-hash";
+/// The base image a guard image was built from.
+pub(super) const GUARD_BASE: &str = "dev.yolo.guard-base";
 /// Extra labels for every object yolo creates, `k=v[,k=v]` (tests use it to clean up).
-pub const EXTRA_LABELS_ENV: &str = "YOLO_LABELS";
+const EXTRA_LABELS_ENV: &str = "YOLO_LABELS";
+
+type Labels = BTreeMap<String, String>;
+
+/// The agent container: what policy put in the RunSpec (`devcontainer.*`, yolo's own, the
+/// repository's safe `--label`s), its role and the network mode it is made for.
+pub(super) fn agent(spec: &RunSpec, mode: NetworkMode) -> Labels {
+    let mut labels = spec.labels.clone();
+    labels.insert(ROLE.into(), Role::Agent.label().into());
+    labels.insert(NETWORK.into(), mode_name(mode).into());
+    with_extra(labels)
+}
+
+/// The project's network (and the base of its guard's labels).
+pub(super) fn project(owner: &Owner) -> Labels {
+    with_extra(BTreeMap::from([
+        (MANAGED.to_string(), "true".to_string()),
+        (ID.to_string(), owner.devcontainer_id.clone()),
+        (
+            LOCAL_FOLDER.to_string(),
+            owner.workspace.display().to_string(),
+        ),
+        (
+            CONFIG_FILE.to_string(),
+            owner.config_file.display().to_string(),
+        ),
+    ]))
+}
+
+pub(super) fn guard(owner: &Owner) -> Labels {
+    let mut labels = project(owner);
+    labels.insert(ROLE.into(), Role::Guard.label().into());
+    with_extra(labels)
+}
+
+/// A named volume of the project, created before the container so it carries these.
+pub(super) fn volume(devcontainer_id: &str) -> Labels {
+    with_extra(BTreeMap::from([
+        (MANAGED.to_string(), "true".to_string()),
+        (ID.to_string(), devcontainer_id.to_string()),
+    ]))
+}
+
+/// An image built from the project's Dockerfile.
+pub(super) fn built_image(build: &BuildSpec, hash: &str) -> Labels {
+    let mut labels = build.labels.clone();
+    labels.insert(BUILD_HASH.into(), hash.to_string());
+    with_extra(labels)
+}
+
+pub(super) fn guard_image(base: &str) -> Labels {
+    with_extra(BTreeMap::from([
+        (GUARD_BASE.to_string(), base.to_string()),
+        (MANAGED.to_string(), "true".to_string()),
+    ]))
+}
+
+/// Label filters for the containers of `owner` (agent and guard; VS Code's own containers for
+/// the folder match too and are told apart by their missing role).
+pub(super) fn owned_by(owner: &Owner) -> Vec<String> {
+    vec![
+        format!("{LOCAL_FOLDER}={}", owner.workspace.display()),
+        format!("{CONFIG_FILE}={}", owner.config_file.display()),
+    ]
+}
+
+pub(super) fn managed() -> Vec<String> {
+    vec![format!("{MANAGED}=true")]
+}
+
+/// The `dev.yolo.network` value of a mode.
+fn mode_name(mode: NetworkMode) -> &'static str {
+    crate::firewall::mode_name(mode)
+}
+
+/// A `dev.yolo.network` value back to its mode.
+pub(super) fn network_mode(text: &str) -> Option<NetworkMode> {
+    [NetworkMode::Firewall, NetworkMode::Open, NetworkMode::None]
+        .into_iter()
+        .find(|m| mode_name(*m) == text)
+}
+
+fn with_extra(mut labels: Labels) -> Labels {
+    labels.extend(extra());
+    labels
+}
 
 /// Labels from `YOLO_LABELS`.
-pub fn extra() -> Vec<(String, String)> {
+fn extra() -> Vec<(String, String)> {
     std::env::var(EXTRA_LABELS_ENV)
         .unwrap_or_default()
         .split(',')
@@ -23,4 +118,45 @@ pub fn extra() -> Vec<(String, String)> {
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .filter(|(k, _)| !k.is_empty())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn owner() -> Owner {
+        Owner {
+            workspace: PathBuf::from("/home/me/repo"),
+            config_file: PathBuf::from("/home/me/repo/.devcontainer/devcontainer.json"),
+            devcontainer_id: "0abc".into(),
+        }
+    }
+
+    #[test]
+    fn the_guard_carries_the_project_set_and_its_role() {
+        let guard = guard(&owner());
+        for (key, value) in [
+            (MANAGED, "true"),
+            (ID, "0abc"),
+            (LOCAL_FOLDER, "/home/me/repo"),
+            (CONFIG_FILE, "/home/me/repo/.devcontainer/devcontainer.json"),
+            (ROLE, "guard"),
+        ] {
+            assert_eq!(guard.get(key).map(String::as_str), Some(value), "{key}");
+        }
+        let filters = owned_by(&owner());
+        assert!(filters.iter().all(|f| {
+            let (k, v) = f.split_once('=').unwrap();
+            guard.get(k).map(String::as_str) == Some(v)
+        }));
+    }
+
+    #[test]
+    fn network_modes_read_back_from_their_label() {
+        for mode in [NetworkMode::Firewall, NetworkMode::Open, NetworkMode::None] {
+            assert_eq!(network_mode(mode_name(mode)), Some(mode));
+        }
+        assert_eq!(network_mode("bridge"), None);
+    }
 }

@@ -1,27 +1,38 @@
-//! Docker, through bollard. Only this module talks to the Docker Engine.
+//! Docker, through bollard. Only this module talks to the Docker Engine, and no bollard type
+//! leaves it: callers get yolo's own values (`Container`, `Found`, `ContainerDetails`,
+//! `Report`) and say what they want in yolo's words (`RunSpec`, `NetworkAttach`, `GuardSpec`,
+//! `ExecRequest`). The client is private; the test at the end of this file fails if a visible
+//! item names a bollard type.
+//!
+//! It does not decide what to do with what it finds (reuse, restart, recreate): that is
+//! `commands::up`'s plan.
 
-pub mod containers;
-pub mod exec;
-pub mod guard;
-pub mod guard_image;
-pub mod images;
-pub mod labels;
+mod containers;
+mod exec;
+mod guard;
+mod guard_image;
+mod hardening;
+mod images;
+mod labels;
+mod types;
+
+pub(crate) use exec::{ExecRequest, ExecResult, Output};
+pub(crate) use guard::{log_dir, GuardSpec, DEFAULT_BASE, GUARD_LOG_DIR};
+pub(crate) use types::{Container, Found, NetworkAttach, Owner, Report, Role};
 
 use crate::error::{Error, Result};
 use bollard::Docker;
 
-pub use bollard::Docker as Client;
-
 /// A connected Docker client whose API version was negotiated with the engine.
 #[derive(Clone)]
-pub struct Engine {
-    pub docker: Docker,
+pub(crate) struct Engine {
+    docker: Docker,
 }
 
 impl Engine {
     /// Connect to the local engine (`DOCKER_HOST` or the default socket) and agree on an API
     /// version, so an older engine (API 1.41, Docker 20.10) understands our requests.
-    pub async fn connect() -> Result<Engine> {
+    pub(crate) async fn connect() -> Result<Engine> {
         let unreachable = |e: bollard::errors::Error| {
             Error::Docker {
             action: "connecting to the Docker Engine".into(),
@@ -36,10 +47,45 @@ impl Engine {
         let docker = docker.negotiate_version().await.map_err(unreachable)?;
         Ok(Engine { docker })
     }
+
+    /// The engine's version, platform, runtimes and cgroup support.
+    pub(crate) async fn report(&self) -> Result<Report> {
+        let version = self.version().await?;
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| Error::docker("asking the engine about itself", message(&e)))?;
+        let text = |v: Option<String>| v.unwrap_or_default();
+        Ok(Report {
+            version: text(version.version),
+            api_version: text(version.api_version),
+            os: text(version.os),
+            arch: text(version.arch),
+            runtimes: {
+                let mut names: Vec<String> =
+                    info.runtimes.unwrap_or_default().into_keys().collect();
+                names.sort();
+                names
+            },
+            default_runtime: text(info.default_runtime),
+            cgroup_driver: text(info.cgroup_driver.map(|d| d.to_string())),
+            cgroup_version: text(info.cgroup_version.map(|d| d.to_string())),
+            pids_limit: info.pids_limit,
+            memory_limit: info.memory_limit,
+        })
+    }
+
+    async fn version(&self) -> Result<bollard::models::SystemVersion> {
+        self.docker
+            .version()
+            .await
+            .map_err(|e| Error::docker("asking the engine for its version", message(&e)))
+    }
 }
 
 /// True when the error is Docker's 404 (no such container / image / exec).
-pub fn is_not_found(err: &bollard::errors::Error) -> bool {
+fn is_not_found(err: &bollard::errors::Error) -> bool {
     matches!(
         err,
         bollard::errors::Error::DockerResponseServerError {
@@ -50,9 +96,130 @@ pub fn is_not_found(err: &bollard::errors::Error) -> bool {
 }
 
 /// The message of a Docker error without Rust Debug noise.
-pub fn message(err: &bollard::errors::Error) -> String {
+fn message(err: &bollard::errors::Error) -> String {
     match err {
         bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! engine/ keeps bollard to itself: no item visible outside it (`pub`, `pub(crate)`) names
+    //! a bollard type, and no file outside it mentions bollard at all.
+
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    fn sources(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files.extend(sources(&path));
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+        files
+    }
+
+    fn words(text: &str) -> impl Iterator<Item = &str> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+    }
+
+    /// The names a file takes from bollard (`use bollard::...;`, modules left out), and
+    /// `bollard` itself.
+    fn bollard_names(text: &str) -> BTreeSet<String> {
+        let mut names = BTreeSet::from(["bollard".to_string()]);
+        for (at, _) in text.match_indices("use bollard::") {
+            let statement = &text[at..at + text[at..].find(';').unwrap_or(0)];
+            let mut rest = statement;
+            while let Some(word) = words(rest).next() {
+                let end = rest.find(word).unwrap() + word.len();
+                if !rest[end..].starts_with("::") && word != "use" && word != "as" {
+                    names.insert(word.to_string());
+                }
+                rest = &rest[end..];
+            }
+        }
+        names
+    }
+
+    /// The declarations of the items a file shows outside engine/: from each `pub` or
+    /// `pub(crate)` to the body (`{`) or the end (`;`, a field's `,`); an enum with its body.
+    /// Tests (from `#[cfg(test)]` on) are not part of it.
+    fn visible_declarations(text: &str) -> Vec<String> {
+        let text = &text[..text.find("#[cfg(test)]").unwrap_or(text.len())];
+        let lines: Vec<&str> = text.lines().collect();
+        let mut out = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            if !(trimmed.starts_with("pub ") || trimmed.starts_with("pub(crate) ")) {
+                continue;
+            }
+            let from = [&[trimmed], &lines[i + 1..]].concat().join("\n");
+            let is_enum = words(trimmed).take(3).any(|w| w == "enum");
+            let end = if trimmed.trim_end().ends_with(',') {
+                trimmed.len()
+            } else if is_enum {
+                from.find("\n}").map_or(from.len(), |e| e + 2)
+            } else {
+                from.find(['{', ';']).unwrap_or(from.len())
+            };
+            out.push(from[..end.min(from.len())].to_string());
+        }
+        out
+    }
+
+    #[test]
+    fn no_visible_item_of_engine_names_a_bollard_type() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine");
+        let mut leaks = Vec::new();
+        for file in sources(&dir) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let banned = bollard_names(&text);
+            for declaration in visible_declarations(&text) {
+                if words(&declaration).any(|w| banned.contains(w)) {
+                    leaks.push(format!("{}: {declaration}", file.display()));
+                }
+            }
+        }
+        assert!(
+            leaks.is_empty(),
+            "bollard leaks out of engine/:\n{leaks:#?}"
+        );
+    }
+
+    #[test]
+    fn the_leak_check_sees_what_it_should() {
+        let text = "use bollard::models::{HostConfig, Mount as M};\nuse bollard::Docker;\n\
+                    pub(crate) struct Engine {\n    pub(crate) docker: Docker,\n}\n\
+                    pub(crate) fn a(\n    x: u8,\n) -> M {\n}\n\
+                    pub(crate) enum E {\n    A(HostConfig),\n}\n\
+                    pub(super) fn internal() -> HostConfig {}\n";
+        let banned = bollard_names(text);
+        assert!(banned.contains("Docker") && banned.contains("M") && !banned.contains("models"));
+        let leaking: Vec<String> = visible_declarations(text)
+            .into_iter()
+            .filter(|d| words(d).any(|w| banned.contains(w)))
+            .collect();
+        assert_eq!(leaking.len(), 3, "{leaking:#?}");
+    }
+
+    #[test]
+    fn nothing_outside_engine_mentions_bollard() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let engine = src.join("engine");
+        let mentions: Vec<_> = sources(&src)
+            .into_iter()
+            .filter(|f| !f.starts_with(&engine))
+            .filter(|f| std::fs::read_to_string(f).unwrap().contains("bollard"))
+            .collect();
+        assert!(
+            mentions.is_empty(),
+            "only engine/ talks to Docker: {mentions:?}"
+        );
     }
 }

@@ -7,3 +7,12 @@ pub mod presets;
 pub use yolo_protocol::allowlist;
 pub use yolo_protocol::control;
 pub use yolo_protocol::{GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET, GUARD_READY_LINE};
+
+/// A network mode in the user's words (`--network`, `yolo status`, the `dev.yolo.network` label).
+pub fn mode_name(mode: NetworkMode) -> &'static str {
+    match mode {
+        NetworkMode::Firewall => "firewall",
+        NetworkMode::Open => "open",
+        NetworkMode::None => "none",
+    }
+}

@@ -420,3 +420,45 @@ fn up_status_and_firewall_json_share_one_shape() {
     );
     assert_eq!(keys(&row["limits"]), ["cpus", "memory_bytes", "pids"]);
 }
+
+#[test]
+fn a_container_whose_guard_is_gone_is_recreated_and_up_says_why() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let (_, first) = t.up(&[]);
+    let name = first["container_name"].as_str().unwrap().to_string();
+    t.yolo(&["down"]).ok();
+    let (_, started) = t.up(&[]);
+    assert_eq!(
+        (&started["action"], &started["reason"]),
+        (&"started".into(), &"it was stopped".into())
+    );
+
+    // Docker joins a namespace by container id: without its guard the old agent cannot come
+    // back, so up makes both anew.
+    t.yolo(&["down"]).ok();
+    docker(&["rm", "-f", &format!("{name}-guard")]);
+    let (_, recreated) = t.up(&[]);
+    assert_ne!(recreated["container_id"], first["container_id"]);
+    assert_eq!(
+        (&recreated["action"], &recreated["reason"]),
+        (&"created".into(), &"its firewall guard was gone".into())
+    );
+    assert_eq!(t.agents().len(), 1, "the old container is gone");
+    let guard = inspect(&format!("{name}-guard"));
+    assert_eq!(guard["State"]["Running"], true);
+    let agent = inspect(recreated["container_id"].as_str().unwrap());
+    assert_eq!(
+        agent["HostConfig"]["NetworkMode"],
+        format!("container:{}", guard["Id"].as_str().unwrap())
+    );
+
+    let human = t.yolo(&["up", "--rebuild"]).ok();
+    assert!(
+        human
+            .stderr()
+            .contains(&format!("{name} created (debian:bookworm-slim; --rebuild)")),
+        "{}",
+        human.stderr()
+    );
+}

@@ -1,8 +1,8 @@
 mod cli;
 mod errors;
 mod exec;
-mod guard_image;
 mod exit_codes;
+mod guard_image;
 mod hooks;
 mod images;
 mod lifecycle;

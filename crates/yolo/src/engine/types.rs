@@ -1,0 +1,148 @@
+//! The values engine/ hands out and takes in, in yolo's words: what it found (`Container`,
+//! `ContainerDetails`, `Report`) and how a container joins a network (`NetworkAttach`). They
+//! stand in for bollard's models, which never leave engine/.
+
+use crate::firewall::NetworkMode;
+use crate::run_spec::RunSpec;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Which workspace and devcontainer.json yolo's objects belong to: what `Engine::find` matches
+/// and what the labels of everything made for the project name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub(crate) workspace: PathBuf,
+    pub(crate) config_file: PathBuf,
+    /// `${devcontainerId}` of the two.
+    pub(crate) devcontainer_id: String,
+}
+
+impl Owner {
+    pub(crate) fn of(spec: &RunSpec) -> Owner {
+        Owner {
+            workspace: spec.workspace.clone(),
+            config_file: spec.config_file.clone(),
+            devcontainer_id: spec.devcontainer_id.clone(),
+        }
+    }
+}
+
+/// What a yolo container is for (label `dev.yolo.role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The project container the agent works in.
+    Agent,
+    /// The firewall guard that owns the agent's network namespace.
+    Guard,
+}
+
+impl Role {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Guard => "guard",
+        }
+    }
+
+    pub(crate) fn from_label(text: &str) -> Option<Role> {
+        match text {
+            "agent" => Some(Role::Agent),
+            "guard" => Some(Role::Guard),
+            _ => None,
+        }
+    }
+}
+
+/// A yolo container as listed by the engine, running or not.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Container {
+    pub(crate) id: String,
+    /// Without Docker's leading `/`.
+    pub(crate) name: String,
+    pub(crate) role: Role,
+    pub(crate) running: bool,
+    /// Docker's state word: created, running, exited, ...
+    pub(crate) state: String,
+    /// Docker's own words, e.g. "Up 3 minutes".
+    pub(crate) status: String,
+    pub(crate) image: String,
+    /// The devcontainerId it was made for (`dev.yolo.id`).
+    pub(crate) devcontainer_id: Option<String>,
+    /// The host folder it was made for (`devcontainer.local_folder`).
+    pub(crate) workspace: Option<String>,
+    /// Hash of the config it was made from (`dev.yolo.config-hash`; agents only).
+    pub(crate) config_hash: Option<String>,
+    /// The network mode it was made for (`dev.yolo.network`; agents only). None when the label
+    /// is missing or unknown.
+    pub(crate) network: Option<NetworkMode>,
+    /// Named volumes mounted in it.
+    pub(crate) volumes: Vec<String>,
+}
+
+/// yolo's containers for one workspace and config file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Found {
+    pub(crate) agent: Option<Container>,
+    pub(crate) guard: Option<Container>,
+}
+
+/// What inspecting one container tells (what `up`, `exec` and `status` need of it).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ContainerDetails {
+    pub(crate) running: bool,
+    pub(crate) exit_code: i64,
+    /// When the current (or last) start happened, in Docker's RFC 3339 text.
+    pub(crate) started_at: String,
+    /// The container's environment (image and `containerEnv`).
+    pub(crate) env: BTreeMap<String, String>,
+    /// The container's configured user; None when unset.
+    pub(crate) user: Option<String>,
+    /// CPU limit in cores, memory limit in bytes, process limit, as set on the container.
+    pub(crate) cpus: Option<f64>,
+    pub(crate) memory_bytes: Option<i64>,
+    pub(crate) pids: Option<i64>,
+}
+
+/// How a container joins the network (Docker's network mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NetworkAttach {
+    /// Into another container's network namespace (`container:<id>`): the agent into its
+    /// guard's, so the guard's ruleset is the agent's.
+    Container(String),
+    /// Onto a named network: the guard onto the project's bridge.
+    Network(String),
+    /// No network but loopback (`--network none`).
+    None,
+}
+
+impl NetworkAttach {
+    /// Docker's `NetworkMode` value.
+    pub(crate) fn mode(&self) -> String {
+        match self {
+            NetworkAttach::Container(id) => format!("container:{id}"),
+            NetworkAttach::Network(name) => name.clone(),
+            NetworkAttach::None => "none".into(),
+        }
+    }
+
+    /// Ports can be published only by a container with a network namespace of its own.
+    pub(crate) fn owns_namespace(&self) -> bool {
+        matches!(self, NetworkAttach::Network(_))
+    }
+}
+
+/// What the engine says about itself (`yolo doctor`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Report {
+    pub(crate) version: String,
+    pub(crate) api_version: String,
+    pub(crate) os: String,
+    pub(crate) arch: String,
+    pub(crate) runtimes: Vec<String>,
+    pub(crate) default_runtime: String,
+    pub(crate) cgroup_driver: String,
+    pub(crate) cgroup_version: String,
+    /// Whether the kernel enforces process and memory limits (None: not reported).
+    pub(crate) pids_limit: Option<bool>,
+    pub(crate) memory_limit: Option<bool>,
+}

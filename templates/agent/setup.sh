@@ -1,0 +1,23 @@
+# yolo's one-time root setup in a new project container, run as `sh -c <this> yolo-setup USER
+# UID GID STATE`: match USER's uid/gid to the host user's (UID, GID; empty: keep), so files in
+# the workspace stay the host user's, and hand the agent state volumes under STATE to USER.
+set -u
+u="$1"; uid="$2"; gid="$3"; state="$4"
+if [ "$u" != root ] && [ -n "$uid" ] && id "$u" >/dev/null 2>&1; then
+  cur_uid=$(id -u "$u"); cur_gid=$(id -g "$u")
+  if [ "$cur_uid" != "$uid" ] || [ "$cur_gid" != "$gid" ]; then
+    if ! command -v usermod >/dev/null 2>&1; then
+      echo "usermod not found: cannot match $u's uid to the host's ($uid)"
+    elif [ "$cur_uid" != "$uid" ] && getent passwd "$uid" >/dev/null; then
+      echo "uid $uid is taken in the image: keeping $u at $cur_uid"
+    else
+      grp=$(id -gn "$u")
+      if [ "$cur_gid" != "$gid" ] && ! getent group "$gid" >/dev/null; then groupmod -g "$gid" "$grp"; fi
+      usermod -u "$uid" -g "$gid" "$u" >/dev/null
+    fi
+  fi
+fi
+if [ -d "$state" ] && id "$u" >/dev/null 2>&1; then
+  chown "$(id -u "$u"):$(id -g "$u")" "$state"/* 2>/dev/null || true
+fi
+exit 0
