@@ -136,7 +136,7 @@ async fn stopped(engine: &Engine, project: &Project, id: &str) -> Error {
         .map(|i| i.exit_code)
         .unwrap_or_default();
     let logs = engine.logs_tail(id, 10).await;
-    Error::other(format!(
+    Error::CommandFailed(format!(
         "the container {} stopped right after it started (exit code {code}); {}\n  its last output:\n    {}",
         project.spec.container_name,
         if project.spec.override_command {

@@ -385,7 +385,14 @@ fn up_status_and_firewall_json_share_one_shape() {
     }
     assert_eq!(
         keys(&up),
-        ["action", "container", "network", "session", "stale"]
+        [
+            "action",
+            "container",
+            "network",
+            "reason",
+            "session",
+            "stale"
+        ]
     );
     assert_eq!(
         keys(&row),
@@ -426,7 +433,7 @@ fn a_container_whose_guard_is_gone_is_recreated_and_up_says_why() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     let (_, first) = t.up(&[]);
-    let name = first["container_name"].as_str().unwrap().to_string();
+    let name = first["container"]["name"].as_str().unwrap().to_string();
     t.yolo(&["down"]).ok();
     let (_, started) = t.up(&[]);
     assert_eq!(
@@ -439,7 +446,7 @@ fn a_container_whose_guard_is_gone_is_recreated_and_up_says_why() {
     t.yolo(&["down"]).ok();
     docker(&["rm", "-f", &format!("{name}-guard")]);
     let (_, recreated) = t.up(&[]);
-    assert_ne!(recreated["container_id"], first["container_id"]);
+    assert_ne!(recreated["container"]["id"], first["container"]["id"]);
     assert_eq!(
         (&recreated["action"], &recreated["reason"]),
         (&"created".into(), &"its firewall guard was gone".into())
@@ -447,7 +454,7 @@ fn a_container_whose_guard_is_gone_is_recreated_and_up_says_why() {
     assert_eq!(t.agents().len(), 1, "the old container is gone");
     let guard = inspect(&format!("{name}-guard"));
     assert_eq!(guard["State"]["Running"], true);
-    let agent = inspect(recreated["container_id"].as_str().unwrap());
+    let agent = inspect(recreated["container"]["id"].as_str().unwrap());
     assert_eq!(
         agent["HostConfig"]["NetworkMode"],
         format!("container:{}", guard["Id"].as_str().unwrap())

@@ -5,6 +5,7 @@ mod exit_codes;
 mod guard_image;
 mod hooks;
 mod images;
+mod layout;
 mod lifecycle;
 mod network;
 mod policy;

@@ -730,7 +730,7 @@ fn deny_of_one_port_closes_that_port_and_leaves_the_others_open() {
         "{}",
         run.stderr()
     );
-    let run = s.t.yolo(&["deny", "other.test:81"]).fails_with(1);
+    let run = s.t.yolo(&["deny", "other.test:81"]).fails_with(64);
     assert!(
         run.stderr()
             .contains("nothing denied: other.test:81: other.test is allowed on every port"),

@@ -33,12 +33,7 @@ fn nothing_left(t: &Test) {
         "no session was opened: {:?}",
         t.events()
     );
-    let run = t.yolo(&["audit", "--list"]);
-    assert!(
-        !run.stdout().contains("open"),
-        "no session listed: {}",
-        run.stdout()
-    );
+    t.yolo(&["audit", "--list"]).assert_stdout_lacks("open");
 }
 
 #[test]
@@ -73,12 +68,12 @@ fn bad_flag_values_exit_64_and_leave_nothing() {
 fn a_bad_value_in_the_user_config_exits_65_and_leaves_nothing() {
     let t = buildable();
     t.user_config("[firewall]\nupstream_dns = \"resolver.example\"\n");
-    let run = t.yolo(&["up"]).fails_with(65);
-    assert!(
-        run.stderr().contains("config.toml") && run.stderr().contains("upstream_dns"),
-        "{}",
-        run.stderr()
-    );
+    t.yolo(&["up"])
+        .fails_with(65)
+        .assert_stderr_contains("config.toml")
+        .assert_stderr_contains(
+            "\"firewall.upstream_dns\": \"resolver.example\" is not an IP address",
+        );
     nothing_left(&t);
 }
 
@@ -88,13 +83,11 @@ fn unknown_subcommands_and_flags_are_usage_errors_and_help_is_success() {
     t.yolo(&["launch"]).fails_with(64);
     t.yolo(&["up", "--no-such-flag"]).fails_with(64);
     t.yolo(&[]).fails_with(64);
-    let help = t.yolo(&["up", "--help"]).ok();
-    assert!(help.stdout().contains("--grant"), "{}", help.stdout());
-    // The whole grant list is in the help.
-    assert!(
-        help.stdout().contains("initialize-command"),
-        "{}",
-        help.stdout()
-    );
+    // The whole grant list is in the help, and host-network is not offered.
+    t.yolo(&["up", "--help"])
+        .ok()
+        .assert_stdout_contains("--grant")
+        .assert_stdout_contains("initialize-command")
+        .assert_stdout_lacks("host-network");
     t.yolo(&["--version"]).ok();
 }
