@@ -58,8 +58,8 @@ pub struct GuardConfig {
 /// Where the guard listens for DNS (the agent's resolver); also `[::1]:53` when IPv6 exists.
 pub const DNS_LISTEN: &str = "127.0.0.1:53";
 pub const DNS_LISTEN_V6: &str = "[::1]:53";
-/// Created by the guard once the ruleset is verified and DNS answers; the host waits for it
-/// (`docker exec <guard> test -e /run/yolo/ready`) before starting the agent.
+/// Created by the guard once the ruleset is verified and DNS answers (for a look by hand:
+/// `docker exec <guard> test -e /run/yolo/ready`); the host waits for [`GUARD_READY_LINE`].
 pub const GUARD_READY_FILE: &str = "/run/yolo/ready";
 /// The line the guard prints on stdout at the same moment (for `docker logs` watchers).
 /// Followed by a space and the session id of the config the guard started with.
