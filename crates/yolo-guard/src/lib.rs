@@ -8,15 +8,15 @@
 //! the CLI: it reads its config file and serves.
 
 pub mod control;
-pub mod dns;
-pub mod error;
-pub mod events;
-pub mod names;
-pub mod nflog;
-pub mod revoke;
-pub mod ruleset;
-pub mod sets;
-pub mod writer;
+pub(crate) mod dns;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod names;
+pub(crate) mod nflog;
+pub(crate) mod revoke;
+pub(crate) mod ruleset;
+pub(crate) mod sets;
+pub(crate) mod writer;
 
 use crate::writer::Writer;
 use control::{Handler, Request, Response};
