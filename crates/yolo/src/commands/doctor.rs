@@ -1,7 +1,9 @@
 //! `yolo doctor`: is Docker usable, and what to do when it is not.
 
+use crate::engine::guard_image::{self, Carried, GuardSource, Platform};
 use crate::engine::{Engine, Report};
 use crate::error::Result;
+use crate::user_config::UserConfig;
 
 pub(crate) async fn execute() -> Result<i32> {
     let report = match Engine::connect().await {
@@ -9,7 +11,7 @@ pub(crate) async fn execute() -> Result<i32> {
         Err(e) => Err(e),
     };
     let problems = match report {
-        Ok(report) => print_report(&report),
+        Ok(report) => print_report(&report) + print_guard(&report),
         Err(e) => {
             println!("✗ Docker Engine: {e}");
             1
@@ -24,6 +26,41 @@ pub(crate) async fn execute() -> Result<i32> {
         crate::user_config::data_dir().display()
     );
     Ok(if problems == 0 { 0 } else { 1 })
+}
+
+/// Where the firewall guard's program will come from for this engine (one problem if nowhere).
+fn print_guard(r: &Report) -> usize {
+    let engine = Platform {
+        os: r.os.clone(),
+        arch: r.arch.clone(),
+    };
+    let configured = match UserConfig::load() {
+        Ok(user) => user.guard_image,
+        Err(e) => {
+            println!("✗ user config: {e}");
+            return 1;
+        }
+    };
+    match guard_image::select(configured.as_deref(), &Carried::this_build(), &engine) {
+        Ok(source) => {
+            let how = match &source {
+                GuardSource::Configured(_) => "the image named by guard_image in your config",
+                GuardSource::Embedded => "built into this yolo",
+                GuardSource::FromSource => {
+                    "built by the engine from source at the first `yolo up` (needs Docker Hub and crates.io once)"
+                }
+            };
+            println!(
+                "✓ firewall guard for {engine}: {how}, image {}",
+                guard_image::tag(&source)
+            );
+            0
+        }
+        Err(e) => {
+            println!("✗ firewall guard: {e}");
+            1
+        }
+    }
 }
 
 /// Print what the engine reported; the number of problems found.

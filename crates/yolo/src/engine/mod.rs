@@ -10,7 +10,7 @@
 mod containers;
 mod exec;
 mod guard;
-mod guard_image;
+pub(crate) mod guard_image;
 mod hardening;
 mod images;
 mod labels;

@@ -69,3 +69,16 @@ fn the_guard_program_is_baked_into_a_versioned_image_once() {
     assert_eq!(inspect(&image)["Id"], image_id);
     assert!(!docker(&["diff", &again]).contains("yolo-guard"));
 }
+
+#[test]
+fn doctor_says_where_the_guard_comes_from() {
+    let t = Test::new();
+    t.yolo(&["doctor"])
+        .ok()
+        .assert_stdout_contains("✓ firewall guard for linux/")
+        .assert_stdout_contains("built into this yolo, image yolo-guard:");
+    t.user_config("guard_image = \"registry.example/yolo-guard:mine\"\n");
+    t.yolo(&["doctor"]).ok().assert_stdout_contains(
+        "the image named by guard_image in your config, image registry.example/yolo-guard:mine",
+    );
+}
