@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Benchmarks behind docs/performance.md. Needs a running Docker Engine, hyperfine, and a release
-# build (`cargo build --release`). Everything it creates carries the label dev.yolo.bench=1 and
-# is removed at the end. Traffic stays on this machine: the "internet" is our own containers.
+# build of the CLI (`cargo build --release -p yolo`, which embeds the static yolo-guard the guard
+# image is made from); YOLO=/path/to/yolo picks another build. Everything it creates carries the
+# label dev.yolo.bench=1 and is removed at the end (images are kept).
+# Traffic stays on this machine: the "internet" is our own containers.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-YOLO=${YOLO:-$here/../target/x86_64-unknown-linux-gnu/release/yolo}
+YOLO=${YOLO:-$here/../target/release/yolo}
+[ -x "$YOLO" ] || { echo "no yolo at $YOLO: run \`cargo build --release -p yolo\` or set YOLO" >&2; exit 1; }
 RUNS=${RUNS:-20}
 export YOLO_LABELS=dev.yolo.bench=1 NO_COLOR=1
 tmp=$(mktemp -d)
@@ -94,6 +97,8 @@ docker run --rm --label dev.yolo.bench=1 --network yolo-bench-net yolo-bench-too
   iperf3 -c "$sink_ip" -t 10 -J | python3 -c 'import json,sys; print("direct:   %.2f Gbit/s" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9))'
 
 section "guard memory"
+# The guard container's PID 1 is Docker's init; its one child is `yolo-guard run`.
 init_pid=$(docker inspect -f '{{.State.Pid}}' "$guard")
 gpid=$(cat /proc/"$init_pid"/task/"$init_pid"/children | awk '{print $1}')
+tr '\0' ' ' < /proc/"$gpid"/cmdline; echo
 grep -E "VmRSS|VmHWM" /proc/"$gpid"/status
