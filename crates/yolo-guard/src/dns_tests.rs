@@ -540,7 +540,7 @@ fn ttl_floor_math() {
 }
 
 /// Not a benchmark (timing targets live in benchmarks); prints numbers for a quick look:
-/// `cargo test --release --lib firewall::guard::dns -- --ignored --nocapture`.
+/// `cargo test --release -p yolo-guard --lib dns::tests -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn throughput_on_loopback() {

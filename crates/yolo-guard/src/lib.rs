@@ -36,7 +36,7 @@ use yolo_protocol::{
     NFLOG_GROUP,
 };
 
-/// The nft batches the guard applies. `firewall::ruleset` provides them; the trait keeps the
+/// The nft batches the guard applies. `ruleset` provides them; the trait keeps the
 /// guard's runtime testable and independent of how the ruleset is built.
 pub trait Batches: Send + Sync + 'static {
     fn build(&self, config: &GuardConfig, allow: &Allowlist) -> Nftables<'static>;
@@ -49,12 +49,12 @@ pub trait Batches: Send + Sync + 'static {
     fn remove_addresses(&self, elements: &[(IpAddr, Ports)]) -> Nftables<'static>;
 }
 
-/// `yolo guard --config FILE`.
+/// `yolo-guard run --config FILE`.
 pub fn run(config_path: &Path) -> Result<()> {
     run_with(config_path, Arc::new(Ruleset))
 }
 
-/// The production batches: `firewall::ruleset`.
+/// The production batches: `ruleset`.
 pub struct Ruleset;
 
 impl Batches for Ruleset {

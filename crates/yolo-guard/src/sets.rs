@@ -1,7 +1,7 @@
 //! Talking to the kernel's nftables through the `nft` binary: apply a JSON batch, read the table
 //! back. Errors carry what `nft` said on stderr, since that names the offending rule or element.
 //!
-//! Not here: what the batches contain (that is `firewall::ruleset`, pure).
+//! Not here: what the batches contain (that is `ruleset`, pure).
 
 use nftables::schema::Nftables;
 use serde_json::Value;

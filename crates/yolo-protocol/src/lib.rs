@@ -64,7 +64,7 @@ pub const GUARD_READY_FILE: &str = "/run/yolo/ready";
 /// The line the guard prints on stdout at the same moment (for `docker logs` watchers).
 /// Followed by a space and the session id of the config the guard started with.
 pub const GUARD_READY_LINE: &str = "yolo-guard ready";
-/// Default control socket inside the guard container; `yolo guard-ctl` uses it unless
+/// Default control socket inside the guard container; `yolo-guard ctl` uses it unless
 /// `YOLO_GUARD_CONTROL` names another. Put this path in `GuardConfig.control_socket`.
 pub const GUARD_CONTROL_SOCKET: &str = "/run/yolo/control.sock";
 
