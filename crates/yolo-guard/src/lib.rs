@@ -101,7 +101,7 @@ fn enforce_and_serve<B: Batches>(
 ) -> Result<()> {
     let fail = |what: &str, e: String| {
         Error::other(format!(
-            "yolo guard: {what}: {e}; the agent will not be started"
+            "yolo-guard: {what}: {e}; the agent will not be started"
         ))
     };
     let allowlist =
@@ -158,7 +158,7 @@ async fn serve<B: Batches>(
 ) -> Result<()> {
     let fail = |what: &str, e: String| {
         Error::other(format!(
-            "yolo guard: {what}: {e}; the agent will not be started"
+            "yolo-guard: {what}: {e}; the agent will not be started"
         ))
     };
     let parse = |s: &str| {

@@ -16,7 +16,8 @@ pub struct UserConfig {
     pub trust_host_commands: bool,
     pub limits: UserLimits,
     pub firewall: UserFirewall,
-    /// User-defined agents, by name; a name equal to a preset replaces the preset.
+    /// User-defined agents, by name; a name equal to a preset adjusts it (a `command` replaces
+    /// the preset's, `env` and `domains` add to its lists, `state_dir` replaces it).
     pub agents: BTreeMap<String, UserAgent>,
     /// Base image of the firewall guard (default `debian:bookworm-slim`).
     pub guard_base_image: Option<String>,

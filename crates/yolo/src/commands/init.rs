@@ -133,7 +133,7 @@ impl Plan {
     fn fill(&self, template: &str, agent: &str) -> String {
         let presets: Vec<String> = self.presets.iter().map(|p| format!("\"{p}\"")).collect();
         let toolchains = if self.toolchains.is_empty() {
-            "none detected; add their Debian packages to the list above".to_string()
+            "none detected; add their Debian packages to the list below".to_string()
         } else {
             let found: Vec<String> = self
                 .toolchains
