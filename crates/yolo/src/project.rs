@@ -2,7 +2,6 @@
 //! against the user's grants: config -> policy -> RunSpec, done once at the edge.
 
 use crate::agents;
-use crate::cli::Target;
 use crate::devcontainer::{discover, id, model::DevContainer, names, parse, substitute};
 use crate::error::{Error, Result};
 use crate::policy;
@@ -30,9 +29,10 @@ pub struct Located {
 }
 
 impl Located {
-    pub fn find(target: &Target) -> Result<Located> {
-        let workspace = workspace_dir(target.workspace.as_deref())?;
-        let config_file = discover::find_config(&workspace, target.config.as_deref())?;
+    /// The workspace (default: the current folder) and its config (default: discovered).
+    pub fn find(workspace: Option<&Path>, config: Option<&Path>) -> Result<Located> {
+        let workspace = workspace_dir(workspace)?;
+        let config_file = discover::find_config(&workspace, config)?;
         let devcontainer_id = id::devcontainer_id(
             &workspace.display().to_string(),
             &config_file.display().to_string(),
@@ -168,7 +168,7 @@ fn substituted(
     )
 }
 
-fn workspace_dir(explicit: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn workspace_dir(explicit: Option<&Path>) -> Result<PathBuf> {
     let dir = match explicit {
         Some(d) => d.to_path_buf(),
         None => std::env::current_dir().map_err(|e| Error::io(".", e))?,

@@ -3,7 +3,6 @@
 use crate::audit::{self, Event, EventKind};
 use crate::cli::Target;
 use crate::error::{Error, Result};
-use crate::project::Located;
 use crate::state::WorkspaceState;
 use std::time::Duration;
 
@@ -49,7 +48,7 @@ pub async fn execute(
 }
 
 fn latest_session(target: &Target) -> Result<String> {
-    let located = Located::find(target)?;
+    let located = super::locate(target)?;
     let state = WorkspaceState::load(&located.devcontainer_id)?;
     state.sessions.last().cloned().ok_or_else(|| {
         Error::NotFound(format!(
@@ -60,7 +59,7 @@ fn latest_session(target: &Target) -> Result<String> {
 }
 
 fn list_sessions(target: &Target) -> Result<i32> {
-    let states = match Located::find(target) {
+    let states = match super::locate(target) {
         Ok(located) => vec![WorkspaceState::load(&located.devcontainer_id)?],
         Err(_) => WorkspaceState::all(),
     };

@@ -6,11 +6,10 @@ use crate::audit::EventKind;
 use crate::cli::Target;
 use crate::engine::Found;
 use crate::error::Result;
-use crate::project::Located;
 use crate::state::WorkspaceState;
 
 pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Result<i32> {
-    let located = Located::find(target)?;
+    let located = super::locate(target)?;
     let engine = super::engine().await?;
     let mut state = WorkspaceState::load(&located.devcontainer_id)?;
     let Found { agent, guard } = engine.find(&super::owner(&located)).await?;

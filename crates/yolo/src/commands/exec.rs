@@ -11,13 +11,13 @@ use crate::state::WorkspaceState;
 use std::io::IsTerminal;
 
 pub(crate) async fn execute(target: &Target, argv: Vec<String>) -> Result<i32> {
-    let located = Located::find(target)?;
+    let located = super::locate(target)?;
     let engine = super::engine().await?;
     attach(&engine, &located, "exec", argv).await
 }
 
 pub(crate) async fn shell(target: &Target) -> Result<i32> {
-    let located = Located::find(target)?;
+    let located = super::locate(target)?;
     let engine = super::engine().await?;
     // The user's login shell if the image has one that works, else sh.
     let argv = vec![

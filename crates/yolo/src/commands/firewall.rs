@@ -113,7 +113,7 @@ fn join(ports: &[u16]) -> String {
 
 pub async fn show(target: &Target, json: bool) -> Result<i32> {
     if json {
-        let located = Located::find(target)?;
+        let located = super::locate(target)?;
         let engine = super::engine().await?;
         let guard = running_guard(&engine, &located).await?;
         let response = network::control(&engine, &guard, &Request::Status).await?;
@@ -156,7 +156,7 @@ pub async fn show(target: &Target, json: bool) -> Result<i32> {
 }
 
 async fn request(target: &Target, request: &Request) -> Result<Response> {
-    let located = Located::find(target)?;
+    let located = super::locate(target)?;
     let engine = super::engine().await?;
     let guard = running_guard(&engine, &located).await?;
     let response = network::control(&engine, &guard, request).await?;

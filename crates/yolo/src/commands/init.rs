@@ -156,15 +156,23 @@ pub fn execute(target: &Target, agent: &str, force: bool) -> Result<i32> {
         .workspace
         .clone()
         .unwrap_or_else(|| PathBuf::from("."));
+    // A missing workspace is "nothing found" (66), as for every other command.
+    crate::project::workspace_dir(Some(&workspace))?;
     let plan = Plan::new(agent, detect(&file_names(&workspace)?)).ok_or_else(|| {
         Error::Usage(format!("no template for agent {agent:?}; templates exist for claude, codex, gemini, aider, opencode"))
     })?;
-    let dir = workspace.join(".devcontainer");
+    // `--config PATH` says where devcontainer.json goes; its Dockerfile goes next to it.
+    let config = target
+        .config
+        .clone()
+        .unwrap_or_else(|| workspace.join(".devcontainer").join("devcontainer.json"));
+    let dir = config
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
     let files = [
-        (
-            dir.join("devcontainer.json"),
-            plan.fill(DEVCONTAINER, agent),
-        ),
+        (config.clone(), plan.fill(DEVCONTAINER, agent)),
         (dir.join("Dockerfile"), plan.fill(DOCKERFILE, agent)),
     ];
     if !force {

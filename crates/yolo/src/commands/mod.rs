@@ -73,6 +73,11 @@ pub async fn execute(cli: Cli) -> Result<i32> {
     }
 }
 
+/// The workspace and config file the `--workspace`/`--config` flags point at.
+fn locate(target: &crate::cli::Target) -> Result<Located> {
+    Located::find(target.workspace.as_deref(), target.config.as_deref())
+}
+
 /// The user's config and the flags, resolved before anything runs.
 fn resolve(flags: &crate::cli::UpFlags) -> Result<(UpSettings, UserConfig)> {
     let user = UserConfig::load()?;

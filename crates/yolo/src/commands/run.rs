@@ -4,7 +4,7 @@ use crate::agents;
 use crate::cli::Target;
 use crate::engine::{Engine, ExecRequest, Output};
 use crate::error::{Error, Result};
-use crate::project::{Located, Project, AGENT_STATE_ROOT};
+use crate::project::{Project, AGENT_STATE_ROOT};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 
@@ -15,7 +15,7 @@ pub(crate) async fn execute(
     agent: Option<String>,
     args: Vec<String>,
 ) -> Result<i32> {
-    let located = Located::find(target)?;
+    let located = super::locate(target)?;
     let project = Project::load(&located, settings, user)?;
     let name = agent.or_else(|| project.spec.default_agent.clone()).ok_or_else(|| {
         Error::Usage("name the agent to run, e.g. `yolo run claude` (or set customizations.yolo.agent in devcontainer.json)".into())

@@ -10,7 +10,7 @@ use crate::engine::{Container, Engine, Found, NetworkAttach, Owner};
 use crate::error::{Error, Result};
 use crate::firewall::control::Request;
 use crate::firewall::{mode_name, NetworkMode};
-use crate::project::{Located, Project};
+use crate::project::Project;
 use crate::run_spec::{ImageSource, MountKind};
 use crate::settings::UpSettings;
 use crate::state::WorkspaceState;
@@ -44,7 +44,7 @@ pub(crate) async fn execute(
     user: UserConfig,
     json: bool,
 ) -> Result<i32> {
-    let located = Located::find(target)?;
+    let located = super::locate(target)?;
     let project = Project::load(&located, settings, user)?;
     let engine = super::engine().await?;
     let outcome = up(&engine, &project, &[]).await?;

@@ -90,18 +90,22 @@ impl Engine {
         let _raw = if req.tty { RawMode::enable() } else { None };
         if req.tty {
             self.resize(&created.id).await;
-            let engine = self.clone();
-            let id = created.id.clone();
-            tokio::spawn(async move {
-                let Ok(mut winch) =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
-                else {
-                    return;
-                };
-                while winch.recv().await.is_some() {
-                    engine.resize(&id).await;
-                }
-            });
+            // SIGWINCH says the terminal changed size; Windows has no such signal (its
+            // console is sized once, at the start).
+            #[cfg(unix)]
+            {
+                let engine = self.clone();
+                let id = created.id.clone();
+                tokio::spawn(async move {
+                    use tokio::signal::unix::{signal, SignalKind};
+                    let Ok(mut winch) = signal(SignalKind::window_change()) else {
+                        return;
+                    };
+                    while winch.recv().await.is_some() {
+                        engine.resize(&id).await;
+                    }
+                });
+            }
         }
         if req.stdin {
             tokio::spawn(async move {

@@ -324,11 +324,15 @@ fn finish(tar: tar::Builder<Vec<u8>>) -> Result<Vec<u8>> {
 /// The host folder for the guard's network events: writable by the guard's root, which has no
 /// CAP_DAC_OVERRIDE (so it cannot write into a non-root user's 0755 folder).
 pub(crate) fn log_dir(root: &Path) -> Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let dir = root.join("network");
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))
-        .map_err(|e| Error::io(&dir, e))?;
+    // Unix modes mean nothing to a Windows host's folder that Docker Desktop shares.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))
+            .map_err(|e| Error::io(&dir, e))?;
+    }
     Ok(dir)
 }
 

@@ -5,7 +5,7 @@ use crate::support::*;
 
 #[test]
 fn bash_completions_define_the_function_and_name_the_subcommands() {
-    let t = Test::new();
+    let t = Test::without_docker();
     let script = t.yolo(&["completions", "bash"]).ok().stdout();
     assert!(script.contains("_yolo() {"), "{script}");
     assert!(script.contains("complete -F _yolo"), "{script}");
@@ -37,13 +37,10 @@ fn bash_completions_define_the_function_and_name_the_subcommands() {
 
 #[test]
 fn usage_errors_exit_64_and_list_what_is_valid() {
-    let t = Test::new();
-    let run = t.yolo(&["audit", "--kind", "dnss"]).fails_with(64);
-    assert!(
-        run.stderr().contains("possible values: session_start"),
-        "{}",
-        run.stderr()
-    );
+    let t = Test::without_docker();
+    t.yolo(&["audit", "--kind", "dnss"])
+        .fails_with(64)
+        .assert_stderr_contains("possible values: session_start");
     t.yolo(&["completions", "tcsh"]).fails_with(64);
     t.yolo(&["allow"]).fails_with(64);
     let help = t.yolo(&["deny", "--help"]).ok().stdout();
@@ -55,7 +52,7 @@ fn usage_errors_exit_64_and_list_what_is_valid() {
 
 #[test]
 fn init_in_a_rust_repository_installs_cargo_and_allows_crates() {
-    let t = Test::new();
+    let t = Test::without_docker();
     t.file(
         "Cargo.toml",
         "[package]\nname = \"demo\"\nversion = \"0.1.0\"\n",
@@ -87,4 +84,18 @@ fn init_in_a_rust_repository_installs_cargo_and_allows_crates() {
         dockerfile.contains("apt-get install -y --no-install-recommends ca-certificates curl git less procps sudo nodejs npm cargo rustc \\\n"),
         "{dockerfile}"
     );
+}
+
+#[test]
+fn init_writes_where_config_says_and_a_missing_workspace_is_nothing_found() {
+    let t = Test::without_docker();
+    t.yolo(&["init", "--workspace", "/nonexistent/repo"])
+        .fails_with(66)
+        .assert_stderr_contains("workspace /nonexistent/repo");
+    t.yolo(&["init", "--config", ".devcontainer/claude/devcontainer.json"])
+        .ok()
+        .assert_stderr_contains("wrote .devcontainer/claude/devcontainer.json")
+        .assert_stderr_contains("wrote .devcontainer/claude/Dockerfile");
+    assert!(t.workspace.join(".devcontainer/claude/Dockerfile").exists());
+    assert!(!t.workspace.join(".devcontainer/devcontainer.json").exists());
 }
