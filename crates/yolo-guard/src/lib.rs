@@ -499,7 +499,7 @@ mod tests {
     #[test]
     fn ruleset_applies_verifies_and_updates_in_a_private_namespace() {
         if let Err(why) = nflog::tests::can_use_netns() {
-            eprintln!("skipped: {why}");
+            nflog::tests::skip(why);
             return;
         }
         let name = format!("yolo-guardtest-rules-{}", std::process::id());
@@ -508,7 +508,7 @@ mod tests {
             .status()
             .is_ok_and(|s| s.success())
         {
-            eprintln!("skipped: cannot create a network namespace");
+            nflog::tests::skip("cannot create a network namespace");
             return;
         }
         let path = format!("/run/netns/{name}");
@@ -571,7 +571,7 @@ mod tests {
         f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static,
     ) -> Option<T> {
         if let Err(why) = nflog::tests::can_use_netns() {
-            eprintln!("skipped: {why}");
+            nflog::tests::skip(why);
             return None;
         }
         let name = format!("yolo-guardtest-{tag}-{}", std::process::id());
@@ -580,7 +580,7 @@ mod tests {
             .status()
             .is_ok_and(|s| s.success())
         {
-            eprintln!("skipped: cannot create a network namespace");
+            nflog::tests::skip("cannot create a network namespace");
             return None;
         }
         let path = format!("/run/netns/{name}");

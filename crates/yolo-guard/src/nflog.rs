@@ -322,4 +322,4 @@ pub fn spawn(
 
 #[cfg(test)]
 #[path = "nflog_tests.rs"]
-pub(super) mod tests;
+pub(crate) mod tests;

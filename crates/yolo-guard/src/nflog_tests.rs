@@ -175,6 +175,15 @@ impl Drop for Netns {
     }
 }
 
+/// A real-kernel test cannot run here (not root, no `nft`, no `ip netns`): say so and skip,
+/// unless `YOLO_REQUIRE_NETNS` is set (CI sets it), where a skip would hide a broken firewall.
+pub(crate) fn skip(why: &str) {
+    if std::env::var_os("YOLO_REQUIRE_NETNS").is_some() {
+        panic!("real-kernel test cannot run ({why}) and YOLO_REQUIRE_NETNS is set");
+    }
+    skip(why);
+}
+
 pub(crate) fn can_use_netns() -> Result<(), &'static str> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -189,11 +198,11 @@ pub(crate) fn can_use_netns() -> Result<(), &'static str> {
 #[test]
 fn reads_a_packet_dropped_in_a_private_namespace() {
     if let Err(why) = can_use_netns() {
-        eprintln!("skipped: {why}");
+        skip(why);
         return;
     }
     let Some(ns) = Netns::new("nflog") else {
-        eprintln!("skipped: cannot create a network namespace");
+        skip("cannot create a network namespace");
         return;
     };
     assert!(ns.exec(&["ip", "link", "set", "lo", "up"], None));

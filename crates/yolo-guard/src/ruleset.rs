@@ -1356,7 +1356,7 @@ mod tests {
     #[test]
     fn ruleset_applies_in_real_netns() {
         if let Some(why) = real_netns_unavailable() {
-            eprintln!("skipping ruleset_applies_in_real_netns: {why}");
+            crate::nflog::tests::skip(&format!("ruleset_applies_in_real_netns: {why}"));
             return;
         }
         let ns = Netns::create().unwrap();
@@ -1423,7 +1423,9 @@ mod tests {
     #[test]
     fn docker_dns_is_refused_in_real_netns_loopback() {
         if let Some(why) = real_netns_unavailable() {
-            eprintln!("skipping docker_dns_is_refused_in_real_netns_loopback: {why}");
+            crate::nflog::tests::skip(&format!(
+                "docker_dns_is_refused_in_real_netns_loopback: {why}"
+            ));
             return;
         }
         let ns = Netns::create().unwrap();

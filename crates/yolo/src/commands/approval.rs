@@ -116,15 +116,19 @@ pub fn check(project: &Project, state: &mut WorkspaceState) -> Result<()> {
     Ok(())
 }
 
+/// Proof that `initializeCommand` may run: only [`confirm_host_command`] makes one, and
+/// `hooks::initialize` will not run the command without it.
+pub(crate) struct HostCommandApproval(());
+
 /// Right before `initializeCommand` would run on the host: go on when the user trusts host
 /// commands, else ask in a terminal; refuse (77) when nobody can be asked or the answer is no.
 /// Asked only on the path that runs it (a new start), never when a running container is reused.
-pub fn confirm_host_command(project: &Project) -> Result<()> {
+pub(crate) fn confirm_host_command(project: &Project) -> Result<HostCommandApproval> {
     let Some(command) = &project.spec.initialize_command else {
-        return Ok(());
+        return Ok(HostCommandApproval(()));
     };
     if project.settings.trust_host_commands {
-        return Ok(());
+        return Ok(HostCommandApproval(()));
     }
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         let shown = command
@@ -158,5 +162,5 @@ pub fn confirm_host_command(project: &Project) -> Result<()> {
             "initializeCommand not approved; nothing was started".into(),
         ));
     }
-    Ok(())
+    Ok(HostCommandApproval(()))
 }

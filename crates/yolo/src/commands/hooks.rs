@@ -58,8 +58,12 @@ impl Hook {
     }
 }
 
-/// Run `initializeCommand` on the host, if the user trusts it (policy left it out otherwise).
-pub(crate) async fn initialize(project: &Project, writer: &Writer) -> Result<()> {
+/// Run `initializeCommand` on the host, once the user's trust or answer is in hand.
+pub(crate) async fn initialize(
+    project: &Project,
+    writer: &Writer,
+    _approved: super::approval::HostCommandApproval,
+) -> Result<()> {
     match &project.spec.initialize_command {
         Some(command) => run_on_host(command, &project.spec.workspace, Some(writer)).await,
         None => Ok(()),

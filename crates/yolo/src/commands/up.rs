@@ -440,7 +440,7 @@ impl Act<'_> {
         let spec = &self.project.spec;
         // initializeCommand is about to run: the only moment to ask (or, with nobody to ask
         // and no trust, refuse) — before anything is removed, opened or built.
-        approval::confirm_host_command(self.project)?;
+        let approved = approval::confirm_host_command(self.project)?;
         self.clear_out(agent, guard).await?;
         let image_name = match agent {
             AgentStep::Start { image, .. } => image.clone(),
@@ -455,7 +455,7 @@ impl Act<'_> {
             "closed by a new start",
         )?;
         state.save(&spec.devcontainer_id)?;
-        hooks::initialize(self.project, &writer).await?;
+        hooks::initialize(self.project, &writer, approved).await?;
         // The image first: a failing build or pull leaves nothing half made behind.
         let image = match agent {
             AgentStep::Start { image, .. } => image.clone(),
