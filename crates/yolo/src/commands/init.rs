@@ -11,13 +11,29 @@ const DEVCONTAINER: &str = include_str!("../../../../templates/init/devcontainer
 const DOCKERFILE: &str = include_str!("../../../../templates/init/Dockerfile");
 
 /// How each agent is installed in the template image: (apt packages, RUN line, presets).
-fn recipe(agent: &str) -> Option<(&'static str, &'static str, &'static [&'static str])> {
+/// How an agent's template installs it: Debian packages, the Dockerfile step, its presets.
+struct Recipe {
+    packages: &'static str,
+    install: &'static str,
+    presets: &'static [&'static str],
+}
+
+fn recipe(agent: &str) -> Option<Recipe> {
+    let npm = |install| Recipe {
+        packages: "nodejs npm",
+        install,
+        presets: &["npm", "github"],
+    };
     Some(match agent {
-        "claude" => ("nodejs npm", "RUN npm install -g @anthropic-ai/claude-code", &["npm", "github"]),
-        "codex" => ("nodejs npm", "RUN npm install -g @openai/codex", &["npm", "github"]),
-        "gemini" => ("nodejs npm", "RUN npm install -g @google/gemini-cli", &["npm", "github"]),
-        "opencode" => ("nodejs npm", "RUN npm install -g opencode-ai", &["npm", "github"]),
-        "aider" => ("python3 python3-venv", "RUN python3 -m venv /opt/aider && /opt/aider/bin/pip install aider-chat && ln -s /opt/aider/bin/aider /usr/local/bin/aider", &["pypi", "github"]),
+        "claude" => npm("RUN npm install -g @anthropic-ai/claude-code"),
+        "codex" => npm("RUN npm install -g @openai/codex"),
+        "gemini" => npm("RUN npm install -g @google/gemini-cli"),
+        "opencode" => npm("RUN npm install -g opencode-ai"),
+        "aider" => Recipe {
+            packages: "python3 python3-venv",
+            install: "RUN python3 -m venv /opt/aider && /opt/aider/bin/pip install aider-chat && ln -s /opt/aider/bin/aider /usr/local/bin/aider",
+            presets: &["pypi", "github"],
+        },
         _ => return None,
     })
 }
@@ -105,7 +121,11 @@ struct Plan {
 
 impl Plan {
     fn new(agent: &str, toolchains: Vec<(Toolchain, &'static str)>) -> Option<Plan> {
-        let (packages, install, presets) = recipe(agent)?;
+        let Recipe {
+            packages,
+            install,
+            presets,
+        } = recipe(agent)?;
         let mut plan = Plan {
             packages: vec![],
             presets: vec![],

@@ -15,11 +15,10 @@ use crate::run_spec::{ImageSource, MountKind};
 use crate::settings::UpSettings;
 use crate::state::WorkspaceState;
 use crate::user_config::UserConfig;
-use serde::Serialize;
 use std::fmt;
 
-/// What `up` did, printed as JSON with `--json`.
-#[derive(Debug, Serialize)]
+/// What `up` did: printed for humans, and the source of `up --json` (`output::Up`).
+#[derive(Debug)]
 pub(crate) struct Outcome {
     pub(crate) container_id: String,
     pub(crate) container_name: String,
