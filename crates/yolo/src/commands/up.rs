@@ -458,7 +458,11 @@ impl Act<'_> {
             AgentStep::Start { image, .. } => image.clone(),
             _ => {
                 self.engine
-                    .ensure_image(&spec.image, self.project.settings.rebuild)
+                    .ensure_image(
+                        &spec.image,
+                        self.project.settings.rebuild,
+                        &spec.devcontainer_id,
+                    )
                     .await?
             }
         };

@@ -387,7 +387,10 @@ mod tests {
                 host: 18080,
                 container: 8080,
             }],
-            labels: BTreeMap::from([(labels::MANAGED.into(), "true".into())]),
+            labels: BTreeMap::from([
+                ("team".into(), "core".into()),
+                (labels::LOCAL_FOLDER.into(), "/elsewhere".into()),
+            ]),
             hostname: Some("box".into()),
             extra_hosts: vec!["db:192.0.2.1".into()],
             host_modes: BTreeMap::from([("pid".into(), "host".into())]),
@@ -402,6 +405,29 @@ mod tests {
             default_agent: None,
             init: true,
             shm_size: None,
+        }
+    }
+
+    #[test]
+    fn the_agent_is_labelled_so_vs_code_and_yolo_find_it() {
+        let guard = NetworkAttach::Container("g1".into());
+        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall);
+        let labels = body.labels.unwrap();
+        for (key, value) in [
+            ("devcontainer.local_folder", "/home/me/repo"),
+            (
+                "devcontainer.config_file",
+                "/home/me/repo/.devcontainer/devcontainer.json",
+            ),
+            ("dev.yolo.managed", "true"),
+            ("dev.yolo.id", "0abc"),
+            ("dev.yolo.config-hash", "h"),
+            ("dev.yolo.role", "agent"),
+            ("dev.yolo.network", "firewall"),
+            // The repository's own label stays; yolo's keys win over a planted one.
+            ("team", "core"),
+        ] {
+            assert_eq!(labels.get(key).map(String::as_str), Some(value), "{key}");
         }
     }
 

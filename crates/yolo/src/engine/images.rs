@@ -16,7 +16,14 @@ const TAIL_LINES: usize = 20;
 
 impl Engine {
     /// Make sure the image of `source` exists locally and return the reference to run.
-    pub(crate) async fn ensure_image(&self, source: &ImageSource, rebuild: bool) -> Result<String> {
+    /// The image of `source` for the project `devcontainer_id`: pulled if missing, built if its
+    /// inputs changed (or `rebuild`).
+    pub(crate) async fn ensure_image(
+        &self,
+        source: &ImageSource,
+        rebuild: bool,
+        devcontainer_id: &str,
+    ) -> Result<String> {
         match source {
             ImageSource::Image(name) => {
                 if !self.image_exists(name).await? {
@@ -35,7 +42,7 @@ impl Engine {
                 {
                     return Ok(build.tag.clone());
                 }
-                self.build(build, &hash, rebuild).await?;
+                self.build(build, &hash, rebuild, devcontainer_id).await?;
                 Ok(build.tag.clone())
             }
         }
@@ -97,7 +104,13 @@ impl Engine {
         Ok(())
     }
 
-    async fn build(&self, build: &BuildSpec, hash: &str, no_cache: bool) -> Result<()> {
+    async fn build(
+        &self,
+        build: &BuildSpec,
+        hash: &str,
+        no_cache: bool,
+        devcontainer_id: &str,
+    ) -> Result<()> {
         let tar = context_tar(build)?;
         let options = BuildImageOptions {
             dockerfile: build.dockerfile.clone(),
@@ -105,7 +118,11 @@ impl Engine {
             buildargs: Some(build.args.clone().into_iter().collect()),
             target: build.target.clone().unwrap_or_default(),
             cachefrom: (!build.cache_from.is_empty()).then(|| build.cache_from.clone()),
-            labels: Some(labels::built_image(build, hash).into_iter().collect()),
+            labels: Some(
+                labels::built_image(build, hash, devcontainer_id)
+                    .into_iter()
+                    .collect(),
+            ),
             nocache: no_cache,
             rm: true,
             forcerm: true,

@@ -26,10 +26,13 @@ const EXTRA_LABELS_ENV: &str = "YOLO_LABELS";
 
 type Labels = BTreeMap<String, String>;
 
-/// The agent container: what policy put in the RunSpec (`devcontainer.*`, yolo's own, the
-/// repository's safe `--label`s), its role and the network mode it is made for.
+/// The agent container: the repository's safe `--label`s (from policy), then the project set
+/// (`devcontainer.*`, so VS Code finds it; yolo's own), the config hash it was made from, its
+/// role and the network mode it is made for. yolo's keys win over the repository's.
 pub(super) fn agent(spec: &RunSpec, mode: NetworkMode) -> Labels {
     let mut labels = spec.labels.clone();
+    labels.extend(project(&Owner::of(spec)));
+    labels.insert(CONFIG_HASH.into(), spec.config_hash.clone());
     labels.insert(ROLE.into(), Role::Agent.label().into());
     labels.insert(NETWORK.into(), mode_name(mode).into());
     with_extra(labels)
@@ -65,9 +68,10 @@ pub(super) fn volume(devcontainer_id: &str) -> Labels {
     ]))
 }
 
-/// An image built from the project's Dockerfile.
-pub(super) fn built_image(build: &BuildSpec, hash: &str) -> Labels {
+/// An image built from the project's Dockerfile: the repository's `--label`s, then yolo's.
+pub(super) fn built_image(build: &BuildSpec, hash: &str, devcontainer_id: &str) -> Labels {
     let mut labels = build.labels.clone();
+    labels.extend(volume(devcontainer_id));
     labels.insert(BUILD_HASH.into(), hash.to_string());
     with_extra(labels)
 }

@@ -33,7 +33,7 @@ impl Eval<'_> {
             security_opt: Vec::new(),
             limits: Limits::default(),
             ports: Vec::new(),
-            labels: self.base_labels(),
+            labels: Default::default(),
             hostname: None,
             extra_hosts: Vec::new(),
             host_modes: BTreeMap::new(),

@@ -103,9 +103,6 @@ impl Eval<'_> {
             tag: image_tag(self.input.workspace, self.input.devcontainer_id),
         };
         self.apply_build_options(&mut spec, &build.options)?;
-        spec.labels.insert("dev.yolo.managed".into(), "true".into());
-        spec.labels
-            .insert("dev.yolo.id".into(), self.input.devcontainer_id.into());
         Ok(spec)
     }
 
@@ -191,8 +188,10 @@ mod tests {
         assert_eq!(build.target.as_deref(), Some("dev"));
         assert_eq!(build.cache_from, ["img:cache"]);
         assert_eq!(build.tag, "yolo-my-repo-0123456789ab:latest");
-        assert_eq!(build.labels["dev.yolo.managed"], "true");
-        assert_eq!(build.labels["dev.yolo.id"], ID);
+        assert!(
+            build.labels.is_empty(),
+            "yolo's own labels are the engine's"
+        );
     }
 
     #[test]

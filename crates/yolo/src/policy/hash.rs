@@ -4,14 +4,9 @@
 use crate::run_spec::RunSpec;
 use sha2::{Digest, Sha256};
 
-/// Label yolo stores the config hash under; left out of the hash itself.
-pub(super) const CONFIG_HASH_LABEL: &str = "dev.yolo.config-hash";
-
-/// Hash `spec` and store the hash in it and in its labels.
+/// Hash `spec` and store the hash in it (the engine labels the container with it).
 pub(super) fn seal(spec: &mut RunSpec) {
     spec.config_hash = config_hash(spec);
-    spec.labels
-        .insert(CONFIG_HASH_LABEL.into(), spec.config_hash.clone());
 }
 
 /// sha256 (hex) of the canonical JSON of `spec` without the hash itself, so a changed effective
@@ -19,7 +14,6 @@ pub(super) fn seal(spec: &mut RunSpec) {
 fn config_hash(spec: &RunSpec) -> String {
     let mut canonical = spec.clone();
     canonical.config_hash.clear();
-    canonical.labels.remove(CONFIG_HASH_LABEL);
     canonical.grants_used.sort();
     let json = serde_json::to_vec(&canonical).unwrap_or_default();
     hex::encode(Sha256::digest(&json))
