@@ -292,4 +292,94 @@ mod tests {
         assert_eq!(members.len(), 2, "{members:?}");
         assert!(parsed["workspace"].get("default-members").is_none());
     }
+
+    /// The source context resolves with its own lock as it is (`--locked`, as Dockerfile.source
+    /// builds it), and that lock holds the guard crates and their dependencies only.
+    #[test]
+    fn the_source_context_resolves_with_its_lock_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let context = context(&GuardSource::FromSource).unwrap().unwrap();
+        tar::Archive::new(context.as_slice())
+            .unpack(dir.path())
+            .unwrap();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let host = std::process::Command::new(&cargo)
+            .arg("-vV")
+            .output()
+            .unwrap();
+        let host = String::from_utf8_lossy(&host.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+            .expect("cargo -vV names the host");
+        // --filter-platform: only this platform's packages, which this build has downloaded
+        // (--offline). The lock check itself covers every platform.
+        let output = std::process::Command::new(&cargo)
+            .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+            .args(["--filter-platform", &host])
+            .current_dir(dir.path())
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "cargo metadata --locked in the source context:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let name_of = |id: &serde_json::Value| {
+            metadata["packages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["id"] == *id)
+                .map(|p| p["name"].as_str().unwrap().to_string())
+                .unwrap_or_else(|| panic!("no package {id}"))
+        };
+        let members: Vec<String> = metadata["workspace_members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(name_of)
+            .collect();
+        assert_eq!(members.len(), 2, "{members:?}");
+        for member in ["yolo-guard", "yolo-protocol"] {
+            assert!(members.iter().any(|m| m == member), "{members:?}");
+        }
+        // Every resolved package is reachable from the two guard crates.
+        let nodes = metadata["resolve"]["nodes"].as_array().unwrap();
+        let mut reached: Vec<&serde_json::Value> = metadata["workspace_members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect();
+        let mut next = 0;
+        while next < reached.len() {
+            let node = nodes.iter().find(|n| n["id"] == *reached[next]).unwrap();
+            for dep in node["deps"].as_array().unwrap() {
+                if !reached.contains(&&dep["pkg"]) {
+                    reached.push(&dep["pkg"]);
+                }
+            }
+            next += 1;
+        }
+        assert_eq!(reached.len(), nodes.len(), "nothing unreachable resolved");
+        // And the lock itself (every platform) names none of the CLI's own dependencies.
+        let lock = std::fs::read_to_string(dir.path().join("Cargo.lock")).unwrap();
+        let lock: toml::Value = toml::from_str(&lock).unwrap();
+        let locked: Vec<&str> = lock["package"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        for cli_only in ["yolo", "bollard", "clap", "indicatif", "tar"] {
+            assert!(
+                !locked.contains(&cli_only),
+                "{cli_only} in the guard's lock"
+            );
+        }
+        for needed in ["yolo-guard", "yolo-protocol", "nftables", "tokio"] {
+            assert!(locked.contains(&needed), "{needed} in the guard's lock");
+        }
+    }
 }
