@@ -245,14 +245,51 @@ mod tests {
         assert_eq!(docker_arch("s390x"), "s390x");
     }
 
+    /// The `p_type` of each program header of a 64-bit little-endian ELF file.
+    fn program_header_types(elf: &[u8]) -> Vec<u32> {
+        let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap());
+        let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap());
+        let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap());
+        assert_eq!(&elf[..4], b"\x7fELF", "an ELF file");
+        assert_eq!(elf[4], 2, "ELFCLASS64");
+        assert_eq!(elf[5], 1, "little-endian");
+        let phoff = usize::try_from(u64_at(0x20)).unwrap();
+        let phentsize = usize::from(u16_at(0x36));
+        let phnum = usize::from(u16_at(0x38));
+        (0..phnum).map(|i| u32_at(phoff + i * phentsize)).collect()
+    }
+
+    const PT_LOAD: u32 = 1;
+    const PT_INTERP: u32 = 3;
+
     #[test]
     fn this_linux_build_carries_a_static_guard_and_its_source() {
         let carried = Carried::this_build();
         assert!(carried.source, "build.rs embeds the guard's source");
         if cfg!(target_os = "linux") {
             assert_eq!(carried.binary_for, Some(Platform::of_this_build()));
-            assert_eq!(&EMBEDDED[..4], b"\x7fELF", "an ELF executable");
+            let types = program_header_types(EMBEDDED);
+            assert!(types.contains(&PT_LOAD), "an executable: {types:?}");
+            // A dynamic executable names its loader (ld-linux) in PT_INTERP: a static one runs
+            // in an image with no C library.
+            assert!(
+                !types.contains(&PT_INTERP),
+                "a static executable, no program interpreter: {types:?}"
+            );
         }
+    }
+
+    #[test]
+    fn the_elf_reader_finds_an_interpreter() {
+        // A minimal ELF64 header with two program headers at 0x40: PT_INTERP, PT_LOAD.
+        let mut elf = vec![0u8; 0x40 + 2 * 0x38];
+        elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        elf[0x20..0x28].copy_from_slice(&0x40u64.to_le_bytes());
+        elf[0x36..0x38].copy_from_slice(&0x38u16.to_le_bytes());
+        elf[0x38..0x3a].copy_from_slice(&2u16.to_le_bytes());
+        elf[0x40..0x44].copy_from_slice(&PT_INTERP.to_le_bytes());
+        elf[0x78..0x7c].copy_from_slice(&PT_LOAD.to_le_bytes());
+        assert_eq!(program_header_types(&elf), vec![PT_INTERP, PT_LOAD]);
     }
 
     #[test]
