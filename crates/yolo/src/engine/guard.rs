@@ -104,8 +104,12 @@ impl Engine {
                 bar.finish_and_clear();
                 return Err(Error::Docker {
                     action: format!("building the guard image {tag} from {base}"),
-                    message: format!("{}\n  last output:\n    {}", detail.message.unwrap_or_default(), tail.join("\n    ")),
-                    hint: Some("the guard image needs Debian's nftables package; set guard_base_image in your yolo config to a Debian-based image that is present locally".into()),
+                    message: format!(
+                        "{}\n  last output:\n    {}",
+                        detail.message.unwrap_or_default(),
+                        tail.join("\n    ")
+                    ),
+                    hint: Some(build_hint(&source).into()),
                 });
             }
             if let Some(line) = info
@@ -264,6 +268,14 @@ impl Engine {
     }
 }
 
+/// What to check when the guard image does not build, by what it is built from.
+fn build_hint(source: &GuardSource) -> &'static str {
+    match source {
+        GuardSource::FromSource => "this engine builds the guard from source: it must reach Docker Hub (the rust image and the base image) and crates.io; or set guard_image = \"...\" in your yolo config to a guard image prebuilt for this engine",
+        GuardSource::Embedded | GuardSource::Configured(_) => "the guard image needs Debian's nftables package; set guard_base_image in your yolo config to a Debian-based image that is present locally",
+    }
+}
+
 fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
     let exposed = hardening::exposed(&spec.ports);
     let hardening = Hardening {
@@ -354,6 +366,17 @@ mod tests {
             extra_hosts: vec!["db:192.0.2.1".into()],
             log_dir: "/data/network".into(),
         }
+    }
+
+    #[test]
+    fn a_failed_guard_build_hints_at_what_its_source_needs() {
+        let from_source = build_hint(&GuardSource::FromSource);
+        for needed in ["Docker Hub", "rust", "crates.io", "guard_image"] {
+            assert!(from_source.contains(needed), "{needed}: {from_source}");
+        }
+        assert!(!from_source.contains("nftables"), "{from_source}");
+        let embedded = build_hint(&GuardSource::Embedded);
+        assert!(embedded.contains("guard_base_image"), "{embedded}");
     }
 
     #[test]
