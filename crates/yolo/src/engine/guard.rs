@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::run_spec::{Limits, Mount, MountKind, PortPublish};
 use bollard::models::{ContainerCreateBody, HostConfig, NetworkCreateRequest};
 use bollard::query_parameters::{
-    BuildImageOptions, InspectNetworkOptions, LogsOptions, UploadToContainerOptions,
+    BuildImageOptions, InspectNetworkOptions, ListImagesOptions, LogsOptions, RemoveImageOptions,
+    UploadToContainerOptions,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -126,7 +127,41 @@ impl Engine {
             }
         }
         bar.finish_and_clear();
+        self.remove_stale_guard_images(&tag).await;
         Ok(tag)
+    }
+
+    /// Remove the guard images older binaries and bases left behind (`guard_image::stale`).
+    /// Best effort: whatever fails stays, and without force Docker keeps an image a container
+    /// still uses (a guard that has not been recreated yet).
+    async fn remove_stale_guard_images(&self, tag: &str) {
+        let Some(built) = self.docker.inspect_image(tag).await.ok().and_then(|i| i.id) else {
+            return;
+        };
+        let options = ListImagesOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![labels::GUARD_BASE.to_string()],
+            )])),
+            ..Default::default()
+        };
+        let Ok(listed) = self.docker.list_images(Some(options)).await else {
+            return;
+        };
+        let images: Vec<guard_image::ListedImage> = listed
+            .into_iter()
+            .map(|i| guard_image::ListedImage {
+                id: i.id,
+                tags: i.repo_tags,
+                labels: i.labels.into_iter().collect(),
+            })
+            .collect();
+        for name in guard_image::stale(&built, &labels::guard_image_marks(), &images) {
+            let _ = self
+                .docker
+                .remove_image(&name, None::<RemoveImageOptions>, None)
+                .await;
+        }
     }
 
     /// The project's own bridge network (isolated from other projects' by Docker).

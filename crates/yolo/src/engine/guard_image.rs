@@ -11,10 +11,14 @@
 //!    (`templates/guard/Dockerfile.source`), tagged `yolo-guard:<version>-src-<digest>`.
 //!
 //! Either way the binary is baked in once per version and digest, never copied into each new
-//! guard container. `select` is pure and unit-tested; the engine only builds what it chose.
+//! guard container. `select` is pure and unit-tested; the engine only builds what it chose. Once
+//! it has built a new image, it removes the guard images `stale` picks (older binaries and
+//! bases), leaving those a container still uses.
 
+use super::labels;
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 /// `yolo-guard` for the CLI's own target; empty when the CLI was built for a host with no Linux
 /// binary to offer.
@@ -27,6 +31,8 @@ pub(crate) const DOCKERFILE_SOURCE: &str =
     include_str!("../../../../templates/guard/Dockerfile.source");
 /// Where the program lives in the guard image.
 pub(crate) const GUARD_BINARY: &str = "/usr/local/bin/yolo-guard";
+/// The repository of the images yolo builds for the guard.
+const REPOSITORY: &str = "yolo-guard";
 
 /// An OS and CPU architecture in Docker's words (`linux`, `amd64`/`arm64`/...).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,16 +126,58 @@ pub(crate) fn tag(source: &GuardSource) -> String {
     match source {
         GuardSource::Configured(image) => image.clone(),
         GuardSource::Embedded => format!(
-            "yolo-guard:{}-{}",
+            "{REPOSITORY}:{}-{}",
             env!("CARGO_PKG_VERSION"),
             digest12(EMBEDDED)
         ),
         GuardSource::FromSource => format!(
-            "yolo-guard:{}-src-{}",
+            "{REPOSITORY}:{}-src-{}",
             env!("CARGO_PKG_VERSION"),
             digest12(SOURCE)
         ),
     }
+}
+
+/// An image as the engine lists it.
+#[derive(Debug, Clone)]
+pub(super) struct ListedImage {
+    pub id: String,
+    pub tags: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What to remove once the guard image `built` (an image id) is in place: the other images yolo
+/// built for the guard, by their `yolo-guard:` tags (a tag someone else gave one stays, and so
+/// does the image under it), or by id when nothing names them any more (the image a rebuild
+/// for a new base took the tag from). Only images with the guard image's labels count, with
+/// every one of `marks` (`dev.yolo.managed` and the `YOLO_LABELS` of this run, so a test only
+/// clears its own).
+pub(super) fn stale(
+    built: &str,
+    marks: &BTreeMap<String, String>,
+    images: &[ListedImage],
+) -> Vec<String> {
+    let ours = |image: &ListedImage| {
+        image.labels.contains_key(labels::GUARD_BASE)
+            && marks.iter().all(|(k, v)| image.labels.get(k) == Some(v))
+    };
+    let mut names = Vec::new();
+    for image in images.iter().filter(|i| i.id != built && ours(i)) {
+        let tags: Vec<&String> = image
+            .tags
+            .iter()
+            .filter(|t| t.as_str() != "<none>:<none>")
+            .collect();
+        if tags.is_empty() {
+            names.push(image.id.clone());
+        }
+        names.extend(
+            tags.into_iter()
+                .filter(|t| t.starts_with(&format!("{REPOSITORY}:")))
+                .cloned(),
+        );
+    }
+    names
 }
 
 fn digest12(bytes: &[u8]) -> String {
@@ -236,6 +284,73 @@ mod tests {
             arch: "amd64".into(),
         };
         assert!(select(None, &carries(None, true), &windows).is_err());
+    }
+
+    fn listed(id: &str, tags: &[&str], labels: &[(&str, &str)]) -> ListedImage {
+        ListedImage {
+            id: id.into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_new_guard_image_clears_the_older_ones_of_this_yolo_only() {
+        let guard = [
+            (labels::GUARD_BASE, "debian:bookworm-slim"),
+            (labels::MANAGED, "true"),
+        ];
+        let marks = BTreeMap::from([(labels::MANAGED.to_string(), "true".to_string())]);
+        let images = [
+            listed("sha256:new", &["yolo-guard:0.2.0-bbb"], &guard),
+            listed("sha256:old", &["yolo-guard:0.1.0-aaa"], &guard),
+            listed("sha256:src", &["yolo-guard:0.1.0-src-ccc"], &guard),
+            // Left by a rebuild for a new guard_base_image: no name any more.
+            listed("sha256:dangling", &["<none>:<none>"], &guard),
+            listed("sha256:untagged", &[], &guard),
+            // Someone's own tag on an old guard image: that tag and the image stay.
+            listed(
+                "sha256:kept",
+                &["yolo-guard:0.1.0-ddd", "registry.example/guard:1"],
+                &guard,
+            ),
+            // Images yolo did not build for the guard.
+            listed("sha256:agent", &["yolo-guard:look-alike"], &[]),
+            listed(
+                "sha256:project",
+                &["vsc-repo:latest"],
+                &[(labels::MANAGED, "true")],
+            ),
+        ];
+        assert_eq!(
+            stale("sha256:new", &marks, &images),
+            [
+                "yolo-guard:0.1.0-aaa",
+                "yolo-guard:0.1.0-src-ccc",
+                "sha256:dangling",
+                "sha256:untagged",
+                "yolo-guard:0.1.0-ddd",
+            ]
+        );
+        // Every mark must match: a run with YOLO_LABELS (a test) leaves others' images alone.
+        let marked = BTreeMap::from([
+            (labels::MANAGED.to_string(), "true".to_string()),
+            ("dev.yolo.test".to_string(), "t1".to_string()),
+        ]);
+        let mut mine = guard.to_vec();
+        mine.push(("dev.yolo.test", "t1"));
+        let images = [
+            listed("sha256:new", &["yolo-guard:0.2.0-bbb"], &mine),
+            listed("sha256:mine", &["yolo-guard:0.1.0-aaa"], &mine),
+            listed("sha256:theirs", &["yolo-guard:0.1.0-eee"], &guard),
+        ];
+        assert_eq!(
+            stale("sha256:new", &marked, &images),
+            ["yolo-guard:0.1.0-aaa"]
+        );
     }
 
     #[test]
