@@ -6,8 +6,9 @@
 //!   which must stay dynamic, and away from the rest of the workspace). Only when the CLI is
 //!   built for Linux; on macOS or Windows there is no binary the engine could run, and the CLI
 //!   builds the guard image from source instead. `YOLO_GUARD_BIN=/path` embeds a prebuilt one.
-//! - `guard-src.tar`: the source of `yolo-protocol` and `yolo-guard` with the lock file, the
-//!   build context of that from-source image (see `engine::guard_image`).
+//! - `guard-src.tar`: the source of `yolo-protocol` and `yolo-guard`, a workspace manifest naming
+//!   only them, and the workspace's lock file pruned to them (same versions), the build context
+//!   of that from-source image (see `engine::guard_image`), which builds with `--locked`.
 //!
 //! Both are empty when the workspace is not next to this crate (a packaged crate): the CLI then
 //! needs a guard image named in the user's config.
@@ -51,7 +52,7 @@ fn main() {
 
     let source = out.join("guard-src.tar");
     if have_source {
-        fs::write(&source, source_tar(&workspace)).expect("writing guard-src.tar");
+        fs::write(&source, source_tar(&workspace, &out)).expect("writing guard-src.tar");
     } else {
         fs::write(&source, b"").expect("writing an empty guard-src.tar");
     }
@@ -72,8 +73,7 @@ fn build_static_guard(workspace: &Path, out: &Path) -> PathBuf {
     if env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu") {
         rustflags.push_str("-Ctarget-feature=+crt-static");
     }
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
+    let status = nested_cargo()
         .args([
             "build",
             "--release",
@@ -87,12 +87,6 @@ fn build_static_guard(workspace: &Path, out: &Path) -> PathBuf {
         .arg("--target-dir")
         .arg(&target_dir)
         .args(["--config", "profile.release.strip=true"])
-        // The outer build's flags and wrappers (clippy's driver among them) are not ours.
-        .env_remove("RUSTFLAGS")
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .env_remove("CLIPPY_ARGS")
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("CARGO_BUILD_TARGET")
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags)
         .stdout(Stdio::null())
         .status()
@@ -104,16 +98,34 @@ fn build_static_guard(workspace: &Path, out: &Path) -> PathBuf {
     target_dir.join(&target).join("release").join("yolo-guard")
 }
 
+/// The cargo running this build, without the outer build's flags and wrappers (clippy's driver
+/// among them): they are not ours.
+fn nested_cargo() -> Command {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+    ] {
+        command.env_remove(var);
+    }
+    command
+}
+
 fn copy(from: &Path, to: &Path) {
     if let Err(e) = fs::copy(from, to) {
-        panic!("copying the guard binary {}: {e}", from.display());
+        panic!("copying {}: {e}", from.display());
     }
 }
 
-/// The from-source build context: the two guard crates, the lock file, and a workspace
-/// manifest that names only them. Deterministic (sorted, zero mtimes) so the image digest
-/// changes only when the source does.
-fn source_tar(workspace: &Path) -> Vec<u8> {
+/// The from-source build context: the two guard crates, a workspace manifest that names only
+/// them, and the lock file pruned to them. Deterministic (sorted, zero mtimes) so the image
+/// digest changes only when the source does.
+fn source_tar(workspace: &Path, out: &Path) -> Vec<u8> {
     let mut files = Vec::new();
     for c in GUARD_CRATES {
         collect(workspace, &workspace.join(c), &mut files);
@@ -133,18 +145,50 @@ fn source_tar(workspace: &Path) -> Vec<u8> {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let mut entries: Vec<(String, Vec<u8>)> = vec![
-        ("Cargo.toml".into(), manifest.into_bytes()),
-        (
-            "Cargo.lock".into(),
-            fs::read(workspace.join("Cargo.lock")).expect("reading Cargo.lock"),
-        ),
-    ];
+    let mut entries: Vec<(String, Vec<u8>)> = vec![("Cargo.toml".into(), manifest.into_bytes())];
     for rel in files {
         let data = fs::read(workspace.join(&rel)).expect("reading guard source");
         entries.push((rel, data));
     }
+    let lock = pruned_lock(workspace, out, &entries);
+    entries.insert(1, ("Cargo.lock".into(), lock));
     tar(&entries)
+}
+
+/// The workspace's Cargo.lock with only what the two guard crates need, at the versions it
+/// locks. The whole lock names bollard, clap and the rest of the CLI's dependencies, which a
+/// workspace of the guard crates does not use: `cargo build --locked` there refuses it ("cannot
+/// update the lock file"). `cargo update --workspace --offline` in a copy of that workspace
+/// rewrites the lock without them and updates only the workspace's own crates: every other
+/// package keeps its locked version, and nothing is downloaded (it reads the registry index
+/// cache the outer build filled; `cargo metadata` would prune the same way but wants the
+/// sources of every platform's packages, which an offline machine may not have).
+fn pruned_lock(workspace: &Path, out: &Path, entries: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let dir = out.join("guard-src");
+    if dir.exists() {
+        fs::remove_dir_all(&dir).expect("clearing the guard source copy");
+    }
+    for (rel, data) in entries {
+        let path = dir.join(rel);
+        fs::create_dir_all(path.parent().expect("a file in a folder"))
+            .expect("copying the guard source");
+        fs::write(&path, data).expect("copying the guard source");
+    }
+    copy(&workspace.join("Cargo.lock"), &dir.join("Cargo.lock"));
+    let output = nested_cargo()
+        .args(["update", "--workspace", "--offline", "--quiet"])
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("running cargo to prune the guard's lock file");
+    assert!(
+        output.status.success(),
+        "pruning Cargo.lock to the guard crates failed (cargo update --workspace --offline in {}):\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    fs::read(dir.join("Cargo.lock")).expect("reading the guard's lock file")
 }
 
 fn collect(workspace: &Path, dir: &Path, files: &mut Vec<String>) {

@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::run_spec::{Limits, Mount, MountKind, PortPublish};
 use bollard::models::{ContainerCreateBody, HostConfig, NetworkCreateRequest};
 use bollard::query_parameters::{
-    BuildImageOptions, InspectNetworkOptions, LogsOptions, UploadToContainerOptions,
+    BuildImageOptions, InspectNetworkOptions, ListImagesOptions, LogsOptions, RemoveImageOptions,
+    UploadToContainerOptions,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -104,8 +105,12 @@ impl Engine {
                 bar.finish_and_clear();
                 return Err(Error::Docker {
                     action: format!("building the guard image {tag} from {base}"),
-                    message: format!("{}\n  last output:\n    {}", detail.message.unwrap_or_default(), tail.join("\n    ")),
-                    hint: Some("the guard image needs Debian's nftables package; set guard_base_image in your yolo config to a Debian-based image that is present locally".into()),
+                    message: format!(
+                        "{}\n  last output:\n    {}",
+                        detail.message.unwrap_or_default(),
+                        tail.join("\n    ")
+                    ),
+                    hint: Some(build_hint(&source).into()),
                 });
             }
             if let Some(line) = info
@@ -122,7 +127,41 @@ impl Engine {
             }
         }
         bar.finish_and_clear();
+        self.remove_stale_guard_images(&tag).await;
         Ok(tag)
+    }
+
+    /// Remove the guard images older binaries and bases left behind (`guard_image::stale`).
+    /// Best effort: whatever fails stays, and without force Docker keeps an image a container
+    /// still uses (a guard that has not been recreated yet).
+    async fn remove_stale_guard_images(&self, tag: &str) {
+        let Some(built) = self.docker.inspect_image(tag).await.ok().and_then(|i| i.id) else {
+            return;
+        };
+        let options = ListImagesOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![labels::GUARD_BASE.to_string()],
+            )])),
+            ..Default::default()
+        };
+        let Ok(listed) = self.docker.list_images(Some(options)).await else {
+            return;
+        };
+        let images: Vec<guard_image::ListedImage> = listed
+            .into_iter()
+            .map(|i| guard_image::ListedImage {
+                id: i.id,
+                tags: i.repo_tags,
+                labels: i.labels.into_iter().collect(),
+            })
+            .collect();
+        for name in guard_image::stale(&built, &labels::guard_image_marks(), &images) {
+            let _ = self
+                .docker
+                .remove_image(&name, None::<RemoveImageOptions>, None)
+                .await;
+        }
     }
 
     /// The project's own bridge network (isolated from other projects' by Docker).
@@ -264,6 +303,14 @@ impl Engine {
     }
 }
 
+/// What to check when the guard image does not build, by what it is built from.
+fn build_hint(source: &GuardSource) -> &'static str {
+    match source {
+        GuardSource::FromSource => "this engine builds the guard from source: it must reach Docker Hub (the rust image and the base image) and crates.io; or set guard_image = \"...\" in your yolo config to a guard image prebuilt for this engine",
+        GuardSource::Embedded | GuardSource::Configured(_) => "the guard image needs Debian's nftables package; set guard_base_image in your yolo config to a Debian-based image that is present locally",
+    }
+}
+
 fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
     let exposed = hardening::exposed(&spec.ports);
     let hardening = Hardening {
@@ -358,6 +405,17 @@ mod tests {
             extra_hosts: vec!["db:192.0.2.1".into()],
             log_dir: "/data/network".into(),
         }
+    }
+
+    #[test]
+    fn a_failed_guard_build_hints_at_what_its_source_needs() {
+        let from_source = build_hint(&GuardSource::FromSource);
+        for needed in ["Docker Hub", "rust", "crates.io", "guard_image"] {
+            assert!(from_source.contains(needed), "{needed}: {from_source}");
+        }
+        assert!(!from_source.contains("nftables"), "{from_source}");
+        let embedded = build_hint(&GuardSource::Embedded);
+        assert!(embedded.contains("guard_base_image"), "{embedded}");
     }
 
     #[test]

@@ -11,10 +11,14 @@
 //!    (`templates/guard/Dockerfile.source`), tagged `yolo-guard:<version>-src-<digest>`.
 //!
 //! Either way the binary is baked in once per version and digest, never copied into each new
-//! guard container. `select` is pure and unit-tested; the engine only builds what it chose.
+//! guard container. `select` is pure and unit-tested; the engine only builds what it chose. Once
+//! it has built a new image, it removes the guard images `stale` picks (older binaries and
+//! bases), leaving those a container still uses.
 
+use super::labels;
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 /// `yolo-guard` for the CLI's own target; empty when the CLI was built for a host with no Linux
 /// binary to offer.
@@ -27,6 +31,8 @@ pub(crate) const DOCKERFILE_SOURCE: &str =
     include_str!("../../../../templates/guard/Dockerfile.source");
 /// Where the program lives in the guard image.
 pub(crate) const GUARD_BINARY: &str = "/usr/local/bin/yolo-guard";
+/// The repository of the images yolo builds for the guard.
+const REPOSITORY: &str = "yolo-guard";
 
 /// An OS and CPU architecture in Docker's words (`linux`, `amd64`/`arm64`/...).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,16 +126,58 @@ pub(crate) fn tag(source: &GuardSource) -> String {
     match source {
         GuardSource::Configured(image) => image.clone(),
         GuardSource::Embedded => format!(
-            "yolo-guard:{}-{}",
+            "{REPOSITORY}:{}-{}",
             env!("CARGO_PKG_VERSION"),
             digest12(EMBEDDED)
         ),
         GuardSource::FromSource => format!(
-            "yolo-guard:{}-src-{}",
+            "{REPOSITORY}:{}-src-{}",
             env!("CARGO_PKG_VERSION"),
             digest12(SOURCE)
         ),
     }
+}
+
+/// An image as the engine lists it.
+#[derive(Debug, Clone)]
+pub(super) struct ListedImage {
+    pub id: String,
+    pub tags: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What to remove once the guard image `built` (an image id) is in place: the other images yolo
+/// built for the guard, by their `yolo-guard:` tags (a tag someone else gave one stays, and so
+/// does the image under it), or by id when nothing names them any more (the image a rebuild
+/// for a new base took the tag from). Only images with the guard image's labels count, with
+/// every one of `marks` (`dev.yolo.managed` and the `YOLO_LABELS` of this run, so a test only
+/// clears its own).
+pub(super) fn stale(
+    built: &str,
+    marks: &BTreeMap<String, String>,
+    images: &[ListedImage],
+) -> Vec<String> {
+    let ours = |image: &ListedImage| {
+        image.labels.contains_key(labels::GUARD_BASE)
+            && marks.iter().all(|(k, v)| image.labels.get(k) == Some(v))
+    };
+    let mut names = Vec::new();
+    for image in images.iter().filter(|i| i.id != built && ours(i)) {
+        let tags: Vec<&String> = image
+            .tags
+            .iter()
+            .filter(|t| t.as_str() != "<none>:<none>")
+            .collect();
+        if tags.is_empty() {
+            names.push(image.id.clone());
+        }
+        names.extend(
+            tags.into_iter()
+                .filter(|t| t.starts_with(&format!("{REPOSITORY}:")))
+                .cloned(),
+        );
+    }
+    names
 }
 
 fn digest12(bytes: &[u8]) -> String {
@@ -238,6 +286,73 @@ mod tests {
         assert!(select(None, &carries(None, true), &windows).is_err());
     }
 
+    fn listed(id: &str, tags: &[&str], labels: &[(&str, &str)]) -> ListedImage {
+        ListedImage {
+            id: id.into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_new_guard_image_clears_the_older_ones_of_this_yolo_only() {
+        let guard = [
+            (labels::GUARD_BASE, "debian:bookworm-slim"),
+            (labels::MANAGED, "true"),
+        ];
+        let marks = BTreeMap::from([(labels::MANAGED.to_string(), "true".to_string())]);
+        let images = [
+            listed("sha256:new", &["yolo-guard:0.2.0-bbb"], &guard),
+            listed("sha256:old", &["yolo-guard:0.1.0-aaa"], &guard),
+            listed("sha256:src", &["yolo-guard:0.1.0-src-ccc"], &guard),
+            // Left by a rebuild for a new guard_base_image: no name any more.
+            listed("sha256:dangling", &["<none>:<none>"], &guard),
+            listed("sha256:untagged", &[], &guard),
+            // Someone's own tag on an old guard image: that tag and the image stay.
+            listed(
+                "sha256:kept",
+                &["yolo-guard:0.1.0-ddd", "registry.example/guard:1"],
+                &guard,
+            ),
+            // Images yolo did not build for the guard.
+            listed("sha256:agent", &["yolo-guard:look-alike"], &[]),
+            listed(
+                "sha256:project",
+                &["vsc-repo:latest"],
+                &[(labels::MANAGED, "true")],
+            ),
+        ];
+        assert_eq!(
+            stale("sha256:new", &marks, &images),
+            [
+                "yolo-guard:0.1.0-aaa",
+                "yolo-guard:0.1.0-src-ccc",
+                "sha256:dangling",
+                "sha256:untagged",
+                "yolo-guard:0.1.0-ddd",
+            ]
+        );
+        // Every mark must match: a run with YOLO_LABELS (a test) leaves others' images alone.
+        let marked = BTreeMap::from([
+            (labels::MANAGED.to_string(), "true".to_string()),
+            ("dev.yolo.test".to_string(), "t1".to_string()),
+        ]);
+        let mut mine = guard.to_vec();
+        mine.push(("dev.yolo.test", "t1"));
+        let images = [
+            listed("sha256:new", &["yolo-guard:0.2.0-bbb"], &mine),
+            listed("sha256:mine", &["yolo-guard:0.1.0-aaa"], &mine),
+            listed("sha256:theirs", &["yolo-guard:0.1.0-eee"], &guard),
+        ];
+        assert_eq!(
+            stale("sha256:new", &marked, &images),
+            ["yolo-guard:0.1.0-aaa"]
+        );
+    }
+
     #[test]
     fn architecture_names_follow_docker() {
         assert_eq!(docker_arch("x86_64"), "amd64");
@@ -245,14 +360,51 @@ mod tests {
         assert_eq!(docker_arch("s390x"), "s390x");
     }
 
+    /// The `p_type` of each program header of a 64-bit little-endian ELF file.
+    fn program_header_types(elf: &[u8]) -> Vec<u32> {
+        let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap());
+        let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap());
+        let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap());
+        assert_eq!(&elf[..4], b"\x7fELF", "an ELF file");
+        assert_eq!(elf[4], 2, "ELFCLASS64");
+        assert_eq!(elf[5], 1, "little-endian");
+        let phoff = usize::try_from(u64_at(0x20)).unwrap();
+        let phentsize = usize::from(u16_at(0x36));
+        let phnum = usize::from(u16_at(0x38));
+        (0..phnum).map(|i| u32_at(phoff + i * phentsize)).collect()
+    }
+
+    const PT_LOAD: u32 = 1;
+    const PT_INTERP: u32 = 3;
+
     #[test]
     fn this_linux_build_carries_a_static_guard_and_its_source() {
         let carried = Carried::this_build();
         assert!(carried.source, "build.rs embeds the guard's source");
         if cfg!(target_os = "linux") {
             assert_eq!(carried.binary_for, Some(Platform::of_this_build()));
-            assert_eq!(&EMBEDDED[..4], b"\x7fELF", "an ELF executable");
+            let types = program_header_types(EMBEDDED);
+            assert!(types.contains(&PT_LOAD), "an executable: {types:?}");
+            // A dynamic executable names its loader (ld-linux) in PT_INTERP: a static one runs
+            // in an image with no C library.
+            assert!(
+                !types.contains(&PT_INTERP),
+                "a static executable, no program interpreter: {types:?}"
+            );
         }
+    }
+
+    #[test]
+    fn the_elf_reader_finds_an_interpreter() {
+        // A minimal ELF64 header with two program headers at 0x40: PT_INTERP, PT_LOAD.
+        let mut elf = vec![0u8; 0x40 + 2 * 0x38];
+        elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        elf[0x20..0x28].copy_from_slice(&0x40u64.to_le_bytes());
+        elf[0x36..0x38].copy_from_slice(&0x38u16.to_le_bytes());
+        elf[0x38..0x3a].copy_from_slice(&2u16.to_le_bytes());
+        elf[0x40..0x44].copy_from_slice(&PT_INTERP.to_le_bytes());
+        elf[0x78..0x7c].copy_from_slice(&PT_LOAD.to_le_bytes());
+        assert_eq!(program_header_types(&elf), vec![PT_INTERP, PT_LOAD]);
     }
 
     #[test]
@@ -291,5 +443,95 @@ mod tests {
         let members = parsed["workspace"]["members"].as_array().unwrap();
         assert_eq!(members.len(), 2, "{members:?}");
         assert!(parsed["workspace"].get("default-members").is_none());
+    }
+
+    /// The source context resolves with its own lock as it is (`--locked`, as Dockerfile.source
+    /// builds it), and that lock holds the guard crates and their dependencies only.
+    #[test]
+    fn the_source_context_resolves_with_its_lock_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let context = context(&GuardSource::FromSource).unwrap().unwrap();
+        tar::Archive::new(context.as_slice())
+            .unpack(dir.path())
+            .unwrap();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let host = std::process::Command::new(&cargo)
+            .arg("-vV")
+            .output()
+            .unwrap();
+        let host = String::from_utf8_lossy(&host.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+            .expect("cargo -vV names the host");
+        // --filter-platform: only this platform's packages, which this build has downloaded
+        // (--offline). The lock check itself covers every platform.
+        let output = std::process::Command::new(&cargo)
+            .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+            .args(["--filter-platform", &host])
+            .current_dir(dir.path())
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "cargo metadata --locked in the source context:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let name_of = |id: &serde_json::Value| {
+            metadata["packages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["id"] == *id)
+                .map(|p| p["name"].as_str().unwrap().to_string())
+                .unwrap_or_else(|| panic!("no package {id}"))
+        };
+        let members: Vec<String> = metadata["workspace_members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(name_of)
+            .collect();
+        assert_eq!(members.len(), 2, "{members:?}");
+        for member in ["yolo-guard", "yolo-protocol"] {
+            assert!(members.iter().any(|m| m == member), "{members:?}");
+        }
+        // Every resolved package is reachable from the two guard crates.
+        let nodes = metadata["resolve"]["nodes"].as_array().unwrap();
+        let mut reached: Vec<&serde_json::Value> = metadata["workspace_members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect();
+        let mut next = 0;
+        while next < reached.len() {
+            let node = nodes.iter().find(|n| n["id"] == *reached[next]).unwrap();
+            for dep in node["deps"].as_array().unwrap() {
+                if !reached.contains(&&dep["pkg"]) {
+                    reached.push(&dep["pkg"]);
+                }
+            }
+            next += 1;
+        }
+        assert_eq!(reached.len(), nodes.len(), "nothing unreachable resolved");
+        // And the lock itself (every platform) names none of the CLI's own dependencies.
+        let lock = std::fs::read_to_string(dir.path().join("Cargo.lock")).unwrap();
+        let lock: toml::Value = toml::from_str(&lock).unwrap();
+        let locked: Vec<&str> = lock["package"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        for cli_only in ["yolo", "bollard", "clap", "indicatif", "tar"] {
+            assert!(
+                !locked.contains(&cli_only),
+                "{cli_only} in the guard's lock"
+            );
+        }
+        for needed in ["yolo-guard", "yolo-protocol", "nftables", "tokio"] {
+            assert!(locked.contains(&needed), "{needed} in the guard's lock");
+        }
     }
 }

@@ -83,6 +83,14 @@ pub(super) fn guard_image(base: &str) -> Labels {
     ]))
 }
 
+/// The labels of [`guard_image`] whatever the base: what an older guard image of this yolo
+/// (and these `YOLO_LABELS`) carries too.
+pub(super) fn guard_image_marks() -> Labels {
+    let mut labels = guard_image("");
+    labels.remove(GUARD_BASE);
+    labels
+}
+
 /// Label filters for the containers of `owner` (agent and guard; VS Code's own containers for
 /// the folder match too and are told apart by their missing role).
 pub(super) fn owned_by(owner: &Owner) -> Vec<String> {
