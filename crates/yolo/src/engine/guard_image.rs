@@ -147,7 +147,7 @@ pub(super) struct ListedImage {
 }
 
 /// What to remove once the guard image `built` (an image id) is in place: the other images yolo
-/// built for the guard, by their `yolo-guard:` tags (a tag someone else gave one stays, and so
+/// built for the guard, by their `yolo-guard:<this version>-` tags (a tag someone else gave one stays, and so
 /// does the image under it), or by id when nothing names them any more (the image a rebuild
 /// for a new base took the tag from). Only images with the guard image's labels count, with
 /// every one of `marks` (`dev.yolo.managed` and the `YOLO_LABELS` of this run, so a test only
@@ -171,9 +171,11 @@ pub(super) fn stale(
         if tags.is_empty() {
             names.push(image.id.clone());
         }
+        // Only this version's: another yolo version in use beside this one keeps its image.
+        let this_version = format!("{REPOSITORY}:{}-", env!("CARGO_PKG_VERSION"));
         names.extend(
             tags.into_iter()
-                .filter(|t| t.starts_with(&format!("{REPOSITORY}:")))
+                .filter(|t| t.starts_with(&this_version))
                 .cloned(),
         );
     }
@@ -317,6 +319,8 @@ mod tests {
                 &["yolo-guard:0.1.0-ddd", "registry.example/guard:1"],
                 &guard,
             ),
+            // Another yolo version's guard: it may be in use beside this one.
+            listed("sha256:other-version", &["yolo-guard:0.0.1-fff"], &guard),
             // Images yolo did not build for the guard.
             listed("sha256:agent", &["yolo-guard:look-alike"], &[]),
             listed(
