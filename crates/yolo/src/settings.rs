@@ -97,20 +97,28 @@ pub(crate) fn parse_pattern(text: &str) -> std::result::Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// `ADDR[:PORT]`, port 53 by default; IPv6 as `[addr]:port` or bare.
+/// `ADDR[:PORT]`, port 53 by default; IPv6 as `[addr]:port` or bare. A resolver has an address
+/// and a port: `0.0.0.0` and `::` (any address) and port 0 (any port) name none.
 pub(crate) fn parse_upstream(text: &str) -> std::result::Result<SocketAddr, String> {
-    if let Ok(addr) = text.parse::<SocketAddr>() {
-        return Ok(addr);
+    let parsed = text.parse::<SocketAddr>().ok().or_else(|| {
+        text.trim_matches(|c| c == '[' || c == ']')
+            .parse::<IpAddr>()
+            .ok()
+            .map(|ip| SocketAddr::new(ip, 53))
+    });
+    match parsed {
+        None => Err(format!(
+            "\"{text}\" is not an IP address with an optional port, e.g. 192.0.2.53 or 192.0.2.53:5353"
+        )),
+        Some(addr) if addr.ip().is_unspecified() => Err(format!(
+            "\"{text}\": {} means any address, not a resolver; give the resolver's own address, e.g. 192.0.2.53",
+            addr.ip()
+        )),
+        Some(addr) if addr.port() == 0 => Err(format!(
+            "\"{text}\": port 0 is no resolver's port; give the port it listens on, or leave the port out for 53"
+        )),
+        Some(addr) => Ok(addr),
     }
-    if let Ok(ip) = text
-        .trim_matches(|c| c == '[' || c == ']')
-        .parse::<IpAddr>()
-    {
-        return Ok(SocketAddr::new(ip, 53));
-    }
-    Err(format!(
-        "\"{text}\" is not an IP address with an optional port, e.g. 192.0.2.53 or 192.0.2.53:5353"
-    ))
 }
 
 #[cfg(test)]
@@ -242,5 +250,40 @@ mod tests {
             "[2001:db8::1]:53".parse().unwrap()
         );
         assert!(parse_upstream("dns.example").is_err());
+    }
+
+    #[test]
+    fn upstream_refuses_any_address_and_port_0() {
+        for (text, says) in [
+            ("0.0.0.0", "0.0.0.0 means any address"),
+            ("0.0.0.0:53", "0.0.0.0 means any address"),
+            ("::", ":: means any address"),
+            ("[::]", ":: means any address"),
+            ("[::]:5353", ":: means any address"),
+            ("192.0.2.53:0", "port 0 is no resolver's port"),
+            ("[2001:db8::1]:0", "port 0 is no resolver's port"),
+        ] {
+            let err = parse_upstream(text).unwrap_err();
+            assert!(
+                err.starts_with(&format!("\"{text}\": {says}")),
+                "{text}: {err}"
+            );
+            // The flag: a usage error naming it; the config: 65 naming the key.
+            let usage = flags(&["--upstream-dns", text]).unwrap_err();
+            assert_eq!(usage.kind(), clap::error::ErrorKind::ValueValidation);
+            assert!(usage.to_string().contains(says), "{usage}");
+            let mut user = UserConfig::default();
+            user.firewall.upstream_dns = Some(text.into());
+            let err = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap_err();
+            assert_eq!(err.code(), 65);
+            assert!(
+                err.to_string().contains("\"firewall.upstream_dns\""),
+                "{err}"
+            );
+        }
+        assert!(
+            parse_upstream("127.0.0.1").is_ok(),
+            "a loopback resolver is one"
+        );
     }
 }
