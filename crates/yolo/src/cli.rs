@@ -190,7 +190,7 @@ pub(crate) enum Command {
         /// What to allow: example.com, *.example.com (subdomains), example.com:443 or
         /// example.com:80,443 (only those ports), 10.0.0.5, 10.0.0.0/8, 10.0.0.0/8:5432,
         /// [2001:db8::1]:443
-        #[arg(required = true, value_name = "PATTERN")]
+        #[arg(required = true, value_name = "PATTERN", value_parser = settings::parse_pattern)]
         patterns: Vec<String>,
     },
     /// Remove entries, or single ports, from a running session's allowlist
@@ -199,7 +199,7 @@ pub(crate) enum Command {
         target: Target,
         /// What to deny, in the forms `allow` takes: example.com removes the name with all its
         /// ports; example.com:443 closes only that port, the name's other ports stay open
-        #[arg(required = true, value_name = "PATTERN")]
+        #[arg(required = true, value_name = "PATTERN", value_parser = settings::parse_pattern)]
         patterns: Vec<String>,
     },
     /// Show the effective allowlist, set contents and counters

@@ -90,7 +90,8 @@ pub(crate) fn parse_memory(text: &str) -> std::result::Result<i64, String> {
     policy::check_memory(text).map_err(|e| e.to_string())
 }
 
-/// `--allow PATTERN`: one allowlist entry, checked now, kept as typed.
+/// `--allow PATTERN`, `yolo allow`/`deny PATTERN`: one allowlist entry, checked now, kept as
+/// typed (trimmed).
 pub(crate) fn parse_pattern(text: &str) -> std::result::Result<String, String> {
     text.parse::<Pattern>()
         .map(|_| text.trim().to_string())
