@@ -193,12 +193,14 @@ pub(crate) enum Command {
         #[arg(required = true, value_name = "PATTERN", value_parser = settings::parse_pattern)]
         patterns: Vec<String>,
     },
-    /// Remove entries, or single ports, from a running session's allowlist
+    /// Remove entries, or ports of entries, from a running session's allowlist
     Deny {
         #[command(flatten)]
         target: Target,
         /// What to deny, in the forms `allow` takes: example.com removes the name with all its
-        /// ports; example.com:443 closes only that port, the name's other ports stay open
+        /// ports; example.com:443 takes that port out of the entries that list it
+        /// (example.com:80,443 keeps 80). An entry allowed on every port cannot lose one: deny
+        /// the name, then allow the ports to keep
         #[arg(required = true, value_name = "PATTERN", value_parser = settings::parse_pattern)]
         patterns: Vec<String>,
     },
