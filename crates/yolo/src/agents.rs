@@ -286,6 +286,19 @@ mod tests {
         user
     }
 
+    /// `commands::network::allowlist` takes these as they are: nothing checks them at run time.
+    #[test]
+    fn every_preset_agent_names_known_firewall_presets_and_valid_domains() {
+        for agent in presets() {
+            for name in &agent.presets {
+                crate::firewall::presets::load(name)
+                    .unwrap_or_else(|e| panic!("{}: {e}", agent.name));
+            }
+            crate::firewall::allowlist::Allowlist::parse(&agent.domains)
+                .unwrap_or_else(|e| panic!("{}: {e}", agent.name));
+        }
+    }
+
     #[test]
     fn presets_run_unattended() {
         let command = |name: &str| resolve(name, &UserConfig::default()).unwrap().command;

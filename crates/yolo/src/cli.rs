@@ -190,16 +190,18 @@ pub(crate) enum Command {
         /// What to allow: example.com, *.example.com (subdomains), example.com:443 or
         /// example.com:80,443 (only those ports), 10.0.0.5, 10.0.0.0/8, 10.0.0.0/8:5432,
         /// [2001:db8::1]:443
-        #[arg(required = true, value_name = "PATTERN")]
+        #[arg(required = true, value_name = "PATTERN", value_parser = settings::parse_pattern)]
         patterns: Vec<String>,
     },
-    /// Remove entries, or single ports, from a running session's allowlist
+    /// Remove entries, or ports of entries, from a running session's allowlist
     Deny {
         #[command(flatten)]
         target: Target,
         /// What to deny, in the forms `allow` takes: example.com removes the name with all its
-        /// ports; example.com:443 closes only that port, the name's other ports stay open
-        #[arg(required = true, value_name = "PATTERN")]
+        /// ports; example.com:443 takes that port out of the entries that list it
+        /// (example.com:80,443 keeps 80). An entry allowed on every port cannot lose one: deny
+        /// the name, then allow the ports to keep
+        #[arg(required = true, value_name = "PATTERN", value_parser = settings::parse_pattern)]
         patterns: Vec<String>,
     },
     /// Show the effective allowlist, set contents and counters

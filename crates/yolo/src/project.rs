@@ -15,6 +15,8 @@ pub const AGENT_STATE_ROOT: &str = "/yolo/state";
 
 pub struct Project {
     pub spec: RunSpec,
+    /// The user's config file as written: for its `[agents.*]` sections (`agents::resolve`).
+    /// Every other setting is read from `settings`, where it was checked.
     pub user: UserConfig,
     /// The flags and user config this project was loaded with.
     pub settings: UpSettings,
@@ -80,7 +82,7 @@ impl Project {
             config_file: &config_file,
             workspace: &workspace,
             devcontainer_id: &devcontainer_id,
-            user: &user,
+            user: &settings.user,
             flags: &policy_flags,
             host_ids: host_ids(),
             agent_volumes,

@@ -5,17 +5,19 @@
 //! - clap calls the `parse_*` functions below on each flag, so a bad value is a usage error
 //!   (exit 64, clap's format) naming the flag;
 //! - [`UpSettings::resolve`] merges the flags with the user's config file, whose bad values are
-//!   config errors (exit 65) naming the file and the setting.
+//!   config errors (exit 65) naming the file and the setting. Everything `up`/`run` take from
+//!   the config is resolved here; later code reads these values, not the file's.
 //!
 //! Not here: what the repository asks for (that is `policy`, which receives these settings).
 
 use crate::cli::UpFlags;
+use crate::engine::DEFAULT_BASE;
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Pattern;
-use crate::firewall::NetworkMode;
+use crate::firewall::{presets, NetworkMode};
 #[cfg(test)]
 use crate::policy::Grant;
-use crate::policy::{self, Grants};
+use crate::policy::{self, Grants, LimitLayer, UserLayer};
 use crate::user_config::UserConfig;
 use std::net::{IpAddr, SocketAddr};
 
@@ -29,24 +31,60 @@ pub(crate) struct UpSettings {
     pub(crate) trust_host_commands: bool,
     /// `--accept-config` or the `config-change` grant.
     pub(crate) accept_config: bool,
-    /// Limits given as flags (the config's `[limits]` is a layer of its own in `policy`).
+    /// Limits given as flags (the config's `[limits]` is a layer of its own, in `user`).
     pub(crate) cpus: Option<f64>,
     pub(crate) memory_bytes: Option<i64>,
     pub(crate) pids: Option<i64>,
     /// `--allow` patterns, checked.
     pub(crate) allow: Vec<String>,
+    /// What `policy` takes from the config: `[limits]`, `[firewall] allow` and `presets`.
+    pub(crate) user: UserLayer,
     /// `--upstream-dns`, else the config's `upstream_dns`; `None`: the host's nameservers.
     pub(crate) upstream_dns: Option<SocketAddr>,
     pub(crate) network: NetworkMode,
+    /// The firewall guard's image, network and DNS options, from the config.
+    pub(crate) guard: GuardSettings,
+}
+
+/// The firewall guard as the user's config sets it up.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GuardSettings {
+    /// `[firewall] ttl_floor`: the least time, in seconds, an answered address stays open.
+    pub(crate) ttl_floor_secs: u64,
+    /// `[firewall] deny_with_nxdomain`.
+    pub(crate) deny_nxdomain: bool,
+    /// `[firewall] allow_internal_answers`.
+    pub(crate) allow_internal_answers: bool,
+    /// `[firewall] docker_network`; `None`: a network of the project's own.
+    pub(crate) docker_network: Option<String>,
+    /// `guard_image`: a ready image to use instead of building one.
+    pub(crate) image: Option<String>,
+    /// `guard_base_image`: the base of the image yolo builds.
+    pub(crate) base_image: String,
+}
+
+/// Seconds an answered address stays open at least, whatever TTL its answer had.
+const DEFAULT_TTL_FLOOR: u64 = 300;
+/// The largest TTL DNS has (RFC 2181, section 8): no answer asks for longer, and the guard adds
+/// the floor to a clock, which a larger number could overflow.
+const MAX_TTL_FLOOR: u64 = i32::MAX as u64;
+
+impl Default for GuardSettings {
+    fn default() -> Self {
+        GuardSettings {
+            ttl_floor_secs: DEFAULT_TTL_FLOOR,
+            deny_nxdomain: false,
+            allow_internal_answers: false,
+            docker_network: None,
+            image: None,
+            base_image: DEFAULT_BASE.to_string(),
+        }
+    }
 }
 
 impl UpSettings {
     /// Merge parsed flags with the user's config. Errors name the config file and setting.
     pub(crate) fn resolve(flags: &UpFlags, user: &UserConfig) -> Result<UpSettings> {
-        let config_error = |setting: &str, message: String| Error::UserConfig {
-            file: UserConfig::path(),
-            message: format!("\"{setting}\": {message}"),
-        };
         let grants = Grants::parse(&user.grants, &flags.grants)?;
         let upstream_dns = match flags.upstream_dns {
             Some(addr) => Some(addr),
@@ -58,6 +96,7 @@ impl UpSettings {
                 .transpose()
                 .map_err(|m| config_error("firewall.upstream_dns", m))?,
         };
+        check_agent_domains(user)?;
         let trust_host_commands =
             flags.trust_host_commands || user.trust_host_commands || grants.initialize_command();
         let accept_config = flags.accept_config || grants.config_change();
@@ -70,9 +109,107 @@ impl UpSettings {
             memory_bytes: flags.memory,
             pids: flags.pids,
             allow: flags.allow.clone(),
+            user: user_layer(user)?,
             upstream_dns,
             network: flags.network.map(NetworkMode::from).unwrap_or_default(),
+            guard: GuardSettings::resolve(user)?,
         })
+    }
+}
+
+impl GuardSettings {
+    /// The guard's settings from the user's config (also what `yolo doctor` reports).
+    pub(crate) fn resolve(user: &UserConfig) -> Result<GuardSettings> {
+        let f = &user.firewall;
+        let ttl_floor_secs = match f.ttl_floor {
+            Some(secs) if secs > MAX_TTL_FLOOR => {
+                return Err(config_error(
+                    "firewall.ttl_floor",
+                    format!(
+                        "{secs} seconds is more than DNS's largest TTL ({MAX_TTL_FLOOR}); the default is {DEFAULT_TTL_FLOOR}"
+                    ),
+                ))
+            }
+            Some(secs) => secs,
+            None => DEFAULT_TTL_FLOOR,
+        };
+        let docker_network = named(
+            "firewall.docker_network",
+            f.docker_network.as_deref(),
+            "name a Docker network, or leave the key out for a network of the project's own",
+        )?;
+        let image = named(
+            "guard_image",
+            user.guard_image.as_deref(),
+            "name a ready guard image, or leave the key out to have yolo build one",
+        )?;
+        let base_image = named(
+            "guard_base_image",
+            user.guard_base_image.as_deref(),
+            &format!("name a Debian-based image, or leave the key out for {DEFAULT_BASE}"),
+        )?;
+        Ok(GuardSettings {
+            ttl_floor_secs,
+            deny_nxdomain: f.deny_with_nxdomain,
+            allow_internal_answers: f.allow_internal_answers,
+            docker_network,
+            image,
+            base_image: base_image.unwrap_or_else(|| DEFAULT_BASE.to_string()),
+        })
+    }
+}
+
+/// A bad value in the user's config: exit 65, naming the file and the setting.
+fn config_error(setting: &str, message: impl std::fmt::Display) -> Error {
+    Error::UserConfig {
+        file: UserConfig::path(),
+        message: format!("\"{setting}\": {message}"),
+    }
+}
+
+/// `[limits]` and the allowlist additions of `[firewall]`, checked.
+fn user_layer(user: &UserConfig) -> Result<UserLayer> {
+    let l = &user.limits;
+    let limits = LimitLayer::check(l.cpus, l.memory.as_deref(), l.pids, |field, e| {
+        config_error(&format!("limits.{field}"), e)
+    })?;
+    let allow = user
+        .firewall
+        .allow
+        .iter()
+        .map(|p| parse_pattern(p))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| config_error("firewall.allow", e))?;
+    let presets = user
+        .firewall
+        .presets
+        .iter()
+        .map(|name| presets::load(name).map(|_| name.clone()))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| config_error("firewall.presets", e))?;
+    Ok(UserLayer {
+        limits,
+        allow,
+        presets,
+    })
+}
+
+/// `[agents.NAME] domains` join the allowlist when that agent runs: checked like `allow`.
+fn check_agent_domains(user: &UserConfig) -> Result<()> {
+    for (name, agent) in &user.agents {
+        for domain in &agent.domains {
+            parse_pattern(domain)
+                .map_err(|e| config_error(&format!("agents.{name}.domains"), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// A name the config may leave out, but not leave empty.
+fn named(setting: &str, value: Option<&str>, what_to_do: &str) -> Result<Option<String>> {
+    match value.map(str::trim) {
+        Some("") => Err(config_error(setting, format!("empty; {what_to_do}"))),
+        other => Ok(other.map(str::to_string)),
     }
 }
 
@@ -90,27 +227,36 @@ pub(crate) fn parse_memory(text: &str) -> std::result::Result<i64, String> {
     policy::check_memory(text).map_err(|e| e.to_string())
 }
 
-/// `--allow PATTERN`: one allowlist entry, checked now, kept as typed.
+/// `--allow PATTERN`, `yolo allow`/`deny PATTERN`: one allowlist entry, checked now, kept as
+/// typed (trimmed).
 pub(crate) fn parse_pattern(text: &str) -> std::result::Result<String, String> {
     text.parse::<Pattern>()
         .map(|_| text.trim().to_string())
         .map_err(|e| e.to_string())
 }
 
-/// `ADDR[:PORT]`, port 53 by default; IPv6 as `[addr]:port` or bare.
+/// `ADDR[:PORT]`, port 53 by default; IPv6 as `[addr]:port` or bare. A resolver has an address
+/// and a port: `0.0.0.0` and `::` (any address) and port 0 (any port) name none.
 pub(crate) fn parse_upstream(text: &str) -> std::result::Result<SocketAddr, String> {
-    if let Ok(addr) = text.parse::<SocketAddr>() {
-        return Ok(addr);
+    let parsed = text.parse::<SocketAddr>().ok().or_else(|| {
+        text.trim_matches(|c| c == '[' || c == ']')
+            .parse::<IpAddr>()
+            .ok()
+            .map(|ip| SocketAddr::new(ip, 53))
+    });
+    match parsed {
+        None => Err(format!(
+            "\"{text}\" is not an IP address with an optional port, e.g. 192.0.2.53 or 192.0.2.53:5353"
+        )),
+        Some(addr) if addr.ip().is_unspecified() => Err(format!(
+            "\"{text}\": {} means any address, not a resolver; give the resolver's own address, e.g. 192.0.2.53",
+            addr.ip()
+        )),
+        Some(addr) if addr.port() == 0 => Err(format!(
+            "\"{text}\": port 0 is no resolver's port; give the port it listens on, or leave the port out for 53"
+        )),
+        Some(addr) => Ok(addr),
     }
-    if let Ok(ip) = text
-        .trim_matches(|c| c == '[' || c == ']')
-        .parse::<IpAddr>()
-    {
-        return Ok(SocketAddr::new(ip, 53));
-    }
-    Err(format!(
-        "\"{text}\" is not an IP address with an optional port, e.g. 192.0.2.53 or 192.0.2.53:5353"
-    ))
 }
 
 #[cfg(test)]
@@ -221,6 +367,142 @@ mod tests {
         let err = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap_err();
         assert_eq!(err.code(), 65);
         assert!(err.to_string().contains("\"grants\""), "{err}");
+
+        let user = UserConfig {
+            trust_host_commands: true,
+            ..Default::default()
+        };
+        let s = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap();
+        assert!(s.trust_host_commands && !s.accept_config);
+    }
+
+    /// A config.toml in TOML, resolved with no flags.
+    fn resolved(toml: &str) -> Result<UpSettings> {
+        let user: UserConfig = toml::from_str(toml).unwrap();
+        UpSettings::resolve(&flags(&[]).unwrap(), &user)
+    }
+
+    #[test]
+    fn the_whole_user_config_is_resolved_typed() {
+        let s = resolved(
+            r#"
+            guard_image = "registry.example/guard:1"
+            guard_base_image = "debian:trixie-slim"
+            [limits]
+            cpus = 2
+            memory = "4g"
+            pids = 512
+            [firewall]
+            allow = [" internal.example ", "10.0.0.0/8:5432"]
+            presets = ["crates", "NPM"]
+            ttl_floor = 60
+            deny_with_nxdomain = true
+            allow_internal_answers = true
+            docker_network = "my-net"
+            [agents.mine]
+            command = ["mine"]
+            domains = ["api.mine.example"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(
+            s.user,
+            UserLayer {
+                limits: LimitLayer {
+                    cpus: Some(2.0),
+                    memory: Some(4 << 30),
+                    pids: Some(512)
+                },
+                allow: vec!["internal.example".into(), "10.0.0.0/8:5432".into()],
+                presets: vec!["crates".into(), "NPM".into()],
+            }
+        );
+        assert_eq!(
+            s.guard,
+            GuardSettings {
+                ttl_floor_secs: 60,
+                deny_nxdomain: true,
+                allow_internal_answers: true,
+                docker_network: Some("my-net".into()),
+                image: Some("registry.example/guard:1".into()),
+                base_image: "debian:trixie-slim".into(),
+            }
+        );
+        // Left out: the defaults.
+        let s = resolved("").unwrap();
+        assert_eq!(s.user, UserLayer::default());
+        assert_eq!(s.guard, GuardSettings::default());
+        assert_eq!(s.guard.ttl_floor_secs, 300);
+        assert_eq!(s.guard.base_image, "debian:bookworm-slim");
+    }
+
+    #[test]
+    fn a_bad_user_config_value_is_a_config_error_naming_its_key() {
+        for (toml, key, says) in [
+            (
+                "[firewall]\nallow = [\"ok.example\", \"*\"]",
+                "firewall.allow",
+                "\"*\": * alone would allow everything",
+            ),
+            (
+                "[firewall]\npresets = [\"nope\"]",
+                "firewall.presets",
+                "unknown firewall preset \"nope\"; available: anthropic, ",
+            ),
+            (
+                "[limits]\nmemory = \"lots\"",
+                "limits.memory",
+                "\"lots\" is not a size",
+            ),
+            (
+                "[limits]\nmemory = \"1k\"",
+                "limits.memory",
+                "\"1k\" is less than the 6m",
+            ),
+            ("[limits]\ncpus = 0", "limits.cpus", "0 is not a CPU count"),
+            (
+                "[limits]\npids = 0",
+                "limits.pids",
+                "0 is not a process limit",
+            ),
+            (
+                "[firewall]\nttl_floor = 9999999999",
+                "firewall.ttl_floor",
+                "9999999999 seconds is more than DNS's largest TTL",
+            ),
+            (
+                "[firewall]\ndocker_network = \" \"",
+                "firewall.docker_network",
+                "empty; name a Docker network",
+            ),
+            (
+                "guard_image = \"\"",
+                "guard_image",
+                "empty; name a ready guard image",
+            ),
+            (
+                "guard_base_image = \"\"",
+                "guard_base_image",
+                "empty; name a Debian-based image",
+            ),
+            (
+                "[agents.mine]\ncommand = [\"mine\"]\ndomains = [\"*.com\"]",
+                "agents.mine.domains",
+                "\"*.com\": *.com is too broad",
+            ),
+        ] {
+            let err = resolved(toml).unwrap_err();
+            assert_eq!(err.code(), 65, "{toml}: {err}");
+            let text = err.to_string();
+            let expected = format!("config.toml: \"{key}\": {says}");
+            assert!(
+                text.contains(&expected),
+                "{toml}:\n{text}\nlacks\n{expected}"
+            );
+        }
+        // The largest TTL DNS has is still a floor.
+        let s = resolved("[firewall]\nttl_floor = 2147483647").unwrap();
+        assert_eq!(s.guard.ttl_floor_secs, 2147483647);
     }
 
     #[test]
@@ -242,5 +524,40 @@ mod tests {
             "[2001:db8::1]:53".parse().unwrap()
         );
         assert!(parse_upstream("dns.example").is_err());
+    }
+
+    #[test]
+    fn upstream_refuses_any_address_and_port_0() {
+        for (text, says) in [
+            ("0.0.0.0", "0.0.0.0 means any address"),
+            ("0.0.0.0:53", "0.0.0.0 means any address"),
+            ("::", ":: means any address"),
+            ("[::]", ":: means any address"),
+            ("[::]:5353", ":: means any address"),
+            ("192.0.2.53:0", "port 0 is no resolver's port"),
+            ("[2001:db8::1]:0", "port 0 is no resolver's port"),
+        ] {
+            let err = parse_upstream(text).unwrap_err();
+            assert!(
+                err.starts_with(&format!("\"{text}\": {says}")),
+                "{text}: {err}"
+            );
+            // The flag: a usage error naming it; the config: 65 naming the key.
+            let usage = flags(&["--upstream-dns", text]).unwrap_err();
+            assert_eq!(usage.kind(), clap::error::ErrorKind::ValueValidation);
+            assert!(usage.to_string().contains(says), "{usage}");
+            let mut user = UserConfig::default();
+            user.firewall.upstream_dns = Some(text.into());
+            let err = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap_err();
+            assert_eq!(err.code(), 65);
+            assert!(
+                err.to_string().contains("\"firewall.upstream_dns\""),
+                "{err}"
+            );
+        }
+        assert!(
+            parse_upstream("127.0.0.1").is_ok(),
+            "a loopback resolver is one"
+        );
     }
 }

@@ -3,6 +3,7 @@
 use crate::engine::guard_image::{self, Carried, GuardSource, Platform};
 use crate::engine::{Engine, Report};
 use crate::error::Result;
+use crate::settings::GuardSettings;
 use crate::user_config::UserConfig;
 
 pub(crate) async fn execute() -> Result<i32> {
@@ -34,8 +35,8 @@ fn print_guard(r: &Report) -> usize {
         os: r.os.clone(),
         arch: r.arch.clone(),
     };
-    let configured = match UserConfig::load() {
-        Ok(user) => user.guard_image,
+    let configured = match UserConfig::load().and_then(|user| GuardSettings::resolve(&user)) {
+        Ok(guard) => guard.image,
         Err(e) => {
             println!("✗ user config: {e}");
             return 1;

@@ -12,9 +12,9 @@ use crate::project::Located;
 use crate::state::WorkspaceState;
 use std::collections::BTreeMap;
 
+/// `yolo allow`: the patterns were checked by clap (`settings::parse_pattern`), so a typo is a
+/// usage error before any Docker work.
 pub async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32> {
-    // Checked here too, so a typo gets the pattern help before any Docker work.
-    Allowlist::parse(&patterns).map_err(|e| Error::Usage(e.to_string()))?;
     request(
         target,
         &Request::Allow {
@@ -29,6 +29,7 @@ pub async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32> {
     Ok(0)
 }
 
+/// `yolo deny`: the patterns were checked by clap, like `allow`'s.
 pub async fn deny(target: &Target, patterns: Vec<String>) -> Result<i32> {
     let response = request(
         target,
@@ -39,16 +40,15 @@ pub async fn deny(target: &Target, patterns: Vec<String>) -> Result<i32> {
     .await?;
     let remaining =
         Allowlist::parse(response.patterns.as_deref().unwrap_or_default()).unwrap_or_default();
+    // Ports asked of an entry open on every port: the grammar lists the ports an entry opens,
+    // never the ones it closes, so that entry stays as it is.
     let every_port: Vec<String> = patterns
         .iter()
-        .filter(|p| p.parse::<Pattern>().is_ok_and(|p| *p.ports() != Ports::Any))
-        .filter_map(|p| {
-            remaining.open_on_every_port(p).map(|entry| {
-                format!(
-                    "{p}: {entry} is allowed on every port, and \"every port but some\" is not a pattern; \
-                     `yolo deny {entry}` then `yolo allow {entry}:PORTS` with the ports to keep"
-                )
-            })
+        .filter_map(|p| match p.parse::<Pattern>().ok()?.ports() {
+            Ports::Any => None,
+            Ports::Only(closing) => remaining
+                .open_on_every_port(p)
+                .map(|entry| kept_on_every_port(&entry, closing)),
         })
         .collect();
     if response.removed.is_empty() {
@@ -80,6 +80,25 @@ pub async fn deny(target: &Target, patterns: Vec<String>) -> Result<i32> {
         eprintln!("{} {warning}", console::style("warning:").yellow().bold());
     }
     Ok(0)
+}
+
+/// Why `yolo deny NAME:PORTS` left NAME's entry open on every port, and what to run instead.
+fn kept_on_every_port(entry: &str, closing: &[u16]) -> String {
+    let which = match closing {
+        [port] => format!("port {port}"),
+        ports => format!("ports {}", join(ports)),
+    };
+    let example: Vec<u16> = [80, 443, 8080, 8443]
+        .into_iter()
+        .filter(|p| !closing.contains(p))
+        .take(2)
+        .collect();
+    format!(
+        "{entry} is allowed on every port, so {which} cannot be taken away on its own: run \
+         `yolo deny {entry}`, then `yolo allow {entry}:PORTS` with the ports you want, e.g. \
+         `yolo allow {entry}:{}`",
+        join(&example)
+    )
 }
 
 /// A denied name that another entry (a wildcard, say) still lets through on the denied ports.
@@ -252,6 +271,19 @@ mod tests {
 
     fn list(items: &[&str]) -> Allowlist {
         Allowlist::parse(&items.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn a_port_of_an_entry_open_on_every_port_says_what_to_run() {
+        assert_eq!(
+            kept_on_every_port("example.test", &[8080]),
+            "example.test is allowed on every port, so port 8080 cannot be taken away on its own: \
+             run `yolo deny example.test`, then `yolo allow example.test:PORTS` with the ports you \
+             want, e.g. `yolo allow example.test:80,443`"
+        );
+        // The example never offers a port being denied.
+        assert!(kept_on_every_port("*.example.test", &[80, 443])
+            .contains("so ports 80,443 cannot be taken away on its own: run `yolo deny *.example.test`, then `yolo allow *.example.test:PORTS` with the ports you want, e.g. `yolo allow *.example.test:8080,8443`"));
     }
 
     #[test]

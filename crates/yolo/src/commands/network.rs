@@ -2,7 +2,7 @@
 //! bringing the guard up (verified) before the agent container may start.
 
 use crate::agents::Agent;
-use crate::engine::{log_dir, Engine, GuardSpec, Owner, DEFAULT_BASE, GUARD_LOG_DIR};
+use crate::engine::{log_dir, Engine, GuardSpec, Owner, GUARD_LOG_DIR};
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Allowlist;
 use crate::firewall::control::{Request, Response};
@@ -14,36 +14,25 @@ use std::time::Duration;
 
 /// How long the guard may take from start to "ready" before yolo gives up (fail closed).
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
-const DEFAULT_TTL_FLOOR: u64 = 300;
 
 /// The merged allowlist: the agents' presets and domains, the repository's
 /// `customizations.yolo.firewall`, the user's config and `--allow` flags (policy merged those
-/// last three into the RunSpec).
+/// last three into the RunSpec). Every source was checked before (the repository's by policy,
+/// the user's config and flags by `settings`, the built-in presets and agents by their tests),
+/// so an error here is yolo's own bug.
 pub fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<String>> {
     let spec = &project.spec;
     let mut preset_names: Vec<String> = agents.iter().flat_map(|a| a.presets.clone()).collect();
     preset_names.extend(spec.firewall_presets.iter().cloned());
     let mut sources: Vec<Vec<String>> = Vec::new();
     for name in &preset_names {
-        let entries = presets::load(name).map_err(|e| Error::Config {
-            file: spec.config_file.clone(),
-            line: None,
-            column: None,
-            property: None,
-            message: format!("firewall preset {name:?} (customizations.yolo.firewall.presets or your config): {e}"),
-        })?;
-        sources.push(entries);
+        sources.push(presets::load(name).map_err(Error::other)?);
     }
     sources.push(agents.iter().flat_map(|a| a.domains.clone()).collect());
     sources.push(spec.firewall_allow.clone());
     let refs: Vec<&[String]> = sources.iter().map(Vec::as_slice).collect();
-    let merged = Allowlist::merge(&refs).map_err(|e| Error::Config {
-        file: spec.config_file.clone(),
-        line: None,
-        column: None,
-        property: Some("customizations.yolo.firewall.allow".into()),
-        message: format!("{e} (the pattern may also come from your config or --allow)"),
-    })?;
+    let merged =
+        Allowlist::merge(&refs).map_err(|e| Error::other(format!("the merged allowlist: {e}")))?;
     Ok(merged.patterns())
 }
 
@@ -90,8 +79,8 @@ pub fn guard_name(project: &Project) -> String {
 /// The Docker network the project lives on: the user's choice or one of its own.
 pub fn network_name(project: &Project) -> String {
     project
-        .user
-        .firewall
+        .settings
+        .guard
         .docker_network
         .clone()
         .unwrap_or_else(|| own_network(&project.spec.container_name))
@@ -103,7 +92,7 @@ pub fn own_network(container_name: &str) -> String {
 }
 
 pub fn guard_config(project: &Project, session: &str, allow: Vec<String>) -> GuardConfig {
-    let user = &project.user.firewall;
+    let guard = &project.settings.guard;
     let upstream = match project.settings.upstream_dns {
         Some(addr) => vec![addr],
         // Decided here rather than read by the guard from its /etc/resolv.conf: the agent
@@ -115,24 +104,20 @@ pub fn guard_config(project: &Project, session: &str, allow: Vec<String>) -> Gua
         mode: project.settings.network,
         allow,
         upstream,
-        ttl_floor_secs: user.ttl_floor.unwrap_or(DEFAULT_TTL_FLOOR),
-        deny_nxdomain: user.deny_with_nxdomain,
+        ttl_floor_secs: guard.ttl_floor_secs,
+        deny_nxdomain: guard.deny_nxdomain,
         published_ports: project.spec.ports.iter().map(|p| p.container).collect(),
         audit_path: PathBuf::from(GUARD_LOG_DIR).join(format!("{session}.jsonl")),
         control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),
-        allow_internal_answers: user.allow_internal_answers,
+        allow_internal_answers: guard.allow_internal_answers,
     }
 }
 
 /// Create the guard (container, network, config) without starting it.
 pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<String> {
-    let base = project
-        .user
-        .guard_base_image
-        .clone()
-        .unwrap_or_else(|| DEFAULT_BASE.to_string());
+    let guard = &project.settings.guard;
     let image = engine
-        .ensure_guard_image(&base, project.user.guard_image.as_deref())
+        .ensure_guard_image(&guard.base_image, guard.image.as_deref())
         .await?;
     let network = network_name(project);
     let owner = Owner::of(&project.spec);

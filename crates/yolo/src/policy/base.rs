@@ -43,8 +43,8 @@ impl Eval<'_> {
             config_hash: String::new(),
             grants_used: Vec::new(),
             shutdown_action: self.shutdown_action()?,
-            firewall_allow: self.firewall_allow(),
-            firewall_presets: self.firewall_presets(),
+            firewall_allow: self.firewall_allow()?,
+            firewall_presets: self.firewall_presets()?,
             default_agent: self.yolo().and_then(|y| y.agent.clone()),
             // Always: the agent spawns many processes; an init reaps them and forwards signals.
             init: true,

@@ -500,7 +500,7 @@ mod tests {
         );
         assert!(!message.contains("host-network"), "{message}");
         let mut c = case(with_image(json!({})));
-        c.user.grants = vec!["nope".into()];
+        c.user_grants = vec!["nope".into()];
         assert!(matches!(c.run(), Err(Error::UserConfig { .. })));
     }
 }

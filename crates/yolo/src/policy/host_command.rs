@@ -48,8 +48,5 @@ mod tests {
             .run()
             .unwrap();
         assert_eq!(spec.grants_used, ["initialize-command"]);
-        let mut by_config = case(c.config.clone());
-        by_config.user.trust_host_commands = true;
-        assert!(by_config.run().is_ok());
     }
 }

@@ -1,23 +1,49 @@
 //! CPU, memory and process limits. Every container gets yolo's defaults; the layers that may
 //! change them, later ones winning field by field: hostRequirements < customizations.yolo.limits
-//! < runArgs < the user's config < flags.
+//! < runArgs < the user's config < flags. The user's config and the flags arrive checked (by
+//! `settings`, before anything runs).
 
 use super::{Eval, Flags};
 use crate::error::{Error, Result};
 use crate::run_spec::Limits;
-use crate::user_config::UserConfig;
 use std::fmt;
 use std::num::{ParseFloatError, ParseIntError};
 
 /// One source of limits; later layers override earlier ones field by field.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(super) struct LimitLayer {
-    pub(super) cpus: Option<f64>,
-    pub(super) memory: Option<i64>,
-    pub(super) pids: Option<i64>,
+pub(crate) struct LimitLayer {
+    /// Cores.
+    pub(crate) cpus: Option<f64>,
+    /// Bytes.
+    pub(crate) memory: Option<i64>,
+    pub(crate) pids: Option<i64>,
 }
 
 impl LimitLayer {
+    /// Check one source's limits as written; `error` names the source and the field (`cpus`,
+    /// `memory`, `pids`).
+    pub(crate) fn check(
+        cpus: Option<f64>,
+        memory: Option<&str>,
+        pids: Option<i64>,
+        error: impl Fn(&str, LimitError) -> Error,
+    ) -> Result<LimitLayer> {
+        Ok(LimitLayer {
+            cpus: cpus
+                .map(check_cpus)
+                .transpose()
+                .map_err(|e| error("cpus", e))?,
+            memory: memory
+                .map(check_memory)
+                .transpose()
+                .map_err(|e| error("memory", e))?,
+            pids: pids
+                .map(check_pids)
+                .transpose()
+                .map_err(|e| error("pids", e))?,
+        })
+    }
+
     fn apply(self, limits: &mut Limits) {
         limits.cpus = self.cpus.unwrap_or(limits.cpus);
         limits.memory_bytes = self.memory.unwrap_or(limits.memory_bytes);
@@ -170,7 +196,7 @@ impl Eval<'_> {
         self.host_requirements()?.apply(&mut limits);
         self.yolo_limits()?.apply(&mut limits);
         self.run_limits.apply(&mut limits);
-        user_limits(self.input.user)?.apply(&mut limits);
+        self.input.user.limits.apply(&mut limits);
         flag_limits(self.input.flags)?.apply(&mut limits);
         Ok(limits)
     }
@@ -195,7 +221,7 @@ impl Eval<'_> {
         let error = |field: &str, e: LimitError| {
             self.config_error(&format!("customizations.yolo.limits.{field}"), e)
         };
-        layer(
+        LimitLayer::check(
             yolo.limits.cpus,
             yolo.limits.memory.as_deref(),
             yolo.limits.pids,
@@ -204,20 +230,11 @@ impl Eval<'_> {
     }
 }
 
-fn user_limits(user: &UserConfig) -> Result<LimitLayer> {
-    let error = |field: &str, e: LimitError| Error::UserConfig {
-        file: UserConfig::path(),
-        message: format!("[limits] {field}: {e}"),
-    };
-    let l = &user.limits;
-    layer(l.cpus, l.memory.as_deref(), l.pids, error)
-}
-
 /// The flags' limits, already checked by their parsers (`settings`); checked again here so
 /// `evaluate` holds whatever its caller passes.
 fn flag_limits(flags: &Flags) -> Result<LimitLayer> {
     let error = |flag: &str, e: LimitError| Error::Usage(format!("--{flag}: {e}"));
-    let mut layer = layer(flags.cpus, None, flags.pids, error)?;
+    let mut layer = LimitLayer::check(flags.cpus, None, flags.pids, error)?;
     layer.memory = match flags.memory {
         Some(bytes) if bytes < MIN_MEMORY => {
             return Err(error(
@@ -230,29 +247,6 @@ fn flag_limits(flags: &Flags) -> Result<LimitLayer> {
         other => other,
     };
     Ok(layer)
-}
-
-/// Check one source's limits; `error` names the source and the field (`cpus`, `memory`, `pids`).
-fn layer(
-    cpus: Option<f64>,
-    memory: Option<&str>,
-    pids: Option<i64>,
-    error: impl Fn(&str, LimitError) -> Error,
-) -> Result<LimitLayer> {
-    Ok(LimitLayer {
-        cpus: cpus
-            .map(check_cpus)
-            .transpose()
-            .map_err(|e| error("cpus", e))?,
-        memory: memory
-            .map(check_memory)
-            .transpose()
-            .map_err(|e| error("memory", e))?,
-        pids: pids
-            .map(check_pids)
-            .transpose()
-            .map_err(|e| error("pids", e))?,
-    })
 }
 
 #[cfg(test)]
@@ -306,8 +300,11 @@ mod tests {
             }
         );
         let mut c = case(config.clone());
-        c.user.limits.memory = Some("2g".into());
-        c.user.limits.cpus = Some(1.0);
+        c.user.limits = LimitLayer {
+            cpus: Some(1.0),
+            memory: Some(2 << 30),
+            pids: None,
+        };
         c.flags.cpus = Some(0.5);
         assert_eq!(
             c.run().unwrap().limits,
@@ -354,9 +351,6 @@ mod tests {
                 .run(),
         );
         assert_eq!(p, "customizations.yolo.limits.memory");
-        let mut c = case(with_image(json!({})));
-        c.user.limits.memory = Some("-4g".into());
-        assert!(matches!(c.run(), Err(Error::UserConfig { .. })));
         let mut c = case(with_image(json!({})));
         c.flags.cpus = Some(f64::NAN);
         assert!(c.run().unwrap_err().to_string().starts_with("--cpus"));

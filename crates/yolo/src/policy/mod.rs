@@ -51,15 +51,13 @@ pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 #[allow(unused_imports)]
 pub(crate) use grants::{grant_help, Grant, GrantError, GrantName, GRANT_NAMES};
-pub(crate) use limits::{check_cpus, check_memory};
+pub(crate) use limits::{check_cpus, check_memory, LimitLayer};
 pub(crate) use paths::git_root;
 
 use crate::devcontainer::model::{DevContainer, YoloCustomization};
 use crate::error::{Error, Result};
 use crate::run_spec::{PortPublish, RunSpec};
-use crate::user_config::UserConfig;
 use grants::{grant_hint, Need};
-use limits::LimitLayer;
 use std::path::{Path, PathBuf};
 
 /// What the command line adds to the user's config.
@@ -67,6 +65,7 @@ use std::path::{Path, PathBuf};
 pub(crate) struct Flags {
     /// The user's grants, from the config file and `--grant`.
     pub(crate) grants: Grants,
+    /// `--trust-host-commands`, `trust_host_commands = true` or the `initialize-command` grant.
     pub(crate) trust_host_commands: bool,
     pub(crate) cpus: Option<f64>,
     /// Bytes.
@@ -75,13 +74,25 @@ pub(crate) struct Flags {
     pub(crate) allow: Vec<String>,
 }
 
+/// What the user's config file adds, already parsed and checked by `settings` (where a bad
+/// value is a config error naming config.toml and the key, before anything runs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct UserLayer {
+    /// `[limits]`: the layer between runArgs and the flags.
+    pub(crate) limits: LimitLayer,
+    /// `[firewall] allow`, each a valid pattern.
+    pub(crate) allow: Vec<String>,
+    /// `[firewall] presets`, each a known preset.
+    pub(crate) presets: Vec<String>,
+}
+
 pub(crate) struct Input<'a> {
     /// Already substituted.
     pub(crate) config: &'a DevContainer,
     pub(crate) config_file: &'a Path,
     pub(crate) workspace: &'a Path,
     pub(crate) devcontainer_id: &'a str,
-    pub(crate) user: &'a UserConfig,
+    pub(crate) user: &'a UserLayer,
     pub(crate) flags: &'a Flags,
     /// Host uid/gid for `updateRemoteUserUID` (None on non-Linux hosts).
     pub(crate) host_ids: Option<(u32, u32)>,
@@ -130,9 +141,7 @@ impl<'a> Eval<'a> {
             grants,
             config: input.config,
             git_root: git_root(input.workspace),
-            trust_host_commands: input.user.trust_host_commands
-                || input.flags.trust_host_commands
-                || grants.initialize_command(),
+            trust_host_commands: input.flags.trust_host_commands || grants.initialize_command(),
             used: Vec::new(),
             run_limits: LimitLayer::default(),
             run_ports: Vec::new(),

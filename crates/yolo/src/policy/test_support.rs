@@ -1,11 +1,10 @@
 //! The fluent test case of every policy test: `case(json).grant(..).run()` evaluates a
 //! devcontainer.json (as JSON) with grants, user config and flags; the helpers unpack results.
 
-use super::{evaluate, Flags, Grant, Grants, Input};
+use super::{evaluate, Flags, Grant, Grants, Input, UserLayer};
 use crate::devcontainer::model::DevContainer;
 use crate::error::{Error, Result};
 use crate::run_spec::RunSpec;
-use crate::user_config::UserConfig;
 use std::path::PathBuf;
 
 pub(super) const WS: &str = "/home/me/src/My Repo";
@@ -14,7 +13,10 @@ pub(super) const ID: &str = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcde
 
 pub(super) struct Case {
     pub(super) config: serde_json::Value,
-    pub(super) user: UserConfig,
+    /// The user's config as `settings` resolved it.
+    pub(super) user: UserLayer,
+    /// The config file's `grants`, parsed with the `--grant` words when the case runs.
+    pub(super) user_grants: Vec<String>,
     pub(super) flags: Flags,
     /// `--grant` words, parsed with the user's `grants` when the case runs.
     pub(super) grants: Vec<String>,
@@ -25,7 +27,8 @@ pub(super) struct Case {
 pub(super) fn case(config: serde_json::Value) -> Case {
     Case {
         config,
-        user: UserConfig::default(),
+        user: UserLayer::default(),
+        user_grants: Vec::new(),
         flags: Flags::default(),
         grants: Vec::new(),
         workspace: WS.into(),
@@ -49,7 +52,7 @@ impl Case {
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| Error::Usage(format!("--grant: {e}")))?;
         let flags = Flags {
-            grants: Grants::parse(&self.user.grants, &parsed)?,
+            grants: Grants::parse(&self.user_grants, &parsed)?,
             ..self.flags.clone()
         };
         let input = Input {

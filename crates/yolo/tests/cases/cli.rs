@@ -43,9 +43,10 @@ fn usage_errors_exit_64_and_list_what_is_valid() {
         .assert_stderr_contains("possible values: session_start");
     t.yolo(&["completions", "tcsh"]).fails_with(64);
     t.yolo(&["allow"]).fails_with(64);
+    // deny's help promises no more than it does: a port comes out of an entry that lists it.
     let help = t.yolo(&["deny", "--help"]).ok().stdout();
     assert!(
-        help.contains("example.com:443 closes only that port"),
+        help.contains("example.com:443 takes that port out of the entries that list it (example.com:80,443 keeps 80). An entry allowed on every port cannot lose one: deny the name, then allow the ports to keep"),
         "{help}"
     );
 }

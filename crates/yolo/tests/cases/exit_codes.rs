@@ -106,19 +106,25 @@ fn init_with_an_unknown_agent_is_64_and_over_an_existing_file_73() {
     assert!(!t.workspace.join(".devcontainer/devcontainer.json").exists());
 }
 
+/// `allow` and `deny` check their patterns on the command line, like `--allow`: clap's usage
+/// error, before Docker (unreachable here) is asked anything.
 #[test]
-fn allow_with_a_bad_pattern_is_a_usage_error_before_docker() {
+fn allow_and_deny_with_a_bad_pattern_are_usage_errors_before_docker() {
     let t = Test::without_docker();
     t.devcontainer(IMAGE);
     let forms = "accepted forms: example.com, *.example.com, example.com:443, *.example.com:80,443, 1.2.3.4, 10.0.0.0/8, 10.0.0.0/8:443, 2001:db8::1, 2001:db8::/32, [2001:db8::1]:443, [2001:db8::/32]:443";
-    t.yolo(&["allow", "bad pattern"])
-        .fails_with(64)
-        .assert_stderr(&format!(
-            "yolo: \"bad pattern\": invalid character ' ' in a domain name; {forms}\n"
-        ));
-    t.yolo(&["allow", "example.com", "*."])
-        .fails_with(64)
-        .assert_stderr(&format!("yolo: \"*.\": empty domain name; {forms}\n"));
+    for command in ["allow", "deny"] {
+        t.yolo(&[command, "bad pattern"])
+            .fails_with(64)
+            .assert_stderr(&format!(
+                "error: invalid value 'bad pattern' for '<PATTERN>...': \"bad pattern\": invalid character ' ' in a domain name; {forms}\n\nFor more information, try '--help'.\n"
+            ));
+        t.yolo(&[command, "example.com", "*."])
+            .fails_with(64)
+            .assert_stderr(&format!(
+                "error: invalid value '*.' for '<PATTERN>...': \"*.\": empty domain name; {forms}\n\nFor more information, try '--help'.\n"
+            ));
+    }
 }
 
 #[test]

@@ -720,22 +720,27 @@ fn deny_of_one_port_closes_that_port_and_leaves_the_others_open() {
     assert!(shown.contains("  other.test:80\n"), "{shown}");
     assert!(!shown.contains("other.test:81"), "{shown}");
 
-    // A port of a name open on every port cannot be taken alone: said, and nothing else
-    // changes (the port-80 entry goes, the every-port one stays).
+    // A port of a name open on every port cannot be taken alone: said, with what to run
+    // instead, and nothing else changes (the port-80 entry goes, the every-port one stays).
     s.t.yolo(&["allow", "other.test"]).ok();
-    let run = s.t.yolo(&["deny", "other.test:80"]).ok();
-    assert!(
-        run.stderr()
-            .contains("warning: other.test:80: other.test is allowed on every port"),
-        "{}",
-        run.stderr()
-    );
-    let run = s.t.yolo(&["deny", "other.test:81"]).fails_with(64);
-    assert!(
-        run.stderr()
-            .contains("nothing denied: other.test:81: other.test is allowed on every port"),
-        "{}",
-        run.stderr()
-    );
+    let what_to_run = |port: u16, example: &str| {
+        format!(
+            "other.test is allowed on every port, so port {port} cannot be taken away on its own: \
+             run `yolo deny other.test`, then `yolo allow other.test:PORTS` with the ports you \
+             want, e.g. `yolo allow other.test:{example}`"
+        )
+    };
+    s.t.yolo(&["deny", "other.test:80"])
+        .ok()
+        .assert_stderr(&format!(
+            "yolo: denied other.test:80\nwarning: {}\n",
+            what_to_run(80, "443,8080")
+        ));
+    s.t.yolo(&["deny", "other.test:81"])
+        .fails_with(64)
+        .assert_stderr(&format!(
+            "yolo: nothing denied: {}\n",
+            what_to_run(81, "80,443")
+        ));
     assert_eq!(s.curl("http://other.test:81/").0, 0);
 }
