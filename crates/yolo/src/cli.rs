@@ -1,9 +1,9 @@
 //! clap definitions only: no work is done here. Values are parsed (by the parsers in
-//! `settings`) but nothing runs and nothing is read from disk.
+//! `values`) but nothing runs and nothing is read from disk.
 
 use crate::firewall::NetworkMode;
 use crate::policy::Grant;
-use crate::settings;
+use crate::values;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
@@ -55,19 +55,19 @@ pub(crate) struct UpFlags {
     #[arg(long)]
     pub(crate) accept_config: bool,
     /// CPU limit in cores, e.g. 2 or 0.5
-    #[arg(long, value_name = "N", value_parser = settings::parse_cpus)]
+    #[arg(long, value_name = "N", value_parser = values::parse_cpus)]
     pub(crate) cpus: Option<f64>,
     /// Memory limit, e.g. 4g, 512m (at least 6m)
-    #[arg(long, value_name = "SIZE", value_parser = settings::parse_memory)]
+    #[arg(long, value_name = "SIZE", value_parser = values::parse_memory)]
     pub(crate) memory: Option<i64>,
     /// Process limit (at least 1)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
     pub(crate) pids: Option<i64>,
     /// Allow a domain, *.domain, CIDR or host:port (repeatable)
-    #[arg(long = "allow", value_name = "PATTERN", value_parser = settings::parse_pattern)]
+    #[arg(long = "allow", value_name = "PATTERN", value_parser = values::parse_pattern)]
     pub(crate) allow: Vec<String>,
     /// Upstream DNS resolver of the firewall guard, ADDR[:PORT] (port 53 by default)
-    #[arg(long, value_name = "ADDR", value_parser = settings::parse_upstream)]
+    #[arg(long, value_name = "ADDR", value_parser = values::parse_upstream)]
     pub(crate) upstream_dns: Option<SocketAddr>,
     /// Network mode (default: firewall)
     #[arg(long, value_enum, value_name = "MODE")]
@@ -190,7 +190,7 @@ pub(crate) enum Command {
         /// What to allow: example.com, *.example.com (subdomains), example.com:443 or
         /// example.com:80,443 (only those ports), 10.0.0.5, 10.0.0.0/8, 10.0.0.0/8:5432,
         /// [2001:db8::1]:443
-        #[arg(required = true, value_name = "PATTERN", value_parser = settings::parse_pattern)]
+        #[arg(required = true, value_name = "PATTERN", value_parser = values::parse_pattern)]
         patterns: Vec<String>,
     },
     /// Remove entries, or ports of entries, from a running session's allowlist
@@ -201,7 +201,7 @@ pub(crate) enum Command {
         /// ports; example.com:443 takes that port out of the entries that list it
         /// (example.com:80,443 keeps 80). An entry allowed on every port cannot lose one: deny
         /// the name, then allow the ports to keep
-        #[arg(required = true, value_name = "PATTERN", value_parser = settings::parse_pattern)]
+        #[arg(required = true, value_name = "PATTERN", value_parser = values::parse_pattern)]
         patterns: Vec<String>,
     },
     /// Show the effective allowlist, set contents and counters

@@ -14,6 +14,7 @@ pub(crate) mod run_spec;
 pub(crate) mod settings;
 pub(crate) mod state;
 pub(crate) mod user_config;
+pub(crate) mod values;
 
 pub(crate) use error::{Error, Result};
 

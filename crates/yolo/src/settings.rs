@@ -13,13 +13,13 @@
 use crate::cli::UpFlags;
 use crate::engine::DEFAULT_BASE;
 use crate::error::{Error, Result};
-use crate::firewall::allowlist::Pattern;
 use crate::firewall::{presets, NetworkMode};
 #[cfg(test)]
 use crate::policy::Grant;
-use crate::policy::{self, Grants, LimitLayer, UserLayer};
+use crate::policy::{Grants, LimitLayer, UserLayer};
 use crate::user_config::UserConfig;
-use std::net::{IpAddr, SocketAddr};
+use crate::values::{parse_pattern, parse_upstream};
+use std::net::SocketAddr;
 
 /// Everything `up` and `run` were told, by flag or by the user's config.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -210,52 +210,6 @@ fn named(setting: &str, value: Option<&str>, what_to_do: &str) -> Result<Option<
     match value.map(str::trim) {
         Some("") => Err(config_error(setting, format!("empty; {what_to_do}"))),
         other => Ok(other.map(str::to_string)),
-    }
-}
-
-/// `--cpus N`: a positive number of cores.
-pub(crate) fn parse_cpus(text: &str) -> std::result::Result<f64, String> {
-    let cpus = text
-        .trim()
-        .parse::<f64>()
-        .map_err(|_| format!("\"{text}\" is not a number of CPUs, like 2 or 0.5"))?;
-    policy::check_cpus(cpus).map_err(|e| e.to_string())
-}
-
-/// `--memory SIZE`: bytes, at least what Docker accepts.
-pub(crate) fn parse_memory(text: &str) -> std::result::Result<i64, String> {
-    policy::check_memory(text).map_err(|e| e.to_string())
-}
-
-/// `--allow PATTERN`, `yolo allow`/`deny PATTERN`: one allowlist entry, checked now, kept as
-/// typed (trimmed).
-pub(crate) fn parse_pattern(text: &str) -> std::result::Result<String, String> {
-    text.parse::<Pattern>()
-        .map(|_| text.trim().to_string())
-        .map_err(|e| e.to_string())
-}
-
-/// `ADDR[:PORT]`, port 53 by default; IPv6 as `[addr]:port` or bare. A resolver has an address
-/// and a port: `0.0.0.0` and `::` (any address) and port 0 (any port) name none.
-pub(crate) fn parse_upstream(text: &str) -> std::result::Result<SocketAddr, String> {
-    let parsed = text.parse::<SocketAddr>().ok().or_else(|| {
-        text.trim_matches(|c| c == '[' || c == ']')
-            .parse::<IpAddr>()
-            .ok()
-            .map(|ip| SocketAddr::new(ip, 53))
-    });
-    match parsed {
-        None => Err(format!(
-            "\"{text}\" is not an IP address with an optional port, e.g. 192.0.2.53 or 192.0.2.53:5353"
-        )),
-        Some(addr) if addr.ip().is_unspecified() => Err(format!(
-            "\"{text}\": {} means any address, not a resolver; give the resolver's own address, e.g. 192.0.2.53",
-            addr.ip()
-        )),
-        Some(addr) if addr.port() == 0 => Err(format!(
-            "\"{text}\": port 0 is no resolver's port; give the port it listens on, or leave the port out for 53"
-        )),
-        Some(addr) => Ok(addr),
     }
 }
 

@@ -12,7 +12,7 @@ use crate::project::Located;
 use crate::state::WorkspaceState;
 use std::collections::BTreeMap;
 
-/// `yolo allow`: the patterns were checked by clap (`settings::parse_pattern`), so a typo is a
+/// `yolo allow`: the patterns were checked by clap (`values::parse_pattern`), so a typo is a
 /// usage error before any Docker work.
 pub async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32> {
     request(

@@ -1,0 +1,54 @@
+//! The values flags and the user's config share, parsed once: clap calls these as value
+//! parsers (a bad flag is a usage error naming it, 64) and `settings` calls them on the
+//! config's strings (a bad setting is a config error naming it, 65). A module of its own so that
+//! `cli` (which names them) and `settings` (which reads `cli`'s flags) do not import each other.
+
+use crate::firewall::allowlist::Pattern;
+use crate::policy;
+use std::net::{IpAddr, SocketAddr};
+
+/// `--cpus N`: a positive number of cores.
+pub(crate) fn parse_cpus(text: &str) -> std::result::Result<f64, String> {
+    let cpus = text
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| format!("\"{text}\" is not a number of CPUs, like 2 or 0.5"))?;
+    policy::check_cpus(cpus).map_err(|e| e.to_string())
+}
+
+/// `--memory SIZE`: bytes, at least what Docker accepts.
+pub(crate) fn parse_memory(text: &str) -> std::result::Result<i64, String> {
+    policy::check_memory(text).map_err(|e| e.to_string())
+}
+
+/// `--allow PATTERN`, `yolo allow`/`deny PATTERN`: one allowlist entry, checked now, kept as
+/// typed (trimmed).
+pub(crate) fn parse_pattern(text: &str) -> std::result::Result<String, String> {
+    text.parse::<Pattern>()
+        .map(|_| text.trim().to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// `ADDR[:PORT]`, port 53 by default; IPv6 as `[addr]:port` or bare. A resolver has an address
+/// and a port: `0.0.0.0` and `::` (any address) and port 0 (any port) name none.
+pub(crate) fn parse_upstream(text: &str) -> std::result::Result<SocketAddr, String> {
+    let parsed = text.parse::<SocketAddr>().ok().or_else(|| {
+        text.trim_matches(|c| c == '[' || c == ']')
+            .parse::<IpAddr>()
+            .ok()
+            .map(|ip| SocketAddr::new(ip, 53))
+    });
+    match parsed {
+        None => Err(format!(
+            "\"{text}\" is not an IP address with an optional port, e.g. 192.0.2.53 or 192.0.2.53:5353"
+        )),
+        Some(addr) if addr.ip().is_unspecified() => Err(format!(
+            "\"{text}\": {} means any address, not a resolver; give the resolver's own address, e.g. 192.0.2.53",
+            addr.ip()
+        )),
+        Some(addr) if addr.port() == 0 => Err(format!(
+            "\"{text}\": port 0 is no resolver's port; give the port it listens on, or leave the port out for 53"
+        )),
+        Some(addr) => Ok(addr),
+    }
+}
