@@ -8,20 +8,20 @@ use crate::error::{Error, Result};
 use crate::user_config::{UserAgent, UserConfig};
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Agent {
-    pub name: String,
+pub(crate) struct Agent {
+    pub(crate) name: String,
     /// argv for unattended ("YOLO") mode; user args are appended.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// Host env vars passed through when set (API keys), and only those.
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     /// Firewall presets (names of files in firewall/) the agent needs.
-    pub presets: Vec<String>,
+    pub(crate) presets: Vec<String>,
     /// Extra domains the agent needs beyond its presets.
-    pub domains: Vec<String>,
+    pub(crate) domains: Vec<String>,
     /// Folder under the remote user's home kept in a named volume, e.g. `.claude`.
-    pub state_dir: String,
+    pub(crate) state_dir: String,
     /// How to install it, for the "not in the image" message.
-    pub install_hint: String,
+    pub(crate) install_hint: String,
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -131,7 +131,7 @@ impl Preset {
 }
 
 /// The built-in presets: claude, codex, gemini, aider, opencode.
-pub fn presets() -> Vec<Agent> {
+pub(crate) fn presets() -> Vec<Agent> {
     PRESETS.iter().map(Preset::agent).collect()
 }
 
@@ -140,7 +140,7 @@ pub fn presets() -> Vec<Agent> {
 /// A user section named like a preset extends it: a non-empty `command` replaces the preset's,
 /// `env` and `domains` are added to the preset's, `state_dir` replaces it. A section with a new
 /// name defines an agent and must have a `command`.
-pub fn resolve(name: &str, user: &UserConfig) -> Result<Agent> {
+pub(crate) fn resolve(name: &str, user: &UserConfig) -> Result<Agent> {
     let preset = presets().into_iter().find(|a| a.name == name);
     match (preset, user.agents.get(name)) {
         (preset, Some(custom)) => merge(name, preset, custom),
@@ -151,7 +151,7 @@ pub fn resolve(name: &str, user: &UserConfig) -> Result<Agent> {
 
 /// Every agent (presets + user's), for mounting their state volumes at container creation.
 /// User sections that do not resolve (e.g. no command) are left out; `resolve` reports them.
-pub fn all(user: &UserConfig) -> Vec<Agent> {
+pub(crate) fn all(user: &UserConfig) -> Vec<Agent> {
     let preset_names = PRESETS.iter().map(|p| p.name);
     let user_names = user
         .agents

@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 #[derive(Debug)]
-pub enum Error {
+pub(crate) enum Error {
     /// The devcontainer.json (or another input file) is not valid: syntax, wrong type, bad value.
     Config {
         file: PathBuf,
@@ -73,13 +73,13 @@ pub enum Error {
     Other(String),
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// Exit status of a usage error (EX_USAGE): a bad flag or value, caught before anything runs.
-    pub const USAGE: i32 = 64;
+    pub(crate) const USAGE: i32 = 64;
 
-    pub fn code(&self) -> i32 {
+    pub(crate) fn code(&self) -> i32 {
         match self {
             Error::Usage(_) => Error::USAGE,
             Error::Config { .. } | Error::UserConfig { .. } | Error::Unsupported { .. } => 65,
@@ -93,14 +93,14 @@ impl Error {
         }
     }
 
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
             source,
         }
     }
 
-    pub fn docker(action: impl Into<String>, err: impl fmt::Display) -> Self {
+    pub(crate) fn docker(action: impl Into<String>, err: impl fmt::Display) -> Self {
         let message = err.to_string();
         let hint = if message.contains("No such file or directory")
             || message.contains("Connection refused")
@@ -117,7 +117,7 @@ impl Error {
         }
     }
 
-    pub fn other(message: impl Into<String>) -> Self {
+    pub(crate) fn other(message: impl Into<String>) -> Self {
         Error::Other(message.into())
     }
 }

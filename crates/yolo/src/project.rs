@@ -11,28 +11,28 @@ use crate::user_config::UserConfig;
 use std::path::{Path, PathBuf};
 
 /// Where agent state volumes are mounted; `yolo run` links `~/<state_dir>` here.
-pub const AGENT_STATE_ROOT: &str = "/yolo/state";
+pub(crate) const AGENT_STATE_ROOT: &str = "/yolo/state";
 
-pub struct Project {
-    pub spec: RunSpec,
+pub(crate) struct Project {
+    pub(crate) spec: RunSpec,
     /// The user's config file as written: for its `[agents.*]` sections (`agents::resolve`).
     /// Every other setting is read from `settings`, where it was checked.
-    pub user: UserConfig,
+    pub(crate) user: UserConfig,
     /// The flags and user config this project was loaded with.
-    pub settings: UpSettings,
+    pub(crate) settings: UpSettings,
 }
 
 /// Which workspace and config file a command is about, without reading the config.
 #[derive(Debug, Clone)]
-pub struct Located {
-    pub workspace: PathBuf,
-    pub config_file: PathBuf,
-    pub devcontainer_id: String,
+pub(crate) struct Located {
+    pub(crate) workspace: PathBuf,
+    pub(crate) config_file: PathBuf,
+    pub(crate) devcontainer_id: String,
 }
 
 impl Located {
     /// The workspace (default: the current folder) and its config (default: discovered).
-    pub fn find(workspace: Option<&Path>, config: Option<&Path>) -> Result<Located> {
+    pub(crate) fn find(workspace: Option<&Path>, config: Option<&Path>) -> Result<Located> {
         let workspace = workspace_dir(workspace)?;
         let config_file = discover::find_config(&workspace, config)?;
         let devcontainer_id = id::devcontainer_id(
@@ -51,7 +51,11 @@ impl Project {
     /// Read, substitute and check the config against the resolved settings. Nothing is asked
     /// here: `initializeCommand` is confirmed where it is about to run
     /// (`approval::confirm_host_command`).
-    pub fn load(located: &Located, settings: UpSettings, user: UserConfig) -> Result<Project> {
+    pub(crate) fn load(
+        located: &Located,
+        settings: UpSettings,
+        user: UserConfig,
+    ) -> Result<Project> {
         let Located {
             workspace,
             config_file,
@@ -97,7 +101,7 @@ impl Project {
     }
 
     /// The user commands run as in the container (`None`: the container's default user).
-    pub fn remote_user(&self) -> Option<String> {
+    pub(crate) fn remote_user(&self) -> Option<String> {
         self.spec
             .remote_user
             .clone()
@@ -108,7 +112,7 @@ impl Project {
 /// Host variables any config may read: they say nothing secret. Everything else must be listed
 /// in the user's `pass_env`, because the repository (and so the agent) writes devcontainer.json
 /// and could otherwise copy `${localEnv:AWS_SECRET_ACCESS_KEY}` into the container.
-pub const SAFE_LOCAL_ENV: &[&str] = &[
+pub(crate) const SAFE_LOCAL_ENV: &[&str] = &[
     "USER",
     "LOGNAME",
     "LANG",

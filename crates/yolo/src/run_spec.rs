@@ -8,114 +8,114 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct RunSpec {
+pub(crate) struct RunSpec {
     /// The host folder yolo was started for (canonical).
-    pub workspace: PathBuf,
+    pub(crate) workspace: PathBuf,
     /// The devcontainer.json in use (canonical).
-    pub config_file: PathBuf,
+    pub(crate) config_file: PathBuf,
     /// `${devcontainerId}` for this workspace and config file.
-    pub devcontainer_id: String,
+    pub(crate) devcontainer_id: String,
     /// Docker container name, e.g. `yolo-myrepo-1a2b3c4d`.
-    pub container_name: String,
-    pub image: ImageSource,
-    pub container_env: BTreeMap<String, String>,
+    pub(crate) container_name: String,
+    pub(crate) image: ImageSource,
+    pub(crate) container_env: BTreeMap<String, String>,
     /// Environment of commands run in the container (`remoteEnv`); `None` unsets.
-    pub remote_env: BTreeMap<String, Option<String>>,
-    pub container_user: Option<String>,
-    pub remote_user: Option<String>,
+    pub(crate) remote_env: BTreeMap<String, Option<String>>,
+    pub(crate) container_user: Option<String>,
+    pub(crate) remote_user: Option<String>,
     /// Make the remote user's uid/gid match these host ids (Linux, `updateRemoteUserUID`).
-    pub update_uid: Option<(u32, u32)>,
+    pub(crate) update_uid: Option<(u32, u32)>,
     /// Replace the image's command with a keep-alive loop.
-    pub override_command: bool,
+    pub(crate) override_command: bool,
     /// Bind mount of the repository: host source (never moved by the repo) -> container target.
-    pub workspace_mount: Mount,
+    pub(crate) workspace_mount: Mount,
     /// Folder commands run in, inside the container.
-    pub workspace_folder: String,
+    pub(crate) workspace_folder: String,
     /// Further mounts: named volumes, tmpfs, and host binds only when granted.
-    pub mounts: Vec<Mount>,
+    pub(crate) mounts: Vec<Mount>,
     /// Capabilities added back on top of yolo's default set (granted by the user).
-    pub cap_add: Vec<String>,
-    pub privileged: bool,
+    pub(crate) cap_add: Vec<String>,
+    pub(crate) privileged: bool,
     /// Extra security options (granted by the user); `no-new-privileges` is always set.
-    pub security_opt: Vec<String>,
-    pub limits: Limits,
-    pub ports: Vec<PortPublish>,
+    pub(crate) security_opt: Vec<String>,
+    pub(crate) limits: Limits,
+    pub(crate) ports: Vec<PortPublish>,
     /// Labels set on the container (devcontainer.*, yolo's own, and safe `--label` runArgs).
-    pub labels: BTreeMap<String, String>,
-    pub hostname: Option<String>,
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) hostname: Option<String>,
     /// `--add-host` entries, "name:ip".
-    pub extra_hosts: Vec<String>,
+    pub(crate) extra_hosts: Vec<String>,
     /// Host-level docker options granted by the user (`--network`, `--pid`, ...): name -> value.
-    pub host_modes: BTreeMap<String, String>,
+    pub(crate) host_modes: BTreeMap<String, String>,
     /// Devices granted by the user (`--device`).
-    pub devices: Vec<String>,
-    pub hooks: Hooks,
+    pub(crate) devices: Vec<String>,
+    pub(crate) hooks: Hooks,
     /// `initializeCommand`: runs on the HOST, on a new start only, after
     /// `commands::approval::confirm_host_command` (trusted, or the user said yes).
-    pub initialize_command: Option<LifecycleCommand>,
+    pub(crate) initialize_command: Option<LifecycleCommand>,
     /// sha256 of the effective config (this struct minus volatile fields): a change means the
     /// container is stale.
-    pub config_hash: String,
+    pub(crate) config_hash: String,
     /// Grants the user gave that this run used, for the audit log.
-    pub grants_used: Vec<String>,
+    pub(crate) grants_used: Vec<String>,
     /// `none` or `stopContainer` (default).
-    pub shutdown_action: String,
+    pub(crate) shutdown_action: String,
     /// Firewall requests merged from the repository (used by the firewall).
-    pub firewall_allow: Vec<String>,
-    pub firewall_presets: Vec<String>,
+    pub(crate) firewall_allow: Vec<String>,
+    pub(crate) firewall_presets: Vec<String>,
     /// `customizations.yolo.agent`.
-    pub default_agent: Option<String>,
+    pub(crate) default_agent: Option<String>,
     /// Whether the container gets `--init`.
-    pub init: bool,
+    pub(crate) init: bool,
     /// Extra shm size in bytes (`--shm-size`).
-    pub shm_size: Option<i64>,
+    pub(crate) shm_size: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub enum ImageSource {
+pub(crate) enum ImageSource {
     /// Use (and pull if missing) this image.
     Image(String),
     Build(BuildSpec),
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct BuildSpec {
+pub(crate) struct BuildSpec {
     /// Host folder sent as the build context.
-    pub context: PathBuf,
+    pub(crate) context: PathBuf,
     /// Dockerfile path relative to the context (forward slashes), as the Engine API wants it.
-    pub dockerfile: String,
+    pub(crate) dockerfile: String,
     /// When the Dockerfile lives outside the context, its host path (yolo adds it to the tar).
-    pub dockerfile_outside: Option<PathBuf>,
-    pub args: BTreeMap<String, String>,
-    pub target: Option<String>,
-    pub cache_from: Vec<String>,
-    pub labels: BTreeMap<String, String>,
+    pub(crate) dockerfile_outside: Option<PathBuf>,
+    pub(crate) args: BTreeMap<String, String>,
+    pub(crate) target: Option<String>,
+    pub(crate) cache_from: Vec<String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// Deterministic tag, e.g. `yolo-myrepo-<devcontainerId prefix>:latest`.
-    pub tag: String,
+    pub(crate) tag: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Mount {
-    pub kind: MountKind,
+pub(crate) struct Mount {
+    pub(crate) kind: MountKind,
     /// Host path (bind), volume name (volume), empty (tmpfs).
-    pub source: String,
-    pub target: String,
-    pub read_only: bool,
+    pub(crate) source: String,
+    pub(crate) target: String,
+    pub(crate) read_only: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum MountKind {
+pub(crate) enum MountKind {
     Bind,
     Volume,
     Tmpfs,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-pub struct Limits {
-    pub cpus: f64,
-    pub memory_bytes: i64,
-    pub pids: i64,
+pub(crate) struct Limits {
+    pub(crate) cpus: f64,
+    pub(crate) memory_bytes: i64,
+    pub(crate) pids: i64,
 }
 
 impl Default for Limits {
@@ -130,17 +130,17 @@ impl Default for Limits {
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-pub struct PortPublish {
+pub(crate) struct PortPublish {
     /// Port on the host's 127.0.0.1.
-    pub host: u16,
-    pub container: u16,
+    pub(crate) host: u16,
+    pub(crate) container: u16,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct Hooks {
-    pub on_create: Option<LifecycleCommand>,
-    pub update_content: Option<LifecycleCommand>,
-    pub post_create: Option<LifecycleCommand>,
-    pub post_start: Option<LifecycleCommand>,
-    pub post_attach: Option<LifecycleCommand>,
+pub(crate) struct Hooks {
+    pub(crate) on_create: Option<LifecycleCommand>,
+    pub(crate) update_content: Option<LifecycleCommand>,
+    pub(crate) post_create: Option<LifecycleCommand>,
+    pub(crate) post_start: Option<LifecycleCommand>,
+    pub(crate) post_attach: Option<LifecycleCommand>,
 }

@@ -8,32 +8,32 @@ use std::path::PathBuf;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
-pub struct WorkspaceState {
-    pub workspace: String,
+pub(crate) struct WorkspaceState {
+    pub(crate) workspace: String,
     /// The open session (between `up` and `down`).
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
     /// Sessions of this workspace, oldest first.
-    pub sessions: Vec<String>,
+    pub(crate) sessions: Vec<String>,
     /// Container whose create-time hooks completed.
-    pub created_hooks_done_for: Option<String>,
+    pub(crate) created_hooks_done_for: Option<String>,
     /// `State.StartedAt` of the container start whose postStartCommand ran.
-    pub post_start_done_for: Option<String>,
+    pub(crate) post_start_done_for: Option<String>,
     /// The approved contents of the config folder: relative path -> text.
-    pub approved: Option<BTreeMap<String, String>>,
+    pub(crate) approved: Option<BTreeMap<String, String>>,
     /// How `exec`/`shell`/`run` reach the container, written by `up` so they need not re-read
     /// the config (and keep secrets from remoteEnv out of container labels).
-    pub exec: Option<ExecSettings>,
+    pub(crate) exec: Option<ExecSettings>,
     /// The allowlist the running guard was given (live `yolo allow`s come on top).
-    pub allowlist: Option<Vec<String>>,
+    pub(crate) allowlist: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
-pub struct ExecSettings {
-    pub container: String,
-    pub user: Option<String>,
-    pub cwd: String,
-    pub remote_env: BTreeMap<String, Option<String>>,
+pub(crate) struct ExecSettings {
+    pub(crate) container: String,
+    pub(crate) user: Option<String>,
+    pub(crate) cwd: String,
+    pub(crate) remote_env: BTreeMap<String, Option<String>>,
 }
 
 fn path(devcontainer_id: &str) -> PathBuf {
@@ -43,7 +43,7 @@ fn path(devcontainer_id: &str) -> PathBuf {
 }
 
 impl WorkspaceState {
-    pub fn load(devcontainer_id: &str) -> Result<WorkspaceState> {
+    pub(crate) fn load(devcontainer_id: &str) -> Result<WorkspaceState> {
         let path = path(devcontainer_id);
         match std::fs::read_to_string(&path) {
             Ok(text) => serde_json::from_str(&text).map_err(|e| {
@@ -59,7 +59,7 @@ impl WorkspaceState {
     }
 
     /// Write atomically (temp file + rename) so a crash never leaves half a file.
-    pub fn save(&self, devcontainer_id: &str) -> Result<()> {
+    pub(crate) fn save(&self, devcontainer_id: &str) -> Result<()> {
         let path = path(devcontainer_id);
         let dir = path.parent().map(PathBuf::from).unwrap_or_default();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -70,7 +70,7 @@ impl WorkspaceState {
     }
 
     /// All workspace states (for `yolo audit --list` and `status`).
-    pub fn all() -> Vec<WorkspaceState> {
+    pub(crate) fn all() -> Vec<WorkspaceState> {
         let dir = crate::user_config::data_dir().join("workspaces");
         let Ok(entries) = std::fs::read_dir(dir) else {
             return vec![];

@@ -2,32 +2,32 @@
 //! writes it. Events are appended with one `write` each (O_APPEND), so the host CLI and the guard
 //! can append to the same file concurrently without tearing lines.
 
-pub use yolo_protocol::event;
-pub mod reader;
-pub mod writer;
+pub(crate) use yolo_protocol::event;
+pub(crate) mod reader;
+pub(crate) mod writer;
 
-pub use event::{Event, EventKind};
-pub use writer::Writer;
+pub(crate) use event::{Event, EventKind};
+pub(crate) use writer::Writer;
 
 use std::path::PathBuf;
 
 /// `<data dir>/sessions`.
-pub fn sessions_dir() -> PathBuf {
+pub(crate) fn sessions_dir() -> PathBuf {
     crate::user_config::data_dir().join("sessions")
 }
 
 /// `<data dir>/sessions/<session>.jsonl`.
-pub fn session_path(session: &str) -> PathBuf {
+pub(crate) fn session_path(session: &str) -> PathBuf {
     sessions_dir().join(format!("{session}.jsonl"))
 }
 
 /// `<data dir>/network`: the guard's own files (it cannot write the host's session file).
-pub fn network_dir() -> PathBuf {
+pub(crate) fn network_dir() -> PathBuf {
     crate::user_config::data_dir().join("network")
 }
 
 /// Every file holding a session's events: the host's and the guard's.
-pub fn session_files(session: &str) -> Vec<PathBuf> {
+pub(crate) fn session_files(session: &str) -> Vec<PathBuf> {
     vec![
         session_path(session),
         network_dir().join(format!("{session}.jsonl")),

@@ -1,7 +1,7 @@
 use super::event::Event;
 
 /// A session file's events; lines that do not parse are skipped (reported in the count).
-pub fn parse(text: &str) -> (Vec<Event>, usize) {
+pub(crate) fn parse(text: &str) -> (Vec<Event>, usize) {
     let mut events = Vec::new();
     let mut bad = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -14,19 +14,19 @@ pub fn parse(text: &str) -> (Vec<Event>, usize) {
 }
 
 /// Follows several JSONL files, returning complete new lines as they are appended.
-pub struct Tail {
+pub(crate) struct Tail {
     files: Vec<(std::path::PathBuf, u64, String)>,
 }
 
 impl Tail {
-    pub fn new(paths: Vec<std::path::PathBuf>) -> Tail {
+    pub(crate) fn new(paths: Vec<std::path::PathBuf>) -> Tail {
         Tail {
             files: paths.into_iter().map(|p| (p, 0, String::new())).collect(),
         }
     }
 
     /// New events from all files since the last call, ordered by time.
-    pub fn poll(&mut self) -> Vec<Event> {
+    pub(crate) fn poll(&mut self) -> Vec<Event> {
         use std::io::{Read, Seek, SeekFrom};
         let mut events = Vec::new();
         for (path, offset, partial) in &mut self.files {

@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// Appends events of one session to its JSONL file.
-pub struct Writer {
+pub(crate) struct Writer {
     session: String,
     path: PathBuf,
     file: Mutex<File>,
 }
 
 impl Writer {
-    pub fn open(path: &Path, session: &str) -> Result<Self> {
+    pub(crate) fn open(path: &Path, session: &str) -> Result<Self> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
@@ -29,15 +29,15 @@ impl Writer {
         })
     }
 
-    pub fn session(&self) -> &str {
+    pub(crate) fn session(&self) -> &str {
         &self.session
     }
 
-    pub fn write(&self, kind: EventKind) -> Result<()> {
+    pub(crate) fn write(&self, kind: EventKind) -> Result<()> {
         self.write_event(&Event::now(&self.session, kind))
     }
 
-    pub fn write_event(&self, event: &Event) -> Result<()> {
+    pub(crate) fn write_event(&self, event: &Event) -> Result<()> {
         let line = event.to_line();
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         // One write per line: O_APPEND keeps concurrent writers' lines whole.

@@ -13,7 +13,7 @@ const MAX_FILE: u64 = 256 * 1024;
 
 /// The config folder's files: `.devcontainer/` (recursively) when the config lives there,
 /// otherwise the config file alone.
-pub fn snapshot(config_file: &Path, workspace: &Path) -> BTreeMap<String, String> {
+pub(crate) fn snapshot(config_file: &Path, workspace: &Path) -> BTreeMap<String, String> {
     let dir = config_file.parent().unwrap_or(workspace);
     let mut files = BTreeMap::new();
     if dir == workspace {
@@ -57,7 +57,7 @@ fn add(files: &mut BTreeMap<String, String>, path: &Path, workspace: &Path) {
 }
 
 /// A readable diff between the approved and the current snapshot.
-pub fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> String {
+pub(crate) fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> String {
     let mut out = String::new();
     let names: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     for name in names {
@@ -83,7 +83,7 @@ pub fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> S
 
 /// Check (and record) approval. First use records the current files as approved: the policy
 /// has already refused anything dangerous, and there is nothing earlier to compare with.
-pub fn check(project: &Project, state: &mut WorkspaceState) -> Result<()> {
+pub(crate) fn check(project: &Project, state: &mut WorkspaceState) -> Result<()> {
     let spec = &project.spec;
     let current = snapshot(&spec.config_file, &spec.workspace);
     let Some(approved) = &state.approved else {

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::state::WorkspaceState;
 use std::time::Duration;
 
-pub async fn execute(
+pub(crate) async fn execute(
     target: &Target,
     session: Option<String>,
     kinds: Vec<String>,
@@ -77,7 +77,7 @@ fn list_sessions(target: &Target) -> Result<i32> {
 }
 
 /// One line per event for humans.
-pub fn render(event: &Event) -> String {
+pub(crate) fn render(event: &Event) -> String {
     let ts = event.ts.format("%Y-%m-%d %H:%M:%S%.3f");
     let kind = event.kind.name();
     let text = match &event.kind {

@@ -7,7 +7,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 use std::io::Write;
 
-pub fn execute(shell: Shell) -> Result<i32> {
+pub(crate) fn execute(shell: Shell) -> Result<i32> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "yolo", &mut script);
     let mut stdout = std::io::stdout().lock();

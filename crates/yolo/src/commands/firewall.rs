@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 /// `yolo allow`: the patterns were checked by clap (`values::parse_pattern`), so a typo is a
 /// usage error before any Docker work.
-pub async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32> {
+pub(crate) async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32> {
     request(
         target,
         &Request::Allow {
@@ -30,7 +30,7 @@ pub async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32> {
 }
 
 /// `yolo deny`: the patterns were checked by clap, like `allow`'s.
-pub async fn deny(target: &Target, patterns: Vec<String>) -> Result<i32> {
+pub(crate) async fn deny(target: &Target, patterns: Vec<String>) -> Result<i32> {
     let response = request(
         target,
         &Request::Deny {
@@ -130,7 +130,7 @@ fn join(ports: &[u16]) -> String {
         .join(",")
 }
 
-pub async fn show(target: &Target, json: bool) -> Result<i32> {
+pub(crate) async fn show(target: &Target, json: bool) -> Result<i32> {
     if json {
         let located = super::locate(target)?;
         let engine = super::engine().await?;
@@ -214,7 +214,7 @@ async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
 }
 
 /// The one-screen summary printed after `yolo run`: what the agent reached and what it did not.
-pub fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> String {
+pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> String {
     let mut tail = audit::reader::Tail::new(audit::session_files(session));
     let mut contacted: BTreeMap<String, usize> = BTreeMap::new();
     let mut refused: BTreeMap<String, usize> = BTreeMap::new();

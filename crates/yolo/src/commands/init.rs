@@ -40,7 +40,7 @@ fn recipe(agent: &str) -> Option<Recipe> {
 
 /// A toolchain `yolo init` recognizes in a repository.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Toolchain {
+pub(crate) enum Toolchain {
     Rust,
     Node,
     Python,
@@ -97,7 +97,7 @@ impl Toolchain {
 
 /// The toolchains a repository's top-level file names show, each with the file that showed
 /// it, in a fixed order (Rust, Node.js, Python, Go).
-pub fn detect(files: &[impl AsRef<str>]) -> Vec<(Toolchain, &'static str)> {
+pub(crate) fn detect(files: &[impl AsRef<str>]) -> Vec<(Toolchain, &'static str)> {
     Toolchain::ALL
         .into_iter()
         .filter_map(|t| {
@@ -171,7 +171,7 @@ impl Plan {
     }
 }
 
-pub fn execute(target: &Target, agent: &str, force: bool) -> Result<i32> {
+pub(crate) fn execute(target: &Target, agent: &str, force: bool) -> Result<i32> {
     let workspace = target
         .workspace
         .clone()

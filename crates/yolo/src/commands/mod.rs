@@ -1,21 +1,21 @@
 //! One file per subcommand. Commands compose config, policy, engine, firewall and audit; they
 //! hold no Docker or nftables details themselves.
 
-pub mod approval;
-pub mod audit;
-pub mod completions;
-pub mod doctor;
-pub mod down;
-pub mod exec;
-pub mod firewall;
-pub mod hooks;
-pub mod init;
-pub mod network;
-pub mod output;
-pub mod run;
-pub mod session;
-pub mod status;
-pub mod up;
+pub(crate) mod approval;
+pub(crate) mod audit;
+pub(crate) mod completions;
+pub(crate) mod doctor;
+pub(crate) mod down;
+pub(crate) mod exec;
+pub(crate) mod firewall;
+pub(crate) mod hooks;
+pub(crate) mod init;
+pub(crate) mod network;
+pub(crate) mod output;
+pub(crate) mod run;
+pub(crate) mod session;
+pub(crate) mod status;
+pub(crate) mod up;
 
 use crate::cli::{Cli, Command};
 use crate::engine::{Engine, Owner};
@@ -25,7 +25,7 @@ use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 
 /// Run a parsed command line; returns the process exit code.
-pub async fn execute(cli: Cli) -> Result<i32> {
+pub(crate) async fn execute(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Up {
             target,

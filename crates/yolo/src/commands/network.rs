@@ -20,7 +20,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// last three into the RunSpec). Every source was checked before (the repository's by policy,
 /// the user's config and flags by `settings`, the built-in presets and agents by their tests),
 /// so an error here is yolo's own bug.
-pub fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<String>> {
+pub(crate) fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<String>> {
     let spec = &project.spec;
     let mut preset_names: Vec<String> = agents.iter().flat_map(|a| a.presets.clone()).collect();
     preset_names.extend(spec.firewall_presets.iter().cloned());
@@ -57,7 +57,10 @@ fn default_upstream() -> Vec<SocketAddr> {
 
 /// Nameservers from a resolv.conf, loopback ones dropped; the systemd one when the first has
 /// nothing else.
-pub fn usable_nameservers(etc_resolv_conf: &str, systemd_resolv_conf: &str) -> Vec<SocketAddr> {
+pub(crate) fn usable_nameservers(
+    etc_resolv_conf: &str,
+    systemd_resolv_conf: &str,
+) -> Vec<SocketAddr> {
     let usable = |text: &str| -> Vec<SocketAddr> {
         yolo_protocol::resolv_conf_nameservers(text)
             .into_iter()
@@ -72,12 +75,12 @@ pub fn usable_nameservers(etc_resolv_conf: &str, systemd_resolv_conf: &str) -> V
     }
 }
 
-pub fn guard_name(project: &Project) -> String {
+pub(crate) fn guard_name(project: &Project) -> String {
     format!("{}-guard", project.spec.container_name)
 }
 
 /// The Docker network the project lives on: the user's choice or one of its own.
-pub fn network_name(project: &Project) -> String {
+pub(crate) fn network_name(project: &Project) -> String {
     project
         .settings
         .guard
@@ -87,11 +90,11 @@ pub fn network_name(project: &Project) -> String {
 }
 
 /// The network yolo creates (and `down --remove` deletes) for a project container.
-pub fn own_network(container_name: &str) -> String {
+pub(crate) fn own_network(container_name: &str) -> String {
     format!("{container_name}-net")
 }
 
-pub fn guard_config(project: &Project, session: &str, allow: Vec<String>) -> GuardConfig {
+pub(crate) fn guard_config(project: &Project, session: &str, allow: Vec<String>) -> GuardConfig {
     let guard = &project.settings.guard;
     let upstream = match project.settings.upstream_dns {
         Some(addr) => vec![addr],

@@ -14,26 +14,26 @@ use std::collections::BTreeMap;
 
 /// The project's (agent) container.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Container {
-    pub id: String,
+pub(crate) struct Container {
+    pub(crate) id: String,
     /// Without Docker's leading `/`.
-    pub name: String,
-    pub image: String,
+    pub(crate) name: String,
+    pub(crate) image: String,
     /// Docker's state: created, running, exited...
-    pub state: String,
+    pub(crate) state: String,
     /// The repository on the host.
-    pub workspace: String,
+    pub(crate) workspace: String,
     /// Where the repository is mounted in the container; `null` if `yolo up` has not
     /// finished with this container yet.
-    pub workspace_folder: Option<String>,
+    pub(crate) workspace_folder: Option<String>,
     /// The user `yolo exec`, `shell` and `run` run as; `null`: the image's default.
-    pub remote_user: Option<String>,
+    pub(crate) remote_user: Option<String>,
 }
 
 impl Container {
     /// A listed container; folder and user from what `yolo up` saved for `exec`, when it
     /// was saved for this very container.
-    pub fn from_found(c: &engine::Container, exec: Option<&ExecSettings>) -> Container {
+    pub(crate) fn from_found(c: &engine::Container, exec: Option<&ExecSettings>) -> Container {
         let exec = exec.filter(|e| e.container == c.id);
         Container {
             id: c.id.clone(),
@@ -49,20 +49,20 @@ impl Container {
 
 /// The project's network: its mode, its firewall guard, and the allowlist that guard enforces.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Network {
+pub(crate) struct Network {
     /// firewall, open or none.
-    pub mode: String,
+    pub(crate) mode: String,
     /// The guard container's state (running, exited...; missing when it is gone); `null`
     /// with mode `none`, which has no guard.
-    pub guard: Option<String>,
+    pub(crate) guard: Option<String>,
     /// The patterns the running guard enforces now, `yolo allow`/`deny` included, as the
     /// guard reports them; `null` when no guard is running.
-    pub allowlist: Option<Vec<String>>,
+    pub(crate) allowlist: Option<Vec<String>>,
 }
 
 impl Network {
     /// `mode` with `guard`'s state; the allowlist is not asked yet (`null`).
-    pub fn of(mode: &str, guard: Option<&engine::Container>) -> Network {
+    pub(crate) fn of(mode: &str, guard: Option<&engine::Container>) -> Network {
         let state = match guard {
             _ if mode == "none" => None,
             Some(g) => Some(g.state.clone()),
@@ -77,7 +77,7 @@ impl Network {
 
     /// Ask `guard`, if it runs, for the allowlist it enforces. A guard that does not answer
     /// leaves `allowlist: null` rather than failing the whole command.
-    pub async fn ask_allowlist(
+    pub(crate) async fn ask_allowlist(
         self,
         engine: &Engine,
         guard: Option<&engine::Container>,
@@ -95,56 +95,56 @@ impl Network {
 
 /// Resource limits of the container; `null`: unlimited.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Limits {
-    pub cpus: Option<f64>,
-    pub memory_bytes: Option<i64>,
-    pub pids: Option<i64>,
+pub(crate) struct Limits {
+    pub(crate) cpus: Option<f64>,
+    pub(crate) memory_bytes: Option<i64>,
+    pub(crate) pids: Option<i64>,
 }
 
 /// `yolo up --json`.
 #[derive(Debug, Serialize)]
-pub struct Up {
-    pub container: Container,
-    pub session: String,
+pub(crate) struct Up {
+    pub(crate) container: Container,
+    pub(crate) session: String,
     /// created, started or running (it already was).
-    pub action: String,
+    pub(crate) action: String,
     /// Why it was started again or recreated (`--rebuild`, "it was stopped", ...); `null` for
     /// a first create or a reuse.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The config changed since the container was made (and `--rebuild` was not given).
-    pub stale: bool,
-    pub network: Network,
+    pub(crate) stale: bool,
+    pub(crate) network: Network,
 }
 
 /// One entry of `yolo status --json`.
 #[derive(Debug, Serialize)]
-pub struct Status {
-    pub container: Container,
+pub(crate) struct Status {
+    pub(crate) container: Container,
     /// The open session of the container's workspace; `null` when none is open.
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
     /// Docker's words, e.g. "Up 3 minutes".
-    pub status: String,
-    pub limits: Limits,
-    pub network: Network,
+    pub(crate) status: String,
+    pub(crate) limits: Limits,
+    pub(crate) network: Network,
 }
 
 /// `yolo firewall --json`.
 #[derive(Debug, Serialize)]
-pub struct Firewall {
+pub(crate) struct Firewall {
     /// `null` if the guard runs without its agent container.
-    pub container: Option<Container>,
-    pub session: Option<String>,
-    pub network: Network,
+    pub(crate) container: Option<Container>,
+    pub(crate) session: Option<String>,
+    pub(crate) network: Network,
     /// What the sets hold now: addresses opened by DNS answers (with their expiry) and the
     /// static networks of the allowlist.
-    pub open_addresses: Vec<OpenAddress>,
+    pub(crate) open_addresses: Vec<OpenAddress>,
     /// Packet counters of the ruleset, by name.
-    pub counters: BTreeMap<String, Counter>,
+    pub(crate) counters: BTreeMap<String, Counter>,
 }
 
 impl Firewall {
     /// The guard's status answer, without its protocol envelope.
-    pub fn from_response(
+    pub(crate) fn from_response(
         container: Option<Container>,
         session: Option<String>,
         response: Response,
@@ -188,26 +188,26 @@ impl Firewall {
 
 /// One element of the firewall's sets.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OpenAddress {
+pub(crate) struct OpenAddress {
     /// allow4, allow6 (any port), allow4_port, allow6_port (one port), net4, net6, net4_port,
     /// net6_port (static networks).
-    pub set: String,
+    pub(crate) set: String,
     /// As nft writes it: `192.0.2.7`, `192.0.2.7 . 443`, `10.0.0.0/8`.
-    pub element: String,
+    pub(crate) element: String,
     /// Lifetime it was given, seconds; `null` for static networks.
-    pub timeout_secs: Option<u64>,
+    pub(crate) timeout_secs: Option<u64>,
     /// Seconds left; `null` for static networks.
-    pub expires_secs: Option<u64>,
+    pub(crate) expires_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Counter {
-    pub packets: u64,
-    pub bytes: u64,
+pub(crate) struct Counter {
+    pub(crate) packets: u64,
+    pub(crate) bytes: u64,
 }
 
 /// Pretty JSON on stdout. These types are strings, numbers and maps: serializing cannot fail.
-pub fn print(value: &impl Serialize) {
+pub(crate) fn print(value: &impl Serialize) {
     println!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_default()

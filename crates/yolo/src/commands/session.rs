@@ -7,14 +7,14 @@ use crate::project::Project;
 use crate::state::WorkspaceState;
 
 /// A fresh session id: sortable by time, unique.
-pub fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     let now = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let rand = uuid::Uuid::new_v4().simple().to_string();
     format!("{now}-{}", &rand[..8])
 }
 
 /// Open a new session for the project (closing a stale one) and record its start.
-pub fn open(
+pub(crate) fn open(
     project: &Project,
     state: &mut WorkspaceState,
     image: &str,
@@ -49,7 +49,7 @@ pub fn open(
 }
 
 /// The open session's writer, if any.
-pub fn current(state: &WorkspaceState) -> Result<Option<Writer>> {
+pub(crate) fn current(state: &WorkspaceState) -> Result<Option<Writer>> {
     match &state.session {
         Some(id) => Ok(Some(Writer::open(&audit::session_path(id), id)?)),
         None => Ok(None),

@@ -19,7 +19,7 @@ const SUBFOLDER_PATTERN: &str = ".devcontainer/<folder>/devcontainer.json";
 /// A discovered config (not an explicit one) must resolve inside the workspace: the repository,
 /// and so the agent, controls `.devcontainer/`, and a symlink there must not make yolo read a host
 /// file as the config or build from a host folder.
-pub fn find_config(workspace: &Path, explicit: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn find_config(workspace: &Path, explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(path) = explicit {
         return explicit_config(path);
     }

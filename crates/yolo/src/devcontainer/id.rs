@@ -8,9 +8,9 @@
 use sha2::{Digest, Sha256};
 
 /// The label naming the devcontainer.json a container was created from.
-pub const CONFIG_FILE_LABEL: &str = "devcontainer.config_file";
+pub(crate) const CONFIG_FILE_LABEL: &str = "devcontainer.config_file";
 /// The label naming the host folder a container was created for.
-pub const LOCAL_FOLDER_LABEL: &str = "devcontainer.local_folder";
+pub(crate) const LOCAL_FOLDER_LABEL: &str = "devcontainer.local_folder";
 
 /// Digits of JavaScript's `BigInt#toString(32)`.
 const BASE32_DIGITS: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
@@ -19,7 +19,7 @@ const ID_DIGITS: usize = 52;
 
 /// sha256 of the JSON of the id labels `{"devcontainer.config_file":..,"devcontainer.local_folder":..}`
 /// (keys sorted), as a base-32 number padded to 52 digits.
-pub fn devcontainer_id(local_folder: &str, config_file: &str) -> String {
+pub(crate) fn devcontainer_id(local_folder: &str, config_file: &str) -> String {
     // Keys in sorted order, no whitespace: what `JSON.stringify(labels, sortedKeys)` produces.
     let json = format!(
         "{{{}:{},{}:{}}}",

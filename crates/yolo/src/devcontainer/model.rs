@@ -8,76 +8,76 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct DevContainer {
-    pub name: Option<String>,
-    pub image: Option<String>,
-    pub build: Option<Build>,
+pub(crate) struct DevContainer {
+    pub(crate) name: Option<String>,
+    pub(crate) image: Option<String>,
+    pub(crate) build: Option<Build>,
     /// Legacy top-level form of `build.dockerfile`.
     #[serde(rename = "dockerFile")]
-    pub docker_file: Option<String>,
+    pub(crate) docker_file: Option<String>,
     /// Legacy top-level form of `build.context`.
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
     #[serde(default)]
-    pub container_env: BTreeMap<String, String>,
+    pub(crate) container_env: BTreeMap<String, String>,
     /// A `null` value unsets a variable.
     #[serde(default)]
-    pub remote_env: BTreeMap<String, Option<String>>,
-    pub container_user: Option<String>,
-    pub remote_user: Option<String>,
+    pub(crate) remote_env: BTreeMap<String, Option<String>>,
+    pub(crate) container_user: Option<String>,
+    pub(crate) remote_user: Option<String>,
     #[serde(rename = "updateRemoteUserUID")]
-    pub update_remote_user_uid: Option<bool>,
-    pub override_command: Option<bool>,
-    pub init: Option<bool>,
-    pub privileged: Option<bool>,
+    pub(crate) update_remote_user_uid: Option<bool>,
+    pub(crate) override_command: Option<bool>,
+    pub(crate) init: Option<bool>,
+    pub(crate) privileged: Option<bool>,
     #[serde(default)]
-    pub cap_add: Vec<String>,
+    pub(crate) cap_add: Vec<String>,
     #[serde(default)]
-    pub security_opt: Vec<String>,
-    pub workspace_folder: Option<String>,
-    pub workspace_mount: Option<String>,
+    pub(crate) security_opt: Vec<String>,
+    pub(crate) workspace_folder: Option<String>,
+    pub(crate) workspace_mount: Option<String>,
     #[serde(default)]
-    pub mounts: Vec<MountEntry>,
+    pub(crate) mounts: Vec<MountEntry>,
     #[serde(default)]
-    pub run_args: Vec<String>,
+    pub(crate) run_args: Vec<String>,
     #[serde(default)]
-    pub forward_ports: Vec<PortEntry>,
-    pub app_port: Option<AppPort>,
-    pub host_requirements: Option<HostRequirements>,
-    pub shutdown_action: Option<String>,
-    pub initialize_command: Option<LifecycleCommand>,
-    pub on_create_command: Option<LifecycleCommand>,
-    pub update_content_command: Option<LifecycleCommand>,
-    pub post_create_command: Option<LifecycleCommand>,
-    pub post_start_command: Option<LifecycleCommand>,
-    pub post_attach_command: Option<LifecycleCommand>,
+    pub(crate) forward_ports: Vec<PortEntry>,
+    pub(crate) app_port: Option<AppPort>,
+    pub(crate) host_requirements: Option<HostRequirements>,
+    pub(crate) shutdown_action: Option<String>,
+    pub(crate) initialize_command: Option<LifecycleCommand>,
+    pub(crate) on_create_command: Option<LifecycleCommand>,
+    pub(crate) update_content_command: Option<LifecycleCommand>,
+    pub(crate) post_create_command: Option<LifecycleCommand>,
+    pub(crate) post_start_command: Option<LifecycleCommand>,
+    pub(crate) post_attach_command: Option<LifecycleCommand>,
     /// Not supported yet: a non-empty value is refused by `parse`.
-    pub features: Option<serde_json::Value>,
+    pub(crate) features: Option<serde_json::Value>,
     /// Not supported yet: any value is refused by `parse`.
-    pub docker_compose_file: Option<serde_json::Value>,
-    pub service: Option<String>,
-    pub customizations: Option<Customizations>,
+    pub(crate) docker_compose_file: Option<serde_json::Value>,
+    pub(crate) service: Option<String>,
+    pub(crate) customizations: Option<Customizations>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Build {
-    pub dockerfile: Option<String>,
-    pub context: Option<String>,
+pub(crate) struct Build {
+    pub(crate) dockerfile: Option<String>,
+    pub(crate) context: Option<String>,
     #[serde(default)]
-    pub args: BTreeMap<String, String>,
-    pub target: Option<String>,
+    pub(crate) args: BTreeMap<String, String>,
+    pub(crate) target: Option<String>,
     #[serde(default)]
-    pub cache_from: StringOrList,
+    pub(crate) cache_from: StringOrList,
     /// Extra `docker build` flags. yolo applies the ones it understands (`--build-arg`,
     /// `--label`, `--target`, `--network` is refused) and refuses others by name.
     #[serde(default)]
-    pub options: Vec<String>,
+    pub(crate) options: Vec<String>,
 }
 
 /// `"a"` or `["a", "b"]`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(from = "StringOrListRepr")]
-pub struct StringOrList(pub Vec<String>);
+pub(crate) struct StringOrList(pub Vec<String>);
 
 #[derive(Deserialize)]
 #[serde(untagged, expecting = "a string or an array of strings")]
@@ -101,23 +101,23 @@ impl From<StringOrListRepr> for StringOrList {
     untagged,
     expecting = "a mount string (\"source=...,target=...,type=...\") or an object with type, source and target"
 )]
-pub enum MountEntry {
+pub(crate) enum MountEntry {
     Text(String),
     Object(MountObject),
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-pub struct MountObject {
+pub(crate) struct MountObject {
     #[serde(rename = "type")]
-    pub kind: String,
-    pub source: Option<String>,
-    pub target: String,
+    pub(crate) kind: String,
+    pub(crate) source: Option<String>,
+    pub(crate) target: String,
 }
 
 /// An entry of `forwardPorts`: a port number or `"host:port"`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(untagged, expecting = "a port number or a \"host:port\" string")]
-pub enum PortEntry {
+pub(crate) enum PortEntry {
     Number(u16),
     Text(String),
 }
@@ -128,18 +128,18 @@ pub enum PortEntry {
     untagged,
     expecting = "a port number, a \"host:container\" string, or an array of them"
 )]
-pub enum AppPort {
+pub(crate) enum AppPort {
     One(PortEntry),
     Many(Vec<PortEntry>),
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct HostRequirements {
-    pub cpus: Option<f64>,
+pub(crate) struct HostRequirements {
+    pub(crate) cpus: Option<f64>,
     /// e.g. "4gb", "512mb".
-    pub memory: Option<String>,
-    pub storage: Option<String>,
+    pub(crate) memory: Option<String>,
+    pub(crate) storage: Option<String>,
 }
 
 /// A lifecycle command in the spec's three forms.
@@ -148,7 +148,7 @@ pub struct HostRequirements {
     untagged,
     expecting = "a command string, an array of arguments, or an object of named commands"
 )]
-pub enum LifecycleCommand {
+pub(crate) enum LifecycleCommand {
     /// Run with `/bin/sh -c`.
     Shell(String),
     /// Run as argv, without a shell.
@@ -159,14 +159,14 @@ pub enum LifecycleCommand {
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(untagged, expecting = "a command string or an array of arguments")]
-pub enum SingleCommand {
+pub(crate) enum SingleCommand {
     Shell(String),
     Args(Vec<String>),
 }
 
 impl SingleCommand {
     /// The argv to execute.
-    pub fn argv(&self) -> Vec<String> {
+    pub(crate) fn argv(&self) -> Vec<String> {
         match self {
             SingleCommand::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
             SingleCommand::Args(a) => a.clone(),
@@ -177,7 +177,7 @@ impl SingleCommand {
 impl LifecycleCommand {
     /// The commands to run, each with its name (the hook's name for the single forms,
     /// `hook:key` for the object form). The object form's commands run in parallel.
-    pub fn commands(&self, hook: &str) -> Vec<(String, Vec<String>)> {
+    pub(crate) fn commands(&self, hook: &str) -> Vec<(String, Vec<String>)> {
         match self {
             LifecycleCommand::Shell(s) => {
                 vec![(hook.to_string(), SingleCommand::Shell(s.clone()).argv())]
@@ -192,39 +192,39 @@ impl LifecycleCommand {
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-pub struct Customizations {
-    pub yolo: Option<YoloCustomization>,
+pub(crate) struct Customizations {
+    pub(crate) yolo: Option<YoloCustomization>,
 }
 
 /// `customizations.yolo`: what the repository asks of yolo. Requests only: the user's config and
 /// flags decide (see `policy`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct YoloCustomization {
+pub(crate) struct YoloCustomization {
     #[serde(default)]
-    pub limits: LimitsRequest,
+    pub(crate) limits: LimitsRequest,
     #[serde(default)]
-    pub firewall: FirewallRequest,
+    pub(crate) firewall: FirewallRequest,
     /// The agent `yolo run` uses when none is named.
-    pub agent: Option<String>,
+    pub(crate) agent: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LimitsRequest {
-    pub cpus: Option<f64>,
+pub(crate) struct LimitsRequest {
+    pub(crate) cpus: Option<f64>,
     /// e.g. "4g", "512m", "8gb".
-    pub memory: Option<String>,
-    pub pids: Option<i64>,
+    pub(crate) memory: Option<String>,
+    pub(crate) pids: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FirewallRequest {
+pub(crate) struct FirewallRequest {
     /// Domains (`example.com`), wildcards (`*.example.com`), CIDRs, `host:port`.
     #[serde(default)]
-    pub allow: Vec<String>,
+    pub(crate) allow: Vec<String>,
     /// Names of built-in presets in `firewall/`.
     #[serde(default)]
-    pub presets: Vec<String>,
+    pub(crate) presets: Vec<String>,
 }

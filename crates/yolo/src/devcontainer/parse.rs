@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use serde_path_to_error::Segment;
 use std::path::Path;
 
-pub fn parse_file(path: &Path) -> Result<DevContainer> {
+pub(crate) fn parse_file(path: &Path) -> Result<DevContainer> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     match String::from_utf8(bytes) {
         Ok(text) => parse_str(&text, path),
@@ -33,7 +33,7 @@ pub fn parse_file(path: &Path) -> Result<DevContainer> {
     }
 }
 
-pub fn parse_str(text: &str, path: &Path) -> Result<DevContainer> {
+pub(crate) fn parse_str(text: &str, path: &Path) -> Result<DevContainer> {
     // Editors on Windows like to write a BOM. It is invisible, so columns are counted without it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let json = blank_jsonc(text).map_err(|offset| {

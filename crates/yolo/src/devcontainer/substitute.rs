@@ -17,17 +17,17 @@ use super::model::DevContainer;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-pub struct Context<'a> {
-    pub local_workspace_folder: &'a str,
-    pub container_workspace_folder: &'a str,
-    pub devcontainer_id: &'a str,
+pub(crate) struct Context<'a> {
+    pub(crate) local_workspace_folder: &'a str,
+    pub(crate) container_workspace_folder: &'a str,
+    pub(crate) devcontainer_id: &'a str,
     /// Host environment lookup (`${localEnv:..}`); injected so tests need not touch the process env.
-    pub local_env: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) local_env: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// Substitute every `${...}` the spec defines for the host side in every string of the config.
 /// `${containerEnv:VAR}` is left in place (resolved later by `container_env`).
-pub fn substitute(config: &DevContainer, ctx: &Context) -> DevContainer {
+pub(crate) fn substitute(config: &DevContainer, ctx: &Context) -> DevContainer {
     // Walking the JSON form reaches every string, including ones in fields added to the model
     // later, without a hand-written walk per field.
     let Ok(mut value) = serde_json::to_value(config) else {
@@ -56,7 +56,7 @@ pub fn substitute(config: &DevContainer, ctx: &Context) -> DevContainer {
 /// sorted. The repository (and so the agent) writes devcontainer.json, so this is what it asks
 /// to copy from the host into the container; policy can show or filter it (the `local_env`
 /// lookup in `Context` is the place to withhold a variable).
-pub fn local_env_names(config: &DevContainer) -> BTreeSet<String> {
+pub(crate) fn local_env_names(config: &DevContainer) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     if let Ok(value) = serde_json::to_value(config) {
         visit_strings(&value, &mut |s| {
@@ -74,7 +74,7 @@ pub fn local_env_names(config: &DevContainer) -> BTreeSet<String> {
 }
 
 /// Resolve `${containerEnv:VAR[:default]}` in a remoteEnv value against the container's env.
-pub fn container_env(value: &str, env: &BTreeMap<String, String>) -> String {
+pub(crate) fn container_env(value: &str, env: &BTreeMap<String, String>) -> String {
     replace_variables(value, |name, args| match name {
         "containerEnv" => lookup(args, |var| env.get(var).cloned()),
         _ => None,

@@ -37,8 +37,8 @@ const REPOSITORY: &str = "yolo-guard";
 /// An OS and CPU architecture in Docker's words (`linux`, `amd64`/`arm64`/...).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Platform {
-    pub os: String,
-    pub arch: String,
+    pub(crate) os: String,
+    pub(crate) arch: String,
 }
 
 impl Platform {
@@ -83,8 +83,8 @@ pub(crate) enum GuardSource {
 /// What this CLI carries: a binary for `binary_for` (if any), and the source (if any).
 #[derive(Debug, Clone)]
 pub(crate) struct Carried {
-    pub binary_for: Option<Platform>,
-    pub source: bool,
+    pub(crate) binary_for: Option<Platform>,
+    pub(crate) source: bool,
 }
 
 impl Carried {
@@ -141,9 +141,9 @@ pub(crate) fn tag(source: &GuardSource) -> String {
 /// An image as the engine lists it.
 #[derive(Debug, Clone)]
 pub(super) struct ListedImage {
-    pub id: String,
-    pub tags: Vec<String>,
-    pub labels: BTreeMap<String, String>,
+    pub(crate) id: String,
+    pub(crate) tags: Vec<String>,
+    pub(crate) labels: BTreeMap<String, String>,
 }
 
 /// What to remove once the guard image `built` (an image id) is in place: the other images yolo

@@ -2,14 +2,14 @@
 //! `yolo_protocol` it hands to the guard. The ruleset, DNS and nftables live in the `yolo-guard`
 //! crate; the CLI reaches the running guard only through its control socket.
 
-pub mod presets;
+pub(crate) mod presets;
 
-pub use yolo_protocol::allowlist;
-pub use yolo_protocol::control;
-pub use yolo_protocol::{GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET, GUARD_READY_LINE};
+pub(crate) use yolo_protocol::allowlist;
+pub(crate) use yolo_protocol::control;
+pub(crate) use yolo_protocol::{GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET, GUARD_READY_LINE};
 
 /// A network mode in the user's words (`--network`, `yolo status`, the `dev.yolo.network` label).
-pub fn mode_name(mode: NetworkMode) -> &'static str {
+pub(crate) fn mode_name(mode: NetworkMode) -> &'static str {
     match mode {
         NetworkMode::Firewall => "firewall",
         NetworkMode::Open => "open",

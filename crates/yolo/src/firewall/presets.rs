@@ -28,12 +28,12 @@ const PRESETS: &[(&str, &str)] = &[
     ("vscode", include_str!("../../../../firewall/vscode.txt")),
 ];
 
-pub fn names() -> Vec<&'static str> {
+pub(crate) fn names() -> Vec<&'static str> {
     PRESETS.iter().map(|(name, _)| *name).collect()
 }
 
 /// The patterns of preset `name` (case-insensitive), comments and blank lines removed.
-pub fn load(name: &str) -> Result<Vec<String>, String> {
+pub(crate) fn load(name: &str) -> Result<Vec<String>, String> {
     let wanted = name.trim().to_ascii_lowercase();
     PRESETS
         .iter()

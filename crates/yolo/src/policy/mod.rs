@@ -49,8 +49,7 @@ mod workspace;
 
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
-#[allow(unused_imports)]
-pub(crate) use grants::{grant_help, Grant, GrantError, GrantName, GRANT_NAMES};
+pub(crate) use grants::{grant_help, Grant};
 pub(crate) use limits::{check_cpus, check_memory, LimitLayer};
 pub(crate) use paths::git_root;
 
