@@ -498,61 +498,36 @@ mod tests {
     /// read it back, verify, then add (twice: the refresh) and remove a dynamic element.
     #[test]
     fn ruleset_applies_verifies_and_updates_in_a_private_namespace() {
-        if let Err(why) = nflog::tests::can_use_netns() {
-            nflog::tests::skip(why);
+        let Some(elements) = in_netns("rules", || {
+            let config = GuardConfig {
+                session: "t".into(),
+                mode: NetworkMode::Firewall,
+                allow: vec!["*.allowed.test".into(), "192.0.2.0/24:443".into()],
+                upstream: vec![],
+                ttl_floor_secs: 60,
+                deny_nxdomain: false,
+                published_ports: vec![],
+                audit_path: "/dev/null".into(),
+                control_socket: "/dev/null".into(),
+                allow_internal_answers: false,
+            };
+            let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
+            let expected = Ruleset.build(&config, &allow);
+            sets::apply(&expected)?;
+            Ruleset.verify(&expected, &sets::list_table()?)?;
+            let element = [("198.51.100.7".parse().unwrap(), Ports::Any)];
+            sets::apply(&Ruleset.add_addresses(&element, 300))?;
+            sets::apply(&Ruleset.add_addresses(&element, 600))?;
+            let (after_add, _) = sets::summarize(&sets::list_table_value()?);
+            sets::apply(&Ruleset.remove_addresses(&element))?;
+            let (after_remove, _) = sets::summarize(&sets::list_table_value()?);
+            if after_remove.iter().any(|e| e.element == "198.51.100.7") {
+                return Err("the element survived remove_addresses".into());
+            }
+            Ok(after_add)
+        }) else {
             return;
-        }
-        let name = format!("yolo-guardtest-rules-{}", std::process::id());
-        if !std::process::Command::new("ip")
-            .args(["netns", "add", &name])
-            .status()
-            .is_ok_and(|s| s.success())
-        {
-            nflog::tests::skip("cannot create a network namespace");
-            return;
-        }
-        let path = format!("/run/netns/{name}");
-        let result = std::thread::spawn(
-            move || -> std::result::Result<Vec<yolo_protocol::control::SetElement>, String> {
-                use std::os::fd::AsRawFd;
-                let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
-                // SAFETY: a valid netns fd; only this thread (and the nft it forks) moves.
-                if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    return Err("setns failed".into());
-                }
-                let config = GuardConfig {
-                    session: "t".into(),
-                    mode: NetworkMode::Firewall,
-                    allow: vec!["*.allowed.test".into(), "192.0.2.0/24:443".into()],
-                    upstream: vec![],
-                    ttl_floor_secs: 60,
-                    deny_nxdomain: false,
-                    published_ports: vec![],
-                    audit_path: "/dev/null".into(),
-                    control_socket: "/dev/null".into(),
-                    allow_internal_answers: false,
-                };
-                let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
-                let expected = Ruleset.build(&config, &allow);
-                sets::apply(&expected)?;
-                Ruleset.verify(&expected, &sets::list_table()?)?;
-                let element = [("198.51.100.7".parse().unwrap(), Ports::Any)];
-                sets::apply(&Ruleset.add_addresses(&element, 300))?;
-                sets::apply(&Ruleset.add_addresses(&element, 600))?;
-                let (after_add, _) = sets::summarize(&sets::list_table_value()?);
-                sets::apply(&Ruleset.remove_addresses(&element))?;
-                let (after_remove, _) = sets::summarize(&sets::list_table_value()?);
-                if after_remove.iter().any(|e| e.element == "198.51.100.7") {
-                    return Err("the element survived remove_addresses".into());
-                }
-                Ok(after_add)
-            },
-        )
-        .join();
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &name])
-            .status();
-        let elements = result.expect("netns thread").expect("real nft path");
+        };
         let added = elements
             .iter()
             .find(|e| e.element == "198.51.100.7")

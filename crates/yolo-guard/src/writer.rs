@@ -1,5 +1,7 @@
 //! Appends the guard's audit events to its file in the host's data folder (bind-mounted).
-//! One `write` per line with O_APPEND, so lines stay whole next to other writers.
+//! One `write` per line with O_APPEND, so lines stay whole next to other writers. The CLI's
+//! `audit::Writer` does the same for the host's file: the two share the line format
+//! (`Event::to_line`), not the file handling, because `yolo-protocol` does no I/O.
 
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
