@@ -499,18 +499,7 @@ mod tests {
     #[test]
     fn ruleset_applies_verifies_and_updates_in_a_private_namespace() {
         let Some(elements) = in_netns("rules", || {
-            let config = GuardConfig {
-                session: "t".into(),
-                mode: NetworkMode::Firewall,
-                allow: vec!["*.allowed.test".into(), "192.0.2.0/24:443".into()],
-                upstream: vec![],
-                ttl_floor_secs: 60,
-                deny_nxdomain: false,
-                published_ports: vec![],
-                audit_path: "/dev/null".into(),
-                control_socket: "/dev/null".into(),
-                allow_internal_answers: false,
-            };
+            let config = firewall_config(&["*.allowed.test", "192.0.2.0/24:443"]);
             let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
             let expected = Ruleset.build(&config, &allow);
             sets::apply(&expected)?;
@@ -537,6 +526,22 @@ mod tests {
             Some(600),
             "the second add refreshed the timeout"
         );
+    }
+
+    /// A firewall-mode config for the real-kernel tests, with `allow` as its allowlist.
+    fn firewall_config(allow: &[&str]) -> GuardConfig {
+        GuardConfig {
+            session: "t".into(),
+            mode: NetworkMode::Firewall,
+            allow: allow.iter().map(|p| p.to_string()).collect(),
+            upstream: vec![],
+            ttl_floor_secs: 60,
+            deny_nxdomain: false,
+            published_ports: vec![],
+            audit_path: "/dev/null".into(),
+            control_socket: "/dev/null".into(),
+            allow_internal_answers: false,
+        }
     }
 
     /// `f` on a thread inside a throwaway network namespace; `None` (skipped) without root,
@@ -589,18 +594,7 @@ mod tests {
     #[test]
     fn deny_of_a_port_revokes_only_that_port_in_a_private_namespace() {
         let Some((after_port, after_name, responses)) = in_netns("deny", || {
-            let config = GuardConfig {
-                session: "t".into(),
-                mode: NetworkMode::Firewall,
-                allow: vec!["svc.test:80,8080".into(), "*.wide.test".into()],
-                upstream: vec![],
-                ttl_floor_secs: 60,
-                deny_nxdomain: false,
-                published_ports: vec![],
-                audit_path: "/dev/null".into(),
-                control_socket: "/dev/null".into(),
-                allow_internal_answers: false,
-            };
+            let config = firewall_config(&["svc.test:80,8080", "*.wide.test"]);
             let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
             sets::apply(&Ruleset.build(&config, &allow))?;
             let guard = Guard {
