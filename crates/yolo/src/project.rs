@@ -61,6 +61,7 @@ impl Project {
             config_file,
             devcontainer_id,
         } = located.clone();
+        refuse_yolos_own_folders(&workspace, &config_file)?;
         let raw = parse::parse_file(&config_file)?;
         let workspace_str = workspace.display().to_string();
         let config = substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
@@ -107,6 +108,30 @@ impl Project {
             .clone()
             .or_else(|| self.spec.container_user.clone())
     }
+}
+
+/// A workspace holding yolo's own config or data folder (yolo run in `$HOME`) would let the
+/// agent rewrite `config.toml` (grant itself anything) or the audit log: refused.
+fn refuse_yolos_own_folders(workspace: &Path, config_file: &Path) -> Result<()> {
+    let own = [
+        ("config", crate::user_config::config_dir()),
+        ("data", crate::user_config::data_dir()),
+    ];
+    for (what, dir) in own {
+        let dir = dir.canonicalize().unwrap_or(dir);
+        if dir.starts_with(workspace) {
+            return Err(Error::Forbidden {
+                file: config_file.to_path_buf(),
+                property: "the workspace".into(),
+                value: workspace.display().to_string(),
+                reason: format!(
+                    "it contains yolo's {what} folder {}, which the agent could then rewrite; run yolo in the repository itself, not in a folder above it (or move the folder with YOLO_CONFIG_DIR / YOLO_DATA_DIR)",
+                    dir.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Host variables any config may read: they say nothing secret. Everything else must be listed

@@ -33,6 +33,9 @@ pub(crate) struct RunSpec {
     pub(crate) workspace_folder: String,
     /// Further mounts: named volumes, tmpfs, and host binds only when granted.
     pub(crate) mounts: Vec<Mount>,
+    /// Paths of the workspace mounted read-only over it (and the folders anchoring them), in
+    /// the order they are mounted: see `policy::protect`.
+    pub(crate) protected: Vec<Protected>,
     /// Capabilities added back on top of yolo's default set (granted by the user).
     pub(crate) cap_add: Vec<String>,
     pub(crate) privileged: bool,
@@ -101,6 +104,18 @@ pub(crate) struct Mount {
     pub(crate) source: String,
     pub(crate) target: String,
     pub(crate) read_only: bool,
+}
+
+/// A path of the workspace bound over itself in the container: read-only (a protected path) or
+/// read-write (a folder on the way to one, bound so it cannot be renamed away).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct Protected {
+    pub(crate) host: PathBuf,
+    pub(crate) target: String,
+    pub(crate) read_only: bool,
+    /// Absent on the host: created as an empty folder before the container (a mount point must
+    /// exist, and the agent must not be the one to create it).
+    pub(crate) create_dir: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::firewall::{presets, NetworkMode};
 #[cfg(test)]
 use crate::policy::Grant;
-use crate::policy::{Grants, LimitLayer, UserLayer};
+use crate::policy::{self, Grants, LimitLayer, UserLayer};
 use crate::user_config::UserConfig;
 use crate::values::{parse_pattern, parse_upstream};
 use std::net::SocketAddr;
@@ -187,10 +187,21 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
         .map(|name| presets::load(name).map(|_| name.clone()))
         .collect::<std::result::Result<_, _>>()
         .map_err(|e| config_error("firewall.presets", e))?;
+    let read_only = match &user.workspace.read_only {
+        None => policy::DEFAULT_READ_ONLY.map(String::from).to_vec(),
+        Some(list) => {
+            for entry in list {
+                policy::check_read_only_entry(entry)
+                    .map_err(|e| config_error("workspace.read_only", e))?;
+            }
+            list.clone()
+        }
+    };
     Ok(UserLayer {
         limits,
         allow,
         presets,
+        read_only,
     })
 }
 
@@ -369,6 +380,7 @@ mod tests {
                 },
                 allow: vec!["internal.example".into(), "10.0.0.0/8:5432".into()],
                 presets: vec!["crates".into(), "NPM".into()],
+                read_only: policy::DEFAULT_READ_ONLY.map(String::from).to_vec(),
             }
         );
         assert_eq!(

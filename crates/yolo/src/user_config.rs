@@ -27,6 +27,16 @@ pub(crate) struct UserConfig {
     /// Host environment variables a devcontainer.json may read with `${localEnv:VAR}`, besides
     /// the harmless ones yolo always allows (see `project::SAFE_LOCAL_ENV`).
     pub(crate) pass_env: Vec<String>,
+    pub(crate) workspace: UserWorkspace,
+}
+
+/// `[workspace]`: how the repository is mounted.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct UserWorkspace {
+    /// Paths (relative to the repository; a trailing `/` for a folder) mounted read-only in the
+    /// container. Unset: `policy::DEFAULT_READ_ONLY`. Set, it replaces the defaults.
+    pub(crate) read_only: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -533,6 +533,11 @@ impl Act<'_> {
         state.post_start_done_for = None;
         state.save(&spec.devcontainer_id)?;
         self.create_volumes().await?;
+        // The protected folders the repository lacks: made here, by the user, empty, so the
+        // agent cannot be the one to create them (policy::protect).
+        for path in spec.protected.iter().filter(|p| p.create_dir) {
+            std::fs::create_dir_all(&path.host).map_err(|e| Error::io(&path.host, e))?;
+        }
         let id = engine.create_agent(spec, image, network, self.mode).await?;
         engine.start(&id).await?;
         Ok(id)

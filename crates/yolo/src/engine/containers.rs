@@ -314,6 +314,15 @@ fn agent_host_config(spec: &RunSpec, network: &NetworkAttach) -> HostConfig {
         ports: spec.ports.clone(),
     };
     let mut mounts = vec![hardening::mount(&spec.workspace_mount)];
+    // Docker mounts parents before children, so these land over the workspace bind.
+    mounts.extend(spec.protected.iter().map(|p| {
+        hardening::mount(&crate::run_spec::Mount {
+            kind: crate::run_spec::MountKind::Bind,
+            source: p.host.to_string_lossy().into_owned(),
+            target: p.target.clone(),
+            read_only: p.read_only,
+        })
+    }));
     mounts.extend(spec.mounts.iter().map(hardening::mount));
     HostConfig {
         mounts: Some(mounts),
@@ -373,6 +382,7 @@ mod tests {
             override_command: true,
             workspace_mount: bind("/home/me/repo", "/workspace"),
             workspace_folder: "/workspace".into(),
+            protected: vec![],
             mounts: vec![Mount {
                 kind: MountKind::Volume,
                 source: "cache".into(),

@@ -28,6 +28,7 @@ impl Eval<'_> {
             workspace_mount,
             workspace_folder,
             mounts: Vec::new(),
+            protected: Vec::new(),
             cap_add: Vec::new(),
             privileged: false,
             security_opt: Vec::new(),

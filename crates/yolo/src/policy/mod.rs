@@ -41,6 +41,7 @@ mod mounts;
 mod namespaces;
 mod paths;
 mod ports;
+mod protect;
 mod run_args;
 mod security;
 #[cfg(test)]
@@ -52,6 +53,7 @@ pub(crate) use grants::Grants;
 pub(crate) use grants::{grant_help, Grant};
 pub(crate) use limits::{check_cpus, check_memory, LimitLayer};
 pub(crate) use paths::git_root;
+pub(crate) use protect::{check_entry as check_read_only_entry, DEFAULT_READ_ONLY};
 
 use crate::devcontainer::model::{DevContainer, YoloCustomization};
 use crate::error::{Error, Result};
@@ -75,7 +77,7 @@ pub(crate) struct Flags {
 
 /// What the user's config file adds, already parsed and checked by `settings` (where a bad
 /// value is a config error naming config.toml and the key, before anything runs).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct UserLayer {
     /// `[limits]`: the layer between runArgs and the flags.
     pub(crate) limits: LimitLayer,
@@ -83,6 +85,20 @@ pub(crate) struct UserLayer {
     pub(crate) allow: Vec<String>,
     /// `[firewall] presets`, each a known preset.
     pub(crate) presets: Vec<String>,
+    /// `[workspace] read_only` (or the defaults), each a relative path (`protect::check_entry`).
+    pub(crate) read_only: Vec<String>,
+}
+
+/// A config file that says nothing: no limits, no additions, the default read-only paths.
+impl Default for UserLayer {
+    fn default() -> Self {
+        UserLayer {
+            limits: LimitLayer::default(),
+            allow: Vec::new(),
+            presets: Vec::new(),
+            read_only: DEFAULT_READ_ONLY.map(String::from).to_vec(),
+        }
+    }
 }
 
 pub(crate) struct Input<'a> {
@@ -104,6 +120,7 @@ pub(crate) struct Input<'a> {
 pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
     let mut eval = Eval::new(input);
     let mut spec = eval.base_spec()?;
+    spec.protected = eval.protected(&spec.workspace_mount)?;
     eval.apply_security(&mut spec)?;
     eval.apply_mounts(&mut spec)?;
     eval.apply_run_args(&mut spec)?;

@@ -1,4 +1,5 @@
 mod cli;
+mod containment;
 mod errors;
 mod exec;
 mod exit_codes;

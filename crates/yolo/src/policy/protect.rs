@@ -1,0 +1,259 @@
+//! Paths of the repository that the host executes later (git hooks and config, the dev container
+//! definition, editor settings) are mounted read-only over the workspace, so the agent cannot
+//! plant something the host runs on its next `git commit` or when the editor opens the folder.
+//!
+//! The list is the user's (`[workspace] read_only` in config.toml), never the repository's. Each
+//! entry becomes a read-only bind of the same host path at its place in the container. A bind
+//! mount point cannot be renamed, replaced or removed from inside (EBUSY), and every folder
+//! between the workspace and an entry (`.git` for `.git/hooks`) is bound too (read-write), so the
+//! agent cannot move the protected path aside and put its own in its place. An entry that does
+//! not exist yet is created on the host as an empty folder before the container starts (a mount
+//! point must exist; the agent could otherwise create the folder itself), unless it is a file
+//! (an entry without a trailing `/` that is absent is left alone: yolo will not invent a file).
+//!
+//! Not here: creating those folders (a side effect, `commands::up` does it) and the paths the
+//! agent may legitimately edit but the host also runs (`.envrc`, `Makefile`): those are flagged
+//! by the file audit, not blocked.
+
+use super::Eval;
+use crate::error::{Error, Result};
+use crate::run_spec::{Mount, MountKind, Protected};
+use std::path::{Component, Path, PathBuf};
+
+/// The default list: what git, VS Code, JetBrains IDEs and yolo itself run from a repository.
+pub(crate) const DEFAULT_READ_ONLY: [&str; 6] = [
+    ".git/hooks/",
+    ".git/config",
+    ".git/info/",
+    ".devcontainer/",
+    ".vscode/",
+    ".idea/",
+];
+
+/// An entry of the list is a relative path inside the repository, without `..`.
+pub(crate) fn check_entry(entry: &str) -> std::result::Result<(), String> {
+    let path = Path::new(entry.trim_end_matches('/'));
+    if entry.trim().is_empty() || path.as_os_str().is_empty() {
+        return Err("an entry must name a path".into());
+    }
+    if !path.components().all(|c| matches!(c, Component::Normal(_))) {
+        return Err(format!(
+            "\"{entry}\" must be a path relative to the repository, without \"..\" or \".\""
+        ));
+    }
+    Ok(())
+}
+
+impl Eval<'_> {
+    /// The protected paths under the workspace mount: the user's entries, relative to the mounted
+    /// folder and (when yolo runs in a subfolder of it) to the workspace, plus the config file
+    /// yolo found when it lies in the mounted folder.
+    pub(super) fn protected(&self, mount: &Mount) -> Result<Vec<Protected>> {
+        if mount.kind != MountKind::Bind {
+            return Ok(Vec::new());
+        }
+        let source = PathBuf::from(&mount.source);
+        let mut roots = vec![source.clone()];
+        if self.input.workspace != source && self.input.workspace.starts_with(&source) {
+            roots.push(self.input.workspace.to_path_buf());
+        }
+        let mut out: Vec<Protected> = Vec::new();
+        for root in &roots {
+            for entry in &self.input.user.read_only {
+                self.protect(&source, &mount.target, root, entry, &mut out)?;
+            }
+        }
+        if let Ok(rel) = self.input.config_file.strip_prefix(&source) {
+            let entry = rel.to_string_lossy().into_owned();
+            self.protect(&source, &mount.target, &source, &entry, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Add `entry` (below `root`) and the folders leading to it, once each.
+    fn protect(
+        &self,
+        source: &Path,
+        target: &str,
+        root: &Path,
+        entry: &str,
+        out: &mut Vec<Protected>,
+    ) -> Result<()> {
+        let wants_dir = entry.ends_with('/');
+        let rel = Path::new(entry.trim_end_matches('/'));
+        // A worktree's or submodule's `.git` is a file pointing elsewhere: nothing to protect
+        // in it here (that folder is not mounted).
+        if rel.starts_with(".git") && !root.join(".git").is_dir() {
+            return Ok(());
+        }
+        let mut host = root.to_path_buf();
+        let components: Vec<_> = rel.components().collect();
+        for (i, part) in components.iter().enumerate() {
+            host.push(part);
+            let last = i + 1 == components.len();
+            let meta = std::fs::symlink_metadata(&host).ok();
+            if meta.as_ref().is_some_and(|m| m.file_type().is_symlink()) {
+                return Err(self.planted_link(&host));
+            }
+            let exists = meta.is_some();
+            let is_dir = meta.as_ref().is_some_and(|m| m.is_dir());
+            if !last && exists && !is_dir {
+                return Ok(()); // `.git` is a file (handled above) or a file is in the way.
+            }
+            if !exists && last && !wants_dir {
+                return Ok(()); // an absent file: not invented
+            }
+            let read_only = last;
+            let container = container_path(source, target, &host);
+            if out
+                .iter()
+                .any(|p| p.read_only && container.starts_with(&format!("{}/", p.target)))
+            {
+                return Ok(()); // inside a read-only path already
+            }
+            if let Some(known) = out.iter_mut().find(|p| p.target == container) {
+                known.read_only |= read_only;
+                continue;
+            }
+            out.push(Protected {
+                host: host.clone(),
+                target: container,
+                read_only,
+                create_dir: !exists,
+            });
+        }
+        Ok(())
+    }
+
+    fn planted_link(&self, host: &Path) -> Error {
+        Error::Refused {
+            file: self.file(),
+            property: "the workspace".into(),
+            value: format!("{} as a symbolic link", host.display()),
+            reason: "yolo mounts this path read-only over the workspace, and a link would mount wherever it points on your machine".into(),
+            grant: "nothing: replace the link with the folder or file itself (or take the path out of [workspace] read_only in your yolo config)".into(),
+        }
+    }
+}
+
+/// Where `host` (below the mounted folder `source`) appears in the container.
+fn container_path(source: &Path, target: &str, host: &Path) -> String {
+    let rel = host.strip_prefix(source).unwrap_or(host);
+    let mut path = target.trim_end_matches('/').to_string();
+    for part in rel.components() {
+        path.push('/');
+        path.push_str(&part.as_os_str().to_string_lossy());
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::*;
+    use serde_json::json;
+
+    /// A workspace on disk with `files` (a trailing `/` makes a folder).
+    fn repo(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            let path = dir.path().join(f.trim_end_matches('/'));
+            if f.ends_with('/') {
+                std::fs::create_dir_all(&path).unwrap();
+            } else {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, "x").unwrap();
+            }
+        }
+        dir
+    }
+
+    fn spec_in(dir: &tempfile::TempDir) -> Result<crate::run_spec::RunSpec> {
+        let ws = dir.path().canonicalize().unwrap();
+        let mut c = case(with_image(json!({})));
+        c.workspace = ws.clone();
+        c.config_file = ws.join(".devcontainer/devcontainer.json");
+        c.run()
+    }
+
+    fn protected_in(dir: &tempfile::TempDir) -> Result<Vec<Protected>> {
+        spec_in(dir).map(|spec| spec.protected)
+    }
+
+    fn targets(list: &[Protected]) -> Vec<(String, bool, bool)> {
+        list.iter()
+            .map(|p| (p.target.clone(), p.read_only, p.create_dir))
+            .collect()
+    }
+
+    #[test]
+    fn the_defaults_cover_git_the_config_and_editors_with_git_anchored() {
+        let dir = repo(&[
+            ".git/hooks/",
+            ".git/config",
+            ".devcontainer/devcontainer.json",
+        ]);
+        let got = targets(&protected_in(&dir).unwrap());
+        let want = [
+            ("/workspace/.git", false, false),
+            ("/workspace/.git/hooks", true, false),
+            ("/workspace/.git/config", true, false),
+            ("/workspace/.git/info", true, true),
+            ("/workspace/.devcontainer", true, false),
+            ("/workspace/.vscode", true, true),
+            ("/workspace/.idea", true, true),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(t, r, c)| (t.to_string(), *r, *c))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_worktree_git_file_is_left_alone() {
+        let dir = repo(&[".git", ".devcontainer/devcontainer.json"]);
+        let got = targets(&protected_in(&dir).unwrap());
+        assert!(got.iter().all(|(t, _, _)| !t.contains(".git")), "{got:?}");
+        assert!(got.iter().any(|(t, _, _)| t == "/workspace/.devcontainer"));
+    }
+
+    #[test]
+    fn a_planted_link_is_refused() {
+        let dir = repo(&[".git/hooks/", ".git/config"]);
+        std::os::unix::fs::symlink("/etc", dir.path().join(".vscode")).unwrap();
+        let (property, value, _) = refused(spec_in(&dir));
+        assert_eq!(property, "the workspace");
+        assert!(value.contains(".vscode"), "{value}");
+    }
+
+    #[test]
+    fn the_list_is_the_users() {
+        let dir = repo(&[".git/hooks/", ".git/config", "tools/run.sh"]);
+        let ws = dir.path().canonicalize().unwrap();
+        let mut c = case(with_image(json!({})));
+        c.workspace = ws.clone();
+        c.config_file = ws.join(".devcontainer.json");
+        c.user.read_only = vec!["tools/run.sh".into(), "absent-file".into()];
+        let got = targets(&c.run().unwrap().protected);
+        let want: Vec<_> = [
+            ("/workspace/tools", false, false),
+            ("/workspace/tools/run.sh", true, false),
+        ]
+        .iter()
+        .map(|(t, r, c)| (t.to_string(), *r, *c))
+        .collect();
+        assert_eq!(
+            got, want,
+            "an absent file is not invented; .git is not protected"
+        );
+    }
+
+    #[test]
+    fn entries_are_relative_paths() {
+        assert!(check_entry(".git/hooks/").is_ok());
+        for bad in ["", "/etc", "../up", "a/../b", "./x"] {
+            assert!(check_entry(bad).is_err(), "{bad}");
+        }
+    }
+}
