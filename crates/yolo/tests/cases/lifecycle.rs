@@ -21,15 +21,30 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     let c = inspect(id);
     let host = &c["HostConfig"];
 
-    // Mounts: the workspace bind at /workspace, the rest named volumes only.
+    // Mounts: the workspace bind at /workspace, paths of the workspace bound read-only over it
+    // at their own place (the protected paths), the rest named volumes only.
     let mounts = c["Mounts"].as_array().unwrap();
+    let workspace = t.workspace.canonicalize().unwrap().display().to_string();
     let binds: Vec<_> = mounts.iter().filter(|m| m["Type"] == "bind").collect();
-    assert_eq!(binds.len(), 1, "only one bind mount: {mounts:?}");
-    assert_eq!(
-        binds[0]["Source"],
-        t.workspace.canonicalize().unwrap().display().to_string()
+    let root: Vec<_> = binds
+        .iter()
+        .filter(|m| m["Destination"] == "/workspace")
+        .collect();
+    assert_eq!(root.len(), 1, "one workspace bind: {mounts:?}");
+    assert_eq!(root[0]["Source"], workspace.as_str());
+    for bind in &binds {
+        let source = bind["Source"].as_str().unwrap();
+        let below = source.strip_prefix(&workspace).unwrap_or_else(|| {
+            panic!("a bind from outside the workspace: {bind}");
+        });
+        assert_eq!(bind["Destination"], format!("/workspace{below}"), "{bind}");
+    }
+    assert!(
+        binds
+            .iter()
+            .any(|m| m["Destination"] == "/workspace/.devcontainer" && m["RW"] == false),
+        "{mounts:?}"
     );
-    assert_eq!(binds[0]["Destination"], "/workspace");
     assert!(
         mounts
             .iter()
