@@ -47,13 +47,22 @@ fn add(files: &mut BTreeMap<String, String>, path: &Path, workspace: &Path) {
         .unwrap_or(path)
         .display()
         .to_string();
-    let text = match std::fs::metadata(path) {
-        Ok(m) if m.len() > MAX_FILE => format!("<{} bytes>", m.len()),
-        _ => std::fs::read(path)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default(),
-    };
-    files.insert(rel, text);
+    files.insert(rel, snapshot_text(&std::fs::read(path).unwrap_or_default()));
+}
+
+/// What the snapshot keeps of a file: its text, or for a large one its size and content hash, so
+/// an edit that keeps the size is still a change (a size alone let a same-size edit through).
+fn snapshot_text(bytes: &[u8]) -> String {
+    if bytes.len() as u64 > MAX_FILE {
+        use sha2::{Digest, Sha256};
+        format!(
+            "<{} bytes, sha256 {}>",
+            bytes.len(),
+            hex::encode(Sha256::digest(bytes))
+        )
+    } else {
+        String::from_utf8_lossy(bytes).into_owned()
+    }
 }
 
 /// A readable diff between the approved and the current snapshot.
@@ -163,4 +172,19 @@ pub(crate) fn confirm_host_command(project: &Project) -> Result<HostCommandAppro
         ));
     }
     Ok(HostCommandApproval(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_file_changes_with_its_content_not_only_its_size() {
+        let big = vec![b'a'; MAX_FILE as usize + 1];
+        let mut edited = big.clone();
+        edited[10] = b'b';
+        assert_ne!(snapshot_text(&big), snapshot_text(&edited));
+        assert!(snapshot_text(&big).starts_with(&format!("<{} bytes, sha256 ", big.len())));
+        assert_eq!(snapshot_text(b"small"), "small");
+    }
 }

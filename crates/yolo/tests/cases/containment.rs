@@ -106,3 +106,20 @@ fn a_workspace_holding_yolos_own_config_is_refused() {
         .assert_stderr_contains("contains yolo's config folder");
     assert!(t.containers().is_empty());
 }
+
+#[test]
+fn a_same_size_edit_of_a_large_config_file_needs_approval() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let big = "a".repeat(300 * 1024);
+    t.file(".devcontainer/data.txt", &big);
+    t.up(&[]);
+    let mut edited = big.into_bytes();
+    edited[1000] = b'b';
+    std::fs::write(t.workspace.join(".devcontainer/data.txt"), &edited).unwrap();
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("changed since you last approved it")
+        .assert_stderr_contains("sha256");
+    t.yolo(&["up", "--accept-config"]).ok();
+}
