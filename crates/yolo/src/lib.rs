@@ -15,6 +15,7 @@ pub(crate) mod settings;
 pub(crate) mod state;
 pub(crate) mod user_config;
 pub(crate) mod values;
+pub(crate) mod visible;
 
 pub(crate) use error::{Error, Result};
 

@@ -65,7 +65,8 @@ fn snapshot_text(bytes: &[u8]) -> String {
     }
 }
 
-/// A readable diff between the approved and the current snapshot.
+/// A readable diff between the approved and the current snapshot, with the repository's control
+/// characters shown as escapes (`visible`), so the diff you approve is the change.
 pub(crate) fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> String {
     let mut out = String::new();
     let names: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
@@ -87,7 +88,7 @@ pub(crate) fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String
                 .to_string(),
         );
     }
-    out
+    crate::visible::escape_controls(&out)
 }
 
 /// Check (and record) approval. First use records the current files as approved: the policy

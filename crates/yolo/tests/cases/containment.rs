@@ -123,3 +123,24 @@ fn a_same_size_edit_of_a_large_config_file_needs_approval() {
         .assert_stderr_contains("sha256");
     t.yolo(&["up", "--accept-config"]).ok();
 }
+
+#[test]
+fn control_characters_in_a_changed_config_are_shown_not_obeyed() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    // A comment that would erase the line and redraw it as something harmless, and an OSC 52
+    // clipboard write.
+    t.devcontainer(
+        "{\"image\": \"debian:bookworm-slim\", // \x1b[2K\x1b[1G\"harmless\": true \x1b]52;c;ZXZpbA==\x07\n\"customizations\": {\"yolo\": {\"firewall\": {\"allow\": [\"0.0.0.0/1\"]}}}}",
+    );
+    let run = t.yolo(&["up"]).fails_with(77);
+    let stderr = run.stderr();
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\x07'),
+        "{stderr:?}"
+    );
+    run.assert_stderr_contains("\\x1b[2K\\x1b[1G")
+        .assert_stderr_contains("\\x1b]52;c;ZXZpbA==\\x07")
+        .assert_stderr_contains("0.0.0.0/1");
+}
