@@ -30,27 +30,25 @@ type Labels = BTreeMap<String, String>;
 /// (`devcontainer.*`, so VS Code finds it; yolo's own), the config hash it was made from, its
 /// role and the network mode it is made for. yolo's keys win over the repository's.
 pub(super) fn agent(spec: &RunSpec, mode: NetworkMode) -> Labels {
+    let owner = Owner::of(spec);
     let mut labels = spec.labels.clone();
-    labels.extend(project(&Owner::of(spec)));
+    labels.extend(project(&owner));
+    labels.insert(LOCAL_FOLDER.into(), owner.workspace.display().to_string());
+    labels.insert(CONFIG_FILE.into(), owner.config_file.display().to_string());
     labels.insert(CONFIG_HASH.into(), spec.config_hash.clone());
     labels.insert(ROLE.into(), Role::Agent.label().into());
     labels.insert(NETWORK.into(), mode_name(mode).into());
     with_extra(labels)
 }
 
-/// The project's network (and the base of its guard's labels).
+/// The project's network, and the base of its agent's and guard's labels: yolo's own only.
+/// The `devcontainer.*` pair goes on the agent alone: VS Code and the reference CLI look a
+/// folder's container up by it, and must never pick the guard (NET_ADMIN) to run the
+/// repository's hooks in.
 pub(super) fn project(owner: &Owner) -> Labels {
     with_extra(BTreeMap::from([
         (MANAGED.to_string(), "true".to_string()),
         (ID.to_string(), owner.devcontainer_id.clone()),
-        (
-            LOCAL_FOLDER.to_string(),
-            owner.workspace.display().to_string(),
-        ),
-        (
-            CONFIG_FILE.to_string(),
-            owner.config_file.display().to_string(),
-        ),
     ]))
 }
 
@@ -91,12 +89,12 @@ pub(super) fn guard_image_marks() -> Labels {
     labels
 }
 
-/// Label filters for the containers of `owner` (agent and guard; VS Code's own containers for
-/// the folder match too and are told apart by their missing role).
+/// Label filters for the containers of `owner` (agent and guard): the devcontainerId, which
+/// the workspace and config paths determine, on yolo's own objects only.
 pub(super) fn owned_by(owner: &Owner) -> Vec<String> {
     vec![
-        format!("{LOCAL_FOLDER}={}", owner.workspace.display()),
-        format!("{CONFIG_FILE}={}", owner.config_file.display()),
+        format!("{MANAGED}=true"),
+        format!("{ID}={}", owner.devcontainer_id),
     ]
 }
 
@@ -148,15 +146,13 @@ mod tests {
     #[test]
     fn the_guard_carries_the_project_set_and_its_role() {
         let guard = guard(&owner());
-        for (key, value) in [
-            (MANAGED, "true"),
-            (ID, "0abc"),
-            (LOCAL_FOLDER, "/home/me/repo"),
-            (CONFIG_FILE, "/home/me/repo/.devcontainer/devcontainer.json"),
-            (ROLE, "guard"),
-        ] {
+        for (key, value) in [(MANAGED, "true"), (ID, "0abc"), (ROLE, "guard")] {
             assert_eq!(guard.get(key).map(String::as_str), Some(value), "{key}");
         }
+        assert!(
+            !guard.keys().any(|k| k.starts_with("devcontainer.")),
+            "VS Code must never take the guard for the folder's container: {guard:?}"
+        );
         let filters = owned_by(&owner());
         assert!(filters.iter().all(|f| {
             let (k, v) = f.split_once('=').unwrap();

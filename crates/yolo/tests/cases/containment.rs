@@ -144,3 +144,30 @@ fn control_characters_in_a_changed_config_are_shown_not_obeyed() {
         .assert_stderr_contains("\\x1b]52;c;ZXZpbA==\\x07")
         .assert_stderr_contains("0.0.0.0/1");
 }
+
+#[test]
+fn vs_code_finds_the_agent_and_never_the_guard() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let (_, out) = t.up(&[]);
+    let agent = out["container"]["id"].as_str().unwrap();
+    // The reference CLI and VS Code look a folder's container up by this label: a guard found
+    // this way would get the repository's hooks run in it, with NET_ADMIN.
+    let workspace = t.workspace.canonicalize().unwrap().display().to_string();
+    let found = docker(&[
+        "ps",
+        "-aq",
+        "--no-trunc",
+        "--filter",
+        &format!("label=devcontainer.local_folder={workspace}"),
+    ]);
+    assert_eq!(found.lines().collect::<Vec<_>>(), [agent]);
+    assert_eq!(
+        t.containers().len(),
+        2,
+        "the guard is there, unlabelled for VS Code"
+    );
+    // yolo still finds both: a second up reuses them.
+    let (_, again) = t.up(&[]);
+    assert_eq!(again["action"], "running");
+}
