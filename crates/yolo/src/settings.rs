@@ -41,7 +41,9 @@ pub(crate) struct UpSettings {
     pub(crate) user: UserLayer,
     /// `--upstream-dns`, else the config's `upstream_dns`; `None`: the host's nameservers.
     pub(crate) upstream_dns: Option<SocketAddr>,
-    pub(crate) network: NetworkMode,
+    /// `--network`; `None`: not asked, so an existing container keeps its mode (firewall for a
+    /// new one; see `commands::up::network_mode`).
+    pub(crate) network: Option<NetworkMode>,
     /// The firewall guard's image, network and DNS options, from the config.
     pub(crate) guard: GuardSettings,
 }
@@ -111,7 +113,7 @@ impl UpSettings {
             allow: flags.allow.clone(),
             user: user_layer(user)?,
             upstream_dns,
-            network: flags.network.map(NetworkMode::from).unwrap_or_default(),
+            network: flags.network.map(NetworkMode::from),
             guard: GuardSettings::resolve(user)?,
         })
     }
@@ -273,7 +275,7 @@ mod tests {
         assert_eq!(s.cpus, Some(1.5));
         assert_eq!(s.pids, Some(64));
         assert_eq!(s.upstream_dns, Some("192.0.2.53:53".parse().unwrap()));
-        assert_eq!(s.network, NetworkMode::Open);
+        assert_eq!(s.network, Some(NetworkMode::Open));
         assert_eq!(s.allow, ["*.example.com"]);
     }
 
@@ -315,7 +317,10 @@ mod tests {
         let s = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap();
         assert!(s.accept_config && s.trust_host_commands);
         assert_eq!(s.upstream_dns, Some("[2001:db8::53]:5353".parse().unwrap()));
-        assert_eq!(s.network, NetworkMode::Firewall);
+        assert_eq!(
+            s.network, None,
+            "not asked: the container's own, or firewall"
+        );
 
         // The flag wins over the config.
         let s = UpSettings::resolve(&flags(&["--upstream-dns", "192.0.2.1:53"]).unwrap(), &user)

@@ -6,7 +6,7 @@ use crate::engine::{log_dir, Engine, GuardSpec, Owner, GUARD_LOG_DIR};
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Allowlist;
 use crate::firewall::control::{Request, Response};
-use crate::firewall::{presets, GuardConfig, GUARD_CONTROL_SOCKET};
+use crate::firewall::{presets, GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET};
 use crate::project::Project;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -94,7 +94,12 @@ pub(crate) fn own_network(container_name: &str) -> String {
     format!("{container_name}-net")
 }
 
-pub(crate) fn guard_config(project: &Project, session: &str, allow: Vec<String>) -> GuardConfig {
+pub(crate) fn guard_config(
+    project: &Project,
+    mode: NetworkMode,
+    session: &str,
+    allow: Vec<String>,
+) -> GuardConfig {
     let guard = &project.settings.guard;
     let upstream = match project.settings.upstream_dns {
         Some(addr) => vec![addr],
@@ -104,7 +109,7 @@ pub(crate) fn guard_config(project: &Project, session: &str, allow: Vec<String>)
     };
     GuardConfig {
         session: session.to_string(),
-        mode: project.settings.network,
+        mode,
         allow,
         upstream,
         ttl_floor_secs: guard.ttl_floor_secs,

@@ -105,7 +105,6 @@ fn print_outcome(o: &Outcome) {
 /// domains join the allowlist).
 pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> Result<Outcome> {
     let spec = &project.spec;
-    let mode = project.settings.network;
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
     approval::check(project, &mut state)?;
     state.save(&spec.devcontainer_id)?;
@@ -113,6 +112,15 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
     let allow = network::allowlist(project, &with_default_agent(project, agents))?;
 
     let found = engine.find(&Owner::of(spec)).await?;
+    let mode = network_mode(project.settings.network, found.agent.as_ref());
+    if project.settings.network.is_none() && mode != NetworkMode::default() {
+        eprintln!(
+            "{} {} keeps its network mode {}; pass --network to change it",
+            console::style("yolo:").bold(),
+            spec.container_name,
+            mode_name(mode)
+        );
+    }
     let options = PlanOptions {
         mode,
         rebuild: project.settings.rebuild,
@@ -151,6 +159,15 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
     state.save(&spec.devcontainer_id)?;
     result?;
     Ok(outcome)
+}
+
+/// The network mode of this start: the one asked for, else the one the existing agent container
+/// was made for (a `yolo run` after `yolo up --network none` must not quietly turn the network
+/// on, nor recreate the container), else the default (firewall).
+pub(crate) fn network_mode(asked: Option<NetworkMode>, agent: Option<&Container>) -> NetworkMode {
+    asked
+        .or_else(|| agent.and_then(|a| a.network))
+        .unwrap_or_default()
 }
 
 /// What `plan` needs besides the containers found: plain values, no flags.
@@ -564,7 +581,12 @@ impl Act<'_> {
             }
             GuardStep::Remove { .. } | GuardStep::Nothing => return Ok(None),
         };
-        let config = network::guard_config(self.project, writer.session(), self.allow.to_vec());
+        let config = network::guard_config(
+            self.project,
+            self.mode,
+            writer.session(),
+            self.allow.to_vec(),
+        );
         network::start_guard(engine, &id, &config).await?;
         state.allowlist = Some(self.allow.to_vec());
         Ok(Some(id))
@@ -729,6 +751,20 @@ mod tests {
             guard,
             stale: false,
         }
+    }
+
+    #[test]
+    fn the_network_mode_asked_for_wins_else_the_containers_is_kept() {
+        let mut none = container(Role::Agent, "a1", true);
+        none.network = Some(NetworkMode::None);
+        assert_eq!(network_mode(None, Some(&none)), NetworkMode::None);
+        assert_eq!(
+            network_mode(Some(NetworkMode::Open), Some(&none)),
+            NetworkMode::Open
+        );
+        assert_eq!(network_mode(None, None), NetworkMode::Firewall);
+        none.network = None; // made by another yolo: the default
+        assert_eq!(network_mode(None, Some(&none)), NetworkMode::Firewall);
     }
 
     #[test]

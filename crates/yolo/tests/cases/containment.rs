@@ -171,3 +171,23 @@ fn vs_code_finds_the_agent_and_never_the_guard() {
     let (_, again) = t.up(&[]);
     assert_eq!(again["action"], "running");
 }
+
+#[test]
+fn run_keeps_the_network_mode_the_user_chose() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.user_config("[agents.quiet]\ncommand = [\"true\"]\n");
+    let (_, first) = t.up(&["--network", "none"]);
+    assert_eq!(first["network"]["mode"], "none");
+    // A plain `run` must neither turn the network on nor recreate the container.
+    t.yolo(&["run", "quiet"])
+        .ok()
+        .assert_stderr_contains("keeps its network mode none");
+    let (_, again) = t.up(&[]);
+    assert_eq!(again["network"]["mode"], "none");
+    assert_eq!(again["container"]["id"], first["container"]["id"]);
+    assert_eq!(again["action"], "running");
+    // Asking for another mode switches, as asked.
+    let (_, switched) = t.up(&["--network", "firewall"]);
+    assert_eq!(switched["network"]["mode"], "firewall");
+}
