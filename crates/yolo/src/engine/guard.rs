@@ -219,16 +219,11 @@ impl Engine {
 
     /// Write the guard's config; the guard reads it when it starts.
     pub(crate) async fn update_guard_config(&self, id: &str, config_json: &str) -> Result<()> {
+        let pack = |e: std::io::Error| Error::other(format!("packing the guard's config: {e}"));
         let mut tar = tar::Builder::new(Vec::new());
-        let bytes = config_json.as_bytes();
-        append(
-            &mut tar,
-            GUARD_CONFIG_PATH,
-            0o644,
-            bytes.len() as u64,
-            bytes,
-        )?;
-        self.upload(id, finish(tar)?).await
+        let path = GUARD_CONFIG_PATH.trim_start_matches('/');
+        guard_image::append(&mut tar, path, 0o644, config_json.as_bytes()).map_err(pack)?;
+        self.upload(id, tar.into_inner().map_err(pack)?).await
     }
 
     async fn upload(&self, id: &str, tar: Vec<u8>) -> Result<()> {
@@ -346,26 +341,6 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         }),
         ..Default::default()
     }
-}
-
-fn append(
-    tar: &mut tar::Builder<Vec<u8>>,
-    path: &str,
-    mode: u32,
-    len: u64,
-    data: impl std::io::Read,
-) -> Result<()> {
-    let mut header = tar::Header::new_gnu();
-    header.set_size(len);
-    header.set_mode(mode);
-    header.set_cksum();
-    tar.append_data(&mut header, path.trim_start_matches('/'), data)
-        .map_err(|e| Error::other(format!("packing {path} for the guard: {e}")))
-}
-
-fn finish(tar: tar::Builder<Vec<u8>>) -> Result<Vec<u8>> {
-    tar.into_inner()
-        .map_err(|e| Error::other(format!("packing files for the guard: {e}")))
 }
 
 /// The host folder for the guard's network events: writable by the guard's root, which has no

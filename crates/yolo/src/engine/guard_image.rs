@@ -212,7 +212,8 @@ pub(crate) fn context(source: &GuardSource) -> Result<Option<Vec<u8>>> {
     tar.into_inner().map(Some).map_err(pack)
 }
 
-fn append(
+/// One file of `data` into a tar for the engine (an image context, a guard's config).
+pub(super) fn append(
     tar: &mut tar::Builder<Vec<u8>>,
     path: &str,
     mode: u32,

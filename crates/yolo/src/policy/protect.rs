@@ -15,6 +15,7 @@
 //! agent may legitimately edit but the host also runs (`.envrc`, `Makefile`): those are flagged
 //! by the file audit, not blocked.
 
+use super::paths::slash_path;
 use super::Eval;
 use crate::error::{Error, Result};
 use crate::run_spec::{Mount, MountKind, Protected};
@@ -138,13 +139,8 @@ impl Eval<'_> {
 
 /// Where `host` (below the mounted folder `source`) appears in the container.
 fn container_path(source: &Path, target: &str, host: &Path) -> String {
-    let rel = host.strip_prefix(source).unwrap_or(host);
-    let mut path = target.trim_end_matches('/').to_string();
-    for part in rel.components() {
-        path.push('/');
-        path.push_str(&part.as_os_str().to_string_lossy());
-    }
-    path
+    let rel = slash_path(host.strip_prefix(source).unwrap_or(host));
+    format!("{}/{rel}", target.trim_end_matches('/'))
 }
 
 #[cfg(test)]
