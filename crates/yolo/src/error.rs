@@ -69,6 +69,12 @@ pub(crate) enum Error {
     },
     /// A command-line argument clap lets through but yolo cannot use (e.g. an unknown grant).
     Usage(String),
+    /// A signal (Ctrl-C, SIGTERM, SIGHUP) ended the command; `stopped` names what yolo
+    /// stopped in the container on the way out.
+    Interrupted {
+        signal: crate::interrupt::Signal,
+        stopped: Option<String>,
+    },
     /// Anything else, already phrased for a human.
     Other(String),
 }
@@ -89,6 +95,7 @@ impl Error {
             Error::Hook { .. } | Error::CommandFailed(_) => 70,
             Error::Exists(_) => 73,
             Error::Io { .. } => 74,
+            Error::Interrupted { signal, .. } => signal.exit_code(),
             Error::Other(_) => 1,
         }
     }
@@ -114,6 +121,13 @@ impl Error {
             action: action.into(),
             message,
             hint,
+        }
+    }
+
+    pub(crate) fn interrupted(signal: crate::interrupt::Signal) -> Self {
+        Error::Interrupted {
+            signal,
+            stopped: None,
         }
     }
 
@@ -169,6 +183,10 @@ impl fmt::Display for Error {
             Error::NotApproved(message) => write!(f, "{message}"),
             Error::UserConfig { file, message } => write!(f, "{}: {message}", file.display()),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Interrupted { signal, stopped: None } => write!(f, "interrupted ({})", signal.name()),
+            Error::Interrupted { signal, stopped: Some(what) } => {
+                write!(f, "interrupted ({}); stopped {what} in the container", signal.name())
+            }
             Error::Usage(message) | Error::Other(message) => write!(f, "{message}"),
         }
     }
@@ -234,6 +252,8 @@ mod tests {
             (Error::io("f", io()), 74),
             (refused, 77),
             (Error::NotApproved("n".into()), 77),
+            (Error::interrupted(crate::interrupt::Signal::INT), 130),
+            (Error::interrupted(crate::interrupt::Signal::TERM), 143),
             (Error::other("bug"), 1),
         ];
         for (error, code) in codes {

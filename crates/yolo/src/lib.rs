@@ -8,6 +8,8 @@ pub(crate) mod devcontainer;
 pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod firewall;
+pub(crate) mod interrupt;
+pub(crate) mod lock;
 pub(crate) mod policy;
 pub(crate) mod project;
 pub(crate) mod run_spec;
@@ -37,7 +39,16 @@ pub fn run() -> i32 {
             return 1;
         }
     };
-    let result = runtime.block_on(commands::execute(cli));
+    let result = runtime.block_on(async {
+        interrupt::listen();
+        let command = commands::execute(cli);
+        tokio::pin!(command);
+        let signal = tokio::select! {
+            result = &mut command => return result,
+            signal = interrupt::received() => signal,
+        };
+        interrupt::finish(signal, command).await
+    });
     // Don't wait for a blocked stdin reader: the command is over.
     runtime.shutdown_background();
     report(result)

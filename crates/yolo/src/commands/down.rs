@@ -1,60 +1,125 @@
-//! `yolo down`: stop the agent container, then its guard; `--remove` deletes both and yolo's
-//! network; `--volumes` also the named volumes.
+//! `yolo down`: stop the agent container, then its guard; `--remove` deletes everything yolo
+//! made for the workspace, found by its labels whatever yolo's state says (a failed or killed
+//! `up`'s leftovers too: a guard without its agent, a never-started agent, a second network);
+//! `--volumes` also the named volumes.
 
 use super::session;
-use crate::audit::EventKind;
 use crate::cli::Target;
-use crate::engine::Found;
-use crate::error::Result;
+use crate::engine::{Engine, Found, Made, Role};
+use crate::error::{Error, Result};
+use crate::lock;
+use crate::project::Located;
 use crate::state::WorkspaceState;
 
 pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Result<i32> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;
-    let mut state = WorkspaceState::load(&located.devcontainer_id)?;
-    let Found { agent, guard } = engine.find(&super::owner(&located)).await?;
-    if agent.is_none() && guard.is_none() {
-        eprintln!("yolo: no container for {}", located.workspace.display());
-    }
-    // The agent first: it must never run on without its guard.
-    for c in [&agent, &guard].into_iter().flatten() {
-        if remove {
-            engine.remove(&c.id).await?;
-        } else {
-            engine.stop(&c.id).await?;
+    let _lock = lock::acquire(&located.devcontainer_id, "down").await?;
+    let mut state = match WorkspaceState::load(&located.devcontainer_id) {
+        Ok(state) => state,
+        // What --remove takes away does not depend on the state; a fresh one replaces it.
+        Err(e) if remove => {
+            eprintln!(
+                "{} {e}; removing by labels and starting yolo's state for this workspace afresh",
+                console::style("warning:").yellow().bold()
+            );
+            WorkspaceState::default()
         }
-    }
+        Err(e) => return Err(e),
+    };
     if remove {
-        if let Some(a) = &agent {
-            if volumes {
-                for name in &a.volumes {
-                    engine.remove_volume(name).await?;
-                }
-            }
-            // yolo's own network (a network the user named in their config has another name).
-            engine
-                .remove_network(&super::network::own_network(&a.name))
-                .await?;
-        }
+        remove_all(&engine, &located, volumes).await?;
         state.created_hooks_done_for = None;
         state.post_start_done_for = None;
         state.allowlist = None;
+    } else {
+        stop(&engine, &located).await?;
     }
-    close_session(&mut state, if remove { "down --remove" } else { "down" })?;
+    session::close(&mut state, if remove { "down --remove" } else { "down" })?;
     state.save(&located.devcontainer_id)?;
-    if let Some(a) = &agent {
-        let what = if remove { "removed" } else { "stopped" };
-        eprintln!("yolo: {} {what}", a.name);
-    }
     Ok(0)
 }
 
-fn close_session(state: &mut WorkspaceState, reason: &str) -> Result<()> {
-    if let Some(writer) = session::current(state)? {
-        writer.write(EventKind::SessionStop {
-            reason: reason.into(),
-        })?;
+/// Stop the agent, then its guard (it must never run on without its guard).
+async fn stop(engine: &Engine, located: &Located) -> Result<()> {
+    let Found { agent, guard } = engine.find(&super::owner(located)).await?;
+    if agent.is_none() && guard.is_none() {
+        eprintln!("yolo: no container for {}", located.workspace.display());
     }
-    state.session = None;
+    for c in [&agent, &guard].into_iter().flatten() {
+        engine.stop(&c.id).await?;
+    }
+    if let Some(a) = &agent {
+        eprintln!("yolo: {} stopped", a.name);
+    }
     Ok(())
+}
+
+/// Remove every container yolo made for the workspace (agents first), yolo's own network(s)
+/// for it (never a network the user named in their config), and with `volumes` the named
+/// volumes of its agent containers and those labelled for it. Goes on past a failure and
+/// returns the first.
+async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result<()> {
+    let Made {
+        mut containers,
+        networks,
+        volumes: labelled,
+    } = engine.made_for(&super::owner(located)).await?;
+    let own = super::network::own_network(&crate::devcontainer::names::container_name(
+        &located.workspace,
+        &located.devcontainer_id,
+    ));
+    let networks: Vec<_> = networks
+        .into_iter()
+        .filter(|n| {
+            n.name == own
+                || containers
+                    .iter()
+                    .any(|c| n.name == format!("{}-net", c.name))
+        })
+        .collect();
+    if containers.is_empty() && networks.is_empty() {
+        eprintln!("yolo: no container for {}", located.workspace.display());
+    }
+    containers.sort_by_key(|c| c.role != Role::Agent);
+    let mut first_error: Option<Error> = None;
+    let mut keep = |result: Result<()>| -> bool {
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                false
+            }
+        }
+    };
+    let mut removed = Vec::new();
+    for c in &containers {
+        if keep(engine.remove(&c.id).await) {
+            removed.push(c.name.clone());
+        }
+    }
+    for n in &networks {
+        if keep(engine.remove_network(&n.id).await) {
+            removed.push(format!("network {}", n.name));
+        }
+    }
+    if volumes {
+        let mut names: Vec<&String> = containers
+            .iter()
+            .filter(|c| c.role == Role::Agent)
+            .flat_map(|c| &c.volumes)
+            .chain(&labelled)
+            .collect();
+        names.sort();
+        names.dedup();
+        for name in names {
+            if keep(engine.remove_volume(name).await) {
+                removed.push(format!("volume {name}"));
+            }
+        }
+    }
+    if !removed.is_empty() {
+        eprintln!("yolo: removed {}", removed.join(", "));
+    }
+    first_error.map_or(Ok(()), Err)
 }

@@ -67,6 +67,9 @@ pub(crate) async fn attach_with_env(
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let request = runner.request(argv.clone(), tty, true);
     let name = argv.first().cloned().unwrap_or_default();
+    // Ctrl-C (without a TTY; with one it goes to the command as a key), SIGTERM or SIGHUP
+    // stop the command in the container too (`Engine::exec`).
+    let _handled = crate::interrupt::Handled::enter();
     let result = runner.run(source, &name, &request, Output::Inherit).await?;
     Ok(result.exit_code.clamp(0, 255) as i32)
 }

@@ -116,16 +116,35 @@ pub(crate) struct Up {
     pub(crate) network: Network,
 }
 
-/// One entry of `yolo status --json`.
+/// One entry of `yolo status --json`: an agent container, or a workspace that has only
+/// leftovers (then `container`, `status`, `limits` and `network` are `null`).
 #[derive(Debug, Serialize)]
 pub(crate) struct Status {
-    pub(crate) container: Container,
+    pub(crate) container: Option<Container>,
     /// The open session of the container's workspace; `null` when none is open.
     pub(crate) session: Option<String>,
     /// Docker's words, e.g. "Up 3 minutes".
-    pub(crate) status: String,
-    pub(crate) limits: Limits,
-    pub(crate) network: Network,
+    pub(crate) status: Option<String>,
+    pub(crate) limits: Option<Limits>,
+    pub(crate) network: Option<Network>,
+    /// What a failed or interrupted `yolo up` (or a hand) left of the workspace's objects;
+    /// `yolo down --remove` in the workspace removes them.
+    pub(crate) leftovers: Vec<Leftover>,
+}
+
+/// A container or network of a workspace that should not be there as it is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Leftover {
+    /// agent, guard or network.
+    pub(crate) kind: String,
+    pub(crate) id: String,
+    pub(crate) name: String,
+    /// Docker's state of a container; `null` for a network.
+    pub(crate) state: Option<String>,
+    /// What is wrong with it, in words.
+    pub(crate) problem: String,
+    /// The workspace it was made for, when yolo can tell (its agent's label, or yolo's state).
+    pub(crate) workspace: Option<String>,
 }
 
 /// `yolo firewall --json`.

@@ -55,3 +55,14 @@ pub(crate) fn current(state: &WorkspaceState) -> Result<Option<Writer>> {
         None => Ok(None),
     }
 }
+
+/// Record the open session's end, if one is open, and forget it.
+pub(crate) fn close(state: &mut WorkspaceState, reason: &str) -> Result<()> {
+    if let Some(writer) = current(state)? {
+        writer.write(EventKind::SessionStop {
+            reason: reason.into(),
+        })?;
+    }
+    state.session = None;
+    Ok(())
+}

@@ -6,7 +6,7 @@ use super::{approval, hooks, network, session};
 use crate::agents::Agent;
 use crate::audit::Writer;
 use crate::cli::Target;
-use crate::engine::{Container, Engine, Found, NetworkAttach, Owner};
+use crate::engine::{Container, Engine, Found, Made, NetworkAttach, Owner, Role};
 use crate::error::{Error, Result};
 use crate::firewall::control::Request;
 use crate::firewall::{mode_name, NetworkMode};
@@ -15,6 +15,7 @@ use crate::run_spec::{ImageSource, MountKind};
 use crate::settings::UpSettings;
 use crate::state::WorkspaceState;
 use crate::user_config::UserConfig;
+use crate::{interrupt, lock};
 use std::fmt;
 
 /// What `up` did: printed for humans, and the source of `up --json` (`output::Up`).
@@ -103,8 +104,11 @@ fn print_outcome(o: &Outcome) {
 
 /// Bring the project's container up; shared by `up` and `run` (which adds its agent, whose
 /// domains join the allowlist).
+/// One `up` at a time per workspace (`lock`): a second waits. A failed or interrupted `up`
+/// removes what it made (`roll_back`).
 pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> Result<Outcome> {
     let spec = &project.spec;
+    let _lock = lock::acquire(&spec.devcontainer_id, "up").await?;
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
     approval::check(project, &mut state)?;
     state.save(&spec.devcontainer_id)?;
@@ -134,7 +138,22 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
         mode,
         allow: &allow,
     };
-    let ready = act.carry_out(&plan, &mut state).await?;
+    // From here on a signal is handled: the hooks' commands are stopped in the container
+    // (`Engine::exec`), and what this `up` made is removed.
+    let _handled = interrupt::Handled::enter();
+    let before = engine.made_for(&Owner::of(spec)).await?;
+    let session_before = state.session.clone();
+    let carried = tokio::select! {
+        ready = act.carry_out(&plan, &mut state) => ready,
+        signal = interrupt::received() => Err(Error::interrupted(signal)),
+    };
+    let ready = match carried {
+        Ok(ready) => ready,
+        Err(e) => {
+            roll_back(engine, project, &before, &mut state, session_before, &e).await;
+            return Err(e);
+        }
+    };
 
     let outcome = Outcome {
         container_id: ready.container_id.clone(),
@@ -159,6 +178,70 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
     state.save(&spec.devcontainer_id)?;
     result?;
     Ok(outcome)
+}
+
+/// After a failed or interrupted `carry_out`: remove the containers and networks that were not
+/// there before it (found by labels, so whatever step failed, and whatever order `Act::fresh`
+/// makes things in), the agent first; close the session it opened. What existed before stays
+/// (stopped, if `up` had stopped it). Nothing here may hide the original error: a failure is a
+/// warning.
+async fn roll_back(
+    engine: &Engine,
+    project: &Project,
+    before: &Made,
+    state: &mut WorkspaceState,
+    session_before: Option<String>,
+    error: &Error,
+) {
+    let spec = &project.spec;
+    let warn = |what: String| {
+        eprintln!(
+            "{} could not undo this `yolo up` completely: {what}; `yolo down --remove` removes what is left",
+            console::style("warning:").yellow().bold()
+        )
+    };
+    let now = match engine.made_for(&Owner::of(spec)).await {
+        Ok(now) => now,
+        Err(e) => return warn(e.to_string()),
+    };
+    let mut made: Vec<&Container> = now
+        .containers
+        .iter()
+        .filter(|c| !before.containers.iter().any(|b| b.id == c.id))
+        .collect();
+    made.sort_by_key(|c| c.role != Role::Agent);
+    let mut removed = Vec::new();
+    for c in made {
+        match engine.remove(&c.id).await {
+            Ok(()) => removed.push(c.name.clone()),
+            Err(e) => warn(e.to_string()),
+        }
+    }
+    for n in now
+        .networks
+        .iter()
+        .filter(|n| !before.networks.iter().any(|b| b.id == n.id))
+    {
+        match engine.remove_network(&n.id).await {
+            Ok(()) => removed.push(format!("network {}", n.name)),
+            Err(e) => warn(e.to_string()),
+        }
+    }
+    if state.session.is_some() && state.session != session_before {
+        if let Err(e) = session::close(state, &format!("yolo up failed: {error}")) {
+            warn(e.to_string());
+        }
+    }
+    if let Err(e) = state.save(&spec.devcontainer_id) {
+        warn(e.to_string());
+    }
+    if !removed.is_empty() {
+        eprintln!(
+            "{} removed what this `yolo up` had made: {}",
+            console::style("yolo:").bold(),
+            removed.join(", ")
+        );
+    }
 }
 
 /// The network mode of this start: the one asked for, else the one the existing agent container
@@ -656,7 +739,6 @@ fn image_label(source: &ImageSource) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Role;
 
     const HASH: &str = "hash-now";
 

@@ -1,16 +1,18 @@
 //! Creating, finding, starting, stopping and removing yolo's containers and volumes.
 
 use super::hardening::{self, hardened_host_config, Hardening};
-use super::types::{Container, ContainerDetails, Found, NetworkAttach, Owner, Role};
+use super::types::{
+    Container, ContainerDetails, Found, Made, NetworkAttach, Owner, ProjectNetwork, Role,
+};
 use super::{is_not_found, labels, message, Engine};
 use crate::error::{Error, Result};
 use crate::firewall::NetworkMode;
 use crate::run_spec::RunSpec;
 use bollard::models::{ContainerCreateBody, ContainerSummary, DeviceMapping, HostConfig};
 use bollard::query_parameters::{
-    CreateContainerOptions, InspectContainerOptions, ListContainersOptions, LogsOptions,
-    RemoveContainerOptions, RemoveVolumeOptions, StartContainerOptions, StopContainerOptions,
-    WaitContainerOptions,
+    CreateContainerOptions, InspectContainerOptions, ListContainersOptions, ListVolumesOptions,
+    LogsOptions, RemoveContainerOptions, RemoveVolumeOptions, StartContainerOptions,
+    StopContainerOptions, WaitContainerOptions,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -53,6 +55,35 @@ impl Engine {
             }
         }
         Ok(found)
+    }
+
+    /// Everything yolo made for `owner`'s workspace, by its labels: containers in any state,
+    /// networks, volumes.
+    pub(crate) async fn made_for(&self, owner: &Owner) -> Result<Made> {
+        let filters = labels::owned_by(owner);
+        let options = ListVolumesOptions {
+            filters: Some(HashMap::from([("label".to_string(), filters.clone())])),
+        };
+        let volumes = self
+            .docker
+            .list_volumes(Some(options))
+            .await
+            .map_err(|e| Error::docker("listing volumes", message(&e)))?;
+        Ok(Made {
+            containers: self.list(filters.clone()).await?,
+            networks: self.networks(filters).await?,
+            volumes: volumes
+                .volumes
+                .unwrap_or_default()
+                .into_iter()
+                .map(|v| v.name)
+                .collect(),
+        })
+    }
+
+    /// All networks yolo made (every project's).
+    pub(crate) async fn managed_networks(&self) -> Result<Vec<ProjectNetwork>> {
+        self.networks(labels::managed()).await
     }
 
     /// All containers yolo manages (agents and guards of every project).

@@ -3,11 +3,38 @@
 
 use super::{message, Engine};
 use crate::error::{Error, Result};
+use crate::interrupt;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use futures_util::StreamExt;
 use std::io::Write;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The environment variable that marks the processes of one command yolo runs.
+const EXEC_MARK: &str = "YOLO_EXEC_ID";
+
+/// `$1` is `YOLO_EXEC_ID=<id>`: the processes whose environment holds it get SIGTERM, and
+/// those still there after two seconds SIGKILL (an interactive shell ignores SIGTERM).
+const STOP_SCRIPT: &str = r#"marked() {
+  for p in /proc/[0-9]*; do
+    if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qxF "$1"; then echo "${p#/proc/}"; fi
+  done
+}
+pids=$(marked "$1")
+[ -n "$pids" ] || exit 0
+kill -TERM $pids 2>/dev/null
+i=0
+while [ $i -lt 20 ]; do
+  sleep 0.1 2>/dev/null || sleep 1
+  pids=$(marked "$1")
+  [ -n "$pids" ] || exit 0
+  i=$((i + 1))
+done
+kill -KILL $pids 2>/dev/null
+exit 0"#;
+
+/// How long stopping an interrupted command may take.
+const STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ExecRequest {
@@ -44,11 +71,16 @@ impl Engine {
         req: &ExecRequest,
         output: Output,
     ) -> Result<ExecResult> {
+        // Docker cannot kill an exec: this mark in the environment, which the command's
+        // children inherit, is how `stop_marked` finds them when yolo is interrupted.
+        let mark = format!("{EXEC_MARK}={}", uuid::Uuid::new_v4().simple());
+        let mut env = req.env.clone();
+        env.push(mark.clone());
         let config = CreateExecOptions {
             cmd: Some(req.argv.clone()),
             user: req.user.clone(),
             working_dir: req.cwd.clone(),
-            env: Some(req.env.clone()),
+            env: Some(env),
             tty: Some(req.tty),
             attach_stdin: Some(req.stdin),
             attach_stdout: Some(true),
@@ -130,7 +162,19 @@ impl Engine {
         }
 
         let mut sink = Sink::new(output);
-        while let Some(item) = stream.next().await {
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                signal = interrupt::received() => {
+                    sink.flush();
+                    self.stop_marked(container, req.user.as_deref(), &mark).await;
+                    return Err(Error::Interrupted {
+                        signal,
+                        stopped: Some(short(&req.argv)),
+                    });
+                }
+            };
+            let Some(item) = item else { break };
             match item {
                 Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
                     sink.out(&message)
@@ -150,6 +194,37 @@ impl Engine {
             exit_code: inspect.exit_code.unwrap_or(-1),
             captured: sink.captured,
         })
+    }
+
+    /// Stop every process of the container that carries `mark` in its environment: SIGTERM,
+    /// then SIGKILL to those left after a grace. Run as the command's user (reading another
+    /// user's environment needs CAP_SYS_PTRACE, which the agent's root lacks). Best effort:
+    /// yolo is on its way out.
+    async fn stop_marked(&self, container: &str, user: Option<&str>, mark: &str) {
+        let config = CreateExecOptions {
+            cmd: Some(vec![
+                "/bin/sh".to_string(),
+                "-c".into(),
+                STOP_SCRIPT.into(),
+                "yolo-stop".into(),
+                mark.to_string(),
+            ]),
+            user: user.map(str::to_string),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
+        let stop = async {
+            let Ok(created) = self.docker.create_exec(container, config).await else {
+                return;
+            };
+            if let Ok(StartExecResults::Attached { mut output, .. }) =
+                self.docker.start_exec(&created.id, None).await
+            {
+                while output.next().await.is_some() {}
+            }
+        };
+        let _ = tokio::time::timeout(STOP_TIMEOUT, stop).await;
     }
 
     async fn resize(&self, exec_id: &str) {

@@ -5,14 +5,14 @@
 use super::exec::{ExecRequest, Output};
 use super::guard_image::{self, GuardSource, Platform, GUARD_BINARY};
 use super::hardening::{self, hardened_host_config, Hardening};
-use super::types::{NetworkAttach, Owner};
+use super::types::{NetworkAttach, Owner, ProjectNetwork};
 use super::{is_not_found, labels, message, Engine};
 use crate::error::{Error, Result};
 use crate::run_spec::{Limits, Mount, MountKind, PortPublish};
 use bollard::models::{ContainerCreateBody, HostConfig, NetworkCreateRequest};
 use bollard::query_parameters::{
-    BuildImageOptions, InspectNetworkOptions, ListImagesOptions, LogsOptions, RemoveImageOptions,
-    UploadToContainerOptions,
+    BuildImageOptions, InspectNetworkOptions, ListImagesOptions, ListNetworksOptions, LogsOptions,
+    RemoveImageOptions, UploadToContainerOptions,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -199,6 +199,38 @@ impl Engine {
         }
     }
 
+    /// yolo's networks carrying `label_filters`, with the containers attached now.
+    pub(crate) async fn networks(&self, label_filters: Vec<String>) -> Result<Vec<ProjectNetwork>> {
+        let options = ListNetworksOptions {
+            filters: Some(HashMap::from([("label".to_string(), label_filters)])),
+        };
+        let listed = self
+            .docker
+            .list_networks(Some(options))
+            .await
+            .map_err(|e| Error::docker("listing networks", message(&e)))?;
+        let mut out = Vec::new();
+        for n in listed {
+            let id = n.id.unwrap_or_default();
+            // The list leaves out the attached containers; a network gone meanwhile is skipped.
+            let Ok(inspected) = self
+                .docker
+                .inspect_network(&id, None::<InspectNetworkOptions>)
+                .await
+            else {
+                continue;
+            };
+            out.push(ProjectNetwork {
+                id,
+                name: n.name.unwrap_or_default(),
+                devcontainer_id: n.labels.and_then(|l| l.get(labels::ID).cloned()),
+                attached: inspected.containers.map_or(0, |c| c.len()),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Remove a network by name or id; one already gone is fine.
     pub(crate) async fn remove_network(&self, name: &str) -> Result<()> {
         match self.docker.remove_network(name).await {
             Ok(()) => Ok(()),

@@ -18,7 +18,9 @@ mod types;
 
 pub(crate) use exec::{ExecRequest, ExecResult, Output};
 pub(crate) use guard::{log_dir, GuardSpec, DEFAULT_BASE, GUARD_LOG_DIR};
-pub(crate) use types::{Container, Found, NetworkAttach, Owner, Report, Role};
+pub(crate) use types::{
+    Container, Found, Made, NetworkAttach, Owner, ProjectNetwork, Report, Role,
+};
 
 use crate::error::{Error, Result};
 use bollard::Docker;

@@ -86,6 +86,27 @@ pub(crate) struct Found {
     pub(crate) guard: Option<Container>,
 }
 
+/// A network yolo made (label `dev.yolo.managed`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ProjectNetwork {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    /// The devcontainerId it was made for (`dev.yolo.id`).
+    pub(crate) devcontainer_id: Option<String>,
+    /// How many containers are attached to it now (a stopped one is not).
+    pub(crate) attached: usize,
+}
+
+/// Everything yolo made for one workspace, found by its labels (`dev.yolo.id`) whatever
+/// yolo's state file says: containers in any state and of any role, networks, volumes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Made {
+    pub(crate) containers: Vec<Container>,
+    pub(crate) networks: Vec<ProjectNetwork>,
+    /// Named volumes labelled for the workspace.
+    pub(crate) volumes: Vec<String>,
+}
+
 /// What inspecting one container tells (what `up`, `exec` and `status` need of it).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ContainerDetails {

@@ -411,7 +411,14 @@ fn up_status_and_firewall_json_share_one_shape() {
     );
     assert_eq!(
         keys(&row),
-        ["container", "limits", "network", "session", "status"]
+        [
+            "container",
+            "leftovers",
+            "limits",
+            "network",
+            "session",
+            "status"
+        ]
     );
     assert_eq!(
         keys(&firewall),

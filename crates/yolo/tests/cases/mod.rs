@@ -7,6 +7,7 @@ mod guard_image;
 mod hooks;
 mod images;
 mod layout;
+mod leftovers;
 mod lifecycle;
 mod network;
 mod policy;

@@ -1,0 +1,110 @@
+//! One yolo at a time per workspace for whatever makes or removes its containers: `up`, the
+//! `up` part of `run`, `down`. Two at once used to leave two networks with one name (Docker
+//! does not refuse that) and a workspace no later `up` could use. The lock is advisory
+//! (`flock` on Unix, `LockFileEx` on Windows) on `<data dir>/workspaces/<id>.lock`, so the
+//! system releases it when yolo dies however it dies; the file is never removed (removing a
+//! lock file lets a third process lock a fresh one while the second still holds the old).
+//! The holder writes its pid and command into it for the waiting one's message.
+
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How often a waiting yolo tries again (a poll, so Ctrl-C ends the wait at once).
+const RETRY: Duration = Duration::from_millis(200);
+
+/// The held lock; released when dropped.
+#[derive(Debug)]
+pub(crate) struct WorkspaceLock {
+    _file: File,
+}
+
+fn path(devcontainer_id: &str) -> PathBuf {
+    crate::user_config::data_dir()
+        .join("workspaces")
+        .join(format!("{devcontainer_id}.lock"))
+}
+
+/// Take the workspace's lock for `command` (`up`, `down`...), waiting for another yolo that
+/// holds it, with one line saying so.
+pub(crate) async fn acquire(devcontainer_id: &str, command: &str) -> Result<WorkspaceLock> {
+    let path = path(devcontainer_id);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    let mut told = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) => {
+                if !told {
+                    eprintln!(
+                        "{} waiting for {}…",
+                        console::style("yolo:").bold(),
+                        holder(&mut file)
+                    );
+                    told = true;
+                }
+                tokio::time::sleep(RETRY).await;
+            }
+            Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+        }
+    }
+    let mine = format!("{} {command}\n", std::process::id());
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(mine.as_bytes()));
+    written.map_err(|e| Error::io(&path, e))?;
+    Ok(WorkspaceLock { _file: file })
+}
+
+/// "another yolo up on this workspace (pid N)" from what the holder wrote, or less when it
+/// wrote nothing yet.
+fn holder(file: &mut File) -> String {
+    let mut text = String::new();
+    let _ = file.rewind().and_then(|()| file.read_to_string(&mut text));
+    describe(&text)
+}
+
+fn describe(text: &str) -> String {
+    let mut words = text.split_whitespace();
+    match (
+        words.next().and_then(|p| p.parse::<u32>().ok()),
+        words.next(),
+    ) {
+        (Some(pid), Some(command)) => {
+            format!("another yolo {command} on this workspace (pid {pid})")
+        }
+        (Some(pid), None) => format!("another yolo on this workspace (pid {pid})"),
+        _ => "another yolo on this workspace".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_waiting_message_names_the_holder_when_it_can() {
+        assert_eq!(
+            describe("4242 up\n"),
+            "another yolo up on this workspace (pid 4242)"
+        );
+        assert_eq!(
+            describe("4242"),
+            "another yolo on this workspace (pid 4242)"
+        );
+        assert_eq!(describe(""), "another yolo on this workspace");
+        assert_eq!(describe("garbage"), "another yolo on this workspace");
+    }
+}

@@ -1,0 +1,264 @@
+//! Nothing half-made, no two of anything: a failed `up` rolls back what it made, `down
+//! --remove` removes every leftover by its labels, `status` shows them, one `up` at a time per
+//! workspace, and Ctrl-C stops what yolo started in the container.
+
+use crate::support::*;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const IMAGE: &str = r#"{"image": "debian:bookworm-slim"}"#;
+
+/// Containers of this test with `role`.
+fn with_role(t: &Test, role: &str) -> Vec<String> {
+    docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        &format!("label=dev.yolo.role={role}"),
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// Networks called exactly `name`.
+fn networks_named(name: &str) -> Vec<String> {
+    docker(&["network", "ls", "-q", "--filter", &format!("name=^{name}$")])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether a process whose command line is `cmd` runs in `container` (`docker top` asks the
+/// host's ps, so the image needs none).
+fn runs(container: &str, cmd: &str) -> bool {
+    docker(&["top", container])
+        .lines()
+        .any(|l| l.ends_with(cmd))
+}
+
+/// Wait until `check` holds (or fail after `secs`).
+#[track_caller]
+fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn spawn(t: &Test, args: &[&str]) -> Child {
+    t.command(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run yolo")
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+/// The child's end, or a failure if it takes more than `secs`.
+#[track_caller]
+fn finish(child: Child, secs: u64) -> Run {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output = rx
+        .recv_timeout(Duration::from_secs(secs))
+        .expect("yolo did not end")
+        .expect("yolo's output");
+    Run { output }
+}
+
+/// The agent container's name, from a first `up` that is then removed.
+fn agent_name(t: &Test) -> String {
+    let (_, out) = t.up(&[]);
+    t.yolo(&["down", "--remove"]).ok();
+    out["container"]["name"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_failed_up_removes_the_guard_and_network_it_made() {
+    let t = Test::new();
+    t.devcontainer(IMAGE);
+    let name = agent_name(&t);
+    // A container yolo does not know holds the agent's name: the guard and its network are
+    // made, then creating the agent fails.
+    docker(&[
+        "create",
+        "--name",
+        &name,
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        BASE_IMAGE,
+        "true",
+    ]);
+    let failed = t.yolo(&["up"]).fails_with(69);
+    failed
+        .assert_stderr_contains(&format!("creating container {name}"))
+        .assert_stderr_contains(&format!(
+            "removed what this `yolo up` had made: {name}-guard, network {name}-net"
+        ));
+    assert!(with_role(&t, "guard").is_empty(), "{}", failed.describe());
+    assert!(networks_named(&format!("{name}-net")).is_empty());
+    assert_eq!(t.containers().len(), 1, "only the container that was there");
+
+    docker(&["rm", "-f", &name]);
+    let (_, out) = t.up(&[]);
+    assert_eq!(out["action"], "created");
+    assert_eq!(with_role(&t, "guard").len(), 1);
+    assert_eq!(networks_named(&format!("{name}-net")).len(), 1);
+}
+
+#[test]
+fn status_shows_leftovers_and_down_remove_takes_them_all_without_yolos_state() {
+    let t = Test::new();
+    t.devcontainer(IMAGE);
+    let (_, out) = t.up(&[]);
+    let name = out["container"]["name"].as_str().unwrap().to_string();
+    let id = inspect(&name)["Config"]["Labels"]["dev.yolo.id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // What a killed `up` left: a guard without its agent (and its network).
+    docker(&["rm", "-f", &name]);
+    let status = t.yolo(&["status"]).ok();
+    status
+        .assert_stdout_contains(&format!("{name}-guard"))
+        .assert_stdout_contains("a firewall guard without its agent container")
+        .assert_stderr_contains("`yolo down --remove` in their workspace removes them");
+    // And a second guard for the workspace.
+    docker(&[
+        "create",
+        "--name",
+        &format!("{name}-guard-2"),
+        "--label",
+        "dev.yolo.managed=true",
+        "--label",
+        &format!("dev.yolo.id={id}"),
+        "--label",
+        "dev.yolo.role=guard",
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        BASE_IMAGE,
+        "true",
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_str(&t.yolo(&["status", "--json"]).ok().stdout()).unwrap();
+    let row = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["leftovers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["name"] == format!("{name}-guard"))
+        })
+        .unwrap_or_else(|| panic!("a row with our leftovers: {json:#}"));
+    assert_eq!(row["container"], serde_json::Value::Null, "{row:#}");
+    let problems: Vec<(&str, &str)> = row["leftovers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["kind"].as_str().unwrap(), l["problem"].as_str().unwrap()))
+        .collect();
+    let two = "one of 2 firewall guards for one workspace";
+    assert_eq!(problems, [("guard", two), ("guard", two)], "{row:#}");
+
+    // yolo's state lost too: the labels are enough.
+    std::fs::remove_dir_all(t.data_dir.join("workspaces")).unwrap();
+    t.yolo(&["down", "--remove"]).ok();
+    assert!(t.containers().is_empty());
+    assert!(networks_named(&format!("{name}-net")).is_empty());
+    t.yolo(&["status"]).ok().assert_stdout_lacks(&name);
+    t.up(&[]);
+}
+
+#[test]
+fn two_ups_at_once_make_one_of_everything_and_one_waits() {
+    let t = Test::new();
+    // A slow hook keeps the first `up` busy; it counts its runs in the workspace.
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "postCreateCommand": "echo run >> /workspace/hook-runs; sleep 3"}"#,
+    );
+    let ups = [spawn(&t, &["up", "--json"]), spawn(&t, &["up", "--json"])];
+    let runs: Vec<Run> = ups.into_iter().map(|up| finish(up, 180).ok()).collect();
+    let waited = runs
+        .iter()
+        .filter(|r| {
+            r.stderr()
+                .contains("yolo: waiting for another yolo up on this workspace (pid ")
+        })
+        .count();
+    assert_eq!(waited, 1, "{}\n{}", runs[0].describe(), runs[1].describe());
+    let ids: Vec<serde_json::Value> = runs
+        .iter()
+        .map(|r| serde_json::from_str::<serde_json::Value>(&r.stdout()).unwrap())
+        .map(|v| v["container"]["id"].clone())
+        .collect();
+    assert_eq!(ids[0], ids[1], "one agent container");
+    assert_eq!(t.agents().len(), 1);
+    assert_eq!(with_role(&t, "guard").len(), 1);
+    let name = inspect(ids[0].as_str().unwrap())["Name"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches('/')
+        .to_string();
+    assert_eq!(networks_named(&format!("{name}-net")).len(), 1);
+    let hook_runs = std::fs::read_to_string(t.workspace.join("hook-runs")).unwrap();
+    assert_eq!(hook_runs, "run\n", "postCreateCommand ran once");
+    let (_, again) = t.up(&[]);
+    assert_eq!(again["action"], "running");
+}
+
+#[test]
+fn ctrl_c_during_up_stops_the_hook_in_the_container() {
+    let t = Test::new();
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "postCreateCommand": "[ -e /workspace/quick ] || sleep 1001"}"#,
+    );
+    let up = spawn(&t, &["up"]);
+    wait_until(120, "the hook to run", || {
+        t.agents().first().is_some_and(|a| runs(a, "sleep 1001"))
+    });
+    signal(&up, "INT");
+    let run = finish(up, 30).fails_with(130);
+    run.assert_stderr_contains("interrupted (SIGINT); stopped `/bin/sh -c [ -e /workspace/quick ] || sleep 1001` in the container");
+    let agent = t.agents()[0].clone();
+    assert!(!runs(&agent, "sleep 1001"), "{}", docker(&["top", &agent]));
+
+    // The next up runs the unfinished hook again: one copy, not a second beside the first.
+    t.file("quick", "");
+    t.yolo(&["up"]).ok();
+    assert!(!runs(&agent, "sleep 1001"), "{}", docker(&["top", &agent]));
+}
+
+#[test]
+fn ctrl_c_or_sigterm_on_exec_without_a_tty_stops_the_command() {
+    let t = Test::new();
+    t.devcontainer(IMAGE);
+    let (_, out) = t.up(&[]);
+    let agent = out["container"]["id"].as_str().unwrap().to_string();
+    for (signal_name, code, cmd) in [("INT", 130, "sleep 1002"), ("TERM", 143, "sleep 1003")] {
+        let args: Vec<&str> = ["exec", "--"].into_iter().chain(cmd.split(' ')).collect();
+        let exec = spawn(&t, &args);
+        wait_until(30, cmd, || runs(&agent, cmd));
+        signal(&exec, signal_name);
+        finish(exec, 30)
+            .fails_with(code)
+            .assert_stderr_contains(&format!("stopped `{cmd}` in the container"));
+        assert!(!runs(&agent, cmd), "{}", docker(&["top", &agent]));
+    }
+}
