@@ -271,7 +271,17 @@ impl Runner<'_> {
         let result = self.engine.exec(&self.container, request, output).await;
         let exit_code = result.as_ref().ok().map(|r| r.exit_code);
         self.audit(source, name, request, started, exit_code, clock)?;
-        result
+        result.map_err(|e| match e {
+            // A hook is named by its property, not its command line.
+            Error::Interrupted {
+                signal,
+                stopped: Some(_),
+            } if source == "hook" => Error::Interrupted {
+                signal,
+                stopped: Some(name.to_string()),
+            },
+            e => e,
+        })
     }
 
     fn audit(

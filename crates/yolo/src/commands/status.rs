@@ -119,8 +119,13 @@ fn print_table(rows: &[output::Status]) {
             );
         }
     }
-    let mut leftovers: Vec<&Leftover> = rows.iter().flat_map(|r| &r.leftovers).collect();
-    leftovers.dedup_by(|a, b| a.id == b.id);
+    // Two agents of one workspace carry the same list.
+    let mut seen = BTreeSet::new();
+    let leftovers: Vec<&Leftover> = rows
+        .iter()
+        .flat_map(|r| &r.leftovers)
+        .filter(|l| seen.insert(l.id.as_str()))
+        .collect();
     if leftovers.is_empty() {
         return;
     }

@@ -141,18 +141,23 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
     // From here on a signal is handled: the hooks' commands are stopped in the container
     // (`Engine::exec`), and what this `up` made is removed.
     let _handled = interrupt::Handled::enter();
-    let before = engine.made_for(&Owner::of(spec)).await?;
+    // A reuse makes nothing (and stays one Docker call away from done).
+    let before = match plan {
+        Plan::Fresh { .. } => Some(engine.made_for(&Owner::of(spec)).await?),
+        Plan::Reuse { .. } => None,
+    };
     let session_before = state.session.clone();
     let carried = tokio::select! {
         ready = act.carry_out(&plan, &mut state) => ready,
         signal = interrupt::received() => Err(Error::interrupted(signal)),
     };
-    let ready = match carried {
-        Ok(ready) => ready,
-        Err(e) => {
+    let ready = match (carried, before) {
+        (Ok(ready), _) => ready,
+        (Err(e), Some(before)) => {
             roll_back(engine, project, &before, &mut state, session_before, &e).await;
             return Err(e);
         }
+        (Err(e), None) => return Err(e),
     };
 
     let outcome = Outcome {

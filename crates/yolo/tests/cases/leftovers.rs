@@ -235,7 +235,9 @@ fn ctrl_c_during_up_stops_the_hook_in_the_container() {
     });
     signal(&up, "INT");
     let run = finish(up, 30).fails_with(130);
-    run.assert_stderr_contains("interrupted (SIGINT); stopped `/bin/sh -c [ -e /workspace/quick ] || sleep 1001` in the container");
+    run.assert_stderr_contains(
+        "yolo: interrupted (SIGINT); stopped postCreateCommand in the container\n",
+    );
     let agent = t.agents()[0].clone();
     assert!(!runs(&agent, "sleep 1001"), "{}", docker(&["top", &agent]));
 
@@ -261,4 +263,37 @@ fn ctrl_c_or_sigterm_on_exec_without_a_tty_stops_the_command() {
             .assert_stderr_contains(&format!("stopped `{cmd}` in the container"));
         assert!(!runs(&agent, cmd), "{}", docker(&["top", &agent]));
     }
+}
+
+#[test]
+fn ctrl_c_while_up_builds_the_image_leaves_nothing_behind_and_closes_the_session() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM debian:bookworm-slim\nRUN echo {} && sleep 60\n", t.id),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    let up = spawn(&t, &["up"]);
+    wait_until(120, "the image build", || {
+        docker(&["ps", "--no-trunc", "--format", "{{.Command}}"]).contains(&t.id)
+    });
+    signal(&up, "INT");
+    finish(up, 40)
+        .fails_with(130)
+        .assert_stderr_contains("yolo: interrupted (SIGINT)");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    let networks = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ]);
+    assert!(networks.trim().is_empty(), "{networks}");
+    let stop = t
+        .events()
+        .into_iter()
+        .find(|e| e["kind"] == "session_stop")
+        .expect("the session this up opened is closed");
+    assert_eq!(stop["reason"], "yolo up failed: interrupted (SIGINT)");
 }
