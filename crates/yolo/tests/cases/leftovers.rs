@@ -121,6 +121,28 @@ fn a_failed_up_removes_the_guard_and_network_it_made() {
 }
 
 #[test]
+fn an_agent_that_cannot_start_is_removed_with_its_guard_and_network() {
+    let t = Test::new();
+    // Docker creates the container and refuses to start it: the device is not there.
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--device", "/dev/yolo-test-nonexistent"]}"#,
+    );
+    let failed = t.yolo(&["up", "--grant", "device"]).fails_with(69);
+    failed
+        .assert_stderr_contains("starting container")
+        .assert_stderr_contains("removed what this `yolo up` had made: yolo-repo-");
+    assert!(t.containers().is_empty(), "{}", failed.describe());
+    let networks = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ]);
+    assert!(networks.trim().is_empty(), "{}", failed.describe());
+}
+
+#[test]
 fn status_shows_leftovers_and_down_remove_takes_them_all_without_yolos_state() {
     let t = Test::new();
     t.devcontainer(IMAGE);
