@@ -46,6 +46,9 @@ pub(crate) struct UpSettings {
     pub(crate) network: Option<NetworkMode>,
     /// The firewall guard's image, network and DNS options, from the config.
     pub(crate) guard: GuardSettings,
+    /// `[workspace] watch` (or `commands::watched::DEFAULT_WATCH`): files the host runs that the
+    /// agent may edit, flagged when they change.
+    pub(crate) watch: Vec<String>,
 }
 
 /// The firewall guard as the user's config sets it up.
@@ -115,6 +118,7 @@ impl UpSettings {
             upstream_dns,
             network: flags.network.map(NetworkMode::from),
             guard: GuardSettings::resolve(user)?,
+            watch: watch_list(user)?,
         })
     }
 }
@@ -205,6 +209,20 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
         presets,
         read_only,
     })
+}
+
+/// `[workspace] watch`, checked; unset, the defaults.
+fn watch_list(user: &UserConfig) -> Result<Vec<String>> {
+    use crate::commands::watched;
+    match &user.workspace.watch {
+        None => Ok(watched::DEFAULT_WATCH.map(String::from).to_vec()),
+        Some(list) => {
+            for entry in list {
+                watched::check_entry(entry).map_err(|e| config_error("workspace.watch", e))?;
+            }
+            Ok(list.clone())
+        }
+    }
 }
 
 /// `[agents.NAME] domains` join the allowlist when that agent runs: checked like `allow`.

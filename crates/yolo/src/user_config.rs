@@ -37,6 +37,9 @@ pub(crate) struct UserWorkspace {
     /// Paths (relative to the repository; a trailing `/` for a folder) mounted read-only in the
     /// container. Unset: `policy::DEFAULT_READ_ONLY`. Set, it replaces the defaults.
     pub(crate) read_only: Option<Vec<String>>,
+    /// Globs (relative to the repository) of files the host runs that the agent may edit: each
+    /// change is flagged. Unset: `commands::watched::DEFAULT_WATCH`. Set, it replaces them.
+    pub(crate) watch: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

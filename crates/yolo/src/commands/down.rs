@@ -12,6 +12,7 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
     let located = super::locate(target)?;
     let engine = super::engine().await?;
     let mut state = WorkspaceState::load(&located.devcontainer_id)?;
+    super::watched::report_and_print(&located.devcontainer_id, session::current(&state)?.as_ref());
     let Found { agent, guard } = engine.find(&super::owner(&located)).await?;
     if agent.is_none() && guard.is_none() {
         eprintln!("yolo: no container for {}", located.workspace.display());

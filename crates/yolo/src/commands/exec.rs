@@ -68,6 +68,7 @@ pub(crate) async fn attach_with_env(
     let request = runner.request(argv.clone(), tty, true);
     let name = argv.first().cloned().unwrap_or_default();
     let result = runner.run(source, &name, &request, Output::Inherit).await?;
+    super::watched::report_and_print(&located.devcontainer_id, writer.as_ref());
     Ok(result.exit_code.clamp(0, 255) as i32)
 }
 

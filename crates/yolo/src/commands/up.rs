@@ -2,7 +2,7 @@
 //! it (`carry_out`): the image, the guard (verified) before the agent, the session, then the
 //! lifecycle hooks. Idempotent: a second `up` reuses what the first made.
 
-use super::{approval, hooks, network, session};
+use super::{approval, hooks, network, session, watched};
 use crate::agents::Agent;
 use crate::audit::Writer;
 use crate::cli::Target;
@@ -106,6 +106,9 @@ fn print_outcome(o: &Outcome) {
 pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> Result<Outcome> {
     let spec = &project.spec;
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
+    // What changed in the files the host runs since yolo last looked (say, in VS Code between
+    // two runs) goes to the session it happened in.
+    watched::report_and_print(&spec.devcontainer_id, session::current(&state)?.as_ref());
     approval::check(project, &mut state)?;
     state.save(&spec.devcontainer_id)?;
     // Checked before any Docker work, so a bad pattern changes nothing.
@@ -469,6 +472,7 @@ impl Act<'_> {
             "closed by a new start",
         )?;
         state.save(&spec.devcontainer_id)?;
+        self.watch()?;
         hooks::initialize(self.project, &writer, approved).await?;
         // The image first: a failing build or pull leaves nothing half made behind.
         let image = match agent {
@@ -493,6 +497,20 @@ impl Act<'_> {
             image,
             writer,
         })
+    }
+
+    /// The baseline of the files the host runs, before anything of this session can write them.
+    fn watch(&self) -> Result<()> {
+        let spec = &self.project.spec;
+        let mount = &spec.workspace_mount;
+        if mount.kind != MountKind::Bind {
+            return Ok(());
+        }
+        watched::start(
+            &spec.devcontainer_id,
+            std::path::Path::new(&mount.source),
+            &self.project.settings.watch,
+        )
     }
 
     /// What goes before a new session: removed what is recreated or not needed, stopped a

@@ -53,7 +53,9 @@ pub(crate) use grants::Grants;
 pub(crate) use grants::{grant_help, Grant};
 pub(crate) use limits::{check_cpus, check_memory, LimitLayer};
 pub(crate) use paths::git_root;
-pub(crate) use protect::{check_entry as check_read_only_entry, DEFAULT_READ_ONLY};
+pub(crate) use protect::{
+    check_entry as check_read_only_entry, submodule_git_dirs, DEFAULT_READ_ONLY,
+};
 
 use crate::devcontainer::model::{DevContainer, YoloCustomization};
 use crate::error::{Error, Result};
