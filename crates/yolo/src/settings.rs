@@ -203,11 +203,17 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
             list.clone()
         }
     };
+    let disk_bytes = match l.disk.as_deref() {
+        None => Some(policy::DEFAULT_DISK),
+        Some("none") => None,
+        Some(text) => Some(policy::check_disk(text).map_err(|e| config_error("limits.disk", e))?),
+    };
     Ok(UserLayer {
         limits,
         allow,
         presets,
         read_only,
+        disk_bytes,
     })
 }
 
@@ -404,6 +410,7 @@ mod tests {
                 allow: vec!["internal.example".into(), "10.0.0.0/8:5432".into()],
                 presets: vec!["crates".into(), "NPM".into()],
                 read_only: policy::DEFAULT_READ_ONLY.map(String::from).to_vec(),
+                disk_bytes: Some(policy::DEFAULT_DISK),
             }
         );
         assert_eq!(

@@ -48,6 +48,9 @@ pub(crate) struct UserLimits {
     pub(crate) cpus: Option<f64>,
     pub(crate) memory: Option<String>,
     pub(crate) pids: Option<i64>,
+    /// Size of the container's writable layer, where the storage driver can limit it (a size
+    /// like "20g", or "none"). Default: `policy::DEFAULT_DISK`.
+    pub(crate) disk: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

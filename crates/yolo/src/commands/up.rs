@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::firewall::control::Request;
 use crate::firewall::{mode_name, NetworkMode};
 use crate::project::Project;
-use crate::run_spec::{ImageSource, MountKind};
+use crate::run_spec::{ImageSource, MountKind, RunSpec};
 use crate::settings::UpSettings;
 use crate::state::WorkspaceState;
 use crate::user_config::UserConfig;
@@ -499,6 +499,22 @@ impl Act<'_> {
         })
     }
 
+    /// The spec with its limits fitted to the engine's machine: CPUs leave the host a core
+    /// (unless the user asked for them), and the disk limit only where the driver has one.
+    async fn fit_to_host(&self) -> Result<RunSpec> {
+        let mut spec = self.project.spec.clone();
+        let host = self.engine.host_facts().await?;
+        let (cpus, why) = crate::policy::fit_cpus(spec.limits.cpus, spec.cpus_chosen_by, host.cpus);
+        if let Some(why) = why {
+            eprintln!("{} {why}", console::style("yolo:").bold());
+        }
+        spec.limits.cpus = cpus;
+        if !host.can_limit_disk() {
+            spec.disk_bytes = None;
+        }
+        Ok(spec)
+    }
+
     /// The baseline of the files the host runs, before anything of this session can write them.
     fn watch(&self) -> Result<()> {
         let spec = &self.project.spec;
@@ -573,7 +589,10 @@ impl Act<'_> {
         for path in spec.protected.iter().filter(|p| p.create_dir) {
             std::fs::create_dir_all(&path.host).map_err(|e| Error::io(&path.host, e))?;
         }
-        let id = engine.create_agent(spec, image, network, self.mode).await?;
+        let spec = self.fit_to_host().await?;
+        let id = engine
+            .create_agent(&spec, image, network, self.mode)
+            .await?;
         engine.start(&id).await?;
         Ok(id)
     }
