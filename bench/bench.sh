@@ -6,6 +6,7 @@
 # Traffic stays on this machine: the "internet" is our own containers.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+command -v hyperfine >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q hyperfine >/dev/null
 YOLO=${YOLO:-$here/../target/release/yolo}
 [ -x "$YOLO" ] || { echo "no yolo at $YOLO: run \`cargo build --release -p yolo\` or set YOLO" >&2; exit 1; }
 RUNS=${RUNS:-20}

@@ -104,6 +104,27 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         details: BTreeMap<String, serde_json::Value>,
     },
+    /// A file of the repository that the host runs (`.envrc`, a Makefile, `package.json`,
+    /// `.gitattributes`...) or that redirects the host's git (`.git/commondir`) changed while the
+    /// container could write it. Written by the CLI when it looks (after `run`, `exec`, `shell`,
+    /// and before `up` and `down`).
+    WatchedFile {
+        /// Relative to the mounted folder.
+        path: String,
+        /// added, modified, removed
+        change: String,
+        /// Git would read its config or hooks through this path (a planted `commondir`).
+        #[serde(default)]
+        git: bool,
+        /// A unified diff of the text (with the repository's control characters escaped), or
+        /// empty for a large or binary file.
+        #[serde(default)]
+        diff: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256_before: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256_after: Option<String>,
+    },
     /// Something yolo wants on record that fits no other kind (warnings, refusals).
     Notice {
         message: String,
@@ -121,6 +142,7 @@ impl EventKind {
         "connection",
         "firewall",
         "guard",
+        "watched_file",
         "notice",
     ];
 
@@ -135,6 +157,7 @@ impl EventKind {
             EventKind::Connection { .. } => "connection",
             EventKind::Firewall { .. } => "firewall",
             EventKind::Guard { .. } => "guard",
+            EventKind::WatchedFile { .. } => "watched_file",
             EventKind::Notice { .. } => "notice",
         }
     }
@@ -197,6 +220,14 @@ mod tests {
             EventKind::Guard {
                 status: s(),
                 details: BTreeMap::new(),
+            },
+            EventKind::WatchedFile {
+                path: s(),
+                change: s(),
+                git: false,
+                diff: s(),
+                sha256_before: None,
+                sha256_after: None,
             },
             EventKind::Notice { message: s() },
         ]

@@ -42,6 +42,12 @@ pub(crate) struct RunSpec {
     /// Extra security options (granted by the user); `no-new-privileges` is always set.
     pub(crate) security_opt: Vec<String>,
     pub(crate) limits: Limits,
+    /// Who chose `limits.cpus`: the engine's core count caps it differently (`fit_to_host`).
+    #[serde(skip)]
+    pub(crate) cpus_chosen_by: Chooser,
+    /// `[limits] disk`: the writable layer's size where the storage driver can limit it.
+    #[serde(skip)]
+    pub(crate) disk_bytes: Option<i64>,
     pub(crate) ports: Vec<PortPublish>,
     /// Labels set on the container (devcontainer.*, yolo's own, and safe `--label` runArgs).
     pub(crate) labels: BTreeMap<String, String>,
@@ -131,6 +137,15 @@ pub(crate) struct Limits {
     pub(crate) cpus: f64,
     pub(crate) memory_bytes: i64,
     pub(crate) pids: i64,
+}
+
+/// Who set a limit: yolo's default, the repository, or the user (config or flag).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Chooser {
+    #[default]
+    Default,
+    Repository,
+    User,
 }
 
 impl Default for Limits {

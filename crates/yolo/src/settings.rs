@@ -46,6 +46,9 @@ pub(crate) struct UpSettings {
     pub(crate) network: Option<NetworkMode>,
     /// The firewall guard's image, network and DNS options, from the config.
     pub(crate) guard: GuardSettings,
+    /// `[workspace] watch` (or `commands::watched::DEFAULT_WATCH`): files the host runs that the
+    /// agent may edit, flagged when they change.
+    pub(crate) watch: Vec<String>,
 }
 
 /// The firewall guard as the user's config sets it up.
@@ -115,6 +118,7 @@ impl UpSettings {
             upstream_dns,
             network: flags.network.map(NetworkMode::from),
             guard: GuardSettings::resolve(user)?,
+            watch: watch_list(user)?,
         })
     }
 }
@@ -199,12 +203,32 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
             list.clone()
         }
     };
+    let disk_bytes = match l.disk.as_deref() {
+        None => Some(policy::DEFAULT_DISK),
+        Some("none") => None,
+        Some(text) => Some(policy::check_disk(text).map_err(|e| config_error("limits.disk", e))?),
+    };
     Ok(UserLayer {
         limits,
         allow,
         presets,
         read_only,
+        disk_bytes,
     })
+}
+
+/// `[workspace] watch`, checked; unset, the defaults.
+fn watch_list(user: &UserConfig) -> Result<Vec<String>> {
+    use crate::commands::watched;
+    match &user.workspace.watch {
+        None => Ok(watched::DEFAULT_WATCH.map(String::from).to_vec()),
+        Some(list) => {
+            for entry in list {
+                watched::check_entry(entry).map_err(|e| config_error("workspace.watch", e))?;
+            }
+            Ok(list.clone())
+        }
+    }
 }
 
 /// `[agents.NAME] domains` join the allowlist when that agent runs: checked like `allow`.
@@ -386,6 +410,7 @@ mod tests {
                 allow: vec!["internal.example".into(), "10.0.0.0/8:5432".into()],
                 presets: vec!["crates".into(), "NPM".into()],
                 read_only: policy::DEFAULT_READ_ONLY.map(String::from).to_vec(),
+                disk_bytes: Some(policy::DEFAULT_DISK),
             }
         );
         assert_eq!(

@@ -37,6 +37,9 @@ pub(crate) struct UserWorkspace {
     /// Paths (relative to the repository; a trailing `/` for a folder) mounted read-only in the
     /// container. Unset: `policy::DEFAULT_READ_ONLY`. Set, it replaces the defaults.
     pub(crate) read_only: Option<Vec<String>>,
+    /// Globs (relative to the repository) of files the host runs that the agent may edit: each
+    /// change is flagged. Unset: `commands::watched::DEFAULT_WATCH`. Set, it replaces them.
+    pub(crate) watch: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -45,6 +48,9 @@ pub(crate) struct UserLimits {
     pub(crate) cpus: Option<f64>,
     pub(crate) memory: Option<String>,
     pub(crate) pids: Option<i64>,
+    /// Size of the container's writable layer, where the storage driver can limit it (a size
+    /// like "20g", or "none"). Default: `policy::DEFAULT_DISK`.
+    pub(crate) disk: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

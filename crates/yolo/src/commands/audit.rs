@@ -149,6 +149,17 @@ pub(crate) fn render(event: &Event) -> String {
                 serde_json::to_string(details).unwrap_or_default()
             )
         }
+        EventKind::WatchedFile {
+            path, change, git, ..
+        } => format!(
+            "{change} {}{}",
+            crate::visible::escape_controls(path),
+            if *git {
+                " (git reads its config through it)"
+            } else {
+                ""
+            }
+        ),
         EventKind::Notice { message } => message.clone(),
     };
     format!("{ts} {kind:<13} {text}")

@@ -93,6 +93,26 @@ fn print_report(r: &Report) -> usize {
         problems += 1;
         println!("✗ the kernel has no memory cgroup: memory limits will not apply");
     }
+    let (cpus, _) = crate::policy::fit_cpus(
+        crate::run_spec::Limits::default().cpus,
+        crate::run_spec::Chooser::Default,
+        r.host.cpus,
+    );
+    println!(
+        "✓ {} cores: a container gets {cpus} unless you set more (one is left for the host)",
+        r.host.cpus
+    );
+    if r.host.can_limit_disk() {
+        println!(
+            "✓ storage {}: the container's writable layer is limited ([limits] disk)",
+            r.host.storage()
+        );
+    } else {
+        println!(
+            "! storage {}: Docker cannot limit a container's writable layer here; disk use is not limited (docs/security-model.md)",
+            r.host.storage()
+        );
+    }
     problems
 }
 

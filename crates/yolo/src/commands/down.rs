@@ -27,6 +27,7 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
         }
         Err(e) => return Err(e),
     };
+    super::watched::report_and_print(&located.devcontainer_id, session::current(&state)?.as_ref());
     if remove {
         remove_all(&engine, &located, volumes).await?;
         state.created_hooks_done_for = None;

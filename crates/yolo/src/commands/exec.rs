@@ -71,6 +71,7 @@ pub(crate) async fn attach_with_env(
     // stop the command in the container too (`Engine::exec`).
     let _handled = crate::interrupt::Handled::enter();
     let result = runner.run(source, &name, &request, Output::Inherit).await?;
+    super::watched::report_and_print(&located.devcontainer_id, writer.as_ref());
     Ok(result.exit_code.clamp(0, 255) as i32)
 }
 

@@ -16,6 +16,7 @@ pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod status;
 pub(crate) mod up;
+pub(crate) mod watched;
 
 use crate::cli::{Cli, Command};
 use crate::engine::{Engine, Owner};

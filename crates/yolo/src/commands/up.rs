@@ -2,7 +2,7 @@
 //! it (`carry_out`): the image, the guard (verified) before the agent, the session, then the
 //! lifecycle hooks. Idempotent: a second `up` reuses what the first made.
 
-use super::{approval, hooks, network, session};
+use super::{approval, hooks, network, session, watched};
 use crate::agents::Agent;
 use crate::audit::Writer;
 use crate::cli::Target;
@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::firewall::control::Request;
 use crate::firewall::{mode_name, NetworkMode};
 use crate::project::Project;
-use crate::run_spec::{ImageSource, MountKind};
+use crate::run_spec::{ImageSource, MountKind, RunSpec};
 use crate::settings::UpSettings;
 use crate::state::WorkspaceState;
 use crate::user_config::UserConfig;
@@ -110,6 +110,9 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
     let spec = &project.spec;
     let _lock = lock::acquire(&spec.devcontainer_id, "up").await?;
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
+    // What changed in the files the host runs since yolo last looked (say, in VS Code between
+    // two runs) goes to the session it happened in.
+    watched::report_and_print(&spec.devcontainer_id, session::current(&state)?.as_ref());
     approval::check(project, &mut state)?;
     state.save(&spec.devcontainer_id)?;
     // Checked before any Docker work, so a bad pattern changes nothing.
@@ -557,6 +560,7 @@ impl Act<'_> {
             "closed by a new start",
         )?;
         state.save(&spec.devcontainer_id)?;
+        self.watch()?;
         hooks::initialize(self.project, &writer, approved).await?;
         // The image first: a failing build or pull leaves nothing half made behind.
         let image = match agent {
@@ -581,6 +585,36 @@ impl Act<'_> {
             image,
             writer,
         })
+    }
+
+    /// The spec with its limits fitted to the engine's machine: CPUs leave the host a core
+    /// (unless the user asked for them), and the disk limit only where the driver has one.
+    async fn fit_to_host(&self) -> Result<RunSpec> {
+        let mut spec = self.project.spec.clone();
+        let host = self.engine.host_facts().await?;
+        let (cpus, why) = crate::policy::fit_cpus(spec.limits.cpus, spec.cpus_chosen_by, host.cpus);
+        if let Some(why) = why {
+            eprintln!("{} {why}", console::style("yolo:").bold());
+        }
+        spec.limits.cpus = cpus;
+        if !host.can_limit_disk() {
+            spec.disk_bytes = None;
+        }
+        Ok(spec)
+    }
+
+    /// The baseline of the files the host runs, before anything of this session can write them.
+    fn watch(&self) -> Result<()> {
+        let spec = &self.project.spec;
+        let mount = &spec.workspace_mount;
+        if mount.kind != MountKind::Bind {
+            return Ok(());
+        }
+        watched::start(
+            &spec.devcontainer_id,
+            std::path::Path::new(&mount.source),
+            &self.project.settings.watch,
+        )
     }
 
     /// What goes before a new session: removed what is recreated or not needed, stopped a
@@ -643,7 +677,10 @@ impl Act<'_> {
         for path in spec.protected.iter().filter(|p| p.create_dir) {
             std::fs::create_dir_all(&path.host).map_err(|e| Error::io(&path.host, e))?;
         }
-        let id = engine.create_agent(spec, image, network, self.mode).await?;
+        let spec = self.fit_to_host().await?;
+        let id = engine
+            .create_agent(&spec, image, network, self.mode)
+            .await?;
         engine.start(&id).await?;
         Ok(id)
     }

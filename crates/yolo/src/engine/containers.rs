@@ -127,6 +127,8 @@ impl Engine {
     }
 
     /// Create the agent container (not started), joined to `network`, labelled for `mode`.
+    /// Create the agent container. A storage driver that refuses the writable-layer limit after
+    /// all (overlay2 on xfs without `pquota`) gets the container without it, and a warning.
     pub(crate) async fn create_agent(
         &self,
         spec: &RunSpec,
@@ -134,10 +136,25 @@ impl Engine {
         network: &NetworkAttach,
         mode: NetworkMode,
     ) -> Result<String> {
+        let creating = || format!("creating container {}", spec.container_name);
         let body = agent_body(spec, image, network, mode);
-        self.create(&spec.container_name, body)
-            .await
-            .map_err(|e| Error::docker(format!("creating container {}", spec.container_name), e))
+        match self.create(&spec.container_name, body).await {
+            Err(e) if spec.disk_bytes.is_some() && e.contains("storage-opt") => {
+                eprintln!(
+                    "{} the storage driver refused a disk limit ({e}); the container's writable layer is not limited",
+                    console::style("warning:").yellow().bold()
+                );
+                let unlimited = RunSpec {
+                    disk_bytes: None,
+                    ..spec.clone()
+                };
+                let body = agent_body(&unlimited, image, network, mode);
+                self.create(&spec.container_name, body)
+                    .await
+                    .map_err(|e| Error::docker(creating(), e))
+            }
+            other => other.map_err(|e| Error::docker(creating(), e)),
+        }
     }
 
     /// Create a container; the error is Docker's message.
@@ -365,6 +382,9 @@ fn agent_host_config(spec: &RunSpec, network: &NetworkAttach) -> HostConfig {
         extra_hosts: (!spec.extra_hosts.is_empty() && network.owns_namespace())
             .then(|| spec.extra_hosts.clone()),
         shm_size: spec.shm_size,
+        storage_opt: spec
+            .disk_bytes
+            .map(|bytes| HashMap::from([("size".to_string(), bytes.to_string())])),
         devices: (!spec.devices.is_empty())
             .then(|| spec.devices.iter().map(|d| device(d)).collect()),
         ..hardened_host_config(&hardening)
@@ -424,6 +444,8 @@ mod tests {
             privileged: false,
             security_opt: vec![],
             limits: Limits::default(),
+            cpus_chosen_by: Default::default(),
+            disk_bytes: Some(1 << 30),
             ports: vec![PortPublish {
                 host: 18080,
                 container: 8080,
@@ -490,6 +512,8 @@ mod tests {
         assert_eq!(host.privileged, Some(false));
         assert_eq!(host.pid_mode.as_deref(), Some("host"));
         assert_eq!(host.devices.map(|d| d.len()), Some(1));
+        let disk = host.storage_opt.unwrap_or_default();
+        assert_eq!(disk.get("size").map(String::as_str), Some("1073741824"));
         let mounts = host.mounts.unwrap();
         assert_eq!(mounts[0].target.as_deref(), Some("/workspace"));
         assert_eq!(mounts[1].read_only, Some(true));

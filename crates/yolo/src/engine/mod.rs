@@ -19,7 +19,7 @@ mod types;
 pub(crate) use exec::{ExecRequest, ExecResult, Output};
 pub(crate) use guard::{log_dir, GuardSpec, DEFAULT_BASE, GUARD_LOG_DIR};
 pub(crate) use types::{
-    Container, Found, Made, NetworkAttach, Owner, ProjectNetwork, Report, Role,
+    Container, Found, HostFacts, Made, NetworkAttach, Owner, ProjectNetwork, Report, Role,
 };
 
 use crate::error::{Error, Result};
@@ -59,6 +59,7 @@ impl Engine {
             .await
             .map_err(|e| Error::docker("asking the engine about itself", message(&e)))?;
         let text = |v: Option<String>| v.unwrap_or_default();
+        let host = host_facts(&info);
         Ok(Report {
             version: text(version.version),
             api_version: text(version.api_version),
@@ -75,7 +76,18 @@ impl Engine {
             cgroup_version: text(info.cgroup_version.map(|d| d.to_string())),
             pids_limit: info.pids_limit,
             memory_limit: info.memory_limit,
+            host,
         })
+    }
+
+    /// The engine machine's cores and storage driver.
+    pub(crate) async fn host_facts(&self) -> Result<HostFacts> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| Error::docker("asking the engine about itself", message(&e)))?;
+        Ok(host_facts(&info))
     }
 
     async fn version(&self) -> Result<bollard::models::SystemVersion> {
@@ -83,6 +95,19 @@ impl Engine {
             .version()
             .await
             .map_err(|e| Error::docker("asking the engine for its version", message(&e)))
+    }
+}
+
+fn host_facts(info: &bollard::models::SystemInfo) -> HostFacts {
+    let backing_fs = info.driver_status.iter().flatten().find_map(|pair| {
+        (pair.first().map(String::as_str) == Some("Backing Filesystem"))
+            .then(|| pair.get(1).cloned())
+            .flatten()
+    });
+    HostFacts {
+        cpus: info.ncpu.unwrap_or(1),
+        storage_driver: info.driver.clone().unwrap_or_default(),
+        backing_fs,
     }
 }
 

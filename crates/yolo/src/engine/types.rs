@@ -166,4 +166,59 @@ pub(crate) struct Report {
     /// Whether the kernel enforces process and memory limits (None: not reported).
     pub(crate) pids_limit: Option<bool>,
     pub(crate) memory_limit: Option<bool>,
+    pub(crate) host: HostFacts,
+}
+
+/// What the engine's machine has, for fitting a container's limits to it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct HostFacts {
+    /// Cores the engine sees (`NCPU`).
+    pub(crate) cpus: i64,
+    /// overlay2, btrfs, zfs, devicemapper, vfs...
+    pub(crate) storage_driver: String,
+    /// The file system under overlay2 ("xfs", "extfs"...), when the driver says.
+    pub(crate) backing_fs: Option<String>,
+}
+
+impl HostFacts {
+    /// Whether the storage driver can limit a container's writable layer (`storage-opt size`):
+    /// overlay2 only on xfs (mounted with `pquota`, which the engine does not report, so a
+    /// refusal is still possible), btrfs, zfs and devicemapper always.
+    pub(crate) fn can_limit_disk(&self) -> bool {
+        match self.storage_driver.as_str() {
+            "overlay2" => self.backing_fs.as_deref() == Some("xfs"),
+            "btrfs" | "zfs" | "devicemapper" => true,
+            _ => false,
+        }
+    }
+
+    /// The storage setup in words, for messages.
+    pub(crate) fn storage(&self) -> String {
+        match &self.backing_fs {
+            Some(fs) => format!("{} on {fs}", self.storage_driver),
+            None => self.storage_driver.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_limits_where_the_storage_driver_has_them() {
+        let facts = |driver: &str, fs: Option<&str>| HostFacts {
+            cpus: 2,
+            storage_driver: driver.into(),
+            backing_fs: fs.map(String::from),
+        };
+        assert!(facts("overlay2", Some("xfs")).can_limit_disk());
+        assert!(!facts("overlay2", Some("extfs")).can_limit_disk());
+        assert!(facts("btrfs", None).can_limit_disk());
+        assert!(!facts("vfs", None).can_limit_disk());
+        assert_eq!(
+            facts("overlay2", Some("extfs")).storage(),
+            "overlay2 on extfs"
+        );
+    }
 }

@@ -33,6 +33,8 @@ impl Eval<'_> {
             privileged: false,
             security_opt: Vec::new(),
             limits: Limits::default(),
+            cpus_chosen_by: Default::default(),
+            disk_bytes: self.input.user.disk_bytes,
             ports: Vec::new(),
             labels: Default::default(),
             hostname: None,

@@ -5,7 +5,7 @@
 
 use super::{Eval, Flags};
 use crate::error::{Error, Result};
-use crate::run_spec::Limits;
+use crate::run_spec::{Chooser, Limits};
 use std::fmt;
 use std::num::{ParseFloatError, ParseIntError};
 
@@ -44,7 +44,7 @@ impl LimitLayer {
         })
     }
 
-    fn apply(self, limits: &mut Limits) {
+    fn apply(&self, limits: &mut Limits) {
         limits.cpus = self.cpus.unwrap_or(limits.cpus);
         limits.memory_bytes = self.memory.unwrap_or(limits.memory_bytes);
         limits.pids = self.pids.unwrap_or(limits.pids);
@@ -108,6 +108,42 @@ impl std::error::Error for LimitError {
             LimitError::PidsText { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+/// The CPUs a container gets on an engine with `host_cpus` cores, and why it is fewer than asked
+/// (None when it is not). Docker refuses more CPUs than the engine has; beyond that, what yolo
+/// and the repository choose leaves one core to the host (half a core on a one-core engine) so a
+/// busy agent cannot make the machine unusable; only the user may take every core.
+pub(crate) fn fit_cpus(cpus: f64, chosen_by: Chooser, host_cpus: i64) -> (f64, Option<String>) {
+    let host = host_cpus.max(1) as f64;
+    let cap = match chosen_by {
+        Chooser::User => host,
+        _ => (host - 1.0).max(0.5),
+    };
+    if cpus <= cap {
+        return (cpus, None);
+    }
+    let why = match chosen_by {
+        Chooser::User => format!(
+            "you asked for {cpus} CPUs and the engine has {host_cpus}: the container gets {cap}"
+        ),
+        Chooser::Repository => format!(
+            "the repository asks for {cpus} CPUs; yolo leaves one of the engine's {host_cpus} cores to the host, so the container gets {cap} (set [limits] cpus or --cpus to give more)"
+        ),
+        Chooser::Default => return (cap, None),
+    };
+    (cap, Some(why))
+}
+
+/// A writable-layer size: at least 64 MiB (less cannot hold a package install).
+pub(crate) fn check_disk(text: &str) -> Result<i64, String> {
+    match parse_size(text) {
+        Some(bytes) if bytes >= 64 << 20 => Ok(bytes),
+        Some(_) => Err(format!("\"{text}\" is less than the 64m a container needs")),
+        None => Err(format!(
+            "\"{text}\" is not a size like 20g or 512m (or \"none\" for no limit)"
+        )),
     }
 }
 
@@ -191,14 +227,28 @@ fn size_bytes(number: &str, shift: u32) -> Option<i64> {
 
 impl Eval<'_> {
     /// defaults < hostRequirements < customizations.yolo.limits < runArgs < user config < flags.
-    pub(super) fn limits(&self) -> Result<Limits> {
+    pub(super) fn limits(&self) -> Result<(Limits, Chooser)> {
         let mut limits = Limits::default();
-        self.host_requirements()?.apply(&mut limits);
-        self.yolo_limits()?.apply(&mut limits);
-        self.run_limits.apply(&mut limits);
-        self.input.user.limits.apply(&mut limits);
-        flag_limits(self.input.flags)?.apply(&mut limits);
-        Ok(limits)
+        let repository = [
+            self.host_requirements()?,
+            self.yolo_limits()?,
+            self.run_limits,
+        ];
+        let user = [self.input.user.limits, flag_limits(self.input.flags)?];
+        let mut chosen_by = Chooser::Default;
+        for layer in &repository {
+            layer.apply(&mut limits);
+            if layer.cpus.is_some() {
+                chosen_by = Chooser::Repository;
+            }
+        }
+        for layer in &user {
+            layer.apply(&mut limits);
+            if layer.cpus.is_some() {
+                chosen_by = Chooser::User;
+            }
+        }
+        Ok((limits, chosen_by))
     }
 
     fn host_requirements(&self) -> Result<LimitLayer> {
@@ -254,6 +304,41 @@ mod tests {
     use super::super::test_support::*;
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn cpus_leave_the_host_a_core_unless_the_user_asks() {
+        assert_eq!(fit_cpus(2.0, Chooser::Default, 2), (1.0, None));
+        assert_eq!(fit_cpus(2.0, Chooser::Default, 8), (2.0, None));
+        assert_eq!(fit_cpus(2.0, Chooser::Default, 1), (0.5, None));
+        let (cpus, why) = fit_cpus(4.0, Chooser::Repository, 4);
+        assert_eq!(cpus, 3.0);
+        assert!(why.unwrap().contains("the repository asks for 4 CPUs"));
+        assert_eq!(fit_cpus(2.0, Chooser::User, 2), (2.0, None));
+        let (cpus, why) = fit_cpus(16.0, Chooser::User, 2);
+        assert_eq!(cpus, 2.0);
+        assert!(why.unwrap().contains("the engine has 2"));
+    }
+
+    #[test]
+    fn who_chose_the_cpus_is_known() {
+        let by = case(with_image(json!({}))).run().unwrap().cpus_chosen_by;
+        assert_eq!(by, Chooser::Default);
+        let repo = with_image(json!({"hostRequirements": {"cpus": 3}}));
+        assert_eq!(
+            case(repo.clone()).run().unwrap().cpus_chosen_by,
+            Chooser::Repository
+        );
+        let mut c = case(repo);
+        c.flags.cpus = Some(1.0);
+        assert_eq!(c.run().unwrap().cpus_chosen_by, Chooser::User);
+    }
+
+    #[test]
+    fn disk_sizes() {
+        assert_eq!(check_disk("20g"), Ok(20 << 30));
+        assert!(check_disk("1m").unwrap_err().contains("64m"));
+        assert!(check_disk("lots").unwrap_err().contains("not a size"));
+    }
 
     #[test]
     fn parse_size_units() {

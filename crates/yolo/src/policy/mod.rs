@@ -51,9 +51,11 @@ mod workspace;
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use grants::{grant_help, Grant};
-pub(crate) use limits::{check_cpus, check_memory, LimitLayer};
+pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, LimitLayer};
 pub(crate) use paths::git_root;
-pub(crate) use protect::{check_entry as check_read_only_entry, DEFAULT_READ_ONLY};
+pub(crate) use protect::{
+    check_entry as check_read_only_entry, submodule_git_dirs, DEFAULT_READ_ONLY,
+};
 
 use crate::devcontainer::model::{DevContainer, YoloCustomization};
 use crate::error::{Error, Result};
@@ -87,7 +89,12 @@ pub(crate) struct UserLayer {
     pub(crate) presets: Vec<String>,
     /// `[workspace] read_only` (or the defaults), each a relative path (`protect::check_entry`).
     pub(crate) read_only: Vec<String>,
+    /// `[limits] disk` (default `DEFAULT_DISK`); `None`: `disk = "none"`, not limited.
+    pub(crate) disk_bytes: Option<i64>,
 }
+
+/// The writable layer's size limit when the user sets none (where the storage driver can).
+pub(crate) const DEFAULT_DISK: i64 = 20 << 30;
 
 /// A config file that says nothing: no limits, no additions, the default read-only paths.
 impl Default for UserLayer {
@@ -97,6 +104,7 @@ impl Default for UserLayer {
             allow: Vec::new(),
             presets: Vec::new(),
             read_only: DEFAULT_READ_ONLY.map(String::from).to_vec(),
+            disk_bytes: Some(DEFAULT_DISK),
         }
     }
 }
@@ -124,7 +132,7 @@ pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
     eval.apply_security(&mut spec)?;
     eval.apply_mounts(&mut spec)?;
     eval.apply_run_args(&mut spec)?;
-    spec.limits = eval.limits()?;
+    (spec.limits, spec.cpus_chosen_by) = eval.limits()?;
     spec.ports = eval.ports(&spec)?;
     spec.initialize_command = eval.initialize_command()?;
     spec.grants_used = eval.used.clone();

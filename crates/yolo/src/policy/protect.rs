@@ -11,6 +11,12 @@
 //! point must exist; the agent could otherwise create the folder itself), unless it is a file
 //! (an entry without a trailing `/` that is absent is left alone: yolo will not invent a file).
 //!
+//! `.git/modules/` is read-only as a whole (no submodule can be added from inside), but the git
+//! folder of each submodule already there is bound read-write again so commits inside it keep
+//! working, with its own `config`, `hooks/`, `info/` and `modules/` read-only in turn, and the
+//! submodule's `.git` file (its pointer to that folder, found through `core.worktree`) read-only
+//! too: rewritten, it would send the host's git to a folder the agent filled.
+//!
 //! Not here: creating those folders (a side effect, `commands::up` does it) and the paths the
 //! agent may legitimately edit but the host also runs (`.envrc`, `Makefile`): those are flagged
 //! by the file audit, not blocked.
@@ -22,10 +28,15 @@ use crate::run_spec::{Mount, MountKind, Protected};
 use std::path::{Component, Path, PathBuf};
 
 /// The default list: what git, VS Code, JetBrains IDEs and yolo itself run from a repository.
-pub(crate) const DEFAULT_READ_ONLY: [&str; 6] = [
+/// `.git/modules/` and `.git/worktrees/` hold the git folders of submodules and linked worktrees,
+/// each with a `config` and `hooks` of its own that the host's git runs (`git status` in the
+/// superproject looks into every submodule).
+pub(crate) const DEFAULT_READ_ONLY: [&str; 8] = [
     ".git/hooks/",
     ".git/config",
     ".git/info/",
+    ".git/modules/",
+    ".git/worktrees/",
     ".devcontainer/",
     ".vscode/",
     ".idea/",
@@ -62,6 +73,19 @@ impl Eval<'_> {
         for root in &roots {
             for entry in &self.input.user.read_only {
                 self.protect(&source, &mount.target, root, entry, &mut out)?;
+            }
+            let modules = self.input.user.read_only.iter().any(|e| {
+                let e = e.trim_end_matches('/');
+                e == ".git/modules" || e == ".git"
+            });
+            if modules && root.join(".git").is_dir() {
+                self.reopen_submodules(
+                    &source,
+                    &mount.target,
+                    &root.join(".git/modules"),
+                    0,
+                    &mut out,
+                )?;
             }
         }
         if let Ok(rel) = self.input.config_file.strip_prefix(&source) {
@@ -126,6 +150,57 @@ impl Eval<'_> {
         Ok(())
     }
 
+    /// Inside the read-only `modules` folder of a git folder: each submodule's git folder bound
+    /// read-write again, with what git runs from it read-only (and its own submodules the same
+    /// way, to `MAX_MODULE_DEPTH`).
+    fn reopen_submodules(
+        &self,
+        source: &Path,
+        target: &str,
+        modules: &Path,
+        depth: usize,
+        out: &mut Vec<Protected>,
+    ) -> Result<()> {
+        for gitdir in submodule_git_dirs(modules) {
+            self.reject_link(&gitdir)?;
+            push(out, source, target, &gitdir, false, false);
+            for (name, dir) in [
+                ("config", false),
+                ("hooks", true),
+                ("info", true),
+                ("modules", true),
+            ] {
+                let host = gitdir.join(name);
+                self.reject_link(&host)?;
+                let exists = host.exists();
+                if exists || dir {
+                    push(out, source, target, &host, true, !exists);
+                }
+            }
+            // The pointer and the folders leading to it, anchored like any entry (a folder of
+            // the working tree could otherwise be moved aside with the pointer in it).
+            if let Some(rel) = submodule_pointer(&gitdir)
+                .and_then(|p| p.strip_prefix(source).ok().map(Path::to_path_buf))
+            {
+                let entry = slash_path(&rel);
+                if check_entry(&entry).is_ok() {
+                    self.protect(source, target, source, &entry, out)?;
+                }
+            }
+            if depth + 1 < MAX_MODULE_DEPTH {
+                self.reopen_submodules(source, target, &gitdir.join("modules"), depth + 1, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn reject_link(&self, host: &Path) -> Result<()> {
+        match std::fs::symlink_metadata(host) {
+            Ok(m) if m.file_type().is_symlink() => Err(self.planted_link(host)),
+            _ => Ok(()),
+        }
+    }
+
     fn planted_link(&self, host: &Path) -> Error {
         Error::Refused {
             file: self.file(),
@@ -135,6 +210,81 @@ impl Eval<'_> {
             grant: "nothing: replace the link with the folder or file itself (or take the path out of [workspace] read_only in your yolo config)".into(),
         }
     }
+}
+
+/// How deep submodules of submodules are followed.
+const MAX_MODULE_DEPTH: usize = 8;
+
+/// Add a bind of `host` over itself, replacing an entry with the same target.
+fn push(
+    out: &mut Vec<Protected>,
+    source: &Path,
+    target: &str,
+    host: &Path,
+    read_only: bool,
+    create_dir: bool,
+) {
+    let container = container_path(source, target, host);
+    out.retain(|p| p.target != container);
+    out.push(Protected {
+        host: host.to_path_buf(),
+        target: container,
+        read_only,
+        create_dir,
+    });
+}
+
+/// The git folders below a `modules` folder: a submodule's name may hold slashes, so a folder
+/// that is not a git folder (no `HEAD`) is searched further down.
+pub(crate) fn submodule_git_dirs(modules: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        dirs.sort();
+        for d in dirs {
+            if d.join("HEAD").is_file() {
+                out.push(d);
+            } else if depth < MAX_MODULE_DEPTH {
+                walk(&d, depth + 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(modules, 0, &mut out);
+    out
+}
+
+/// The `.git` file in a submodule's working tree that points at `gitdir`: the working tree is
+/// the `core.worktree` of the git folder's config, relative to the git folder.
+fn submodule_pointer(gitdir: &Path) -> Option<PathBuf> {
+    let config = std::fs::read_to_string(gitdir.join("config")).ok()?;
+    let mut in_core = false;
+    for line in config.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_core = line
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .trim()
+                .eq_ignore_ascii_case("core");
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_core && key.trim().eq_ignore_ascii_case("worktree") {
+            let value = value.trim().trim_matches('"');
+            let tree = super::paths::normalize_path(&gitdir.join(value))?;
+            return Some(tree.join(".git"));
+        }
+    }
+    None
 }
 
 /// Where `host` (below the mounted folder `source`) appears in the container.
@@ -195,6 +345,8 @@ mod tests {
             ("/workspace/.git/hooks", true, false),
             ("/workspace/.git/config", true, false),
             ("/workspace/.git/info", true, true),
+            ("/workspace/.git/modules", true, true),
+            ("/workspace/.git/worktrees", true, true),
             ("/workspace/.devcontainer", true, false),
             ("/workspace/.vscode", true, true),
             ("/workspace/.idea", true, true),
@@ -204,6 +356,60 @@ mod tests {
             .map(|(t, r, c)| (t.to_string(), *r, *c))
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_submodules_git_folder_is_writable_but_what_git_runs_from_it_is_not() {
+        let dir = repo(&[
+            ".git/hooks/",
+            ".git/config",
+            ".git/modules/libs/a/HEAD",
+            ".git/modules/libs/a/objects/",
+            ".git/modules/libs/a/hooks/",
+            ".git/modules/libs/a/modules/b/HEAD",
+            "libs/a/.git",
+            "libs/a/b/.git",
+        ]);
+        std::fs::write(
+            dir.path().join(".git/modules/libs/a/config"),
+            "[core]\n\tbare = false\n\tworktree = ../../../../libs/a\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join(".git/modules/libs/a/modules/b/config"),
+            "[core]\n\tworktree = \"../../../../../../libs/a/b\"\n",
+        )
+        .unwrap();
+        let got = targets(&protected_in(&dir).unwrap());
+        let has = |t: &str, ro: bool| {
+            assert!(
+                got.iter()
+                    .any(|(target, r, _)| target == &format!("/workspace/{t}") && *r == ro),
+                "{t} read_only={ro} in {got:#?}"
+            )
+        };
+        has(".git/modules", true);
+        has(".git/worktrees", true);
+        has(".git/modules/libs/a", false);
+        has(".git/modules/libs/a/config", true);
+        has(".git/modules/libs/a/hooks", true);
+        has(".git/modules/libs/a/info", true);
+        has(".git/modules/libs/a/modules", true);
+        has(".git/modules/libs/a/modules/b", false);
+        has(".git/modules/libs/a/modules/b/config", true);
+        has("libs", false);
+        has("libs/a", false);
+        has("libs/a/.git", true);
+        has("libs/a/b", false);
+        has("libs/a/b/.git", true);
+    }
+
+    #[test]
+    fn a_planted_link_in_a_submodule_is_refused() {
+        let dir = repo(&[".git/hooks/", ".git/config", ".git/modules/a/HEAD"]);
+        std::os::unix::fs::symlink("/etc", dir.path().join(".git/modules/a/hooks")).unwrap();
+        let (_, value, _) = refused(spec_in(&dir));
+        assert!(value.contains("modules/a/hooks"), "{value}");
     }
 
     #[test]

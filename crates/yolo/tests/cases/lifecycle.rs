@@ -491,3 +491,72 @@ fn a_container_whose_guard_is_gone_is_recreated_and_up_says_why() {
         human.stderr()
     );
 }
+
+/// The engine's cores and whether its storage driver can limit a writable layer, from `docker`.
+fn engine_cpus_and_disk_limit() -> (f64, bool) {
+    let info = docker(&[
+        "info",
+        "--format",
+        "{{.NCPU}} {{.Driver}} {{json .DriverStatus}}",
+    ]);
+    let cpus: f64 = info.split_whitespace().next().unwrap().parse().unwrap();
+    let disk = info.contains("btrfs")
+        || info.contains("zfs")
+        || info.contains("devicemapper")
+        || (info.contains("overlay2") && info.contains(r#"["Backing Filesystem","xfs"]"#));
+    (cpus, disk)
+}
+
+#[test]
+fn default_and_repository_limits_leave_the_host_a_core_and_the_user_decides() {
+    let (host, can_limit_disk) = engine_cpus_and_disk_limit();
+    let kept = (host - 1.0).max(0.5);
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let (_, out) = t.up(&[]);
+    let id = out["container"]["id"].as_str().unwrap().to_string();
+    let host_config = &inspect(&id)["HostConfig"];
+    assert_eq!(
+        host_config["NanoCpus"].as_f64().unwrap() / 1e9,
+        kept.min(2.0),
+        "yolo's default of 2 CPUs leaves the host a core"
+    );
+    // The writable layer is limited exactly where the storage driver can.
+    assert_eq!(
+        host_config["StorageOpt"]["size"].is_string(),
+        can_limit_disk,
+        "{host_config}"
+    );
+
+    // The repository cannot take every core either; it is told how much it got.
+    t.devcontainer(&format!(
+        r#"{{"image": "debian:bookworm-slim", "hostRequirements": {{"cpus": {}}}}}"#,
+        host as i64 + 2
+    ));
+    let (run, out) = t.up(&["--rebuild", "--accept-config"]);
+    run.assert_stderr_contains("yolo leaves one of the engine's");
+    let id = out["container"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        inspect(&id)["HostConfig"]["NanoCpus"].as_f64().unwrap() / 1e9,
+        kept
+    );
+
+    // The user may give it every core, and no more than the engine has.
+    let (_, out) = t.up(&["--rebuild", "--cpus", &format!("{}", host + 3.0)]);
+    let id = out["container"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        inspect(&id)["HostConfig"]["NanoCpus"].as_f64().unwrap() / 1e9,
+        host
+    );
+}
+
+#[test]
+fn a_bad_disk_limit_is_a_config_error() {
+    let t = Test::without_docker();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.user_config("[limits]\ndisk = \"lots\"\n");
+    t.yolo(&["up"])
+        .fails_with(65)
+        .assert_stderr_contains("limits.disk")
+        .assert_stderr_contains("is not a size like 20g");
+}
