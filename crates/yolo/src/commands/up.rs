@@ -104,6 +104,7 @@ fn print_outcome(o: &Outcome) {
 
 /// Bring the project's container up; shared by `up` and `run` (which adds its agent, whose
 /// domains join the allowlist).
+///
 /// One `up` at a time per workspace (`lock`): a second waits. A failed or interrupted `up`
 /// removes what it made (`roll_back`).
 pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> Result<Outcome> {
