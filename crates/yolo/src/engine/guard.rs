@@ -174,10 +174,16 @@ impl Engine {
             Ok(_) => return Ok(()),
             Err(e) if is_not_found(&e) => {}
             Err(e) => {
-                return Err(Error::docker(
-                    format!("inspecting network {name}"),
-                    message(&e),
-                ))
+                let message = message(&e);
+                // Docker lets two networks share a name; then it finds neither by it.
+                let hint = message.contains("ambiguous").then(|| {
+                    "more than one network has this name (left by an older yolo); `yolo down --remove` removes them".to_string()
+                });
+                return Err(Error::Docker {
+                    action: format!("inspecting network {name}"),
+                    message,
+                    hint,
+                });
             }
         }
         let request = NetworkCreateRequest {

@@ -208,6 +208,63 @@ fn status_shows_leftovers_and_down_remove_takes_them_all_without_yolos_state() {
     t.up(&[]);
 }
 
+/// A second network named like `name` with yolo's labels for workspace `id`, made the way two
+/// `up`s at once used to: through the API, which (unlike the docker CLI) does not refuse a name
+/// already taken.
+#[cfg(unix)]
+fn duplicate_network(t: &Test, name: &str, id: &str) {
+    use std::io::{Read, Write};
+    let socket = std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(str::to_string))
+        .unwrap_or_else(|| "/var/run/docker.sock".into());
+    let body = serde_json::json!({
+        "Name": name,
+        "CheckDuplicate": false,
+        "Labels": {"dev.yolo.managed": "true", "dev.yolo.id": id, LABEL: t.id},
+    })
+    .to_string();
+    let mut stream = std::os::unix::net::UnixStream::connect(&socket).expect("the docker socket");
+    write!(
+        stream,
+        "POST /v1.41/networks/create HTTP/1.0\r\nHost: docker\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 201"), "{answer}");
+}
+
+#[cfg(unix)]
+#[test]
+fn two_networks_with_one_name_are_shown_and_down_remove_makes_the_workspace_usable_again() {
+    let t = Test::new();
+    t.devcontainer(IMAGE);
+    let (_, out) = t.up(&[]);
+    let name = out["container"]["name"].as_str().unwrap().to_string();
+    let id = inspect(&name)["Config"]["Labels"]["dev.yolo.id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let network = format!("{name}-net");
+    duplicate_network(&t, &network, &id);
+    assert_eq!(networks_named(&network).len(), 2);
+    t.yolo(&["status"])
+        .ok()
+        .assert_stdout_contains(&format!("one of 2 networks named {network}"));
+    // A new guard needs the network by name, which Docker no longer resolves.
+    t.yolo(&["up", "--rebuild"])
+        .fails_with(69)
+        .assert_stderr_contains("is ambiguous")
+        .assert_stderr_contains("`yolo down --remove` removes them");
+    t.yolo(&["down", "--remove"]).ok();
+    assert!(networks_named(&network).is_empty());
+    let (_, again) = t.up(&[]);
+    assert_eq!(again["action"], "created");
+    assert_eq!(networks_named(&network).len(), 1);
+}
+
 #[test]
 fn two_ups_at_once_make_one_of_everything_and_one_waits() {
     let t = Test::new();
