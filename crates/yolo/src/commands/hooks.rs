@@ -327,6 +327,8 @@ async fn run_on_host(
         let status = tokio::process::Command::new(program)
             .args(args)
             .current_dir(cwd)
+            // An interrupted `up` drops this future (and rolls back): the command goes with it.
+            .kill_on_drop(true)
             .status()
             .await
             .map_err(|e| {
