@@ -376,3 +376,19 @@ fn ctrl_c_while_up_builds_the_image_leaves_nothing_behind_and_closes_the_session
         .expect("the session this up opened is closed");
     assert_eq!(stop["reason"], "yolo up failed: interrupted (SIGINT)");
 }
+
+#[test]
+fn down_waits_for_the_up_that_holds_the_workspace() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "postCreateCommand": "sleep 4"}"#);
+    let up = spawn(&t, &["up"]);
+    wait_until(120, "the hook to run", || {
+        t.agents().first().is_some_and(|a| runs(a, "sleep 4"))
+    });
+    let down = t.yolo(&["down"]).ok();
+    down.assert_stderr_contains("yolo: waiting for another yolo up on this workspace (pid ");
+    finish(up, 60).ok();
+    // down came second: what up started, down stopped.
+    let agent = t.agents()[0].clone();
+    assert_eq!(inspect(&agent)["State"]["Running"], false);
+}
