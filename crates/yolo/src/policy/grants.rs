@@ -7,7 +7,7 @@ use super::paths::normalize_path;
 use crate::error::{Error, Result};
 use crate::user_config::UserConfig;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 /// One thing the user grants, parsed once from `--grant NAME` or `grants = [..]`.
@@ -299,6 +299,11 @@ impl Grants {
     /// Some `host-mount` grant, of any path.
     pub(crate) fn any_host_mount(&self) -> bool {
         self.0.iter().any(|g| matches!(g, Grant::HostMount(_)))
+    }
+
+    /// Whether a `host-mount` grant covers `path` (the whole host, or a folder holding it).
+    pub(crate) fn host_mount_covers(&self, path: &Path) -> bool {
+        self.find(&Need::HostMount(path.to_path_buf())).is_some()
     }
 
     /// The first grant that allows `need`.
