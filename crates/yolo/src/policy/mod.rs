@@ -53,7 +53,7 @@ pub(crate) use grants::Grants;
 pub(crate) use build::OUTSIDE_DOCKERFILE;
 pub(crate) use grants::{grant_help, Grant};
 pub(crate) use limits::{check_cpus, check_memory, LimitLayer};
-pub(crate) use paths::{git_root, slash_path};
+pub(crate) use paths::{git_root, normalize_path, slash_path};
 pub(crate) use protect::{check_entry as check_read_only_entry, DEFAULT_READ_ONLY};
 
 use crate::devcontainer::model::{DevContainer, YoloCustomization};
