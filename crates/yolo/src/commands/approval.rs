@@ -115,26 +115,25 @@ fn relative(path: &Path, workspace: &Path) -> String {
         .to_string()
 }
 
-/// The workspace files an `initializeCommand` names: every word of its command lines (split at
-/// blanks and shell punctuation, run from the workspace) that is a file or a link inside the
-/// workspace, e.g. `./scripts/init.sh` or `bash .devcontainer/init.sh`. It runs on the host, so
-/// a rewritten script must meet the approval before the host runs it.
+/// Programs whose first argument is the script they run (`bash .devcontainer/init.sh`).
+const INTERPRETERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "fish", "source", ".", "python", "python3", "node", "deno",
+    "bun", "ruby", "perl", "php", "pwsh", "make", "just",
+];
+
+/// The workspace files an `initializeCommand` runs: the program of each simple command
+/// (`./scripts/init.sh`) and the script an interpreter is given (`bash .devcontainer/init.sh`,
+/// also inside `sh -c '...'`), when it is a file or a link inside the workspace. It runs on the
+/// host, so a rewritten script must meet the approval before the host runs it. Other words are
+/// not inputs: a file the command writes (`echo ok >> log`, `touch marker`) would otherwise
+/// count as a change on the next run.
 fn command_files(command: &LifecycleCommand, workspace: &Path) -> Vec<PathBuf> {
-    let words: Vec<String> = command
-        .commands("initializeCommand")
-        .into_iter()
-        .flat_map(|(_, argv)| argv)
-        .flat_map(|arg| {
-            arg.split(|c: char| c.is_whitespace() || ";|&()<>'\"`=".contains(c))
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let mut words = Vec::new();
+    for (_, argv) in command.commands("initializeCommand") {
+        run_words(&argv, &mut words);
+    }
     let mut found = Vec::new();
-    for word in words
-        .iter()
-        .filter(|w| !w.is_empty() && !w.starts_with('-'))
-    {
+    for word in &words {
         let Some(path) = crate::policy::normalize_path(&workspace.join(word)) else {
             continue;
         };
@@ -147,6 +146,70 @@ fn command_files(command: &LifecycleCommand, workspace: &Path) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+/// The words of one argv that name what it runs: the program, an interpreter's script, and what
+/// a shell's `-c` string runs.
+fn run_words(argv: &[String], words: &mut Vec<String>) {
+    let Some((program, args)) = argv.split_first() else {
+        return;
+    };
+    words.push(program.clone());
+    let name = program.rsplit('/').next().unwrap_or(program);
+    if !INTERPRETERS.contains(&name) {
+        return;
+    }
+    match args.iter().position(|a| !a.starts_with('-')) {
+        Some(i) if i > 0 && args[i - 1] == "-c" => {
+            for simple in shell_commands(&args[i]) {
+                run_words(&simple, words);
+            }
+        }
+        Some(i) => words.push(args[i].clone()),
+        None => {}
+    }
+}
+
+/// A shell string split into simple commands (at `;`, `&`, `|`, parentheses and newlines), each
+/// as its words with quotes removed, leading `NAME=value` assignments and redirections dropped;
+/// a file given on standard input (`sh < init.sh`) is returned as a command of its own, since
+/// it is read as a script as often as not. Not a shell parser: enough to find what a one-line
+/// `initializeCommand` runs.
+fn shell_commands(text: &str) -> Vec<Vec<String>> {
+    let mut commands = Vec::new();
+    for simple in text.split(|c: char| ";&|()\n`".contains(c)) {
+        let mut words = Vec::new();
+        // The redirection whose file is the next word: `Some(true)` for input.
+        let mut pending: Option<bool> = None;
+        for word in simple.split_whitespace() {
+            let word = word.replace(['\'', '"'], "");
+            let op = word.trim_start_matches(|c: char| c.is_ascii_digit());
+            if op.starts_with(['<', '>']) {
+                let file = op.trim_start_matches(['<', '>', '&']);
+                let input = op.starts_with('<');
+                match file.is_empty() {
+                    true => pending = Some(input),
+                    false if input => commands.push(vec![file.to_string()]),
+                    false => {}
+                }
+                continue;
+            }
+            if let Some(input) = pending.take() {
+                if input {
+                    commands.push(vec![word]);
+                }
+                continue;
+            }
+            let assignment = words.is_empty() && word.contains('=');
+            if !word.is_empty() && !assignment {
+                words.push(word);
+            }
+        }
+        if !words.is_empty() {
+            commands.push(words);
+        }
+    }
+    commands
 }
 
 /// What the snapshot keeps of a file: its text, or for a large one its size and content hash, so
@@ -181,18 +244,21 @@ pub(crate) fn diff(old: &ApprovedConfig, new: &ApprovedConfig) -> String {
         if a == b {
             continue;
         }
-        let (a, b) = (
+        let (text_a, text_b) = (
             a.map(String::as_str).unwrap_or(""),
             b.map(String::as_str).unwrap_or(""),
         );
-        let diff = similar::TextDiff::from_lines(a, b);
-        out.push_str(
-            &diff
-                .unified_diff()
-                .context_radius(2)
-                .header(&format!("a/{name}"), &format!("b/{name}"))
-                .to_string(),
-        );
+        let diff = similar::TextDiff::from_lines(text_a, text_b)
+            .unified_diff()
+            .context_radius(2)
+            .header(&format!("a/{name}"), &format!("b/{name}"))
+            .to_string();
+        if diff.is_empty() {
+            // An empty file came or went: no line changed, but the change must still show.
+            let what = if a.is_none() { "added" } else { "removed" };
+            out.push_str(&format!("{name}: empty file {what}\n"));
+        }
+        out.push_str(&diff);
     }
     crate::visible::escape_controls(&out)
 }
@@ -333,11 +399,28 @@ mod tests {
                 .into(),
         );
         assert_eq!(command_files(&shell, &ws), [init.clone(), dc.clone()]);
+        let redirected = LifecycleCommand::Shell("sh < scripts/init.sh 2>&1".into());
+        assert_eq!(command_files(&redirected, &ws), std::slice::from_ref(&init));
         let args = LifecycleCommand::Args(vec!["bash".into(), ".devcontainer/init.sh".into()]);
         assert_eq!(command_files(&args, &ws), [dc]);
-        // A folder is not a file to read; a word naming nothing is skipped.
-        let none = LifecycleCommand::Shell("ls scripts missing.sh".into());
-        assert!(command_files(&none, &ws).is_empty());
+        let nested = LifecycleCommand::Args(vec![
+            "/bin/bash".into(),
+            "-c".into(),
+            "cd . && ./scripts/init.sh".into(),
+        ]);
+        assert_eq!(command_files(&nested, &ws), [init]);
+        // What a command only reads as data or writes is no input (it would change every run).
+        write(&ws, "log", "ran\n");
+        for text in [
+            "ls scripts missing.sh",
+            "echo ran >> log",
+            "echo ran >log",
+            "touch log",
+            "cat log",
+        ] {
+            let none = LifecycleCommand::Shell(text.into());
+            assert!(command_files(&none, &ws).is_empty(), "{text}");
+        }
     }
 
     #[test]
