@@ -164,7 +164,7 @@ fn substituted(
         eprintln!(
             "{} devcontainer.json reads host variables yolo withholds: {} (treated as unset; allow them with pass_env = [..] in {})",
             console::style("note:").yellow(),
-            withheld.join(", "),
+            crate::visible::escape_controls(&withheld.join(", ")),
             UserConfig::path().display()
         );
     }

@@ -149,3 +149,46 @@ fn a_script_the_initialize_command_runs_is_part_of_the_approval() {
         .assert_stderr_contains("+++ b/scripts/init.sh")
         .assert_stderr_contains("+cat ~/.ssh/id_rsa");
 }
+
+/// An OSC 52 clipboard write, an OSC 0 window title and a carriage return that would overwrite
+/// the line: what a hook prints to reach the host's terminal.
+const TERMINAL_ATTACK: &str = r"printf '\033]52;c;ZXZpbA==\007\033]0;pwned\007safe\rEVIL\n'";
+
+/// The same, as yolo must show it.
+const SHOWN: &str = r"\x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07safe\x0dEVIL";
+
+fn no_raw_controls(run: &Run) {
+    for (what, text) in [("stdout", run.stdout()), ("stderr", run.stderr())] {
+        assert!(
+            !text.contains('\x1b') && !text.contains('\x07') && !text.contains("\rEVIL"),
+            "raw control characters on yolo's {what}: {text:?}"
+        );
+    }
+}
+
+#[test]
+fn hook_output_reaches_the_terminal_as_visible_escapes() {
+    let t = Test::new();
+    let command = serde_json::to_string(TERMINAL_ATTACK).unwrap();
+    t.devcontainer(&format!(
+        r#"{{"image": "debian:bookworm-slim",
+            "initializeCommand": ["sh", "-c", {command}],
+            "postCreateCommand": {{"a\u001b]0;name\u0007": {command}}}}}"#
+    ));
+    let run = t.yolo(&["up", "--trust-host-commands"]).ok();
+    no_raw_controls(&run);
+    run.assert_stderr_contains(&format!("[initializeCommand] {SHOWN}\n"))
+        .assert_stderr_contains(&format!("[postCreateCommand:a\\x1b]0;name\\x07] {SHOWN}\n"));
+}
+
+#[test]
+fn an_error_quoting_the_repository_shows_its_control_characters() {
+    let t = Test::new();
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "initializeCommand": "echo \u001b]52;c;ZXZpbA==\u0007"}"#,
+    );
+    let run = t.yolo(&["up"]).fails_with(77);
+    no_raw_controls(&run);
+    run.assert_stderr_contains(r"echo \x1b]52;c;ZXZpbA==\x07");
+    assert!(t.containers().is_empty());
+}
