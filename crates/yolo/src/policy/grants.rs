@@ -26,7 +26,7 @@ pub(crate) enum Grant {
     HostUts,
     Device,
     DockerSocket,
-    /// Accept a changed `.devcontainer/` (used by the approval step, not by `evaluate`).
+    /// Accept a changed container definition (used by the approval step, not by `evaluate`).
     ConfigChange,
     /// Run `initializeCommand` on the host (same as `trust_host_commands`).
     InitializeCommand,
@@ -107,7 +107,7 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
     name(
         "config-change",
         None,
-        "accept a changed .devcontainer/ without asking",
+        "accept a changed container definition (config, Dockerfile, host scripts) without asking",
     ),
     name(
         "initialize-command",
@@ -291,7 +291,7 @@ impl Grants {
         self.0.contains(&Grant::InitializeCommand)
     }
 
-    /// A changed `.devcontainer/` is accepted without asking.
+    /// A changed container definition is accepted without asking.
     pub(crate) fn config_change(&self) -> bool {
         self.0.contains(&Grant::ConfigChange)
     }
