@@ -359,7 +359,9 @@ pub(crate) fn confirm_host_command(project: &Project) -> Result<HostCommandAppro
             ),
         });
     }
-    let shown = serde_json::to_string(command).unwrap_or_default();
+    // JSON escapes C0 controls but not C1 ones or bidi overrides: those are made visible too.
+    let shown =
+        crate::visible::escape_controls(&serde_json::to_string(command).unwrap_or_default());
     eprintln!(
         "The repository wants to run this on YOUR machine (not in the container):\n  {shown}"
     );

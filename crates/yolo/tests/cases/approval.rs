@@ -39,6 +39,29 @@ fn a_dockerfile_symlinked_to_a_host_file_is_refused_before_anything_reads_it() {
 }
 
 #[test]
+fn a_dockerfile_linked_inside_the_repository_is_built_and_its_target_approved() {
+    let t = Test::new();
+    t.file("docker/Dockerfile.dev", "FROM debian:bookworm-slim\n");
+    std::fs::create_dir_all(t.workspace.join(".devcontainer")).unwrap();
+    std::os::unix::fs::symlink(
+        "../docker/Dockerfile.dev",
+        t.workspace.join(".devcontainer/Dockerfile"),
+    )
+    .unwrap();
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.up(&[]);
+    // The link stays; the file it leads to is what Docker builds, so its edit needs approval.
+    t.file(
+        "docker/Dockerfile.dev",
+        "FROM debian:bookworm-slim\nRUN echo rewritten\n",
+    );
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("+++ b/docker/Dockerfile.dev")
+        .assert_stderr_contains("+RUN echo rewritten");
+}
+
+#[test]
 fn another_workspaces_agent_volume_cannot_be_mounted() {
     let t = Test::new();
     // The agent state of another workspace, as yolo makes it.
