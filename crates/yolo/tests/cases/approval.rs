@@ -215,3 +215,23 @@ fn an_error_quoting_the_repository_shows_its_control_characters() {
     run.assert_stderr_contains(r"echo \x1b]52;c;ZXZpbA==\x07");
     assert!(t.containers().is_empty());
 }
+
+#[test]
+fn an_approval_an_earlier_yolo_kept_per_config_path_is_carried_over() {
+    let t = Test::new();
+    // What an earlier yolo wrote for `.devcontainer/devcontainer.json` (keyed by its
+    // devcontainerId); the config has since moved to the workspace root, with a wider allowlist.
+    let old = serde_json::json!({
+        "workspace": t.workspace_shown(),
+        "approved": {".devcontainer/devcontainer.json": "{\"image\": \"debian:bookworm-slim\"}"}
+    });
+    let dir = t.data_dir.join("workspaces");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("earlier.json"), old.to_string()).unwrap();
+    t.file(".devcontainer.json", WIDE);
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("config file: you approved (another config, approved by an earlier yolo), yolo now uses .devcontainer.json")
+        .assert_stderr_contains("0.0.0.0/1");
+    assert!(t.containers().is_empty());
+}
