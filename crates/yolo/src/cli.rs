@@ -51,7 +51,7 @@ pub(crate) struct UpFlags {
     /// Run the repository's initializeCommand on the host without asking
     #[arg(long)]
     pub(crate) trust_host_commands: bool,
-    /// Accept a changed .devcontainer/ without asking
+    /// Accept a changed container definition (config, Dockerfile, host scripts) without asking
     #[arg(long)]
     pub(crate) accept_config: bool,
     /// CPU limit in cores, e.g. 2 or 0.5

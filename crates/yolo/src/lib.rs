@@ -68,7 +68,10 @@ fn report(result: Result<i32>) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{} {e}", console::style("yolo:").red().bold());
+            // Errors quote the repository (names, values, paths, command output): its control
+            // characters are shown, never sent to the terminal.
+            let text = visible::escape_controls(&e.to_string());
+            eprintln!("{} {text}", console::style("yolo:").red().bold());
             e.code()
         }
     }

@@ -93,7 +93,7 @@ impl Project {
             agent_volumes,
         })?;
         let mut spec = spec;
-        check_after_policy(&mut spec, settings.grants.any_host_mount())?;
+        check_after_policy(&mut spec, &settings.grants)?;
         Ok(Project {
             spec,
             user,
@@ -164,7 +164,7 @@ fn substituted(
         eprintln!(
             "{} devcontainer.json reads host variables yolo withholds: {} (treated as unset; allow them with pass_env = [..] in {})",
             console::style("note:").yellow(),
-            withheld.join(", "),
+            crate::visible::escape_controls(&withheld.join(", ")),
             UserConfig::path().display()
         );
     }
@@ -225,35 +225,80 @@ fn allowed_local_env(name: &str, pass_env: &[String]) -> bool {
 }
 
 /// Checks the policy cannot make from names alone: where symlinks really lead (the agent can
-/// plant them in the workspace).
-fn check_after_policy(spec: &mut RunSpec, host_mount_granted: bool) -> Result<()> {
-    if let ImageSource::Build(build) = &mut spec.image {
-        let roots: Vec<PathBuf> = [
-            Some(spec.workspace.clone()),
-            policy::git_root(&spec.workspace),
-            spec.config_file.parent().map(Path::to_path_buf),
-        ]
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p.canonicalize().ok())
-        .collect();
-        let real = build.context.canonicalize().map_err(|e| Error::Config {
-            file: spec.config_file.clone(),
+/// plant them in the workspace). Both the context and the Dockerfile are resolved before anything
+/// reads them, and the resolved paths are what the engine reads.
+fn check_after_policy(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()> {
+    let ImageSource::Build(build) = &mut spec.image else {
+        return Ok(());
+    };
+    let roots: Vec<PathBuf> = [
+        Some(spec.workspace.clone()),
+        policy::git_root(&spec.workspace),
+        spec.config_file.parent().map(Path::to_path_buf),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|p| p.canonicalize().ok())
+    .collect();
+    let inside = |real: &Path| roots.iter().any(|r| real.starts_with(r));
+    let config_file = &spec.config_file;
+    let real = resolve(config_file, "build.context", &build.context)?;
+    if !inside(&real) && !grants.any_host_mount() {
+        return Err(Error::Refused {
+            file: config_file.clone(),
+            property: "build.context".into(),
+            value: format!("{} (really {})", build.context.display(), real.display()),
+            reason: "it leads outside the repository (through a symlink), and the whole context is sent to Docker".into(),
+            grant: "--grant host-mount (after checking the link is yours)".into(),
+        });
+    }
+    build.context = real;
+
+    // The Dockerfile is read by yolo (hash, tar) and its text reaches Docker and its error
+    // messages: a link to `~/.ssh/id_rsa` must be refused before anything opens it.
+    let dockerfile = build
+        .dockerfile_outside
+        .clone()
+        .unwrap_or_else(|| build.context.join(&build.dockerfile));
+    let real = resolve(config_file, "build.dockerfile", &dockerfile)?;
+    if !inside(&real) && !grants.host_mount_covers(&real) {
+        return Err(Error::Refused {
+            file: config_file.clone(),
+            property: "build.dockerfile".into(),
+            value: format!("{} (really {})", dockerfile.display(), real.display()),
+            reason: "it leads outside the repository (through a symlink), and yolo would send that file to Docker".into(),
+            grant: format!("--grant host-mount={} (after checking the link is yours)", real.display()),
+        });
+    }
+    if !real.is_file() {
+        return Err(Error::Config {
+            file: config_file.clone(),
             line: None,
             column: None,
-            property: Some("build.context".into()),
-            message: format!("build context {}: {e}", build.context.display()),
-        })?;
-        if !host_mount_granted && !roots.iter().any(|r| real.starts_with(r)) {
-            return Err(Error::Refused {
-                file: spec.config_file.clone(),
-                property: "build.context".into(),
-                value: format!("{} (really {})", build.context.display(), real.display()),
-                reason: "it leads outside the repository (through a symlink), and the whole context is sent to Docker".into(),
-                grant: "--grant host-mount (after checking the link is yours)".into(),
-            });
+            property: Some("build.dockerfile".into()),
+            message: format!("{} is not a file", dockerfile.display()),
+        });
+    }
+    match real.strip_prefix(&build.context) {
+        Ok(rel) if !rel.as_os_str().is_empty() => {
+            build.dockerfile = policy::slash_path(rel);
+            build.dockerfile_outside = None;
         }
-        build.context = real;
+        _ => {
+            build.dockerfile = policy::OUTSIDE_DOCKERFILE.into();
+            build.dockerfile_outside = Some(real);
+        }
     }
     Ok(())
+}
+
+/// `path` with every symlink resolved; a missing path is a config error of `property`.
+fn resolve(config_file: &Path, property: &str, path: &Path) -> Result<PathBuf> {
+    path.canonicalize().map_err(|e| Error::Config {
+        file: config_file.to_path_buf(),
+        line: None,
+        column: None,
+        property: Some(property.into()),
+        message: format!("{}: {e}", path.display()),
+    })
 }

@@ -221,7 +221,10 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
 fn watch_list(user: &UserConfig) -> Result<Vec<String>> {
     use crate::commands::watched;
     match &user.workspace.watch {
-        None => Ok(watched::DEFAULT_WATCH.map(String::from).to_vec()),
+        None => Ok(watched::DEFAULT_WATCH
+            .iter()
+            .map(|s| s.to_string())
+            .collect()),
         Some(list) => {
             for entry in list {
                 watched::check_entry(entry).map_err(|e| config_error("workspace.watch", e))?;

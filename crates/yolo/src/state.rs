@@ -1,10 +1,11 @@
 //! What yolo remembers per workspace, in the user's data dir where the agent cannot reach it:
-//! the current session, which container's one-time hooks ran, and the approved `.devcontainer/`.
+//! the current session and which container's one-time hooks ran (per devcontainerId), and the
+//! approved container definition (per workspace folder, `Approval`).
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -18,7 +19,9 @@ pub(crate) struct WorkspaceState {
     pub(crate) created_hooks_done_for: Option<String>,
     /// `State.StartedAt` of the container start whose postStartCommand ran.
     pub(crate) post_start_done_for: Option<String>,
-    /// The approved contents of the config folder: relative path -> text.
+    /// What an earlier yolo recorded as approved here, keyed by the config's path; read once
+    /// to carry it over into the workspace's `Approval`, never written again.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) approved: Option<BTreeMap<String, String>>,
     /// How `exec`/`shell`/`run` reach the container, written by `up` so they need not re-read
     /// the config (and keep secrets from remoteEnv out of container labels).
@@ -36,6 +39,72 @@ pub(crate) struct ExecSettings {
     pub(crate) remote_env: BTreeMap<String, Option<String>>,
 }
 
+/// What the user approved for a workspace: which config file yolo used, and the text of every
+/// input of the container definition (relative path -> text, see `commands::approval`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct ApprovedConfig {
+    /// The devcontainer.json, relative to the workspace.
+    pub(crate) config_file: String,
+    pub(crate) files: BTreeMap<String, String>,
+}
+
+/// The approval of one workspace folder, in `<data dir>/approvals/<sha256 of its path>.json`.
+/// Keyed by the folder, not by the devcontainerId (which derives from the config's path): a
+/// config moved to another path is compared with the approved one, not taken for a first use.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Approval {
+    pub(crate) workspace: String,
+    pub(crate) approved: Option<ApprovedConfig>,
+}
+
+impl Approval {
+    fn path(workspace: &Path) -> PathBuf {
+        use sha2::{Digest, Sha256};
+        let key = hex::encode(Sha256::digest(workspace.as_os_str().as_encoded_bytes()));
+        crate::user_config::data_dir()
+            .join("approvals")
+            .join(format!("{key}.json"))
+    }
+
+    pub(crate) fn load(workspace: &Path) -> Result<Approval> {
+        let approval: Approval = read_json(&Approval::path(workspace))?.unwrap_or_default();
+        Ok(Approval {
+            workspace: workspace.display().to_string(),
+            ..approval
+        })
+    }
+
+    pub(crate) fn save(&self, workspace: &Path) -> Result<()> {
+        write_json(&Approval::path(workspace), self)
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+            let why = format!("unreadable yolo state ({e}); delete the file to start afresh");
+            Error::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// Write atomically (temp file + rename) so a crash never leaves half a file.
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let dir = path.parent().map(PathBuf::from).unwrap_or_default();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::other(e.to_string()))?;
+    std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
 fn path(devcontainer_id: &str) -> PathBuf {
     crate::user_config::data_dir()
         .join("workspaces")
@@ -44,29 +113,11 @@ fn path(devcontainer_id: &str) -> PathBuf {
 
 impl WorkspaceState {
     pub(crate) fn load(devcontainer_id: &str) -> Result<WorkspaceState> {
-        let path = path(devcontainer_id);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                let why = format!("unreadable yolo state ({e}); delete the file to start afresh");
-                Error::io(
-                    &path,
-                    std::io::Error::new(std::io::ErrorKind::InvalidData, why),
-                )
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(WorkspaceState::default()),
-            Err(e) => Err(Error::io(path, e)),
-        }
+        Ok(read_json(&path(devcontainer_id))?.unwrap_or_default())
     }
 
-    /// Write atomically (temp file + rename) so a crash never leaves half a file.
     pub(crate) fn save(&self, devcontainer_id: &str) -> Result<()> {
-        let path = path(devcontainer_id);
-        let dir = path.parent().map(PathBuf::from).unwrap_or_default();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let tmp = path.with_extension("json.tmp");
-        let text = serde_json::to_string_pretty(self).map_err(|e| Error::other(e.to_string()))?;
-        std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+        write_json(&path(devcontainer_id), self)
     }
 
     /// All workspace states (for `yolo audit --list` and `status`).

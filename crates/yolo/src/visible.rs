@@ -18,6 +18,32 @@ pub(crate) fn escape_controls(text: &str) -> String {
     out
 }
 
+/// Output of a command yolo runs on its own behalf (a lifecycle hook), line by line: like
+/// [`escape_controls`], but a carriage return right before a newline (`\r\n`) stays, since it
+/// only ends the line. Any other `\r` is escaped: it would return to the line's start and let
+/// the rest overwrite what was printed (the hook's name, or a warning).
+pub(crate) fn escape_output(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\r' && chars.peek() == Some(&'\n') {
+            out.push(c);
+        } else {
+            out.push_str(&escape_controls(c.encode_utf8(&mut [0; 4])));
+        }
+    }
+    out
+}
+
+/// One line of a command's output as yolo prints it on its own behalf: `[name] line`, with the
+/// repository's control characters (in the output and in the name) shown as escapes, so a hook
+/// cannot write to the clipboard (OSC 52), retitle the window or redraw yolo's own messages.
+pub(crate) fn prefixed_line(name: &str, line: &[u8]) -> String {
+    let prefix = console::style(format!("[{}]", escape_controls(name))).dim();
+    let text = escape_output(&String::from_utf8_lossy(line));
+    format!("{prefix} {text}")
+}
+
 /// Format characters that change how surrounding text is shown without being seen themselves.
 fn is_hiding_format(c: char) -> bool {
     matches!(
@@ -47,5 +73,14 @@ mod tests {
         assert_eq!(escape_controls("ünïcødé ✓"), "ünïcødé ✓");
         // C1 controls too (a terminal may take \u{9b} as CSI).
         assert_eq!(escape_controls("\u{9b}31m"), "\\x9b31m");
+    }
+
+    #[test]
+    fn command_output_keeps_its_line_ends_but_no_lone_carriage_return() {
+        assert_eq!(
+            escape_output("ok\r\n\tnext\rover\x1b]0;title\x07\n"),
+            "ok\r\n\tnext\\x0dover\\x1b]0;title\\x07\n"
+        );
+        assert_eq!(escape_output("\r"), "\\x0d");
     }
 }

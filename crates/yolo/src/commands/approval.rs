@@ -1,24 +1,63 @@
-//! The repository's `.devcontainer/` can be edited by the agent through the workspace mount.
-//! When it changed since the user last approved it, show the change and ask again; a
-//! non-interactive run refuses unless the user granted `config-change`.
+//! The repository's container definition can be edited by the agent through the workspace
+//! mount. yolo keeps what the user last approved for the workspace folder (not for the config's
+//! path: a config moved to `.devcontainer.json` or a new `.devcontainer/x/` is a change, not a
+//! first use) and, when anything differs, shows the change and asks again; a non-interactive run
+//! refuses unless the user accepts config changes.
+//!
+//! What is compared (`snapshot`): which config file yolo uses; the config's folder (all of
+//! `.devcontainer/`-style folders, recursively; the file alone when it lies in the workspace
+//! root); the Dockerfile wherever it lies (resolved, after `project` checked where it leads) and
+//! the context's `.dockerignore`; and the repository files `initializeCommand` runs (on the
+//! host). Not compared: the rest of the build context (`COPY`/`ADD` sources), which can be
+//! large and only shapes the image the agent already controls at run time.
 
+use crate::devcontainer::model::LifecycleCommand;
 use crate::error::{Error, Result};
 use crate::project::Project;
-use crate::state::WorkspaceState;
+use crate::run_spec::{ImageSource, RunSpec};
+use crate::state::{Approval, ApprovedConfig, WorkspaceState};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const MAX_FILE: u64 = 256 * 1024;
 
-/// The config folder's files: `.devcontainer/` (recursively) when the config lives there,
-/// otherwise the config file alone.
-pub(crate) fn snapshot(config_file: &Path, workspace: &Path) -> BTreeMap<String, String> {
-    let dir = config_file.parent().unwrap_or(workspace);
+/// At most this many files named by `initializeCommand` are recorded (a command line is short;
+/// this only bounds a pathological one).
+const MAX_COMMAND_FILES: usize = 64;
+
+/// Every input of the container definition, as the approval compares it.
+pub(crate) fn snapshot(spec: &RunSpec) -> ApprovedConfig {
+    let workspace = spec.workspace.as_path();
     let mut files = BTreeMap::new();
+    config_folder(&mut files, &spec.config_file, workspace);
+    if let ImageSource::Build(build) = &spec.image {
+        // `project` resolved the Dockerfile and refused it if it leads out of the repository.
+        let dockerfile = build
+            .dockerfile_outside
+            .clone()
+            .unwrap_or_else(|| build.context.join(&build.dockerfile));
+        add_input(&mut files, &dockerfile, workspace);
+        add_input(&mut files, &build.context.join(".dockerignore"), workspace);
+    }
+    if let Some(command) = &spec.initialize_command {
+        for path in command_files(command, workspace) {
+            add_input(&mut files, &path, workspace);
+        }
+    }
+    ApprovedConfig {
+        config_file: relative(&spec.config_file, workspace),
+        files,
+    }
+}
+
+/// The config folder's files: the folder (recursively) when the config lives in one, otherwise
+/// the config file alone. Symlinks are recorded as links, not followed.
+fn config_folder(files: &mut BTreeMap<String, String>, config_file: &Path, workspace: &Path) {
+    let dir = config_file.parent().unwrap_or(workspace);
     if dir == workspace {
-        add(&mut files, config_file, workspace);
-        return files;
+        add(files, config_file, workspace);
+        return;
     }
     let walker = ignore::WalkBuilder::new(dir)
         .standard_filters(false)
@@ -27,27 +66,150 @@ pub(crate) fn snapshot(config_file: &Path, workspace: &Path) -> BTreeMap<String,
     for entry in walker.flatten() {
         let kind = entry.file_type();
         if kind.is_some_and(|t| t.is_symlink()) {
-            // A link is part of the config too: where it leads is what Docker will read.
-            let target = std::fs::read_link(entry.path()).unwrap_or_default();
-            let rel = entry.path().strip_prefix(workspace).unwrap_or(entry.path());
-            files.insert(
-                rel.display().to_string(),
-                format!("symlink -> {}", target.display()),
-            );
+            add_link(files, entry.path(), workspace);
         } else if kind.is_some_and(|t| t.is_file()) {
-            add(&mut files, entry.path(), workspace);
+            add(files, entry.path(), workspace);
         }
     }
-    files
+}
+
+/// One named input: a regular file is read; a symlink is recorded as a link (where it leads is
+/// what will be read) and, when it leads to a file inside the workspace, that file is read too.
+/// A link out of the workspace is never followed: the host file is not the repository's.
+fn add_input(files: &mut BTreeMap<String, String>, path: &Path, workspace: &Path) {
+    let Ok(meta) = path.symlink_metadata() else {
+        return;
+    };
+    if meta.is_symlink() {
+        add_link(files, path, workspace);
+        if let Ok(real) = path.canonicalize() {
+            if real.starts_with(workspace) && real.is_file() {
+                add(files, &real, workspace);
+            }
+        }
+    } else if meta.is_file() {
+        add(files, path, workspace);
+    }
+}
+
+/// A link is part of the config too: where it leads is what Docker or the host will read.
+fn add_link(files: &mut BTreeMap<String, String>, path: &Path, workspace: &Path) {
+    let target = std::fs::read_link(path).unwrap_or_default();
+    files.insert(
+        relative(path, workspace),
+        format!("symlink -> {}", target.display()),
+    );
 }
 
 fn add(files: &mut BTreeMap<String, String>, path: &Path, workspace: &Path) {
-    let rel = path
-        .strip_prefix(workspace)
+    files.insert(
+        relative(path, workspace),
+        snapshot_text(&std::fs::read(path).unwrap_or_default()),
+    );
+}
+
+fn relative(path: &Path, workspace: &Path) -> String {
+    path.strip_prefix(workspace)
         .unwrap_or(path)
         .display()
-        .to_string();
-    files.insert(rel, snapshot_text(&std::fs::read(path).unwrap_or_default()));
+        .to_string()
+}
+
+/// Programs whose first argument is the script they run (`bash .devcontainer/init.sh`).
+const INTERPRETERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "fish", "source", ".", "python", "python3", "node", "deno",
+    "bun", "ruby", "perl", "php", "pwsh", "make", "just",
+];
+
+/// The workspace files an `initializeCommand` runs: the program of each simple command
+/// (`./scripts/init.sh`) and the script an interpreter is given (`bash .devcontainer/init.sh`,
+/// also inside `sh -c '...'`), when it is a file or a link inside the workspace. It runs on the
+/// host, so a rewritten script must meet the approval before the host runs it. Other words are
+/// not inputs: a file the command writes (`echo ok >> log`, `touch marker`) would otherwise
+/// count as a change on the next run.
+fn command_files(command: &LifecycleCommand, workspace: &Path) -> Vec<PathBuf> {
+    let mut words = Vec::new();
+    for (_, argv) in command.commands("initializeCommand") {
+        run_words(&argv, &mut words);
+    }
+    let mut found = Vec::new();
+    for word in &words {
+        let Some(path) = crate::policy::normalize_path(&workspace.join(word)) else {
+            continue;
+        };
+        let named = path.symlink_metadata().is_ok_and(|m| !m.is_dir());
+        if path.starts_with(workspace) && named && !found.contains(&path) {
+            found.push(path);
+        }
+        if found.len() == MAX_COMMAND_FILES {
+            break;
+        }
+    }
+    found
+}
+
+/// The words of one argv that name what it runs: the program, an interpreter's script, and what
+/// a shell's `-c` string runs.
+fn run_words(argv: &[String], words: &mut Vec<String>) {
+    let Some((program, args)) = argv.split_first() else {
+        return;
+    };
+    words.push(program.clone());
+    let name = program.rsplit('/').next().unwrap_or(program);
+    if !INTERPRETERS.contains(&name) {
+        return;
+    }
+    match args.iter().position(|a| !a.starts_with('-')) {
+        Some(i) if i > 0 && args[i - 1] == "-c" => {
+            for simple in shell_commands(&args[i]) {
+                run_words(&simple, words);
+            }
+        }
+        Some(i) => words.push(args[i].clone()),
+        None => {}
+    }
+}
+
+/// A shell string split into simple commands (at `;`, `&`, `|`, parentheses and newlines), each
+/// as its words with quotes removed, leading `NAME=value` assignments and redirections dropped;
+/// a file given on standard input (`sh < init.sh`) is returned as a command of its own, since
+/// it is read as a script as often as not. Not a shell parser: enough to find what a one-line
+/// `initializeCommand` runs.
+fn shell_commands(text: &str) -> Vec<Vec<String>> {
+    let mut commands = Vec::new();
+    for simple in text.split(|c: char| ";&|()\n`".contains(c)) {
+        let mut words = Vec::new();
+        // The redirection whose file is the next word: `Some(true)` for input.
+        let mut pending: Option<bool> = None;
+        for word in simple.split_whitespace() {
+            let word = word.replace(['\'', '"'], "");
+            let op = word.trim_start_matches(|c: char| c.is_ascii_digit());
+            if op.starts_with(['<', '>']) {
+                let file = op.trim_start_matches(['<', '>', '&']);
+                let input = op.starts_with('<');
+                match file.is_empty() {
+                    true => pending = Some(input),
+                    false if input => commands.push(vec![file.to_string()]),
+                    false => {}
+                }
+                continue;
+            }
+            if let Some(input) = pending.take() {
+                if input {
+                    commands.push(vec![word]);
+                }
+                continue;
+            }
+            let assignment = words.is_empty() && word.contains('=');
+            if !word.is_empty() && !assignment {
+                words.push(word);
+            }
+        }
+        if !words.is_empty() {
+            commands.push(words);
+        }
+    }
+    commands
 }
 
 /// What the snapshot keeps of a file: its text, or for a large one its size and content hash, so
@@ -67,62 +229,101 @@ fn snapshot_text(bytes: &[u8]) -> String {
 
 /// A readable diff between the approved and the current snapshot, with the repository's control
 /// characters shown as escapes (`visible`), so the diff you approve is the change.
-pub(crate) fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> String {
+pub(crate) fn diff(old: &ApprovedConfig, new: &ApprovedConfig) -> String {
     let mut out = String::new();
+    if old.config_file != new.config_file {
+        out.push_str(&format!(
+            "config file: you approved {}, yolo now uses {}\n",
+            old.config_file, new.config_file
+        ));
+    }
+    let (old, new) = (&old.files, &new.files);
     let names: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     for name in names {
         let (a, b) = (old.get(name), new.get(name));
         if a == b {
             continue;
         }
-        let (a, b) = (
+        let (text_a, text_b) = (
             a.map(String::as_str).unwrap_or(""),
             b.map(String::as_str).unwrap_or(""),
         );
-        let diff = similar::TextDiff::from_lines(a, b);
-        out.push_str(
-            &diff
-                .unified_diff()
-                .context_radius(2)
-                .header(&format!("a/{name}"), &format!("b/{name}"))
-                .to_string(),
-        );
+        let diff = similar::TextDiff::from_lines(text_a, text_b)
+            .unified_diff()
+            .context_radius(2)
+            .header(&format!("a/{name}"), &format!("b/{name}"))
+            .to_string();
+        if diff.is_empty() {
+            // An empty file came or went: no line changed, but the change must still show.
+            let what = if a.is_none() { "added" } else { "removed" };
+            out.push_str(&format!("{name}: empty file {what}\n"));
+        }
+        out.push_str(&diff);
     }
     crate::visible::escape_controls(&out)
 }
 
-/// Check (and record) approval. First use records the current files as approved: the policy
-/// has already refused anything dangerous, and there is nothing earlier to compare with.
+/// Check (and record) approval. The first use of a workspace records the current inputs as
+/// approved: the policy has already refused anything dangerous, and there is nothing earlier to
+/// compare with. After that, any difference — a moved config included — is asked about.
 pub(crate) fn check(project: &Project, state: &mut WorkspaceState) -> Result<()> {
     let spec = &project.spec;
-    let current = snapshot(&spec.config_file, &spec.workspace);
-    let Some(approved) = &state.approved else {
-        state.approved = Some(current);
-        return Ok(());
-    };
-    if *approved == current {
+    let mut approval = Approval::load(&spec.workspace)?;
+    let current = snapshot(spec);
+    let approved = approval
+        .approved
+        .take()
+        .or_else(|| earlier_approval(spec, state));
+    // Carried over (or superseded) now: the workspace's approval is the one record.
+    state.approved = None;
+    if let Some(approved) = approved.filter(|a| *a != current) {
+        ask(project, &diff(&approved, &current))?;
+    }
+    approval.approved = Some(current);
+    approval.save(&spec.workspace)
+}
+
+/// What an earlier yolo recorded per devcontainerId: this config's own record, else one of another
+/// config of the same workspace (its path unknown), so an upgrade is no first use either.
+fn earlier_approval(spec: &RunSpec, state: &WorkspaceState) -> Option<ApprovedConfig> {
+    if let Some(files) = &state.approved {
+        return Some(ApprovedConfig {
+            config_file: relative(&spec.config_file, &spec.workspace),
+            files: files.clone(),
+        });
+    }
+    let workspace = spec.workspace.display().to_string();
+    WorkspaceState::all()
+        .into_iter()
+        .find(|s| s.workspace == workspace && s.approved.is_some())
+        .and_then(|s| s.approved)
+        .map(|files| ApprovedConfig {
+            config_file: "(another config, approved by an earlier yolo)".into(),
+            files,
+        })
+}
+
+/// Show `change` and ask; refuse when nobody can be asked and the user did not accept changes.
+fn ask(project: &Project, change: &str) -> Result<()> {
+    if project.settings.accept_config {
         return Ok(());
     }
-    let change = diff(approved, &current);
-    if !project.settings.accept_config {
-        if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-            return Err(Error::NotApproved(format!(
-                "the repository's dev container config changed since you last approved it:\n{change}\nyolo refuses to continue without your approval: review the change, then run again with --accept-config (or answer yes in a terminal)"
-            )));
-        }
-        eprintln!("The dev container config changed since you last approved it:\n{change}");
-        let yes = dialoguer::Confirm::new()
-            .with_prompt("Accept this change?")
-            .default(false)
-            .interact()
-            .map_err(|e| Error::NotApproved(format!("no answer ({e}); nothing was started")))?;
-        if !yes {
-            return Err(Error::NotApproved(
-                "change not accepted; nothing was started".into(),
-            ));
-        }
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(Error::NotApproved(format!(
+            "the repository's dev container config changed since you last approved it:\n{change}\nyolo refuses to continue without your approval: review the change, then run again with --accept-config (or answer yes in a terminal)"
+        )));
     }
-    state.approved = Some(current);
+    eprintln!("The dev container config changed since you last approved it:\n{change}");
+    let yes = dialoguer::Confirm::new()
+        .with_prompt("Accept this change?")
+        .default(false)
+        .interact()
+        .map_err(|e| Error::NotApproved(format!("no answer ({e}); nothing was started")))?;
+    if !yes {
+        return Err(Error::NotApproved(
+            "change not accepted; nothing was started".into(),
+        ));
+    }
     Ok(())
 }
 
@@ -158,7 +359,9 @@ pub(crate) fn confirm_host_command(project: &Project) -> Result<HostCommandAppro
             ),
         });
     }
-    let shown = serde_json::to_string(command).unwrap_or_default();
+    // JSON escapes C0 controls but not C1 ones or bidi overrides: those are made visible too.
+    let shown =
+        crate::visible::escape_controls(&serde_json::to_string(command).unwrap_or_default());
     eprintln!(
         "The repository wants to run this on YOUR machine (not in the container):\n  {shown}"
     );
@@ -178,6 +381,92 @@ pub(crate) fn confirm_host_command(project: &Project) -> Result<HostCommandAppro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) -> PathBuf {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_files_an_initialize_command_names_in_the_workspace_are_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap().join("repo");
+        let init = write(&ws, "scripts/init.sh", "echo hi\n");
+        let dc = write(&ws, ".devcontainer/init.sh", "echo dc\n");
+        write(dir.path(), "outside.sh", "echo out\n");
+        let shell = LifecycleCommand::Shell(
+            "./scripts/init.sh --flag && X=1 bash .devcontainer/init.sh; /bin/true ../outside.sh"
+                .into(),
+        );
+        assert_eq!(command_files(&shell, &ws), [init.clone(), dc.clone()]);
+        let redirected = LifecycleCommand::Shell("sh < scripts/init.sh 2>&1".into());
+        assert_eq!(command_files(&redirected, &ws), std::slice::from_ref(&init));
+        let args = LifecycleCommand::Args(vec!["bash".into(), ".devcontainer/init.sh".into()]);
+        assert_eq!(command_files(&args, &ws), [dc]);
+        let nested = LifecycleCommand::Args(vec![
+            "/bin/bash".into(),
+            "-c".into(),
+            "cd . && ./scripts/init.sh".into(),
+        ]);
+        assert_eq!(command_files(&nested, &ws), [init]);
+        // What a command only reads as data or writes is no input (it would change every run).
+        write(&ws, "log", "ran\n");
+        for text in [
+            "ls scripts missing.sh",
+            "echo ran >> log",
+            "echo ran >log",
+            "touch log",
+            "cat log",
+        ] {
+            let none = LifecycleCommand::Shell(text.into());
+            assert!(command_files(&none, &ws).is_empty(), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_link_out_of_the_workspace_is_recorded_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = root.join("repo");
+        let secret = write(&root, "id_rsa", "PRIVATE KEY");
+        let inside = write(&ws, "docker/Dockerfile", "FROM debian\n");
+        std::os::unix::fs::symlink(&secret, ws.join("out")).unwrap();
+        std::os::unix::fs::symlink(&inside, ws.join("in")).unwrap();
+        let mut files = BTreeMap::new();
+        add_input(&mut files, &ws.join("out"), &ws);
+        add_input(&mut files, &ws.join("in"), &ws);
+        assert_eq!(
+            files,
+            BTreeMap::from([
+                ("docker/Dockerfile".into(), "FROM debian\n".into()),
+                ("in".into(), format!("symlink -> {}", inside.display())),
+                ("out".into(), format!("symlink -> {}", secret.display())),
+            ])
+        );
+    }
+
+    #[test]
+    fn a_moved_config_shows_both_paths_in_the_diff() {
+        let file = |path: &str| ApprovedConfig {
+            config_file: path.into(),
+            files: BTreeMap::from([(path.to_string(), "{}\n".to_string())]),
+        };
+        let diff = diff(
+            &file(".devcontainer/devcontainer.json"),
+            &file(".devcontainer.json"),
+        );
+        assert!(
+            diff.starts_with("config file: you approved .devcontainer/devcontainer.json, yolo now uses .devcontainer.json\n"),
+            "{diff}"
+        );
+        assert!(diff.contains("+++ b/.devcontainer.json"), "{diff}");
+        assert!(
+            diff.contains("--- a/.devcontainer/devcontainer.json"),
+            "{diff}"
+        );
+    }
 
     #[test]
     fn a_large_file_changes_with_its_content_not_only_its_size() {

@@ -36,7 +36,8 @@ pub(crate) async fn execute(
             if json {
                 println!("{}", serde_json::to_string(&event).unwrap_or_default());
             } else {
-                println!("{}", render(&event));
+                // The agent chose the argv and names recorded here.
+                println!("{}", crate::visible::escape_controls(&render(&event)));
             }
         }
         if !follow {
@@ -70,7 +71,8 @@ fn list_sessions(target: &Target) -> Result<i32> {
             } else {
                 ""
             };
-            println!("{s}{open}  {}", state.workspace);
+            let workspace = crate::visible::escape_controls(&state.workspace);
+            println!("{s}{open}  {workspace}");
         }
     }
     Ok(0)

@@ -324,18 +324,26 @@ async fn run_on_host(
         };
         let started = chrono::Utc::now();
         let clock = Instant::now();
-        let status = tokio::process::Command::new(program)
+        let mut child = tokio::process::Command::new(program)
             .args(args)
             .current_dir(cwd)
             // An interrupted `up` drops this future (and rolls back): the command goes with it.
             .kill_on_drop(true)
-            .status()
-            .await
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .map_err(|e| {
                 Error::CommandFailed(format!(
                     "{name}: could not run {program:?} on the host: {e}"
                 ))
             })?;
+        tokio::join!(
+            print_lines(&name, child.stdout.take()),
+            print_lines(&name, child.stderr.take())
+        );
+        let status = child.wait().await.map_err(|e| {
+            Error::CommandFailed(format!("{name}: waiting for {program:?} on the host: {e}"))
+        })?;
         let code = status.code().map(i64::from).unwrap_or(-1);
         if let Some(writer) = writer {
             writer.write(EventKind::Command {
@@ -354,6 +362,32 @@ async fn run_on_host(
         }
     }
     Ok(())
+}
+
+/// A host command's output on yolo's stderr, line by line, prefixed and with control characters
+/// shown (`visible::prefixed_line`), like the hooks that run in the container.
+async fn print_lines(name: &str, pipe: Option<impl tokio::io::AsyncRead + Unpin>) {
+    use std::io::Write;
+    use tokio::io::AsyncBufReadExt;
+    let Some(pipe) = pipe else {
+        return;
+    };
+    let mut reader = tokio::io::BufReader::new(pipe);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let mut text = crate::visible::prefixed_line(name, &line);
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                let mut err = std::io::stderr().lock();
+                let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -42,7 +42,9 @@ pub(crate) async fn execute(
     if outcome.network != "none" {
         // The guard writes its events from a queue: give the last ones a moment to land.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        eprint!("{}", super::firewall::summary(&outcome.session, started));
+        // The names the agent looked up are its own words: shown, not obeyed.
+        let summary = super::firewall::summary(&outcome.session, started);
+        eprint!("{}", crate::visible::escape_controls(&summary));
     }
     Ok(code)
 }

@@ -80,7 +80,9 @@ async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<
     })
 }
 
+/// The image and the folder are the repository's words: shown, not obeyed.
 fn print_outcome(o: &Outcome) {
+    use crate::visible::escape_controls;
     let state = console::style(&o.action).green();
     let why = o
         .reason
@@ -91,8 +93,8 @@ fn print_outcome(o: &Outcome) {
         "{} {} {state} ({}{why}), workspace at {}; `yolo exec`, `yolo shell` or `yolo run <agent>` to use it",
         console::style("yolo:").bold(),
         o.container_name,
-        o.image,
-        o.workspace_folder
+        escape_controls(&o.image),
+        escape_controls(&o.workspace_folder)
     );
     if o.stale {
         eprintln!(

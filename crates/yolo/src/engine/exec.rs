@@ -305,15 +305,14 @@ impl Sink {
         let Output::Prefixed(name) = &self.output else {
             return;
         };
-        let prefix = console::style(format!("[{name}]")).dim().to_string();
         let mut err = std::io::stderr().lock();
         for pending in [&mut self.pending_out, &mut self.pending_err] {
             while let Some(pos) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=pos).collect();
-                let _ = write!(err, "{prefix} {}", String::from_utf8_lossy(&line));
+                let _ = write!(err, "{}", crate::visible::prefixed_line(name, &line));
             }
             if all && !pending.is_empty() {
-                let _ = writeln!(err, "{prefix} {}", String::from_utf8_lossy(pending));
+                let _ = writeln!(err, "{}", crate::visible::prefixed_line(name, pending));
                 pending.clear();
             }
         }

@@ -92,7 +92,8 @@ impl Engine {
                         .flatten()
                         .collect::<Vec<_>>()
                         .join(" ");
-                    bar.set_message(format!("pulling {name}: {status}"));
+                    let shown = crate::visible::escape_controls(&format!("{name}: {status}"));
+                    bar.set_message(format!("pulling {shown}"));
                 }
                 Err(e) => {
                     bar.finish_and_clear();
@@ -154,7 +155,9 @@ impl Engine {
                 .flat_map(|s| s.lines())
                 .filter(|l| !l.trim().is_empty())
             {
-                bar.set_message(format!("building {}: {}", build.tag, line.trim()));
+                // RUN steps print what the repository wrote: shown, not obeyed.
+                let shown = crate::visible::escape_controls(line.trim());
+                bar.set_message(format!("building {}: {shown}", build.tag));
                 // Build output carries colour codes (RUN steps writing to stderr): not in our message.
                 tail.push_back(console::strip_ansi_codes(line).into_owned());
                 if tail.len() > TAIL_LINES {
@@ -173,7 +176,7 @@ pub(super) fn spinner(message: &str) -> ProgressBar {
         ProgressStyle::with_template("{spinner} {elapsed} {wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
-    bar.set_message(message.to_string());
+    bar.set_message(crate::visible::escape_controls(message));
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
 }

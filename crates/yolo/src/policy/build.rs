@@ -11,6 +11,9 @@ use crate::run_spec::{BuildSpec, ImageSource};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The name in the build context of a Dockerfile that lives outside it (yolo adds it to the tar).
+pub(crate) const OUTSIDE_DOCKERFILE: &str = ".yolo.Dockerfile";
+
 impl Eval<'_> {
     pub(super) fn image_source(&mut self) -> Result<ImageSource> {
         let c = self.config;
@@ -88,7 +91,7 @@ impl Eval<'_> {
         let (dockerfile, dockerfile_outside) = match dockerfile_path.strip_prefix(&context) {
             Ok(rel) if !rel.as_os_str().is_empty() => (slash_path(rel), None),
             _ => (
-                ".yolo.Dockerfile".to_string(),
+                OUTSIDE_DOCKERFILE.to_string(),
                 Some(dockerfile_path.clone()),
             ),
         };

@@ -7,7 +7,7 @@ use super::paths::normalize_path;
 use crate::error::{Error, Result};
 use crate::user_config::UserConfig;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 /// One thing the user grants, parsed once from `--grant NAME` or `grants = [..]`.
@@ -26,7 +26,7 @@ pub(crate) enum Grant {
     HostUts,
     Device,
     DockerSocket,
-    /// Accept a changed `.devcontainer/` (used by the approval step, not by `evaluate`).
+    /// Accept a changed container definition (used by the approval step, not by `evaluate`).
     ConfigChange,
     /// Run `initializeCommand` on the host (same as `trust_host_commands`).
     InitializeCommand,
@@ -107,7 +107,7 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
     name(
         "config-change",
         None,
-        "accept a changed .devcontainer/ without asking",
+        "accept a changed container definition (config, Dockerfile, host scripts) without asking",
     ),
     name(
         "initialize-command",
@@ -291,7 +291,7 @@ impl Grants {
         self.0.contains(&Grant::InitializeCommand)
     }
 
-    /// A changed `.devcontainer/` is accepted without asking.
+    /// A changed container definition is accepted without asking.
     pub(crate) fn config_change(&self) -> bool {
         self.0.contains(&Grant::ConfigChange)
     }
@@ -299,6 +299,11 @@ impl Grants {
     /// Some `host-mount` grant, of any path.
     pub(crate) fn any_host_mount(&self) -> bool {
         self.0.iter().any(|g| matches!(g, Grant::HostMount(_)))
+    }
+
+    /// Whether a `host-mount` grant covers `path` (the whole host, or a folder holding it).
+    pub(crate) fn host_mount_covers(&self, path: &Path) -> bool {
+        self.find(&Need::HostMount(path.to_path_buf())).is_some()
     }
 
     /// The first grant that allows `need`.

@@ -6,7 +6,7 @@ use super::grants::Need;
 use super::paths::{is_container_path, normalize_path};
 use super::Eval;
 use crate::devcontainer::model::MountEntry;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::run_spec::{Mount, MountKind, RunSpec};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -273,6 +273,7 @@ impl Eval<'_> {
         let source = match req.kind {
             MountKind::Tmpfs => String::new(),
             MountKind::Volume if req.source.is_empty() || valid_volume_name(&req.source) => {
+                self.refuse_reserved_volume(property, &req.source)?;
                 req.source
             }
             MountKind::Volume => {
@@ -296,6 +297,30 @@ impl Eval<'_> {
         };
         push_mount(spec, mount);
         Ok(())
+    }
+}
+
+/// The prefix of the named volumes yolo makes and manages (agent state: `yolo-<agent>-<id>`).
+const RESERVED_VOLUME_PREFIX: &str = "yolo-";
+
+impl Eval<'_> {
+    /// A volume named with yolo's reserved prefix is one yolo manages, for this workspace or for
+    /// another: another workspace's agent state holds that agent's login token. Only this
+    /// workspace's own volumes may be named. The rule is on the name, not on the volume's labels:
+    /// policy stays pure, and a volume another workspace creates later is covered too.
+    fn refuse_reserved_volume(&self, property: &str, name: &str) -> Result<()> {
+        let own = self.input.agent_volumes.iter().any(|(v, _)| v == name);
+        if !name.starts_with(RESERVED_VOLUME_PREFIX) || own {
+            return Ok(());
+        }
+        Err(Error::Forbidden {
+            file: self.file(),
+            property: property.to_string(),
+            value: format!("the volume \"{name}\""),
+            reason: format!(
+                "volumes named \"{RESERVED_VOLUME_PREFIX}*\" are yolo's own (agent logins of other workspaces among them) and a repository may mount only this workspace's; rename the volume"
+            ),
+        })
     }
 }
 
@@ -459,6 +484,35 @@ mod tests {
             json!({"runArgs": ["-v", "/run/user/1000/docker.sock:/d.sock"]}),
         ));
         assert_grant_text(&refused(c.run()).2, "docker-socket");
+    }
+
+    #[test]
+    fn only_this_workspaces_own_yolo_volumes_may_be_mounted() {
+        // Another workspace's agent login, by every way a repository can name a volume.
+        for config in [
+            json!({"mounts": ["source=yolo-claude-0therw0rkspace,target=/steal,type=volume"]}),
+            json!({"mounts": [{"type": "volume", "source": "yolo-codex-other", "target": "/s"}]}),
+            json!({"runArgs": ["-v", "yolo-claude-other:/steal"]}),
+            json!({"runArgs": ["--mount", "type=volume,src=yolo-anything,dst=/s"]}),
+        ] {
+            let err = case(with_image(config.clone()))
+                .grant(&["host-mount"])
+                .run();
+            match err {
+                Err(Error::Forbidden { value, reason, .. }) => {
+                    assert!(value.contains("yolo-"), "{value}");
+                    assert!(reason.contains("rename the volume"), "{reason}");
+                }
+                other => panic!("{config}: expected Forbidden, got {other:?}"),
+            }
+        }
+        // Its own agent volume (test_support's `yolo-claude-x`) and other names are fine.
+        let spec = ok(with_image(json!({"mounts": [
+            "source=yolo-claude-x,target=/again,type=volume",
+            "source=my-yolo-cache,target=/c,type=volume"
+        ]})));
+        assert!(spec.mounts.iter().any(|m| m.target == "/again"));
+        assert!(spec.mounts.iter().any(|m| m.source == "my-yolo-cache"));
     }
 
     #[test]

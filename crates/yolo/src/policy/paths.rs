@@ -32,7 +32,7 @@ pub(crate) fn git_root(workspace: &Path) -> Option<PathBuf> {
 }
 
 /// A relative path with forward slashes (what the Engine API wants).
-pub(super) fn slash_path(path: &Path) -> String {
+pub(crate) fn slash_path(path: &Path) -> String {
     path.components()
         .filter_map(|c| match c {
             Component::Normal(n) => Some(n.to_string_lossy().into_owned()),

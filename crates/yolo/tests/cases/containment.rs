@@ -358,23 +358,50 @@ fn submodules_and_worktrees_keep_their_config_and_hooks_from_the_agent() {
 }
 
 #[test]
-fn a_planted_commondir_is_flagged_loudly() {
+fn what_would_redirect_the_hosts_git_is_flagged_loudly() {
     let t = Test::new();
-    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    with_git(&t);
+    t.file("Makefile", "all:\n\ttrue\n");
     git(&t, &["init", "-q"]);
+    git(&t, &["add", "-A"]);
+    git(&t, &["commit", "-q", "-m", "host"]);
     t.up(&[]);
-    // Git cannot work with `.git` read-only, so this one is caught, not blocked.
-    t.yolo(&[
-        "exec",
-        "--",
-        "sh",
-        "-c",
-        "mkdir -p evil && echo ../evil > .git/commondir",
-    ])
-    .ok()
-    .assert_stderr_contains(".git/commondir was added: git on the host would read its config");
-    let events = t.events();
-    assert!(events
-        .iter()
-        .any(|e| e["kind"] == "watched_file" && e["path"] == ".git/commondir" && e["git"] == true));
+    // Git cannot work with `.git` read-only, so these are caught, not blocked.
+    for (script, expect) in [
+        (
+            format!("printf 'all:\\n\\tevil\\n' > /tmp/mk && {GIT_IN} replace -f $({GIT_IN} rev-parse HEAD:Makefile) $({GIT_IN} hash-object -w /tmp/mk)"),
+            "a replace ref makes git checkout",
+        ),
+        (
+            format!("mkdir -p vendor/tool && cd vendor/tool && {GIT_IN} init -q . && {GIT_IN} config core.fsmonitor evil"),
+            "vendor/tool/.git was added: a repository inside the workspace",
+        ),
+        // Last: git stops working here once it points elsewhere.
+        (
+            "mkdir -p evil && echo ../evil > .git/commondir".to_string(),
+            ".git/commondir was added: git on the host would read its config",
+        ),
+    ] {
+        t.yolo(&["exec", "--", "sh", "-c", &script])
+            .ok()
+            .assert_stderr_contains(expect);
+    }
+    let flagged: Vec<String> = t
+        .events()
+        .into_iter()
+        .filter(|e| e["kind"] == "watched_file" && e["git"] == true)
+        .map(|e| e["path"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        flagged.contains(&".git/commondir".to_string()),
+        "{flagged:?}"
+    );
+    assert!(
+        flagged.iter().any(|p| p.starts_with(".git/refs/replace/")),
+        "{flagged:?}"
+    );
+    assert!(
+        flagged.contains(&"vendor/tool/.git/config".to_string()),
+        "{flagged:?}"
+    );
 }

@@ -194,12 +194,12 @@ fn a_changed_config_is_refused_until_accepted_then_flagged_stale_and_rebuild_rec
 fn down_stops_remove_deletes_and_volumes_go_only_when_asked() {
     let t = Test::new();
     t.devcontainer(&format!(
-        r#"{{"image": "debian:bookworm-slim", "mounts": ["source=yolo-test-cache-{},target=/cache,type=volume"]}}"#,
+        r#"{{"image": "debian:bookworm-slim", "mounts": ["source=test-cache-{},target=/cache,type=volume"]}}"#,
         t.id
     ));
     let (_, out) = t.up(&[]);
     let id = out["container"]["id"].as_str().unwrap().to_string();
-    let volume = format!("yolo-test-cache-{}", t.id);
+    let volume = format!("test-cache-{}", t.id);
     assert_eq!(
         docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(),
         volume

@@ -1,3 +1,4 @@
+mod approval;
 mod cli;
 mod containment;
 mod errors;
