@@ -41,18 +41,20 @@ pub(crate) async fn acquire(devcontainer_id: &str, command: &str) -> Result<Work
         .truncate(false)
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
-    let mut told = false;
+    let mut tries = 0;
     loop {
         match file.try_lock() {
             Ok(()) => break,
             Err(TryLockError::WouldBlock) => {
-                if !told {
+                tries += 1;
+                // Said on the second try: a wait that short needs no line, and by then the
+                // holder has written who it is (it writes right after it locks).
+                if tries == 2 {
                     eprintln!(
                         "{} waiting for {}…",
                         console::style("yolo:").bold(),
                         holder(&mut file)
                     );
-                    told = true;
                 }
                 tokio::time::sleep(RETRY).await;
             }
