@@ -120,7 +120,9 @@ pub(crate) struct Protected {
     pub(crate) target: String,
     pub(crate) read_only: bool,
     /// Absent on the host: created as an empty folder before the container (a mount point must
-    /// exist, and the agent must not be the one to create it).
+    /// exist, and the agent must not be the one to create it). Not part of the config hash: it
+    /// flips once the first `up` made the folder, and the container is no less current for it.
+    #[serde(skip)]
     pub(crate) create_dir: bool,
 }
 

@@ -151,6 +151,8 @@ fn up_twice_reuses_the_container_and_starts_a_stopped_one() {
     let (_, second) = t.up(&[]);
     assert_eq!(first["container"]["id"], second["container"]["id"]);
     assert_eq!(second["action"], "running");
+    // The first up made the absent read-only folders (.vscode, .idea): not a config change.
+    assert_eq!(second["stale"], false, "{second}");
     assert_eq!(t.agents().len(), 1);
 
     t.yolo(&["down"]).ok();
