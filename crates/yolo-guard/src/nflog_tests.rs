@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Block at most `timeout` in reads (`None`: forever); a timed-out read returns an empty batch.
 /// Only the tests need it: the guard's reader blocks for as long as the guard lives.
-fn set_read_timeout(reader: &Reader, timeout: Option<Duration>) -> io::Result<()> {
+pub(crate) fn set_read_timeout(reader: &Reader, timeout: Option<Duration>) -> io::Result<()> {
     let tv = timeout.map_or(
         libc::timeval {
             tv_sec: 0,

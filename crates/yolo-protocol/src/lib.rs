@@ -53,6 +53,17 @@ pub struct GuardConfig {
     /// on for internal services (and the tests, whose servers live on a Docker bridge).
     #[serde(default)]
     pub allow_internal_answers: bool,
+    /// The size the guard lets its session log (`audit_path`) reach; past it, one `suppressed`
+    /// record per kind counts what was not written. A config without it gets the default.
+    #[serde(default = "default_max_session_log")]
+    pub max_session_log: u64,
+}
+
+/// The default cap of a session's guard log, in bytes (`[audit] max_session_log`).
+pub const DEFAULT_MAX_SESSION_LOG: u64 = 16 << 20;
+
+fn default_max_session_log() -> u64 {
+    DEFAULT_MAX_SESSION_LOG
 }
 
 /// Where the guard listens for DNS (the agent's resolver); also `[::1]:53` when IPv6 exists.

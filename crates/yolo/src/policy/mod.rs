@@ -51,7 +51,7 @@ mod workspace;
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use grants::{grant_help, Grant};
-pub(crate) use limits::{check_cpus, check_memory, LimitLayer};
+pub(crate) use limits::{check_cpus, check_memory, parse_size, LimitLayer};
 pub(crate) use paths::git_root;
 pub(crate) use protect::{check_entry as check_read_only_entry, DEFAULT_READ_ONLY};
 
