@@ -8,7 +8,7 @@ use crate::fold::Fold;
 use crate::writer::Writer;
 use chrono::Utc;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -23,8 +23,11 @@ const TICK: Duration = Duration::from_millis(200);
 
 pub struct Events {
     tx: SyncSender<EventKind>,
-    dropped: AtomicU64,
+    /// Events the full queue refused, per kind.
+    dropped: Mutex<BTreeMap<&'static str, u64>>,
     fold: Mutex<Fold>,
+    /// Where the writer thread writes; asked first, so past the cap nothing is queued.
+    writer: Option<Arc<Writer>>,
     finishing: AtomicBool,
     finished: (Mutex<bool>, Condvar),
 }
@@ -32,7 +35,8 @@ pub struct Events {
 impl Events {
     /// Events written to `writer` by a background thread.
     pub fn to_writer(writer: Writer) -> Arc<Events> {
-        let (events, rx) = Events::channel();
+        let writer = Arc::new(writer);
+        let (events, rx) = Events::with_writer(Some(Arc::clone(&writer)));
         let drain = Arc::clone(&events);
         std::thread::Builder::new()
             .name("yolo-audit".into())
@@ -41,14 +45,19 @@ impl Events {
         events
     }
 
-    /// Events left in a channel, for tests and for callers that print them. Repeats stay in
-    /// the fold (nothing flushes it).
+    /// Events left in a channel, for tests. Repeats stay in the fold (nothing flushes it).
+    #[cfg(test)]
     pub fn channel() -> (Arc<Events>, Receiver<EventKind>) {
+        Events::with_writer(None)
+    }
+
+    fn with_writer(writer: Option<Arc<Writer>>) -> (Arc<Events>, Receiver<EventKind>) {
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let events = Events {
             tx,
-            dropped: AtomicU64::new(0),
+            dropped: Mutex::new(BTreeMap::new()),
             fold: Mutex::new(Fold::default()),
+            writer,
             finishing: AtomicBool::new(false),
             finished: (Mutex::new(false), Condvar::new()),
         };
@@ -61,9 +70,15 @@ impl Events {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .offer(kind, Utc::now());
-        if let Some(kind) = passed {
-            self.send(kind);
+        let Some(kind) = passed else { return };
+        if self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.suppress_if_full(&kind))
+        {
+            return;
         }
+        self.send(kind);
     }
 
     /// Raw events folded into aggregated records so far.
@@ -74,8 +89,9 @@ impl Events {
     fn send(&self, kind: EventKind) {
         match self.tx.try_send(kind) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+            Err(TrySendError::Full(kind)) | Err(TrySendError::Disconnected(kind)) => {
+                let mut dropped = self.dropped.lock().unwrap_or_else(|p| p.into_inner());
+                *dropped.entry(kind.name()).or_default() += kind.count();
             }
         }
     }
@@ -89,7 +105,7 @@ impl Events {
         let _ = signal.wait_timeout_while(done, limit, |done| !*done);
     }
 
-    fn drain(&self, rx: Receiver<EventKind>, writer: Writer) {
+    fn drain(&self, rx: Receiver<EventKind>, writer: Arc<Writer>) {
         let mut failed = false;
         let mut write = |kind: EventKind| {
             // A failing disk must not kill the guard; say it once on stderr (docker logs).
@@ -113,9 +129,10 @@ impl Events {
                     write(kind);
                 }
             }
-            let dropped = self.dropped.swap(0, Ordering::Relaxed);
-            if dropped > 0 {
-                write(guard_event("events_dropped", [("count", dropped.into())]));
+            let dropped =
+                std::mem::take(&mut *self.dropped.lock().unwrap_or_else(|p| p.into_inner()));
+            if !dropped.is_empty() {
+                let _ = writer.write_dropped(dropped);
             }
             if finishing || Instant::now() >= next_flush {
                 next_flush = Instant::now() + FLUSH;
@@ -166,7 +183,10 @@ mod tests {
                 message: "x".into(),
             });
         }
-        assert_eq!(events.dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(
+            *events.dropped.lock().unwrap(),
+            BTreeMap::from([("notice", 5)])
+        );
         drop(rx);
     }
 

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use yolo_protocol::event::{Event, EventKind};
 
@@ -21,6 +22,8 @@ pub struct Writer {
     session: String,
     path: PathBuf,
     state: Mutex<(File, Budget)>,
+    /// Past the cap: callers count their events here instead of queueing them.
+    full: AtomicBool,
 }
 
 impl Writer {
@@ -41,6 +44,7 @@ impl Writer {
             session: session.to_string(),
             path: path.to_path_buf(),
             state: Mutex::new((file, Budget::new(max_bytes.unwrap_or(u64::MAX), used))),
+            full: AtomicBool::new(false),
         })
     }
 
@@ -51,6 +55,51 @@ impl Writer {
         let (file, budget) = &mut *state;
         if budget.admit(&event.kind, line.len() as u64, event.ts) {
             return file.write_all(&line).map_err(|e| Error::io(&self.path, e));
+        }
+        self.full.store(true, Ordering::Relaxed);
+        let due = budget.reports(event.ts, false);
+        self.append(file, due)
+    }
+
+    /// Past the cap, count `kind` as not written and say so (`true`); else `false`. Lets a
+    /// flood past the cap skip the queue and the serializing altogether.
+    pub fn suppress_if_full(&self, kind: &EventKind) -> bool {
+        if !self.full.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.1.suppress(kind.name(), kind.count(), Utc::now());
+        true
+    }
+
+    /// The `events_dropped` record for events the queue refused (`count`, and `kinds`: per
+    /// kind); past the cap they are counted as suppressed under their own kinds instead.
+    pub fn write_dropped(&self, dropped: BTreeMap<&'static str, u64>) -> Result<()> {
+        let total: u64 = dropped.values().sum();
+        let kinds: serde_json::Map<String, serde_json::Value> = dropped
+            .iter()
+            .map(|(k, n)| (k.to_string(), (*n).into()))
+            .collect();
+        let details = BTreeMap::from([
+            ("count".to_string(), total.into()),
+            ("kinds".to_string(), kinds.into()),
+        ]);
+        let event = Event::now(
+            &self.session,
+            EventKind::Guard {
+                status: "events_dropped".into(),
+                details,
+            },
+        );
+        let line = event.to_line();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (file, budget) = &mut *state;
+        if budget.take(line.len() as u64) {
+            return file.write_all(&line).map_err(|e| Error::io(&self.path, e));
+        }
+        self.full.store(true, Ordering::Relaxed);
+        for (of, n) in dropped {
+            budget.suppress(of, n, event.ts);
         }
         let due = budget.reports(event.ts, false);
         self.append(file, due)
@@ -78,6 +127,8 @@ impl Writer {
 pub struct Budget {
     max: u64,
     used: u64,
+    /// Set by the first line that did not fit: from then on nothing but reports is written.
+    full: bool,
     tally: BTreeMap<&'static str, Tally>,
     /// When the next round of `suppressed` records may be written, and the wait after it.
     next_report: Option<DateTime<Utc>>,
@@ -96,6 +147,7 @@ impl Budget {
         Budget {
             max,
             used,
+            full: false,
             tally: BTreeMap::new(),
             next_report: None,
             backoff: Duration::seconds(1),
@@ -105,19 +157,33 @@ impl Budget {
     /// Whether a line of `bytes` for `kind` fits; if not, it is counted (as the occurrences
     /// it stands for) under its kind.
     pub fn admit(&mut self, kind: &EventKind, bytes: u64, now: DateTime<Utc>) -> bool {
-        if self.used.saturating_add(bytes) <= self.max {
+        if self.take(bytes) {
+            return true;
+        }
+        self.suppress(kind.name(), kind.count(), now);
+        false
+    }
+
+    /// Whether `bytes` more fit (and are now used); the first refusal closes the log.
+    pub fn take(&mut self, bytes: u64) -> bool {
+        if !self.full && self.used.saturating_add(bytes) <= self.max {
             self.used += bytes;
             return true;
         }
-        let tally = self.tally.entry(kind.name()).or_insert(Tally {
+        self.full = true;
+        false
+    }
+
+    /// Count `n` events of kind `of` as not written.
+    pub fn suppress(&mut self, of: &'static str, n: u64, now: DateTime<Utc>) {
+        let tally = self.tally.entry(of).or_insert(Tally {
             count: 0,
             first: now,
             last: now,
             reported: 0,
         });
-        tally.count += kind.count();
+        tally.count += n;
         tally.last = now;
-        false
     }
 
     /// `suppressed` records for the kinds whose count changed since they were last reported,
@@ -225,8 +291,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         let writer = Writer::open(&path, "s", Some(1000)).unwrap();
-        for _ in 0..1000 {
+        assert!(!writer.suppress_if_full(&notice()));
+        for _ in 0..990 {
             writer.write(notice()).unwrap();
+        }
+        // Past the cap, callers count without serializing or queueing.
+        for _ in 0..10 {
+            assert!(writer.suppress_if_full(&notice()));
         }
         writer.report_suppressed(true).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
@@ -251,5 +322,25 @@ mod tests {
             .collect();
         assert_eq!(added.len(), 1, "{after}");
         assert_eq!(added[0].kind.name(), "suppressed");
+        // Events the queue dropped count under their own kinds once the log is full.
+        again
+            .write_dropped(BTreeMap::from([("dns", 700), ("notice", 3)]))
+            .unwrap();
+        again.report_suppressed(true).unwrap();
+        let last = std::fs::read_to_string(&path).unwrap();
+        let reports: Vec<(String, u64)> = last
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Event>(l).ok())
+            .filter_map(|e| match e.kind {
+                EventKind::Suppressed { of, count, .. } => Some((of, count)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            reports.last().cloned(),
+            Some(("notice".to_string(), 4)),
+            "{reports:?}"
+        );
+        assert!(reports.contains(&("dns".to_string(), 700)), "{reports:?}");
     }
 }
