@@ -250,7 +250,7 @@ async fn serve<B: Batches>(
 
     wait_for_termination().await;
     let _ = std::fs::remove_file(GUARD_READY_FILE);
-    // Docker waits 10 s after SIGTERM; the last aggregates and counts take far less.
+    // `yolo down` gives the guard 5 s after SIGTERM; the last aggregates and counts take far less.
     guard.events.finish(std::time::Duration::from_secs(3));
     // Past the cap too: one line, so the log says the guard stopped rather than died.
     let stopped = Writer::open(&config.audit_path, &config.session, None)?;
@@ -673,7 +673,8 @@ mod tests {
             let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
             sets::apply(&Ruleset.build(&config, &allow))?;
             let mut reader = nflog::Reader::bind(NFLOG_GROUP).map_err(|e| e.to_string())?;
-            nflog::tests::set_read_timeout(&reader, Some(std::time::Duration::from_millis(300)))
+            reader
+                .set_read_timeout(std::time::Duration::from_millis(300))
                 .map_err(|e| e.to_string())?;
             let socket = std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
             for _ in 0..3000 {

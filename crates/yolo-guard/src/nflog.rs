@@ -247,6 +247,30 @@ impl Reader {
         ack_result(&ack[..len])
     }
 
+    /// Let [`Reader::read`] return an empty batch after `timeout` without a message.
+    pub fn set_read_timeout(&self, timeout: std::time::Duration) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let tv = libc::timeval {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+        };
+        // SAFETY: a valid socket and a timeval of the right size.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// Read one datagram. ENOBUFS (the kernel dropped messages for us) is not an error: the
     /// sequence gap on the next packet counts what was lost.
     pub fn read(&mut self) -> io::Result<Batch> {
@@ -320,19 +344,30 @@ pub fn blocked_event(packet: Packet, name: Option<String>) -> EventKind {
     }
 }
 
+/// How often lost log messages are reported: a flood overrunning the buffer makes one line a
+/// second, not one per read.
+const LOST_REPORT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Read `reader` on a thread of its own until the process ends, auditing every packet.
 pub fn spawn(
     mut reader: Reader,
     events: Arc<Events>,
     name_of: impl Fn(&IpAddr) -> Option<String> + Send + 'static,
 ) -> io::Result<std::thread::JoinHandle<()>> {
+    // Reads wake up at least this often, so lost messages are reported after a flood too.
+    let _ = reader.set_read_timeout(LOST_REPORT);
+    let mut lost = 0u64;
+    let mut reported = std::time::Instant::now();
     std::thread::Builder::new()
         .name("yolo-nflog".into())
         .spawn(move || loop {
             match reader.read() {
                 Ok(batch) => {
-                    if batch.lost > 0 {
-                        events.emit(guard_event("nflog_dropped", [("count", batch.lost.into())]));
+                    lost += batch.lost;
+                    if lost > 0 && reported.elapsed() >= LOST_REPORT {
+                        events.emit(guard_event("nflog_dropped", [("count", lost.into())]));
+                        lost = 0;
+                        reported = std::time::Instant::now();
                     }
                     for packet in batch.packets {
                         let name = name_of(&packet.dst);
