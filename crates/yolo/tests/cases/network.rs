@@ -970,3 +970,65 @@ print(repeat, sent, answered, ",".join(str(r) for r in during))
         suppressed(&events, "guard"),
     );
 }
+
+/// Issue 7.4, the packet side at full speed: two threads send UDP to a blocked port for 3 s
+/// (hundreds of thousands of packets), then one TCP connect to another port. Every packet is
+/// counted (or its loss reported by `nflog_dropped`), the connect is in the log, and the log
+/// holds a few lines, not one per packet; the guard still answers DNS.
+#[test]
+fn a_packet_flood_is_counted_to_the_packet_in_a_few_lines() {
+    let s = Session::start(&["*.allowed.test"], &[]);
+    let target = s.net.denied.host.ip.clone();
+    let flood = format!(
+        r#"
+import socket, threading, time
+sent = [0, 0]
+def run(k):
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    end = time.time() + 3
+    while time.time() < end:
+        try:
+            u.sendto(b"x", ("{target}", 9))
+        except OSError:
+            pass
+        sent[k] += 1
+threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+c = socket.socket()
+c.settimeout(2)
+try:
+    c.connect(("{target}", 4343))
+except OSError:
+    pass
+print(sum(sent))
+"#
+    );
+    let out = s.t.yolo(&["exec", "python3", "-c", &flood]).ok().stdout();
+    let sent: u64 = out.trim().parse().expect("a count");
+    let (status, _) = s.dig("after-flood.allowed.test").expect("an answer");
+    assert_eq!(status, "NOERROR");
+    // The guard writes the last aggregates when it stops.
+    s.t.yolo(&["down"]).ok();
+    let (events, size) = network_log(&s.t);
+    let to = |port: u16| -> u64 {
+        events
+            .iter()
+            .filter(|e| e["kind"] == "blocked" && e["dst"] == target.as_str() && e["port"] == port)
+            .map(attempts)
+            .sum()
+    };
+    let lost: u64 = events
+        .iter()
+        .filter(|e| e["kind"] == "guard" && e["status"] == "nflog_dropped")
+        .map(|e| e["details"]["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(to(4343), 1, "the distinct connect after the flood");
+    assert_eq!(to(9) + lost, sent, "{lost} reported lost");
+    assert!(events.len() < 40, "{} lines for one flood", events.len());
+    eprintln!(
+        "UDP flood: {sent} packets, {} counted, {lost} lost, log {size} bytes in {} lines",
+        to(9),
+        events.len()
+    );
+}
