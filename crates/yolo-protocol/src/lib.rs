@@ -98,6 +98,17 @@ pub fn resolv_conf_nameservers(text: &str) -> Vec<SocketAddr> {
 mod tests {
     use super::*;
 
+    /// A config written by an older CLI (no cap) still starts the guard, with the default cap.
+    #[test]
+    fn a_config_without_a_log_cap_gets_the_default() {
+        let json = r#"{"session":"s","mode":"firewall","allow":[],"upstream":[],"ttl_floor_secs":60,
+            "deny_nxdomain":false,"published_ports":[],"audit_path":"/var/log/yolo/s.jsonl",
+            "control_socket":"/run/yolo/control.sock"}"#;
+        let config: GuardConfig = serde_json::from_str(json).unwrap();
+        assert_eq!(config.max_session_log, DEFAULT_MAX_SESSION_LOG);
+        assert_eq!(DEFAULT_MAX_SESSION_LOG, 16 * 1024 * 1024);
+    }
+
     #[test]
     fn resolv_conf_parsing_keeps_dockers_embedded_dns() {
         let text = "# generated\nnameserver 127.0.0.11\noptions ndots:0\nnameserver fe80::1%eth0\nnameserver bogus\n";
