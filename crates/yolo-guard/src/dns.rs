@@ -479,12 +479,16 @@ impl<P: Policy> Forwarder<P> {
     }
 
     fn malformed(&self, name: &str, rcode: &str) {
-        self.events.emit_malformed(EventKind::Dns {
+        // A flood of garbage folds into one record per answer code and second.
+        self.events.emit(EventKind::Dns {
             name: name.to_string(),
             qtype: String::new(),
             decision: "malformed".into(),
             answers: vec![],
             rcode: (!rcode.is_empty()).then(|| rcode.to_string()),
+            count: None,
+            first: None,
+            last: None,
         });
     }
 
@@ -502,6 +506,9 @@ impl<P: Policy> Forwarder<P> {
             decision: decision.to_string(),
             answers,
             rcode: rcode.map(rcode_name),
+            count: None,
+            first: None,
+            last: None,
         });
     }
 }

@@ -1,30 +1,42 @@
 //! The guard's path to the audit log. DNS answers must not wait on the disk, and a flood of
-//! queries or garbage packets must not fill it: events go through a bounded queue to one writer
-//! thread, and noisy kinds (malformed packets) are capped per second with a count of the rest.
+//! queries or packets must neither fill it nor hide a distinct attempt: events are folded
+//! (`fold`: the first of a kind of attempt is written at once, repeats become one record a
+//! second with a count), then go through a bounded queue to one writer thread, which writes
+//! them within the session log's cap (`writer::Budget`).
 
+use crate::fold::Fold;
 use crate::writer::Writer;
+use chrono::Utc;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use yolo_protocol::event::EventKind;
 
 /// Events waiting for the disk before new ones are counted and dropped.
 const QUEUE: usize = 8192;
-/// Malformed-packet events recorded per second; the rest are only counted.
-pub const MALFORMED_PER_SEC: u32 = 20;
+/// How often repeats are written as aggregated records.
+pub const FLUSH: Duration = Duration::from_secs(1);
+/// The writer thread's longest sleep.
+const TICK: Duration = Duration::from_millis(200);
 
 pub struct Events {
     tx: SyncSender<EventKind>,
-    dropped: AtomicU64,
-    malformed: RateCap,
+    /// Events the full queue refused, per kind.
+    dropped: Mutex<BTreeMap<&'static str, u64>>,
+    fold: Mutex<Fold>,
+    /// Where the writer thread writes; asked first, so past the cap nothing is queued.
+    writer: Option<Arc<Writer>>,
+    finishing: AtomicBool,
+    finished: (Mutex<bool>, Condvar),
 }
 
 impl Events {
     /// Events written to `writer` by a background thread.
     pub fn to_writer(writer: Writer) -> Arc<Events> {
-        let (events, rx) = Events::channel();
+        let writer = Arc::new(writer);
+        let (events, rx) = Events::with_writer(Some(Arc::clone(&writer)));
         let drain = Arc::clone(&events);
         std::thread::Builder::new()
             .name("yolo-audit".into())
@@ -33,59 +45,112 @@ impl Events {
         events
     }
 
-    /// Events left in a channel, for tests and for callers that print them.
+    /// Events left in a channel, for tests. Repeats stay in the fold (nothing flushes it).
+    #[cfg(test)]
     pub fn channel() -> (Arc<Events>, Receiver<EventKind>) {
+        Events::with_writer(None)
+    }
+
+    fn with_writer(writer: Option<Arc<Writer>>) -> (Arc<Events>, Receiver<EventKind>) {
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let events = Events {
             tx,
-            dropped: AtomicU64::new(0),
-            malformed: RateCap::new(MALFORMED_PER_SEC),
+            dropped: Mutex::new(BTreeMap::new()),
+            fold: Mutex::new(Fold::default()),
+            writer,
+            finishing: AtomicBool::new(false),
+            finished: (Mutex::new(false), Condvar::new()),
         };
         (Arc::new(events), rx)
     }
 
     pub fn emit(&self, kind: EventKind) {
+        let passed = self
+            .fold
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .offer(kind, Utc::now());
+        let Some(kind) = passed else { return };
+        if self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.suppress_if_full(&kind))
+        {
+            return;
+        }
+        self.send(kind);
+    }
+
+    /// Raw events folded into aggregated records so far.
+    pub fn folded(&self) -> u64 {
+        self.fold.lock().unwrap_or_else(|p| p.into_inner()).folded()
+    }
+
+    fn send(&self, kind: EventKind) {
         match self.tx.try_send(kind) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+            Err(TrySendError::Full(kind)) | Err(TrySendError::Disconnected(kind)) => {
+                let mut dropped = self.dropped.lock().unwrap_or_else(|p| p.into_inner());
+                *dropped.entry(kind.name()).or_default() += kind.count();
             }
         }
     }
 
-    /// Emit a malformed-input event unless this second's budget is spent.
-    pub fn emit_malformed(&self, kind: EventKind) {
-        if let Some(suppressed) = self.malformed.admit(Instant::now()) {
-            if suppressed > 0 {
-                self.emit(guard_event(
-                    "dns_malformed_suppressed",
-                    [("count", suppressed.into())],
-                ));
-            }
-            self.emit(kind);
-        }
+    /// At shutdown: write what is queued, the pending aggregates and the final `suppressed`
+    /// counts, waiting at most `limit` for the writer thread.
+    pub fn finish(&self, limit: Duration) {
+        self.finishing.store(true, Ordering::Relaxed);
+        let (done, signal) = &self.finished;
+        let done = done.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = signal.wait_timeout_while(done, limit, |done| !*done);
     }
 
-    fn drain(&self, rx: Receiver<EventKind>, writer: Writer) {
+    fn drain(&self, rx: Receiver<EventKind>, writer: Arc<Writer>) {
         let mut failed = false;
-        loop {
-            let kind = match rx.recv_timeout(Duration::from_secs(1)) {
-                Ok(kind) => Some(kind),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return,
-            };
-            let dropped = self.dropped.swap(0, Ordering::Relaxed);
-            if dropped > 0 {
-                let _ = writer.write(guard_event("events_dropped", [("count", dropped.into())]));
-            }
-            if let Some(kind) = kind {
-                // A failing disk must not kill the guard; say it once on stderr (docker logs).
-                if let Err(e) = writer.write(kind) {
-                    if !failed {
-                        eprintln!("yolo-guard: cannot write the audit log: {e}");
-                        failed = true;
-                    }
+        let mut write = |kind: EventKind| {
+            // A failing disk must not kill the guard; say it once on stderr (docker logs).
+            if let Err(e) = writer.write(kind) {
+                if !failed {
+                    eprintln!("yolo-guard: cannot write the audit log: {e}");
+                    failed = true;
                 }
+            }
+        };
+        let mut next_flush = Instant::now() + FLUSH;
+        loop {
+            match rx.recv_timeout(TICK) {
+                Ok(kind) => write(kind),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+            let finishing = self.finishing.load(Ordering::Relaxed);
+            if finishing {
+                while let Ok(kind) = rx.try_recv() {
+                    write(kind);
+                }
+            }
+            let dropped =
+                std::mem::take(&mut *self.dropped.lock().unwrap_or_else(|p| p.into_inner()));
+            if !dropped.is_empty() {
+                let _ = writer.write_dropped(dropped);
+            }
+            if finishing || Instant::now() >= next_flush {
+                next_flush = Instant::now() + FLUSH;
+                let folded = self
+                    .fold
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .flush(Utc::now());
+                for kind in folded {
+                    write(kind);
+                }
+                let _ = writer.report_suppressed(finishing);
+            }
+            if finishing {
+                let (done, signal) = &self.finished;
+                *done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                signal.notify_all();
+                return;
             }
         }
     }
@@ -106,51 +171,9 @@ pub fn guard_event<const N: usize>(
     }
 }
 
-/// At most `per_sec` admissions per wall-clock second.
-struct RateCap {
-    per_sec: u32,
-    state: Mutex<(Instant, u32, u64)>,
-}
-
-impl RateCap {
-    fn new(per_sec: u32) -> Self {
-        RateCap {
-            per_sec,
-            state: Mutex::new((Instant::now(), 0, 0)),
-        }
-    }
-
-    /// `Some(suppressed since the last admission)` when admitted, `None` when over the cap.
-    fn admit(&self, now: Instant) -> Option<u64> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (start, count, suppressed) = &mut *state;
-        if now.duration_since(*start) >= Duration::from_secs(1) {
-            *start = now;
-            *count = 0;
-        }
-        if *count >= self.per_sec {
-            *suppressed += 1;
-            return None;
-        }
-        *count += 1;
-        Some(std::mem::take(suppressed))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rate_cap_counts_what_it_suppresses() {
-        let cap = RateCap::new(2);
-        let t0 = Instant::now();
-        assert_eq!(cap.admit(t0), Some(0));
-        assert_eq!(cap.admit(t0), Some(0));
-        assert_eq!(cap.admit(t0), None);
-        assert_eq!(cap.admit(t0), None);
-        assert_eq!(cap.admit(t0 + Duration::from_millis(1500)), Some(2));
-    }
 
     #[test]
     fn a_full_queue_counts_instead_of_blocking() {
@@ -160,7 +183,51 @@ mod tests {
                 message: "x".into(),
             });
         }
-        assert_eq!(events.dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(
+            *events.dropped.lock().unwrap(),
+            BTreeMap::from([("notice", 5)])
+        );
         drop(rx);
+    }
+
+    fn blocked(port: u16) -> EventKind {
+        EventKind::Blocked {
+            proto: "tcp".into(),
+            dst: "192.0.2.1".into(),
+            port: Some(port),
+            name: None,
+            count: None,
+            first: None,
+            last: None,
+        }
+    }
+
+    /// The whole path to the file: a flood of one attempt and one distinctive attempt after
+    /// it come out as the two firsts and aggregates that add up to the flood, by the end.
+    #[test]
+    fn a_flood_is_folded_and_the_distinct_attempt_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let events = Events::to_writer(Writer::open(&path, "s", Some(1 << 20)).unwrap());
+        for _ in 0..2000 {
+            events.emit(blocked(80));
+        }
+        events.emit(blocked(4242));
+        events.finish(Duration::from_secs(5));
+        let lines: Vec<yolo_protocol::event::Event> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let total = |port: u16| -> u64 {
+            lines
+                .iter()
+                .filter(|e| serde_json::to_value(&e.kind).unwrap()["port"] == port)
+                .map(|e| e.kind.count())
+                .sum()
+        };
+        assert_eq!((total(80), total(4242)), (2000, 1));
+        assert!(lines.len() <= 4, "{lines:?}");
+        assert_eq!(events.folded(), 1999);
     }
 }

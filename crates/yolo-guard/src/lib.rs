@@ -11,6 +11,7 @@ pub mod control;
 pub(crate) mod dns;
 pub(crate) mod error;
 pub(crate) mod events;
+pub(crate) mod fold;
 pub(crate) mod names;
 pub(crate) mod nflog;
 pub(crate) mod revoke;
@@ -85,7 +86,7 @@ pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<()> {
         file: config_path.to_path_buf(),
         message: e.to_string(),
     })?;
-    let log = Writer::open(&config.audit_path, &config.session)?;
+    let log = Writer::open(&config.audit_path, &config.session, None)?;
     let result = enforce_and_serve(config, batches, started);
     if let Err(e) = &result {
         // Written directly: the queue's thread may not get to it before the process exits.
@@ -131,7 +132,11 @@ fn enforce_and_serve<B: Batches>(
         point_resolver_at_guard()
             .map_err(|e| fail("cannot point /etc/resolv.conf at the guard", e))?;
     }
-    let writer = Writer::open(&config.audit_path, &config.session)?;
+    let writer = Writer::open(
+        &config.audit_path,
+        &config.session,
+        Some(config.max_session_log),
+    )?;
     let events = Events::to_writer(writer);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -245,10 +250,16 @@ async fn serve<B: Batches>(
 
     wait_for_termination().await;
     let _ = std::fs::remove_file(GUARD_READY_FILE);
-    let stopped = Writer::open(&config.audit_path, &config.session)?;
+    // `yolo down` gives the guard 5 s after SIGTERM; the last aggregates and counts take far less.
+    guard.events.finish(std::time::Duration::from_secs(3));
+    // Past the cap too: one line, so the log says the guard stopped rather than died.
+    let stopped = Writer::open(&config.audit_path, &config.session, None)?;
     let _ = stopped.write(guard_event(
         "stopped",
-        [("uptime_ms", (started.elapsed().as_millis() as u64).into())],
+        [
+            ("uptime_ms", (started.elapsed().as_millis() as u64).into()),
+            ("folded", guard.events.folded().into()),
+        ],
     ));
     Ok(())
 }
@@ -541,6 +552,7 @@ mod tests {
             audit_path: "/dev/null".into(),
             control_socket: "/dev/null".into(),
             allow_internal_answers: false,
+            max_session_log: yolo_protocol::DEFAULT_MAX_SESSION_LOG,
         }
     }
 
@@ -635,5 +647,53 @@ mod tests {
         assert_eq!(name.removed, ["svc.test:80"]);
         assert_eq!(name.revoked, ["198.51.100.7:80"]);
         assert_eq!(after_name, ["198.51.100.8"]);
+    }
+
+    /// The ruleset logs every refused packet: 3,000 to one port, then one to another, all
+    /// reach the NFLOG reader (the kernel's old `limit` before `log` let about 50 through and
+    /// the distinctive one was lost).
+    #[test]
+    fn every_refused_packet_reaches_the_nflog_reader_in_a_private_namespace() {
+        let Some((ports, lost)) = in_netns("flood", || {
+            let ip = |args: &str| {
+                std::process::Command::new("ip")
+                    .args(args.split(' '))
+                    .status()
+                    .map_err(|e| e.to_string())
+                    .and_then(|s| s.success().then_some(()).ok_or(format!("ip {args}")))
+            };
+            // A route, so packets reach the output hook: a veth pair inside the throwaway
+            // namespace (the ruleset refuses them before they reach even that).
+            ip("link set lo up")?;
+            ip("link add yolo-a type veth peer name yolo-b")?;
+            ip("addr add 10.99.0.1/24 dev yolo-a")?;
+            ip("link set yolo-a up")?;
+            ip("route add default dev yolo-a")?;
+            let config = firewall_config(&["*.allowed.test"]);
+            let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
+            sets::apply(&Ruleset.build(&config, &allow))?;
+            let mut reader = nflog::Reader::bind(NFLOG_GROUP).map_err(|e| e.to_string())?;
+            reader
+                .set_read_timeout(std::time::Duration::from_millis(300))
+                .map_err(|e| e.to_string())?;
+            let socket = std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
+            for _ in 0..3000 {
+                let _ = socket.send_to(b"x", "192.0.2.1:9");
+            }
+            let _ = socket.send_to(b"x", "192.0.2.1:4242");
+            let (mut ports, mut lost) = (Vec::new(), 0);
+            // Reads return early on timeouts and ENOBUFS: go on until all are in, or a while.
+            let until = Instant::now() + std::time::Duration::from_secs(5);
+            while ports.len() + (lost as usize) < 3001 && Instant::now() < until {
+                let batch = reader.read().map_err(|e| e.to_string())?;
+                lost += batch.lost;
+                ports.extend(batch.packets.iter().map(|p| p.port));
+            }
+            Ok((ports, lost))
+        }) else {
+            return;
+        };
+        let to = |port: u16| ports.iter().filter(|p| **p == Some(port)).count();
+        assert_eq!((to(9), to(4242), lost), (3000, 1, 0));
     }
 }

@@ -3,7 +3,9 @@
 //! it. Requests are built with `netlink-packet-netfilter`; received messages are parsed here by
 //! hand with bounds checks everywhere, since the kernel hands us (a prefix of) arbitrary packets.
 //!
-//! Not here: rate limiting (the ruleset's `limit` before `log` does that).
+//! Not here: folding repeats (`events` and `fold` do that). The ruleset logs every refused
+//! packet, so every distinct attempt reaches this reader; the kernel's only bound is this
+//! socket's buffer, and what it drops shows as a sequence gap, reported as `nflog_dropped`.
 
 use super::events::{guard_event, Events};
 use netlink_packet_netfilter::nflog::{
@@ -174,6 +176,27 @@ fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
+/// The NFLOG socket's receive buffer: about 10,000 logged packets waiting to be read.
+const RX_BUF: usize = 8 << 20;
+
+fn force_rx_buf(socket: &Socket, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: a valid socket and a c_int option value of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        let _ = socket.set_rx_buf_sz(bytes);
+    }
+}
+
 /// A netlink socket bound to one NFLOG group.
 pub struct Reader {
     socket: Socket,
@@ -195,7 +218,8 @@ impl Reader {
         let mut socket = Socket::new(NETLINK_NETFILTER)?;
         socket.bind_auto()?;
         // Room for bursts; overflow shows up as ENOBUFS and sequence gaps, both reported.
-        let _ = socket.set_rx_buf_sz(1 << 20);
+        // FORCE (NET_ADMIN) goes past net.core.rmem_max, which is often only 208 KiB.
+        force_rx_buf(&socket, RX_BUF);
         let reader = Reader {
             socket,
             buf: vec![0; 1 << 16],
@@ -221,6 +245,30 @@ impl Reader {
         let mut ack = vec![0u8; 4096];
         let len = self.socket.recv(&mut &mut ack[..], 0)?;
         ack_result(&ack[..len])
+    }
+
+    /// Let [`Reader::read`] return an empty batch after `timeout` without a message.
+    pub fn set_read_timeout(&self, timeout: std::time::Duration) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let tv = libc::timeval {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+        };
+        // SAFETY: a valid socket and a timeval of the right size.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 
     /// Read one datagram. ENOBUFS (the kernel dropped messages for us) is not an error: the
@@ -280,6 +328,9 @@ pub fn blocked_event(packet: Packet, name: Option<String>) -> EventKind {
             dst,
             port,
             name,
+            count: None,
+            first: None,
+            last: None,
         };
     }
     EventKind::Blocked {
@@ -287,8 +338,15 @@ pub fn blocked_event(packet: Packet, name: Option<String>) -> EventKind {
         dst,
         port,
         name,
+        count: None,
+        first: None,
+        last: None,
     }
 }
+
+/// How often lost log messages are reported: a flood overrunning the buffer makes one line a
+/// second, not one per read.
+const LOST_REPORT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Read `reader` on a thread of its own until the process ends, auditing every packet.
 pub fn spawn(
@@ -296,13 +354,20 @@ pub fn spawn(
     events: Arc<Events>,
     name_of: impl Fn(&IpAddr) -> Option<String> + Send + 'static,
 ) -> io::Result<std::thread::JoinHandle<()>> {
+    // Reads wake up at least this often, so lost messages are reported after a flood too.
+    let _ = reader.set_read_timeout(LOST_REPORT);
+    let mut lost = 0u64;
+    let mut reported = std::time::Instant::now();
     std::thread::Builder::new()
         .name("yolo-nflog".into())
         .spawn(move || loop {
             match reader.read() {
                 Ok(batch) => {
-                    if batch.lost > 0 {
-                        events.emit(guard_event("nflog_dropped", [("count", batch.lost.into())]));
+                    lost += batch.lost;
+                    if lost > 0 && reported.elapsed() >= LOST_REPORT {
+                        events.emit(guard_event("nflog_dropped", [("count", lost.into())]));
+                        lost = 0;
+                        reported = std::time::Instant::now();
                     }
                     for packet in batch.packets {
                         let name = name_of(&packet.dst);

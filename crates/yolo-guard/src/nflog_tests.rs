@@ -3,36 +3,6 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Duration;
 
-/// Block at most `timeout` in reads (`None`: forever); a timed-out read returns an empty batch.
-/// Only the tests need it: the guard's reader blocks for as long as the guard lives.
-fn set_read_timeout(reader: &Reader, timeout: Option<Duration>) -> io::Result<()> {
-    let tv = timeout.map_or(
-        libc::timeval {
-            tv_sec: 0,
-            tv_usec: 0,
-        },
-        |t| libc::timeval {
-            tv_sec: t.as_secs() as libc::time_t,
-            tv_usec: t.subsec_micros() as libc::suseconds_t,
-        },
-    );
-    // SAFETY: a valid fd and a timeval of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            reader.socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 fn ipv4_tcp(dst: [u8; 4], port: u16) -> Vec<u8> {
     let mut p = vec![0u8; 40];
     p[0] = 0x45;
@@ -210,7 +180,7 @@ fn reads_a_packet_dropped_in_a_private_namespace() {
     assert!(ns.exec(&["nft", "-f", "-"], Some(rules)));
     let batch = ns.run(|| {
         let mut reader = Reader::bind(4242).expect("bind NFLOG group");
-        set_read_timeout(&reader, Some(Duration::from_millis(200))).unwrap();
+        reader.set_read_timeout(Duration::from_millis(200)).unwrap();
         // Dropped by the rule: the connect times out, the SYN is logged (perhaps retransmitted).
         let _ = std::net::TcpStream::connect_timeout(
             &"127.0.0.1:9".parse().unwrap(),

@@ -23,7 +23,7 @@ use nftables::expr::{Elem, Expression, Meta, MetaKey, NamedExpression, Payload, 
 use nftables::expr::{Prefix, SetItem, CT};
 use nftables::schema::{Chain, Counter, Element, FlushObject, NfCmd, NfListObject, NfObject};
 use nftables::schema::{Nftables, Set, SetFlag, SetType, SetTypeValue, Table};
-use nftables::stmt::{self, Limit, Log, Match, Operator, Reject, RejectType, Statement};
+use nftables::stmt::{self, Log, Match, Operator, Reject, RejectType, Statement};
 use nftables::types::{NfChainPolicy, NfChainType, NfFamily, NfHook, RejectCode};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -59,11 +59,6 @@ pub const COUNTER_UNLISTED: &str = "unlisted";
 pub const LOG_PREFIX_BLOCKED: &str = "yolo-blocked";
 pub const LOG_PREFIX_DNS_BYPASS: &str = "yolo-dns-bypass";
 pub const LOG_PREFIX_UNLISTED: &str = "yolo-unlisted";
-/// NFLOG rate limit: enough to see every distinct attempt of a tool retrying, low enough that a
-/// flood (a port scan, a retry loop) cannot swamp the guard or the audit log. Packets over the
-/// limit are still counted and refused, just not logged.
-pub const LOG_RATE_PER_SECOND: u32 = 20;
-pub const LOG_BURST: u32 = 50;
 
 /// Docker's embedded DNS. Docker DNATs port 53 to a random port in the nat output hook
 /// (priority -100), before this filter chain, so only the address is matched.
@@ -287,9 +282,8 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
     rules
 }
 
-/// Log (rate-limited, in a rule of its own so packets over the limit still fall through to the
-/// refusal), then refuse loudly: a TCP reset or an ICMP error makes tools fail at once instead
-/// of hanging until their timeout.
+/// Log (every packet, in a rule of its own without a verdict), then refuse loudly: a TCP reset
+/// or an ICMP error makes tools fail at once instead of hanging until their timeout.
 fn refuse_rest() -> Vec<Stmts> {
     vec![
         log(LOG_PREFIX_BLOCKED),
@@ -419,22 +413,15 @@ fn reject_icmpx() -> Statement<'static> {
     )))
 }
 
-/// A rule body that logs to the guard's NFLOG group, rate-limited; no verdict.
+/// A rule body that logs to the guard's NFLOG group; no verdict. Not rate-limited: a limit
+/// here would drop distinct attempts along with the flood around them (2,000 connects, then
+/// one to another port: the last went unlogged). The guard folds repeats instead (`fold`),
+/// and what its socket cannot take is counted (`nflog`).
 fn log(prefix: &'static str) -> Stmts {
-    vec![
-        Statement::Limit(Limit {
-            rate: LOG_RATE_PER_SECOND,
-            rate_unit: None,
-            per: Some("second".into()),
-            burst: Some(LOG_BURST),
-            burst_unit: None,
-            inv: None,
-        }),
-        Statement::Log(Some(Log {
-            prefix: Some(prefix.into()),
-            ..Log::new(Some(u32::from(NFLOG_GROUP)))
-        })),
-    ]
+    vec![Statement::Log(Some(Log {
+        prefix: Some(prefix.into()),
+        ..Log::new(Some(u32::from(NFLOG_GROUP)))
+    }))]
 }
 
 /// Static elements per set. Interval sets refuse overlapping elements in one batch, so a
@@ -796,6 +783,7 @@ mod tests {
             audit_path: PathBuf::from("/tmp/audit.jsonl"),
             control_socket: PathBuf::from("/tmp/guard.sock"),
             allow_internal_answers: false,
+            max_session_log: yolo_protocol::DEFAULT_MAX_SESSION_LOG,
         }
     }
 
@@ -903,8 +891,12 @@ mod tests {
         assert_eq!(last[1]["reject"]["expr"], "admin-prohibited");
         assert_eq!(out[out.len() - 2][2]["reject"]["type"], "tcp reset");
         let log = &out[out.len() - 3];
-        assert_eq!(log[0]["limit"]["rate"], LOG_RATE_PER_SECOND);
-        assert_eq!(log[1]["log"]["group"], NFLOG_GROUP);
+        assert_eq!(log[0]["log"]["group"], NFLOG_GROUP);
+        assert_eq!(
+            log.as_array().unwrap().len(),
+            1,
+            "no rate limit before log: {log}"
+        );
         assert!(!has(log, "accept") && !has(log, "reject"));
     }
 

@@ -73,6 +73,14 @@ pub enum EventKind {
         answers: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rcode: Option<String>,
+        /// Aggregated record: how many occurrences this record stands for (absent: one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count: Option<u64>,
+        /// Aggregated record: when the first and the last of them happened.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first: Option<DateTime<Utc>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last: Option<DateTime<Utc>>,
     },
     /// A packet the firewall dropped.
     Blocked {
@@ -83,6 +91,14 @@ pub enum EventKind {
         /// The name that last resolved to `dst`, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
+        /// Aggregated record: how many occurrences this record stands for (absent: one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count: Option<u64>,
+        /// Aggregated record: when the first and the last of them happened.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first: Option<DateTime<Utc>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last: Option<DateTime<Utc>>,
     },
     /// A connection to a destination outside the allowlist that `--network open` let through.
     Connection {
@@ -92,6 +108,14 @@ pub enum EventKind {
         port: Option<u16>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
+        /// Aggregated record: how many occurrences this record stands for (absent: one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count: Option<u64>,
+        /// Aggregated record: when the first and the last of them happened.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first: Option<DateTime<Utc>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last: Option<DateTime<Utc>>,
     },
     /// The allowlist of a running session changed (`yolo allow` / `yolo deny`).
     Firewall {
@@ -129,6 +153,17 @@ pub enum EventKind {
     Notice {
         message: String,
     },
+    /// Events of kind `of` not written because the session log reached its size cap: `count`
+    /// of them (so far: a later record of the same `of` repeats the total), between `first`
+    /// and `last`.
+    Suppressed {
+        of: String,
+        count: u64,
+        first: DateTime<Utc>,
+        last: DateTime<Utc>,
+        /// The cap, in bytes.
+        max_bytes: u64,
+    },
 }
 
 impl EventKind {
@@ -144,6 +179,7 @@ impl EventKind {
         "guard",
         "watched_file",
         "notice",
+        "suppressed",
     ];
 
     /// The `kind` tag, for filtering.
@@ -159,6 +195,18 @@ impl EventKind {
             EventKind::Guard { .. } => "guard",
             EventKind::WatchedFile { .. } => "watched_file",
             EventKind::Notice { .. } => "notice",
+            EventKind::Suppressed { .. } => "suppressed",
+        }
+    }
+
+    /// How many occurrences this record stands for: `count` of an aggregated record, else one.
+    pub fn count(&self) -> u64 {
+        match self {
+            EventKind::Dns { count, .. }
+            | EventKind::Blocked { count, .. }
+            | EventKind::Connection { count, .. } => count.unwrap_or(1),
+            EventKind::Suppressed { count, .. } => *count,
+            _ => 1,
         }
     }
 }
@@ -200,18 +248,27 @@ mod tests {
                 decision: s(),
                 answers: vec![],
                 rcode: None,
+                count: None,
+                first: None,
+                last: None,
             },
             EventKind::Blocked {
                 proto: s(),
                 dst: s(),
                 port: None,
                 name: None,
+                count: None,
+                first: None,
+                last: None,
             },
             EventKind::Connection {
                 proto: s(),
                 dst: s(),
                 port: None,
                 name: None,
+                count: None,
+                first: None,
+                last: None,
             },
             EventKind::Firewall {
                 action: s(),
@@ -230,6 +287,13 @@ mod tests {
                 sha256_after: None,
             },
             EventKind::Notice { message: s() },
+            EventKind::Suppressed {
+                of: s(),
+                count: 0,
+                first: Utc::now(),
+                last: Utc::now(),
+                max_bytes: 0,
+            },
         ]
     }
 
@@ -244,5 +308,32 @@ mod tests {
             })
             .collect();
         assert_eq!(tags, EventKind::NAMES);
+    }
+
+    /// Lines written before aggregation existed still read, as one occurrence each; an
+    /// aggregated record carries its count and times at the top level.
+    #[test]
+    fn aggregated_records_add_fields_old_readers_and_lines_can_ignore() {
+        let old = r#"{"ts":"2025-03-04T10:15:02Z","session":"s","kind":"blocked","proto":"tcp","dst":"192.0.2.1","port":80}"#;
+        let event: Event = serde_json::from_str(old).unwrap();
+        assert_eq!(event.kind.count(), 1);
+        let t: DateTime<Utc> = "2025-03-04T10:15:03Z".parse().unwrap();
+        let folded = EventKind::Blocked {
+            proto: "tcp".into(),
+            dst: "192.0.2.1".into(),
+            port: Some(80),
+            name: None,
+            count: Some(1999),
+            first: Some(t),
+            last: Some(t),
+        };
+        let json = serde_json::to_value(&folded).unwrap();
+        assert_eq!(json["count"], 1999);
+        assert_eq!(json["first"], "2025-03-04T10:15:03Z");
+        assert!(!serde_json::to_string(&event.kind)
+            .unwrap()
+            .contains("count"));
+        let back: EventKind = serde_json::from_value(json).unwrap();
+        assert_eq!(back.count(), 1999);
     }
 }

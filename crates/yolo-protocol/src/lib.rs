@@ -53,6 +53,17 @@ pub struct GuardConfig {
     /// on for internal services (and the tests, whose servers live on a Docker bridge).
     #[serde(default)]
     pub allow_internal_answers: bool,
+    /// The size the guard lets its session log (`audit_path`) reach; past it, one `suppressed`
+    /// record per kind counts what was not written. A config without it gets the default.
+    #[serde(default = "default_max_session_log")]
+    pub max_session_log: u64,
+}
+
+/// The default cap of a session's guard log, in bytes (`[audit] max_session_log`).
+pub const DEFAULT_MAX_SESSION_LOG: u64 = 16 << 20;
+
+fn default_max_session_log() -> u64 {
+    DEFAULT_MAX_SESSION_LOG
 }
 
 /// Where the guard listens for DNS (the agent's resolver); also `[::1]:53` when IPv6 exists.
@@ -86,6 +97,17 @@ pub fn resolv_conf_nameservers(text: &str) -> Vec<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A config written by an older CLI (no cap) still starts the guard, with the default cap.
+    #[test]
+    fn a_config_without_a_log_cap_gets_the_default() {
+        let json = r#"{"session":"s","mode":"firewall","allow":[],"upstream":[],"ttl_floor_secs":60,
+            "deny_nxdomain":false,"published_ports":[],"audit_path":"/var/log/yolo/s.jsonl",
+            "control_socket":"/run/yolo/control.sock"}"#;
+        let config: GuardConfig = serde_json::from_str(json).unwrap();
+        assert_eq!(config.max_session_log, DEFAULT_MAX_SESSION_LOG);
+        assert_eq!(DEFAULT_MAX_SESSION_LOG, 16 * 1024 * 1024);
+    }
 
     #[test]
     fn resolv_conf_parsing_keeps_dockers_embedded_dns() {

@@ -13,7 +13,7 @@
 use crate::cli::UpFlags;
 use crate::engine::DEFAULT_BASE;
 use crate::error::{Error, Result};
-use crate::firewall::{presets, NetworkMode};
+use crate::firewall::{presets, NetworkMode, DEFAULT_MAX_SESSION_LOG};
 #[cfg(test)]
 use crate::policy::Grant;
 use crate::policy::{self, Grants, LimitLayer, UserLayer};
@@ -66,6 +66,8 @@ pub(crate) struct GuardSettings {
     pub(crate) image: Option<String>,
     /// `guard_base_image`: the base of the image yolo builds.
     pub(crate) base_image: String,
+    /// `[audit] max_session_log`: bytes the guard's session log may reach.
+    pub(crate) max_session_log: u64,
 }
 
 /// Seconds an answered address stays open at least, whatever TTL its answer had.
@@ -83,7 +85,28 @@ impl Default for GuardSettings {
             docker_network: None,
             image: None,
             base_image: DEFAULT_BASE.to_string(),
+            max_session_log: DEFAULT_MAX_SESSION_LOG,
         }
+    }
+}
+
+/// Below this a session log would hold little more than the guard's own start.
+const MIN_SESSION_LOG: u64 = 64 << 10;
+
+/// `[audit] max_session_log`: a size, at least [`MIN_SESSION_LOG`].
+fn max_session_log(text: Option<&str>) -> Result<u64> {
+    let Some(text) = text else {
+        return Ok(DEFAULT_MAX_SESSION_LOG);
+    };
+    let error = |why: String| config_error("audit.max_session_log", why);
+    match policy::parse_size(text).map(|n| n as u64) {
+        Some(bytes) if bytes >= MIN_SESSION_LOG => Ok(bytes),
+        Some(_) => Err(error(format!(
+            "\"{text}\" is less than 64k; the default is 16m"
+        ))),
+        None => Err(error(format!(
+            "\"{text}\" is not a size like 16m, 512k or 1g"
+        ))),
     }
 }
 
@@ -161,6 +184,7 @@ impl GuardSettings {
             docker_network,
             image,
             base_image: base_image.unwrap_or_else(|| DEFAULT_BASE.to_string()),
+            max_session_log: max_session_log(user.audit.max_session_log.as_deref())?,
         })
     }
 }
@@ -399,6 +423,8 @@ mod tests {
             [agents.mine]
             command = ["mine"]
             domains = ["api.mine.example"]
+            [audit]
+            max_session_log = "2m"
             "#,
         )
         .unwrap();
@@ -425,6 +451,7 @@ mod tests {
                 docker_network: Some("my-net".into()),
                 image: Some("registry.example/guard:1".into()),
                 base_image: "debian:trixie-slim".into(),
+                max_session_log: 2 << 20,
             }
         );
         // Left out: the defaults.
@@ -433,6 +460,7 @@ mod tests {
         assert_eq!(s.guard, GuardSettings::default());
         assert_eq!(s.guard.ttl_floor_secs, 300);
         assert_eq!(s.guard.base_image, "debian:bookworm-slim");
+        assert_eq!(s.guard.max_session_log, 16 << 20);
     }
 
     #[test]
@@ -483,6 +511,16 @@ mod tests {
                 "guard_base_image = \"\"",
                 "guard_base_image",
                 "empty; name a Debian-based image",
+            ),
+            (
+                "[audit]\nmax_session_log = \"lots\"",
+                "audit.max_session_log",
+                "\"lots\" is not a size like 16m",
+            ),
+            (
+                "[audit]\nmax_session_log = \"1k\"",
+                "audit.max_session_log",
+                "\"1k\" is less than 64k; the default is 16m",
             ),
             (
                 "[agents.mine]\ncommand = [\"mine\"]\ndomains = [\"*.com\"]",

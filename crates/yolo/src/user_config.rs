@@ -28,6 +28,15 @@ pub(crate) struct UserConfig {
     /// the harmless ones yolo always allows (see `project::SAFE_LOCAL_ENV`).
     pub(crate) pass_env: Vec<String>,
     pub(crate) workspace: UserWorkspace,
+    pub(crate) audit: UserAudit,
+}
+
+/// `[audit]`: the session logs.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct UserAudit {
+    /// The size a session's network log (written by the guard) may reach, e.g. "16m".
+    pub(crate) max_session_log: Option<String>,
 }
 
 /// `[workspace]`: how the repository is mounted.

@@ -117,15 +117,19 @@ pub(crate) fn render(event: &Event) -> String {
             qtype,
             decision,
             answers,
+            count,
+            first,
+            last,
             ..
         } => {
             format!(
-                "{decision} {name} {qtype}{}",
+                "{decision} {name} {qtype}{}{}",
                 if answers.is_empty() {
                     String::new()
                 } else {
                     format!(" -> {}", answers.join(", "))
-                }
+                },
+                repeats(*count, *first, *last)
             )
         }
         EventKind::Blocked {
@@ -133,16 +137,23 @@ pub(crate) fn render(event: &Event) -> String {
             dst,
             port,
             name,
+            count,
+            first,
+            last,
         }
         | EventKind::Connection {
             proto,
             dst,
             port,
             name,
+            count,
+            first,
+            last,
         } => format!(
-            "{proto} {dst}{}{}",
+            "{proto} {dst}{}{}{}",
             port.map(|p| format!(":{p}")).unwrap_or_default(),
-            name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+            name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default(),
+            repeats(*count, *first, *last)
         ),
         EventKind::Firewall { action, patterns } => format!("{action} {}", patterns.join(" ")),
         EventKind::Guard { status, details } => {
@@ -163,8 +174,35 @@ pub(crate) fn render(event: &Event) -> String {
             }
         ),
         EventKind::Notice { message } => message.clone(),
+        EventKind::Suppressed {
+            of,
+            count,
+            first,
+            last,
+            max_bytes,
+        } => format!(
+            "{count} {of} events not written since {}: the session log reached its cap of {max_bytes} bytes (last at {})",
+            first.format("%H:%M:%S%.3f"),
+            last.format("%H:%M:%S%.3f")
+        ),
     };
     format!("{ts} {kind:<13} {text}")
+}
+
+/// ` (x2000 from 10:15:02.123 to 10:15:04.551)` for an aggregated record; empty for one.
+fn repeats(
+    count: Option<u64>,
+    first: Option<chrono::DateTime<chrono::Utc>>,
+    last: Option<chrono::DateTime<chrono::Utc>>,
+) -> String {
+    let Some(count) = count else {
+        return String::new();
+    };
+    let at = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map(|t| t.format("%H:%M:%S%.3f").to_string())
+            .unwrap_or_else(|| "?".into())
+    };
+    format!(" (x{count} from {} to {})", at(first), at(last))
 }
 
 /// The command line on one screen line: quoted like a shell would need, long scripts cut
@@ -192,6 +230,41 @@ fn shell_words(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::shell_words;
+    use super::*;
+
+    #[test]
+    fn aggregated_and_suppressed_records_say_how_many() {
+        let at = |s: &str| -> chrono::DateTime<chrono::Utc> { s.parse().unwrap() };
+        let event = |kind| Event {
+            ts: at("2025-03-04T10:15:05Z"),
+            session: "s".into(),
+            kind,
+        };
+        let folded = EventKind::Blocked {
+            proto: "tcp".into(),
+            dst: "192.0.2.1".into(),
+            port: Some(80),
+            name: Some("x.test".into()),
+            count: Some(1999),
+            first: Some(at("2025-03-04T10:15:02.5Z")),
+            last: Some(at("2025-03-04T10:15:04Z")),
+        };
+        assert_eq!(
+            render(&event(folded)),
+            "2025-03-04 10:15:05.000 blocked       tcp 192.0.2.1:80 (x.test) (x1999 from 10:15:02.500 to 10:15:04.000)"
+        );
+        let suppressed = EventKind::Suppressed {
+            of: "dns".into(),
+            count: 120000,
+            first: at("2025-03-04T10:15:02Z"),
+            last: at("2025-03-04T10:15:04Z"),
+            max_bytes: 1 << 20,
+        };
+        assert_eq!(
+            render(&event(suppressed)),
+            "2025-03-04 10:15:05.000 suppressed    120000 dns events not written since 10:15:02.000: the session log reached its cap of 1048576 bytes (last at 10:15:04.000)"
+        );
+    }
 
     #[test]
     fn command_lines_are_quoted_and_kept_on_one_line() {

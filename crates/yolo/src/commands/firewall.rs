@@ -213,32 +213,52 @@ async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
     }
 }
 
+/// When an event's attempts last happened: an aggregated record is written up to a second after
+/// them, so a repeat from before the run must not count in the run's summary.
+fn happened(event: &audit::Event) -> chrono::DateTime<chrono::Utc> {
+    match &event.kind {
+        EventKind::Dns { last: Some(t), .. }
+        | EventKind::Blocked { last: Some(t), .. }
+        | EventKind::Connection { last: Some(t), .. } => *t,
+        _ => event.ts,
+    }
+}
+
 /// The one-screen summary printed after `yolo run`: what the agent reached and what it did not.
 pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> String {
     let mut tail = audit::reader::Tail::new(audit::session_files(session));
-    let mut contacted: BTreeMap<String, usize> = BTreeMap::new();
-    let mut refused: BTreeMap<String, usize> = BTreeMap::new();
-    let mut blocked: BTreeMap<String, usize> = BTreeMap::new();
-    for event in tail.poll().into_iter().filter(|e| e.ts >= since) {
+    let mut contacted: BTreeMap<String, u64> = BTreeMap::new();
+    let mut refused: BTreeMap<String, u64> = BTreeMap::new();
+    let mut blocked: BTreeMap<String, u64> = BTreeMap::new();
+    // Cumulative per kind: the last record of each kind has the total.
+    let mut suppressed: BTreeMap<String, u64> = BTreeMap::new();
+    for event in tail.poll().into_iter().filter(|e| happened(e) >= since) {
+        // An aggregated record stands for `count` attempts.
+        let n = event.kind.count();
         match event.kind {
             EventKind::Dns { name, decision, .. } if decision == "allowed" => {
-                *contacted.entry(name).or_default() += 1
+                *contacted.entry(name).or_default() += n
             }
             EventKind::Dns { name, decision, .. } if decision == "refused" => {
-                *refused.entry(name).or_default() += 1
+                *refused.entry(name).or_default() += n
             }
             EventKind::Blocked {
                 proto,
                 dst,
                 port,
                 name,
+                ..
             } => {
                 let key = format!(
                     "{proto} {dst}{}{}",
                     port.map(|p| format!(":{p}")).unwrap_or_default(),
                     name.map(|n| format!(" ({n})")).unwrap_or_default()
                 );
-                *blocked.entry(key).or_default() += 1
+                *blocked.entry(key).or_default() += n
+            }
+            EventKind::Suppressed { of, count, .. } => {
+                let total = suppressed.entry(of).or_default();
+                *total = (*total).max(count);
             }
             _ => {}
         }
@@ -261,6 +281,16 @@ pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> St
                 items.len() - 8
             ));
         }
+    }
+    if !suppressed.is_empty() {
+        let counts: Vec<String> = suppressed
+            .iter()
+            .map(|(of, n)| format!("{n} {of}"))
+            .collect();
+        out.push_str(&format!(
+            "  not logged, the session log is at its size cap ([audit] max_session_log): {}\n",
+            counts.join(", ")
+        ));
     }
     out
 }

@@ -118,6 +118,7 @@ pub(crate) fn guard_config(
         audit_path: PathBuf::from(GUARD_LOG_DIR).join(format!("{session}.jsonl")),
         control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),
         allow_internal_answers: guard.allow_internal_answers,
+        max_session_log: guard.max_session_log,
     }
 }
 

@@ -6,7 +6,9 @@ pub(crate) mod presets;
 
 pub(crate) use yolo_protocol::allowlist;
 pub(crate) use yolo_protocol::control;
-pub(crate) use yolo_protocol::{GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET, GUARD_READY_LINE};
+pub(crate) use yolo_protocol::{
+    GuardConfig, NetworkMode, DEFAULT_MAX_SESSION_LOG, GUARD_CONTROL_SOCKET, GUARD_READY_LINE,
+};
 
 /// A network mode in the user's words (`--network`, `yolo status`, the `dev.yolo.network` label).
 pub(crate) fn mode_name(mode: NetworkMode) -> &'static str {

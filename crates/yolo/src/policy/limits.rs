@@ -195,7 +195,7 @@ pub(super) fn check_pids_text(text: &str) -> Result<i64, LimitError> {
 
 /// Parse "4g", "4gb", "4GiB", "512m", "1024k", "1.5g", "100" (bytes) into bytes; units are
 /// powers of 1024, as in Docker. Negative, fractional bytes, overflow and garbage: `None`.
-fn parse_size(text: &str) -> Option<i64> {
+pub(crate) fn parse_size(text: &str) -> Option<i64> {
     let text = text.trim().to_ascii_lowercase();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

@@ -52,7 +52,7 @@ pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;
 pub(crate) use grants::{grant_help, Grant};
-pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, LimitLayer};
+pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, parse_size, LimitLayer};
 pub(crate) use paths::{git_root, normalize_path, slash_path};
 pub(crate) use protect::{
     check_entry as check_read_only_entry, submodule_git_dirs, DEFAULT_READ_ONLY,
