@@ -6,23 +6,8 @@
 # Traffic stays on this machine: the "internet" is our own containers.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-command -v hyperfine >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q hyperfine >/dev/null
-YOLO=${YOLO:-$here/../target/release/yolo}
-[ -x "$YOLO" ] || { echo "no yolo at $YOLO: run \`cargo build --release -p yolo\` or set YOLO" >&2; exit 1; }
 RUNS=${RUNS:-20}
-export YOLO_LABELS=dev.yolo.bench=1 NO_COLOR=1
-tmp=$(mktemp -d)
-export YOLO_DATA_DIR=$tmp/data YOLO_CONFIG_DIR=$tmp/config
-mkdir -p "$tmp/ws/.devcontainer" "$YOLO_CONFIG_DIR"
-echo '{"image": "debian:bookworm-slim"}' > "$tmp/ws/.devcontainer/devcontainer.json"
-cleanup() {
-  docker ps -aq --filter label=dev.yolo.bench=1 | xargs -r docker rm -f >/dev/null
-  docker volume ls -q --filter label=dev.yolo.bench=1 | xargs -r docker volume rm >/dev/null
-  docker network ls -q --filter label=dev.yolo.bench=1 | xargs -r docker network rm >/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-cd "$tmp/ws"
+. "$here/common.sh"
 
 section() { printf '\n== %s\n' "$*"; }
 # hyperfine with the medians printed (the docs quote medians).

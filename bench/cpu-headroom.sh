@@ -8,23 +8,8 @@
 # Everything it creates carries the label dev.yolo.bench=1 and is removed at the end.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-command -v hyperfine >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q hyperfine >/dev/null
-YOLO=${YOLO:-$here/../target/release/yolo}
-[ -x "$YOLO" ] || { echo "no yolo at $YOLO: run \`cargo build --release -p yolo\` or set YOLO" >&2; exit 1; }
 RUNS=${RUNS:-30}
-export YOLO_LABELS=dev.yolo.bench=1 NO_COLOR=1
-tmp=$(mktemp -d)
-export YOLO_DATA_DIR=$tmp/data YOLO_CONFIG_DIR=$tmp/config
-mkdir -p "$tmp/ws/.devcontainer" "$YOLO_CONFIG_DIR"
-echo '{"image": "debian:bookworm-slim"}' > "$tmp/ws/.devcontainer/devcontainer.json"
-cleanup() {
-  docker ps -aq --filter label=dev.yolo.bench=1 | xargs -r docker rm -f >/dev/null
-  docker volume ls -q --filter label=dev.yolo.bench=1 | xargs -r docker volume rm >/dev/null
-  docker network ls -q --filter label=dev.yolo.bench=1 | xargs -r docker network rm >/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-cd "$tmp/ws"
+. "$here/common.sh"
 
 # A host task of a few tens of milliseconds of pure CPU.
 task="sh -c 'i=0; while [ \$i -lt 30000 ]; do i=\$((i+1)); done'"

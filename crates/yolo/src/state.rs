@@ -96,7 +96,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
 }
 
 /// Write atomically (temp file + rename) so a crash never leaves half a file.
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let dir = path.parent().map(PathBuf::from).unwrap_or_default();
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let tmp = path.with_extension("json.tmp");

@@ -21,7 +21,7 @@
 //! `node_modules` folders, and stops after `MAX_ENTRIES` entries, which the summary then says.
 
 use crate::audit::{EventKind, Writer};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::visible::escape_controls;
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -179,13 +179,7 @@ impl Baseline {
 
     /// Write atomically, like the workspace state.
     pub(crate) fn save(&self, devcontainer_id: &str) -> Result<()> {
-        let path = baseline_path(devcontainer_id);
-        let dir = path.parent().map(PathBuf::from).unwrap_or_default();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let tmp = path.with_extension("json.tmp");
-        let text = serde_json::to_string(self).map_err(|e| Error::other(e.to_string()))?;
-        std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+        crate::state::write_json(&baseline_path(devcontainer_id), self)
     }
 
     /// What changed from `self` to `now`, in path order.
