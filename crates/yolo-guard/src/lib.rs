@@ -85,7 +85,7 @@ pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<()> {
         file: config_path.to_path_buf(),
         message: e.to_string(),
     })?;
-    let log = Writer::open(&config.audit_path, &config.session)?;
+    let log = Writer::open(&config.audit_path, &config.session)?.in_phase(config.phase.as_deref());
     let result = enforce_and_serve(config, batches, started);
     if let Err(e) = &result {
         // Written directly: the queue's thread may not get to it before the process exits.
@@ -131,7 +131,8 @@ fn enforce_and_serve<B: Batches>(
         point_resolver_at_guard()
             .map_err(|e| fail("cannot point /etc/resolv.conf at the guard", e))?;
     }
-    let writer = Writer::open(&config.audit_path, &config.session)?;
+    let writer =
+        Writer::open(&config.audit_path, &config.session)?.in_phase(config.phase.as_deref());
     let events = Events::to_writer(writer);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -245,7 +246,8 @@ async fn serve<B: Batches>(
 
     wait_for_termination().await;
     let _ = std::fs::remove_file(GUARD_READY_FILE);
-    let stopped = Writer::open(&config.audit_path, &config.session)?;
+    let stopped =
+        Writer::open(&config.audit_path, &config.session)?.in_phase(config.phase.as_deref());
     let _ = stopped.write(guard_event(
         "stopped",
         [("uptime_ms", (started.elapsed().as_millis() as u64).into())],
@@ -541,6 +543,7 @@ mod tests {
             audit_path: "/dev/null".into(),
             control_socket: "/dev/null".into(),
             allow_internal_answers: false,
+            phase: None,
         }
     }
 

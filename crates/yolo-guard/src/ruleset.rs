@@ -796,6 +796,7 @@ mod tests {
             audit_path: PathBuf::from("/tmp/audit.jsonl"),
             control_socket: PathBuf::from("/tmp/guard.sock"),
             allow_internal_answers: false,
+            phase: None,
         }
     }
 

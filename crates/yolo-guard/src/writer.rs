@@ -12,6 +12,8 @@ use yolo_protocol::event::{Event, EventKind};
 
 pub struct Writer {
     session: String,
+    /// Stamped on every event (`GuardConfig::phase`).
+    phase: Option<String>,
     path: PathBuf,
     file: Mutex<File>,
 }
@@ -28,13 +30,22 @@ impl Writer {
             .map_err(|e| Error::io(path, e))?;
         Ok(Writer {
             session: session.to_string(),
+            phase: None,
             path: path.to_path_buf(),
             file: Mutex::new(file),
         })
     }
 
+    /// The same writer, stamping `phase` on every event.
+    pub fn in_phase(mut self, phase: Option<&str>) -> Self {
+        self.phase = phase.map(str::to_string);
+        self
+    }
+
     pub fn write(&self, kind: EventKind) -> Result<()> {
-        let line = Event::now(&self.session, kind).to_line();
+        let line = Event::now(&self.session, kind)
+            .in_phase(self.phase.as_deref())
+            .to_line();
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         file.write_all(&line).map_err(|e| Error::io(&self.path, e))
     }

@@ -53,7 +53,15 @@ pub struct GuardConfig {
     /// on for internal services (and the tests, whose servers live on a Docker bridge).
     #[serde(default)]
     pub allow_internal_answers: bool,
+    /// What the namespace serves while this config is in force: `Some("build")` while an image
+    /// build's RUN steps share it (the allowlist then holds the build's additions too); every
+    /// event the guard writes carries it. `None`: the agent's own session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
+
+/// [`GuardConfig::phase`] while an image build uses the guard's namespace.
+pub const PHASE_BUILD: &str = "build";
 
 /// Where the guard listens for DNS (the agent's resolver); also `[::1]:53` when IPv6 exists.
 pub const DNS_LISTEN: &str = "127.0.0.1:53";

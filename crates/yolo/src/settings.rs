@@ -46,6 +46,54 @@ pub(crate) struct UpSettings {
     pub(crate) network: Option<NetworkMode>,
     /// The firewall guard's image, network and DNS options, from the config.
     pub(crate) guard: GuardSettings,
+    /// What image builds may reach on top of the project's allowlist.
+    pub(crate) build: BuildSettings,
+}
+
+/// The allowlist presets image builds get unless `[build] presets` says otherwise: the package
+/// mirrors a Dockerfile's RUN steps usually install from.
+pub(crate) const DEFAULT_BUILD_PRESETS: &[&str] = &["debian", "ubuntu", "npm", "pypi", "crates"];
+
+/// `[build]`: the allowlist additions that hold only while yolo builds the image.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct BuildSettings {
+    /// Preset names, each known.
+    pub(crate) presets: Vec<String>,
+    /// Patterns, each checked.
+    pub(crate) allow: Vec<String>,
+}
+
+impl Default for BuildSettings {
+    fn default() -> Self {
+        BuildSettings {
+            presets: DEFAULT_BUILD_PRESETS
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+            allow: vec![],
+        }
+    }
+}
+
+impl BuildSettings {
+    pub(crate) fn resolve(user: &UserConfig) -> Result<BuildSettings> {
+        let b = &user.build;
+        let presets = match &b.presets {
+            None => BuildSettings::default().presets,
+            Some(names) => names
+                .iter()
+                .map(|name| presets::load(name).map(|_| name.trim().to_ascii_lowercase()))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| config_error("build.presets", e))?,
+        };
+        let allow = b
+            .allow
+            .iter()
+            .map(|p| parse_pattern(p))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| config_error("build.allow", e))?;
+        Ok(BuildSettings { presets, allow })
+    }
 }
 
 /// The firewall guard as the user's config sets it up.
@@ -115,6 +163,7 @@ impl UpSettings {
             upstream_dns,
             network: flags.network.map(NetworkMode::from),
             guard: GuardSettings::resolve(user)?,
+            build: BuildSettings::resolve(user)?,
         })
     }
 }
@@ -408,6 +457,24 @@ mod tests {
     }
 
     #[test]
+    fn builds_get_the_package_mirrors_unless_build_says_otherwise() {
+        let s = resolved("").unwrap();
+        assert_eq!(
+            s.build.presets,
+            ["debian", "ubuntu", "npm", "pypi", "crates"]
+        );
+        assert!(s.build.allow.is_empty());
+        let s = resolved("[build]\npresets = [\"Go\"]\nallow = [\"mirror.example:443\"]").unwrap();
+        assert_eq!(s.build.presets, ["go"]);
+        assert_eq!(s.build.allow, ["mirror.example:443"]);
+        assert!(resolved("[build]\npresets = []")
+            .unwrap()
+            .build
+            .presets
+            .is_empty());
+    }
+
+    #[test]
     fn a_bad_user_config_value_is_a_config_error_naming_its_key() {
         for (toml, key, says) in [
             (
@@ -419,6 +486,16 @@ mod tests {
                 "[firewall]\npresets = [\"nope\"]",
                 "firewall.presets",
                 "unknown firewall preset \"nope\"; available: anthropic, ",
+            ),
+            (
+                "[build]\npresets = [\"debian\", \"nope\"]",
+                "build.presets",
+                "unknown firewall preset \"nope\"; available: anthropic, ",
+            ),
+            (
+                "[build]\nallow = [\"*\"]",
+                "build.allow",
+                "\"*\": * alone would allow everything",
             ),
             (
                 "[limits]\nmemory = \"lots\"",

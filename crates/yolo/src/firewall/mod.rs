@@ -6,7 +6,9 @@ pub(crate) mod presets;
 
 pub(crate) use yolo_protocol::allowlist;
 pub(crate) use yolo_protocol::control;
-pub(crate) use yolo_protocol::{GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET, GUARD_READY_LINE};
+pub(crate) use yolo_protocol::{
+    GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET, GUARD_READY_LINE, PHASE_BUILD,
+};
 
 /// A network mode in the user's words (`--network`, `yolo status`, the `dev.yolo.network` label).
 pub(crate) fn mode_name(mode: NetworkMode) -> &'static str {

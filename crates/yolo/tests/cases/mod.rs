@@ -1,3 +1,4 @@
+mod builds;
 mod cli;
 mod containment;
 mod errors;
