@@ -104,17 +104,6 @@ fn enforce_and_serve<B: Batches>(
             "yolo-guard: {what}: {e}; the agent will not be started"
         ))
     };
-    let allowlist =
-        Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e.to_string()))?;
-    let expected = batches.build(&config, &allowlist);
-    sets::apply(&expected).map_err(|e| fail("cannot apply the firewall ruleset", e))?;
-    let listed =
-        sets::list_table().map_err(|e| fail("cannot read the firewall ruleset back", e))?;
-    batches
-        .verify(&expected, &listed)
-        .map_err(|e| fail("the firewall ruleset does not verify", e))?;
-    let verify_ms = started.elapsed().as_millis() as u64;
-
     let upstream = if config.upstream.is_empty() {
         let text = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
         yolo_protocol::resolv_conf_nameservers(&text)
@@ -127,6 +116,22 @@ fn enforce_and_serve<B: Batches>(
             "GuardConfig.upstream is empty and /etc/resolv.conf names no nameserver".into(),
         ));
     }
+    // The ruleset lets the guard's marked sockets reach exactly these.
+    let config = GuardConfig {
+        upstream: upstream.clone(),
+        ..config
+    };
+    let allowlist =
+        Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e.to_string()))?;
+    let expected = batches.build(&config, &allowlist);
+    sets::apply(&expected).map_err(|e| fail("cannot apply the firewall ruleset", e))?;
+    let listed =
+        sets::list_table().map_err(|e| fail("cannot read the firewall ruleset back", e))?;
+    batches
+        .verify(&expected, &listed)
+        .map_err(|e| fail("the firewall ruleset does not verify", e))?;
+    let verify_ms = started.elapsed().as_millis() as u64;
+
     if config.mode != NetworkMode::None {
         point_resolver_at_guard()
             .map_err(|e| fail("cannot point /etc/resolv.conf at the guard", e))?;

@@ -47,6 +47,12 @@ pub const SET_NET6: &str = "net6";
 pub const SET_NET4_PORT: &str = "net4_port";
 pub const SET_NET6_PORT: &str = "net6_port";
 pub const STATIC_SETS: [&str; 4] = [SET_NET4, SET_NET6, SET_NET4_PORT, SET_NET6_PORT];
+/// The upstream resolvers (`addr . port`) the guard's marked sockets may reach, rewritten by
+/// every `build`. Only these: a process that can set the mark too (an image build's RUN step
+/// holds NET_RAW, which allows SO_MARK since Linux 5.17) gets no further than the resolver.
+pub const SET_UPSTREAM4: &str = "upstream4";
+pub const SET_UPSTREAM6: &str = "upstream6";
+const UPSTREAM_SETS: [&str; 2] = [SET_UPSTREAM4, SET_UPSTREAM6];
 
 /// Named counters for `yolo firewall`: new connections let through by the allowlist (and the
 /// guard's own upstream DNS), outbound packets refused, and — in `open` mode — packets that
@@ -110,6 +116,9 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(name))));
     }
     flush_static_sets(&mut batch);
+    for name in UPSTREAM_SETS {
+        batch.add_cmd(NfCmd::Flush(FlushObject::Set(Box::new(set_ref(name)))));
+    }
     for expr in output_rules(config.mode) {
         batch.add(rule(CHAIN_OUTPUT, expr));
     }
@@ -117,7 +126,35 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         batch.add(rule(CHAIN_INPUT, expr));
     }
     fill_static_sets(&mut batch, allow);
+    for (set, elems) in upstream_elements(&config.upstream) {
+        batch.add(element(set, elems));
+    }
     batch.to_nftables()
+}
+
+/// The upstream resolvers as `addr . port` elements of their family's set.
+fn upstream_elements(
+    upstream: &[std::net::SocketAddr],
+) -> Vec<(&'static str, Vec<Expression<'static>>)> {
+    let mut by_set: BTreeMap<&'static str, BTreeSet<std::net::SocketAddr>> = BTreeMap::new();
+    for addr in upstream {
+        let set = if addr.is_ipv4() {
+            SET_UPSTREAM4
+        } else {
+            SET_UPSTREAM6
+        };
+        by_set.entry(set).or_default().insert(*addr);
+    }
+    by_set
+        .into_iter()
+        .map(|(set, addrs)| {
+            let elems = addrs
+                .into_iter()
+                .map(|a| concat(s(&a.ip().to_string()), a.port()))
+                .collect();
+            (set, elems)
+        })
+        .collect()
 }
 
 /// Refill the static network sets from `allow` in one transaction (for `yolo allow/deny` of a
@@ -154,6 +191,8 @@ fn all_sets() -> Vec<Set<'static>> {
         set_def(SET_NET6, &[V6], &interval),
         set_def(SET_NET4_PORT, &[V4, InetService], &interval),
         set_def(SET_NET6_PORT, &[V6, InetService], &interval),
+        set_def(SET_UPSTREAM4, &[V4, InetService], &[]),
+        set_def(SET_UPSTREAM6, &[V6, InetService], &[]),
     ]
 }
 
@@ -164,7 +203,7 @@ fn set_def(name: &'static str, types: &[SetType], flags: &[SetFlag]) -> Set<'sta
     };
     Set {
         set_type,
-        flags: Some(flags.iter().copied().collect()),
+        flags: (!flags.is_empty()).then(|| flags.iter().copied().collect()),
         ..set_ref(name)
     }
 }
@@ -229,12 +268,24 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
         rules.extend(refuse_rest());
         return rules;
     }
-    rules.extend([
-        vec![
+    // The guard's marked sockets (its upstream DNS) reach the upstream resolvers and nothing
+    // else; marked packets to Docker's DNS pass with loopback below.
+    for (ip, set) in [("ip", SET_UPSTREAM4), ("ip6", SET_UPSTREAM6)] {
+        rules.push(vec![
             is(meta(MetaKey::Mark), Expression::Number(GUARD_MARK)),
+            is(meta(MetaKey::L4proto), anon_set(&["tcp", "udp"])),
+            is(
+                Expression::Named(NamedExpression::Concat(vec![
+                    payload(ip, "daddr"),
+                    payload("th", "dport"),
+                ])),
+                set_lookup(set),
+            ),
             counter(COUNTER_ACCEPTED),
             accept(),
-        ],
+        ]);
+    }
+    rules.extend([
         vec![is(meta(MetaKey::Oif), s("lo")), accept()],
         vec![established(), accept()],
         // IPv6 cannot reach anything, allowed or not, without neighbour discovery (the
@@ -697,15 +748,18 @@ fn summarize(nft: &Nftables) -> Summary {
                 let rules = sum.rules.entry(r.chain.to_string()).or_default();
                 rules.push(summarize_rule(&r.expr));
             }
-            NfListObject::Element(e)
-                if is_ours(e.family, &e.table) && STATIC_SETS.contains(&e.name.as_ref()) =>
-            {
+            NfListObject::Element(e) if is_ours(e.family, &e.table) && is_static(&e.name) => {
                 *sum.static_elements.entry(e.name.to_string()).or_default() += e.elem.len();
             }
             _ => {}
         }
     }
     sum
+}
+
+/// A set whose elements `build` writes (and `verify` counts).
+fn is_static(name: &str) -> bool {
+    STATIC_SETS.contains(&name) || UPSTREAM_SETS.contains(&name)
 }
 
 fn is_ours(family: NfFamily, table: &str) -> bool {
@@ -725,7 +779,7 @@ fn summarize_set(sum: &mut Summary, set: &Set) {
         .collect();
     let desc = format!("type {types:?} flags {flags:?}").to_lowercase();
     sum.sets.insert(set.name.to_string(), desc);
-    if STATIC_SETS.contains(&set.name.as_ref()) {
+    if is_static(&set.name) {
         let count = set.elem.as_ref().map_or(0, |e| e.len());
         *sum.static_elements.entry(set.name.to_string()).or_default() += count;
     }
@@ -888,7 +942,16 @@ mod tests {
             .collect();
         assert_eq!(
             flushed,
-            ["output", "input", "net4", "net6", "net4_port", "net6_port"]
+            [
+                "output",
+                "input",
+                "net4",
+                "net6",
+                "net4_port",
+                "net6_port",
+                "upstream4",
+                "upstream6"
+            ]
         );
         let first_rule = cmds.iter().position(|c| c.1 == "rule").unwrap();
         let last_flush = cmds.iter().rposition(|c| c.0 == "flush").unwrap();
@@ -969,9 +1032,44 @@ mod tests {
             }
         }
         assert_eq!(refs.len(), 8);
-        assert!(out.iter().any(|r| r.to_string().contains(r#""mark""#)
-            && has(r, "accept")
-            && r.to_string().contains(r#""op":"==""#)));
+        // The guard's mark opens the upstream resolvers only, never everything.
+        let marked: Vec<String> = out
+            .iter()
+            .filter(|r| r.to_string().contains(r#""mark""#) && has(r, "accept"))
+            .map(|r| r.to_string())
+            .collect();
+        assert_eq!(marked.len(), 2, "{marked:?}");
+        for (rule, set) in marked.iter().zip(["@upstream4", "@upstream6"]) {
+            assert!(rule.contains(r#""op":"==""#), "{rule}");
+            assert!(
+                rule.contains(set) && rule.contains(r#""l4proto""#),
+                "{rule}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_upstream_resolvers_fill_their_sets_by_family() {
+        let mut config = config(NetworkMode::Firewall, vec![]);
+        config.upstream = vec![
+            "192.0.2.53:53".parse().unwrap(),
+            "[2001:db8::53]:5353".parse().unwrap(),
+            "192.0.2.53:53".parse().unwrap(),
+        ];
+        let nft = build(&config, &allowlist());
+        let elements: BTreeMap<String, Value> = commands(&nft)
+            .into_iter()
+            .filter(|c| c.1 == "element" && c.2["name"].as_str().unwrap().starts_with("upstream"))
+            .map(|c| {
+                (
+                    c.2["name"].as_str().unwrap().to_string(),
+                    c.2["elem"].clone(),
+                )
+            })
+            .collect();
+        let concat = |addr: &str, port: u16| serde_json::json!([{"concat": [addr, port]}]);
+        assert_eq!(elements["upstream4"], concat("192.0.2.53", 53));
+        assert_eq!(elements["upstream6"], concat("2001:db8::53", 5353));
     }
 
     const ALL_SET_NAMES: [&str; 8] = [

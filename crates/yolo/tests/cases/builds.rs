@@ -67,13 +67,37 @@ fn a_build_step_cannot_reach_a_server_the_firewall_denies_and_the_attempt_is_aud
     let t = Test::new();
     let net = Internet::new(&t);
     let (ip, body) = server_on_the_default_bridge(&t);
-    dockerfile(&t, &[("/build-net.txt", &fetch(&format!("http://{ip}/")))]);
+    // RUN steps hold NET_RAW (the builder's default), which lets them set the guard's socket
+    // mark (Linux >= 5.17): marked, they must still reach nothing but the upstream resolver,
+    // not even a server on the guard's own bridge.
+    let denied = &net.denied.host.ip;
+    let marked = format!(
+        "python3 -c 'import socket; s = socket.socket(); s.setsockopt(1, 36, {GUARD_MARK}); \
+         s.settimeout(5); r = s.connect_ex((\"{denied}\", 80)); \
+         print(\"BLOCKED\", r) if r else (s.sendall(b\"GET / HTTP/1.0\\r\\n\\r\\n\"), \
+         print(s.recv(4096)))'"
+    );
+    dockerfile(
+        &t,
+        &[
+            ("/build-net.txt", &fetch(&format!("http://{ip}/"))),
+            ("/build-marked.txt", &marked),
+        ],
+    );
     t.user_config(&net.user_config(""));
     up(&t, &net, &["*.allowed.test"], &[]).ok();
 
-    let seen = read(&t, "/build-net.txt");
-    assert!(seen.contains("BLOCKED"), "the build reached {ip}: {seen}");
-    assert!(!seen.contains(&body), "{seen}");
+    for (file, body) in [
+        ("/build-net.txt", &body),
+        ("/build-marked.txt", &net.denied.body),
+    ] {
+        let seen = read(&t, file);
+        assert!(
+            seen.contains("BLOCKED"),
+            "{file}: the build got through: {seen}"
+        );
+        assert!(!seen.contains(body.as_str()), "{seen}");
+    }
     let blocked = wait_event(&t, EVENT_WAIT, |e| {
         e["kind"] == "blocked" && e["dst"] == ip.as_str() && e["port"] == 80
     });
