@@ -61,6 +61,8 @@ pub(crate) struct BuildSettings {
     pub(crate) presets: Vec<String>,
     /// Patterns, each checked.
     pub(crate) allow: Vec<String>,
+    /// `[build] network = "none"`: RUN steps get no network at all, whatever the agent's mode.
+    pub(crate) no_network: bool,
 }
 
 impl Default for BuildSettings {
@@ -71,6 +73,7 @@ impl Default for BuildSettings {
                 .map(|p| p.to_string())
                 .collect(),
             allow: vec![],
+            no_network: false,
         }
     }
 }
@@ -92,7 +95,21 @@ impl BuildSettings {
             .map(|p| parse_pattern(p))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| config_error("build.allow", e))?;
-        Ok(BuildSettings { presets, allow })
+        let no_network = match b.network.as_deref().map(str::trim) {
+            None | Some("firewall") => false,
+            Some("none") => true,
+            Some(other) => {
+                return Err(config_error(
+                    "build.network",
+                    format!("{other:?} is not firewall or none"),
+                ))
+            }
+        };
+        Ok(BuildSettings {
+            presets,
+            allow,
+            no_network,
+        })
     }
 }
 
@@ -496,6 +513,11 @@ mod tests {
                 "[build]\nallow = [\"*\"]",
                 "build.allow",
                 "\"*\": * alone would allow everything",
+            ),
+            (
+                "[build]\nnetwork = \"open\"",
+                "build.network",
+                "\"open\" is not firewall or none",
             ),
             (
                 "[limits]\nmemory = \"lots\"",

@@ -75,6 +75,8 @@ pub(crate) struct UserBuild {
     pub(crate) presets: Option<Vec<String>>,
     /// Allowlist patterns for builds only.
     pub(crate) allow: Vec<String>,
+    /// `firewall` (default: through the guard) or `none` (RUN steps get no network).
+    pub(crate) network: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -570,7 +570,7 @@ impl Act<'_> {
     }
 
     /// Build the image with its RUN steps in the guard's network namespace (`none` without a
-    /// guard), the guard holding the project's allowlist plus the build's own (`[build]`) and
+    /// guard or with `[build] network = "none"`), the guard holding the project's allowlist plus the build's own (`[build]`) and
     /// stamping its events `phase: build`; then start the guard again with the agent's config:
     /// a new namespace with empty sets, so nothing the build opened stays open for the agent.
     /// A failed build stops the guard it started (and removes one made for it).
@@ -581,6 +581,19 @@ impl Act<'_> {
         state: &mut WorkspaceState,
     ) -> Result<(Option<String>, String)> {
         let spec = &self.project.spec;
+        if self.project.settings.build.no_network {
+            // `[build] network = "none"`: the image first, then the guard, as for a pull.
+            let image = self
+                .engine
+                .ensure_image(
+                    &spec.image,
+                    self.project.settings.rebuild,
+                    &spec.devcontainer_id,
+                    &NetworkAttach::None,
+                )
+                .await?;
+            return Ok((self.guard(step, writer, state).await?, image));
+        }
         let allow = match self.mode {
             NetworkMode::Firewall => network::build_allowlist(self.project, self.allow)?,
             NetworkMode::Open | NetworkMode::None => self.allow.to_vec(),

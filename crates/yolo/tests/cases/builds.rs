@@ -155,27 +155,53 @@ fn a_build_resolves_the_allowlist_and_its_own_names_and_the_agent_inherits_none_
     assert_eq!(refused.get("phase"), None, "{refused}");
 }
 
-#[test]
-fn with_network_none_a_build_has_no_network() {
-    let t = Test::new();
-    ensure_image(AGENT_IMAGE, "agent.Dockerfile");
-    let (ip, body) = server_on_the_default_bridge(&t);
+/// A Dockerfile whose RUN steps list their network links and fetch the default-bridge server.
+fn probe_network(t: &Test) -> (String, String) {
+    let (ip, body) = server_on_the_default_bridge(t);
     dockerfile(
-        &t,
+        t,
         &[
             ("/links.txt", "ip -o link | cut -d: -f2"),
             ("/build-net.txt", &fetch(&format!("http://{ip}/"))),
         ],
     );
-    t.yolo(&["up", "--network", "none"]).ok();
-    let links = read(&t, "/links.txt");
+    (ip, body)
+}
+
+#[track_caller]
+fn assert_built_offline(t: &Test, body: &str) {
+    let links = read(t, "/links.txt");
     assert_eq!(
         links.split_whitespace().collect::<Vec<_>>(),
         ["lo"],
         "{links}"
     );
-    let seen = read(&t, "/build-net.txt");
-    assert!(seen.contains("BLOCKED") && !seen.contains(&body), "{seen}");
+    let seen = read(t, "/build-net.txt");
+    assert!(seen.contains("BLOCKED") && !seen.contains(body), "{seen}");
+}
+
+#[test]
+fn with_network_none_a_build_has_no_network() {
+    let t = Test::new();
+    ensure_image(AGENT_IMAGE, "agent.Dockerfile");
+    let (_, body) = probe_network(&t);
+    t.yolo(&["up", "--network", "none"]).ok();
+    assert_built_offline(&t, &body);
+}
+
+#[test]
+fn build_network_none_builds_offline_and_leaves_the_agent_its_firewall() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    let (_, body) = probe_network(&t);
+    t.user_config(&net.user_config("[build]\nnetwork = \"none\"\n"));
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+    assert_built_offline(&t, &body);
+    let allowed = t
+        .yolo(&["exec", "sh", "-c", &fetch("http://www.allowed.test/")])
+        .stdout();
+    assert!(allowed.contains(&net.allowed.body), "{allowed}");
+    assert!(t.events().iter().all(|e| e.get("phase").is_none()));
 }
 
 #[test]
