@@ -131,6 +131,11 @@ fn enforce_and_serve<B: Batches>(
         .verify(&expected, &listed)
         .map_err(|e| fail("the firewall ruleset does not verify", e))?;
     let verify_ms = started.elapsed().as_millis() as u64;
+    // An image build's RUN steps share the namespace in the build phase, holding NET_RAW.
+    let sealed = match (config.mode, config.phase.as_deref()) {
+        (NetworkMode::Firewall, Some(_)) => Some(seal_egress()),
+        _ => None,
+    };
 
     if config.mode != NetworkMode::None {
         point_resolver_at_guard()
@@ -152,7 +157,39 @@ fn enforce_and_serve<B: Batches>(
         resolved: Arc::new(Resolved::default()),
         events: Arc::clone(&events),
     });
+    if let Some(Err(e)) = sealed {
+        // Not fatal (an older kernel has no egress hook): ordinary connections, DNS and the
+        // mark are still filtered; only frames from packet sockets are not. The log says so.
+        guard.events.emit(guard_event(
+            "egress_filter_unavailable",
+            [("error", e.into())],
+        ));
+    }
     runtime.block_on(serve(config, guard, upstream, started, verify_ms))
+}
+
+/// [`ruleset::egress`] on every interface of the namespace but loopback, with a fresh stamp.
+fn seal_egress() -> std::result::Result<(), String> {
+    let mut devices: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map_err(|e| format!("cannot list the interfaces: {e}"))?
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "lo")
+        .collect();
+    devices.sort();
+    let mut random = [0u8; 8];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").map_err(|e| e.to_string())?,
+        &mut random,
+    )
+    .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    let [m0, m1, m2, m3, p0, p1, p2, p3] = random;
+    let stamp = ruleset::Stamp {
+        // Never 0: that is what every unstamped packet carries.
+        mark: u32::from_ne_bytes([m0, m1, m2, m3]).max(1),
+        priority: u32::from_ne_bytes([p0, p1, p2, p3]).max(1),
+    };
+    sets::apply(&ruleset::egress(&devices, stamp))
 }
 
 async fn serve<B: Batches>(

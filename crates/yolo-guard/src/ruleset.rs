@@ -157,6 +157,101 @@ fn upstream_elements(
         .collect()
 }
 
+/// The netdev table [`egress`] makes, and the inet chain that stamps what the output chain let
+/// through.
+pub const TABLE_EGRESS: &str = "yolo_egress";
+pub const CHAIN_STAMP: &str = "stamp";
+
+/// What the IP stack's packets carry once the output chain let them through: a mark and a
+/// priority drawn at random by the guard (64 bits no one outside it knows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub mark: u32,
+    pub priority: u32,
+}
+
+/// Close the way under the ruleset: a packet socket (`AF_PACKET`, which `NET_RAW` allows, and an
+/// image build's RUN steps hold it) sends frames straight to an interface, below the inet output
+/// hook. So a later output chain stamps every packet the ruleset let through, and the egress
+/// hook of each of `devices` lets out only stamped frames (and ARP, which never passes an inet
+/// hook), wiping the stamp on the way so a sniffer on the interface (a classic BPF filter can
+/// read an skb's mark and priority) never sees it. `NET_RAW` can set any mark and priority, so
+/// the stamp's only strength is that it is unknown: 64 random bits.
+pub fn egress(devices: &[String], stamp: Stamp) -> Nftables<'static> {
+    let mut batch = Batch::new();
+    let stamp_chain = Chain {
+        prio: Some(10),
+        policy: Some(NfChainPolicy::Accept),
+        ..base_chain(CHAIN_STAMP, NfHook::Output, NfChainPolicy::Accept)
+    };
+    batch.add(NfListObject::Chain(stamp_chain));
+    batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(CHAIN_STAMP))));
+    batch.add(rule(
+        CHAIN_STAMP,
+        vec![
+            set_meta(MetaKey::Mark, stamp.mark),
+            set_meta(MetaKey::Priority, stamp.priority),
+        ],
+    ));
+    batch.add(NfListObject::Table(Table {
+        family: NfFamily::NetDev,
+        name: TABLE_EGRESS.into(),
+        handle: None,
+    }));
+    for dev in devices {
+        let chain = Chain {
+            family: NfFamily::NetDev,
+            table: TABLE_EGRESS.into(),
+            name: format!("egress_{dev}").into(),
+            _type: Some(NfChainType::Filter),
+            hook: Some(NfHook::Egress),
+            prio: Some(0),
+            dev: Some(dev.clone().into()),
+            policy: Some(NfChainPolicy::Drop),
+            ..Chain::default()
+        };
+        batch.add(NfListObject::Chain(chain.clone()));
+        batch.add_cmd(NfCmd::Flush(FlushObject::Chain(Chain {
+            _type: None,
+            hook: None,
+            prio: None,
+            dev: None,
+            policy: None,
+            ..chain.clone()
+        })));
+        let egress_rule = |expr: Stmts| {
+            NfListObject::Rule(nftables::schema::Rule {
+                family: NfFamily::NetDev,
+                table: TABLE_EGRESS.into(),
+                chain: chain.name.clone(),
+                expr: Cow::Owned(expr),
+                handle: None,
+                index: None,
+                comment: None,
+            })
+        };
+        batch.add(egress_rule(vec![
+            is(meta(MetaKey::Mark), Expression::Number(stamp.mark)),
+            is(meta(MetaKey::Priority), Expression::Number(stamp.priority)),
+            set_meta(MetaKey::Mark, 0),
+            set_meta(MetaKey::Priority, 0),
+            accept(),
+        ]));
+        batch.add(egress_rule(vec![
+            is(meta(MetaKey::Protocol), s("arp")),
+            accept(),
+        ]));
+    }
+    batch.to_nftables()
+}
+
+fn set_meta(key: MetaKey, value: u32) -> Statement<'static> {
+    Statement::Mangle(stmt::Mangle {
+        key: meta(key),
+        value: Expression::Number(value),
+    })
+}
+
 /// Refill the static network sets from `allow` in one transaction (for `yolo allow/deny` of a
 /// network on a running guard: nothing in between sees the sets empty).
 pub fn static_networks(allow: &Allowlist) -> Nftables<'static> {
@@ -1045,6 +1140,77 @@ mod tests {
                 rule.contains(set) && rule.contains(r#""l4proto""#),
                 "{rule}"
             );
+        }
+    }
+
+    #[test]
+    fn egress_stamps_after_the_ruleset_and_lets_out_only_stamped_frames_and_arp() {
+        let stamp = Stamp {
+            mark: 0x1234_5678,
+            priority: 0x9abc_def0,
+        };
+        let nft = egress(&["eth0".into(), "eth1".into()], stamp);
+        let cmds = commands(&nft);
+        let stamp_chain = cmds
+            .iter()
+            .find(|c| c.1 == "chain" && c.2["name"] == CHAIN_STAMP)
+            .unwrap();
+        // After the filter chain (priority 0), so only what it accepted is stamped.
+        assert_eq!(stamp_chain.2["hook"], "output");
+        assert_eq!(stamp_chain.2["prio"], 10);
+        assert_eq!(stamp_chain.2["family"], "inet");
+        let rules: Vec<&Value> = cmds
+            .iter()
+            .filter(|c| c.1 == "rule")
+            .map(|c| &c.2)
+            .collect();
+        let stamping = rules.iter().find(|r| r["chain"] == CHAIN_STAMP).unwrap();
+        assert_eq!(
+            stamping["expr"],
+            serde_json::json!([
+                {"mangle": {"key": {"meta": {"key": "mark"}}, "value": 0x1234_5678}},
+                {"mangle": {"key": {"meta": {"key": "priority"}}, "value": 0x9abc_def0u32}}
+            ])
+        );
+        for dev in ["eth0", "eth1"] {
+            let name = format!("egress_{dev}");
+            let position = |verb: &str| {
+                cmds.iter()
+                    .position(|c| c.0 == verb && c.1 == "chain" && c.2["name"] == name.as_str())
+                    .unwrap()
+            };
+            assert!(position("add") < position("flush"), "{dev}");
+            let chain = &cmds[position("add")].2;
+            assert_eq!(
+                (
+                    &chain["family"],
+                    &chain["hook"],
+                    &chain["dev"],
+                    &chain["policy"]
+                ),
+                (
+                    &Value::from("netdev"),
+                    &Value::from("egress"),
+                    &Value::from(dev),
+                    &Value::from("drop")
+                )
+            );
+            let own: Vec<String> = rules
+                .iter()
+                .filter(|r| r["chain"] == name.as_str())
+                .map(|r| r["expr"].to_string())
+                .collect();
+            assert_eq!(own.len(), 2, "{own:?}");
+            // Stamped: the stamp is checked, then wiped before anything past the hook sees it.
+            for needed in [
+                r#""right":305419896"#,
+                r#""right":2596069104"#,
+                r#"{"mangle":{"key":{"meta":{"key":"mark"}},"value":0}}"#,
+                r#"{"accept":null}"#,
+            ] {
+                assert!(own[0].contains(needed), "{needed}: {}", own[0]);
+            }
+            assert!(own[1].contains(r#""right":"arp""#), "{}", own[1]);
         }
     }
 

@@ -227,3 +227,81 @@ fn a_failed_build_leaves_no_guard_behind() {
         "yolo containers left after a failed build"
     );
 }
+
+#[test]
+fn a_build_step_cannot_send_raw_frames_past_the_firewall() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    // A UDP listener on the guard's own bridge, printing every datagram it receives.
+    let name = format!("yolo-{}-udp", t.id);
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--network",
+        &net.network,
+        AGENT_IMAGE,
+        "python3",
+        "-u",
+        "-c",
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.bind(('0.0.0.0', 9999))\nwhile True:\n    print(s.recvfrom(512)[0].decode())",
+    ]);
+    let ip = ip_of(&name, &net.network);
+    let mac = docker_ok(&[
+        "inspect",
+        "--format",
+        &format!(
+            "{{{{(index .NetworkSettings.Networks \"{}\").MacAddress}}}}",
+            net.network
+        ),
+        &name,
+    ]);
+    let payload = format!("raw-frame-{}", t.id);
+    t.file(
+        ".devcontainer/raw_frame.py",
+        include_str!("../fixtures/builds/raw_frame.py"),
+    );
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {AGENT_IMAGE}\nCOPY raw_frame.py /raw_frame.py\n\
+             RUN python3 /raw_frame.py {ip} {mac} {payload} > /raw.txt 2>&1; cat /raw.txt\n"
+        ),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.user_config(&net.user_config(""));
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+
+    let tried = read(&t, "/raw.txt");
+    assert!(
+        tried.contains("sent") || tried.contains("refused"),
+        "{tried}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let received = docker_logs(&name);
+    assert!(
+        !received.contains(&payload),
+        "the frame got out: {received}\nthe build said: {tried}"
+    );
+    // The agent's own namespace is a new one: its traffic is not stamped or sealed, and works.
+    let allowed = t
+        .yolo(&["exec", "sh", "-c", &fetch("http://www.allowed.test/")])
+        .stdout();
+    assert!(allowed.contains(&net.allowed.body), "{allowed}");
+}
+
+fn docker_logs(name: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["logs", name])
+        .output()
+        .expect("docker logs");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
