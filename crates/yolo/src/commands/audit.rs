@@ -151,7 +151,13 @@ pub(crate) fn render(event: &Event) -> String {
         }
         EventKind::Notice { message } => message.clone(),
     };
-    format!("{ts} {kind:<13} {text}")
+    // What the guard saw while an image build's RUN steps shared its namespace.
+    let phase = event
+        .phase
+        .as_deref()
+        .map(|p| format!("[{p}] "))
+        .unwrap_or_default();
+    format!("{ts} {kind:<13} {phase}{text}")
 }
 
 /// The command line on one screen line: quoted like a shell would need, long scripts cut
@@ -178,7 +184,20 @@ fn shell_words(argv: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::shell_words;
+    use super::{render, shell_words};
+    use crate::audit::event::{Event, EventKind};
+
+    #[test]
+    fn a_build_phase_event_says_so() {
+        let notice = |phase| {
+            let kind = EventKind::Notice {
+                message: "m".into(),
+            };
+            render(&Event::now("s", kind).in_phase(phase))
+        };
+        assert!(notice(Some("build")).ends_with("notice        [build] m"));
+        assert!(notice(None).ends_with("notice        m"));
+    }
 
     #[test]
     fn command_lines_are_quoted_and_kept_on_one_line() {
