@@ -4,7 +4,7 @@
 
 use super::{approval, hooks, network, session};
 use crate::agents::Agent;
-use crate::audit::Writer;
+use crate::audit::{EventKind, Writer};
 use crate::cli::Target;
 use crate::engine::{Container, Engine, Found, NetworkAttach, Owner};
 use crate::error::{Error, Result};
@@ -598,6 +598,20 @@ impl Act<'_> {
             NetworkMode::Firewall => network::build_allowlist(self.project, self.allow)?,
             NetworkMode::Open | NetworkMode::None => self.allow.to_vec(),
         };
+        if self.mode == NetworkMode::Firewall {
+            // The session_start lists the agent's allowlist; this is what the build adds.
+            let extra: Vec<&str> = allow
+                .iter()
+                .filter(|p| !self.allow.contains(p))
+                .map(String::as_str)
+                .collect();
+            writer.write(EventKind::Notice {
+                message: format!(
+                    "the image builds behind the firewall; besides the allowlist, its RUN steps may reach: {}",
+                    if extra.is_empty() { "nothing".to_string() } else { extra.join(" ") }
+                ),
+            })?;
+        }
         let guard = self
             .start_guard(step, writer, allow, Some(PHASE_BUILD))
             .await?;

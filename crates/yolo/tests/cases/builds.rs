@@ -128,6 +128,14 @@ fn a_build_resolves_the_allowlist_and_its_own_names_and_the_agent_inherits_none_
         e["kind"] == "dns" && e["name"] == name && e["decision"] == decision
     };
     let events = t.events();
+    let notice = events.iter().find(|e| e["kind"] == "notice").unwrap();
+    assert!(
+        notice["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("its RUN steps may reach: *.other.test"),
+        "{notice}"
+    );
     let other = events
         .iter()
         .find(|e| is_dns(e, "www.other.test", "allowed"));
