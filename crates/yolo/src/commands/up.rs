@@ -471,22 +471,25 @@ impl Act<'_> {
         )?;
         state.save(&spec.devcontainer_id)?;
         hooks::initialize(self.project, &writer, approved).await?;
-        let builds = !matches!(agent, AgentStep::Start { .. })
+        let settings = &self.project.settings;
+        let behind_guard = !matches!(agent, AgentStep::Start { .. })
+            && !settings.build.no_network
             && self
                 .engine
-                .build_needed(&spec.image, self.project.settings.rebuild)
+                .build_needed(&spec.image, settings.rebuild)
                 .await?;
-        let (guard_id, image) = if builds {
+        let (guard_id, image) = if behind_guard {
             self.build_behind_guard(guard, &writer, state).await?
         } else {
-            // A pull or nothing: the image first, so a failing pull leaves no guard behind.
+            // A pull, an offline build or nothing: the image first, so a failing pull or build
+            // leaves no guard behind. A build here has no network (`[build] network = "none"`).
             let image = match agent {
                 AgentStep::Start { image, .. } => image.clone(),
                 _ => {
                     self.engine
                         .ensure_image(
                             &spec.image,
-                            false,
+                            settings.rebuild,
                             &spec.devcontainer_id,
                             &NetworkAttach::None,
                         )
@@ -570,7 +573,7 @@ impl Act<'_> {
     }
 
     /// Build the image with its RUN steps in the guard's network namespace (`none` without a
-    /// guard or with `[build] network = "none"`), the guard holding the project's allowlist plus the build's own (`[build]`) and
+    /// guard), the guard holding the project's allowlist plus the build's own (`[build]`) and
     /// stamping its events `phase: build`; then start the guard again with the agent's config:
     /// a new namespace with empty sets, so nothing the build opened stays open for the agent.
     /// A failed build stops the guard it started (and removes one made for it).
@@ -581,37 +584,14 @@ impl Act<'_> {
         state: &mut WorkspaceState,
     ) -> Result<(Option<String>, String)> {
         let spec = &self.project.spec;
-        if self.project.settings.build.no_network {
-            // `[build] network = "none"`: the image first, then the guard, as for a pull.
-            let image = self
-                .engine
-                .ensure_image(
-                    &spec.image,
-                    self.project.settings.rebuild,
-                    &spec.devcontainer_id,
-                    &NetworkAttach::None,
-                )
-                .await?;
-            return Ok((self.guard(step, writer, state).await?, image));
-        }
         let allow = match self.mode {
-            NetworkMode::Firewall => network::build_allowlist(self.project, self.allow)?,
+            NetworkMode::Firewall => {
+                let allow = network::build_allowlist(self.project, self.allow)?;
+                self.note_build_additions(&allow, writer)?;
+                allow
+            }
             NetworkMode::Open | NetworkMode::None => self.allow.to_vec(),
         };
-        if self.mode == NetworkMode::Firewall {
-            // The session_start lists the agent's allowlist; this is what the build adds.
-            let extra: Vec<&str> = allow
-                .iter()
-                .filter(|p| !self.allow.contains(p))
-                .map(String::as_str)
-                .collect();
-            writer.write(EventKind::Notice {
-                message: format!(
-                    "the image builds behind the firewall; besides the allowlist, its RUN steps may reach: {}",
-                    if extra.is_empty() { "nothing".to_string() } else { extra.join(" ") }
-                ),
-            })?;
-        }
         let guard = self
             .start_guard(step, writer, allow, Some(PHASE_BUILD))
             .await?;
@@ -643,12 +623,32 @@ impl Act<'_> {
         Ok((self.guard(&again, writer, state).await?, image))
     }
 
+    /// The session_start lists the agent's allowlist; the log also says what the build adds.
+    fn note_build_additions(&self, build_allow: &[String], writer: &Writer) -> Result<()> {
+        let extra: Vec<&str> = build_allow
+            .iter()
+            .filter(|p| !self.allow.contains(p))
+            .map(String::as_str)
+            .collect();
+        let extra = if extra.is_empty() {
+            "nothing".to_string()
+        } else {
+            extra.join(" ")
+        };
+        writer.write(EventKind::Notice {
+            message: format!(
+                "the image builds behind the firewall; besides the allowlist, its RUN steps may reach: {extra}"
+            ),
+        })
+    }
+
     /// After a failed build: the guard stopped, and removed if this start made it.
     async fn drop_build_guard(&self, step: &GuardStep, id: &str) {
         let made = matches!(step, GuardStep::Create | GuardStep::Recreate { .. });
-        let result = match made {
-            true => self.engine.remove(id).await,
-            false => self.engine.stop(id).await,
+        let result = if made {
+            self.engine.remove(id).await
+        } else {
+            self.engine.stop(id).await
         };
         if let Err(e) = result {
             eprintln!(
