@@ -161,6 +161,13 @@ fn a_build_resolves_the_allowlist_and_its_own_names_and_the_agent_inherits_none_
         .find(|e| is_dns(e, "www.other.test", "refused"))
         .unwrap_or_else(|| panic!("the agent's lookup was not refused: {later:?}"));
     assert_eq!(refused.get("phase"), None, "{refused}");
+
+    // A reused container, or one started again with its image, builds nothing.
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+    t.yolo(&["down"]).ok();
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+    let builds = t.events().iter().filter(|e| e["kind"] == "notice").count();
+    assert_eq!(builds, 1);
 }
 
 /// A Dockerfile whose RUN steps list their network links and fetch the default-bridge server.
