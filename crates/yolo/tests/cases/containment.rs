@@ -38,6 +38,7 @@ fn root_in_the_agent_cannot_plant_what_the_host_runs_but_can_commit() {
         "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*\n",
     );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.user_config(&mirror_for_builds());
     t.file(".envrc", "export A=1\n");
     git(&t, &["init", "-q"]);
     git(&t, &["add", "-A"]);
@@ -190,4 +191,17 @@ fn run_keeps_the_network_mode_the_user_chose() {
     // Asking for another mode switches, as asked.
     let (_, switched) = t.up(&["--network", "firewall"]);
     assert_eq!(switched["network"]["mode"], "firewall");
+}
+
+/// The build runs behind the firewall with the `debian` build preset. Where Debian's mirror
+/// answers from a private or documentation address (a proxy, as on the test machines), the
+/// guard does not open it (DNS rebinding): list the address as a static `[build] allow` entry,
+/// as a user behind such a mirror would.
+fn mirror_for_builds() -> String {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<String> = ("deb.debian.org", 80)
+        .to_socket_addrs()
+        .map(|a| a.map(|a| format!("\"{}\"", a.ip())).collect())
+        .unwrap_or_default();
+    format!("[build]\nallow = [{}]\n", addrs.join(", "))
 }
