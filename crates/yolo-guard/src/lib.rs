@@ -86,7 +86,8 @@ pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<()> {
         file: config_path.to_path_buf(),
         message: e.to_string(),
     })?;
-    let log = Writer::open(&config.audit_path, &config.session, None)?;
+    let log =
+        Writer::open(&config.audit_path, &config.session, None)?.in_phase(config.phase.as_deref());
     let result = enforce_and_serve(config, batches, started);
     if let Err(e) = &result {
         // Written directly: the queue's thread may not get to it before the process exits.
@@ -105,17 +106,6 @@ fn enforce_and_serve<B: Batches>(
             "yolo-guard: {what}: {e}; the agent will not be started"
         ))
     };
-    let allowlist =
-        Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e.to_string()))?;
-    let expected = batches.build(&config, &allowlist);
-    sets::apply(&expected).map_err(|e| fail("cannot apply the firewall ruleset", e))?;
-    let listed =
-        sets::list_table().map_err(|e| fail("cannot read the firewall ruleset back", e))?;
-    batches
-        .verify(&expected, &listed)
-        .map_err(|e| fail("the firewall ruleset does not verify", e))?;
-    let verify_ms = started.elapsed().as_millis() as u64;
-
     let upstream = if config.upstream.is_empty() {
         let text = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
         yolo_protocol::resolv_conf_nameservers(&text)
@@ -128,6 +118,27 @@ fn enforce_and_serve<B: Batches>(
             "GuardConfig.upstream is empty and /etc/resolv.conf names no nameserver".into(),
         ));
     }
+    // The ruleset lets the guard's marked sockets reach exactly these.
+    let config = GuardConfig {
+        upstream: upstream.clone(),
+        ..config
+    };
+    let allowlist =
+        Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e.to_string()))?;
+    let expected = batches.build(&config, &allowlist);
+    sets::apply(&expected).map_err(|e| fail("cannot apply the firewall ruleset", e))?;
+    let listed =
+        sets::list_table().map_err(|e| fail("cannot read the firewall ruleset back", e))?;
+    batches
+        .verify(&expected, &listed)
+        .map_err(|e| fail("the firewall ruleset does not verify", e))?;
+    let verify_ms = started.elapsed().as_millis() as u64;
+    // An image build's RUN steps share the namespace in the build phase, holding NET_RAW.
+    let sealed = match (config.mode, config.phase.as_deref()) {
+        (NetworkMode::Firewall, Some(_)) => Some(seal_egress()),
+        _ => None,
+    };
+
     if config.mode != NetworkMode::None {
         point_resolver_at_guard()
             .map_err(|e| fail("cannot point /etc/resolv.conf at the guard", e))?;
@@ -136,7 +147,8 @@ fn enforce_and_serve<B: Batches>(
         &config.audit_path,
         &config.session,
         Some(config.max_session_log),
-    )?;
+    )?
+    .in_phase(config.phase.as_deref());
     let events = Events::to_writer(writer);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -151,7 +163,39 @@ fn enforce_and_serve<B: Batches>(
         resolved: Arc::new(Resolved::default()),
         events: Arc::clone(&events),
     });
+    if let Some(Err(e)) = sealed {
+        // Not fatal (an older kernel has no egress hook): ordinary connections, DNS and the
+        // mark are still filtered; only frames from packet sockets are not. The log says so.
+        guard.events.emit(guard_event(
+            "egress_filter_unavailable",
+            [("error", e.into())],
+        ));
+    }
     runtime.block_on(serve(config, guard, upstream, started, verify_ms))
+}
+
+/// [`ruleset::egress`] on every interface of the namespace but loopback, with a fresh stamp.
+fn seal_egress() -> std::result::Result<(), String> {
+    let mut devices: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map_err(|e| format!("cannot list the interfaces: {e}"))?
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "lo")
+        .collect();
+    devices.sort();
+    let mut random = [0u8; 8];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").map_err(|e| e.to_string())?,
+        &mut random,
+    )
+    .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    let [m0, m1, m2, m3, p0, p1, p2, p3] = random;
+    let stamp = ruleset::Stamp {
+        // Never 0: that is what every unstamped packet carries.
+        mark: u32::from_ne_bytes([m0, m1, m2, m3]).max(1),
+        priority: u32::from_ne_bytes([p0, p1, p2, p3]).max(1),
+    };
+    sets::apply(&ruleset::egress(&devices, stamp))
 }
 
 async fn serve<B: Batches>(
@@ -253,7 +297,8 @@ async fn serve<B: Batches>(
     // `yolo down` gives the guard 5 s after SIGTERM; the last aggregates and counts take far less.
     guard.events.finish(std::time::Duration::from_secs(3));
     // Past the cap too: one line, so the log says the guard stopped rather than died.
-    let stopped = Writer::open(&config.audit_path, &config.session, None)?;
+    let stopped =
+        Writer::open(&config.audit_path, &config.session, None)?.in_phase(config.phase.as_deref());
     let _ = stopped.write(guard_event(
         "stopped",
         [
@@ -553,6 +598,7 @@ mod tests {
             control_socket: "/dev/null".into(),
             allow_internal_answers: false,
             max_session_log: yolo_protocol::DEFAULT_MAX_SESSION_LOG,
+            phase: None,
         }
     }
 

@@ -47,6 +47,12 @@ pub const SET_NET6: &str = "net6";
 pub const SET_NET4_PORT: &str = "net4_port";
 pub const SET_NET6_PORT: &str = "net6_port";
 pub const STATIC_SETS: [&str; 4] = [SET_NET4, SET_NET6, SET_NET4_PORT, SET_NET6_PORT];
+/// The upstream resolvers (`addr . port`) the guard's marked sockets may reach, rewritten by
+/// every `build`. Only these: a process that can set the mark too (an image build's RUN step
+/// holds NET_RAW, which allows SO_MARK since Linux 5.17) gets no further than the resolver.
+pub const SET_UPSTREAM4: &str = "upstream4";
+pub const SET_UPSTREAM6: &str = "upstream6";
+const UPSTREAM_SETS: [&str; 2] = [SET_UPSTREAM4, SET_UPSTREAM6];
 
 /// Named counters for `yolo firewall`: new connections let through by the allowlist (and the
 /// guard's own upstream DNS), outbound packets refused, and — in `open` mode — packets that
@@ -105,6 +111,9 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(name))));
     }
     flush_static_sets(&mut batch);
+    for name in UPSTREAM_SETS {
+        batch.add_cmd(NfCmd::Flush(FlushObject::Set(Box::new(set_ref(name)))));
+    }
     for expr in output_rules(config.mode) {
         batch.add(rule(CHAIN_OUTPUT, expr));
     }
@@ -112,7 +121,130 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         batch.add(rule(CHAIN_INPUT, expr));
     }
     fill_static_sets(&mut batch, allow);
+    for (set, elems) in upstream_elements(&config.upstream) {
+        batch.add(element(set, elems));
+    }
     batch.to_nftables()
+}
+
+/// The upstream resolvers as `addr . port` elements of their family's set.
+fn upstream_elements(
+    upstream: &[std::net::SocketAddr],
+) -> Vec<(&'static str, Vec<Expression<'static>>)> {
+    let mut by_set: BTreeMap<&'static str, BTreeSet<std::net::SocketAddr>> = BTreeMap::new();
+    for addr in upstream {
+        let set = if addr.is_ipv4() {
+            SET_UPSTREAM4
+        } else {
+            SET_UPSTREAM6
+        };
+        by_set.entry(set).or_default().insert(*addr);
+    }
+    by_set
+        .into_iter()
+        .map(|(set, addrs)| {
+            let elems = addrs
+                .into_iter()
+                .map(|a| concat(s(&a.ip().to_string()), a.port()))
+                .collect();
+            (set, elems)
+        })
+        .collect()
+}
+
+/// The netdev table [`egress`] makes, and the inet chain that stamps what the output chain let
+/// through.
+pub const TABLE_EGRESS: &str = "yolo_egress";
+pub const CHAIN_STAMP: &str = "stamp";
+
+/// What the IP stack's packets carry once the output chain let them through: a mark and a
+/// priority drawn at random by the guard (64 bits no one outside it knows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub mark: u32,
+    pub priority: u32,
+}
+
+/// Close the way under the ruleset: a packet socket (`AF_PACKET`, which `NET_RAW` allows, and an
+/// image build's RUN steps hold it) sends frames straight to an interface, below the inet output
+/// hook. So a later output chain stamps every packet the ruleset let through, and the egress
+/// hook of each of `devices` lets out only stamped frames (and ARP, which never passes an inet
+/// hook), wiping the stamp on the way so a sniffer on the interface (a classic BPF filter can
+/// read an skb's mark and priority) never sees it. `NET_RAW` can set any mark and priority, so
+/// the stamp's only strength is that it is unknown: 64 random bits.
+pub fn egress(devices: &[String], stamp: Stamp) -> Nftables<'static> {
+    let mut batch = Batch::new();
+    let stamp_chain = Chain {
+        prio: Some(10),
+        policy: Some(NfChainPolicy::Accept),
+        ..base_chain(CHAIN_STAMP, NfHook::Output, NfChainPolicy::Accept)
+    };
+    batch.add(NfListObject::Chain(stamp_chain));
+    batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(CHAIN_STAMP))));
+    batch.add(rule(
+        CHAIN_STAMP,
+        vec![
+            set_meta(MetaKey::Mark, stamp.mark),
+            set_meta(MetaKey::Priority, stamp.priority),
+        ],
+    ));
+    batch.add(NfListObject::Table(Table {
+        family: NfFamily::NetDev,
+        name: TABLE_EGRESS.into(),
+        handle: None,
+    }));
+    for dev in devices {
+        let chain = Chain {
+            family: NfFamily::NetDev,
+            table: TABLE_EGRESS.into(),
+            name: format!("egress_{dev}").into(),
+            _type: Some(NfChainType::Filter),
+            hook: Some(NfHook::Egress),
+            prio: Some(0),
+            dev: Some(dev.clone().into()),
+            policy: Some(NfChainPolicy::Drop),
+            ..Chain::default()
+        };
+        batch.add(NfListObject::Chain(chain.clone()));
+        batch.add_cmd(NfCmd::Flush(FlushObject::Chain(Chain {
+            _type: None,
+            hook: None,
+            prio: None,
+            dev: None,
+            policy: None,
+            ..chain.clone()
+        })));
+        let egress_rule = |expr: Stmts| {
+            NfListObject::Rule(nftables::schema::Rule {
+                family: NfFamily::NetDev,
+                table: TABLE_EGRESS.into(),
+                chain: chain.name.clone(),
+                expr: Cow::Owned(expr),
+                handle: None,
+                index: None,
+                comment: None,
+            })
+        };
+        batch.add(egress_rule(vec![
+            is(meta(MetaKey::Mark), Expression::Number(stamp.mark)),
+            is(meta(MetaKey::Priority), Expression::Number(stamp.priority)),
+            set_meta(MetaKey::Mark, 0),
+            set_meta(MetaKey::Priority, 0),
+            accept(),
+        ]));
+        batch.add(egress_rule(vec![
+            is(meta(MetaKey::Protocol), s("arp")),
+            accept(),
+        ]));
+    }
+    batch.to_nftables()
+}
+
+fn set_meta(key: MetaKey, value: u32) -> Statement<'static> {
+    Statement::Mangle(stmt::Mangle {
+        key: meta(key),
+        value: Expression::Number(value),
+    })
 }
 
 /// Refill the static network sets from `allow` in one transaction (for `yolo allow/deny` of a
@@ -149,6 +281,8 @@ fn all_sets() -> Vec<Set<'static>> {
         set_def(SET_NET6, &[V6], &interval),
         set_def(SET_NET4_PORT, &[V4, InetService], &interval),
         set_def(SET_NET6_PORT, &[V6, InetService], &interval),
+        set_def(SET_UPSTREAM4, &[V4, InetService], &[]),
+        set_def(SET_UPSTREAM6, &[V6, InetService], &[]),
     ]
 }
 
@@ -159,7 +293,7 @@ fn set_def(name: &'static str, types: &[SetType], flags: &[SetFlag]) -> Set<'sta
     };
     Set {
         set_type,
-        flags: Some(flags.iter().copied().collect()),
+        flags: (!flags.is_empty()).then(|| flags.iter().copied().collect()),
         ..set_ref(name)
     }
 }
@@ -224,12 +358,24 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
         rules.extend(refuse_rest());
         return rules;
     }
-    rules.extend([
-        vec![
+    // The guard's marked sockets (its upstream DNS) reach the upstream resolvers and nothing
+    // else; marked packets to Docker's DNS pass with loopback below.
+    for (ip, set) in [("ip", SET_UPSTREAM4), ("ip6", SET_UPSTREAM6)] {
+        rules.push(vec![
             is(meta(MetaKey::Mark), Expression::Number(GUARD_MARK)),
+            is(meta(MetaKey::L4proto), anon_set(&["tcp", "udp"])),
+            is(
+                Expression::Named(NamedExpression::Concat(vec![
+                    payload(ip, "daddr"),
+                    payload("th", "dport"),
+                ])),
+                set_lookup(set),
+            ),
             counter(COUNTER_ACCEPTED),
             accept(),
-        ],
+        ]);
+    }
+    rules.extend([
         vec![is(meta(MetaKey::Oif), s("lo")), accept()],
         vec![established(), accept()],
         // IPv6 cannot reach anything, allowed or not, without neighbour discovery (the
@@ -684,15 +830,18 @@ fn summarize(nft: &Nftables) -> Summary {
                 let rules = sum.rules.entry(r.chain.to_string()).or_default();
                 rules.push(summarize_rule(&r.expr));
             }
-            NfListObject::Element(e)
-                if is_ours(e.family, &e.table) && STATIC_SETS.contains(&e.name.as_ref()) =>
-            {
+            NfListObject::Element(e) if is_ours(e.family, &e.table) && is_static(&e.name) => {
                 *sum.static_elements.entry(e.name.to_string()).or_default() += e.elem.len();
             }
             _ => {}
         }
     }
     sum
+}
+
+/// A set whose elements `build` writes (and `verify` counts).
+fn is_static(name: &str) -> bool {
+    STATIC_SETS.contains(&name) || UPSTREAM_SETS.contains(&name)
 }
 
 fn is_ours(family: NfFamily, table: &str) -> bool {
@@ -712,7 +861,7 @@ fn summarize_set(sum: &mut Summary, set: &Set) {
         .collect();
     let desc = format!("type {types:?} flags {flags:?}").to_lowercase();
     sum.sets.insert(set.name.to_string(), desc);
-    if STATIC_SETS.contains(&set.name.as_ref()) {
+    if is_static(&set.name) {
         let count = set.elem.as_ref().map_or(0, |e| e.len());
         *sum.static_elements.entry(set.name.to_string()).or_default() += count;
     }
@@ -784,6 +933,7 @@ mod tests {
             control_socket: PathBuf::from("/tmp/guard.sock"),
             allow_internal_answers: false,
             max_session_log: yolo_protocol::DEFAULT_MAX_SESSION_LOG,
+            phase: None,
         }
     }
 
@@ -875,7 +1025,16 @@ mod tests {
             .collect();
         assert_eq!(
             flushed,
-            ["output", "input", "net4", "net6", "net4_port", "net6_port"]
+            [
+                "output",
+                "input",
+                "net4",
+                "net6",
+                "net4_port",
+                "net6_port",
+                "upstream4",
+                "upstream6"
+            ]
         );
         let first_rule = cmds.iter().position(|c| c.1 == "rule").unwrap();
         let last_flush = cmds.iter().rposition(|c| c.0 == "flush").unwrap();
@@ -960,9 +1119,115 @@ mod tests {
             }
         }
         assert_eq!(refs.len(), 8);
-        assert!(out.iter().any(|r| r.to_string().contains(r#""mark""#)
-            && has(r, "accept")
-            && r.to_string().contains(r#""op":"==""#)));
+        // The guard's mark opens the upstream resolvers only, never everything.
+        let marked: Vec<String> = out
+            .iter()
+            .filter(|r| r.to_string().contains(r#""mark""#) && has(r, "accept"))
+            .map(|r| r.to_string())
+            .collect();
+        assert_eq!(marked.len(), 2, "{marked:?}");
+        for (rule, set) in marked.iter().zip(["@upstream4", "@upstream6"]) {
+            assert!(rule.contains(r#""op":"==""#), "{rule}");
+            assert!(
+                rule.contains(set) && rule.contains(r#""l4proto""#),
+                "{rule}"
+            );
+        }
+    }
+
+    #[test]
+    fn egress_stamps_after_the_ruleset_and_lets_out_only_stamped_frames_and_arp() {
+        let stamp = Stamp {
+            mark: 0x1234_5678,
+            priority: 0x9abc_def0,
+        };
+        let nft = egress(&["eth0".into(), "eth1".into()], stamp);
+        let cmds = commands(&nft);
+        let stamp_chain = cmds
+            .iter()
+            .find(|c| c.1 == "chain" && c.2["name"] == CHAIN_STAMP)
+            .unwrap();
+        // After the filter chain (priority 0), so only what it accepted is stamped.
+        assert_eq!(stamp_chain.2["hook"], "output");
+        assert_eq!(stamp_chain.2["prio"], 10);
+        assert_eq!(stamp_chain.2["family"], "inet");
+        let rules: Vec<&Value> = cmds
+            .iter()
+            .filter(|c| c.1 == "rule")
+            .map(|c| &c.2)
+            .collect();
+        let stamping = rules.iter().find(|r| r["chain"] == CHAIN_STAMP).unwrap();
+        assert_eq!(
+            stamping["expr"],
+            serde_json::json!([
+                {"mangle": {"key": {"meta": {"key": "mark"}}, "value": 0x1234_5678}},
+                {"mangle": {"key": {"meta": {"key": "priority"}}, "value": 0x9abc_def0u32}}
+            ])
+        );
+        for dev in ["eth0", "eth1"] {
+            let name = format!("egress_{dev}");
+            let position = |verb: &str| {
+                cmds.iter()
+                    .position(|c| c.0 == verb && c.1 == "chain" && c.2["name"] == name.as_str())
+                    .unwrap()
+            };
+            assert!(position("add") < position("flush"), "{dev}");
+            let chain = &cmds[position("add")].2;
+            assert_eq!(
+                (
+                    &chain["family"],
+                    &chain["hook"],
+                    &chain["dev"],
+                    &chain["policy"]
+                ),
+                (
+                    &Value::from("netdev"),
+                    &Value::from("egress"),
+                    &Value::from(dev),
+                    &Value::from("drop")
+                )
+            );
+            let own: Vec<String> = rules
+                .iter()
+                .filter(|r| r["chain"] == name.as_str())
+                .map(|r| r["expr"].to_string())
+                .collect();
+            assert_eq!(own.len(), 2, "{own:?}");
+            // Stamped: the stamp is checked, then wiped before anything past the hook sees it.
+            for needed in [
+                r#""right":305419896"#,
+                r#""right":2596069104"#,
+                r#"{"mangle":{"key":{"meta":{"key":"mark"}},"value":0}}"#,
+                r#"{"accept":null}"#,
+            ] {
+                assert!(own[0].contains(needed), "{needed}: {}", own[0]);
+            }
+            assert!(own[1].contains(r#""right":"arp""#), "{}", own[1]);
+        }
+    }
+
+    #[test]
+    fn the_upstream_resolvers_fill_their_sets_by_family() {
+        let mut config = config(NetworkMode::Firewall, vec![]);
+        config.upstream = vec![
+            "192.0.2.53:53".parse().unwrap(),
+            "[2001:db8::53]:5353".parse().unwrap(),
+            "192.0.2.53:53".parse().unwrap(),
+        ];
+        let nft = build(&config, &allowlist());
+        let elements: BTreeMap<String, Value> = commands(&nft)
+            .into_iter()
+            .filter(|c| c.1 == "element" && c.2["name"].as_str().unwrap().starts_with("upstream"))
+            .map(|c| {
+                (
+                    c.2["name"].as_str().unwrap().to_string(),
+                    c.2["elem"].clone(),
+                )
+            })
+            .collect();
+        let concat = |addr: &str, port: u16| serde_json::json!([{"concat": [addr, port]}]);
+        assert_eq!(elements["upstream4"], concat("192.0.2.53", 53));
+        assert_eq!(elements["upstream6"], concat("2001:db8::53", 5353));
     }
 
     const ALL_SET_NAMES: [&str; 8] = [

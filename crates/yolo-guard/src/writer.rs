@@ -20,6 +20,8 @@ use yolo_protocol::event::{Event, EventKind};
 
 pub struct Writer {
     session: String,
+    /// Stamped on every event (`GuardConfig::phase`).
+    phase: Option<String>,
     path: PathBuf,
     state: Mutex<(File, Budget)>,
     /// Past the cap: callers count their events here instead of queueing them.
@@ -42,14 +44,21 @@ impl Writer {
         let used = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(Writer {
             session: session.to_string(),
+            phase: None,
             path: path.to_path_buf(),
             state: Mutex::new((file, Budget::new(max_bytes.unwrap_or(u64::MAX), used))),
             full: AtomicBool::new(false),
         })
     }
 
+    /// The same writer, stamping `phase` on every event.
+    pub fn in_phase(mut self, phase: Option<&str>) -> Self {
+        self.phase = phase.map(str::to_string);
+        self
+    }
+
     pub fn write(&self, kind: EventKind) -> Result<()> {
-        let event = Event::now(&self.session, kind);
+        let event = Event::now(&self.session, kind).in_phase(self.phase.as_deref());
         let line = event.to_line();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let (file, budget) = &mut *state;
@@ -90,7 +99,8 @@ impl Writer {
                 status: "events_dropped".into(),
                 details,
             },
-        );
+        )
+        .in_phase(self.phase.as_deref());
         let line = event.to_line();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let (file, budget) = &mut *state;
@@ -115,7 +125,9 @@ impl Writer {
 
     fn append(&self, file: &mut File, kinds: Vec<EventKind>) -> Result<()> {
         for kind in kinds {
-            let line = Event::now(&self.session, kind).to_line();
+            let line = Event::now(&self.session, kind)
+                .in_phase(self.phase.as_deref())
+                .to_line();
             file.write_all(&line)
                 .map_err(|e| Error::io(&self.path, e))?;
         }

@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 pub struct Event {
     pub ts: DateTime<Utc>,
     pub session: String,
+    /// `build` for what the guard saw while an image build's RUN steps shared its network
+    /// namespace; absent for the agent's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -18,8 +22,15 @@ impl Event {
         Event {
             ts: Utc::now(),
             session: session.to_string(),
+            phase: None,
             kind,
         }
+    }
+
+    /// The event stamped with the phase it happened in (see `GuardConfig::phase`).
+    pub fn in_phase(mut self, phase: Option<&str>) -> Event {
+        self.phase = phase.map(str::to_string);
+        self
     }
 
     /// The event as one JSON line, newline included: what every writer appends with a single

@@ -57,6 +57,11 @@ pub struct GuardConfig {
     /// record per kind counts what was not written. A config without it gets the default.
     #[serde(default = "default_max_session_log")]
     pub max_session_log: u64,
+    /// What the namespace serves while this config is in force: `Some("build")` while an image
+    /// build's RUN steps share it (the allowlist then holds the build's additions too); every
+    /// event the guard writes carries it. `None`: the agent's own session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 /// The default cap of a session's guard log, in bytes (`[audit] max_session_log`).
@@ -65,6 +70,9 @@ pub const DEFAULT_MAX_SESSION_LOG: u64 = 16 << 20;
 fn default_max_session_log() -> u64 {
     DEFAULT_MAX_SESSION_LOG
 }
+
+/// [`GuardConfig::phase`] while an image build uses the guard's namespace.
+pub const PHASE_BUILD: &str = "build";
 
 /// Where the guard listens for DNS (the agent's resolver); also `[::1]:53` when IPv6 exists.
 pub const DNS_LISTEN: &str = "127.0.0.1:53";

@@ -49,6 +49,71 @@ pub(crate) struct UpSettings {
     /// `[workspace] watch` (or `commands::watched::DEFAULT_WATCH`): files the host runs that the
     /// agent may edit, flagged when they change.
     pub(crate) watch: Vec<String>,
+    /// What image builds may reach on top of the project's allowlist.
+    pub(crate) build: BuildSettings,
+}
+
+/// The allowlist presets image builds get unless `[build] presets` says otherwise: the package
+/// mirrors a Dockerfile's RUN steps usually install from.
+pub(crate) const DEFAULT_BUILD_PRESETS: &[&str] = &["debian", "ubuntu", "npm", "pypi", "crates"];
+
+/// `[build]`: the allowlist additions that hold only while yolo builds the image.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct BuildSettings {
+    /// Preset names, each known.
+    pub(crate) presets: Vec<String>,
+    /// Patterns, each checked.
+    pub(crate) allow: Vec<String>,
+    /// `[build] network = "none"`: RUN steps get no network at all, whatever the agent's mode.
+    pub(crate) no_network: bool,
+}
+
+impl Default for BuildSettings {
+    fn default() -> Self {
+        BuildSettings {
+            presets: DEFAULT_BUILD_PRESETS
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+            allow: vec![],
+            no_network: false,
+        }
+    }
+}
+
+impl BuildSettings {
+    pub(crate) fn resolve(user: &UserConfig) -> Result<BuildSettings> {
+        let b = &user.build;
+        let presets = match &b.presets {
+            None => BuildSettings::default().presets,
+            Some(names) => names
+                .iter()
+                .map(|name| presets::load(name).map(|_| name.trim().to_ascii_lowercase()))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| config_error("build.presets", e))?,
+        };
+        let allow = b
+            .allow
+            .iter()
+            .map(|p| parse_pattern(p))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| config_error("build.allow", e))?;
+        let no_network = match b.network.as_deref().map(str::trim) {
+            None | Some("firewall") => false,
+            Some("none") => true,
+            Some(other) => {
+                return Err(config_error(
+                    "build.network",
+                    format!("{other:?} is not firewall or none"),
+                ))
+            }
+        };
+        Ok(BuildSettings {
+            presets,
+            allow,
+            no_network,
+        })
+    }
 }
 
 /// The firewall guard as the user's config sets it up.
@@ -142,6 +207,7 @@ impl UpSettings {
             network: flags.network.map(NetworkMode::from),
             guard: GuardSettings::resolve(user)?,
             watch: watch_list(user)?,
+            build: BuildSettings::resolve(user)?,
         })
     }
 }
@@ -464,6 +530,24 @@ mod tests {
     }
 
     #[test]
+    fn builds_get_the_package_mirrors_unless_build_says_otherwise() {
+        let s = resolved("").unwrap();
+        assert_eq!(
+            s.build.presets,
+            ["debian", "ubuntu", "npm", "pypi", "crates"]
+        );
+        assert!(s.build.allow.is_empty());
+        let s = resolved("[build]\npresets = [\"Go\"]\nallow = [\"mirror.example:443\"]").unwrap();
+        assert_eq!(s.build.presets, ["go"]);
+        assert_eq!(s.build.allow, ["mirror.example:443"]);
+        assert!(resolved("[build]\npresets = []")
+            .unwrap()
+            .build
+            .presets
+            .is_empty());
+    }
+
+    #[test]
     fn a_bad_user_config_value_is_a_config_error_naming_its_key() {
         for (toml, key, says) in [
             (
@@ -475,6 +559,21 @@ mod tests {
                 "[firewall]\npresets = [\"nope\"]",
                 "firewall.presets",
                 "unknown firewall preset \"nope\"; available: anthropic, ",
+            ),
+            (
+                "[build]\npresets = [\"debian\", \"nope\"]",
+                "build.presets",
+                "unknown firewall preset \"nope\"; available: anthropic, ",
+            ),
+            (
+                "[build]\nallow = [\"*\"]",
+                "build.allow",
+                "\"*\": * alone would allow everything",
+            ),
+            (
+                "[build]\nnetwork = \"open\"",
+                "build.network",
+                "\"open\" is not firewall or none",
             ),
             (
                 "[limits]\nmemory = \"lots\"",

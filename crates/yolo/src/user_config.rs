@@ -16,6 +16,7 @@ pub(crate) struct UserConfig {
     pub(crate) trust_host_commands: bool,
     pub(crate) limits: UserLimits,
     pub(crate) firewall: UserFirewall,
+    pub(crate) build: UserBuild,
     /// User-defined agents, by name; a name equal to a preset adjusts it (a `command` replaces
     /// the preset's, `env` and `domains` add to its lists, `state_dir` replaces it).
     pub(crate) agents: BTreeMap<String, UserAgent>,
@@ -77,6 +78,20 @@ pub(crate) struct UserFirewall {
     pub(crate) allow_internal_answers: bool,
     /// Put the project on this existing Docker network instead of a network of its own.
     pub(crate) docker_network: Option<String>,
+}
+
+/// `[build]`: what image builds (Dockerfile RUN steps) may reach besides the project's
+/// allowlist, through the same guard.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct UserBuild {
+    /// Allowlist presets for builds only. Unset: `settings::DEFAULT_BUILD_PRESETS`; set, it
+    /// replaces them (`[]` for none).
+    pub(crate) presets: Option<Vec<String>>,
+    /// Allowlist patterns for builds only.
+    pub(crate) allow: Vec<String>,
+    /// `firewall` (default: through the guard) or `none` (RUN steps get no network).
+    pub(crate) network: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -186,7 +186,13 @@ pub(crate) fn render(event: &Event) -> String {
             last.format("%H:%M:%S%.3f")
         ),
     };
-    format!("{ts} {kind:<13} {text}")
+    // What the guard saw while an image build's RUN steps shared its namespace.
+    let phase = event
+        .phase
+        .as_deref()
+        .map(|p| format!("[{p}] "))
+        .unwrap_or_default();
+    format!("{ts} {kind:<13} {phase}{text}")
 }
 
 /// ` (x2000 from 10:15:02.123 to 10:15:04.551)` for an aggregated record; empty for one.
@@ -238,6 +244,7 @@ mod tests {
         let event = |kind| Event {
             ts: at("2025-03-04T10:15:05Z"),
             session: "s".into(),
+            phase: None,
             kind,
         };
         let folded = EventKind::Blocked {
@@ -264,6 +271,18 @@ mod tests {
             render(&event(suppressed)),
             "2025-03-04 10:15:05.000 suppressed    120000 dns events not written since 10:15:02.000: the session log reached its cap of 1048576 bytes (last at 10:15:04.000)"
         );
+    }
+
+    #[test]
+    fn a_build_phase_event_says_so() {
+        let notice = |phase| {
+            let kind = EventKind::Notice {
+                message: "m".into(),
+            };
+            render(&Event::now("s", kind).in_phase(phase))
+        };
+        assert!(notice(Some("build")).ends_with("notice        [build] m"));
+        assert!(notice(None).ends_with("notice        m"));
     }
 
     #[test]

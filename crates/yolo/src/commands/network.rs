@@ -36,6 +36,22 @@ pub(crate) fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<Strin
     Ok(merged.patterns())
 }
 
+/// What the guard allows while an image builds: the project's allowlist `allow` plus the
+/// user's `[build]` presets and patterns. Only these additions are the build's own; the guard
+/// is started again with `allow` alone before the agent joins it.
+pub(crate) fn build_allowlist(project: &Project, allow: &[String]) -> Result<Vec<String>> {
+    let build = &project.settings.build;
+    let mut sources: Vec<Vec<String>> = vec![allow.to_vec()];
+    for name in &build.presets {
+        sources.push(presets::load(name).map_err(Error::other)?);
+    }
+    sources.push(build.allow.clone());
+    let refs: Vec<&[String]> = sources.iter().map(Vec::as_slice).collect();
+    let merged =
+        Allowlist::merge(&refs).map_err(|e| Error::other(format!("the build's allowlist: {e}")))?;
+    Ok(merged.patterns())
+}
+
 /// The resolvers Docker gives a container on its default bridge: the host's nameservers without
 /// the loopback ones (systemd-resolved's real list when the host points at its stub). Not
 /// Docker's embedded DNS (127.0.0.11): it forwards from inside the container's own network
@@ -99,6 +115,7 @@ pub(crate) fn guard_config(
     mode: NetworkMode,
     session: &str,
     allow: Vec<String>,
+    phase: Option<&str>,
 ) -> GuardConfig {
     let guard = &project.settings.guard;
     let upstream = match project.settings.upstream_dns {
@@ -119,6 +136,7 @@ pub(crate) fn guard_config(
         control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),
         allow_internal_answers: guard.allow_internal_answers,
         max_session_log: guard.max_session_log,
+        phase: phase.map(str::to_string),
     }
 }
 

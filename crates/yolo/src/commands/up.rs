@@ -4,12 +4,12 @@
 
 use super::{approval, hooks, network, session, watched};
 use crate::agents::Agent;
-use crate::audit::Writer;
+use crate::audit::{EventKind, Writer};
 use crate::cli::Target;
 use crate::engine::{Container, Engine, Found, Made, NetworkAttach, Owner, Role};
 use crate::error::{Error, Result};
 use crate::firewall::control::Request;
-use crate::firewall::{mode_name, NetworkMode};
+use crate::firewall::{mode_name, NetworkMode, PHASE_BUILD};
 use crate::project::Project;
 use crate::run_spec::{ImageSource, MountKind, RunSpec};
 use crate::settings::UpSettings;
@@ -538,7 +538,8 @@ impl Act<'_> {
     }
 
     /// Open a new session and (re)start everything in order: the old containers out, the
-    /// agent's image, the guard with this session's config (verified), the agent joined to it.
+    /// agent's image (built behind the guard), the guard with this session's config (verified),
+    /// the agent joined to it.
     async fn fresh(
         &self,
         agent: &AgentStep,
@@ -565,23 +566,34 @@ impl Act<'_> {
         state.save(&spec.devcontainer_id)?;
         self.watch()?;
         hooks::initialize(self.project, &writer, approved).await?;
-        // The image first: a failing build or pull leaves nothing half made behind.
-        let image = match agent {
-            AgentStep::Start { image, .. } => image.clone(),
-            _ => {
-                self.engine
-                    .ensure_image(
-                        &spec.image,
-                        self.project.settings.rebuild,
-                        &spec.devcontainer_id,
-                    )
-                    .await?
-            }
+        let settings = &self.project.settings;
+        let behind_guard = !matches!(agent, AgentStep::Start { .. })
+            && !settings.build.no_network
+            && self
+                .engine
+                .build_needed(&spec.image, settings.rebuild)
+                .await?;
+        let (guard_id, image) = if behind_guard {
+            self.build_behind_guard(guard, &writer, state).await?
+        } else {
+            // A pull, an offline build or nothing: the image first, so a failing pull or build
+            // leaves no guard behind. A build here has no network (`[build] network = "none"`).
+            let image = match agent {
+                AgentStep::Start { image, .. } => image.clone(),
+                _ => {
+                    self.engine
+                        .ensure_image(
+                            &spec.image,
+                            settings.rebuild,
+                            &spec.devcontainer_id,
+                            &NetworkAttach::None,
+                        )
+                        .await?
+                }
+            };
+            (self.guard(guard, &writer, state).await?, image)
         };
-        let network = match self.guard(guard, &writer, state).await? {
-            Some(id) => NetworkAttach::Container(id),
-            None => NetworkAttach::None,
-        };
+        let network = guard_id.map_or(NetworkAttach::None, NetworkAttach::Container);
         let container_id = self.agent(agent, &image, &network, state).await?;
         Ok(Ready {
             container_id,
@@ -688,12 +700,116 @@ impl Act<'_> {
         Ok(id)
     }
 
+    /// Build the image with its RUN steps in the guard's network namespace (`none` without a
+    /// guard), the guard holding the project's allowlist plus the build's own (`[build]`) and
+    /// stamping its events `phase: build`; then start the guard again with the agent's config:
+    /// a new namespace with empty sets, so nothing the build opened stays open for the agent.
+    /// A failed build stops the guard it started (and removes one made for it).
+    async fn build_behind_guard(
+        &self,
+        step: &GuardStep,
+        writer: &Writer,
+        state: &mut WorkspaceState,
+    ) -> Result<(Option<String>, String)> {
+        let spec = &self.project.spec;
+        let allow = match self.mode {
+            NetworkMode::Firewall => {
+                let allow = network::build_allowlist(self.project, self.allow)?;
+                self.note_build_additions(&allow, writer)?;
+                allow
+            }
+            NetworkMode::Open | NetworkMode::None => self.allow.to_vec(),
+        };
+        let guard = self
+            .start_guard(step, writer, allow, Some(PHASE_BUILD))
+            .await?;
+        let network = guard
+            .clone()
+            .map_or(NetworkAttach::None, NetworkAttach::Container);
+        let built = self
+            .engine
+            .ensure_image(
+                &spec.image,
+                self.project.settings.rebuild,
+                &spec.devcontainer_id,
+                &network,
+            )
+            .await;
+        let image = match built {
+            Ok(image) => image,
+            Err(e) => {
+                if let Some(id) = &guard {
+                    self.drop_build_guard(step, id).await;
+                }
+                return Err(e);
+            }
+        };
+        let Some(id) = guard else {
+            return Ok((None, image));
+        };
+        let again = GuardStep::Start { id, running: true };
+        Ok((self.guard(&again, writer, state).await?, image))
+    }
+
+    /// The session_start lists the agent's allowlist; the log also says what the build adds.
+    fn note_build_additions(&self, build_allow: &[String], writer: &Writer) -> Result<()> {
+        let extra: Vec<&str> = build_allow
+            .iter()
+            .filter(|p| !self.allow.contains(p))
+            .map(String::as_str)
+            .collect();
+        let extra = if extra.is_empty() {
+            "nothing".to_string()
+        } else {
+            extra.join(" ")
+        };
+        writer.write(EventKind::Notice {
+            message: format!(
+                "the image builds behind the firewall; besides the allowlist, its RUN steps may reach: {extra}"
+            ),
+        })
+    }
+
+    /// After a failed build: the guard stopped, and removed if this start made it.
+    async fn drop_build_guard(&self, step: &GuardStep, id: &str) {
+        let made = matches!(step, GuardStep::Create | GuardStep::Recreate { .. });
+        let result = if made {
+            self.engine.remove(id).await
+        } else {
+            self.engine.stop(id).await
+        };
+        if let Err(e) = result {
+            eprintln!(
+                "{} the firewall guard started for the failed build was not {}: {e}",
+                console::style("warning:").yellow().bold(),
+                if made { "removed" } else { "stopped" }
+            );
+        }
+    }
+
     /// Bring the guard up with this session's config; its id, or None without one.
     async fn guard(
         &self,
         step: &GuardStep,
         writer: &Writer,
         state: &mut WorkspaceState,
+    ) -> Result<Option<String>> {
+        let id = self
+            .start_guard(step, writer, self.allow.to_vec(), None)
+            .await?;
+        if id.is_some() {
+            state.allowlist = Some(self.allow.to_vec());
+        }
+        Ok(id)
+    }
+
+    /// Start (or make and start) the guard with `allow` in `phase`; its id, or None without one.
+    async fn start_guard(
+        &self,
+        step: &GuardStep,
+        writer: &Writer,
+        allow: Vec<String>,
+        phase: Option<&str>,
     ) -> Result<Option<String>> {
         let engine = self.engine;
         let id = match step {
@@ -709,14 +825,8 @@ impl Act<'_> {
             }
             GuardStep::Remove { .. } | GuardStep::Nothing => return Ok(None),
         };
-        let config = network::guard_config(
-            self.project,
-            self.mode,
-            writer.session(),
-            self.allow.to_vec(),
-        );
+        let config = network::guard_config(self.project, self.mode, writer.session(), allow, phase);
         network::start_guard(engine, &id, &config).await?;
-        state.allowlist = Some(self.allow.to_vec());
         Ok(Some(id))
     }
 

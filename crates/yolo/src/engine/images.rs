@@ -1,7 +1,7 @@
 //! Images: use a local image or pull it, or build one from a Dockerfile through the Engine API
 //! with live progress.
 
-use super::{is_not_found, labels, message, Engine};
+use super::{is_not_found, labels, message, Engine, NetworkAttach};
 use crate::error::{Error, Result};
 use crate::run_spec::{BuildSpec, ImageSource};
 use bollard::query_parameters::{BuildImageOptions, CreateImageOptions};
@@ -15,14 +15,28 @@ use std::time::Duration;
 const TAIL_LINES: usize = 20;
 
 impl Engine {
-    /// Make sure the image of `source` exists locally and return the reference to run.
+    /// Whether [`Engine::ensure_image`] would run a build (and so its RUN steps): a Dockerfile
+    /// whose inputs changed since the tagged image was built, or `rebuild`. A pull runs nothing.
+    pub(crate) async fn build_needed(&self, source: &ImageSource, rebuild: bool) -> Result<bool> {
+        let ImageSource::Build(build) = source else {
+            return Ok(false);
+        };
+        if rebuild {
+            return Ok(true);
+        }
+        let current = self.image_label(&build.tag, labels::BUILD_HASH).await?;
+        Ok(current.as_deref() != Some(&build_hash(build)?))
+    }
+
     /// The image of `source` for the project `devcontainer_id`: pulled if missing, built if its
-    /// inputs changed (or `rebuild`).
+    /// inputs changed (or `rebuild`). The build's RUN steps get `network` and nothing else:
+    /// the guard's namespace (`container:<guard>`) or none, never the engine's default bridge.
     pub(crate) async fn ensure_image(
         &self,
         source: &ImageSource,
         rebuild: bool,
         devcontainer_id: &str,
+        network: &NetworkAttach,
     ) -> Result<String> {
         match source {
             ImageSource::Image(name) => {
@@ -42,7 +56,8 @@ impl Engine {
                 {
                     return Ok(build.tag.clone());
                 }
-                self.build(build, &hash, rebuild, devcontainer_id).await?;
+                self.build(build, &hash, rebuild, devcontainer_id, network)
+                    .await?;
                 Ok(build.tag.clone())
             }
         }
@@ -111,6 +126,7 @@ impl Engine {
         hash: &str,
         no_cache: bool,
         devcontainer_id: &str,
+        network: &NetworkAttach,
     ) -> Result<()> {
         let tar = context_tar(build)?;
         let options = BuildImageOptions {
@@ -125,6 +141,7 @@ impl Engine {
                     .collect(),
             ),
             nocache: no_cache,
+            networkmode: Some(network.mode()),
             rm: true,
             forcerm: true,
             ..Default::default()

@@ -33,11 +33,7 @@ fn attack(t: &Test, script: &str) -> i32 {
 #[test]
 fn root_in_the_agent_cannot_plant_what_the_host_runs_but_can_commit() {
     let t = Test::new();
-    t.file(
-        ".devcontainer/Dockerfile",
-        "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*\n",
-    );
-    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    with_git(&t);
     t.file(".envrc", "export A=1\n");
     git(&t, &["init", "-q"]);
     git(&t, &["add", "-A"]);
@@ -192,6 +188,19 @@ fn run_keeps_the_network_mode_the_user_chose() {
     assert_eq!(switched["network"]["mode"], "firewall");
 }
 
+/// The build runs behind the firewall with the `debian` build preset. Where Debian's mirror
+/// answers from a private or documentation address (a proxy, as on the test machines), the
+/// guard does not open it (DNS rebinding): list the address as a static `[build] allow` entry,
+/// as a user behind such a mirror would.
+fn mirror_for_builds() -> String {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<String> = ("deb.debian.org", 80)
+        .to_socket_addrs()
+        .map(|a| a.map(|a| format!("\"{}\"", a.ip())).collect())
+        .unwrap_or_default();
+    format!("[build]\nallow = [{}]\n", addrs.join(", "))
+}
+
 /// The image with git, for the attacks that need a repository inside.
 fn with_git(t: &Test) {
     t.file(
@@ -199,6 +208,7 @@ fn with_git(t: &Test) {
         "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*\n",
     );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.user_config(&mirror_for_builds());
 }
 
 const GIT_IN: &str = "git -c safe.directory='*' -c user.name=agent -c user.email=agent@example.invalid -c protocol.file.allow=always";

@@ -1,4 +1,5 @@
 mod approval;
+mod builds;
 mod cli;
 mod containment;
 mod errors;

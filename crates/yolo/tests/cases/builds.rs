@@ -1,0 +1,322 @@
+//! Builds behind the firewall: a Dockerfile's RUN steps share the guard's network namespace
+//! (the project's allowlist plus `[build]`), or have no network with `--network none`; never
+//! the engine's default bridge. Each RUN step writes what it reached into the image, which the
+//! test reads back from the agent container.
+
+use crate::support::net::*;
+use crate::support::*;
+use serde_json::Value;
+use std::time::Duration;
+
+const EVENT_WAIT: Duration = Duration::from_secs(8);
+
+/// A web server on Docker's default bridge, where a build runs when nothing says otherwise:
+/// what a build that is not behind the guard reaches. Its address and body.
+fn server_on_the_default_bridge(t: &Test) -> (String, String) {
+    ensure_image(DNS_IMAGE, "dns.Dockerfile");
+    let name = format!("yolo-{}-bridge-web", t.id);
+    let body = format!("the default bridge server {}", t.id);
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "-e",
+        &format!("BODY={body}"),
+        DNS_IMAGE,
+        "sh",
+        "-c",
+        "mkdir -p /www && echo \"$BODY\" > /www/index.html && exec busybox httpd -f -p 80 -h /www",
+    ]);
+    (ip_of(&name, "bridge"), body)
+}
+
+/// A Dockerfile from the agent test image whose RUN step writes `script`'s output to `file`.
+fn dockerfile(t: &Test, steps: &[(&str, &str)]) {
+    let mut text = format!("FROM {AGENT_IMAGE}\n");
+    for (file, script) in steps {
+        text.push_str(&format!(
+            "RUN ({script}) > {file} 2>&1; status=$?; cat {file}; exit $status\n"
+        ));
+    }
+    t.file(".devcontainer/Dockerfile", &text);
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+}
+
+/// `curl` from a RUN step: the body, else BLOCKED.
+fn fetch(url: &str) -> String {
+    format!("curl -sS --connect-timeout 5 --max-time 8 {url} || echo BLOCKED")
+}
+
+fn read(t: &Test, file: &str) -> String {
+    t.yolo(&["exec", "cat", file]).ok().stdout()
+}
+
+fn up(t: &Test, net: &Internet, allow: &[&str], extra: &[&str]) -> Run {
+    let mut flags = vec!["up".to_string()];
+    flags.extend(net.up_flags(allow));
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+    t.yolo(&refs)
+}
+
+#[test]
+fn a_build_step_cannot_reach_a_server_the_firewall_denies_and_the_attempt_is_audited() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    let (ip, body) = server_on_the_default_bridge(&t);
+    // RUN steps hold NET_RAW (the builder's default), which lets them set the guard's socket
+    // mark (Linux >= 5.17): marked, they must still reach nothing but the upstream resolver,
+    // not even a server on the guard's own bridge.
+    let denied = &net.denied.host.ip;
+    let marked = format!(
+        "python3 -c 'import socket; s = socket.socket(); s.setsockopt(1, 36, {GUARD_MARK}); \
+         s.settimeout(5); r = s.connect_ex((\"{denied}\", 80)); \
+         print(\"BLOCKED\", r) if r else (s.sendall(b\"GET / HTTP/1.0\\r\\n\\r\\n\"), \
+         print(s.recv(4096)))'"
+    );
+    dockerfile(
+        &t,
+        &[
+            ("/build-net.txt", &fetch(&format!("http://{ip}/"))),
+            ("/build-marked.txt", &marked),
+        ],
+    );
+    t.user_config(&net.user_config(""));
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+
+    for (file, body) in [
+        ("/build-net.txt", &body),
+        ("/build-marked.txt", &net.denied.body),
+    ] {
+        let seen = read(&t, file);
+        assert!(
+            seen.contains("BLOCKED"),
+            "{file}: the build got through: {seen}"
+        );
+        assert!(!seen.contains(body.as_str()), "{seen}");
+    }
+    let blocked = wait_event(&t, EVENT_WAIT, |e| {
+        e["kind"] == "blocked" && e["dst"] == ip.as_str() && e["port"] == 80
+    });
+    let blocked = blocked.unwrap_or_else(|| panic!("no blocked event for {ip}: {:?}", t.events()));
+    assert_eq!(blocked["phase"], "build", "{blocked}");
+}
+
+#[test]
+fn a_build_resolves_the_allowlist_and_its_own_names_and_the_agent_inherits_none_of_its_own() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    dockerfile(
+        &t,
+        &[
+            ("/project.txt", &fetch("http://www.allowed.test/")),
+            ("/build-only.txt", &fetch("http://www.other.test/")),
+            ("/denied.txt", &fetch("http://www.denied.test/")),
+        ],
+    );
+    t.user_config(&net.user_config("[build]\npresets = []\nallow = [\"*.other.test\"]\n"));
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+
+    assert!(read(&t, "/project.txt").contains(&net.allowed.body));
+    assert!(read(&t, "/build-only.txt").contains(&net.other.body));
+    let denied = read(&t, "/denied.txt");
+    assert!(!denied.contains(&net.denied.body), "{denied}");
+    let is_dns = |e: &Value, name: &str, decision: &str| {
+        e["kind"] == "dns" && e["name"] == name && e["decision"] == decision
+    };
+    let events = t.events();
+    let notice = events.iter().find(|e| e["kind"] == "notice").unwrap();
+    assert!(
+        notice["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("its RUN steps may reach: *.other.test"),
+        "{notice}"
+    );
+    let other = events
+        .iter()
+        .find(|e| is_dns(e, "www.other.test", "allowed"));
+    assert_eq!(other.map(|e| &e["phase"]), Some(&Value::from("build")));
+    let refused = events
+        .iter()
+        .find(|e| is_dns(e, "www.denied.test", "refused"));
+    assert_eq!(refused.map(|e| &e["phase"]), Some(&Value::from("build")));
+
+    // The agent: the project's allowlist, not the build's additions, by name or by address.
+    let agent = |script: &str| t.yolo(&["exec", "sh", "-c", script]);
+    let by_name = agent(&fetch("http://www.other.test/")).stdout();
+    assert!(by_name.contains("BLOCKED"), "{by_name}");
+    let by_address = agent(&fetch(&format!("http://{}/", net.other.host.ip))).stdout();
+    assert!(by_address.contains("BLOCKED"), "{by_address}");
+    let allowed = agent(&fetch("http://www.allowed.test/")).stdout();
+    assert!(allowed.contains(&net.allowed.body), "{allowed}");
+    // The agent's own events carry no phase.
+    let later = t.events();
+    let refused = later
+        .iter()
+        .rev()
+        .find(|e| is_dns(e, "www.other.test", "refused"))
+        .unwrap_or_else(|| panic!("the agent's lookup was not refused: {later:?}"));
+    assert_eq!(refused.get("phase"), None, "{refused}");
+
+    // A reused container, or one started again with its image, builds nothing.
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+    t.yolo(&["down"]).ok();
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+    let builds = t.events().iter().filter(|e| e["kind"] == "notice").count();
+    assert_eq!(builds, 1);
+}
+
+/// A Dockerfile whose RUN steps list their network links and fetch the default-bridge server.
+fn probe_network(t: &Test) -> (String, String) {
+    let (ip, body) = server_on_the_default_bridge(t);
+    dockerfile(
+        t,
+        &[
+            ("/links.txt", "ip -o link | cut -d: -f2"),
+            ("/build-net.txt", &fetch(&format!("http://{ip}/"))),
+        ],
+    );
+    (ip, body)
+}
+
+#[track_caller]
+fn assert_built_offline(t: &Test, body: &str) {
+    let links = read(t, "/links.txt");
+    assert_eq!(
+        links.split_whitespace().collect::<Vec<_>>(),
+        ["lo"],
+        "{links}"
+    );
+    let seen = read(t, "/build-net.txt");
+    assert!(seen.contains("BLOCKED") && !seen.contains(body), "{seen}");
+}
+
+#[test]
+fn with_network_none_a_build_has_no_network() {
+    let t = Test::new();
+    ensure_image(AGENT_IMAGE, "agent.Dockerfile");
+    let (_, body) = probe_network(&t);
+    t.yolo(&["up", "--network", "none"]).ok();
+    assert_built_offline(&t, &body);
+}
+
+#[test]
+fn build_network_none_builds_offline_and_leaves_the_agent_its_firewall() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    let (_, body) = probe_network(&t);
+    t.user_config(&net.user_config("[build]\nnetwork = \"none\"\n"));
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+    assert_built_offline(&t, &body);
+    let allowed = t
+        .yolo(&["exec", "sh", "-c", &fetch("http://www.allowed.test/")])
+        .stdout();
+    assert!(allowed.contains(&net.allowed.body), "{allowed}");
+    assert!(t.events().iter().all(|e| e.get("phase").is_none()));
+}
+
+#[test]
+fn a_failed_build_leaves_no_guard_behind() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    dockerfile(&t, &[("/x.txt", "echo about to fail; exit 3")]);
+    t.user_config(&net.user_config(""));
+    up(&t, &net, &[], &[])
+        .fails_with(69)
+        .assert_stderr_contains("about to fail");
+    let guards = docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=dev.yolo.role",
+    ]);
+    assert_eq!(
+        guards.trim(),
+        "",
+        "yolo containers left after a failed build"
+    );
+}
+
+#[test]
+fn a_build_step_cannot_send_raw_frames_past_the_firewall() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    // A UDP listener on the guard's own bridge, printing every datagram it receives.
+    let name = format!("yolo-{}-udp", t.id);
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--network",
+        &net.network,
+        AGENT_IMAGE,
+        "python3",
+        "-u",
+        "-c",
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.bind(('0.0.0.0', 9999))\nwhile True:\n    print(s.recvfrom(512)[0].decode())",
+    ]);
+    let ip = ip_of(&name, &net.network);
+    let mac = docker_ok(&[
+        "inspect",
+        "--format",
+        &format!(
+            "{{{{(index .NetworkSettings.Networks \"{}\").MacAddress}}}}",
+            net.network
+        ),
+        &name,
+    ]);
+    let payload = format!("raw-frame-{}", t.id);
+    t.file(
+        ".devcontainer/raw_frame.py",
+        include_str!("../fixtures/builds/raw_frame.py"),
+    );
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {AGENT_IMAGE}\nCOPY raw_frame.py /raw_frame.py\n\
+             RUN python3 /raw_frame.py {ip} {mac} {payload} > /raw.txt 2>&1; cat /raw.txt\n"
+        ),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.user_config(&net.user_config(""));
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+
+    let tried = read(&t, "/raw.txt");
+    assert!(
+        tried.contains("sent") || tried.contains("refused"),
+        "{tried}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let received = docker_logs(&name);
+    assert!(
+        !received.contains(&payload),
+        "the frame got out: {received}\nthe build said: {tried}"
+    );
+    // The agent's own namespace is a new one: its traffic is not stamped or sealed, and works.
+    let allowed = t
+        .yolo(&["exec", "sh", "-c", &fetch("http://www.allowed.test/")])
+        .stdout();
+    assert!(allowed.contains(&net.allowed.body), "{allowed}");
+}
+
+fn docker_logs(name: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["logs", name])
+        .output()
+        .expect("docker logs");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
