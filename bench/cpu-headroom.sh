@@ -11,11 +11,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 RUNS=${RUNS:-30}
 . "$here/common.sh"
 
-# A host task of a few tens of milliseconds of pure CPU.
-task="sh -c 'i=0; while [ \$i -lt 30000 ]; do i=\$((i+1)); done'"
-median() {
-  hyperfine -N -w 3 -r "$RUNS" "$task" --export-json "$tmp/hf.json" >/dev/null 2>&1
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["median"]*1000)' "$tmp/hf.json"
+# Host work of a few tens of milliseconds of pure CPU: one job, and one per host core (a host
+# build), each measured by hyperfine; the medians in ms.
+job='i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done'
+one="sh -c '$job'"
+all="sh -c 'for j in \$(seq $(nproc)); do ($job) & done; wait'"
+medians() {
+  hyperfine -N -w 3 -r "$RUNS" "$one" "$all" --export-json "$tmp/hf.json" >/dev/null 2>&1
+  python3 -c 'import json,sys; print(" ".join(str(r["median"]*1000) for r in json.load(open(sys.argv[1]))["results"]))' "$tmp/hf.json"
 }
 burn() {  # four busy loops in the container, in the background, until the container stops
   "$YOLO" exec -- sh -c 'for i in 1 2 3 4; do (while :; do :; done) & done; wait' >/dev/null 2>&1 &
@@ -24,19 +27,19 @@ burn() {  # four busy loops in the container, in the background, until the conta
 
 "$YOLO" up --network none >/dev/null 2>&1
 cpus=$(docker inspect -f '{{.HostConfig.NanoCpus}}' "$(docker ps -q --filter label=dev.yolo.bench=1)")
-floor=$(median)
+floor=$(medians)
 burn
-default=$(median)
+default=$(medians)
 "$YOLO" down --remove >/dev/null 2>&1
 "$YOLO" up --network none --cpus 2 >/dev/null 2>&1
 burn
-two=$(median)
+two=$(medians)
 "$YOLO" down --remove >/dev/null 2>&1
-python3 - "$floor" "$default" "$two" "$cpus" "$(nproc)" <<'PY'
+python3 - "$cpus" "$(nproc)" $floor $default $two <<'PY'
 import sys
-floor, default, two, nano, cores = map(float, sys.argv[1:])
+nano, cores, f1, fa, d1, da, t1, ta = map(float, sys.argv[1:])
 print(f"host cores {cores:.0f}; yolo's default gives the container {nano/1e9:g} CPUs")
-print(f"floor (container idle)          {floor:7.1f} ms  1.00x")
-print(f"4 busy loops, yolo's default    {default:7.1f} ms  {default/floor:.2f}x")
-print(f"4 busy loops, --cpus 2          {two:7.1f} ms  {two/floor:.2f}x")
+print(f"{'':34}{'one job':>18}{'one job per core':>24}")
+for name, a, b in [("floor (container idle)", f1, fa), ("4 busy loops, yolo's default", d1, da), ("4 busy loops, --cpus 2", t1, ta)]:
+    print(f"{name:34}{a:9.1f} ms {a/f1:5.2f}x{b:13.1f} ms {b/fa:5.2f}x")
 PY
