@@ -16,7 +16,7 @@
 //!   the host's `git status` runs once the index names it as a submodule, or a shell prompt does
 //!   when you enter the folder. Its `config` (or the pointer file) is what is compared.
 //!
-//! The walk (the `ignore` crate, with every ignore rule off: `.gitignore` and `.ignore` are the
+//! The walk (the `ignore` crate's parallel walker, with every ignore rule off: `.gitignore` and `.ignore` are the
 //! agent's to write, so they must not decide what is seen) skips only the root `.git` and
 //! `node_modules` folders, and stops after `MAX_ENTRIES` entries, which the summary then says.
 
@@ -345,12 +345,16 @@ struct Walk {
     complete: bool,
 }
 
-/// Walk `root` once: the paths the patterns match, and every nested `.git`.
+/// Walk `root` once, on every core: the paths the patterns match, and every nested `.git`
+/// (recorded, not descended into).
 fn walk(root: &Path, patterns: &[String]) -> Walk {
+    use ignore::WalkState;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Mutex;
     let set = globs(patterns);
-    let mut matched = std::collections::BTreeSet::new();
-    let mut nested_git = Vec::new();
-    let mut complete = true;
+    let seen = AtomicUsize::new(0);
+    let stopped = AtomicBool::new(false);
+    let found = Mutex::new((std::collections::BTreeSet::new(), Vec::new()));
     let walker = ignore::WalkBuilder::new(root)
         .standard_filters(false)
         .follow_links(false)
@@ -359,32 +363,49 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
             let top_git = e.depth() == 1 && name == ".git";
             !top_git && !SKIPPED.iter().any(|s| name == *s)
         })
-        .build();
-    for (seen, entry) in walker.flatten().enumerate() {
-        if seen >= MAX_ENTRIES || matched.len() >= MAX_FILES {
-            complete = false;
-            break;
-        }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        if entry.depth() > 1 && entry.file_name() == ".git" {
-            // That it is there at all (a folder or a pointer file), and the config git reads.
-            nested_git.push(rel.to_string_lossy().into_owned());
-            if is_dir {
-                nested_git.push(rel.join("config").to_string_lossy().into_owned());
+        .build_parallel();
+    walker.run(|| {
+        Box::new(|entry| {
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if seen.fetch_add(1, Ordering::Relaxed) >= MAX_ENTRIES {
+                stopped.store(true, Ordering::Relaxed);
+                return WalkState::Quit;
             }
-            continue;
-        }
-        if !is_dir && set.is_match(rel) {
-            matched.insert(rel.to_string_lossy().into_owned());
-        }
-    }
+            let Ok(rel) = entry.path().strip_prefix(root) else {
+                return WalkState::Continue;
+            };
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            let nested = entry.depth() > 1 && entry.file_name() == ".git";
+            if !nested && (is_dir || !set.is_match(rel)) {
+                return WalkState::Continue;
+            }
+            let mut found = found.lock().unwrap_or_else(|p| p.into_inner());
+            let (matched, nested_git) = &mut *found;
+            if nested {
+                // That it is there at all (a folder or a pointer file), and the config git reads.
+                nested_git.push(rel.to_string_lossy().into_owned());
+                if is_dir {
+                    nested_git.push(rel.join("config").to_string_lossy().into_owned());
+                }
+                WalkState::Skip
+            } else {
+                if matched.len() >= MAX_FILES {
+                    stopped.store(true, Ordering::Relaxed);
+                    return WalkState::Quit;
+                }
+                matched.insert(rel.to_string_lossy().into_owned());
+                WalkState::Continue
+            }
+        })
+    });
+    let (matched, mut nested_git) = found.into_inner().unwrap_or_else(|p| p.into_inner());
+    nested_git.sort();
     Walk {
         matched: matched.into_iter().collect(),
         nested_git,
-        complete,
+        complete: !stopped.into_inner(),
     }
 }
 
