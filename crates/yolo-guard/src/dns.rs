@@ -63,7 +63,7 @@ impl DnsOptions {
             upstream_timeout: Duration::from_secs(2),
             max_in_flight: 256,
             max_tcp_clients: 128,
-            mark: Some(yolo_protocol::GUARD_MARK),
+            mark: Some(crate::ruleset::socket_mark()),
         }
     }
 }

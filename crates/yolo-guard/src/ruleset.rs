@@ -29,7 +29,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
 use yolo_protocol::allowlist::{Allowlist, IpNet, Ports};
-use yolo_protocol::{GuardConfig, NetworkMode, GUARD_MARK, NFLOG_GROUP};
+use yolo_protocol::{GuardConfig, NetworkMode, NFLOG_GROUP};
 
 pub const TABLE: &str = "yolo";
 pub const CHAIN_OUTPUT: &str = "output";
@@ -181,9 +181,12 @@ pub fn egress(devices: &[String], stamp: Stamp) -> Nftables<'static> {
     };
     batch.add(NfListObject::Chain(stamp_chain));
     batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(CHAIN_STAMP))));
+    // Not on loopback: a build step could read the stamp back from a packet it sends itself
+    // (SO_RCVMARK, SO_RCVPRIORITY need no privilege) and put it on a raw frame.
     batch.add(rule(
         CHAIN_STAMP,
         vec![
+            not(meta(MetaKey::Oif), s("lo")),
             set_meta(MetaKey::Mark, stamp.mark),
             set_meta(MetaKey::Priority, stamp.priority),
         ],
@@ -339,6 +342,30 @@ fn rule(chain: &'static str, expr: Stmts) -> NfListObject<'static> {
     })
 }
 
+/// The mark (SO_MARK) of the guard's own upstream DNS sockets, which the ruleset lets reach the
+/// upstream resolvers: drawn at random once per guard process, so a build step that may set any
+/// mark (it holds NET_RAW) cannot know it. The unit tests use the fixed `GUARD_MARK`.
+pub fn socket_mark() -> u32 {
+    if cfg!(test) {
+        return yolo_protocol::GUARD_MARK;
+    }
+    static MARK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MARK.get_or_init(|| {
+        let mut bytes = [0u8; 4];
+        let read = std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+        if read.is_err() {
+            // The hasher's keys come from the OS's random source as well.
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            bytes = (h.finish() as u32).to_ne_bytes();
+        }
+        // Never 0 (every unmarked packet) and never the egress stamp's own use of the field.
+        u32::from_ne_bytes(bytes).max(1)
+    })
+}
+
 fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
     // Docker's DNS would resolve (and so leak) any name; only the guard's marked sockets may
     // use it. In `none` mode nothing may, hence no mark accept there at all.
@@ -346,7 +373,7 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
         vec![
             is(meta(MetaKey::Oif), s("lo")),
             is(payload("ip", "daddr"), s(&DOCKER_DNS.to_string())),
-            not(meta(MetaKey::Mark), Expression::Number(GUARD_MARK)),
+            not(meta(MetaKey::Mark), Expression::Number(socket_mark())),
         ]
     };
     let mut rules = vec![
@@ -362,7 +389,7 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
     // else; marked packets to Docker's DNS pass with loopback below.
     for (ip, set) in [("ip", SET_UPSTREAM4), ("ip6", SET_UPSTREAM6)] {
         rules.push(vec![
-            is(meta(MetaKey::Mark), Expression::Number(GUARD_MARK)),
+            is(meta(MetaKey::Mark), Expression::Number(socket_mark())),
             is(meta(MetaKey::L4proto), anon_set(&["tcp", "udp"])),
             is(
                 Expression::Named(NamedExpression::Concat(vec![
@@ -1070,7 +1097,7 @@ mod tests {
                 .unwrap();
             assert!(refusal < first_accept, "{mode:?}");
             let text = out[refusal].to_string();
-            assert!(text.contains(r#""op":"!=""#) && text.contains(&GUARD_MARK.to_string()));
+            assert!(text.contains(r#""op":"!=""#) && text.contains(&socket_mark().to_string()));
         }
     }
 
@@ -1160,6 +1187,8 @@ mod tests {
         assert_eq!(
             stamping["expr"],
             serde_json::json!([
+                // Never on loopback, where a build step could read it back.
+                {"match": {"left": {"meta": {"key": "oif"}}, "op": "!=", "right": "lo"}},
                 {"mangle": {"key": {"meta": {"key": "mark"}}, "value": 0x1234_5678}},
                 {"mangle": {"key": {"meta": {"key": "priority"}}, "value": 0x9abc_def0u32}}
             ])

@@ -14,7 +14,9 @@ use std::path::PathBuf;
 
 /// NFLOG group the ruleset logs dropped packets to.
 pub const NFLOG_GROUP: u16 = 7;
-/// Mark the guard sets (SO_MARK) on its own upstream DNS sockets; the ruleset accepts it.
+/// The guard's socket mark in its own unit tests (a fixed ruleset snapshot). A running guard
+/// draws its mark at random each start (`yolo_guard::ruleset::socket_mark`): a build step holds
+/// NET_RAW, which lets it set any mark (Linux 5.17+), so a known mark would be a pass.
 pub const GUARD_MARK: u32 = 0x796f6c6f; // "yolo"
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]

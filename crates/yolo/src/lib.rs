@@ -5,6 +5,7 @@ pub(crate) mod audit;
 pub(crate) mod cli;
 pub(crate) mod commands;
 pub(crate) mod devcontainer;
+pub(crate) mod digest;
 pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod firewall;

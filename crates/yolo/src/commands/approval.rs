@@ -102,10 +102,7 @@ fn add_link(files: &mut BTreeMap<String, String>, path: &Path, workspace: &Path)
 }
 
 fn add(files: &mut BTreeMap<String, String>, path: &Path, workspace: &Path) {
-    files.insert(
-        relative(path, workspace),
-        snapshot_text(&std::fs::read(path).unwrap_or_default()),
-    );
+    files.insert(relative(path, workspace), snapshot_text(path));
 }
 
 fn relative(path: &Path, workspace: &Path) -> String {
@@ -214,16 +211,13 @@ fn shell_commands(text: &str) -> Vec<Vec<String>> {
 
 /// What the snapshot keeps of a file: its text, or for a large one its size and content hash, so
 /// an edit that keeps the size is still a change (a size alone let a same-size edit through).
-fn snapshot_text(bytes: &[u8]) -> String {
-    if bytes.len() as u64 > MAX_FILE {
-        use sha2::{Digest, Sha256};
-        format!(
-            "<{} bytes, sha256 {}>",
-            bytes.len(),
-            hex::encode(Sha256::digest(bytes))
-        )
-    } else {
-        String::from_utf8_lossy(bytes).into_owned()
+fn snapshot_text(path: &Path) -> String {
+    match crate::digest::file(path, MAX_FILE) {
+        Ok(d) => match d.bytes {
+            Some(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            None => format!("<{} bytes, sha256 {}>", d.len, d.sha256),
+        },
+        Err(_) => String::new(),
     }
 }
 
@@ -470,11 +464,18 @@ mod tests {
 
     #[test]
     fn a_large_file_changes_with_its_content_not_only_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
         let big = vec![b'a'; MAX_FILE as usize + 1];
         let mut edited = big.clone();
         edited[10] = b'b';
-        assert_ne!(snapshot_text(&big), snapshot_text(&edited));
-        assert!(snapshot_text(&big).starts_with(&format!("<{} bytes, sha256 ", big.len())));
-        assert_eq!(snapshot_text(b"small"), "small");
+        let (big_path, edited_path) = (write("big", &big), write("edited", &edited));
+        assert_ne!(snapshot_text(&big_path), snapshot_text(&edited_path));
+        assert!(snapshot_text(&big_path).starts_with(&format!("<{} bytes, sha256 ", big.len())));
+        assert_eq!(snapshot_text(&write("small", b"small")), "small");
     }
 }

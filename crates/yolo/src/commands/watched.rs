@@ -16,7 +16,7 @@
 //!   the host's `git status` runs once the index names it as a submodule, or a shell prompt does
 //!   when you enter the folder. Its `config` (or the pointer file) is what is compared.
 //!
-//! The walk (the `ignore` crate's parallel walker, with every ignore rule off: `.gitignore` and `.ignore` are the
+//! The walk (the `ignore` crate, with every ignore rule off: `.gitignore` and `.ignore` are the
 //! agent's to write, so they must not decide what is seen) skips only the root `.git` and
 //! `node_modules` folders, and stops after `MAX_ENTRIES` entries, which the summary then says.
 
@@ -152,12 +152,12 @@ impl Baseline {
         let walk = walk(root, patterns);
         let mut files = BTreeMap::new();
         for rel in walk.matched {
-            if let Some(seen) = look(&root.join(&rel), false) {
+            if let Some(seen) = look(root, &rel, false) {
                 files.insert(rel, seen);
             }
         }
         for rel in walk.nested_git.into_iter().chain(git_redirects(root)) {
-            if let Some(seen) = look(&root.join(&rel), true) {
+            if let Some(seen) = look(root, &rel, true) {
                 files.insert(rel, seen);
             }
         }
@@ -345,67 +345,54 @@ struct Walk {
     complete: bool,
 }
 
-/// Walk `root` once, on every core: the paths the patterns match, and every nested `.git`
-/// (recorded, not descended into).
+/// Walk `root` once, in name order (so a walk stopped at a cap stops at the same place each
+/// time): the paths the patterns match, and every nested `.git` (recorded, not descended into).
 fn walk(root: &Path, patterns: &[String]) -> Walk {
-    use ignore::WalkState;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
     let set = globs(patterns);
-    let seen = AtomicUsize::new(0);
-    let stopped = AtomicBool::new(false);
-    let found = Mutex::new((std::collections::BTreeSet::new(), Vec::new()));
+    let nested: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = Arc::clone(&nested);
+    let top = root.to_path_buf();
     let walker = ignore::WalkBuilder::new(root)
         .standard_filters(false)
         .follow_links(false)
-        .filter_entry(|e| {
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(move |e| {
             let name = e.file_name();
+            if name == ".git" && e.depth() > 1 {
+                // That it is there at all (a folder or a pointer file), and the config git reads.
+                if let Ok(rel) = e.path().strip_prefix(&top) {
+                    let mut found = record.lock().unwrap_or_else(|p| p.into_inner());
+                    found.push(rel.to_string_lossy().into_owned());
+                    if e.file_type().is_some_and(|t| t.is_dir()) {
+                        found.push(rel.join("config").to_string_lossy().into_owned());
+                    }
+                }
+                return false;
+            }
             let top_git = e.depth() == 1 && name == ".git";
             !top_git && !SKIPPED.iter().any(|s| name == *s)
         })
-        .build_parallel();
-    walker.run(|| {
-        Box::new(|entry| {
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if seen.fetch_add(1, Ordering::Relaxed) >= MAX_ENTRIES {
-                stopped.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            let Ok(rel) = entry.path().strip_prefix(root) else {
-                return WalkState::Continue;
-            };
-            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            let nested = entry.depth() > 1 && entry.file_name() == ".git";
-            if !nested && (is_dir || !set.is_match(rel)) {
-                return WalkState::Continue;
-            }
-            let mut found = found.lock().unwrap_or_else(|p| p.into_inner());
-            let (matched, nested_git) = &mut *found;
-            if nested {
-                // That it is there at all (a folder or a pointer file), and the config git reads.
-                nested_git.push(rel.to_string_lossy().into_owned());
-                if is_dir {
-                    nested_git.push(rel.join("config").to_string_lossy().into_owned());
-                }
-                WalkState::Skip
-            } else {
-                if matched.len() >= MAX_FILES {
-                    stopped.store(true, Ordering::Relaxed);
-                    return WalkState::Quit;
-                }
-                matched.insert(rel.to_string_lossy().into_owned());
-                WalkState::Continue
-            }
-        })
-    });
-    let (matched, mut nested_git) = found.into_inner().unwrap_or_else(|p| p.into_inner());
-    nested_git.sort();
+        .build();
+    let mut matched = std::collections::BTreeSet::new();
+    let mut complete = true;
+    for (seen, entry) in walker.flatten().enumerate() {
+        if seen >= MAX_ENTRIES || matched.len() >= MAX_FILES {
+            complete = false;
+            break;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        if !entry.file_type().is_some_and(|t| t.is_dir()) && set.is_match(rel) {
+            matched.insert(rel.to_string_lossy().into_owned());
+        }
+    }
+    let nested_git = std::mem::take(&mut *nested.lock().unwrap_or_else(|p| p.into_inner()));
     Walk {
         matched: matched.into_iter().collect(),
         nested_git,
-        complete: !stopped.into_inner(),
+        complete,
     }
 }
 
@@ -475,36 +462,39 @@ fn git_redirects(root: &Path) -> Vec<String> {
         .collect()
 }
 
-/// What `path` holds now; `None` if it is gone or not a file or link.
-fn look(path: &Path, git: bool) -> Option<Seen> {
+/// What `rel` (below `root`) holds now; `None` if it is gone or not a file or link. A link is
+/// its target's path and, when that lies in the mounted folder, the target's content too: an
+/// edit through the link is an edit of what the host runs.
+fn look(root: &Path, rel: &str, git: bool) -> Option<Seen> {
+    let path = root.join(rel);
     let meta = path.symlink_metadata().ok()?;
+    let seen = |text: String, content: Option<&str>| Seen {
+        sha256: hex::encode(Sha256::digest(
+            format!("{text}\n{}", content.unwrap_or_default()).as_bytes(),
+        )),
+        text: Some(text),
+        git,
+    };
     if meta.file_type().is_symlink() {
-        let text = format!("symlink -> {}", std::fs::read_link(path).ok()?.display());
-        return Some(Seen {
-            sha256: hex::encode(Sha256::digest(text.as_bytes())),
-            text: Some(text),
-            git,
-        });
+        let text = format!("symlink -> {}", std::fs::read_link(&path).ok()?.display());
+        let inside = path
+            .canonicalize()
+            .ok()
+            .filter(|target| root.canonicalize().is_ok_and(|r| target.starts_with(r)));
+        let content = inside.and_then(|t| crate::digest::file(&t, 0).ok());
+        return Some(seen(text, content.as_ref().map(|d| d.sha256.as_str())));
     }
     if git && meta.is_dir() {
         // A nested repository's folder: its being there is the news.
-        let text = "a git folder".to_string();
-        return Some(Seen {
-            sha256: hex::encode(Sha256::digest(text.as_bytes())),
-            text: Some(text),
-            git,
-        });
+        return Some(seen("a git folder".into(), None));
     }
     if !meta.is_file() {
         return None;
     }
-    let bytes = std::fs::read(path).ok()?;
-    let text = (bytes.len() <= MAX_TEXT)
-        .then(|| String::from_utf8(bytes.clone()).ok())
-        .flatten();
+    let digest = crate::digest::file(&path, MAX_TEXT as u64).ok()?;
     Some(Seen {
-        sha256: hex::encode(Sha256::digest(&bytes)),
-        text,
+        sha256: digest.sha256,
+        text: digest.bytes.and_then(|b| String::from_utf8(b).ok()),
         git,
     })
 }
@@ -607,6 +597,23 @@ mod tests {
         );
         assert!(!envrc.diff.contains('\x1b'));
         assert!(summary(&changes).contains(".envrc (modified)"));
+    }
+
+    #[test]
+    fn an_edit_through_a_link_is_a_change_of_the_linked_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "build/mk", "all:\n");
+        std::os::unix::fs::symlink("build/mk", root.join("Makefile")).unwrap();
+        let patterns = list(&["Makefile"]);
+        let before = Baseline::scan(root, &patterns);
+        write(root, "build/mk", "all:\n\tevil\n");
+        let changes = before.changes(&Baseline::scan(root, &patterns));
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(
+            (changes[0].path.as_str(), changes[0].change),
+            ("Makefile", "modified")
+        );
     }
 
     #[test]

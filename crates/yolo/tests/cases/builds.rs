@@ -77,19 +77,28 @@ fn a_build_step_cannot_reach_a_server_the_firewall_denies_and_the_attempt_is_aud
          print(\"BLOCKED\", r) if r else (s.sendall(b\"GET / HTTP/1.0\\r\\n\\r\\n\"), \
          print(s.recv(4096)))'"
     );
+    // And the upstream resolver itself, asked for a name off the allowlist with that mark: an
+    // answer would be a channel out through DNS.
+    let resolver = &net.dns.ip;
+    let marked_dns = format!(
+        r#"python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.setsockopt(1, 36, {GUARD_MARK}); s.settimeout(3); s.sendto(bytes.fromhex("12340100000100000000000006736563726574076578616d706c650000010001"), ("{resolver}", 53)); s.recv(512)' && echo ANSWER || echo BLOCKED"#
+    );
     dockerfile(
         &t,
         &[
             ("/build-net.txt", &fetch(&format!("http://{ip}/"))),
             ("/build-marked.txt", &marked),
+            ("/build-marked-dns.txt", &marked_dns),
         ],
     );
     t.user_config(&net.user_config(""));
     up(&t, &net, &["*.allowed.test"], &[]).ok();
 
+    let nothing = String::from("ANSWER");
     for (file, body) in [
         ("/build-net.txt", &body),
         ("/build-marked.txt", &net.denied.body),
+        ("/build-marked-dns.txt", &nothing),
     ] {
         let seen = read(&t, file);
         assert!(
