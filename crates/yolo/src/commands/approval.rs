@@ -41,8 +41,15 @@ pub(crate) fn snapshot(spec: &RunSpec) -> ApprovedConfig {
         add_input(&mut files, &build.context.join(".dockerignore"), workspace);
     }
     if let Some(command) = &spec.initialize_command {
-        for path in command_files(command, workspace) {
-            add_input(&mut files, &path, workspace);
+        // The whole mounted folder is the agent's to write (the git root, when that is what
+        // the config mounts), so the command's files are looked for there.
+        let mounted = Path::new(&spec.workspace_mount.source);
+        let root = match spec.workspace_mount.kind {
+            crate::run_spec::MountKind::Bind if workspace.starts_with(mounted) => mounted,
+            _ => workspace,
+        };
+        for path in command_files(command, root) {
+            add_input(&mut files, &path, root);
         }
     }
     ApprovedConfig {
@@ -112,59 +119,95 @@ fn relative(path: &Path, workspace: &Path) -> String {
         .to_string()
 }
 
-/// Programs whose first argument is the script they run (`bash .devcontainer/init.sh`).
-const INTERPRETERS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "fish", "source", ".", "python", "python3", "node", "deno",
-    "bun", "ruby", "perl", "php", "pwsh", "make", "just",
+/// Files the build and task tools an `initializeCommand` may call read from the folder they run
+/// in (`make init` runs the Makefile, `npm run x` the scripts of package.json): part of the
+/// approval for every folder the command names, the workspace first.
+const TOOL_FILES: &[&str] = &[
+    "Makefile",
+    "GNUmakefile",
+    "makefile",
+    "justfile",
+    "Justfile",
+    ".justfile",
+    "Taskfile.yml",
+    "Taskfile.yaml",
+    "package.json",
+    ".npmrc",
+    "Cargo.toml",
+    ".cargo/config.toml",
+    ".cargo/config",
+    "pyproject.toml",
+    "setup.py",
+    "tox.ini",
+    "noxfile.py",
+    "Rakefile",
+    "Gemfile",
+    "composer.json",
+    "build.gradle",
+    "build.gradle.kts",
+    "gradlew",
+    "mvnw",
+    "pom.xml",
 ];
 
-/// The workspace files an `initializeCommand` runs: the program of each simple command
-/// (`./scripts/init.sh`) and the script an interpreter is given (`bash .devcontainer/init.sh`,
-/// also inside `sh -c '...'`), when it is a file or a link inside the workspace. It runs on the
-/// host, so a rewritten script must meet the approval before the host runs it. Other words are
-/// not inputs: a file the command writes (`echo ok >> log`, `touch marker`) would otherwise
-/// count as a change on the next run.
-fn command_files(command: &LifecycleCommand, workspace: &Path) -> Vec<PathBuf> {
+/// Folders a command names that are looked into for `TOOL_FILES`, at most.
+const MAX_COMMAND_DIRS: usize = 16;
+
+/// The files below `root` (the mounted folder) that an `initializeCommand` may run on the host:
+/// every word of every simple command (also inside `sh -c '...'`, and a file fed on standard
+/// input) that names a file or link there, taken relative to `root` and to each folder the
+/// command names before it (`cd scripts && ./init.sh`); and the `TOOL_FILES` of `root` and of
+/// those folders. Guessing which word is the script missed `make init`, `env X=1 ./init.sh`
+/// and `cd dir && ./x`, so every word counts; only the target of an output redirection does
+/// not (`echo ok >> log` would change on every run).
+fn command_files(command: &LifecycleCommand, root: &Path) -> Vec<PathBuf> {
     let mut words = Vec::new();
     for (_, argv) in command.commands("initializeCommand") {
-        run_words(&argv, &mut words);
+        for arg in &argv {
+            for simple in shell_commands(arg) {
+                words.extend(simple);
+            }
+        }
     }
-    let mut found = Vec::new();
-    for word in &words {
-        let Some(path) = crate::policy::normalize_path(&workspace.join(word)) else {
-            continue;
-        };
-        let named = path.symlink_metadata().is_ok_and(|m| !m.is_dir());
-        if path.starts_with(workspace) && named && !found.contains(&path) {
+    let mut dirs = vec![root.to_path_buf()];
+    let mut found: Vec<PathBuf> = Vec::new();
+    let mut add = |path: PathBuf, found: &mut Vec<PathBuf>| {
+        if found.len() < MAX_COMMAND_FILES && !found.contains(&path) {
             found.push(path);
         }
-        if found.len() == MAX_COMMAND_FILES {
-            break;
+    };
+    for word in &words {
+        let word = word
+            .replace("${PWD}", ".")
+            .replace("$PWD", ".")
+            .replace("$(pwd)", ".");
+        for base in dirs.clone() {
+            let Some(path) = crate::policy::normalize_path(&base.join(&word)) else {
+                continue;
+            };
+            if !path.starts_with(root) {
+                continue;
+            }
+            match path.symlink_metadata() {
+                Ok(m) if m.is_dir() => {
+                    if dirs.len() < MAX_COMMAND_DIRS && !dirs.contains(&path) {
+                        dirs.push(path);
+                    }
+                }
+                Ok(_) => add(path, &mut found),
+                Err(_) => {}
+            }
+        }
+    }
+    for dir in &dirs {
+        for name in TOOL_FILES {
+            let path = dir.join(name);
+            if path.symlink_metadata().is_ok() {
+                add(path, &mut found);
+            }
         }
     }
     found
-}
-
-/// The words of one argv that name what it runs: the program, an interpreter's script, and what
-/// a shell's `-c` string runs.
-fn run_words(argv: &[String], words: &mut Vec<String>) {
-    let Some((program, args)) = argv.split_first() else {
-        return;
-    };
-    words.push(program.clone());
-    let name = program.rsplit('/').next().unwrap_or(program);
-    if !INTERPRETERS.contains(&name) {
-        return;
-    }
-    match args.iter().position(|a| !a.starts_with('-')) {
-        Some(i) if i > 0 && args[i - 1] == "-c" => {
-            for simple in shell_commands(&args[i]) {
-                run_words(&simple, words);
-            }
-        }
-        Some(i) => words.push(args[i].clone()),
-        None => {}
-    }
 }
 
 /// A shell string split into simple commands (at `;`, `&`, `|`, parentheses and newlines), each
@@ -405,18 +448,63 @@ mod tests {
             "cd . && ./scripts/init.sh".into(),
         ]);
         assert_eq!(command_files(&nested, &ws), [init]);
-        // What a command only reads as data or writes is no input (it would change every run).
+        // What a command writes through a redirection is no input (it changes every run).
         write(&ws, "log", "ran\n");
-        for text in [
-            "ls scripts missing.sh",
-            "echo ran >> log",
-            "echo ran >log",
-            "touch log",
-            "cat log",
-        ] {
+        for text in ["echo ran >> log", "echo ran >log", "ls missing.sh"] {
             let none = LifecycleCommand::Shell(text.into());
             assert!(command_files(&none, &ws).is_empty(), "{text}");
         }
+    }
+
+    #[test]
+    fn every_word_and_the_tools_files_of_every_folder_named_are_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let init = write(&ws, "scripts/init.sh", "echo hi\n");
+        let makefile = write(&ws, "Makefile", "init:\n");
+        let sub_make = write(&ws, "tools/Makefile", "init:\n");
+        let package = write(&ws, "web/package.json", "{}\n");
+        let files = |text: &str| command_files(&LifecycleCommand::Shell(text.into()), &ws);
+        // The forms a red team found missed: each names what runs, one way or another.
+        assert_eq!(
+            files("cd scripts && ./init.sh"),
+            [init.clone(), makefile.clone()]
+        );
+        assert_eq!(files("make init"), [makefile.clone()]);
+        assert_eq!(
+            files("make -C tools init"),
+            [makefile.clone(), sub_make.clone()]
+        );
+        assert_eq!(
+            files("env X=1 ./scripts/init.sh"),
+            [init.clone(), makefile.clone()]
+        );
+        assert_eq!(
+            files("exec ./scripts/init.sh"),
+            [init.clone(), makefile.clone()]
+        );
+        assert_eq!(
+            files("bash -o errexit scripts/init.sh"),
+            [init.clone(), makefile.clone()]
+        );
+        assert_eq!(
+            files("bash $PWD/scripts/init.sh"),
+            [init.clone(), makefile.clone()]
+        );
+        assert_eq!(
+            files("sh -c \"sh scripts/init.sh\""),
+            [init.clone(), makefile.clone()]
+        );
+        assert_eq!(
+            files("cd web && npm run setup"),
+            [makefile.clone(), package.clone()]
+        );
+        let args = LifecycleCommand::Args(vec![
+            "/usr/bin/env".into(),
+            "bash".into(),
+            "scripts/init.sh".into(),
+        ]);
+        assert_eq!(command_files(&args, &ws), [init, makefile]);
     }
 
     #[test]
