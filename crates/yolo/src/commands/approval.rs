@@ -58,6 +58,16 @@ pub(crate) fn snapshot(spec: &RunSpec) -> ApprovedConfig {
     }
 }
 
+/// The nearest folder above `workspace` that yolo has run an agent in (it has an approval).
+fn agents_workspace_around(workspace: &Path) -> Result<Option<PathBuf>> {
+    for outer in workspace.ancestors().skip(1) {
+        if Approval::load(outer)?.approved.is_some() {
+            return Ok(Some(outer.to_path_buf()));
+        }
+    }
+    Ok(None)
+}
+
 /// The config folder's files: the folder (recursively) when the config lives in one, otherwise
 /// the config file alone. Symlinks are recorded as links, not followed.
 fn config_folder(files: &mut BTreeMap<String, String>, config_file: &Path, workspace: &Path) {
@@ -171,7 +181,7 @@ fn command_files(command: &LifecycleCommand, root: &Path) -> Vec<PathBuf> {
     }
     let mut dirs = vec![root.to_path_buf()];
     let mut found: Vec<PathBuf> = Vec::new();
-    let mut add = |path: PathBuf, found: &mut Vec<PathBuf>| {
+    let add = |path: PathBuf, found: &mut Vec<PathBuf>| {
         if found.len() < MAX_COMMAND_FILES && !found.contains(&path) {
             found.push(path);
         }
@@ -313,8 +323,23 @@ pub(crate) fn check(project: &Project, state: &mut WorkspaceState) -> Result<()>
         .or_else(|| earlier_approval(spec, state));
     // Carried over (or superseded) now: the workspace's approval is the one record.
     state.approved = None;
+    let first_use = approved.is_none();
     if let Some(approved) = approved.filter(|a| *a != current) {
         ask(project, &diff(&approved, &current))?;
+    } else if first_use {
+        // A first use is approved by using it, unless an agent could have written the config:
+        // it lies inside a folder yolo gave an agent before (`sub/.devcontainer/` planted
+        // from a session in the repository).
+        if let Some(outer) = agents_workspace_around(&spec.workspace)? {
+            let header = format!(
+                "yolo has not run this folder before, and it lies inside {}, which an agent could write: everything here is new\n",
+                outer.display()
+            );
+            ask(
+                project,
+                &(header + &diff(&ApprovedConfig::default(), &current)),
+            )?;
+        }
     }
     approval.approved = Some(current);
     approval.save(&spec.workspace)

@@ -260,3 +260,24 @@ fn an_approval_an_earlier_yolo_kept_per_config_path_is_carried_over() {
         .assert_stderr_contains("0.0.0.0/1");
     assert!(t.containers().is_empty());
 }
+
+#[test]
+fn a_config_first_used_inside_a_folder_an_agent_had_needs_approval() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    // What the agent can write in the workspace: a dev container for a subfolder.
+    t.file(
+        "sub/.devcontainer/devcontainer.json",
+        r#"{"image": "debian:bookworm-slim", "customizations": {"yolo": {"firewall": {"allow": ["0.0.0.0/1"]}}}}"#,
+    );
+    let sub = t.workspace.join("sub");
+    let sub = sub.to_str().unwrap();
+    t.yolo(&["up", "--workspace", sub])
+        .fails_with(77)
+        .assert_stderr_contains("yolo has not run this folder before, and it lies inside")
+        .assert_stderr_contains("0.0.0.0/1");
+    // Accepted once, it is the folder's approval like any other.
+    t.yolo(&["up", "--workspace", sub, "--accept-config"]).ok();
+    t.yolo(&["up", "--workspace", sub]).ok();
+}
