@@ -327,7 +327,9 @@ async fn run_on_host(
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .current_dir(cwd)
-            // An interrupted `up` drops this future (and rolls back): the command goes with it.
+            // Its own process group, so an interrupted `up` (which drops this future and rolls
+            // back) takes the command's children with it, not only the shell.
+            .process_group(0)
             .kill_on_drop(true)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -337,13 +339,20 @@ async fn run_on_host(
                     "{name}: could not run {program:?} on the host: {e}"
                 ))
             })?;
-        tokio::join!(
-            print_lines(&name, child.stdout.take()),
-            print_lines(&name, child.stderr.take())
-        );
+        let group = ProcessGroup(child.id());
+        let out = tokio::spawn(print_lines(name.clone(), child.stdout.take()));
+        let err = tokio::spawn(print_lines(name.clone(), child.stderr.take()));
         let status = child.wait().await.map_err(|e| {
             Error::CommandFailed(format!("{name}: waiting for {program:?} on the host: {e}"))
         })?;
+        group.finished();
+        // What is left to print, but not forever: a process the command left in the background
+        // (`daemon &`, `ssh -f`) may hold the pipes open for as long as it runs.
+        let drain = async {
+            let _ = out.await;
+            let _ = err.await;
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(500), drain).await;
         let code = status.code().map(i64::from).unwrap_or(-1);
         if let Some(writer) = writer {
             writer.write(EventKind::Command {
@@ -364,9 +373,32 @@ async fn run_on_host(
     Ok(())
 }
 
+/// The process group of a host command while it runs: dropped before `finished` (an
+/// interrupted `up`), the whole group is killed.
+struct ProcessGroup(Option<u32>);
+
+impl ProcessGroup {
+    fn finished(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) with a negative pid signals that process group; no memory is
+            // involved.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// A host command's output on yolo's stderr, line by line, prefixed and with control characters
 /// shown (`visible::prefixed_line`), like the hooks that run in the container.
-async fn print_lines(name: &str, pipe: Option<impl tokio::io::AsyncRead + Unpin>) {
+async fn print_lines(name: String, pipe: Option<impl tokio::io::AsyncRead + Unpin>) {
+    let name = name.as_str();
     use std::io::Write;
     use tokio::io::AsyncBufReadExt;
     let Some(pipe) = pipe else {

@@ -103,3 +103,21 @@ fn remote_env_and_container_env_reach_commands() {
         "from-container-and-more\n/workspace\n/workspace\n"
     );
 }
+
+#[test]
+fn a_host_command_that_leaves_a_process_behind_does_not_hold_up_up() {
+    let t = Test::new();
+    // The background sleep keeps the command's output pipe open for as long as it runs.
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "initializeCommand": "sleep 45 & echo started"}"#,
+    );
+    let clock = std::time::Instant::now();
+    t.yolo(&["up", "--trust-host-commands"])
+        .ok()
+        .assert_stderr_contains("[initializeCommand] started");
+    let took = clock.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(40),
+        "up waited for the background process: {took:?}"
+    );
+}
