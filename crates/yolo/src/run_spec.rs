@@ -45,8 +45,8 @@ pub(crate) struct RunSpec {
     /// Who chose `limits.cpus`: the engine's core count caps it differently (`fit_to_host`).
     #[serde(skip)]
     pub(crate) cpus_chosen_by: Chooser,
-    /// `[limits] disk`: the writable layer's size where the storage driver can limit it.
-    #[serde(skip)]
+    /// `[limits] disk`: the writable layer's size where the storage driver can limit it. Part of
+    /// the config hash: a container made without the limit (or with another) is stale.
     pub(crate) disk_bytes: Option<i64>,
     pub(crate) ports: Vec<PortPublish>,
     /// Labels set on the container (devcontainer.*, yolo's own, and safe `--label` runArgs).

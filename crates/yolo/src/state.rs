@@ -99,7 +99,12 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
 pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let dir = path.parent().map(PathBuf::from).unwrap_or_default();
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let tmp = path.with_extension("json.tmp");
+    // A name of its own per writer: two yolo processes saving at once must not share one.
+    let tmp = path.with_extension(format!(
+        "json.{}-{}.tmp",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
     let text = serde_json::to_string_pretty(value).map_err(|e| Error::other(e.to_string()))?;
     std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
@@ -128,6 +133,8 @@ impl WorkspaceState {
         };
         entries
             .flatten()
+            // `<id>.json` only: the folder also holds each workspace's lock.
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
             .filter_map(|e| std::fs::read_to_string(e.path()).ok())
             .filter_map(|t| serde_json::from_str(&t).ok())
             .collect()

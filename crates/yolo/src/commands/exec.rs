@@ -70,9 +70,10 @@ pub(crate) async fn attach_with_env(
     // Ctrl-C (without a TTY; with one it goes to the command as a key), SIGTERM or SIGHUP
     // stop the command in the container too (`Engine::exec`).
     let _handled = crate::interrupt::Handled::enter();
-    let result = runner.run(source, &name, &request, Output::Inherit).await?;
+    let result = runner.run(source, &name, &request, Output::Inherit).await;
+    // Interrupted or failed too: whatever ran may have changed the files the host runs.
     super::watched::report_and_print(&located.devcontainer_id, writer.as_ref());
-    Ok(result.exit_code.clamp(0, 255) as i32)
+    Ok(result?.exit_code.clamp(0, 255) as i32)
 }
 
 async fn running_container(engine: &Engine, located: &Located) -> Result<String> {

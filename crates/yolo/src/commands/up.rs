@@ -154,8 +154,10 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
     };
     let session_before = state.session.clone();
     let carried = tokio::select! {
-        ready = act.carry_out(&plan, &mut state) => ready,
+        // The signal first: one already received must stop `up` before it removes anything.
+        biased;
         signal = interrupt::received() => Err(Error::interrupted(signal)),
+        ready = act.carry_out(&plan, &mut state) => ready,
     };
     let ready = match (carried, before) {
         (Ok(ready), _) => ready,
@@ -193,9 +195,10 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
 
 /// After a failed or interrupted `carry_out`: remove the containers and networks that were not
 /// there before it (found by labels, so whatever step failed, and whatever order `Act::fresh`
-/// makes things in), the agent first; close the session it opened. What existed before stays
-/// (stopped, if `up` had stopped it). Nothing here may hide the original error: a failure is a
-/// warning.
+/// makes things in), the agent first; close the session it opened. What existed before and was
+/// kept stays (stopped, if `up` had stopped it); what the plan recreates was removed before the
+/// new one was made and is not brought back. Nothing here may hide the original error: a failure
+/// is a warning.
 async fn roll_back(
     engine: &Engine,
     project: &Project,
@@ -228,6 +231,21 @@ async fn roll_back(
             Err(e) => warn(e.to_string()),
         }
     }
+    // A guard that was there before but that this `up` (re)started, say with a build's wider
+    // allowlist, serves nothing once no agent runs: stopped, so it keeps no opening.
+    let agent_runs = now.containers.iter().any(|c| {
+        c.role == Role::Agent && c.running && before.containers.iter().any(|b| b.id == c.id)
+    });
+    if !agent_runs {
+        for c in now.containers.iter().filter(|c| {
+            c.role == Role::Guard && c.running && before.containers.iter().any(|b| b.id == c.id)
+        }) {
+            match engine.stop(&c.id).await {
+                Ok(()) => removed.push(format!("{} (stopped)", c.name)),
+                Err(e) => warn(e.to_string()),
+            }
+        }
+    }
     for n in now
         .networks
         .iter()
@@ -248,7 +266,7 @@ async fn roll_back(
     }
     if !removed.is_empty() {
         eprintln!(
-            "{} removed what this `yolo up` had made: {}",
+            "{} undid what this `yolo up` had made: {}",
             console::style("yolo:").bold(),
             removed.join(", ")
         );
@@ -564,8 +582,9 @@ impl Act<'_> {
             "closed by a new start",
         )?;
         state.save(&spec.devcontainer_id)?;
-        self.watch()?;
         hooks::initialize(self.project, &writer, approved).await?;
+        // After the host's own initializeCommand: what it writes is not the agent's doing.
+        self.watch()?;
         let settings = &self.project.settings;
         let behind_guard = !matches!(agent, AgentStep::Start { .. })
             && !settings.build.no_network

@@ -141,9 +141,10 @@ pub(crate) struct Change {
 }
 
 fn baseline_path(devcontainer_id: &str) -> PathBuf {
+    // Not in `workspaces/`, which holds one state file per workspace and nothing else.
     crate::user_config::data_dir()
-        .join("workspaces")
-        .join(format!("{devcontainer_id}.watched.json"))
+        .join("watched")
+        .join(format!("{devcontainer_id}.json"))
 }
 
 impl Baseline {

@@ -107,7 +107,7 @@ fn a_failed_up_removes_the_guard_and_network_it_made() {
     failed
         .assert_stderr_contains(&format!("creating container {name}"))
         .assert_stderr_contains(&format!(
-            "removed what this `yolo up` had made: {name}-guard, network {name}-net"
+            "undid what this `yolo up` had made: {name}-guard, network {name}-net"
         ));
     assert!(with_role(&t, "guard").is_empty(), "{}", failed.describe());
     assert!(networks_named(&format!("{name}-net")).is_empty());
@@ -130,7 +130,7 @@ fn an_agent_that_cannot_start_is_removed_with_its_guard_and_network() {
     let failed = t.yolo(&["up", "--grant", "device"]).fails_with(69);
     failed
         .assert_stderr_contains("starting container")
-        .assert_stderr_contains("removed what this `yolo up` had made: yolo-repo-");
+        .assert_stderr_contains("undid what this `yolo up` had made: yolo-repo-");
     assert!(t.containers().is_empty(), "{}", failed.describe());
     let networks = docker(&[
         "network",
