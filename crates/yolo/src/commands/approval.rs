@@ -305,9 +305,52 @@ pub(crate) fn diff(old: &ApprovedConfig, new: &ApprovedConfig) -> String {
             let what = if a.is_none() { "added" } else { "removed" };
             out.push_str(&format!("{name}: empty file {what}\n"));
         }
-        out.push_str(&diff);
+        for line in diff.lines() {
+            out.push_str(line);
+            out.push('\n');
+            // `"\u0030.0.0.0/1"` reads as 0.0.0.0/1: show what JSON will make of a changed line.
+            if let Some(decoded) = line.strip_prefix('+').and_then(json_escapes_decoded) {
+                out.push_str(&format!("+  (as JSON reads it: {decoded})\n"));
+            }
+        }
     }
     crate::visible::escape_controls(&out)
+}
+
+/// `line` with its JSON `\uXXXX` escapes decoded (surrogate pairs joined), when it has any.
+fn json_escapes_decoded(line: &str) -> Option<String> {
+    if !line.contains("\\u") {
+        return None;
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("\\u") {
+        out.push_str(&rest[..at]);
+        let code = |s: &str| s.get(2..6).and_then(|h| u32::from_str_radix(h, 16).ok());
+        match code(&rest[at..]) {
+            Some(hi @ 0xD800..=0xDBFF) => match code(&rest[at + 6..]) {
+                Some(lo @ 0xDC00..=0xDFFF) => {
+                    let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                    out.push(char::from_u32(c).unwrap_or('\u{fffd}'));
+                    rest = &rest[at + 12..];
+                }
+                _ => {
+                    out.push('\u{fffd}');
+                    rest = &rest[at + 6..];
+                }
+            },
+            Some(c) => {
+                out.push(char::from_u32(c).unwrap_or('\u{fffd}'));
+                rest = &rest[at + 6..];
+            }
+            None => {
+                out.push_str("\\u");
+                rest = &rest[at + 2..];
+            }
+        }
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 /// Check (and record) approval. The first use of a workspace records the current inputs as
@@ -479,6 +522,27 @@ mod tests {
             let none = LifecycleCommand::Shell(text.into());
             assert!(command_files(&none, &ws).is_empty(), "{text}");
         }
+    }
+
+    #[test]
+    fn a_changed_line_with_json_escapes_shows_what_json_reads() {
+        let old = ApprovedConfig::default();
+        let mut new = ApprovedConfig::default();
+        new.files.insert(
+            "devcontainer.json".into(),
+            "{\"\\u0063ustomizations\": {\"allow\": [\"\\u0030.0.0.0/1\", \"\\ud83d\\ude00\"]}}\n"
+                .into(),
+        );
+        let text = diff(&old, &new);
+        assert!(
+            text.contains("+  (as JSON reads it: {\"customizations\": {\"allow\": [\"0.0.0.0/1\", \"\u{1f600}\"]}})"),
+            "{text}"
+        );
+        assert_eq!(json_escapes_decoded("no escapes"), None);
+        assert_eq!(
+            json_escapes_decoded("\\u001b]0;x").as_deref(),
+            Some("\u{1b}]0;x")
+        );
     }
 
     #[test]

@@ -569,6 +569,12 @@ impl Act<'_> {
         // and no trust, refuse) — before anything is removed, opened or built.
         let approved = approval::confirm_host_command(self.project)?;
         self.clear_out(agent, guard).await?;
+        // An agent that was still running until now (its guard was down, or yolo lost its
+        // session) could have rewritten an input while the user read the prompt: compared
+        // again now that it is stopped, before anything of it runs on the host.
+        if spec.initialize_command.is_some() {
+            approval::check(self.project, state)?;
+        }
         let image_name = match agent {
             AgentStep::Start { image, .. } => image.clone(),
             _ => image_label(&spec.image),
