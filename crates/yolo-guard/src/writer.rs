@@ -77,6 +77,9 @@ impl Writer {
             return false;
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if distinct_blocked(kind) && state.1.reserve > 0 {
+            return false; // the writer decides whether it still fits the reserve
+        }
         state.1.suppress(kind.name(), kind.count(), Utc::now());
         true
     }
@@ -135,12 +138,22 @@ impl Writer {
     }
 }
 
+/// The first record of a blocked destination (not a folded repeat): what the reserve is for.
+fn distinct_blocked(kind: &EventKind) -> bool {
+    matches!(kind, EventKind::Blocked { count: None, .. })
+}
+
 /// A session log's size cap: what may still be written, and a tally of what was not.
 pub struct Budget {
     max: u64,
     used: u64,
-    /// Set by the first line that did not fit: from then on nothing but reports is written.
+    /// Set by the first line that did not fit: from then on nothing but reports is written,
+    /// and the first record of each blocked destination while `reserve` lasts.
     full: bool,
+    /// Bytes kept past the cap for first-of-their-key `blocked` records: a flood of distinct
+    /// DNS names fills the cap in seconds, and the one connection attempt that matters must
+    /// still be described, not only counted.
+    reserve: u64,
     tally: BTreeMap<&'static str, Tally>,
     /// When the next round of `suppressed` records may be written, and the wait after it.
     next_report: Option<DateTime<Utc>>,
@@ -160,6 +173,7 @@ impl Budget {
             max,
             used,
             full: false,
+            reserve: max / 16,
             tally: BTreeMap::new(),
             next_report: None,
             backoff: Duration::seconds(1),
@@ -170,6 +184,10 @@ impl Budget {
     /// it stands for) under its kind.
     pub fn admit(&mut self, kind: &EventKind, bytes: u64, now: DateTime<Utc>) -> bool {
         if self.take(bytes) {
+            return true;
+        }
+        if distinct_blocked(kind) && bytes <= self.reserve {
+            self.reserve -= bytes;
             return true;
         }
         self.suppress(kind.name(), kind.count(), now);
@@ -296,6 +314,38 @@ mod tests {
         assert!(budget
             .reports(second + Duration::seconds(60), true)
             .is_empty());
+    }
+
+    #[test]
+    fn past_the_cap_a_distinct_blocked_destination_is_still_described_from_the_reserve() {
+        let blocked = |port| EventKind::Blocked {
+            proto: "tcp".into(),
+            dst: "192.0.2.1".into(),
+            port: Some(port),
+            name: None,
+            count: None,
+            first: None,
+            last: None,
+        };
+        let mut budget = Budget::new(1600, 0);
+        assert!(budget.admit(&notice(), 1600, t0()));
+        assert!(!budget.admit(&notice(), 10, t0()), "the cap is reached");
+        // 100 bytes of reserve (1/16): one 60-byte record fits, the next does not.
+        assert!(budget.admit(&blocked(4242), 60, t0()));
+        assert!(!budget.admit(&blocked(4243), 60, t0()));
+        // A folded repeat is only counted, reserve or not.
+        let mut fresh = Budget::new(1600, 1600);
+        let folded = EventKind::Blocked {
+            proto: "tcp".into(),
+            dst: "192.0.2.1".into(),
+            port: Some(80),
+            name: None,
+            count: Some(9),
+            first: None,
+            last: None,
+        };
+        assert!(!fresh.admit(&folded, 10, t0()));
+        assert_eq!(counts(&fresh.reports(t0(), true)), [("blocked".into(), 9)]);
     }
 
     #[test]

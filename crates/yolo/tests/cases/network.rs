@@ -934,6 +934,19 @@ print(repeat, sent, answered, ",".join(str(r) for r in during))
         .sum();
     assert_eq!(repeated, 2000, "the repeated name's records add up");
 
+    // Past the cap, a connection to a new destination is still described (from the reserve
+    // kept for first-of-their-key blocked records), not only counted.
+    let denied = s.net.denied.host.ip.clone();
+    assert_eq!(s.curl(&format!("http://{denied}/")).0, 7);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (events, _) = network_log(&s.t);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "blocked" && e["dst"] == denied.as_str() && e["port"] == 80),
+        "the blocked connect past the cap is not described"
+    );
+
     // At the end the guard writes the final counts, then says it stopped.
     s.t.yolo(&["down"]).ok();
     let (events, final_size) = network_log(&s.t);
