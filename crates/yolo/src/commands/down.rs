@@ -28,17 +28,19 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
         Err(e) => return Err(e),
     };
     super::watched::report_and_print(&located.devcontainer_id, session::current(&state)?.as_ref());
-    if remove {
-        remove_all(&engine, &located, volumes).await?;
+    let result = if remove {
         state.created_hooks_done_for = None;
         state.post_start_done_for = None;
         state.allowlist = None;
+        remove_all(&engine, &located, volumes).await
     } else {
-        stop(&engine, &located).await?;
-    }
+        stop(&engine, &located).await
+    };
+    // The session ends even when one removal failed: the rest went, and the next `up` starts
+    // a new one.
     session::close(&mut state, if remove { "down --remove" } else { "down" })?;
     state.save(&located.devcontainer_id)?;
-    Ok(0)
+    result.map(|()| 0)
 }
 
 /// Stop the agent, then its guard (it must never run on without its guard).
