@@ -58,6 +58,17 @@ pub(crate) fn snapshot(spec: &RunSpec) -> ApprovedConfig {
     }
 }
 
+/// A prompt that got no answer: Ctrl-C (the terminal was in raw mode, so it arrives as an
+/// interrupted read) ends yolo like the signal would; anything else is a refusal.
+fn no_answer(e: dialoguer::Error) -> Error {
+    match e {
+        dialoguer::Error::IO(io) if io.kind() == std::io::ErrorKind::Interrupted => {
+            Error::interrupted(crate::interrupt::Signal::INT)
+        }
+        e => Error::NotApproved(format!("no answer ({e}); nothing was started")),
+    }
+}
+
 /// The nearest folder above `workspace` that yolo has run an agent in (it has an approval).
 fn agents_workspace_around(workspace: &Path) -> Result<Option<PathBuf>> {
     for outer in workspace.ancestors().skip(1) {
@@ -423,7 +434,7 @@ fn ask(project: &Project, change: &str) -> Result<()> {
         .with_prompt("Accept this change?")
         .default(false)
         .interact()
-        .map_err(|e| Error::NotApproved(format!("no answer ({e}); nothing was started")))?;
+        .map_err(no_answer)?;
     if !yes {
         return Err(Error::NotApproved(
             "change not accepted; nothing was started".into(),
@@ -474,7 +485,7 @@ pub(crate) fn confirm_host_command(project: &Project) -> Result<HostCommandAppro
         .with_prompt("Run it on the host?")
         .default(false)
         .interact()
-        .map_err(|e| Error::NotApproved(format!("no answer ({e}); nothing was started")))?;
+        .map_err(no_answer)?;
     if !yes {
         return Err(Error::NotApproved(
             "initializeCommand not approved; nothing was started".into(),
