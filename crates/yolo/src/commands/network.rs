@@ -149,7 +149,7 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
     let network = network_name(project);
     let owner = Owner::of(&project.spec);
     engine.ensure_network(&network, &owner).await?;
-    let spec = GuardSpec {
+    let mut spec = GuardSpec {
         name: guard_name(project),
         image,
         network,
@@ -159,7 +159,17 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
         extra_hosts: project.spec.extra_hosts.clone(),
         log_dir: log_dir(&crate::user_config::data_dir())?,
     };
-    engine.create_guard(&spec).await
+    match engine.create_guard(&spec).await {
+        // The image went between its check and now (`docker image prune`, another yolo's or a
+        // test's clean-up of an image that carried the same tag): made again, once.
+        Err(e) if e.to_string().contains("No such image") => {
+            spec.image = engine
+                .ensure_guard_image(&guard.base_image, guard.image.as_deref())
+                .await?;
+            engine.create_guard(&spec).await
+        }
+        other => other,
+    }
 }
 
 /// Start the guard with a fresh config and wait until it has verified its ruleset.
