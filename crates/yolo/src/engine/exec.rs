@@ -15,7 +15,8 @@ const EXEC_MARK: &str = "YOLO_EXEC_ID";
 
 /// `$1` is `YOLO_EXEC_ID=<id>`: the processes whose environment holds it get SIGTERM, and
 /// those still there after two seconds SIGKILL (an interactive shell ignores SIGTERM).
-const STOP_SCRIPT: &str = r#"marked() {
+const STOP_SCRIPT: &str = r#"command -v tr >/dev/null 2>&1 && command -v grep >/dev/null 2>&1 || exit 3
+marked() {
   for p in /proc/[0-9]*; do
     if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qxF "$1"; then echo "${p#/proc/}"; fi
   done
@@ -31,7 +32,8 @@ while [ $i -lt 20 ]; do
   i=$((i + 1))
 done
 kill -KILL $pids 2>/dev/null
-exit 0"#;
+sleep 0.2 2>/dev/null || sleep 1
+[ -z "$(marked "$1")" ]"#;
 
 /// How long stopping an interrupted command may take.
 const STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -167,10 +169,10 @@ impl Engine {
                 item = stream.next() => item,
                 signal = interrupt::received() => {
                     sink.flush();
-                    self.stop_marked(container, req.user.as_deref(), &mark).await;
+                    let stopped = self.stop_marked(container, req.user.as_deref(), &mark).await;
                     return Err(Error::Interrupted {
                         signal,
-                        stopped: Some(short(&req.argv)),
+                        stopped: stopped.then(|| short(&req.argv)),
                     });
                 }
             };
@@ -200,7 +202,9 @@ impl Engine {
     /// then SIGKILL to those left after a grace. Run as the command's user (reading another
     /// user's environment needs CAP_SYS_PTRACE, which the agent's root lacks). Best effort:
     /// yolo is on its way out.
-    async fn stop_marked(&self, container: &str, user: Option<&str>, mark: &str) {
+    /// Whether it could confirm nothing of the command is left (the script needs `tr` and
+    /// `grep` in the image).
+    async fn stop_marked(&self, container: &str, user: Option<&str>, mark: &str) -> bool {
         let config = CreateExecOptions {
             cmd: Some(vec![
                 "/bin/sh".to_string(),
@@ -215,16 +219,16 @@ impl Engine {
             ..Default::default()
         };
         let stop = async {
-            let Ok(created) = self.docker.create_exec(container, config).await else {
-                return;
-            };
+            let created = self.docker.create_exec(container, config).await.ok()?;
             if let Ok(StartExecResults::Attached { mut output, .. }) =
                 self.docker.start_exec(&created.id, None).await
             {
                 while output.next().await.is_some() {}
             }
+            let inspect = self.docker.inspect_exec(&created.id).await.ok()?;
+            Some(inspect.exit_code == Some(0))
         };
-        let _ = tokio::time::timeout(STOP_TIMEOUT, stop).await;
+        matches!(tokio::time::timeout(STOP_TIMEOUT, stop).await, Ok(Some(true)))
     }
 
     async fn resize(&self, exec_id: &str) {
