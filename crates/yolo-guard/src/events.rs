@@ -174,6 +174,7 @@ pub fn guard_event<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_events::blocked;
 
     #[test]
     fn a_full_queue_counts_instead_of_blocking() {
@@ -188,18 +189,6 @@ mod tests {
             BTreeMap::from([("notice", 5)])
         );
         drop(rx);
-    }
-
-    fn blocked(port: u16) -> EventKind {
-        EventKind::Blocked {
-            proto: "tcp".into(),
-            dst: "192.0.2.1".into(),
-            port: Some(port),
-            name: None,
-            count: None,
-            first: None,
-            last: None,
-        }
     }
 
     /// The whole path to the file: a flood of one attempt and one distinctive attempt after

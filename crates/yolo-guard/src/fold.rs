@@ -150,18 +150,7 @@ fn aggregate(kind: &EventKind, n: u64, from: DateTime<Utc>, to: DateTime<Utc>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn blocked(port: u16) -> EventKind {
-        EventKind::Blocked {
-            proto: "tcp".into(),
-            dst: "192.0.2.1".into(),
-            port: Some(port),
-            name: None,
-            count: None,
-            first: None,
-            last: None,
-        }
-    }
+    use crate::test_events::blocked;
 
     fn t0() -> DateTime<Utc> {
         "2025-03-04T10:15:00Z".parse().unwrap()

@@ -19,6 +19,34 @@ pub(crate) mod ruleset;
 pub(crate) mod sets;
 pub(crate) mod writer;
 
+/// Events the unit tests of several modules build alike.
+#[cfg(test)]
+pub(crate) mod test_events {
+    use yolo_protocol::event::EventKind;
+
+    /// A first-of-its-key blocked TCP connect to a documentation address.
+    pub(crate) fn blocked(port: u16) -> EventKind {
+        blocked_times(port, None)
+    }
+
+    /// The same destination as a folded record of `count` attempts.
+    pub(crate) fn folded(port: u16, count: u64) -> EventKind {
+        blocked_times(port, Some(count))
+    }
+
+    fn blocked_times(port: u16, count: Option<u64>) -> EventKind {
+        EventKind::Blocked {
+            proto: "tcp".into(),
+            dst: "192.0.2.1".into(),
+            port: Some(port),
+            name: None,
+            count,
+            first: None,
+            last: None,
+        }
+    }
+}
+
 use crate::writer::Writer;
 use control::{Handler, Request, Response};
 use dns::{BoxFuture, DnsOptions, Forwarder, Listeners, Policy};

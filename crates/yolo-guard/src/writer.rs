@@ -318,15 +318,7 @@ mod tests {
 
     #[test]
     fn past_the_cap_a_distinct_blocked_destination_is_still_described_from_the_reserve() {
-        let blocked = |port| EventKind::Blocked {
-            proto: "tcp".into(),
-            dst: "192.0.2.1".into(),
-            port: Some(port),
-            name: None,
-            count: None,
-            first: None,
-            last: None,
-        };
+        use crate::test_events::blocked;
         let mut budget = Budget::new(1600, 0);
         assert!(budget.admit(&notice(), 1600, t0()));
         assert!(!budget.admit(&notice(), 10, t0()), "the cap is reached");
@@ -335,15 +327,7 @@ mod tests {
         assert!(!budget.admit(&blocked(4243), 60, t0()));
         // A folded repeat is only counted, reserve or not.
         let mut fresh = Budget::new(1600, 1600);
-        let folded = EventKind::Blocked {
-            proto: "tcp".into(),
-            dst: "192.0.2.1".into(),
-            port: Some(80),
-            name: None,
-            count: Some(9),
-            first: None,
-            last: None,
-        };
+        let folded = crate::test_events::folded(80, 9);
         assert!(!fresh.admit(&folded, 10, t0()));
         assert_eq!(counts(&fresh.reports(t0(), true)), [("blocked".into(), 9)]);
     }

@@ -228,7 +228,10 @@ impl Engine {
             let inspect = self.docker.inspect_exec(&created.id).await.ok()?;
             Some(inspect.exit_code == Some(0))
         };
-        matches!(tokio::time::timeout(STOP_TIMEOUT, stop).await, Ok(Some(true)))
+        matches!(
+            tokio::time::timeout(STOP_TIMEOUT, stop).await,
+            Ok(Some(true))
+        )
     }
 
     async fn resize(&self, exec_id: &str) {
