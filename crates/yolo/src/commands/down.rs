@@ -64,7 +64,7 @@ async fn stop(engine: &Engine, located: &Located) -> Result<()> {
 /// returns the first.
 async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result<()> {
     let Made {
-        mut containers,
+        containers,
         networks,
         volumes: labelled,
     } = engine.made_for(&super::owner(located)).await?;
@@ -84,8 +84,13 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
     if containers.is_empty() && networks.is_empty() {
         eprintln!("yolo: no container for {}", located.workspace.display());
     }
-    containers.sort_by_key(|c| c.role != Role::Agent);
-    let mut first_error: Option<Error> = None;
+    let (mut removed, failed) = engine
+        .remove_in_order(
+            containers.iter().collect(),
+            &networks.iter().collect::<Vec<_>>(),
+        )
+        .await;
+    let mut first_error: Option<Error> = failed.into_iter().next();
     let mut keep = |result: Result<()>| -> bool {
         match result {
             Ok(()) => true,
@@ -95,17 +100,6 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
             }
         }
     };
-    let mut removed = Vec::new();
-    for c in &containers {
-        if keep(engine.remove(&c.id).await) {
-            removed.push(c.name.clone());
-        }
-    }
-    for n in &networks {
-        if keep(engine.remove_network(&n.id).await) {
-            removed.push(format!("network {}", n.name));
-        }
-    }
     if volumes {
         let mut names: Vec<&String> = containers
             .iter()

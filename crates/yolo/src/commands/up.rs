@@ -218,18 +218,19 @@ async fn roll_back(
         Ok(now) => now,
         Err(e) => return warn(e.to_string()),
     };
-    let mut made: Vec<&Container> = now
+    let made: Vec<&Container> = now
         .containers
         .iter()
         .filter(|c| !before.containers.iter().any(|b| b.id == c.id))
         .collect();
-    made.sort_by_key(|c| c.role != Role::Agent);
-    let mut removed = Vec::new();
-    for c in made {
-        match engine.remove(&c.id).await {
-            Ok(()) => removed.push(c.name.clone()),
-            Err(e) => warn(e.to_string()),
-        }
+    let new_networks: Vec<_> = now
+        .networks
+        .iter()
+        .filter(|n| !before.networks.iter().any(|b| b.id == n.id))
+        .collect();
+    let (mut removed, failed) = engine.remove_in_order(made, &new_networks).await;
+    for e in failed {
+        warn(e.to_string());
     }
     // A guard that was there before but that this `up` (re)started, say with a build's wider
     // allowlist, serves nothing once no agent runs: stopped, so it keeps no opening.
@@ -244,16 +245,6 @@ async fn roll_back(
                 Ok(()) => removed.push(format!("{} (stopped)", c.name)),
                 Err(e) => warn(e.to_string()),
             }
-        }
-    }
-    for n in now
-        .networks
-        .iter()
-        .filter(|n| !before.networks.iter().any(|b| b.id == n.id))
-    {
-        match engine.remove_network(&n.id).await {
-            Ok(()) => removed.push(format!("network {}", n.name)),
-            Err(e) => warn(e.to_string()),
         }
     }
     if state.session.is_some() && state.session != session_before {

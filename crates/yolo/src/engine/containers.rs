@@ -57,6 +57,30 @@ impl Engine {
         Ok(found)
     }
 
+    /// Remove `containers` (the agents first: one must never run on without its guard) and
+    /// then `networks`, going on past a failure: what was removed, by name, and the failures.
+    pub(crate) async fn remove_in_order(
+        &self,
+        mut containers: Vec<&Container>,
+        networks: &[&ProjectNetwork],
+    ) -> (Vec<String>, Vec<Error>) {
+        containers.sort_by_key(|c| c.role != Role::Agent);
+        let (mut removed, mut failed) = (Vec::new(), Vec::new());
+        for c in containers {
+            match self.remove(&c.id).await {
+                Ok(()) => removed.push(c.name.clone()),
+                Err(e) => failed.push(e),
+            }
+        }
+        for n in networks {
+            match self.remove_network(&n.id).await {
+                Ok(()) => removed.push(format!("network {}", n.name)),
+                Err(e) => failed.push(e),
+            }
+        }
+        (removed, failed)
+    }
+
     /// Everything yolo made for `owner`'s workspace, by its labels: containers in any state,
     /// networks, volumes.
     pub(crate) async fn made_for(&self, owner: &Owner) -> Result<Made> {
