@@ -183,6 +183,18 @@ pub(crate) enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// Play the terminal `yolo run` and `yolo shell` recorded in a session (asciicast v2 files
+    /// in the session's folder, which asciinema plays too)
+    Replay {
+        #[command(flatten)]
+        target: Target,
+        /// Session id (default: the workspace's latest; `yolo audit --list` shows them)
+        #[arg(value_name = "SESSION")]
+        session: Option<String>,
+        /// Play this many times faster (waits are also cut to 2 s at most)
+        #[arg(long, value_name = "N", default_value = "1", value_parser = values::parse_speed)]
+        speed: f64,
+    },
     /// Allow domains, addresses or ports for a running session, without restart
     Allow {
         #[command(flatten)]

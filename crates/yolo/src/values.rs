@@ -16,6 +16,14 @@ pub(crate) fn parse_cpus(text: &str) -> std::result::Result<f64, String> {
     policy::check_cpus(cpus).map_err(|e| e.to_string())
 }
 
+/// `replay --speed N`: a factor above 0.
+pub(crate) fn parse_speed(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 && n <= 1e6 => Ok(n),
+        _ => Err(format!("\"{text}\" is not a speed, like 2 or 0.5")),
+    }
+}
+
 /// `--memory SIZE`: bytes, at least what Docker accepts.
 pub(crate) fn parse_memory(text: &str) -> std::result::Result<i64, String> {
     policy::check_memory(text).map_err(|e| e.to_string())

@@ -3,6 +3,7 @@
 //! can append to the same file concurrently without tearing lines.
 
 pub(crate) use yolo_protocol::event;
+pub(crate) mod cast;
 pub(crate) mod reader;
 pub(crate) mod writer;
 

@@ -48,7 +48,7 @@ pub(crate) async fn execute(
     Ok(0)
 }
 
-fn latest_session(target: &Target) -> Result<String> {
+pub(crate) fn latest_session(target: &Target) -> Result<String> {
     let located = super::locate(target)?;
     let state = WorkspaceState::load(&located.devcontainer_id)?;
     state.sessions.last().cloned().ok_or_else(|| {

@@ -70,10 +70,48 @@ pub(crate) async fn attach_with_env(
     // Ctrl-C (without a TTY; with one it goes to the command as a key), SIGTERM or SIGHUP
     // stop the command in the container too (`Engine::exec`).
     let _handled = crate::interrupt::Handled::enter();
-    let result = runner.run(source, &name, &request, Output::Inherit).await;
+    let output = match writer
+        .as_ref()
+        .filter(|_| tty && RECORDED.contains(&source))
+    {
+        Some(writer) => record(writer, source, &argv),
+        None => Output::Inherit,
+    };
+    let result = runner.run(source, &name, &request, output).await;
     // Interrupted or failed too: whatever ran may have changed the files the host runs.
     super::watched::report_and_print(&located.devcontainer_id, writer.as_ref());
     Ok(result?.exit_code.clamp(0, 255) as i32)
+}
+
+/// The commands whose terminal is recorded: the agent (`yolo run`) and `yolo shell`.
+const RECORDED: [&str; 2] = ["agent", "shell"];
+
+/// Our terminal, with a copy of the output to an asciicast file in the session's folder
+/// (`audit::cast`); where it is goes into the audit log. A recording that cannot be made is a
+/// warning: the command runs all the same.
+fn record(writer: &crate::audit::Writer, source: &str, argv: &[String]) -> Output {
+    use crate::audit::{cast::Recorder, EventKind};
+    // A pseudo-terminal nobody sized (`script` in a pipeline) says 0×0: players want a size.
+    let size = crossterm::terminal::size()
+        .ok()
+        .filter(|(w, h)| *w > 0 && *h > 0)
+        .unwrap_or((80, 24));
+    let command = argv.join(" ");
+    match Recorder::create(writer.session(), source, &command, size) {
+        Ok((recorder, path)) => {
+            let _ = writer.write(EventKind::Notice {
+                message: format!("terminal of {source} recorded in {}", path.display()),
+            });
+            Output::Recorded(crate::engine::Recording::new(recorder))
+        }
+        Err(e) => {
+            eprintln!(
+                "{} the terminal is not recorded: {e}",
+                console::style("warning:").yellow().bold()
+            );
+            Output::Inherit
+        }
+    }
 }
 
 async fn running_container(engine: &Engine, located: &Located) -> Result<String> {

@@ -12,6 +12,7 @@ pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod network;
 pub(crate) mod output;
+pub(crate) mod replay;
 pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod status;
@@ -67,6 +68,11 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             json,
             list,
         } => audit::execute(&target, session, kinds, follow, json, list).await,
+        Command::Replay {
+            target,
+            session,
+            speed,
+        } => replay::execute(&target, session, speed),
         Command::Allow { target, patterns } => firewall::allow(&target, patterns).await,
         Command::Deny { target, patterns } => firewall::deny(&target, patterns).await,
         Command::Firewall { target, json } => firewall::show(&target, json).await,

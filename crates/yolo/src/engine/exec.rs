@@ -55,10 +55,34 @@ pub(crate) struct ExecRequest {
 pub(crate) enum Output {
     /// Our stdout/stderr.
     Inherit,
+    /// Our stdout/stderr, and a copy of both to a recording (`yolo run`/`shell`'s terminal).
+    Recorded(Recording),
     /// Our stderr, each line prefixed with `[name] ` (lifecycle hooks).
     Prefixed(String),
     /// Kept in memory and returned (stdout and stderr together).
     Capture,
+}
+
+/// Where a copy of a command's output goes: any writer (the caller's asciicast recorder).
+#[derive(Clone)]
+pub(crate) struct Recording(std::sync::Arc<std::sync::Mutex<Box<dyn Write + Send>>>);
+
+impl Recording {
+    pub(crate) fn new(to: impl Write + Send + 'static) -> Recording {
+        Recording(std::sync::Arc::new(std::sync::Mutex::new(Box::new(to))))
+    }
+
+    fn copy(&self, bytes: &[u8]) {
+        let mut to = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // A recording that cannot be written must not break the command it records.
+        let _ = to.write_all(bytes).and_then(|()| to.flush());
+    }
+}
+
+impl std::fmt::Debug for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Recording")
+    }
 }
 
 pub(crate) struct ExecResult {
@@ -284,8 +308,11 @@ impl Sink {
     }
 
     fn write(&mut self, bytes: &[u8], to_stderr: bool) {
+        if let Output::Recorded(recording) = &self.output {
+            recording.copy(bytes);
+        }
         match &self.output {
-            Output::Inherit => {
+            Output::Inherit | Output::Recorded(_) => {
                 let result = if to_stderr {
                     let mut err = std::io::stderr().lock();
                     err.write_all(bytes).and_then(|()| err.flush())

@@ -16,7 +16,7 @@ mod images;
 mod labels;
 mod types;
 
-pub(crate) use exec::{ExecRequest, ExecResult, Output};
+pub(crate) use exec::{ExecRequest, ExecResult, Output, Recording};
 pub(crate) use guard::{log_dir, GuardSpec, DEFAULT_BASE, GUARD_LOG_DIR};
 pub(crate) use types::{
     Container, Found, HostFacts, Made, NetworkAttach, Owner, ProjectNetwork, Report, Role,

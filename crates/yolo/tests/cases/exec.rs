@@ -156,3 +156,76 @@ fn shell_runs_the_users_shell_in_the_workspace() {
         .fails_with(3)
         .assert_stdout_contains("bash in /workspace");
 }
+
+/// `yolo` on a pseudo-terminal (`script`), as a person runs it; its exit code and output.
+fn on_a_terminal(t: &Test, args: &str) -> (Option<i32>, String) {
+    let yolo = env!("CARGO_BIN_EXE_yolo");
+    let cmd = t.command(&[]);
+    let envs: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())))
+        .collect();
+    let out = std::process::Command::new("script")
+        .args(["-qec", &format!("{yolo} {args}"), "/dev/null"])
+        .current_dir(&t.workspace)
+        .envs(envs)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (bsdutils)");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn run_records_its_terminal_and_replay_plays_it() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.user_config(
+        "[agents.talker]\ncommand = [\"sh\", \"-c\", \"printf 'recorded-\\\\033[1mbold\\\\033[0m\\\\n'; exit 3\"]\n",
+    );
+    let (_, up) = t.up(&[]);
+    let session = up["session"].as_str().unwrap().to_string();
+    let (code, _) = on_a_terminal(&t, "run talker");
+    assert_eq!(code, Some(3), "the agent's exit code");
+
+    // An asciicast v2 file in the session's folder, with what the agent printed.
+    let dir = t.data_dir.join("sessions").join(&session);
+    let casts: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(casts.len(), 1, "{casts:?}");
+    let text = std::fs::read_to_string(&casts[0]).unwrap();
+    let mut lines = text.lines();
+    let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["version"], 2);
+    assert!(header["width"].as_u64().unwrap() > 0);
+    let printed: String = lines
+        .map(|l| serde_json::from_str::<(f64, String, String)>(l).unwrap())
+        .filter(|(_, kind, _)| kind == "o")
+        .map(|(_, _, text)| text)
+        .collect();
+    assert!(printed.contains("recorded-\u{1b}[1mbold"), "{printed:?}");
+    assert!(t.events().iter().any(|e| e["kind"] == "notice"
+        && e["message"]
+            .as_str()
+            .unwrap()
+            .contains("terminal of agent recorded in")));
+
+    // `yolo replay` plays it; the terminal's own escapes are the recording's content.
+    t.yolo(&["replay", "--speed", "100"])
+        .ok()
+        .assert_stdout_contains("recorded-\u{1b}[1mbold");
+    t.yolo(&["replay", &session]).ok();
+    // Without a terminal nothing is recorded.
+    t.yolo(&["exec", "echo", "piped"]).ok();
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    // Bad input.
+    t.yolo(&["replay", "../../etc"]).fails_with(64);
+    t.yolo(&["replay", "--speed", "0"]).fails_with(64);
+    t.yolo(&["replay", "20990101T000000Z-00000000"])
+        .fails_with(66);
+}
