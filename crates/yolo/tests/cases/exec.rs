@@ -215,6 +215,16 @@ fn run_records_its_terminal_and_replay_plays_it() {
             .unwrap()
             .contains("terminal of agent recorded in")));
 
+    // asciinema's own player reads it (CI installs it and sets YOLO_ASCIINEMA).
+    if let Some(asciinema) = std::env::var_os("YOLO_ASCIINEMA") {
+        let out = std::process::Command::new(asciinema)
+            .arg("cat")
+            .arg(&casts[0])
+            .output()
+            .expect("asciinema");
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("recorded-\u{1b}[1mbold"));
+    }
     // `yolo replay` plays it; the terminal's own escapes are the recording's content.
     t.yolo(&["replay", "--speed", "100"])
         .ok()
