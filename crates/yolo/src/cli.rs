@@ -173,6 +173,12 @@ pub(crate) enum Command {
         /// Only events of this kind (repeatable)
         #[arg(long = "kind", value_name = "KIND", value_parser = PossibleValuesParser::new(EventKind::NAMES))]
         kinds: Vec<String>,
+        /// Only events from this time on: a time (2026-11-22T10:00:00Z) or an age (90s, 10m, 2h, 1d)
+        #[arg(long, value_name = "WHEN", value_parser = values::parse_since)]
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        /// Only events whose line (with --json, whose JSON) contains TEXT, ignoring case
+        #[arg(long, value_name = "TEXT")]
+        grep: Option<String>,
         /// Keep printing new events
         #[arg(long, short = 'f')]
         follow: bool,

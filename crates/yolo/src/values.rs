@@ -16,6 +16,31 @@ pub(crate) fn parse_cpus(text: &str) -> std::result::Result<f64, String> {
     policy::check_cpus(cpus).map_err(|e| e.to_string())
 }
 
+/// `audit --since WHEN`: an RFC 3339 time, or an age back from now (`90s`, `10m`, `2h`, `1d`).
+pub(crate) fn parse_since(
+    text: &str,
+) -> std::result::Result<chrono::DateTime<chrono::Utc>, String> {
+    let text = text.trim();
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    let bad =
+        || format!("\"{text}\" is neither a time like 2026-11-22T10:00:00Z nor an age like 10m");
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (number, unit) = text.split_at(split);
+    let n: i64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    let age =
+        chrono::Duration::try_seconds(n.checked_mul(seconds).ok_or_else(bad)?).ok_or_else(bad)?;
+    chrono::Utc::now().checked_sub_signed(age).ok_or_else(bad)
+}
+
 /// `replay --speed N`: a factor above 0.
 pub(crate) fn parse_speed(text: &str) -> std::result::Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -58,5 +83,25 @@ pub(crate) fn parse_upstream(text: &str) -> std::result::Result<SocketAddr, Stri
             "\"{text}\": port 0 is no resolver's port; give the port it listens on, or leave the port out for 53"
         )),
         Some(addr) => Ok(addr),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_takes_a_time_or_an_age() {
+        let t = parse_since("2026-11-22T10:00:00Z").unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-11-22T10:00:00+00:00");
+        let ten_minutes = chrono::Utc::now() - parse_since("10m").unwrap();
+        assert!(
+            (599..=601).contains(&ten_minutes.num_seconds()),
+            "{ten_minutes}"
+        );
+        assert!(parse_since("2d").is_ok());
+        for bad in ["", "10", "m", "10y", "yesterday", "99999999999999999d"] {
+            assert!(parse_since(bad).is_err(), "{bad}");
+        }
     }
 }

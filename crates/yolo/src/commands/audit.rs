@@ -6,10 +6,53 @@ use crate::error::{Error, Result};
 use crate::state::WorkspaceState;
 use std::time::Duration;
 
+/// Which events `yolo audit` prints.
+#[derive(Debug, Default)]
+pub(crate) struct Filter {
+    /// Only these kinds (none: every kind).
+    pub(crate) kinds: Vec<String>,
+    /// Only events at or after this time (an aggregated record counts at its last attempt).
+    pub(crate) since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only events whose printed line contains this, ignoring case.
+    pub(crate) grep: Option<String>,
+}
+
+impl Filter {
+    /// The line to print for `event`, if it passes.
+    fn line(&self, event: &Event, json: bool) -> Option<String> {
+        if !self.kinds.is_empty() && !self.kinds.iter().any(|k| k == event.kind.name()) {
+            return None;
+        }
+        if self.since.is_some_and(|since| last_time(event) < since) {
+            return None;
+        }
+        let line = if json {
+            serde_json::to_string(event).unwrap_or_default()
+        } else {
+            // The agent chose the argv and names recorded here.
+            crate::visible::escape_controls(&render(event))
+        };
+        match &self.grep {
+            Some(text) if !line.to_lowercase().contains(&text.to_lowercase()) => None,
+            _ => Some(line),
+        }
+    }
+}
+
+/// When an event's last attempt happened (a folded record is written after its attempts).
+fn last_time(event: &Event) -> chrono::DateTime<chrono::Utc> {
+    match &event.kind {
+        EventKind::Dns { last: Some(t), .. }
+        | EventKind::Blocked { last: Some(t), .. }
+        | EventKind::Connection { last: Some(t), .. } => *t,
+        _ => event.ts,
+    }
+}
+
 pub(crate) async fn execute(
     target: &Target,
     session: Option<String>,
-    kinds: Vec<String>,
+    filter: Filter,
     follow: bool,
     json: bool,
     list: bool,
@@ -30,14 +73,8 @@ pub(crate) async fn execute(
     let mut tail = audit::reader::Tail::new(files);
     loop {
         for event in tail.poll() {
-            if !kinds.is_empty() && !kinds.iter().any(|k| k == event.kind.name()) {
-                continue;
-            }
-            if json {
-                println!("{}", serde_json::to_string(&event).unwrap_or_default());
-            } else {
-                // The agent chose the argv and names recorded here.
-                println!("{}", crate::visible::escape_controls(&render(&event)));
+            if let Some(line) = filter.line(&event, json) {
+                println!("{line}");
             }
         }
         if !follow {
@@ -237,6 +274,44 @@ fn shell_words(argv: &[String]) -> String {
 mod tests {
     use super::shell_words;
     use super::*;
+
+    #[test]
+    fn the_filter_takes_kinds_a_time_and_text() {
+        let at = |s: &str| -> chrono::DateTime<chrono::Utc> { s.parse().unwrap() };
+        let event = |ts: &str, kind| Event {
+            ts: at(ts),
+            session: "s".into(),
+            phase: None,
+            kind,
+        };
+        let notice = event(
+            "2026-11-22T10:00:00Z",
+            EventKind::Notice {
+                message: "Hello there".into(),
+            },
+        );
+        let all = Filter::default();
+        assert!(all.line(&notice, false).unwrap().ends_with("Hello there"));
+        let kinds = Filter {
+            kinds: vec!["dns".into()],
+            ..Filter::default()
+        };
+        assert_eq!(kinds.line(&notice, false), None);
+        let since = |t: &str| Filter {
+            since: Some(at(t)),
+            ..Filter::default()
+        };
+        assert!(since("2026-11-22T10:00:00Z").line(&notice, false).is_some());
+        assert_eq!(since("2026-11-22T10:00:01Z").line(&notice, false), None);
+        let grep = |t: &str| Filter {
+            grep: Some(t.into()),
+            ..Filter::default()
+        };
+        assert!(grep("HELLO").line(&notice, false).is_some());
+        assert_eq!(grep("absent").line(&notice, false), None);
+        // With --json the JSON is what is searched.
+        assert!(grep("\"kind\":\"notice\"").line(&notice, true).is_some());
+    }
 
     #[test]
     fn aggregated_and_suppressed_records_say_how_many() {

@@ -64,10 +64,15 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             target,
             session,
             kinds,
+            since,
+            grep,
             follow,
             json,
             list,
-        } => audit::execute(&target, session, kinds, follow, json, list).await,
+        } => {
+            let filter = audit::Filter { kinds, since, grep };
+            audit::execute(&target, session, filter, follow, json, list).await
+        }
         Command::Replay {
             target,
             session,

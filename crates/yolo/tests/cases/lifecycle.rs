@@ -562,3 +562,30 @@ fn a_bad_disk_limit_is_a_config_error() {
         .assert_stderr_contains("limits.disk")
         .assert_stderr_contains("is not a size like 20g");
 }
+
+#[test]
+fn audit_filters_by_time_and_text() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    t.yolo(&["exec", "echo", "needle-in-the-log"]).ok();
+    let found = t.yolo(&["audit", "--grep", "NEEDLE-in"]).ok().stdout();
+    assert_eq!(found.lines().count(), 1, "{found}");
+    assert!(
+        found.contains("exec") && found.contains("needle-in-the-log"),
+        "{found}"
+    );
+    assert!(t
+        .yolo(&["audit", "--since", "1h"])
+        .ok()
+        .stdout()
+        .contains("session_start"));
+    let future = t
+        .yolo(&["audit", "--since", "2099-01-01T00:00:00Z"])
+        .ok()
+        .stdout();
+    assert_eq!(future, "", "nothing happened after 2099");
+    t.yolo(&["audit", "--since", "yesterday"])
+        .fails_with(64)
+        .assert_stderr_contains("an age like 10m");
+}
