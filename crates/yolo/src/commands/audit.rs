@@ -39,8 +39,9 @@ impl Filter {
     }
 }
 
-/// When an event's last attempt happened (a folded record is written after its attempts).
-fn last_time(event: &Event) -> chrono::DateTime<chrono::Utc> {
+/// When an event's last attempt happened: a folded record is written up to a second after its
+/// attempts, so a repeat from before a given time must not count as after it.
+pub(crate) fn last_time(event: &Event) -> chrono::DateTime<chrono::Utc> {
     match &event.kind {
         EventKind::Dns { last: Some(t), .. }
         | EventKind::Blocked { last: Some(t), .. }

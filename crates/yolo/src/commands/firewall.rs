@@ -213,17 +213,6 @@ async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
     }
 }
 
-/// When an event's attempts last happened: an aggregated record is written up to a second after
-/// them, so a repeat from before the run must not count in the run's summary.
-fn happened(event: &audit::Event) -> chrono::DateTime<chrono::Utc> {
-    match &event.kind {
-        EventKind::Dns { last: Some(t), .. }
-        | EventKind::Blocked { last: Some(t), .. }
-        | EventKind::Connection { last: Some(t), .. } => *t,
-        _ => event.ts,
-    }
-}
-
 /// The one-screen summary printed after `yolo run`: what the agent reached and what it did not.
 pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> String {
     let mut tail = audit::reader::Tail::new(audit::session_files(session));
@@ -232,7 +221,11 @@ pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> St
     let mut blocked: BTreeMap<String, u64> = BTreeMap::new();
     // Cumulative per kind: the last record of each kind has the total.
     let mut suppressed: BTreeMap<String, u64> = BTreeMap::new();
-    for event in tail.poll().into_iter().filter(|e| happened(e) >= since) {
+    for event in tail
+        .poll()
+        .into_iter()
+        .filter(|e| super::audit::last_time(e) >= since)
+    {
         // An aggregated record stands for `count` attempts.
         let n = event.kind.count();
         match event.kind {
