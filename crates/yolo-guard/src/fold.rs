@@ -96,12 +96,7 @@ impl Fold {
             now - entry.last < IDLE
         });
         // Stable order for readers and tests: by first occurrence.
-        out.sort_by_key(|k| match k {
-            EventKind::Dns { first, .. }
-            | EventKind::Blocked { first, .. }
-            | EventKind::Connection { first, .. } => *first,
-            _ => None,
-        });
+        out.sort_by_key(|k| k.folded().and_then(|f| f.first));
         out
     }
 
@@ -116,34 +111,14 @@ impl Fold {
     }
 }
 
-/// The kinds an agent can repeat at will: network attempts and DNS queries.
+/// The kinds an agent can repeat at will (network attempts and DNS queries), not yet folded.
 fn foldable(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Dns { count: None, .. }
-            | EventKind::Blocked { count: None, .. }
-            | EventKind::Connection { count: None, .. }
-    )
+    kind.folded().is_some_and(|f| f.count.is_none())
 }
 
 fn aggregate(kind: &EventKind, n: u64, from: DateTime<Utc>, to: DateTime<Utc>) -> EventKind {
     let mut kind = kind.clone();
-    match &mut kind {
-        EventKind::Dns {
-            count, first, last, ..
-        }
-        | EventKind::Blocked {
-            count, first, last, ..
-        }
-        | EventKind::Connection {
-            count, first, last, ..
-        } => {
-            *count = Some(n);
-            *first = Some(from);
-            *last = Some(to);
-        }
-        _ => {}
-    }
+    kind.set_folded(n, from, to);
     kind
 }
 

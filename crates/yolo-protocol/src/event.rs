@@ -212,14 +212,61 @@ impl EventKind {
 
     /// How many occurrences this record stands for: `count` of an aggregated record, else one.
     pub fn count(&self) -> u64 {
-        match self {
-            EventKind::Dns { count, .. }
-            | EventKind::Blocked { count, .. }
-            | EventKind::Connection { count, .. } => count.unwrap_or(1),
-            EventKind::Suppressed { count, .. } => *count,
+        match (self, self.folded()) {
+            (EventKind::Suppressed { count, .. }, _) => *count,
+            (_, Some(folded)) => folded.count.unwrap_or(1),
             _ => 1,
         }
     }
+
+    /// The folding fields of the kinds an agent can repeat at will (`dns`, `blocked`,
+    /// `connection`); `None` for the other kinds.
+    pub fn folded(&self) -> Option<Folded> {
+        match self {
+            EventKind::Dns {
+                count, first, last, ..
+            }
+            | EventKind::Blocked {
+                count, first, last, ..
+            }
+            | EventKind::Connection {
+                count, first, last, ..
+            } => Some(Folded {
+                count: *count,
+                first: *first,
+                last: *last,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Make this the aggregated record of `count` occurrences from `first` to `last` (a kind
+    /// that does not fold stays as it is).
+    pub fn set_folded(&mut self, n: u64, from: DateTime<Utc>, to: DateTime<Utc>) {
+        if let EventKind::Dns {
+            count, first, last, ..
+        }
+        | EventKind::Blocked {
+            count, first, last, ..
+        }
+        | EventKind::Connection {
+            count, first, last, ..
+        } = self
+        {
+            *count = Some(n);
+            *first = Some(from);
+            *last = Some(to);
+        }
+    }
+}
+
+/// What an aggregated record adds to its kind: how many occurrences it stands for (absent: one),
+/// and when the first and the last of them happened.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Folded {
+    pub count: Option<u64>,
+    pub first: Option<DateTime<Utc>>,
+    pub last: Option<DateTime<Utc>>,
 }
 
 #[cfg(test)]

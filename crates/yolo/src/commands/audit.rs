@@ -42,12 +42,7 @@ impl Filter {
 /// When an event's last attempt happened: a folded record is written up to a second after its
 /// attempts, so a repeat from before a given time must not count as after it.
 pub(crate) fn last_time(event: &Event) -> chrono::DateTime<chrono::Utc> {
-    match &event.kind {
-        EventKind::Dns { last: Some(t), .. }
-        | EventKind::Blocked { last: Some(t), .. }
-        | EventKind::Connection { last: Some(t), .. } => *t,
-        _ => event.ts,
-    }
+    event.kind.folded().and_then(|f| f.last).unwrap_or(event.ts)
 }
 
 pub(crate) async fn execute(
