@@ -961,6 +961,8 @@ mod tests {
             allow_internal_answers: false,
             max_session_log: yolo_protocol::DEFAULT_MAX_SESSION_LOG,
             phase: None,
+            exec_audit: None,
+            file_watch: None,
         }
     }
 

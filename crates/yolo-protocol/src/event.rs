@@ -160,6 +160,85 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sha256_after: Option<String>,
     },
+    /// A program started in the agent container (`execve`/`execveat`), seen by the guard's
+    /// exec supervisor before it ran. `argv` is what the kernel ran (read at the exec itself,
+    /// so a thread rewriting it cannot make the log differ); for a script that is the
+    /// interpreter's argv, the script's path in it.
+    Exec {
+        /// Unique in the session; the `exec_exit` of this program names it.
+        id: u64,
+        pid: i32,
+        ppid: i32,
+        uid: u32,
+        gid: u32,
+        /// The path the caller asked for (for `execveat` on a descriptor: what it points to).
+        path: String,
+        /// The binary the kernel mapped (the interpreter of a script); absent when it failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exe: Option<String>,
+        argv: Vec<String>,
+        cwd: String,
+        /// `ok`, or the error the caller got (`ENOENT`, `EACCES`...), or `refused` when the
+        /// supervisor refused it (its log could not be written).
+        result: String,
+        /// The argv in memory before the exec differed from what the kernel ran: something
+        /// rewrote it in between (the logged `argv` is what ran).
+        #[serde(default, skip_serializing_if = "is_false")]
+        argv_rewritten: bool,
+        /// `argv` was cut (too many or too long arguments); `argc` says how many there were.
+        #[serde(default, skip_serializing_if = "is_false")]
+        truncated: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        argc: Option<u64>,
+        /// Not written by the guard: the reader copies these from the matching `exec_exit`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
+    },
+    /// The process of an `exec` ended (or exec'd another program, which has its own `exec`).
+    ExecExit {
+        /// The `exec` record's id.
+        id: u64,
+        pid: i32,
+        /// The exit status, or 128 + the signal that killed it.
+        exit_code: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
+        duration_ms: u64,
+    },
+    /// A process in the agent container runs without the exec filter (something started it
+    /// with a plain `docker exec`, or an editor attached): its execs are not recorded.
+    Unsupervised {
+        pid: i32,
+        ppid: i32,
+        uid: u32,
+        exe: String,
+        argv: Vec<String>,
+    },
+    /// A change in the workspace, seen by the guard's file watcher (inotify) while the session
+    /// ran. Changes below one folder that come in bursts are folded into one record with the
+    /// folder as `path` and `count`; a `sensitive` path is always a record of its own.
+    File {
+        /// Relative to the workspace; a folded record's path ends with `/`.
+        path: String,
+        /// created, modified, deleted, renamed
+        change: String,
+        /// For `renamed`: the old path.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<u64>,
+        /// A path the host executes or reads as configuration (the read-only and watched lists).
+        #[serde(default)]
+        sensitive: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first: Option<DateTime<Utc>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last: Option<DateTime<Utc>>,
+    },
     /// Something yolo wants on record that fits no other kind (warnings, refusals).
     Notice {
         message: String,
@@ -189,6 +268,10 @@ impl EventKind {
         "firewall",
         "guard",
         "watched_file",
+        "exec",
+        "exec_exit",
+        "unsupervised",
+        "file",
         "notice",
         "suppressed",
     ];
@@ -205,6 +288,10 @@ impl EventKind {
             EventKind::Firewall { .. } => "firewall",
             EventKind::Guard { .. } => "guard",
             EventKind::WatchedFile { .. } => "watched_file",
+            EventKind::Exec { .. } => "exec",
+            EventKind::ExecExit { .. } => "exec_exit",
+            EventKind::Unsupervised { .. } => "unsupervised",
+            EventKind::File { .. } => "file",
             EventKind::Notice { .. } => "notice",
             EventKind::Suppressed { .. } => "suppressed",
         }
@@ -219,7 +306,7 @@ impl EventKind {
         }
     }
 
-    /// The folding fields of the kinds an agent can repeat at will (`dns`, `blocked`,
+    /// The folding fields of the kinds an agent can repeat at will (`dns`, `blocked`, `file`,
     /// `connection`); `None` for the other kinds.
     pub fn folded(&self) -> Option<Folded> {
         match self {
@@ -230,6 +317,9 @@ impl EventKind {
                 count, first, last, ..
             }
             | EventKind::Connection {
+                count, first, last, ..
+            }
+            | EventKind::File {
                 count, first, last, ..
             } => Some(Folded {
                 count: *count,
@@ -251,6 +341,9 @@ impl EventKind {
         }
         | EventKind::Connection {
             count, first, last, ..
+        }
+        | EventKind::File {
+            count, first, last, ..
         } = self
         {
             *count = Some(n);
@@ -258,6 +351,10 @@ impl EventKind {
             *last = Some(to);
         }
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What an aggregated record adds to its kind: how many occurrences it stands for (absent: one),
@@ -343,6 +440,47 @@ mod tests {
                 diff: s(),
                 sha256_before: None,
                 sha256_after: None,
+            },
+            EventKind::Exec {
+                id: 0,
+                pid: 0,
+                ppid: 0,
+                uid: 0,
+                gid: 0,
+                path: s(),
+                exe: None,
+                argv: vec![],
+                cwd: s(),
+                result: s(),
+                argv_rewritten: false,
+                truncated: false,
+                argc: None,
+                exit_code: None,
+                duration_ms: None,
+            },
+            EventKind::ExecExit {
+                id: 0,
+                pid: 0,
+                exit_code: 0,
+                signal: None,
+                duration_ms: 0,
+            },
+            EventKind::Unsupervised {
+                pid: 0,
+                ppid: 0,
+                uid: 0,
+                exe: s(),
+                argv: vec![],
+            },
+            EventKind::File {
+                path: s(),
+                change: s(),
+                from: None,
+                size: None,
+                sensitive: false,
+                count: None,
+                first: None,
+                last: None,
             },
             EventKind::Notice { message: s() },
             EventKind::Suppressed {

@@ -64,7 +64,45 @@ pub struct GuardConfig {
     /// event the guard writes carries it. `None`: the agent's own session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// The exec supervisor: record every program the agent's processes start. `None`: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_audit: Option<ExecAudit>,
+    /// The workspace file watcher. `None`: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_watch: Option<FileWatch>,
 }
+
+/// Where and how the guard records the agent's execs (`GuardConfig::exec_audit`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecAudit {
+    /// The JSONL file for `exec`, `exec_exit` and `unsupervised` events (bind-mounted).
+    pub log_path: PathBuf,
+    /// Past this size, execs are refused (fail closed) rather than run unrecorded.
+    pub max_bytes: u64,
+}
+
+/// What the guard's file watcher watches (`GuardConfig::file_watch`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FileWatch {
+    /// The workspace, mounted read-only in the guard.
+    pub root: PathBuf,
+    /// The JSONL file for `file` events (bind-mounted).
+    pub log_path: PathBuf,
+    /// Globs (relative to the workspace, `/`-separated, matched ignoring case) of paths the host
+    /// executes or reads as configuration: a change to one is `sensitive` and never folded.
+    pub sensitive: Vec<String>,
+    /// The size the file log may reach; past it, `suppressed` records count what was not written.
+    pub max_bytes: u64,
+}
+
+/// The abstract Unix socket (`@yolo-exec`) where the guard's exec supervisor takes the seccomp
+/// listeners of the agent's shims. Abstract names belong to the network namespace, which the
+/// agent shares with the guard; the guard binds it before the agent exists.
+pub const EXEC_SOCKET: &str = "yolo-exec";
+/// Where the shim (the `yolo-guard` binary, run as `shim`) is mounted read-only in the agent.
+pub const SHIM_PATH: &str = "/.yolo/shim";
+/// The default cap of a session's exec log, in bytes (`[audit] max_exec_log`).
+pub const DEFAULT_MAX_EXEC_LOG: u64 = 1 << 30;
 
 /// The default cap of a session's guard log, in bytes (`[audit] max_session_log`).
 pub const DEFAULT_MAX_SESSION_LOG: u64 = 16 << 20;

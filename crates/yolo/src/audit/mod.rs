@@ -27,10 +27,22 @@ pub(crate) fn network_dir() -> PathBuf {
     crate::user_config::data_dir().join("network")
 }
 
-/// Every file holding a session's events: the host's and the guard's.
+/// Every file holding a session's events: the host's and the guard's (network, execs, files).
 pub(crate) fn session_files(session: &str) -> Vec<PathBuf> {
     vec![
         session_path(session),
         network_dir().join(format!("{session}.jsonl")),
+        network_dir().join(exec_log_name(session)),
+        network_dir().join(file_log_name(session)),
     ]
+}
+
+/// The guard's exec log of a session, in `network_dir()` (the guard sees it under its log dir).
+pub(crate) fn exec_log_name(session: &str) -> String {
+    format!("{session}.exec.jsonl")
+}
+
+/// The guard's file-change log of a session, in `network_dir()`.
+pub(crate) fn file_log_name(session: &str) -> String {
+    format!("{session}.files.jsonl")
 }

@@ -206,6 +206,66 @@ pub(crate) fn render(event: &Event) -> String {
                 ""
             }
         ),
+        EventKind::Exec {
+            pid,
+            uid,
+            cwd,
+            argv,
+            result,
+            exit_code,
+            argv_rewritten,
+            ..
+        } => format!(
+            "pid={pid} uid={uid} {}{}{} in {}: {}",
+            if result == "ok" {
+                String::new()
+            } else {
+                format!("{result} ")
+            },
+            exit_code.map(|c| format!("exit={c} ")).unwrap_or_default(),
+            if *argv_rewritten {
+                "(argv rewritten before the exec) "
+            } else {
+                ""
+            },
+            crate::visible::escape_controls(cwd),
+            crate::visible::escape_controls(&shell_words(argv))
+        ),
+        EventKind::ExecExit {
+            pid,
+            exit_code,
+            signal,
+            duration_ms,
+            ..
+        } => format!(
+            "pid={pid} exit={exit_code}{} {duration_ms}ms",
+            signal.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()
+        ),
+        EventKind::Unsupervised {
+            pid, exe, argv, ..
+        } => format!(
+            "pid={pid} runs without the exec filter (its execs are not recorded): {} {}",
+            crate::visible::escape_controls(exe),
+            crate::visible::escape_controls(&shell_words(argv))
+        ),
+        EventKind::File {
+            path,
+            change,
+            from,
+            sensitive,
+            count,
+            first,
+            last,
+            ..
+        } => format!(
+            "{change} {}{}{}{}",
+            from.as_ref()
+                .map(|f| format!("{} -> ", crate::visible::escape_controls(f)))
+                .unwrap_or_default(),
+            crate::visible::escape_controls(path),
+            if *sensitive { " (sensitive)" } else { "" },
+            repeats(*count, *first, *last)
+        ),
         EventKind::Notice { message } => message.clone(),
         EventKind::Suppressed {
             of,

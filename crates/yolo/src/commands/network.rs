@@ -137,6 +137,9 @@ pub(crate) fn guard_config(
         allow_internal_answers: guard.allow_internal_answers,
         max_session_log: guard.max_session_log,
         phase: phase.map(str::to_string),
+        // Filled in by the exec audit and the file watcher when they are on.
+        exec_audit: None,
+        file_watch: None,
     }
 }
 
