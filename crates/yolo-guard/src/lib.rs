@@ -11,7 +11,9 @@ pub mod control;
 pub(crate) mod dns;
 pub(crate) mod error;
 pub(crate) mod events;
+pub mod exec;
 pub(crate) mod fold;
+pub mod init;
 pub(crate) mod names;
 pub(crate) mod nflog;
 pub(crate) mod revoke;
@@ -108,6 +110,11 @@ impl Batches for Ruleset {
 /// [`run`] with the batches given: read the config, enforce, serve until SIGTERM.
 pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<()> {
     let started = Instant::now();
+    // Before any thread exists: the signal thread takes them (see `init`).
+    init::block_signals();
+    // Root in the agent shares this PID namespace: no ptrace, no /proc/1/mem, whatever caps.
+    // SAFETY: plain prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let _ = std::fs::remove_file(GUARD_READY_FILE); // a restarted container is not ready yet
     let text = std::fs::read_to_string(config_path).map_err(|e| Error::io(config_path, e))?;
     let config: GuardConfig = serde_json::from_str(&text).map_err(|e| Error::Config {
@@ -287,6 +294,23 @@ async fn serve<B: Batches>(
             [("error", e.clone().into())],
         ));
     }
+    // The agent's shims register here; it must exist before the agent does.
+    let exec = match &config.exec_audit {
+        Some(audit) => Some(
+            exec::supervisor::start(
+                exec::supervisor::Options {
+                    socket: exec::wire::SOCKET.to_string(),
+                    log_path: audit.log_path.clone(),
+                    max_bytes: audit.max_bytes,
+                    session: config.session.clone(),
+                    phase: config.phase.clone(),
+                },
+                Arc::clone(&guard.events),
+            )
+            .map_err(|e| fail("cannot start the exec supervisor", e.to_string()))?,
+        ),
+        None => None,
+    };
     let ready_ms = started.elapsed().as_millis() as u64;
     guard.events.emit(guard_event(
         "ready",
@@ -313,6 +337,8 @@ async fn serve<B: Batches>(
                     .collect::<Vec<_>>()
                     .into(),
             ),
+            ("exec_audit", exec.is_some().into()),
+            ("pid", std::process::id().into()),
         ],
     ));
     write_ready_file()
@@ -320,7 +346,10 @@ async fn serve<B: Batches>(
     // With the session: the host waits for this start's line, not an earlier run's.
     println!("{GUARD_READY_LINE} {}", config.session);
 
-    wait_for_termination().await;
+    wait_for_termination(Arc::clone(&guard.events)).await;
+    if let Some(exec) = &exec {
+        exec.stop();
+    }
     let _ = std::fs::remove_file(GUARD_READY_FILE);
     // `yolo down` gives the guard 5 s after SIGTERM; the last aggregates and counts take far less.
     guard.events.finish(std::time::Duration::from_secs(3));
@@ -345,19 +374,32 @@ fn write_ready_file() -> std::io::Result<()> {
     std::fs::write(path, format!("{}\n", std::process::id()))
 }
 
-async fn wait_for_termination() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+/// Until SIGTERM or SIGINT from outside the namespace (`init::next_signal`, in a thread of its
+/// own, which also reaps orphans). A signal an agent process sends PID 1 is recorded, not obeyed.
+async fn wait_for_termination(events: Arc<Events>) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("yolo-signals".into())
+        .spawn(move || loop {
+            match init::next_signal() {
+                init::Received::Stop(_) => {
+                    let _ = tx.send(());
+                    return;
+                }
+                init::Received::Ignored { signal, from } => events.emit(guard_event(
+                    "signal_ignored",
+                    [
+                        ("signal", init::signal_name(signal).into()),
+                        ("from_pid", from.into()),
+                    ],
+                )),
+                init::Received::Child => {}
             }
-        }
-        _ => std::future::pending().await,
+        });
+    if spawned.is_ok() {
+        let _ = rx.await;
+    } else {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -40,18 +40,20 @@ pub fn list_table_value() -> Result<Value, String> {
 }
 
 fn run_nft(args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>, String> {
-    let mut child = Command::new("nft")
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run nft: {e} (is nftables installed in the guard image?)"))?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+    // Registered as the guard's own: as PID 1 it reaps orphans, and must not reap this one.
+    let mut child = crate::init::spawn_owned(
+        Command::new("nft")
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .map_err(|e| format!("cannot run nft: {e} (is nftables installed in the guard image?)"))?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.child().stdin.take()) {
         // A write error means nft exited early; its stderr below says why.
         let _ = pipe.write_all(input);
     }

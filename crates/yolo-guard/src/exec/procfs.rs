@@ -1,0 +1,239 @@
+//! Reading a process of the agent: its memory (`process_vm_readv`, which needs SYS_PTRACE over
+//! it) and its `/proc` files. Everything is bounded: the agent controls the sizes.
+
+use std::io;
+
+/// At most this many arguments are logged; `argc` then says how many there were.
+pub const MAX_ARGS: usize = 4096;
+/// At most this many bytes of one argument, and of all of them together.
+pub const MAX_ARG: usize = 4096;
+pub const MAX_ARGV_BYTES: usize = 128 * 1024;
+
+/// Read `len` bytes at `addr` of `pid` (fewer when the range ends in unmapped memory).
+fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` covers `buf`; the kernel checks the remote range.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// A NUL-terminated string at `addr`, read a page at a time (a string may end right before an
+/// unmapped page). `None` past `max` bytes: the result is then cut and flagged by the caller.
+pub fn read_cstring(pid: i32, addr: u64, max: usize) -> io::Result<(Vec<u8>, bool)> {
+    let mut out = Vec::new();
+    let mut at = addr;
+    loop {
+        let to_page_end = 4096 - (at % 4096) as usize;
+        let want = to_page_end.min(max + 1 - out.len());
+        let mut buf = vec![0u8; want];
+        let n = read_mem(pid, at, &mut buf)?;
+        if n == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        if let Some(end) = buf[..n].iter().position(|&b| b == 0) {
+            out.extend_from_slice(&buf[..end]);
+            return Ok((out, false));
+        }
+        out.extend_from_slice(&buf[..n]);
+        if out.len() > max {
+            out.truncate(max);
+            return Ok((out, true));
+        }
+        at += n as u64;
+    }
+}
+
+/// The argv array at `addr`: the strings (each and all bounded), whether they were cut, and how
+/// many there were (counted up to [`MAX_ARGS`] * 4).
+pub fn read_argv(pid: i32, addr: u64) -> io::Result<(Vec<String>, bool, usize)> {
+    let mut argv = Vec::new();
+    let mut truncated = false;
+    let mut total = 0usize;
+    let mut argc = 0usize;
+    if addr == 0 {
+        return Ok((argv, false, 0));
+    }
+    let ptr_size = std::mem::size_of::<u64>();
+    let mut pointers = vec![0u8; 512 * ptr_size];
+    let mut at = addr;
+    'outer: loop {
+        let n = read_mem(pid, at, &mut pointers)?;
+        if n < ptr_size {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        for chunk in pointers[..n - n % ptr_size].chunks_exact(ptr_size) {
+            let p = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+            if p == 0 {
+                break 'outer;
+            }
+            argc += 1;
+            if argc > MAX_ARGS * 4 {
+                break 'outer;
+            }
+            if argv.len() >= MAX_ARGS || total >= MAX_ARGV_BYTES {
+                truncated = true;
+                continue;
+            }
+            let (bytes, cut) = read_cstring(pid, p, MAX_ARG)?;
+            truncated |= cut;
+            total += bytes.len();
+            argv.push(String::from_utf8_lossy(&bytes).into_owned());
+        }
+        at += (n - n % ptr_size) as u64;
+    }
+    Ok((argv, truncated, argc))
+}
+
+/// `/proc/<pid>/cmdline` as arguments, bounded like [`read_argv`].
+pub fn cmdline(pid: i32) -> io::Result<(Vec<String>, bool, usize)> {
+    let bytes = read_bounded(&format!("/proc/{pid}/cmdline"), 4 << 20)?;
+    let mut parts: Vec<&[u8]> = bytes.split(|&b| b == 0).collect();
+    if parts.last().is_some_and(|p| p.is_empty()) {
+        parts.pop();
+    }
+    let argc = parts.len();
+    let mut truncated = false;
+    let mut total = 0;
+    let mut argv = Vec::new();
+    for part in parts {
+        if argv.len() >= MAX_ARGS || total >= MAX_ARGV_BYTES {
+            truncated = true;
+            break;
+        }
+        let cut = part.len() > MAX_ARG;
+        truncated |= cut;
+        let part = &part[..part.len().min(MAX_ARG)];
+        total += part.len();
+        argv.push(String::from_utf8_lossy(part).into_owned());
+    }
+    Ok((argv, truncated, argc))
+}
+
+fn read_bounded(path: &str, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    std::fs::File::open(path)?.take(max).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+pub fn readlink(path: &str) -> String {
+    std::fs::read_link(path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// What `/proc/<pid>/status` says about a process.
+#[derive(Debug, Default, Clone)]
+pub struct Status {
+    pub tgid: i32,
+    pub ppid: i32,
+    pub uid: u32,
+    pub gid: u32,
+    pub seccomp_filters: Option<u32>,
+}
+
+pub fn status(pid: i32) -> io::Result<Status> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    Ok(parse_status(&text))
+}
+
+pub fn parse_status(text: &str) -> Status {
+    let mut s = Status::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let first = value.split_whitespace().next().unwrap_or("");
+        match key {
+            "Tgid" => s.tgid = first.parse().unwrap_or(0),
+            "PPid" => s.ppid = first.parse().unwrap_or(0),
+            // Real, effective, saved, filesystem: the effective one.
+            "Uid" => s.uid = value.split_whitespace().nth(1).unwrap_or(first).parse().unwrap_or(0),
+            "Gid" => s.gid = value.split_whitespace().nth(1).unwrap_or(first).parse().unwrap_or(0),
+            "Seccomp_filters" => s.seccomp_filters = first.parse().ok(),
+            _ => {}
+        }
+    }
+    s
+}
+
+/// The start time of a process (field 22 of `stat`), which tells a reused pid apart.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command may hold spaces and parentheses: fields start after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The exit status a zombie left (field 52 of `stat`), in wait-status form.
+pub fn zombie_exit_status(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    if fields.next()? != "Z" {
+        return None;
+    }
+    rest.split_whitespace().nth(49)?.parse().ok()
+}
+
+/// The filename the kernel executed, as the new program sees it (`AT_EXECFN` in its auxiliary
+/// vector): exact even when a thread rewrote the caller's copy during the exec.
+pub fn exec_filename(pid: i32) -> Option<String> {
+    const AT_EXECFN: u64 = 31;
+    let auxv = read_bounded(&format!("/proc/{pid}/auxv"), 4096).ok()?;
+    let addr = auxv
+        .chunks_exact(16)
+        .map(|pair| {
+            (
+                u64::from_ne_bytes(pair[..8].try_into().expect("8 bytes")),
+                u64::from_ne_bytes(pair[8..].try_into().expect("8 bytes")),
+            )
+        })
+        .find(|(key, _)| *key == AT_EXECFN)?
+        .1;
+    let (bytes, _) = read_cstring(pid, addr, MAX_ARG).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_gives_the_effective_ids_and_the_filter_count() {
+        let text = "Name:\tsh\nTgid:\t42\nPid:\t43\nPPid:\t7\nUid:\t1000\t0\t0\t0\nGid:\t100\t5\t5\t5\nSeccomp:\t2\nSeccomp_filters:\t2\n";
+        let s = parse_status(text);
+        assert_eq!((s.tgid, s.ppid, s.uid, s.gid), (42, 7, 0, 5));
+        assert_eq!(s.seccomp_filters, Some(2));
+    }
+
+    /// Our own argv, read the way the supervisor reads an agent's.
+    #[test]
+    fn argv_and_strings_are_read_from_another_address_space_api() {
+        let args: Vec<std::ffi::CString> = ["prog", "two words", ""]
+            .iter()
+            .map(|s| std::ffi::CString::new(*s).unwrap())
+            .collect();
+        let mut ptrs: Vec<u64> = args.iter().map(|a| a.as_ptr() as u64).collect();
+        ptrs.push(0);
+        let pid = std::process::id() as i32;
+        let (argv, truncated, argc) = read_argv(pid, ptrs.as_ptr() as u64).unwrap();
+        assert_eq!(argv, vec!["prog", "two words", ""]);
+        assert!(!truncated);
+        assert_eq!(argc, 3);
+        let long = std::ffi::CString::new(vec![b'x'; MAX_ARG + 10]).unwrap();
+        let (bytes, cut) = read_cstring(pid, long.as_ptr() as u64, MAX_ARG).unwrap();
+        assert!(cut);
+        assert_eq!(bytes.len(), MAX_ARG);
+    }
+}

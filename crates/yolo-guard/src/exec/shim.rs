@@ -1,0 +1,132 @@
+//! `yolo-guard shim PROGRAM [ARGS...]`: the first program of the agent's main process and of
+//! every `docker exec` yolo makes. Before PROGRAM (untrusted) runs, it installs the exec filter
+//! (`filter`), hands the filter's listener to the guard's supervisor, which must be PID 1 of the
+//! namespace, waits for the acknowledgement, and execs PROGRAM. Any failure stops here with
+//! exit status 126 and a message: nothing runs unrecorded.
+
+use super::filter;
+use super::wire;
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+
+/// What a failed start exits with (Docker's "cannot invoke").
+const CANNOT_RUN: i32 = 126;
+
+/// Run the shim: never returns on success (PROGRAM replaced it).
+pub fn main(args: &[OsString]) -> i32 {
+    let Some(program) = args.first() else {
+        eprintln!("usage: yolo-guard shim PROGRAM [ARGS...]");
+        return 64;
+    };
+    match supervise(wire::SOCKET, 1).and_then(|()| exec(program, args)) {
+        Ok(never) => match never {},
+        Err(message) => {
+            eprintln!("yolo: {message}; not running {}", program.to_string_lossy());
+            CANNOT_RUN
+        }
+    }
+}
+
+/// Install the filter and register its listener with the supervisor at `socket` (an abstract
+/// name), whose process must be `supervisor_pid` as this namespace sees it.
+pub fn supervise(socket: &str, supervisor_pid: i32) -> Result<(), String> {
+    let listener = filter::install().map_err(|e| match e.raw_os_error() {
+        Some(libc::EINVAL) => format!(
+            "cannot install the exec audit's seccomp filter ({e}): it needs Linux 5.19 or later; \
+             turn the exec audit off with `[audit] exec = false` in yolo's config"
+        ),
+        Some(libc::EPERM) => format!(
+            "cannot install the exec audit's seccomp filter ({e}): this process is already \
+             supervised and may not open a second listener"
+        ),
+        _ => format!("cannot install the exec audit's seccomp filter: {e}"),
+    })?;
+    register(&listener, socket, supervisor_pid, Duration::from_secs(10))
+}
+
+/// Hand `listener` to the supervisor and wait for its acknowledgement.
+pub fn register(
+    listener: &OwnedFd,
+    socket: &str,
+    supervisor_pid: i32,
+    timeout: Duration,
+) -> Result<(), String> {
+    use std::io::Read;
+    let unreachable = |e: std::io::Error| {
+        format!("the exec audit's supervisor (the guard) is not reachable at @{socket}: {e}")
+    };
+    let stream = wire::connect(socket).map_err(unreachable)?;
+    let peer = wire::peer_pid(&stream).map_err(unreachable)?;
+    if peer != supervisor_pid {
+        return Err(format!(
+            "the exec audit's socket @{socket} is held by process {peer}, not by the guard \
+             (process {supervisor_pid})"
+        ));
+    }
+    stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
+    wire::send_fd(&stream, wire::HELLO, listener.as_raw_fd()).map_err(unreachable)?;
+    let mut answer = [0u8; 64];
+    let mut got = 0;
+    while got < answer.len() {
+        let n = (&stream)
+            .read(&mut answer[got..])
+            .map_err(|e| format!("the exec audit's supervisor did not acknowledge: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+        if answer[..got].contains(&b'\n') {
+            break;
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer[..got]);
+    match answer.trim_end() {
+        wire::ACK => Ok(()),
+        other => Err(format!("the exec audit's supervisor refused: {other}")),
+    }
+}
+
+/// `execve` PROGRAM, found on PATH when it has no `/` (one exec, not one per PATH entry, so the
+/// log holds what ran rather than the misses of a search).
+fn exec(program: &OsStr, args: &[OsString]) -> Result<std::convert::Infallible, String> {
+    let path = resolve(program).ok_or_else(|| "command not found".to_string())?;
+    let cstr = |s: &OsStr| {
+        CString::new(s.as_bytes()).map_err(|_| "an argument contains a NUL byte".to_string())
+    };
+    let path_c = cstr(&path)?;
+    let argv: Vec<CString> = args.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?;
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let env: Vec<CString> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).ok()
+        })
+        .collect();
+    let mut env_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+    // SAFETY: NUL-terminated arrays of NUL-terminated strings that outlive the call.
+    unsafe { libc::execve(path_c.as_ptr(), argv_ptrs.as_ptr(), env_ptrs.as_ptr()) };
+    Err(format!("{}", std::io::Error::last_os_error()))
+}
+
+fn resolve(program: &OsStr) -> Option<OsString> {
+    if program.as_bytes().contains(&b'/') {
+        return Some(program.to_os_string());
+    }
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(candidate)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+        .map(Into::into)
+}

@@ -1,0 +1,854 @@
+//! The exec supervisor: PID 1 of the namespace the agent shares takes the seccomp listeners of
+//! the agent's shims and records every `execve`/`execveat` before it runs.
+//!
+//! For each notification, in one thread (ptrace requests must come from the tracer thread):
+//! 1. read the path and argv the caller passed (`process_vm_readv`);
+//! 2. `PTRACE_SEIZE` the thread with `PTRACE_O_TRACEEXEC` and `PTRACE_INTERRUPT` it. It sleeps
+//!    killably in the notification (`SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`), so the interrupt
+//!    waits until the syscall is over;
+//! 3. let the syscall continue. If the exec succeeds the thread stops at `PTRACE_EVENT_EXEC`
+//!    before the new program's first instruction: argv (`/proc/<pid>/cmdline`), the filename
+//!    (`AT_EXECFN`) and the binary (`/proc/<pid>/exe`) are read from the new image, so a thread
+//!    that rewrote the caller's argv in between cannot make the log differ from what runs. The
+//!    record is written, a pidfd taken for the exit, and the thread let go. If the write fails
+//!    the program is killed there, before it ran. If the exec fails the pending interrupt stops
+//!    the thread on its way back to user space, where the return value gives the errno;
+//! 4. when the pidfd says the process ended, an `exec_exit` record with the status
+//!    (`PIDFD_GET_INFO`, or the zombie's `/proc/<pid>/stat` on kernels before 6.15).
+//!
+//! Fail closed: the shim refuses to run anything it could not register; a listener the guard
+//! lost (the guard died) makes `execve` fail with ENOSYS, and the guard's death kills the
+//! namespace; when the exec log is at its cap, execs are refused (EPERM).
+//!
+//! Once a second the supervisor also looks for processes of the agent that run without the
+//! filter (a plain `docker exec`, an editor attaching): fewer seccomp filters than the shims
+//! had when they registered. They are recorded as `unsupervised`.
+
+use super::{procfs, wire};
+use crate::events::{guard_event, Events};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use yolo_protocol::event::{Event, EventKind};
+
+/// Listeners a namespace may register (each shim start is one; they close with their processes).
+const MAX_LISTENERS: usize = 4096;
+/// Registrations handled at once (each waits at most a couple of seconds for its message).
+const MAX_PENDING_REGISTRATIONS: usize = 32;
+const SCAN_EVERY: Duration = Duration::from_secs(1);
+
+const TAG_LISTENER: u64 = 1 << 32;
+const TAG_PIDFD: u64 = 2 << 32;
+const TAG_MASK: u64 = 0xffff_ffff << 32;
+
+/// What the supervisor needs to start.
+pub struct Options {
+    /// The abstract socket name ([`wire::SOCKET`] in the guard).
+    pub socket: String,
+    pub log_path: std::path::PathBuf,
+    pub max_bytes: u64,
+    pub session: String,
+    pub phase: Option<String>,
+}
+
+/// The running supervisor; dropping it does not stop it (it lives as long as the guard).
+pub struct Handle {
+    pub socket: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl Handle {
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Bind the socket (before the agent exists, so the name is the guard's) and start serving.
+pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
+    let listener = wire::bind(&options.socket)?;
+    let log = ExecLog::open(&options)?;
+    // SAFETY: plain epoll_create1.
+    let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if epoll < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: just created.
+    let epoll = Arc::new(unsafe { OwnedFd::from_raw_fd(epoll) });
+    let shared = Arc::new(Shared {
+        epoll,
+        listeners: Mutex::new(HashMap::new()),
+        threshold: Mutex::new(None),
+        pending: AtomicUsize::new(0),
+        events: Arc::clone(&events),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("yolo-exec-accept".into())
+            .spawn(move || accept(listener, shared))?;
+    }
+    {
+        let shared = Arc::clone(&shared);
+        let stop = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("yolo-exec".into())
+            .spawn(move || Supervisor::new(shared, log).run(&stop))?;
+    }
+    Ok(Handle {
+        socket: options.socket,
+        stop,
+    })
+}
+
+/// What the accepting thread and the supervisor thread share.
+struct Shared {
+    epoll: Arc<OwnedFd>,
+    listeners: Mutex<HashMap<RawFd, OwnedFd>>,
+    /// The fewest seccomp filters a registered shim had: a process of the agent with fewer has
+    /// not been through a shim.
+    threshold: Mutex<Option<u32>>,
+    pending: AtomicUsize,
+    events: Arc<Events>,
+}
+
+fn accept(listener: UnixListener, shared: Arc<Shared>) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        if shared.pending.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_REGISTRATIONS {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            let _ = (&stream).write_all(b"busy\n");
+            continue;
+        }
+        let shared = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("yolo-exec-register".into())
+            .spawn({
+                let shared = Arc::clone(&shared);
+                move || {
+                    let answer = match register(&stream, &shared) {
+                        Ok(()) => wire::ACK.to_string(),
+                        Err(e) => e,
+                    };
+                    let _ = (&stream).write_all(format!("{answer}\n").as_bytes());
+                    shared.pending.fetch_sub(1, Ordering::SeqCst);
+                }
+            });
+        if spawned.is_err() {
+            shared.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Take one shim's listener: check the message and the descriptor, then watch it.
+fn register(stream: &UnixStream, shared: &Shared) -> Result<(), String> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| e.to_string())?;
+    let mut buf = [0u8; 64];
+    let (n, fd) = wire::recv_fd(stream, &mut buf).map_err(|e| format!("receive: {e}"))?;
+    if &buf[..n] != wire::HELLO {
+        return Err("unexpected message".into());
+    }
+    let fd = fd.ok_or("no descriptor")?;
+    let what = procfs::readlink(&format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    if what != "anon_inode:seccomp notify" {
+        return Err("not a seccomp listener".into());
+    }
+    let peer = wire::peer_pid(stream).map_err(|e| e.to_string())?;
+    if let Some(filters) = procfs::status(peer).ok().and_then(|s| s.seccomp_filters) {
+        let mut threshold = shared.threshold.lock().unwrap_or_else(|p| p.into_inner());
+        *threshold = Some(threshold.map_or(filters, |t| t.min(filters)));
+    }
+    let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
+    if listeners.len() >= MAX_LISTENERS {
+        return Err("too many listeners".into());
+    }
+    let raw = fd.as_raw_fd();
+    listeners.insert(raw, fd);
+    epoll_add(&shared.epoll, raw, TAG_LISTENER | raw as u64).map_err(|e| {
+        listeners.remove(&raw);
+        format!("epoll: {e}")
+    })
+}
+
+fn epoll_add(epoll: &OwnedFd, fd: RawFd, data: u64) -> std::io::Result<()> {
+    let mut event = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: data,
+    };
+    // SAFETY: valid descriptors and event.
+    if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn epoll_del(epoll: &OwnedFd, fd: RawFd) {
+    // SAFETY: valid descriptors; a null event is allowed for DEL.
+    unsafe {
+        libc::epoll_ctl(
+            epoll.as_raw_fd(),
+            libc::EPOLL_CTL_DEL,
+            fd,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// The exec log: appended one line per `write`, refused past its cap.
+struct ExecLog {
+    file: File,
+    size: u64,
+    max: u64,
+    session: String,
+    phase: Option<String>,
+}
+
+impl ExecLog {
+    fn open(options: &Options) -> std::io::Result<ExecLog> {
+        if let Some(dir) = options.log_path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&options.log_path)?;
+        let size = file.metadata()?.len();
+        Ok(ExecLog {
+            file,
+            size,
+            max: options.max_bytes,
+            session: options.session.clone(),
+            phase: options.phase.clone(),
+        })
+    }
+
+    /// Room for another exec and its exit (a generous line each).
+    fn has_room(&self) -> bool {
+        self.size + 2 * 8192 <= self.max
+    }
+
+    fn write(&mut self, kind: EventKind) -> std::io::Result<()> {
+        let line = Event::now(&self.session, kind)
+            .in_phase(self.phase.as_deref())
+            .to_line();
+        if self.size + line.len() as u64 > self.max {
+            return Err(std::io::Error::other("the exec log reached its cap"));
+        }
+        self.file.write_all(&line)?;
+        self.size += line.len() as u64;
+        Ok(())
+    }
+}
+
+/// A program whose end is awaited on its pidfd.
+struct Running {
+    id: u64,
+    pid: i32,
+    pidfd: OwnedFd,
+    since: Instant,
+}
+
+struct Supervisor {
+    shared: Arc<Shared>,
+    log: ExecLog,
+    next_id: u64,
+    /// By pidfd number.
+    running: HashMap<RawFd, Running>,
+    /// pid -> pidfd number, so a process that execs again keeps one pidfd.
+    by_pid: HashMap<i32, RawFd>,
+    /// (pid, start time) of processes already recorded as unsupervised.
+    unsupervised: HashSet<(i32, u64)>,
+    refused: u64,
+    own_mnt_ns: String,
+}
+
+/// How one traced exec ended.
+enum Outcome {
+    /// It ran: the process (its pid may be the thread group's, not the caller thread's).
+    Ran(i32),
+    /// It failed with this errno; the thread is stopped (and must be let go, re-injecting
+    /// `signal` when it stopped for one).
+    Failed {
+        tid: i32,
+        errno: i32,
+        signal: i32,
+    },
+    /// The thread is gone (killed during the exec).
+    Gone,
+}
+
+impl Supervisor {
+    fn new(shared: Arc<Shared>, log: ExecLog) -> Supervisor {
+        // Unique across restarts of the guard within a session.
+        let next_id = (chrono::Utc::now().timestamp() as u64) * 1_000_000;
+        Supervisor {
+            shared,
+            log,
+            next_id,
+            running: HashMap::new(),
+            by_pid: HashMap::new(),
+            unsupervised: HashSet::new(),
+            refused: 0,
+            own_mnt_ns: procfs::readlink("/proc/self/ns/mnt"),
+        }
+    }
+
+    fn run(mut self, stop: &AtomicBool) {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+        let mut last_scan = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            // SAFETY: `events` has room for 64 entries.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.shared.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    SCAN_EVERY.as_millis() as i32,
+                )
+            };
+            for ev in events.iter().take(n.max(0) as usize) {
+                let (flags, data) = (ev.events, ev.u64);
+                let fd = (data & !TAG_MASK) as RawFd;
+                match data & TAG_MASK {
+                    TAG_LISTENER if flags & libc::EPOLLIN as u32 != 0 => self.notification(fd),
+                    TAG_LISTENER => self.drop_listener(fd),
+                    TAG_PIDFD => self.exited(fd),
+                    _ => {}
+                }
+            }
+            if last_scan.elapsed() >= SCAN_EVERY {
+                self.scan_unsupervised();
+                last_scan = Instant::now();
+            }
+        }
+    }
+
+    fn drop_listener(&mut self, fd: RawFd) {
+        epoll_del(&self.shared.epoll, fd);
+        self.shared
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&fd);
+    }
+
+    fn notification(&mut self, listener: RawFd) {
+        // SAFETY: seccomp_notif is plain data; the kernel fills it (it must be zeroed).
+        let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+        // SAFETY: `listener` is a seccomp listener we hold; `req` is the right size.
+        if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV as _, &mut req) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ENOENT) && e.raw_os_error() != Some(libc::EINTR) {
+                self.drop_listener(listener);
+            }
+            return;
+        }
+        let tid = req.pid as i32;
+        let args = req.data.args;
+        let (dirfd, path_ptr, argv_ptr) = if req.data.nr == libc::SYS_execveat as i32 {
+            (args[0] as i32, args[1], args[2])
+        } else {
+            (libc::AT_FDCWD, args[0], args[1])
+        };
+        if !self.log.has_room() {
+            self.refuse(listener, req.id, tid);
+            return;
+        }
+        let _tracing = crate::init::tracing();
+        // SAFETY: ptrace requests on a pid with integer arguments.
+        let seized = unsafe {
+            libc::ptrace(
+                libc::PTRACE_SEIZE,
+                tid,
+                0,
+                (libc::PTRACE_O_TRACEEXEC | libc::PTRACE_O_EXITKILL) as libc::c_long,
+            )
+        } == 0;
+        if seized {
+            // SAFETY: as above.
+            unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) };
+        }
+        if !id_valid(listener, req.id) {
+            // The caller died; if the pid went to someone else we just seized them: let go.
+            if seized {
+                let _ = self.wait_trace();
+                self.detach_any(tid);
+            }
+            return;
+        }
+        let before = procfs::read_argv(tid, argv_ptr).ok();
+        let asked = self.asked_path(tid, dirfd, path_ptr);
+        if !respond(listener, req.id, 0) {
+            if seized {
+                let _ = self.wait_trace();
+                self.detach_any(tid);
+            }
+            return;
+        }
+        let status = procfs::status(tid).unwrap_or_default();
+        let cwd = procfs::readlink(&format!("/proc/{tid}/cwd"));
+        if !seized {
+            // Traced already (a debugger of the agent's): the exec cannot be watched; what the
+            // caller passed is all there is.
+            let (argv, truncated, argc) = before.unwrap_or_default();
+            let id = self.id();
+            let _ = self.log.write(exec_event(ExecRecord {
+                id,
+                status: &status,
+                pid: tid,
+                path: asked,
+                exe: None,
+                argv,
+                cwd,
+                result: "unconfirmed".into(),
+                rewritten: false,
+                truncated,
+                argc,
+            }));
+            return;
+        }
+        match self.wait_trace() {
+            Outcome::Ran(pid) => {
+                let (argv, truncated, argc) = procfs::cmdline(pid).unwrap_or_default();
+                let rewritten = before
+                    .as_ref()
+                    .is_some_and(|(b, _, _)| !same_program_args(b, &argv));
+                let path = procfs::exec_filename(pid).unwrap_or(asked);
+                let exe = procfs::readlink(&format!("/proc/{pid}/exe"));
+                let id = self.id();
+                let written = self.log.write(exec_event(ExecRecord {
+                    id,
+                    status: &status,
+                    pid,
+                    path,
+                    exe: Some(exe),
+                    argv,
+                    cwd,
+                    result: "ok".into(),
+                    rewritten,
+                    truncated,
+                    argc,
+                }));
+                if written.is_err() {
+                    // Not on record: it must not run. It is stopped before its first
+                    // instruction; the kill lands as it resumes.
+                    // SAFETY: plain kill.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    self.refused += 1;
+                } else {
+                    self.watch_exit(id, pid);
+                }
+                detach(pid, 0);
+            }
+            Outcome::Failed { tid, errno, signal } => {
+                detach(tid, signal);
+                let (argv, truncated, argc) = before.unwrap_or_default();
+                let id = self.id();
+                let _ = self.log.write(exec_event(ExecRecord {
+                    id,
+                    status: &status,
+                    pid: tid,
+                    path: asked,
+                    exe: None,
+                    argv,
+                    cwd,
+                    result: errno_name(errno),
+                    rewritten: false,
+                    truncated,
+                    argc,
+                }));
+            }
+            Outcome::Gone => {
+                let (argv, truncated, argc) = before.unwrap_or_default();
+                let id = self.id();
+                let _ = self.log.write(exec_event(ExecRecord {
+                    id,
+                    status: &status,
+                    pid: tid,
+                    path: asked,
+                    exe: None,
+                    argv,
+                    cwd,
+                    result: "killed".into(),
+                    rewritten: false,
+                    truncated,
+                    argc,
+                }));
+            }
+        }
+    }
+
+    /// The log is full: the exec fails with EPERM, and the guard's log says so (once, then
+    /// with counts as its writer folds repeats).
+    fn refuse(&mut self, listener: RawFd, id: u64, pid: i32) {
+        respond(listener, id, libc::EPERM);
+        self.refused += 1;
+        if self.refused == 1 || self.refused.is_power_of_two() {
+            self.shared.events.emit(guard_event(
+                "exec_refused",
+                [
+                    ("reason", "the exec log reached its cap".into()),
+                    ("max_bytes", self.log.max.into()),
+                    ("refused", self.refused.into()),
+                    ("pid", pid.into()),
+                ],
+            ));
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// The path the caller asked for; for `execveat` on a descriptor, joined to where the
+    /// descriptor points.
+    fn asked_path(&self, tid: i32, dirfd: i32, path_ptr: u64) -> String {
+        let path = procfs::read_cstring(tid, path_ptr, procfs::MAX_ARG)
+            .map(|(b, _)| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        if path.starts_with('/') || dirfd == libc::AT_FDCWD {
+            return path;
+        }
+        let dir = procfs::readlink(&format!("/proc/{tid}/fd/{dirfd}"));
+        if path.is_empty() {
+            dir
+        } else {
+            format!("{dir}/{path}")
+        }
+    }
+
+    /// Wait for the one tracee's next stop (or end).
+    fn wait_trace(&self) -> Outcome {
+        loop {
+            let mut status = 0;
+            // SAFETY: waits only for this thread's tracees (it has no children).
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
+            if pid < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return Outcome::Gone;
+            }
+            if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+                return Outcome::Gone;
+            }
+            if !libc::WIFSTOPPED(status) {
+                continue;
+            }
+            let event = (status >> 16) & 0xff;
+            if event == libc::PTRACE_EVENT_EXEC {
+                return Outcome::Ran(pid);
+            }
+            let signal = libc::WSTOPSIG(status);
+            // An interrupt or group stop carries PTRACE_EVENT_STOP; anything else is a signal
+            // about to be delivered, which must be passed on.
+            let pass = if event == libc::PTRACE_EVENT_STOP {
+                0
+            } else {
+                signal
+            };
+            return Outcome::Failed {
+                tid: pid,
+                errno: return_errno(pid),
+                signal: pass,
+            };
+        }
+    }
+
+    /// Let go of a tracee in whatever state (used when the notification went stale).
+    fn detach_any(&self, tid: i32) {
+        detach(tid, 0);
+    }
+
+    fn watch_exit(&mut self, id: u64, pid: i32) {
+        if let Some(fd) = self.by_pid.get(&pid) {
+            if let Some(running) = self.running.get_mut(fd) {
+                running.id = id;
+                running.since = Instant::now();
+                return;
+            }
+        }
+        // SAFETY: plain syscall.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return;
+        }
+        // SAFETY: just opened.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let raw = pidfd.as_raw_fd();
+        if epoll_add(&self.shared.epoll, raw, TAG_PIDFD | raw as u64).is_err() {
+            return;
+        }
+        self.by_pid.insert(pid, raw);
+        self.running.insert(
+            raw,
+            Running {
+                id,
+                pid,
+                pidfd,
+                since: Instant::now(),
+            },
+        );
+    }
+
+    fn exited(&mut self, fd: RawFd) {
+        let Some(running) = self.running.remove(&fd) else {
+            epoll_del(&self.shared.epoll, fd);
+            return;
+        };
+        epoll_del(&self.shared.epoll, fd);
+        self.by_pid.remove(&running.pid);
+        let wait_status = exit_status(&running);
+        let (exit_code, signal) = match wait_status {
+            Some(st) if libc::WIFSIGNALED(st) => {
+                let sig = libc::WTERMSIG(st);
+                (128 + sig as i64, Some(crate::init::signal_name(sig)))
+            }
+            Some(st) => (libc::WEXITSTATUS(st) as i64, None),
+            None => (-1, None),
+        };
+        let _ = self.log.write(EventKind::ExecExit {
+            id: running.id,
+            pid: running.pid,
+            exit_code,
+            signal,
+            duration_ms: running.since.elapsed().as_millis() as u64,
+        });
+    }
+
+    /// Processes of the agent (another mount namespace than the guard's) with fewer seccomp
+    /// filters than a shim leaves.
+    fn scan_unsupervised(&mut self) {
+        let Some(threshold) = *self
+            .shared
+            .threshold
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        else {
+            return;
+        };
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(status) = procfs::status(pid) else {
+                continue;
+            };
+            if status.seccomp_filters.is_none_or(|n| n >= threshold) {
+                continue;
+            }
+            let ns = procfs::readlink(&format!("/proc/{pid}/ns/mnt"));
+            if ns.is_empty() || ns == self.own_mnt_ns {
+                continue; // the guard's own processes (and kernel threads)
+            }
+            let exe = procfs::readlink(&format!("/proc/{pid}/exe"));
+            if exe == yolo_protocol::SHIM_PATH {
+                continue; // a shim between its start and its filter
+            }
+            let Some(start) = procfs::start_time(pid) else {
+                continue;
+            };
+            if !self.unsupervised.insert((pid, start)) {
+                continue;
+            }
+            let (argv, _, _) = procfs::cmdline(pid).unwrap_or_default();
+            let _ = self.log.write(EventKind::Unsupervised {
+                pid,
+                ppid: status.ppid,
+                uid: status.uid,
+                exe,
+                argv,
+            });
+        }
+    }
+}
+
+struct ExecRecord<'a> {
+    id: u64,
+    status: &'a procfs::Status,
+    pid: i32,
+    path: String,
+    exe: Option<String>,
+    argv: Vec<String>,
+    cwd: String,
+    result: String,
+    rewritten: bool,
+    truncated: bool,
+    argc: usize,
+}
+
+fn exec_event(r: ExecRecord<'_>) -> EventKind {
+    EventKind::Exec {
+        id: r.id,
+        pid: r.pid,
+        ppid: r.status.ppid,
+        uid: r.status.uid,
+        gid: r.status.gid,
+        path: r.path,
+        exe: r.exe,
+        argv: r.argv,
+        cwd: r.cwd,
+        result: r.result,
+        argv_rewritten: r.rewritten,
+        truncated: r.truncated,
+        argc: r.truncated.then_some(r.argc as u64),
+        exit_code: None,
+        duration_ms: None,
+    }
+}
+
+/// Whether what ran is what the caller passed: the same argv, or for a script the
+/// interpreter's argv ending with the caller's arguments after the first.
+fn same_program_args(before: &[String], ran: &[String]) -> bool {
+    if before == ran {
+        return true;
+    }
+    let tail = before.get(1..).unwrap_or(&[]);
+    ran.len() > before.len() && ran.ends_with(tail)
+}
+
+fn id_valid(listener: RawFd, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: the ioctl reads a u64.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID as _, &mut id) == 0 }
+}
+
+/// Answer a notification: continue the syscall (`errno` 0) or fail it with `errno`.
+fn respond(listener: RawFd, id: u64, errno: i32) -> bool {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: if errno == 0 { 0 } else { -errno },
+        flags: if errno == 0 {
+            libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32
+        } else {
+            0
+        },
+    };
+    // SAFETY: the ioctl reads a seccomp_notif_resp.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) == 0 }
+}
+
+fn detach(tid: i32, signal: i32) {
+    // SAFETY: ptrace with integer arguments.
+    unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, signal as libc::c_long) };
+}
+
+/// The errno a stopped thread's last system call returned (its return register).
+fn return_errno(tid: i32) -> i32 {
+    // SAFETY: user_regs_struct is plain data the kernel fills through the iovec.
+    let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: &mut regs as *mut _ as *mut libc::c_void,
+        iov_len: std::mem::size_of::<libc::user_regs_struct>(),
+    };
+    // SAFETY: PTRACE_GETREGSET writes at most iov_len bytes into `regs`.
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETREGSET,
+            tid,
+            libc::NT_PRSTATUS as libc::c_long,
+            &mut iov as *mut libc::iovec,
+        )
+    };
+    if rc != 0 {
+        return 0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    let ret = regs.rax as i64;
+    #[cfg(target_arch = "aarch64")]
+    let ret = regs.regs[0] as i64;
+    if (-4095..0).contains(&ret) {
+        -ret as i32
+    } else {
+        0
+    }
+}
+
+fn errno_name(errno: i32) -> String {
+    let name = match errno {
+        0 => "failed",
+        libc::ENOENT => "ENOENT",
+        libc::EACCES => "EACCES",
+        libc::EPERM => "EPERM",
+        libc::ENOEXEC => "ENOEXEC",
+        libc::E2BIG => "E2BIG",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::ELOOP => "ELOOP",
+        libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::EFAULT => "EFAULT",
+        libc::ENOMEM => "ENOMEM",
+        libc::ETXTBSY => "ETXTBSY",
+        libc::EISDIR => "EISDIR",
+        libc::EINVAL => "EINVAL",
+        libc::EBADF => "EBADF",
+        libc::ELIBBAD => "ELIBBAD",
+        libc::EAGAIN => "EAGAIN",
+        _ => return format!("errno {errno}"),
+    };
+    name.to_string()
+}
+
+/// `struct pidfd_info` (Linux 6.13+; `exit_code` with `PIDFD_INFO_EXIT`, 6.15+).
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    pid: u32,
+    tgid: u32,
+    ppid: u32,
+    ruid: u32,
+    rgid: u32,
+    euid: u32,
+    egid: u32,
+    suid: u32,
+    sgid: u32,
+    fsuid: u32,
+    fsgid: u32,
+    exit_code: i32,
+}
+const PIDFD_INFO_EXIT: u64 = 1 << 3;
+/// `_IOWR(0xFF, 11, struct pidfd_info)` with the 64-byte first version of the struct.
+const PIDFD_GET_INFO: u64 = (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as u64) << 16) | (0xFF << 8) | 11;
+
+/// The wait status of an ended process: from its pidfd once reaped, else from the zombie.
+fn exit_status(running: &Running) -> Option<i32> {
+    for attempt in 0..50 {
+        let mut info = PidfdInfo {
+            mask: PIDFD_INFO_EXIT,
+            ..Default::default()
+        };
+        // SAFETY: the ioctl writes a PidfdInfo of the size encoded in the request.
+        let rc = unsafe {
+            libc::ioctl(
+                running.pidfd.as_raw_fd(),
+                PIDFD_GET_INFO as _,
+                &mut info as *mut PidfdInfo,
+            )
+        };
+        if rc == 0 && info.mask & PIDFD_INFO_EXIT != 0 {
+            return Some(info.exit_code);
+        }
+        if let Some(st) = procfs::zombie_exit_status(running.pid) {
+            return Some(st);
+        }
+        if rc != 0 && attempt > 0 && !Path::new(&format!("/proc/{}", running.pid)).exists() {
+            return None; // reaped, and the kernel keeps no exit info for pidfds
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    None
+}

@@ -1,0 +1,120 @@
+//! How the shim hands its listener to the supervisor: an abstract Unix stream socket (abstract
+//! names belong to the network namespace, which the agent shares with the guard; the guard
+//! binds the name before the agent exists, so nobody else can), the peer's pid from
+//! `SO_PEERCRED`, and the descriptor passed with `SCM_RIGHTS`. std has no stable API for the
+//! last two, hence libc.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+
+pub use yolo_protocol::EXEC_SOCKET as SOCKET;
+/// What the shim sends with its listener.
+pub const HELLO: &[u8] = b"yolo-shim 1\n";
+/// What the supervisor answers once the listener is watched.
+pub const ACK: &str = "ok";
+
+pub fn bind(name: &str) -> io::Result<UnixListener> {
+    UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)
+}
+
+pub fn connect(name: &str) -> io::Result<UnixStream> {
+    UnixStream::connect_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)
+}
+
+/// The pid of the process at the other end, as this process's PID namespace numbers it (0 when
+/// it lives in a namespace this one cannot see).
+pub fn peer_pid(stream: &UnixStream) -> io::Result<i32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.pid)
+}
+
+/// Send `bytes` with `fd` attached.
+pub fn send_fd(stream: &UnixStream, bytes: &[u8], fd: RawFd) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut control = vec![0u8; space];
+    // SAFETY: zeroed msghdr is valid; every pointer set below outlives the sendmsg call, and the
+    // control buffer is CMSG_SPACE bytes for one descriptor.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd);
+        if libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Receive up to `buf.len()` bytes and at most one descriptor (others are closed).
+pub fn recv_fd(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // Room for a few descriptors, so extra ones arrive (and are closed) rather than truncate.
+    // SAFETY: pure size computation.
+    let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut first = None;
+    // SAFETY: as in `send_fd`; the kernel writes at most `msg_controllen` bytes of control data,
+    // and every descriptor it passed is taken into an OwnedFd exactly once.
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space as _;
+        let n = libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+                let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
+                    if first.is_none() {
+                        first = Some(fd);
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        n as usize
+    };
+    Ok((n, first))
+}

@@ -1,0 +1,193 @@
+//! The guard is PID 1 of the namespace the agent shares (no docker-init in between: the exec
+//! supervisor must be the process the kernel protects). What that takes:
+//!
+//! - **Signals.** The kernel delivers to PID 1 only the signals it handles, and never SIGKILL
+//!   or SIGSTOP from inside the namespace. The guard blocks the signals it cares about in every
+//!   thread and takes them in one thread with `sigwaitinfo`, which says who sent them: SIGTERM
+//!   and SIGINT stop the guard only when they come from outside the namespace (`si_pid` 0:
+//!   `docker stop`); sent by a process of the agent they are recorded and ignored.
+//! - **Orphans.** Processes of the agent whose parent died are re-parented to PID 1, which must
+//!   reap them. The guard's own children (`nft`) are reaped by whoever spawned them, so they
+//!   are registered while they run ([`owned`]); a tracee of the supervisor is never waited for
+//!   here (a real parent that is also in the tracer's thread group would take its stops).
+
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard};
+
+/// Pids of the guard's own running children: the reaper leaves them to their spawner.
+static OWN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+/// Held by the supervisor while it traces an exec, and by the reaper while it waits.
+static TRACING: Mutex<()> = Mutex::new(());
+
+/// The signals the guard takes in its signal thread.
+const SIGNALS: [i32; 6] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGCHLD,
+    libc::SIGHUP,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialize it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Block the guard's signals in the calling thread and every thread it starts afterwards: call
+/// first thing, before any thread exists. (Children get an empty mask: std resets it.)
+pub fn block_signals() {
+    let set = signal_set();
+    // SAFETY: valid set, no old mask wanted.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// What a signal means to the guard.
+pub enum Received {
+    /// Stop: SIGTERM/SIGINT from outside the namespace (or any sender when not PID 1).
+    Stop(i32),
+    /// Sent from inside the namespace to PID 1: ignored, but worth recording.
+    Ignored { signal: i32, from: i32 },
+    /// A child (or an orphan) changed state: reaped.
+    Child,
+}
+
+/// Wait for the next signal of [`SIGNALS`] (blocked by [`block_signals`]).
+pub fn next_signal() -> Received {
+    let set = signal_set();
+    loop {
+        // SAFETY: `info` is written by the kernel on success.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let signal = unsafe { libc::sigwaitinfo(&set, &mut info) };
+        if signal < 0 {
+            continue; // EINTR
+        }
+        if signal == libc::SIGCHLD {
+            reap_orphans();
+            return Received::Child;
+        }
+        // SAFETY: si_pid is valid for signals sent with kill/tgkill/sigqueue.
+        let from = unsafe { info.si_pid() };
+        let outside = from == 0 || std::process::id() != 1;
+        return match signal {
+            libc::SIGTERM | libc::SIGINT if outside => Received::Stop(signal),
+            _ => Received::Ignored { signal, from },
+        };
+    }
+}
+
+/// Reap zombies re-parented to PID 1, leaving the guard's own children and the supervisor's
+/// tracee alone. Only as PID 1: anywhere else orphans are not ours.
+pub fn reap_orphans() {
+    if std::process::id() != 1 {
+        return;
+    }
+    let own = OWN.lock().unwrap_or_else(|p| p.into_inner());
+    for pid in children() {
+        if own.as_ref().is_some_and(|o| o.contains(&pid)) {
+            continue;
+        }
+        let _tracing = TRACING.lock().unwrap_or_else(|p| p.into_inner());
+        let mut status = 0;
+        // SAFETY: plain waitpid on one pid, not blocking.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    }
+}
+
+/// The children of every thread of this process.
+fn children() -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+/// Spawn one of the guard's own children, registered until [`Owned`] is dropped (after it was
+/// waited for), so the reaper does not take its exit status.
+pub fn spawn_owned(command: &mut std::process::Command) -> std::io::Result<Owned> {
+    let mut own = OWN.lock().unwrap_or_else(|p| p.into_inner());
+    let child = command.spawn()?;
+    own.get_or_insert_with(HashSet::new).insert(child.id() as i32);
+    Ok(Owned { child: Some(child) })
+}
+
+/// A child of the guard itself; see [`spawn_owned`].
+pub struct Owned {
+    child: Option<std::process::Child>,
+}
+
+impl Owned {
+    pub fn child(&mut self) -> &mut std::process::Child {
+        self.child.as_mut().expect("present until dropped")
+    }
+
+    pub fn wait_with_output(mut self) -> std::io::Result<std::process::Output> {
+        let child = self.child.take().expect("present until dropped");
+        let pid = child.id() as i32;
+        let output = child.wait_with_output();
+        forget(pid);
+        output
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+            forget(child.id() as i32);
+        }
+    }
+}
+
+fn forget(pid: i32) {
+    if let Some(own) = OWN.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        own.remove(&pid);
+    }
+}
+
+/// Held while the supervisor traces one exec (see the module doc).
+pub fn tracing() -> MutexGuard<'static, ()> {
+    TRACING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The signal's name for the log (`SIGTERM`).
+pub fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGCHLD => "SIGCHLD",
+        libc::SIGSYS => "SIGSYS",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
+}
