@@ -122,7 +122,8 @@ fn children() -> Vec<i32> {
 pub fn spawn_owned(command: &mut std::process::Command) -> std::io::Result<Owned> {
     let mut own = OWN.lock().unwrap_or_else(|p| p.into_inner());
     let child = command.spawn()?;
-    own.get_or_insert_with(HashSet::new).insert(child.id() as i32);
+    own.get_or_insert_with(HashSet::new)
+        .insert(child.id() as i32);
     Ok(Owned { child: Some(child) })
 }
 

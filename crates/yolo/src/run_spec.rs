@@ -74,8 +74,13 @@ pub(crate) struct RunSpec {
     pub(crate) firewall_presets: Vec<String>,
     /// `customizations.yolo.agent`.
     pub(crate) default_agent: Option<String>,
-    /// Whether the container gets `--init`.
+    /// Whether the container gets `--init` (not with the exec audit: the guard, PID 1 of the
+    /// namespace the agent joins, reaps; an init of the agent's would run unsupervised).
     pub(crate) init: bool,
+    /// The exec audit: the shim starts the container's command and every `docker exec`, and
+    /// the guard records each program (`[audit] exec`).
+    #[serde(default)]
+    pub(crate) exec_audit: bool,
     /// Extra shm size in bytes (`--shm-size`).
     pub(crate) shm_size: Option<i64>,
 }

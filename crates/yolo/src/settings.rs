@@ -20,6 +20,7 @@ use crate::policy::{self, Grants, LimitLayer, UserLayer};
 use crate::user_config::UserConfig;
 use crate::values::{parse_pattern, parse_upstream};
 use std::net::SocketAddr;
+use yolo_protocol::DEFAULT_MAX_EXEC_LOG;
 
 /// Everything `up` and `run` were told, by flag or by the user's config.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -133,6 +134,8 @@ pub(crate) struct GuardSettings {
     pub(crate) base_image: String,
     /// `[audit] max_session_log`: bytes the guard's session log may reach.
     pub(crate) max_session_log: u64,
+    /// `[audit] max_exec_log`: bytes the exec log may reach before execs are refused.
+    pub(crate) max_exec_log: u64,
 }
 
 /// Seconds an answered address stays open at least, whatever TTL its answer had.
@@ -151,6 +154,7 @@ impl Default for GuardSettings {
             image: None,
             base_image: DEFAULT_BASE.to_string(),
             max_session_log: DEFAULT_MAX_SESSION_LOG,
+            max_exec_log: DEFAULT_MAX_EXEC_LOG,
         }
     }
 }
@@ -160,15 +164,32 @@ const MIN_SESSION_LOG: u64 = 64 << 10;
 
 /// `[audit] max_session_log`: a size, at least [`MIN_SESSION_LOG`].
 fn max_session_log(text: Option<&str>) -> Result<u64> {
+    log_size(
+        "audit.max_session_log",
+        text,
+        DEFAULT_MAX_SESSION_LOG,
+        "the default is 16m",
+    )
+}
+
+/// `[audit] max_exec_log`: a size, at least [`MIN_SESSION_LOG`].
+fn max_exec_log(text: Option<&str>) -> Result<u64> {
+    log_size(
+        "audit.max_exec_log",
+        text,
+        DEFAULT_MAX_EXEC_LOG,
+        "the default is 1g",
+    )
+}
+
+fn log_size(setting: &str, text: Option<&str>, default: u64, hint: &str) -> Result<u64> {
     let Some(text) = text else {
-        return Ok(DEFAULT_MAX_SESSION_LOG);
+        return Ok(default);
     };
-    let error = |why: String| config_error("audit.max_session_log", why);
+    let error = |why: String| config_error(setting, why);
     match policy::parse_size(text).map(|n| n as u64) {
         Some(bytes) if bytes >= MIN_SESSION_LOG => Ok(bytes),
-        Some(_) => Err(error(format!(
-            "\"{text}\" is less than 64k; the default is 16m"
-        ))),
+        Some(_) => Err(error(format!("\"{text}\" is less than 64k; {hint}"))),
         None => Err(error(format!(
             "\"{text}\" is not a size like 16m, 512k or 1g"
         ))),
@@ -251,6 +272,7 @@ impl GuardSettings {
             image,
             base_image: base_image.unwrap_or_else(|| DEFAULT_BASE.to_string()),
             max_session_log: max_session_log(user.audit.max_session_log.as_deref())?,
+            max_exec_log: max_exec_log(user.audit.max_exec_log.as_deref())?,
         })
     }
 }
@@ -304,6 +326,7 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
         presets,
         read_only,
         disk_bytes,
+        exec_audit: user.audit.exec.unwrap_or(true),
     })
 }
 
@@ -506,6 +529,7 @@ mod tests {
                 presets: vec!["crates".into(), "NPM".into()],
                 read_only: policy::DEFAULT_READ_ONLY.map(String::from).to_vec(),
                 disk_bytes: Some(policy::DEFAULT_DISK),
+                exec_audit: true,
             }
         );
         assert_eq!(

@@ -38,6 +38,10 @@ pub(crate) struct UserConfig {
 pub(crate) struct UserAudit {
     /// The size a session's network log (written by the guard) may reach, e.g. "16m".
     pub(crate) max_session_log: Option<String>,
+    /// Record every program the agent's processes start (the exec audit). Default on.
+    pub(crate) exec: Option<bool>,
+    /// The size a session's exec log may reach, e.g. "1g"; past it execs are refused.
+    pub(crate) max_exec_log: Option<String>,
 }
 
 /// `[workspace]`: how the repository is mounted.

@@ -30,10 +30,18 @@ mod tests {
         else {
             return;
         };
-        let parent: i32 = std::env::var("YOLO_TEST_EXEC_PEER").unwrap().parse().unwrap();
+        let parent: i32 = std::env::var("YOLO_TEST_EXEC_PEER")
+            .unwrap()
+            .parse()
+            .unwrap();
         let listener = filter::install().expect("filter");
-        shim::register(&listener, &socket, parent, std::time::Duration::from_secs(5))
-            .expect("register");
+        shim::register(
+            &listener,
+            &socket,
+            parent,
+            std::time::Duration::from_secs(5),
+        )
+        .expect("register");
         drop(listener);
         let err = std::os::unix::process::CommandExt::exec(
             Command::new("/bin/sh").arg("-c").arg(&script),
@@ -64,7 +72,12 @@ mod tests {
             .arg("-c")
             .arg(r#""$0" "$@"; status=$?; exit $status"#)
             .arg(std::env::current_exe().unwrap())
-            .args(["--exact", "exec::tests::agent_side", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "exec::tests::agent_side",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(SOCKET_VAR, &socket)
             .env("YOLO_TEST_EXEC_PEER", std::process::id().to_string())
             .env(SCRIPT_VAR, script)
@@ -115,14 +128,21 @@ mod tests {
         let execs = execs(&events);
         let argvs: Vec<&Vec<String>> = execs.iter().map(|(a, _, _)| a).collect();
         assert!(
-            argvs.contains(&&vec!["/bin/sh".to_string(), "-c".into(), std::env::var(SCRIPT_VAR).unwrap_or_default()])
-                || execs.iter().any(|(a, r, _)| a.first().is_some_and(|x| x == "/bin/sh") && r == "ok"),
+            argvs.contains(&&vec![
+                "/bin/sh".to_string(),
+                "-c".into(),
+                std::env::var(SCRIPT_VAR).unwrap_or_default()
+            ]) || execs
+                .iter()
+                .any(|(a, r, _)| a.first().is_some_and(|x| x == "/bin/sh") && r == "ok"),
             "{execs:?}"
         );
         assert!(
-            execs.iter().any(|(a, r, e)| a == &vec!["/bin/true", "one", "two words"]
-                && r == "ok"
-                && e.as_deref().is_some_and(|e| e.ends_with("true"))),
+            execs
+                .iter()
+                .any(|(a, r, e)| a == &vec!["/bin/true", "one", "two words"]
+                    && r == "ok"
+                    && e.as_deref().is_some_and(|e| e.ends_with("true"))),
             "{execs:?}"
         );
         assert!(
@@ -131,7 +151,9 @@ mod tests {
                 .any(|(a, r, _)| a == &vec!["/nonexistent/prog", "x"] && r == "ENOENT"),
             "{execs:?}"
         );
-        let exit3 = events.iter().any(|e| matches!(e, EventKind::ExecExit { exit_code: 3, .. }));
+        let exit3 = events
+            .iter()
+            .any(|e| matches!(e, EventKind::ExecExit { exit_code: 3, .. }));
         assert!(exit3, "{events:?}");
     }
 

@@ -158,8 +158,22 @@ pub fn parse_status(text: &str) -> Status {
             "Tgid" => s.tgid = first.parse().unwrap_or(0),
             "PPid" => s.ppid = first.parse().unwrap_or(0),
             // Real, effective, saved, filesystem: the effective one.
-            "Uid" => s.uid = value.split_whitespace().nth(1).unwrap_or(first).parse().unwrap_or(0),
-            "Gid" => s.gid = value.split_whitespace().nth(1).unwrap_or(first).parse().unwrap_or(0),
+            "Uid" => {
+                s.uid = value
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or(first)
+                    .parse()
+                    .unwrap_or(0)
+            }
+            "Gid" => {
+                s.gid = value
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or(first)
+                    .parse()
+                    .unwrap_or(0)
+            }
             "Seccomp_filters" => s.seccomp_filters = first.parse().ok(),
             _ => {}
         }

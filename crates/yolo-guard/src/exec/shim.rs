@@ -65,7 +65,9 @@ pub fn register(
              (process {supervisor_pid})"
         ));
     }
-    stream.set_read_timeout(Some(timeout)).map_err(unreachable)?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .map_err(unreachable)?;
     wire::send_fd(&stream, wire::HELLO, listener.as_raw_fd()).map_err(unreachable)?;
     let mut answer = [0u8; 64];
     let mut got = 0;

@@ -264,8 +264,9 @@ struct Supervisor {
     running: HashMap<RawFd, Running>,
     /// pid -> pidfd number, so a process that execs again keeps one pidfd.
     by_pid: HashMap<i32, RawFd>,
-    /// (pid, start time) of processes already recorded as unsupervised.
-    unsupervised: HashSet<(i32, u64)>,
+    /// (pid, start time, binary) of processes already recorded as unsupervised: a process that
+    /// execs another program is recorded again.
+    unsupervised: HashSet<(i32, u64, String)>,
     refused: u64,
     own_mnt_ns: String,
 }
@@ -276,11 +277,7 @@ enum Outcome {
     Ran(i32),
     /// It failed with this errno; the thread is stopped (and must be let go, re-injecting
     /// `signal` when it stopped for one).
-    Failed {
-        tid: i32,
-        errno: i32,
-        signal: i32,
-    },
+    Failed { tid: i32, errno: i32, signal: i32 },
     /// The thread is gone (killed during the exec).
     Gone,
 }
@@ -640,7 +637,11 @@ impl Supervisor {
             return;
         };
         for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
                 continue;
             };
             let Ok(status) = procfs::status(pid) else {
@@ -660,10 +661,13 @@ impl Supervisor {
             let Some(start) = procfs::start_time(pid) else {
                 continue;
             };
-            if !self.unsupervised.insert((pid, start)) {
+            let (argv, _, _) = procfs::cmdline(pid).unwrap_or_default();
+            if argv == ["runc", "init"] {
+                continue; // Docker's runtime entering the container for an exec, not yet it
+            }
+            if !self.unsupervised.insert((pid, start, exe.clone())) {
                 continue;
             }
-            let (argv, _, _) = procfs::cmdline(pid).unwrap_or_default();
             let _ = self.log.write(EventKind::Unsupervised {
                 pid,
                 ppid: status.ppid,
@@ -822,7 +826,8 @@ struct PidfdInfo {
 }
 const PIDFD_INFO_EXIT: u64 = 1 << 3;
 /// `_IOWR(0xFF, 11, struct pidfd_info)` with the 64-byte first version of the struct.
-const PIDFD_GET_INFO: u64 = (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as u64) << 16) | (0xFF << 8) | 11;
+const PIDFD_GET_INFO: u64 =
+    (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as u64) << 16) | (0xFF << 8) | 11;
 
 /// The wait status of an ended process: from its pidfd once reaped, else from the zombie.
 fn exit_status(running: &Running) -> Option<i32> {

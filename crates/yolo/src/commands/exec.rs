@@ -49,8 +49,8 @@ pub(crate) async fn attach_with_env(
     let container = running_container(engine, located).await?;
     let settings = state.exec.clone().unwrap_or_default();
     let writer = session::current(&state)?;
-    let container_env = engine.inspect(&container).await?.env;
-    let mut env = super::hooks::remote_env(&settings.remote_env, &container_env);
+    let details = engine.inspect(&container).await?;
+    let mut env = super::hooks::remote_env(&settings.remote_env, &details.env);
     env.extend(extra_env);
     let runner = Runner {
         engine,
@@ -63,6 +63,7 @@ pub(crate) async fn attach_with_env(
         },
         env,
         writer: writer.as_ref(),
+        supervised: details.supervised,
     };
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let request = runner.request(argv.clone(), tty, true);

@@ -98,6 +98,7 @@ pub(crate) async fn in_container(
         cwd: "/".into(),
         env: vec![],
         writer: Some(writer),
+        supervised: info.supervised,
     };
     let runner = Runner {
         engine,
@@ -106,6 +107,7 @@ pub(crate) async fn in_container(
         cwd: spec.workspace_folder.clone(),
         env: remote_env(&spec.remote_env, &info.env),
         writer: Some(writer),
+        supervised: info.supervised,
     };
 
     if state.created_hooks_done_for.as_deref() != Some(container_id) {
@@ -213,6 +215,8 @@ pub(crate) struct Runner<'a> {
     pub(crate) cwd: String,
     pub(crate) env: Vec<String>,
     pub(crate) writer: Option<&'a Writer>,
+    /// Commands start through the exec audit's shim (the container's label).
+    pub(crate) supervised: bool,
 }
 
 impl Runner<'_> {
@@ -255,6 +259,7 @@ impl Runner<'_> {
             env: self.env.clone(),
             tty,
             stdin,
+            supervised: self.supervised,
         }
     }
 

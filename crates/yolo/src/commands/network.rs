@@ -11,6 +11,7 @@ use crate::project::Project;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use yolo_protocol::ExecAudit;
 
 /// How long the guard may take from start to "ready" before yolo gives up (fail closed).
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -137,8 +138,12 @@ pub(crate) fn guard_config(
         allow_internal_answers: guard.allow_internal_answers,
         max_session_log: guard.max_session_log,
         phase: phase.map(str::to_string),
-        // Filled in by the exec audit and the file watcher when they are on.
-        exec_audit: None,
+        // The agent's session, not a build: its shims register here (whether the agent has
+        // one is `[audit] exec`; a guard without a shim to serve only waits).
+        exec_audit: (phase.is_none() && mode != NetworkMode::None).then(|| ExecAudit {
+            log_path: PathBuf::from(GUARD_LOG_DIR).join(crate::audit::exec_log_name(session)),
+            max_bytes: guard.max_exec_log,
+        }),
         file_watch: None,
     }
 }

@@ -72,6 +72,7 @@ exit 0"#;
             agent.state_dir.clone(),
         ],
         user: user.map(str::to_string),
+        supervised: engine.inspect(container).await?.supervised,
         ..Default::default()
     };
     let result = engine.exec(container, &request, Output::Capture).await?;

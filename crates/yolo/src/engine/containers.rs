@@ -16,6 +16,7 @@ use bollard::query_parameters::{
 };
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
+use yolo_protocol::SHIM_PATH;
 
 /// Capabilities an ordinary dev container needs, added back after dropping all. Each one is
 /// justified in docs/security-model.md. Not in the list (Docker gives them by default): NET_RAW
@@ -147,6 +148,10 @@ impl Engine {
             cpus: host.nano_cpus.map(|n| n as f64 / 1e9),
             memory_bytes: host.memory,
             pids: host.pids_limit,
+            supervised: config
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.get(labels::EXEC_AUDIT).is_some_and(|v| v == "shim")),
         })
     }
 
@@ -161,7 +166,9 @@ impl Engine {
         mode: NetworkMode,
     ) -> Result<String> {
         let creating = || format!("creating container {}", spec.container_name);
-        let body = agent_body(spec, image, network, mode);
+        let shim = self.shim_plan(spec, image, network).await?;
+        let agent_body = |spec: &RunSpec| agent_body(spec, image, network, mode, shim.as_ref());
+        let body = agent_body(spec);
         match self.create(&spec.container_name, body).await {
             Err(e) if spec.disk_bytes.is_some() && e.contains("storage-opt") => {
                 eprintln!(
@@ -172,13 +179,53 @@ impl Engine {
                     disk_bytes: None,
                     ..spec.clone()
                 };
-                let body = agent_body(&unlimited, image, network, mode);
+                let body = agent_body(&unlimited);
                 self.create(&spec.container_name, body)
                     .await
                     .map_err(|e| Error::docker(creating(), e))
             }
             other => other.map_err(|e| Error::docker(creating(), e)),
         }
+    }
+
+    /// How the agent starts through the exec audit's shim; `None` without the audit or without
+    /// a guard to register with (`--network none`).
+    async fn shim_plan(
+        &self,
+        spec: &RunSpec,
+        image: &str,
+        network: &NetworkAttach,
+    ) -> Result<Option<ShimPlan>> {
+        if !spec.exec_audit || !matches!(network, NetworkAttach::Container(_)) {
+            return Ok(None);
+        }
+        let host_path = super::guard_image::shim_file()?;
+        let (entrypoint, cmd) = if spec.override_command {
+            (vec![], keep_alive())
+        } else {
+            // An entrypoint given at create replaces the image's command too: both are named.
+            let config = self
+                .docker
+                .inspect_image(image)
+                .await
+                .map_err(|e| Error::docker(format!("inspecting image {image}"), message(&e)))?
+                .config
+                .unwrap_or_default();
+            (
+                config.entrypoint.unwrap_or_default(),
+                config.cmd.unwrap_or_default(),
+            )
+        };
+        if entrypoint.is_empty() && cmd.is_empty() {
+            return Err(Error::Unavailable(format!(
+                "the image {image} names no command to run and the config sets `overrideCommand: false`; give the image a CMD or remove the setting"
+            )));
+        }
+        Ok(Some(ShimPlan {
+            host_path,
+            entrypoint,
+            cmd,
+        }))
     }
 
     /// Create a container; the error is Docker's message.
@@ -344,18 +391,43 @@ fn env_map(list: Vec<String>) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// How the agent container starts through the exec audit's shim (`Engine::shim_plan`).
+pub(crate) struct ShimPlan {
+    /// The shim on the host, mounted read-only at `SHIM_PATH`.
+    host_path: std::path::PathBuf,
+    /// What the shim then runs: the image's entrypoint and command, or yolo's keep-alive.
+    entrypoint: Vec<String>,
+    cmd: Vec<String>,
+}
+
 fn agent_body(
     spec: &RunSpec,
     image: &str,
     network: &NetworkAttach,
     mode: NetworkMode,
+    shim: Option<&ShimPlan>,
 ) -> ContainerCreateBody {
     let env: Vec<String> = spec
         .container_env
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    let cmd = spec.override_command.then(keep_alive);
+    let (entrypoint, cmd) = match shim {
+        // The shim first: the filter is on before the container's first program.
+        Some(plan) => {
+            let mut entrypoint = vec![SHIM_PATH.to_string(), "shim".into()];
+            entrypoint.extend(plan.entrypoint.iter().cloned());
+            (Some(entrypoint), Some(plan.cmd.clone()))
+        }
+        None => {
+            let cmd = spec.override_command.then(keep_alive);
+            (cmd.as_ref().map(|_| vec![]), cmd)
+        }
+    };
+    let mut labels = labels::agent(spec, mode);
+    if shim.is_some() {
+        labels.insert(labels::EXEC_AUDIT.into(), "shim".into());
+    }
     // A container in another's network namespace takes that one's name, hosts and ports.
     let own_namespace = network.owns_namespace();
     let exposed = hardening::exposed(&spec.ports);
@@ -363,25 +435,31 @@ fn agent_body(
         image: Some(image.to_string()),
         user: spec.container_user.clone(),
         env: Some(env),
-        labels: Some(labels::agent(spec, mode).into_iter().collect()),
-        entrypoint: cmd.as_ref().map(|_| vec![]),
+        labels: Some(labels.into_iter().collect()),
+        entrypoint,
         cmd,
         working_dir: None,
         hostname: spec.hostname.clone().filter(|_| own_namespace),
         exposed_ports: (own_namespace && !exposed.is_empty()).then_some(exposed),
-        host_config: Some(agent_host_config(spec, network)),
+        host_config: Some(agent_host_config(spec, network, shim)),
         ..Default::default()
     }
 }
 
-fn agent_host_config(spec: &RunSpec, network: &NetworkAttach) -> HostConfig {
+fn agent_host_config(
+    spec: &RunSpec,
+    network: &NetworkAttach,
+    shim: Option<&ShimPlan>,
+) -> HostConfig {
     let mut cap_add: Vec<String> = DEFAULT_CAPS.iter().map(|c| c.to_string()).collect();
     cap_add.extend(spec.cap_add.iter().cloned());
     let hardening = Hardening {
         cap_add,
         security_opt: spec.security_opt.clone(),
         limits: spec.limits,
-        init: spec.init,
+        // With the shim, the guard (PID 1 of the namespace joined below) reaps; an init of the
+        // agent's own would be a process without the exec filter.
+        init: spec.init && shim.is_none(),
         network: network.clone(),
         ports: spec.ports.clone(),
     };
@@ -396,10 +474,26 @@ fn agent_host_config(spec: &RunSpec, network: &NetworkAttach) -> HostConfig {
         })
     }));
     mounts.extend(spec.mounts.iter().map(hardening::mount));
+    if let Some(plan) = shim {
+        mounts.push(hardening::mount(&crate::run_spec::Mount {
+            kind: crate::run_spec::MountKind::Bind,
+            source: plan.host_path.to_string_lossy().into_owned(),
+            target: SHIM_PATH.into(),
+            read_only: true,
+        }));
+    }
+    // The guard's PID namespace as well as its network: the exec supervisor is its PID 1
+    // (notifications then carry pids it can read), and the guard's end ends every process
+    // of the agent. A granted `--pid host` keeps the host's.
+    let pid_mode = match (spec.host_modes.get("pid"), network) {
+        (Some(mode), _) => Some(mode.clone()),
+        (None, NetworkAttach::Container(guard)) => Some(format!("container:{guard}")),
+        (None, _) => None,
+    };
     HostConfig {
         mounts: Some(mounts),
         privileged: Some(spec.privileged),
-        pid_mode: spec.host_modes.get("pid").cloned(),
+        pid_mode,
         ipc_mode: spec.host_modes.get("ipc").cloned(),
         uts_mode: spec.host_modes.get("uts").cloned(),
         userns_mode: spec.host_modes.get("userns").cloned(),

@@ -9,6 +9,7 @@ use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, Star
 use futures_util::StreamExt;
 use std::io::Write;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use yolo_protocol::SHIM_PATH;
 
 /// The environment variable that marks the processes of one command yolo runs.
 const EXEC_MARK: &str = "YOLO_EXEC_ID";
@@ -48,6 +49,21 @@ pub(crate) struct ExecRequest {
     pub(crate) tty: bool,
     /// Forward our stdin.
     pub(crate) stdin: bool,
+    /// Start through the exec audit's shim (`ContainerDetails::supervised`): the container's
+    /// every command must, or the guard records it as unsupervised.
+    pub(crate) supervised: bool,
+}
+
+impl ExecRequest {
+    /// The argv Docker runs: the shim first when supervised.
+    fn command(&self, argv: &[String]) -> Vec<String> {
+        if !self.supervised {
+            return argv.to_vec();
+        }
+        let mut command = vec![SHIM_PATH.to_string(), "shim".into()];
+        command.extend(argv.iter().cloned());
+        command
+    }
 }
 
 /// Where a command's output goes.
@@ -103,7 +119,7 @@ impl Engine {
         let mut env = req.env.clone();
         env.push(mark.clone());
         let config = CreateExecOptions {
-            cmd: Some(req.argv.clone()),
+            cmd: Some(req.command(&req.argv)),
             user: req.user.clone(),
             working_dir: req.cwd.clone(),
             env: Some(env),
@@ -193,7 +209,7 @@ impl Engine {
                 item = stream.next() => item,
                 signal = interrupt::received() => {
                     sink.flush();
-                    let stopped = self.stop_marked(container, req.user.as_deref(), &mark).await;
+                    let stopped = self.stop_marked(container, req, &mark).await;
                     return Err(Error::Interrupted {
                         signal,
                         stopped: stopped.then(|| short(&req.argv)),
@@ -228,16 +244,16 @@ impl Engine {
     /// yolo is on its way out.
     /// Whether it could confirm nothing of the command is left (the script needs `tr` and
     /// `grep` in the image).
-    async fn stop_marked(&self, container: &str, user: Option<&str>, mark: &str) -> bool {
+    async fn stop_marked(&self, container: &str, req: &ExecRequest, mark: &str) -> bool {
         let config = CreateExecOptions {
-            cmd: Some(vec![
+            cmd: Some(req.command(&[
                 "/bin/sh".to_string(),
                 "-c".into(),
                 STOP_SCRIPT.into(),
                 "yolo-stop".into(),
                 mark.to_string(),
-            ]),
-            user: user.map(str::to_string),
+            ])),
+            user: req.user.clone(),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             ..Default::default()

@@ -25,8 +25,10 @@ const READY_LINE: &str = crate::firewall::GUARD_READY_LINE;
 /// Where the guard writes network events (bind mount of a host folder).
 pub(crate) const GUARD_LOG_DIR: &str = "/var/log/yolo";
 const GUARD_CONFIG_PATH: &str = "/etc/yolo/guard.json";
-/// The guard's capabilities: its ruleset (NET_ADMIN) and DNS on port 53 (NET_BIND_SERVICE).
-const GUARD_CAPS: &[&str] = &["NET_ADMIN", "NET_BIND_SERVICE"];
+/// The guard's capabilities: its ruleset (NET_ADMIN), DNS on port 53 (NET_BIND_SERVICE), and
+/// reading the agent's processes for the exec audit (SYS_PTRACE: `process_vm_readv`, a brief
+/// `PTRACE_SEIZE` at each exec, `/proc/<pid>` of another container's processes).
+const GUARD_CAPS: &[&str] = &["NET_ADMIN", "NET_BIND_SERVICE", "SYS_PTRACE"];
 /// The guard's own limits, whatever the project's: 1 CPU, 256 MiB, 256 processes.
 const GUARD_LIMITS: Limits = Limits {
     cpus: 1.0,
@@ -350,7 +352,9 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         cap_add: GUARD_CAPS.iter().map(|c| c.to_string()).collect(),
         security_opt: vec![],
         limits: GUARD_LIMITS,
-        init: true,
+        // `yolo-guard` itself is PID 1 of the namespace the agent joins: the kernel keeps the
+        // agent's root from killing, stopping or tracing it, and it reaps (see `init` there).
+        init: false,
         network: NetworkAttach::Network(spec.network.clone()),
         ports: spec.ports.clone(),
     };
@@ -432,21 +436,22 @@ mod tests {
     }
 
     #[test]
-    fn the_guard_holds_only_its_two_capabilities_and_its_own_limits() {
+    fn the_guard_holds_only_its_three_capabilities_and_its_own_limits() {
         let host = guard_body(&spec()).host_config.unwrap();
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
         assert_eq!(
             host.cap_add,
             Some(vec![
                 "NET_ADMIN".to_string(),
-                "NET_BIND_SERVICE".to_string()
+                "NET_BIND_SERVICE".to_string(),
+                "SYS_PTRACE".to_string()
             ])
         );
         assert_eq!(
             host.security_opt,
             Some(vec!["no-new-privileges:true".to_string()])
         );
-        assert_eq!(host.init, Some(true));
+        assert_eq!(host.init, Some(false));
         assert_eq!(host.memory, Some(256 * 1024 * 1024));
         assert_eq!(host.memory_swap, host.memory);
         assert_eq!(host.pids_limit, Some(256));

@@ -182,6 +182,36 @@ pub(super) fn stale(
     names
 }
 
+/// The exec audit's shim on the host: the embedded `yolo-guard` (run as `yolo-guard shim`),
+/// written once per digest to `<data>/bin/` and bind-mounted read-only into the agent container
+/// (`SHIM_PATH`). The engine must run the same architecture as this CLI (a local engine).
+pub(crate) fn shim_file() -> Result<std::path::PathBuf> {
+    #[cfg(unix)]
+    use std::os::unix::fs::PermissionsExt;
+    if EMBEDDED.is_empty() {
+        return Err(Error::Unavailable(
+            "this yolo carries no Linux guard binary to use as the exec audit's shim; turn the exec audit off with `[audit] exec = false` in yolo's config".into(),
+        ));
+    }
+    let dir = crate::user_config::data_dir().join("bin");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let path = dir.join(format!("yolo-shim-{}", digest12(EMBEDDED)));
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == EMBEDDED.len() as u64) {
+        return Ok(path);
+    }
+    let temp = dir.join(format!(
+        ".yolo-shim-{}.{}",
+        digest12(EMBEDDED),
+        std::process::id()
+    ));
+    std::fs::write(&temp, EMBEDDED).map_err(|e| Error::io(&temp, e))?;
+    #[cfg(unix)]
+    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o555))
+        .map_err(|e| Error::io(&temp, e))?;
+    std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
+    Ok(path)
+}
+
 fn digest12(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))[..12].to_string()
 }

@@ -21,6 +21,8 @@ pub(super) const ROLE: &str = "dev.yolo.role";
 pub(super) const BUILD_HASH: &str = "dev.yolo.build-hash";
 /// The base image a guard image was built from.
 pub(super) const GUARD_BASE: &str = "dev.yolo.guard-base";
+/// `shim` on an agent container whose commands start through the exec audit's shim.
+pub(super) const EXEC_AUDIT: &str = "dev.yolo.exec-audit";
 /// Extra labels for every object yolo creates, `k=v[,k=v]` (tests use it to clean up).
 const EXTRA_LABELS_ENV: &str = "YOLO_LABELS";
 

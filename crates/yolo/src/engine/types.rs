@@ -122,6 +122,8 @@ pub(crate) struct ContainerDetails {
     pub(crate) cpus: Option<f64>,
     pub(crate) memory_bytes: Option<i64>,
     pub(crate) pids: Option<i64>,
+    /// Its commands start through the exec audit's shim (`dev.yolo.exec-audit`).
+    pub(crate) supervised: bool,
 }
 
 /// How a container joins the network (Docker's network mode).

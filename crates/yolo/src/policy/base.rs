@@ -51,6 +51,7 @@ impl Eval<'_> {
             default_agent: self.yolo().and_then(|y| y.agent.clone()),
             // Always: the agent spawns many processes; an init reaps them and forwards signals.
             init: true,
+            exec_audit: false,
             shm_size: None,
         })
     }

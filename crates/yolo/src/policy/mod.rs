@@ -92,6 +92,8 @@ pub(crate) struct UserLayer {
     pub(crate) read_only: Vec<String>,
     /// `[limits] disk` (default `DEFAULT_DISK`); `None`: `disk = "none"`, not limited.
     pub(crate) disk_bytes: Option<i64>,
+    /// `[audit] exec` (default on): the exec audit's shim in the agent container.
+    pub(crate) exec_audit: bool,
 }
 
 /// The writable layer's size limit when the user sets none (where the storage driver can).
@@ -106,6 +108,7 @@ impl Default for UserLayer {
             presets: Vec::new(),
             read_only: DEFAULT_READ_ONLY.map(String::from).to_vec(),
             disk_bytes: Some(DEFAULT_DISK),
+            exec_audit: true,
         }
     }
 }
@@ -137,6 +140,10 @@ pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
     spec.ports = eval.ports(&spec)?;
     spec.initialize_command = eval.initialize_command()?;
     spec.grants_used = eval.used.clone();
+    // The shim registers with the guard, PID 1 of a namespace the agent joins: not possible
+    // in the host's PID namespace (a granted `--pid host`). (Nor without a guard, in
+    // `--network none`: the engine leaves the shim out there.)
+    spec.exec_audit = input.user.exec_audit && !spec.host_modes.contains_key("pid");
     hash::seal(&mut spec);
     Ok(spec)
 }
