@@ -111,16 +111,22 @@ pub(crate) fn describe(event: &Event) -> String {
             argv,
             result,
             exit_code,
+            duration_ms,
             argv_rewritten,
             ..
         } => format!(
-            "pid={pid} uid={uid} {}{}{} in {}: {}",
+            "pid={pid} uid={uid} {}{}{}in {}: {}",
             if result == "ok" {
                 String::new()
             } else {
                 format!("{result} ")
             },
-            exit_code.map(|c| format!("exit={c} ")).unwrap_or_default(),
+            exit_code
+                .map(|c| format!(
+                    "exit={c} {}",
+                    duration_ms.map(|d| format!("{d}ms ")).unwrap_or_default()
+                ))
+                .unwrap_or_default(),
             if *argv_rewritten {
                 "(argv rewritten before the exec) "
             } else {
