@@ -22,6 +22,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fff}
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.4em 0}td,th{padding:2px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}tr:nth-child(even) td{background:#fafafa}
+.time{white-space:nowrap}
 code,.mono{font-family:ui-monospace,monospace;font-size:.92em;white-space:pre-wrap;word-break:break-all}
 .bad{color:#b00020;font-weight:600}.warn{color:#a05a00}.ok{color:#1b6e1b}.muted{color:#777}
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 1em}dt{font-weight:600}dd{margin:0}
@@ -70,8 +71,11 @@ fn time(t: DateTime<Utc>) -> String {
 fn summary(html: &mut String, events: &[Event]) {
     let start = events.iter().find_map(|e| match &e.kind {
         EventKind::SessionStart {
-            workspace, image, ..
-        } => Some((e.ts, workspace.as_str(), image.as_str())),
+            workspace,
+            image,
+            network,
+            ..
+        } => Some((e.ts, workspace.as_str(), image.as_str(), network.as_str())),
         _ => None,
     });
     let stop = events.iter().rev().find_map(|e| match &e.kind {
@@ -87,9 +91,12 @@ fn summary(html: &mut String, events: &[Event]) {
         let _ = writeln!(html, "<dt>{name}</dt><dd>{value}</dd>");
     };
     match start {
-        Some((ts, workspace, image)) => {
+        Some((ts, workspace, image, network)) => {
             row("Workspace", format!("<code>{}</code>", esc(workspace)));
             row("Image", format!("<code>{}</code>", esc(image)));
+            if !network.is_empty() {
+                row("Network", esc(network));
+            }
             row("Started", time(ts));
         }
         None => row(
@@ -143,7 +150,7 @@ fn timeline(html: &mut String, events: &[Event]) {
     for e in events.iter().take(MAX_TIMELINE) {
         let _ = writeln!(
             html,
-            "<tr class=\"event {kind}\"><td class=\"mono\">{}</td><td>{kind}</td><td class=\"mono\">{}</td></tr>",
+            "<tr class=\"event {kind}\"><td class=\"mono time\">{}</td><td>{kind}</td><td class=\"mono\">{}</td></tr>",
             e.ts.format("%H:%M:%S%.3f"),
             esc(&line::describe(e)),
             kind = e.kind.name()
