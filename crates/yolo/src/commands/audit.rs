@@ -16,12 +16,15 @@ pub(crate) struct Filter {
     pub(crate) since: Option<chrono::DateTime<chrono::Utc>>,
     /// Only events whose printed line contains this, ignoring case.
     pub(crate) grep: Option<String>,
+    /// Events come as they are written (`--follow`, past what was in the log): an `exec_exit`
+    /// is no longer joined into its `exec`, so `--kind exec` takes it too.
+    pub(crate) live: bool,
 }
 
 impl Filter {
     /// The line to print for `event`, if it passes.
     fn line(&self, event: &Event, json: bool) -> Option<String> {
-        if !self.kinds.is_empty() && !self.kinds.iter().any(|k| k == event.kind.name()) {
+        if !self.kinds.is_empty() && !self.kinds.iter().any(|k| self.takes(k, event)) {
             return None;
         }
         if self.since.is_some_and(|since| last_time(event) < since) {
@@ -40,6 +43,13 @@ impl Filter {
     }
 }
 
+impl Filter {
+    fn takes(&self, kind: &str, event: &Event) -> bool {
+        let name = event.kind.name();
+        kind == name || (self.live && kind == "exec" && name == "exec_exit")
+    }
+}
+
 /// When an event's last attempt happened: a folded record is written up to a second after its
 /// attempts, so a repeat from before a given time must not count as after it.
 pub(crate) fn last_time(event: &Event) -> chrono::DateTime<chrono::Utc> {
@@ -49,7 +59,7 @@ pub(crate) fn last_time(event: &Event) -> chrono::DateTime<chrono::Utc> {
 pub(crate) async fn execute(
     target: &Target,
     session: Option<String>,
-    filter: Filter,
+    mut filter: Filter,
     follow: bool,
     json: bool,
     list: bool,
@@ -82,6 +92,7 @@ pub(crate) async fn execute(
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+        filter.live = true;
         events = tail.poll();
     }
     Ok(0)
@@ -159,6 +170,31 @@ mod tests {
         assert_eq!(grep("absent").line(&notice, false), None);
         // With --json the JSON is what is searched.
         assert!(grep("\"kind\":\"notice\"").line(&notice, true).is_some());
+    }
+
+    #[test]
+    fn following_exec_takes_the_exits_as_they_come() {
+        let exit = Event::now(
+            "s",
+            EventKind::ExecExit {
+                id: 1,
+                pid: 2,
+                exit_code: 3,
+                signal: None,
+                duration_ms: 4,
+            },
+        );
+        let exec = |live| Filter {
+            kinds: vec!["exec".into()],
+            live,
+            ..Filter::default()
+        };
+        // What was in the log is joined (`reader::join_exits`): a lone exit there is not an exec.
+        assert_eq!(exec(false).line(&exit, false), None);
+        assert!(exec(true)
+            .line(&exit, false)
+            .unwrap()
+            .contains("pid=2 exit=3 4ms"));
     }
 
     #[test]

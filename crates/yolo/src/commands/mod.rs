@@ -71,7 +71,12 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             json,
             list,
         } => {
-            let filter = audit::Filter { kinds, since, grep };
+            let filter = audit::Filter {
+                kinds,
+                since,
+                grep,
+                live: false,
+            };
             audit::execute(&target, session, filter, follow, json, list).await
         }
         Command::Replay {
