@@ -115,7 +115,20 @@ fn summary(html: &mut String, events: &[Event]) {
     }
     let count = |kind: &str| counts.get(kind).copied().unwrap_or(0);
     row("Commands yolo ran", count("command").to_string());
-    row("Programs run", count("exec").to_string());
+    let failed = events
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::Exec { result, .. } if result != "ok"))
+        .count() as u64;
+    row(
+        "Programs run",
+        match failed {
+            0 => count("exec").to_string(),
+            n => format!(
+                "{} <span class=\"warn\">({n} more execs failed or were refused)</span>",
+                count("exec") - n
+            ),
+        },
+    );
     row("DNS queries", count("dns").to_string());
     row(
         "Connections blocked",
