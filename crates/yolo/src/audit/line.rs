@@ -1,6 +1,6 @@
 //! One event as one line of text for humans: what `yolo audit` prints and what the report's
-//! timeline shows. Strings the agent chose (argv, paths) are left for the caller to escape for
-//! where they go (a terminal, HTML).
+//! timeline shows. The text is not yet safe for where it goes: the caller escapes it for its
+//! medium (`visible::escape_controls` for a terminal, `report::esc` for HTML).
 
 use super::{Event, EventKind};
 
