@@ -201,6 +201,18 @@ pub(crate) enum Command {
         #[arg(long, value_name = "N", default_value = "1", value_parser = values::parse_speed)]
         speed: f64,
     },
+    /// Draw a session as one HTML page (summary, timeline, programs, network, files) that
+    /// opens offline; prints the page's path
+    Report {
+        #[command(flatten)]
+        target: Target,
+        /// Session id (default: the workspace's latest; `yolo audit --list` shows them)
+        #[arg(value_name = "SESSION")]
+        session: Option<String>,
+        /// Where to write the page (default: report.html in the session's folder)
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Allow domains, addresses or ports for a running session, without restart
     Allow {
         #[command(flatten)]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// The folder of a session's recordings.
 pub(crate) fn casts_dir(session: &str) -> PathBuf {
-    super::sessions_dir().join(session)
+    super::session_dir(session)
 }
 
 #[derive(Serialize)]

@@ -4,7 +4,9 @@
 
 pub(crate) use yolo_protocol::event;
 pub(crate) mod cast;
+pub(crate) mod line;
 pub(crate) mod reader;
+pub(crate) mod report;
 pub(crate) mod writer;
 
 pub(crate) use event::{Event, EventKind};
@@ -20,6 +22,11 @@ pub(crate) fn sessions_dir() -> PathBuf {
 /// `<data dir>/sessions/<session>.jsonl`.
 pub(crate) fn session_path(session: &str) -> PathBuf {
     sessions_dir().join(format!("{session}.jsonl"))
+}
+
+/// `<data dir>/sessions/<session>/`: a session's own folder (terminal recordings, the report).
+pub(crate) fn session_dir(session: &str) -> PathBuf {
+    sessions_dir().join(session)
 }
 
 /// `<data dir>/network`: the guard's own files (it cannot write the host's session file).

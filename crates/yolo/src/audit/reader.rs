@@ -53,3 +53,132 @@ impl Tail {
         events
     }
 }
+
+/// Each `exec_exit` copied into the `exec` of the same `id` (its `exit_code` and
+/// `duration_ms`), so a program's record says how it ended. A joined `exec_exit` line is
+/// dropped unless `keep_exits`; one without its `exec` (the log was cut, or the exit came
+/// first) always stays, so nothing the guard wrote is lost.
+pub(crate) fn join_exits(events: Vec<Event>, keep_exits: bool) -> Vec<Event> {
+    use super::EventKind;
+    use std::collections::HashMap;
+    let mut execs: HashMap<u64, usize> = HashMap::new();
+    let mut joined = vec![false; events.len()];
+    let mut events = events;
+    for i in 0..events.len() {
+        match events[i].kind {
+            EventKind::Exec { id, .. } => {
+                execs.insert(id, i);
+            }
+            EventKind::ExecExit {
+                id,
+                exit_code: code,
+                duration_ms: took,
+                ..
+            } => {
+                let Some(&at) = execs.get(&id) else { continue };
+                if let EventKind::Exec {
+                    exit_code,
+                    duration_ms,
+                    ..
+                } = &mut events[at].kind
+                {
+                    if exit_code.is_none() {
+                        *exit_code = Some(code);
+                        *duration_ms = Some(took);
+                        joined[i] = true;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    events
+        .into_iter()
+        .zip(joined)
+        .filter(|(_, joined)| keep_exits || !joined)
+        .map(|(event, _)| event)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::EventKind;
+    use super::*;
+
+    fn exec(id: u64, pid: i32) -> Event {
+        Event::now(
+            "s",
+            EventKind::Exec {
+                id,
+                pid,
+                ppid: 1,
+                uid: 0,
+                gid: 0,
+                path: "/bin/true".into(),
+                exe: Some("/usr/bin/true".into()),
+                argv: vec!["true".into()],
+                cwd: "/workspace".into(),
+                result: "ok".into(),
+                argv_rewritten: false,
+                truncated: false,
+                argc: None,
+                exit_code: None,
+                duration_ms: None,
+            },
+        )
+    }
+
+    fn exit(id: u64, pid: i32, code: i64) -> Event {
+        Event::now(
+            "s",
+            EventKind::ExecExit {
+                id,
+                pid,
+                exit_code: code,
+                signal: None,
+                duration_ms: 12,
+            },
+        )
+    }
+
+    fn ended(event: &Event) -> (Option<i64>, Option<u64>) {
+        match event.kind {
+            EventKind::Exec {
+                exit_code,
+                duration_ms,
+                ..
+            } => (exit_code, duration_ms),
+            _ => panic!("not an exec: {event:?}"),
+        }
+    }
+
+    #[test]
+    fn an_exit_joins_the_exec_of_its_id_and_its_line_goes() {
+        let events = vec![exec(1, 10), exec(2, 11), exit(2, 11, 3), exit(1, 10, 0)];
+        let joined = join_exits(events, false);
+        assert_eq!(joined.len(), 2);
+        assert_eq!(ended(&joined[0]), (Some(0), Some(12)));
+        assert_eq!(ended(&joined[1]), (Some(3), Some(12)));
+    }
+
+    #[test]
+    fn exits_stay_when_asked_for_or_without_their_exec() {
+        // Asked for (`--kind exec_exit`): the exec is joined and the line kept.
+        let kept = join_exits(vec![exec(1, 10), exit(1, 10, 0)], true);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(ended(&kept[0]), (Some(0), Some(12)));
+        // An exit whose exec is not in the log, or a second exit of one id, is kept as it is.
+        let orphan = join_exits(
+            vec![exit(7, 70, 1), exec(1, 10), exit(1, 10, 0), exit(1, 10, 9)],
+            false,
+        );
+        let kinds: Vec<&str> = orphan.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(kinds, ["exec_exit", "exec", "exec_exit"]);
+        assert_eq!(ended(&orphan[1]), (Some(0), Some(12)));
+        // An exec without its exit yet has no exit code.
+        assert_eq!(
+            ended(&join_exits(vec![exec(1, 10)], false)[0]),
+            (None, None)
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! `yolo audit`: a plain viewer of a session's events, with `--kind` filters and `--follow`.
 
-use crate::audit::{self, Event, EventKind};
+pub(crate) use crate::audit::line::render;
+use crate::audit::{self, Event};
 use crate::cli::Target;
 use crate::error::{Error, Result};
 use crate::state::WorkspaceState;
@@ -15,12 +16,15 @@ pub(crate) struct Filter {
     pub(crate) since: Option<chrono::DateTime<chrono::Utc>>,
     /// Only events whose printed line contains this, ignoring case.
     pub(crate) grep: Option<String>,
+    /// Events come as they are written (`--follow`, past what was in the log): an `exec_exit`
+    /// is no longer joined into its `exec`, so `--kind exec` takes it too.
+    pub(crate) live: bool,
 }
 
 impl Filter {
     /// The line to print for `event`, if it passes.
     fn line(&self, event: &Event, json: bool) -> Option<String> {
-        if !self.kinds.is_empty() && !self.kinds.iter().any(|k| k == event.kind.name()) {
+        if !self.kinds.is_empty() && !self.kinds.iter().any(|k| self.takes(k, event)) {
             return None;
         }
         if self.since.is_some_and(|since| last_time(event) < since) {
@@ -39,6 +43,13 @@ impl Filter {
     }
 }
 
+impl Filter {
+    fn takes(&self, kind: &str, event: &Event) -> bool {
+        let name = event.kind.name();
+        kind == name || (self.live && kind == "exec" && name == "exec_exit")
+    }
+}
+
 /// When an event's last attempt happened: a folded record is written up to a second after its
 /// attempts, so a repeat from before a given time must not count as after it.
 pub(crate) fn last_time(event: &Event) -> chrono::DateTime<chrono::Utc> {
@@ -48,7 +59,7 @@ pub(crate) fn last_time(event: &Event) -> chrono::DateTime<chrono::Utc> {
 pub(crate) async fn execute(
     target: &Target,
     session: Option<String>,
-    filter: Filter,
+    mut filter: Filter,
     follow: bool,
     json: bool,
     list: bool,
@@ -67,8 +78,12 @@ pub(crate) async fn execute(
         )));
     }
     let mut tail = audit::reader::Tail::new(files);
+    // What is already in the log is one timeline: each exec carries its exit. Later events
+    // (--follow) print as they come, an exit on its own line when it happens.
+    let keep_exits = filter.kinds.iter().any(|k| k == "exec_exit");
+    let mut events = audit::reader::join_exits(tail.poll(), keep_exits);
     loop {
-        for event in tail.poll() {
+        for event in events {
             if let Some(line) = filter.line(&event, json) {
                 println!("{line}");
             }
@@ -77,6 +92,8 @@ pub(crate) async fn execute(
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+        filter.live = true;
+        events = tail.poll();
     }
     Ok(0)
 }
@@ -111,225 +128,11 @@ fn list_sessions(target: &Target) -> Result<i32> {
     Ok(0)
 }
 
-/// One line per event for humans.
-pub(crate) fn render(event: &Event) -> String {
-    let ts = event.ts.format("%Y-%m-%d %H:%M:%S%.3f");
-    let kind = event.kind.name();
-    let text = match &event.kind {
-        EventKind::SessionStart {
-            workspace,
-            image,
-            container,
-            config_hash,
-            grants,
-            ..
-        } => format!(
-            "{workspace} container={container} image={image} config={}{}",
-            &config_hash.get(..12).unwrap_or(config_hash),
-            if grants.is_empty() {
-                String::new()
-            } else {
-                format!(" grants={}", grants.join(","))
-            }
-        ),
-        EventKind::SessionStop { reason } => reason.clone(),
-        EventKind::Command {
-            source,
-            argv,
-            user,
-            exit_code,
-            duration_ms,
-            ..
-        } => format!(
-            "{source} user={user} exit={} {duration_ms}ms: {}",
-            exit_code.map(|c| c.to_string()).unwrap_or("?".into()),
-            shell_words(argv)
-        ),
-        EventKind::Dns {
-            name,
-            qtype,
-            decision,
-            answers,
-            count,
-            first,
-            last,
-            ..
-        } => {
-            format!(
-                "{decision} {name} {qtype}{}{}",
-                if answers.is_empty() {
-                    String::new()
-                } else {
-                    format!(" -> {}", answers.join(", "))
-                },
-                repeats(*count, *first, *last)
-            )
-        }
-        EventKind::Blocked {
-            proto,
-            dst,
-            port,
-            name,
-            count,
-            first,
-            last,
-        }
-        | EventKind::Connection {
-            proto,
-            dst,
-            port,
-            name,
-            count,
-            first,
-            last,
-        } => format!(
-            "{proto} {dst}{}{}{}",
-            port.map(|p| format!(":{p}")).unwrap_or_default(),
-            name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default(),
-            repeats(*count, *first, *last)
-        ),
-        EventKind::Firewall { action, patterns } => format!("{action} {}", patterns.join(" ")),
-        EventKind::Guard { status, details } => {
-            format!(
-                "{status} {}",
-                serde_json::to_string(details).unwrap_or_default()
-            )
-        }
-        EventKind::WatchedFile {
-            path, change, git, ..
-        } => format!(
-            "{change} {}{}",
-            crate::visible::escape_controls(path),
-            if *git {
-                " (git reads its config through it)"
-            } else {
-                ""
-            }
-        ),
-        EventKind::Exec {
-            pid,
-            uid,
-            cwd,
-            argv,
-            result,
-            exit_code,
-            argv_rewritten,
-            ..
-        } => format!(
-            "pid={pid} uid={uid} {}{}{} in {}: {}",
-            if result == "ok" {
-                String::new()
-            } else {
-                format!("{result} ")
-            },
-            exit_code.map(|c| format!("exit={c} ")).unwrap_or_default(),
-            if *argv_rewritten {
-                "(argv rewritten before the exec) "
-            } else {
-                ""
-            },
-            crate::visible::escape_controls(cwd),
-            crate::visible::escape_controls(&shell_words(argv))
-        ),
-        EventKind::ExecExit {
-            pid,
-            exit_code,
-            signal,
-            duration_ms,
-            ..
-        } => format!(
-            "pid={pid} exit={exit_code}{} {duration_ms}ms",
-            signal.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()
-        ),
-        EventKind::Unsupervised {
-            pid, exe, argv, ..
-        } => format!(
-            "pid={pid} runs without the exec filter (its execs are not recorded): {} {}",
-            crate::visible::escape_controls(exe),
-            crate::visible::escape_controls(&shell_words(argv))
-        ),
-        EventKind::File {
-            path,
-            change,
-            from,
-            sensitive,
-            count,
-            first,
-            last,
-            ..
-        } => format!(
-            "{change} {}{}{}{}",
-            from.as_ref()
-                .map(|f| format!("{} -> ", crate::visible::escape_controls(f)))
-                .unwrap_or_default(),
-            crate::visible::escape_controls(path),
-            if *sensitive { " (sensitive)" } else { "" },
-            repeats(*count, *first, *last)
-        ),
-        EventKind::Notice { message } => message.clone(),
-        EventKind::Suppressed {
-            of,
-            count,
-            first,
-            last,
-            max_bytes,
-        } => format!(
-            "{count} {of} events not written since {}: the session log reached its cap of {max_bytes} bytes (last at {})",
-            first.format("%H:%M:%S%.3f"),
-            last.format("%H:%M:%S%.3f")
-        ),
-    };
-    // What the guard saw while an image build's RUN steps shared its namespace.
-    let phase = event
-        .phase
-        .as_deref()
-        .map(|p| format!("[{p}] "))
-        .unwrap_or_default();
-    format!("{ts} {kind:<13} {phase}{text}")
-}
-
-/// ` (x2000 from 10:15:02.123 to 10:15:04.551)` for an aggregated record; empty for one.
-fn repeats(
-    count: Option<u64>,
-    first: Option<chrono::DateTime<chrono::Utc>>,
-    last: Option<chrono::DateTime<chrono::Utc>>,
-) -> String {
-    let Some(count) = count else {
-        return String::new();
-    };
-    let at = |t: Option<chrono::DateTime<chrono::Utc>>| {
-        t.map(|t| t.format("%H:%M:%S%.3f").to_string())
-            .unwrap_or_else(|| "?".into())
-    };
-    format!(" (x{count} from {} to {})", at(first), at(last))
-}
-
-/// The command line on one screen line: quoted like a shell would need, long scripts cut
-/// (`--json` has them whole).
-fn shell_words(argv: &[String]) -> String {
-    const MAX: usize = 160;
-    let line = argv
-        .iter()
-        .map(|a| {
-            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            } else {
-                a.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('\n', "\\n");
-    match line.char_indices().nth(MAX) {
-        Some((i, _)) => format!("{}…", &line[..i]),
-        None => line,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::shell_words;
     use super::*;
+    use crate::audit::line::shell_words;
+    use crate::audit::EventKind;
 
     #[test]
     fn the_filter_takes_kinds_a_time_and_text() {
@@ -367,6 +170,31 @@ mod tests {
         assert_eq!(grep("absent").line(&notice, false), None);
         // With --json the JSON is what is searched.
         assert!(grep("\"kind\":\"notice\"").line(&notice, true).is_some());
+    }
+
+    #[test]
+    fn following_exec_takes_the_exits_as_they_come() {
+        let exit = Event::now(
+            "s",
+            EventKind::ExecExit {
+                id: 1,
+                pid: 2,
+                exit_code: 3,
+                signal: None,
+                duration_ms: 4,
+            },
+        );
+        let exec = |live| Filter {
+            kinds: vec!["exec".into()],
+            live,
+            ..Filter::default()
+        };
+        // What was in the log is joined (`reader::join_exits`): a lone exit there is not an exec.
+        assert_eq!(exec(false).line(&exit, false), None);
+        assert!(exec(true)
+            .line(&exit, false)
+            .unwrap()
+            .contains("pid=2 exit=3 4ms"));
     }
 
     #[test]

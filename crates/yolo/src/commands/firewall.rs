@@ -213,19 +213,32 @@ async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
     }
 }
 
-/// The one-screen summary printed after `yolo run`: what the agent reached and what it did not.
+/// The one-screen summary printed after `yolo run`: what the agent reached and what it did not,
+/// the programs it ran and the files it changed.
 pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> String {
     let mut tail = audit::reader::Tail::new(audit::session_files(session));
+    summary_of(
+        tail.poll()
+            .into_iter()
+            .filter(|e| super::audit::last_time(e) >= since),
+    )
+}
+
+/// How many programs a summary names, and how many sensitive files.
+const TOP_PROGRAMS: usize = 5;
+const TOP_SENSITIVE: usize = 5;
+
+/// The summary of these events (those of the run).
+fn summary_of(events: impl Iterator<Item = audit::Event>) -> String {
+    let mut programs: BTreeMap<String, u64> = BTreeMap::new();
+    let mut files_changed: u64 = 0;
+    let mut sensitive: Vec<String> = vec![];
     let mut contacted: BTreeMap<String, u64> = BTreeMap::new();
     let mut refused: BTreeMap<String, u64> = BTreeMap::new();
     let mut blocked: BTreeMap<String, u64> = BTreeMap::new();
     // Cumulative per kind: the last record of each kind has the total.
     let mut suppressed: BTreeMap<String, u64> = BTreeMap::new();
-    for event in tail
-        .poll()
-        .into_iter()
-        .filter(|e| super::audit::last_time(e) >= since)
-    {
+    for event in events {
         // An aggregated record stands for `count` attempts.
         let n = event.kind.count();
         match event.kind {
@@ -253,10 +266,21 @@ pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> St
                 let total = suppressed.entry(of).or_default();
                 *total = (*total).max(count);
             }
+            EventKind::Exec {
+                result, argv, exe, ..
+            } if result == "ok" => *programs.entry(program_name(&argv, exe)).or_default() += 1,
+            EventKind::File {
+                path, sensitive: s, ..
+            } => {
+                files_changed += n;
+                if s && !sensitive.contains(&path) {
+                    sensitive.push(path);
+                }
+            }
             _ => {}
         }
     }
-    let mut out = String::from("network summary for this run:\n");
+    let mut out = String::from("summary of this run:\n");
     for (title, map) in [
         ("domains resolved (allowed)", &contacted),
         ("domains refused", &refused),
@@ -275,6 +299,37 @@ pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> St
             ));
         }
     }
+    out.push_str(&format!(
+        "  programs run: {}\n",
+        programs.values().sum::<u64>()
+    ));
+    let mut top: Vec<_> = programs.iter().collect();
+    top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (name, n) in top.iter().take(TOP_PROGRAMS) {
+        out.push_str(&format!("    {name} ({n}x)\n"));
+    }
+    if top.len() > TOP_PROGRAMS {
+        out.push_str(&format!(
+            "    ... and {} more (`yolo audit --kind exec`)\n",
+            top.len() - TOP_PROGRAMS
+        ));
+    }
+    out.push_str(&format!("  files changed: {files_changed}\n"));
+    if !sensitive.is_empty() {
+        out.push_str(&format!(
+            "  sensitive files changed (the host runs or reads them): {}\n",
+            sensitive.len()
+        ));
+        for path in sensitive.iter().take(TOP_SENSITIVE) {
+            out.push_str(&format!("    {path}\n"));
+        }
+        if sensitive.len() > TOP_SENSITIVE {
+            out.push_str(&format!(
+                "    ... and {} more (`yolo audit --kind file`)\n",
+                sensitive.len() - TOP_SENSITIVE
+            ));
+        }
+    }
     if !suppressed.is_empty() {
         let counts: Vec<String> = suppressed
             .iter()
@@ -286,6 +341,21 @@ pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> St
         ));
     }
     out
+}
+
+/// A program's name in the summary: the base name of what it was called (`argv[0]`), or of
+/// the binary the kernel ran when the argv is empty.
+fn program_name(argv: &[String], exe: Option<String>) -> String {
+    let called = argv
+        .first()
+        .filter(|a| !a.is_empty())
+        .cloned()
+        .or(exe)
+        .unwrap_or_else(|| "?".into());
+    match called.rsplit_once('/') {
+        Some((_, base)) if !base.is_empty() => base.to_string(),
+        _ => called,
+    }
 }
 
 #[cfg(test)]
@@ -324,5 +394,86 @@ mod tests {
             .is_some_and(|w| w.contains("on every port")));
         assert_eq!(still_allowed(&remaining, "other.com"), None);
         assert_eq!(still_allowed(&remaining, "*.example.com"), None);
+    }
+
+    fn exec(argv: &[&str], exe: &str, result: &str) -> EventKind {
+        EventKind::Exec {
+            id: 0,
+            pid: 2,
+            ppid: 1,
+            uid: 0,
+            gid: 0,
+            path: exe.into(),
+            exe: Some(exe.into()),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: "/workspace".into(),
+            result: result.into(),
+            argv_rewritten: false,
+            truncated: false,
+            argc: None,
+            exit_code: None,
+            duration_ms: None,
+        }
+    }
+
+    fn file(path: &str, sensitive: bool, count: Option<u64>) -> EventKind {
+        EventKind::File {
+            path: path.into(),
+            change: "modified".into(),
+            from: None,
+            size: None,
+            sensitive,
+            count,
+            first: None,
+            last: None,
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_programs_and_files() {
+        let mut kinds = vec![
+            exec(&["/usr/bin/git", "status"], "/usr/bin/git", "ok"),
+            exec(&["git", "diff"], "/usr/bin/git", "ok"),
+            exec(&["sh", "-c", "x"], "/bin/dash", "ok"),
+            exec(&[], "/usr/bin/env", "ok"),
+            // Failed execs did not run a program.
+            exec(&["nope"], "/usr/bin/nope", "ENOENT"),
+            file("src/", false, Some(40)),
+            file(".envrc", true, None),
+            file(".envrc", true, None),
+            file("Makefile", true, None),
+        ];
+        for name in ["a", "b", "c", "d"] {
+            kinds.push(exec(&[name], name, "ok"));
+        }
+        let text = summary_of(kinds.into_iter().map(|k| audit::Event::now("s", k)));
+        assert_eq!(
+            text,
+            "summary of this run:
+  domains resolved (allowed): 0
+  domains refused: 0
+  connections blocked: 0
+  programs run: 8
+    git (2x)
+    a (1x)
+    b (1x)
+    c (1x)
+    d (1x)
+    ... and 2 more (`yolo audit --kind exec`)
+  files changed: 43
+  sensitive files changed (the host runs or reads them): 2
+    .envrc
+    Makefile
+"
+        );
+    }
+
+    #[test]
+    fn a_program_is_named_by_its_base_name() {
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(program_name(&argv(&["/usr/bin/git"]), None), "git");
+        assert_eq!(program_name(&argv(&[]), Some("/bin/ls".into())), "ls");
+        assert_eq!(program_name(&argv(&["dir/"]), None), "dir/");
+        assert_eq!(program_name(&argv(&[]), None), "?");
     }
 }

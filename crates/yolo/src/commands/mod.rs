@@ -13,6 +13,7 @@ pub(crate) mod init;
 pub(crate) mod network;
 pub(crate) mod output;
 pub(crate) mod replay;
+pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod status;
@@ -70,7 +71,12 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             json,
             list,
         } => {
-            let filter = audit::Filter { kinds, since, grep };
+            let filter = audit::Filter {
+                kinds,
+                since,
+                grep,
+                live: false,
+            };
             audit::execute(&target, session, filter, follow, json, list).await
         }
         Command::Replay {
@@ -78,6 +84,11 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             session,
             speed,
         } => replay::execute(&target, session, speed),
+        Command::Report {
+            target,
+            session,
+            output,
+        } => report::execute(&target, session, output),
         Command::Allow { target, patterns } => firewall::allow(&target, patterns).await,
         Command::Deny { target, patterns } => firewall::deny(&target, patterns).await,
         Command::Firewall { target, json } => firewall::show(&target, json).await,

@@ -29,7 +29,7 @@ pub(crate) fn execute(target: &Target, session: Option<String>, speed: f64) -> R
 
 /// A session id is a name yolo made (`session::new_id`): letters, digits and `-`, so it cannot
 /// walk out of the sessions folder.
-fn checked(session: String) -> Result<String> {
+pub(crate) fn checked(session: String) -> Result<String> {
     let ok = !session.is_empty()
         && session
             .chars()

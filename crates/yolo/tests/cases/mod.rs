@@ -13,4 +13,5 @@ mod leftovers;
 mod lifecycle;
 mod network;
 mod policy;
+mod report;
 mod settings;

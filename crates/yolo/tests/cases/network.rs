@@ -583,7 +583,7 @@ domains = []
     let run = s.t.yolo(&args).ok();
     run.assert_stdout_contains(&s.net.allowed.body);
     // Each title with its count, then its entries (one query per address family: counts vary).
-    run.assert_stderr_contains("network summary for this run:\n")
+    run.assert_stderr_contains("summary of this run:\n")
         .assert_stderr_contains("  domains resolved (allowed): 1\n    www.allowed.test (")
         .assert_stderr_contains("  domains refused: 1\n    nope.denied.test (")
         .assert_stderr_contains(&format!(

@@ -1,0 +1,231 @@
+//! One event as one line of text for humans: what `yolo audit` prints and what the report's
+//! timeline shows. The text is not yet safe for where it goes: the caller escapes it for its
+//! medium (`visible::escape_controls` for a terminal, `report::esc` for HTML).
+
+use super::{Event, EventKind};
+
+/// One line per event for humans: time, kind, then [`describe`].
+pub(crate) fn render(event: &Event) -> String {
+    let ts = event.ts.format("%Y-%m-%d %H:%M:%S%.3f");
+    let kind = event.kind.name();
+    format!("{ts} {kind:<13} {}", describe(event))
+}
+
+/// What happened, without the time and kind.
+pub(crate) fn describe(event: &Event) -> String {
+    let text = match &event.kind {
+        EventKind::SessionStart {
+            workspace,
+            image,
+            container,
+            config_hash,
+            grants,
+            ..
+        } => format!(
+            "{workspace} container={container} image={image} config={}{}",
+            &config_hash.get(..12).unwrap_or(config_hash),
+            if grants.is_empty() {
+                String::new()
+            } else {
+                format!(" grants={}", grants.join(","))
+            }
+        ),
+        EventKind::SessionStop { reason } => reason.clone(),
+        EventKind::Command {
+            source,
+            argv,
+            user,
+            exit_code,
+            duration_ms,
+            ..
+        } => format!(
+            "{source} user={user} exit={} {duration_ms}ms: {}",
+            exit_code.map(|c| c.to_string()).unwrap_or("?".into()),
+            shell_words(argv)
+        ),
+        EventKind::Dns {
+            name,
+            qtype,
+            decision,
+            answers,
+            count,
+            first,
+            last,
+            ..
+        } => {
+            format!(
+                "{decision} {name} {qtype}{}{}",
+                if answers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" -> {}", answers.join(", "))
+                },
+                repeats(*count, *first, *last)
+            )
+        }
+        EventKind::Blocked {
+            proto,
+            dst,
+            port,
+            name,
+            count,
+            first,
+            last,
+        }
+        | EventKind::Connection {
+            proto,
+            dst,
+            port,
+            name,
+            count,
+            first,
+            last,
+        } => format!(
+            "{proto} {dst}{}{}{}",
+            port.map(|p| format!(":{p}")).unwrap_or_default(),
+            name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default(),
+            repeats(*count, *first, *last)
+        ),
+        EventKind::Firewall { action, patterns } => format!("{action} {}", patterns.join(" ")),
+        EventKind::Guard { status, details } => {
+            format!(
+                "{status} {}",
+                serde_json::to_string(details).unwrap_or_default()
+            )
+        }
+        EventKind::WatchedFile {
+            path, change, git, ..
+        } => format!(
+            "{change} {}{}",
+            crate::visible::escape_controls(path),
+            if *git {
+                " (git reads its config through it)"
+            } else {
+                ""
+            }
+        ),
+        EventKind::Exec {
+            pid,
+            uid,
+            cwd,
+            argv,
+            result,
+            exit_code,
+            duration_ms,
+            argv_rewritten,
+            ..
+        } => format!(
+            "pid={pid} uid={uid} {}{}{}in {}: {}",
+            if result == "ok" {
+                String::new()
+            } else {
+                format!("{result} ")
+            },
+            exit_code
+                .map(|c| format!(
+                    "exit={c} {}",
+                    duration_ms.map(|d| format!("{d}ms ")).unwrap_or_default()
+                ))
+                .unwrap_or_default(),
+            if *argv_rewritten {
+                "(argv rewritten before the exec) "
+            } else {
+                ""
+            },
+            crate::visible::escape_controls(cwd),
+            crate::visible::escape_controls(&shell_words(argv))
+        ),
+        EventKind::ExecExit {
+            pid,
+            exit_code,
+            signal,
+            duration_ms,
+            ..
+        } => format!(
+            "pid={pid} exit={exit_code}{} {duration_ms}ms",
+            signal.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()
+        ),
+        EventKind::Unsupervised {
+            pid, exe, argv, ..
+        } => format!(
+            "pid={pid} runs without the exec filter (its execs are not recorded): {} {}",
+            crate::visible::escape_controls(exe),
+            crate::visible::escape_controls(&shell_words(argv))
+        ),
+        EventKind::File {
+            path,
+            change,
+            from,
+            sensitive,
+            count,
+            first,
+            last,
+            ..
+        } => format!(
+            "{change} {}{}{}{}",
+            from.as_ref()
+                .map(|f| format!("{} -> ", crate::visible::escape_controls(f)))
+                .unwrap_or_default(),
+            crate::visible::escape_controls(path),
+            if *sensitive { " (sensitive)" } else { "" },
+            repeats(*count, *first, *last)
+        ),
+        EventKind::Notice { message } => message.clone(),
+        EventKind::Suppressed {
+            of,
+            count,
+            first,
+            last,
+            max_bytes,
+        } => format!(
+            "{count} {of} events not written since {}: the session log reached its cap of {max_bytes} bytes (last at {})",
+            first.format("%H:%M:%S%.3f"),
+            last.format("%H:%M:%S%.3f")
+        ),
+    };
+    // What the guard saw while an image build's RUN steps shared its namespace.
+    let phase = event
+        .phase
+        .as_deref()
+        .map(|p| format!("[{p}] "))
+        .unwrap_or_default();
+    format!("{phase}{text}")
+}
+
+/// ` (x2000 from 10:15:02.123 to 10:15:04.551)` for an aggregated record; empty for one.
+fn repeats(
+    count: Option<u64>,
+    first: Option<chrono::DateTime<chrono::Utc>>,
+    last: Option<chrono::DateTime<chrono::Utc>>,
+) -> String {
+    let Some(count) = count else {
+        return String::new();
+    };
+    let at = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map(|t| t.format("%H:%M:%S%.3f").to_string())
+            .unwrap_or_else(|| "?".into())
+    };
+    format!(" (x{count} from {} to {})", at(first), at(last))
+}
+
+/// The command line on one screen line: quoted like a shell would need, long scripts cut
+/// (`--json` has them whole).
+pub(crate) fn shell_words(argv: &[String]) -> String {
+    const MAX: usize = 160;
+    let line = argv
+        .iter()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('\n', "\\n");
+    match line.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line,
+    }
+}

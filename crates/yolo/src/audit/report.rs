@@ -1,0 +1,668 @@
+//! One session drawn as a self-contained HTML page (`yolo report`): a summary, the timeline,
+//! the tree of programs the agent ran, what it reached on the network and what it changed in
+//! the workspace. Inline CSS, no script and nothing fetched, so the page opens offline and
+//! anywhere. Every string in it that the repository or the agent could choose (argv, paths,
+//! DNS names, messages) goes through [`esc`].
+//!
+//! Pure: events in, text out. Reading the log and writing the file is `commands::report`'s.
+
+use super::line;
+use super::{Event, EventKind};
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+/// More timeline rows than this are cut (the JSON of `yolo audit --json` has them all).
+const MAX_TIMELINE: usize = 5000;
+/// Deeper process trees are drawn at this indentation.
+const MAX_INDENT: usize = 30;
+
+const STYLE: &str = "
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fff}
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.4em 0}td,th{padding:2px 8px;text-align:left;vertical-align:top}
+th{background:#f0f0f0}tr:nth-child(even) td{background:#fafafa}
+.time{white-space:nowrap}
+code,.mono{font-family:ui-monospace,monospace;font-size:.92em;white-space:pre-wrap;word-break:break-all}
+.bad{color:#b00020;font-weight:600}.warn{color:#a05a00}.ok{color:#1b6e1b}.muted{color:#777}
+dl{display:grid;grid-template-columns:max-content auto;gap:2px 1em}dt{font-weight:600}dd{margin:0}
+";
+
+/// The page for `session`'s `events` (exits already joined, see `reader::join_exits`).
+pub(crate) fn render(session: &str, events: &[Event]) -> String {
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>yolo session {}</title><style>{STYLE}</style></head><body>\n\
+         <h1>yolo session <span id=\"session\" class=\"mono\">{}</span></h1>\n",
+        esc(session),
+        esc(session)
+    );
+    summary(&mut html, events);
+    processes(&mut html, events);
+    network(&mut html, events);
+    files(&mut html, events);
+    timeline(&mut html, events);
+    html.push_str("</body></html>\n");
+    html
+}
+
+/// `text` safe in HTML text and in a quoted attribute, its control characters made visible.
+pub(crate) fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in crate::visible::escape_controls(text).chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn time(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+fn summary(html: &mut String, events: &[Event]) {
+    let start = events.iter().find_map(|e| match &e.kind {
+        EventKind::SessionStart {
+            workspace,
+            image,
+            network,
+            ..
+        } => Some((e.ts, workspace.as_str(), image.as_str(), network.as_str())),
+        _ => None,
+    });
+    let stop = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::SessionStop { reason } => Some((e.ts, reason.as_str())),
+        _ => None,
+    });
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for e in events {
+        *counts.entry(e.kind.name()).or_default() += e.kind.count();
+    }
+    html.push_str("<section id=\"summary\"><h2>Summary</h2><dl>\n");
+    let mut row = |name: &str, value: String| {
+        let _ = writeln!(html, "<dt>{name}</dt><dd>{value}</dd>");
+    };
+    match start {
+        Some((ts, workspace, image, network)) => {
+            row("Workspace", format!("<code>{}</code>", esc(workspace)));
+            row("Image", format!("<code>{}</code>", esc(image)));
+            if !network.is_empty() {
+                row("Network", esc(network));
+            }
+            row("Started", time(ts));
+        }
+        None => row(
+            "Started",
+            "<span class=\"muted\">not in the log</span>".into(),
+        ),
+    }
+    match (start, stop) {
+        (_, Some((ts, reason))) => {
+            row("Stopped", format!("{} ({})", time(ts), esc(reason)));
+            if let Some((started, ..)) = start {
+                row("Duration", duration((ts - started).num_seconds()));
+            }
+        }
+        (_, None) => row("Stopped", "still running (or not recorded)".into()),
+    }
+    let count = |kind: &str| counts.get(kind).copied().unwrap_or(0);
+    row("Commands yolo ran", count("command").to_string());
+    let failed = events
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::Exec { result, .. } if result != "ok"))
+        .count() as u64;
+    row(
+        "Programs run",
+        match failed {
+            0 => count("exec").to_string(),
+            n => format!(
+                "{} <span class=\"warn\">({n} more execs failed or were refused)</span>",
+                count("exec") - n
+            ),
+        },
+    );
+    row("DNS queries", count("dns").to_string());
+    row(
+        "Connections blocked",
+        format!(
+            "<span class=\"{}\">{}</span>",
+            if count("blocked") > 0 { "bad" } else { "ok" },
+            count("blocked")
+        ),
+    );
+    row(
+        "Files changed",
+        (count("file") + count("watched_file")).to_string(),
+    );
+    row("Events", events.len().to_string());
+    html.push_str("</dl></section>\n");
+}
+
+fn duration(secs: i64) -> String {
+    let secs = secs.max(0);
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m {}s", s / 60, s % 60),
+        s => format!("{}h {}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+fn timeline(html: &mut String, events: &[Event]) {
+    html.push_str(
+        "<section id=\"timeline\"><h2>Timeline</h2>\n\
+         <table><thead><tr><th>Time</th><th>Kind</th><th>What</th></tr></thead><tbody>\n",
+    );
+    for e in events.iter().take(MAX_TIMELINE) {
+        let _ = writeln!(
+            html,
+            "<tr class=\"event {kind}\"><td class=\"mono time\">{}</td><td>{kind}</td><td class=\"mono\">{}</td></tr>",
+            e.ts.format("%H:%M:%S%.3f"),
+            esc(&line::describe(e)),
+            kind = e.kind.name()
+        );
+    }
+    html.push_str("</tbody></table>\n");
+    if events.len() > MAX_TIMELINE {
+        let _ = writeln!(
+            html,
+            "<p class=\"muted\">{} more events not drawn; <code>yolo audit</code> shows them all.</p>",
+            events.len() - MAX_TIMELINE
+        );
+    }
+    html.push_str("</section>\n");
+}
+
+/// One exec, for the tree.
+struct Proc<'a> {
+    event: &'a Event,
+    pid: i32,
+    ppid: i32,
+}
+
+fn processes(html: &mut String, events: &[Event]) {
+    let procs: Vec<Proc> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Exec { pid, ppid, .. } => Some(Proc {
+                event: e,
+                pid: *pid,
+                ppid: *ppid,
+            }),
+            _ => None,
+        })
+        .collect();
+    // A program's parent is the latest program before it that ran as its ppid (a pid that
+    // exec'd again is the newer program).
+    let mut latest: HashMap<i32, usize> = HashMap::new();
+    let mut children: Vec<Vec<usize>> = vec![vec![]; procs.len()];
+    let mut roots = vec![];
+    for (i, p) in procs.iter().enumerate() {
+        match latest.get(&p.ppid) {
+            Some(&parent) if procs[parent].pid != p.pid => children[parent].push(i),
+            _ => roots.push(i),
+        }
+        latest.insert(p.pid, i);
+    }
+    html.push_str("<section id=\"processes\"><h2>Programs run</h2>\n");
+    if procs.is_empty() {
+        html.push_str("<p class=\"muted\">No program recorded by the exec supervisor.</p>\n");
+    } else {
+        html.push_str(
+            "<table><thead><tr><th>Command</th><th>pid</th><th>ppid</th><th>uid</th>\
+             <th>Result</th><th>Exit</th><th>Time</th><th>cwd</th></tr></thead><tbody>\n",
+        );
+        // Depth first, without recursion: a fork chain the agent makes can be deep.
+        let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+        while let Some((i, depth)) = stack.pop() {
+            exec_row(html, &procs[i], depth);
+            stack.extend(children[i].iter().rev().map(|&c| (c, depth + 1)));
+        }
+        html.push_str("</tbody></table>\n");
+    }
+    let unsupervised: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Unsupervised { .. }))
+        .collect();
+    if !unsupervised.is_empty() {
+        html.push_str(
+            "<h3 class=\"warn\">Running without the exec filter (their programs are not recorded)</h3>\
+             <ul id=\"unsupervised\">\n",
+        );
+        for e in unsupervised {
+            let _ = writeln!(html, "<li class=\"mono\">{}</li>", esc(&line::describe(e)));
+        }
+        html.push_str("</ul>\n");
+    }
+    html.push_str("</section>\n");
+}
+
+fn exec_row(html: &mut String, p: &Proc, depth: usize) {
+    let EventKind::Exec {
+        id,
+        uid,
+        argv,
+        cwd,
+        result,
+        exit_code,
+        duration_ms,
+        argv_rewritten,
+        truncated,
+        path,
+        ..
+    } = &p.event.kind
+    else {
+        return;
+    };
+    let command = if argv.is_empty() {
+        path.clone()
+    } else {
+        line::shell_words(argv)
+    };
+    let mut notes = String::new();
+    if *argv_rewritten {
+        notes.push_str(" <span class=\"warn\">(argv rewritten before the exec)</span>");
+    }
+    if *truncated {
+        notes.push_str(" <span class=\"muted\">(cut)</span>");
+    }
+    let result_class = if result == "ok" { "ok" } else { "bad" };
+    let exit = match exit_code {
+        Some(0) => "<span class=\"ok\">0</span>".to_string(),
+        Some(c) => format!("<span class=\"bad\">{c}</span>"),
+        None => "<span class=\"muted\">?</span>".to_string(),
+    };
+    let _ = writeln!(
+        html,
+        "<tr class=\"exec\" id=\"exec-{id}\" data-depth=\"{depth}\"><td class=\"mono\" style=\"padding-left:{}em\">{}{}{notes}</td>\
+         <td>{}</td><td>{}</td><td>{uid}</td><td class=\"{result_class}\">{}</td><td>{exit}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
+        0.5 + 1.5 * depth.min(MAX_INDENT) as f64,
+        if depth > 0 { "└ " } else { "" },
+        esc(&command),
+        p.pid,
+        p.ppid,
+        esc(result),
+        duration_ms.map(|d| format!("{d} ms")).unwrap_or_default(),
+        esc(cwd)
+    );
+}
+
+fn network(html: &mut String, events: &[Event]) {
+    let mut allowed: BTreeMap<String, u64> = BTreeMap::new();
+    let mut refused: BTreeMap<String, u64> = BTreeMap::new();
+    let mut blocked: BTreeMap<String, u64> = BTreeMap::new();
+    let mut open: BTreeMap<String, u64> = BTreeMap::new();
+    for e in events {
+        let n = e.kind.count();
+        match &e.kind {
+            EventKind::Dns { name, decision, .. } if decision == "allowed" => {
+                *allowed.entry(name.clone()).or_default() += n
+            }
+            EventKind::Dns { name, decision, .. } => {
+                let key = if decision == "refused" {
+                    name.clone()
+                } else {
+                    format!("{name} ({decision})")
+                };
+                *refused.entry(key).or_default() += n
+            }
+            EventKind::Blocked {
+                proto,
+                dst,
+                port,
+                name,
+                ..
+            } => {
+                *blocked
+                    .entry(destination(proto, dst, *port, name))
+                    .or_default() += n
+            }
+            EventKind::Connection {
+                proto,
+                dst,
+                port,
+                name,
+                ..
+            } => {
+                *open
+                    .entry(destination(proto, dst, *port, name))
+                    .or_default() += n
+            }
+            _ => {}
+        }
+    }
+    html.push_str("<section id=\"network\"><h2>Network</h2>\n");
+    for (id, title, map) in [
+        ("network-allowed", "Names resolved (allowed)", &allowed),
+        ("network-refused", "Names refused", &refused),
+        ("network-blocked", "Connections blocked", &blocked),
+        (
+            "network-open",
+            "Connections let through (--network open)",
+            &open,
+        ),
+    ] {
+        if map.is_empty() && id == "network-open" {
+            continue;
+        }
+        counted_table(html, id, title, map);
+    }
+    html.push_str("</section>\n");
+}
+
+fn destination(proto: &str, dst: &str, port: Option<u16>, name: &Option<String>) -> String {
+    format!(
+        "{proto} {dst}{}{}",
+        port.map(|p| format!(":{p}")).unwrap_or_default(),
+        name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+    )
+}
+
+/// A titled table of names with how many times each occurred, most first.
+fn counted_table(html: &mut String, id: &str, title: &str, map: &BTreeMap<String, u64>) {
+    let _ = writeln!(html, "<h3>{title}: {}</h3>", map.len());
+    if map.is_empty() {
+        let _ = writeln!(html, "<p id=\"{id}\" class=\"muted\">none</p>");
+        return;
+    }
+    let mut rows: Vec<_> = map.iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let _ = writeln!(
+        html,
+        "<table id=\"{id}\"><thead><tr><th>What</th><th>Times</th></tr></thead><tbody>"
+    );
+    for (what, n) in rows {
+        let _ = writeln!(
+            html,
+            "<tr><td class=\"mono\">{}</td><td>{n}</td></tr>",
+            esc(what)
+        );
+    }
+    html.push_str("</tbody></table>\n");
+}
+
+fn files(html: &mut String, events: &[Event]) {
+    let mut changes: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::File { .. }))
+        .collect();
+    // Sensitive first (the host runs or reads them), each group in time order.
+    changes.sort_by_key(|e| {
+        !matches!(
+            e.kind,
+            EventKind::File {
+                sensitive: true,
+                ..
+            }
+        )
+    });
+    html.push_str("<section id=\"files\"><h2>Files changed</h2>\n");
+    if changes.is_empty() {
+        html.push_str("<p class=\"muted\">No change recorded by the file watcher.</p>\n");
+    } else {
+        html.push_str(
+            "<table id=\"files-changed\"><thead><tr><th>Path</th><th>Change</th><th>Times</th>\
+             <th>Size</th><th>When</th></tr></thead><tbody>\n",
+        );
+        for e in changes {
+            let EventKind::File {
+                path,
+                change,
+                from,
+                size,
+                sensitive,
+                ..
+            } = &e.kind
+            else {
+                continue;
+            };
+            let _ = writeln!(
+                html,
+                "<tr class=\"file{}\"><td class=\"mono\">{}{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
+                if *sensitive { " sensitive" } else { "" },
+                from.as_ref()
+                    .map(|f| format!("{} → ", esc(f)))
+                    .unwrap_or_default(),
+                esc(path),
+                if *sensitive {
+                    " <span class=\"bad\">(sensitive)</span>"
+                } else {
+                    ""
+                },
+                esc(change),
+                e.kind.count(),
+                size.map(|s| s.to_string()).unwrap_or_default(),
+                e.ts.format("%H:%M:%S")
+            );
+        }
+        html.push_str("</tbody></table>\n");
+    }
+    let watched: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::WatchedFile { .. }))
+        .collect();
+    if !watched.is_empty() {
+        html.push_str(
+            "<h3 class=\"bad\">Files the host runs, changed</h3>\
+             <table id=\"files-watched\"><thead><tr><th>Path</th><th>Change</th><th>Diff</th></tr></thead><tbody>\n",
+        );
+        for e in watched {
+            let EventKind::WatchedFile {
+                path,
+                change,
+                git,
+                diff,
+                ..
+            } = &e.kind
+            else {
+                continue;
+            };
+            let _ = writeln!(
+                html,
+                "<tr class=\"watched\"><td class=\"mono\">{}{}</td><td>{}</td><td><pre class=\"mono\">{}</pre></td></tr>",
+                esc(path),
+                if *git {
+                    " <span class=\"bad\">(git reads its config through it)</span>"
+                } else {
+                    ""
+                },
+                esc(change),
+                esc(diff)
+            );
+        }
+        html.push_str("</tbody></table>\n");
+    }
+    html.push_str("</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn event(ts: &str, kind: EventKind) -> Event {
+        Event {
+            ts: at(ts),
+            session: "s1".into(),
+            phase: None,
+            kind,
+        }
+    }
+
+    fn exec(id: u64, pid: i32, ppid: i32, argv: &[&str], exit_code: Option<i64>) -> EventKind {
+        EventKind::Exec {
+            id,
+            pid,
+            ppid,
+            uid: 1000,
+            gid: 1000,
+            path: format!("/usr/bin/{}", argv[0]),
+            exe: Some(format!("/usr/bin/{}", argv[0])),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: "/workspace".into(),
+            result: "ok".into(),
+            argv_rewritten: false,
+            truncated: false,
+            argc: None,
+            exit_code,
+            duration_ms: exit_code.map(|_| 5),
+        }
+    }
+
+    fn dns(name: &str, decision: &str, count: Option<u64>) -> EventKind {
+        EventKind::Dns {
+            name: name.into(),
+            qtype: "A".into(),
+            decision: decision.into(),
+            answers: vec![],
+            rcode: None,
+            count,
+            first: None,
+            last: None,
+        }
+    }
+
+    fn file(path: &str, sensitive: bool, count: Option<u64>) -> EventKind {
+        EventKind::File {
+            path: path.into(),
+            change: "modified".into(),
+            from: None,
+            size: Some(3),
+            sensitive,
+            count,
+            first: None,
+            last: None,
+        }
+    }
+
+    fn session() -> Vec<Event> {
+        vec![
+            event(
+                "2026-11-22T10:00:00Z",
+                EventKind::SessionStart {
+                    workspace: "/home/me/repo".into(),
+                    config_file: String::new(),
+                    config_hash: String::new(),
+                    image: "debian:bookworm-slim".into(),
+                    container: "c".into(),
+                    limits: serde_json::Value::Null,
+                    grants: vec![],
+                    network: "firewall".into(),
+                    allowlist: vec![],
+                },
+            ),
+            event(
+                "2026-11-22T10:00:01Z",
+                exec(1, 100, 50, &["sh", "-c", "x"], Some(0)),
+            ),
+            event(
+                "2026-11-22T10:00:02Z",
+                exec(2, 101, 100, &["curl", "<script>alert(1)</script>"], Some(6)),
+            ),
+            event("2026-11-22T10:00:02Z", exec(3, 102, 50, &["ls"], None)),
+            event(
+                "2026-11-22T10:00:03Z",
+                dns("ok.allowed.test", "allowed", None),
+            ),
+            event(
+                "2026-11-22T10:00:03Z",
+                dns(
+                    "<img src=x onerror=alert(1)>.denied.test",
+                    "refused",
+                    Some(40),
+                ),
+            ),
+            event(
+                "2026-11-22T10:00:04Z",
+                dns("<img src=x onerror=alert(1)>.denied.test", "refused", None),
+            ),
+            event("2026-11-22T10:00:05Z", file("src/a.rs", false, Some(7))),
+            event("2026-11-22T10:00:06Z", file(".envrc", true, None)),
+            event(
+                "2026-11-22T10:01:30Z",
+                EventKind::SessionStop {
+                    reason: "down".into(),
+                },
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_page_has_every_section_and_no_script() {
+        let page = render("s1", &session());
+        for id in ["summary", "timeline", "processes", "network", "files"] {
+            assert!(page.contains(&format!("<section id=\"{id}\">")), "{id}");
+        }
+        assert!(!page.contains("<script"), "{page}");
+        assert!(!page.contains("<img"), "{page}");
+        assert!(!page.contains("http"), "nothing fetched: {page}");
+        assert!(page.contains("<dt>Duration</dt><dd>1m 30s</dd>"), "{page}");
+        assert!(page.contains("<dt>Image</dt><dd><code>debian:bookworm-slim</code></dd>"));
+    }
+
+    #[test]
+    fn agent_strings_are_escaped() {
+        let page = render("s1", &session());
+        assert!(
+            page.contains("curl &lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{page}"
+        );
+        assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;.denied.test"));
+        assert_eq!(esc("a\"'&\u{1b}"), "a&quot;&#39;&amp;\\x1b");
+    }
+
+    #[test]
+    fn children_are_drawn_under_their_parent() {
+        let page = render("s1", &session());
+        let row = |id: u64| page.find(&format!("id=\"exec-{id}\"")).unwrap();
+        assert!(row(1) < row(2) && row(2) < row(3));
+        assert!(page.contains("id=\"exec-2\" data-depth=\"1\""));
+        assert!(page.contains("id=\"exec-3\" data-depth=\"0\""));
+        assert!(
+            page.contains("<td><span class=\"bad\">6</span></td>"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn the_network_counts_folded_records() {
+        let page = render("s1", &session());
+        assert!(page.contains(
+            "<tr><td class=\"mono\">&lt;img src=x onerror=alert(1)&gt;.denied.test</td><td>41</td></tr>"
+        ), "{page}");
+        assert!(page.contains("<h3>Names resolved (allowed): 1</h3>"));
+    }
+
+    #[test]
+    fn sensitive_files_come_first() {
+        let page = render("s1", &session());
+        let envrc = page.find(".envrc").unwrap();
+        let src = page.find("src/a.rs").unwrap();
+        assert!(envrc < src);
+        assert!(page.contains("<td>modified</td><td>7</td>"), "{page}");
+    }
+
+    #[test]
+    fn a_deep_fork_chain_does_not_overflow() {
+        let events: Vec<Event> = (0..100_000)
+            .map(|i| {
+                event(
+                    "2026-11-22T10:00:01Z",
+                    exec(i as u64, i + 2, i + 1, &["sh"], Some(0)),
+                )
+            })
+            .collect();
+        let page = render("s1", &events);
+        assert!(page.contains("data-depth=\"99999\""));
+    }
+}
