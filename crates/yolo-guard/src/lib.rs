@@ -11,6 +11,7 @@ pub mod control;
 pub(crate) mod dns;
 pub(crate) mod error;
 pub(crate) mod events;
+pub(crate) mod files;
 pub(crate) mod fold;
 pub(crate) mod names;
 pub(crate) mod nflog;
@@ -287,6 +288,9 @@ async fn serve<B: Batches>(
             [("error", e.clone().into())],
         ));
     }
+    // Not fatal either; dropped at the end of `serve`, which writes what it holds.
+    let _files = (config.file_watch.as_ref())
+        .and_then(|w| files::spawn(w, &config.session, config.phase.as_deref(), &guard.events));
     let ready_ms = started.elapsed().as_millis() as u64;
     guard.events.emit(guard_event(
         "ready",
