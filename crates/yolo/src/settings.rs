@@ -133,6 +133,8 @@ pub(crate) struct GuardSettings {
     pub(crate) base_image: String,
     /// `[audit] max_session_log`: bytes the guard's session log may reach.
     pub(crate) max_session_log: u64,
+    /// `[audit] files`: the guard records changes in the workspace.
+    pub(crate) files: bool,
 }
 
 /// Seconds an answered address stays open at least, whatever TTL its answer had.
@@ -151,6 +153,7 @@ impl Default for GuardSettings {
             image: None,
             base_image: DEFAULT_BASE.to_string(),
             max_session_log: DEFAULT_MAX_SESSION_LOG,
+            files: true,
         }
     }
 }
@@ -251,6 +254,7 @@ impl GuardSettings {
             image,
             base_image: base_image.unwrap_or_else(|| DEFAULT_BASE.to_string()),
             max_session_log: max_session_log(user.audit.max_session_log.as_deref())?,
+            files: user.audit.files.unwrap_or(true),
         })
     }
 }
@@ -491,6 +495,7 @@ mod tests {
             domains = ["api.mine.example"]
             [audit]
             max_session_log = "2m"
+            files = false
             "#,
         )
         .unwrap();
@@ -518,6 +523,7 @@ mod tests {
                 image: Some("registry.example/guard:1".into()),
                 base_image: "debian:trixie-slim".into(),
                 max_session_log: 2 << 20,
+                files: false,
             }
         );
         // Left out: the defaults.
@@ -527,6 +533,7 @@ mod tests {
         assert_eq!(s.guard.ttl_floor_secs, 300);
         assert_eq!(s.guard.base_image, "debian:bookworm-slim");
         assert_eq!(s.guard.max_session_log, 16 << 20);
+        assert!(s.guard.files);
     }
 
     #[test]

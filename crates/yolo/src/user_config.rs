@@ -38,6 +38,9 @@ pub(crate) struct UserConfig {
 pub(crate) struct UserAudit {
     /// The size a session's network log (written by the guard) may reach, e.g. "16m".
     pub(crate) max_session_log: Option<String>,
+    /// Record changes in the workspace while a session runs (the guard's file watcher).
+    /// Unset: on.
+    pub(crate) files: Option<bool>,
 }
 
 /// `[workspace]`: how the repository is mounted.

@@ -24,6 +24,8 @@ pub(crate) const DEFAULT_BASE: &str = "debian:bookworm-slim";
 const READY_LINE: &str = crate::firewall::GUARD_READY_LINE;
 /// Where the guard writes network events (bind mount of a host folder).
 pub(crate) const GUARD_LOG_DIR: &str = "/var/log/yolo";
+/// Where the guard sees the workspace, read-only (`GuardSpec::workspace`).
+pub(crate) const GUARD_WORKSPACE_DIR: &str = "/yolo/workspace";
 const GUARD_CONFIG_PATH: &str = "/etc/yolo/guard.json";
 /// The guard's capabilities: its ruleset (NET_ADMIN) and DNS on port 53 (NET_BIND_SERVICE).
 const GUARD_CAPS: &[&str] = &["NET_ADMIN", "NET_BIND_SERVICE"];
@@ -47,6 +49,9 @@ pub(crate) struct GuardSpec {
     pub(crate) extra_hosts: Vec<String>,
     /// Host folder mounted at GUARD_LOG_DIR.
     pub(crate) log_dir: PathBuf,
+    /// The workspace's host folder, mounted read-only at GUARD_WORKSPACE_DIR for the file
+    /// watcher (always, since the guard outlives one session's settings).
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 impl Engine {
@@ -360,6 +365,13 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         target: GUARD_LOG_DIR.into(),
         read_only: false,
     };
+    let workspace = spec.workspace.as_ref().map(|dir| Mount {
+        kind: MountKind::Bind,
+        source: dir.display().to_string(),
+        target: GUARD_WORKSPACE_DIR.into(),
+        read_only: true,
+    });
+    let mounts: Vec<Mount> = std::iter::once(log_dir).chain(workspace).collect();
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         hostname: spec.hostname.clone(),
@@ -374,7 +386,7 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         host_config: Some(HostConfig {
             extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
-            mounts: Some(vec![hardening::mount(&log_dir)]),
+            mounts: Some(mounts.iter().map(hardening::mount).collect()),
             ..hardened_host_config(&hardening)
         }),
         ..Default::default()
@@ -417,6 +429,7 @@ mod tests {
             hostname: Some("box".into()),
             extra_hosts: vec!["db:192.0.2.1".into()],
             log_dir: "/data/network".into(),
+            workspace: Some("/home/me/repo".into()),
         }
     }
 
@@ -466,9 +479,12 @@ mod tests {
         assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(body.exposed_ports, Some(vec!["8080/tcp".to_string()]));
         let mounts = host.mounts.unwrap();
-        assert_eq!(mounts.len(), 1);
+        assert_eq!(mounts.len(), 2);
         assert_eq!(mounts[0].target.as_deref(), Some(GUARD_LOG_DIR));
         assert_eq!(mounts[0].source.as_deref(), Some("/data/network"));
+        assert_eq!(mounts[1].target.as_deref(), Some(GUARD_WORKSPACE_DIR));
+        assert_eq!(mounts[1].source.as_deref(), Some("/home/me/repo"));
+        assert_eq!(mounts[1].read_only, Some(true));
         let labels = body.labels.unwrap();
         assert_eq!(labels[labels::ROLE], "guard");
         assert_eq!(labels[labels::ID], "0abc");
