@@ -49,7 +49,12 @@ const FOLD_WINDOW: Duration = Duration::from_secs(2);
 const TICK: Duration = Duration::from_millis(100);
 /// Not watched: git's object store (see the module doc).
 const SKIPPED: [&str; 1] = [".git/objects"];
-const MAX_USER_WATCHES: &str = "/proc/sys/fs/inotify/max_user_watches";
+/// The inotify watch limit of this user namespace, and of the host's (they can differ: the
+/// lower one binds).
+const WATCH_LIMITS: [&str; 2] = [
+    "/proc/sys/user/max_inotify_watches",
+    "/proc/sys/fs/inotify/max_user_watches",
+];
 
 /// The running watcher; dropping it writes what is pending and stops it.
 pub struct FileWatcher {
@@ -330,9 +335,10 @@ impl Run {
             return;
         }
         self.reported_unwatched = self.unwatched;
-        let limit = std::fs::read_to_string(MAX_USER_WATCHES)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok());
+        let limit = WATCH_LIMITS
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+            .min();
         self.write(guard_event(
             "file_watch_incomplete",
             [

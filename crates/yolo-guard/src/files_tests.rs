@@ -173,3 +173,68 @@ fn git_objects_are_not_watched() {
     let paths: Vec<String> = summary(&setup.records()).into_iter().map(|r| r.0).collect();
     assert_eq!(paths, [".git/index"]);
 }
+
+/// Runs the test below in a user namespace of its own, whose inotify watch limit is 20 (the
+/// kernel counts watches per user namespace, so the host's limit is left alone).
+#[test]
+fn folders_past_the_watch_limit_are_counted_and_recorded() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c"])
+        .arg(
+            "echo 20 > /proc/sys/user/max_inotify_watches && exec \"$0\" --exact \
+             files::tests::with_a_watch_limit_of_20 --ignored --test-threads 1",
+        )
+        .arg(exe)
+        .output()
+        .expect("unshare (util-linux) runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "run by folders_past_the_watch_limit_are_counted_and_recorded, in a user namespace"]
+fn with_a_watch_limit_of_20() {
+    let limit = fs::read_to_string("/proc/sys/user/max_inotify_watches").unwrap();
+    assert_eq!(limit.trim(), "20");
+    let setup = Setup::new();
+    for i in 0..50 {
+        fs::create_dir(setup.path(&format!("d{i}"))).unwrap();
+    }
+    let watcher = setup.start();
+    drop(watcher);
+    let text = fs::read_to_string(setup.logs.path().join("s.files.jsonl")).unwrap();
+    let incomplete: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["status"] == "file_watch_incomplete")
+        .collect();
+    // 51 folders (the root and 50), 20 watches.
+    assert_eq!(incomplete.len(), 1, "{text}");
+    assert_eq!(incomplete[0]["details"]["unwatched_folders"], 31, "{text}");
+    assert_eq!(incomplete[0]["details"]["max_user_watches"], 20, "{text}");
+}
+
+#[test]
+fn a_watcher_that_cannot_start_says_so_in_the_guard_log_and_leaves_the_guard_running() {
+    let setup = Setup::new();
+    let config = FileWatch {
+        root: setup.path("not-there"),
+        log_path: setup.logs.path().join("s.files.jsonl"),
+        sensitive: vec![],
+        max_bytes: 1 << 20,
+    };
+    let (guard, rx) = Events::channel();
+    assert!(spawn(&config, "s", None, &guard).is_none());
+    match rx.try_recv().unwrap() {
+        EventKind::Guard { status, details } => {
+            assert_eq!(status, "file_watch_failed");
+            assert!(details["error"].as_str().unwrap().contains("not-there"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
