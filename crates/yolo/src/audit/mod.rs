@@ -46,3 +46,80 @@ pub(crate) fn exec_log_name(session: &str) -> String {
 pub(crate) fn file_log_name(session: &str) -> String {
     format!("{session}.files.jsonl")
 }
+
+/// What the guard's file watcher of `session` could not see, in words (its last
+/// `file_watch_failed`, `file_watch_incomplete` or `file_watch_overflow` record); `None` when
+/// it said nothing of the kind.
+pub(crate) fn file_watch_gap(session: &str) -> Option<String> {
+    let paths = [
+        network_dir().join(file_log_name(session)),
+        network_dir().join(format!("{session}.jsonl")),
+    ];
+    let mut last: Option<Event> = None;
+    for path in paths {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        // Only the few lines that can be one, not the whole log, are parsed.
+        for line in text.lines().filter(|l| l.contains("\"file_watch_")) {
+            let Ok(event) = serde_json::from_str::<Event>(line) else {
+                continue;
+            };
+            if gap_words(&event.kind).is_some() && last.as_ref().is_none_or(|l| event.ts >= l.ts) {
+                last = Some(event);
+            }
+        }
+    }
+    gap_words(&last?.kind)
+}
+
+fn gap_words(kind: &EventKind) -> Option<String> {
+    let EventKind::Guard { status, details } = kind else {
+        return None;
+    };
+    let detail = |key: &str| {
+        details
+            .get(key)
+            .map(|v| v.to_string())
+            .unwrap_or("?".into())
+    };
+    match status.as_str() {
+        "file_watch_failed" => Some(format!(
+            "the file audit is off for this session: {}",
+            details.get("error").and_then(|e| e.as_str()).unwrap_or("?")
+        )),
+        "file_watch_incomplete" => Some(format!(
+            "the file audit does not see {} folders of the workspace: the inotify watch limit ({}) is reached; raise fs.inotify.max_user_watches on the engine's host and run `yolo up` again",
+            detail("unwatched_folders"),
+            detail("max_user_watches")
+        )),
+        "file_watch_overflow" => Some(
+            "the file audit missed changes: the kernel's inotify queue overflowed".to_string(),
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_watcher_gap_is_put_in_words_with_what_to_do() {
+        let incomplete = EventKind::Guard {
+            status: "file_watch_incomplete".into(),
+            details: [
+                ("unwatched_folders".to_string(), 31.into()),
+                ("max_user_watches".to_string(), 8192.into()),
+            ]
+            .into(),
+        };
+        assert_eq!(
+            gap_words(&incomplete).unwrap(),
+            "the file audit does not see 31 folders of the workspace: the inotify watch limit (8192) is reached; raise fs.inotify.max_user_watches on the engine's host and run `yolo up` again"
+        );
+        let ready = EventKind::Guard {
+            status: "ready".into(),
+            details: Default::default(),
+        };
+        assert_eq!(gap_words(&ready), None);
+    }
+}
