@@ -18,7 +18,8 @@
 //!
 //! Not seen: the content of a change (only its kind and size); `.git/objects` (git's own
 //! content-addressed store, nothing in it runs on the host); folders past the inotify watch
-//! limit (a `guard` record `file_watch_incomplete` says how many); what is written below a
+//! limit or unreadable by the guard's root (a `guard` record `file_watch_incomplete` says how
+//! many); what is written below a
 //! mount of its own over the workspace (named volumes); changes while the guard is down; and,
 //! when the kernel's event queue overflows, the changes in between (`file_watch_overflow`).
 
@@ -303,10 +304,8 @@ impl Run {
             }
             match self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
                 Ok(()) => {}
-                Err(e) if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) => {
-                    self.unwatched += 1;
-                }
-                Err(_) => {} // gone already, or unreadable: nothing to watch
+                Err(e) if unwatchable(&e) => self.unwatched += 1,
+                Err(_) => {} // gone already: nothing to watch
             }
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
@@ -346,6 +345,16 @@ impl Run {
                 ("max_user_watches", limit.into()),
             ],
         ));
+    }
+}
+
+/// A folder that exists but cannot be watched: the watch limit, or a folder the guard's root
+/// (without `DAC_READ_SEARCH`) may not read.
+fn unwatchable(e: &notify::Error) -> bool {
+    match &e.kind {
+        notify::ErrorKind::MaxFilesWatch => true,
+        notify::ErrorKind::Io(io) => io.kind() == std::io::ErrorKind::PermissionDenied,
+        _ => false,
     }
 }
 
