@@ -238,3 +238,35 @@ fn a_watcher_that_cannot_start_says_so_in_the_guard_log_and_leaves_the_guard_run
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn past_the_size_cap_a_sensitive_change_is_still_written() {
+    let setup = Setup::new();
+    let config = FileWatch {
+        root: setup.work.path().to_path_buf(),
+        log_path: setup.logs.path().join("s.files.jsonl"),
+        sensitive: vec!["**/.envrc".into()],
+        max_bytes: 8192,
+    };
+    let (guard, _rx) = Events::channel();
+    let watcher = spawn(&config, "s", None, &guard).unwrap();
+    watcher.wait_ready(Duration::from_secs(5));
+    // A first record in each of 200 folders: far past 8 KiB.
+    for i in 0..200 {
+        fs::create_dir(setup.path(&format!("d{i}"))).unwrap();
+        fs::write(setup.path(&format!("d{i}/x")), "x").unwrap();
+    }
+    pause();
+    fs::write(setup.path(".envrc"), "export A=1\n").unwrap();
+    pause();
+    drop(watcher);
+    let text = fs::read_to_string(&config.log_path).unwrap();
+    assert!(text.contains(r#""kind":"suppressed""#), "{text}");
+    let envrc: Vec<_> = setup
+        .records()
+        .into_iter()
+        .filter(|r| r["path"] == ".envrc")
+        .collect();
+    assert_eq!(envrc.len(), 1, "{text}");
+    assert!(text.len() < 8192 + 8192 / 16 + 1024, "{}", text.len());
+}
