@@ -257,7 +257,7 @@ impl Run {
                     return;
                 };
                 self.changes.renamed(&from_rel, to_rel, now);
-                if to.is_dir() {
+                if is_real_dir(to) {
                     self.watch_tree(&to.clone(), false);
                 }
             }
@@ -275,7 +275,7 @@ impl Run {
                 if let Some(r) = rel(path) {
                     self.changes.moved_in(r, now);
                 }
-                if path.is_dir() {
+                if is_real_dir(path) {
                     self.watch_tree(&path.clone(), true);
                 }
             }
@@ -299,7 +299,7 @@ impl Run {
         let mut stack = vec![dir.to_path_buf()];
         while let Some(dir) = stack.pop() {
             let rel = relative(&self.root, &dir).unwrap_or_default();
-            if SKIPPED.iter().any(|s| rel == *s) {
+            if SKIPPED.iter().any(|s| rel == *s) || !is_real_dir(&dir) {
                 continue;
             }
             match self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
@@ -346,6 +346,12 @@ impl Run {
             ],
         ));
     }
+}
+
+/// A folder, not a symbolic link to one: a link the agent planted could point anywhere in the
+/// guard's own file system.
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
 /// A folder that exists but cannot be watched: the watch limit, or a folder the guard's root

@@ -270,3 +270,16 @@ fn past_the_size_cap_a_sensitive_change_is_still_written() {
     assert_eq!(envrc.len(), 1, "{text}");
     assert!(text.len() < 8192 + 8192 / 16 + 1024, "{}", text.len());
 }
+
+#[test]
+fn a_symbolic_link_moved_in_is_recorded_not_followed() {
+    let setup = Setup::new();
+    let watcher = setup.start();
+    let outside = setup.logs.path().join("link");
+    std::os::unix::fs::symlink("/", &outside).unwrap();
+    fs::rename(&outside, setup.path("link")).unwrap();
+    pause();
+    drop(watcher);
+    let paths: Vec<String> = summary(&setup.records()).into_iter().map(|r| r.0).collect();
+    assert_eq!(paths, ["link"]);
+}
