@@ -138,7 +138,8 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
                 watcher,
                 changes: Changes::new(sensitive),
                 writer,
-                unwatched: 0,
+                over_limit: 0,
+                unreadable: 0,
                 reported_unwatched: 0,
                 overflows: 0,
             };
@@ -166,8 +167,10 @@ struct Run {
     watcher: INotifyWatcher,
     changes: Changes,
     writer: Writer,
-    /// Folders that could not be watched (the inotify limit), and the number last recorded.
-    unwatched: u64,
+    /// Folders that could not be watched: past the inotify limit, or unreadable to the guard's
+    /// root (it has no `DAC_READ_SEARCH`); and their total last recorded.
+    over_limit: u64,
+    unreadable: u64,
     reported_unwatched: u64,
     overflows: u64,
 }
@@ -223,7 +226,7 @@ impl Run {
             Ok(event) => event,
             Err(e) => {
                 if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) {
-                    self.unwatched += 1;
+                    self.over_limit += 1;
                 }
                 return;
             }
@@ -304,8 +307,15 @@ impl Run {
             }
             match self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
                 Ok(()) => {}
-                Err(e) if unwatchable(&e) => self.unwatched += 1,
-                Err(_) => {} // gone already: nothing to watch
+                Err(e) => match &e.kind {
+                    notify::ErrorKind::MaxFilesWatch => self.over_limit += 1,
+                    notify::ErrorKind::Io(io)
+                        if io.kind() == std::io::ErrorKind::PermissionDenied =>
+                    {
+                        self.unreadable += 1
+                    }
+                    _ => {} // gone already: nothing to watch
+                },
             }
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
@@ -330,10 +340,11 @@ impl Run {
 
     /// A `file_watch_incomplete` record when more folders went unwatched since the last one.
     fn report_unwatched(&mut self) {
-        if self.unwatched == self.reported_unwatched {
+        let unwatched = self.over_limit + self.unreadable;
+        if unwatched == self.reported_unwatched {
             return;
         }
-        self.reported_unwatched = self.unwatched;
+        self.reported_unwatched = unwatched;
         let limit = WATCH_LIMITS
             .iter()
             .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
@@ -341,7 +352,9 @@ impl Run {
         self.write(guard_event(
             "file_watch_incomplete",
             [
-                ("unwatched_folders", self.unwatched.into()),
+                ("unwatched_folders", unwatched.into()),
+                ("over_limit", self.over_limit.into()),
+                ("unreadable", self.unreadable.into()),
                 ("max_user_watches", limit.into()),
             ],
         ));
@@ -352,16 +365,6 @@ impl Run {
 /// guard's own file system.
 fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
-}
-
-/// A folder that exists but cannot be watched: the watch limit, or a folder the guard's root
-/// (without `DAC_READ_SEARCH`) may not read.
-fn unwatchable(e: &notify::Error) -> bool {
-    match &e.kind {
-        notify::ErrorKind::MaxFilesWatch => true,
-        notify::ErrorKind::Io(io) => io.kind() == std::io::ErrorKind::PermissionDenied,
-        _ => false,
-    }
 }
 
 /// `path` relative to `root`, `/`-separated; `None` for the root itself or outside it.

@@ -175,9 +175,20 @@ fn git_objects_are_not_watched() {
 }
 
 /// Runs the test below in a user namespace of its own, whose inotify watch limit is 20 (the
-/// kernel counts watches per user namespace, so the host's limit is left alone).
+/// kernel counts watches per user namespace, so the host's limit is left alone), on a folder
+/// made here: 50 folders, and one of a user the namespace does not map, mode 0700, which its
+/// root may not read.
 #[test]
-fn folders_past_the_watch_limit_are_counted_and_recorded() {
+fn folders_past_the_watch_limit_or_unreadable_are_counted_and_recorded() {
+    use std::os::unix::fs::PermissionsExt;
+    let work = tempfile::tempdir().unwrap();
+    for i in 0..50 {
+        fs::create_dir(work.path().join(format!("d{i}"))).unwrap();
+    }
+    let secret = work.path().join("secret");
+    fs::create_dir(&secret).unwrap();
+    std::os::unix::fs::chown(&secret, Some(1234), Some(1234)).unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o700)).unwrap();
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new("unshare")
         .args(["--user", "--map-root-user", "sh", "-c"])
@@ -186,6 +197,7 @@ fn folders_past_the_watch_limit_are_counted_and_recorded() {
              files::tests::with_a_watch_limit_of_20 --ignored --test-threads 1",
         )
         .arg(exe)
+        .env("YOLO_FILES_TEST_ROOT", work.path())
         .output()
         .expect("unshare (util-linux) runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -197,26 +209,34 @@ fn folders_past_the_watch_limit_are_counted_and_recorded() {
 }
 
 #[test]
-#[ignore = "run by folders_past_the_watch_limit_are_counted_and_recorded, in a user namespace"]
+#[ignore = "run by folders_past_the_watch_limit_or_unreadable_are_counted_and_recorded"]
 fn with_a_watch_limit_of_20() {
     let limit = fs::read_to_string("/proc/sys/user/max_inotify_watches").unwrap();
     assert_eq!(limit.trim(), "20");
-    let setup = Setup::new();
-    for i in 0..50 {
-        fs::create_dir(setup.path(&format!("d{i}"))).unwrap();
-    }
-    let watcher = setup.start();
+    let logs = tempfile::tempdir().unwrap();
+    let config = FileWatch {
+        root: std::env::var_os("YOLO_FILES_TEST_ROOT").unwrap().into(),
+        log_path: logs.path().join("s.files.jsonl"),
+        sensitive: vec![],
+        max_bytes: 1 << 20,
+    };
+    let (guard, _rx) = Events::channel();
+    let watcher = spawn(&config, "s", None, &guard).unwrap();
+    watcher.wait_ready(Duration::from_secs(5));
     drop(watcher);
-    let text = fs::read_to_string(setup.logs.path().join("s.files.jsonl")).unwrap();
+    let text = fs::read_to_string(&config.log_path).unwrap();
     let incomplete: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|e| e["status"] == "file_watch_incomplete")
         .collect();
-    // 51 folders (the root and 50), 20 watches.
+    // 51 readable folders (the root and 50) for 20 watches, and the unreadable one.
     assert_eq!(incomplete.len(), 1, "{text}");
-    assert_eq!(incomplete[0]["details"]["unwatched_folders"], 31, "{text}");
-    assert_eq!(incomplete[0]["details"]["max_user_watches"], 20, "{text}");
+    let details = &incomplete[0]["details"];
+    assert_eq!(details["unwatched_folders"], 32, "{text}");
+    assert_eq!(details["over_limit"], 31, "{text}");
+    assert_eq!(details["unreadable"], 1, "{text}");
+    assert_eq!(details["max_user_watches"], 20, "{text}");
 }
 
 #[test]

@@ -82,18 +82,43 @@ fn gap_words(kind: &EventKind) -> Option<String> {
             .unwrap_or("?".into())
     };
     match status.as_str() {
-        "file_watch_failed" => Some(format!(
-            "the file audit is off for this session: {}",
-            details.get("error").and_then(|e| e.as_str()).unwrap_or("?")
-        )),
-        "file_watch_incomplete" => Some(format!(
-            "the file audit does not see {} folders of the workspace: the inotify watch limit ({}) is reached; raise fs.inotify.max_user_watches on the engine's host and run `yolo up` again",
-            detail("unwatched_folders"),
-            detail("max_user_watches")
-        )),
-        "file_watch_overflow" => Some(
-            "the file audit missed changes: the kernel's inotify queue overflowed".to_string(),
-        ),
+        "file_watch_failed" => {
+            let error = details.get("error").and_then(|e| e.as_str()).unwrap_or("?");
+            // A guard made by a yolo before the file audit has no workspace mounted.
+            let hint = if error.contains("not mounted") {
+                "; `yolo up --rebuild` makes a new guard with it"
+            } else {
+                ""
+            };
+            Some(format!(
+                "the file audit is off for this session: {error}{hint}"
+            ))
+        }
+        "file_watch_incomplete" => {
+            let count = |key: &str| details.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+            let mut why = vec![];
+            if count("over_limit") > 0 || details.get("over_limit").is_none() {
+                why.push(format!(
+                    "{} past the inotify watch limit ({}): raise fs.inotify.max_user_watches on the engine's host and run `yolo up` again",
+                    count("over_limit"),
+                    detail("max_user_watches")
+                ));
+            }
+            if count("unreadable") > 0 {
+                why.push(format!(
+                    "{} the guard may not read (make them readable by others, mode o+rx)",
+                    count("unreadable")
+                ));
+            }
+            Some(format!(
+                "the file audit does not see {} folders of the workspace: {}",
+                detail("unwatched_folders"),
+                why.join("; ")
+            ))
+        }
+        "file_watch_overflow" => {
+            Some("the file audit missed changes: the kernel's inotify queue overflowed".to_string())
+        }
         _ => None,
     }
 }
@@ -107,14 +132,16 @@ mod tests {
         let incomplete = EventKind::Guard {
             status: "file_watch_incomplete".into(),
             details: [
-                ("unwatched_folders".to_string(), 31.into()),
+                ("unwatched_folders".to_string(), 33.into()),
+                ("over_limit".to_string(), 31.into()),
+                ("unreadable".to_string(), 2.into()),
                 ("max_user_watches".to_string(), 8192.into()),
             ]
             .into(),
         };
         assert_eq!(
             gap_words(&incomplete).unwrap(),
-            "the file audit does not see 31 folders of the workspace: the inotify watch limit (8192) is reached; raise fs.inotify.max_user_watches on the engine's host and run `yolo up` again"
+            "the file audit does not see 33 folders of the workspace: 31 past the inotify watch limit (8192): raise fs.inotify.max_user_watches on the engine's host and run `yolo up` again; 2 the guard may not read (make them readable by others, mode o+rx)"
         );
         let ready = EventKind::Guard {
             status: "ready".into(),
