@@ -110,9 +110,10 @@ fn gap_words(kind: &EventKind) -> Option<String> {
                     count("unreadable")
                 ));
             }
+            let total = count("unwatched_folders");
+            let folders = if total == 1 { "folder" } else { "folders" };
             Some(format!(
-                "the file audit does not see {} folders of the workspace: {}",
-                detail("unwatched_folders"),
+                "the file audit does not see {total} {folders} of the workspace: {}",
                 why.join("; ")
             ))
         }

@@ -78,6 +78,10 @@ pub(crate) async fn execute(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Said last, where it is read: file changes may be missing from what was printed.
+    if let Some(gap) = audit::file_watch_gap(&session) {
+        eprintln!("{} {gap}", console::style("warning:").yellow().bold());
+    }
     Ok(0)
 }
 

@@ -69,3 +69,29 @@ fn the_guard_records_a_sensitive_change_apart_from_a_folded_build_flood() {
         records.len()
     );
 }
+
+/// The guard's root has no `DAC_READ_SEARCH`: a folder of another user, mode 0700, cannot be
+/// watched, and yolo says so where it is read.
+#[test]
+fn a_folder_the_guard_may_not_read_is_reported_by_status_and_audit() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let secret = t.workspace.join("secret");
+    std::fs::create_dir(&secret).unwrap();
+    std::os::unix::fs::chown(&secret, Some(1234), Some(1234)).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o700)).unwrap();
+    t.up(&[]);
+    let expected =
+        "the file audit does not see 1 folder of the workspace: 1 the guard may not read";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let audit = loop {
+        let audit = t.yolo(&["audit"]).ok().stderr();
+        if audit.contains(expected) || Instant::now() > deadline {
+            break audit;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(audit.contains(expected), "{audit}");
+    t.yolo(&["status"]).ok().assert_stderr_contains(expected);
+}
