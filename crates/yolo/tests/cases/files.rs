@@ -95,3 +95,24 @@ fn a_folder_the_guard_may_not_read_is_reported_by_status_and_audit() {
     assert!(audit.contains(expected), "{audit}");
     t.yolo(&["status"]).ok().assert_stderr_contains(expected);
 }
+
+#[test]
+fn audit_files_false_turns_the_watcher_off() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.user_config("[audit]\nfiles = false\n");
+    t.up(&[]);
+    t.yolo(&["exec", "--", "sh", "-c", "echo x > .envrc"]).ok();
+    // The guard writes what it holds when it stops: after `down` there is nothing to wait for.
+    t.yolo(&["down"]).ok();
+    assert_eq!(file_records(&t), Vec::<serde_json::Value>::new());
+    let logs: Vec<String> = std::fs::read_dir(t.data_dir.join("network"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !logs.iter().any(|name| name.ends_with(".files.jsonl")),
+        "{logs:?}"
+    );
+}
