@@ -48,6 +48,10 @@ const FLUSH: Duration = Duration::from_secs(1);
 /// A folder quiet this long writes its next change as a record of its own again.
 const FOLD_WINDOW: Duration = Duration::from_secs(2);
 const TICK: Duration = Duration::from_millis(100);
+/// How long the guard's start waits for the folders already there to be watched, so the agent
+/// does not start before: about 30 µs a folder (measured), so 2 s covers some 60,000 folders;
+/// a larger workspace is watched on while the agent starts.
+const FIRST_WALK: Duration = Duration::from_secs(2);
 /// Not watched: git's object store (see the module doc).
 const SKIPPED: [&str; 1] = [".git/objects"];
 /// The inotify watch limit of this user namespace, and of the host's (they can differ: the
@@ -61,14 +65,12 @@ const WATCH_LIMITS: [&str; 2] = [
 pub struct FileWatcher {
     stop: Arc<AtomicBool>,
     /// Set once the folders present at the start are watched.
-    #[cfg_attr(not(test), allow(dead_code))]
     ready: Arc<(Mutex<bool>, Condvar)>,
     done: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl FileWatcher {
     /// Wait until the folders present at the start are watched (at most `limit`).
-    #[cfg(test)]
     pub fn wait_ready(&self, limit: Duration) {
         wait(&self.ready, limit);
     }
@@ -93,7 +95,8 @@ impl Drop for FileWatcher {
     }
 }
 
-/// Start watching `config.root` in a thread of its own. A failure is recorded as a `guard`
+/// Start watching `config.root` in a thread of its own, once the folders there are watched (or
+/// [`FIRST_WALK`] passed). A failure is recorded as a `guard`
 /// event (`file_watch_failed`) in the guard's log and is not fatal: the firewall goes on.
 pub fn spawn(
     config: &FileWatch,
@@ -102,7 +105,10 @@ pub fn spawn(
     guard: &Events,
 ) -> Option<FileWatcher> {
     match start(config, session, phase) {
-        Ok(watcher) => Some(watcher),
+        Ok(watcher) => {
+            watcher.wait_ready(FIRST_WALK);
+            Some(watcher)
+        }
         Err(e) => {
             guard.emit(guard_event(
                 "file_watch_failed",
