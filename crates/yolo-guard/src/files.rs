@@ -19,9 +19,9 @@
 //! Not seen: the content of a change (only its kind and size); `.git/objects` (git's own
 //! content-addressed store, nothing in it runs on the host); folders past the inotify watch
 //! limit or unreadable by the guard's root (a `guard` record `file_watch_incomplete` says how
-//! many); what is written below a
-//! mount of its own over the workspace (named volumes); changes while the guard is down; and,
-//! when the kernel's event queue overflows, the changes in between (`file_watch_overflow`).
+//! many); what is written below a mount of its own over the workspace (named volumes) or
+//! through a symbolic link (never followed); changes while the guard is down; and, when the
+//! kernel's event queue overflows, the changes in between (`file_watch_overflow`).
 
 use crate::error::{Error, Result};
 use crate::events::{guard_event, Events};
@@ -48,6 +48,8 @@ const FLUSH: Duration = Duration::from_secs(1);
 /// A folder quiet this long writes its next change as a record of its own again.
 const FOLD_WINDOW: Duration = Duration::from_secs(2);
 const TICK: Duration = Duration::from_millis(100);
+/// Events taken from the queue between two looks at what is due.
+const BATCH: usize = 20_000;
 /// How long the guard's start waits for the folders already there to be watched, so the agent
 /// does not start before: about 30 µs a folder (measured), so 2 s covers some 60,000 folders;
 /// a larger workspace is watched on while the agent starts.
@@ -148,6 +150,7 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
                 unreadable: 0,
                 reported_unwatched: 0,
                 overflows: 0,
+                reported_overflows: 0,
             };
             run.serve(rx, &stop2, &ready2);
             raise(&done2);
@@ -178,7 +181,9 @@ struct Run {
     over_limit: u64,
     unreadable: u64,
     reported_unwatched: u64,
+    /// inotify queue overflows (changes lost), and the number last recorded.
     overflows: u64,
+    reported_overflows: u64,
 }
 
 impl Run {
@@ -200,7 +205,9 @@ impl Run {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
-            while let Ok(event) = rx.try_recv() {
+            // Bounded, so that a flood cannot keep records from being written.
+            for _ in 0..BATCH {
+                let Ok(event) = rx.try_recv() else { break };
                 self.take(event);
             }
             let now = Utc::now();
@@ -213,6 +220,7 @@ impl Run {
                     self.write(record);
                 }
                 self.report_unwatched();
+                self.report_overflows();
                 let _ = self.writer.report_suppressed(stopping);
             }
             if stopping {
@@ -239,10 +247,6 @@ impl Run {
         };
         if event.need_rescan() {
             self.overflows += 1;
-            self.write(guard_event(
-                "file_watch_overflow",
-                [("count", self.overflows.into())],
-            ));
             return;
         }
         let now = Utc::now();
@@ -342,6 +346,18 @@ impl Run {
                 }
             }
         }
+    }
+
+    /// A `file_watch_overflow` record (at most one a flush) when the queue overflowed again.
+    fn report_overflows(&mut self) {
+        if self.overflows == self.reported_overflows {
+            return;
+        }
+        self.reported_overflows = self.overflows;
+        self.write(guard_event(
+            "file_watch_overflow",
+            [("count", self.overflows.into())],
+        ));
     }
 
     /// A `file_watch_incomplete` record when more folders went unwatched since the last one.
