@@ -12,6 +12,7 @@ pub(crate) mod dns;
 pub(crate) mod error;
 pub(crate) mod events;
 pub mod exec;
+pub(crate) mod files;
 pub(crate) mod fold;
 pub mod init;
 pub(crate) mod names;
@@ -311,6 +312,9 @@ async fn serve<B: Batches>(
         ),
         None => None,
     };
+    // Not fatal either; dropped at the end of `serve`, which writes what it holds.
+    let _files = (config.file_watch.as_ref())
+        .and_then(|w| files::spawn(w, &config.session, config.phase.as_deref(), &guard.events));
     let ready_ms = started.elapsed().as_millis() as u64;
     guard.events.emit(guard_event(
         "ready",

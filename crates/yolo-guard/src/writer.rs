@@ -138,9 +138,17 @@ impl Writer {
     }
 }
 
-/// The first record of a blocked destination (not a folded repeat): what the reserve is for.
+/// What the reserve is for: the first record of a blocked destination (not a folded repeat),
+/// and a change to a path the host runs (`file` records flagged `sensitive`, never folded).
 fn distinct_blocked(kind: &EventKind) -> bool {
-    matches!(kind, EventKind::Blocked { count: None, .. })
+    matches!(
+        kind,
+        EventKind::Blocked { count: None, .. }
+            | EventKind::File {
+                sensitive: true,
+                ..
+            }
+    )
 }
 
 /// A session log's size cap: what may still be written, and a tally of what was not.
@@ -152,7 +160,8 @@ pub struct Budget {
     full: bool,
     /// Bytes kept past the cap for first-of-their-key `blocked` records: a flood of distinct
     /// DNS names fills the cap in seconds, and the one connection attempt that matters must
-    /// still be described, not only counted.
+    /// still be described, not only counted. The same for `sensitive` file changes in the
+    /// file log, which a flood of files in distinct folders could fill.
     reserve: u64,
     tally: BTreeMap<&'static str, Tally>,
     /// When the next round of `suppressed` records may be written, and the wait after it.

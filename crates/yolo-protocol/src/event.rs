@@ -227,6 +227,8 @@ pub enum EventKind {
         /// For `renamed`: the old path.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from: Option<String>,
+        /// Bytes after the change (absent for `deleted` and folders); for a folded record, the
+        /// total of its files.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         size: Option<u64>,
         /// A path the host executes or reads as configuration (the read-only and watched lists).

@@ -136,6 +136,8 @@ pub(crate) struct GuardSettings {
     pub(crate) max_session_log: u64,
     /// `[audit] max_exec_log`: bytes the exec log may reach before execs are refused.
     pub(crate) max_exec_log: u64,
+    /// `[audit] files`: the guard records changes in the workspace.
+    pub(crate) files: bool,
 }
 
 /// Seconds an answered address stays open at least, whatever TTL its answer had.
@@ -155,6 +157,7 @@ impl Default for GuardSettings {
             base_image: DEFAULT_BASE.to_string(),
             max_session_log: DEFAULT_MAX_SESSION_LOG,
             max_exec_log: DEFAULT_MAX_EXEC_LOG,
+            files: true,
         }
     }
 }
@@ -273,6 +276,7 @@ impl GuardSettings {
             base_image: base_image.unwrap_or_else(|| DEFAULT_BASE.to_string()),
             max_session_log: max_session_log(user.audit.max_session_log.as_deref())?,
             max_exec_log: max_exec_log(user.audit.max_exec_log.as_deref())?,
+            files: user.audit.files.unwrap_or(true),
         })
     }
 }
@@ -514,6 +518,7 @@ mod tests {
             domains = ["api.mine.example"]
             [audit]
             max_session_log = "2m"
+            files = false
             "#,
         )
         .unwrap();
@@ -542,6 +547,8 @@ mod tests {
                 image: Some("registry.example/guard:1".into()),
                 base_image: "debian:trixie-slim".into(),
                 max_session_log: 2 << 20,
+                max_exec_log: DEFAULT_MAX_EXEC_LOG,
+                files: false,
             }
         );
         // Left out: the defaults.
@@ -551,6 +558,7 @@ mod tests {
         assert_eq!(s.guard.ttl_floor_secs, 300);
         assert_eq!(s.guard.base_image, "debian:bookworm-slim");
         assert_eq!(s.guard.max_session_log, 16 << 20);
+        assert!(s.guard.files);
     }
 
     #[test]

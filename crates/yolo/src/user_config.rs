@@ -42,6 +42,9 @@ pub(crate) struct UserAudit {
     pub(crate) exec: Option<bool>,
     /// The size a session's exec log may reach, e.g. "1g"; past it execs are refused.
     pub(crate) max_exec_log: Option<String>,
+    /// Record changes in the workspace while a session runs (the guard's file watcher).
+    /// Unset: on.
+    pub(crate) files: Option<bool>,
 }
 
 /// `[workspace]`: how the repository is mounted.

@@ -53,3 +53,108 @@ pub(crate) fn exec_log_name(session: &str) -> String {
 pub(crate) fn file_log_name(session: &str) -> String {
     format!("{session}.files.jsonl")
 }
+
+/// What the guard's file watcher of `session` could not see, in words (its last
+/// `file_watch_failed`, `file_watch_incomplete` or `file_watch_overflow` record); `None` when
+/// it said nothing of the kind.
+pub(crate) fn file_watch_gap(session: &str) -> Option<String> {
+    let paths = [
+        network_dir().join(file_log_name(session)),
+        network_dir().join(format!("{session}.jsonl")),
+    ];
+    let mut last: Option<Event> = None;
+    for path in paths {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        // Only the few lines that can be one, not the whole log, are parsed.
+        for line in text.lines().filter(|l| l.contains("\"file_watch_")) {
+            let Ok(event) = serde_json::from_str::<Event>(line) else {
+                continue;
+            };
+            if gap_words(&event.kind).is_some() && last.as_ref().is_none_or(|l| event.ts >= l.ts) {
+                last = Some(event);
+            }
+        }
+    }
+    gap_words(&last?.kind)
+}
+
+fn gap_words(kind: &EventKind) -> Option<String> {
+    let EventKind::Guard { status, details } = kind else {
+        return None;
+    };
+    let detail = |key: &str| {
+        details
+            .get(key)
+            .map(|v| v.to_string())
+            .unwrap_or("?".into())
+    };
+    match status.as_str() {
+        "file_watch_failed" => {
+            let error = details.get("error").and_then(|e| e.as_str()).unwrap_or("?");
+            // A guard made by a yolo before the file audit has no workspace mounted.
+            let hint = if error.contains("not mounted") {
+                "; `yolo up --rebuild` makes a new guard with it"
+            } else {
+                ""
+            };
+            Some(format!(
+                "the file audit is off for this session: {error}{hint}"
+            ))
+        }
+        "file_watch_incomplete" => {
+            let count = |key: &str| details.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+            let mut why = vec![];
+            if count("over_limit") > 0 || details.get("over_limit").is_none() {
+                why.push(format!(
+                    "{} past the inotify watch limit ({}): raise fs.inotify.max_user_watches on the engine's host and run `yolo up` again",
+                    count("over_limit"),
+                    detail("max_user_watches")
+                ));
+            }
+            if count("unreadable") > 0 {
+                why.push(format!(
+                    "{} the guard may not read (make them readable by others, mode o+rx)",
+                    count("unreadable")
+                ));
+            }
+            let total = count("unwatched_folders");
+            let folders = if total == 1 { "folder" } else { "folders" };
+            Some(format!(
+                "the file audit does not see {total} {folders} of the workspace: {}",
+                why.join("; ")
+            ))
+        }
+        "file_watch_overflow" => {
+            Some("the file audit missed changes: the kernel's inotify queue overflowed".to_string())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_watcher_gap_is_put_in_words_with_what_to_do() {
+        let incomplete = EventKind::Guard {
+            status: "file_watch_incomplete".into(),
+            details: [
+                ("unwatched_folders".to_string(), 33.into()),
+                ("over_limit".to_string(), 31.into()),
+                ("unreadable".to_string(), 2.into()),
+                ("max_user_watches".to_string(), 8192.into()),
+            ]
+            .into(),
+        };
+        assert_eq!(
+            gap_words(&incomplete).unwrap(),
+            "the file audit does not see 33 folders of the workspace: 31 past the inotify watch limit (8192): raise fs.inotify.max_user_watches on the engine's host and run `yolo up` again; 2 the guard may not read (make them readable by others, mode o+rx)"
+        );
+        let ready = EventKind::Guard {
+            status: "ready".into(),
+            details: Default::default(),
+        };
+        assert_eq!(gap_words(&ready), None);
+    }
+}

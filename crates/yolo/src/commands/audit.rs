@@ -95,6 +95,10 @@ pub(crate) async fn execute(
         filter.live = true;
         events = tail.poll();
     }
+    // Said last, where it is read: file changes may be missing from what was printed.
+    if let Some(gap) = audit::file_watch_gap(&session) {
+        eprintln!("{} {gap}", console::style("warning:").yellow().bold());
+    }
     Ok(0)
 }
 

@@ -2,11 +2,12 @@
 //! bringing the guard up (verified) before the agent container may start.
 
 use crate::agents::Agent;
-use crate::engine::{log_dir, Engine, GuardSpec, Owner, GUARD_LOG_DIR};
+use crate::audit::file_log_name;
+use crate::engine::{log_dir, Engine, GuardSpec, Owner, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Allowlist;
 use crate::firewall::control::{Request, Response};
-use crate::firewall::{presets, GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET};
+use crate::firewall::{presets, FileWatch, GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET};
 use crate::project::Project;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -144,8 +145,41 @@ pub(crate) fn guard_config(
             log_path: PathBuf::from(GUARD_LOG_DIR).join(crate::audit::exec_log_name(session)),
             max_bytes: guard.max_exec_log,
         }),
-        file_watch: None,
+        file_watch: file_watch(project, session, phase),
     }
+}
+
+/// The file watcher's settings: on unless `[audit] files = false`, for a session (an image
+/// build's guard has nothing to watch: a build does not write the workspace), and only when
+/// the workspace is a host folder the guard has mounted.
+fn file_watch(project: &Project, session: &str, phase: Option<&str>) -> Option<FileWatch> {
+    let settings = &project.settings;
+    if !settings.guard.files || phase.is_some() || guard_workspace(project).is_none() {
+        return None;
+    }
+    Some(FileWatch {
+        root: PathBuf::from(GUARD_WORKSPACE_DIR),
+        log_path: PathBuf::from(GUARD_LOG_DIR).join(file_log_name(session)),
+        sensitive: sensitive_globs(&settings.user.read_only, &settings.watch),
+        max_bytes: settings.guard.max_session_log,
+    })
+}
+
+/// The paths the host executes, as globs: the read-only list (each entry, and what is below it)
+/// and the watched globs, as the user configured them.
+fn sensitive_globs(read_only: &[String], watch: &[String]) -> Vec<String> {
+    let entries = read_only.iter().flat_map(|entry| {
+        let path = globset::escape(entry.trim_end_matches('/'));
+        [format!("{path}/**"), path]
+    });
+    entries.chain(watch.iter().cloned()).collect()
+}
+
+/// The workspace's host folder, mounted read-only in the guard for its file watcher; `None`
+/// when the workspace is not a host folder (a volume).
+fn guard_workspace(project: &Project) -> Option<PathBuf> {
+    let mount = &project.spec.workspace_mount;
+    (mount.kind == crate::run_spec::MountKind::Bind).then(|| PathBuf::from(&mount.source))
 }
 
 /// Create the guard (container, network, config) without starting it.
@@ -166,6 +200,7 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
         hostname: project.spec.hostname.clone(),
         extra_hosts: project.spec.extra_hosts.clone(),
         log_dir: log_dir(&crate::user_config::data_dir())?,
+        workspace: guard_workspace(project),
     };
     match engine.create_guard(&spec).await {
         // The image went between its check and now (`docker image prune`, another yolo's or a
@@ -220,6 +255,45 @@ fn answer(text: &str) -> Result<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The guard matches these as the watcher does: ignoring case, `*` across `/`.
+    #[test]
+    fn the_sensitive_globs_cover_the_read_only_and_the_watched_lists() {
+        let read_only = crate::policy::DEFAULT_READ_ONLY.map(String::from).to_vec();
+        let watch: Vec<String> = crate::commands::watched::DEFAULT_WATCH
+            .iter()
+            .map(|g| g.to_string())
+            .collect();
+        let mut set = globset::GlobSetBuilder::new();
+        for g in sensitive_globs(&read_only, &watch) {
+            set.add(
+                globset::GlobBuilder::new(&g)
+                    .case_insensitive(true)
+                    .build()
+                    .unwrap(),
+            );
+        }
+        let set = set.build().unwrap();
+        for path in [
+            ".git/hooks/pre-commit",
+            ".git/config",
+            ".devcontainer",
+            ".devcontainer/devcontainer.json",
+            ".envrc",
+            "sub/dir/Makefile",
+            "crates/x/build.rs",
+        ] {
+            assert!(set.is_match(path), "{path}");
+        }
+        for path in [
+            "src/main.rs",
+            "target/debug/x",
+            ".git/configs",
+            ".git/index",
+        ] {
+            assert!(!set.is_match(path), "{path}");
+        }
+    }
 
     #[test]
     fn a_refusing_or_garbled_guard_is_unavailable_with_its_reason() {

@@ -112,6 +112,9 @@ fn print_table(rows: &[output::Status]) {
             r.status.as_deref().unwrap_or_default(),
             c.workspace
         );
+        if let Some(gap) = r.session.as_deref().and_then(crate::audit::file_watch_gap) {
+            eprintln!("  warning: {}: {gap}", c.name);
+        }
         if c.state == "running" && !guard.is_empty() && guard != "running" {
             eprintln!(
                 "  warning: {}'s firewall guard is {guard}: the container is offline (fail closed); `yolo up` restores it",

@@ -580,6 +580,12 @@ impl Act<'_> {
         )?;
         state.save(&spec.devcontainer_id)?;
         hooks::initialize(self.project, &writer, approved).await?;
+        // The protected folders the repository lacks: made here, by the user, empty, so the
+        // agent cannot be the one to create them (policy::protect); before the guard starts,
+        // so its file watcher does not record yolo's own doing as the session's.
+        for path in spec.protected.iter().filter(|p| p.create_dir) {
+            std::fs::create_dir_all(&path.host).map_err(|e| Error::io(&path.host, e))?;
+        }
         // After the host's own initializeCommand: what it writes is not the agent's doing.
         self.watch()?;
         let settings = &self.project.settings;
@@ -703,11 +709,6 @@ impl Act<'_> {
         state.post_start_done_for = None;
         state.save(&spec.devcontainer_id)?;
         self.create_volumes().await?;
-        // The protected folders the repository lacks: made here, by the user, empty, so the
-        // agent cannot be the one to create them (policy::protect).
-        for path in spec.protected.iter().filter(|p| p.create_dir) {
-            std::fs::create_dir_all(&path.host).map_err(|e| Error::io(&path.host, e))?;
-        }
         let spec = self.fit_to_host().await?;
         let id = engine
             .create_agent(&spec, image, network, self.mode)

@@ -586,13 +586,54 @@ mod tests {
             default_agent: None,
             init: true,
             shm_size: None,
+            exec_audit: true,
         }
+    }
+
+    /// With the exec audit the shim is the container's first program, read-only, the agent
+    /// joins the guard's PID namespace and runs no init of its own.
+    #[test]
+    fn with_the_exec_audit_the_shim_starts_the_agent_in_the_guards_pid_namespace() {
+        let guard = NetworkAttach::Container("g1".into());
+        let mut own_pid = spec();
+        own_pid.host_modes.remove("pid");
+        let plan = ShimPlan {
+            host_path: "/data/bin/yolo-shim-abc".into(),
+            entrypoint: vec!["/docker-entrypoint.sh".into()],
+            cmd: vec!["serve".into()],
+        };
+        let body = agent_body(&own_pid, "img", &guard, NetworkMode::Firewall, Some(&plan));
+        assert_eq!(
+            body.entrypoint,
+            Some(vec![
+                SHIM_PATH.to_string(),
+                "shim".into(),
+                "/docker-entrypoint.sh".into()
+            ])
+        );
+        assert_eq!(body.cmd, Some(vec!["serve".to_string()]));
+        assert_eq!(body.labels.unwrap()[labels::EXEC_AUDIT], "shim");
+        let host = body.host_config.unwrap();
+        assert_eq!(host.pid_mode.as_deref(), Some("container:g1"));
+        assert_eq!(host.init, Some(false));
+        let mounts = host.mounts.unwrap();
+        let shim = mounts
+            .iter()
+            .find(|m| m.target.as_deref() == Some(SHIM_PATH))
+            .expect("the shim is mounted");
+        assert_eq!(shim.read_only, Some(true));
+        assert_eq!(shim.source.as_deref(), Some("/data/bin/yolo-shim-abc"));
+        // Without the shim, a granted host PID namespace stays the host's.
+        let host = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None)
+            .host_config
+            .unwrap();
+        assert_eq!(host.pid_mode.as_deref(), Some("host"));
     }
 
     #[test]
     fn the_agent_is_labelled_so_vs_code_and_yolo_find_it() {
         let guard = NetworkAttach::Container("g1".into());
-        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall);
+        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None);
         let labels = body.labels.unwrap();
         for (key, value) in [
             ("devcontainer.local_folder", "/home/me/repo"),
@@ -615,7 +656,7 @@ mod tests {
     #[test]
     fn the_agent_joins_its_guard_hardened_with_only_its_grants_added() {
         let guard = NetworkAttach::Container("g1".into());
-        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall);
+        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None);
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("container:g1"));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
@@ -652,7 +693,13 @@ mod tests {
 
     #[test]
     fn without_network_the_agent_has_none() {
-        let body = agent_body(&spec(), "img", &NetworkAttach::None, NetworkMode::None);
+        let body = agent_body(
+            &spec(),
+            "img",
+            &NetworkAttach::None,
+            NetworkMode::None,
+            None,
+        );
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.port_bindings, None);

@@ -24,6 +24,8 @@ pub(crate) const DEFAULT_BASE: &str = "debian:bookworm-slim";
 const READY_LINE: &str = crate::firewall::GUARD_READY_LINE;
 /// Where the guard writes network events (bind mount of a host folder).
 pub(crate) const GUARD_LOG_DIR: &str = "/var/log/yolo";
+/// Where the guard sees the workspace, read-only (`GuardSpec::workspace`).
+pub(crate) const GUARD_WORKSPACE_DIR: &str = "/yolo/workspace";
 const GUARD_CONFIG_PATH: &str = "/etc/yolo/guard.json";
 /// The guard's capabilities: its ruleset (NET_ADMIN), DNS on port 53 (NET_BIND_SERVICE), and
 /// reading the agent's processes for the exec audit (SYS_PTRACE: `process_vm_readv`, a brief
@@ -49,6 +51,9 @@ pub(crate) struct GuardSpec {
     pub(crate) extra_hosts: Vec<String>,
     /// Host folder mounted at GUARD_LOG_DIR.
     pub(crate) log_dir: PathBuf,
+    /// The workspace's host folder, mounted read-only at GUARD_WORKSPACE_DIR for the file
+    /// watcher (always, since the guard outlives one session's settings).
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 impl Engine {
@@ -364,6 +369,13 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         target: GUARD_LOG_DIR.into(),
         read_only: false,
     };
+    let workspace = spec.workspace.as_ref().map(|dir| Mount {
+        kind: MountKind::Bind,
+        source: dir.display().to_string(),
+        target: GUARD_WORKSPACE_DIR.into(),
+        read_only: true,
+    });
+    let mounts: Vec<Mount> = std::iter::once(log_dir).chain(workspace).collect();
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         hostname: spec.hostname.clone(),
@@ -378,7 +390,7 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         host_config: Some(HostConfig {
             extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
-            mounts: Some(vec![hardening::mount(&log_dir)]),
+            mounts: Some(mounts.iter().map(hardening::mount).collect()),
             ..hardened_host_config(&hardening)
         }),
         ..Default::default()
@@ -421,6 +433,7 @@ mod tests {
             hostname: Some("box".into()),
             extra_hosts: vec!["db:192.0.2.1".into()],
             log_dir: "/data/network".into(),
+            workspace: Some("/home/me/repo".into()),
         }
     }
 
@@ -471,9 +484,12 @@ mod tests {
         assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(body.exposed_ports, Some(vec!["8080/tcp".to_string()]));
         let mounts = host.mounts.unwrap();
-        assert_eq!(mounts.len(), 1);
+        assert_eq!(mounts.len(), 2);
         assert_eq!(mounts[0].target.as_deref(), Some(GUARD_LOG_DIR));
         assert_eq!(mounts[0].source.as_deref(), Some("/data/network"));
+        assert_eq!(mounts[1].target.as_deref(), Some(GUARD_WORKSPACE_DIR));
+        assert_eq!(mounts[1].source.as_deref(), Some("/home/me/repo"));
+        assert_eq!(mounts[1].read_only, Some(true));
         let labels = body.labels.unwrap();
         assert_eq!(labels[labels::ROLE], "guard");
         assert_eq!(labels[labels::ID], "0abc");

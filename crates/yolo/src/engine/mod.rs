@@ -17,7 +17,7 @@ mod labels;
 mod types;
 
 pub(crate) use exec::{ExecRequest, ExecResult, Output, Recording};
-pub(crate) use guard::{log_dir, GuardSpec, DEFAULT_BASE, GUARD_LOG_DIR};
+pub(crate) use guard::{log_dir, GuardSpec, DEFAULT_BASE, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
 pub(crate) use types::{
     Container, Found, HostFacts, Made, NetworkAttach, Owner, ProjectNetwork, Report, Role,
 };

@@ -7,8 +7,8 @@ pub(crate) mod presets;
 pub(crate) use yolo_protocol::allowlist;
 pub(crate) use yolo_protocol::control;
 pub(crate) use yolo_protocol::{
-    GuardConfig, NetworkMode, DEFAULT_MAX_SESSION_LOG, GUARD_CONTROL_SOCKET, GUARD_READY_LINE,
-    PHASE_BUILD,
+    FileWatch, GuardConfig, NetworkMode, DEFAULT_MAX_SESSION_LOG, GUARD_CONTROL_SOCKET,
+    GUARD_READY_LINE, PHASE_BUILD,
 };
 
 /// A network mode in the user's words (`--network`, `yolo status`, the `dev.yolo.network` label).

@@ -89,6 +89,7 @@ fn three_crates_each_with_the_dependencies_of_its_layer() {
         "netlink-sys",
         "netlink-packet-core",
         "netlink-packet-netfilter",
+        "notify",
     ] {
         assert!(
             guard.iter().any(|d| d == kernel_side),

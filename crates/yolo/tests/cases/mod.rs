@@ -5,6 +5,7 @@ mod containment;
 mod errors;
 mod exec;
 mod exit_codes;
+mod files;
 mod guard_image;
 mod hooks;
 mod images;

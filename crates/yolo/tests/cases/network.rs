@@ -756,6 +756,8 @@ fn network_log(t: &Test) -> (Vec<Value>, u64) {
         .expect("the guard's log folder")
         .flatten()
         .map(|e| e.path())
+        // Not the guard's other logs of the session (`<session>.files.jsonl`, `.exec.jsonl`).
+        .filter(|p| !p.file_stem().unwrap().to_string_lossy().contains('.'))
         .collect();
     assert_eq!(files.len(), 1, "one session: {files:?}");
     let text = std::fs::read_to_string(&files[0]).unwrap();

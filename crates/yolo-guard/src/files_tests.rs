@@ -1,0 +1,305 @@
+//! The watcher against a real folder and the kernel's inotify: what a change looks like in the
+//! log, how a burst is folded, and that a sensitive path is never folded.
+
+use super::*;
+use std::fs;
+use tempfile::TempDir;
+use yolo_protocol::event::Event;
+
+struct Setup {
+    work: TempDir,
+    logs: TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        Setup {
+            work: tempfile::tempdir().unwrap(),
+            logs: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.work.path().join(rel)
+    }
+
+    fn start(&self) -> FileWatcher {
+        let config = FileWatch {
+            root: self.work.path().to_path_buf(),
+            log_path: self.logs.path().join("s.files.jsonl"),
+            sensitive: vec!["**/.envrc".into(), ".git/hooks/**".into()],
+            max_bytes: 16 << 20,
+        };
+        let (guard, _rx) = Events::channel();
+        let watcher = spawn(&config, "s", None, &guard).expect("the watcher starts");
+        watcher.wait_ready(Duration::from_secs(5));
+        watcher
+    }
+
+    /// The `file` records written so far, as JSON (what `yolo audit --json` shows).
+    fn records(&self) -> Vec<serde_json::Value> {
+        let text = fs::read_to_string(self.logs.path().join("s.files.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str::<Event>(l).unwrap())
+            .filter(|e| e.kind.name() == "file")
+            .map(|e| serde_json::to_value(&e.kind).unwrap())
+            .collect()
+    }
+}
+
+fn pause() {
+    std::thread::sleep(DEBOUNCE * 2);
+}
+
+/// (path, change, from, size) of each record, without the times.
+fn summary(records: &[serde_json::Value]) -> Vec<(String, String, String, Option<u64>)> {
+    records
+        .iter()
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap().to_string(),
+                r["change"].as_str().unwrap().to_string(),
+                r["from"].as_str().unwrap_or("").to_string(),
+                r["size"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn created_modified_renamed_and_deleted_files_are_recorded_with_relative_paths_and_sizes() {
+    let setup = Setup::new();
+    fs::create_dir(setup.path("src")).unwrap();
+    let watcher = setup.start();
+    fs::write(setup.path("src/a.txt"), "hello").unwrap();
+    pause();
+    fs::write(setup.path("src/a.txt"), "hello, world").unwrap();
+    pause();
+    fs::rename(setup.path("src/a.txt"), setup.path("src/b.txt")).unwrap();
+    pause();
+    fs::remove_file(setup.path("src/b.txt")).unwrap();
+    pause();
+    drop(watcher);
+    let s = |p: &str, c: &str, f: &str, n: Option<u64>| (p.into(), c.into(), f.into(), n);
+    assert_eq!(
+        summary(&setup.records()),
+        [
+            s("src/a.txt", "created", "", Some(5)),
+            s("src/a.txt", "modified", "", Some(12)),
+            s("src/b.txt", "renamed", "src/a.txt", Some(12)),
+            s("src/b.txt", "deleted", "", None),
+        ]
+    );
+}
+
+#[test]
+fn a_burst_of_ten_thousand_files_is_folded_per_folder_and_sensitive_paths_stand_alone() {
+    let setup = Setup::new();
+    fs::create_dir_all(setup.path(".git/hooks")).unwrap();
+    let watcher = setup.start();
+    // The folder is new: files written before its watch exists are found by reading it.
+    fs::create_dir_all(setup.path("target/debug")).unwrap();
+    for i in 0..10_000 {
+        fs::write(setup.path(&format!("target/debug/f{i}")), "x").unwrap();
+        if i == 5_000 {
+            fs::write(setup.path(".envrc"), "export A=1\n").unwrap();
+            fs::write(setup.path(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+        }
+    }
+    pause();
+    drop(watcher);
+    let records = setup.records();
+    assert!(
+        records.len() < 30,
+        "{} records: {records:#?}",
+        records.len()
+    );
+    let in_debug: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["path"].as_str().unwrap().starts_with("target/debug/"))
+        .collect();
+    let count: u64 = in_debug
+        .iter()
+        .map(|r| r["count"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(count, 10_000, "{in_debug:#?}");
+    let size: u64 = in_debug.iter().map(|r| r["size"].as_u64().unwrap()).sum();
+    assert_eq!(size, 10_000, "every file holds one byte");
+    assert!(in_debug
+        .iter()
+        .any(|r| r["path"] == "target/debug/" && r["count"].as_u64() > Some(1)));
+    let sensitive: Vec<_> = records.iter().filter(|r| r["sensitive"] == true).collect();
+    assert_eq!(
+        summary(&sensitive.into_iter().cloned().collect::<Vec<_>>()),
+        [
+            (".envrc".into(), "created".into(), "".into(), Some(11)),
+            (
+                ".git/hooks/pre-commit".into(),
+                "created".into(),
+                "".into(),
+                Some(10)
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_sensitive_file_changed_again_and_again_is_a_record_each_time_it_settles() {
+    let setup = Setup::new();
+    let watcher = setup.start();
+    for i in 0..3 {
+        fs::write(setup.path(".envrc"), format!("export A={i}\n")).unwrap();
+        pause();
+    }
+    drop(watcher);
+    let changes: Vec<(String, String)> = setup
+        .records()
+        .iter()
+        .map(|r| (r["path"].to_string(), r["change"].to_string()))
+        .collect();
+    assert_eq!(changes.len(), 3, "{changes:?}");
+    assert!(setup.records().iter().all(|r| r["sensitive"] == true));
+}
+
+#[test]
+fn git_objects_are_not_watched() {
+    let setup = Setup::new();
+    fs::create_dir_all(setup.path(".git/objects/ab")).unwrap();
+    let watcher = setup.start();
+    fs::write(setup.path(".git/objects/ab/cdef"), "blob").unwrap();
+    fs::write(setup.path(".git/index"), "index").unwrap();
+    pause();
+    drop(watcher);
+    let paths: Vec<String> = summary(&setup.records()).into_iter().map(|r| r.0).collect();
+    assert_eq!(paths, [".git/index"]);
+}
+
+/// Runs the test below in a user namespace of its own, whose inotify watch limit is 20 (the
+/// kernel counts watches per user namespace, so the host's limit is left alone), on a folder
+/// made here: 50 folders, and one of a user the namespace does not map, mode 0700, which its
+/// root may not read.
+#[test]
+fn folders_past_the_watch_limit_or_unreadable_are_counted_and_recorded() {
+    use std::os::unix::fs::PermissionsExt;
+    let work = tempfile::tempdir().unwrap();
+    for i in 0..50 {
+        fs::create_dir(work.path().join(format!("d{i}"))).unwrap();
+    }
+    let secret = work.path().join("secret");
+    fs::create_dir(&secret).unwrap();
+    std::os::unix::fs::chown(&secret, Some(1234), Some(1234)).unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o700)).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c"])
+        .arg(
+            "echo 20 > /proc/sys/user/max_inotify_watches && exec \"$0\" --exact \
+             files::tests::with_a_watch_limit_of_20 --ignored --test-threads 1",
+        )
+        .arg(exe)
+        .env("YOLO_FILES_TEST_ROOT", work.path())
+        .output()
+        .expect("unshare (util-linux) runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "run by folders_past_the_watch_limit_or_unreadable_are_counted_and_recorded"]
+fn with_a_watch_limit_of_20() {
+    let limit = fs::read_to_string("/proc/sys/user/max_inotify_watches").unwrap();
+    assert_eq!(limit.trim(), "20");
+    let logs = tempfile::tempdir().unwrap();
+    let config = FileWatch {
+        root: std::env::var_os("YOLO_FILES_TEST_ROOT").unwrap().into(),
+        log_path: logs.path().join("s.files.jsonl"),
+        sensitive: vec![],
+        max_bytes: 1 << 20,
+    };
+    let (guard, _rx) = Events::channel();
+    let watcher = spawn(&config, "s", None, &guard).unwrap();
+    watcher.wait_ready(Duration::from_secs(5));
+    drop(watcher);
+    let text = fs::read_to_string(&config.log_path).unwrap();
+    let incomplete: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["status"] == "file_watch_incomplete")
+        .collect();
+    // 51 readable folders (the root and 50) for 20 watches, and the unreadable one.
+    assert_eq!(incomplete.len(), 1, "{text}");
+    let details = &incomplete[0]["details"];
+    assert_eq!(details["unwatched_folders"], 32, "{text}");
+    assert_eq!(details["over_limit"], 31, "{text}");
+    assert_eq!(details["unreadable"], 1, "{text}");
+    assert_eq!(details["max_user_watches"], 20, "{text}");
+}
+
+#[test]
+fn a_watcher_that_cannot_start_says_so_in_the_guard_log_and_leaves_the_guard_running() {
+    let setup = Setup::new();
+    let config = FileWatch {
+        root: setup.path("not-there"),
+        log_path: setup.logs.path().join("s.files.jsonl"),
+        sensitive: vec![],
+        max_bytes: 1 << 20,
+    };
+    let (guard, rx) = Events::channel();
+    assert!(spawn(&config, "s", None, &guard).is_none());
+    match rx.try_recv().unwrap() {
+        EventKind::Guard { status, details } => {
+            assert_eq!(status, "file_watch_failed");
+            assert!(details["error"].as_str().unwrap().contains("not-there"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn past_the_size_cap_a_sensitive_change_is_still_written() {
+    let setup = Setup::new();
+    let config = FileWatch {
+        root: setup.work.path().to_path_buf(),
+        log_path: setup.logs.path().join("s.files.jsonl"),
+        sensitive: vec!["**/.envrc".into()],
+        max_bytes: 8192,
+    };
+    let (guard, _rx) = Events::channel();
+    let watcher = spawn(&config, "s", None, &guard).unwrap();
+    watcher.wait_ready(Duration::from_secs(5));
+    // A first record in each of 200 folders: far past 8 KiB.
+    for i in 0..200 {
+        fs::create_dir(setup.path(&format!("d{i}"))).unwrap();
+        fs::write(setup.path(&format!("d{i}/x")), "x").unwrap();
+    }
+    pause();
+    fs::write(setup.path(".envrc"), "export A=1\n").unwrap();
+    pause();
+    drop(watcher);
+    let text = fs::read_to_string(&config.log_path).unwrap();
+    assert!(text.contains(r#""kind":"suppressed""#), "{text}");
+    let envrc: Vec<_> = setup
+        .records()
+        .into_iter()
+        .filter(|r| r["path"] == ".envrc")
+        .collect();
+    assert_eq!(envrc.len(), 1, "{text}");
+    assert!(text.len() < 8192 + 8192 / 16 + 1024, "{}", text.len());
+}
+
+#[test]
+fn a_symbolic_link_moved_in_is_recorded_not_followed() {
+    let setup = Setup::new();
+    let watcher = setup.start();
+    let outside = setup.logs.path().join("link");
+    std::os::unix::fs::symlink("/", &outside).unwrap();
+    fs::rename(&outside, setup.path("link")).unwrap();
+    pause();
+    drop(watcher);
+    let paths: Vec<String> = summary(&setup.records()).into_iter().map(|r| r.0).collect();
+    assert_eq!(paths, ["link"]);
+}
