@@ -32,6 +32,18 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
         .collect();
     assert_eq!(root.len(), 1, "one workspace bind: {mounts:?}");
     assert_eq!(root[0]["Source"], workspace.as_str());
+    // The one bind from outside: the exec audit's shim, read-only, from yolo's data folder.
+    let (shim, binds): (Vec<_>, Vec<_>) = binds
+        .into_iter()
+        .partition(|m| m["Destination"] == "/.yolo/shim");
+    assert_eq!(shim.len(), 1, "{mounts:?}");
+    assert_eq!(shim[0]["RW"], false, "{shim:?}");
+    assert!(
+        shim[0]["Source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(&t.data_dir.display().to_string())),
+        "{shim:?}"
+    );
     for bind in &binds {
         let source = bind["Source"].as_str().unwrap();
         let below = source.strip_prefix(&workspace).unwrap_or_else(|| {
@@ -72,7 +84,12 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     assert_eq!(host["Privileged"], false);
     let secopt = host["SecurityOpt"].to_string();
     assert!(secopt.contains("no-new-privileges"), "{secopt}");
-    assert_eq!(host["Init"], true);
+    // No init of the agent's own: the guard, PID 1 of the namespace it joins, reaps (an init
+    // here would run without the exec filter).
+    assert_eq!(host["Init"], false);
+    // ... and the guard's network namespace is also its PID namespace.
+    assert_eq!(host["PidMode"], host["NetworkMode"]);
+    assert!(host["PidMode"].as_str().unwrap().starts_with("container:"));
 
     // Limits: hostRequirements and customizations.yolo.limits.
     assert_eq!(host["NanoCpus"], 1_000_000_000i64);
@@ -570,11 +587,14 @@ fn audit_filters_by_time_and_text() {
     t.up(&[]);
     t.yolo(&["exec", "echo", "needle-in-the-log"]).ok();
     let found = t.yolo(&["audit", "--grep", "NEEDLE-in"]).ok().stdout();
-    assert_eq!(found.lines().count(), 1, "{found}");
+    // yolo's own record of the command, and the guard's of the program it started.
+    assert_eq!(found.lines().count(), 2, "{found}");
     assert!(
-        found.contains("exec") && found.contains("needle-in-the-log"),
+        found.lines().all(|l| l.contains("needle-in-the-log")),
         "{found}"
     );
+    assert!(found.lines().any(|l| l.contains(" command ")), "{found}");
+    assert!(found.lines().any(|l| l.contains(" exec ")), "{found}");
     assert!(t
         .yolo(&["audit", "--since", "1h"])
         .ok()

@@ -1,0 +1,2 @@
+/* The small static program the exec audit's benchmark runs: does nothing. */
+int main(void) { return 0; }
