@@ -29,6 +29,6 @@ w0=$(med "${without[@]}"); w1=$(med "${with[@]}")
 awk -v a="$w0" -v b="$w1" 'BEGIN { printf "median of rounds: without %.1f us, with %.1f us: +%.1f us per exec, ratio %.2f\n", a, b, b - a, b / a }'
 sleep 1
 log=$(ls "$YOLO_DATA_DIR"/network/*.exec.jsonl)
-recorded=$(grep -c '"argv":\["'"$ws"'/tiny"\]' "$log" || true)
+recorded=$(grep '"kind":"exec"' "$log" | grep -c '"argv":\["'"$ws"'/tiny"\]' || true)
 echo "exec records of tiny: $recorded (expected $((ROUNDS * N)))"
 [ "$recorded" -eq $((ROUNDS * N)) ]

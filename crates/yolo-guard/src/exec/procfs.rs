@@ -64,7 +64,8 @@ pub fn read_argv(pid: i32, addr: u64) -> io::Result<(Vec<String>, bool, usize)> 
         return Ok((argv, false, 0));
     }
     let ptr_size = std::mem::size_of::<u64>();
-    let mut pointers = vec![0u8; 512 * ptr_size];
+    // Most commands have a few arguments: a small first read, larger ones after.
+    let mut pointers = vec![0u8; 64 * ptr_size];
     let mut at = addr;
     'outer: loop {
         let n = read_mem(pid, at, &mut pointers)?;
@@ -90,6 +91,9 @@ pub fn read_argv(pid: i32, addr: u64) -> io::Result<(Vec<String>, bool, usize)> 
             argv.push(String::from_utf8_lossy(&bytes).into_owned());
         }
         at += (n - n % ptr_size) as u64;
+        if pointers.len() < 512 * ptr_size {
+            pointers.resize(512 * ptr_size, 0);
+        }
     }
     Ok((argv, truncated, argc))
 }
@@ -119,10 +123,26 @@ pub fn cmdline(pid: i32) -> io::Result<(Vec<String>, bool, usize)> {
     Ok((argv, truncated, argc))
 }
 
+/// A /proc file of up to `max` bytes, read in as few `read`s as its size allows (std's
+/// `read_to_end` starts with small probes; each is a system call on the exec's path).
 fn read_bounded(path: &str, max: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut out = Vec::new();
-    std::fs::File::open(path)?.take(max).read_to_end(&mut out)?;
+    let mut out = vec![0u8; 16 * 1024];
+    let mut got = 0;
+    let mut file = std::fs::File::open(path)?;
+    loop {
+        if got == out.len() {
+            if got as u64 >= max {
+                break;
+            }
+            out.resize((out.len() * 4).min(max as usize), 0);
+        }
+        match file.read(&mut out[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    out.truncate(got);
     Ok(out)
 }
 
@@ -143,8 +163,23 @@ pub struct Status {
 }
 
 pub fn status(pid: i32) -> io::Result<Status> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    Ok(parse_status(&text))
+    let mut buf = [0u8; 4096];
+    let n = read_small(&format!("/proc/{pid}/status"), &mut buf)?;
+    Ok(parse_status(&String::from_utf8_lossy(&buf[..n])))
+}
+
+/// A small /proc file in one `read` (std's `read_to_string` probes with several).
+fn read_small(path: &str, buf: &mut [u8]) -> io::Result<usize> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok(got)
 }
 
 pub fn parse_status(text: &str) -> Status {

@@ -390,9 +390,16 @@ impl Supervisor {
             }
             return;
         }
-        let status = procfs::status(tid).unwrap_or_default();
-        let cwd = procfs::readlink(&format!("/proc/{tid}/cwd"));
+        // Read once the thread is stopped (at the exec or after it failed): while the exec
+        // runs, /proc waits on the memory map it replaces.
+        let about = |pid: i32| {
+            (
+                procfs::status(pid).unwrap_or_default(),
+                procfs::readlink(&format!("/proc/{pid}/cwd")),
+            )
+        };
         if !seized {
+            let (status, cwd) = about(tid);
             // Traced already (a debugger of the agent's): the exec cannot be watched; what the
             // caller passed is all there is.
             let (argv, truncated, argc) = before.unwrap_or_default();
@@ -414,6 +421,7 @@ impl Supervisor {
         }
         match self.wait_trace() {
             Outcome::Ran(pid) => {
+                let (status, cwd) = about(pid);
                 let (argv, truncated, argc) = procfs::cmdline(pid).unwrap_or_default();
                 let rewritten = before
                     .as_ref()
@@ -446,6 +454,7 @@ impl Supervisor {
                 detach(pid, 0);
             }
             Outcome::Failed { tid, errno, signal } => {
+                let (status, cwd) = about(tid);
                 detach(tid, signal);
                 let (argv, truncated, argc) = before.unwrap_or_default();
                 let id = self.id();
@@ -465,6 +474,8 @@ impl Supervisor {
             }
             Outcome::Gone => {
                 let (argv, truncated, argc) = before.unwrap_or_default();
+                let status = procfs::Status::default();
+                let cwd = String::new();
                 let id = self.id();
                 let _ = self.log.write(exec_event(ExecRecord {
                     id,
