@@ -104,6 +104,19 @@ fn print_outcome(o: &Outcome) {
     }
 }
 
+/// Why the agent's execs are not recorded in this session, if they are not.
+fn exec_audit_off(spec: &RunSpec, network: &NetworkAttach) -> Option<&'static str> {
+    if !matches!(network, NetworkAttach::Container(_)) {
+        Some("`--network none` runs no guard to record them")
+    } else if spec.host_modes.contains_key("pid") {
+        Some("the container is in the host's PID namespace (a granted --pid host)")
+    } else if !spec.exec_audit {
+        Some("`[audit] exec = false` in yolo's config")
+    } else {
+        None
+    }
+}
+
 /// Bring the project's container up; shared by `up` and `run` (which adds its agent, whose
 /// domains join the allowlist).
 ///
@@ -617,6 +630,11 @@ impl Act<'_> {
         };
         let network = guard_id.map_or(NetworkAttach::None, NetworkAttach::Container);
         let container_id = self.agent(agent, &image, &network, state).await?;
+        if let Some(why) = exec_audit_off(spec, &network) {
+            writer.write(EventKind::Notice {
+                message: format!("the exec audit is off in this session: {why}"),
+            })?;
+        }
         Ok(Ready {
             container_id,
             image,
