@@ -64,6 +64,14 @@ fn print_guard(r: &Report) -> usize {
     }
 }
 
+/// Whether a kernel release (`6.1.0-18-amd64`) is at least `major.minor`; None when unreadable.
+fn kernel_at_least(release: &str, major: u32, minor: u32) -> Option<bool> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let have_major: u32 = parts.next()?.parse().ok()?;
+    let have_minor: u32 = parts.next()?.parse().ok()?;
+    Some((have_major, have_minor) >= (major, minor))
+}
+
 /// Print what the engine reported; the number of problems found.
 fn print_report(r: &Report) -> usize {
     let mut problems = 0;
@@ -93,6 +101,24 @@ fn print_report(r: &Report) -> usize {
         problems += 1;
         println!("✗ the kernel has no memory cgroup: memory limits will not apply");
     }
+    match kernel_at_least(&r.kernel, 5, 19) {
+        Some(true) => println!(
+            "✓ kernel {}: the exec audit can record every program the agent runs",
+            r.kernel
+        ),
+        Some(false) => {
+            problems += 1;
+            println!(
+                "✗ kernel {} is older than 5.19: the exec audit's shim cannot install its filter \
+                 and refuses to start anything; set `[audit] exec = false` in yolo's config",
+                r.kernel
+            );
+        }
+        None => println!(
+            "? kernel {:?}: cannot tell whether the exec audit works",
+            r.kernel
+        ),
+    }
     let (cpus, _) = crate::policy::fit_cpus(
         crate::run_spec::Limits::default().cpus,
         crate::run_spec::Chooser::Default,
@@ -120,4 +146,18 @@ fn api_at_least(api: &str, major: u32, minor: u32) -> bool {
     let mut parts = api.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     (a, b) >= (major, minor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert_eq!(kernel_at_least("6.1.0-18-amd64", 5, 19), Some(true));
+        assert_eq!(kernel_at_least("5.19.0", 5, 19), Some(true));
+        assert_eq!(kernel_at_least("5.15.0-91-generic", 5, 19), Some(false));
+        assert_eq!(kernel_at_least("4.19.0", 5, 19), Some(false));
+        assert_eq!(kernel_at_least("", 5, 19), None);
+    }
 }

@@ -76,6 +76,7 @@ impl Engine {
             cgroup_version: text(info.cgroup_version.map(|d| d.to_string())),
             pids_limit: info.pids_limit,
             memory_limit: info.memory_limit,
+            kernel: text(info.kernel_version),
             host,
         })
     }

@@ -168,6 +168,8 @@ pub(crate) struct Report {
     /// Whether the kernel enforces process and memory limits (None: not reported).
     pub(crate) pids_limit: Option<bool>,
     pub(crate) memory_limit: Option<bool>,
+    /// The engine machine's kernel release (`6.1.0-18-amd64`).
+    pub(crate) kernel: String,
     pub(crate) host: HostFacts,
 }
 
