@@ -399,24 +399,10 @@ impl Supervisor {
             )
         };
         if !seized {
-            let (status, cwd) = about(tid);
             // Traced already (a debugger of the agent's): the exec cannot be watched; what the
             // caller passed is all there is.
-            let (argv, truncated, argc) = before.unwrap_or_default();
-            let id = self.id();
-            let _ = self.log.write(exec_event(ExecRecord {
-                id,
-                status: &status,
-                pid: tid,
-                path: asked,
-                exe: None,
-                argv,
-                cwd,
-                result: "unconfirmed".into(),
-                rewritten: false,
-                truncated,
-                argc,
-            }));
+            let (status, cwd) = about(tid);
+            self.record_unwatched(tid, &status, cwd, asked, before, "unconfirmed".into());
             return;
         }
         match self.wait_trace() {
@@ -435,12 +421,10 @@ impl Supervisor {
                     pid,
                     path,
                     exe: Some(exe),
-                    argv,
+                    argv: (argv, truncated, argc),
                     cwd,
                     result: "ok".into(),
                     rewritten,
-                    truncated,
-                    argc,
                 }));
                 if written.is_err() {
                     // Not on record: it must not run. It is stopped before its first
@@ -456,42 +440,37 @@ impl Supervisor {
             Outcome::Failed { tid, errno, signal } => {
                 let (status, cwd) = about(tid);
                 detach(tid, signal);
-                let (argv, truncated, argc) = before.unwrap_or_default();
-                let id = self.id();
-                let _ = self.log.write(exec_event(ExecRecord {
-                    id,
-                    status: &status,
-                    pid: tid,
-                    path: asked,
-                    exe: None,
-                    argv,
-                    cwd,
-                    result: errno_name(errno),
-                    rewritten: false,
-                    truncated,
-                    argc,
-                }));
+                self.record_unwatched(tid, &status, cwd, asked, before, errno_name(errno));
             }
             Outcome::Gone => {
-                let (argv, truncated, argc) = before.unwrap_or_default();
                 let status = procfs::Status::default();
-                let cwd = String::new();
-                let id = self.id();
-                let _ = self.log.write(exec_event(ExecRecord {
-                    id,
-                    status: &status,
-                    pid: tid,
-                    path: asked,
-                    exe: None,
-                    argv,
-                    cwd,
-                    result: "killed".into(),
-                    rewritten: false,
-                    truncated,
-                    argc,
-                }));
+                self.record_unwatched(tid, &status, String::new(), asked, before, "killed".into());
             }
         }
+    }
+
+    /// An exec that did not run, or that could not be watched: what the caller passed.
+    fn record_unwatched(
+        &mut self,
+        tid: i32,
+        status: &procfs::Status,
+        cwd: String,
+        asked: String,
+        before: Option<(Vec<String>, bool, usize)>,
+        result: String,
+    ) {
+        let id = self.id();
+        let _ = self.log.write(exec_event(ExecRecord {
+            id,
+            status,
+            pid: tid,
+            path: asked,
+            exe: None,
+            argv: before.unwrap_or_default(),
+            cwd,
+            result,
+            rewritten: false,
+        }));
     }
 
     /// The log is full: the exec fails with EPERM, and the guard's log says so (once, then
@@ -696,15 +675,15 @@ struct ExecRecord<'a> {
     pid: i32,
     path: String,
     exe: Option<String>,
-    argv: Vec<String>,
+    /// The arguments, whether they were cut, and how many there were.
+    argv: (Vec<String>, bool, usize),
     cwd: String,
     result: String,
     rewritten: bool,
-    truncated: bool,
-    argc: usize,
 }
 
 fn exec_event(r: ExecRecord<'_>) -> EventKind {
+    let (argv, truncated, argc) = r.argv;
     EventKind::Exec {
         id: r.id,
         pid: r.pid,
@@ -713,12 +692,12 @@ fn exec_event(r: ExecRecord<'_>) -> EventKind {
         gid: r.status.gid,
         path: r.path,
         exe: r.exe,
-        argv: r.argv,
+        argv,
         cwd: r.cwd,
         result: r.result,
         argv_rewritten: r.rewritten,
-        truncated: r.truncated,
-        argc: r.truncated.then_some(r.argc as u64),
+        truncated,
+        argc: truncated.then_some(argc as u64),
         exit_code: None,
         duration_ms: None,
     }
