@@ -42,8 +42,6 @@ const MAX_LISTENERS: usize = 4096;
 /// Registrations handled at once (each waits at most a couple of seconds for its message).
 const MAX_PENDING_REGISTRATIONS: usize = 32;
 const SCAN_EVERY: Duration = Duration::from_secs(1);
-/// How long the supervisor looks for the end of an exec before it sleeps on it.
-const SPIN: Duration = Duration::from_micros(500);
 
 const TAG_LISTENER: u64 = 1 << 32;
 const TAG_PIDFD: u64 = 2 << 32;
@@ -517,25 +515,10 @@ impl Supervisor {
 
     /// Wait for the one tracee's next stop (or end).
     fn wait_trace(&self) -> Outcome {
-        // An exec takes a few hundred microseconds: look without sleeping for about that long
-        // first, since a sleeping thread takes a wake-up (tens of microseconds on a VM) to
-        // notice, and the program waits on it.
-        let spin_until = Instant::now() + SPIN;
         loop {
             let mut status = 0;
-            let nohang = if Instant::now() < spin_until {
-                libc::WNOHANG
-            } else {
-                0
-            };
             // SAFETY: waits only for this thread's tracees (it has no children).
-            let pid = unsafe {
-                libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD | nohang)
-            };
-            if pid == 0 {
-                std::hint::spin_loop();
-                continue;
-            }
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
             if pid < 0 {
                 if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                     continue;
