@@ -248,6 +248,18 @@ for addr in [0x400000, 0x555555554000, 0x7ffff7dd0000]:
     print("process_vm_readv", hex(addr), r, name(e))
     if r >= 0 or e not in (errno.EPERM, errno.EACCES):
         broken.append("process_vm_readv")
+# pidfd_getfd: copy a descriptor (the listener among them) out of PID 1.
+NR_PIDFD_OPEN, NR_PIDFD_GETFD = 434, 438
+libc.syscall.restype = ctypes.c_long
+pidfd = libc.syscall(NR_PIDFD_OPEN, 1, 0)
+print("pidfd_open", pidfd, name(ctypes.get_errno()))
+if pidfd >= 0:
+    for fd in range(64):
+        r = libc.syscall(NR_PIDFD_GETFD, pidfd, fd, 0)
+        e = ctypes.get_errno()
+        if r >= 0 or e not in (errno.EPERM, errno.EACCES, errno.EBADF):
+            print("pidfd_getfd", fd, r, name(e))
+            broken.append("pidfd_getfd %d" % fd)
 print("BROKEN" if broken else "HELD", broken)
 sys.exit(1 if broken else 0)
 "#;
@@ -724,4 +736,137 @@ fn ten_thousand_execs_give_ten_thousand_records() {
     let pids: std::collections::HashSet<i64> =
         trues.iter().filter_map(|e| e["pid"].as_i64()).collect();
     assert!(pids.len() > N / 2, "distinct processes: {}", pids.len());
+}
+
+const TRACEME_PY: &str = r#"
+import ctypes, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+pid = os.fork()
+if pid == 0:
+    libc.ptrace(0, 0, None, None)  # PTRACE_TRACEME: the supervisor cannot seize this one
+    a = ctypes.create_string_buffer(b"forged")
+    def flip():
+        while True:
+            ctypes.memmove(a, b"F", 1)
+            ctypes.memmove(a, b"f", 1)
+    threading.Thread(target=flip, daemon=True).start()
+    keep = [ctypes.create_string_buffer(x) for x in (b"/bin/echo", b"traced-child")]
+    argv = (ctypes.c_void_p * 4)(ctypes.addressof(keep[0]), ctypes.addressof(keep[1]), ctypes.addressof(a), None)
+    libc.execve(keep[0], argv, (ctypes.c_void_p * 1)(None))
+    os._exit(127)
+_, status = os.waitpid(pid, 0)
+assert os.WIFSTOPPED(status), status
+libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
+os.waitpid(pid, 0)
+"#;
+
+/// Execs from a second thread (the kernel moves the program to the leader's pid) and from a
+/// child the agent itself traces (the supervisor cannot watch that exec).
+const THREAD_PY: &str = r#"
+import os, threading, time
+def go():
+    os.execv("/bin/echo", ["/bin/echo", "from-a-thread"])
+threading.Thread(target=go).start()
+time.sleep(10)
+"#;
+
+#[test]
+fn execs_from_threads_and_traced_children_are_on_record() {
+    let t = Test::new();
+    with_python(&t, "");
+    t.file("attack/traceme.py", TRACEME_PY);
+    t.file("attack/thread.py", THREAD_PY);
+    t.up(&[]);
+    let out = attack(&t, "python3 attack/thread.py").ok();
+    assert_eq!(out.stdout(), "from-a-thread\n");
+    let e = wait_for_exec(&t, &["/bin/echo", "from-a-thread"]);
+    assert_eq!(e["result"], "ok", "{e}");
+    assert_eq!(e["exe"], "/usr/bin/echo", "{e}");
+
+    // A tracer of its own can keep the supervisor from confirming the exec (and so race the
+    // argv it read): such a record must never pass for a confirmed one.
+    attack(&t, "python3 attack/traceme.py").ok();
+    let e = wait_for_event(&t, 10, "the traced child's exec", |e| {
+        e["kind"] == "exec" && argv(e).get(1).is_some_and(|a| a == "traced-child")
+    });
+    assert_eq!(e["result"], "unconfirmed", "{e}");
+    supervisor_still_records(&t, "after-traceme");
+}
+
+/// Connects to the supervisor's socket `n` times and holds on, and sends a hello with a pipe
+/// instead of a listener.
+const FLOOD_PY: &str = r#"
+import array, os, resource, socket, sys, time
+n = min(int(sys.argv[1]), resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 20)
+held = []
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0yolo-exec")
+    held.append(s)
+r, w = os.pipe()
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\0yolo-exec")
+try:
+    s.sendmsg([b"yolo-shim 1\n"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [r]))])
+    s.settimeout(5)
+    answer = s.recv(64)
+except OSError as e:
+    answer = repr(e).encode()
+print("bogus hello:", answer, "holding", len(held), flush=True)
+time.sleep(int(sys.argv[2]))
+"#;
+
+#[test]
+fn junk_on_the_supervisors_socket_does_not_stop_recording() {
+    let t = Test::new();
+    with_python(&t, "");
+    t.file("attack/flood.py", FLOOD_PY);
+    t.up(&[]);
+    let out = attack(
+        &t,
+        "python3 attack/flood.py 4 0; nohup python3 attack/flood.py 1000 20 >/tmp/flood.out 2>&1 & \
+         for i in $(seq 100); do grep -q holding /tmp/flood.out && break; sleep 0.1; done; cat /tmp/flood.out",
+    )
+    .ok();
+    // A pipe is not a seccomp listener: refused, not watched.
+    assert!(
+        !out.stdout().contains("bogus hello: b'ok"),
+        "{}",
+        out.describe()
+    );
+    out.assert_stdout_contains("holding");
+    // Past the connections held open (and the ones the supervisor turned away), a shim still
+    // registers and its program is recorded.
+    std::thread::sleep(Duration::from_secs(3));
+    supervisor_still_records(&t, "after-flood");
+}
+
+#[test]
+fn parallel_execs_are_all_recorded() {
+    const LOOPS: usize = 8;
+    const EACH: usize = 500;
+    let t = Test::new();
+    plain(&t);
+    t.up(&[]);
+    let started = Instant::now();
+    attack(
+        &t,
+        &format!(
+            "for l in $(seq {LOOPS}); do (i=0; while [ $i -lt {EACH} ]; do /bin/echo par-$l >/dev/null; i=$((i+1)); done) & done; wait; /bin/echo par-done"
+        ),
+    )
+    .ok()
+    .assert_stdout("par-done\n");
+    let took = started.elapsed();
+    wait_for_exec(&t, &["/bin/echo", "par-done"]);
+    let records = execs(&t);
+    for l in 1..=LOOPS {
+        let marker = format!("par-{l}");
+        let n = records
+            .iter()
+            .filter(|e| argv(e) == ["/bin/echo", marker.as_str()] && e["result"] == "ok")
+            .count();
+        assert_eq!(n, EACH, "records of loop {l}");
+    }
+    eprintln!("{} parallel execs took {took:?}", LOOPS * EACH);
 }
