@@ -542,6 +542,7 @@ mod tests {
                 image: Some("registry.example/guard:1".into()),
                 base_image: "debian:trixie-slim".into(),
                 max_session_log: 2 << 20,
+                max_exec_log: DEFAULT_MAX_EXEC_LOG,
             }
         );
         // Left out: the defaults.

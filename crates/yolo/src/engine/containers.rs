@@ -586,13 +586,14 @@ mod tests {
             default_agent: None,
             init: true,
             shm_size: None,
+            exec_audit: false,
         }
     }
 
     #[test]
     fn the_agent_is_labelled_so_vs_code_and_yolo_find_it() {
         let guard = NetworkAttach::Container("g1".into());
-        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall);
+        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None);
         let labels = body.labels.unwrap();
         for (key, value) in [
             ("devcontainer.local_folder", "/home/me/repo"),
@@ -615,7 +616,7 @@ mod tests {
     #[test]
     fn the_agent_joins_its_guard_hardened_with_only_its_grants_added() {
         let guard = NetworkAttach::Container("g1".into());
-        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall);
+        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None);
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("container:g1"));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
@@ -652,7 +653,13 @@ mod tests {
 
     #[test]
     fn without_network_the_agent_has_none() {
-        let body = agent_body(&spec(), "img", &NetworkAttach::None, NetworkMode::None);
+        let body = agent_body(
+            &spec(),
+            "img",
+            &NetworkAttach::None,
+            NetworkMode::None,
+            None,
+        );
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.port_bindings, None);
