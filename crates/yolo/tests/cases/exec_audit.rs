@@ -107,15 +107,15 @@ fn agent(t: &Test) -> String {
     agents[0].clone()
 }
 
-/// The shim binary yolo mounts into the agent (`<data>/bin/yolo-shim-<hash>`).
+/// The shim binary yolo mounts into the agent (`<data>/bin/shim-<digest>/shim`).
 fn shim_on_host(t: &Test) -> String {
     let dir = t.data_dir.join("bin");
     let entry = std::fs::read_dir(&dir)
         .expect("data/bin")
         .flatten()
-        .find(|e| e.file_name().to_string_lossy().starts_with("yolo-shim-"))
-        .expect("the shim binary in data/bin");
-    entry.path().display().to_string()
+        .find(|e| e.file_name().to_string_lossy().starts_with("shim-"))
+        .expect("the shim's folder in data/bin");
+    entry.path().join("shim").display().to_string()
 }
 
 /// The exec of a recognisable marker after an attack: recorded, so the supervisor still works.
@@ -155,6 +155,39 @@ fn a_normal_exec_has_its_exit_code_in_the_audit() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Root moves the shim's folder (or the shim) aside and plants a fake that runs its program
+/// without the filter: the next `yolo exec` would then go unrecorded.
+#[test]
+fn root_in_the_agent_cannot_replace_the_shim() {
+    let t = Test::new();
+    plain(&t);
+    t.up(&[]);
+    let fake = "printf '#!/bin/sh\\nshift\\nexec \"$@\"\\n' > /.yolo/shim && chmod +x /.yolo/shim";
+    for (what, script) in [
+        (
+            "moved the folder",
+            format!("mv /.yolo /yolo-aside && mkdir /.yolo && {fake}"),
+        ),
+        (
+            "renamed the shim",
+            format!("mv /.yolo/shim /.yolo/aside && {fake}"),
+        ),
+        ("removed the shim", format!("rm -f /.yolo/shim && {fake}")),
+        ("wrote over the shim", fake.to_string()),
+        (
+            "linked over the shim",
+            "ln -sf /bin/sh /.yolo/shim".to_string(),
+        ),
+        ("planted beside the shim", "touch /.yolo/other".to_string()),
+    ] {
+        let run = attack(&t, &script);
+        assert_ne!(run.code(), 0, "root {what}\n{}", run.describe());
+        supervisor_still_records(&t, &format!("after-{}", what.replace(' ', "-")));
+    }
+    let out = attack(&t, "ls -A /.yolo").ok();
+    assert_eq!(out.stdout(), "shim\n");
 }
 
 #[test]
