@@ -199,8 +199,16 @@ fn root_in_the_agent_cannot_kill_or_stop_the_guard() {
     let before = inspect(&guard)["State"].clone();
     // `kill` is a shell builtin: nothing here execs after the signals (a stopped supervisor
     // would leave an exec hanging).
-    for signal in ["-9", "-STOP", "-TERM"] {
-        attack(&t, &format!("kill {signal} 1")).ok();
+    for signal in [
+        "-9", "-STOP", "-TERM", "-INT", "-HUP", "-QUIT", "-USR1", "-USR2", "-SEGV", "-ABRT",
+        "-BUS", "-SYS", "-PIPE", "-ALRM", "-TSTP",
+    ] {
+        // PID 1 and each of its threads by id.
+        attack(
+            &t,
+            &format!("kill {signal} 1; for task in /proc/1/task/*; do kill {signal} ${{task##*/}}; done; true"),
+        )
+        .ok();
         let state = inspect(&guard)["State"].clone();
         assert_eq!(state["Status"], "running", "after kill {signal} 1: {state}");
         assert_eq!(
