@@ -811,18 +811,63 @@ threading.Thread(target=go).start()
 time.sleep(10)
 "#;
 
+/// Four threads of one process exec at once, each with its own argv; the kernel lets one win.
+const RACING_THREADS_PY: &str = r#"
+import os, sys, threading
+for i in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        go = threading.Event()
+        def run(tag):
+            go.wait()
+            os.execv("/bin/sh", ["/bin/sh", "-c", 'echo "$0" >> /tmp/threads.out', "%s-%04d" % (tag, i)])
+        for tag in ("X", "Y", "Z"):
+            threading.Thread(target=run, args=(tag,)).start()
+        go.set()
+        run("M")
+    os.waitpid(pid, 0)
+"#;
+
 #[test]
 fn execs_from_threads_and_traced_children_are_on_record() {
     let t = Test::new();
     with_python(&t, "");
     t.file("attack/traceme.py", TRACEME_PY);
     t.file("attack/thread.py", THREAD_PY);
+    t.file("attack/threads.py", RACING_THREADS_PY);
     t.up(&[]);
     let out = attack(&t, "python3 attack/thread.py").ok();
     assert_eq!(out.stdout(), "from-a-thread\n");
     let e = wait_for_exec(&t, &["/bin/echo", "from-a-thread"]);
     assert_eq!(e["result"], "ok", "{e}");
     assert_eq!(e["exe"], "/usr/bin/echo", "{e}");
+
+    // Threads racing to exec: the one program that ran is the one record that says `ok`.
+    const ROUNDS: usize = 200;
+    attack(
+        &t,
+        &format!("rm -f /tmp/threads.out; python3 attack/threads.py {ROUNDS}"),
+    )
+    .ok();
+    let ran = attack(&t, "cat /tmp/threads.out").ok().stdout();
+    let ran: Vec<&str> = ran.lines().collect();
+    assert_eq!(ran.len(), ROUNDS, "one program per round");
+    let last = format!("-{:04}", ROUNDS - 1);
+    wait_for_event(&t, 10, "the last round's record", |e| {
+        e["kind"] == "exec" && argv(e).get(3).is_some_and(|a| a.ends_with(&last))
+    });
+    let records = execs(&t);
+    for got in ran {
+        let round = &got[1..];
+        let ok: Vec<String> = records
+            .iter()
+            .filter(|e| e["result"] == "ok")
+            .map(argv)
+            .filter(|a| a.len() == 4 && a[3].ends_with(round) && a[2].contains("threads.out"))
+            .map(|a| a[3].clone())
+            .collect();
+        assert_eq!(ok, [got], "round {round}: the records that say ok");
+    }
 
     // A tracer of its own can keep the supervisor from confirming the exec (and so race the
     // argv it read): such a record must never pass for a confirmed one.
