@@ -32,14 +32,15 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use yolo_protocol::event::{Event, EventKind};
 
 /// Listeners a namespace may register (each shim start is one; they close with their processes).
 const MAX_LISTENERS: usize = 4096;
-/// Registrations handled at once (each waits at most a couple of seconds for its message).
+/// Registrations handled at once (each waits at most a couple of seconds for its message; when
+/// all are taken, the oldest that is still silent makes room).
 const MAX_PENDING_REGISTRATIONS: usize = 32;
 const SCAN_EVERY: Duration = Duration::from_secs(1);
 
@@ -84,7 +85,7 @@ pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
         epoll,
         listeners: Mutex::new(HashMap::new()),
         threshold: Mutex::new(None),
-        pending: AtomicUsize::new(0),
+        pending: Mutex::new(std::collections::VecDeque::new()),
         events: Arc::clone(&events),
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -114,45 +115,91 @@ struct Shared {
     /// The fewest seccomp filters a registered shim had: a process of the agent with fewer has
     /// not been through a shim.
     threshold: Mutex<Option<u32>>,
-    pending: AtomicUsize,
+    /// Registrations in progress, oldest first.
+    pending: Mutex<std::collections::VecDeque<Pending>>,
     events: Arc<Events>,
 }
 
 fn accept(listener: UnixListener, shared: Arc<Shared>) {
+    let mut next = 0u64;
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
-        if shared.pending.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_REGISTRATIONS {
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
-            let _ = (&stream).write_all(b"busy\n");
-            continue;
+        next += 1;
+        let id = next;
+        let spoke = Arc::new(AtomicBool::new(false));
+        {
+            let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if pending.len() >= MAX_PENDING_REGISTRATIONS {
+                // Full: the oldest connection that has not said anything goes. Otherwise root in
+                // the agent could hold every slot with idle connections and lock every new shim
+                // out ("busy"); a shim speaks as soon as it is connected, so it is never idle
+                // for long, and one that spoke is never dropped.
+                match pending.iter().position(|p| !p.spoke.load(Ordering::SeqCst)) {
+                    Some(at) => {
+                        if let Some(idle) = pending.remove(at) {
+                            let _ = idle.stream.shutdown(std::net::Shutdown::Both);
+                        }
+                    }
+                    None => {
+                        drop(pending);
+                        let _ = (&stream).write_all(b"busy\n");
+                        continue;
+                    }
+                }
+            }
+            let Ok(clone) = stream.try_clone() else {
+                continue;
+            };
+            pending.push_back(Pending {
+                id,
+                stream: clone,
+                spoke: Arc::clone(&spoke),
+            });
         }
-        let shared = Arc::clone(&shared);
+        let done = {
+            let shared = Arc::clone(&shared);
+            move || {
+                let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+                pending.retain(|p| p.id != id);
+            }
+        };
         let spawned = std::thread::Builder::new()
             .name("yolo-exec-register".into())
             .spawn({
                 let shared = Arc::clone(&shared);
+                let done = done.clone();
                 move || {
-                    let answer = match register(&stream, &shared) {
+                    let answer = match register(&stream, &shared, &spoke) {
                         Ok(()) => wire::ACK.to_string(),
                         Err(e) => e,
                     };
                     let _ = (&stream).write_all(format!("{answer}\n").as_bytes());
-                    shared.pending.fetch_sub(1, Ordering::SeqCst);
+                    done();
                 }
             });
         if spawned.is_err() {
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            done();
         }
     }
 }
 
+/// A registration in progress: its connection (to drop it if it stays idle) and whether the
+/// other end has sent anything yet.
+struct Pending {
+    id: u64,
+    stream: UnixStream,
+    spoke: Arc<AtomicBool>,
+}
+
 /// Take one shim's listener: check the message and the descriptor, then watch it.
-fn register(stream: &UnixStream, shared: &Shared) -> Result<(), String> {
+fn register(stream: &UnixStream, shared: &Shared, spoke: &AtomicBool) -> Result<(), String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|e| e.to_string())?;
     let mut buf = [0u8; 64];
-    let (n, fd) = wire::recv_fd(stream, &mut buf).map_err(|e| format!("receive: {e}"))?;
+    let received = wire::recv_fd(stream, &mut buf);
+    spoke.store(true, Ordering::SeqCst);
+    let (n, fd) = received.map_err(|e| format!("receive: {e}"))?;
     if &buf[..n] != wire::HELLO {
         return Err("unexpected message".into());
     }
