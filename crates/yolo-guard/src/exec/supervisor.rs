@@ -32,7 +32,7 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use yolo_protocol::event::{Event, EventKind};
@@ -126,7 +126,7 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
         let Ok(stream) = stream else { continue };
         next += 1;
         let id = next;
-        let spoke = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(AtomicU8::new(WAITING));
         {
             let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
             if pending.len() >= MAX_PENDING_REGISTRATIONS {
@@ -134,7 +134,7 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
                 // the agent could hold every slot with idle connections and lock every new shim
                 // out ("busy"); a shim speaks as soon as it is connected, so it is never idle
                 // for long, and one that spoke is never dropped.
-                match pending.iter().position(|p| !p.spoke.load(Ordering::SeqCst)) {
+                match pending.iter().position(|p| p.drop_if_silent()) {
                     Some(at) => {
                         if let Some(idle) = pending.remove(at) {
                             let _ = idle.stream.shutdown(std::net::Shutdown::Both);
@@ -153,7 +153,7 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
             pending.push_back(Pending {
                 id,
                 stream: clone,
-                spoke: Arc::clone(&spoke),
+                state: Arc::clone(&state),
             });
         }
         let done = {
@@ -169,7 +169,7 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
                 let shared = Arc::clone(&shared);
                 let done = done.clone();
                 move || {
-                    let answer = match register(&stream, &shared, &spoke) {
+                    let answer = match register(&stream, &shared, &state) {
                         Ok(()) => wire::ACK.to_string(),
                         Err(e) => e,
                     };
@@ -188,17 +188,51 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
 struct Pending {
     id: u64,
     stream: UnixStream,
-    spoke: Arc<AtomicBool>,
+    /// `WAITING`, then `SPOKE` (set by the registering thread) or `DROPPED` (by the acceptor),
+    /// whichever comes first: a dropped connection's descriptor is never registered, so its
+    /// shim may safely try again.
+    state: Arc<AtomicU8>,
+}
+
+const WAITING: u8 = 0;
+const SPOKE: u8 = 1;
+const DROPPED: u8 = 2;
+
+impl Pending {
+    /// Mark the connection dropped if the other end has sent nothing yet (neither read by the
+    /// registering thread, which may not have run yet, nor waiting to be read).
+    fn drop_if_silent(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n <= 0
+            && self
+                .state
+                .compare_exchange(WAITING, DROPPED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+    }
 }
 
 /// Take one shim's listener: check the message and the descriptor, then watch it.
-fn register(stream: &UnixStream, shared: &Shared, spoke: &AtomicBool) -> Result<(), String> {
+fn register(stream: &UnixStream, shared: &Shared, state: &AtomicU8) -> Result<(), String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|e| e.to_string())?;
     let mut buf = [0u8; 64];
     let received = wire::recv_fd(stream, &mut buf);
-    spoke.store(true, Ordering::SeqCst);
+    if state
+        .compare_exchange(WAITING, SPOKE, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        return Err("dropped".into());
+    }
     let (n, fd) = received.map_err(|e| format!("receive: {e}"))?;
     if &buf[..n] != wire::HELLO {
         return Err("unexpected message".into());
