@@ -32,8 +32,15 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
         .collect();
     assert_eq!(root.len(), 1, "one workspace bind: {mounts:?}");
     assert_eq!(root[0]["Source"], workspace.as_str());
+    // Besides, the exec audit's shim: its own folder from yolo's data, read-only, at /.yolo.
+    let shim = t.data_dir.join("bin").display().to_string();
     for bind in &binds {
         let source = bind["Source"].as_str().unwrap();
+        if bind["Destination"] == "/.yolo" {
+            assert!(source.starts_with(&format!("{shim}/shim-")), "{bind}");
+            assert_eq!(bind["RW"], false, "{bind}");
+            continue;
+        }
         let below = source.strip_prefix(&workspace).unwrap_or_else(|| {
             panic!("a bind from outside the workspace: {bind}");
         });
@@ -72,7 +79,14 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     assert_eq!(host["Privileged"], false);
     let secopt = host["SecurityOpt"].to_string();
     assert!(secopt.contains("no-new-privileges"), "{secopt}");
-    assert_eq!(host["Init"], true);
+    // No init of Docker's: the agent joins the guard's PID namespace, whose PID 1 (the exec
+    // audit's supervisor) reaps.
+    assert_eq!(host["Init"], false);
+    let pid_mode = host["PidMode"].as_str().unwrap_or_default();
+    assert!(
+        pid_mode.starts_with(&format!("container:{}", net::guard_of(&t))),
+        "{pid_mode}"
+    );
 
     // Limits: hostRequirements and customizations.yolo.limits.
     assert_eq!(host["NanoCpus"], 1_000_000_000i64);
