@@ -171,7 +171,10 @@ pub enum EventKind {
         ppid: i32,
         uid: u32,
         gid: u32,
-        /// The path the caller asked for (for `execveat` on a descriptor: what it points to).
+        /// The path the caller asked for, as the kernel executed it (`AT_EXECFN`): for
+        /// `execveat` on a descriptor that is `/dev/fd/N` and `exe` says what the descriptor was.
+        /// For an exec that did not run, the caller's path (a descriptor resolved to what it
+        /// pointed to).
         path: String,
         /// The binary the kernel mapped (the interpreter of a script); absent when it failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]

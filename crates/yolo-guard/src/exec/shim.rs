@@ -46,35 +46,74 @@ pub fn supervise(socket: &str, supervisor_pid: i32) -> Result<(), String> {
     register(&listener, socket, supervisor_pid, Duration::from_secs(10))
 }
 
-/// Hand `listener` to the supervisor and wait for its acknowledgement.
+/// Hand `listener` to the supervisor and wait for its acknowledgement. A connection the
+/// supervisor turned away before taking the descriptor ("busy", or dropped while silent when
+/// others hold every slot) is tried again until `timeout`.
 pub fn register(
     listener: &OwnedFd,
     socket: &str,
     supervisor_pid: i32,
     timeout: Duration,
 ) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match attempt(listener, socket, supervisor_pid, timeout) {
+            Ok(()) => return Ok(()),
+            Err(Attempt::Again(_)) if std::time::Instant::now() + pause < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            Err(Attempt::Again(e) | Attempt::Fail(e)) => return Err(e),
+        }
+    }
+}
+
+enum Attempt {
+    /// The supervisor did not take the descriptor: another connection may.
+    Again(String),
+    Fail(String),
+}
+
+fn attempt(
+    listener: &OwnedFd,
+    socket: &str,
+    supervisor_pid: i32,
+    timeout: Duration,
+) -> Result<(), Attempt> {
     use std::io::Read;
     let unreachable = |e: std::io::Error| {
         format!("the exec audit's supervisor (the guard) is not reachable at @{socket}: {e}")
     };
-    let stream = wire::connect(socket).map_err(unreachable)?;
-    let peer = wire::peer_pid(&stream).map_err(unreachable)?;
+    let stream = wire::connect(socket).map_err(|e| match e.raw_os_error() {
+        Some(libc::EAGAIN) => Attempt::Again(unreachable(e)),
+        _ => Attempt::Fail(unreachable(e)),
+    })?;
+    let peer = wire::peer_pid(&stream).map_err(|e| Attempt::Fail(unreachable(e)))?;
     if peer != supervisor_pid {
-        return Err(format!(
+        return Err(Attempt::Fail(format!(
             "the exec audit's socket @{socket} is held by process {peer}, not by the guard \
              (process {supervisor_pid})"
-        ));
+        )));
     }
     stream
         .set_read_timeout(Some(timeout))
-        .map_err(unreachable)?;
-    wire::send_fd(&stream, wire::HELLO, listener.as_raw_fd()).map_err(unreachable)?;
+        .map_err(|e| Attempt::Fail(unreachable(e)))?;
+    // Not sent: the supervisor dropped the connection first.
+    wire::send_fd(&stream, wire::HELLO, listener.as_raw_fd()).map_err(|e| {
+        match e.raw_os_error() {
+            Some(libc::EPIPE | libc::ECONNRESET) => Attempt::Again(unreachable(e)),
+            _ => Attempt::Fail(unreachable(e)),
+        }
+    })?;
     let mut answer = [0u8; 64];
     let mut got = 0;
     while got < answer.len() {
-        let n = (&stream)
-            .read(&mut answer[got..])
-            .map_err(|e| format!("the exec audit's supervisor did not acknowledge: {e}"))?;
+        let n = (&stream).read(&mut answer[got..]).map_err(|e| {
+            Attempt::Fail(format!(
+                "the exec audit's supervisor did not acknowledge: {e}"
+            ))
+        })?;
         if n == 0 {
             break;
         }
@@ -86,7 +125,18 @@ pub fn register(
     let answer = String::from_utf8_lossy(&answer[..got]);
     match answer.trim_end() {
         wire::ACK => Ok(()),
-        other => Err(format!("the exec audit's supervisor refused: {other}")),
+        // Turned away before the descriptor was taken (a dropped connection's is never used).
+        "busy" | "dropped" | "" => Err(Attempt::Again(format!(
+            "the exec audit's supervisor refused: {}",
+            if answer.trim_end().is_empty() {
+                "no answer"
+            } else {
+                answer.trim_end()
+            }
+        ))),
+        other => Err(Attempt::Fail(format!(
+            "the exec audit's supervisor refused: {other}"
+        ))),
     }
 }
 

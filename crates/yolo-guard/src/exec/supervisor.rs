@@ -32,14 +32,15 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use yolo_protocol::event::{Event, EventKind};
 
 /// Listeners a namespace may register (each shim start is one; they close with their processes).
 const MAX_LISTENERS: usize = 4096;
-/// Registrations handled at once (each waits at most a couple of seconds for its message).
+/// Registrations handled at once (each waits at most a couple of seconds for its message; when
+/// all are taken, the oldest that is still silent makes room).
 const MAX_PENDING_REGISTRATIONS: usize = 32;
 const SCAN_EVERY: Duration = Duration::from_secs(1);
 
@@ -84,7 +85,7 @@ pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
         epoll,
         listeners: Mutex::new(HashMap::new()),
         threshold: Mutex::new(None),
-        pending: AtomicUsize::new(0),
+        pending: Mutex::new(std::collections::VecDeque::new()),
         events: Arc::clone(&events),
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -114,45 +115,125 @@ struct Shared {
     /// The fewest seccomp filters a registered shim had: a process of the agent with fewer has
     /// not been through a shim.
     threshold: Mutex<Option<u32>>,
-    pending: AtomicUsize,
+    /// Registrations in progress, oldest first.
+    pending: Mutex<std::collections::VecDeque<Pending>>,
     events: Arc<Events>,
 }
 
 fn accept(listener: UnixListener, shared: Arc<Shared>) {
+    let mut next = 0u64;
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
-        if shared.pending.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_REGISTRATIONS {
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
-            let _ = (&stream).write_all(b"busy\n");
-            continue;
+        next += 1;
+        let id = next;
+        let state = Arc::new(AtomicU8::new(WAITING));
+        {
+            let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if pending.len() >= MAX_PENDING_REGISTRATIONS {
+                // Full: the oldest connection that has not said anything goes. Otherwise root in
+                // the agent could hold every slot with idle connections and lock every new shim
+                // out ("busy"); a shim speaks as soon as it is connected, so it is never idle
+                // for long, and one that spoke is never dropped.
+                match pending.iter().position(|p| p.drop_if_silent()) {
+                    Some(at) => {
+                        if let Some(idle) = pending.remove(at) {
+                            let _ = idle.stream.shutdown(std::net::Shutdown::Both);
+                        }
+                    }
+                    None => {
+                        drop(pending);
+                        let _ = (&stream).write_all(b"busy\n");
+                        continue;
+                    }
+                }
+            }
+            let Ok(clone) = stream.try_clone() else {
+                continue;
+            };
+            pending.push_back(Pending {
+                id,
+                stream: clone,
+                state: Arc::clone(&state),
+            });
         }
-        let shared = Arc::clone(&shared);
+        let done = {
+            let shared = Arc::clone(&shared);
+            move || {
+                let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+                pending.retain(|p| p.id != id);
+            }
+        };
         let spawned = std::thread::Builder::new()
             .name("yolo-exec-register".into())
             .spawn({
                 let shared = Arc::clone(&shared);
+                let done = done.clone();
                 move || {
-                    let answer = match register(&stream, &shared) {
+                    let answer = match register(&stream, &shared, &state) {
                         Ok(()) => wire::ACK.to_string(),
                         Err(e) => e,
                     };
                     let _ = (&stream).write_all(format!("{answer}\n").as_bytes());
-                    shared.pending.fetch_sub(1, Ordering::SeqCst);
+                    done();
                 }
             });
         if spawned.is_err() {
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
+            done();
         }
     }
 }
 
+/// A registration in progress: its connection (to drop it if it stays idle) and whether the
+/// other end has sent anything yet.
+struct Pending {
+    id: u64,
+    stream: UnixStream,
+    /// `WAITING`, then `SPOKE` (set by the registering thread) or `DROPPED` (by the acceptor),
+    /// whichever comes first: a dropped connection's descriptor is never registered, so its
+    /// shim may safely try again.
+    state: Arc<AtomicU8>,
+}
+
+const WAITING: u8 = 0;
+const SPOKE: u8 = 1;
+const DROPPED: u8 = 2;
+
+impl Pending {
+    /// Mark the connection dropped if the other end has sent nothing yet (neither read by the
+    /// registering thread, which may not have run yet, nor waiting to be read).
+    fn drop_if_silent(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n <= 0
+            && self
+                .state
+                .compare_exchange(WAITING, DROPPED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+    }
+}
+
 /// Take one shim's listener: check the message and the descriptor, then watch it.
-fn register(stream: &UnixStream, shared: &Shared) -> Result<(), String> {
+fn register(stream: &UnixStream, shared: &Shared, state: &AtomicU8) -> Result<(), String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|e| e.to_string())?;
     let mut buf = [0u8; 64];
-    let (n, fd) = wire::recv_fd(stream, &mut buf).map_err(|e| format!("receive: {e}"))?;
+    let received = wire::recv_fd(stream, &mut buf);
+    if state
+        .compare_exchange(WAITING, SPOKE, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        return Err("dropped".into());
+    }
+    let (n, fd) = received.map_err(|e| format!("receive: {e}"))?;
     if &buf[..n] != wire::HELLO {
         return Err("unexpected message".into());
     }

@@ -199,7 +199,7 @@ impl Engine {
         if !spec.exec_audit || !matches!(network, NetworkAttach::Container(_)) {
             return Ok(None);
         }
-        let host_path = super::guard_image::shim_file()?;
+        let host_path = super::guard_image::shim_dir()?;
         let (entrypoint, cmd) = if spec.override_command {
             (vec![], keep_alive())
         } else {
@@ -393,7 +393,7 @@ fn env_map(list: Vec<String>) -> BTreeMap<String, String> {
 
 /// How the agent container starts through the exec audit's shim (`Engine::shim_plan`).
 pub(crate) struct ShimPlan {
-    /// The shim on the host, mounted read-only at `SHIM_PATH`.
+    /// The shim's folder on the host, mounted read-only as the folder of `SHIM_PATH`.
     host_path: std::path::PathBuf,
     /// What the shim then runs: the image's entrypoint and command, or yolo's keep-alive.
     entrypoint: Vec<String>,
@@ -478,7 +478,7 @@ fn agent_host_config(
         mounts.push(hardening::mount(&crate::run_spec::Mount {
             kind: crate::run_spec::MountKind::Bind,
             source: plan.host_path.to_string_lossy().into_owned(),
-            target: SHIM_PATH.into(),
+            target: super::guard_image::shim_mount_point().into(),
             read_only: true,
         }));
     }

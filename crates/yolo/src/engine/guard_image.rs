@@ -183,9 +183,12 @@ pub(super) fn stale(
 }
 
 /// The exec audit's shim on the host: the embedded `yolo-guard` (run as `yolo-guard shim`),
-/// written once per digest to `<data>/bin/` and bind-mounted read-only into the agent container
-/// (`SHIM_PATH`). The engine must run the same architecture as this CLI (a local engine).
-pub(crate) fn shim_file() -> Result<std::path::PathBuf> {
+/// written once per digest as `<data>/bin/shim-<digest>/shim`. That folder, holding nothing
+/// else, is bind-mounted read-only as the folder of `SHIM_PATH` in the agent container: a
+/// mount point cannot be renamed, whereas a folder holding a file mount can be moved aside by
+/// root in the container and a fake shim planted in its place for the next `docker exec`. The
+/// engine must run the same architecture as this CLI (a local engine).
+pub(crate) fn shim_dir() -> Result<std::path::PathBuf> {
     #[cfg(unix)]
     use std::os::unix::fs::PermissionsExt;
     if EMBEDDED.is_empty() {
@@ -193,23 +196,51 @@ pub(crate) fn shim_file() -> Result<std::path::PathBuf> {
             "this yolo carries no Linux guard binary to use as the exec audit's shim; turn the exec audit off with `[audit] exec = false` in yolo's config".into(),
         ));
     }
-    let dir = crate::user_config::data_dir().join("bin");
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let path = dir.join(format!("yolo-shim-{}", digest12(EMBEDDED)));
-    if std::fs::metadata(&path).is_ok_and(|m| m.len() == EMBEDDED.len() as u64) {
-        return Ok(path);
+    let bin = crate::user_config::data_dir().join("bin");
+    std::fs::create_dir_all(&bin).map_err(|e| Error::io(&bin, e))?;
+    let name = shim_file_name();
+    let dir = bin.join(format!("shim-{}", digest12(EMBEDDED)));
+    let complete = |dir: &std::path::Path| {
+        std::fs::metadata(dir.join(name)).is_ok_and(|m| m.len() == EMBEDDED.len() as u64)
+    };
+    if complete(&dir) {
+        return Ok(dir);
     }
-    let temp = dir.join(format!(
-        ".yolo-shim-{}.{}",
+    // Built aside and renamed into place whole, so no container ever mounts a half-written one.
+    let temp = bin.join(format!(
+        ".shim-{}.{}",
         digest12(EMBEDDED),
         std::process::id()
     ));
-    std::fs::write(&temp, EMBEDDED).map_err(|e| Error::io(&temp, e))?;
+    let _ = std::fs::remove_dir_all(&temp);
+    std::fs::create_dir_all(&temp).map_err(|e| Error::io(&temp, e))?;
+    let file = temp.join(name);
+    std::fs::write(&file, EMBEDDED).map_err(|e| Error::io(&file, e))?;
     #[cfg(unix)]
-    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o555))
-        .map_err(|e| Error::io(&temp, e))?;
-    std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
-    Ok(path)
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o555))
+        .map_err(|e| Error::io(&file, e))?;
+    if let Err(e) = std::fs::rename(&temp, &dir) {
+        let _ = std::fs::remove_dir_all(&temp);
+        // Another yolo put it there first.
+        if !complete(&dir) {
+            return Err(Error::io(&dir, e));
+        }
+    }
+    Ok(dir)
+}
+
+/// The shim's file name, inside its folder, as inside the container.
+fn shim_file_name() -> &'static str {
+    yolo_protocol::SHIM_PATH
+        .rsplit_once('/')
+        .map_or(yolo_protocol::SHIM_PATH, |(_, name)| name)
+}
+
+/// The folder of `SHIM_PATH` in the container, where `shim_dir` is mounted.
+pub(crate) fn shim_mount_point() -> &'static str {
+    yolo_protocol::SHIM_PATH
+        .rsplit_once('/')
+        .map_or("/", |(dir, _)| dir)
 }
 
 fn digest12(bytes: &[u8]) -> String {

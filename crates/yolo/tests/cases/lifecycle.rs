@@ -32,20 +32,20 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
         .collect();
     assert_eq!(root.len(), 1, "one workspace bind: {mounts:?}");
     assert_eq!(root[0]["Source"], workspace.as_str());
-    // The one bind from outside: the exec audit's shim, read-only, from yolo's data folder.
-    let (shim, binds): (Vec<_>, Vec<_>) = binds
-        .into_iter()
-        .partition(|m| m["Destination"] == "/.yolo/shim");
-    assert_eq!(shim.len(), 1, "{mounts:?}");
-    assert_eq!(shim[0]["RW"], false, "{shim:?}");
-    assert!(
-        shim[0]["Source"]
-            .as_str()
-            .is_some_and(|s| s.starts_with(&t.data_dir.display().to_string())),
-        "{shim:?}"
+    // Besides, the exec audit's shim: its own folder from yolo's data, read-only, at /.yolo.
+    let shim = t.data_dir.join("bin").display().to_string();
+    assert_eq!(
+        binds.iter().filter(|m| m["Destination"] == "/.yolo").count(),
+        1,
+        "{mounts:?}"
     );
     for bind in &binds {
         let source = bind["Source"].as_str().unwrap();
+        if bind["Destination"] == "/.yolo" {
+            assert!(source.starts_with(&format!("{shim}/shim-")), "{bind}");
+            assert_eq!(bind["RW"], false, "{bind}");
+            continue;
+        }
         let below = source.strip_prefix(&workspace).unwrap_or_else(|| {
             panic!("a bind from outside the workspace: {bind}");
         });
@@ -84,12 +84,14 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     assert_eq!(host["Privileged"], false);
     let secopt = host["SecurityOpt"].to_string();
     assert!(secopt.contains("no-new-privileges"), "{secopt}");
-    // No init of the agent's own: the guard, PID 1 of the namespace it joins, reaps (an init
-    // here would run without the exec filter).
+    // No init of Docker's: the agent joins the guard's PID namespace, whose PID 1 (the exec
+    // audit's supervisor) reaps.
     assert_eq!(host["Init"], false);
-    // ... and the guard's network namespace is also its PID namespace.
-    assert_eq!(host["PidMode"], host["NetworkMode"]);
-    assert!(host["PidMode"].as_str().unwrap().starts_with("container:"));
+    let pid_mode = host["PidMode"].as_str().unwrap_or_default();
+    assert!(
+        pid_mode.starts_with(&format!("container:{}", net::guard_of(&t))),
+        "{pid_mode}"
+    );
 
     // Limits: hostRequirements and customizations.yolo.limits.
     assert_eq!(host["NanoCpus"], 1_000_000_000i64);

@@ -4,6 +4,7 @@ mod cli;
 mod containment;
 mod errors;
 mod exec;
+mod exec_audit;
 mod exit_codes;
 mod files;
 mod guard_image;
