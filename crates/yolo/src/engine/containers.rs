@@ -598,7 +598,7 @@ mod tests {
         let mut own_pid = spec();
         own_pid.host_modes.remove("pid");
         let plan = ShimPlan {
-            host_path: "/data/bin/yolo-shim-abc".into(),
+            host_path: "/data/bin/shim-abc".into(),
             entrypoint: vec!["/docker-entrypoint.sh".into()],
             cmd: vec!["serve".into()],
         };
@@ -617,12 +617,13 @@ mod tests {
         assert_eq!(host.pid_mode.as_deref(), Some("container:g1"));
         assert_eq!(host.init, Some(false));
         let mounts = host.mounts.unwrap();
+        // Its folder, not the file: a mount point cannot be renamed away and replaced.
         let shim = mounts
             .iter()
-            .find(|m| m.target.as_deref() == Some(SHIM_PATH))
-            .expect("the shim is mounted");
+            .find(|m| m.target.as_deref() == Some("/.yolo"))
+            .expect("the shim's folder is mounted");
         assert_eq!(shim.read_only, Some(true));
-        assert_eq!(shim.source.as_deref(), Some("/data/bin/yolo-shim-abc"));
+        assert_eq!(shim.source.as_deref(), Some("/data/bin/shim-abc"));
         // Without the shim, a granted host PID namespace stays the host's.
         let host = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None)
             .host_config
