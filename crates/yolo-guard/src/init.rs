@@ -47,6 +47,17 @@ pub fn block_signals() {
     let set = signal_set();
     // SAFETY: valid set, no old mask wanted.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    // No SIGCHLD when a child or a tracee stops: the exec supervisor stops one at every exec,
+    // and waking the signal thread for each cost as much as the supervisor's own work.
+    // Exits still send it (the orphans to reap); `waitpid` wakes either way.
+    // SAFETY: a zeroed sigaction with the default handler is valid.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = libc::SIG_DFL;
+        action.sa_flags = libc::SA_NOCLDSTOP;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
+    }
 }
 
 /// What a signal means to the guard.
@@ -101,19 +112,14 @@ pub fn reap_orphans() {
     }
 }
 
-/// The children of every thread of this process.
+/// The children of the main thread, which is where the kernel re-parents orphans (the guard's
+/// own children belong to the threads that spawned them).
 fn children() -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|text| {
-            text.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<i32>>()
-        })
+    let main = std::process::id();
+    std::fs::read_to_string(format!("/proc/self/task/{main}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
         .collect()
 }
 

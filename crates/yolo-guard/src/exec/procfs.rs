@@ -98,6 +98,112 @@ pub fn read_argv(pid: i32, addr: u64) -> io::Result<(Vec<String>, bool, usize)> 
     Ok((argv, truncated, argc))
 }
 
+/// What a program that has just been exec'd and not yet run holds on its new stack.
+pub struct NewImage {
+    /// Arguments, whether they were cut, how many there were.
+    pub argv: (Vec<String>, bool, usize),
+    /// `AT_EXECFN`: the filename the kernel executed.
+    pub execfn: Option<String>,
+}
+
+/// Read argv and `AT_EXECFN` straight from the new stack of a program stopped at its exec
+/// (`PTRACE_EVENT_EXEC`: its stack pointer is at `argc`, then the argv and envp pointers,
+/// then the auxiliary vector): a few `process_vm_readv` instead of opening /proc files.
+/// `None` when the layout is not as expected (the caller falls back to /proc).
+pub fn new_image(pid: i32) -> Option<NewImage> {
+    let sp = stack_pointer(pid)?;
+    let word = std::mem::size_of::<u64>();
+    let mut block = vec![0u8; 8192];
+    let n = read_mem(pid, sp, &mut block).ok()?;
+    let words: Vec<u64> = block[..n - n % word]
+        .chunks_exact(word)
+        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+        .collect();
+    let argc = *words.first()? as usize;
+    // argv pointers, NULL, envp pointers, NULL, then (type, value) pairs up to AT_NULL.
+    let argv_ptrs = words.get(1..1 + argc)?;
+    if words.get(1 + argc) != Some(&0) {
+        return None;
+    }
+    let env_end = 2 + argc + words.get(2 + argc..)?.iter().position(|&w| w == 0)?;
+    const AT_EXECFN: u64 = 31;
+    let execfn_ptr = words
+        .get(env_end + 1..)?
+        .chunks_exact(2)
+        .take_while(|pair| pair[0] != 0)
+        .find(|pair| pair[0] == AT_EXECFN)
+        .map(|pair| pair[1]);
+    // The argument strings lie one after another from argv[0]: one read for all of them.
+    let mut argv = Vec::new();
+    let mut truncated = false;
+    if let (Some(&first), Some(&last)) = (argv_ptrs.first(), argv_ptrs.last()) {
+        let span = (last.checked_sub(first)? as usize + MAX_ARG + 1).min(MAX_ARGV_BYTES + MAX_ARG);
+        let mut strings = vec![0u8; span];
+        let got = read_mem(pid, first, &mut strings).ok()?;
+        let strings = &strings[..got];
+        let mut total = 0;
+        for &p in argv_ptrs {
+            if argv.len() >= MAX_ARGS || total >= MAX_ARGV_BYTES {
+                truncated = true;
+                break;
+            }
+            let at = p.checked_sub(first)? as usize;
+            let rest = strings.get(at..)?;
+            let (bytes, cut) = match rest.iter().position(|&b| b == 0) {
+                Some(end) if end <= MAX_ARG => (&rest[..end], false),
+                Some(_) => (&rest[..MAX_ARG], true),
+                // Not all in the block: read this one on its own.
+                None => {
+                    let (own, cut) = read_cstring(pid, p, MAX_ARG).ok()?;
+                    truncated |= cut;
+                    total += own.len();
+                    argv.push(String::from_utf8_lossy(&own).into_owned());
+                    continue;
+                }
+            };
+            truncated |= cut;
+            total += bytes.len();
+            argv.push(String::from_utf8_lossy(bytes).into_owned());
+        }
+    }
+    let execfn = match execfn_ptr {
+        Some(p) => read_cstring(pid, p, MAX_ARG)
+            .ok()
+            .map(|(b, _)| String::from_utf8_lossy(&b).into_owned()),
+        None => None,
+    };
+    Some(NewImage {
+        argv: (argv, truncated, argc),
+        execfn,
+    })
+}
+
+/// The stack pointer of a thread stopped under ptrace.
+fn stack_pointer(pid: i32) -> Option<u64> {
+    // SAFETY: user_regs_struct is plain data the kernel fills through the iovec.
+    let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: &mut regs as *mut _ as *mut libc::c_void,
+        iov_len: std::mem::size_of::<libc::user_regs_struct>(),
+    };
+    // SAFETY: PTRACE_GETREGSET writes at most iov_len bytes into `regs`.
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETREGSET,
+            pid,
+            libc::NT_PRSTATUS as libc::c_long,
+            &mut iov as *mut libc::iovec,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    return Some(regs.rsp);
+    #[cfg(target_arch = "aarch64")]
+    return Some(regs.sp);
+}
+
 /// `/proc/<pid>/cmdline` as arguments, bounded like [`read_argv`].
 pub fn cmdline(pid: i32) -> io::Result<(Vec<String>, bool, usize)> {
     let bytes = read_bounded(&format!("/proc/{pid}/cmdline"), 4 << 20)?;

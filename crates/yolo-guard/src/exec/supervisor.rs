@@ -488,12 +488,24 @@ impl Supervisor {
         }
         match self.wait_trace() {
             Outcome::Ran(pid) => {
-                let (status, cwd) = about(pid);
-                let (argv, truncated, argc) = procfs::cmdline(pid).unwrap_or_default();
+                // The pidfd first: its ids (one ioctl rather than /proc/<pid>/status), and the
+                // exit later.
+                let pidfd = pidfd_open(pid);
+                let status = pidfd
+                    .as_ref()
+                    .and_then(pidfd_ids)
+                    .unwrap_or_else(|| procfs::status(pid).unwrap_or_default());
+                let cwd = procfs::readlink(&format!("/proc/{pid}/cwd"));
+                let (argv, path) = match procfs::new_image(pid) {
+                    Some(image) => (image.argv, image.execfn.unwrap_or(asked)),
+                    None => (
+                        procfs::cmdline(pid).unwrap_or_default(),
+                        procfs::exec_filename(pid).unwrap_or(asked),
+                    ),
+                };
                 let rewritten = before
                     .as_ref()
-                    .is_some_and(|(b, _, _)| !same_program_args(b, &argv));
-                let path = procfs::exec_filename(pid).unwrap_or(asked);
+                    .is_some_and(|(b, _, _)| !same_program_args(b, &argv.0));
                 let exe = procfs::readlink(&format!("/proc/{pid}/exe"));
                 let id = self.id();
                 let written = self.log.write(exec_event(ExecRecord {
@@ -502,7 +514,7 @@ impl Supervisor {
                     pid,
                     path,
                     exe: Some(exe),
-                    argv: (argv, truncated, argc),
+                    argv,
                     cwd,
                     result: "ok".into(),
                     rewritten,
@@ -513,10 +525,13 @@ impl Supervisor {
                     // SAFETY: plain kill.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                     self.refused += 1;
+                    detach(pid, 0);
                 } else {
-                    self.watch_exit(id, pid);
+                    detach(pid, 0);
+                    // After the program goes on: an exit before this is still seen (the
+                    // pidfd is readable from then on).
+                    self.watch_exit(id, pid, pidfd);
                 }
-                detach(pid, 0);
             }
             Outcome::Failed { tid, errno, signal } => {
                 let (status, cwd) = about(tid);
@@ -637,7 +652,7 @@ impl Supervisor {
         detach(tid, 0);
     }
 
-    fn watch_exit(&mut self, id: u64, pid: i32) {
+    fn watch_exit(&mut self, id: u64, pid: i32, pidfd: Option<OwnedFd>) {
         if let Some(fd) = self.by_pid.get(&pid) {
             if let Some(running) = self.running.get_mut(fd) {
                 running.id = id;
@@ -645,13 +660,7 @@ impl Supervisor {
                 return;
             }
         }
-        // SAFETY: plain syscall.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if fd < 0 {
-            return;
-        }
-        // SAFETY: just opened.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let Some(pidfd) = pidfd else { return };
         let raw = pidfd.as_raw_fd();
         if epoll_add(&self.shared.epoll, raw, TAG_PIDFD | raw as u64).is_err() {
             return;
@@ -899,6 +908,33 @@ const PIDFD_INFO_EXIT: u64 = 1 << 3;
 /// `_IOWR(0xFF, 11, struct pidfd_info)` with the 64-byte first version of the struct.
 const PIDFD_GET_INFO: u64 =
     (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as u64) << 16) | (0xFF << 8) | 11;
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: plain syscall.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: just opened, ours.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// A process's parent and effective ids from its pidfd (Linux 6.13+; `None` before).
+fn pidfd_ids(pidfd: &OwnedFd) -> Option<procfs::Status> {
+    let mut info = PidfdInfo::default();
+    // SAFETY: the ioctl writes a PidfdInfo of the size encoded in the request.
+    let rc = unsafe {
+        libc::ioctl(
+            pidfd.as_raw_fd(),
+            PIDFD_GET_INFO as _,
+            &mut info as *mut PidfdInfo,
+        )
+    };
+    (rc == 0).then(|| procfs::Status {
+        tgid: info.tgid as i32,
+        ppid: info.ppid as i32,
+        uid: info.euid,
+        gid: info.egid,
+        seccomp_filters: None,
+    })
+}
 
 /// The wait status of an ended process: from its pidfd once reaped, else from the zombie.
 fn exit_status(running: &Running) -> Option<i32> {
