@@ -45,7 +45,6 @@ const MAX_PENDING_REGISTRATIONS: usize = 32;
 const SCAN_EVERY: Duration = Duration::from_secs(1);
 
 const TAG_LISTENER: u64 = 1 << 32;
-const TAG_PIDFD: u64 = 2 << 32;
 const TAG_MASK: u64 = 0xffff_ffff << 32;
 
 /// What the supervisor needs to start.
@@ -89,6 +88,8 @@ pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
         events: Arc::clone(&events),
     });
     let stop = Arc::new(AtomicBool::new(false));
+    let log = Arc::new(Mutex::new(log));
+    let exits = Arc::new(Exits::new()?);
     {
         let shared = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -96,11 +97,17 @@ pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
             .spawn(move || accept(listener, shared))?;
     }
     {
+        let (exits, log, stop) = (Arc::clone(&exits), Arc::clone(&log), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("yolo-exec-exits".into())
+            .spawn(move || exits.run(&log, &stop))?;
+    }
+    {
         let shared = Arc::clone(&shared);
         let stop = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("yolo-exec".into())
-            .spawn(move || Supervisor::new(shared, log).run(&stop))?;
+            .spawn(move || Supervisor::new(shared, log, exits).run(&stop))?;
     }
     Ok(Handle {
         socket: options.socket,
@@ -337,14 +344,108 @@ struct Running {
     since: Instant,
 }
 
+/// The programs still running, each awaited on its pidfd by a thread of its own (`Exits::run`),
+/// off the supervisor's path: an exit record is not something an exec waits for.
+struct Exits {
+    epoll: OwnedFd,
+    /// By pidfd number; and pid -> pidfd number, so a process that execs again keeps one.
+    running: Mutex<(HashMap<RawFd, Running>, HashMap<i32, RawFd>)>,
+}
+
+impl Exits {
+    fn new() -> std::io::Result<Exits> {
+        // SAFETY: plain epoll_create1.
+        let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epoll < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Exits {
+            // SAFETY: just created.
+            epoll: unsafe { OwnedFd::from_raw_fd(epoll) },
+            running: Mutex::new((HashMap::new(), HashMap::new())),
+        })
+    }
+
+    /// Await the end of `pid`, whose latest exec is `id`.
+    fn watch(&self, id: u64, pid: i32, pidfd: Option<OwnedFd>) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let (by_fd, by_pid) = &mut *running;
+        if let Some(r) = by_pid.get(&pid).and_then(|fd| by_fd.get_mut(fd)) {
+            r.id = id;
+            r.since = Instant::now();
+            return;
+        }
+        let Some(pidfd) = pidfd else { return };
+        let raw = pidfd.as_raw_fd();
+        if epoll_add(&self.epoll, raw, raw as u64).is_err() {
+            return;
+        }
+        by_pid.insert(pid, raw);
+        let since = Instant::now();
+        by_fd.insert(
+            raw,
+            Running {
+                id,
+                pid,
+                pidfd,
+                since,
+            },
+        );
+    }
+
+    fn run(&self, log: &Mutex<ExecLog>, stop: &AtomicBool) {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+        while !stop.load(Ordering::Relaxed) {
+            // SAFETY: `events` has room for 64 entries.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    1000,
+                )
+            };
+            for ev in events.iter().take(n.max(0) as usize) {
+                let fd = ev.u64 as RawFd;
+                epoll_del(&self.epoll, fd);
+                let ended = {
+                    let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+                    let (by_fd, by_pid) = &mut *running;
+                    let ended = by_fd.remove(&fd);
+                    if let Some(r) = &ended {
+                        by_pid.remove(&r.pid);
+                    }
+                    ended
+                };
+                let Some(running) = ended else { continue };
+                let (exit_code, signal) = match exit_status(&running) {
+                    Some(st) if libc::WIFSIGNALED(st) => {
+                        let sig = libc::WTERMSIG(st);
+                        (128 + sig as i64, Some(crate::init::signal_name(sig)))
+                    }
+                    Some(st) => (libc::WEXITSTATUS(st) as i64, None),
+                    None => (-1, None),
+                };
+                let _ = log
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .write(EventKind::ExecExit {
+                        id: running.id,
+                        pid: running.pid,
+                        exit_code,
+                        signal,
+                        duration_ms: running.since.elapsed().as_millis() as u64,
+                    });
+            }
+        }
+    }
+}
+
 struct Supervisor {
     shared: Arc<Shared>,
-    log: ExecLog,
+    log: Arc<Mutex<ExecLog>>,
+    exits: Arc<Exits>,
     next_id: u64,
-    /// By pidfd number.
-    running: HashMap<RawFd, Running>,
-    /// pid -> pidfd number, so a process that execs again keeps one pidfd.
-    by_pid: HashMap<i32, RawFd>,
     /// (pid, start time, binary) of processes already recorded as unsupervised: a process that
     /// execs another program is recorded again.
     unsupervised: HashSet<(i32, u64, String)>,
@@ -364,15 +465,14 @@ enum Outcome {
 }
 
 impl Supervisor {
-    fn new(shared: Arc<Shared>, log: ExecLog) -> Supervisor {
+    fn new(shared: Arc<Shared>, log: Arc<Mutex<ExecLog>>, exits: Arc<Exits>) -> Supervisor {
         // Unique across restarts of the guard within a session.
         let next_id = (chrono::Utc::now().timestamp() as u64) * 1_000_000;
         Supervisor {
             shared,
             log,
+            exits,
             next_id,
-            running: HashMap::new(),
-            by_pid: HashMap::new(),
             unsupervised: HashSet::new(),
             refused: 0,
             own_mnt_ns: procfs::readlink("/proc/self/ns/mnt"),
@@ -398,7 +498,6 @@ impl Supervisor {
                 match data & TAG_MASK {
                     TAG_LISTENER if flags & libc::EPOLLIN as u32 != 0 => self.notification(fd),
                     TAG_LISTENER => self.drop_listener(fd),
-                    TAG_PIDFD => self.exited(fd),
                     _ => {}
                 }
             }
@@ -436,7 +535,7 @@ impl Supervisor {
         } else {
             (libc::AT_FDCWD, args[0], args[1])
         };
-        if !self.log.has_room() {
+        if !self.log().has_room() {
             self.refuse(listener, req.id, tid);
             return;
         }
@@ -508,7 +607,7 @@ impl Supervisor {
                     .is_some_and(|(b, _, _)| !same_program_args(b, &argv.0));
                 let exe = procfs::readlink(&format!("/proc/{pid}/exe"));
                 let id = self.id();
-                let written = self.log.write(exec_event(ExecRecord {
+                let written = self.log().write(exec_event(ExecRecord {
                     id,
                     status: &status,
                     pid,
@@ -530,7 +629,7 @@ impl Supervisor {
                     detach(pid, 0);
                     // After the program goes on: an exit before this is still seen (the
                     // pidfd is readable from then on).
-                    self.watch_exit(id, pid, pidfd);
+                    self.exits.watch(id, pid, pidfd);
                 }
             }
             Outcome::Failed { tid, errno, signal } => {
@@ -556,7 +655,7 @@ impl Supervisor {
         result: String,
     ) {
         let id = self.id();
-        let _ = self.log.write(exec_event(ExecRecord {
+        let _ = self.log().write(exec_event(ExecRecord {
             id,
             status,
             pid: tid,
@@ -579,12 +678,16 @@ impl Supervisor {
                 "exec_refused",
                 [
                     ("reason", "the exec log reached its cap".into()),
-                    ("max_bytes", self.log.max.into()),
+                    ("max_bytes", self.log().max.into()),
                     ("refused", self.refused.into()),
                     ("pid", pid.into()),
                 ],
             ));
         }
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, ExecLog> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn id(&mut self) -> u64 {
@@ -652,56 +755,6 @@ impl Supervisor {
         detach(tid, 0);
     }
 
-    fn watch_exit(&mut self, id: u64, pid: i32, pidfd: Option<OwnedFd>) {
-        if let Some(fd) = self.by_pid.get(&pid) {
-            if let Some(running) = self.running.get_mut(fd) {
-                running.id = id;
-                running.since = Instant::now();
-                return;
-            }
-        }
-        let Some(pidfd) = pidfd else { return };
-        let raw = pidfd.as_raw_fd();
-        if epoll_add(&self.shared.epoll, raw, TAG_PIDFD | raw as u64).is_err() {
-            return;
-        }
-        self.by_pid.insert(pid, raw);
-        self.running.insert(
-            raw,
-            Running {
-                id,
-                pid,
-                pidfd,
-                since: Instant::now(),
-            },
-        );
-    }
-
-    fn exited(&mut self, fd: RawFd) {
-        let Some(running) = self.running.remove(&fd) else {
-            epoll_del(&self.shared.epoll, fd);
-            return;
-        };
-        epoll_del(&self.shared.epoll, fd);
-        self.by_pid.remove(&running.pid);
-        let wait_status = exit_status(&running);
-        let (exit_code, signal) = match wait_status {
-            Some(st) if libc::WIFSIGNALED(st) => {
-                let sig = libc::WTERMSIG(st);
-                (128 + sig as i64, Some(crate::init::signal_name(sig)))
-            }
-            Some(st) => (libc::WEXITSTATUS(st) as i64, None),
-            None => (-1, None),
-        };
-        let _ = self.log.write(EventKind::ExecExit {
-            id: running.id,
-            pid: running.pid,
-            exit_code,
-            signal,
-            duration_ms: running.since.elapsed().as_millis() as u64,
-        });
-    }
-
     /// Processes of the agent (another mount namespace than the guard's) with fewer seccomp
     /// filters than a shim leaves.
     fn scan_unsupervised(&mut self) {
@@ -748,7 +801,7 @@ impl Supervisor {
             if !self.unsupervised.insert((pid, start, exe.clone())) {
                 continue;
             }
-            let _ = self.log.write(EventKind::Unsupervised {
+            let _ = self.log().write(EventKind::Unsupervised {
                 pid,
                 ppid: status.ppid,
                 uid: status.uid,
@@ -927,7 +980,7 @@ fn pidfd_ids(pidfd: &OwnedFd) -> Option<procfs::Status> {
             &mut info as *mut PidfdInfo,
         )
     };
-    (rc == 0).then(|| procfs::Status {
+    (rc == 0).then_some(procfs::Status {
         tgid: info.tgid as i32,
         ppid: info.ppid as i32,
         uid: info.euid,

@@ -35,7 +35,10 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     // Besides, the exec audit's shim: its own folder from yolo's data, read-only, at /.yolo.
     let shim = t.data_dir.join("bin").display().to_string();
     assert_eq!(
-        binds.iter().filter(|m| m["Destination"] == "/.yolo").count(),
+        binds
+            .iter()
+            .filter(|m| m["Destination"] == "/.yolo")
+            .count(),
         1,
         "{mounts:?}"
     );
