@@ -163,7 +163,16 @@ fn exec(program: &OsStr, args: &[OsString]) -> Result<std::convert::Infallible, 
     env_ptrs.push(std::ptr::null());
     // SAFETY: NUL-terminated arrays of NUL-terminated strings that outlive the call.
     unsafe { libc::execve(path_c.as_ptr(), argv_ptrs.as_ptr(), env_ptrs.as_ptr()) };
-    Err(format!("{}", std::io::Error::last_os_error()))
+    let error = std::io::Error::last_os_error();
+    if error.raw_os_error() == Some(libc::EPERM) {
+        // What the supervisor answers when the exec log is full (a file's own permissions
+        // give EACCES).
+        return Err(format!(
+            "{error}: the exec audit refuses programs once the session's exec log is full \
+             ([audit] max_exec_log; `yolo audit --kind guard` shows exec_refused)"
+        ));
+    }
+    Err(format!("{error}"))
 }
 
 fn resolve(program: &OsStr) -> Option<OsString> {
