@@ -193,10 +193,11 @@ pub enum EventKind {
         truncated: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         argc: Option<u64>,
-        /// Not written by the guard: the reader copies these from the matching `exec_exit`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// Filled by the reader from the matching `exec_exit` (the guard writes `null`): always
+        /// present in `yolo audit --json`, `null` while the program runs or when it never ran.
+        #[serde(default)]
         exit_code: Option<i64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         duration_ms: Option<u64>,
     },
     /// The process of an `exec` ended (or exec'd another program, which has its own `exec`).
