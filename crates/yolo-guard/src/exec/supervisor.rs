@@ -562,7 +562,9 @@ impl Supervisor {
             return;
         }
         let before = procfs::read_argv(tid, argv_ptr).ok();
-        let asked = self.asked_path(tid, dirfd, path_ptr);
+        // The path as passed: from the new image when the exec runs (AT_EXECFN), from the
+        // caller's memory, still there, when it fails; read now only when nothing will stop.
+        let asked_now = (!seized).then(|| self.asked_path(tid, dirfd, path_ptr));
         if !respond(listener, req.id, 0) {
             if seized {
                 let _ = self.wait_trace();
@@ -582,6 +584,7 @@ impl Supervisor {
             // Traced already (a debugger of the agent's): the exec cannot be watched; what the
             // caller passed is all there is.
             let (status, cwd) = about(tid);
+            let asked = asked_now.unwrap_or_default();
             self.record_unwatched(tid, &status, cwd, asked, before, "unconfirmed".into());
             return;
         }
@@ -596,10 +599,10 @@ impl Supervisor {
                     .unwrap_or_else(|| procfs::status(pid).unwrap_or_default());
                 let cwd = procfs::readlink(&format!("/proc/{pid}/cwd"));
                 let (argv, path) = match procfs::new_image(pid) {
-                    Some(image) => (image.argv, image.execfn.unwrap_or(asked)),
+                    Some(image) => (image.argv, image.execfn.unwrap_or_default()),
                     None => (
                         procfs::cmdline(pid).unwrap_or_default(),
-                        procfs::exec_filename(pid).unwrap_or(asked),
+                        procfs::exec_filename(pid).unwrap_or_default(),
                     ),
                 };
                 let rewritten = before
@@ -634,11 +637,14 @@ impl Supervisor {
             }
             Outcome::Failed { tid, errno, signal } => {
                 let (status, cwd) = about(tid);
+                // Read while it is stopped: the caller's memory, the path still in it.
+                let asked = self.asked_path(tid, dirfd, path_ptr);
                 detach(tid, signal);
                 self.record_unwatched(tid, &status, cwd, asked, before, errno_name(errno));
             }
             Outcome::Gone => {
                 let status = procfs::Status::default();
+                let asked = String::new(); // its memory is gone with it
                 self.record_unwatched(tid, &status, String::new(), asked, before, "killed".into());
             }
         }
