@@ -109,6 +109,7 @@ pub(crate) fn describe(event: &Event) -> String {
             uid,
             cwd,
             argv,
+            path,
             result,
             exit_code,
             duration_ms,
@@ -116,10 +117,11 @@ pub(crate) fn describe(event: &Event) -> String {
             ..
         } => format!(
             "pid={pid} uid={uid} {}{}{}in {}: {}",
+            // A failed exec says which file it tried (a PATH search tries several).
             if result == "ok" {
                 String::new()
             } else {
-                format!("{result} ")
+                format!("{result} {} ", crate::visible::escape_controls(path))
             },
             exit_code
                 .map(|c| format!(
@@ -227,5 +229,49 @@ pub(crate) fn shell_words(argv: &[String]) -> String {
     match line.char_indices().nth(MAX) {
         Some((i, _)) => format!("{}…", &line[..i]),
         None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use yolo_protocol::event::{Event, EventKind};
+
+    fn exec(result: &str, exit_code: Option<i64>) -> Event {
+        Event::now(
+            "s",
+            EventKind::Exec {
+                id: 1,
+                pid: 42,
+                ppid: 7,
+                uid: 1000,
+                gid: 1000,
+                path: "/usr/local/bin/sleep".into(),
+                exe: None,
+                argv: vec!["sleep".into(), "1".into()],
+                cwd: "/workspace".into(),
+                result: result.into(),
+                argv_rewritten: false,
+                truncated: false,
+                argc: None,
+                exit_code,
+                duration_ms: exit_code.map(|_| 5),
+            },
+        )
+    }
+
+    /// A program that ran shows its exit; one that did not shows the error and the file tried.
+    #[test]
+    fn an_exec_line_says_how_it_ended_or_which_file_it_tried() {
+        let ran = render(&exec("ok", Some(3)));
+        assert!(
+            ran.ends_with("pid=42 uid=1000 exit=3 5ms in /workspace: sleep 1"),
+            "{ran}"
+        );
+        let missed = render(&exec("ENOENT", None));
+        assert!(
+            missed.ends_with("pid=42 uid=1000 ENOENT /usr/local/bin/sleep in /workspace: sleep 1"),
+            "{missed}"
+        );
     }
 }
