@@ -86,7 +86,11 @@ pub fn next_signal() -> Received {
         }
         // SAFETY: si_pid is valid for signals sent with kill/tgkill/sigqueue.
         let from = unsafe { info.si_pid() };
-        let outside = from == 0 || std::process::id() != 1;
+        // From outside the namespace, `kill` (docker stop) arrives as SI_USER with sender 0.
+        // `rt_sigqueueinfo` lets a process inside choose si_pid (0 too) but not SI_USER: the
+        // kernel refuses a forged si_code >= 0. So SI_USER and 0 together mean outside.
+        let outside = (from == 0 && (info.si_code == libc::SI_USER || info.si_code == 0x80))
+            || std::process::id() != 1;
         return match signal {
             libc::SIGTERM | libc::SIGINT if outside => Received::Stop(signal),
             _ => Received::Ignored { signal, from },
@@ -100,11 +104,16 @@ pub fn reap_orphans() {
     if std::process::id() != 1 {
         return;
     }
-    let own = OWN.lock().unwrap_or_else(|p| p.into_inner());
-    for pid in children() {
-        if own.as_ref().is_some_and(|o| o.contains(&pid)) {
-            continue;
-        }
+    // Which children are the guard's own, decided under OWN, which is then let go: waiting for
+    // TRACING (an exec being traced) must not hold up `spawn_owned` (the firewall's `nft`).
+    let orphans: Vec<i32> = {
+        let own = OWN.lock().unwrap_or_else(|p| p.into_inner());
+        children()
+            .into_iter()
+            .filter(|pid| !own.as_ref().is_some_and(|o| o.contains(pid)))
+            .collect()
+    };
+    for pid in orphans {
         let _tracing = TRACING.lock().unwrap_or_else(|p| p.into_inner());
         let mut status = 0;
         // SAFETY: plain waitpid on one pid, not blocking.

@@ -50,6 +50,16 @@ mod tests {
     }
 
     fn supervised(tag: &str, script: &str) -> (Vec<EventKind>, std::process::ExitStatus) {
+        supervised_with(tag, script, 1 << 30)
+    }
+
+    /// The agent side runs `script` under a supervisor whose log may reach `max_bytes`; a run
+    /// longer than 30 s is a hang (killed, and the test fails).
+    fn supervised_with(
+        tag: &str,
+        script: &str,
+        max_bytes: u64,
+    ) -> (Vec<EventKind>, std::process::ExitStatus) {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("exec.jsonl");
         let socket = format!("yolo-exec-test-{}-{tag}", std::process::id());
@@ -58,7 +68,7 @@ mod tests {
             supervisor::Options {
                 socket: socket.clone(),
                 log_path: log.clone(),
-                max_bytes: 1 << 30,
+                max_bytes,
                 session: "s".into(),
                 phase: None,
             },
@@ -68,7 +78,7 @@ mod tests {
         // Through a shell that stays the test's child: a real parent in the tracer's thread
         // group would take the tracee's stops with its own waitpid (the guard, as PID 1, holds
         // `init::tracing` while it reaps for the same reason).
-        let status = Command::new("/bin/sh")
+        let mut child = Command::new("/bin/sh")
             .arg("-c")
             .arg(r#""$0" "$@"; status=$?; exit $status"#)
             .arg(std::env::current_exe().unwrap())
@@ -81,8 +91,19 @@ mod tests {
             .env(SOCKET_VAR, &socket)
             .env("YOLO_TEST_EXEC_PEER", std::process::id().to_string())
             .env(SCRIPT_VAR, script)
-            .status()
+            .spawn()
             .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the supervised run hung: {:#?}", read(&log));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         // Exit records follow the pidfds: give the supervisor a moment.
         std::thread::sleep(std::time::Duration::from_millis(300));
         handle.stop();
@@ -155,6 +176,42 @@ mod tests {
             .iter()
             .any(|e| matches!(e, EventKind::ExecExit { exit_code: 3, .. }));
         assert!(exit3, "{events:?}");
+    }
+
+    /// An exec whose record does not fit the log is killed before it runs, and nothing of it
+    /// is left for the next exec's wait (a killed tracee cannot be detached, only collected).
+    #[test]
+    fn an_exec_killed_for_its_record_leaves_the_next_ones_intact() {
+        if !root() {
+            return;
+        }
+        let (events, status) = supervised_with(
+            "toolarge",
+            "big=$(head -c 4000 /dev/zero | tr '\\0' a); \
+             /bin/true $big $big $big $big $big $big $big $big $big $big $big $big $big $big $big; \
+             echo \"big: $?\" >&2; /bin/echo after1; /bin/echo after2; exit 0",
+            60_000,
+        );
+        assert!(status.success(), "{status}");
+        let execs = execs(&events);
+        for word in ["after1", "after2"] {
+            let found: Vec<_> = execs
+                .iter()
+                .filter(|(a, _, _)| a == &vec!["/bin/echo".to_string(), word.into()])
+                .collect();
+            assert_eq!(found.len(), 1, "{word}: {execs:?}");
+            assert_eq!(found[0].1, "ok", "{word}: {execs:?}");
+        }
+        assert!(
+            !execs
+                .iter()
+                .any(|(a, _, _)| a.first().is_some_and(|p| p == "/bin/true")),
+            "the killed program is not on record as run: {execs:?}"
+        );
+        assert!(
+            !execs.iter().any(|(_, r, _)| r == "killed"),
+            "a later exec was taken for the killed one: {execs:?}"
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 /// What a failed start exits with (Docker's "cannot invoke").
 const CANNOT_RUN: i32 = 126;
+/// A program not found on PATH (as a shell and `docker exec` say it).
+const NOT_FOUND: i32 = 127;
 
 /// Run the shim: never returns on success (PROGRAM replaced it).
 pub fn main(args: &[OsString]) -> i32 {
@@ -20,7 +22,15 @@ pub fn main(args: &[OsString]) -> i32 {
         eprintln!("usage: yolo-guard shim PROGRAM [ARGS...]");
         return 64;
     };
-    match supervise(wire::SOCKET, 1).and_then(|()| exec(program, args)) {
+    if let Err(message) = supervise(wire::SOCKET, 1) {
+        eprintln!("yolo: {message}; not running {}", program.to_string_lossy());
+        return CANNOT_RUN;
+    }
+    let Some(path) = resolve(program) else {
+        eprintln!("yolo: {}: command not found", program.to_string_lossy());
+        return NOT_FOUND;
+    };
+    match exec(&path, args) {
         Ok(never) => match never {},
         Err(message) => {
             eprintln!("yolo: {message}; not running {}", program.to_string_lossy());
@@ -32,6 +42,11 @@ pub fn main(args: &[OsString]) -> i32 {
 /// Install the filter and register its listener with the supervisor at `socket` (an abstract
 /// name), whose process must be `supervisor_pid` as this namespace sees it.
 pub fn supervise(socket: &str, supervisor_pid: i32) -> Result<(), String> {
+    // While the shim holds the listener, another process of the agent (same user) must not
+    // be able to copy it (`pidfd_getfd`, ptrace) and answer execs itself. The exec of the
+    // program resets this.
+    // SAFETY: plain prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let listener = filter::install().map_err(|e| match e.raw_os_error() {
         Some(libc::EINVAL) => format!(
             "cannot install the exec audit's seccomp filter ({e}): it needs Linux 5.19 or later; \
@@ -142,12 +157,11 @@ fn attempt(
 
 /// `execve` PROGRAM, found on PATH when it has no `/` (one exec, not one per PATH entry, so the
 /// log holds what ran rather than the misses of a search).
-fn exec(program: &OsStr, args: &[OsString]) -> Result<std::convert::Infallible, String> {
-    let path = resolve(program).ok_or_else(|| "command not found".to_string())?;
+fn exec(path: &OsStr, args: &[OsString]) -> Result<std::convert::Infallible, String> {
     let cstr = |s: &OsStr| {
         CString::new(s.as_bytes()).map_err(|_| "an argument contains a NUL byte".to_string())
     };
-    let path_c = cstr(&path)?;
+    let path_c = cstr(path)?;
     let argv: Vec<CString> = args.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
@@ -184,10 +198,13 @@ fn resolve(program: &OsStr) -> Option<OsString> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(candidate)
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
+            // As execvp: a file this user may execute; else the next folder.
+            let Ok(c) = CString::new(candidate.as_os_str().as_bytes()) else {
+                return false;
+            };
+            std::fs::metadata(candidate).is_ok_and(|m| m.is_file())
+                // SAFETY: a NUL-terminated path.
+                && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0
         })
         .map(Into::into)
 }

@@ -371,9 +371,13 @@ impl Exits {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let (by_fd, by_pid) = &mut *running;
         if let Some(r) = by_pid.get(&pid).and_then(|fd| by_fd.get_mut(fd)) {
-            r.id = id;
-            r.since = Instant::now();
-            return;
+            // The same process exec'ing again keeps its pidfd; a pid reused by a new process
+            // (the old one ended, its pidfd readable, its exit not yet handled) gets its own.
+            if !readable(&r.pidfd) {
+                r.id = id;
+                r.since = Instant::now();
+                return;
+            }
         }
         let Some(pidfd) = pidfd else { return };
         let raw = pidfd.as_raw_fd();
@@ -412,8 +416,11 @@ impl Exits {
                     let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
                     let (by_fd, by_pid) = &mut *running;
                     let ended = by_fd.remove(&fd);
+                    // Unless the pid is another process's by now.
                     if let Some(r) = &ended {
-                        by_pid.remove(&r.pid);
+                        if by_pid.get(&r.pid) == Some(&fd) {
+                            by_pid.remove(&r.pid);
+                        }
                     }
                     ended
                 };
@@ -556,7 +563,7 @@ impl Supervisor {
         if !id_valid(listener, req.id) {
             // The caller died; if the pid went to someone else we just seized them: let go.
             if seized {
-                let _ = self.wait_trace();
+                let _ = self.wait_trace(tid);
                 self.detach_any(tid);
             }
             return;
@@ -567,7 +574,7 @@ impl Supervisor {
         let asked_now = (!seized).then(|| self.asked_path(tid, dirfd, path_ptr));
         if !respond(listener, req.id, 0) {
             if seized {
-                let _ = self.wait_trace();
+                let _ = self.wait_trace(tid);
                 self.detach_any(tid);
             }
             return;
@@ -588,7 +595,7 @@ impl Supervisor {
             self.record_unwatched(tid, &status, cwd, asked, before, "unconfirmed".into());
             return;
         }
-        match self.wait_trace() {
+        match self.wait_trace(tid) {
             Outcome::Ran(pid) => {
                 // The pidfd first: its ids (one ioctl rather than /proc/<pid>/status), and the
                 // exit later.
@@ -623,13 +630,15 @@ impl Supervisor {
                 }));
                 if written.is_err() {
                     // Not on record: it must not run. It is stopped before its first
-                    // instruction; the kill lands as it resumes.
+                    // instruction; killed there, and its end collected (a killed tracee
+                    // cannot be detached).
                     // SAFETY: plain kill.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
+                    collect(pid);
                     self.refused += 1;
-                    detach(pid, 0);
+                    self.report_refused(pid);
                 } else {
-                    detach(pid, 0);
+                    let_go(pid, 0);
                     // After the program goes on: an exit before this is still seen (the
                     // pidfd is readable from then on).
                     self.exits.watch(id, pid, pidfd);
@@ -639,7 +648,7 @@ impl Supervisor {
                 let (status, cwd) = about(tid);
                 // Read while it is stopped: the caller's memory, the path still in it.
                 let asked = self.asked_path(tid, dirfd, path_ptr);
-                detach(tid, signal);
+                let_go(tid, signal);
                 self.record_unwatched(tid, &status, cwd, asked, before, errno_name(errno));
             }
             Outcome::Gone => {
@@ -679,6 +688,11 @@ impl Supervisor {
     fn refuse(&mut self, listener: RawFd, id: u64, pid: i32) {
         respond(listener, id, libc::EPERM);
         self.refused += 1;
+        self.report_refused(pid);
+    }
+
+    /// Say in the guard's log that execs were refused: the first, then at powers of two.
+    fn report_refused(&self, pid: i32) {
         if self.refused == 1 || self.refused.is_power_of_two() {
             self.shared.events.emit(guard_event(
                 "exec_refused",
@@ -719,7 +733,10 @@ impl Supervisor {
     }
 
     /// Wait for the one tracee's next stop (or end).
-    fn wait_trace(&self) -> Outcome {
+    /// Wait for the stop (or end) of `tid`, the one tracee. An event of any other pid is a
+    /// leftover (a tracee that could not be let go because it was being killed): collected or
+    /// let go here, so it can never be taken for this exec's.
+    fn wait_trace(&self, tid: i32) -> Outcome {
         loop {
             let mut status = 0;
             // SAFETY: waits only for this thread's tracees (it has no children).
@@ -730,13 +747,25 @@ impl Supervisor {
                 }
                 return Outcome::Gone;
             }
+            let event = (status >> 16) & 0xff;
+            // A thread other than the leader that execs takes the leader's pid; the event
+            // message names the thread it was.
+            let ours = pid == tid
+                || (libc::WIFSTOPPED(status)
+                    && event == libc::PTRACE_EVENT_EXEC
+                    && event_message(pid) == Some(tid as u64));
+            if !ours {
+                if libc::WIFSTOPPED(status) {
+                    let_go(pid, 0);
+                }
+                continue;
+            }
             if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
                 return Outcome::Gone;
             }
             if !libc::WIFSTOPPED(status) {
                 continue;
             }
-            let event = (status >> 16) & 0xff;
             if event == libc::PTRACE_EVENT_EXEC {
                 return Outcome::Ran(pid);
             }
@@ -758,7 +787,7 @@ impl Supervisor {
 
     /// Let go of a tracee in whatever state (used when the notification went stale).
     fn detach_any(&self, tid: i32) {
-        detach(tid, 0);
+        let_go(tid, 0);
     }
 
     /// Processes of the agent (another mount namespace than the guard's) with fewer seccomp
@@ -884,9 +913,35 @@ fn respond(listener: RawFd, id: u64, errno: i32) -> bool {
     unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) == 0 }
 }
 
-fn detach(tid: i32, signal: i32) {
+/// Let a stopped tracee go on (re-injecting `signal`). One that a SIGKILL has woken cannot be
+/// detached: it is collected instead, so its end is not left for the next exec's wait.
+fn let_go(tid: i32, signal: i32) {
     // SAFETY: ptrace with integer arguments.
-    unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, signal as libc::c_long) };
+    if unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, signal as libc::c_long) } != 0 {
+        collect(tid);
+    }
+}
+
+/// Wait for a tracee that is on its way out (killed) and take its end as its tracer.
+fn collect(tid: i32) {
+    let mut status = 0;
+    // SAFETY: waits for one of this thread's tracees.
+    unsafe { libc::waitpid(tid, &mut status, libc::__WALL | libc::__WNOTHREAD) };
+}
+
+/// `PTRACE_GETEVENTMSG` of a stopped tracee (at an exec: the thread id it had).
+fn event_message(pid: i32) -> Option<u64> {
+    let mut message: libc::c_ulong = 0;
+    // SAFETY: the kernel writes one unsigned long.
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETEVENTMSG,
+            pid,
+            0,
+            &mut message as *mut libc::c_ulong,
+        )
+    };
+    (rc == 0).then_some(message as u64)
 }
 
 /// The errno a stopped thread's last system call returned (its return register).
@@ -967,6 +1022,17 @@ const PIDFD_INFO_EXIT: u64 = 1 << 3;
 /// `_IOWR(0xFF, 11, struct pidfd_info)` with the 64-byte first version of the struct.
 const PIDFD_GET_INFO: u64 =
     (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as u64) << 16) | (0xFF << 8) | 11;
+
+/// Whether a pidfd says its process ended.
+fn readable(pidfd: &OwnedFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, no wait.
+    unsafe { libc::poll(&mut poll, 1, 0) > 0 }
+}
 
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: plain syscall.

@@ -234,6 +234,51 @@ fn root_in_the_agent_cannot_kill_or_stop_the_guard() {
     assert_eq!(ignored["details"]["signal"], "SIGTERM", "{ignored}");
 }
 
+/// `rt_sigqueueinfo` lets the sender fill in siginfo: a SIGTERM that claims to come from
+/// outside the namespace (si_pid 0), with every si_code the kernel lets a process forge.
+const FORGED_SIGTERM_PY: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_rt_sigqueueinfo, SYS_rt_tgsigqueueinfo = 129, 297
+class SigInfo(ctypes.Structure):
+    _fields_ = [("signo", ctypes.c_int), ("errno", ctypes.c_int), ("code", ctypes.c_int),
+                ("pad0", ctypes.c_int), ("pid", ctypes.c_int), ("uid", ctypes.c_uint),
+                ("rest", ctypes.c_byte * 104)]
+sent = 0
+for code in (-1, -2, -3, -4, -5, -6, -60):  # SI_QUEUE, SI_TIMER, SI_MESGQ, SI_ASYNCIO, ...
+    info = SigInfo(signo=15, errno=0, code=code, pid=0, uid=0)
+    if libc.syscall(SYS_rt_sigqueueinfo, 1, 15, ctypes.byref(info)) == 0:
+        sent += 1
+    for task in os.listdir("/proc/1/task"):
+        info = SigInfo(signo=15, errno=0, code=code, pid=0, uid=0)
+        if libc.syscall(SYS_rt_tgsigqueueinfo, 1, int(task), 15, ctypes.byref(info)) == 0:
+            sent += 1
+print("SENT", sent)
+"#;
+
+#[test]
+fn a_sigterm_forged_to_look_external_does_not_stop_the_guard() {
+    let t = Test::new();
+    with_python(&t, "");
+    t.file("attack/forge.py", FORGED_SIGTERM_PY);
+    t.up(&[]);
+    let guard = guard(&t);
+    let before = inspect(&guard)["State"].clone();
+    let run = attack(&t, "python3 attack/forge.py");
+    run.assert_stdout_contains("SENT");
+    // The forged signals were delivered (the kernel lets si_code < 0 through) ...
+    assert!(!run.stdout().contains("SENT 0"), "{}", run.describe());
+    std::thread::sleep(Duration::from_millis(500));
+    // ... and the guard took them for what they are.
+    let state = inspect(&guard)["State"].clone();
+    assert_eq!(state["Status"], "running", "{state}");
+    assert_eq!(state["Pid"], before["Pid"], "{state}");
+    supervisor_still_records(&t, "after-forged-sigterm");
+    wait_for_event(&t, 10, "signal_ignored", |e| {
+        e["kind"] == "guard" && e["status"] == "signal_ignored" && e["details"]["from_pid"] == 0
+    });
+}
+
 const PTRACE_PY: &str = r#"
 import ctypes, errno, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
