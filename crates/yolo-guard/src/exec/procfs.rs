@@ -180,6 +180,16 @@ pub fn new_image(pid: i32) -> Option<NewImage> {
 
 /// The stack pointer of a thread stopped under ptrace.
 fn stack_pointer(pid: i32) -> Option<u64> {
+    let regs = registers(pid)?;
+    #[cfg(target_arch = "x86_64")]
+    return Some(regs.rsp);
+    #[cfg(target_arch = "aarch64")]
+    return Some(regs.sp);
+}
+
+/// The general registers of a thread stopped under ptrace (`PTRACE_GETREGSET`, which both
+/// x86_64 and aarch64 have).
+pub fn registers(pid: i32) -> Option<libc::user_regs_struct> {
     // SAFETY: user_regs_struct is plain data the kernel fills through the iovec.
     let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
     let mut iov = libc::iovec {
@@ -195,13 +205,7 @@ fn stack_pointer(pid: i32) -> Option<u64> {
             &mut iov as *mut libc::iovec,
         )
     };
-    if rc != 0 {
-        return None;
-    }
-    #[cfg(target_arch = "x86_64")]
-    return Some(regs.rsp);
-    #[cfg(target_arch = "aarch64")]
-    return Some(regs.sp);
+    (rc == 0).then_some(regs)
 }
 
 /// `/proc/<pid>/cmdline` as arguments, bounded like [`read_argv`].

@@ -946,24 +946,9 @@ fn event_message(pid: i32) -> Option<u64> {
 
 /// The errno a stopped thread's last system call returned (its return register).
 fn return_errno(tid: i32) -> i32 {
-    // SAFETY: user_regs_struct is plain data the kernel fills through the iovec.
-    let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-    let mut iov = libc::iovec {
-        iov_base: &mut regs as *mut _ as *mut libc::c_void,
-        iov_len: std::mem::size_of::<libc::user_regs_struct>(),
-    };
-    // SAFETY: PTRACE_GETREGSET writes at most iov_len bytes into `regs`.
-    let rc = unsafe {
-        libc::ptrace(
-            libc::PTRACE_GETREGSET,
-            tid,
-            libc::NT_PRSTATUS as libc::c_long,
-            &mut iov as *mut libc::iovec,
-        )
-    };
-    if rc != 0 {
+    let Some(regs) = procfs::registers(tid) else {
         return 0;
-    }
+    };
     #[cfg(target_arch = "x86_64")]
     let ret = regs.rax as i64;
     #[cfg(target_arch = "aarch64")]

@@ -188,19 +188,6 @@ fn run_keeps_the_network_mode_the_user_chose() {
     assert_eq!(switched["network"]["mode"], "firewall");
 }
 
-/// The build runs behind the firewall with the `debian` build preset. Where Debian's mirror
-/// answers from a private or documentation address (a proxy, as on the test machines), the
-/// guard does not open it (DNS rebinding): list the address as a static `[build] allow` entry,
-/// as a user behind such a mirror would.
-fn mirror_for_builds() -> String {
-    use std::net::ToSocketAddrs;
-    let addrs: Vec<String> = ("deb.debian.org", 80)
-        .to_socket_addrs()
-        .map(|a| a.map(|a| format!("\"{}\"", a.ip())).collect())
-        .unwrap_or_default();
-    format!("[build]\nallow = [{}]\n", addrs.join(", "))
-}
-
 /// The image with git, for the attacks that need a repository inside.
 fn with_git(t: &Test) {
     t.file(

@@ -17,17 +17,6 @@ fn with_python(t: &Test, extra_config: &str) {
     t.user_config(&format!("{}{extra_config}", mirror_for_builds()));
 }
 
-/// `[build] allow` for the Debian mirror (this machine's resolver gives an address the guard
-/// would refuse otherwise).
-fn mirror_for_builds() -> String {
-    use std::net::ToSocketAddrs;
-    let addrs: Vec<String> = ("deb.debian.org", 80)
-        .to_socket_addrs()
-        .map(|a| a.map(|a| format!("\"{}\"", a.ip())).collect())
-        .unwrap_or_default();
-    format!("[build]\nallow = [{}]\n", addrs.join(", "))
-}
-
 fn plain(t: &Test) {
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
 }

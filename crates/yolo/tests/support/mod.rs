@@ -348,6 +348,19 @@ impl Drop for Test {
 }
 
 /// Remove everything carrying `label` (containers first: they hold volumes and networks).
+/// `[build] allow` for Debian's mirror, for tests whose images `apt-get` through yolo's build.
+/// Where the mirror answers from a private or documentation address (a proxy, as on the test
+/// machines), the guard does not open it (DNS rebinding): the address is listed as a static
+/// entry, as a user behind such a mirror would.
+pub fn mirror_for_builds() -> String {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<String> = ("deb.debian.org", 80)
+        .to_socket_addrs()
+        .map(|a| a.map(|a| format!("\"{}\"", a.ip())).collect())
+        .unwrap_or_default();
+    format!("[build]\nallow = [{}]\n", addrs.join(", "))
+}
+
 pub fn cleanup_label(label: &str) -> Result<(), String> {
     let filter = format!("label={label}");
     let ids = try_docker(&["ps", "-aq", "--filter", &filter])?;
