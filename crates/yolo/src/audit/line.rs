@@ -81,9 +81,8 @@ pub(crate) fn describe(event: &Event) -> String {
             first,
             last,
         } => format!(
-            "{proto} {dst}{}{}{}",
-            port.map(|p| format!(":{p}")).unwrap_or_default(),
-            name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default(),
+            "{}{}",
+            destination(proto, dst, *port, name),
             repeats(*count, *first, *last)
         ),
         EventKind::Firewall { action, patterns } => format!("{action} {}", patterns.join(" ")),
@@ -195,6 +194,20 @@ pub(crate) fn describe(event: &Event) -> String {
 }
 
 /// ` (x2000 from 10:15:02.123 to 10:15:04.551)` for an aggregated record; empty for one.
+/// A blocked or opened destination as every view writes it: `tcp 192.0.2.1:443 (example.com)`.
+pub(crate) fn destination(
+    proto: &str,
+    dst: &str,
+    port: Option<u16>,
+    name: &Option<String>,
+) -> String {
+    format!(
+        "{proto} {dst}{}{}",
+        port.map(|p| format!(":{p}")).unwrap_or_default(),
+        name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+    )
+}
+
 fn repeats(
     count: Option<u64>,
     first: Option<chrono::DateTime<chrono::Utc>>,

@@ -321,7 +321,7 @@ fn network(html: &mut String, events: &[Event]) {
                 ..
             } => {
                 *blocked
-                    .entry(destination(proto, dst, *port, name))
+                    .entry(line::destination(proto, dst, *port, name))
                     .or_default() += n
             }
             EventKind::Connection {
@@ -332,7 +332,7 @@ fn network(html: &mut String, events: &[Event]) {
                 ..
             } => {
                 *open
-                    .entry(destination(proto, dst, *port, name))
+                    .entry(line::destination(proto, dst, *port, name))
                     .or_default() += n
             }
             _ => {}
@@ -355,14 +355,6 @@ fn network(html: &mut String, events: &[Event]) {
         counted_table(html, id, title, map);
     }
     html.push_str("</section>\n");
-}
-
-fn destination(proto: &str, dst: &str, port: Option<u16>, name: &Option<String>) -> String {
-    format!(
-        "{proto} {dst}{}{}",
-        port.map(|p| format!(":{p}")).unwrap_or_default(),
-        name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
-    )
 }
 
 /// A titled table of names with how many times each occurred, most first.

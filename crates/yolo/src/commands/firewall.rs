@@ -255,12 +255,9 @@ fn summary_of(events: impl Iterator<Item = audit::Event>) -> String {
                 name,
                 ..
             } => {
-                let key = format!(
-                    "{proto} {dst}{}{}",
-                    port.map(|p| format!(":{p}")).unwrap_or_default(),
-                    name.map(|n| format!(" ({n})")).unwrap_or_default()
-                );
-                *blocked.entry(key).or_default() += n
+                *blocked
+                    .entry(audit::line::destination(&proto, &dst, port, &name))
+                    .or_default() += n
             }
             EventKind::Suppressed { of, count, .. } => {
                 let total = suppressed.entry(of).or_default();
