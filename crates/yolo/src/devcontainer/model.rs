@@ -50,8 +50,11 @@ pub(crate) struct DevContainer {
     pub(crate) post_create_command: Option<LifecycleCommand>,
     pub(crate) post_start_command: Option<LifecycleCommand>,
     pub(crate) post_attach_command: Option<LifecycleCommand>,
-    /// Not supported yet: a non-empty value is refused by `parse`.
+    /// Dev Container Features: a JSON object, reference -> options (`parse` refuses any other
+    /// JSON type); fetched and installed by `devcontainer::features` and the image build.
     pub(crate) features: Option<serde_json::Value>,
+    /// Feature references to install first, in this order (`devcontainer::features` orders).
+    pub(crate) override_feature_install_order: Option<Vec<String>>,
     /// Not supported yet: any value is refused by `parse`.
     pub(crate) docker_compose_file: Option<serde_json::Value>,
     pub(crate) service: Option<String>,

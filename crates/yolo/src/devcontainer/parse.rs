@@ -5,7 +5,7 @@
 //! byte offset and line break, so serde_json's positions stay valid for the original text.
 //! Errors then carry the property path from `serde_path_to_error`.
 //!
-//! This module decides only what yolo can run at all (refusing Features and Docker Compose);
+//! This module decides only what yolo can run at all (refusing Docker Compose);
 //! what a repository may ask for is `policy`'s business.
 use super::model::DevContainer;
 use crate::error::{Error, Result};
@@ -89,16 +89,16 @@ fn check_supported(config: &DevContainer, path: &Path) -> Result<()> {
         property: property.into(),
         message: message.into(),
     };
-    let no_features = match &config.features {
-        None | Some(serde_json::Value::Null) => true,
-        Some(serde_json::Value::Object(map)) => map.is_empty(),
-        Some(_) => false,
-    };
-    if !no_features {
-        return Err(unsupported(
-            "features",
-            // `Error::Unsupported` already prints "is not supported yet".
-            "yolo cannot install Dev Container Features; install the tool in your Dockerfile instead",
+    // Features are installed (`devcontainer::features`); only their shape is checked here.
+    if !matches!(
+        &config.features,
+        None | Some(serde_json::Value::Null | serde_json::Value::Object(_))
+    ) {
+        return Err(config_error(
+            path,
+            None,
+            Some("features".into()),
+            "expected an object mapping each Feature to its options, such as {\"ghcr.io/devcontainers/features/node:1\": {}}".into(),
         ));
     }
     const COMPOSE: &str = "yolo runs a single container, not Docker Compose configs; \
@@ -843,21 +843,21 @@ mod tests {
     }
 
     #[test]
-    fn features_are_refused_unless_empty() {
+    fn features_are_an_object_of_options() {
         ok(r#"{"image": "x", "features": {}}"#);
         ok(r#"{"image": "x", "features": null}"#);
-        let (property, message) = unsupported(
-            r#"{"image": "x", "features": {"ghcr.io/devcontainers/features/node:1": {}}}"#,
+        let config = ok(
+            r#"{"image": "x", "features": {"ghcr.io/devcontainers/features/node:1": {}, "./local": {"v": "1"}},
+                "overrideFeatureInstallOrder": ["./local"]}"#,
         );
-        assert_eq!(property, "features");
+        assert_eq!(config.features.unwrap().as_object().unwrap().len(), 2);
         assert_eq!(
-            message,
-            "yolo cannot install Dev Container Features; install the tool in your Dockerfile instead"
+            config.override_feature_install_order,
+            Some(vec!["./local".to_string()])
         );
-        assert_eq!(
-            unsupported(r#"{"image": "x", "features": []}"#).0,
-            "features"
-        );
+        let (_, _, property, message) = config_err(r#"{"image": "x", "features": []}"#);
+        assert_eq!(property.as_deref(), Some("features"));
+        assert!(message.starts_with("expected an object"), "{message}");
     }
 
     #[test]

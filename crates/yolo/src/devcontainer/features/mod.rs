@@ -7,6 +7,8 @@
 //! image (one `RUN` per Feature, behind the build firewall) and what the policy checks (each
 //! Feature's `metadata` entry: privileged, capAdd, mounts... are requests like any other).
 
+pub(crate) mod install;
+
 use super::metadata::Entry;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
