@@ -245,6 +245,18 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last: Option<DateTime<Utc>>,
     },
+    /// A Dev Container Feature fetched (or found in yolo's cache) on the host, before the image
+    /// build that installs it. Written by the CLI.
+    FeatureFetch {
+        /// The Feature as devcontainer.json (or a Feature's `dependsOn`) names it.
+        reference: String,
+        /// sha256 of its content (`sha256:...`), the lock file's `integrity`.
+        digest: String,
+        /// Taken from yolo's cache: nothing was downloaded or copied.
+        cached: bool,
+        /// The size of its files.
+        bytes: u64,
+    },
     /// Something yolo wants on record that fits no other kind (warnings, refusals).
     Notice {
         message: String,
@@ -278,6 +290,7 @@ impl EventKind {
         "exec_exit",
         "unsupervised",
         "file",
+        "feature_fetch",
         "notice",
         "suppressed",
     ];
@@ -298,6 +311,7 @@ impl EventKind {
             EventKind::ExecExit { .. } => "exec_exit",
             EventKind::Unsupervised { .. } => "unsupervised",
             EventKind::File { .. } => "file",
+            EventKind::FeatureFetch { .. } => "feature_fetch",
             EventKind::Notice { .. } => "notice",
             EventKind::Suppressed { .. } => "suppressed",
         }
@@ -487,6 +501,12 @@ mod tests {
                 count: None,
                 first: None,
                 last: None,
+            },
+            EventKind::FeatureFetch {
+                reference: s(),
+                digest: s(),
+                cached: false,
+                bytes: 0,
             },
             EventKind::Notice { message: s() },
             EventKind::Suppressed {

@@ -171,6 +171,17 @@ pub(crate) fn describe(event: &Event) -> String {
             if *sensitive { " (sensitive)" } else { "" },
             repeats(*count, *first, *last)
         ),
+        EventKind::FeatureFetch {
+            reference,
+            digest,
+            cached,
+            bytes,
+        } => format!(
+            "Feature {} {} ({bytes} bytes{})",
+            crate::visible::escape_controls(reference),
+            crate::visible::escape_controls(digest),
+            if *cached { ", from the cache" } else { "" }
+        ),
         EventKind::Notice { message } => message.clone(),
         EventKind::Suppressed {
             of,

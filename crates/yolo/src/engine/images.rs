@@ -146,7 +146,21 @@ impl Engine {
             forcerm: true,
             ..Default::default()
         };
-        let bar = spinner(&format!("building {}", build.tag));
+        let tag = build.tag.clone();
+        self.run_build(options, tar, &tag)
+            .await
+            .map_err(|(msg, tail)| build_error(build, msg, &tail))
+    }
+
+    /// Run a build with a spinner showing its output; on failure Docker's message and the
+    /// output's last lines.
+    async fn run_build(
+        &self,
+        options: BuildImageOptions,
+        tar: Vec<u8>,
+        tag: &str,
+    ) -> std::result::Result<(), (String, VecDeque<String>)> {
+        let bar = spinner(&format!("building {tag}"));
         let mut tail: VecDeque<String> = VecDeque::new();
         let body = bollard::body_full(tar.into());
         let mut stream = self.docker.build_image(options, None, Some(body));
@@ -155,16 +169,12 @@ impl Engine {
                 Ok(info) => info,
                 Err(e) => {
                     bar.finish_and_clear();
-                    return Err(build_error(build, message(&e), &tail));
+                    return Err((message(&e), tail));
                 }
             };
             if let Some(detail) = info.error_detail {
                 bar.finish_and_clear();
-                return Err(build_error(
-                    build,
-                    detail.message.unwrap_or_default(),
-                    &tail,
-                ));
+                return Err((detail.message.unwrap_or_default(), tail));
             }
             for line in info
                 .stream
@@ -174,7 +184,7 @@ impl Engine {
             {
                 // RUN steps print what the repository wrote: shown, not obeyed.
                 let shown = crate::visible::escape_controls(line.trim());
-                bar.set_message(format!("building {}: {shown}", build.tag));
+                bar.set_message(format!("building {tag}: {shown}"));
                 // Build output carries colour codes (RUN steps writing to stderr): not in our message.
                 tail.push_back(console::strip_ansi_codes(line).into_owned());
                 if tail.len() > TAIL_LINES {
@@ -184,6 +194,109 @@ impl Engine {
         }
         bar.finish_and_clear();
         Ok(())
+    }
+
+    /// What the Features build needs of its base image.
+    pub(crate) async fn base_facts(&self, name: &str) -> Result<BaseFacts> {
+        let image = self
+            .docker
+            .inspect_image(name)
+            .await
+            .map_err(|e| Error::docker(format!("inspecting image {name}"), message(&e)))?;
+        let config = image.config.unwrap_or_default();
+        Ok(BaseFacts {
+            id: image.id.unwrap_or_default(),
+            user: config.user.filter(|u| !u.is_empty()),
+            metadata: config
+                .labels
+                .and_then(|l| l.get(METADATA_LABEL).cloned()),
+        })
+    }
+
+    /// Build the image with Features `tag` from the context `tar` (`features::install`), its
+    /// RUN steps in `network` only, labelled with the merged `metadata` label and the inputs
+    /// `digest`, unless the tag already is that build (same digest): then nothing is built.
+    /// Whether it built. A failure names the Feature that was installing.
+    pub(crate) async fn build_features(
+        &self,
+        features: &FeaturesBuild<'_>,
+        network: &NetworkAttach,
+    ) -> Result<bool> {
+        let tag = features.tag;
+        if self.image_label(tag, labels::FEATURES_HASH).await?.as_deref() == Some(features.digest)
+        {
+            return Ok(false);
+        }
+        let options = BuildImageOptions {
+            dockerfile: crate::devcontainer::features::install::DOCKERFILE.to_string(),
+            t: Some(tag.to_string()),
+            labels: Some(
+                labels::features_image(features.devcontainer_id, features.digest, features.metadata)
+                    .into_iter()
+                    .collect(),
+            ),
+            networkmode: Some(network.mode()),
+            rm: true,
+            forcerm: true,
+            ..Default::default()
+        };
+        self.run_build(options, features.tar.clone(), tag)
+            .await
+            .map_err(|(msg, tail)| features_error(features, msg, &tail))?;
+        Ok(true)
+    }
+}
+
+/// The base image of a Features build, as `Engine::base_facts` reads it.
+#[derive(Debug, Clone)]
+pub(crate) struct BaseFacts {
+    pub(crate) id: String,
+    /// `Config.User`, unset when empty.
+    pub(crate) user: Option<String>,
+    /// Its `devcontainer.metadata` label.
+    pub(crate) metadata: Option<String>,
+}
+
+/// The label the reference CLI (and VS Code) reads the image's metadata from.
+pub(crate) const METADATA_LABEL: &str = "devcontainer.metadata";
+
+/// A Features build (`Engine::build_features`).
+pub(crate) struct FeaturesBuild<'a> {
+    pub(crate) tag: &'a str,
+    pub(crate) tar: Vec<u8>,
+    pub(crate) digest: &'a str,
+    pub(crate) metadata: &'a str,
+    pub(crate) devcontainer_id: &'a str,
+    /// Where the context was written, for the message of a failure.
+    pub(crate) context: &'a Path,
+}
+
+fn features_error(features: &FeaturesBuild, msg: String, tail: &VecDeque<String>) -> Error {
+    let lines: Vec<String> = tail.iter().cloned().collect();
+    let which = crate::devcontainer::features::install::failed_feature(&lines);
+    let mut text = msg.trim().to_string();
+    if !tail.is_empty() {
+        text.push_str("\n  last build output:");
+        for line in tail {
+            text.push_str("\n    ");
+            text.push_str(line.trim_end());
+        }
+    }
+    let action = match &which {
+        Some(key) => format!(
+            "installing Feature \"{}\" (building {})",
+            crate::visible::escape_controls(key),
+            features.tag
+        ),
+        None => format!("building {} with its Features", features.tag),
+    };
+    Error::Docker {
+        action,
+        message: text,
+        hint: Some(format!(
+            "the Feature's install.sh failed; fix it or its options in devcontainer.json, then run `yolo up` again (the build context is in {})",
+            features.context.display()
+        )),
     }
 }
 

@@ -19,6 +19,8 @@ pub(super) const NETWORK: &str = "dev.yolo.network";
 pub(super) const ROLE: &str = "dev.yolo.role";
 /// Hash of the build inputs yolo can see cheaply (BuildSpec + Dockerfile), on built images.
 pub(super) const BUILD_HASH: &str = "dev.yolo.build-hash";
+/// Digest of the inputs of an image with Features (`devcontainer::features::install`).
+pub(super) const FEATURES_HASH: &str = "dev.yolo.features-hash";
 /// The base image a guard image was built from.
 pub(super) const GUARD_BASE: &str = "dev.yolo.guard-base";
 /// `shim` on an agent container whose commands start through the exec audit's shim.
@@ -73,6 +75,14 @@ pub(super) fn built_image(build: &BuildSpec, hash: &str, devcontainer_id: &str) 
     let mut labels = build.labels.clone();
     labels.extend(volume(devcontainer_id));
     labels.insert(BUILD_HASH.into(), hash.to_string());
+    with_extra(labels)
+}
+
+/// An image with Features: yolo's, the inputs digest, and the merged `devcontainer.metadata`.
+pub(super) fn features_image(devcontainer_id: &str, digest: &str, metadata: &str) -> Labels {
+    let mut labels = volume(devcontainer_id);
+    labels.insert(FEATURES_HASH.into(), digest.to_string());
+    labels.insert(super::images::METADATA_LABEL.into(), metadata.to_string());
     with_extra(labels)
 }
 
