@@ -2,6 +2,7 @@
 //! against the user's grants: config -> policy -> RunSpec, done once at the edge.
 
 use crate::agents;
+use crate::devcontainer::metadata::{Entry, Origin};
 use crate::devcontainer::{discover, id, model::DevContainer, names, parse, substitute};
 use crate::error::{Error, Result};
 use crate::policy;
@@ -20,6 +21,26 @@ pub(crate) struct Project {
     pub(crate) user: UserConfig,
     /// The flags and user config this project was loaded with.
     pub(crate) settings: UpSettings,
+    /// What `spec` was evaluated from, kept so `with_metadata` can evaluate it again.
+    source: Source,
+}
+
+/// The inputs of the evaluation besides the settings: devcontainer.json (read once, so a
+/// second evaluation cannot see another file) and the image metadata entries.
+#[derive(Clone)]
+struct Source {
+    located: Located,
+    /// Substituted.
+    config: DevContainer,
+    /// The file's own JSON, for the container's metadata label (as the reference CLI, the
+    /// label carries devcontainer.json's properties as written).
+    raw_json: serde_json::Value,
+    /// `${containerWorkspaceFolder}` as the config's substitution resolved it.
+    container_folder: String,
+    /// The metadata entries as given (the image's label, the Features'), for the label...
+    metadata: Vec<(Origin, Entry)>,
+    /// ...and substituted like devcontainer.json, for the policy.
+    substituted: Vec<(Origin, Entry)>,
 }
 
 /// Which workspace and config file a command is about, without reading the config.
@@ -63,42 +84,62 @@ impl Project {
         } = located.clone();
         refuse_yolos_own_folders(&workspace, &config_file)?;
         let raw = parse::parse_file(&config_file)?;
-        let workspace_str = workspace.display().to_string();
-        let config = substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
-        let agent_volumes = agents::all(&user)
-            .iter()
-            .map(|a| {
-                (
-                    names::state_volume(&a.name, &devcontainer_id),
-                    format!("{AGENT_STATE_ROOT}/{}", a.name),
-                )
-            })
-            .collect();
-        let policy_flags = policy::Flags {
-            grants: settings.grants.clone(),
-            trust_host_commands: settings.trust_host_commands,
-            cpus: settings.cpus,
-            memory: settings.memory_bytes,
-            pids: settings.pids,
-            allow: settings.allow.clone(),
+        let raw_json = parse::raw_value(&config_file).unwrap_or_default();
+        let (config, container_folder) =
+            substituted(&raw, &workspace, &devcontainer_id, &user.pass_env);
+        let source = Source {
+            located: located.clone(),
+            config,
+            raw_json,
+            container_folder,
+            metadata: Vec::new(),
+            substituted: Vec::new(),
         };
-        let spec = policy::evaluate(&policy::Input {
-            config: &config,
-            config_file: &config_file,
-            workspace: &workspace,
-            devcontainer_id: &devcontainer_id,
-            user: &settings.user,
-            flags: &policy_flags,
-            host_ids: host_ids(),
-            agent_volumes,
-        })?;
-        let mut spec = spec;
-        check_after_policy(&mut spec, &settings.grants)?;
+        let spec = evaluate(&source, &settings, &user)?;
         Ok(Project {
             spec,
             user,
             settings,
+            source,
         })
+    }
+
+    /// This project evaluated again with image metadata `entries` (the image's
+    /// `devcontainer.metadata` label, then the Features', in order) merged before
+    /// devcontainer.json's own properties (`policy::metadata`). Replaces the entries of an
+    /// earlier call. The entries are substituted like devcontainer.json; every request they make
+    /// meets the policy, so this fails as `load` does, with the entry named.
+    pub(crate) fn with_metadata(&self, entries: Vec<(Origin, Entry)>) -> Result<Project> {
+        let src = &self.source;
+        let workspace = src.located.workspace.display().to_string();
+        let env = |name: &str| local_env(name, &self.user.pass_env);
+        let context = substitute::Context {
+            local_workspace_folder: &workspace,
+            container_workspace_folder: &src.container_folder,
+            devcontainer_id: &src.located.devcontainer_id,
+            local_env: &env,
+        };
+        let substituted = entries
+            .iter()
+            .map(|(origin, entry)| (origin.clone(), substitute::substitute(entry, &context)))
+            .collect();
+        let source = Source {
+            metadata: entries,
+            substituted,
+            ..src.clone()
+        };
+        let spec = evaluate(&source, &self.settings, &self.user)?;
+        Ok(Project {
+            spec,
+            user: self.user.clone(),
+            settings: self.settings.clone(),
+            source,
+        })
+    }
+
+    /// The metadata entries this project was evaluated with (as given to `with_metadata`).
+    pub(crate) fn metadata(&self) -> &[(Origin, Entry)] {
+        &self.source.metadata
     }
 
     /// The user commands run as in the container (`None`: the container's default user).
@@ -108,6 +149,49 @@ impl Project {
             .clone()
             .or_else(|| self.spec.container_user.clone())
     }
+}
+
+/// config -> policy -> RunSpec, with the checks only the host can make, and the label.
+fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result<RunSpec> {
+    let Located {
+        workspace,
+        config_file,
+        devcontainer_id,
+    } = &source.located;
+    let agent_volumes = agents::all(user)
+        .iter()
+        .map(|a| {
+            (
+                names::state_volume(&a.name, devcontainer_id),
+                format!("{AGENT_STATE_ROOT}/{}", a.name),
+            )
+        })
+        .collect();
+    let policy_flags = policy::Flags {
+        grants: settings.grants.clone(),
+        trust_host_commands: settings.trust_host_commands,
+        cpus: settings.cpus,
+        memory: settings.memory_bytes,
+        pids: settings.pids,
+        allow: settings.allow.clone(),
+    };
+    let mut spec = policy::evaluate(&policy::Input {
+        config: &source.config,
+        config_file,
+        workspace,
+        devcontainer_id,
+        user: &settings.user,
+        flags: &policy_flags,
+        host_ids: host_ids(),
+        agent_volumes,
+        metadata: &source.substituted,
+    })?;
+    check_after_policy(&mut spec, &settings.grants)?;
+    spec.metadata_label = policy::metadata_label(
+        &source.metadata,
+        policy::metadata_config_entry(&source.raw_json),
+    );
+    Ok(spec)
 }
 
 /// A workspace holding yolo's own config or data folder (yolo run in `$HOME`) would let the
@@ -149,13 +233,14 @@ pub(crate) const SAFE_LOCAL_ENV: &[&str] = &[
 ];
 
 /// Substitute host-side variables. `${containerWorkspaceFolder}` depends on `workspaceFolder`,
-/// which may itself use host variables, so that one property is resolved first.
+/// which may itself use host variables, so that one property is resolved first. Also returns
+/// that folder (the metadata entries are substituted with it).
 fn substituted(
     raw: &DevContainer,
-    workspace: &str,
+    workspace: &Path,
     devcontainer_id: &str,
     pass_env: &[String],
-) -> DevContainer {
+) -> (DevContainer, String) {
     let withheld: Vec<String> = substitute::local_env_names(raw)
         .into_iter()
         .filter(|n| !allowed_local_env(n, pass_env) && std::env::var_os(n).is_some())
@@ -168,35 +253,38 @@ fn substituted(
             UserConfig::path().display()
         );
     }
-    let env = |name: &str| {
-        if allowed_local_env(name, pass_env) {
-            std::env::var(name).ok()
-        } else {
-            None
-        }
-    };
+    let env = |name: &str| local_env(name, pass_env);
+    let default_folder = policy::default_workspace_target(workspace);
+    let workspace = workspace.display().to_string();
     let first = substitute::substitute(
         raw,
         &substitute::Context {
-            local_workspace_folder: workspace,
-            container_workspace_folder: "/workspace",
+            local_workspace_folder: &workspace,
+            container_workspace_folder: &default_folder,
             devcontainer_id,
             local_env: &env,
         },
     );
-    let folder = first
-        .workspace_folder
-        .clone()
-        .unwrap_or_else(|| "/workspace".into());
-    substitute::substitute(
+    let folder = first.workspace_folder.clone().unwrap_or(default_folder);
+    let config = substitute::substitute(
         raw,
         &substitute::Context {
-            local_workspace_folder: workspace,
+            local_workspace_folder: &workspace,
             container_workspace_folder: &folder,
             devcontainer_id,
             local_env: &env,
         },
-    )
+    );
+    (config, folder)
+}
+
+/// A host variable as `${localEnv:..}` sees it: unset unless safe or in the user's `pass_env`.
+fn local_env(name: &str, pass_env: &[String]) -> Option<String> {
+    if allowed_local_env(name, pass_env) {
+        std::env::var(name).ok()
+    } else {
+        None
+    }
 }
 
 pub(crate) fn workspace_dir(explicit: Option<&Path>) -> Result<PathBuf> {

@@ -59,6 +59,18 @@ pub(crate) struct RunSpec {
     /// Devices granted by the user (`--device`).
     pub(crate) devices: Vec<String>,
     pub(crate) hooks: Hooks,
+    /// The `entrypoint`s of metadata entries (the image's label, Features), in order. Each is
+    /// a program that must run at container start and then exec its arguments: the spec chains
+    /// them in front of the container's command (`ep1 && ep2 ... && <command>` in the
+    /// reference CLI). Collected by `policy::metadata`; the container start chains them.
+    pub(crate) entrypoints: Vec<String>,
+    /// The merged `devcontainer.metadata` label (a JSON array: the image's entries, the
+    /// Features', devcontainer.json's own last), as the reference CLI puts it on its
+    /// containers so VS Code's attach sees the same settings. Set by `Project`; not hashed (it
+    /// repeats inputs the hash already covers, plus editor settings that do not shape the
+    /// container).
+    #[serde(skip)]
+    pub(crate) metadata_label: String,
     /// `initializeCommand`: runs on the HOST, on a new start only, after
     /// `commands::approval::confirm_host_command` (trusted, or the user said yes).
     pub(crate) initialize_command: Option<LifecycleCommand>,
@@ -173,11 +185,38 @@ pub(crate) struct PortPublish {
     pub(crate) container: u16,
 }
 
+/// The lifecycle hooks that run in the container, each a list: the spec collects a hook from
+/// every metadata entry (the image's label, each Feature, devcontainer.json last) and runs them
+/// all, in that order.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub(crate) struct Hooks {
-    pub(crate) on_create: Option<LifecycleCommand>,
-    pub(crate) update_content: Option<LifecycleCommand>,
-    pub(crate) post_create: Option<LifecycleCommand>,
-    pub(crate) post_start: Option<LifecycleCommand>,
-    pub(crate) post_attach: Option<LifecycleCommand>,
+    pub(crate) on_create: Vec<Hook>,
+    pub(crate) update_content: Vec<Hook>,
+    pub(crate) post_create: Vec<Hook>,
+    pub(crate) post_start: Vec<Hook>,
+    pub(crate) post_attach: Vec<Hook>,
+}
+
+/// One hook's command and where it came from.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct Hook {
+    /// `None`: devcontainer.json's own; else a short name of the image label entry or Feature
+    /// that asked (`policy::metadata`), shown in the hook's output and audit name.
+    pub(crate) origin: Option<String>,
+    pub(crate) command: LifecycleCommand,
+}
+
+impl Hook {
+    /// The commands to run, each with its name for output and the audit log: the property
+    /// (`postCreateCommand`, `postCreateCommand:key` for the object form), followed by the
+    /// origin in parentheses when not devcontainer.json's.
+    pub(crate) fn commands(&self, property: &str) -> Vec<(String, Vec<String>)> {
+        let mut commands = self.command.commands(property);
+        if let Some(origin) = &self.origin {
+            for (name, _) in &mut commands {
+                *name = format!("{name} ({origin})");
+            }
+        }
+        commands
+    }
 }

@@ -10,7 +10,7 @@ use crate::devcontainer::substitute;
 use crate::engine::{Engine, ExecRequest, ExecResult, Output};
 use crate::error::{Error, Result};
 use crate::project::{Project, AGENT_STATE_ROOT};
-use crate::run_spec::Hooks;
+use crate::run_spec::{self, Hooks};
 use crate::state::{ExecSettings, WorkspaceState};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -47,13 +47,14 @@ impl Hook {
         }
     }
 
-    fn command(self, hooks: &Hooks) -> Option<&LifecycleCommand> {
+    /// Its commands from every metadata entry, devcontainer.json's last.
+    fn commands(self, hooks: &Hooks) -> &[run_spec::Hook] {
         match self {
-            Hook::OnCreate => hooks.on_create.as_ref(),
-            Hook::UpdateContent => hooks.update_content.as_ref(),
-            Hook::PostCreate => hooks.post_create.as_ref(),
-            Hook::PostStart => hooks.post_start.as_ref(),
-            Hook::PostAttach => hooks.post_attach.as_ref(),
+            Hook::OnCreate => &hooks.on_create,
+            Hook::UpdateContent => &hooks.update_content,
+            Hook::PostCreate => &hooks.post_create,
+            Hook::PostStart => &hooks.post_start,
+            Hook::PostAttach => &hooks.post_attach,
         }
     }
 }
@@ -220,19 +221,19 @@ pub(crate) struct Runner<'a> {
 }
 
 impl Runner<'_> {
-    /// Run a lifecycle hook in the container, if the config has it; the object form's
-    /// commands run in parallel. A failing command stops with its name and exit code.
+    /// Run a lifecycle hook in the container: each metadata entry's command in order (the
+    /// image's, the Features', devcontainer.json's last), the object form's commands in
+    /// parallel. A failing command stops with its name and exit code.
     async fn hook(&self, hook: Hook, hooks: &Hooks) -> Result<()> {
-        let Some(command) = hook.command(hooks) else {
-            return Ok(());
-        };
-        let commands = command.commands(hook.name());
-        let runs = commands
-            .iter()
-            .map(|(name, argv)| self.run_hook_command(name, argv));
-        let results = futures_util::future::join_all(runs).await;
-        for result in results {
-            result?;
+        for entry in hook.commands(hooks) {
+            let commands = entry.commands(hook.name());
+            let runs = commands
+                .iter()
+                .map(|(name, argv)| self.run_hook_command(name, argv));
+            let results = futures_util::future::join_all(runs).await;
+            for result in results {
+                result?;
+            }
         }
         Ok(())
     }
@@ -443,11 +444,14 @@ mod tests {
             ]
         );
         let hooks = Hooks {
-            post_start: Some(LifecycleCommand::Shell("echo hi".into())),
+            post_start: vec![run_spec::Hook {
+                origin: None,
+                command: LifecycleCommand::Shell("echo hi".into()),
+            }],
             ..Hooks::default()
         };
-        assert!(Hook::PostStart.command(&hooks).is_some());
-        assert!(Hook::PostAttach.command(&hooks).is_none());
+        assert_eq!(Hook::PostStart.commands(&hooks).len(), 1);
+        assert!(Hook::PostAttach.commands(&hooks).is_empty());
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub(crate) mod exec;
 pub(crate) mod firewall;
 pub(crate) mod hooks;
 pub(crate) mod init;
+pub(crate) mod metadata;
 pub(crate) mod network;
 pub(crate) mod output;
 pub(crate) mod replay;

@@ -16,13 +16,13 @@ pub(crate) async fn execute(
     args: Vec<String>,
 ) -> Result<i32> {
     let located = super::locate(target)?;
-    let project = Project::load(&located, settings, user)?;
+    let mut project = Project::load(&located, settings, user)?;
     let name = agent.or_else(|| project.spec.default_agent.clone()).ok_or_else(|| {
         Error::Usage("name the agent to run, e.g. `yolo run claude` (or set customizations.yolo.agent in devcontainer.json)".into())
     })?;
     let agent = agents::resolve(&name, &project.user)?;
     let engine = super::engine().await?;
-    let outcome = super::up::up(&engine, &project, std::slice::from_ref(&agent)).await?;
+    let outcome = super::up::up(&engine, &mut project, std::slice::from_ref(&agent)).await?;
     prepare(
         &engine,
         &outcome.container_id,

@@ -44,9 +44,9 @@ pub(crate) async fn execute(
     json: bool,
 ) -> Result<i32> {
     let located = super::locate(target)?;
-    let project = Project::load(&located, settings, user)?;
+    let mut project = Project::load(&located, settings, user)?;
     let engine = super::engine().await?;
-    let outcome = up(&engine, &project, &[]).await?;
+    let outcome = up(&engine, &mut project, &[]).await?;
     if json {
         super::output::print(&json_output(&engine, &project, &outcome).await?);
     } else {
@@ -122,9 +122,22 @@ fn exec_audit_off(spec: &RunSpec, network: &NetworkAttach) -> Option<&'static st
 ///
 /// One `up` at a time per workspace (`lock`): a second waits. A failed or interrupted `up`
 /// removes what it made (`roll_back`).
-pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> Result<Outcome> {
+///
+/// `project` ends up evaluated with the image's `devcontainer.metadata` label
+/// (`Project::with_metadata`): read before planning when the image is there, so the config hash
+/// is the same on every `up`, and again once a pull or build made it, before the agent
+/// container is created from it.
+pub(crate) async fn up(
+    engine: &Engine,
+    project: &mut Project,
+    agents: &[Agent],
+) -> Result<Outcome> {
+    let _lock = lock::acquire(&project.spec.devcontainer_id, "up").await?;
+    let image = image_label(&project.spec.image);
+    if let Some(merged) = super::metadata::with_image(engine, project, &image).await? {
+        *project = merged;
+    }
     let spec = &project.spec;
-    let _lock = lock::acquire(&spec.devcontainer_id, "up").await?;
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
     // What changed in the files the host runs since yolo last looked (say, in VS Code between
     // two runs) goes to the session it happened in.
@@ -153,7 +166,7 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
     let plan = plan(&found, &options);
     let act = Act {
         engine,
-        project,
+        project: &*project,
         mode,
         allow: &allow,
     };
@@ -172,7 +185,7 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
         signal = interrupt::received() => Err(Error::interrupted(signal)),
         ready = act.carry_out(&plan, &mut state) => ready,
     };
-    let ready = match (carried, before) {
+    let mut ready = match (carried, before) {
         (Ok(ready), _) => ready,
         (Err(e), Some(before)) => {
             roll_back(engine, project, &before, &mut state, session_before, &e).await;
@@ -180,6 +193,11 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
         }
         (Err(e), None) => return Err(e),
     };
+    if let Some(merged) = ready.merged.take() {
+        *project = merged;
+    }
+    let project = &*project;
+    let spec = &project.spec;
 
     let outcome = Outcome {
         container_id: ready.container_id.clone(),
@@ -525,6 +543,9 @@ struct Ready {
     container_id: String,
     image: String,
     writer: Writer,
+    /// The project evaluated with the metadata of the image a pull or build just made, when
+    /// that differs from the one planned with: what the container was created from.
+    merged: Option<Project>,
 }
 
 /// What carrying out a plan needs.
@@ -553,6 +574,7 @@ impl Act<'_> {
                     container_id: agent.clone(),
                     image: image.clone(),
                     writer,
+                    merged: None,
                 })
             }
             Plan::Fresh { agent, guard, .. } => self.fresh(agent, guard, state).await,
@@ -608,8 +630,16 @@ impl Act<'_> {
                 .engine
                 .build_needed(&spec.image, settings.rebuild)
                 .await?;
+        // The image's metadata, once the image is there, shapes the container: `merged` and
+        // `act` (this start with it) from then on. A refusal here fails the `up`, whose roll
+        // back removes what was made.
+        let merged: Option<Project>;
+        let act: Act;
         let (guard_id, image) = if behind_guard {
-            self.build_behind_guard(guard, &writer, state).await?
+            let (guard_id, image) = self.build_behind_guard(guard, &writer, state).await?;
+            merged = super::metadata::with_image(self.engine, self.project, &image).await?;
+            act = self.with(merged.as_ref());
+            (guard_id, image)
         } else {
             // A pull, an offline build or nothing: the image first, so a failing pull or build
             // leaves no guard behind. A build here has no network (`[build] network = "none"`).
@@ -626,11 +656,13 @@ impl Act<'_> {
                         .await?
                 }
             };
-            (self.guard(guard, &writer, state).await?, image)
+            merged = super::metadata::with_image(self.engine, self.project, &image).await?;
+            act = self.with(merged.as_ref());
+            (act.guard(guard, &writer, state).await?, image)
         };
         let network = guard_id.map_or(NetworkAttach::None, NetworkAttach::Container);
-        let container_id = self.agent(agent, &image, &network, state).await?;
-        if let Some(why) = exec_audit_off(spec, &network) {
+        let container_id = act.agent(agent, &image, &network, state).await?;
+        if let Some(why) = exec_audit_off(&act.project.spec, &network) {
             writer.write(EventKind::Notice {
                 message: format!("the exec audit is off in this session: {why}"),
             })?;
@@ -639,7 +671,18 @@ impl Act<'_> {
             container_id,
             image,
             writer,
+            merged,
         })
+    }
+
+    /// This start with `project` instead, when there is one.
+    fn with<'b>(&'b self, project: Option<&'b Project>) -> Act<'b> {
+        Act {
+            engine: self.engine,
+            project: project.unwrap_or(self.project),
+            mode: self.mode,
+            allow: self.allow,
+        }
     }
 
     /// The spec with its limits fitted to the engine's machine: CPUs leave the host a core

@@ -89,9 +89,116 @@ impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Origin::Image { image, index } => {
-                write!(f, "the devcontainer.metadata label of image {image} (entry {index})")
+                write!(
+                    f,
+                    "the devcontainer.metadata label of image {image} (entry {index})"
+                )
             }
             Origin::Feature { id } => write!(f, "Feature \"{id}\""),
         }
+    }
+}
+
+/// The `devcontainer.metadata` label key, on images and on yolo's agent container.
+pub(crate) const LABEL: &str = "devcontainer.metadata";
+
+/// The entries of `image`'s `devcontainer.metadata` label (`text`), each with its origin, and a
+/// warning per part that could not be read. As the reference CLI: a JSON array of entries or a
+/// single object. Unlike it, one malformed entry costs only itself, not the whole label.
+pub(crate) fn parse_label(image: &str, text: &str) -> (Vec<(Origin, Entry)>, Vec<String>) {
+    let shown = crate::visible::escape_controls(image);
+    let value: serde_json::Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) => {
+            let warning = format!(
+                "the devcontainer.metadata label of image {shown} is not valid JSON ({e}); its settings are ignored"
+            );
+            return (Vec::new(), vec![warning]);
+        }
+    };
+    let values = match value {
+        serde_json::Value::Array(values) => values,
+        object @ serde_json::Value::Object(_) => vec![object],
+        _ => {
+            let warning = format!(
+                "the devcontainer.metadata label of image {shown} is neither an array of entries nor an object; its settings are ignored"
+            );
+            return (Vec::new(), vec![warning]);
+        }
+    };
+    let (mut entries, mut warnings) = (Vec::new(), Vec::new());
+    for (index, value) in values.into_iter().enumerate() {
+        match serde_json::from_value::<Entry>(value) {
+            Ok(entry) => entries.push((
+                Origin::Image {
+                    image: image.to_string(),
+                    index,
+                },
+                entry,
+            )),
+            Err(e) => warnings.push(format!(
+                "entry {index} of the devcontainer.metadata label of image {shown} is malformed ({}); that entry is ignored",
+                crate::visible::escape_controls(&e.to_string())
+            )),
+        }
+    }
+    (entries, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_is_an_array_or_one_object() {
+        let (entries, warnings) = parse_label(
+            "img:1",
+            r#"[{"remoteUser": "dev"}, {"id": "f", "privileged": true}]"#,
+        );
+        assert!(warnings.is_empty());
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].1.remote_user.as_deref(), Some("dev"));
+        assert_eq!(
+            entries[1].0,
+            Origin::Image {
+                image: "img:1".into(),
+                index: 1
+            }
+        );
+        let (entries, _) = parse_label("img:1", r#"{"containerEnv": {"A": "1"}}"#);
+        assert_eq!(entries[0].1.container_env["A"], "1");
+    }
+
+    #[test]
+    fn a_malformed_label_warns_naming_the_image() {
+        let (entries, warnings) = parse_label("img:1", "[{not json");
+        assert!(entries.is_empty());
+        assert!(warnings[0].contains("image img:1"), "{warnings:?}");
+        let (entries, warnings) = parse_label("img:1", "42");
+        assert!(entries.is_empty() && warnings.len() == 1);
+        let (entries, warnings) =
+            parse_label("img:1", r#"[{"remoteUser": 5}, {"remoteUser": "dev"}]"#);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].1.remote_user.as_deref(), Some("dev"));
+        assert!(warnings[0].starts_with("entry 0 of"), "{warnings:?}");
+    }
+
+    #[test]
+    fn origins_name_the_image_entry_or_the_feature() {
+        let image = Origin::Image {
+            image: "img:1".into(),
+            index: 0,
+        };
+        assert_eq!(
+            image.to_string(),
+            "the devcontainer.metadata label of image img:1 (entry 0)"
+        );
+        let feature = Origin::Feature {
+            id: "ghcr.io/devcontainers/features/docker-in-docker:2".into(),
+        };
+        assert_eq!(
+            feature.to_string(),
+            "Feature \"ghcr.io/devcontainers/features/docker-in-docker:2\""
+        );
     }
 }

@@ -70,6 +70,15 @@ pub(crate) fn parse_str(text: &str, path: &Path) -> Result<DevContainer> {
     Ok(config)
 }
 
+/// The file as plain JSON (comments and trailing commas blanked), for what yolo does not model
+/// but passes on (the container's `devcontainer.metadata` label). `None` when it cannot be
+/// read or parsed: `parse_file` is what reports that.
+pub(crate) fn raw_value(path: &Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    serde_json::from_str(&blank_jsonc(text).ok()?).ok()
+}
+
 fn deserialize(text: &str, json: &str, path: &Path) -> Result<DevContainer> {
     let mut de = serde_json::Deserializer::from_str(json);
     let config: DevContainer = serde_path_to_error::deserialize(&mut de).map_err(|e| {

@@ -14,6 +14,7 @@
 //! second `:` (`${localEnv:X:a:b}` gives `a:b`); the reference keeps only `a`, which silently
 //! truncates defaults such as URLs or `host:port`.
 use super::model::DevContainer;
+use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,9 +26,13 @@ pub(crate) struct Context<'a> {
     pub(crate) local_env: &'a dyn Fn(&str) -> Option<String>,
 }
 
-/// Substitute every `${...}` the spec defines for the host side in every string of the config.
+/// Substitute every `${...}` the spec defines for the host side in every string of the config
+/// (or of an image metadata entry, which the reference substitutes the same way).
 /// `${containerEnv:VAR}` is left in place (resolved later by `container_env`).
-pub(crate) fn substitute(config: &DevContainer, ctx: &Context) -> DevContainer {
+pub(crate) fn substitute<T>(config: &T, ctx: &Context) -> T
+where
+    T: Serialize + DeserializeOwned + Clone,
+{
     // Walking the JSON form reaches every string, including ones in fields added to the model
     // later, without a hand-written walk per field.
     let Ok(mut value) = serde_json::to_value(config) else {

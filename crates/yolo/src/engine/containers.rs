@@ -577,6 +577,8 @@ mod tests {
             host_modes: BTreeMap::from([("pid".into(), "host".into())]),
             devices: vec!["/dev/fuse".into()],
             hooks: Hooks::default(),
+            entrypoints: Vec::new(),
+            metadata_label: String::new(),
             initialize_command: None,
             config_hash: "h".into(),
             grants_used: vec![],

@@ -74,6 +74,13 @@ impl Engine {
         }
     }
 
+    /// The `devcontainer.metadata` label of the local image `name` (`None`: no such image, or
+    /// no label).
+    pub(crate) async fn metadata_label(&self, name: &str) -> Result<Option<String>> {
+        self.image_label(name, crate::devcontainer::metadata::LABEL)
+            .await
+    }
+
     async fn image_label(&self, name: &str, key: &str) -> Result<Option<String>> {
         match self.docker.inspect_image(name).await {
             Ok(img) => Ok(img

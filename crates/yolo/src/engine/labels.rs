@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 pub(super) const LOCAL_FOLDER: &str = "devcontainer.local_folder";
 pub(super) const CONFIG_FILE: &str = "devcontainer.config_file";
+pub(super) const METADATA: &str = crate::devcontainer::metadata::LABEL;
 pub(super) const MANAGED: &str = "dev.yolo.managed";
 pub(super) const ID: &str = "dev.yolo.id";
 pub(super) const CONFIG_HASH: &str = "dev.yolo.config-hash";
@@ -39,6 +40,11 @@ pub(super) fn agent(spec: &RunSpec, mode: NetworkMode) -> Labels {
     labels.extend(project(&owner));
     labels.insert(LOCAL_FOLDER.into(), owner.workspace.display().to_string());
     labels.insert(CONFIG_FILE.into(), owner.config_file.display().to_string());
+    // The merged metadata, as the reference CLI labels its containers: what VS Code's attach
+    // reads for the user, the folder, the environment and its own settings.
+    if !spec.metadata_label.is_empty() {
+        labels.insert(METADATA.into(), spec.metadata_label.clone());
+    }
     labels.insert(CONFIG_HASH.into(), spec.config_hash.clone());
     labels.insert(ROLE.into(), Role::Agent.label().into());
     labels.insert(NETWORK.into(), mode_name(mode).into());

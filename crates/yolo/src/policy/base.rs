@@ -5,26 +5,25 @@
 use super::Eval;
 use crate::devcontainer::names::container_name;
 use crate::error::Result;
-use crate::run_spec::{Hooks, Limits, RunSpec};
+use crate::run_spec::{Limits, RunSpec};
 use std::collections::BTreeMap;
 
 impl Eval<'_> {
     pub(super) fn base_spec(&mut self) -> Result<RunSpec> {
-        let c = self.config;
         let (workspace_mount, workspace_folder) = self.workspace()?;
-        let update = c.update_remote_user_uid.unwrap_or(true);
+        let update = self.merged_update_uid().unwrap_or(true);
         Ok(RunSpec {
             workspace: self.input.workspace.to_path_buf(),
             config_file: self.file(),
             devcontainer_id: self.input.devcontainer_id.to_string(),
             container_name: container_name(self.input.workspace, self.input.devcontainer_id),
             image: self.image_source()?,
-            container_env: c.container_env.clone(),
-            remote_env: c.remote_env.clone(),
-            container_user: c.container_user.clone(),
-            remote_user: c.remote_user.clone(),
+            container_env: self.merged_container_env(),
+            remote_env: self.merged_remote_env(),
+            container_user: self.merged_container_user(),
+            remote_user: self.merged_remote_user(),
             update_uid: if update { self.input.host_ids } else { None },
-            override_command: c.override_command.unwrap_or(true),
+            override_command: self.merged_override_command().unwrap_or(true),
             workspace_mount,
             workspace_folder,
             mounts: Vec::new(),
@@ -41,7 +40,9 @@ impl Eval<'_> {
             extra_hosts: Vec::new(),
             host_modes: BTreeMap::new(),
             devices: Vec::new(),
-            hooks: self.hooks(),
+            hooks: self.merged_hooks(),
+            entrypoints: self.entrypoints(),
+            metadata_label: String::new(),
             initialize_command: None,
             config_hash: String::new(),
             grants_used: Vec::new(),
@@ -56,23 +57,12 @@ impl Eval<'_> {
         })
     }
 
-    fn hooks(&self) -> Hooks {
-        let c = self.config;
-        Hooks {
-            on_create: c.on_create_command.clone(),
-            update_content: c.update_content_command.clone(),
-            post_create: c.post_create_command.clone(),
-            post_start: c.post_start_command.clone(),
-            post_attach: c.post_attach_command.clone(),
-        }
-    }
-
     fn shutdown_action(&self) -> Result<String> {
-        match self.config.shutdown_action.as_deref() {
+        match self.merged_shutdown_action() {
             None => Ok("stopContainer".into()),
-            Some(a @ ("none" | "stopContainer")) => Ok(a.into()),
-            Some(other) => Err(self.config_error(
-                "shutdownAction",
+            Some((a, _)) if a == "none" || a == "stopContainer" => Ok(a.clone()),
+            Some((other, property)) => Err(self.config_error(
+                &property,
                 format!("\"{other}\" is not one of \"none\", \"stopContainer\""),
             )),
         }
@@ -97,11 +87,11 @@ mod tests {
             Mount {
                 kind: MountKind::Bind,
                 source: WS.into(),
-                target: "/workspace".into(),
+                target: "/workspaces/My Repo".into(),
                 read_only: false
             }
         );
-        assert_eq!(spec.workspace_folder, "/workspace");
+        assert_eq!(spec.workspace_folder, "/workspaces/My Repo");
         assert_eq!(spec.limits, Limits::default());
         assert!(spec.init && spec.override_command && !spec.privileged);
         assert_eq!(spec.shutdown_action, "stopContainer");
@@ -137,7 +127,7 @@ mod tests {
         assert_eq!(spec.remote_user.as_deref(), Some("dev"));
         assert_eq!(spec.container_env["A"], "1");
         assert_eq!(spec.remote_env["B"], None);
-        assert!(spec.hooks.post_create.is_some() && spec.hooks.on_create.is_none());
+        assert!(spec.hooks.post_create.len() == 1 && spec.hooks.on_create.is_empty());
         assert_eq!(spec.default_agent.as_deref(), Some("codex"));
     }
 

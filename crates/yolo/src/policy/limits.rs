@@ -251,17 +251,27 @@ impl Eval<'_> {
         Ok((limits, chosen_by))
     }
 
+    /// The largest of every metadata entry's and devcontainer.json's (the spec's merge).
     fn host_requirements(&self) -> Result<LimitLayer> {
-        let Some(req) = &self.config.host_requirements else {
-            return Ok(LimitLayer::default());
-        };
-        let cpus = req.cpus.map(check_cpus).transpose();
-        let memory = req.memory.as_deref().map(check_memory).transpose();
-        Ok(LimitLayer {
-            cpus: cpus.map_err(|e| self.config_error("hostRequirements.cpus", e))?,
-            memory: memory.map_err(|e| self.config_error("hostRequirements.memory", e))?,
-            pids: None,
-        })
+        let mut layer = LimitLayer::default();
+        for (property, req) in self.host_requirement_entries() {
+            let error = |field: &str, e: LimitError| {
+                let property = match property.split_once(' ') {
+                    Some((name, origin)) => format!("{name}.{field} {origin}"),
+                    None => format!("{property}.{field}"),
+                };
+                self.config_error(&property, e)
+            };
+            if let Some(cpus) = req.cpus {
+                let cpus = check_cpus(cpus).map_err(|e| error("cpus", e))?;
+                layer.cpus = Some(layer.cpus.map_or(cpus, |c| c.max(cpus)));
+            }
+            if let Some(memory) = req.memory.as_deref() {
+                let memory = check_memory(memory).map_err(|e| error("memory", e))?;
+                layer.memory = Some(layer.memory.map_or(memory, |m| m.max(memory)));
+            }
+        }
+        Ok(layer)
     }
 
     fn yolo_limits(&self) -> Result<LimitLayer> {

@@ -10,6 +10,7 @@
 //! and refuse any that resolve elsewhere (a repository can plant symlinks in the workspace).
 //!
 //! One file per concern: `grants` (what the user grants), `base` (what is copied as is),
+//! `metadata` (the image's label and the Features' entries, merged with the config),
 //! `security` (privileged, capabilities, security options, devices), `namespaces` (`--network`,
 //! `--pid`, ...), `workspace` and `mounts`, `run_args`, `build`, `labels`, `limits`, `ports`,
 //! `firewall`, `host_command` (`initializeCommand`), `hash`; `paths` holds the lexical path
@@ -37,6 +38,7 @@ mod hash;
 mod host_command;
 mod labels;
 mod limits;
+mod metadata;
 mod mounts;
 mod namespaces;
 mod paths;
@@ -53,11 +55,14 @@ pub(crate) use grants::Grants;
 pub(crate) use build::OUTSIDE_DOCKERFILE;
 pub(crate) use grants::{grant_help, Grant};
 pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, parse_size, LimitLayer};
+pub(crate) use metadata::{config_entry as metadata_config_entry, label as metadata_label};
 pub(crate) use paths::{git_root, normalize_path, slash_path};
 pub(crate) use protect::{
     check_entry as check_read_only_entry, submodule_git_dirs, DEFAULT_READ_ONLY,
 };
+pub(crate) use workspace::default_workspace_target;
 
+use crate::devcontainer::metadata::{Entry, Origin};
 use crate::devcontainer::model::{DevContainer, YoloCustomization};
 use crate::error::{Error, Result};
 use crate::run_spec::{PortPublish, RunSpec};
@@ -125,6 +130,9 @@ pub(crate) struct Input<'a> {
     pub(crate) host_ids: Option<(u32, u32)>,
     /// Named volumes yolo itself adds (agent state): (volume name, target).
     pub(crate) agent_volumes: Vec<(String, String)>,
+    /// Image metadata entries (the image's label, then the Features'), already substituted,
+    /// merged before devcontainer.json's own properties (`metadata`).
+    pub(crate) metadata: &'a [(Origin, Entry)],
 }
 
 /// Check the repository's requests against the user's grants and build the `RunSpec`.
@@ -134,6 +142,7 @@ pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
     let mut spec = eval.base_spec()?;
     spec.protected = eval.protected(&spec.workspace_mount)?;
     eval.apply_security(&mut spec)?;
+    eval.apply_metadata_security(&mut spec)?;
     eval.apply_mounts(&mut spec)?;
     eval.apply_run_args(&mut spec)?;
     (spec.limits, spec.cpus_chosen_by) = eval.limits()?;

@@ -232,9 +232,11 @@ impl Eval<'_> {
         )
     }
 
+    /// The metadata entries' mounts, then devcontainer.json's; of two with one target, the
+    /// later wins (the spec's merge), and only the winner is checked.
     pub(super) fn apply_mounts(&mut self, spec: &mut RunSpec) -> Result<()> {
-        for (i, entry) in self.config.mounts.iter().enumerate() {
-            let property = format!("mounts[{i}]");
+        let mut requests: Vec<(String, MountRequest)> = Vec::new();
+        for (property, entry) in self.mount_entries() {
             let req = match entry {
                 MountEntry::Text(text) => parse_mount_string(text),
                 MountEntry::Object(o) => mount_kind(&o.kind).map(|kind| MountRequest {
@@ -245,6 +247,10 @@ impl Eval<'_> {
                 }),
             }
             .map_err(|e| self.config_error(&property, e))?;
+            requests.retain(|(_, earlier)| earlier.target != req.target);
+            requests.push((property, req));
+        }
+        for (property, req) in requests {
             self.add_mount(spec, &property, req)?;
         }
         for (name, target) in &self.input.agent_volumes {

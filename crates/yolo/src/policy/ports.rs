@@ -88,8 +88,7 @@ impl Eval<'_> {
     /// not point at two container ports.
     pub(super) fn ports(&self, spec: &RunSpec) -> Result<Vec<PortPublish>> {
         let mut requested: Vec<(String, PortPublish)> = Vec::new();
-        for (i, entry) in self.config.forward_ports.iter().enumerate() {
-            let property = format!("forwardPorts[{i}]");
+        for (property, entry) in self.forward_port_entries() {
             let port = forward_port(entry, spec).map_err(|e| self.config_error(&property, e))?;
             requested.push((property, port));
         }

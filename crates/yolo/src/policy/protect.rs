@@ -326,9 +326,18 @@ mod tests {
         spec_in(dir).map(|spec| spec.protected)
     }
 
+    /// Each target, with the default workspace folder (`/workspaces/<temp dir name>`) shown
+    /// as `/workspace`.
     fn targets(list: &[Protected]) -> Vec<(String, bool, bool)> {
+        let shown = |t: &str| match t.strip_prefix("/workspaces/") {
+            Some(rest) => match rest.split_once('/') {
+                Some((_, below)) => format!("/workspace/{below}"),
+                None => "/workspace".into(),
+            },
+            None => t.to_string(),
+        };
         list.iter()
-            .map(|p| (p.target.clone(), p.read_only, p.create_dir))
+            .map(|p| (shown(&p.target), p.read_only, p.create_dir))
             .collect()
     }
 

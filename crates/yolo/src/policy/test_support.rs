@@ -2,6 +2,7 @@
 //! devcontainer.json (as JSON) with grants, user config and flags; the helpers unpack results.
 
 use super::{evaluate, Flags, Grant, Grants, Input, UserLayer};
+use crate::devcontainer::metadata::{Entry, Origin};
 use crate::devcontainer::model::DevContainer;
 use crate::error::{Error, Result};
 use crate::run_spec::RunSpec;
@@ -11,6 +12,7 @@ pub(super) const WS: &str = "/home/me/src/My Repo";
 pub(super) const CFG: &str = "/home/me/src/My Repo/.devcontainer/devcontainer.json";
 pub(super) const ID: &str = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdef";
 
+#[derive(Clone)]
 pub(super) struct Case {
     pub(super) config: serde_json::Value,
     /// The user's config as `settings` resolved it.
@@ -22,6 +24,8 @@ pub(super) struct Case {
     pub(super) grants: Vec<String>,
     pub(super) workspace: PathBuf,
     pub(super) config_file: PathBuf,
+    /// Image metadata entries merged before the config.
+    pub(super) metadata: Vec<(Origin, Entry)>,
 }
 
 pub(super) fn case(config: serde_json::Value) -> Case {
@@ -33,12 +37,20 @@ pub(super) fn case(config: serde_json::Value) -> Case {
         grants: Vec::new(),
         workspace: WS.into(),
         config_file: CFG.into(),
+        metadata: Vec::new(),
     }
 }
 
 impl Case {
     pub(super) fn grant(mut self, grants: &[&str]) -> Self {
         self.grants = grants.iter().map(|g| g.to_string()).collect();
+        self
+    }
+
+    /// Add a metadata entry (as JSON) from `origin`, after those already added.
+    pub(super) fn entry(mut self, origin: Origin, entry: serde_json::Value) -> Self {
+        self.metadata
+            .push((origin, serde_json::from_value(entry).unwrap()));
         self
     }
 
@@ -64,9 +76,22 @@ impl Case {
             flags: &flags,
             host_ids: Some((1000, 1000)),
             agent_volumes: vec![("yolo-claude-x".into(), "/home/node/.claude".into())],
+            metadata: &self.metadata,
         };
         evaluate(&input)
     }
+}
+
+/// The origin of entry `index` of the test image's label.
+pub(super) fn image_entry(index: usize) -> Origin {
+    Origin::Image {
+        image: "img:1".into(),
+        index,
+    }
+}
+
+pub(super) fn feature(id: &str) -> Origin {
+    Origin::Feature { id: id.into() }
 }
 
 pub(super) fn ok(config: serde_json::Value) -> RunSpec {

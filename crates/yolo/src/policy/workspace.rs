@@ -14,7 +14,7 @@ impl Eval<'_> {
         let mut mount = Mount {
             kind: MountKind::Bind,
             source: self.workspace_str(),
-            target: "/workspace".into(),
+            target: default_workspace_target(self.input.workspace),
             read_only: false,
         };
         if let Some(text) = &self.config.workspace_mount {
@@ -60,6 +60,19 @@ impl Eval<'_> {
     }
 }
 
+/// Where the workspace is mounted without a `workspaceMount`: `/workspaces/<folder name>`, as
+/// VS Code and the reference CLI do (`getWorkspaceConfiguration`), so `devcontainer exec` and
+/// VS Code's attach land in the same folder. Unlike them, yolo mounts the folder it was started
+/// for, not the git root above it: only what the user pointed yolo at reaches the agent.
+pub(crate) fn default_workspace_target(workspace: &Path) -> String {
+    let name = workspace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "workspace".into());
+    format!("/workspaces/{name}")
+}
+
 /// The mount's target, plus the workspace's place below the mounted folder (when the repository
 /// mounts its git root and yolo was started in a subfolder).
 fn default_folder(mount: &Mount, workspace: &Path) -> String {
@@ -89,7 +102,7 @@ mod tests {
                 spec.workspace_mount.target.as_str(),
                 spec.workspace_folder.as_str()
             ),
-            ("/workspace", "/src/app")
+            ("/workspaces/My Repo", "/src/app")
         );
         let mount = format!("source={WS},target=/src,type=bind,consistency=cached");
         let spec = ok(with_image(json!({"workspaceMount": mount})));
