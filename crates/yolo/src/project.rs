@@ -137,6 +137,11 @@ impl Project {
         })
     }
 
+    /// devcontainer.json as read and substituted (its `features`, for `commands::features`).
+    pub(crate) fn config(&self) -> &DevContainer {
+        &self.source.config
+    }
+
     /// The metadata entries this project was evaluated with (as given to `with_metadata`).
     pub(crate) fn metadata(&self) -> &[(Origin, Entry)] {
         &self.source.metadata

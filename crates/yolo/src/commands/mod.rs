@@ -7,6 +7,7 @@ pub(crate) mod completions;
 pub(crate) mod doctor;
 pub(crate) mod down;
 pub(crate) mod exec;
+pub(crate) mod features;
 pub(crate) mod firewall;
 pub(crate) mod hooks;
 pub(crate) mod init;

@@ -2,7 +2,7 @@
 //! it (`carry_out`): the image, the guard (verified) before the agent, the session, then the
 //! lifecycle hooks. Idempotent: a second `up` reuses what the first made.
 
-use super::{approval, hooks, network, session, watched};
+use super::{approval, features, hooks, network, session, watched};
 use crate::agents::Agent;
 use crate::audit::{EventKind, Writer};
 use crate::cli::Target;
@@ -144,6 +144,15 @@ pub(crate) async fn up(
     watched::report_and_print(&spec.devcontainer_id, session::current(&state)?.as_ref());
     approval::check(project, &mut state)?;
     state.save(&spec.devcontainer_id)?;
+    // The Features, fetched on the host before any container is made; what they ask for meets
+    // the policy with the image's metadata now, so a refusal leaves nothing made or built.
+    let fetched = features::fetch(project).await?;
+    if !fetched.is_empty() {
+        if let Some(merged) = features::with_metadata(engine, project, &image, &fetched).await? {
+            *project = merged;
+        }
+    }
+    let spec = &project.spec;
     // Checked before any Docker work, so a bad pattern changes nothing.
     let allow = network::allowlist(project, &with_default_agent(project, agents))?;
 
@@ -169,6 +178,7 @@ pub(crate) async fn up(
         project: &*project,
         mode,
         allow: &allow,
+        fetched: &fetched,
     };
     // From here on a signal is handled: the hooks' commands are stopped in the container
     // (`Engine::exec`), and what this `up` made is removed.
@@ -554,6 +564,8 @@ struct Act<'a> {
     project: &'a Project,
     mode: NetworkMode,
     allow: &'a [String],
+    /// The Features, fetched, in install order.
+    fetched: &'a [features::Fetched],
 }
 
 impl Act<'_> {
@@ -624,12 +636,17 @@ impl Act<'_> {
         // After the host's own initializeCommand: what it writes is not the agent's doing.
         self.watch()?;
         let settings = &self.project.settings;
-        let behind_guard = !matches!(agent, AgentStep::Start { .. })
+        let new_image = !matches!(agent, AgentStep::Start { .. });
+        let behind_guard = new_image
             && !settings.build.no_network
-            && self
+            && (self
                 .engine
                 .build_needed(&spec.image, settings.rebuild)
-                .await?;
+                .await?
+                || self.features_build_needed().await?);
+        if new_image {
+            features::record(&writer, self.fetched)?;
+        }
         // The image's metadata, once the image is there, shapes the container: `merged` and
         // `act` (this start with it) from then on. A refusal here fails the `up`, whose roll
         // back removes what was made.
@@ -637,7 +654,7 @@ impl Act<'_> {
         let act: Act;
         let (guard_id, image) = if behind_guard {
             let (guard_id, image) = self.build_behind_guard(guard, &writer, state).await?;
-            merged = super::metadata::with_image(self.engine, self.project, &image).await?;
+            merged = self.with_image_metadata(&image).await?;
             act = self.with(merged.as_ref());
             (guard_id, image)
         } else {
@@ -646,17 +663,27 @@ impl Act<'_> {
             let image = match agent {
                 AgentStep::Start { image, .. } => image.clone(),
                 _ => {
-                    self.engine
+                    let base = self
+                        .engine
                         .ensure_image(
                             &spec.image,
                             settings.rebuild,
                             &spec.devcontainer_id,
                             &NetworkAttach::None,
                         )
-                        .await?
+                        .await?;
+                    features::install(
+                        self.engine,
+                        self.project,
+                        &base,
+                        self.fetched,
+                        &NetworkAttach::None,
+                        settings.rebuild,
+                    )
+                    .await?
                 }
             };
-            merged = super::metadata::with_image(self.engine, self.project, &image).await?;
+            merged = self.with_image_metadata(&image).await?;
             act = self.with(merged.as_ref());
             (act.guard(guard, &writer, state).await?, image)
         };
@@ -682,7 +709,35 @@ impl Act<'_> {
             project: project.unwrap_or(self.project),
             mode: self.mode,
             allow: self.allow,
+            fetched: self.fetched,
         }
+    }
+
+    /// The project with the metadata of the agent's `image`: its label; with Features, the
+    /// base image's label and the Features' entries, as they were checked before planning (the
+    /// image with Features repeats them in its label, for VS Code).
+    async fn with_image_metadata(&self, image: &str) -> Result<Option<Project>> {
+        if self.fetched.is_empty() {
+            return super::metadata::with_image(self.engine, self.project, image).await;
+        }
+        let base = image_label(&self.project.spec.image);
+        features::with_metadata(self.engine, self.project, &base, self.fetched).await
+    }
+
+    /// Whether installing the Features runs their scripts (a build): the base image is made
+    /// first if missing (a pull runs nothing; a base that needs a build is built behind the
+    /// guard anyway, so this is not asked then).
+    async fn features_build_needed(&self) -> Result<bool> {
+        if self.fetched.is_empty() {
+            return Ok(false);
+        }
+        let spec = &self.project.spec;
+        let rebuild = self.project.settings.rebuild;
+        let base = self
+            .engine
+            .ensure_image(&spec.image, rebuild, &spec.devcontainer_id, &NetworkAttach::None)
+            .await?;
+        features::build_needed(self.engine, self.project, &base, self.fetched, rebuild).await
     }
 
     /// The spec with its limits fitted to the engine's machine: CPUs leave the host a core
@@ -804,15 +859,25 @@ impl Act<'_> {
         let network = guard
             .clone()
             .map_or(NetworkAttach::None, NetworkAttach::Container);
-        let built = self
+        let rebuild = self.project.settings.rebuild;
+        let built = match self
             .engine
-            .ensure_image(
-                &spec.image,
-                self.project.settings.rebuild,
-                &spec.devcontainer_id,
-                &network,
-            )
-            .await;
+            .ensure_image(&spec.image, rebuild, &spec.devcontainer_id, &network)
+            .await
+        {
+            Ok(base) => {
+                features::install(
+                    self.engine,
+                    self.project,
+                    &base,
+                    self.fetched,
+                    &network,
+                    rebuild,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
         let image = match built {
             Ok(image) => image,
             Err(e) => {

@@ -34,6 +34,22 @@ const DEFAULT_CAPS: &[&str] = &[
 
 /// The keep-alive command used when `overrideCommand` is true (the reference CLI's idea): it
 /// exits cleanly on SIGTERM so `yolo down` is quick.
+/// `entrypoints` (each a program that sets something up and returns, or execs its arguments)
+/// run in order by a shell that then execs the command: `sh -c '<ep1>\n<ep2>\nexec "$@"' -
+/// <entrypoint> <cmd>`. Unchanged without any.
+fn chain_entrypoints(
+    entrypoints: &[String],
+    entrypoint: Vec<String>,
+    cmd: Vec<String>,
+) -> (Vec<String>, Vec<String>) {
+    if entrypoints.is_empty() {
+        return (entrypoint, cmd);
+    }
+    let script = format!("{}\nexec \"$@\"", entrypoints.join("\n"));
+    let chained = vec!["/bin/sh".into(), "-c".into(), script, "-".into()];
+    (chained, entrypoint.into_iter().chain(cmd).collect())
+}
+
 fn keep_alive() -> Vec<String> {
     vec![
         "/bin/sh".into(),
@@ -167,7 +183,14 @@ impl Engine {
     ) -> Result<String> {
         let creating = || format!("creating container {}", spec.container_name);
         let shim = self.shim_plan(spec, image, network).await?;
-        let agent_body = |spec: &RunSpec| agent_body(spec, image, network, mode, shim.as_ref());
+        // Without the shim, the Features' entrypoints still run first.
+        let chained = match (&shim, spec.entrypoints.is_empty()) {
+            (None, false) => Some(self.start_command(spec, image).await?),
+            _ => None,
+        };
+        let agent_body = |spec: &RunSpec| {
+            agent_body(spec, image, network, mode, shim.as_ref(), chained.as_ref())
+        };
         let body = agent_body(spec);
         match self.create(&spec.container_name, body).await {
             Err(e) if spec.disk_bytes.is_some() && e.contains("storage-opt") => {
@@ -200,6 +223,22 @@ impl Engine {
             return Ok(None);
         }
         let host_path = super::guard_image::shim_dir()?;
+        let (entrypoint, cmd) = self.start_command(spec, image).await?;
+        Ok(Some(ShimPlan {
+            host_path,
+            entrypoint,
+            cmd,
+        }))
+    }
+
+    /// What the agent container runs: yolo's keep-alive (`overrideCommand`, the default) or
+    /// the image's entrypoint and command, with the `entrypoint`s of the image metadata
+    /// (Features) run first, in order, as the reference CLI does.
+    async fn start_command(
+        &self,
+        spec: &RunSpec,
+        image: &str,
+    ) -> Result<(Vec<String>, Vec<String>)> {
         let (entrypoint, cmd) = if spec.override_command {
             (vec![], keep_alive())
         } else {
@@ -221,11 +260,7 @@ impl Engine {
                 "the image {image} names no command to run and the config sets `overrideCommand: false`; give the image a CMD or remove the setting"
             )));
         }
-        Ok(Some(ShimPlan {
-            host_path,
-            entrypoint,
-            cmd,
-        }))
+        Ok(chain_entrypoints(&spec.entrypoints, entrypoint, cmd))
     }
 
     /// Create a container; the error is Docker's message.
@@ -406,6 +441,7 @@ fn agent_body(
     network: &NetworkAttach,
     mode: NetworkMode,
     shim: Option<&ShimPlan>,
+    chained: Option<&(Vec<String>, Vec<String>)>,
 ) -> ContainerCreateBody {
     let env: Vec<String> = spec
         .container_env
@@ -419,10 +455,13 @@ fn agent_body(
             entrypoint.extend(plan.entrypoint.iter().cloned());
             (Some(entrypoint), Some(plan.cmd.clone()))
         }
-        None => {
-            let cmd = spec.override_command.then(keep_alive);
-            (cmd.as_ref().map(|_| vec![]), cmd)
-        }
+        None => match chained {
+            Some((entrypoint, cmd)) => (Some(entrypoint.clone()), Some(cmd.clone())),
+            None => {
+                let cmd = spec.override_command.then(keep_alive);
+                (cmd.as_ref().map(|_| vec![]), cmd)
+            }
+        },
     };
     let mut labels = labels::agent(spec, mode);
     if shim.is_some() {
@@ -604,7 +643,7 @@ mod tests {
             entrypoint: vec!["/docker-entrypoint.sh".into()],
             cmd: vec!["serve".into()],
         };
-        let body = agent_body(&own_pid, "img", &guard, NetworkMode::Firewall, Some(&plan));
+        let body = agent_body(&own_pid, "img", &guard, NetworkMode::Firewall, Some(&plan), None);
         assert_eq!(
             body.entrypoint,
             Some(vec![
@@ -627,7 +666,7 @@ mod tests {
         assert_eq!(shim.read_only, Some(true));
         assert_eq!(shim.source.as_deref(), Some("/data/bin/shim-abc"));
         // Without the shim, a granted host PID namespace stays the host's.
-        let host = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None)
+        let host = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None, None)
             .host_config
             .unwrap();
         assert_eq!(host.pid_mode.as_deref(), Some("host"));
@@ -636,7 +675,7 @@ mod tests {
     #[test]
     fn the_agent_is_labelled_so_vs_code_and_yolo_find_it() {
         let guard = NetworkAttach::Container("g1".into());
-        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None);
+        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None, None);
         let labels = body.labels.unwrap();
         for (key, value) in [
             ("devcontainer.local_folder", "/home/me/repo"),
@@ -659,7 +698,7 @@ mod tests {
     #[test]
     fn the_agent_joins_its_guard_hardened_with_only_its_grants_added() {
         let guard = NetworkAttach::Container("g1".into());
-        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None);
+        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None, None);
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("container:g1"));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
@@ -695,12 +734,44 @@ mod tests {
     }
 
     #[test]
+    fn feature_entrypoints_run_first_then_the_command() {
+        let (entrypoint, cmd) = chain_entrypoints(&[], vec!["/e".into()], vec!["c".into()]);
+        assert_eq!((entrypoint, cmd), (vec!["/e".to_string()], vec!["c".to_string()]));
+        let eps = ["/usr/local/share/docker-init.sh".to_string(), "/b.sh".into()];
+        let (entrypoint, cmd) = chain_entrypoints(&eps, vec![], keep_alive());
+        assert_eq!(
+            entrypoint,
+            [
+                "/bin/sh",
+                "-c",
+                "/usr/local/share/docker-init.sh\n/b.sh\nexec \"$@\"",
+                "-"
+            ]
+        );
+        assert_eq!(cmd, keep_alive());
+        let mut spec = spec();
+        spec.entrypoints = eps.to_vec();
+        let chained = chain_entrypoints(&eps, vec!["/e".into()], vec!["c".into()]);
+        let body = agent_body(
+            &spec,
+            "img",
+            &NetworkAttach::None,
+            NetworkMode::None,
+            None,
+            Some(&chained),
+        );
+        assert_eq!(body.entrypoint.unwrap()[0], "/bin/sh");
+        assert_eq!(body.cmd.unwrap(), ["/e", "c"]);
+    }
+
+    #[test]
     fn without_network_the_agent_has_none() {
         let body = agent_body(
             &spec(),
             "img",
             &NetworkAttach::None,
             NetworkMode::None,
+            None,
             None,
         );
         let host = body.host_config.unwrap();

@@ -230,8 +230,7 @@ impl Engine {
         network: &NetworkAttach,
     ) -> Result<bool> {
         let tag = features.tag;
-        if self.image_label(tag, labels::FEATURES_HASH).await?.as_deref() == Some(features.digest)
-        {
+        if !features.no_cache && self.features_image_current(tag, features.digest).await? {
             return Ok(false);
         }
         let options = BuildImageOptions {
@@ -243,6 +242,7 @@ impl Engine {
                     .collect(),
             ),
             networkmode: Some(network.mode()),
+            nocache: features.no_cache,
             rm: true,
             forcerm: true,
             ..Default::default()
@@ -251,6 +251,13 @@ impl Engine {
             .await
             .map_err(|(msg, tail)| features_error(features, msg, &tail))?;
         Ok(true)
+    }
+}
+
+impl Engine {
+    /// Whether the image `tag` is the result of a Features build with inputs `digest`.
+    pub(crate) async fn features_image_current(&self, tag: &str, digest: &str) -> Result<bool> {
+        Ok(self.image_label(tag, labels::FEATURES_HASH).await?.as_deref() == Some(digest))
     }
 }
 
@@ -276,6 +283,8 @@ pub(crate) struct FeaturesBuild<'a> {
     pub(crate) devcontainer_id: &'a str,
     /// Where the context was written, for the message of a failure.
     pub(crate) context: &'a Path,
+    /// `--rebuild`: build even when current, without Docker's cache.
+    pub(crate) no_cache: bool,
 }
 
 fn features_error(features: &FeaturesBuild, msg: String, tail: &VecDeque<String>) -> Error {

@@ -16,7 +16,7 @@ mod images;
 mod labels;
 mod types;
 
-pub(crate) use images::{BaseFacts, FeaturesBuild};
+pub(crate) use images::FeaturesBuild;
 pub(crate) use exec::{ExecRequest, ExecResult, Output, Recording};
 pub(crate) use guard::{log_dir, GuardSpec, DEFAULT_BASE, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
 pub(crate) use types::{
