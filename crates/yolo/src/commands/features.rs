@@ -247,7 +247,9 @@ pub(crate) async fn build_needed(
         return Ok(true);
     }
     let prepared = prepare(engine, project, base, fetched).await?;
-    Ok(!engine.features_image_current(&prepared.tag, &prepared.digest).await?)
+    Ok(!engine
+        .features_image_current(&prepared.tag, &prepared.digest)
+        .await?)
 }
 
 /// The context written under yolo's data folder, and what keys it.

@@ -735,7 +735,12 @@ impl Act<'_> {
         let rebuild = self.project.settings.rebuild;
         let base = self
             .engine
-            .ensure_image(&spec.image, rebuild, &spec.devcontainer_id, &NetworkAttach::None)
+            .ensure_image(
+                &spec.image,
+                rebuild,
+                &spec.devcontainer_id,
+                &NetworkAttach::None,
+            )
             .await?;
         features::build_needed(self.engine, self.project, &base, self.fetched, rebuild).await
     }

@@ -643,7 +643,14 @@ mod tests {
             entrypoint: vec!["/docker-entrypoint.sh".into()],
             cmd: vec!["serve".into()],
         };
-        let body = agent_body(&own_pid, "img", &guard, NetworkMode::Firewall, Some(&plan), None);
+        let body = agent_body(
+            &own_pid,
+            "img",
+            &guard,
+            NetworkMode::Firewall,
+            Some(&plan),
+            None,
+        );
         assert_eq!(
             body.entrypoint,
             Some(vec![
@@ -736,8 +743,14 @@ mod tests {
     #[test]
     fn feature_entrypoints_run_first_then_the_command() {
         let (entrypoint, cmd) = chain_entrypoints(&[], vec!["/e".into()], vec!["c".into()]);
-        assert_eq!((entrypoint, cmd), (vec!["/e".to_string()], vec!["c".to_string()]));
-        let eps = ["/usr/local/share/docker-init.sh".to_string(), "/b.sh".into()];
+        assert_eq!(
+            (entrypoint, cmd),
+            (vec!["/e".to_string()], vec!["c".to_string()])
+        );
+        let eps = [
+            "/usr/local/share/docker-init.sh".to_string(),
+            "/b.sh".into(),
+        ];
         let (entrypoint, cmd) = chain_entrypoints(&eps, vec![], keep_alive());
         assert_eq!(
             entrypoint,

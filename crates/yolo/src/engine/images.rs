@@ -214,9 +214,7 @@ impl Engine {
         Ok(BaseFacts {
             id: image.id.unwrap_or_default(),
             user: config.user.filter(|u| !u.is_empty()),
-            metadata: config
-                .labels
-                .and_then(|l| l.get(METADATA_LABEL).cloned()),
+            metadata: config.labels.and_then(|l| l.get(METADATA_LABEL).cloned()),
         })
     }
 
@@ -237,9 +235,13 @@ impl Engine {
             dockerfile: crate::devcontainer::features::install::DOCKERFILE.to_string(),
             t: Some(tag.to_string()),
             labels: Some(
-                labels::features_image(features.devcontainer_id, features.digest, features.metadata)
-                    .into_iter()
-                    .collect(),
+                labels::features_image(
+                    features.devcontainer_id,
+                    features.digest,
+                    features.metadata,
+                )
+                .into_iter()
+                .collect(),
             ),
             networkmode: Some(network.mode()),
             nocache: features.no_cache,
@@ -257,7 +259,11 @@ impl Engine {
 impl Engine {
     /// Whether the image `tag` is the result of a Features build with inputs `digest`.
     pub(crate) async fn features_image_current(&self, tag: &str, digest: &str) -> Result<bool> {
-        Ok(self.image_label(tag, labels::FEATURES_HASH).await?.as_deref() == Some(digest))
+        Ok(self
+            .image_label(tag, labels::FEATURES_HASH)
+            .await?
+            .as_deref()
+            == Some(digest))
     }
 }
 

@@ -16,9 +16,9 @@ mod images;
 mod labels;
 mod types;
 
-pub(crate) use images::FeaturesBuild;
 pub(crate) use exec::{ExecRequest, ExecResult, Output, Recording};
 pub(crate) use guard::{log_dir, GuardSpec, DEFAULT_BASE, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
+pub(crate) use images::FeaturesBuild;
 pub(crate) use types::{
     Container, Found, HostFacts, Made, NetworkAttach, Owner, ProjectNetwork, Report, Role,
 };

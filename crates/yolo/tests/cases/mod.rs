@@ -6,6 +6,7 @@ mod errors;
 mod exec;
 mod exec_audit;
 mod exit_codes;
+mod features;
 mod files;
 mod guard_image;
 mod hooks;

@@ -90,7 +90,7 @@ pub(crate) fn context(base: &str, features: &[Resolved], users: &Users) -> Conte
         ),
     );
     let mut docker = format!(
-        "FROM {base}\nUSER root\nCOPY {BUILTIN_ENV} {DEST}/\nRUN echo \"_CONTAINER_USER_HOME=$({})\" >> {DEST}/{BUILTIN_ENV} \\\n && echo \"_REMOTE_USER_HOME=$({})\" >> {DEST}/{BUILTIN_ENV}\n",
+        "FROM {base}\nUSER root\nCOPY {BUILTIN_ENV} {DEST}/\nRUN echo \"_CONTAINER_USER_HOME=$( {})\" >> {DEST}/{BUILTIN_ENV} \\\n && echo \"_REMOTE_USER_HOME=$( {})\" >> {DEST}/{BUILTIN_ENV}\n",
         home_of(&users.container_user),
         home_of(&users.remote_user)
     );
@@ -336,13 +336,12 @@ pub(crate) fn inputs_digest(base_id: &str, tar: &[u8], label: &str) -> String {
 /// The image's `devcontainer.metadata` label: the base image's entries (kept as they were,
 /// unknown properties too), then one per Feature, with `id` the user's reference.
 pub(crate) fn metadata_label(base_label: Option<&str>, features: &[Resolved]) -> String {
-    let mut entries: Vec<serde_json::Value> = match base_label
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
-    {
-        Some(serde_json::Value::Array(values)) => values,
-        Some(object @ serde_json::Value::Object(_)) => vec![object],
-        _ => Vec::new(),
-    };
+    let mut entries: Vec<serde_json::Value> =
+        match base_label.and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok()) {
+            Some(serde_json::Value::Array(values)) => values,
+            Some(object @ serde_json::Value::Object(_)) => vec![object],
+            _ => Vec::new(),
+        };
     for feature in features {
         let mut entry = feature.metadata.clone();
         entry.id = Some(feature.key.clone());
@@ -399,7 +398,10 @@ mod tests {
             ("node", "node", "dev")
         );
         let u = Users::new(Some(""), Some("app"), None);
-        assert_eq!((u.image_user.as_str(), u.remote_user.as_str()), ("root", "app"));
+        assert_eq!(
+            (u.image_user.as_str(), u.remote_user.as_str()),
+            ("root", "app")
+        );
     }
 
     #[test]
@@ -431,10 +433,16 @@ mod tests {
             ctx.generated[BUILTIN_ENV],
             "_CONTAINER_USER='node'\n_REMOTE_USER='dev'\n"
         );
-        assert!(docker.contains("_REMOTE_USER_HOME=$((getent passwd 'dev'"));
+        assert!(docker.contains("_REMOTE_USER_HOME=$( (getent passwd 'dev'"));
         let wrapper = &ctx.generated["1-hello/devcontainer-features-install.sh"];
-        assert!(wrapper.contains("echo 'yolo: installing Feature ''ghcr.io/x/y/other:1'' ''(hello 1.0.0)'"), "{wrapper}");
-        assert!(wrapper.contains(". ../devcontainer-features.builtin.env\n. ./devcontainer-features.env\n"));
+        assert!(
+            wrapper.contains(
+                "echo 'yolo: installing Feature ''ghcr.io/x/y/other:1'' ''(hello 1.0.0)'"
+            ),
+            "{wrapper}"
+        );
+        assert!(wrapper
+            .contains(". ../devcontainer-features.builtin.env\n. ./devcontainer-features.env\n"));
     }
 
     #[test]
@@ -458,12 +466,20 @@ mod tests {
         let dir = out.path().join("ctx");
         ctx.write(&dir, &features).unwrap();
         assert!(dir.join("0-hello/lib/a").is_file());
-        assert!(dir.join("0-hello/devcontainer-features-install.sh").is_file());
+        assert!(dir
+            .join("0-hello/devcontainer-features-install.sh")
+            .is_file());
         let one = tar_dir(&dir).unwrap();
         ctx.write(&dir, &features).unwrap();
         let two = tar_dir(&dir).unwrap();
-        assert_eq!(inputs_digest("id", &one, "[]"), inputs_digest("id", &two, "[]"));
-        assert_ne!(inputs_digest("id", &one, "[]"), inputs_digest("id2", &one, "[]"));
+        assert_eq!(
+            inputs_digest("id", &one, "[]"),
+            inputs_digest("id", &two, "[]")
+        );
+        assert_ne!(
+            inputs_digest("id", &one, "[]"),
+            inputs_digest("id2", &one, "[]")
+        );
         std::fs::write(src.path().join("lib/a"), "b").unwrap();
         ctx.write(&dir, &features).unwrap();
         assert_ne!(one, tar_dir(&dir).unwrap());

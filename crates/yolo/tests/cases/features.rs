@@ -1,0 +1,247 @@
+//! Dev Container Features: installed in a build of their own on top of the base image, behind
+//! the build firewall, their requests checked by the policy before anything is built, their
+//! entries on the image's `devcontainer.metadata` label.
+
+use crate::support::net::*;
+use crate::support::*;
+use serde_json::Value;
+
+/// A local Feature in `.devcontainer/<name>/`: its `devcontainer-feature.json` and `install.sh`.
+fn feature(t: &Test, name: &str, json: &str, install: &str) {
+    t.file(
+        &format!(".devcontainer/{name}/devcontainer-feature.json"),
+        json,
+    );
+    t.file(
+        &format!(".devcontainer/{name}/install.sh"),
+        &format!("#!/bin/sh\nset -e\n{install}\n"),
+    );
+}
+
+/// The image of this test's agent container, and its labels.
+fn agent_image(t: &Test) -> (String, Value) {
+    let agent = t.agents().pop().expect("an agent container");
+    let image = inspect(&agent)["Image"].as_str().unwrap().to_string();
+    let labels = inspect(&image)["Config"]["Labels"].clone();
+    (image, labels)
+}
+
+fn hello(t: &Test) {
+    feature(
+        t,
+        "hello",
+        r#"{"id": "hello", "version": "1.0.0",
+            "options": {"greeting": {"type": "string", "default": "hi"},
+                        "who": {"type": "string", "default": "nobody"}},
+            "containerEnv": {"HELLO_HOME": "/opt/hello"},
+            "entrypoint": "/usr/local/share/hello-init.sh"}"#,
+        r#"mkdir -p /opt/hello
+echo "$GREETING $WHO user=$_REMOTE_USER home=$_REMOTE_USER_HOME container=$_CONTAINER_USER" > /opt/hello/said
+printf '#!/bin/sh\necho started > /tmp/hello-init-ran\n' > /usr/local/share/hello-init.sh
+chmod +x /usr/local/share/hello-init.sh"#,
+    );
+    t.devcontainer(&format!(
+        r#"{{"image": "{BASE_IMAGE}", "features": {{"./hello": {{"who": "world"}}}}}}"#
+    ));
+}
+
+#[test]
+fn a_local_feature_is_installed_with_its_options_env_and_entrypoint_and_labelled() {
+    let t = Test::new();
+    hello(&t);
+    t.yolo(&["up"]).ok();
+
+    let said = t.yolo(&["exec", "cat", "/opt/hello/said"]).ok().stdout();
+    assert_eq!(said.trim(), "hi world user=root home=/root container=root");
+    let env = t
+        .yolo(&["exec", "sh", "-c", "echo $HELLO_HOME"])
+        .ok()
+        .stdout();
+    assert_eq!(env.trim(), "/opt/hello");
+    let init = t
+        .yolo(&["exec", "cat", "/tmp/hello-init-ran"])
+        .ok()
+        .stdout();
+    assert_eq!(
+        init.trim(),
+        "started",
+        "the Feature's entrypoint did not run"
+    );
+
+    let (_, labels) = agent_image(&t);
+    let metadata: Value =
+        serde_json::from_str(labels["devcontainer.metadata"].as_str().unwrap()).unwrap();
+    let entry = metadata
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "./hello")
+        .unwrap_or_else(|| panic!("no entry for the Feature: {metadata}"));
+    assert_eq!(entry["containerEnv"]["HELLO_HOME"], "/opt/hello");
+    assert_eq!(entry["entrypoint"], "/usr/local/share/hello-init.sh");
+
+    let fetch = t
+        .events()
+        .into_iter()
+        .find(|e| e["kind"] == "feature_fetch")
+        .unwrap_or_else(|| panic!("no feature_fetch event: {:?}", t.events()));
+    assert_eq!(fetch["reference"], "./hello");
+    assert!(fetch["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert!(fetch["bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_second_up_with_unchanged_features_builds_nothing() {
+    let t = Test::new();
+    hello(&t);
+    t.yolo(&["up"])
+        .ok()
+        .assert_stderr_contains("installed 1 Feature(s)");
+    let (first, _) = agent_image(&t);
+    t.yolo(&["down", "--remove"]).ok();
+    assert!(t.agents().is_empty());
+    t.yolo(&["up"])
+        .ok()
+        .assert_stderr_lacks("installed 1 Feature(s)");
+    let (second, _) = agent_image(&t);
+    assert_eq!(first, second, "the image with Features was built again");
+    // A changed install script is a change of the container definition: shown and refused
+    // until accepted, then a new build.
+    t.yolo(&["down", "--remove"]).ok();
+    t.file(
+        ".devcontainer/hello/install.sh",
+        "#!/bin/sh\nmkdir -p /opt/hello && echo changed > /opt/hello/said\n",
+    );
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("hello/install.sh");
+    t.yolo(&["up", "--accept-config"])
+        .ok()
+        .assert_stderr_contains("installed 1 Feature(s)");
+    let said = t.yolo(&["exec", "cat", "/opt/hello/said"]).ok().stdout();
+    assert_eq!(said.trim(), "changed");
+}
+
+/// No image of this test's left behind (the test label is on every image yolo builds).
+fn images(t: &Test) -> String {
+    docker(&[
+        "images",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ])
+}
+
+#[test]
+fn a_feature_asking_for_privileged_is_refused_unless_granted() {
+    let t = Test::new();
+    feature(
+        &t,
+        "dind",
+        r#"{"id": "dind", "privileged": true}"#,
+        "touch /dind-installed",
+    );
+    t.devcontainer(&format!(
+        r#"{{"image": "{BASE_IMAGE}", "features": {{"./dind": {{}}}}}}"#
+    ));
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("Feature \"./dind\"")
+        .assert_stderr_contains("--grant privileged");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    assert_eq!(
+        images(&t).trim(),
+        "",
+        "an image was built for a refused Feature"
+    );
+
+    // Granted, the policy lets it through and the Feature is installed. Some engines (this
+    // one, inside a container) cannot start a privileged container at all: then the start
+    // fails as Docker says, not as a refusal.
+    let granted = t.yolo(&["up", "--grant", "privileged"]);
+    granted.assert_stderr_contains("installed 1 Feature(s)");
+    if granted.code() == 0 {
+        let agent = t.agents().pop().unwrap();
+        assert_eq!(inspect(&agent)["HostConfig"]["Privileged"], true);
+        t.yolo(&["exec", "test", "-f", "/dind-installed"]).ok();
+    } else {
+        granted
+            .fails_with(69)
+            .assert_stderr_contains("starting container");
+        assert!(t.containers().is_empty(), "{:?}", t.containers());
+    }
+}
+
+#[test]
+fn a_failing_install_names_the_feature_and_leaves_nothing_running() {
+    let t = Test::new();
+    feature(
+        &t,
+        "broken",
+        r#"{"id": "broken"}"#,
+        "echo about to fail; exit 3",
+    );
+    t.devcontainer(&format!(
+        r#"{{"image": "{BASE_IMAGE}", "features": {{"./broken": {{}}}}}}"#
+    ));
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("installing Feature \"./broken\"")
+        .assert_stderr_contains("about to fail");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
+#[test]
+fn a_feature_install_reaches_only_allowlisted_names() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    let fetch =
+        |url: &str| format!("curl -sS --connect-timeout 5 --max-time 8 {url} || echo BLOCKED");
+    feature(
+        &t,
+        "fetcher",
+        r#"{"id": "fetcher"}"#,
+        &format!(
+            "({}) > /allowed.txt 2>&1\n({}) > /denied.txt 2>&1",
+            fetch("http://www.allowed.test/"),
+            fetch("http://www.denied.test/")
+        ),
+    );
+    t.devcontainer(&format!(
+        r#"{{"image": "{AGENT_IMAGE}", "features": {{"./fetcher": {{}}}}}}"#
+    ));
+    t.user_config(&net.user_config(""));
+    let mut flags = vec!["up".to_string()];
+    flags.extend(net.up_flags(&["*.allowed.test"]));
+    let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+    t.yolo(&refs).ok();
+    let allowed = t.yolo(&["exec", "cat", "/allowed.txt"]).ok().stdout();
+    assert!(allowed.contains(&net.allowed.body), "{allowed}");
+    let denied = t.yolo(&["exec", "cat", "/denied.txt"]).ok().stdout();
+    assert!(denied.contains("BLOCKED"), "{denied}");
+    assert!(!denied.contains(&net.denied.body), "{denied}");
+    let refused = t
+        .events()
+        .into_iter()
+        .find(|e| e["kind"] == "dns" && e["name"] == "www.denied.test")
+        .unwrap_or_else(|| panic!("no dns event for the denied name: {:?}", t.events()));
+    assert_eq!(refused["phase"], "build", "{refused}");
+}
+
+#[test]
+fn with_network_none_a_feature_installs_offline() {
+    let t = Test::new();
+    ensure_image(AGENT_IMAGE, "agent.Dockerfile");
+    feature(
+        &t,
+        "probe",
+        r#"{"id": "probe"}"#,
+        "(ip -o link | grep -v ' lo:' | wc -l) > /links.txt",
+    );
+    t.devcontainer(&format!(
+        r#"{{"image": "{AGENT_IMAGE}", "features": {{"./probe": {{}}}}}}"#
+    ));
+    t.yolo(&["up", "--network", "none"]).ok();
+    let links = t.yolo(&["exec", "cat", "/links.txt"]).ok().stdout();
+    assert_eq!(links.trim(), "0", "the install had a network interface");
+}
