@@ -5,8 +5,8 @@
 //! refuses unless the user accepts config changes.
 //!
 //! What is compared (`snapshot`): which config file yolo uses; the config's folder (all of
-//! `.devcontainer/`-style folders, recursively; the file alone when it lies in the workspace
-//! root); the Dockerfile wherever it lies (resolved, after `project` checked where it leads) and
+//! `.devcontainer/`-style folders, recursively, so local Features' folders too; the file alone
+//! when it lies in the workspace root); the Dockerfile wherever it lies (resolved, after `project` checked where it leads) and
 //! the context's `.dockerignore`; and the repository files `initializeCommand` runs (on the
 //! host). Not compared: the rest of the build context (`COPY`/`ADD` sources), which can be
 //! large and only shapes the image the agent already controls at run time.

@@ -34,14 +34,16 @@ fn hello(t: &Test) {
             "options": {"greeting": {"type": "string", "default": "hi"},
                         "who": {"type": "string", "default": "nobody"}},
             "containerEnv": {"HELLO_HOME": "/opt/hello"},
-            "entrypoint": "/usr/local/share/hello-init.sh"}"#,
+            "entrypoint": "/usr/local/share/hello-init.sh",
+            "postCreateCommand": "echo feature >> /tmp/hook-order"}"#,
         r#"mkdir -p /opt/hello
 echo "$GREETING $WHO user=$_REMOTE_USER home=$_REMOTE_USER_HOME container=$_CONTAINER_USER" > /opt/hello/said
 printf '#!/bin/sh\necho started > /tmp/hello-init-ran\n' > /usr/local/share/hello-init.sh
 chmod +x /usr/local/share/hello-init.sh"#,
     );
     t.devcontainer(&format!(
-        r#"{{"image": "{BASE_IMAGE}", "features": {{"./hello": {{"who": "world"}}}}}}"#
+        r#"{{"image": "{BASE_IMAGE}", "features": {{"./hello": {{"who": "world"}}}},
+            "postCreateCommand": "echo config >> /tmp/hook-order"}}"#
     ));
 }
 
