@@ -6,7 +6,7 @@
 //!
 //! What is compared (`snapshot`): which config file yolo uses; the config's folder (all of
 //! `.devcontainer/`-style folders, recursively, so local Features' folders too; the file alone
-//! when it lies in the workspace root); the Dockerfile wherever it lies (resolved, after `project` checked where it leads) and
+//! when it lies in the workspace root, with the `.devcontainer/` its local Features come from); the Dockerfile wherever it lies (resolved, after `project` checked where it leads) and
 //! the context's `.dockerignore`; and the repository files `initializeCommand` runs (on the
 //! host). Not compared: the rest of the build context (`COPY`/`ADD` sources), which can be
 //! large and only shapes the image the agent already controls at run time.
@@ -85,8 +85,19 @@ fn config_folder(files: &mut BTreeMap<String, String>, config_file: &Path, works
     let dir = config_file.parent().unwrap_or(workspace);
     if dir == workspace {
         add(files, config_file, workspace);
+        // A `.devcontainer.json` at the root takes its local Features from `.devcontainer/`
+        // (`devcontainer::features::local`): that folder is an input too.
+        let features = dir.join(".devcontainer");
+        if features.is_dir() {
+            walk(files, &features, workspace);
+        }
         return;
     }
+    walk(files, dir, workspace);
+}
+
+/// Every file (and link) below `dir`.
+fn walk(files: &mut BTreeMap<String, String>, dir: &Path, workspace: &Path) {
     let walker = ignore::WalkBuilder::new(dir)
         .standard_filters(false)
         .follow_links(false)
@@ -532,6 +543,25 @@ mod tests {
         for text in ["echo ran >> log", "echo ran >log", "ls missing.sh"] {
             let none = LifecycleCommand::Shell(text.into());
             assert!(command_files(&none, &ws).is_empty(), "{text}");
+        }
+    }
+
+    #[test]
+    fn local_features_are_inputs_wherever_the_config_lies() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        write(&ws, ".devcontainer/hello/install.sh", "echo hi\n");
+        write(&ws, "README.md", "not an input\n");
+        for config in [".devcontainer/devcontainer.json", ".devcontainer.json"] {
+            let file = write(&ws, config, "{}");
+            let mut files = BTreeMap::new();
+            config_folder(&mut files, &file, &ws);
+            assert!(
+                files.contains_key(".devcontainer/hello/install.sh"),
+                "{config}: {:?}",
+                files.keys()
+            );
+            assert!(!files.contains_key("README.md"));
         }
     }
 

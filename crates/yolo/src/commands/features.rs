@@ -5,162 +5,73 @@
 //! (`install`), behind the same build firewall as a Dockerfile's RUN steps.
 
 use crate::audit::{EventKind, Writer};
-use crate::devcontainer::features::{install, Resolved};
+use crate::devcontainer::features::{self, install, Resolved};
 use crate::devcontainer::metadata::{Entry, Origin};
 use crate::engine::{Engine, FeaturesBuild, NetworkAttach};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::project::Project;
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::path::PathBuf;
 
-/// One Feature of this `up`, fetched, and what its audit record says.
-#[derive(Debug, Clone)]
+/// The Features of this `up`, fetched, in install order, and what the audit log records of
+/// their fetching.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Fetched {
-    pub(crate) feature: Resolved,
-    /// It was in yolo's cache already.
-    pub(crate) cached: bool,
-    /// The size of its files.
-    pub(crate) bytes: u64,
+    pub(crate) features: Vec<Resolved>,
+    /// One per OCI or tarball Feature (a local one is copied, not fetched).
+    pub(crate) fetches: Vec<features::FetchEvent>,
+}
+
+impl Fetched {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.features.is_empty()
+    }
 }
 
 /// Fetch (or find in the cache) every Feature of the config, in install order; none without
-/// `features`. Progress on stderr.
-pub(crate) async fn fetch(project: &Project) -> Result<Vec<Fetched>> {
-    let has_features = project
-        .config()
-        .features
-        .as_ref()
-        .and_then(|f| f.as_object())
-        .is_some_and(|m| !m.is_empty());
-    if !has_features {
-        return Ok(Vec::new());
-    }
-    let started = SystemTime::now();
-    eprintln!(
-        "{} fetching the Dev Container Features of {}",
-        console::style("yolo:").bold(),
-        project.spec.config_file.display()
-    );
-    let resolved = resolve(project).await?;
-    let fetched: Vec<Fetched> = resolved
-        .into_iter()
-        .map(|feature| {
-            let (bytes, newest) = size_and_newest(&feature.dir);
-            let cached = newest.is_some_and(|t| t < started);
-            Fetched {
-                feature,
-                cached,
-                bytes,
-            }
-        })
-        .collect();
-    for f in &fetched {
+/// `features`. Progress and warnings on stderr; `devcontainer-lock.json` read and written as
+/// the reference CLI does.
+pub(crate) async fn fetch(project: &Project) -> Result<Fetched> {
+    let config = project.config();
+    let none = serde_json::Value::Null;
+    let request = features::Request {
+        config_file: &project.spec.config_file,
+        features: config.features.as_ref().unwrap_or(&none),
+        override_order: config
+            .override_feature_install_order
+            .as_deref()
+            .unwrap_or_default(),
+        cache_dir: &features::default_cache_dir(),
+        lock: features::LockMode::default(),
+        docker_config: None,
+    };
+    let progress = |line: &str| {
         eprintln!(
-            "{} Feature {} {} ({} bytes{})",
+            "{} {}",
             console::style("yolo:").bold(),
-            crate::visible::escape_controls(&f.feature.key),
-            f.feature.digest,
-            f.bytes,
-            if f.cached { ", cached" } else { "" }
+            crate::visible::escape_controls(line)
+        )
+    };
+    let resolution = features::resolve(&request, &progress).await?;
+    for warning in &resolution.warnings {
+        eprintln!(
+            "{} {}",
+            console::style("warning:").yellow().bold(),
+            crate::visible::escape_controls(warning)
         );
     }
-    Ok(fetched)
-}
-
-/// TEMPORARY until branch `features-fetch` is merged: its `features::resolve` replaces this
-/// body (local `./folder` Features only here, options from their defaults and the user's
-/// values, no `dependsOn`).
-async fn resolve(project: &Project) -> Result<Vec<Resolved>> {
-    let config_file = &project.spec.config_file;
-    let dir = config_file.parent().unwrap_or(Path::new("."));
-    let mut out = Vec::new();
-    let features = project.config().features.clone().unwrap_or_default();
-    for (key, value) in features.as_object().into_iter().flatten() {
-        let unsupported = || Error::Config {
-            file: config_file.clone(),
-            line: None,
-            column: None,
-            property: Some(format!("features.{key}")),
-            message: "only local Features (\"./folder\") are supported in this build".into(),
-        };
-        let Some(rel) = key.strip_prefix("./") else {
-            return Err(unsupported());
-        };
-        let folder = dir.join(rel);
-        let json_path = folder.join("devcontainer-feature.json");
-        let text = std::fs::read_to_string(&json_path).map_err(|e| Error::io(&json_path, e))?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Config {
-            file: json_path.clone(),
-            line: None,
-            column: None,
-            property: None,
-            message: e.to_string(),
-        })?;
-        let mut metadata: Entry = serde_json::from_value(json.clone()).unwrap_or_default();
-        metadata.id = Some(key.clone());
-        let mut env = std::collections::BTreeMap::new();
-        if let Some(options) = json.get("options").and_then(|o| o.as_object()) {
-            for (name, spec) in options {
-                let value = value
-                    .get(name)
-                    .or_else(|| spec.get("default"))
-                    .cloned()
-                    .unwrap_or_default();
-                let text = match value {
-                    serde_json::Value::String(s) => s,
-                    serde_json::Value::Null => continue,
-                    other => other.to_string(),
-                };
-                let id: String = name
-                    .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                    .collect();
-                env.insert(id.to_uppercase(), text);
-            }
-        }
-        let tar = install::tar_dir(&folder)?;
-        out.push(Resolved {
-            key: key.clone(),
-            id: json["id"].as_str().unwrap_or(rel).to_string(),
-            version: json["version"].as_str().unwrap_or_default().to_string(),
-            dir: folder,
-            env,
-            metadata,
-            digest: install::inputs_digest("", &tar, ""),
-        });
-    }
-    Ok(out)
-}
-
-/// Total size of the files under `dir`, and the newest modification time among them.
-fn size_and_newest(dir: &Path) -> (u64, Option<SystemTime>) {
-    let mut bytes = 0;
-    let mut newest: Option<SystemTime> = None;
-    for entry in ignore::WalkBuilder::new(dir)
-        .standard_filters(false)
-        .follow_links(false)
-        .build()
-        .flatten()
-    {
-        if let Ok(meta) = entry.metadata() {
-            if meta.is_file() {
-                bytes += meta.len();
-            }
-            if let Ok(t) = meta.modified() {
-                newest = Some(newest.map_or(t, |n| n.max(t)));
-            }
-        }
-    }
-    (bytes, newest)
+    Ok(Fetched {
+        features: resolution.features,
+        fetches: resolution.fetches,
+    })
 }
 
 /// Each fetch on the session's record.
-pub(crate) fn record(writer: &Writer, fetched: &[Fetched]) -> Result<()> {
-    for f in fetched {
+pub(crate) fn record(writer: &Writer, fetched: &Fetched) -> Result<()> {
+    for f in &fetched.fetches {
         writer.write(EventKind::FeatureFetch {
-            reference: f.feature.key.clone(),
-            digest: f.feature.digest.clone(),
-            cached: f.cached,
+            reference: f.reference.clone(),
+            digest: f.digest.clone(),
+            cached: f.from_cache,
             bytes: f.bytes,
         })?;
     }
@@ -168,18 +79,14 @@ pub(crate) fn record(writer: &Writer, fetched: &[Fetched]) -> Result<()> {
 }
 
 /// The Features' metadata entries, in install order, each named by the user's reference.
-pub(crate) fn entries(fetched: &[Fetched]) -> Vec<(Origin, Entry)> {
+pub(crate) fn entries(fetched: &Fetched) -> Vec<(Origin, Entry)> {
     fetched
+        .features
         .iter()
         .map(|f| {
-            let mut entry = f.feature.metadata.clone();
-            entry.id = Some(f.feature.key.clone());
-            (
-                Origin::Feature {
-                    id: f.feature.key.clone(),
-                },
-                entry,
-            )
+            let mut entry = f.metadata.clone();
+            entry.id = Some(f.key.clone());
+            (Origin::Feature { id: f.key.clone() }, entry)
         })
         .collect()
 }
@@ -191,7 +98,7 @@ pub(crate) async fn with_metadata(
     engine: &Engine,
     project: &Project,
     image: &str,
-    fetched: &[Fetched],
+    fetched: &Fetched,
 ) -> Result<Option<Project>> {
     let mut all = super::metadata::of_image(engine, image).await?;
     all.extend(entries(fetched));
@@ -207,7 +114,7 @@ pub(crate) async fn install(
     engine: &Engine,
     project: &Project,
     base: &str,
-    fetched: &[Fetched],
+    fetched: &Fetched,
     network: &NetworkAttach,
     rebuild: bool,
 ) -> Result<String> {
@@ -225,7 +132,7 @@ pub(crate) async fn install(
         eprintln!(
             "{} installed {} Feature(s) in {tag}",
             console::style("yolo:").bold(),
-            fetched.len()
+            fetched.features.len()
         );
     }
     Ok(tag)
@@ -237,7 +144,7 @@ pub(crate) async fn build_needed(
     engine: &Engine,
     project: &Project,
     base: &str,
-    fetched: &[Fetched],
+    fetched: &Fetched,
     rebuild: bool,
 ) -> Result<bool> {
     if fetched.is_empty() {
@@ -279,7 +186,7 @@ async fn prepare(
     engine: &Engine,
     project: &Project,
     base: &str,
-    fetched: &[Fetched],
+    fetched: &Fetched,
 ) -> Result<Prepared> {
     let spec = &project.spec;
     let facts = engine.base_facts(base).await?;
@@ -288,14 +195,14 @@ async fn prepare(
         spec.container_user.as_deref(),
         spec.remote_user.as_deref(),
     );
-    let features: Vec<Resolved> = fetched.iter().map(|f| f.feature.clone()).collect();
-    let context = install::context(base, &features, &users);
+    let features = &fetched.features;
+    let context = install::context(base, features, &users);
     let dir = crate::user_config::data_dir()
         .join("features-build")
         .join(&spec.devcontainer_id);
-    context.write(&dir, &features)?;
+    context.write(&dir, features)?;
     let tar = install::tar_dir(&dir)?;
-    let label = install::metadata_label(facts.metadata.as_deref(), &features);
+    let label = install::metadata_label(facts.metadata.as_deref(), features);
     let digest = install::inputs_digest(&facts.id, &tar, &label);
     Ok(Prepared {
         tag: features_tag(base, &spec.devcontainer_id),

@@ -565,7 +565,7 @@ struct Act<'a> {
     mode: NetworkMode,
     allow: &'a [String],
     /// The Features, fetched, in install order.
-    fetched: &'a [features::Fetched],
+    fetched: &'a features::Fetched,
 }
 
 impl Act<'_> {

@@ -1,0 +1,230 @@
+//! Fetch a Feature published as an OCI artifact, through the OCI distribution API, with
+//! `oci-client` (the OCI distribution client of the wasmtime/Krustlet people, used by several
+//! container tools): it speaks the token (WWW-Authenticate Bearer) and Basic flows registries
+//! use, and verifies manifest and blob digests. Registries on loopback are spoken to over
+//! plain http, every other over https.
+//!
+//! Credentials come from the user's Docker config as the docker CLI reads it
+//! (`$DOCKER_CONFIG/config.json` or `~/.docker/config.json`: `auths`, `credHelpers`,
+//! `credsStore` through `docker-credential-<name> get`), with the `docker_credential` crate.
+//! No credentials means an anonymous pull, as with the reference CLI.
+//!
+//! A manifest pinned by digest (the lock file's `integrity`, or `@sha256:` in the reference)
+//! whose manifest and layer are in the cache is not fetched again: no network at all.
+
+use super::cache::{self, Cache};
+use super::reference::OciRef;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use std::path::{Path, PathBuf};
+
+pub(crate) const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const CONFIG_MEDIA_TYPE: &str = "application/vnd.devcontainers";
+pub(crate) const LAYER_MEDIA_TYPE: &str = "application/vnd.devcontainers.layer.v1+tar";
+
+/// What fetching an OCI Feature gave.
+pub(crate) struct Fetched {
+    /// The manifest's digest: the lock file's `integrity`.
+    pub(crate) manifest_digest: String,
+    /// The extracted layer.
+    pub(crate) dir: std::path::PathBuf,
+    /// Bytes downloaded (0 when everything came from the cache).
+    pub(crate) bytes: u64,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Manifest {
+    config: Descriptor,
+    #[serde(default)]
+    layers: Vec<Descriptor>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Descriptor {
+    media_type: String,
+    digest: String,
+}
+
+/// Fetch `oci`; `pin` is the manifest digest it must have (from the lock file), if any.
+pub(crate) async fn fetch(
+    oci: &OciRef,
+    pin: Option<&str>,
+    cache: &Cache,
+    docker_config: Option<&Path>,
+    progress: &dyn Fn(&str),
+) -> Result<Fetched, String> {
+    let pin = pin.or(oci.digest.as_deref());
+    if let Some(pin) = pin {
+        if let Some(manifest) = cache.manifest(pin) {
+            let layer = layer_of(&manifest)?;
+            if let Some(dir) = cache.extracted(&layer) {
+                progress(&format!("{oci}: cached ({pin})"));
+                return Ok(Fetched {
+                    manifest_digest: pin.to_string(),
+                    dir,
+                    bytes: 0,
+                });
+            }
+        }
+    }
+    progress(&format!("fetching {oci}"));
+    let client = client(oci);
+    let auth = credentials(&oci.registry, docker_config);
+    let reference = match pin {
+        Some(pin) => Reference::with_digest(oci.registry.clone(), oci.path(), pin.to_string()),
+        None => Reference::with_tag(oci.registry.clone(), oci.path(), oci.version().to_string()),
+    };
+    let (manifest, digest) = client
+        .pull_manifest_raw(&reference, &auth, &[MANIFEST_MEDIA_TYPE])
+        .await
+        .map_err(|e| explain(oci, e))?;
+    // oci-client checks the body against the registry's digest header and a digest
+    // reference; check the pin here too, whatever the registry says.
+    let computed = cache::sha256(&manifest);
+    if let Some(pin) = pin {
+        if computed != pin {
+            return Err(format!(
+                "the registry sent a manifest with digest {computed}, but {pin} was asked for \
+                 (pinned by the reference or devcontainer-lock.json); refusing it"
+            ));
+        }
+    }
+    if digest != computed {
+        return Err(format!(
+            "the registry said the manifest's digest is {digest}, but it is {computed}; refusing it"
+        ));
+    }
+    let layer = layer_of(&manifest)?;
+    let mut bytes = manifest.len() as u64;
+    let dir = match cache.extracted(&layer) {
+        Some(dir) => dir,
+        None => {
+            let mut blob = Vec::new();
+            client
+                .pull_blob(&reference, layer.as_str(), &mut blob)
+                .await
+                .map_err(|e| explain(oci, e))?;
+            if cache::sha256(&blob) != layer {
+                return Err(format!(
+                    "the registry sent a layer whose digest is not {layer}; refusing it"
+                ));
+            }
+            bytes += blob.len() as u64;
+            cache
+                .put_blob(&layer, &blob)
+                .map_err(|e| format!("cannot store it in the cache: {e}"))?
+        }
+    };
+    cache
+        .put_manifest(&computed, &manifest)
+        .map_err(|e| format!("cannot store it in the cache: {e}"))?;
+    progress(&format!("fetched {oci} ({computed}, {bytes} bytes)"));
+    Ok(Fetched {
+        manifest_digest: computed,
+        dir,
+        bytes,
+    })
+}
+
+/// The digest of the Feature layer a manifest names, after checking it is a Feature's.
+fn layer_of(manifest: &[u8]) -> Result<String, String> {
+    let manifest: Manifest = serde_json::from_slice(manifest)
+        .map_err(|e| format!("the registry's manifest is not an OCI image manifest: {e}"))?;
+    if manifest.config.media_type != CONFIG_MEDIA_TYPE {
+        return Err(format!(
+            "this is not a Dev Container Feature (its config is of media type {}, not {CONFIG_MEDIA_TYPE})",
+            manifest.config.media_type
+        ));
+    }
+    let layer = manifest
+        .layers
+        .iter()
+        .find(|l| l.media_type == LAYER_MEDIA_TYPE)
+        .ok_or_else(|| format!("the manifest has no layer of media type {LAYER_MEDIA_TYPE}"))?;
+    if cache::hex_of(&layer.digest).is_none() {
+        return Err(format!(
+            "the layer's digest {} is not a sha256 digest",
+            layer.digest
+        ));
+    }
+    Ok(layer.digest.clone())
+}
+
+fn client(oci: &OciRef) -> Client {
+    let protocol = if oci.plain_http() {
+        ClientProtocol::Http
+    } else {
+        ClientProtocol::Https
+    };
+    Client::new(ClientConfig {
+        protocol,
+        connect_timeout: Some(std::time::Duration::from_secs(15)),
+        read_timeout: Some(std::time::Duration::from_secs(60)),
+        user_agent: concat!("yolo/", env!("CARGO_PKG_VERSION")),
+        ..Default::default()
+    })
+}
+
+/// The user's credentials for `registry` from the Docker config (`docker_config`, else
+/// `$DOCKER_CONFIG`, else `~/.docker`, as the docker CLI), or anonymous.
+fn credentials(registry: &str, docker_config: Option<&Path>) -> RegistryAuth {
+    let dir = docker_config
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("DOCKER_CONFIG").map(PathBuf::from))
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker")));
+    let Some(file) = dir.and_then(|dir| std::fs::File::open(dir.join("config.json")).ok()) else {
+        return RegistryAuth::Anonymous;
+    };
+    match docker_credential::get_credential_from_reader(std::io::BufReader::new(file), registry) {
+        Ok(docker_credential::DockerCredential::UsernamePassword(user, password)) => {
+            RegistryAuth::Basic(user, password)
+        }
+        // An identity token is an OAuth refresh token (Azure); oci-client cannot trade it.
+        Ok(docker_credential::DockerCredential::IdentityToken(_)) | Err(_) => {
+            RegistryAuth::Anonymous
+        }
+    }
+}
+
+fn explain(oci: &OciRef, error: oci_client::errors::OciDistributionError) -> String {
+    use oci_client::errors::OciDistributionError as E;
+    let registry = &oci.registry;
+    match &error {
+        E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => format!(
+            "{registry} refused access ({error}); log in with `docker login {registry}` \
+             (yolo reads the Docker config and its credential helpers)"
+        ),
+        E::RegistryError { envelope, .. }
+            if envelope.errors.iter().any(|e| {
+                matches!(
+                    e.code,
+                    oci_client::errors::OciErrorCode::ManifestUnknown
+                        | oci_client::errors::OciErrorCode::NameUnknown
+                )
+            }) =>
+        {
+            format!("{registry} has no {oci}: check the name and the tag ({error})")
+        }
+        E::RequestError(e) if e.is_connect() || e.is_timeout() => format!(
+            "cannot reach the registry {registry} ({}); check the network, or pin the Feature \
+             in devcontainer-lock.json so the cached copy is used",
+            source_chain(e)
+        ),
+        E::RequestError(e) => format!("request to {registry} failed: {}", source_chain(e)),
+        _ => format!("{registry}: {error}"),
+    }
+}
+
+fn source_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
