@@ -239,7 +239,7 @@ impl Resolver<'_, '_> {
         } else {
             format!("Feature \"{key}\" (a dependency of \"{root}\")")
         };
-        let input = |message: String| config_error(config, &format!("features.{root}"), message);
+        let input = |message: String| config_error(config, "features", message);
         let source = reference::parse(key).map_err(|m| input(format!("{named}: {m}")))?;
         let pin = self.lockfile.features.get(key).map(|e| e.integrity.clone());
         let progress = self.progress;
@@ -266,7 +266,7 @@ impl Resolver<'_, '_> {
                     progress,
                 )
                 .await
-                .map_err(|m| unavailable(config, root, &named, m))?;
+                .map_err(|m| unavailable(config, &named, m))?;
                 self.resolution.fetches.push(FetchEvent {
                     reference: key.to_string(),
                     digest: got.manifest_digest.clone(),
@@ -282,7 +282,7 @@ impl Resolver<'_, '_> {
             Source::Tarball { url, .. } => {
                 let got = tarball::fetch(url, pin.as_deref(), &self.cache, progress)
                     .await
-                    .map_err(|m| unavailable(config, root, &named, m))?;
+                    .map_err(|m| unavailable(config, &named, m))?;
                 self.resolution.fetches.push(FetchEvent {
                     reference: key.to_string(),
                     digest: got.digest.clone(),
@@ -455,9 +455,9 @@ fn config_error(file: &Path, property: &str, message: String) -> Error {
     }
 }
 
-fn unavailable(config: &Path, root: &str, named: &str, message: String) -> Error {
+fn unavailable(config: &Path, named: &str, message: String) -> Error {
     Error::Unavailable(format!(
-        "{}: \"features.{root}\": {named}: {message}",
+        "{}: \"features\": {named}: {message}",
         config.display()
     ))
 }
