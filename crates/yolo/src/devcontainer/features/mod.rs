@@ -165,8 +165,6 @@ pub(crate) async fn resolve(request: &Request<'_>, progress: &dyn Fn(&str)) -> R
 /// A Feature found, before ordering.
 struct Item {
     ident: Ident,
-    /// The user's key that brought it in (itself, or the Feature depending on it).
-    root: String,
     fetched: Fetched,
     depends_on: Vec<(String, Value)>,
 }
@@ -220,7 +218,6 @@ impl Resolver<'_, '_> {
             }
             items.push(Item {
                 ident,
-                root,
                 fetched,
                 depends_on,
             });
@@ -240,7 +237,16 @@ impl Resolver<'_, '_> {
             format!("Feature \"{key}\" (a dependency of \"{root}\")")
         };
         let input = |message: String| config_error(config, "features", message);
-        let source = reference::parse(key).map_err(|m| input(format!("{named}: {m}")))?;
+        // Old short ids ("node") stand for their replacement, as in the reference CLI; the
+        // user's key stays the Feature's name (metadata id, lock file key).
+        let target = match reference::legacy_mapping(key) {
+            Some((target, warning)) => {
+                self.resolution.warnings.push(warning);
+                target
+            }
+            None => key.to_string(),
+        };
+        let source = reference::parse(&target).map_err(|m| input(format!("{named}: {m}")))?;
         let pin = self.lockfile.features.get(key).map(|e| e.integrity.clone());
         let progress = self.progress;
         let (source, dir, digest) = match &source {
@@ -356,20 +362,13 @@ impl Resolver<'_, '_> {
             let item = &items[index];
             let key = &item.ident.key;
             let (env, warnings) = options::option_env(&item.fetched.json, &item.ident.options)
-                .map_err(|m| {
-                    config_error(
-                        config,
-                        &format!("features.{}", item.root),
-                        format!("Feature \"{key}\": {m}"),
-                    )
-                })?;
+                .map_err(|m| config_error(config, "features", format!("Feature \"{key}\": {m}")))?;
             self.resolution.warnings.extend(
                 warnings
                     .into_iter()
                     .map(|w| format!("Feature \"{key}\": {w}")),
             );
             let f = &item.fetched;
-            let version = f.json.version.clone().unwrap_or_default();
             let resolved = match &f.source {
                 SourceId::Oci {
                     oci,
@@ -383,17 +382,22 @@ impl Resolver<'_, '_> {
                 lockfile.features.insert(
                     key.clone(),
                     lock::LockEntry {
-                        version: version.clone(),
+                        version: f.json.version.clone(),
                         resolved,
                         integrity: f.digest.clone(),
                         depends_on: (!deps.is_empty()).then_some(deps),
                     },
                 );
             }
+            // A Feature whose value is false (or "") is fetched and locked but not installed,
+            // as in the reference CLI.
+            if !truthy(&item.ident.options) {
+                continue;
+            }
             self.resolution.features.push(Resolved {
                 key: key.clone(),
                 id: f.json.id.clone(),
-                version,
+                version: f.json.version.clone().unwrap_or_default(),
                 dir: f.dir.clone(),
                 env,
                 metadata: f.entry.clone(),
@@ -419,6 +423,17 @@ impl Resolver<'_, '_> {
             }
             other => Ok(other),
         }
+    }
+}
+
+/// JavaScript truthiness, which the reference CLI filters Features by.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.is_empty(),
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        Value::Array(_) | Value::Object(_) => true,
     }
 }
 

@@ -233,7 +233,7 @@ async fn bad_local_features_are_clear_errors() {
         "{err}"
     );
 
-    let err = message(repo.resolve(json!({"node": {}})).await.unwrap_err());
+    let err = message(repo.resolve(json!({"fish": {}})).await.unwrap_err());
     eprintln!("ERR: {err}");
     assert!(err.contains("legacy"), "{err}");
     let err = message(repo.resolve(json!(["./p"])).await.unwrap_err());
@@ -263,6 +263,18 @@ async fn unknown_options_warn() {
     assert!(r.warnings[0].contains("Feature \"./o\"") && r.warnings[0].contains("verison"));
     let r = repo.resolve(json!({"./o": "3"})).await.unwrap();
     assert_eq!(r.features[0].env["VERSION"], "3");
+}
+
+#[tokio::test]
+async fn false_means_not_installed() {
+    let repo = Repo::new();
+    repo.feature("on", json!({"id": "on"}));
+    repo.feature("off", json!({"id": "off"}));
+    let r = repo
+        .resolve(json!({"./on": true, "./off": false}))
+        .await
+        .unwrap();
+    assert_eq!(keys(&r), vec!["./on"]);
 }
 
 #[tokio::test]
