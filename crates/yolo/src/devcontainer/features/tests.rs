@@ -288,32 +288,25 @@ async fn no_features_is_nothing() {
 }
 
 /// A Feature folder outside any repository, to publish.
-fn published_feature(id: &str, json: Value) -> tempfile::TempDir {
+fn published_feature(json: Value) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     write_feature(dir.path(), json);
-    let _ = id;
     dir
 }
 
 #[tokio::test]
 async fn oci_features_are_fetched_verified_cached_and_locked() {
     let mut registry = registry::Registry::start();
-    let hello = published_feature(
-        "hello",
-        json!({"id": "hello", "version": "1.0.0",
+    let hello = published_feature(json!({"id": "hello", "version": "1.0.0",
                "options": {"greeting": {"type": "string", "default": "hi"}},
-               "dependsOn": {}, "privileged": true}),
-    );
+               "dependsOn": {}, "privileged": true}));
     let published = registry.publish(hello.path(), "hello", &["1", "1.0.0", "latest"]);
-    let base = published_feature("base", json!({"id": "base", "version": "2.1.0"}));
+    let base = published_feature(json!({"id": "base", "version": "2.1.0"}));
     let base_pub = registry.publish(base.path(), "base", &["2"]);
     // `top` depends on base:2 and is installed after hello.
-    let top = published_feature(
-        "top",
-        json!({"id": "top", "version": "0.1.0",
+    let top = published_feature(json!({"id": "top", "version": "0.1.0",
                "dependsOn": {base_pub.reference("2"): {}},
-               "installsAfter": [published.repository.clone()]}),
-    );
+               "installsAfter": [published.repository.clone()]}));
     let top_pub = registry.publish(top.path(), "top", &["1"]);
 
     let repo = Repo::new();
@@ -432,7 +425,7 @@ async fn oci_features_are_fetched_verified_cached_and_locked() {
 #[tokio::test]
 async fn pinned_digests_are_enforced() {
     let registry = registry::Registry::start();
-    let dir = published_feature("pinned", json!({"id": "pinned", "version": "1.0.0"}));
+    let dir = published_feature(json!({"id": "pinned", "version": "1.0.0"}));
     let published = registry.publish(dir.path(), "pinned", &["1"]);
     let repo = Repo::new();
     // A reference pinned by digest.
@@ -465,7 +458,7 @@ async fn pinned_digests_are_enforced() {
 #[tokio::test]
 async fn corrupted_content_is_refused() {
     let registry = registry::Registry::start();
-    let dir = published_feature("bad", json!({"id": "bad", "version": "1.0.0"}));
+    let dir = published_feature(json!({"id": "bad", "version": "1.0.0"}));
     let published = registry.publish(dir.path(), "bad", &["1"]);
     registry.corrupt_blob(&published.layer_digest);
     let repo = Repo::new();
@@ -484,7 +477,7 @@ async fn corrupted_content_is_refused() {
 
     // A manifest that does not match its digest (served by tag, checked against the
     // registry's digest header; served by digest, against the digest asked for).
-    let dir = published_feature("badm", json!({"id": "badm", "version": "1.0.0"}));
+    let dir = published_feature(json!({"id": "badm", "version": "1.0.0"}));
     let published = registry.publish(dir.path(), "badm", &["1"]);
     registry.corrupt_blob(&published.manifest_digest);
     let by_digest = format!("{}@{}", published.repository, published.manifest_digest);
@@ -503,7 +496,7 @@ async fn corrupted_content_is_refused() {
 #[tokio::test]
 async fn registry_credentials_come_from_the_docker_config() {
     let registry = registry::Registry::start_with_auth("yolo", "s3cret");
-    let dir = published_feature("private", json!({"id": "private", "version": "1.0.0"}));
+    let dir = published_feature(json!({"id": "private", "version": "1.0.0"}));
     let published = registry.publish(dir.path(), "private", &["1"]);
     let repo = Repo::new();
     let features = json!({published.reference("1"): {}});
@@ -528,11 +521,8 @@ async fn registry_credentials_come_from_the_docker_config() {
 
 #[tokio::test]
 async fn tarball_features_are_fetched_over_loopback_and_pinned() {
-    let dir = published_feature(
-        "tarred",
-        json!({"id": "tarred", "version": "3.0.0",
-        "options": {"version": {"type": "string", "default": "x"}}}),
-    );
+    let dir = published_feature(json!({"id": "tarred", "version": "3.0.0",
+        "options": {"version": {"type": "string", "default": "x"}}}));
     let tgz = registry::gzip(&registry::tar_folder(dir.path()));
     let digest = registry::sha256(&tgz);
     let server = registry::FileServer::start(std::collections::HashMap::from([(
@@ -584,4 +574,67 @@ async fn tarball_features_are_fetched_over_loopback_and_pinned() {
         .to_string();
     eprintln!("ERR: {err}");
     assert!(err.contains("404"), "{err}");
+}
+
+/// The installsAfter graph of real Features (devcontainers/features: common-utils, git, node,
+/// docker-in-docker, github-cli), published to a registry and listed in another order: the
+/// reference CLI's order, with and without an override.
+#[tokio::test]
+async fn real_feature_set_orders_as_the_reference_cli() {
+    let registry = registry::Registry::start();
+    let ns = format!("{}/{}", registry.host, registry::NAMESPACE);
+    let cu = format!("{ns}/common-utils");
+    let git = format!("{ns}/git");
+    let sets: &[(&str, Vec<String>)] = &[
+        ("common-utils", vec![]),
+        ("git", vec![cu.clone()]),
+        ("node", vec![cu.clone()]),
+        ("docker-in-docker", vec![cu.clone()]),
+        ("github-cli", vec![cu.clone(), git.clone()]),
+    ];
+    let mut folders = Vec::new();
+    for (id, after) in sets {
+        let dir = published_feature(json!({"id": id, "version": "1.0.0", "installsAfter": after,
+                   "options": {"version": {"type": "string", "default": "latest"}}}));
+        registry.publish(dir.path(), id, &["1"]);
+        folders.push(dir);
+    }
+    let repo = Repo::new();
+    let features = json!({
+        format!("{ns}/github-cli:1"): {},
+        format!("{ns}/node:1"): "18",
+        format!("{ns}/docker-in-docker:1"): {},
+        format!("{ns}/git:1"): {},
+        format!("{ns}/common-utils:1"): {},
+    });
+    let r = repo.resolve(features.clone()).await.unwrap();
+    let expected: Vec<String> = [
+        "common-utils",
+        "docker-in-docker",
+        "git",
+        "node",
+        "github-cli",
+    ]
+    .iter()
+    .map(|id| format!("{ns}/{id}:1"))
+    .collect();
+    assert_eq!(keys(&r), expected);
+    assert_eq!(r.features[3].env["VERSION"], "18");
+    assert_eq!(r.features[0].env["VERSION"], "latest");
+
+    let r = repo
+        .resolve_with(features, &[format!("{ns}/node")], LockMode::Update, None)
+        .await
+        .unwrap();
+    let expected: Vec<String> = [
+        "common-utils",
+        "node",
+        "docker-in-docker",
+        "git",
+        "github-cli",
+    ]
+    .iter()
+    .map(|id| format!("{ns}/{id}:1"))
+    .collect();
+    assert_eq!(keys(&r), expected);
 }
