@@ -59,8 +59,9 @@ pub(crate) struct Resolved {
     /// `privileged`, `init`, `securityOpt`, `entrypoint`, hooks, `customizations`), with
     /// `id` set to `key`.
     pub(crate) metadata: Entry,
-    /// sha256 of the fetched content (`sha256:...`): the cache key and the lock file's
-    /// `integrity`.
+    /// `sha256:...` of the content, what the lock file calls `integrity`: the manifest's digest
+    /// (OCI), the tarball's sha256, or for a local Feature the digest of its folder's files
+    /// (names, modes, bytes). It changes whenever the content does.
     pub(crate) digest: String,
 }
 
@@ -130,8 +131,8 @@ pub(crate) fn default_cache_dir() -> PathBuf {
 /// Errors name the config file and the Feature: a bad reference, a local folder outside
 /// `.devcontainer/`, a missing or invalid `devcontainer-feature.json` or `install.sh`
 /// (exit 65); a registry or server that cannot be reached or refuses, a digest that does not
-/// match (69); a cycle (65); a lock file that cannot be read or written (65/74). Nothing is
-/// left half-made: the cache only ever holds complete entries.
+/// match (69); a cycle, a lock file that cannot be read or written or, frozen, would change
+/// (65). Nothing is left half-made: the cache only ever holds complete entries.
 pub(crate) async fn resolve(request: &Request<'_>, progress: &dyn Fn(&str)) -> Result<Resolution> {
     let features = match request.features {
         Value::Null => return Ok(Resolution::default()),
