@@ -54,7 +54,7 @@ pub(crate) async fn fetch(
     pin: Option<&str>,
     cache: &Cache,
     docker_config: Option<&Path>,
-    progress: &dyn Fn(&str),
+    progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Fetched, String> {
     let pin = pin.or(oci.digest.as_deref());
     if let Some(pin) = pin {

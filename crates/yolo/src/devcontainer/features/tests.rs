@@ -4,7 +4,7 @@
 
 use super::*;
 use serde_json::json;
-use std::cell::RefCell;
+use std::sync::Mutex;
 
 #[path = "../../../tests/support/registry.rs"]
 mod registry;
@@ -64,9 +64,12 @@ impl Repo {
             lock,
             docker_config,
         };
-        let lines = RefCell::new(Vec::new());
-        let result = resolve(&request, &|line| lines.borrow_mut().push(line.to_string())).await;
-        eprintln!("progress: {:#?}", lines.borrow());
+        let lines = Mutex::new(Vec::new());
+        let result = resolve(&request, &|line| {
+            lines.lock().unwrap().push(line.to_string())
+        })
+        .await;
+        eprintln!("progress: {:#?}", lines.lock().unwrap());
         result
     }
 }
@@ -263,6 +266,22 @@ async fn unknown_options_warn() {
     assert!(r.warnings[0].contains("Feature \"./o\"") && r.warnings[0].contains("verison"));
     let r = repo.resolve(json!({"./o": "3"})).await.unwrap();
     assert_eq!(r.features[0].env["VERSION"], "3");
+}
+
+/// `up` may run resolution on any runtime thread.
+#[test]
+fn resolve_is_send() {
+    fn send<T: Send>(_: T) {}
+    let config = PathBuf::from("/x/.devcontainer/devcontainer.json");
+    let request = Request {
+        config_file: &config,
+        features: &Value::Null,
+        override_order: &[],
+        cache_dir: &config,
+        lock: LockMode::Ignore,
+        docker_config: None,
+    };
+    send(resolve(&request, &|_| {}));
 }
 
 #[tokio::test]
