@@ -115,7 +115,7 @@ pub(crate) async fn fetch(
             bytes += blob.len() as u64;
             cache
                 .put_blob(&layer, &blob)
-                .map_err(|e| format!("cannot store it in the cache: {e}"))?
+                .map_err(|e| format!("cannot unpack its layer: {e}"))?
         }
     };
     cache
