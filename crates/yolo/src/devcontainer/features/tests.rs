@@ -732,3 +732,29 @@ fn credential_helper_child() {
         .unwrap();
     assert_eq!(r.features[0].digest, digest);
 }
+
+/// The token flow registries use (401 with `WWW-Authenticate: Bearer realm=...`, credentials
+/// traded for a signed token at the realm), against docker-registry's own token auth.
+#[tokio::test]
+async fn registry_token_auth() {
+    let registry = registry::Registry::start_with_token_auth("tok-user", "tok-secret");
+    let dir = published_feature(json!({"id": "tokened", "version": "1.0.0"}));
+    let published = registry.publish(dir.path(), "tokened", &["1"]);
+    let repo = Repo::new();
+    let features = json!({published.reference("1"): {}});
+    let empty = tempfile::tempdir().unwrap();
+    let err = repo
+        .resolve_with(features.clone(), &[], LockMode::Ignore, Some(empty.path()))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("ERR: {err}");
+    assert!(err.contains("docker login"), "{err}");
+    let docker = tempfile::tempdir().unwrap();
+    let config = registry.docker_config(docker.path());
+    let r = repo
+        .resolve_with(features, &[], LockMode::Ignore, Some(&config))
+        .await
+        .unwrap();
+    assert_eq!(r.features[0].digest, published.manifest_digest);
+}
