@@ -15,8 +15,13 @@
 //! let published = registry.publish(&feature_dir, "hello", &["1", "1.0.0", "latest"]);
 //! // "features": { published.reference("1"): {} }  →  127.0.0.1:<port>/features/hello:1
 //! ```
-//! With `Registry::start_with_auth(user, password)` pulls need credentials: write them with
-//! `registry.docker_config(dir)` and point `DOCKER_CONFIG` at `dir`.
+//! With `Registry::start_with_auth(user, password)` (HTTP Basic, htpasswd) or
+//! `Registry::start_with_token_auth(user, password)` (the Bearer token flow, with a token server
+//! of its own) pulls need credentials: write them with `registry.docker_config(dir)` and point
+//! `DOCKER_CONFIG` at `dir` (for `yolo up`: `Test::env("DOCKER_CONFIG", dir)`).
+//! `registry.stop()` stops it early (a test that the cache needs no network);
+//! `registry.corrupt_blob(digest)` makes it serve bytes that do not match their digest.
+//! `FileServer::start(files)` serves tarball Features over plain http on 127.0.0.1.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
