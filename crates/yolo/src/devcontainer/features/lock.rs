@@ -30,7 +30,9 @@ pub(crate) struct Lockfile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct LockEntry {
-    pub(crate) version: String,
+    /// Absent when the Feature has none (as `JSON.stringify` drops `undefined`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) version: Option<String>,
     pub(crate) resolved: String,
     pub(crate) integrity: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,7 +76,6 @@ pub(crate) fn render(lock: &Lockfile) -> String {
     // BTreeMap keys sort by code point; the reference CLI sorts by localeCompare.
     let mut keys: Vec<&String> = lock.features.keys().collect();
     keys.sort_by(|a, b| super::order::locale_compare(a, b));
-    let mut features = serde_json::Map::new();
     let mut text = String::from("{\n  \"features\": {");
     if keys.is_empty() {
         text.push('}');
@@ -87,7 +88,6 @@ pub(crate) fn render(lock: &Lockfile) -> String {
             "\n    {}: {entry}{sep}",
             serde_json::Value::String((*key).clone())
         ));
-        features.insert((*key).clone(), serde_json::Value::Null);
     }
     if !keys.is_empty() {
         text.push_str("\n  }");
@@ -148,7 +148,7 @@ mod tests {
 
     fn entry(v: &str, deps: Option<Vec<&str>>) -> LockEntry {
         LockEntry {
-            version: v.into(),
+            version: Some(v.into()),
             resolved: format!("ghcr.io/x/y@sha256:{v}"),
             integrity: format!("sha256:{v}"),
             depends_on: deps.map(|d| d.into_iter().map(String::from).collect()),
