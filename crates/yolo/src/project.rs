@@ -63,6 +63,13 @@ impl Project {
         } = located.clone();
         refuse_yolos_own_folders(&workspace, &config_file)?;
         let raw = parse::parse_file(&config_file)?;
+        for warning in &raw.warnings {
+            eprintln!(
+                "{} {}: {warning}",
+                console::style("warning:").yellow(),
+                config_file.display()
+            );
+        }
         let workspace_str = workspace.display().to_string();
         let config = substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
         let agent_volumes = agents::all(&user)

@@ -20,3 +20,18 @@ fn more_cpus_than_the_engine_has_are_capped_with_a_warning() {
         "{nano} for {cores} cores"
     );
 }
+
+#[test]
+fn a_misspelt_property_is_named_with_a_suggestion_and_a_stray_service_is_ignored() {
+    let t = Test::without_docker();
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "remotUser": "dev", "service": "app", "$schema": "x", "waitFor": "postCreateCommand"}"#,
+    );
+    let run = t.yolo(&["up"]).fails_with(69); // got past the config, to Docker
+    run.assert_stderr_contains(
+        "unknown property \"remotUser\" is ignored: did you mean remoteUser?",
+    )
+    .assert_stderr_contains("\"service\" is ignored")
+    .assert_stderr_lacks("$schema")
+    .assert_stderr_lacks("waitFor");
+}
