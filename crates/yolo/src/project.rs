@@ -71,7 +71,8 @@ impl Project {
             );
         }
         let workspace_str = workspace.display().to_string();
-        let config = substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
+        let (config, withheld) =
+            substituted(&raw, &workspace_str, &devcontainer_id, &user.pass_env);
         let agent_volumes = agents::all(&user)
             .iter()
             .map(|a| {
@@ -98,9 +99,11 @@ impl Project {
             flags: &policy_flags,
             host_ids: host_ids(),
             agent_volumes,
-        })?;
+        })
+        .map_err(|e| point_at_pass_env(e, &raw, &withheld))?;
         let mut spec = spec;
-        check_after_policy(&mut spec, &settings.grants)?;
+        check_after_policy(&mut spec, &settings.grants)
+            .map_err(|e| point_at_pass_env(e, &raw, &withheld))?;
         Ok(Project {
             spec,
             user,
@@ -155,14 +158,74 @@ pub(crate) const SAFE_LOCAL_ENV: &[&str] = &[
     "COLORTERM",
 ];
 
+/// A host path refused for lack of `host-mount` that was built from a variable yolo withheld
+/// (`${localEnv:HOME}/.ssh` became `/.ssh`): the grant named from the empty value would be
+/// wrong, so the hint is the `pass_env` entry that makes the path what the repository meant.
+fn point_at_pass_env(err: Error, raw: &DevContainer, withheld: &[String]) -> Error {
+    let Error::Refused {
+        file,
+        property,
+        value,
+        reason,
+        grant,
+    } = err
+    else {
+        return err;
+    };
+    let paths = DevContainer {
+        mounts: raw.mounts.clone(),
+        workspace_mount: raw.workspace_mount.clone(),
+        run_args: raw.run_args.clone(),
+        build: raw.build.clone(),
+        context: raw.context.clone(),
+        docker_file: raw.docker_file.clone(),
+        ..DevContainer::default()
+    };
+    let used: Vec<String> = substitute::local_env_names(&paths)
+        .into_iter()
+        .filter(|n| withheld.contains(n))
+        .collect();
+    if used.is_empty() || !grant.contains("host-mount") {
+        return Error::Refused {
+            file,
+            property,
+            value,
+            reason,
+            grant,
+        };
+    }
+    let list = used
+        .iter()
+        .map(|n| format!("\"{}\"", crate::visible::escape_controls(n)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Error::Refused {
+        file,
+        property,
+        value,
+        reason: format!(
+            "{reason} (the path is built from {}, which yolo withholds, so it was empty)",
+            used.iter()
+                .map(|n| format!("${{localEnv:{}}}", crate::visible::escape_controls(n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        grant: format!(
+            "first let the config read the variable with pass_env = [{list}] in {}, then run yolo again to see the host-mount grant the real path needs",
+            UserConfig::path().display()
+        ),
+    }
+}
+
 /// Substitute host-side variables. `${containerWorkspaceFolder}` depends on `workspaceFolder`,
-/// which may itself use host variables, so that one property is resolved first.
+/// which may itself use host variables, so that one property is resolved first. Also returns
+/// the host variables the config reads that yolo withheld (set on the host, not passed).
 fn substituted(
     raw: &DevContainer,
     workspace: &str,
     devcontainer_id: &str,
     pass_env: &[String],
-) -> DevContainer {
+) -> (DevContainer, Vec<String>) {
     let withheld: Vec<String> = substitute::local_env_names(raw)
         .into_iter()
         .filter(|n| !allowed_local_env(n, pass_env) && std::env::var_os(n).is_some())
@@ -195,7 +258,7 @@ fn substituted(
         .workspace_folder
         .clone()
         .unwrap_or_else(|| "/workspace".into());
-    substitute::substitute(
+    let config = substitute::substitute(
         raw,
         &substitute::Context {
             local_workspace_folder: workspace,
@@ -203,7 +266,8 @@ fn substituted(
             devcontainer_id,
             local_env: &env,
         },
-    )
+    );
+    (config, withheld)
 }
 
 pub(crate) fn workspace_dir(explicit: Option<&Path>) -> Result<PathBuf> {

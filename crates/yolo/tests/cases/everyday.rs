@@ -35,3 +35,26 @@ fn a_misspelt_property_is_named_with_a_suggestion_and_a_stray_service_is_ignored
     .assert_stderr_lacks("$schema")
     .assert_stderr_lacks("waitFor");
 }
+
+#[test]
+fn a_mount_from_a_withheld_variable_points_at_pass_env_not_at_an_empty_path() {
+    let mut t = Test::without_docker();
+    let home = t.root().display().to_string();
+    t.env("HOME", &home);
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "mounts": ["source=${localEnv:HOME}/.ssh,target=/home/dev/.ssh,type=bind"]}"#,
+    );
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("pass_env = [\"HOME\"]")
+        .assert_stderr_contains("${localEnv:HOME}")
+        .assert_stderr_lacks("host-mount=/.ssh");
+
+    // With HOME passed, the hint names the real path.
+    t.user_config("pass_env = [\"HOME\"]\n");
+    let ssh = format!("host-mount={}/.ssh", t.root().display());
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains(&ssh)
+        .assert_stderr_lacks("pass_env");
+}
