@@ -31,9 +31,14 @@ pub(crate) struct Located {
 }
 
 impl Located {
-    /// The workspace (default: the current folder) and its config (default: discovered).
+    /// The workspace (default: the current folder, or the nearest folder above it in the
+    /// repository that holds a config: `discover::config_root`) and its config (default:
+    /// discovered).
     pub(crate) fn find(workspace: Option<&Path>, config: Option<&Path>) -> Result<Located> {
-        let workspace = workspace_dir(workspace)?;
+        let workspace = match (workspace, config) {
+            (None, None) => discover::config_root(&workspace_dir(None)?)?,
+            _ => workspace_dir(workspace)?,
+        };
         let config_file = discover::find_config(&workspace, config)?;
         let devcontainer_id = id::devcontainer_id(
             &workspace.display().to_string(),

@@ -58,3 +58,28 @@ fn a_mount_from_a_withheld_variable_points_at_pass_env_not_at_an_empty_path() {
         .assert_stderr_contains(&ssh)
         .assert_stderr_lacks("pass_env");
 }
+
+#[test]
+fn up_in_a_subfolder_finds_the_config_at_the_repository_root() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.file(".git/HEAD", "ref: refs/heads/main\n");
+    t.file("src/deep/main.rs", "fn main() {}\n");
+    let sub = t.workspace.join("src/deep");
+    let run = |args: &[&str]| {
+        let output = t
+            .command(args)
+            .current_dir(&sub)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        Run { output }.ok()
+    };
+    let up = run(&["up", "--json"]);
+    let out: serde_json::Value = serde_json::from_str(&up.stdout()).unwrap();
+    assert_eq!(out["container"]["workspace"], t.workspace_shown(), "{out}");
+    // The whole repository is mounted, and exec from the subfolder reaches the same container.
+    let listed = run(&["exec", "ls", "/workspace/src/deep"]).stdout();
+    assert_eq!(listed.trim(), "main.rs");
+    assert_eq!(t.agents().len(), 1);
+}
