@@ -83,3 +83,101 @@ fn up_in_a_subfolder_finds_the_config_at_the_repository_root() {
     assert_eq!(listed.trim(), "main.rs");
     assert_eq!(t.agents().len(), 1);
 }
+
+/// A Docker CLI config folder whose current context is `name`, pointing at `host`.
+fn docker_config_with_context(t: &Test, name: &str, host: &str) -> std::path::PathBuf {
+    use sha2::{Digest, Sha256};
+    let dir = t.root().join("docker-config");
+    let id: String = Sha256::digest(name.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let meta = dir.join("contexts/meta").join(id);
+    std::fs::create_dir_all(&meta).unwrap();
+    let json = serde_json::json!({"Name": name, "Metadata": {},
+        "Endpoints": {"docker": {"Host": host, "SkipTLSVerify": false}}});
+    std::fs::write(meta.join("meta.json"), json.to_string()).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        format!(r#"{{"currentContext": "{name}"}}"#),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn the_current_docker_context_is_the_engine_yolo_uses() {
+    let mut t = Test::new();
+    let socket = "unix:///var/run/docker.sock";
+    let dir = docker_config_with_context(&t, "yolo-test", socket);
+    t.env("DOCKER_CONFIG", dir.to_str().unwrap());
+    t.env("DOCKER_HOST", "");
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let (_, out) = t.up(&[]);
+    assert!(out["container"]["id"].as_str().is_some(), "{out}");
+    assert_eq!(t.agents().len(), 1);
+}
+
+#[test]
+fn a_context_at_a_missing_socket_is_named_in_the_docker_not_running_error() {
+    let mut t = Test::without_docker();
+    let dir = docker_config_with_context(&t, "elsewhere", "unix:///nonexistent/ctx.sock");
+    t.env("DOCKER_CONFIG", dir.to_str().unwrap());
+    t.env("DOCKER_HOST", "");
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("the Docker context \"elsewhere\"")
+        .assert_stderr_contains("unix:///nonexistent/ctx.sock")
+        .assert_stderr_contains("is Docker running?");
+
+    // DOCKER_CONTEXT names one that does not exist: said so, not "Docker is down".
+    t.env("DOCKER_CONTEXT", "nope");
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("the Docker context \"nope\" does not exist");
+}
+
+/// A TCP endpoint on 127.0.0.1 that forwards every connection to the local Docker socket, for
+/// `DOCKER_HOST=tcp://...` without exposing the engine beyond loopback. Lives as long as the test.
+fn engine_over_tcp() -> u16 {
+    use std::os::unix::net::UnixStream;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(engine) = UnixStream::connect("/var/run/docker.sock") else {
+                continue;
+            };
+            let (mut c_in, mut e_out) = (client.try_clone().unwrap(), engine.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_in, &mut e_out);
+                let _ = e_out.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut e_in, mut c_out) = (engine, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut e_in, &mut c_out);
+                let _ = c_out.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn docker_host_over_tcp_is_honoured() {
+    let mut t = Test::new();
+    let port = engine_over_tcp();
+    t.env("DOCKER_HOST", &format!("tcp://127.0.0.1:{port}"));
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let (_, out) = t.up(&[]);
+    assert!(out["container"]["id"].as_str().is_some(), "{out}");
+    // A closed port: the error names DOCKER_HOST and the address.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = format!("tcp://{}", closed.local_addr().unwrap());
+    drop(closed);
+    t.env("DOCKER_HOST", &addr);
+    t.yolo(&["status"])
+        .fails_with(69)
+        .assert_stderr_contains(&format!("{addr} (DOCKER_HOST)"));
+}
