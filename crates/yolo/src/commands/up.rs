@@ -946,6 +946,7 @@ mod tests {
             config_hash: (role == Role::Agent).then(|| HASH.into()),
             network: (role == Role::Agent).then_some(NetworkMode::Firewall),
             volumes: vec![],
+            ports: vec![],
         }
     }
 

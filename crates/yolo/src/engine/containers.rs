@@ -7,7 +7,7 @@ use super::types::{
 use super::{is_not_found, labels, message, Engine};
 use crate::error::{Error, Result};
 use crate::firewall::NetworkMode;
-use crate::run_spec::RunSpec;
+use crate::run_spec::{PortPublish, RunSpec};
 use bollard::models::{ContainerCreateBody, ContainerSummary, DeviceMapping, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptions, InspectContainerOptions, ListContainersOptions, ListVolumesOptions,
@@ -363,6 +363,20 @@ fn listed(c: ContainerSummary) -> Option<Container> {
         .filter(|m| m.typ.as_deref() == Some("volume"))
         .filter_map(|m| m.name)
         .collect();
+    let mut ports: Vec<PortPublish> = c
+        .ports
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| {
+            Some(PortPublish {
+                host: p.public_port?,
+                container: p.private_port,
+            })
+        })
+        .collect();
+    // Docker lists a binding once per address family.
+    ports.sort_by_key(|p| (p.container, p.host));
+    ports.dedup();
     Some(Container {
         id: c.id.unwrap_or_default(),
         name: name.unwrap_or_default().trim_start_matches('/').to_string(),
@@ -378,6 +392,7 @@ fn listed(c: ContainerSummary) -> Option<Container> {
             .get(labels::NETWORK)
             .and_then(|n| labels::network_mode(n)),
         volumes,
+        ports,
     })
 }
 

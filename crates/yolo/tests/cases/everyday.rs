@@ -181,3 +181,68 @@ fn docker_host_over_tcp_is_honoured() {
         .fails_with(69)
         .assert_stderr_contains(&format!("{addr} (DOCKER_HOST)"));
 }
+
+#[test]
+fn a_busy_forwarded_port_is_published_on_a_free_one_and_shown_in_status() {
+    use std::io::Read;
+    let t = Test::new();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    t.devcontainer(&format!(
+        r#"{{"image": "debian:bookworm-slim", "forwardPorts": [{port}]}}"#
+    ));
+    let (run, out) = t.up(&[]);
+    let id = out["container"]["id"].as_str().unwrap().to_string();
+    let line = run
+        .stderr()
+        .lines()
+        .find(|l| l.contains("was busy"))
+        .unwrap_or_else(|| panic!("no mapping printed\n{}", run.describe()))
+        .to_string();
+    let host: u16 = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert_eq!(
+        line,
+        format!("yolo: forwarded {port} -> 127.0.0.1:{host} ({port} was busy)")
+    );
+    assert_ne!(host, port);
+
+    // `yolo status` and its --json show where the port went.
+    let status = t.yolo(&["status"]).ok();
+    status.assert_stdout_contains(&format!("forwarded {port} -> 127.0.0.1:{host}"));
+    let rows: serde_json::Value =
+        serde_json::from_str(&t.yolo(&["status", "--json"]).ok().stdout()).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["container"]["id"] == id.as_str())
+        .expect("our row");
+    assert_eq!(
+        row["ports"],
+        serde_json::json!([{"container": port, "host": host, "address": "127.0.0.1"}])
+    );
+
+    // A connection to the chosen port reaches a listener in the container.
+    let server = format!(
+        "setsid -f perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => {port}, Listen => 5, ReuseAddr => 1) or die; while ($c = $s->accept) {{ print $c \"hello from the container\\n\"; close $c }}' >/dev/null 2>&1"
+    );
+    t.yolo(&["exec", "sh", "-c", &server]).ok();
+    let mut said = String::new();
+    for _ in 0..50 {
+        said.clear();
+        if let Ok(mut conn) = std::net::TcpStream::connect(("127.0.0.1", host)) {
+            let _ = conn.read_to_string(&mut said);
+            if !said.is_empty() {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(said, "hello from the container\n");
+    drop(busy);
+}
