@@ -109,6 +109,10 @@ impl Project {
         let mut spec = spec;
         check_after_policy(&mut spec, &settings.grants)
             .map_err(|e| point_at_pass_env(e, &raw, &withheld))?;
+        crate::env_file::apply(&mut spec, &settings.grants)?;
+        for note in &spec.notes {
+            eprintln!("{} {note}", console::style("note:").yellow());
+        }
         Ok(Project {
             spec,
             user,

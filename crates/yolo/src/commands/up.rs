@@ -124,6 +124,7 @@ fn exec_audit_off(spec: &RunSpec, network: &NetworkAttach) -> Option<&'static st
 /// removes what it made (`roll_back`).
 pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> Result<Outcome> {
     let spec = &project.spec;
+    let engine = &engine.for_platform(spec.platform.as_deref());
     let _lock = lock::acquire(&spec.devcontainer_id, "up").await?;
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
     // What changed in the files the host runs since yolo last looked (say, in VS Code between

@@ -8,7 +8,9 @@ use super::{is_not_found, labels, message, Engine};
 use crate::error::{Error, Result};
 use crate::firewall::NetworkMode;
 use crate::run_spec::{PortPublish, RunSpec};
-use bollard::models::{ContainerCreateBody, ContainerSummary, DeviceMapping, HostConfig};
+use bollard::models::{
+    ContainerCreateBody, ContainerSummary, DeviceMapping, HostConfig, ResourcesUlimits,
+};
 use bollard::query_parameters::{
     CreateContainerOptions, InspectContainerOptions, ListContainersOptions, ListVolumesOptions,
     LogsOptions, RemoveContainerOptions, RemoveVolumeOptions, StartContainerOptions,
@@ -169,7 +171,10 @@ impl Engine {
         let shim = self.shim_plan(spec, image, network).await?;
         let agent_body = |spec: &RunSpec| agent_body(spec, image, network, mode, shim.as_ref());
         let body = agent_body(spec);
-        match self.create(&spec.container_name, body).await {
+        match self
+            .create(&spec.container_name, spec.platform.as_deref(), body)
+            .await
+        {
             Err(e) if spec.disk_bytes.is_some() && e.contains("storage-opt") => {
                 eprintln!(
                     "{} the storage driver refused a disk limit ({e}); the container's writable layer is not limited",
@@ -180,7 +185,7 @@ impl Engine {
                     ..spec.clone()
                 };
                 let body = agent_body(&unlimited);
-                self.create(&spec.container_name, body)
+                self.create(&spec.container_name, spec.platform.as_deref(), body)
                     .await
                     .map_err(|e| Error::docker(creating(), e))
             }
@@ -232,11 +237,13 @@ impl Engine {
     pub(super) async fn create(
         &self,
         name: &str,
+        platform: Option<&str>,
         body: ContainerCreateBody,
     ) -> Result<String, String> {
         let options = CreateContainerOptions {
             name: Some(name.to_string()),
-            ..Default::default()
+            // The agent's `--platform`; the guard runs on the engine's own.
+            platform: platform.unwrap_or_default().to_string(),
         };
         match self.docker.create_container(Some(options), body).await {
             Ok(r) => Ok(r.id),
@@ -515,6 +522,17 @@ fn agent_host_config(
         extra_hosts: (!spec.extra_hosts.is_empty() && network.owns_namespace())
             .then(|| spec.extra_hosts.clone()),
         shm_size: spec.shm_size,
+        ulimits: (!spec.ulimits.is_empty()).then(|| {
+            spec.ulimits
+                .iter()
+                .map(|u| ResourcesUlimits {
+                    name: Some(u.name.clone()),
+                    soft: Some(u.soft),
+                    hard: Some(u.hard),
+                })
+                .collect()
+        }),
+        sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone().into_iter().collect()),
         storage_opt: spec
             .disk_bytes
             .map(|bytes| HashMap::from([("size".to_string(), bytes.to_string())])),
@@ -602,6 +620,11 @@ mod tests {
             init: true,
             shm_size: None,
             exec_audit: true,
+            ulimits: vec![],
+            sysctls: BTreeMap::new(),
+            platform: None,
+            env_files: vec![],
+            notes: vec![],
         }
     }
 

@@ -30,6 +30,9 @@ use bollard::Docker;
 #[derive(Clone)]
 pub(crate) struct Engine {
     docker: Docker,
+    /// The platform images are pulled and built for (`--platform` in runArgs); None: the
+    /// engine's own.
+    platform: Option<String>,
 }
 
 impl Engine {
@@ -58,7 +61,18 @@ impl Engine {
         };
         let docker = open(&endpoint).map_err(unreachable)?;
         let docker = docker.negotiate_version().await.map_err(unreachable)?;
-        Ok(Engine { docker })
+        Ok(Engine {
+            docker,
+            platform: None,
+        })
+    }
+
+    /// This engine, pulling and building images for `platform` (None: the engine's own).
+    pub(crate) fn for_platform(&self, platform: Option<&str>) -> Engine {
+        Engine {
+            docker: self.docker.clone(),
+            platform: platform.map(str::to_string),
+        }
     }
 
     /// The engine's version, platform, runtimes and cgroup support.

@@ -53,6 +53,11 @@ impl Eval<'_> {
             init: true,
             exec_audit: false,
             shm_size: None,
+            ulimits: Vec::new(),
+            sysctls: BTreeMap::new(),
+            platform: None,
+            env_files: Vec::new(),
+            notes: Vec::new(),
         })
     }
 

@@ -246,3 +246,77 @@ fn a_busy_forwarded_port_is_published_on_a_free_one_and_shown_in_status() {
     assert_eq!(said, "hello from the container\n");
     drop(busy);
 }
+
+#[test]
+fn env_file_ulimit_ipc_sysctl_platform_and_name_in_run_args_are_handled() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/dev.env",
+        "# settings\nFROM_FILE=file value\nOVERRIDDEN=from file\nHOME\n",
+    );
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim",
+            "containerEnv": {"OVERRIDDEN": "from config"},
+            "runArgs": ["--env-file", ".devcontainer/dev.env", "--ulimit", "nofile=4096:8192",
+                        "--sysctl", "kernel.shmmax=268435456", "--platform", "linux/amd64",
+                        "--name", "my-devcontainer"]}"#,
+    );
+    let (run, out) = t.up(&[]);
+    run.assert_stderr_contains("--name my-devcontainer is ignored")
+        .assert_stderr_contains("\"HOME\" has no value");
+    let c = inspect(out["container"]["id"].as_str().unwrap());
+    let env = c["Config"]["Env"].to_string();
+    assert!(env.contains("FROM_FILE=file value"), "{env}");
+    assert!(env.contains("OVERRIDDEN=from config"), "{env}");
+    assert!(!env.contains("HOME=/root\",\"HOME"), "{env}");
+    let inside = t
+        .yolo(&[
+            "exec",
+            "sh",
+            "-c",
+            "ulimit -n; ulimit -Hn; cat /proc/sys/kernel/shmmax; echo $FROM_FILE",
+        ])
+        .ok()
+        .stdout();
+    assert_eq!(inside, "4096\n8192\n268435456\nfile value\n");
+    assert_eq!(c["Platform"], "linux");
+
+    // The platform reaches Docker: one the local image is not made for is Docker's refusal.
+    let other = Test::new();
+    other.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--platform", "linux/arm64"]}"#,
+    );
+    other
+        .yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("wanted linux/arm64");
+}
+
+#[test]
+fn run_args_that_would_reach_past_the_container_are_refused() {
+    let t = Test::without_docker();
+    let outside = t.root().join("outside.env");
+    std::fs::write(&outside, "SECRET=1\n").unwrap();
+    std::os::unix::fs::symlink(&outside, t.workspace.join("linked.env")).unwrap();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "runArgs": ["--env-file", "linked.env"]}"#);
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("runArgs[0]")
+        .assert_stderr_contains("outside the repository")
+        .assert_stderr_contains(&format!(
+            "--grant host-mount={}",
+            outside.canonicalize().unwrap().display()
+        ));
+
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "runArgs": ["--env-file", "../outside.env"]}"#,
+    );
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("host-mount");
+
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "runArgs": ["--sysctl", "net.ipv4.ip_unprivileged_port_start=0"]}"#);
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("firewall guard's network namespace");
+}
