@@ -897,7 +897,11 @@ impl Act<'_> {
     /// Named volumes are created up front so they carry yolo's labels (and `YOLO_LABELS`).
     async fn create_volumes(&self) -> Result<()> {
         let spec = &self.project.spec;
-        for mount in spec.mounts.iter().filter(|m| m.kind == MountKind::Volume) {
+        let workspace = std::iter::once(&spec.workspace_mount);
+        for mount in workspace
+            .chain(&spec.mounts)
+            .filter(|m| m.kind == MountKind::Volume)
+        {
             self.engine
                 .create_volume(&mount.source, &spec.devcontainer_id)
                 .await?;

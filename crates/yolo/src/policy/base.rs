@@ -12,6 +12,7 @@ impl Eval<'_> {
     pub(super) fn base_spec(&mut self) -> Result<RunSpec> {
         let c = self.config;
         let (workspace_mount, workspace_folder) = self.workspace()?;
+        let workspace_mount_note = workspace_mount.clone();
         let update = c.update_remote_user_uid.unwrap_or(true);
         Ok(RunSpec {
             workspace: self.input.workspace.to_path_buf(),
@@ -57,7 +58,7 @@ impl Eval<'_> {
             sysctls: BTreeMap::new(),
             platform: None,
             env_files: Vec::new(),
-            notes: Vec::new(),
+            notes: super::workspace::volume_note(&workspace_mount_note),
         })
     }
 

@@ -320,3 +320,33 @@ fn run_args_that_would_reach_past_the_container_are_refused() {
         .fails_with(77)
         .assert_stderr_contains("firewall guard's network namespace");
 }
+
+#[test]
+fn a_named_volume_can_be_the_workspace() {
+    let t = Test::new();
+    let volume = format!("yolo-test-src-{}", t.id);
+    t.file("on-the-host.txt", "host\n");
+    t.devcontainer(&format!(
+        r#"{{"image": "debian:bookworm-slim", "workspaceMount": "source={volume},target=/workspaces/app,type=volume", "workspaceFolder": "/workspaces/app"}}"#
+    ));
+    let (run, out) = t.up(&[]);
+    run.assert_stderr_contains(&format!("workspaceMount is the volume \"{volume}\""));
+    let c = inspect(out["container"]["id"].as_str().unwrap());
+    let mounts = c["Mounts"].as_array().unwrap();
+    let ws: Vec<_> = mounts
+        .iter()
+        .filter(|m| m["Destination"] == "/workspaces/app")
+        .collect();
+    assert_eq!(ws.len(), 1, "{mounts:?}");
+    assert_eq!(ws[0]["Type"], "volume");
+    assert_eq!(ws[0]["Name"], volume.as_str());
+    // Commands run in it, it is writable, and the host's repository is not there.
+    let inside = t
+        .yolo(&["exec", "sh", "-c", "pwd; echo kept > made.txt; ls"])
+        .ok()
+        .stdout();
+    assert_eq!(inside, "/workspaces/app\nmade.txt\n");
+    // The volume carries the test's label (made by yolo), so the clean-up takes it.
+    let labels = docker(&["volume", "inspect", "--format", "{{json .Labels}}", &volume]);
+    assert!(labels.contains(&t.id), "{labels}");
+}
