@@ -188,15 +188,19 @@ fn a_busy_forwarded_port_is_published_on_a_free_one_and_shown_in_status() {
     let t = Test::new();
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port();
+    let busy_app = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let app_port = busy_app.local_addr().unwrap().port();
     t.devcontainer(&format!(
-        r#"{{"image": "debian:bookworm-slim", "forwardPorts": [{port}]}}"#
+        r#"{{"image": "debian:bookworm-slim", "forwardPorts": [{port}], "appPort": ["{app_port}:8080"]}}"#
     ));
     let (run, out) = t.up(&[]);
+    run.assert_stderr_contains("yolo: forwarded 8080 -> 127.0.0.1:")
+        .assert_stderr_contains(&format!(" ({app_port} was busy)"));
     let id = out["container"]["id"].as_str().unwrap().to_string();
     let line = run
         .stderr()
         .lines()
-        .find(|l| l.contains("was busy"))
+        .find(|l| l.contains(&format!("({port} was busy)")))
         .unwrap_or_else(|| panic!("no mapping printed\n{}", run.describe()))
         .to_string();
     let host: u16 = line
@@ -222,9 +226,13 @@ fn a_busy_forwarded_port_is_published_on_a_free_one_and_shown_in_status() {
         .iter()
         .find(|r| r["container"]["id"] == id.as_str())
         .expect("our row");
-    assert_eq!(
-        row["ports"],
-        serde_json::json!([{"container": port, "host": host, "address": "127.0.0.1"}])
+    let ports = row["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 2, "{row}");
+    assert!(
+        ports.contains(
+            &serde_json::json!({"container": port, "host": host, "address": "127.0.0.1"})
+        ),
+        "{row}"
     );
 
     // A connection to the chosen port reaches a listener in the container.
@@ -244,7 +252,7 @@ fn a_busy_forwarded_port_is_published_on_a_free_one_and_shown_in_status() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert_eq!(said, "hello from the container\n");
-    drop(busy);
+    drop((busy, busy_app));
 }
 
 #[test]
