@@ -358,3 +358,180 @@ fn a_named_volume_can_be_the_workspace() {
     let labels = docker(&["volume", "inspect", "--format", "{{json .Labels}}", &volume]);
     assert!(labels.contains(&t.id), "{labels}");
 }
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, made with the openssl
+/// CLI in `dir` under docker's names (`ca.pem`, `cert.pem`, `key.pem` are the client's).
+fn tls_certificates(dir: &std::path::Path) {
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca-key.pem",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=yolo test CA",
+    ]);
+    for (name, ext) in [("server", "server.ext"), ("client", "client.ext")] {
+        let key = format!("{name}-key.pem");
+        let csr = format!("{name}.csr");
+        let cert = format!("{name}-cert.pem");
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            &format!("/CN={name}"),
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-out",
+            &cert,
+            "-days",
+            "2",
+            "-extfile",
+            ext,
+        ]);
+    }
+    std::fs::copy(dir.join("client-cert.pem"), dir.join("cert.pem")).unwrap();
+    std::fs::copy(dir.join("client-key.pem"), dir.join("key.pem")).unwrap();
+}
+
+/// The local engine behind TLS on 127.0.0.1, with client certificates required, as
+/// `dockerd --tlsverify` serves it. One thread per connection shuttles bytes both ways.
+fn engine_over_tls(dir: &std::path::Path) -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::io::{ErrorKind, Read, Write};
+    use std::sync::Arc;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(dir.join("ca.pem")).unwrap())
+        .unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+        .build()
+        .unwrap();
+    let config = rustls::ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![CertificateDer::from_pem_file(dir.join("server-cert.pem")).unwrap()],
+            PrivateKeyDer::from_pem_file(dir.join("server-key.pem")).unwrap(),
+        )
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming().flatten() {
+            let config = config.clone();
+            std::thread::spawn(move || {
+                let tick = Some(std::time::Duration::from_millis(10));
+                let Ok(mut engine) =
+                    std::os::unix::net::UnixStream::connect("/var/run/docker.sock")
+                else {
+                    return;
+                };
+                engine.set_read_timeout(tick).unwrap();
+                tcp.set_read_timeout(tick).unwrap();
+                let mut tls =
+                    rustls::StreamOwned::new(rustls::ServerConnection::new(config).unwrap(), tcp);
+                let mut buf = vec![0u8; 64 * 1024];
+                let idle = |e: &std::io::Error| {
+                    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+                };
+                let mut client_done = false;
+                loop {
+                    match tls.read(&mut buf) {
+                        _ if client_done => {}
+                        // The client is done sending (an exec's stdin): the engine still answers.
+                        Ok(0) => {
+                            client_done = true;
+                            let _ = engine.shutdown(std::net::Shutdown::Write);
+                        }
+                        Ok(n) => {
+                            if engine.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) if idle(&e) => {}
+                        Err(_) => return,
+                    }
+                    match engine.read(&mut buf) {
+                        // The engine is done (an exec's stream ends): say so in TLS too.
+                        Ok(0) => {
+                            tls.conn.send_close_notify();
+                            let _ = tls.flush();
+                            return;
+                        }
+                        Ok(n) => {
+                            if tls.write_all(&buf[..n]).and_then(|_| tls.flush()).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) if idle(&e) => {}
+                        Err(_) => return,
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn docker_host_with_tls_verify_uses_the_client_certificates() {
+    let mut t = Test::new();
+    let certs = t.root().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    tls_certificates(&certs);
+    let port = engine_over_tls(&certs);
+    t.env("DOCKER_HOST", &format!("tcp://127.0.0.1:{port}"));
+    t.env("DOCKER_TLS_VERIFY", "1");
+    t.env("DOCKER_CERT_PATH", certs.to_str().unwrap());
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let (_, out) = t.up(&[]);
+    assert!(out["container"]["id"].as_str().is_some(), "{out}");
+    t.yolo(&["exec", "true"]).ok();
+
+    // Without the client certificate the server refuses the handshake.
+    let none = t.root().join("no-certs");
+    std::fs::create_dir_all(&none).unwrap();
+    std::fs::copy(certs.join("ca.pem"), none.join("ca.pem")).unwrap();
+    t.env("DOCKER_CERT_PATH", none.to_str().unwrap());
+    t.yolo(&["status"])
+        .fails_with(69)
+        .assert_stderr_contains("(DOCKER_HOST)");
+}
