@@ -7,6 +7,7 @@ pub(crate) mod commands;
 pub(crate) mod devcontainer;
 pub(crate) mod digest;
 pub(crate) mod engine;
+pub(crate) mod env_file;
 pub(crate) mod error;
 pub(crate) mod firewall;
 pub(crate) mod interrupt;

@@ -30,6 +30,10 @@ pub(crate) struct Project {
 #[derive(Clone)]
 struct Source {
     located: Located,
+    /// As parsed, before substitution (`point_at_pass_env` looks at what a value was built from).
+    raw: DevContainer,
+    /// Host variables the config reads that yolo withheld.
+    withheld: Vec<String>,
     /// Substituted.
     config: DevContainer,
     /// The file's own JSON, for the container's metadata label (as the reference CLI, the
@@ -52,9 +56,14 @@ pub(crate) struct Located {
 }
 
 impl Located {
-    /// The workspace (default: the current folder) and its config (default: discovered).
+    /// The workspace (default: the current folder, or the nearest folder above it in the
+    /// repository that holds a config: `discover::config_root`) and its config (default:
+    /// discovered).
     pub(crate) fn find(workspace: Option<&Path>, config: Option<&Path>) -> Result<Located> {
-        let workspace = workspace_dir(workspace)?;
+        let workspace = match (workspace, config) {
+            (None, None) => discover::config_root(&workspace_dir(None)?)?,
+            _ => workspace_dir(workspace)?,
+        };
         let config_file = discover::find_config(&workspace, config)?;
         let devcontainer_id = id::devcontainer_id(
             &workspace.display().to_string(),
@@ -84,11 +93,20 @@ impl Project {
         } = located.clone();
         refuse_yolos_own_folders(&workspace, &config_file)?;
         let raw = parse::parse_file(&config_file)?;
+        for warning in &raw.warnings {
+            eprintln!(
+                "{} {}: {warning}",
+                console::style("warning:").yellow(),
+                config_file.display()
+            );
+        }
         let raw_json = parse::raw_value(&config_file).unwrap_or_default();
-        let (config, container_folder) =
+        let (config, container_folder, withheld) =
             substituted(&raw, &workspace, &devcontainer_id, &user.pass_env);
         let source = Source {
             located: located.clone(),
+            raw,
+            withheld,
             config,
             raw_json,
             container_folder,
@@ -96,6 +114,9 @@ impl Project {
             substituted: Vec::new(),
         };
         let spec = evaluate(&source, &settings, &user)?;
+        for note in &spec.notes {
+            eprintln!("{} {note}", console::style("note:").yellow());
+        }
         Ok(Project {
             spec,
             user,
@@ -190,8 +211,11 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
         host_ids: host_ids(),
         agent_volumes,
         metadata: &source.substituted,
-    })?;
-    check_after_policy(&mut spec, &settings.grants)?;
+    })
+    .map_err(|e| point_at_pass_env(e, &source.raw, &source.withheld))?;
+    check_after_policy(&mut spec, &settings.grants)
+        .map_err(|e| point_at_pass_env(e, &source.raw, &source.withheld))?;
+    crate::env_file::apply(&mut spec, &settings.grants)?;
     spec.metadata_label = policy::metadata_label(
         &source.metadata,
         policy::metadata_config_entry(&source.raw_json),
@@ -237,15 +261,75 @@ pub(crate) const SAFE_LOCAL_ENV: &[&str] = &[
     "COLORTERM",
 ];
 
+/// A host path refused for lack of `host-mount` that was built from a variable yolo withheld
+/// (`${localEnv:HOME}/.ssh` became `/.ssh`): the grant named from the empty value would be
+/// wrong, so the hint is the `pass_env` entry that makes the path what the repository meant.
+fn point_at_pass_env(err: Error, raw: &DevContainer, withheld: &[String]) -> Error {
+    let Error::Refused {
+        file,
+        property,
+        value,
+        reason,
+        grant,
+    } = err
+    else {
+        return err;
+    };
+    let paths = DevContainer {
+        mounts: raw.mounts.clone(),
+        workspace_mount: raw.workspace_mount.clone(),
+        run_args: raw.run_args.clone(),
+        build: raw.build.clone(),
+        context: raw.context.clone(),
+        docker_file: raw.docker_file.clone(),
+        ..DevContainer::default()
+    };
+    let used: Vec<String> = substitute::local_env_names(&paths)
+        .into_iter()
+        .filter(|n| withheld.contains(n))
+        .collect();
+    if used.is_empty() || !grant.contains("host-mount") {
+        return Error::Refused {
+            file,
+            property,
+            value,
+            reason,
+            grant,
+        };
+    }
+    let list = used
+        .iter()
+        .map(|n| format!("\"{}\"", crate::visible::escape_controls(n)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Error::Refused {
+        file,
+        property,
+        value,
+        reason: format!(
+            "{reason} (the path is built from {}, which yolo withholds, so it was empty)",
+            used.iter()
+                .map(|n| format!("${{localEnv:{}}}", crate::visible::escape_controls(n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        grant: format!(
+            "first let the config read the variable with pass_env = [{list}] in {}, then run yolo again to see the host-mount grant the real path needs",
+            UserConfig::path().display()
+        ),
+    }
+}
+
 /// Substitute host-side variables. `${containerWorkspaceFolder}` depends on `workspaceFolder`,
 /// which may itself use host variables, so that one property is resolved first. Also returns
-/// that folder (the metadata entries are substituted with it).
+/// that folder (the metadata entries are substituted with it) and the host variables the config
+/// reads that yolo withheld (set on the host, not passed).
 fn substituted(
     raw: &DevContainer,
     workspace: &Path,
     devcontainer_id: &str,
     pass_env: &[String],
-) -> (DevContainer, String) {
+) -> (DevContainer, String, Vec<String>) {
     let withheld: Vec<String> = substitute::local_env_names(raw)
         .into_iter()
         .filter(|n| !allowed_local_env(n, pass_env) && std::env::var_os(n).is_some())
@@ -280,7 +364,7 @@ fn substituted(
             local_env: &env,
         },
     );
-    (config, folder)
+    (config, folder, withheld)
 }
 
 /// A host variable as `${localEnv:..}` sees it: unset unless safe or in the user's `pass_env`.

@@ -95,6 +95,31 @@ pub(crate) struct RunSpec {
     pub(crate) exec_audit: bool,
     /// Extra shm size in bytes (`--shm-size`).
     pub(crate) shm_size: Option<i64>,
+    /// `--ulimit` from runArgs (`policy::run_extras`). Left out of the hash when empty, as are
+    /// the next three, so containers made before they existed are not stale.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) ulimits: Vec<Ulimit>,
+    /// `--sysctl` from runArgs: IPC-namespaced ones only.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) sysctls: BTreeMap<String, String>,
+    /// `--platform` from runArgs: for the pull, the build and the container.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) platform: Option<String>,
+    /// `--env-file` from runArgs: (property, host path). `crate::env_file` reads them after
+    /// the policy, into `container_env` under what the config sets itself.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) env_files: Vec<(String, PathBuf)>,
+    /// What the policy accepted and ignores, for the user (`--name`).
+    #[serde(skip)]
+    pub(crate) notes: Vec<String>,
+}
+
+/// One `--ulimit`: -1 is unlimited.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct Ulimit {
+    pub(crate) name: String,
+    pub(crate) soft: i64,
+    pub(crate) hard: i64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -14,6 +14,7 @@ pub(crate) mod init;
 pub(crate) mod metadata;
 pub(crate) mod network;
 pub(crate) mod output;
+pub(crate) mod ports;
 pub(crate) mod replay;
 pub(crate) mod report;
 pub(crate) mod run;

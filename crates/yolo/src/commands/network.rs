@@ -191,12 +191,17 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
     let network = network_name(project);
     let owner = Owner::of(&project.spec);
     engine.ensure_network(&network, &owner).await?;
+    // The guard publishes the agent's ports: a busy host port is swapped for a free one here.
+    let (ports, notes) = super::ports::fit(&project.spec.ports);
+    for note in notes {
+        eprintln!("{} {note}", console::style("yolo:").bold());
+    }
     let mut spec = GuardSpec {
         name: guard_name(project),
         image,
         network,
         owner,
-        ports: project.spec.ports.clone(),
+        ports,
         hostname: project.spec.hostname.clone(),
         extra_hosts: project.spec.extra_hosts.clone(),
         log_dir: log_dir(&crate::user_config::data_dir())?,

@@ -127,9 +127,31 @@ pub(crate) struct Status {
     pub(crate) status: Option<String>,
     pub(crate) limits: Option<Limits>,
     pub(crate) network: Option<Network>,
+    /// The ports published for the container (by its guard) now: `forwardPorts`, `appPort`
+    /// and `-p`, with the host port Docker bound (another when the asked one was busy).
+    pub(crate) ports: Vec<Port>,
     /// What a failed or interrupted `yolo up` (or a hand) left of the workspace's objects;
     /// `yolo down --remove` in the workspace removes them.
     pub(crate) leftovers: Vec<Leftover>,
+}
+
+/// A published port: `address:host` on the host reaches `container` in the container.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Port {
+    pub(crate) container: u16,
+    pub(crate) host: u16,
+    /// Always 127.0.0.1: yolo publishes nothing beyond this machine.
+    pub(crate) address: String,
+}
+
+impl Port {
+    pub(crate) fn of(p: &crate::run_spec::PortPublish) -> Port {
+        Port {
+            container: p.container,
+            host: p.host,
+            address: "127.0.0.1".into(),
+        }
+    }
 }
 
 /// A container or network of a workspace that should not be there as it is.
@@ -253,6 +275,7 @@ mod tests {
             config_hash: None,
             network: None,
             volumes: vec![],
+            ports: vec![],
         }
     }
 

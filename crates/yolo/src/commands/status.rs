@@ -37,6 +37,10 @@ pub(crate) async fn execute(json: bool) -> Result<i32> {
                 pids: details.as_ref().and_then(|d| d.pids),
             }),
             network: Some(network),
+            // The guard publishes the agent's ports; an agent without one publishes none.
+            ports: guard
+                .map(|g| g.ports.iter().map(output::Port::of).collect())
+                .unwrap_or_default(),
             leftovers: workspace_leftovers(c.devcontainer_id.as_deref(), &all, &networks, &state),
         });
     }
@@ -59,6 +63,7 @@ pub(crate) async fn execute(json: bool) -> Result<i32> {
                 status: None,
                 limits: None,
                 network: None,
+                ports: vec![],
                 leftovers,
             });
         }
@@ -112,6 +117,9 @@ fn print_table(rows: &[output::Status]) {
             r.status.as_deref().unwrap_or_default(),
             c.workspace
         );
+        for p in &r.ports {
+            println!("  forwarded {} -> {}:{}", p.container, p.address, p.host);
+        }
         if let Some(gap) = r.session.as_deref().and_then(crate::audit::file_watch_gap) {
             eprintln!("  warning: {}: {gap}", c.name);
         }
@@ -277,6 +285,7 @@ mod tests {
             config_hash: None,
             network: None,
             volumes: vec![],
+            ports: vec![],
         }
     }
 

@@ -133,6 +133,7 @@ pub(crate) async fn up(
     agents: &[Agent],
 ) -> Result<Outcome> {
     let _lock = lock::acquire(&project.spec.devcontainer_id, "up").await?;
+    let engine = &engine.for_platform(project.spec.platform.as_deref());
     let image = image_label(&project.spec.image);
     if let Some(merged) = super::metadata::with_image(engine, project, &image).await? {
         *project = merged;
@@ -1009,7 +1010,11 @@ impl Act<'_> {
     /// Named volumes are created up front so they carry yolo's labels (and `YOLO_LABELS`).
     async fn create_volumes(&self) -> Result<()> {
         let spec = &self.project.spec;
-        for mount in spec.mounts.iter().filter(|m| m.kind == MountKind::Volume) {
+        let workspace = std::iter::once(&spec.workspace_mount);
+        for mount in workspace
+            .chain(&spec.mounts)
+            .filter(|m| m.kind == MountKind::Volume)
+        {
             self.engine
                 .create_volume(&mount.source, &spec.devcontainer_id)
                 .await?;
@@ -1059,6 +1064,7 @@ mod tests {
             config_hash: (role == Role::Agent).then(|| HASH.into()),
             network: (role == Role::Agent).then_some(NetworkMode::Firewall),
             volumes: vec![],
+            ports: vec![],
         }
     }
 

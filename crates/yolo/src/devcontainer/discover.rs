@@ -46,6 +46,30 @@ pub(crate) fn find_config(workspace: &Path, explicit: Option<&Path>) -> Result<P
     Ok(canonical)
 }
 
+/// The folder a command run in `start` is about: `start` when it holds a config (any of the
+/// discovered locations), else the nearest folder above it that does, up to and including the
+/// git root (the nearest ancestor holding `.git`), as git finds `.git` from a subfolder. The
+/// search never leaves the repository (a config in `$HOME` or `/` is not the project's), and
+/// outside a git repository only `start` is looked at. Nothing found: `start`, so the
+/// "no devcontainer.json" error names the folder the user is in.
+///
+/// The reference CLI and VS Code take the folder they are given; walking up is yolo's, for the
+/// everyday `cd src && yolo up`.
+pub(crate) fn config_root(start: &Path) -> Result<PathBuf> {
+    let Some(git_root) = start.ancestors().find(|d| d.join(".git").exists()) else {
+        return Ok(start.to_path_buf());
+    };
+    for dir in start.ancestors() {
+        if first_existing(dir)?.is_some() || !subfolder_configs(dir)?.is_empty() {
+            return Ok(dir.to_path_buf());
+        }
+        if dir == git_root {
+            break;
+        }
+    }
+    Ok(start.to_path_buf())
+}
+
 fn explicit_config(path: &Path) -> Result<PathBuf> {
     let canonical = std::fs::canonicalize(path).map_err(|e| {
         let reason = if e.kind() == io::ErrorKind::NotFound {
@@ -177,6 +201,36 @@ mod tests {
             Err(Error::Discovery(message)) => message,
             other => panic!("expected a Discovery error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_subfolder_finds_the_config_up_to_the_git_root() {
+        let ws = workspace();
+        let repo = ws.path().join("repo");
+        fs::create_dir_all(repo.join(".git")).unwrap();
+        fs::create_dir_all(repo.join("src/deep")).unwrap();
+        let deep = repo.join("src/deep");
+        assert_eq!(
+            config_root(&deep).unwrap(),
+            deep,
+            "nothing found: where we are"
+        );
+        touch(ws.path(), ".devcontainer.json"); // above the git root: never used
+        assert_eq!(config_root(&deep).unwrap(), deep);
+        touch(&repo, ".devcontainer/devcontainer.json");
+        assert_eq!(config_root(&deep).unwrap(), repo);
+        touch(&repo, "src/.devcontainer/x/devcontainer.json"); // the nearest wins
+        assert_eq!(config_root(&deep).unwrap(), repo.join("src"));
+        assert_eq!(config_root(&repo).unwrap(), repo);
+    }
+
+    #[test]
+    fn outside_a_git_repository_only_the_folder_itself_counts() {
+        let ws = workspace();
+        touch(ws.path(), ".devcontainer.json");
+        let sub = ws.path().join("sub");
+        fs::create_dir_all(&sub).unwrap();
+        assert_eq!(config_root(&sub).unwrap(), sub);
     }
 
     #[test]

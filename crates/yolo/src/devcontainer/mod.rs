@@ -8,4 +8,5 @@ pub(crate) mod metadata;
 pub(crate) mod model;
 pub(crate) mod names;
 pub(crate) mod parse;
+pub(crate) mod properties;
 pub(crate) mod substitute;

@@ -59,6 +59,9 @@ pub(crate) struct DevContainer {
     pub(crate) docker_compose_file: Option<serde_json::Value>,
     pub(crate) service: Option<String>,
     pub(crate) customizations: Option<Customizations>,
+    /// What `parse` found worth a warning (unknown properties): shown by whoever loads it.
+    #[serde(skip)]
+    pub(crate) warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

@@ -64,7 +64,10 @@ pub(crate) fn parse_str(text: &str, path: &Path) -> Result<DevContainer> {
         }
         Some(_) => {}
     }
-    let config = deserialize(text, &json, path)?;
+    let mut config = deserialize(text, &json, path)?;
+    if let Ok(object) = serde_json::from_str(&json) {
+        config.warnings = super::properties::warnings(&object);
+    }
     check_supported(&config, path)?;
     check_has_image(&config, path)?;
     Ok(config)
@@ -114,9 +117,6 @@ fn check_supported(config: &DevContainer, path: &Path) -> Result<()> {
                            use \"image\" or \"build.dockerfile\" instead";
     if config.docker_compose_file.is_some() {
         return Err(unsupported("dockerComposeFile", COMPOSE));
-    }
-    if config.service.is_some() {
-        return Err(unsupported("service", COMPOSE));
     }
     Ok(())
 }
@@ -878,10 +878,10 @@ mod tests {
         let (property, _) =
             unsupported(r#"{"dockerComposeFile": ["a.yml", "b.yml"], "image": "x"}"#);
         assert_eq!(property, "dockerComposeFile");
-        assert_eq!(
-            unsupported(r#"{"image": "x", "service": "app"}"#).0,
-            "service"
-        );
+        // A stray `service` is ignored with a warning (`properties`), as the reference CLI does.
+        assert!(!ok(r#"{"image": "x", "service": "app"}"#)
+            .warnings
+            .is_empty());
     }
 
     #[test]

@@ -7,8 +7,10 @@ use super::types::{
 use super::{is_not_found, labels, message, Engine};
 use crate::error::{Error, Result};
 use crate::firewall::NetworkMode;
-use crate::run_spec::RunSpec;
-use bollard::models::{ContainerCreateBody, ContainerSummary, DeviceMapping, HostConfig};
+use crate::run_spec::{PortPublish, RunSpec};
+use bollard::models::{
+    ContainerCreateBody, ContainerSummary, DeviceMapping, HostConfig, ResourcesUlimits,
+};
 use bollard::query_parameters::{
     CreateContainerOptions, InspectContainerOptions, ListContainersOptions, ListVolumesOptions,
     LogsOptions, RemoveContainerOptions, RemoveVolumeOptions, StartContainerOptions,
@@ -192,7 +194,10 @@ impl Engine {
             agent_body(spec, image, network, mode, shim.as_ref(), chained.as_ref())
         };
         let body = agent_body(spec);
-        match self.create(&spec.container_name, body).await {
+        match self
+            .create(&spec.container_name, spec.platform.as_deref(), body)
+            .await
+        {
             Err(e) if spec.disk_bytes.is_some() && e.contains("storage-opt") => {
                 eprintln!(
                     "{} the storage driver refused a disk limit ({e}); the container's writable layer is not limited",
@@ -203,7 +208,7 @@ impl Engine {
                     ..spec.clone()
                 };
                 let body = agent_body(&unlimited);
-                self.create(&spec.container_name, body)
+                self.create(&spec.container_name, spec.platform.as_deref(), body)
                     .await
                     .map_err(|e| Error::docker(creating(), e))
             }
@@ -267,11 +272,13 @@ impl Engine {
     pub(super) async fn create(
         &self,
         name: &str,
+        platform: Option<&str>,
         body: ContainerCreateBody,
     ) -> Result<String, String> {
         let options = CreateContainerOptions {
             name: Some(name.to_string()),
-            ..Default::default()
+            // The agent's `--platform`; the guard runs on the engine's own.
+            platform: platform.unwrap_or_default().to_string(),
         };
         match self.docker.create_container(Some(options), body).await {
             Ok(r) => Ok(r.id),
@@ -398,6 +405,20 @@ fn listed(c: ContainerSummary) -> Option<Container> {
         .filter(|m| m.typ.as_deref() == Some("volume"))
         .filter_map(|m| m.name)
         .collect();
+    let mut ports: Vec<PortPublish> = c
+        .ports
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| {
+            Some(PortPublish {
+                host: p.public_port?,
+                container: p.private_port,
+            })
+        })
+        .collect();
+    // Docker lists a binding once per address family.
+    ports.sort_by_key(|p| (p.container, p.host));
+    ports.dedup();
     Some(Container {
         id: c.id.unwrap_or_default(),
         name: name.unwrap_or_default().trim_start_matches('/').to_string(),
@@ -413,6 +434,7 @@ fn listed(c: ContainerSummary) -> Option<Container> {
             .get(labels::NETWORK)
             .and_then(|n| labels::network_mode(n)),
         volumes,
+        ports,
     })
 }
 
@@ -539,6 +561,17 @@ fn agent_host_config(
         extra_hosts: (!spec.extra_hosts.is_empty() && network.owns_namespace())
             .then(|| spec.extra_hosts.clone()),
         shm_size: spec.shm_size,
+        ulimits: (!spec.ulimits.is_empty()).then(|| {
+            spec.ulimits
+                .iter()
+                .map(|u| ResourcesUlimits {
+                    name: Some(u.name.clone()),
+                    soft: Some(u.soft),
+                    hard: Some(u.hard),
+                })
+                .collect()
+        }),
+        sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.clone().into_iter().collect()),
         storage_opt: spec
             .disk_bytes
             .map(|bytes| HashMap::from([("size".to_string(), bytes.to_string())])),
@@ -628,6 +661,11 @@ mod tests {
             init: true,
             shm_size: None,
             exec_audit: true,
+            ulimits: vec![],
+            sysctls: BTreeMap::new(),
+            platform: None,
+            env_files: vec![],
+            notes: vec![],
         }
     }
 

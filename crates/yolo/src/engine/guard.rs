@@ -257,7 +257,7 @@ impl Engine {
 
     /// Create the guard (not started); its program is baked into the image.
     pub(crate) async fn create_guard(&self, spec: &GuardSpec) -> Result<String> {
-        self.create(&spec.name, guard_body(spec))
+        self.create(&spec.name, None, guard_body(spec))
             .await
             .map_err(|e| Error::docker(format!("creating the guard container {}", spec.name), e))
     }

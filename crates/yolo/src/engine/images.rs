@@ -99,6 +99,7 @@ impl Engine {
         let bar = spinner(&format!("pulling {name}"));
         let options = CreateImageOptions {
             from_image: Some(name.to_string()),
+            platform: self.platform.clone().unwrap_or_default(),
             ..Default::default()
         };
         let mut stream = self.docker.create_image(Some(options), None, None);
@@ -149,6 +150,7 @@ impl Engine {
             ),
             nocache: no_cache,
             networkmode: Some(network.mode()),
+            platform: self.platform.clone().unwrap_or_default(),
             rm: true,
             forcerm: true,
             ..Default::default()

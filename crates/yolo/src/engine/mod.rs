@@ -8,6 +8,7 @@
 //! `commands::up`'s plan.
 
 mod containers;
+mod endpoint;
 mod exec;
 mod guard;
 pub(crate) mod guard_image;
@@ -30,25 +31,49 @@ use bollard::Docker;
 #[derive(Clone)]
 pub(crate) struct Engine {
     docker: Docker,
+    /// The platform images are pulled and built for (`--platform` in runArgs); None: the
+    /// engine's own.
+    platform: Option<String>,
 }
 
 impl Engine {
-    /// Connect to the local engine (`DOCKER_HOST` or the default socket) and agree on an API
-    /// version, so an older engine (API 1.41, Docker 20.10) understands our requests.
+    /// Connect to the engine the docker CLI would use (`DOCKER_HOST`, else the current Docker
+    /// context, else the local socket: `endpoint`) and agree on an API version, so an older
+    /// engine (API 1.41, Docker 20.10) understands our requests.
     pub(crate) async fn connect() -> Result<Engine> {
+        let endpoint = endpoint::Endpoint::choose(&endpoint::Environment::from_process())?;
         let unreachable = |e: bollard::errors::Error| {
             Error::Docker {
-            action: "connecting to the Docker Engine".into(),
-            message: message(&e),
-            hint: Some(
-                "is Docker running? Start it (e.g. `sudo systemctl start docker`), check DOCKER_HOST, then run `yolo doctor`"
-                    .into(),
+            action: format!(
+                "connecting to the Docker Engine at {} ({})",
+                crate::visible::escape_controls(&endpoint.host),
+                endpoint.source
             ),
+            message: message(&e),
+            hint: Some(format!(
+                "is Docker running? Start it (e.g. `sudo systemctl start docker`), check {}, then run `yolo doctor`",
+                match endpoint.source.as_str() {
+                    "the default socket" => "DOCKER_HOST and `docker context ls`",
+                    "DOCKER_HOST" => "DOCKER_HOST",
+                    _ => "the context with `docker context ls` (or choose another with DOCKER_CONTEXT / `docker context use`)",
+                }
+            )),
         }
         };
-        let docker = Docker::connect_with_local_defaults().map_err(unreachable)?;
+        let docker = open(&endpoint).map_err(unreachable)?;
         let docker = docker.negotiate_version().await.map_err(unreachable)?;
-        Ok(Engine { docker })
+        Ok(Engine {
+            docker,
+            platform: None,
+        })
+    }
+
+    /// This engine, pulling and building images for `platform` (None: the engine's own).
+    pub(crate) fn for_platform(&self, platform: Option<&str>) -> Engine {
+        Engine {
+            docker: self.docker.clone(),
+            platform: platform.map(str::to_string),
+        }
     }
 
     /// The engine's version, platform, runtimes and cgroup support.
@@ -97,6 +122,42 @@ impl Engine {
             .version()
             .await
             .map_err(|e| Error::docker("asking the engine for its version", message(&e)))
+    }
+}
+
+/// A client for `endpoint` (no request is made yet): a Unix socket, or HTTP over TCP, with
+/// TLS when the endpoint has certificates. ssh:// is not supported (bollard's ssh transport is
+/// not built in): the message says how to forward the socket instead.
+fn open(endpoint: &endpoint::Endpoint) -> std::result::Result<Docker, bollard::errors::Error> {
+    const TIMEOUT: u64 = 120; // bollard's default, seconds
+    let version = bollard::API_DEFAULT_VERSION;
+    let host = endpoint.host.as_str();
+    let unsupported = |why: &str| bollard::errors::Error::UnsupportedURISchemeError {
+        uri: format!("{host} ({why})"),
+    };
+    let scheme = host.split_once("://").map_or("", |(scheme, _)| scheme);
+    match (scheme, &endpoint.tls) {
+        ("unix", _) => Docker::connect_with_unix(host, TIMEOUT, version),
+        ("tcp" | "https", Some(certs)) => {
+            // bollard signs with the process's rustls provider; ring is the one built in.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            Docker::connect_with_ssl(
+                host,
+                &certs.join("key.pem"),
+                &certs.join("cert.pem"),
+                &certs.join("ca.pem"),
+                TIMEOUT,
+                version,
+            )
+        }
+        ("https", None) => Err(unsupported(
+            "no certificates: set DOCKER_CERT_PATH and DOCKER_TLS_VERIFY=1",
+        )),
+        ("tcp" | "http", _) => Docker::connect_with_http(host, TIMEOUT, version),
+        ("ssh", _) => Err(unsupported(
+            "yolo cannot reach an engine over ssh; forward its socket with `ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock HOST` and set DOCKER_HOST=unix:///tmp/docker.sock",
+        )),
+        _ => Err(unsupported("yolo knows unix://, tcp://, http:// and https://")),
     }
 }
 

@@ -77,6 +77,9 @@ pub(crate) struct Container {
     pub(crate) network: Option<NetworkMode>,
     /// Named volumes mounted in it.
     pub(crate) volumes: Vec<String>,
+    /// The ports it publishes now (host side on 127.0.0.1), as Docker reports them: the
+    /// guard's, which publishes the agent's ports. Empty when it is not running.
+    pub(crate) ports: Vec<crate::run_spec::PortPublish>,
 }
 
 /// yolo's containers for one workspace and config file.

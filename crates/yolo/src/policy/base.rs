@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 impl Eval<'_> {
     pub(super) fn base_spec(&mut self) -> Result<RunSpec> {
         let (workspace_mount, workspace_folder) = self.workspace()?;
+        let workspace_mount_note = workspace_mount.clone();
         let update = self.merged_update_uid().unwrap_or(true);
         Ok(RunSpec {
             workspace: self.input.workspace.to_path_buf(),
@@ -54,6 +55,11 @@ impl Eval<'_> {
             init: true,
             exec_audit: false,
             shm_size: None,
+            ulimits: Vec::new(),
+            sysctls: BTreeMap::new(),
+            platform: None,
+            env_files: Vec::new(),
+            notes: super::workspace::volume_note(&workspace_mount_note),
         })
     }
 

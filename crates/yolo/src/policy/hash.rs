@@ -5,7 +5,7 @@ use crate::run_spec::RunSpec;
 use sha2::{Digest, Sha256};
 
 /// Hash `spec` and store the hash in it (the engine labels the container with it).
-pub(super) fn seal(spec: &mut RunSpec) {
+pub(crate) fn seal(spec: &mut RunSpec) {
     spec.config_hash = config_hash(spec);
 }
 

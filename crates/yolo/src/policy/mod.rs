@@ -45,6 +45,7 @@ mod paths;
 mod ports;
 mod protect;
 mod run_args;
+mod run_extras;
 mod security;
 #[cfg(test)]
 mod test_support;
@@ -54,6 +55,7 @@ pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;
 pub(crate) use grants::{grant_help, Grant};
+pub(crate) use hash::seal;
 pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, parse_size, LimitLayer};
 pub(crate) use metadata::{config_entry as metadata_config_entry, label as metadata_label};
 pub(crate) use paths::{git_root, normalize_path, slash_path};

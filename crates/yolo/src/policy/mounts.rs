@@ -171,7 +171,7 @@ pub(super) fn parse_volume_arg(text: &str) -> Result<MountRequest, MountError> {
 }
 
 /// Docker volume names: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
-fn valid_volume_name(name: &str) -> bool {
+pub(super) fn valid_volume_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
         && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))

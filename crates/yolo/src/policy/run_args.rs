@@ -63,6 +63,10 @@ const RUN_FLAGS: &[RunFlag] = &[
     flag(&["mount"], None, Arity::Value),
     flag(&["device"], None, Arity::Value),
     flag(&["name"], None, Arity::Value),
+    flag(&["ulimit"], None, Arity::Value),
+    flag(&["sysctl"], None, Arity::Value),
+    flag(&["platform"], None, Arity::Value),
+    flag(&["env-file"], None, Arity::Value),
 ];
 
 /// One parsed `runArgs` option: its index in `runArgs`, canonical long name, and value.
@@ -147,7 +151,6 @@ impl std::error::Error for ValueError {}
 fn accepted_run_flags() -> String {
     RUN_FLAGS
         .iter()
-        .filter(|f| f.names[0] != "name")
         .map(|f| match f.short {
             Some(s) => format!("--{} (-{s})", f.names[0]),
             None => format!("--{}", f.names[0]),
@@ -246,6 +249,9 @@ impl Eval<'_> {
         value: Option<String>,
     ) -> Result<()> {
         let text = value.clone().unwrap_or_default();
+        if self.apply_run_extra(spec, property, flag, &text)? {
+            return Ok(());
+        }
         let error = |e: &dyn std::error::Error| self.config_error(property, e);
         match flag {
             "env" => {
@@ -253,7 +259,9 @@ impl Eval<'_> {
                     "-e {text} would copy the host's {text} into the container; give it a value (NAME=VALUE)"
                 )))?;
                 if k.is_empty() {
-                    return Err(self.config_error(property, format!("-e \"{text}\" has no variable name")));
+                    return Err(
+                        self.config_error(property, format!("-e \"{text}\" has no variable name"))
+                    );
                 }
                 spec.container_env.insert(k.into(), v.into());
             }
@@ -264,10 +272,14 @@ impl Eval<'_> {
             }
             "memory" => self.run_limits.memory = Some(check_memory(&text).map_err(|e| error(&e))?),
             "cpus" => self.run_limits.cpus = Some(check_cpus_text(&text).map_err(|e| error(&e))?),
-            "pids-limit" => self.run_limits.pids = Some(check_pids_text(&text).map_err(|e| error(&e))?),
+            "pids-limit" => {
+                self.run_limits.pids = Some(check_pids_text(&text).map_err(|e| error(&e))?)
+            }
             "shm-size" => spec.shm_size = Some(check_memory(&text).map_err(|e| error(&e))?),
             "hostname" => spec.hostname = Some(check_hostname(&text).map_err(|e| error(&e))?),
-            "add-host" => spec.extra_hosts.push(check_add_host(&text).map_err(|e| error(&e))?),
+            "add-host" => spec
+                .extra_hosts
+                .push(check_add_host(&text).map_err(|e| error(&e))?),
             "user" if !text.is_empty() => spec.container_user = Some(text),
             "publish" => {
                 let port = parse_app_port(&text).map_err(|e| error(&e))?;
@@ -275,7 +287,12 @@ impl Eval<'_> {
             }
             "tmpfs" => {
                 let target = text.split(':').next().unwrap_or_default().to_string();
-                let req = MountRequest { kind: MountKind::Tmpfs, source: String::new(), target, read_only: false };
+                let req = MountRequest {
+                    kind: MountKind::Tmpfs,
+                    source: String::new(),
+                    target,
+                    read_only: false,
+                };
                 self.add_mount(spec, property, req)?;
             }
             "volume" => {
@@ -294,12 +311,6 @@ impl Eval<'_> {
             "device" => self.grant_device(spec, property, &text)?,
             "network" | "pid" | "ipc" | "uts" | "userns" => {
                 self.grant_namespace(spec, property, flag, &text)?
-            }
-            "name" => {
-                return Err(self.config_error(property, format!(
-                    "--name {text}: yolo names its containers itself (here \"{}\") so it can find them again; remove --name",
-                    spec.container_name
-                )))
             }
             "init" | "rm" => {
                 switch_on(value.as_deref()).map_err(|e| error(&e))?;
@@ -529,7 +540,6 @@ mod tests {
         let cases: &[(&[&str], &str, &str)] = &[
             (&["--foo"], "runArgs[0]", "--env (-e)"),
             (&["-e", "A=1", "--gpus", "all"], "runArgs[2]", "No grant"),
-            (&["--name", "x"], "runArgs[0]", "names its containers"),
             (&["-e", "AWS_SECRET"], "runArgs[0]", "copy the host's"),
             (
                 &["--network", "mynet"],
@@ -537,6 +547,7 @@ mod tests {
                 "manages the container's network",
             ),
             (&["--pid", "weird"], "runArgs[0]", "\"host\""),
+            (&["--ulimit", "rtprio=99"], "runArgs[0]", "priority"),
             (&["--label", "dev.yolo.id=evil"], "runArgs[0]", "reserved"),
             (
                 &["-l", "devcontainer.local_folder=/"],

@@ -1,7 +1,7 @@
 //! Where the repository appears in the container (`workspaceMount`) and where commands run
 //! (`workspaceFolder`). The repository, or its git root, needs no grant; any other source does.
 
-use super::mounts::parse_mount_string;
+use super::mounts::{parse_mount_string, valid_volume_name};
 use super::paths::{is_container_path, slash_path};
 use super::Eval;
 use crate::error::{Error, Result};
@@ -36,15 +36,37 @@ impl Eval<'_> {
     fn workspace_mount(&mut self, text: &str) -> Result<Mount> {
         let property = "workspaceMount";
         let req = parse_mount_string(text).map_err(|e| self.config_error(property, e))?;
-        if req.kind != MountKind::Bind {
-            return Err(Error::Unsupported {
-                file: self.file(),
-                property: property.into(),
-                message: "only a bind mount of the repository (type=bind) is supported".into(),
-            });
-        }
         if !is_container_path(&req.target) {
             return Err(self.config_error(property, "the target must be an absolute path"));
+        }
+        match req.kind {
+            MountKind::Bind => {}
+            // A named volume as the workspace (the repository cloned into it, say): it holds
+            // no host file, so it needs no grant.
+            MountKind::Volume if valid_volume_name(&req.source) => {
+                return Ok(Mount {
+                    kind: MountKind::Volume,
+                    source: req.source,
+                    target: req.target,
+                    read_only: req.read_only,
+                })
+            }
+            MountKind::Volume => {
+                return Err(self.config_error(
+                    property,
+                    format!(
+                        "a volume workspace needs a volume name (source=NAME), and \"{}\" is not one",
+                        req.source
+                    ),
+                ))
+            }
+            _ => {
+                return Err(Error::Unsupported {
+                    file: self.file(),
+                    property: property.into(),
+                    message: "only a bind mount of the repository (type=bind) or a named volume (type=volume) is supported".into(),
+                })
+            }
         }
         let source = self.host_path(property, &req.source)?;
         let own = source == self.input.workspace || Some(&source) == self.git_root.as_ref();
@@ -71,6 +93,19 @@ pub(crate) fn default_workspace_target(workspace: &Path) -> String {
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "workspace".into());
     format!("/workspaces/{name}")
+}
+
+/// What a volume workspace leaves out, said once at load: the host's repository is not in the
+/// container, and what yolo does with a bound repository needs a bind.
+pub(super) fn volume_note(mount: &Mount) -> Vec<String> {
+    if mount.kind != MountKind::Volume {
+        return Vec::new();
+    }
+    vec![format!(
+        "workspaceMount is the volume \"{}\" at {}: the host's repository is not mounted, so yolo's read-only paths ([workspace] read_only) and the file audit of the repository are off for it",
+        crate::visible::escape_controls(&mount.source),
+        mount.target
+    )]
 }
 
 /// The mount's target, plus the workspace's place below the mounted folder (when the repository
@@ -133,10 +168,36 @@ mod tests {
                 .source,
             "/home/me"
         );
-        let volume = case(with_image(
-            json!({"workspaceMount": "source=v,target=/w,type=volume"}),
+        let tmpfs = case(with_image(
+            json!({"workspaceMount": "target=/w,type=tmpfs"}),
         ));
-        assert!(matches!(volume.run(), Err(Error::Unsupported { .. })));
+        assert!(matches!(tmpfs.run(), Err(Error::Unsupported { .. })));
+    }
+
+    #[test]
+    fn a_named_volume_can_be_the_workspace_with_a_note() {
+        let spec = ok(with_image(
+            json!({"workspaceMount": "source=proj-src,target=/w,type=volume"}),
+        ));
+        assert_eq!(
+            spec.workspace_mount.kind,
+            crate::run_spec::MountKind::Volume
+        );
+        assert_eq!(spec.workspace_mount.source, "proj-src");
+        assert_eq!(spec.workspace_folder, "/w");
+        assert!(spec.protected.is_empty());
+        assert!(
+            spec.notes[0].contains("read-only paths"),
+            "{:?}",
+            spec.notes
+        );
+        let (property, _) = config_err(
+            case(with_image(
+                json!({"workspaceMount": "source=/x y,target=/w,type=volume"}),
+            ))
+            .run(),
+        );
+        assert_eq!(property, "workspaceMount");
     }
 
     #[test]

@@ -68,13 +68,13 @@ fn docker_not_running_is_a_clear_error() {
     let t = Test::without_docker();
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     t.yolo(&["up"]).fails_with(69).assert_stderr(
-        "yolo: docker: connecting to the Docker Engine failed: Socket not found: /nonexistent/docker.sock\n  \
+        "yolo: docker: connecting to the Docker Engine at unix:///nonexistent/docker.sock (DOCKER_HOST) failed: Socket not found: /nonexistent/docker.sock\n  \
          hint: is Docker running? Start it (e.g. `sudo systemctl start docker`), check DOCKER_HOST, then run `yolo doctor`\n",
     );
     let doctor = t.yolo(&["doctor"]);
     assert_eq!(doctor.code(), 1, "{}", doctor.describe());
     doctor
-        .assert_stdout_contains("✗ Docker Engine: docker: connecting to the Docker Engine failed");
+        .assert_stdout_contains("✗ Docker Engine: docker: connecting to the Docker Engine at unix:///nonexistent/docker.sock (DOCKER_HOST) failed");
 }
 
 #[test]

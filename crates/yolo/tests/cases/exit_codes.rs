@@ -9,7 +9,7 @@ const IMAGE: &str = r#"{"image": "debian:bookworm-slim"}"#;
 /// What every command that needs Docker says when `DOCKER_HOST` leads nowhere.
 fn docker_down() -> String {
     format!(
-        "yolo: docker: connecting to the Docker Engine failed: Socket not found: {}\n  \
+        "yolo: docker: connecting to the Docker Engine at {NO_DOCKER} (DOCKER_HOST) failed: Socket not found: {}\n  \
          hint: is Docker running? Start it (e.g. `sudo systemctl start docker`), check DOCKER_HOST, then run `yolo doctor`\n",
         NO_DOCKER.trim_start_matches("unix://")
     )

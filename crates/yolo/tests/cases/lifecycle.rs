@@ -444,6 +444,7 @@ fn up_status_and_firewall_json_share_one_shape() {
             "leftovers",
             "limits",
             "network",
+            "ports",
             "session",
             "status"
         ]

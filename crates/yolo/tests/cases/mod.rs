@@ -3,6 +3,7 @@ mod builds;
 mod cli;
 mod containment;
 mod errors;
+mod everyday;
 mod exec;
 mod exec_audit;
 mod exit_codes;
