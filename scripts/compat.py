@@ -79,15 +79,31 @@ STANDINS: dict[str, str | None] = {
 # Images that the reference CLI's own tests build before running a config.
 PREBUILT = {"image-metadata-test-base": "image-metadata/base-image"}
 
-# Facts about configs that the script cannot run fairly offline, shown in the notes.
-ARM = "needs an arm64 image and emulation (this host is amd64 with no registry)"
+# Facts about configs that this host cannot run as the reference tests do, shown in the notes.
+# Rows with one of these (or with Features from the network) are left out of the "runnable
+# here" count of the summary.
+ARM_FROM = ("`FROM --platform=linux/arm64…` over an amd64 stand-in: Docker's classic builder "
+            "(no BuildKit here) uses the local image anyway, so nothing runs as arm64")
+ARM_OPTION = ("needs an arm64 image (build option `--platform linux/arm64…`); none is "
+              "available offline")
+COMPOSE_V2 = ("needs Compose v2: docker-compose v1, the one here, rejects the compose file's "
+              "top-level `name`")
+NOT_HERE = {
+    "updateUIDarm64": ARM_FROM,
+    "updateUIDarm64v8": ARM_FROM,
+    "updateUIDarm64-platform-option": ARM_OPTION,
+    "updateUIDarm64v8-platform-option": ARM_OPTION,
+    "compose-with-name": COMPOSE_V2,
+    "compose-with-name-using-env-var": COMPOSE_V2 + " (and `CUSTOM_NAME`, which the reference "
+    "test sets, is unset)",
+    "compose-with-name-and-custom-yaml": COMPOSE_V2 + " and its `!reset` tag",
+    "image-metadata": "localFeatureB asks for `privileged`, which this host's Docker (a sandbox) "
+    "cannot run: `docker run --privileged` fails here",
+}
 NOTES = {
-    "updateUIDarm64": ARM,
-    "updateUIDarm64-platform-option": ARM,
-    "updateUIDarm64v8": ARM,
-    "updateUIDarm64v8-platform-option": ARM,
-    "compose-with-name-using-env-var": "the compose file's `name` comes from `CUSTOM_NAME`, "
-    "which the reference test sets; the script leaves it unset",
+    "image-containerEnv-issue": "the compose file mounts `../..` at /workspaces, so "
+    "`workspaceFolder` /workspaces/cli exists only in the reference's own checkout; here the "
+    "probe's working folder is missing",
     "image-with-local-feature": "`myfeature` (no `./`) is a legacy Feature id, and its "
     "devcontainer-feature.json is empty",
 }
@@ -189,7 +205,7 @@ class Row:
         self.folder = folder
         self.config = config  # relative to the folder
         self.discovered = discovered  # the default file both tools find on their own
-        self.name = folder if discovered else f"{folder} ({config})"
+        self.name = folder if discovered or folder in NOT_UP else f"{folder} ({config})"
         self.data = {}
         if config:
             try:
@@ -205,7 +221,9 @@ class Row:
         return list((self.data.get("features") or {}).keys())
 
     def remote_features(self):
-        return [f for f in self.features() if not f.startswith(("./", "../"))]
+        """Features fetched from a registry or GitHub: every id with a `/` but a local path
+        (an id without one is a legacy Feature of the CLI's own cache)."""
+        return [f for f in self.features() if "/" in f and not f.startswith(("./", "../"))]
 
     def probe_var(self):
         """The first variable remoteEnv or containerEnv sets to a plain value."""
@@ -292,10 +310,11 @@ def discover() -> list[Row]:
     for folder in sorted(p.name for p in CONFIGS.iterdir() if p.is_dir()):
         base = CONFIGS / folder
         found = []
-        if (base / ".devcontainer.json").is_file():
-            found.append((".devcontainer.json", True))
+        # The spec's order, which both tools follow.
         if (base / ".devcontainer" / "devcontainer.json").is_file():
             found.append((".devcontainer/devcontainer.json", True))
+        if (base / ".devcontainer.json").is_file():
+            found.append((".devcontainer.json", True))
         for sub in sorted((base / ".devcontainer").glob("*/devcontainer.json")):
             found.append((str(sub.relative_to(base)), False))
         if not found:
@@ -372,11 +391,29 @@ def build_standins(log) -> dict[str, str]:
     return origin
 
 
+def standin_ids() -> set[str]:
+    """The stand-ins themselves (images built FROM one inherit its label, so not by label)."""
+    ids = set()
+    for name in [*STANDINS, *PREBUILT]:
+        code, out, _ = docker("image", "inspect", "--format",
+                              f'{{{{.Id}}}} {{{{index .Config.Labels "{STANDIN_LABEL}"}}}}', name)
+        if code == 0:
+            image, _, label = out.strip().partition(" ")
+            if label == name:
+                ids.add(image)
+    return ids
+
+
 def remove_standins():
-    _, out, _ = docker("images", "-q", "--filter", f"label={STANDIN_LABEL}")
-    ids = sorted(set(lines(out)))
-    if ids:
-        docker("rmi", "-f", *ids)
+    """The stand-ins and what was built FROM them (which inherits their label): children first,
+    so a few passes."""
+    for _ in range(4):
+        _, out, _ = docker("images", "-q", "--filter", f"label={STANDIN_LABEL}")
+        ids = sorted(set(lines(out)))
+        if not ids:
+            break
+        for image in ids:
+            docker("rmi", "-f", image)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,7 +427,10 @@ def all_image_ids():
 
 def cleanup(copy: Path, run_label: str, before_images: set[str]):
     """Removes what either tool made for `copy` (and everything with this run's label)."""
-    containers, projects, images = set(), set(), set()
+    containers, images = set(), set()
+    # The Compose project the reference CLI names after the folder (when the compose file does
+    # not name one), so images of a run that failed before making a container go too.
+    projects = {re.sub(r"[^a-z0-9_-]", "", copy.name.lower()) + "_devcontainer"}
     _, out, _ = docker("ps", "-aq", "--no-trunc", "--filter", "label=devcontainer.local_folder")
     ids = lines(out)
     if ids:
@@ -432,11 +472,26 @@ def cleanup(copy: Path, run_label: str, before_images: set[str]):
             _, out, _ = docker("images", "-q", "--no-trunc", "--filter",
                                f"reference={project}{sep}*")
             images.update(lines(out))
-    standins = set(lines(docker("images", "-q", "--no-trunc", "--filter",
-                                f"label={STANDIN_LABEL}")[1]))
-    doomed = sorted(i for i in images if i and i not in before_images and i not in standins)
-    if doomed:
-        docker("rmi", "-f", *doomed)
+    standins = standin_ids()
+    # The helper image the reference CLI builds for Features without BuildKit.
+    _, out, _ = docker("images", "-q", "--no-trunc", "--filter",
+                       "reference=dev_container_feature_content_temp")
+    images.update(lines(out))
+    # By name first: an image the build cache shares with another tag loses only this tag.
+    for ref in lines(docker("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter",
+                            f"reference=vsc-{folder}-*")[1]):
+        docker("rmi", ref)
+    doomed = {i for i in images if i and i not in before_images and i not in standins}
+    # A parent goes only after its children (the reference CLI builds `-uid` and Feature images
+    # on top of the one Compose built): a few passes, one image at a time.
+    for _ in range(4):
+        doomed &= all_image_ids()
+        if not doomed:
+            break
+        for image in sorted(doomed):
+            docker("rmi", "-f", image)
+    if doomed & all_image_ids():
+        print(f"compat: could not remove images {sorted(doomed & all_image_ids())}", flush=True)
 
 
 def sweep_leftovers():
@@ -459,6 +514,11 @@ def sweep_leftovers():
     _, out, _ = docker("images", "-q", "--filter", f"label={LABEL}")
     if lines(out):
         docker("rmi", "-f", *sorted(set(lines(out))))
+    # Stand-ins a rebuild replaced.
+    _, out, _ = docker("images", "-q", "--filter", "dangling=true", "--filter",
+                       f"label={STANDIN_LABEL}")
+    for image in sorted(set(lines(out))):
+        docker("rmi", image)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,11 +561,14 @@ def ref_cli() -> Path:
     return cli
 
 
-def run_reference(cli: Path, row: Row, copy: Path, timeout: int) -> dict:
+def run_reference(cli: Path, row: Row, copy: Path, scratch: Path, timeout: int) -> dict:
     args = ["--workspace-folder", str(copy)]
     if not row.discovered:
         args += ["--config", str(copy / row.config)]
     env = dict(os.environ)
+    # Its temporary files (generated Dockerfiles, compose overrides) go with the scratch folder.
+    env["TMPDIR"] = str(scratch / "ref-tmp")
+    (scratch / "ref-tmp").mkdir(exist_ok=True)
     t0 = time.monotonic()
     code, out, err = run([str(cli), "up", "--log-format", "text", *args], timeout=timeout, env=env)
     result = {"up_exit": code, "seconds": round(time.monotonic() - t0)}
@@ -522,8 +585,14 @@ def run_reference(cli: Path, row: Row, copy: Path, timeout: int) -> dict:
         return result
     if code != 0 or outcome.get("outcome") != "success":
         why = outcome.get("message") or last_error(err + out)
+        if why.startswith("Command failed:"):
+            # The command line is long and says little; Docker's own error says why.
+            words = why.split()
+            detail = [line.strip() for line in err.splitlines()
+                      if re.search(r"Error response from daemon|^ERROR|error:", line)]
+            why = f"`{' '.join(words[2:4])}` failed" + (f": {detail[-1]}" if detail else "")
         if outcome.get("description") and outcome["description"] not in why:
-            why += ": " + outcome["description"]
+            why += " (" + outcome["description"] + ")"
         result.update(status="fails", why=why)
         return result
     code, out, err = run([str(cli), "exec", *args, *probe_command(row)], timeout=120, env=env)
@@ -532,6 +601,15 @@ def run_reference(cli: Path, row: Row, copy: Path, timeout: int) -> dict:
     if code != 0:
         result["why"] = f"exec exited {code}: {last_error(err + out)}"
     return result
+
+
+def grant_flag(err: str) -> str | None:
+    """The flag a policy refusal names: "... unless you grant it: --grant NAME, or ..." or
+    "--trust-host-commands, or ..."."""
+    m = re.search(r"grant it: (--[\w-]+)(?:[ =]([^\s,;]+))?", err)
+    if not m:
+        return None
+    return f"--grant={m.group(2)}" if m.group(1) == "--grant" and m.group(2) else m.group(1)
 
 
 def run_yolo(yolo: Path, row: Row, copy: Path, scratch: Path, run_label: str, timeout: int):
@@ -549,23 +627,23 @@ def run_yolo(yolo: Path, row: Row, copy: Path, scratch: Path, run_label: str, ti
     result = {}
     t0 = time.monotonic()
     for _ in range(4):
-        flags = [f"--grant={g}" for g in grants]
-        code, out, err = run([str(yolo), "up", "--accept-config", *base, *flags],
+        code, out, err = run([str(yolo), "up", "--accept-config", *base, *grants],
                              timeout=timeout, env=env)
         result = {"up_exit": code, "seconds": round(time.monotonic() - t0)}
         if code is None:
             result.update(status="fails", why=f"timed out after {timeout} s")
             break
         if code == 77:
-            asked = [g for g in re.findall(r"--grant[ =]([\w./:=-]+)", err) if g not in grants]
-            if asked:
-                refused.append(asked[0])
-                grants.append(asked[0])
+            flag = grant_flag(err)
+            if flag and flag not in grants:
+                refused.append(flag)
+                grants.append(flag)
                 continue
             result.update(status="refused", why=last_error(err))
             break
         if code != 0:
-            result.update(status="fails", why=f"exit {code}: {last_error(err + out)}")
+            result.update(status="fails",
+                          why=f"exit {code}: {re.sub(r'^yolo: ', '', last_error(err + out))}")
             break
         code, out, err = run([str(yolo), "exec", *base, "--", *probe_command(row)],
                              timeout=120, env=env)
@@ -599,12 +677,12 @@ def describe(result: dict | None, tool: str) -> str:
         text = "**started**"
         if tool == "yolo" and result.get("refused"):
             text = ("refused by policy without " + ", ".join(
-                f"`--grant {g}`" for g in result["refused"]) + "; with it: **started**")
+                f"`{g}`" for g in result["refused"]) + "; with it: **started**")
         if result.get("probe_exit") not in (0, None):
             text += f" (exec failed: {result.get('why', '')})"
         return cell(text + probe, 260)
     if tool == "yolo" and result.get("refused"):
-        granted = ", ".join(f"`--grant {g}`" for g in result["refused"])
+        granted = ", ".join(f"`{g}`" for g in result["refused"])
         return cell(f"refused by policy without {granted}; with it: fails: {result.get('why')}", 260)
     if status == "refused":
         return cell(f"refused by policy: {result.get('why')}", 260)
@@ -619,8 +697,9 @@ def notes_for(row: Row, ref: dict | None, yolo: dict | None, origins: dict) -> s
     if remote:
         notes.append("needs network (Features from ghcr.io or GitHub: "
                      + ", ".join(f"`{f}`" for f in remote) + ")")
-    if row.folder in NOTES:
-        notes.append(NOTES[row.folder])
+    for table in (NOT_HERE, NOTES):
+        if row.folder in table:
+            notes.append(table[row.folder])
     if ref and yolo and ref.get("status") == "started" and yolo.get("status") == "started":
         for key, what in (("user", "user"), ("pwd", "folder"), ("env", "env")):
             if ref.get(key) != yolo.get(key):
@@ -636,12 +715,13 @@ def render(rows, ref_results, yolo_results, origins, meta) -> str:
                   if (yolo_results.get(r.key) or {}).get("status") == "started"
                   and not (yolo_results.get(r.key) or {}).get("refused"))
     k = sum(1 for r in run_rows if (ref_results.get(r.key) or {}).get("status") == "started")
-    offline = [r for r in run_rows if not r.remote_features() and NOTES.get(r.folder) != ARM]
+    offline = [r for r in run_rows if not r.remote_features() and r.folder not in NOT_HERE]
     k_off = sum(1 for r in offline if (ref_results.get(r.key) or {}).get("status") == "started")
     n_off = sum(1 for r in offline if (yolo_results.get(r.key) or {}).get("status") == "started")
     summary = (f"{n} of {m} configs start with yolo ({n_plain} without a grant), "
-               f"{k} of {m} with the reference CLI. Of the {len(offline)} that need nothing "
-               f"from the network: {n_off} with yolo, {k_off} with the reference CLI.")
+               f"{k} of {m} with the reference CLI. Of the {len(offline)} that this host can run "
+               f"as the reference tests do (no Feature from the network, no arm64, no Compose "
+               f"v2, no privileged): {n_off} with yolo, {k_off} with the reference CLI.")
     out = [START, "", f"**{summary}**", ""]
     out.append(f"yolo: {meta['yolo']}, run {meta['yolo_date']}. Reference CLI: "
                f"@devcontainers/cli {meta['ref_version']}, run {meta['ref_date']}.")
@@ -742,11 +822,15 @@ def main():
                 log(f"[{i}/{len(selected)}] {row.name}: {tool}")
                 try:
                     if tool == "ref":
-                        res = run_reference(cli, row, copy, args.timeout)
+                        res = run_reference(cli, row, copy, scratch, args.timeout)
                         ref_results[row.key] = res
                     else:
                         res = run_yolo(yolo, row, copy, scratch, run_label, args.timeout)
                         yolo_results[row.key] = res
+                    for key in ("why",):
+                        if isinstance(res.get(key), str):
+                            res[key] = res[key].replace(str(copy) + "/", "").replace(
+                                str(copy), ".").replace(str(scratch), "$SCRATCH")
                     log(f"    {res.get('status')} {res.get('user', '')} {res.get('pwd', '')} "
                         f"{res.get('env', '')} {res.get('why', '')}"[:300])
                 finally:
