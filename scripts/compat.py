@@ -588,8 +588,9 @@ def run_reference(cli: Path, row: Row, copy: Path, scratch: Path, timeout: int) 
         if why.startswith("Command failed:"):
             # The command line is long and says little; Docker's own error says why.
             words = why.split()
-            detail = [line.strip() for line in err.splitlines()
-                      if re.search(r"Error response from daemon|^ERROR|error:", line)]
+            plain = [re.sub(r"^\[[^\]]*\]\s*", "", line.strip()) for line in err.splitlines()]
+            telling = r"Error response from daemon|^ERROR|error:|does not match|is invalid"
+            detail = [line for line in plain if re.search(telling, line)]
             why = f"`{' '.join(words[2:4])}` failed" + (f": {detail[-1]}" if detail else "")
         if outcome.get("description") and outcome["description"] not in why:
             why += " (" + outcome["description"] + ")"
