@@ -437,8 +437,15 @@ def cleanup(copy: Path, run_label: str, before_images: set[str]):
         _, out, _ = docker("inspect", "--format",
                            "{{.Id}} {{.Image}} {{json .Config.Labels}}", *ids)
         for line in out.splitlines():
-            cid, image, labels = line.split(" ", 2)
-            labels = json.loads(labels) or {}
+            # A container of someone else's can go between `ps` and `inspect`: skip what is odd.
+            parts = line.split(" ", 2)
+            if len(parts) != 3:
+                continue
+            cid, image, labels = parts
+            try:
+                labels = json.loads(labels) or {}
+            except ValueError:
+                continue
             folder = labels.get("devcontainer.local_folder", "")
             if folder == str(copy) or folder.startswith(str(copy) + "/"):
                 containers.add(cid)
@@ -835,7 +842,10 @@ def main():
                     log(f"    {res.get('status')} {res.get('user', '')} {res.get('pwd', '')} "
                         f"{res.get('env', '')} {res.get('why', '')}"[:300])
                 finally:
-                    cleanup(copy, run_label, before)
+                    try:
+                        cleanup(copy, run_label, before)
+                    except Exception as err:  # noqa: BLE001 - the run goes on; the sweep retries
+                        log(f"    clean-up failed ({err!r}); the final sweep tries again")
             shutil.rmtree(slot, ignore_errors=True)
     finally:
         try:
