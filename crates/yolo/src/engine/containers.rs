@@ -18,19 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 use yolo_protocol::SHIM_PATH;
 
-/// Capabilities an ordinary dev container needs, added back after dropping all. Each one is
-/// justified in docs/security-model.md. Not in the list (Docker gives them by default): NET_RAW
-/// (raw sockets: packet crafting), MKNOD, SETFCAP, SETPCAP, SYS_CHROOT, AUDIT_WRITE,
-/// NET_BIND_SERVICE (Docker lets unprivileged users bind low ports in containers anyway).
-const DEFAULT_CAPS: &[&str] = &[
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "SETGID",
-    "SETUID",
-];
+use crate::policy::DEFAULT_CAPS;
 
 /// The keep-alive command used when `overrideCommand` is true (the reference CLI's idea): it
 /// exits cleanly on SIGTERM so `yolo down` is quick.

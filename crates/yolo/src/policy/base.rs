@@ -5,7 +5,7 @@
 use super::Eval;
 use crate::devcontainer::names::container_name;
 use crate::error::Result;
-use crate::run_spec::{Hooks, Limits, RunSpec};
+use crate::run_spec::{Hooks, ImageSource, Limits, RunSpec};
 use std::collections::BTreeMap;
 
 impl Eval<'_> {
@@ -13,12 +13,19 @@ impl Eval<'_> {
         let c = self.config;
         let (workspace_mount, workspace_folder) = self.workspace()?;
         let update = c.update_remote_user_uid.unwrap_or(true);
+        let name = container_name(self.input.workspace, self.input.devcontainer_id);
+        let compose = self.compose_spec(&name)?;
+        let image = match &compose {
+            // Compose builds or pulls the service's image; this is its label.
+            Some(compose) => ImageSource::Image(format!("compose service {}", compose.service)),
+            None => self.image_source()?,
+        };
         Ok(RunSpec {
             workspace: self.input.workspace.to_path_buf(),
             config_file: self.file(),
             devcontainer_id: self.input.devcontainer_id.to_string(),
-            container_name: container_name(self.input.workspace, self.input.devcontainer_id),
-            image: self.image_source()?,
+            container_name: name,
+            image,
             container_env: c.container_env.clone(),
             remote_env: c.remote_env.clone(),
             container_user: c.container_user.clone(),
@@ -53,6 +60,7 @@ impl Eval<'_> {
             init: true,
             exec_audit: false,
             shm_size: None,
+            compose,
         })
     }
 
@@ -67,13 +75,22 @@ impl Eval<'_> {
         }
     }
 
+    /// `stopContainer` (the default) or `none`; for a Compose config `stopCompose` (the
+    /// default: the whole project) or `none`.
     fn shutdown_action(&self) -> Result<String> {
+        let compose = self.config.docker_compose_file.is_some();
+        let (default, other) = if compose {
+            ("stopCompose", "\"none\", \"stopCompose\"")
+        } else {
+            ("stopContainer", "\"none\", \"stopContainer\"")
+        };
         match self.config.shutdown_action.as_deref() {
-            None => Ok("stopContainer".into()),
-            Some(a @ ("none" | "stopContainer")) => Ok(a.into()),
-            Some(other) => Err(self.config_error(
+            None => Ok(default.into()),
+            Some("none") => Ok("none".into()),
+            Some(a) if a == default => Ok(a.into()),
+            Some(bad) => Err(self.config_error(
                 "shutdownAction",
-                format!("\"{other}\" is not one of \"none\", \"stopContainer\""),
+                format!("\"{bad}\" is not one of {other}"),
             )),
         }
     }

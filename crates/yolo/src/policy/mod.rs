@@ -31,6 +31,7 @@
 
 mod base;
 mod build;
+mod compose;
 mod firewall;
 mod grants;
 mod hash;
@@ -48,6 +49,7 @@ mod security;
 mod test_support;
 mod workspace;
 
+pub(crate) use compose::{check_services, ServicesChecked};
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;
@@ -95,6 +97,21 @@ pub(crate) struct UserLayer {
     /// `[audit] exec` (default on): the exec audit's shim in the agent container.
     pub(crate) exec_audit: bool,
 }
+
+/// Capabilities an ordinary dev container needs, added back after dropping all (the engine's
+/// hardening). Each one is justified in docs/security-model.md. Not in the list (Docker gives
+/// them by default): NET_RAW (raw sockets: packet crafting), MKNOD, SETFCAP, SETPCAP,
+/// SYS_CHROOT, AUDIT_WRITE, NET_BIND_SERVICE (Docker lets unprivileged users bind low ports in
+/// containers anyway).
+pub(crate) const DEFAULT_CAPS: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+];
 
 /// The writable layer's size limit when the user sets none (where the storage driver can).
 pub(crate) const DEFAULT_DISK: i64 = 20 << 30;
