@@ -22,7 +22,7 @@ use crate::policy::DEFAULT_CAPS;
 
 /// The keep-alive command used when `overrideCommand` is true (the reference CLI's idea): it
 /// exits cleanly on SIGTERM so `yolo down` is quick.
-fn keep_alive() -> Vec<String> {
+pub(super) fn keep_alive() -> Vec<String> {
     vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -38,6 +38,7 @@ impl Engine {
             let slot = match c.role {
                 Role::Agent => &mut found.agent,
                 Role::Guard => &mut found.guard,
+                Role::Service => continue,
             };
             if slot.is_none() {
                 *slot = Some(c);

@@ -7,6 +7,7 @@
 //! It does not decide what to do with what it finds (reuse, restart, recreate): that is
 //! `commands::up`'s plan.
 
+pub(crate) mod compose;
 mod containers;
 mod exec;
 mod guard;

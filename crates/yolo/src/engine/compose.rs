@@ -1,0 +1,658 @@
+//! Docker Compose: the user's own `docker compose` (the v2 plugin) or `docker-compose` (v1, what
+//! Debian ships), driven as the reference CLI drives it; and the project file yolo hands it.
+//!
+//! Unlike the reference CLI, which passes the user's files plus an override, yolo passes one
+//! file: the project as `compose config` resolved it (files merged, variables and relative paths
+//! resolved), changed where yolo must (`project_file`), written as JSON (YAML's subset) under
+//! yolo's data folder. Three reasons: what yolo checked is exactly what runs (the agent can edit
+//! the repository's Compose files between the check and the start); an override can only add,
+//! and the dev service's own `networks`, `ports` or `hostname` cannot be combined with joining
+//! the guard's namespaces; and every network, volume and service gets yolo's labels.
+
+use super::labels;
+use super::{message, Engine};
+use crate::error::{Error, Result};
+use crate::firewall::NetworkMode;
+use crate::policy::{ServicesChecked, DEFAULT_CAPS};
+use crate::run_spec::{ComposeSpec, Limits, MountKind, RunSpec};
+use bollard::models::{ContainerUpdateBody, NetworkConnectRequest};
+use bollard::query_parameters::{InspectNetworkOptions, ListNetworksOptions};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// Compose's own label of the project name (on containers, networks, volumes).
+pub(crate) const PROJECT_LABEL: &str = "com.docker.compose.project";
+/// Compose's own label of the service name.
+pub(crate) const SERVICE_LABEL: &str = "com.docker.compose.service";
+/// The network yolo adds for the services granted egress (`compose-egress`).
+pub(crate) const EGRESS_NETWORK: &str = "yolo-egress";
+/// On the egress network: the guard is not attached to it.
+const EGRESS_MARK: &str = "dev.yolo.egress";
+
+/// Which Compose the host has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cli {
+    /// `docker compose` (v2).
+    Plugin,
+    /// `docker-compose` (v1, or v2's standalone binary).
+    Standalone,
+}
+
+impl Cli {
+    /// `docker compose` if `docker compose version` works, else `docker-compose`, else a clear
+    /// error saying how to install one.
+    pub(crate) async fn detect() -> Result<Cli> {
+        let works = |program: &str, args: &[&str]| {
+            let mut command = tokio::process::Command::new(program);
+            command
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            async move { command.status().await.is_ok_and(|s| s.success()) }
+        };
+        if works("docker", &["compose", "version"]).await {
+            return Ok(Cli::Plugin);
+        }
+        if works("docker-compose", &["version"]).await {
+            return Ok(Cli::Standalone);
+        }
+        Err(Error::Unavailable(
+            "this config runs Docker Compose (\"dockerComposeFile\"), but neither `docker compose` nor `docker-compose` is installed; install the Compose plugin (Debian/Ubuntu: `apt-get install docker-compose-plugin` from Docker's repository, or `apt-get install docker-compose`), then run `yolo up` again".into(),
+        ))
+    }
+
+    fn command(self) -> tokio::process::Command {
+        match self {
+            Cli::Plugin => {
+                let mut c = tokio::process::Command::new("docker");
+                c.arg("compose");
+                c
+            }
+            Cli::Standalone => tokio::process::Command::new("docker-compose"),
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Cli::Plugin => "docker compose",
+            Cli::Standalone => "docker-compose",
+        }
+    }
+}
+
+/// One Compose project: the CLI, its name, folder and files.
+#[derive(Debug, Clone)]
+pub(crate) struct Compose {
+    pub(crate) cli: Cli,
+    pub(crate) project: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) files: Vec<PathBuf>,
+}
+
+impl Compose {
+    /// The user's project, as devcontainer.json names it.
+    pub(crate) fn of(cli: Cli, spec: &ComposeSpec) -> Compose {
+        Compose {
+            cli,
+            project: spec.project_name.clone(),
+            dir: spec.project_dir.clone(),
+            files: spec.files.clone(),
+        }
+    }
+
+    /// The same project from yolo's one file instead.
+    pub(crate) fn from_file(&self, file: &Path) -> Compose {
+        Compose {
+            files: vec![file.to_path_buf()],
+            ..self.clone()
+        }
+    }
+
+    fn command(&self) -> tokio::process::Command {
+        let mut c = self.cli.command();
+        c.arg("--project-name").arg(&self.project);
+        c.arg("--project-directory").arg(&self.dir);
+        for f in &self.files {
+            c.arg("--file").arg(f);
+        }
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// `config`: the resolved project (YAML), or Compose's own words about what is wrong.
+    pub(crate) async fn config(&self) -> std::result::Result<String, String> {
+        let output = self
+            .command()
+            .arg("config")
+            .output()
+            .await
+            .map_err(|e| format!("cannot run {}: {e}", self.cli.name()))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(compose_message(&output.stderr))
+        }
+    }
+
+    /// Run a Compose command (`up`, `stop`, `down`...); its progress goes to yolo's stderr.
+    pub(crate) async fn run(&self, args: &[&str]) -> Result<()> {
+        let output = self
+            .command()
+            .args(args)
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped())
+            .output()
+            .await
+            .map_err(|e| Error::Unavailable(format!("cannot run {}: {e}", self.cli.name())))?;
+        // Compose's progress lines; shown, they say what is being built and started.
+        for line in String::from_utf8_lossy(&output.stderr).lines() {
+            eprintln!("{}", crate::visible::escape_controls(line));
+        }
+        if output.status.success() {
+            return Ok(());
+        }
+        Err(Error::Docker {
+            action: format!("{} {}", self.cli.name(), args.join(" ")),
+            message: compose_message(&output.stderr),
+            hint: None,
+        })
+    }
+}
+
+/// Compose's error text, without its progress lines, controls made visible.
+fn compose_message(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    // Compose v1 marks its errors; its progress lines then say nothing more.
+    let errors: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("ERROR") || l.starts_with("error"))
+        .collect();
+    let lines = if errors.is_empty() { lines } else { errors };
+    crate::visible::escape_controls(&lines.join("; "))
+}
+
+/// What yolo changes in the resolved project.
+pub(crate) struct FilePlan<'a> {
+    pub(crate) spec: &'a RunSpec,
+    pub(crate) compose: &'a ComposeSpec,
+    pub(crate) checked: &'a ServicesChecked,
+    pub(crate) mode: NetworkMode,
+    /// The guard's container name; None without one (`--network none`).
+    pub(crate) guard: Option<String>,
+    /// Where the repository is bound in the dev service, if the files bind it: for the
+    /// read-only paths (`spec.protected`, made for the workspace at `spec.workspace_mount`).
+    pub(crate) workspace_target: Option<String>,
+}
+
+/// Keys of the dev service that cannot be combined with joining the guard's network namespace:
+/// dropped (the guard publishes the ports yolo publishes; names are the guard's).
+const DEV_DROPPED: &[&str] = &[
+    "networks",
+    "network_mode",
+    "ports",
+    "links",
+    "extra_hosts",
+    "dns",
+    "dns_search",
+    "dns_opt",
+    "hostname",
+    "domainname",
+    "mac_address",
+    "container_name",
+];
+
+/// The project file yolo hands Compose: `resolved` (what `compose config` printed) with the dev
+/// service joined to the guard's network and PID namespaces and hardened as yolo's own
+/// container is, every network of the project internal (the `compose-egress` services also on
+/// a network with egress), and yolo's labels (and `YOLO_LABELS`) on everything it makes.
+pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Result<Value> {
+    let mut project: Value = serde_json::to_value(resolved)
+        .map_err(|e| Error::other(format!("the resolved Compose project: {e}")))?;
+    let owner = super::Owner::of(plan.spec);
+    let mut project_labels = labels::project(&owner);
+    project_labels.insert(labels::ROLE.into(), super::Role::Service.label().into());
+    let volume_labels = labels::volume(&owner.devcontainer_id);
+    let root = project
+        .as_object_mut()
+        .ok_or_else(|| Error::other("the resolved Compose project is not a mapping"))?;
+    let version = root
+        .get("version")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let build_labels_ok = supports_build_labels(&version);
+
+    // Networks: every one internal and labelled; the default one named, so it is too.
+    let networks = object_at(root, "networks");
+    networks.entry("default").or_insert_with(|| json!({}));
+    for (name, network) in networks.iter_mut() {
+        if network.is_null() {
+            *network = json!({});
+        }
+        let external = network.get("external").is_some_and(|e| {
+            e.as_bool() == Some(true) || e.is_object()
+        });
+        if external {
+            return Err(Error::Unsupported {
+                file: plan.compose.files[0].clone(),
+                property: format!("network \"{name}\": external"),
+                message: "a network from outside the Compose project cannot be made internal; remove \"external\" (yolo makes the project's networks itself)".into(),
+            });
+        }
+        let network = network.as_object_mut().expect("made an object above");
+        network.insert("internal".into(), json!(true));
+        merge_labels(network, &volume_labels);
+    }
+    if !plan.checked.egress.is_empty() {
+        let mut labels = volume_labels.clone();
+        labels.insert(EGRESS_MARK.into(), "true".into());
+        networks.insert(EGRESS_NETWORK.into(), json!({ "labels": labels }));
+    }
+
+    // Volumes: labelled; yolo's own (agent state) declared external, made before.
+    let volumes = object_at(root, "volumes");
+    for volume in volumes.values_mut() {
+        if volume.is_null() {
+            *volume = json!({});
+        }
+        let external = volume.get("external").is_some_and(|e| !e.is_null());
+        if let (false, Some(volume)) = (external, volume.as_object_mut()) {
+            merge_labels(volume, &volume_labels);
+        }
+    }
+    for m in plan.spec.mounts.iter().filter(|m| m.kind == MountKind::Volume) {
+        volumes.insert(m.source.clone(), json!({ "external": true }));
+    }
+
+    let services = root
+        .get_mut("services")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| Error::other("the resolved Compose project has no services"))?;
+    for (name, service) in services.iter_mut() {
+        let service = service
+            .as_object_mut()
+            .ok_or_else(|| Error::other(format!("Compose service {name} is not a mapping")))?;
+        if build_labels_ok {
+            label_build(service, &volume_labels);
+        }
+        if *name == plan.compose.service {
+            dev_service(service, plan);
+        } else {
+            merge_labels(service, &project_labels);
+            if plan.checked.egress.contains(name) {
+                add_network(service, EGRESS_NETWORK);
+            }
+        }
+    }
+    Ok(project)
+}
+
+/// `build.labels` came with file formats 2.1 and 3.3 (and has always been in the Compose spec,
+/// which has no version).
+fn supports_build_labels(version: &str) -> bool {
+    let mut parts = version.split('.');
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    match major {
+        0 => version.is_empty(),
+        2 => minor >= 1,
+        3 => minor >= 3,
+        _ => true,
+    }
+}
+
+/// The object under `key`, made when absent or null.
+fn object_at<'a>(root: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = root.entry(key).or_insert_with(|| json!({}));
+    if !slot.is_object() {
+        *slot = json!({});
+    }
+    slot.as_object_mut().expect("made an object above")
+}
+
+/// `labels` (a mapping or a `K=V` list) with `add` merged in; `add` wins.
+fn merge_labels(target: &mut Map<String, Value>, add: &BTreeMap<String, String>) {
+    let mut merged = Map::new();
+    match target.get("labels") {
+        Some(Value::Object(map)) => merged.extend(map.clone()),
+        Some(Value::Array(items)) => {
+            for item in items.iter().filter_map(Value::as_str) {
+                let (k, v) = item.split_once('=').unwrap_or((item, ""));
+                merged.insert(k.to_string(), json!(v));
+            }
+        }
+        _ => {}
+    }
+    for (k, v) in add {
+        merged.insert(k.clone(), json!(v));
+    }
+    target.insert("labels".into(), Value::Object(merged));
+}
+
+fn label_build(service: &mut Map<String, Value>, labels: &BTreeMap<String, String>) {
+    match service.get_mut("build") {
+        Some(Value::String(context)) => {
+            let mut build = Map::new();
+            build.insert("context".into(), json!(context));
+            merge_labels(&mut build, labels);
+            service.insert("build".into(), Value::Object(build));
+        }
+        Some(Value::Object(build)) => merge_labels(build, labels),
+        _ => {}
+    }
+}
+
+/// Add `network` to a service's networks (its implicit `default` kept).
+fn add_network(service: &mut Map<String, Value>, network: &str) {
+    match service.get_mut("networks") {
+        Some(Value::Array(list)) => list.push(json!(network)),
+        Some(Value::Object(map)) => {
+            map.insert(network.into(), Value::Null);
+        }
+        _ => {
+            service.insert("networks".into(), json!(["default", network]));
+        }
+    }
+}
+
+/// A list under `key` (or an empty one), as strings.
+fn string_list(service: &Map<String, Value>, key: &str) -> Vec<String> {
+    match service.get(key) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect(),
+        Some(Value::String(s)) => vec![s.clone()],
+        _ => Vec::new(),
+    }
+}
+
+fn push_unique(list: &mut Vec<String>, item: String) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
+    let spec = plan.spec;
+    for key in DEV_DROPPED {
+        service.remove(*key);
+    }
+    service.insert("container_name".into(), json!(spec.container_name));
+    match &plan.guard {
+        Some(guard) => {
+            service.insert("network_mode".into(), json!(format!("container:{guard}")));
+            // The guard is PID 1 of the namespace: it reaps (an init of the service's would
+            // only be one more process).
+            if !service.get("pid").is_some_and(|p| p == "host") {
+                service.insert("pid".into(), json!(format!("container:{guard}")));
+                service.remove("init");
+            }
+        }
+        None => {
+            service.insert("network_mode".into(), json!("none"));
+        }
+    }
+    // Capabilities: all dropped, yolo's set and the granted ones added back.
+    let mut caps: Vec<String> = DEFAULT_CAPS.iter().map(|c| c.to_string()).collect();
+    for cap in spec.cap_add.iter().chain(&plan.checked.dev_cap_add) {
+        push_unique(&mut caps, cap.clone());
+    }
+    service.insert("cap_drop".into(), json!(["ALL"]));
+    service.insert("cap_add".into(), json!(caps));
+    let mut security = vec!["no-new-privileges:true".to_string()];
+    for opt in spec.security_opt.iter().chain(&plan.checked.dev_security_opt) {
+        push_unique(&mut security, opt.clone());
+    }
+    service.insert("security_opt".into(), json!(security));
+    if spec.privileged || plan.checked.dev_privileged {
+        service.insert("privileged".into(), json!(true));
+    } else {
+        service.remove("privileged");
+    }
+    let mut devices = string_list(service, "devices");
+    for d in &spec.devices {
+        push_unique(&mut devices, d.clone());
+    }
+    if !devices.is_empty() {
+        service.insert("devices".into(), json!(devices));
+    }
+    if let Some(user) = &spec.container_user {
+        service.insert("user".into(), json!(user));
+    }
+    if !spec.container_env.is_empty() {
+        let mut env = Map::new();
+        match service.get("environment") {
+            Some(Value::Object(map)) => env.extend(map.clone()),
+            Some(Value::Array(items)) => {
+                for item in items.iter().filter_map(Value::as_str) {
+                    match item.split_once('=') {
+                        Some((k, v)) => env.insert(k.into(), json!(v)),
+                        None => env.insert(item.into(), Value::Null),
+                    };
+                }
+            }
+            _ => {}
+        }
+        for (k, v) in &spec.container_env {
+            env.insert(k.clone(), json!(v));
+        }
+        service.insert("environment".into(), Value::Object(env));
+    }
+    if spec.override_command {
+        service.insert(
+            "entrypoint".into(),
+            json!(super::containers::keep_alive()),
+        );
+        service.insert("command".into(), json!([]));
+    }
+    let mut volumes = match service.remove("volumes") {
+        Some(Value::Array(items)) => items,
+        _ => Vec::new(),
+    };
+    for m in &spec.mounts {
+        let ro = if m.read_only { ":ro" } else { "" };
+        match m.kind {
+            MountKind::Volume | MountKind::Bind => {
+                volumes.push(json!(format!("{}:{}{ro}", m.source, m.target)))
+            }
+            MountKind::Tmpfs => {
+                let mut tmpfs = string_list(service, "tmpfs");
+                tmpfs.push(m.target.clone());
+                service.insert("tmpfs".into(), json!(tmpfs));
+            }
+        }
+    }
+    // The read-only paths of the workspace, over the files' own bind of it.
+    if let Some(target) = &plan.workspace_target {
+        let base = spec.workspace_mount.target.trim_end_matches('/');
+        for p in &spec.protected {
+            let below = p.target.strip_prefix(base).unwrap_or(&p.target);
+            let ro = if p.read_only { ":ro" } else { "" };
+            volumes.push(json!(format!(
+                "{}:{}{below}{ro}",
+                p.host.display(),
+                target.trim_end_matches('/')
+            )));
+        }
+    }
+    if !volumes.is_empty() {
+        service.insert("volumes".into(), Value::Array(volumes));
+    }
+    let mut dev_labels = labels::agent(spec, plan.mode);
+    dev_labels.insert(labels::COMPOSE_SHUTDOWN.into(), spec.shutdown_action.clone());
+    merge_labels(service, &dev_labels);
+}
+
+/// Where the dev service binds the host folder `workspace` (or the folder holding it), in the
+/// resolved project: the container path of `workspace` itself.
+pub(crate) fn workspace_target(
+    resolved: &serde_yaml::Value,
+    service: &str,
+    workspace: &Path,
+) -> Option<String> {
+    let volumes = resolved
+        .get("services")?
+        .get(service)?
+        .get("volumes")?
+        .as_sequence()?;
+    for v in volumes {
+        let (source, target) = match v {
+            serde_yaml::Value::String(text) => {
+                let mut parts = text.splitn(3, ':');
+                (parts.next()?.to_string(), parts.next()?.to_string())
+            }
+            other => (
+                other.get("source")?.as_str()?.to_string(),
+                other.get("target")?.as_str()?.to_string(),
+            ),
+        };
+        let Ok(below) = workspace.strip_prefix(&source) else {
+            continue;
+        };
+        let below = crate::policy::slash_path(below);
+        return Some(if below.is_empty() {
+            target
+        } else {
+            format!("{}/{below}", target.trim_end_matches('/'))
+        });
+    }
+    None
+}
+
+/// A network of a Compose project.
+#[derive(Debug, Clone)]
+pub(crate) struct ComposeNetwork {
+    pub(crate) name: String,
+    /// Its IPv4/IPv6 subnets.
+    pub(crate) subnets: Vec<String>,
+    /// yolo's egress network (the guard stays off it).
+    pub(crate) egress: bool,
+}
+
+impl Engine {
+    /// The networks Compose made for `project`.
+    pub(crate) async fn compose_networks(&self, project: &str) -> Result<Vec<ComposeNetwork>> {
+        let options = ListNetworksOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{PROJECT_LABEL}={project}")],
+            )])),
+        };
+        let listed = self
+            .docker
+            .list_networks(Some(options))
+            .await
+            .map_err(|e| Error::docker("listing networks", message(&e)))?;
+        let mut out = Vec::new();
+        for n in listed {
+            let name = n.name.unwrap_or_default();
+            let inspected = self
+                .docker
+                .inspect_network(&name, None::<InspectNetworkOptions>)
+                .await
+                .map_err(|e| Error::docker(format!("inspecting network {name}"), message(&e)))?;
+            let subnets = inspected
+                .ipam
+                .and_then(|i| i.config)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|c| c.subnet)
+                .collect();
+            let egress = inspected
+                .labels
+                .is_some_and(|l| l.get(EGRESS_MARK).is_some_and(|v| v == "true"));
+            out.push(ComposeNetwork {
+                name,
+                subnets,
+                egress,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Attach `container` to `network`; already attached is fine.
+    pub(crate) async fn connect_network(&self, network: &str, container: &str) -> Result<()> {
+        let request = NetworkConnectRequest {
+            container: container.to_string(),
+            ..Default::default()
+        };
+        match self.docker.connect_network(network, request).await {
+            Ok(()) => Ok(()),
+            Err(e) if message(&e).contains("already exists") => Ok(()),
+            Err(e) => Err(Error::docker(
+                format!("attaching {container} to network {network}"),
+                message(&e),
+            )),
+        }
+    }
+
+    /// yolo's CPU, memory (no swap on top) and process limits on a container Compose made.
+    pub(crate) async fn set_limits(&self, container: &str, limits: &Limits) -> Result<()> {
+        let body = ContainerUpdateBody {
+            nano_cpus: Some((limits.cpus * 1e9) as i64),
+            memory: Some(limits.memory_bytes),
+            memory_swap: Some(limits.memory_bytes),
+            pids_limit: Some(limits.pids),
+            ..Default::default()
+        };
+        self.docker
+            .update_container(container, body)
+            .await
+            .map_err(|e| Error::docker(format!("limiting container {container}"), message(&e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_labels_only_where_the_format_has_them() {
+        for (v, ok) in [
+            ("", true),
+            ("2", false),
+            ("2.1", true),
+            ("2.4", true),
+            ("3", false),
+            ("3.2", false),
+            ("3.8", true),
+        ] {
+            assert_eq!(supports_build_labels(v), ok, "{v}");
+        }
+    }
+
+    #[test]
+    fn labels_merge_from_either_form_and_yolo_wins() {
+        let add = BTreeMap::from([("a".to_string(), "yolo".to_string())]);
+        let mut list = json!({"labels": ["a=user", "b=2"]});
+        merge_labels(list.as_object_mut().unwrap(), &add);
+        assert_eq!(list["labels"], json!({"a": "yolo", "b": "2"}));
+        let mut map = json!({"labels": {"c": "3"}});
+        merge_labels(map.as_object_mut().unwrap(), &add);
+        assert_eq!(map["labels"], json!({"a": "yolo", "c": "3"}));
+    }
+
+    #[test]
+    fn the_workspace_target_is_found_from_a_bind_of_it_or_above() {
+        let resolved: serde_yaml::Value = serde_yaml::from_str(
+            "services:\n  app:\n    volumes:\n    - /home/me/repo:/workspaces/repo:cached\n  db:\n    image: x\n",
+        )
+        .unwrap();
+        let ws = Path::new("/home/me/repo");
+        assert_eq!(
+            workspace_target(&resolved, "app", ws).as_deref(),
+            Some("/workspaces/repo")
+        );
+        assert_eq!(
+            workspace_target(&resolved, "app", Path::new("/home/me/repo/sub")).as_deref(),
+            Some("/workspaces/repo/sub")
+        );
+        assert_eq!(workspace_target(&resolved, "db", ws), None);
+    }
+}
