@@ -322,8 +322,7 @@ impl<P: Policy> Forwarder<P> {
         } else {
             &self.options.upstream
         };
-        let (udp_answer, full_answer) = match self.exchange(servers, &job.query, transport).await
-        {
+        let (udp_answer, full_answer) = match self.exchange(servers, &job.query, transport).await {
             Ok(answers) => answers,
             Err(e) => {
                 self.events.emit(guard_event(

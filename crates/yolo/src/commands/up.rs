@@ -106,7 +106,9 @@ fn print_outcome(o: &Outcome) {
 
 /// Why the agent's execs are not recorded in this session, if they are not.
 fn exec_audit_off(spec: &RunSpec, network: &NetworkAttach) -> Option<&'static str> {
-    if !matches!(network, NetworkAttach::Container(_)) {
+    if spec.compose.is_some() {
+        Some("the agent runs in a Compose service, which yolo does not start through the exec audit's shim")
+    } else if !matches!(network, NetworkAttach::Container(_)) {
         Some("`--network none` runs no guard to record them")
     } else if spec.host_modes.contains_key("pid") {
         Some("the container is in the host's PID namespace (a granted --pid host)")
@@ -133,6 +135,8 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
     state.save(&spec.devcontainer_id)?;
     // Checked before any Docker work, so a bad pattern changes nothing.
     let allow = network::allowlist(project, &with_default_agent(project, agents))?;
+    // A Compose project is read and every service checked before anything is made too.
+    let prepared = super::compose::prepare(project).await?;
 
     let found = engine.find(&Owner::of(spec)).await?;
     let mode = network_mode(project.settings.network, found.agent.as_ref());
@@ -156,6 +160,7 @@ pub(crate) async fn up(engine: &Engine, project: &Project, agents: &[Agent]) -> 
         project,
         mode,
         allow: &allow,
+        compose: prepared.as_ref(),
     };
     // From here on a signal is handled: the hooks' commands are stopped in the container
     // (`Engine::exec`), and what this `up` made is removed.
@@ -533,6 +538,8 @@ struct Act<'a> {
     project: &'a Project,
     mode: NetworkMode,
     allow: &'a [String],
+    /// A Compose config, read and checked.
+    compose: Option<&'a super::compose::Prepared>,
 }
 
 impl Act<'_> {
@@ -601,6 +608,19 @@ impl Act<'_> {
         }
         // After the host's own initializeCommand: what it writes is not the agent's doing.
         self.watch()?;
+        if let Some(prepared) = self.compose {
+            let container_id = self.fresh_compose(prepared, guard, &writer, state).await?;
+            if let Some(why) = exec_audit_off(spec, &NetworkAttach::None) {
+                writer.write(EventKind::Notice {
+                    message: format!("the exec audit is off in this session: {why}"),
+                })?;
+            }
+            return Ok(Ready {
+                container_id,
+                image: image_name,
+                writer,
+            });
+        }
         let settings = &self.project.settings;
         let behind_guard = !matches!(agent, AgentStep::Start { .. })
             && !settings.build.no_network
@@ -640,6 +660,60 @@ impl Act<'_> {
             image,
             writer,
         })
+    }
+
+    /// A Compose project in place of the agent's image and container: the guard made (or kept),
+    /// started by `compose::start` once attached to the project's networks, with the
+    /// siblings' subnets and names allowed on top of this session's allowlist.
+    async fn fresh_compose(
+        &self,
+        prepared: &super::compose::Prepared,
+        guard: &GuardStep,
+        writer: &Writer,
+        state: &mut WorkspaceState,
+    ) -> Result<String> {
+        let guard_id = match guard {
+            GuardStep::Start { id, running } => {
+                if *running {
+                    self.engine.stop(id).await?;
+                }
+                Some(id.clone())
+            }
+            GuardStep::Recreate { .. } | GuardStep::Create => {
+                Some(network::create_guard(self.engine, self.project).await?)
+            }
+            GuardStep::Remove { .. } | GuardStep::Nothing => None,
+        };
+        // The agent's state volumes carry yolo's labels; the project file names them external.
+        self.create_volumes().await?;
+        let start_guard = |extra: Vec<String>, names: Vec<String>| {
+            let guard_id = guard_id.clone();
+            async move {
+                let Some(id) = guard_id else {
+                    return Ok(());
+                };
+                let mut allow = self.allow.to_vec();
+                allow.extend(extra);
+                let mut config =
+                    network::guard_config(self.project, self.mode, writer.session(), allow, None);
+                config.local_names = names;
+                network::start_guard(self.engine, &id, &config).await
+            }
+        };
+        let id = super::compose::start(
+            self.engine,
+            self.project,
+            prepared,
+            self.mode,
+            guard_id.as_deref(),
+            start_guard,
+        )
+        .await?;
+        if guard_id.is_some() {
+            // The siblings' patterns stay out: a live sync must never deny them.
+            state.allowlist = Some(self.allow.to_vec());
+        }
+        Ok(id)
     }
 
     /// The spec with its limits fitted to the engine's machine: CPUs leave the host a core

@@ -89,7 +89,10 @@ impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Origin::Image { image, index } => {
-                write!(f, "the devcontainer.metadata label of image {image} (entry {index})")
+                write!(
+                    f,
+                    "the devcontainer.metadata label of image {image} (entry {index})"
+                )
             }
             Origin::Feature { id } => write!(f, "Feature \"{id}\""),
         }

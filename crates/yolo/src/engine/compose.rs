@@ -165,7 +165,11 @@ impl Compose {
 /// Compose's error text, without its progress lines, controls made visible.
 fn compose_message(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     // Compose v1 marks its errors; its progress lines then say nothing more.
     let errors: Vec<&str> = lines
         .iter()
@@ -234,9 +238,9 @@ pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Res
         if network.is_null() {
             *network = json!({});
         }
-        let external = network.get("external").is_some_and(|e| {
-            e.as_bool() == Some(true) || e.is_object()
-        });
+        let external = network
+            .get("external")
+            .is_some_and(|e| e.as_bool() == Some(true) || e.is_object());
         if external {
             return Err(Error::Unsupported {
                 file: plan.compose.files[0].clone(),
@@ -265,7 +269,12 @@ pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Res
             merge_labels(volume, &volume_labels);
         }
     }
-    for m in plan.spec.mounts.iter().filter(|m| m.kind == MountKind::Volume) {
+    for m in plan
+        .spec
+        .mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Volume)
+    {
         volumes.insert(m.source.clone(), json!({ "external": true }));
     }
 
@@ -406,7 +415,11 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
     service.insert("cap_drop".into(), json!(["ALL"]));
     service.insert("cap_add".into(), json!(caps));
     let mut security = vec!["no-new-privileges:true".to_string()];
-    for opt in spec.security_opt.iter().chain(&plan.checked.dev_security_opt) {
+    for opt in spec
+        .security_opt
+        .iter()
+        .chain(&plan.checked.dev_security_opt)
+    {
         push_unique(&mut security, opt.clone());
     }
     service.insert("security_opt".into(), json!(security));
@@ -445,10 +458,7 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         service.insert("environment".into(), Value::Object(env));
     }
     if spec.override_command {
-        service.insert(
-            "entrypoint".into(),
-            json!(super::containers::keep_alive()),
-        );
+        service.insert("entrypoint".into(), json!(super::containers::keep_alive()));
         service.insert("command".into(), json!([]));
     }
     let mut volumes = match service.remove("volumes") {
@@ -485,7 +495,10 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         service.insert("volumes".into(), Value::Array(volumes));
     }
     let mut dev_labels = labels::agent(spec, plan.mode);
-    dev_labels.insert(labels::COMPOSE_SHUTDOWN.into(), spec.shutdown_action.clone());
+    dev_labels.insert(
+        labels::COMPOSE_SHUTDOWN.into(),
+        spec.shutdown_action.clone(),
+    );
     merge_labels(service, &dev_labels);
 }
 
@@ -590,6 +603,35 @@ impl Engine {
                 message(&e),
             )),
         }
+    }
+
+    /// The value of the label `key` on a container.
+    pub(crate) async fn container_label(&self, id: &str, key: &str) -> Result<Option<String>> {
+        let info = self
+            .docker
+            .inspect_container(
+                id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        Ok(info
+            .config
+            .and_then(|c| c.labels)
+            .and_then(|l| l.get(key).cloned()))
+    }
+
+    /// The id of the container named `name`.
+    pub(crate) async fn inspect_id(&self, name: &str) -> Result<String> {
+        let info = self
+            .docker
+            .inspect_container(
+                name,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(|e| Error::docker(format!("inspecting container {name}"), message(&e)))?;
+        Ok(info.id.unwrap_or_default())
     }
 
     /// yolo's CPU, memory (no swap on top) and process limits on a container Compose made.

@@ -14,7 +14,7 @@ mod guard;
 pub(crate) mod guard_image;
 mod hardening;
 mod images;
-mod labels;
+pub(crate) mod labels;
 mod types;
 
 pub(crate) use exec::{ExecRequest, ExecResult, Output, Recording};

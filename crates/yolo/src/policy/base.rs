@@ -31,7 +31,10 @@ impl Eval<'_> {
             container_user: c.container_user.clone(),
             remote_user: c.remote_user.clone(),
             update_uid: if update { self.input.host_ids } else { None },
-            override_command: c.override_command.unwrap_or(true),
+            // As the reference CLI: a Compose service keeps its command unless told otherwise.
+            override_command: c
+                .override_command
+                .unwrap_or(c.docker_compose_file.is_none()),
             workspace_mount,
             workspace_folder,
             mounts: Vec::new(),
@@ -88,10 +91,9 @@ impl Eval<'_> {
             None => Ok(default.into()),
             Some("none") => Ok("none".into()),
             Some(a) if a == default => Ok(a.into()),
-            Some(bad) => Err(self.config_error(
-                "shutdownAction",
-                format!("\"{bad}\" is not one of {other}"),
-            )),
+            Some(bad) => {
+                Err(self.config_error("shutdownAction", format!("\"{bad}\" is not one of {other}")))
+            }
         }
     }
 }

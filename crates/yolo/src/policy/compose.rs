@@ -37,10 +37,7 @@ impl Eval<'_> {
             };
             paths.push(self.compose_path(&property, file)?);
         }
-        let project_dir = paths[0]
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
+        let project_dir = paths[0].parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(Some(ComposeSpec {
             files: paths,
             project_dir,
@@ -74,10 +71,13 @@ impl Eval<'_> {
     }
 
     fn in_repository(&self, path: &Path) -> bool {
-        [Some(self.input.workspace.to_path_buf()), self.git_root.clone()]
-            .iter()
-            .flatten()
-            .any(|root| path.starts_with(root))
+        [
+            Some(self.input.workspace.to_path_buf()),
+            self.git_root.clone(),
+        ]
+        .iter()
+        .flatten()
+        .any(|root| path.starts_with(root))
     }
 }
 
@@ -237,7 +237,8 @@ impl Eval<'_> {
             if context.starts_with('/') {
                 let path = normalize_path(Path::new(&context)).unwrap_or_default();
                 if !self.in_repository(&path) {
-                    let value = format!("the host folder {} outside the repository", path.display());
+                    let value =
+                        format!("the host folder {} outside the repository", path.display());
                     let reason = "files outside the repository could be copied into the image";
                     self.require(
                         Need::HostMount(path),
@@ -325,7 +326,10 @@ impl Eval<'_> {
                 continue;
             }
             let source = normalize_path(&self.input.workspace.join(&source)).ok_or_else(|| {
-                self.config_error(&property, format!("the host path \"{source}\" does not resolve"))
+                self.config_error(
+                    &property,
+                    format!("the host path \"{source}\" does not resolve"),
+                )
             })?;
             if self.in_repository(&source) {
                 continue;
@@ -347,7 +351,10 @@ impl Eval<'_> {
         };
         let property = format!("volume \"{name}\": driver_opts.device");
         let path = normalize_path(Path::new(&device)).ok_or_else(|| {
-            self.config_error(&property, format!("the host path \"{device}\" must be absolute"))
+            self.config_error(
+                &property,
+                format!("the host path \"{device}\" must be absolute"),
+            )
         })?;
         if self.in_repository(&path) {
             return Ok(());

@@ -1,0 +1,210 @@
+//! `up` for a Compose config (../shared/DESIGN.md "Compose projects"): the dev service joins the
+//! guard's network and PID namespaces; the other services sit on the project's networks, made
+//! internal (no egress unless `compose-egress` grants it); the guard is attached to them, its DNS
+//! answers their names from Docker's embedded DNS and their subnets are allowed, so the dev
+//! service reaches its siblings by name and nothing else.
+//!
+//! Order: `prepare` (before any Docker work: the Compose CLI found, the project resolved and every
+//! service checked), then `start` in place of the agent's image and container: the guard made
+//! (not started), the project created (`up --no-start`), the guard attached to its networks and
+//! started with the siblings allowed, the dev service limited, then everything started.
+
+use super::network;
+use crate::devcontainer::model::DevContainer;
+use crate::engine::compose::{self, Cli, Compose, FilePlan};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::firewall::NetworkMode;
+use crate::policy::{self, ServicesChecked};
+use crate::project::Project;
+use crate::run_spec::ComposeSpec;
+use std::path::PathBuf;
+
+/// A Compose project read and checked, ready to start.
+pub(crate) struct Prepared {
+    pub(crate) compose: Compose,
+    pub(crate) spec: ComposeSpec,
+    resolved: serde_yaml::Value,
+    checked: ServicesChecked,
+}
+
+/// For a Compose config: find the Compose CLI, resolve the project with it and check every
+/// service against the user's grants. Nothing is made; an invalid file is a config error naming
+/// it, with Compose's own words.
+pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
+    let Some(spec) = project.spec.compose.clone() else {
+        return Ok(None);
+    };
+    let cli = Cli::detect().await?;
+    let compose = Compose::of(cli, &spec);
+    let text = compose.config().await.map_err(|message| Error::Config {
+        file: spec.files[0].clone(),
+        line: None,
+        column: None,
+        property: None,
+        message: format!("{} cannot read the Compose files: {message}", cli.name()),
+    })?;
+    let resolved: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| {
+        Error::other(format!(
+            "{} printed a project yolo cannot read: {e}",
+            cli.name()
+        ))
+    })?;
+    let settings = &project.settings;
+    // The grant checks take an evaluation's input; only the grants, the workspace and the file
+    // to name matter to them.
+    let scratch = DevContainer {
+        image: Some("compose".into()),
+        ..Default::default()
+    };
+    let flags = policy::Flags {
+        grants: settings.grants.clone(),
+        ..Default::default()
+    };
+    let input = policy::Input {
+        config: &scratch,
+        config_file: &spec.files[0],
+        workspace: &project.spec.workspace,
+        devcontainer_id: &project.spec.devcontainer_id,
+        user: &settings.user,
+        flags: &flags,
+        host_ids: None,
+        agent_volumes: Vec::new(),
+    };
+    let checked = policy::check_services(&input, &spec, &resolved)?;
+    Ok(Some(Prepared {
+        compose,
+        spec,
+        resolved,
+        checked,
+    }))
+}
+
+/// The services `up` starts: `runServices` (the dev service always among them), else all.
+fn services(prepared: &Prepared) -> Vec<String> {
+    match &prepared.spec.run_services {
+        None => Vec::new(),
+        Some(list) => {
+            let mut all = list.clone();
+            if !all.contains(&prepared.spec.service) {
+                all.push(prepared.spec.service.clone());
+            }
+            all
+        }
+    }
+}
+
+/// Where yolo writes the project file: its data folder, never the repository.
+fn project_file_path(devcontainer_id: &str) -> PathBuf {
+    crate::user_config::data_dir()
+        .join("compose")
+        .join(format!("{devcontainer_id}.json"))
+}
+
+/// Bring the project up with the guard `guard` (made, not started; None with `--network none`)
+/// started by `start_guard` once it is attached to the project's networks, given the extra
+/// patterns (the siblings' subnets and names) and the names Docker's DNS answers. Returns the
+/// dev service's container id. On failure, what Compose made is taken down again.
+pub(crate) async fn start<F, Fut>(
+    engine: &Engine,
+    project: &Project,
+    prepared: &Prepared,
+    mode: NetworkMode,
+    guard: Option<&str>,
+    start_guard: F,
+) -> Result<String>
+where
+    F: FnOnce(Vec<String>, Vec<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let spec = &project.spec;
+    let plan = FilePlan {
+        spec,
+        compose: &prepared.spec,
+        checked: &prepared.checked,
+        mode,
+        guard: guard.map(|_| network::guard_name(project)),
+        workspace_target: compose::workspace_target(
+            &prepared.resolved,
+            &prepared.spec.service,
+            &spec.workspace,
+        ),
+    };
+    let file = compose::project_file(&prepared.resolved, &plan)?;
+    let path = project_file_path(&spec.devcontainer_id);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let text = serde_json::to_string_pretty(&file).map_err(|e| Error::other(e.to_string()))?;
+    std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    let run = prepared.compose.from_file(&path);
+    let result = bring_up(engine, project, prepared, &run, guard, start_guard).await;
+    if result.is_err() {
+        // What this start made goes; the guard is `up`'s to undo.
+        if let Err(e) = run
+            .run(&["down", "--volumes", "--remove-orphans", "--timeout", "5"])
+            .await
+        {
+            eprintln!(
+                "{} could not take the Compose project down again: {e}",
+                console::style("warning:").yellow().bold()
+            );
+        }
+    }
+    result
+}
+
+async fn bring_up<F, Fut>(
+    engine: &Engine,
+    project: &Project,
+    prepared: &Prepared,
+    run: &Compose,
+    guard: Option<&str>,
+    start_guard: F,
+) -> Result<String>
+where
+    F: FnOnce(Vec<String>, Vec<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let spec = &project.spec;
+    let services = services(prepared);
+    let with = |args: &[&str]| -> Vec<String> {
+        args.iter()
+            .map(|a| a.to_string())
+            .chain(services.iter().cloned())
+            .collect()
+    };
+    let mut create = vec!["up", "--no-start"];
+    if project.settings.rebuild {
+        create.extend(["--build", "--force-recreate"]);
+    }
+    let args = with(&create);
+    run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await?;
+    let mut extra = Vec::new();
+    let siblings: Vec<String> = prepared
+        .checked
+        .services
+        .iter()
+        .filter(|s| **s != prepared.spec.service)
+        .cloned()
+        .collect();
+    if let Some(guard) = guard {
+        for net in engine.compose_networks(&run.project).await? {
+            if net.egress {
+                continue;
+            }
+            engine.connect_network(&net.name, guard).await?;
+            extra.extend(net.subnets);
+        }
+        extra.extend(siblings.iter().cloned());
+    }
+    start_guard(extra, siblings).await?;
+    engine
+        .set_limits(&spec.container_name, &spec.limits)
+        .await?;
+    let args = with(&["up", "--detach", "--no-recreate"]);
+    run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await?;
+    Ok(engine.inspect_id(&spec.container_name).await?)
+}
