@@ -38,6 +38,14 @@ pub(crate) async fn execute(json: bool) -> Result<i32> {
             }),
             network: Some(network),
             leftovers: workspace_leftovers(c.devcontainer_id.as_deref(), &all, &networks, &state),
+            services: all
+                .iter()
+                .filter(|s| s.role == Role::Service && s.devcontainer_id == c.devcontainer_id)
+                .map(|s| output::Service {
+                    name: s.name.clone(),
+                    state: s.state.clone(),
+                })
+                .collect(),
         });
     }
     // Workspaces with leftovers and no agent container: a row of their own.
@@ -60,6 +68,7 @@ pub(crate) async fn execute(json: bool) -> Result<i32> {
                 limits: None,
                 network: None,
                 leftovers,
+                services: Vec::new(),
             });
         }
     }
@@ -112,6 +121,14 @@ fn print_table(rows: &[output::Status]) {
             r.status.as_deref().unwrap_or_default(),
             c.workspace
         );
+        if !r.services.is_empty() {
+            let list: Vec<String> = r
+                .services
+                .iter()
+                .map(|s| format!("{} {}", s.name, s.state))
+                .collect();
+            println!("  compose services: {}", list.join(", "));
+        }
         if let Some(gap) = r.session.as_deref().and_then(crate::audit::file_watch_gap) {
             eprintln!("  warning: {}: {gap}", c.name);
         }

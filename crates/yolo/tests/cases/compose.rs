@@ -132,6 +132,12 @@ fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
             "the guard is on {name}"
         );
     }
+    // `yolo status` shows the other services with the agent's container.
+    let name = up["container"]["name"].as_str().unwrap();
+    t.yolo(&["status"])
+        .ok()
+        .assert_stdout_contains(&format!("compose services: {name}_db_1 running"));
+
     // yolo's project file is in its data folder, not in the repository.
     let written = t.data_dir.join("compose").read_dir().unwrap().count();
     assert_eq!(written, 1);
@@ -181,6 +187,51 @@ fn a_privileged_sibling_is_refused_without_a_grant() {
         .fails_with(77)
         .assert_stderr_contains("service \"db\": network_mode");
     assert!(t.containers().is_empty(), "nothing was created");
+}
+
+#[test]
+fn a_sibling_granted_egress_gets_a_network_out_the_guard_stays_off() {
+    let t = Test::new();
+    project(&t, &format!("{APP}{DB}"), CONFIG);
+    t.up(&["--grant", "compose-egress=db"]);
+    let db = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=com.docker.compose.service=db",
+    ]);
+    let db = inspect(db.trim());
+    let networks: Vec<String> = db["NetworkSettings"]["Networks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let open: Vec<&String> = networks
+        .iter()
+        .filter(|n| inspect(n)["Internal"] == false)
+        .collect();
+    assert_eq!(open.len(), 1, "one network with egress: {networks:?}");
+    assert!(open[0].ends_with("_yolo-egress"), "{open:?}");
+    let guard = inspect(&net::guard_of(&t));
+    assert!(guard["NetworkSettings"]["Networks"].get(open[0]).is_none());
+    // Without the grant the same project has none.
+    t.yolo(&["down", "--remove"]).ok();
+    t.up(&[]);
+    let db = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=com.docker.compose.service=db",
+    ]);
+    let networks = inspect(db.trim())["NetworkSettings"]["Networks"].clone();
+    for name in networks.as_object().unwrap().keys() {
+        assert_eq!(inspect(name)["Internal"], true, "{name}");
+    }
 }
 
 #[test]
