@@ -575,6 +575,7 @@ mod tests {
             default_agent: None,
             init: true,
             shm_size: None,
+            compose: None,
             exec_audit: true,
         }
     }

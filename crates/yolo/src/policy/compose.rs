@@ -362,3 +362,200 @@ impl Eval<'_> {
         self.require_host_path(&property, &path, name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::super::{Flags, Grant, Grants, Input, UserLayer};
+    use super::*;
+    use crate::devcontainer::model::DevContainer;
+    use serde_json::json;
+
+    fn compose(extra: serde_json::Value) -> serde_json::Value {
+        let mut config = json!({
+            "dockerComposeFile": "compose.yml",
+            "service": "app",
+            "workspaceFolder": "/workspaces/repo"
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        config
+    }
+
+    #[test]
+    fn the_compose_spec_resolves_the_files_and_keeps_the_service() {
+        let spec = ok(compose(json!({
+            "dockerComposeFile": ["compose.yml", "../compose.override.yml"],
+            "runServices": ["db"]
+        })));
+        let c = spec.compose.expect("a compose spec");
+        assert_eq!(
+            c.files,
+            [
+                PathBuf::from(format!("{WS}/.devcontainer/compose.yml")),
+                PathBuf::from(format!("{WS}/compose.override.yml"))
+            ]
+        );
+        assert_eq!(c.project_dir, PathBuf::from(format!("{WS}/.devcontainer")));
+        assert_eq!(c.project_name, spec.container_name);
+        assert_eq!(
+            (c.service.as_str(), c.run_services),
+            ("app", Some(vec!["db".into()]))
+        );
+        assert_eq!(spec.shutdown_action, "stopCompose");
+        // A Compose service keeps its own command unless the config says otherwise.
+        assert!(!spec.override_command);
+        assert!(ok(compose(json!({"overrideCommand": true}))).override_command);
+    }
+
+    #[test]
+    fn a_compose_config_is_checked_like_any_other() {
+        let (property, _) =
+            config_err(case(compose(json!({"shutdownAction": "stopContainer"}))).run());
+        assert_eq!(property, "shutdownAction");
+        assert_eq!(
+            ok(compose(json!({"shutdownAction": "none"}))).shutdown_action,
+            "none"
+        );
+        let mut no_folder = compose(json!({}));
+        no_folder.as_object_mut().unwrap().remove("workspaceFolder");
+        let (property, message) = config_err(case(no_folder).run());
+        assert_eq!(property, "workspaceFolder");
+        assert!(message.contains("Compose"), "{message}");
+        let (property, value, grant) =
+            refused(case(compose(json!({"dockerComposeFile": "/srv/compose.yml"}))).run());
+        assert_eq!(property, "dockerComposeFile");
+        assert!(value.contains("/srv/compose.yml"), "{value}");
+        assert_grant_text(&grant, "host-mount=/srv/compose.yml");
+    }
+
+    /// `check_services` over a resolved project (YAML), with `grants`.
+    fn check(yaml: &str, grants: &[&str]) -> Result<ServicesChecked> {
+        let resolved: Value = serde_yaml::from_str(yaml).unwrap();
+        let scratch = DevContainer {
+            image: Some("compose".into()),
+            ..Default::default()
+        };
+        let parsed: Vec<Grant> = grants.iter().map(|g| g.parse().unwrap()).collect();
+        let flags = Flags {
+            grants: Grants::parse(&[], &parsed).unwrap(),
+            ..Default::default()
+        };
+        let file = PathBuf::from(format!("{WS}/.devcontainer/compose.yml"));
+        let input = Input {
+            config: &scratch,
+            config_file: &file,
+            workspace: Path::new(WS),
+            devcontainer_id: ID,
+            user: &UserLayer::default(),
+            flags: &flags,
+            host_ids: None,
+            agent_volumes: vec![],
+        };
+        let spec = ComposeSpec {
+            files: vec![file.clone()],
+            project_dir: file.parent().unwrap().into(),
+            project_name: "p".into(),
+            service: "app".into(),
+            run_services: None,
+        };
+        check_services(&input, &spec, &resolved)
+    }
+
+    fn refusal(result: Result<ServicesChecked>) -> (String, String, String) {
+        match result {
+            Err(Error::Refused {
+                property,
+                value,
+                grant,
+                ..
+            }) => (property, value, grant),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    const APP: &str = "services:\n  app:\n    image: x\n    volumes:\n    - /home/me/src/My Repo:/workspaces/repo:rw\n";
+
+    #[test]
+    fn every_service_meets_the_grants() {
+        let cases = [
+            ("  db:\n    privileged: true\n", "service \"db\": privileged", "privileged"),
+            ("  db:\n    cap_add: [NET_ADMIN]\n", "service \"db\": cap_add", "cap-add=NET_ADMIN"),
+            (
+                "  db:\n    security_opt: [seccomp=unconfined]\n",
+                "service \"db\": security_opt",
+                "security-opt=seccomp=unconfined",
+            ),
+            ("  db:\n    devices: [/dev/fuse]\n", "service \"db\": devices", "device"),
+            ("  db:\n    pid: host\n", "service \"db\": pid", "host-pid"),
+            ("  db:\n    ipc: host\n", "service \"db\": ipc", "host-ipc"),
+            (
+                "  db:\n    volumes:\n    - /etc:/etc2:ro\n",
+                "service \"db\": volumes",
+                "host-mount=/etc",
+            ),
+            (
+                "  db:\n    volumes:\n    - type: bind\n      source: /var/run/docker.sock\n      target: /s\n",
+                "service \"db\": volumes",
+                "docker-socket",
+            ),
+            ("  db:\n    network_mode: bridge\n", "service \"db\": network_mode", "compose-egress=db"),
+            (
+                "  db:\n    build:\n      context: /srv/other\n",
+                "service \"db\": build.context",
+                "host-mount=/srv/other",
+            ),
+        ];
+        for (service, property, grant) in cases {
+            let yaml = format!("{APP}{service}");
+            let (got, _, hint) = refusal(check(&yaml, &[]));
+            assert_eq!(got, property, "{service}");
+            assert_grant_text(&hint, grant);
+            let checked = check(&yaml, &[grant]).unwrap_or_else(|e| panic!("{grant}: {e}"));
+            assert_eq!(checked.grants_used, [grant.to_string()], "{service}");
+        }
+        // The dev service too, and what it was granted goes to its hardening.
+        let yaml = "services:\n  app:\n    cap_add: [SYS_PTRACE, CHOWN]\n    privileged: true\n";
+        assert_eq!(
+            refusal(check(yaml, &["cap-add"])).0,
+            "service \"app\": privileged"
+        );
+        let checked = check(yaml, &["cap-add", "privileged"]).unwrap();
+        assert_eq!(checked.dev_cap_add, ["SYS_PTRACE"]);
+        assert!(checked.dev_privileged);
+        // A named volume bound to a host folder is a host mount.
+        let yaml = format!("{APP}volumes:\n  data:\n    driver_opts:\n      type: none\n      o: bind\n      device: /srv/data\n");
+        assert_eq!(
+            refusal(check(&yaml, &[])).0,
+            "volume \"data\": driver_opts.device"
+        );
+    }
+
+    #[test]
+    fn the_host_network_is_never_granted_and_the_repository_is_no_host_mount() {
+        let yaml = format!("{APP}  db:\n    network_mode: host\n");
+        assert!(matches!(
+            check(&yaml, &["compose-egress"]),
+            Err(Error::Forbidden { property, .. }) if property == "service \"db\": network_mode"
+        ));
+        let yaml = format!(
+            "{APP}  db:\n    image: x\n    network_mode: service:app\n    volumes:\n    - data:/var/lib/db\n    - /home/me/src/My Repo/db:/seed:ro\n"
+        );
+        let checked = check(&yaml, &[]).unwrap();
+        assert_eq!(checked.services, ["app", "db"]);
+        assert!(checked.egress.is_empty() && checked.grants_used.is_empty());
+        let checked = check(
+            &format!("{APP}  db:\n    image: x\n"),
+            &["compose-egress=db"],
+        )
+        .unwrap();
+        assert_eq!(checked.egress, ["db"]);
+    }
+
+    #[test]
+    fn the_dev_service_and_run_services_must_exist() {
+        let e = check("services:\n  db:\n    image: x\n", &[]).unwrap_err();
+        assert!(e.to_string().contains("no service \"app\""), "{e}");
+    }
+}

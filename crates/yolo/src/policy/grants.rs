@@ -447,7 +447,10 @@ mod tests {
         }
         assert_eq!(help.lines().count(), GRANT_NAMES.len());
         assert!(
-            help.starts_with("privileged          run the container privileged\ncap-add[=CAP]  "),
+            help.starts_with(&format!(
+                "{:24}  run the container privileged\ncap-add[=CAP]  ",
+                "privileged"
+            )),
             "{help}"
         );
     }
