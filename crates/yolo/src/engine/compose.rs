@@ -654,6 +654,109 @@ impl Engine {
 mod tests {
     use super::*;
 
+    /// A spec as policy makes it for a Compose config, with a granted capability.
+    fn spec() -> RunSpec {
+        let mut spec = super::super::containers::tests::spec();
+        spec.cap_add = vec!["SYS_PTRACE".into()];
+        spec.container_env = BTreeMap::from([("A".into(), "1".into())]);
+        spec
+    }
+
+    #[test]
+    fn the_project_file_joins_the_dev_service_to_the_guard_and_closes_every_network() {
+        let resolved: serde_yaml::Value = serde_yaml::from_str(
+            "version: '3.8'\nservices:\n  app:\n    image: x\n    networks: [front]\n    ports: ['8080:80']\n    hostname: dev\n    environment: [B=2]\n  db:\n    build: /repo/db\n    networks: [front]\n  cache:\n    image: y\nnetworks:\n  front: {}\nvolumes:\n  data: {}\n",
+        )
+        .unwrap();
+        let spec = spec();
+        let compose = ComposeSpec {
+            files: vec!["/repo/.devcontainer/compose.yml".into()],
+            project_dir: "/repo/.devcontainer".into(),
+            project_name: spec.container_name.clone(),
+            service: "app".into(),
+            run_services: None,
+        };
+        let checked = ServicesChecked {
+            egress: vec!["cache".into()],
+            ..Default::default()
+        };
+        let plan = FilePlan {
+            spec: &spec,
+            compose: &compose,
+            checked: &checked,
+            mode: NetworkMode::Firewall,
+            guard: Some("g".into()),
+            workspace_target: None,
+        };
+        let file = project_file(&resolved, &plan).unwrap();
+        let app = &file["services"]["app"];
+        for key in ["networks", "ports", "hostname"] {
+            assert!(app.get(key).is_none(), "{key} dropped: {app}");
+        }
+        assert_eq!(app["network_mode"], "container:g");
+        assert_eq!(app["pid"], "container:g");
+        assert_eq!(app["container_name"], json!(spec.container_name));
+        assert_eq!(app["cap_drop"], json!(["ALL"]));
+        let caps = app["cap_add"].as_array().unwrap();
+        assert_eq!(caps.len(), DEFAULT_CAPS.len() + 1);
+        assert!(caps.contains(&json!("SYS_PTRACE")));
+        assert_eq!(app["security_opt"], json!(["no-new-privileges:true"]));
+        assert_eq!(app["environment"], json!({"A": "1", "B": "2"}));
+        assert_eq!(app["labels"]["dev.yolo.role"], "agent");
+        assert!(app["labels"]["devcontainer.local_folder"].is_string());
+        // The siblings: labelled, on internal networks; the granted one on the egress one too.
+        assert_eq!(file["services"]["db"]["labels"]["dev.yolo.role"], "service");
+        assert_eq!(file["services"]["db"]["build"]["context"], "/repo/db");
+        assert!(file["services"]["db"]["build"]["labels"]["dev.yolo.managed"].is_string());
+        assert_eq!(
+            file["services"]["cache"]["networks"],
+            json!(["default", EGRESS_NETWORK])
+        );
+        for name in ["front", "default"] {
+            assert_eq!(file["networks"][name]["internal"], true, "{name}");
+        }
+        assert!(file["networks"][EGRESS_NETWORK].get("internal").is_none());
+        assert!(file["volumes"]["data"]["labels"]["dev.yolo.managed"].is_string());
+        // Without a guard (`--network none`), no network at all.
+        let plan = FilePlan {
+            guard: None,
+            ..plan
+        };
+        let file = project_file(&resolved, &plan).unwrap();
+        assert_eq!(file["services"]["app"]["network_mode"], "none");
+        assert!(file["services"]["app"].get("pid").is_none());
+    }
+
+    #[test]
+    fn an_external_network_is_refused() {
+        let resolved: serde_yaml::Value = serde_yaml::from_str(
+            "services:\n  app:\n    image: x\nnetworks:\n  shared:\n    external: true\n",
+        )
+        .unwrap();
+        let spec = spec();
+        let compose = ComposeSpec {
+            files: vec!["/repo/compose.yml".into()],
+            project_dir: "/repo".into(),
+            project_name: "p".into(),
+            service: "app".into(),
+            run_services: None,
+        };
+        let checked = ServicesChecked::default();
+        let plan = FilePlan {
+            spec: &spec,
+            compose: &compose,
+            checked: &checked,
+            mode: NetworkMode::Firewall,
+            guard: Some("g".into()),
+            workspace_target: None,
+        };
+        let e = project_file(&resolved, &plan).unwrap_err();
+        assert!(
+            e.to_string().contains("network \"shared\": external"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn build_labels_only_where_the_format_has_them() {
         for (v, ok) in [

@@ -515,11 +515,11 @@ fn device(text: &str) -> DeviceMapping {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::run_spec::{Hooks, ImageSource, Limits, Mount, MountKind, PortPublish};
 
-    fn spec() -> RunSpec {
+    pub(in crate::engine) fn spec() -> RunSpec {
         let bind = |source: &str, target: &str| Mount {
             kind: MountKind::Bind,
             source: source.into(),

@@ -156,6 +156,21 @@ pub(crate) fn check_services(
             checked.dev_privileged = scratch.privileged;
         }
     }
+    // yolo makes every network of the project internal; one from outside it cannot be.
+    if let Some(networks) = resolved.get("networks").and_then(Value::as_mapping) {
+        for (name, network) in networks {
+            let external = network
+                .get("external")
+                .is_some_and(|e| e.as_bool() == Some(true) || e.is_mapping());
+            if external {
+                return Err(Error::Unsupported {
+                    file: input.config_file.to_path_buf(),
+                    property: format!("network \"{}\": external", scalar(name)),
+                    message: "a network from outside the Compose project cannot be made internal; remove \"external\" (yolo makes the project's networks itself)".into(),
+                });
+            }
+        }
+    }
     if let Some(volumes) = resolved.get("volumes").and_then(Value::as_mapping) {
         for (name, volume) in volumes {
             eval.check_volume(name.as_str().unwrap_or_default(), volume)?;
@@ -557,5 +572,15 @@ mod tests {
     fn the_dev_service_and_run_services_must_exist() {
         let e = check("services:\n  db:\n    image: x\n", &[]).unwrap_err();
         assert!(e.to_string().contains("no service \"app\""), "{e}");
+        let e = check(
+            &format!("{APP}networks:\n  shared:\n    external: true\n"),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), 65);
+        assert!(
+            e.to_string().contains("network \"shared\": external"),
+            "{e}"
+        );
     }
 }
