@@ -137,7 +137,7 @@ where
     }
     let text = serde_json::to_string_pretty(&file).map_err(|e| Error::other(e.to_string()))?;
     std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
-    let run = prepared.compose.from_file(&path);
+    let run = prepared.compose.with_file(&path);
     let result = bring_up(engine, project, prepared, &run, guard, start_guard).await;
     if result.is_err() {
         // What this start made goes; the guard is `up`'s to undo.
@@ -206,5 +206,5 @@ where
     let args = with(&["up", "--detach", "--no-recreate"]);
     run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .await?;
-    Ok(engine.inspect_id(&spec.container_name).await?)
+    engine.inspect_id(&spec.container_name).await
 }

@@ -24,8 +24,6 @@ use std::process::Stdio;
 
 /// Compose's own label of the project name (on containers, networks, volumes).
 pub(crate) const PROJECT_LABEL: &str = "com.docker.compose.project";
-/// Compose's own label of the service name.
-pub(crate) const SERVICE_LABEL: &str = "com.docker.compose.service";
 /// The network yolo adds for the services granted egress (`compose-egress`).
 pub(crate) const EGRESS_NETWORK: &str = "yolo-egress";
 /// On the egress network: the guard is not attached to it.
@@ -104,7 +102,7 @@ impl Compose {
     }
 
     /// The same project from yolo's one file instead.
-    pub(crate) fn from_file(&self, file: &Path) -> Compose {
+    pub(crate) fn with_file(&self, file: &Path) -> Compose {
         Compose {
             files: vec![file.to_path_buf()],
             ..self.clone()

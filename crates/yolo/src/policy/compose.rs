@@ -289,9 +289,7 @@ impl Eval<'_> {
                 file: self.file(),
                 property,
                 value: mode,
-                reason: format!(
-                    "host-network cannot be granted: a service sharing the host's (or a foreign container's) network has no firewall at all; remove it"
-                ),
+                reason: "host-network cannot be granted: a service sharing the host's (or a foreign container's) network has no firewall at all; remove it".into(),
             });
         }
         if mode == "none" || mode.starts_with("service:") {
