@@ -55,6 +55,20 @@ fn services(t: &Test) -> Vec<(String, String)> {
     list
 }
 
+/// What the dev service reads from `db:7000`, retried while the sibling starts.
+fn reach_db(t: &Test) -> String {
+    let script = "exec 3<>/dev/tcp/db/7000 && head -n1 <&3";
+    let mut reached = String::new();
+    for _ in 0..20 {
+        reached = t.yolo(&["exec", "--", "bash", "-c", script]).stdout();
+        if reached.contains("hello from db") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    reached
+}
+
 #[test]
 fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
     let t = Test::new();
@@ -97,17 +111,31 @@ fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
         .ok();
     assert_eq!(run.stdout(), "/workspaces/repo\nfrom the host\n");
 
+    // The workspace's read-only paths are bound over the Compose file's bind of it.
+    t.yolo(&["exec", "--", "touch", ".devcontainer/planted"])
+        .fails_with(1)
+        .assert_stderr_contains("Read-only file system");
+
     // The sibling by its service name, through the guard's DNS and firewall.
-    let script = "exec 3<>/dev/tcp/db/7000 && head -n1 <&3";
-    let mut reached = String::new();
-    for _ in 0..20 {
-        reached = t.yolo(&["exec", "--", "bash", "-c", script]).stdout();
-        if reached.contains("hello from db") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
-    assert_eq!(reached, "hello from db\n");
+    assert_eq!(reach_db(&t), "hello from db\n");
+    // The name went through the guard's DNS (answered by Docker's); a name the allowlist
+    // lacks is refused there.
+    let dns = |name: &'static str| {
+        net::wait_event(&t, std::time::Duration::from_secs(10), move |e| {
+            e["kind"] == "dns" && e["name"] == name
+        })
+        .unwrap_or_else(|| panic!("no dns event for {name}"))
+    };
+    assert_eq!(dns("db")["decision"], "allowed");
+    t.yolo(&[
+        "exec",
+        "--",
+        "bash",
+        "-c",
+        "exec 3<>/dev/tcp/example.com/80",
+    ])
+    .fails_with(1);
+    assert_eq!(dns("example.com")["decision"], "refused");
 
     // The sibling's networks have no way out; the guard is attached to them.
     let db = docker(&[
@@ -147,6 +175,13 @@ fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
     for (service, state) in services(&t) {
         assert_eq!(state, "exited", "{service} stopped");
     }
+    // A second `up` starts it all again, in the guard's new namespace.
+    let (_, again) = t.up(&[]);
+    assert_eq!(again["action"], "started");
+    assert_eq!(reach_db(&t), "hello from db\n");
+    let (_, reused) = t.up(&[]);
+    assert_eq!(reused["action"], "running");
+
     // `down --remove` takes the project away, networks included.
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty(), "{:?}", t.containers());
