@@ -94,6 +94,18 @@ fn services(prepared: &Prepared) -> Vec<String> {
     }
 }
 
+/// What the guard is started with.
+pub(crate) enum GuardPhase {
+    /// While the services' images build in its namespace: the build's allowlist.
+    Build,
+    /// The session: the siblings' subnets and names (`extra`) on top of the allowlist, and the
+    /// names Docker's embedded DNS answers.
+    Session {
+        extra: Vec<String>,
+        names: Vec<String>,
+    },
+}
+
 /// Where yolo writes the project file: its data folder, never the repository.
 fn project_file_path(devcontainer_id: &str) -> PathBuf {
     crate::user_config::data_dir()
@@ -101,10 +113,10 @@ fn project_file_path(devcontainer_id: &str) -> PathBuf {
         .join(format!("{devcontainer_id}.json"))
 }
 
-/// Bring the project up with the guard `guard` (made, not started; None with `--network none`)
-/// started by `start_guard` once it is attached to the project's networks, given the extra
-/// patterns (the siblings' subnets and names) and the names Docker's DNS answers. Returns the
-/// dev service's container id. On failure, what Compose made is taken down again.
+/// Bring the project up with the guard `guard` (made, not started; None with `--network none`),
+/// which `start_guard` starts: for the build of the services' images (their RUN steps in its
+/// namespace), then, once it is attached to the project's networks, for the session. Returns
+/// the dev service's container id. On failure, what Compose made is taken down again.
 pub(crate) async fn start<F, Fut>(
     engine: &Engine,
     project: &Project,
@@ -114,7 +126,7 @@ pub(crate) async fn start<F, Fut>(
     start_guard: F,
 ) -> Result<String>
 where
-    F: FnOnce(Vec<String>, Vec<String>) -> Fut,
+    F: Fn(GuardPhase) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
     let spec = &project.spec;
@@ -129,6 +141,10 @@ where
             &prepared.spec.service,
             &spec.workspace,
         ),
+        build_network: prepared
+            .compose
+            .cli
+            .build_network(guard.map(|_| network::guard_name(project)).as_deref()),
     };
     let file = compose::project_file(&prepared.resolved, &plan)?;
     let path = project_file_path(&spec.devcontainer_id);
@@ -163,7 +179,7 @@ async fn bring_up<F, Fut>(
     start_guard: F,
 ) -> Result<String>
 where
-    F: FnOnce(Vec<String>, Vec<String>) -> Fut,
+    F: Fn(GuardPhase) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
     let spec = &project.spec;
@@ -174,9 +190,10 @@ where
             .chain(services.iter().cloned())
             .collect()
     };
+    build(engine, project, prepared, run, guard, &start_guard).await?;
     let mut create = vec!["up", "--no-start"];
     if project.settings.rebuild {
-        create.extend(["--build", "--force-recreate"]);
+        create.push("--force-recreate");
     }
     let args = with(&create);
     run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
@@ -199,7 +216,11 @@ where
         }
         extra.extend(siblings.iter().cloned());
     }
-    start_guard(extra, siblings).await?;
+    start_guard(GuardPhase::Session {
+        extra,
+        names: siblings,
+    })
+    .await?;
     engine
         .set_limits(&spec.container_name, &spec.limits)
         .await?;
@@ -207,4 +228,50 @@ where
     run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .await?;
     engine.inspect_id(&spec.container_name).await
+}
+
+/// Build the images of the services that start and build, when one is missing or `--rebuild`:
+/// behind the guard started for the build (v1; the v2 plugin's BuildKit cannot join its
+/// namespace, so there the RUN steps get no network), stopped again after it.
+async fn build<F, Fut>(
+    engine: &Engine,
+    project: &Project,
+    prepared: &Prepared,
+    run: &Compose,
+    guard: Option<&str>,
+    start_guard: &F,
+) -> Result<()>
+where
+    F: Fn(GuardPhase) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let starting = services(prepared);
+    let mut builds = Vec::new();
+    let mut missing = false;
+    for name in &prepared.checked.services {
+        let service = &prepared.resolved["services"][name.as_str()];
+        if service.get("build").is_none() || !(starting.is_empty() || starting.contains(name)) {
+            continue;
+        }
+        let image = service
+            .get("image")
+            .and_then(serde_yaml::Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| run.cli.image_name(&run.project, name));
+        missing |= !engine.image_exists(&image).await?;
+        builds.push(name.as_str());
+    }
+    if builds.is_empty() || !(missing || project.settings.rebuild) {
+        return Ok(());
+    }
+    if let Some(_guard) = guard {
+        start_guard(GuardPhase::Build).await?;
+    }
+    let mut args = vec!["build"];
+    args.extend(builds);
+    let built = run.run(&args).await;
+    if let Some(guard) = guard {
+        engine.stop(guard).await?;
+    }
+    built
 }

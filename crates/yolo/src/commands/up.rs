@@ -686,16 +686,32 @@ impl Act<'_> {
         };
         // The agent's state volumes carry yolo's labels; the project file names them external.
         self.create_volumes().await?;
-        let start_guard = |extra: Vec<String>, names: Vec<String>| {
+        let start_guard = |phase: super::compose::GuardPhase| {
             let guard_id = guard_id.clone();
             async move {
                 let Some(id) = guard_id else {
                     return Ok(());
                 };
-                let mut allow = self.allow.to_vec();
-                allow.extend(extra);
+                let (allow, names, phase) = match phase {
+                    super::compose::GuardPhase::Build => {
+                        let allow = match self.mode {
+                            NetworkMode::Firewall => {
+                                let allow = network::build_allowlist(self.project, self.allow)?;
+                                self.note_build_additions(&allow, writer)?;
+                                allow
+                            }
+                            NetworkMode::Open | NetworkMode::None => self.allow.to_vec(),
+                        };
+                        (allow, Vec::new(), Some(PHASE_BUILD))
+                    }
+                    super::compose::GuardPhase::Session { extra, names } => {
+                        let mut allow = self.allow.to_vec();
+                        allow.extend(extra);
+                        (allow, names, None)
+                    }
+                };
                 let mut config =
-                    network::guard_config(self.project, self.mode, writer.session(), allow, None);
+                    network::guard_config(self.project, self.mode, writer.session(), allow, phase);
                 config.local_names = names;
                 network::start_guard(self.engine, &id, &config).await
             }

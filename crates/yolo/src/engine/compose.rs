@@ -69,7 +69,31 @@ impl Cli {
                 c.arg("compose");
                 c
             }
-            Cli::Standalone => tokio::process::Command::new("docker-compose"),
+            Cli::Standalone => {
+                let mut c = tokio::process::Command::new("docker-compose");
+                // The engine's own builder, which runs RUN steps in `container:<guard>`'s
+                // network namespace (BuildKit has no such mode).
+                c.env("COMPOSE_DOCKER_CLI_BUILD", "0")
+                    .env("DOCKER_BUILDKIT", "0");
+                c
+            }
+        }
+    }
+
+    /// The network a service's build runs its RUN steps in: the guard's namespace where the
+    /// builder can join one (v1, the engine's builder), else none. `None` without a guard.
+    pub(crate) fn build_network(self, guard: Option<&str>) -> String {
+        match (self, guard) {
+            (Cli::Standalone, Some(guard)) => format!("container:{guard}"),
+            _ => "none".into(),
+        }
+    }
+
+    /// The name Compose gives the image it builds for `service` of `project`.
+    pub(crate) fn image_name(self, project: &str, service: &str) -> String {
+        match self {
+            Cli::Plugin => format!("{project}-{service}"),
+            Cli::Standalone => format!("{project}_{service}"),
         }
     }
 
@@ -189,6 +213,8 @@ pub(crate) struct FilePlan<'a> {
     /// Where the repository is bound in the dev service, if the files bind it: for the
     /// read-only paths (`spec.protected`, made for the workspace at `spec.workspace_mount`).
     pub(crate) workspace_target: Option<String>,
+    /// `build.network` of every service that builds (`Cli::build_network`).
+    pub(crate) build_network: String,
 }
 
 /// Keys of the dev service that cannot be combined with joining the guard's network namespace:
@@ -222,11 +248,18 @@ pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Res
     let root = project
         .as_object_mut()
         .ok_or_else(|| Error::other("the resolved Compose project is not a mapping"))?;
-    let version = root
-        .get("version")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+    // The newest format of the file's major version (each minor only adds keys): what yolo
+    // sets needs `build.labels` and `build.network` (2.4, 3.4).
+    let version = match root.get("version").and_then(Value::as_str) {
+        Some(v) if v.starts_with('2') => "2.4",
+        Some(v) if v.starts_with('3') => "3.8",
+        Some(v) => v,
+        None => "",
+    }
+    .to_string();
+    if !version.is_empty() {
+        root.insert("version".into(), json!(version));
+    }
     let build_labels_ok = supports_build_labels(&version);
 
     // Networks: every one internal and labelled; the default one named, so it is too.
@@ -287,6 +320,11 @@ pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Res
         if build_labels_ok {
             label_build(service, &volume_labels);
         }
+        if let (true, Some(Value::Object(build))) =
+            (supports_build_network(&version), service.get_mut("build"))
+        {
+            build.insert("network".into(), json!(plan.build_network));
+        }
         if *name == plan.compose.service {
             dev_service(service, plan);
         } else {
@@ -309,6 +347,19 @@ fn supports_build_labels(version: &str) -> bool {
         0 => version.is_empty(),
         2 => minor >= 1,
         3 => minor >= 3,
+        _ => true,
+    }
+}
+
+/// `build.network` came with file formats 2.4 and 3.4.
+fn supports_build_network(version: &str) -> bool {
+    let mut parts = version.split('.');
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    match major {
+        0 => version.is_empty(),
+        2 => minor >= 4,
+        3 => minor >= 4,
         _ => true,
     }
 }
@@ -663,7 +714,7 @@ mod tests {
     #[test]
     fn the_project_file_joins_the_dev_service_to_the_guard_and_closes_every_network() {
         let resolved: serde_yaml::Value = serde_yaml::from_str(
-            "version: '3.8'\nservices:\n  app:\n    image: x\n    networks: [front]\n    ports: ['8080:80']\n    hostname: dev\n    environment: [B=2]\n  db:\n    build: /repo/db\n    networks: [front]\n  cache:\n    image: y\nnetworks:\n  front: {}\nvolumes:\n  data: {}\n",
+            "version: '3'\nservices:\n  app:\n    image: x\n    networks: [front]\n    ports: ['8080:80']\n    hostname: dev\n    environment: [B=2]\n  db:\n    build: /repo/db\n    networks: [front]\n  cache:\n    image: y\nnetworks:\n  front: {}\nvolumes:\n  data: {}\n",
         )
         .unwrap();
         let spec = spec();
@@ -685,8 +736,10 @@ mod tests {
             mode: NetworkMode::Firewall,
             guard: Some("g".into()),
             workspace_target: None,
+            build_network: "container:g".into(),
         };
         let file = project_file(&resolved, &plan).unwrap();
+        assert_eq!(file["version"], "3.8");
         let app = &file["services"]["app"];
         for key in ["networks", "ports", "hostname"] {
             assert!(app.get(key).is_none(), "{key} dropped: {app}");
@@ -706,6 +759,7 @@ mod tests {
         assert_eq!(file["services"]["db"]["labels"]["dev.yolo.role"], "service");
         assert_eq!(file["services"]["db"]["build"]["context"], "/repo/db");
         assert!(file["services"]["db"]["build"]["labels"]["dev.yolo.managed"].is_string());
+        assert_eq!(file["services"]["db"]["build"]["network"], "container:g");
         assert_eq!(
             file["services"]["cache"]["networks"],
             json!(["default", EGRESS_NETWORK])
@@ -747,6 +801,7 @@ mod tests {
             mode: NetworkMode::Firewall,
             guard: Some("g".into()),
             workspace_target: None,
+            build_network: "container:g".into(),
         };
         let e = project_file(&resolved, &plan).unwrap_err();
         assert!(
@@ -767,6 +822,15 @@ mod tests {
             ("3.8", true),
         ] {
             assert_eq!(supports_build_labels(v), ok, "{v}");
+        }
+        for (v, ok) in [
+            ("", true),
+            ("2.3", false),
+            ("2.4", true),
+            ("3.3", false),
+            ("3.4", true),
+        ] {
+            assert_eq!(supports_build_network(v), ok, "{v}");
         }
     }
 

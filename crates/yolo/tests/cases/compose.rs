@@ -270,6 +270,54 @@ fn a_sibling_granted_egress_gets_a_network_out_the_guard_stays_off() {
 }
 
 #[test]
+fn a_service_built_by_compose_builds_behind_the_guard_and_carries_the_labels() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        "FROM debian:bookworm-slim\nRUN getent hosts www.denied.test || echo built > /built\n",
+    );
+    let app = r#"
+  app:
+    build:
+      context: .
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#;
+    project(&t, &format!("{app}{DB}"), CONFIG);
+    t.up(&[]);
+    t.yolo(&["exec", "--", "cat", "/built"])
+        .ok()
+        .assert_stdout("built\n");
+    // Its RUN step asked the guard, started for the build, which refused the name.
+    let refused = net::wait_event(&t, std::time::Duration::from_secs(10), |e| {
+        e["kind"] == "dns" && e["name"] == "www.denied.test"
+    })
+    .expect("the build's lookup went through the guard");
+    assert_eq!(refused["decision"], "refused");
+    assert_eq!(refused["phase"], "build");
+    // The image carries the test's label (the drop removes it).
+    let images = docker(&[
+        "images",
+        "--format",
+        "{{.Repository}}",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=dev.yolo.id",
+    ]);
+    let name = format!(
+        "{}_app\n",
+        inspect(&net::guard_of(&t))["Name"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches('/')
+            .trim_end_matches("-guard")
+    );
+    assert_eq!(images, name);
+}
+
+#[test]
 fn run_services_limits_what_starts() {
     let t = Test::new();
     let extra =
