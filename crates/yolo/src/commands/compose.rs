@@ -124,13 +124,13 @@ pub(crate) async fn start<F, Fut>(
     mode: NetworkMode,
     guard: Option<&str>,
     start_guard: F,
-) -> Result<String>
+) -> Result<Started>
 where
     F: Fn(GuardPhase) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
     let spec = &project.spec;
-    let plan = FilePlan {
+    let mut plan = FilePlan {
         spec,
         compose: &prepared.spec,
         checked: &prepared.checked,
@@ -145,16 +145,21 @@ where
             .compose
             .cli
             .build_network(guard.map(|_| network::guard_name(project)).as_deref()),
+        shim: None,
     };
-    let file = compose::project_file(&prepared.resolved, &plan)?;
     let path = project_file_path(&spec.devcontainer_id);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    }
-    let text = serde_json::to_string_pretty(&file).map_err(|e| Error::other(e.to_string()))?;
-    std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    write_file(&path, &prepared.resolved, &plan)?;
     let run = prepared.compose.with_file(&path);
-    let result = bring_up(engine, project, prepared, &run, guard, start_guard).await;
+    let result = bring_up(
+        engine,
+        project,
+        prepared,
+        &run,
+        &mut plan,
+        &path,
+        start_guard,
+    )
+    .await;
     if result.is_err() {
         // What this start made goes; the guard is `up`'s to undo.
         if let Err(e) = run
@@ -170,14 +175,72 @@ where
     result
 }
 
+/// What `start` made: the dev service's container, and why its execs are not recorded.
+pub(crate) struct Started {
+    pub(crate) id: String,
+    pub(crate) audit_off: Option<String>,
+}
+
+fn write_file(path: &std::path::Path, resolved: &serde_yaml::Value, plan: &FilePlan) -> Result<()> {
+    let file = compose::project_file(resolved, plan)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let text = serde_json::to_string_pretty(&file).map_err(|e| Error::other(e.to_string()))?;
+    std::fs::write(path, text).map_err(|e| Error::io(path, e))
+}
+
+/// The exec audit's shim for the dev service, once its image is here (built or pulled); or why
+/// there is none.
+async fn shim(
+    engine: &Engine,
+    project: &Project,
+    prepared: &Prepared,
+    run: &Compose,
+    guard: bool,
+) -> Result<std::result::Result<compose::Shim, String>> {
+    let spec = &project.spec;
+    if !guard {
+        return Ok(Err("`--network none` runs no guard to record them".into()));
+    }
+    if !spec.exec_audit {
+        return Ok(Err("`[audit] exec = false` in yolo's config".into()));
+    }
+    let name = &prepared.spec.service;
+    let service = &prepared.resolved["services"][name.as_str()];
+    let (entrypoint, command) = if spec.override_command {
+        (Vec::new(), crate::engine::compose::keep_alive())
+    } else {
+        let image = service
+            .get("image")
+            .and_then(serde_yaml::Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| run.cli.image_name(&run.project, name));
+        let image = engine.image_command(&image).await?;
+        let Some(command) = compose::dev_command(service, image) else {
+            return Ok(Err(format!(
+                "yolo cannot tell what the service \"{name}\" runs (its image is not here yet, or its entrypoint or command is a string rather than a list)"
+            )));
+        };
+        command
+    };
+    Ok(Ok(compose::Shim {
+        host_dir: crate::engine::guard_image::shim_dir()?,
+        entrypoint,
+        command,
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn bring_up<F, Fut>(
     engine: &Engine,
     project: &Project,
     prepared: &Prepared,
     run: &Compose,
-    guard: Option<&str>,
+    plan: &mut FilePlan<'_>,
+    path: &std::path::Path,
     start_guard: F,
-) -> Result<String>
+) -> Result<Started>
 where
     F: Fn(GuardPhase) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
@@ -190,7 +253,17 @@ where
             .chain(services.iter().cloned())
             .collect()
     };
+    let guard_name = plan.guard.clone();
+    let guard = guard_name.as_deref();
     build(engine, project, prepared, run, guard, &start_guard).await?;
+    let audit_off = match shim(engine, project, prepared, run, guard.is_some()).await? {
+        Ok(shim) => {
+            plan.shim = Some(shim);
+            write_file(path, &prepared.resolved, plan)?;
+            None
+        }
+        Err(why) => Some(why),
+    };
     let mut create = vec!["up", "--no-start"];
     if project.settings.rebuild {
         create.push("--force-recreate");
@@ -227,7 +300,10 @@ where
     let args = with(&["up", "--detach", "--no-recreate"]);
     run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .await?;
-    engine.inspect_id(&spec.container_name).await
+    Ok(Started {
+        id: engine.inspect_id(&spec.container_name).await?,
+        audit_off,
+    })
 }
 
 /// Build the images of the services that start and build, when one is missing or `--rebuild`:

@@ -106,9 +106,7 @@ fn print_outcome(o: &Outcome) {
 
 /// Why the agent's execs are not recorded in this session, if they are not.
 fn exec_audit_off(spec: &RunSpec, network: &NetworkAttach) -> Option<&'static str> {
-    if spec.compose.is_some() {
-        Some("the agent runs in a Compose service, which yolo does not start through the exec audit's shim")
-    } else if !matches!(network, NetworkAttach::Container(_)) {
+    if !matches!(network, NetworkAttach::Container(_)) {
         Some("`--network none` runs no guard to record them")
     } else if spec.host_modes.contains_key("pid") {
         Some("the container is in the host's PID namespace (a granted --pid host)")
@@ -609,12 +607,13 @@ impl Act<'_> {
         // After the host's own initializeCommand: what it writes is not the agent's doing.
         self.watch()?;
         if let Some(prepared) = self.compose {
-            let container_id = self.fresh_compose(prepared, guard, &writer, state).await?;
-            if let Some(why) = exec_audit_off(spec, &NetworkAttach::None) {
+            let started = self.fresh_compose(prepared, guard, &writer, state).await?;
+            if let Some(why) = started.audit_off {
                 writer.write(EventKind::Notice {
                     message: format!("the exec audit is off in this session: {why}"),
                 })?;
             }
+            let container_id = started.id;
             return Ok(Ready {
                 container_id,
                 image: image_name,
@@ -671,7 +670,7 @@ impl Act<'_> {
         guard: &GuardStep,
         writer: &Writer,
         state: &mut WorkspaceState,
-    ) -> Result<String> {
+    ) -> Result<super::compose::Started> {
         let guard_id = match guard {
             GuardStep::Start { id, running } => {
                 if *running {

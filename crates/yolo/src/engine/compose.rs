@@ -215,6 +215,52 @@ pub(crate) struct FilePlan<'a> {
     pub(crate) workspace_target: Option<String>,
     /// `build.network` of every service that builds (`Cli::build_network`).
     pub(crate) build_network: String,
+    /// The dev service starts through the exec audit's shim.
+    pub(crate) shim: Option<Shim>,
+}
+
+/// How the dev service starts through the exec audit's shim: what it then runs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Shim {
+    /// The shim's folder on the host, bound read-only as the folder of `SHIM_PATH`.
+    pub(crate) host_dir: PathBuf,
+    pub(crate) entrypoint: Vec<String>,
+    pub(crate) command: Vec<String>,
+}
+
+/// yolo's keep-alive command (`overrideCommand`).
+pub(crate) fn keep_alive() -> Vec<String> {
+    super::containers::keep_alive()
+}
+
+/// What the dev service runs, as Docker will: its own `entrypoint` (which drops the image's
+/// command) or the image's, its own `command` or the image's. `None` when a value is a string
+/// (Compose splits those shell-style; yolo does not guess) or nothing is named.
+pub(crate) fn dev_command(
+    service: &serde_yaml::Value,
+    image: Option<(Vec<String>, Vec<String>)>,
+) -> Option<(Vec<String>, Vec<String>)> {
+    let list = |key: &str| -> Option<Option<Vec<String>>> {
+        match service.get(key) {
+            None | Some(serde_yaml::Value::Null) => Some(None),
+            Some(serde_yaml::Value::Sequence(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect::<Option<Vec<String>>>()
+                .map(Some),
+            Some(_) => None,
+        }
+    };
+    let (own_entrypoint, own_command) = (list("entrypoint")?, list("command")?);
+    let (image_entrypoint, image_command) = image.unwrap_or_default();
+    let entrypoint_set = own_entrypoint.is_some();
+    let entrypoint = own_entrypoint.unwrap_or(image_entrypoint);
+    let command = match own_command {
+        Some(c) => c,
+        None if entrypoint_set => Vec::new(),
+        None => image_command,
+    };
+    (!entrypoint.is_empty() || !command.is_empty()).then_some((entrypoint, command))
 }
 
 /// Keys of the dev service that cannot be combined with joining the guard's network namespace:
@@ -506,7 +552,14 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         }
         service.insert("environment".into(), Value::Object(env));
     }
-    if spec.override_command {
+    if let Some(shim) = &plan.shim {
+        // The shim first: the filter is on before the service's first program.
+        let mut entrypoint = vec![yolo_protocol::SHIM_PATH.to_string(), "shim".into()];
+        entrypoint.extend(shim.entrypoint.iter().cloned());
+        service.insert("entrypoint".into(), json!(entrypoint));
+        service.insert("command".into(), json!(shim.command));
+        service.remove("init");
+    } else if spec.override_command {
         service.insert("entrypoint".into(), json!(super::containers::keep_alive()));
         service.insert("command".into(), json!([]));
     }
@@ -540,10 +593,20 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
             )));
         }
     }
+    if let Some(shim) = &plan.shim {
+        volumes.push(json!(format!(
+            "{}:{}:ro",
+            shim.host_dir.display(),
+            super::guard_image::shim_mount_point()
+        )));
+    }
     if !volumes.is_empty() {
         service.insert("volumes".into(), Value::Array(volumes));
     }
     let mut dev_labels = labels::agent(spec, plan.mode);
+    if plan.shim.is_some() {
+        dev_labels.insert(labels::EXEC_AUDIT.into(), "shim".into());
+    }
     dev_labels.insert(
         labels::COMPOSE_SHUTDOWN.into(),
         spec.shutdown_action.clone(),
@@ -670,6 +733,27 @@ impl Engine {
             .and_then(|l| l.get(key).cloned()))
     }
 
+    /// An image's entrypoint and command; `None` when the image is not here.
+    pub(crate) async fn image_command(
+        &self,
+        name: &str,
+    ) -> Result<Option<(Vec<String>, Vec<String>)>> {
+        if !self.image_exists(name).await? {
+            return Ok(None);
+        }
+        let config = self
+            .docker
+            .inspect_image(name)
+            .await
+            .map_err(|e| Error::docker(format!("inspecting image {name}"), message(&e)))?
+            .config
+            .unwrap_or_default();
+        Ok(Some((
+            config.entrypoint.unwrap_or_default(),
+            config.cmd.unwrap_or_default(),
+        )))
+    }
+
     /// The id of the container named `name`.
     pub(crate) async fn inspect_id(&self, name: &str) -> Result<String> {
         let info = self
@@ -737,6 +821,7 @@ mod tests {
             guard: Some("g".into()),
             workspace_target: None,
             build_network: "container:g".into(),
+            shim: None,
         };
         let file = project_file(&resolved, &plan).unwrap();
         assert_eq!(file["version"], "3.8");
@@ -769,6 +854,25 @@ mod tests {
         }
         assert!(file["networks"][EGRESS_NETWORK].get("internal").is_none());
         assert!(file["volumes"]["data"]["labels"]["dev.yolo.managed"].is_string());
+        // With the shim, it starts the service's command.
+        let shim = Shim {
+            host_dir: "/data/bin/shim-1".into(),
+            entrypoint: vec![],
+            command: vec!["sleep".into(), "infinity".into()],
+        };
+        let plan = FilePlan {
+            shim: Some(shim),
+            ..plan
+        };
+        let file = project_file(&resolved, &plan).unwrap();
+        let app = &file["services"]["app"];
+        assert_eq!(app["entrypoint"], json!([yolo_protocol::SHIM_PATH, "shim"]));
+        assert_eq!(app["command"], json!(["sleep", "infinity"]));
+        assert_eq!(app["labels"]["dev.yolo.exec-audit"], "shim");
+        assert!(app["volumes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("/data/bin/shim-1:/.yolo:ro")));
         // Without a guard (`--network none`), no network at all.
         let plan = FilePlan {
             guard: None,
@@ -802,12 +906,38 @@ mod tests {
             guard: Some("g".into()),
             workspace_target: None,
             build_network: "container:g".into(),
+            shim: None,
         };
         let e = project_file(&resolved, &plan).unwrap_err();
         assert!(
             e.to_string().contains("network \"shared\": external"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_shim_runs_what_docker_would_run() {
+        let yaml = |text: &str| -> serde_yaml::Value { serde_yaml::from_str(text).unwrap() };
+        let image = Some((vec!["/init".to_string()], vec!["serve".to_string()]));
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            dev_command(&yaml("image: x"), image.clone()),
+            Some((strings(&["/init"]), strings(&["serve"])))
+        );
+        assert_eq!(
+            dev_command(&yaml("command: [sleep, infinity]"), image.clone()),
+            Some((strings(&["/init"]), strings(&["sleep", "infinity"])))
+        );
+        // An entrypoint of the service's own drops the image's command.
+        assert_eq!(
+            dev_command(&yaml("entrypoint: [/bin/app]"), image.clone()),
+            Some((strings(&["/bin/app"]), vec![]))
+        );
+        assert_eq!(
+            dev_command(&yaml("command: sleep infinity"), image.clone()),
+            None
+        );
+        assert_eq!(dev_command(&yaml("image: x"), None), None);
     }
 
     #[test]

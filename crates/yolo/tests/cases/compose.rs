@@ -103,6 +103,13 @@ fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
         Some(t.workspace_shown().as_str())
     );
     assert!(labels["devcontainer.config_file"].is_string());
+    // Its command starts through the exec audit's shim.
+    assert_eq!(labels["dev.yolo.exec-audit"], "shim");
+    assert_eq!(
+        dev["Config"]["Entrypoint"][0], "/.yolo/shim",
+        "{}",
+        dev["Config"]
+    );
 
     // `yolo exec` runs in the dev service at workspaceFolder, where the repository is.
     t.file("hello.txt", "from the host\n");
@@ -110,6 +117,11 @@ fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
         .yolo(&["exec", "--", "sh", "-c", "pwd; cat hello.txt"])
         .ok();
     assert_eq!(run.stdout(), "/workspaces/repo\nfrom the host\n");
+    // ... and is on record.
+    net::wait_event(&t, std::time::Duration::from_secs(10), |e| {
+        e["kind"] == "exec" && e["argv"] == serde_json::json!(["cat", "hello.txt"])
+    })
+    .expect("the exec is recorded");
 
     // The workspace's read-only paths are bound over the Compose file's bind of it.
     t.yolo(&["exec", "--", "touch", ".devcontainer/planted"])
