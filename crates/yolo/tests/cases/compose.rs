@@ -338,10 +338,13 @@ fn run_services_limits_what_starts() {
         "dockerComposeFile": ["compose.yml"],
         "service": "app",
         "runServices": ["db"],
-        "workspaceFolder": "/workspaces/repo"
+        "workspaceFolder": "/workspaces/repo",
+        "postCreateCommand": "touch /tmp/created"
     }"#;
     project(&t, &format!("{APP}{DB}{extra}"), config);
     t.up(&[]);
+    // The lifecycle hooks run in the dev service.
+    t.yolo(&["exec", "--", "test", "-e", "/tmp/created"]).ok();
     let running: Vec<String> = services(&t)
         .into_iter()
         .filter(|(_, state)| state == "running")
@@ -382,4 +385,52 @@ fn without_compose_installed_the_error_says_how_to_install_it() {
         .fails_with(69)
         .assert_stderr_contains("neither `docker compose` nor `docker-compose` is installed");
     assert!(t.containers().is_empty());
+}
+
+#[test]
+fn shutdown_action_none_leaves_the_other_services_running() {
+    let t = Test::new();
+    let config = r#"{
+        "dockerComposeFile": "compose.yml",
+        "service": "app",
+        "shutdownAction": "none",
+        "workspaceFolder": "/workspaces/repo"
+    }"#;
+    project(&t, &format!("{APP}{DB}"), config);
+    t.up(&[]);
+    t.yolo(&["down"])
+        .ok()
+        .assert_stderr_contains("keep running (shutdownAction \"none\")");
+    assert_eq!(
+        services(&t),
+        [
+            ("app".to_string(), "exited".to_string()),
+            ("db".to_string(), "running".to_string())
+        ]
+    );
+}
+
+#[test]
+fn a_start_that_fails_half_way_leaves_nothing() {
+    let t = Test::new();
+    let config = r#"{
+        "dockerComposeFile": "compose.yml",
+        "service": "app",
+        "containerUser": "nosuchuser",
+        "workspaceFolder": "/workspaces/repo"
+    }"#;
+    project(&t, &format!("{APP}{DB}"), config);
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("nosuchuser")
+        .assert_stderr_contains("undid what this `yolo up` had made");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    let nets = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ]);
+    assert_eq!(nets.trim(), "", "networks left");
 }
