@@ -295,7 +295,7 @@ where
     })
     .await?;
     engine
-        .set_limits(&spec.container_name, &spec.limits)
+        .set_limits(&spec.container_name, &fit_to_host(engine, spec).await?)
         .await?;
     let args = with(&["up", "--detach", "--no-recreate"]);
     run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
@@ -350,4 +350,21 @@ where
         engine.stop(guard).await?;
     }
     built
+}
+
+/// The spec's limits with its CPUs fitted to the engine's machine, as `up` fits its own
+/// container's (`policy::fit_cpus`).
+async fn fit_to_host(
+    engine: &Engine,
+    spec: &crate::run_spec::RunSpec,
+) -> Result<crate::run_spec::Limits> {
+    let host = engine.host_facts().await?;
+    let (cpus, why) = policy::fit_cpus(spec.limits.cpus, spec.cpus_chosen_by, host.cpus);
+    if let Some(why) = why {
+        eprintln!("{} {why}", console::style("yolo:").bold());
+    }
+    Ok(crate::run_spec::Limits {
+        cpus,
+        ..spec.limits
+    })
 }
