@@ -12,8 +12,8 @@
 //! One file per concern: `grants` (what the user grants), `base` (what is copied as is),
 //! `security` (privileged, capabilities, security options, devices), `namespaces` (`--network`,
 //! `--pid`, ...), `workspace` and `mounts`, `run_args`, `build`, `labels`, `limits`, `ports`,
-//! `firewall`, `host_command` (`initializeCommand`), `hash`; `paths` holds the lexical path
-//! helpers.
+//! `firewall`, `host_command` (`initializeCommand`), `compose` (a Compose config's files and every
+//! service of its resolved project), `hash`; `paths` holds the lexical path helpers.
 //!
 //! Behaviour choices worth knowing (see also the item docs):
 //! - `init: false` is ignored: yolo always runs an init so the agent's orphans are reaped and
