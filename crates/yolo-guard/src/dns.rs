@@ -52,6 +52,10 @@ pub struct DnsOptions {
     pub max_tcp_clients: usize,
     /// SO_MARK for upstream sockets; the ruleset lets marked packets out.
     pub mark: Option<u32>,
+    /// Names (lowercase, no trailing dot) asked of `local_upstream` instead of `upstream`:
+    /// a Compose project's sibling services, which only Docker's embedded DNS knows.
+    pub local_names: Vec<String>,
+    pub local_upstream: Vec<SocketAddr>,
 }
 
 impl DnsOptions {
@@ -64,6 +68,8 @@ impl DnsOptions {
             max_in_flight: 256,
             max_tcp_clients: 128,
             mark: Some(crate::ruleset::socket_mark()),
+            local_names: Vec::new(),
+            local_upstream: Vec::new(),
         }
     }
 }
@@ -311,7 +317,12 @@ impl<P: Policy> Forwarder<P> {
                 ResponseCode::ServFail,
             )
         };
-        let (udp_answer, full_answer) = match self.exchange(&job.query, transport).await {
+        let servers = if self.options.local_names.contains(&job.name) {
+            &self.options.local_upstream
+        } else {
+            &self.options.upstream
+        };
+        let (udp_answer, full_answer) = match self.exchange(servers, &job.query, transport).await {
             Ok(answers) => answers,
             Err(e) => {
                 self.events.emit(guard_event(
@@ -380,6 +391,7 @@ impl<P: Policy> Forwarder<P> {
     /// truncated) and the full answer, both with the upstream id.
     async fn exchange(
         &self,
+        servers: &[SocketAddr],
         query: &[u8],
         transport: Transport,
     ) -> Result<(Option<Vec<u8>>, Vec<u8>), String> {
@@ -388,7 +400,7 @@ impl<P: Policy> Forwarder<P> {
         let id: u16 = rand_id();
         query[..2].copy_from_slice(&id.to_be_bytes());
         let mut last_error = String::from("no upstream resolver configured");
-        for server in &self.options.upstream {
+        for server in servers {
             let result = match transport {
                 Transport::Udp => match self.udp_exchange(*server, &query, id).await {
                     Ok(answer) if answer.get(2).is_some_and(|b| b & 0x02 != 0) => self

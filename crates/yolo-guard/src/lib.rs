@@ -262,6 +262,14 @@ async fn serve<B: Batches>(
     let mut options = DnsOptions::new(upstream.clone());
     options.ttl_floor_secs = config.ttl_floor_secs;
     options.deny_nxdomain = config.deny_nxdomain;
+    if !config.local_names.is_empty() {
+        options.local_names = config
+            .local_names
+            .iter()
+            .map(|n| n.trim_end_matches('.').to_ascii_lowercase())
+            .collect();
+        options.local_upstream = vec![parse(yolo_protocol::DOCKER_DNS)?];
+    }
     let forwarder = Arc::new(Forwarder::new(
         options,
         Arc::clone(&guard),
@@ -675,6 +683,7 @@ mod tests {
             phase: None,
             exec_audit: None,
             file_watch: None,
+            local_names: vec![],
         }
     }
 

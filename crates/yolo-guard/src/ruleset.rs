@@ -963,6 +963,7 @@ mod tests {
             phase: None,
             exec_audit: None,
             file_watch: None,
+            local_names: vec![],
         }
     }
 

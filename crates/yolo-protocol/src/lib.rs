@@ -70,7 +70,16 @@ pub struct GuardConfig {
     /// The workspace file watcher. `None`: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_watch: Option<FileWatch>,
+    /// Names Docker's embedded DNS ([`DOCKER_DNS`]) answers rather than `upstream`: the sibling
+    /// services of a Compose project, on the project networks the guard is attached to. Each
+    /// must also be in `allow` (the guard never forwards a name the allowlist refuses).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_names: Vec<String>,
 }
+
+/// Docker's embedded DNS server, in every container on a user-defined network: it answers the
+/// names of the containers on the same networks (a Compose project's service names).
+pub const DOCKER_DNS: &str = "127.0.0.11:53";
 
 /// Where and how the guard records the agent's execs (`GuardConfig::exec_audit`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

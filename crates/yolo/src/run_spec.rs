@@ -112,6 +112,10 @@ pub(crate) struct RunSpec {
     /// What the policy accepted and ignores, for the user (`--name`).
     #[serde(skip)]
     pub(crate) notes: Vec<String>,
+    /// A Compose config (`dockerComposeFile` + `service`): the agent runs in that service, which
+    /// Compose creates; `image` is then only its label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) compose: Option<ComposeSpec>,
 }
 
 /// One `--ulimit`: -1 is unlimited.
@@ -120,6 +124,22 @@ pub(crate) struct Ulimit {
     pub(crate) name: String,
     pub(crate) soft: i64,
     pub(crate) hard: i64,
+}
+
+/// What `dockerComposeFile`, `service` and `runServices` ask for, paths resolved. What the files
+/// say is read (and checked service by service) only when `up` runs: `commands::compose`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct ComposeSpec {
+    /// The Compose files, absolute, in the order given (later ones override earlier ones).
+    pub(crate) files: Vec<PathBuf>,
+    /// The folder of the first file: Compose's project directory.
+    pub(crate) project_dir: PathBuf,
+    /// Compose's project name: the agent container's name, stable per workspace.
+    pub(crate) project_name: String,
+    /// The dev service: the agent's container.
+    pub(crate) service: String,
+    /// `runServices`; `None`: every service.
+    pub(crate) run_services: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

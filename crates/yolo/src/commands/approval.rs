@@ -40,6 +40,11 @@ pub(crate) fn snapshot(spec: &RunSpec) -> ApprovedConfig {
         add_input(&mut files, &dockerfile, workspace);
         add_input(&mut files, &build.context.join(".dockerignore"), workspace);
     }
+    // The Compose files decide what runs as much as the config does (the Dockerfiles they
+    // build from usually sit in the config's folder, recorded above).
+    for file in spec.compose.iter().flat_map(|c| &c.files) {
+        add_input(&mut files, file, workspace);
+    }
     if let Some(command) = &spec.initialize_command {
         // The whole mounted folder is the agent's to write (the git root, when that is what
         // the config mounts), so the command's files are looked for there.

@@ -43,9 +43,12 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
     result.map(|()| 0)
 }
 
-/// Stop the agent, then its guard (it must never run on without its guard).
+/// Stop the agent, then its guard (it must never run on without its guard), then the other
+/// services of a Compose project, unless its `shutdownAction` is `none` (read from the agent's
+/// label: `down` does not read the config).
 async fn stop(engine: &Engine, located: &Located) -> Result<()> {
-    let Found { agent, guard } = engine.find(&super::owner(located)).await?;
+    let owner = super::owner(located);
+    let Found { agent, guard } = engine.find(&owner).await?;
     if agent.is_none() && guard.is_none() {
         eprintln!("yolo: no container for {}", located.workspace.display());
     }
@@ -54,6 +57,28 @@ async fn stop(engine: &Engine, located: &Located) -> Result<()> {
     }
     if let Some(a) = &agent {
         eprintln!("yolo: {} stopped", a.name);
+    }
+    let keep = match &agent {
+        Some(a) => engine
+            .container_label(&a.id, crate::engine::labels::COMPOSE_SHUTDOWN)
+            .await?
+            .is_some_and(|v| v == "none"),
+        None => false,
+    };
+    let services: Vec<_> = engine
+        .made_for(&owner)
+        .await?
+        .containers
+        .into_iter()
+        .filter(|c| c.role == Role::Service && c.running)
+        .collect();
+    if keep && !services.is_empty() {
+        eprintln!("yolo: the other Compose services keep running (shutdownAction \"none\")");
+        return Ok(());
+    }
+    for c in &services {
+        engine.stop(&c.id).await?;
+        eprintln!("yolo: {} stopped", c.name);
     }
     Ok(())
 }
@@ -72,10 +97,14 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
         &located.workspace,
         &located.devcontainer_id,
     ));
+    let own_project =
+        crate::devcontainer::names::container_name(&located.workspace, &located.devcontainer_id);
     let networks: Vec<_> = networks
         .into_iter()
         .filter(|n| {
             n.name == own
+                // A Compose project's, named after the project (the agent's name).
+                || n.name.starts_with(&format!("{own_project}_"))
                 || containers
                     .iter()
                     .any(|c| n.name == format!("{}-net", c.name))

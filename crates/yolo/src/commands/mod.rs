@@ -4,6 +4,7 @@
 pub(crate) mod approval;
 pub(crate) mod audit;
 pub(crate) mod completions;
+pub(crate) mod compose;
 pub(crate) mod doctor;
 pub(crate) mod down;
 pub(crate) mod exec;

@@ -146,6 +146,7 @@ pub(crate) fn guard_config(
             max_bytes: guard.max_exec_log,
         }),
         file_watch: file_watch(project, session, phase),
+        local_names: Vec::new(),
     }
 }
 

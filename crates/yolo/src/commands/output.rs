@@ -133,6 +133,16 @@ pub(crate) struct Status {
     /// What a failed or interrupted `yolo up` (or a hand) left of the workspace's objects;
     /// `yolo down --remove` in the workspace removes them.
     pub(crate) leftovers: Vec<Leftover>,
+    /// The other services of a Compose project (absent for a single container).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) services: Vec<Service>,
+}
+
+/// A Compose service besides the agent's: its container and Docker's state of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Service {
+    pub(crate) name: String,
+    pub(crate) state: String,
 }
 
 /// A published port: `address:host` on the host reaches `container` in the container.

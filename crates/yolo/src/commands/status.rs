@@ -42,6 +42,14 @@ pub(crate) async fn execute(json: bool) -> Result<i32> {
                 .map(|g| g.ports.iter().map(output::Port::of).collect())
                 .unwrap_or_default(),
             leftovers: workspace_leftovers(c.devcontainer_id.as_deref(), &all, &networks, &state),
+            services: all
+                .iter()
+                .filter(|s| s.role == Role::Service && s.devcontainer_id == c.devcontainer_id)
+                .map(|s| output::Service {
+                    name: s.name.clone(),
+                    state: s.state.clone(),
+                })
+                .collect(),
         });
     }
     // Workspaces with leftovers and no agent container: a row of their own.
@@ -65,6 +73,7 @@ pub(crate) async fn execute(json: bool) -> Result<i32> {
                 network: None,
                 ports: vec![],
                 leftovers,
+                services: Vec::new(),
             });
         }
     }
@@ -119,6 +128,14 @@ fn print_table(rows: &[output::Status]) {
         );
         for p in &r.ports {
             println!("  forwarded {} -> {}:{}", p.container, p.address, p.host);
+        }
+        if !r.services.is_empty() {
+            let list: Vec<String> = r
+                .services
+                .iter()
+                .map(|s| format!("{} {}", s.name, s.state))
+                .collect();
+            println!("  compose services: {}", list.join(", "));
         }
         if let Some(gap) = r.session.as_deref().and_then(crate::audit::file_watch_gap) {
             eprintln!("  warning: {}: {gap}", c.name);

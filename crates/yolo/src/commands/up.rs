@@ -156,6 +156,8 @@ pub(crate) async fn up(
     let spec = &project.spec;
     // Checked before any Docker work, so a bad pattern changes nothing.
     let allow = network::allowlist(project, &with_default_agent(project, agents))?;
+    // A Compose project is read and every service checked before anything is made too.
+    let prepared = super::compose::prepare(project).await?;
 
     let found = engine.find(&Owner::of(spec)).await?;
     let mode = network_mode(project.settings.network, found.agent.as_ref());
@@ -180,6 +182,7 @@ pub(crate) async fn up(
         mode,
         allow: &allow,
         fetched: &fetched,
+        compose: prepared.as_ref(),
     };
     // From here on a signal is handled: the hooks' commands are stopped in the container
     // (`Engine::exec`), and what this `up` made is removed.
@@ -567,6 +570,8 @@ struct Act<'a> {
     allow: &'a [String],
     /// The Features, fetched, in install order.
     fetched: &'a features::Fetched,
+    /// A Compose config, read and checked.
+    compose: Option<&'a super::compose::Prepared>,
 }
 
 impl Act<'_> {
@@ -636,6 +641,21 @@ impl Act<'_> {
         }
         // After the host's own initializeCommand: what it writes is not the agent's doing.
         self.watch()?;
+        if let Some(prepared) = self.compose {
+            let started = self.fresh_compose(prepared, guard, &writer, state).await?;
+            if let Some(why) = started.audit_off {
+                writer.write(EventKind::Notice {
+                    message: format!("the exec audit is off in this session: {why}"),
+                })?;
+            }
+            let container_id = started.id;
+            return Ok(Ready {
+                container_id,
+                image: image_name,
+                writer,
+                merged: None,
+            });
+        }
         let settings = &self.project.settings;
         let new_image = !matches!(agent, AgentStep::Start { .. });
         let behind_guard = new_image
@@ -711,6 +731,7 @@ impl Act<'_> {
             mode: self.mode,
             allow: self.allow,
             fetched: self.fetched,
+            compose: self.compose,
         }
     }
 
@@ -744,6 +765,76 @@ impl Act<'_> {
             )
             .await?;
         features::build_needed(self.engine, self.project, &base, self.fetched, rebuild).await
+    }
+
+    /// A Compose project in place of the agent's image and container: the guard made (or kept),
+    /// started by `compose::start` once attached to the project's networks, with the
+    /// siblings' subnets and names allowed on top of this session's allowlist.
+    async fn fresh_compose(
+        &self,
+        prepared: &super::compose::Prepared,
+        guard: &GuardStep,
+        writer: &Writer,
+        state: &mut WorkspaceState,
+    ) -> Result<super::compose::Started> {
+        let guard_id = match guard {
+            GuardStep::Start { id, running } => {
+                if *running {
+                    self.engine.stop(id).await?;
+                }
+                Some(id.clone())
+            }
+            GuardStep::Recreate { .. } | GuardStep::Create => {
+                Some(network::create_guard(self.engine, self.project).await?)
+            }
+            GuardStep::Remove { .. } | GuardStep::Nothing => None,
+        };
+        // The agent's state volumes carry yolo's labels; the project file names them external.
+        self.create_volumes().await?;
+        let start_guard = |phase: super::compose::GuardPhase| {
+            let guard_id = guard_id.clone();
+            async move {
+                let Some(id) = guard_id else {
+                    return Ok(());
+                };
+                let (allow, names, phase) = match phase {
+                    super::compose::GuardPhase::Build => {
+                        let allow = match self.mode {
+                            NetworkMode::Firewall => {
+                                let allow = network::build_allowlist(self.project, self.allow)?;
+                                self.note_build_additions(&allow, writer)?;
+                                allow
+                            }
+                            NetworkMode::Open | NetworkMode::None => self.allow.to_vec(),
+                        };
+                        (allow, Vec::new(), Some(PHASE_BUILD))
+                    }
+                    super::compose::GuardPhase::Session { extra, names } => {
+                        let mut allow = self.allow.to_vec();
+                        allow.extend(extra);
+                        (allow, names, None)
+                    }
+                };
+                let mut config =
+                    network::guard_config(self.project, self.mode, writer.session(), allow, phase);
+                config.local_names = names;
+                network::start_guard(self.engine, &id, &config).await
+            }
+        };
+        let id = super::compose::start(
+            self.engine,
+            self.project,
+            prepared,
+            self.mode,
+            guard_id.as_deref(),
+            start_guard,
+        )
+        .await?;
+        if guard_id.is_some() {
+            // The siblings' patterns stay out: a live sync must never deny them.
+            state.allowlist = Some(self.allow.to_vec());
+        }
+        Ok(id)
     }
 
     /// The spec with its limits fitted to the engine's machine: CPUs leave the host a core

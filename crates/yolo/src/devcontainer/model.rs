@@ -1,7 +1,7 @@
 //! serde types for devcontainer.json, as written by the repository (before substitution).
 //!
 //! Unknown properties are ignored (VS Code and other tools have many); properties yolo does not
-//! support yet (Features, Docker Compose) are kept so `parse` can refuse them by name.
+//! support yet (Features) are kept so `parse` can refuse them by name.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -55,9 +55,12 @@ pub(crate) struct DevContainer {
     pub(crate) features: Option<serde_json::Value>,
     /// Feature references to install first, in this order (`devcontainer::features` orders).
     pub(crate) override_feature_install_order: Option<Vec<String>>,
-    /// Not supported yet: any value is refused by `parse`.
-    pub(crate) docker_compose_file: Option<serde_json::Value>,
+    /// Compose file(s), relative to the config's folder; with `service`, a Compose config.
+    pub(crate) docker_compose_file: Option<StringOrList>,
+    /// The Compose service yolo runs the agent in (the dev service).
     pub(crate) service: Option<String>,
+    /// The services `up` starts (default: all of them; the dev service always).
+    pub(crate) run_services: Option<Vec<String>>,
     pub(crate) customizations: Option<Customizations>,
     /// What `parse` found worth a warning (unknown properties): shown by whoever loads it.
     #[serde(skip)]

@@ -5,7 +5,8 @@
 //! byte offset and line break, so serde_json's positions stay valid for the original text.
 //! Errors then carry the property path from `serde_path_to_error`.
 //!
-//! This module decides only what yolo can run at all (refusing Docker Compose);
+//! This module decides only what yolo can run at all (a Compose config needs both
+//! `dockerComposeFile` and `service`);
 //! what a repository may ask for is `policy`'s business.
 use super::model::DevContainer;
 use crate::error::{Error, Result};
@@ -113,15 +114,52 @@ fn check_supported(config: &DevContainer, path: &Path) -> Result<()> {
             "expected an object mapping each Feature to its options, such as {\"ghcr.io/devcontainers/features/node:1\": {}}".into(),
         ));
     }
-    const COMPOSE: &str = "yolo runs a single container, not Docker Compose configs; \
-                           use \"image\" or \"build.dockerfile\" instead";
-    if config.docker_compose_file.is_some() {
-        return Err(unsupported("dockerComposeFile", COMPOSE));
+    // A Compose config needs both: the files and the service the agent runs in.
+    let compose_files = config.docker_compose_file.as_ref().map(|f| &f.0);
+    match (compose_files, &config.service) {
+        (Some(files), Some(service)) => {
+            if files.is_empty() || files.iter().any(|f| f.trim().is_empty()) {
+                return Err(config_error(
+                    path,
+                    None,
+                    Some("dockerComposeFile".into()),
+                    "name a Compose file (or a list of them), relative to this file's folder"
+                        .into(),
+                ));
+            }
+            if service.trim().is_empty() {
+                return Err(config_error(
+                    path,
+                    None,
+                    Some("service".into()),
+                    "name the Compose service yolo runs the agent in".into(),
+                ));
+            }
+        }
+        (Some(_), None) => {
+            return Err(config_error(
+                path,
+                None,
+                Some("service".into()),
+                "a config with \"dockerComposeFile\" needs \"service\": the Compose service yolo runs the agent in".into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(unsupported(
+                "service",
+                "\"service\" only means something with \"dockerComposeFile\"; add the Compose file or remove \"service\"",
+            ))
+        }
+        (None, None) => {}
     }
     Ok(())
 }
 
 fn check_has_image(config: &DevContainer, path: &Path) -> Result<()> {
+    if config.docker_compose_file.is_some() {
+        // The Compose file says what runs.
+        return Ok(());
+    }
     let set = |v: Option<&String>| v.is_some_and(|s| !s.trim().is_empty());
     let dockerfile = config.build.as_ref().and_then(|b| b.dockerfile.as_ref());
     if set(config.image.as_ref()) || set(dockerfile) || set(config.docker_file.as_ref()) {
@@ -570,15 +608,6 @@ mod tests {
         }
     }
 
-    fn unsupported(text: &str) -> (String, String) {
-        match parse_str(text, Path::new(FILE)) {
-            Err(Error::Unsupported {
-                property, message, ..
-            }) => (property, message),
-            other => panic!("expected an Unsupported error for {text:?}, got {other:?}"),
-        }
-    }
-
     fn shown(text: &str) -> String {
         match parse_str(text, Path::new(FILE)) {
             Err(e) => e.to_string(),
@@ -870,16 +899,25 @@ mod tests {
     }
 
     #[test]
-    fn docker_compose_is_refused() {
-        let (property, message) =
-            unsupported(r#"{"dockerComposeFile": "compose.yml", "service": "app"}"#);
-        assert_eq!(property, "dockerComposeFile");
-        assert!(message.contains("not Docker Compose configs"), "{message}");
-        let (property, _) =
-            unsupported(r#"{"dockerComposeFile": ["a.yml", "b.yml"], "image": "x"}"#);
-        assert_eq!(property, "dockerComposeFile");
-        // A stray `service` is ignored with a warning (`properties`), as the reference CLI does.
+    fn a_compose_config_needs_the_files_and_the_service() {
+        let one = ok(r#"{"dockerComposeFile": "compose.yml", "service": "app"}"#);
+        assert_eq!(one.docker_compose_file.unwrap().0, ["compose.yml"]);
+        let many = ok(
+            r#"{"dockerComposeFile": ["a.yml", "b.yml"], "service": "app", "runServices": ["db"]}"#,
+        );
+        assert_eq!(many.docker_compose_file.unwrap().0, ["a.yml", "b.yml"]);
+        assert_eq!(many.run_services.unwrap(), ["db"]);
+        let (_, _, property, message) = config_err(r#"{"dockerComposeFile": "a.yml"}"#);
+        assert_eq!(property.as_deref(), Some("service"));
+        assert!(message.contains("needs \"service\""), "{message}");
+        let (_, _, property, _) = config_err(r#"{"dockerComposeFile": [], "service": "app"}"#);
+        assert_eq!(property.as_deref(), Some("dockerComposeFile"));
+        // A stray `service` (or `runServices`) is ignored with a warning (`properties`), as the
+        // reference CLI ignores it.
         assert!(!ok(r#"{"image": "x", "service": "app"}"#)
+            .warnings
+            .is_empty());
+        assert!(!ok(r#"{"image": "x", "runServices": ["db"]}"#)
             .warnings
             .is_empty());
     }

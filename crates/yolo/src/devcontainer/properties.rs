@@ -73,11 +73,12 @@ pub(crate) fn warnings(object: &Map<String, Value>) -> Vec<String> {
             None => out.push(format!("unknown property \"{shown}\" is ignored")),
         }
     }
-    if object.contains_key("service") && !object.contains_key("dockerComposeFile") {
-        out.push(
-            "\"service\" is ignored: it names a Docker Compose service, and this config has no \"dockerComposeFile\""
-                .into(),
-        );
+    for key in ["service", "runServices"] {
+        if object.contains_key(key) && !object.contains_key("dockerComposeFile") {
+            out.push(format!(
+                "\"{key}\" is ignored: it names Docker Compose services, and this config has no \"dockerComposeFile\""
+            ));
+        }
     }
     out
 }

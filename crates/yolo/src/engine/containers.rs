@@ -20,19 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 use yolo_protocol::SHIM_PATH;
 
-/// Capabilities an ordinary dev container needs, added back after dropping all. Each one is
-/// justified in docs/security-model.md. Not in the list (Docker gives them by default): NET_RAW
-/// (raw sockets: packet crafting), MKNOD, SETFCAP, SETPCAP, SYS_CHROOT, AUDIT_WRITE,
-/// NET_BIND_SERVICE (Docker lets unprivileged users bind low ports in containers anyway).
-const DEFAULT_CAPS: &[&str] = &[
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "SETGID",
-    "SETUID",
-];
+use crate::policy::DEFAULT_CAPS;
 
 /// The keep-alive command used when `overrideCommand` is true (the reference CLI's idea): it
 /// exits cleanly on SIGTERM so `yolo down` is quick.
@@ -52,7 +40,7 @@ fn chain_entrypoints(
     (chained, entrypoint.into_iter().chain(cmd).collect())
 }
 
-fn keep_alive() -> Vec<String> {
+pub(super) fn keep_alive() -> Vec<String> {
     vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -68,6 +56,7 @@ impl Engine {
             let slot = match c.role {
                 Role::Agent => &mut found.agent,
                 Role::Guard => &mut found.guard,
+                Role::Service => continue,
             };
             if slot.is_none() {
                 *slot = Some(c);
@@ -598,11 +587,11 @@ fn device(text: &str) -> DeviceMapping {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::run_spec::{Hooks, ImageSource, Limits, Mount, MountKind, PortPublish};
 
-    fn spec() -> RunSpec {
+    pub(in crate::engine) fn spec() -> RunSpec {
         let bind = |source: &str, target: &str| Mount {
             kind: MountKind::Bind,
             source: source.into(),
@@ -660,6 +649,7 @@ mod tests {
             default_agent: None,
             init: true,
             shm_size: None,
+            compose: None,
             exec_audit: true,
             ulimits: vec![],
             sysctls: BTreeMap::new(),

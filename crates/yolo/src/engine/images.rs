@@ -63,7 +63,7 @@ impl Engine {
         }
     }
 
-    async fn image_exists(&self, name: &str) -> Result<bool> {
+    pub(crate) async fn image_exists(&self, name: &str) -> Result<bool> {
         match self.docker.inspect_image(name).await {
             Ok(_) => Ok(true),
             Err(e) if is_not_found(&e) => Ok(false),

@@ -26,6 +26,8 @@ pub(super) const FEATURES_HASH: &str = "dev.yolo.features-hash";
 pub(super) const GUARD_BASE: &str = "dev.yolo.guard-base";
 /// `shim` on an agent container whose commands start through the exec audit's shim.
 pub(super) const EXEC_AUDIT: &str = "dev.yolo.exec-audit";
+/// On the dev service of a Compose project: its `shutdownAction` (`yolo down` reads it).
+pub(crate) const COMPOSE_SHUTDOWN: &str = "dev.yolo.shutdown-action";
 /// Extra labels for every object yolo creates, `k=v[,k=v]` (tests use it to clean up).
 const EXTRA_LABELS_ENV: &str = "YOLO_LABELS";
 

@@ -7,6 +7,7 @@
 //! It does not decide what to do with what it finds (reuse, restart, recreate): that is
 //! `commands::up`'s plan.
 
+pub(crate) mod compose;
 mod containers;
 mod endpoint;
 mod exec;
@@ -14,7 +15,7 @@ mod guard;
 pub(crate) mod guard_image;
 mod hardening;
 mod images;
-mod labels;
+pub(crate) mod labels;
 mod types;
 
 pub(crate) use exec::{ExecRequest, ExecResult, Output, Recording};

@@ -34,6 +34,8 @@ pub(crate) enum Role {
     Agent,
     /// The firewall guard that owns the agent's network namespace.
     Guard,
+    /// Another service of the project's Compose config (not the agent's).
+    Service,
 }
 
 impl Role {
@@ -41,6 +43,7 @@ impl Role {
         match self {
             Role::Agent => "agent",
             Role::Guard => "guard",
+            Role::Service => "service",
         }
     }
 
@@ -48,6 +51,7 @@ impl Role {
         match text {
             "agent" => Some(Role::Agent),
             "guard" => Some(Role::Guard),
+            "service" => Some(Role::Service),
             _ => None,
         }
     }

@@ -5,7 +5,7 @@
 use super::Eval;
 use crate::devcontainer::names::container_name;
 use crate::error::Result;
-use crate::run_spec::{Limits, RunSpec};
+use crate::run_spec::{ImageSource, Limits, RunSpec};
 use std::collections::BTreeMap;
 
 impl Eval<'_> {
@@ -13,18 +13,28 @@ impl Eval<'_> {
         let (workspace_mount, workspace_folder) = self.workspace()?;
         let workspace_mount_note = workspace_mount.clone();
         let update = self.merged_update_uid().unwrap_or(true);
+        let name = container_name(self.input.workspace, self.input.devcontainer_id);
+        let compose = self.compose_spec(&name)?;
+        let image = match &compose {
+            // Compose builds or pulls the service's image; this is its label.
+            Some(compose) => ImageSource::Image(format!("compose service {}", compose.service)),
+            None => self.image_source()?,
+        };
         Ok(RunSpec {
             workspace: self.input.workspace.to_path_buf(),
             config_file: self.file(),
             devcontainer_id: self.input.devcontainer_id.to_string(),
-            container_name: container_name(self.input.workspace, self.input.devcontainer_id),
-            image: self.image_source()?,
+            container_name: name,
+            image,
             container_env: self.merged_container_env(),
             remote_env: self.merged_remote_env(),
             container_user: self.merged_container_user(),
             remote_user: self.merged_remote_user(),
             update_uid: if update { self.input.host_ids } else { None },
-            override_command: self.merged_override_command().unwrap_or(true),
+            // As the reference CLI: a Compose service keeps its command unless told otherwise.
+            override_command: self
+                .merged_override_command()
+                .unwrap_or(self.config.docker_compose_file.is_none()),
             workspace_mount,
             workspace_folder,
             mounts: Vec::new(),
@@ -60,17 +70,26 @@ impl Eval<'_> {
             platform: None,
             env_files: Vec::new(),
             notes: super::workspace::volume_note(&workspace_mount_note),
+            compose,
         })
     }
 
+    /// `stopContainer` (the default) or `none`; for a Compose config `stopCompose` (the
+    /// default: the whole project) or `none`. The property named in an error is the metadata
+    /// entry's when one set it.
     fn shutdown_action(&self) -> Result<String> {
+        let compose = self.config.docker_compose_file.is_some();
+        let (default, other) = if compose {
+            ("stopCompose", "\"none\", \"stopCompose\"")
+        } else {
+            ("stopContainer", "\"none\", \"stopContainer\"")
+        };
         match self.merged_shutdown_action() {
-            None => Ok("stopContainer".into()),
-            Some((a, _)) if a == "none" || a == "stopContainer" => Ok(a.clone()),
-            Some((other, property)) => Err(self.config_error(
-                &property,
-                format!("\"{other}\" is not one of \"none\", \"stopContainer\""),
-            )),
+            None => Ok(default.into()),
+            Some((a, _)) if a == "none" || a == default => Ok(a.clone()),
+            Some((bad, property)) => {
+                Err(self.config_error(&property, format!("\"{bad}\" is not one of {other}")))
+            }
         }
     }
 }

@@ -30,6 +30,9 @@ pub(crate) enum Grant {
     ConfigChange,
     /// Run `initializeCommand` on the host (same as `trust_host_commands`).
     InitializeCommand,
+    /// A Compose service other than the dev service gets a network with egress: any service
+    /// (`None`) or this one.
+    ComposeEgress(Option<String>),
 }
 
 /// A grant word as the user types it, with what it allows.
@@ -113,6 +116,11 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
         "initialize-command",
         None,
         "run initializeCommand on the host without asking",
+    ),
+    name(
+        "compose-egress",
+        Some("SERVICE"),
+        "let any Compose service but the dev service, or only SERVICE, reach the internet (unfiltered)",
     ),
 ];
 
@@ -236,6 +244,7 @@ impl FromStr for Grant {
             "docker-socket" => plain(Grant::DockerSocket),
             "config-change" => plain(Grant::ConfigChange),
             "initialize-command" => plain(Grant::InitializeCommand),
+            "compose-egress" => Ok(Grant::ComposeEgress(value.map(str::to_string))),
             _ => Err(GrantError::Unknown {
                 text: text.to_string(),
             }),
@@ -261,6 +270,8 @@ impl fmt::Display for Grant {
             Grant::DockerSocket => f.write_str("docker-socket"),
             Grant::ConfigChange => f.write_str("config-change"),
             Grant::InitializeCommand => f.write_str("initialize-command"),
+            Grant::ComposeEgress(None) => f.write_str("compose-egress"),
+            Grant::ComposeEgress(Some(s)) => write!(f, "compose-egress={s}"),
         }
     }
 }
@@ -325,6 +336,8 @@ pub(super) enum Need {
     HostUts,
     Device,
     DockerSocket,
+    /// A Compose service (not the dev service) on a network with egress.
+    ComposeEgress(String),
 }
 
 impl Need {
@@ -342,6 +355,7 @@ impl Need {
             | (Need::HostUts, Grant::HostUts)
             | (Need::Device, Grant::Device)
             | (Need::DockerSocket, Grant::DockerSocket) => true,
+            (Need::ComposeEgress(s), Grant::ComposeEgress(g)) => g.as_ref().is_none_or(|g| g == s),
             _ => false,
         }
     }
@@ -359,6 +373,7 @@ impl Need {
             Need::HostUts => Grant::HostUts,
             Need::Device => Grant::Device,
             Need::DockerSocket => Grant::DockerSocket,
+            Need::ComposeEgress(s) => Grant::ComposeEgress(Some(s.clone())),
         }
     }
 }
@@ -432,7 +447,10 @@ mod tests {
         }
         assert_eq!(help.lines().count(), GRANT_NAMES.len());
         assert!(
-            help.starts_with("privileged          run the container privileged\ncap-add[=CAP]  "),
+            help.starts_with(&format!(
+                "{:24}  run the container privileged\ncap-add[=CAP]  ",
+                "privileged"
+            )),
             "{help}"
         );
     }

@@ -13,8 +13,8 @@
 //! `metadata` (the image's label and the Features' entries, merged with the config),
 //! `security` (privileged, capabilities, security options, devices), `namespaces` (`--network`,
 //! `--pid`, ...), `workspace` and `mounts`, `run_args`, `build`, `labels`, `limits`, `ports`,
-//! `firewall`, `host_command` (`initializeCommand`), `hash`; `paths` holds the lexical path
-//! helpers.
+//! `firewall`, `host_command` (`initializeCommand`), `compose` (a Compose config's files and every
+//! service of its resolved project), `hash`; `paths` holds the lexical path helpers.
 //!
 //! Behaviour choices worth knowing (see also the item docs):
 //! - `init: false` is ignored: yolo always runs an init so the agent's orphans are reaped and
@@ -32,6 +32,7 @@
 
 mod base;
 mod build;
+mod compose;
 mod firewall;
 mod grants;
 mod hash;
@@ -51,6 +52,7 @@ mod security;
 mod test_support;
 mod workspace;
 
+pub(crate) use compose::{check_services, ServicesChecked};
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;
@@ -102,6 +104,21 @@ pub(crate) struct UserLayer {
     /// `[audit] exec` (default on): the exec audit's shim in the agent container.
     pub(crate) exec_audit: bool,
 }
+
+/// Capabilities an ordinary dev container needs, added back after dropping all (the engine's
+/// hardening). Each one is justified in docs/security-model.md. Not in the list (Docker gives
+/// them by default): NET_RAW (raw sockets: packet crafting), MKNOD, SETFCAP, SETPCAP,
+/// SYS_CHROOT, AUDIT_WRITE, NET_BIND_SERVICE (Docker lets unprivileged users bind low ports in
+/// containers anyway).
+pub(crate) const DEFAULT_CAPS: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+];
 
 /// The writable layer's size limit when the user sets none (where the storage driver can).
 pub(crate) const DEFAULT_DISK: i64 = 20 << 30;

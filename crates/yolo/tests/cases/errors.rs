@@ -26,7 +26,7 @@ fn a_wrong_type_names_the_property() {
 }
 
 #[test]
-fn features_and_compose_are_refused_as_not_yet_supported() {
+fn features_are_refused_as_not_yet_supported_and_a_compose_config_is_checked_first() {
     let t = Test::without_docker();
     let file = format!("{}/.devcontainer/devcontainer.json", t.workspace_shown());
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "features": {"ghcr.io/devcontainers/features/node:1": {}}}"#);
@@ -34,9 +34,14 @@ fn features_and_compose_are_refused_as_not_yet_supported() {
         "yolo: {file}: \"features\" is not supported yet: yolo cannot install Dev Container Features; install the tool in your Dockerfile instead\n"
     ));
 
+    // A Compose config is checked before Docker (or Compose) is asked anything.
     t.devcontainer(r#"{"dockerComposeFile": "compose.yml", "service": "app"}"#);
     t.yolo(&["up"]).fails_with(65).assert_stderr(&format!(
-        "yolo: {file}: \"dockerComposeFile\" is not supported yet: yolo runs a single container, not Docker Compose configs; use \"image\" or \"build.dockerfile\" instead\n"
+        "yolo: {file}: \"workspaceFolder\": a Compose config needs \"workspaceFolder\": the folder in the dev service where the Compose file mounts the repository (e.g. \"/workspaces/${{localWorkspaceFolderBasename}}\")\n"
+    ));
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "service": "app"}"#);
+    t.yolo(&["up"]).fails_with(65).assert_stderr(&format!(
+        "yolo: {file}: \"service\" is not supported yet: \"service\" only means something with \"dockerComposeFile\"; add the Compose file or remove \"service\"\n"
     ));
 }
 

@@ -1,6 +1,7 @@
 mod approval;
 mod builds;
 mod cli;
+mod compose;
 mod containment;
 mod errors;
 mod everyday;

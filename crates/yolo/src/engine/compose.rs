@@ -1,0 +1,995 @@
+//! Docker Compose: the user's own `docker compose` (the v2 plugin) or `docker-compose` (v1, what
+//! Debian ships), driven as the reference CLI drives it; and the project file yolo hands it.
+//!
+//! Unlike the reference CLI, which passes the user's files plus an override, yolo passes one
+//! file: the project as `compose config` resolved it (files merged, variables and relative paths
+//! resolved), changed where yolo must (`project_file`), written as JSON (YAML's subset) under
+//! yolo's data folder. Three reasons: what yolo checked is exactly what runs (the agent can edit
+//! the repository's Compose files between the check and the start); an override can only add,
+//! and the dev service's own `networks`, `ports` or `hostname` cannot be combined with joining
+//! the guard's namespaces; and every network, volume and service gets yolo's labels.
+
+use super::labels;
+use super::{message, Engine};
+use crate::error::{Error, Result};
+use crate::firewall::NetworkMode;
+use crate::policy::{ServicesChecked, DEFAULT_CAPS};
+use crate::run_spec::{ComposeSpec, Limits, MountKind, RunSpec};
+use bollard::models::{ContainerUpdateBody, NetworkConnectRequest};
+use bollard::query_parameters::{InspectNetworkOptions, ListNetworksOptions};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// Compose's own label of the project name (on containers, networks, volumes).
+pub(crate) const PROJECT_LABEL: &str = "com.docker.compose.project";
+/// The network yolo adds for the services granted egress (`compose-egress`).
+pub(crate) const EGRESS_NETWORK: &str = "yolo-egress";
+/// On the egress network: the guard is not attached to it.
+const EGRESS_MARK: &str = "dev.yolo.egress";
+
+/// Which Compose the host has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cli {
+    /// `docker compose` (v2).
+    Plugin,
+    /// `docker-compose` (v1, or v2's standalone binary).
+    Standalone,
+}
+
+impl Cli {
+    /// `docker compose` if `docker compose version` works, else `docker-compose`, else a clear
+    /// error saying how to install one.
+    pub(crate) async fn detect() -> Result<Cli> {
+        let works = |program: &str, args: &[&str]| {
+            let mut command = tokio::process::Command::new(program);
+            command
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            async move { command.status().await.is_ok_and(|s| s.success()) }
+        };
+        if works("docker", &["compose", "version"]).await {
+            return Ok(Cli::Plugin);
+        }
+        if works("docker-compose", &["version"]).await {
+            return Ok(Cli::Standalone);
+        }
+        Err(Error::Unavailable(
+            "this config runs Docker Compose (\"dockerComposeFile\"), but neither `docker compose` nor `docker-compose` is installed; install the Compose plugin (Debian/Ubuntu: `apt-get install docker-compose-plugin` from Docker's repository, or `apt-get install docker-compose`), then run `yolo up` again".into(),
+        ))
+    }
+
+    fn command(self) -> tokio::process::Command {
+        match self {
+            Cli::Plugin => {
+                let mut c = tokio::process::Command::new("docker");
+                c.arg("compose");
+                c
+            }
+            Cli::Standalone => {
+                let mut c = tokio::process::Command::new("docker-compose");
+                // The engine's own builder, which runs RUN steps in `container:<guard>`'s
+                // network namespace (BuildKit has no such mode).
+                c.env("COMPOSE_DOCKER_CLI_BUILD", "0")
+                    .env("DOCKER_BUILDKIT", "0");
+                c
+            }
+        }
+    }
+
+    /// The network a service's build runs its RUN steps in: the guard's namespace where the
+    /// builder can join one (v1, the engine's builder), else none. `None` without a guard.
+    pub(crate) fn build_network(self, guard: Option<&str>) -> String {
+        match (self, guard) {
+            (Cli::Standalone, Some(guard)) => format!("container:{guard}"),
+            _ => "none".into(),
+        }
+    }
+
+    /// The name Compose gives the image it builds for `service` of `project`.
+    pub(crate) fn image_name(self, project: &str, service: &str) -> String {
+        match self {
+            Cli::Plugin => format!("{project}-{service}"),
+            Cli::Standalone => format!("{project}_{service}"),
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Cli::Plugin => "docker compose",
+            Cli::Standalone => "docker-compose",
+        }
+    }
+}
+
+/// One Compose project: the CLI, its name, folder and files.
+#[derive(Debug, Clone)]
+pub(crate) struct Compose {
+    pub(crate) cli: Cli,
+    pub(crate) project: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) files: Vec<PathBuf>,
+}
+
+impl Compose {
+    /// The user's project, as devcontainer.json names it.
+    pub(crate) fn of(cli: Cli, spec: &ComposeSpec) -> Compose {
+        Compose {
+            cli,
+            project: spec.project_name.clone(),
+            dir: spec.project_dir.clone(),
+            files: spec.files.clone(),
+        }
+    }
+
+    /// The same project from yolo's one file instead.
+    pub(crate) fn with_file(&self, file: &Path) -> Compose {
+        Compose {
+            files: vec![file.to_path_buf()],
+            ..self.clone()
+        }
+    }
+
+    fn command(&self) -> tokio::process::Command {
+        let mut c = self.cli.command();
+        c.arg("--project-name").arg(&self.project);
+        c.arg("--project-directory").arg(&self.dir);
+        for f in &self.files {
+            c.arg("--file").arg(f);
+        }
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// `config`: the resolved project (YAML), or Compose's own words about what is wrong.
+    pub(crate) async fn config(&self) -> std::result::Result<String, String> {
+        let output = self
+            .command()
+            .arg("config")
+            .output()
+            .await
+            .map_err(|e| format!("cannot run {}: {e}", self.cli.name()))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(compose_message(&output.stderr))
+        }
+    }
+
+    /// Run a Compose command (`up`, `stop`, `down`...); its progress goes to yolo's stderr.
+    pub(crate) async fn run(&self, args: &[&str]) -> Result<()> {
+        let output = self
+            .command()
+            .args(args)
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped())
+            .output()
+            .await
+            .map_err(|e| Error::Unavailable(format!("cannot run {}: {e}", self.cli.name())))?;
+        // Compose's progress lines; shown, they say what is being built and started.
+        for line in String::from_utf8_lossy(&output.stderr).lines() {
+            eprintln!("{}", crate::visible::escape_controls(line));
+        }
+        if output.status.success() {
+            return Ok(());
+        }
+        Err(Error::Docker {
+            action: format!("{} {}", self.cli.name(), args.join(" ")),
+            message: compose_message(&output.stderr),
+            hint: None,
+        })
+    }
+}
+
+/// Compose's error text, without its progress lines, controls made visible.
+fn compose_message(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    // Compose v1 marks its errors; its progress lines then say nothing more.
+    let errors: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("ERROR") || l.starts_with("error"))
+        .collect();
+    let lines = if errors.is_empty() { lines } else { errors };
+    crate::visible::escape_controls(&lines.join("; "))
+}
+
+/// What yolo changes in the resolved project.
+pub(crate) struct FilePlan<'a> {
+    pub(crate) spec: &'a RunSpec,
+    pub(crate) compose: &'a ComposeSpec,
+    pub(crate) checked: &'a ServicesChecked,
+    pub(crate) mode: NetworkMode,
+    /// The guard's container name; None without one (`--network none`).
+    pub(crate) guard: Option<String>,
+    /// Where the repository is bound in the dev service, if the files bind it: for the
+    /// read-only paths (`spec.protected`, made for the workspace at `spec.workspace_mount`).
+    pub(crate) workspace_target: Option<String>,
+    /// `build.network` of every service that builds (`Cli::build_network`).
+    pub(crate) build_network: String,
+    /// The dev service starts through the exec audit's shim.
+    pub(crate) shim: Option<Shim>,
+}
+
+/// How the dev service starts through the exec audit's shim: what it then runs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Shim {
+    /// The shim's folder on the host, bound read-only as the folder of `SHIM_PATH`.
+    pub(crate) host_dir: PathBuf,
+    pub(crate) entrypoint: Vec<String>,
+    pub(crate) command: Vec<String>,
+}
+
+/// yolo's keep-alive command (`overrideCommand`).
+pub(crate) fn keep_alive() -> Vec<String> {
+    super::containers::keep_alive()
+}
+
+/// What the dev service runs, as Docker will: its own `entrypoint` (which drops the image's
+/// command) or the image's, its own `command` or the image's. `None` when a value is a string
+/// (Compose splits those shell-style; yolo does not guess) or nothing is named.
+pub(crate) fn dev_command(
+    service: &serde_yaml::Value,
+    image: Option<(Vec<String>, Vec<String>)>,
+) -> Option<(Vec<String>, Vec<String>)> {
+    let list = |key: &str| -> Option<Option<Vec<String>>> {
+        match service.get(key) {
+            None | Some(serde_yaml::Value::Null) => Some(None),
+            Some(serde_yaml::Value::Sequence(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect::<Option<Vec<String>>>()
+                .map(Some),
+            Some(_) => None,
+        }
+    };
+    let (own_entrypoint, own_command) = (list("entrypoint")?, list("command")?);
+    let (image_entrypoint, image_command) = image.unwrap_or_default();
+    let entrypoint_set = own_entrypoint.is_some();
+    let entrypoint = own_entrypoint.unwrap_or(image_entrypoint);
+    let command = match own_command {
+        Some(c) => c,
+        None if entrypoint_set => Vec::new(),
+        None => image_command,
+    };
+    (!entrypoint.is_empty() || !command.is_empty()).then_some((entrypoint, command))
+}
+
+/// Keys of the dev service that cannot be combined with joining the guard's network namespace:
+/// dropped (the guard publishes the ports yolo publishes; names are the guard's).
+const DEV_DROPPED: &[&str] = &[
+    "networks",
+    "network_mode",
+    "ports",
+    "links",
+    "extra_hosts",
+    "dns",
+    "dns_search",
+    "dns_opt",
+    "hostname",
+    "domainname",
+    "mac_address",
+    "container_name",
+];
+
+/// The project file yolo hands Compose: `resolved` (what `compose config` printed) with the dev
+/// service joined to the guard's network and PID namespaces and hardened as yolo's own
+/// container is, every network of the project internal (the `compose-egress` services also on
+/// a network with egress), and yolo's labels (and `YOLO_LABELS`) on everything it makes.
+pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Result<Value> {
+    let mut project: Value = serde_json::to_value(resolved)
+        .map_err(|e| Error::other(format!("the resolved Compose project: {e}")))?;
+    let owner = super::Owner::of(plan.spec);
+    let mut project_labels = labels::project(&owner);
+    project_labels.insert(labels::ROLE.into(), super::Role::Service.label().into());
+    let volume_labels = labels::volume(&owner.devcontainer_id);
+    let root = project
+        .as_object_mut()
+        .ok_or_else(|| Error::other("the resolved Compose project is not a mapping"))?;
+    // The newest format of the file's major version (each minor only adds keys): what yolo
+    // sets needs `build.labels` and `build.network` (2.4, 3.4).
+    let version = match root.get("version").and_then(Value::as_str) {
+        Some(v) if v.starts_with('2') => "2.4",
+        Some(v) if v.starts_with('3') => "3.8",
+        Some(v) => v,
+        None => "",
+    }
+    .to_string();
+    if !version.is_empty() {
+        root.insert("version".into(), json!(version));
+    }
+    let build_labels_ok = supports_build_labels(&version);
+
+    // Networks: every one internal and labelled; the default one named, so it is too.
+    let networks = object_at(root, "networks");
+    networks.entry("default").or_insert_with(|| json!({}));
+    for (name, network) in networks.iter_mut() {
+        if network.is_null() {
+            *network = json!({});
+        }
+        let external = network
+            .get("external")
+            .is_some_and(|e| e.as_bool() == Some(true) || e.is_object());
+        if external {
+            return Err(Error::Unsupported {
+                file: plan.compose.files[0].clone(),
+                property: format!("network \"{name}\": external"),
+                message: "a network from outside the Compose project cannot be made internal; remove \"external\" (yolo makes the project's networks itself)".into(),
+            });
+        }
+        let network = network.as_object_mut().expect("made an object above");
+        network.insert("internal".into(), json!(true));
+        merge_labels(network, &volume_labels);
+    }
+    if !plan.checked.egress.is_empty() {
+        let mut labels = volume_labels.clone();
+        labels.insert(EGRESS_MARK.into(), "true".into());
+        networks.insert(EGRESS_NETWORK.into(), json!({ "labels": labels }));
+    }
+
+    // Volumes: labelled; yolo's own (agent state) declared external, made before.
+    let volumes = object_at(root, "volumes");
+    for volume in volumes.values_mut() {
+        if volume.is_null() {
+            *volume = json!({});
+        }
+        let external = volume.get("external").is_some_and(|e| !e.is_null());
+        if let (false, Some(volume)) = (external, volume.as_object_mut()) {
+            merge_labels(volume, &volume_labels);
+        }
+    }
+    for m in plan
+        .spec
+        .mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Volume)
+    {
+        volumes.insert(m.source.clone(), json!({ "external": true }));
+    }
+
+    let services = root
+        .get_mut("services")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| Error::other("the resolved Compose project has no services"))?;
+    for (name, service) in services.iter_mut() {
+        let service = service
+            .as_object_mut()
+            .ok_or_else(|| Error::other(format!("Compose service {name} is not a mapping")))?;
+        if build_labels_ok {
+            label_build(service, &volume_labels);
+        }
+        if let (true, Some(Value::Object(build))) =
+            (supports_build_network(&version), service.get_mut("build"))
+        {
+            build.insert("network".into(), json!(plan.build_network));
+        }
+        if *name == plan.compose.service {
+            dev_service(service, plan);
+        } else {
+            merge_labels(service, &project_labels);
+            if plan.checked.egress.contains(name) {
+                add_network(service, EGRESS_NETWORK);
+            }
+        }
+    }
+    Ok(project)
+}
+
+/// `build.labels` came with file formats 2.1 and 3.3 (and has always been in the Compose spec,
+/// which has no version).
+fn supports_build_labels(version: &str) -> bool {
+    let mut parts = version.split('.');
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    match major {
+        0 => version.is_empty(),
+        2 => minor >= 1,
+        3 => minor >= 3,
+        _ => true,
+    }
+}
+
+/// `build.network` came with file formats 2.4 and 3.4.
+fn supports_build_network(version: &str) -> bool {
+    let mut parts = version.split('.');
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    match major {
+        0 => version.is_empty(),
+        2 => minor >= 4,
+        3 => minor >= 4,
+        _ => true,
+    }
+}
+
+/// The object under `key`, made when absent or null.
+fn object_at<'a>(root: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = root.entry(key).or_insert_with(|| json!({}));
+    if !slot.is_object() {
+        *slot = json!({});
+    }
+    slot.as_object_mut().expect("made an object above")
+}
+
+/// `labels` (a mapping or a `K=V` list) with `add` merged in; `add` wins.
+fn merge_labels(target: &mut Map<String, Value>, add: &BTreeMap<String, String>) {
+    let mut merged = Map::new();
+    match target.get("labels") {
+        Some(Value::Object(map)) => merged.extend(map.clone()),
+        Some(Value::Array(items)) => {
+            for item in items.iter().filter_map(Value::as_str) {
+                let (k, v) = item.split_once('=').unwrap_or((item, ""));
+                merged.insert(k.to_string(), json!(v));
+            }
+        }
+        _ => {}
+    }
+    for (k, v) in add {
+        merged.insert(k.clone(), json!(v));
+    }
+    target.insert("labels".into(), Value::Object(merged));
+}
+
+fn label_build(service: &mut Map<String, Value>, labels: &BTreeMap<String, String>) {
+    match service.get_mut("build") {
+        Some(Value::String(context)) => {
+            let mut build = Map::new();
+            build.insert("context".into(), json!(context));
+            merge_labels(&mut build, labels);
+            service.insert("build".into(), Value::Object(build));
+        }
+        Some(Value::Object(build)) => merge_labels(build, labels),
+        _ => {}
+    }
+}
+
+/// Add `network` to a service's networks (its implicit `default` kept).
+fn add_network(service: &mut Map<String, Value>, network: &str) {
+    match service.get_mut("networks") {
+        Some(Value::Array(list)) => list.push(json!(network)),
+        Some(Value::Object(map)) => {
+            map.insert(network.into(), Value::Null);
+        }
+        _ => {
+            service.insert("networks".into(), json!(["default", network]));
+        }
+    }
+}
+
+/// A list under `key` (or an empty one), as strings.
+fn string_list(service: &Map<String, Value>, key: &str) -> Vec<String> {
+    match service.get(key) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect(),
+        Some(Value::String(s)) => vec![s.clone()],
+        _ => Vec::new(),
+    }
+}
+
+fn push_unique(list: &mut Vec<String>, item: String) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
+    let spec = plan.spec;
+    for key in DEV_DROPPED {
+        service.remove(*key);
+    }
+    service.insert("container_name".into(), json!(spec.container_name));
+    match &plan.guard {
+        Some(guard) => {
+            service.insert("network_mode".into(), json!(format!("container:{guard}")));
+            // The guard is PID 1 of the namespace: it reaps (an init of the service's would
+            // only be one more process).
+            if !service.get("pid").is_some_and(|p| p == "host") {
+                service.insert("pid".into(), json!(format!("container:{guard}")));
+                service.remove("init");
+            }
+        }
+        None => {
+            service.insert("network_mode".into(), json!("none"));
+        }
+    }
+    // Capabilities: all dropped, yolo's set and the granted ones added back.
+    let mut caps: Vec<String> = DEFAULT_CAPS.iter().map(|c| c.to_string()).collect();
+    for cap in spec.cap_add.iter().chain(&plan.checked.dev_cap_add) {
+        push_unique(&mut caps, cap.clone());
+    }
+    service.insert("cap_drop".into(), json!(["ALL"]));
+    service.insert("cap_add".into(), json!(caps));
+    let mut security = vec!["no-new-privileges:true".to_string()];
+    for opt in spec
+        .security_opt
+        .iter()
+        .chain(&plan.checked.dev_security_opt)
+    {
+        push_unique(&mut security, opt.clone());
+    }
+    service.insert("security_opt".into(), json!(security));
+    if spec.privileged || plan.checked.dev_privileged {
+        service.insert("privileged".into(), json!(true));
+    } else {
+        service.remove("privileged");
+    }
+    let mut devices = string_list(service, "devices");
+    for d in &spec.devices {
+        push_unique(&mut devices, d.clone());
+    }
+    if !devices.is_empty() {
+        service.insert("devices".into(), json!(devices));
+    }
+    if let Some(user) = &spec.container_user {
+        service.insert("user".into(), json!(user));
+    }
+    if !spec.container_env.is_empty() {
+        let mut env = Map::new();
+        match service.get("environment") {
+            Some(Value::Object(map)) => env.extend(map.clone()),
+            Some(Value::Array(items)) => {
+                for item in items.iter().filter_map(Value::as_str) {
+                    match item.split_once('=') {
+                        Some((k, v)) => env.insert(k.into(), json!(v)),
+                        None => env.insert(item.into(), Value::Null),
+                    };
+                }
+            }
+            _ => {}
+        }
+        for (k, v) in &spec.container_env {
+            env.insert(k.clone(), json!(v));
+        }
+        service.insert("environment".into(), Value::Object(env));
+    }
+    if let Some(shim) = &plan.shim {
+        // The shim first: the filter is on before the service's first program.
+        let mut entrypoint = vec![yolo_protocol::SHIM_PATH.to_string(), "shim".into()];
+        entrypoint.extend(shim.entrypoint.iter().cloned());
+        service.insert("entrypoint".into(), json!(entrypoint));
+        service.insert("command".into(), json!(shim.command));
+        service.remove("init");
+    } else if spec.override_command {
+        service.insert("entrypoint".into(), json!(super::containers::keep_alive()));
+        service.insert("command".into(), json!([]));
+    }
+    let mut volumes = match service.remove("volumes") {
+        Some(Value::Array(items)) => items,
+        _ => Vec::new(),
+    };
+    for m in &spec.mounts {
+        let ro = if m.read_only { ":ro" } else { "" };
+        match m.kind {
+            MountKind::Volume | MountKind::Bind => {
+                volumes.push(json!(format!("{}:{}{ro}", m.source, m.target)))
+            }
+            MountKind::Tmpfs => {
+                let mut tmpfs = string_list(service, "tmpfs");
+                tmpfs.push(m.target.clone());
+                service.insert("tmpfs".into(), json!(tmpfs));
+            }
+        }
+    }
+    // The read-only paths of the workspace, over the files' own bind of it.
+    if let Some(target) = &plan.workspace_target {
+        let base = spec.workspace_mount.target.trim_end_matches('/');
+        for p in &spec.protected {
+            let below = p.target.strip_prefix(base).unwrap_or(&p.target);
+            let ro = if p.read_only { ":ro" } else { "" };
+            volumes.push(json!(format!(
+                "{}:{}{below}{ro}",
+                p.host.display(),
+                target.trim_end_matches('/')
+            )));
+        }
+    }
+    if let Some(shim) = &plan.shim {
+        volumes.push(json!(format!(
+            "{}:{}:ro",
+            shim.host_dir.display(),
+            super::guard_image::shim_mount_point()
+        )));
+    }
+    if !volumes.is_empty() {
+        service.insert("volumes".into(), Value::Array(volumes));
+    }
+    let mut dev_labels = labels::agent(spec, plan.mode);
+    if plan.shim.is_some() {
+        dev_labels.insert(labels::EXEC_AUDIT.into(), "shim".into());
+    }
+    dev_labels.insert(
+        labels::COMPOSE_SHUTDOWN.into(),
+        spec.shutdown_action.clone(),
+    );
+    merge_labels(service, &dev_labels);
+}
+
+/// Where the dev service binds the host folder `workspace` (or the folder holding it), in the
+/// resolved project: the container path of `workspace` itself.
+pub(crate) fn workspace_target(
+    resolved: &serde_yaml::Value,
+    service: &str,
+    workspace: &Path,
+) -> Option<String> {
+    let volumes = resolved
+        .get("services")?
+        .get(service)?
+        .get("volumes")?
+        .as_sequence()?;
+    for v in volumes {
+        let (source, target) = match v {
+            serde_yaml::Value::String(text) => {
+                let mut parts = text.splitn(3, ':');
+                (parts.next()?.to_string(), parts.next()?.to_string())
+            }
+            other => (
+                other.get("source")?.as_str()?.to_string(),
+                other.get("target")?.as_str()?.to_string(),
+            ),
+        };
+        let Ok(below) = workspace.strip_prefix(&source) else {
+            continue;
+        };
+        let below = crate::policy::slash_path(below);
+        return Some(if below.is_empty() {
+            target
+        } else {
+            format!("{}/{below}", target.trim_end_matches('/'))
+        });
+    }
+    None
+}
+
+/// A network of a Compose project.
+#[derive(Debug, Clone)]
+pub(crate) struct ComposeNetwork {
+    pub(crate) name: String,
+    /// Its IPv4/IPv6 subnets.
+    pub(crate) subnets: Vec<String>,
+    /// yolo's egress network (the guard stays off it).
+    pub(crate) egress: bool,
+}
+
+impl Engine {
+    /// The networks Compose made for `project`.
+    pub(crate) async fn compose_networks(&self, project: &str) -> Result<Vec<ComposeNetwork>> {
+        let options = ListNetworksOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![format!("{PROJECT_LABEL}={project}")],
+            )])),
+        };
+        let listed = self
+            .docker
+            .list_networks(Some(options))
+            .await
+            .map_err(|e| Error::docker("listing networks", message(&e)))?;
+        let mut out = Vec::new();
+        for n in listed {
+            let name = n.name.unwrap_or_default();
+            let inspected = self
+                .docker
+                .inspect_network(&name, None::<InspectNetworkOptions>)
+                .await
+                .map_err(|e| Error::docker(format!("inspecting network {name}"), message(&e)))?;
+            let subnets = inspected
+                .ipam
+                .and_then(|i| i.config)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|c| c.subnet)
+                .collect();
+            let egress = inspected
+                .labels
+                .is_some_and(|l| l.get(EGRESS_MARK).is_some_and(|v| v == "true"));
+            out.push(ComposeNetwork {
+                name,
+                subnets,
+                egress,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Attach `container` to `network`; already attached is fine.
+    pub(crate) async fn connect_network(&self, network: &str, container: &str) -> Result<()> {
+        let request = NetworkConnectRequest {
+            container: container.to_string(),
+            ..Default::default()
+        };
+        match self.docker.connect_network(network, request).await {
+            Ok(()) => Ok(()),
+            Err(e) if message(&e).contains("already exists") => Ok(()),
+            Err(e) => Err(Error::docker(
+                format!("attaching {container} to network {network}"),
+                message(&e),
+            )),
+        }
+    }
+
+    /// The value of the label `key` on a container.
+    pub(crate) async fn container_label(&self, id: &str, key: &str) -> Result<Option<String>> {
+        let info = self
+            .docker
+            .inspect_container(
+                id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        Ok(info
+            .config
+            .and_then(|c| c.labels)
+            .and_then(|l| l.get(key).cloned()))
+    }
+
+    /// An image's entrypoint and command; `None` when the image is not here.
+    pub(crate) async fn image_command(
+        &self,
+        name: &str,
+    ) -> Result<Option<(Vec<String>, Vec<String>)>> {
+        if !self.image_exists(name).await? {
+            return Ok(None);
+        }
+        let config = self
+            .docker
+            .inspect_image(name)
+            .await
+            .map_err(|e| Error::docker(format!("inspecting image {name}"), message(&e)))?
+            .config
+            .unwrap_or_default();
+        Ok(Some((
+            config.entrypoint.unwrap_or_default(),
+            config.cmd.unwrap_or_default(),
+        )))
+    }
+
+    /// The id of the container named `name`.
+    pub(crate) async fn inspect_id(&self, name: &str) -> Result<String> {
+        let info = self
+            .docker
+            .inspect_container(
+                name,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(|e| Error::docker(format!("inspecting container {name}"), message(&e)))?;
+        Ok(info.id.unwrap_or_default())
+    }
+
+    /// yolo's CPU, memory (no swap on top) and process limits on a container Compose made.
+    pub(crate) async fn set_limits(&self, container: &str, limits: &Limits) -> Result<()> {
+        let body = ContainerUpdateBody {
+            nano_cpus: Some((limits.cpus * 1e9) as i64),
+            memory: Some(limits.memory_bytes),
+            memory_swap: Some(limits.memory_bytes),
+            pids_limit: Some(limits.pids),
+            ..Default::default()
+        };
+        self.docker
+            .update_container(container, body)
+            .await
+            .map_err(|e| Error::docker(format!("limiting container {container}"), message(&e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spec as policy makes it for a Compose config, with a granted capability.
+    fn spec() -> RunSpec {
+        let mut spec = super::super::containers::tests::spec();
+        spec.cap_add = vec!["SYS_PTRACE".into()];
+        spec.container_env = BTreeMap::from([("A".into(), "1".into())]);
+        spec
+    }
+
+    #[test]
+    fn the_project_file_joins_the_dev_service_to_the_guard_and_closes_every_network() {
+        let resolved: serde_yaml::Value = serde_yaml::from_str(
+            "version: '3'\nservices:\n  app:\n    image: x\n    networks: [front]\n    ports: ['8080:80']\n    hostname: dev\n    environment: [B=2]\n  db:\n    build: /repo/db\n    networks: [front]\n  cache:\n    image: y\nnetworks:\n  front: {}\nvolumes:\n  data: {}\n",
+        )
+        .unwrap();
+        let spec = spec();
+        let compose = ComposeSpec {
+            files: vec!["/repo/.devcontainer/compose.yml".into()],
+            project_dir: "/repo/.devcontainer".into(),
+            project_name: spec.container_name.clone(),
+            service: "app".into(),
+            run_services: None,
+        };
+        let checked = ServicesChecked {
+            egress: vec!["cache".into()],
+            ..Default::default()
+        };
+        let plan = FilePlan {
+            spec: &spec,
+            compose: &compose,
+            checked: &checked,
+            mode: NetworkMode::Firewall,
+            guard: Some("g".into()),
+            workspace_target: None,
+            build_network: "container:g".into(),
+            shim: None,
+        };
+        let file = project_file(&resolved, &plan).unwrap();
+        assert_eq!(file["version"], "3.8");
+        let app = &file["services"]["app"];
+        for key in ["networks", "ports", "hostname"] {
+            assert!(app.get(key).is_none(), "{key} dropped: {app}");
+        }
+        assert_eq!(app["network_mode"], "container:g");
+        assert_eq!(app["pid"], "container:g");
+        assert_eq!(app["container_name"], json!(spec.container_name));
+        assert_eq!(app["cap_drop"], json!(["ALL"]));
+        let caps = app["cap_add"].as_array().unwrap();
+        assert_eq!(caps.len(), DEFAULT_CAPS.len() + 1);
+        assert!(caps.contains(&json!("SYS_PTRACE")));
+        assert_eq!(app["security_opt"], json!(["no-new-privileges:true"]));
+        assert_eq!(app["environment"], json!({"A": "1", "B": "2"}));
+        assert_eq!(app["labels"]["dev.yolo.role"], "agent");
+        assert!(app["labels"]["devcontainer.local_folder"].is_string());
+        // The siblings: labelled, on internal networks; the granted one on the egress one too.
+        assert_eq!(file["services"]["db"]["labels"]["dev.yolo.role"], "service");
+        assert_eq!(file["services"]["db"]["build"]["context"], "/repo/db");
+        assert!(file["services"]["db"]["build"]["labels"]["dev.yolo.managed"].is_string());
+        assert_eq!(file["services"]["db"]["build"]["network"], "container:g");
+        assert_eq!(
+            file["services"]["cache"]["networks"],
+            json!(["default", EGRESS_NETWORK])
+        );
+        for name in ["front", "default"] {
+            assert_eq!(file["networks"][name]["internal"], true, "{name}");
+        }
+        assert!(file["networks"][EGRESS_NETWORK].get("internal").is_none());
+        assert!(file["volumes"]["data"]["labels"]["dev.yolo.managed"].is_string());
+        // With the shim, it starts the service's command.
+        let shim = Shim {
+            host_dir: "/data/bin/shim-1".into(),
+            entrypoint: vec![],
+            command: vec!["sleep".into(), "infinity".into()],
+        };
+        let plan = FilePlan {
+            shim: Some(shim),
+            ..plan
+        };
+        let file = project_file(&resolved, &plan).unwrap();
+        let app = &file["services"]["app"];
+        assert_eq!(app["entrypoint"], json!([yolo_protocol::SHIM_PATH, "shim"]));
+        assert_eq!(app["command"], json!(["sleep", "infinity"]));
+        assert_eq!(app["labels"]["dev.yolo.exec-audit"], "shim");
+        assert!(app["volumes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("/data/bin/shim-1:/.yolo:ro")));
+        // Without a guard (`--network none`), no network at all.
+        let plan = FilePlan {
+            guard: None,
+            ..plan
+        };
+        let file = project_file(&resolved, &plan).unwrap();
+        assert_eq!(file["services"]["app"]["network_mode"], "none");
+        assert!(file["services"]["app"].get("pid").is_none());
+    }
+
+    #[test]
+    fn an_external_network_is_refused() {
+        let resolved: serde_yaml::Value = serde_yaml::from_str(
+            "services:\n  app:\n    image: x\nnetworks:\n  shared:\n    external: true\n",
+        )
+        .unwrap();
+        let spec = spec();
+        let compose = ComposeSpec {
+            files: vec!["/repo/compose.yml".into()],
+            project_dir: "/repo".into(),
+            project_name: "p".into(),
+            service: "app".into(),
+            run_services: None,
+        };
+        let checked = ServicesChecked::default();
+        let plan = FilePlan {
+            spec: &spec,
+            compose: &compose,
+            checked: &checked,
+            mode: NetworkMode::Firewall,
+            guard: Some("g".into()),
+            workspace_target: None,
+            build_network: "container:g".into(),
+            shim: None,
+        };
+        let e = project_file(&resolved, &plan).unwrap_err();
+        assert!(
+            e.to_string().contains("network \"shared\": external"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_shim_runs_what_docker_would_run() {
+        let yaml = |text: &str| -> serde_yaml::Value { serde_yaml::from_str(text).unwrap() };
+        let image = Some((vec!["/init".to_string()], vec!["serve".to_string()]));
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            dev_command(&yaml("image: x"), image.clone()),
+            Some((strings(&["/init"]), strings(&["serve"])))
+        );
+        assert_eq!(
+            dev_command(&yaml("command: [sleep, infinity]"), image.clone()),
+            Some((strings(&["/init"]), strings(&["sleep", "infinity"])))
+        );
+        // An entrypoint of the service's own drops the image's command.
+        assert_eq!(
+            dev_command(&yaml("entrypoint: [/bin/app]"), image.clone()),
+            Some((strings(&["/bin/app"]), vec![]))
+        );
+        assert_eq!(
+            dev_command(&yaml("command: sleep infinity"), image.clone()),
+            None
+        );
+        assert_eq!(dev_command(&yaml("image: x"), None), None);
+    }
+
+    #[test]
+    fn build_labels_only_where_the_format_has_them() {
+        for (v, ok) in [
+            ("", true),
+            ("2", false),
+            ("2.1", true),
+            ("2.4", true),
+            ("3", false),
+            ("3.2", false),
+            ("3.8", true),
+        ] {
+            assert_eq!(supports_build_labels(v), ok, "{v}");
+        }
+        for (v, ok) in [
+            ("", true),
+            ("2.3", false),
+            ("2.4", true),
+            ("3.3", false),
+            ("3.4", true),
+        ] {
+            assert_eq!(supports_build_network(v), ok, "{v}");
+        }
+    }
+
+    #[test]
+    fn labels_merge_from_either_form_and_yolo_wins() {
+        let add = BTreeMap::from([("a".to_string(), "yolo".to_string())]);
+        let mut list = json!({"labels": ["a=user", "b=2"]});
+        merge_labels(list.as_object_mut().unwrap(), &add);
+        assert_eq!(list["labels"], json!({"a": "yolo", "b": "2"}));
+        let mut map = json!({"labels": {"c": "3"}});
+        merge_labels(map.as_object_mut().unwrap(), &add);
+        assert_eq!(map["labels"], json!({"a": "yolo", "c": "3"}));
+    }
+
+    #[test]
+    fn the_workspace_target_is_found_from_a_bind_of_it_or_above() {
+        let resolved: serde_yaml::Value = serde_yaml::from_str(
+            "services:\n  app:\n    volumes:\n    - /home/me/repo:/workspaces/repo:cached\n  db:\n    image: x\n",
+        )
+        .unwrap();
+        let ws = Path::new("/home/me/repo");
+        assert_eq!(
+            workspace_target(&resolved, "app", ws).as_deref(),
+            Some("/workspaces/repo")
+        );
+        assert_eq!(
+            workspace_target(&resolved, "app", Path::new("/home/me/repo/sub")).as_deref(),
+            Some("/workspaces/repo/sub")
+        );
+        assert_eq!(workspace_target(&resolved, "db", ws), None);
+    }
+}

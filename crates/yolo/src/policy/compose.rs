@@ -1,0 +1,585 @@
+//! Compose configs (`dockerComposeFile` + `service`): the files, the dev service and
+//! `runServices` from devcontainer.json (`compose_spec`), and every service of the resolved
+//! project checked against the user's grants (`check_services`), with the same grants and
+//! messages as the devcontainer.json properties, the property named `service "db": privileged`.
+//!
+//! The resolved project is what `docker compose config` prints (files merged, variables and
+//! paths resolved): what is checked is what runs, because `commands::compose` hands Compose that
+//! same resolved text (see there). Pure: the YAML comes in as a value.
+
+use super::grants::{normalize_cap, Need};
+use super::paths::normalize_path;
+use super::{Eval, Input};
+use crate::error::{Error, Result};
+use crate::run_spec::{ComposeSpec, RunSpec};
+use serde_yaml::Value;
+use std::path::{Path, PathBuf};
+
+impl Eval<'_> {
+    /// The Compose part of the spec, or None for an image or Dockerfile config.
+    pub(super) fn compose_spec(&mut self, container_name: &str) -> Result<Option<ComposeSpec>> {
+        let c = self.config;
+        let (Some(files), Some(service)) = (&c.docker_compose_file, &c.service) else {
+            return Ok(None);
+        };
+        if c.workspace_folder.is_none() {
+            return Err(self.config_error(
+                "workspaceFolder",
+                "a Compose config needs \"workspaceFolder\": the folder in the dev service where the Compose file mounts the repository (e.g. \"/workspaces/${localWorkspaceFolderBasename}\")",
+            ));
+        }
+        let mut paths = Vec::new();
+        for (i, file) in files.0.iter().enumerate() {
+            let property = if files.0.len() == 1 {
+                "dockerComposeFile".to_string()
+            } else {
+                format!("dockerComposeFile[{i}]")
+            };
+            paths.push(self.compose_path(&property, file)?);
+        }
+        let project_dir = paths[0].parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(Some(ComposeSpec {
+            files: paths,
+            project_dir,
+            project_name: container_name.to_string(),
+            service: service.clone(),
+            run_services: c.run_services.clone(),
+        }))
+    }
+
+    /// A Compose file, relative to the config's folder; outside the repository it needs
+    /// `host-mount` (it decides what runs, and the agent must not be able to write it either).
+    fn compose_path(&mut self, property: &str, relative: &str) -> Result<PathBuf> {
+        let dir = self
+            .input
+            .config_file
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let path = normalize_path(&dir.join(relative)).ok_or_else(|| {
+            self.config_error(
+                property,
+                format!("\"{relative}\" does not resolve to an absolute path"),
+            )
+        })?;
+        if !self.in_repository(&path) {
+            let value = format!("the host file {} outside the repository", path.display());
+            let reason = "a Compose file outside the repository is not reviewed with it";
+            self.require(Need::HostMount(path.clone()), property, &value, reason)?;
+        }
+        Ok(path)
+    }
+
+    fn in_repository(&self, path: &Path) -> bool {
+        [
+            Some(self.input.workspace.to_path_buf()),
+            self.git_root.clone(),
+        ]
+        .iter()
+        .flatten()
+        .any(|root| path.starts_with(root))
+    }
+}
+
+/// What the services' check allowed, for the Compose file yolo writes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ServicesChecked {
+    /// The services, in the order the resolved project lists them.
+    pub(crate) services: Vec<String>,
+    /// Services granted a network with egress (`compose-egress`).
+    pub(crate) egress: Vec<String>,
+    /// What the dev service itself asks for and was granted: added to the agent's hardening.
+    pub(crate) dev_cap_add: Vec<String>,
+    pub(crate) dev_security_opt: Vec<String>,
+    pub(crate) dev_privileged: bool,
+    /// The grants that allowed something, as the user typed them.
+    pub(crate) grants_used: Vec<String>,
+}
+
+/// Check every service of the resolved project (`resolved`, what `compose config` printed) and
+/// its named volumes against the user's grants. `input.config_file` is the file errors name
+/// (the first Compose file). The dev service must exist, and so must every `runServices` entry.
+pub(crate) fn check_services(
+    input: &Input,
+    compose: &ComposeSpec,
+    resolved: &Value,
+) -> Result<ServicesChecked> {
+    let mut eval = Eval::new(input);
+    let mut checked = ServicesChecked::default();
+    let services = resolved
+        .get("services")
+        .and_then(Value::as_mapping)
+        .ok_or_else(|| eval.config_error("services", "the Compose project has no services"))?;
+    for (name, _) in services {
+        checked
+            .services
+            .push(name.as_str().unwrap_or_default().to_string());
+    }
+    let known = |name: &str| checked.services.iter().any(|s| s == name);
+    if !known(&compose.service) {
+        return Err(Error::Config {
+            file: input.config_file.to_path_buf(),
+            line: None,
+            column: None,
+            property: Some("service".into()),
+            message: format!(
+                "the Compose files define no service \"{}\" (they define: {})",
+                compose.service,
+                checked.services.join(", ")
+            ),
+        });
+    }
+    for name in compose.run_services.iter().flatten() {
+        if !known(name) {
+            return Err(Error::Config {
+                file: input.config_file.to_path_buf(),
+                line: None,
+                column: None,
+                property: Some("runServices".into()),
+                message: format!(
+                    "the Compose files define no service \"{name}\" (they define: {})",
+                    checked.services.join(", ")
+                ),
+            });
+        }
+    }
+    for (name, service) in services {
+        let name = name.as_str().unwrap_or_default();
+        let dev = name == compose.service;
+        // The grant checks record what they allow in a spec; this one is thrown away (the
+        // Compose file keeps the service's own words, checked here).
+        let mut scratch = eval.base_spec()?;
+        eval.check_service(name, service, dev, &mut scratch, &mut checked)?;
+        if dev {
+            checked.dev_cap_add = scratch.cap_add;
+            checked.dev_security_opt = scratch.security_opt;
+            checked.dev_privileged = scratch.privileged;
+        }
+    }
+    // yolo makes every network of the project internal; one from outside it cannot be.
+    if let Some(networks) = resolved.get("networks").and_then(Value::as_mapping) {
+        for (name, network) in networks {
+            let external = network
+                .get("external")
+                .is_some_and(|e| e.as_bool() == Some(true) || e.is_mapping());
+            if external {
+                return Err(Error::Unsupported {
+                    file: input.config_file.to_path_buf(),
+                    property: format!("network \"{}\": external", scalar(name)),
+                    message: "a network from outside the Compose project cannot be made internal; remove \"external\" (yolo makes the project's networks itself)".into(),
+                });
+            }
+        }
+    }
+    if let Some(volumes) = resolved.get("volumes").and_then(Value::as_mapping) {
+        for (name, volume) in volumes {
+            eval.check_volume(name.as_str().unwrap_or_default(), volume)?;
+        }
+    }
+    checked.grants_used = eval.used.clone();
+    Ok(checked)
+}
+
+/// A string or the items of a list, as strings (`cap_add: [A, B]`, `devices: ["/dev/x"]`).
+fn strings(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::Sequence(items)) => items.iter().map(scalar).collect(),
+        Some(Value::Null) | None => Vec::new(),
+        Some(other) => vec![scalar(other)],
+    }
+}
+
+fn scalar(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        other => serde_yaml::to_string(other)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+    }
+}
+
+impl Eval<'_> {
+    fn check_service(
+        &mut self,
+        name: &str,
+        service: &Value,
+        dev: bool,
+        scratch: &mut RunSpec,
+        checked: &mut ServicesChecked,
+    ) -> Result<()> {
+        let property = |key: &str| format!("service \"{name}\": {key}");
+        let get = |key: &str| service.get(key);
+        if get("privileged").and_then(Value::as_bool) == Some(true) {
+            self.grant_privileged(scratch, &property("privileged"))?;
+        }
+        for cap in strings(get("cap_add")) {
+            let cap = normalize_cap(&cap);
+            // What yolo gives every dev container anyway needs no grant.
+            if dev && super::DEFAULT_CAPS.contains(&cap.as_str()) {
+                continue;
+            }
+            self.grant_cap(scratch, &property("cap_add"), &cap)?;
+        }
+        for opt in strings(get("security_opt")) {
+            self.grant_security_opt(scratch, &property("security_opt"), &opt)?;
+        }
+        for device in strings(get("devices")) {
+            self.grant_device(scratch, &property("devices"), &device)?;
+        }
+        for key in ["pid", "ipc", "uts", "userns_mode"] {
+            let Some(value) = get(key).map(scalar) else {
+                continue;
+            };
+            // Another service of the project is the project's own business.
+            if value.starts_with("service:") || (key == "ipc" && value == "shareable") {
+                continue;
+            }
+            let flag = if key == "userns_mode" { "userns" } else { key };
+            self.grant_namespace(scratch, &property(key), flag, &value)?;
+        }
+        if !dev {
+            self.check_sibling_network(name, service, checked)?;
+        }
+        self.check_service_volumes(name, service)?;
+        if let Some(context) = get("build").and_then(|b| match b {
+            Value::String(s) => Some(s.clone()),
+            other => other.get("context").map(scalar),
+        }) {
+            // Resolved to an absolute path by `compose config`; a URL is Docker's to fetch.
+            if context.starts_with('/') {
+                let path = normalize_path(Path::new(&context)).unwrap_or_default();
+                if !self.in_repository(&path) {
+                    let value =
+                        format!("the host folder {} outside the repository", path.display());
+                    let reason = "files outside the repository could be copied into the image";
+                    self.require(
+                        Need::HostMount(path),
+                        &property("build.context"),
+                        &value,
+                        reason,
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A sibling sits on the project's internal networks; its own network namespace choices
+    /// (`host`, the default bridge, a network outside the project) would give it egress.
+    fn check_sibling_network(
+        &mut self,
+        name: &str,
+        service: &Value,
+        checked: &mut ServicesChecked,
+    ) -> Result<()> {
+        let property = format!("service \"{name}\": network_mode");
+        let egress_granted = self.grants.find(&Need::ComposeEgress(name.into()));
+        if let Some(grant) = egress_granted {
+            self.record_use(grant.to_string());
+            checked.egress.push(name.to_string());
+        }
+        let Some(mode) = service.get("network_mode").map(scalar) else {
+            return Ok(());
+        };
+        if mode == "host" || mode.starts_with("container:") {
+            return Err(Error::Forbidden {
+                file: self.file(),
+                property,
+                value: mode,
+                reason: "host-network cannot be granted: a service sharing the host's (or a foreign container's) network has no firewall at all; remove it".into(),
+            });
+        }
+        if mode == "none" || mode.starts_with("service:") {
+            return Ok(());
+        }
+        // `bridge` or `default`: Docker's bridge, with egress.
+        if egress_granted.is_none() {
+            let reason = "the other services of a Compose project get no network out (their networks are made internal); this one asks for Docker's bridge";
+            return Err(Error::Refused {
+                file: self.file(),
+                property,
+                value: mode,
+                reason: reason.into(),
+                grant: super::grants::grant_hint(&Need::ComposeEgress(name.into()).narrowest()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Bind mounts of host paths other than the repository need `host-mount` (the Docker socket
+    /// `docker-socket`), as `mounts` in devcontainer.json do.
+    fn check_service_volumes(&mut self, name: &str, service: &Value) -> Result<()> {
+        let property = format!("service \"{name}\": volumes");
+        let Some(Value::Sequence(volumes)) = service.get("volumes") else {
+            return Ok(());
+        };
+        for volume in volumes {
+            let (kind, source, target) = match volume {
+                Value::String(text) => {
+                    let mut parts = text.splitn(3, ':');
+                    let first = parts.next().unwrap_or_default().to_string();
+                    match parts.next() {
+                        Some(target) if first.starts_with('/') || first.starts_with('.') => {
+                            ("bind".to_string(), first, target.to_string())
+                        }
+                        Some(target) => ("volume".to_string(), first, target.to_string()),
+                        None => ("volume".to_string(), String::new(), first),
+                    }
+                }
+                other => (
+                    other.get("type").map(scalar).unwrap_or_default(),
+                    other.get("source").map(scalar).unwrap_or_default(),
+                    other.get("target").map(scalar).unwrap_or_default(),
+                ),
+            };
+            if kind != "bind" {
+                continue;
+            }
+            let source = normalize_path(&self.input.workspace.join(&source)).ok_or_else(|| {
+                self.config_error(
+                    &property,
+                    format!("the host path \"{source}\" does not resolve"),
+                )
+            })?;
+            if self.in_repository(&source) {
+                continue;
+            }
+            self.require_host_path(&property, &source, &target)?;
+        }
+        Ok(())
+    }
+
+    /// A named volume whose driver options bind a host folder (`type: none, o: bind, device:
+    /// /path`) is a host mount under another name.
+    fn check_volume(&mut self, name: &str, volume: &Value) -> Result<()> {
+        let Some(device) = volume
+            .get("driver_opts")
+            .and_then(|o| o.get("device"))
+            .map(scalar)
+        else {
+            return Ok(());
+        };
+        let property = format!("volume \"{name}\": driver_opts.device");
+        let path = normalize_path(Path::new(&device)).ok_or_else(|| {
+            self.config_error(
+                &property,
+                format!("the host path \"{device}\" must be absolute"),
+            )
+        })?;
+        if self.in_repository(&path) {
+            return Ok(());
+        }
+        self.require_host_path(&property, &path, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::super::{Flags, Grant, Grants, Input, UserLayer};
+    use super::*;
+    use crate::devcontainer::model::DevContainer;
+    use serde_json::json;
+
+    fn compose(extra: serde_json::Value) -> serde_json::Value {
+        let mut config = json!({
+            "dockerComposeFile": "compose.yml",
+            "service": "app",
+            "workspaceFolder": "/workspaces/repo"
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        config
+    }
+
+    #[test]
+    fn the_compose_spec_resolves_the_files_and_keeps_the_service() {
+        let spec = ok(compose(json!({
+            "dockerComposeFile": ["compose.yml", "../compose.override.yml"],
+            "runServices": ["db"]
+        })));
+        let c = spec.compose.expect("a compose spec");
+        assert_eq!(
+            c.files,
+            [
+                PathBuf::from(format!("{WS}/.devcontainer/compose.yml")),
+                PathBuf::from(format!("{WS}/compose.override.yml"))
+            ]
+        );
+        assert_eq!(c.project_dir, PathBuf::from(format!("{WS}/.devcontainer")));
+        assert_eq!(c.project_name, spec.container_name);
+        assert_eq!(
+            (c.service.as_str(), c.run_services),
+            ("app", Some(vec!["db".into()]))
+        );
+        assert_eq!(spec.shutdown_action, "stopCompose");
+        // A Compose service keeps its own command unless the config says otherwise.
+        assert!(!spec.override_command);
+        assert!(ok(compose(json!({"overrideCommand": true}))).override_command);
+    }
+
+    #[test]
+    fn a_compose_config_is_checked_like_any_other() {
+        let (property, _) =
+            config_err(case(compose(json!({"shutdownAction": "stopContainer"}))).run());
+        assert_eq!(property, "shutdownAction");
+        assert_eq!(
+            ok(compose(json!({"shutdownAction": "none"}))).shutdown_action,
+            "none"
+        );
+        let mut no_folder = compose(json!({}));
+        no_folder.as_object_mut().unwrap().remove("workspaceFolder");
+        let (property, message) = config_err(case(no_folder).run());
+        assert_eq!(property, "workspaceFolder");
+        assert!(message.contains("Compose"), "{message}");
+        let (property, value, grant) =
+            refused(case(compose(json!({"dockerComposeFile": "/srv/compose.yml"}))).run());
+        assert_eq!(property, "dockerComposeFile");
+        assert!(value.contains("/srv/compose.yml"), "{value}");
+        assert_grant_text(&grant, "host-mount=/srv/compose.yml");
+    }
+
+    /// `check_services` over a resolved project (YAML), with `grants`.
+    fn check(yaml: &str, grants: &[&str]) -> Result<ServicesChecked> {
+        let resolved: Value = serde_yaml::from_str(yaml).unwrap();
+        let scratch = DevContainer {
+            image: Some("compose".into()),
+            ..Default::default()
+        };
+        let parsed: Vec<Grant> = grants.iter().map(|g| g.parse().unwrap()).collect();
+        let flags = Flags {
+            grants: Grants::parse(&[], &parsed).unwrap(),
+            ..Default::default()
+        };
+        let file = PathBuf::from(format!("{WS}/.devcontainer/compose.yml"));
+        let input = Input {
+            config: &scratch,
+            config_file: &file,
+            workspace: Path::new(WS),
+            devcontainer_id: ID,
+            user: &UserLayer::default(),
+            flags: &flags,
+            host_ids: None,
+            agent_volumes: vec![],
+            metadata: &[],
+        };
+        let spec = ComposeSpec {
+            files: vec![file.clone()],
+            project_dir: file.parent().unwrap().into(),
+            project_name: "p".into(),
+            service: "app".into(),
+            run_services: None,
+        };
+        check_services(&input, &spec, &resolved)
+    }
+
+    fn refusal(result: Result<ServicesChecked>) -> (String, String, String) {
+        match result {
+            Err(Error::Refused {
+                property,
+                value,
+                grant,
+                ..
+            }) => (property, value, grant),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    const APP: &str = "services:\n  app:\n    image: x\n    volumes:\n    - /home/me/src/My Repo:/workspaces/repo:rw\n";
+
+    #[test]
+    fn every_service_meets_the_grants() {
+        let cases = [
+            ("  db:\n    privileged: true\n", "service \"db\": privileged", "privileged"),
+            ("  db:\n    cap_add: [NET_ADMIN]\n", "service \"db\": cap_add", "cap-add=NET_ADMIN"),
+            (
+                "  db:\n    security_opt: [seccomp=unconfined]\n",
+                "service \"db\": security_opt",
+                "security-opt=seccomp=unconfined",
+            ),
+            ("  db:\n    devices: [/dev/fuse]\n", "service \"db\": devices", "device"),
+            ("  db:\n    pid: host\n", "service \"db\": pid", "host-pid"),
+            ("  db:\n    ipc: host\n", "service \"db\": ipc", "host-ipc"),
+            (
+                "  db:\n    volumes:\n    - /etc:/etc2:ro\n",
+                "service \"db\": volumes",
+                "host-mount=/etc",
+            ),
+            (
+                "  db:\n    volumes:\n    - type: bind\n      source: /var/run/docker.sock\n      target: /s\n",
+                "service \"db\": volumes",
+                "docker-socket",
+            ),
+            ("  db:\n    network_mode: bridge\n", "service \"db\": network_mode", "compose-egress=db"),
+            (
+                "  db:\n    build:\n      context: /srv/other\n",
+                "service \"db\": build.context",
+                "host-mount=/srv/other",
+            ),
+        ];
+        for (service, property, grant) in cases {
+            let yaml = format!("{APP}{service}");
+            let (got, _, hint) = refusal(check(&yaml, &[]));
+            assert_eq!(got, property, "{service}");
+            assert_grant_text(&hint, grant);
+            let checked = check(&yaml, &[grant]).unwrap_or_else(|e| panic!("{grant}: {e}"));
+            assert_eq!(checked.grants_used, [grant.to_string()], "{service}");
+        }
+        // The dev service too, and what it was granted goes to its hardening.
+        let yaml = "services:\n  app:\n    cap_add: [SYS_PTRACE, CHOWN]\n    privileged: true\n";
+        assert_eq!(
+            refusal(check(yaml, &["cap-add"])).0,
+            "service \"app\": privileged"
+        );
+        let checked = check(yaml, &["cap-add", "privileged"]).unwrap();
+        assert_eq!(checked.dev_cap_add, ["SYS_PTRACE"]);
+        assert!(checked.dev_privileged);
+        // A named volume bound to a host folder is a host mount.
+        let yaml = format!("{APP}volumes:\n  data:\n    driver_opts:\n      type: none\n      o: bind\n      device: /srv/data\n");
+        assert_eq!(
+            refusal(check(&yaml, &[])).0,
+            "volume \"data\": driver_opts.device"
+        );
+    }
+
+    #[test]
+    fn the_host_network_is_never_granted_and_the_repository_is_no_host_mount() {
+        let yaml = format!("{APP}  db:\n    network_mode: host\n");
+        assert!(matches!(
+            check(&yaml, &["compose-egress"]),
+            Err(Error::Forbidden { property, .. }) if property == "service \"db\": network_mode"
+        ));
+        let yaml = format!(
+            "{APP}  db:\n    image: x\n    network_mode: service:app\n    volumes:\n    - data:/var/lib/db\n    - /home/me/src/My Repo/db:/seed:ro\n"
+        );
+        let checked = check(&yaml, &[]).unwrap();
+        assert_eq!(checked.services, ["app", "db"]);
+        assert!(checked.egress.is_empty() && checked.grants_used.is_empty());
+        let checked = check(
+            &format!("{APP}  db:\n    image: x\n"),
+            &["compose-egress=db"],
+        )
+        .unwrap();
+        assert_eq!(checked.egress, ["db"]);
+    }
+
+    #[test]
+    fn the_dev_service_and_run_services_must_exist() {
+        let e = check("services:\n  db:\n    image: x\n", &[]).unwrap_err();
+        assert!(e.to_string().contains("no service \"app\""), "{e}");
+        let e = check(
+            &format!("{APP}networks:\n  shared:\n    external: true\n"),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), 65);
+        assert!(
+            e.to_string().contains("network \"shared\": external"),
+            "{e}"
+        );
+    }
+}

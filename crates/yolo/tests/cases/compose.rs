@@ -1,0 +1,436 @@
+//! Compose configs (`dockerComposeFile` + `service`) against the real engine and the real
+//! `docker-compose`: the dev service behind the guard, its siblings on internal networks and
+//! reachable by name, the policy over every service, `runServices`, `down`, and the errors.
+
+use crate::support::*;
+
+/// A sibling that answers one line on TCP 7000 to whoever connects (perl is in the slim image;
+/// `$$` is Compose's escape for `$`).
+const DB: &str = r#"
+  db:
+    image: debian:bookworm-slim
+    command: ["perl", "-MIO::Socket::INET", "-e", "my $$s = IO::Socket::INET->new(LocalPort => 7000, Listen => 5, ReuseAddr => 1) or die; while (my $$c = $$s->accept) { print $$c qq(hello from db\n); close $$c }"]
+"#;
+
+const APP: &str = r#"
+  app:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#;
+
+const CONFIG: &str = r#"{
+    "dockerComposeFile": "compose.yml",
+    "service": "app",
+    "workspaceFolder": "/workspaces/repo"
+}"#;
+
+fn project(t: &Test, services: &str, config: &str) {
+    t.file(
+        ".devcontainer/compose.yml",
+        &format!("version: \"3.8\"\nservices:{services}"),
+    );
+    t.devcontainer(config);
+}
+
+/// The containers of this test's Compose project with their service and state.
+fn services(t: &Test) -> Vec<(String, String)> {
+    let out = docker(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=com.docker.compose.service",
+        "--format",
+        "{{.Label \"com.docker.compose.service\"}} {{.State}}",
+    ]);
+    let mut list: Vec<(String, String)> = out
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(s, st)| (s.to_string(), st.to_string()))
+        .collect();
+    list.sort();
+    list
+}
+
+/// What the dev service reads from `db:7000`, retried while the sibling starts.
+fn reach_db(t: &Test) -> String {
+    let script = "exec 3<>/dev/tcp/db/7000 && head -n1 <&3";
+    let mut reached = String::new();
+    for _ in 0..20 {
+        reached = t.yolo(&["exec", "--", "bash", "-c", script]).stdout();
+        if reached.contains("hello from db") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    reached
+}
+
+#[test]
+fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
+    let t = Test::new();
+    project(&t, &format!("{APP}{DB}"), CONFIG);
+    let (_, up) = t.up(&[]);
+    let id = up["container"]["id"]
+        .as_str()
+        .expect("container id")
+        .to_string();
+
+    // In the guard's namespaces, hardened, labelled for VS Code.
+    let dev = inspect(&id);
+    let guard = inspect(&net::guard_of(&t));
+    let guard_id = guard["Id"].as_str().unwrap();
+    assert_eq!(
+        dev["HostConfig"]["NetworkMode"],
+        format!("container:{guard_id}")
+    );
+    assert_eq!(
+        dev["HostConfig"]["PidMode"],
+        format!("container:{guard_id}")
+    );
+    assert_eq!(dev["HostConfig"]["CapDrop"], serde_json::json!(["ALL"]));
+    let security = dev["HostConfig"]["SecurityOpt"].to_string();
+    assert!(security.contains("no-new-privileges"), "{security}");
+    assert!(dev["HostConfig"]["PidsLimit"].as_i64().unwrap_or(0) > 0);
+    let labels = &dev["Config"]["Labels"];
+    assert_eq!(labels["com.docker.compose.service"], "app");
+    assert_eq!(labels["dev.yolo.role"], "agent");
+    assert_eq!(
+        labels["devcontainer.local_folder"].as_str(),
+        Some(t.workspace_shown().as_str())
+    );
+    assert!(labels["devcontainer.config_file"].is_string());
+    // Its command starts through the exec audit's shim.
+    assert_eq!(labels["dev.yolo.exec-audit"], "shim");
+    assert_eq!(
+        dev["Config"]["Entrypoint"][0], "/.yolo/shim",
+        "{}",
+        dev["Config"]
+    );
+
+    // `yolo exec` runs in the dev service at workspaceFolder, where the repository is.
+    t.file("hello.txt", "from the host\n");
+    let run = t
+        .yolo(&["exec", "--", "sh", "-c", "pwd; cat hello.txt"])
+        .ok();
+    assert_eq!(run.stdout(), "/workspaces/repo\nfrom the host\n");
+    // ... and is on record.
+    net::wait_event(&t, std::time::Duration::from_secs(10), |e| {
+        e["kind"] == "exec" && e["argv"] == serde_json::json!(["cat", "hello.txt"])
+    })
+    .expect("the exec is recorded");
+
+    // The workspace's read-only paths are bound over the Compose file's bind of it.
+    t.yolo(&["exec", "--", "touch", ".devcontainer/planted"])
+        .fails_with(1)
+        .assert_stderr_contains("Read-only file system");
+
+    // The sibling by its service name, through the guard's DNS and firewall.
+    assert_eq!(reach_db(&t), "hello from db\n");
+    // The name went through the guard's DNS (answered by Docker's); a name the allowlist
+    // lacks is refused there.
+    let dns = |name: &'static str| {
+        net::wait_event(&t, std::time::Duration::from_secs(10), move |e| {
+            e["kind"] == "dns" && e["name"] == name
+        })
+        .unwrap_or_else(|| panic!("no dns event for {name}"))
+    };
+    assert_eq!(dns("db")["decision"], "allowed");
+    t.yolo(&[
+        "exec",
+        "--",
+        "bash",
+        "-c",
+        "exec 3<>/dev/tcp/example.com/80",
+    ])
+    .fails_with(1);
+    assert_eq!(dns("example.com")["decision"], "refused");
+
+    // The sibling's networks have no way out; the guard is attached to them.
+    let db = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=com.docker.compose.service=db",
+    ]);
+    let db = inspect(db.trim());
+    let networks = db["NetworkSettings"]["Networks"].as_object().unwrap();
+    assert!(!networks.is_empty());
+    for name in networks.keys() {
+        let net = inspect(name);
+        assert_eq!(net["Internal"], true, "{name} must be internal");
+        assert!(
+            guard["NetworkSettings"]["Networks"].get(name).is_some()
+                || inspect(guard_id)["NetworkSettings"]["Networks"]
+                    .get(name)
+                    .is_some(),
+            "the guard is on {name}"
+        );
+    }
+    // `yolo status` shows the other services with the agent's container.
+    let name = up["container"]["name"].as_str().unwrap();
+    t.yolo(&["status"])
+        .ok()
+        .assert_stdout_contains(&format!("compose services: {name}_db_1 running"));
+
+    // yolo's project file is in its data folder, not in the repository.
+    let written = t.data_dir.join("compose").read_dir().unwrap().count();
+    assert_eq!(written, 1);
+
+    // `yolo down` stops all of it.
+    t.yolo(&["down"]).ok();
+    for (service, state) in services(&t) {
+        assert_eq!(state, "exited", "{service} stopped");
+    }
+    // A second `up` starts it all again, in the guard's new namespace.
+    let (_, again) = t.up(&[]);
+    assert_eq!(again["action"], "started");
+    assert_eq!(reach_db(&t), "hello from db\n");
+    let (_, reused) = t.up(&[]);
+    assert_eq!(reused["action"], "running");
+
+    // `down --remove` takes the project away, networks included.
+    t.yolo(&["down", "--remove"]).ok();
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    let nets = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ]);
+    assert_eq!(nets.trim(), "", "networks left");
+}
+
+#[test]
+fn a_privileged_sibling_is_refused_without_a_grant() {
+    let t = Test::new();
+    let db = "\n  db:\n    image: debian:bookworm-slim\n    privileged: true\n";
+    project(&t, &format!("{APP}{db}"), CONFIG);
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("service \"db\": privileged")
+        .assert_stderr_contains("--grant privileged");
+    assert!(t.containers().is_empty(), "nothing was created");
+    let host = "\n  db:\n    image: debian:bookworm-slim\n    volumes:\n      - /etc:/host-etc\n";
+    project(&t, &format!("{APP}{host}"), CONFIG);
+    // A changed Compose file is a changed container definition: shown, to be accepted.
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("changed since you last approved it")
+        .assert_stderr_contains("+      - /etc:/host-etc");
+    t.yolo(&["up", "--accept-config"])
+        .fails_with(77)
+        .assert_stderr_contains("service \"db\": volumes")
+        .assert_stderr_contains("--grant host-mount=/etc");
+    let net = "\n  db:\n    image: debian:bookworm-slim\n    network_mode: host\n";
+    project(&t, &format!("{APP}{net}"), CONFIG);
+    t.yolo(&["up", "--accept-config"])
+        .fails_with(77)
+        .assert_stderr_contains("service \"db\": network_mode");
+    assert!(t.containers().is_empty(), "nothing was created");
+}
+
+#[test]
+fn a_sibling_granted_egress_gets_a_network_out_the_guard_stays_off() {
+    let t = Test::new();
+    project(&t, &format!("{APP}{DB}"), CONFIG);
+    t.up(&["--grant", "compose-egress=db"]);
+    let db = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=com.docker.compose.service=db",
+    ]);
+    let db = inspect(db.trim());
+    let networks: Vec<String> = db["NetworkSettings"]["Networks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let open: Vec<&String> = networks
+        .iter()
+        .filter(|n| inspect(n)["Internal"] == false)
+        .collect();
+    assert_eq!(open.len(), 1, "one network with egress: {networks:?}");
+    assert!(open[0].ends_with("_yolo-egress"), "{open:?}");
+    let guard = inspect(&net::guard_of(&t));
+    assert!(guard["NetworkSettings"]["Networks"].get(open[0]).is_none());
+    // Without the grant the same project has none.
+    t.yolo(&["down", "--remove"]).ok();
+    t.up(&[]);
+    let db = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=com.docker.compose.service=db",
+    ]);
+    let networks = inspect(db.trim())["NetworkSettings"]["Networks"].clone();
+    for name in networks.as_object().unwrap().keys() {
+        assert_eq!(inspect(name)["Internal"], true, "{name}");
+    }
+}
+
+#[test]
+fn a_service_built_by_compose_builds_behind_the_guard_and_carries_the_labels() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        "FROM debian:bookworm-slim\nRUN getent hosts www.denied.test || echo built > /built\n",
+    );
+    let app = r#"
+  app:
+    build:
+      context: .
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#;
+    project(&t, &format!("{app}{DB}"), CONFIG);
+    t.up(&[]);
+    t.yolo(&["exec", "--", "cat", "/built"])
+        .ok()
+        .assert_stdout("built\n");
+    // Its RUN step asked the guard, started for the build, which refused the name.
+    let refused = net::wait_event(&t, std::time::Duration::from_secs(10), |e| {
+        e["kind"] == "dns" && e["name"] == "www.denied.test"
+    })
+    .expect("the build's lookup went through the guard");
+    assert_eq!(refused["decision"], "refused");
+    assert_eq!(refused["phase"], "build");
+    // The image carries the test's label (the drop removes it).
+    let images = docker(&[
+        "images",
+        "--format",
+        "{{.Repository}}",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=dev.yolo.id",
+    ]);
+    let name = format!(
+        "{}_app\n",
+        inspect(&net::guard_of(&t))["Name"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches('/')
+            .trim_end_matches("-guard")
+    );
+    assert_eq!(images, name);
+}
+
+#[test]
+fn run_services_limits_what_starts() {
+    let t = Test::new();
+    let extra =
+        "\n  extra:\n    image: debian:bookworm-slim\n    command: [\"sleep\", \"infinity\"]\n";
+    let config = r#"{
+        "dockerComposeFile": ["compose.yml"],
+        "service": "app",
+        "runServices": ["db"],
+        "workspaceFolder": "/workspaces/repo",
+        "postCreateCommand": "touch /tmp/created"
+    }"#;
+    project(&t, &format!("{APP}{DB}{extra}"), config);
+    t.up(&[]);
+    // The lifecycle hooks run in the dev service.
+    t.yolo(&["exec", "--", "test", "-e", "/tmp/created"]).ok();
+    let running: Vec<String> = services(&t)
+        .into_iter()
+        .filter(|(_, state)| state == "running")
+        .map(|(s, _)| s)
+        .collect();
+    assert_eq!(running, ["app", "db"]);
+}
+
+#[test]
+fn an_invalid_compose_file_is_a_clear_error_and_leaves_nothing() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/compose.yml",
+        "services:\n  app:\n    image: [unclosed\n",
+    );
+    t.devcontainer(CONFIG);
+    t.yolo(&["up"])
+        .fails_with(65)
+        .assert_stderr_contains("compose.yml")
+        .assert_stderr_contains("cannot read the Compose files");
+    assert!(t.containers().is_empty());
+    // A service the files do not define.
+    project(&t, DB, CONFIG);
+    t.yolo(&["up", "--accept-config"])
+        .fails_with(65)
+        .assert_stderr_contains("no service \"app\"");
+    assert!(t.containers().is_empty());
+}
+
+#[test]
+fn without_compose_installed_the_error_says_how_to_install_it() {
+    let mut t = Test::new();
+    project(&t, &format!("{APP}{DB}"), CONFIG);
+    let empty = t.root().join("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    t.env("PATH", empty.to_str().unwrap());
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("neither `docker compose` nor `docker-compose` is installed");
+    assert!(t.containers().is_empty());
+}
+
+#[test]
+fn shutdown_action_none_leaves_the_other_services_running() {
+    let t = Test::new();
+    let config = r#"{
+        "dockerComposeFile": "compose.yml",
+        "service": "app",
+        "shutdownAction": "none",
+        "workspaceFolder": "/workspaces/repo"
+    }"#;
+    project(&t, &format!("{APP}{DB}"), config);
+    t.up(&[]);
+    t.yolo(&["down"])
+        .ok()
+        .assert_stderr_contains("keep running (shutdownAction \"none\")");
+    assert_eq!(
+        services(&t),
+        [
+            ("app".to_string(), "exited".to_string()),
+            ("db".to_string(), "running".to_string())
+        ]
+    );
+}
+
+#[test]
+fn a_start_that_fails_half_way_leaves_nothing() {
+    let t = Test::new();
+    let config = r#"{
+        "dockerComposeFile": "compose.yml",
+        "service": "app",
+        "containerUser": "nosuchuser",
+        "workspaceFolder": "/workspaces/repo"
+    }"#;
+    project(&t, &format!("{APP}{DB}"), config);
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("nosuchuser")
+        .assert_stderr_contains("undid what this `yolo up` had made");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    let nets = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ]);
+    assert_eq!(nets.trim(), "", "networks left");
+}
