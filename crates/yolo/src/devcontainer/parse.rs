@@ -97,11 +97,6 @@ fn deserialize(text: &str, json: &str, path: &Path) -> Result<DevContainer> {
 
 /// Refuse what yolo cannot run yet, by property name, instead of silently ignoring it.
 fn check_supported(config: &DevContainer, path: &Path) -> Result<()> {
-    let unsupported = |property: &str, message: &str| Error::Unsupported {
-        file: path.to_path_buf(),
-        property: property.into(),
-        message: message.into(),
-    };
     // Features are installed (`devcontainer::features`); only their shape is checked here.
     if !matches!(
         &config.features,
@@ -144,13 +139,8 @@ fn check_supported(config: &DevContainer, path: &Path) -> Result<()> {
                 "a config with \"dockerComposeFile\" needs \"service\": the Compose service yolo runs the agent in".into(),
             ))
         }
-        (None, Some(_)) => {
-            return Err(unsupported(
-                "service",
-                "\"service\" only means something with \"dockerComposeFile\"; add the Compose file or remove \"service\"",
-            ))
-        }
-        (None, None) => {}
+        // A stray `service` is ignored with a warning (`properties`), as the reference CLI does.
+        (None, _) => {}
     }
     Ok(())
 }
