@@ -29,6 +29,10 @@ pub(crate) async fn with_image(
     project: &Project,
     image: &str,
 ) -> Result<Option<Project>> {
+    // Compose makes the dev service's image itself; its label is not read (yet).
+    if project.spec.compose.is_some() {
+        return Ok(None);
+    }
     let mut entries = of_image(engine, image).await?;
     let features = project
         .metadata()
