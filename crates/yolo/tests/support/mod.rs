@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod net;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

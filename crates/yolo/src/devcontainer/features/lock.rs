@@ -30,7 +30,9 @@ pub(crate) struct Lockfile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct LockEntry {
-    pub(crate) version: String,
+    /// Absent when the Feature has none (as `JSON.stringify` drops `undefined`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) version: Option<String>,
     pub(crate) resolved: String,
     pub(crate) integrity: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,7 +150,7 @@ mod tests {
 
     fn entry(v: &str, deps: Option<Vec<&str>>) -> LockEntry {
         LockEntry {
-            version: v.into(),
+            version: Some(v.into()),
             resolved: format!("ghcr.io/x/y@sha256:{v}"),
             integrity: format!("sha256:{v}"),
             depends_on: deps.map(|d| d.into_iter().map(String::from).collect()),

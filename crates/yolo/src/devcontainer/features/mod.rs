@@ -57,8 +57,9 @@ pub(crate) struct Resolved {
     /// `privileged`, `init`, `securityOpt`, `entrypoint`, hooks, `customizations`), with
     /// `id` set to `key`.
     pub(crate) metadata: Entry,
-    /// sha256 of the fetched content (`sha256:...`): the cache key and the lock file's
-    /// `integrity`.
+    /// `sha256:...` of the content, what the lock file calls `integrity`: the manifest's digest
+    /// (OCI), the tarball's sha256, or for a local Feature the digest of its folder's files
+    /// (names, modes, bytes). It changes whenever the content does.
     pub(crate) digest: String,
 }
 
@@ -128,8 +129,8 @@ pub(crate) fn default_cache_dir() -> PathBuf {
 /// Errors name the config file and the Feature: a bad reference, a local folder outside
 /// `.devcontainer/`, a missing or invalid `devcontainer-feature.json` or `install.sh`
 /// (exit 65); a registry or server that cannot be reached or refuses, a digest that does not
-/// match (69); a cycle (65); a lock file that cannot be read or written (65/74). Nothing is
-/// left half-made: the cache only ever holds complete entries.
+/// match (69); a cycle, a lock file that cannot be read or written or, frozen, would change
+/// (65). Nothing is left half-made: the cache only ever holds complete entries.
 pub(crate) async fn resolve(request: &Request<'_>, progress: &dyn Fn(&str)) -> Result<Resolution> {
     let features = match request.features {
         Value::Null => return Ok(Resolution::default()),
@@ -163,8 +164,6 @@ pub(crate) async fn resolve(request: &Request<'_>, progress: &dyn Fn(&str)) -> R
 /// A Feature found, before ordering.
 struct Item {
     ident: Ident,
-    /// The user's key that brought it in (itself, or the Feature depending on it).
-    root: String,
     fetched: Fetched,
     depends_on: Vec<(String, Value)>,
 }
@@ -218,7 +217,6 @@ impl Resolver<'_, '_> {
             }
             items.push(Item {
                 ident,
-                root,
                 fetched,
                 depends_on,
             });
@@ -237,8 +235,17 @@ impl Resolver<'_, '_> {
         } else {
             format!("Feature \"{key}\" (a dependency of \"{root}\")")
         };
-        let input = |message: String| config_error(config, &format!("features.{root}"), message);
-        let source = reference::parse(key).map_err(|m| input(format!("{named}: {m}")))?;
+        let input = |message: String| config_error(config, "features", message);
+        // Old short ids ("node") stand for their replacement, as in the reference CLI; the
+        // user's key stays the Feature's name (metadata id, lock file key).
+        let target = match reference::legacy_mapping(key) {
+            Some((target, warning)) => {
+                self.resolution.warnings.push(warning);
+                target
+            }
+            None => key.to_string(),
+        };
+        let source = reference::parse(&target).map_err(|m| input(format!("{named}: {m}")))?;
         let pin = self.lockfile.features.get(key).map(|e| e.integrity.clone());
         let progress = self.progress;
         let (source, dir, digest) = match &source {
@@ -264,7 +271,7 @@ impl Resolver<'_, '_> {
                     progress,
                 )
                 .await
-                .map_err(|m| unavailable(config, root, &named, m))?;
+                .map_err(|m| unavailable(config, &named, m))?;
                 self.resolution.fetches.push(FetchEvent {
                     reference: key.to_string(),
                     digest: got.manifest_digest.clone(),
@@ -280,7 +287,7 @@ impl Resolver<'_, '_> {
             Source::Tarball { url, .. } => {
                 let got = tarball::fetch(url, pin.as_deref(), &self.cache, progress)
                     .await
-                    .map_err(|m| unavailable(config, root, &named, m))?;
+                    .map_err(|m| unavailable(config, &named, m))?;
                 self.resolution.fetches.push(FetchEvent {
                     reference: key.to_string(),
                     digest: got.digest.clone(),
@@ -354,20 +361,13 @@ impl Resolver<'_, '_> {
             let item = &items[index];
             let key = &item.ident.key;
             let (env, warnings) = options::option_env(&item.fetched.json, &item.ident.options)
-                .map_err(|m| {
-                    config_error(
-                        config,
-                        &format!("features.{}", item.root),
-                        format!("Feature \"{key}\": {m}"),
-                    )
-                })?;
+                .map_err(|m| config_error(config, "features", format!("Feature \"{key}\": {m}")))?;
             self.resolution.warnings.extend(
                 warnings
                     .into_iter()
                     .map(|w| format!("Feature \"{key}\": {w}")),
             );
             let f = &item.fetched;
-            let version = f.json.version.clone().unwrap_or_default();
             let resolved = match &f.source {
                 SourceId::Oci {
                     oci,
@@ -381,17 +381,22 @@ impl Resolver<'_, '_> {
                 lockfile.features.insert(
                     key.clone(),
                     lock::LockEntry {
-                        version: version.clone(),
+                        version: f.json.version.clone(),
                         resolved,
                         integrity: f.digest.clone(),
                         depends_on: (!deps.is_empty()).then_some(deps),
                     },
                 );
             }
+            // A Feature whose value is false (or "") is fetched and locked but not installed,
+            // as in the reference CLI.
+            if !truthy(&item.ident.options) {
+                continue;
+            }
             self.resolution.features.push(Resolved {
                 key: key.clone(),
                 id: f.json.id.clone(),
-                version,
+                version: f.json.version.clone().unwrap_or_default(),
                 dir: f.dir.clone(),
                 env,
                 metadata: f.entry.clone(),
@@ -417,6 +422,17 @@ impl Resolver<'_, '_> {
             }
             other => Ok(other),
         }
+    }
+}
+
+/// JavaScript truthiness, which the reference CLI filters Features by.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.is_empty(),
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        Value::Array(_) | Value::Object(_) => true,
     }
 }
 
@@ -453,9 +469,9 @@ fn config_error(file: &Path, property: &str, message: String) -> Error {
     }
 }
 
-fn unavailable(config: &Path, root: &str, named: &str, message: String) -> Error {
+fn unavailable(config: &Path, named: &str, message: String) -> Error {
     Error::Unavailable(format!(
-        "{}: \"features.{root}\": {named}: {message}",
+        "{}: \"features\": {named}: {message}",
         config.display()
     ))
 }

@@ -80,7 +80,7 @@ pub(crate) async fn fetch(
     let (manifest, digest) = client
         .pull_manifest_raw(&reference, &auth, &[MANIFEST_MEDIA_TYPE])
         .await
-        .map_err(|e| explain(oci, e))?;
+        .map_err(|e| explain(oci, pin, e))?;
     // oci-client checks the body against the registry's digest header and a digest
     // reference; check the pin here too, whatever the registry says.
     let computed = cache::sha256(&manifest);
@@ -106,7 +106,7 @@ pub(crate) async fn fetch(
             client
                 .pull_blob(&reference, layer.as_str(), &mut blob)
                 .await
-                .map_err(|e| explain(oci, e))?;
+                .map_err(|e| explain(oci, None, e))?;
             if cache::sha256(&blob) != layer {
                 return Err(format!(
                     "the registry sent a layer whose digest is not {layer}; refusing it"
@@ -189,10 +189,32 @@ fn credentials(registry: &str, docker_config: Option<&Path>) -> RegistryAuth {
     }
 }
 
-fn explain(oci: &OciRef, error: oci_client::errors::OciDistributionError) -> String {
+fn explain(
+    oci: &OciRef,
+    pin: Option<&str>,
+    error: oci_client::errors::OciDistributionError,
+) -> String {
     use oci_client::errors::OciDistributionError as E;
     let registry = &oci.registry;
     match &error {
+        E::DigestError(_) => {
+            format!("{registry} sent content that does not match its digest; refusing it ({error})")
+        }
+        E::RegistryError { envelope, .. }
+            if pin.is_some()
+                && envelope
+                    .errors
+                    .iter()
+                    .any(|e| e.code == oci_client::errors::OciErrorCode::ManifestUnknown) =>
+        {
+            format!(
+                "{registry} has no manifest {} for {}, the digest devcontainer-lock.json (or \
+                 the reference) pins; if the Feature was republished on purpose, delete its \
+                 entry from devcontainer-lock.json ({error})",
+                pin.unwrap_or_default(),
+                oci.resource()
+            )
+        }
         E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => format!(
             "{registry} refused access ({error}); log in with `docker login {registry}` \
              (yolo reads the Docker config and its credential helpers)"

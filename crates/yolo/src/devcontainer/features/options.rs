@@ -50,7 +50,7 @@ pub(crate) struct OptionSpec {
 /// metadata entry, `id` set to `key`. The error is a sentence naming what is wrong.
 pub(crate) fn parse_feature_json(text: &str, key: &str) -> Result<(FeatureJson, Entry), String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let value: serde_json::Value = serde_json::from_str(text)
+    let value: serde_json::Value = serde_json::from_str(&strip_jsonc(text))
         .map_err(|e| format!("devcontainer-feature.json is not valid JSON: {e}"))?;
     if !value.is_object() {
         return Err("devcontainer-feature.json must hold a JSON object".into());
@@ -65,6 +65,54 @@ pub(crate) fn parse_feature_json(text: &str, key: &str) -> Result<(FeatureJson, 
         .map_err(|e| format!("devcontainer-feature.json: \"{}\": {}", e.path(), e.inner()))?;
     entry.id = Some(key.to_string());
     Ok((feature, entry))
+}
+
+/// JSONC (comments, trailing commas, as the reference CLI's `jsonc.parse` accepts) to JSON:
+/// comments and trailing commas become spaces, so positions in errors stay right.
+fn strip_jsonc(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = bytes.to_vec();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    out[i] = b' ';
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                let end = text[i + 2..]
+                    .find("*/")
+                    .map(|e| i + 2 + e + 2)
+                    .unwrap_or(bytes.len());
+                for b in &mut out[i..end] {
+                    if *b != b'\n' {
+                        *b = b' ';
+                    }
+                }
+                i = end;
+            }
+            b',' => {
+                let next = out[i + 1..].iter().position(|b| !b.is_ascii_whitespace());
+                let next = next.and_then(|n| out.get(i + 1 + n));
+                if matches!(next, Some(b'}') | Some(b']')) {
+                    out[i] = b' ';
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    // Only ASCII bytes were replaced (by spaces), so the text is still UTF-8.
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
 }
 
 /// The spec's environment variable name for an option (`getSafeId`): every character other
@@ -293,6 +341,15 @@ mod tests {
         assert_eq!(entry.mounts.len(), 1);
         assert!(entry.customizations.is_some());
         assert!(entry.on_create_command.is_some());
+    }
+
+    #[test]
+    fn comments_and_trailing_commas_are_accepted() {
+        let text = "{\n  // the id\n  \"id\": \"a\", /* inline, */\n  \"capAdd\": [\"X\",],\n  \"u\": \"http://x//y\",\n}\n";
+        let (f, entry) = parse_feature_json(text, "k").unwrap();
+        assert_eq!(f.id, "a");
+        assert_eq!(entry.cap_add, vec!["X"]);
+        assert_eq!(strip_jsonc("\"a,]\""), "\"a,]\"");
     }
 
     #[test]

@@ -88,6 +88,44 @@ pub(crate) fn is_loopback_host(host: &str) -> bool {
             .unwrap_or(false)
 }
 
+/// The reference CLI's mapping of the old short ids (from microsoft/vscode-dev-containers) to
+/// the Features that replaced them, pinned to major version 1 as it does: `Some((reference,
+/// warning))` for an id it maps.
+pub(crate) fn legacy_mapping(key: &str) -> Option<(String, String)> {
+    const MIGRATED: &[&str] = &[
+        "aws-cli",
+        "azure-cli",
+        "desktop-lite",
+        "docker-in-docker",
+        "docker-from-docker",
+        "dotnet",
+        "git",
+        "git-lfs",
+        "github-cli",
+        "java",
+        "kubectl-helm-minikube",
+        "node",
+        "powershell",
+        "python",
+        "ruby",
+        "rust",
+        "sshd",
+        "terraform",
+    ];
+    let id = match key {
+        "golang" => "go",
+        "common" => "common-utils",
+        id if MIGRATED.contains(&id) => id,
+        _ => return None,
+    };
+    let reference = format!("ghcr.io/devcontainers/features/{id}:1");
+    let warning = format!(
+        "\"{key}\" is a deprecated short id; it stands for {reference} (write that instead, \
+         see https://github.com/devcontainers/features/tree/main/src/{id})"
+    );
+    Some((reference, warning))
+}
+
 /// Parse a reference; the error says what is wrong and what to write instead.
 pub(crate) fn parse(key: &str) -> Result<Source, String> {
     if key.starts_with("https://") || key.starts_with("http://") {
@@ -329,6 +367,22 @@ mod tests {
             Source::Local {
                 path: "./local".into()
             }
+        );
+    }
+
+    #[test]
+    fn legacy_short_ids_map_as_in_the_reference_cli() {
+        let (reference, warning) = legacy_mapping("node").unwrap();
+        assert_eq!(reference, "ghcr.io/devcontainers/features/node:1");
+        assert!(warning.contains("deprecated"));
+        assert_eq!(
+            legacy_mapping("golang").unwrap().0,
+            "ghcr.io/devcontainers/features/go:1"
+        );
+        assert_eq!(legacy_mapping("fish"), None);
+        assert_eq!(
+            legacy_mapping("ghcr.io/devcontainers/features/node:1"),
+            None
         );
     }
 

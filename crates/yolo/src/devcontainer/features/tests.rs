@@ -6,7 +6,8 @@ use super::*;
 use serde_json::json;
 use std::cell::RefCell;
 
-// REGISTRY
+#[path = "../../../tests/support/registry.rs"]
+mod registry;
 
 /// A repository with a `.devcontainer/devcontainer.json` and a cache dir.
 pub(super) struct Repo {
@@ -194,6 +195,7 @@ async fn bad_local_features_are_clear_errors() {
     )
     .unwrap();
     let err = message(repo.resolve(json!({"./sneaky": {}})).await.unwrap_err());
+    eprintln!("ERR: {err}");
     assert!(err.contains("symbolic link"), "{err}");
 
     let dir = repo.feature("nojson", json!({"id": "x"}));
@@ -214,11 +216,13 @@ async fn bad_local_features_are_clear_errors() {
 
     repo.feature("noid", json!({"version": "1"}));
     let err = message(repo.resolve(json!({"./noid": {}})).await.unwrap_err());
+    eprintln!("ERR: {err}");
     assert!(err.contains("\"id\""), "{err}");
 
     let dir = repo.feature("noinstall", json!({"id": "noinstall"}));
     std::fs::remove_file(dir.join("install.sh")).unwrap();
     let err = message(repo.resolve(json!({"./noinstall": {}})).await.unwrap_err());
+    eprintln!("ERR: {err}");
     assert!(err.contains("no install.sh"), "{err}");
 
     repo.feature("p", json!({"id": "p", "dependsOn": {"./q": {}}}));
@@ -229,15 +233,18 @@ async fn bad_local_features_are_clear_errors() {
         "{err}"
     );
 
-    let err = message(repo.resolve(json!({"node": {}})).await.unwrap_err());
+    let err = message(repo.resolve(json!({"fish": {}})).await.unwrap_err());
+    eprintln!("ERR: {err}");
     assert!(err.contains("legacy"), "{err}");
     let err = message(repo.resolve(json!(["./p"])).await.unwrap_err());
+    eprintln!("ERR: {err}");
     assert!(err.contains("must be an object"), "{err}");
     let err = message(
         repo.resolve_with(json!({"./q": {}}), &["/abs".into()], LockMode::Ignore, None)
             .await
             .unwrap_err(),
     );
+    eprintln!("ERR: {err}");
     assert!(err.contains("overrideFeatureInstallOrder"), "{err}");
 }
 
@@ -259,6 +266,18 @@ async fn unknown_options_warn() {
 }
 
 #[tokio::test]
+async fn false_means_not_installed() {
+    let repo = Repo::new();
+    repo.feature("on", json!({"id": "on"}));
+    repo.feature("off", json!({"id": "off"}));
+    let r = repo
+        .resolve(json!({"./on": true, "./off": false}))
+        .await
+        .unwrap();
+    assert_eq!(keys(&r), vec!["./on"]);
+}
+
+#[tokio::test]
 async fn no_features_is_nothing() {
     let repo = Repo::new();
     let r = repo.resolve(Value::Null).await.unwrap();
@@ -266,4 +285,356 @@ async fn no_features_is_nothing() {
     let r = repo.resolve(json!({})).await.unwrap();
     assert!(r.features.is_empty());
     assert!(!repo.lock_path().exists());
+}
+
+/// A Feature folder outside any repository, to publish.
+fn published_feature(json: Value) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_feature(dir.path(), json);
+    dir
+}
+
+#[tokio::test]
+async fn oci_features_are_fetched_verified_cached_and_locked() {
+    let mut registry = registry::Registry::start();
+    let hello = published_feature(json!({"id": "hello", "version": "1.0.0",
+               "options": {"greeting": {"type": "string", "default": "hi"}},
+               "dependsOn": {}, "privileged": true}));
+    let published = registry.publish(hello.path(), "hello", &["1", "1.0.0", "latest"]);
+    let base = published_feature(json!({"id": "base", "version": "2.1.0"}));
+    let base_pub = registry.publish(base.path(), "base", &["2"]);
+    // `top` depends on base:2 and is installed after hello.
+    let top = published_feature(json!({"id": "top", "version": "0.1.0",
+               "dependsOn": {base_pub.reference("2"): {}},
+               "installsAfter": [published.repository.clone()]}));
+    let top_pub = registry.publish(top.path(), "top", &["1"]);
+
+    let repo = Repo::new();
+    let features = json!({
+        top_pub.reference("1"): {},
+        published.reference("1"): "ignored-no-version-option",
+    });
+    let r = repo.resolve(features.clone()).await.unwrap();
+    assert_eq!(
+        keys(&r),
+        vec![
+            base_pub.reference("2"),
+            published.reference("1"),
+            top_pub.reference("1")
+        ],
+        "{}",
+        registry.log()
+    );
+    let h = &r.features[1];
+    assert_eq!(h.id, "hello");
+    assert_eq!(h.version, "1.0.0");
+    assert_eq!(h.digest, published.manifest_digest);
+    assert_eq!(
+        h.env,
+        BTreeMap::from([("GREETING".to_string(), "hi".to_string())])
+    );
+    assert_eq!(h.metadata.privileged, Some(true));
+    assert_eq!(
+        h.metadata.id.as_deref(),
+        Some(published.reference("1").as_str())
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.dir.join("install.sh")).unwrap(),
+        "#!/bin/sh\necho installing\n"
+    );
+    assert!(h.dir.starts_with(repo.cache.path()));
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    // One fetch event per Feature, from the network.
+    assert_eq!(r.fetches.len(), 3);
+    assert!(
+        r.fetches.iter().all(|f| !f.from_cache && f.bytes > 0),
+        "{:?}",
+        r.fetches
+    );
+    let fetch = r
+        .fetches
+        .iter()
+        .find(|f| f.reference == published.reference("1"))
+        .unwrap();
+    assert_eq!(fetch.digest, published.manifest_digest);
+
+    // The lock file, as the reference CLI writes it.
+    let lock_text = std::fs::read_to_string(repo.lock_path()).unwrap();
+    let expected = format!(
+        r#"{{
+  "features": {{
+    "{base}": {{
+      "version": "2.1.0",
+      "resolved": "{base_repo}@{base_digest}",
+      "integrity": "{base_digest}"
+    }},
+    "{hello}": {{
+      "version": "1.0.0",
+      "resolved": "{hello_repo}@{hello_digest}",
+      "integrity": "{hello_digest}"
+    }},
+    "{top}": {{
+      "version": "0.1.0",
+      "resolved": "{top_repo}@{top_digest}",
+      "integrity": "{top_digest}",
+      "dependsOn": [
+        "{base}"
+      ]
+    }}
+  }}
+}}
+"#,
+        base = base_pub.reference("2"),
+        base_repo = base_pub.repository,
+        base_digest = base_pub.manifest_digest,
+        hello = published.reference("1"),
+        hello_repo = published.repository,
+        hello_digest = published.manifest_digest,
+        top = top_pub.reference("1"),
+        top_repo = top_pub.repository,
+        top_digest = top_pub.manifest_digest,
+    );
+    assert_eq!(lock_text, expected);
+
+    // Pinned by the lock file and cached: no network. Stop the registry and resolve again.
+    registry.stop();
+    let again = repo.resolve(features.clone()).await.unwrap();
+    assert_eq!(again.features, r.features);
+    assert!(
+        again.fetches.iter().all(|f| f.from_cache && f.bytes == 0),
+        "{:?}",
+        again.fetches
+    );
+    assert_eq!(again.lock_written, None);
+    // Frozen: the lock file matches, so it passes.
+    repo.resolve_with(features.clone(), &[], LockMode::Frozen, None)
+        .await
+        .unwrap();
+
+    // Without the lock file a tag must be asked for: the stopped registry is an error that
+    // says so.
+    std::fs::remove_file(repo.lock_path()).unwrap();
+    let err = repo.resolve(features).await.unwrap_err();
+    assert_eq!(err.code(), 69, "{err}");
+    let err = err.to_string();
+    eprintln!("ERR: {err}");
+    assert!(err.contains("cannot reach the registry"), "{err}");
+    assert!(!repo.lock_path().exists(), "nothing half-made");
+}
+
+#[tokio::test]
+async fn pinned_digests_are_enforced() {
+    let registry = registry::Registry::start();
+    let dir = published_feature(json!({"id": "pinned", "version": "1.0.0"}));
+    let published = registry.publish(dir.path(), "pinned", &["1"]);
+    let repo = Repo::new();
+    // A reference pinned by digest.
+    let by_digest = format!("{}@{}", published.repository, published.manifest_digest);
+    let r = repo.resolve(json!({by_digest.clone(): {}})).await.unwrap();
+    assert_eq!(r.features[0].digest, published.manifest_digest);
+
+    // A lock file pinning another digest than the tag's: refused, named.
+    let other = format!("sha256:{}", "0".repeat(64));
+    let lock = json!({"features": {published.reference("1"): {
+        "version": "1.0.0",
+        "resolved": format!("{}@{other}", published.repository),
+        "integrity": other
+    }}});
+    std::fs::write(repo.lock_path(), lock.to_string()).unwrap();
+    let err = repo
+        .resolve(json!({published.reference("1"): {}}))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("ERR: {err}");
+    assert!(err.contains(&published.reference("1")), "{err}");
+    eprintln!("ERR: {err}");
+    assert!(
+        err.contains("has no manifest sha256:000") && err.contains("delete its"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn corrupted_content_is_refused() {
+    let registry = registry::Registry::start();
+    let dir = published_feature(json!({"id": "bad", "version": "1.0.0"}));
+    let published = registry.publish(dir.path(), "bad", &["1"]);
+    registry.corrupt_blob(&published.layer_digest);
+    let repo = Repo::new();
+    let err = repo
+        .resolve(json!({published.reference("1"): {}}))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    eprintln!("ERR: {text}");
+    assert!(text.contains("does not match its digest"), "{text}");
+    eprintln!("ERR: {text}");
+    assert!(text.contains(&published.reference("1")), "{text}");
+    // Nothing of it in the cache.
+    let hex = published.layer_digest.strip_prefix("sha256:").unwrap();
+    assert!(!repo.cache.path().join("features").join(hex).exists());
+
+    // A manifest that does not match its digest (served by tag, checked against the
+    // registry's digest header; served by digest, against the digest asked for).
+    let dir = published_feature(json!({"id": "badm", "version": "1.0.0"}));
+    let published = registry.publish(dir.path(), "badm", &["1"]);
+    registry.corrupt_blob(&published.manifest_digest);
+    let by_digest = format!("{}@{}", published.repository, published.manifest_digest);
+    let err = repo
+        .resolve(json!({by_digest: {}}))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("ERR: {err}");
+    assert!(
+        err.contains("digest") || err.contains("Digest") || err.contains("manifest"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn registry_credentials_come_from_the_docker_config() {
+    let registry = registry::Registry::start_with_auth("yolo", "s3cret");
+    let dir = published_feature(json!({"id": "private", "version": "1.0.0"}));
+    let published = registry.publish(dir.path(), "private", &["1"]);
+    let repo = Repo::new();
+    let features = json!({published.reference("1"): {}});
+    // No credentials: refused, with what to do.
+    let empty = tempfile::tempdir().unwrap();
+    let err = repo
+        .resolve_with(features.clone(), &[], LockMode::Ignore, Some(empty.path()))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("ERR: {err}");
+    assert!(err.contains("docker login"), "{err}");
+    // With them (auths, base64), fetched.
+    let docker = tempfile::tempdir().unwrap();
+    let config = registry.docker_config(docker.path());
+    let r = repo
+        .resolve_with(features, &[], LockMode::Ignore, Some(&config))
+        .await
+        .unwrap();
+    assert_eq!(r.features[0].digest, published.manifest_digest);
+}
+
+#[tokio::test]
+async fn tarball_features_are_fetched_over_loopback_and_pinned() {
+    let dir = published_feature(json!({"id": "tarred", "version": "3.0.0",
+        "options": {"version": {"type": "string", "default": "x"}}}));
+    let tgz = registry::gzip(&registry::tar_folder(dir.path()));
+    let digest = registry::sha256(&tgz);
+    let server = registry::FileServer::start(std::collections::HashMap::from([(
+        "/f/devcontainer-feature-tarred.tgz".to_string(),
+        tgz,
+    )]));
+    let url = server.url("/f/devcontainer-feature-tarred.tgz");
+    let repo = Repo::new();
+    let r = repo.resolve(json!({url.clone(): "7"})).await.unwrap();
+    let f = &r.features[0];
+    assert_eq!(
+        (f.id.as_str(), f.digest.as_str()),
+        ("tarred", digest.as_str())
+    );
+    assert_eq!(f.env["VERSION"], "7");
+    assert!(f.dir.join("install.sh").is_file());
+    let lock: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.lock_path()).unwrap()).unwrap();
+    assert_eq!(lock["features"][&url]["resolved"], url);
+    assert_eq!(lock["features"][&url]["integrity"], digest);
+    // Pinned and cached: the server is not asked again.
+    let hits = server.hits();
+    let again = repo.resolve(json!({url.clone(): "7"})).await.unwrap();
+    assert_eq!(again.features, r.features);
+    assert_eq!(server.hits(), hits);
+    assert!(again.fetches[0].from_cache);
+    // A pin that does not match what the server sends: refused.
+    let other = Repo::new();
+    let wrong = format!("sha256:{}", "1".repeat(64));
+    std::fs::write(
+        other.lock_path(),
+        json!({"features": {url.clone(): {"version": "3.0.0", "resolved": url, "integrity": wrong}}})
+            .to_string(),
+    )
+    .unwrap();
+    let err = other
+        .resolve(json!({url.clone(): {}}))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("ERR: {err}");
+    assert!(err.contains("pins") && err.contains(&wrong), "{err}");
+    // 404: named.
+    let missing = server.url("/f/devcontainer-feature-missing.tgz");
+    let err = other
+        .resolve(json!({missing: {}}))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("ERR: {err}");
+    assert!(err.contains("404"), "{err}");
+}
+
+/// The installsAfter graph of real Features (devcontainers/features: common-utils, git, node,
+/// docker-in-docker, github-cli), published to a registry and listed in another order: the
+/// reference CLI's order, with and without an override.
+#[tokio::test]
+async fn real_feature_set_orders_as_the_reference_cli() {
+    let registry = registry::Registry::start();
+    let ns = format!("{}/{}", registry.host, registry::NAMESPACE);
+    let cu = format!("{ns}/common-utils");
+    let git = format!("{ns}/git");
+    let sets: &[(&str, Vec<String>)] = &[
+        ("common-utils", vec![]),
+        ("git", vec![cu.clone()]),
+        ("node", vec![cu.clone()]),
+        ("docker-in-docker", vec![cu.clone()]),
+        ("github-cli", vec![cu.clone(), git.clone()]),
+    ];
+    let mut folders = Vec::new();
+    for (id, after) in sets {
+        let dir = published_feature(json!({"id": id, "version": "1.0.0", "installsAfter": after,
+                   "options": {"version": {"type": "string", "default": "latest"}}}));
+        registry.publish(dir.path(), id, &["1"]);
+        folders.push(dir);
+    }
+    let repo = Repo::new();
+    let features = json!({
+        format!("{ns}/github-cli:1"): {},
+        format!("{ns}/node:1"): "18",
+        format!("{ns}/docker-in-docker:1"): {},
+        format!("{ns}/git:1"): {},
+        format!("{ns}/common-utils:1"): {},
+    });
+    let r = repo.resolve(features.clone()).await.unwrap();
+    let expected: Vec<String> = [
+        "common-utils",
+        "docker-in-docker",
+        "git",
+        "node",
+        "github-cli",
+    ]
+    .iter()
+    .map(|id| format!("{ns}/{id}:1"))
+    .collect();
+    assert_eq!(keys(&r), expected);
+    assert_eq!(r.features[3].env["VERSION"], "18");
+    assert_eq!(r.features[0].env["VERSION"], "latest");
+
+    let r = repo
+        .resolve_with(features, &[format!("{ns}/node")], LockMode::Update, None)
+        .await
+        .unwrap();
+    let expected: Vec<String> = [
+        "common-utils",
+        "node",
+        "docker-in-docker",
+        "git",
+        "github-cli",
+    ]
+    .iter()
+    .map(|id| format!("{ns}/{id}:1"))
+    .collect();
+    assert_eq!(keys(&r), expected);
 }
