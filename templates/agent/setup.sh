@@ -1,6 +1,8 @@
 # yolo's one-time root setup in a new project container, run as `sh -c <this> yolo-setup USER
 # UID GID STATE`: match USER's uid/gid to the host user's (UID, GID; empty: keep), so files in
 # the workspace stay the host user's, and hand the agent state volumes under STATE to USER.
+# As the reference CLI's updateUID.Dockerfile: a uid taken by another user leaves USER alone;
+# a gid taken by another group leaves USER in its own group (only the uid changes).
 set -u
 u="$1"; uid="$2"; gid="$3"; state="$4"
 if [ "$u" != root ] && [ -n "$uid" ] && id "$u" >/dev/null 2>&1; then
@@ -9,10 +11,13 @@ if [ "$u" != root ] && [ -n "$uid" ] && id "$u" >/dev/null 2>&1; then
     if ! command -v usermod >/dev/null 2>&1; then
       echo "usermod not found: cannot match $u's uid to the host's ($uid)"
     elif [ "$cur_uid" != "$uid" ] && getent passwd "$uid" >/dev/null; then
-      echo "uid $uid is taken in the image: keeping $u at $cur_uid"
+      echo "uid $uid is taken in the image ($(getent passwd "$uid" | cut -d: -f1)): keeping $u at $cur_uid"
     else
-      grp=$(id -gn "$u")
-      if [ "$cur_gid" != "$gid" ] && ! getent group "$gid" >/dev/null; then groupmod -g "$gid" "$grp"; fi
+      if [ "$cur_gid" != "$gid" ] && getent group "$gid" >/dev/null; then
+        echo "gid $gid is taken in the image ($(getent group "$gid" | cut -d: -f1)): $u keeps its group ($cur_gid)"
+        gid="$cur_gid"
+      fi
+      if [ "$cur_gid" != "$gid" ]; then groupmod -g "$gid" "$(id -gn "$u")"; fi
       usermod -u "$uid" -g "$gid" "$u" >/dev/null
     fi
   fi

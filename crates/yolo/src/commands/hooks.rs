@@ -157,15 +157,17 @@ async fn stopped(engine: &Engine, project: &Project, id: &str) -> Error {
 
 /// One-time root setup in a new container: match the remote user's uid/gid to the host user's
 /// (so files in the workspace stay the host user's) and hand the agent state volumes to the
-/// remote user.
+/// remote user. A host user of uid 0 is not matched, as the reference CLI does (root's uid is
+/// taken in every image): see `note_host_root`.
 async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Result<()> {
     let user = user.unwrap_or("root");
-    let (uid, gid) = project
-        .spec
-        .update_uid
-        .map_or((String::new(), String::new()), |(u, g)| {
-            (u.to_string(), g.to_string())
-        });
+    let update = project.spec.update_uid.filter(|(uid, _)| *uid != 0);
+    if project.spec.update_uid.is_some() && update.is_none() {
+        note_host_root(&project.spec.workspace, user);
+    }
+    let (uid, gid) = update.map_or((String::new(), String::new()), |(u, g)| {
+        (u.to_string(), g.to_string())
+    });
     let argv = vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -192,6 +194,28 @@ async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Resu
         });
     }
     Ok(())
+}
+
+/// yolo runs as root (say, with sudo) on a repository someone else owns: nothing the agent
+/// writes there will be that owner's. Said once, when the container is made.
+fn note_host_root(workspace: &std::path::Path, user: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(owner) = std::fs::metadata(workspace).map(|m| m.uid()) else {
+        return;
+    };
+    if owner == 0 {
+        return;
+    }
+    let who = if user == "root" {
+        "root".to_string()
+    } else {
+        format!("{user}, whose uid is left as the image has it")
+    };
+    eprintln!(
+        "{} yolo runs as root, so the container user's uid is not matched to yours (as with the reference CLI): files the agent writes in the repository (owned by uid {owner}) will belong to {}; run yolo as the repository's owner, not with sudo, and set \"remoteUser\" to a non-root user of the image",
+        console::style("note:").yellow(),
+        crate::visible::escape_controls(&who)
+    );
 }
 
 /// remoteEnv as `K=V` for exec, with `${containerEnv:..}` resolved against the container.

@@ -99,6 +99,17 @@ fn init_writes_a_config_and_refuses_to_overwrite() {
     let text =
         std::fs::read_to_string(t.workspace.join(".devcontainer/devcontainer.json")).unwrap();
     assert!(text.contains("\"agent\": \"claude\""), "{text}");
+    // Both set, so VS Code mounts the repository where yolo does.
+    assert!(
+        text.contains("\"workspaceFolder\": \"/workspace\""),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\"workspaceMount\": \"source=${localWorkspaceFolder},target=/workspace,type=bind\""
+        ),
+        "{text}"
+    );
     let dockerfile = std::fs::read_to_string(t.workspace.join(".devcontainer/Dockerfile")).unwrap();
     assert!(dockerfile.contains("claude-code"), "{dockerfile}");
     t.yolo(&["init", "--agent", "claude"])

@@ -34,7 +34,7 @@ fn exec_runs_in_the_workspace_which_is_the_repository() {
             "pwd; cat README.md; echo written > from-container.txt",
         ])
         .ok();
-    assert_eq!(out.stdout(), "/workspace\nthe repo\n");
+    assert_eq!(out.stdout(), "/workspaces/repo\nthe repo\n");
     assert_eq!(
         std::fs::read_to_string(t.workspace.join("from-container.txt")).unwrap(),
         "written\n"
@@ -154,7 +154,7 @@ fn shell_runs_the_users_shell_in_the_workspace() {
     t.up(&[]);
     t.yolo_stdin(&["shell"], "echo \"$0 in $(pwd)\"\nexit 3\n")
         .fails_with(3)
-        .assert_stdout_contains("bash in /workspace");
+        .assert_stdout_contains("bash in /workspaces/repo");
 }
 
 /// `yolo` on a pseudo-terminal (`script`), as a person runs it; its exit code and output.

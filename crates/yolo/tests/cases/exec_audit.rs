@@ -133,7 +133,7 @@ fn a_normal_exec_has_its_exit_code_in_the_audit() {
         if let Some(e) = found.filter(|e| !e["exit_code"].is_null()) {
             assert_eq!(e["exit_code"], 3, "{e}");
             assert_eq!(e["result"], "ok", "{e}");
-            assert_eq!(e["cwd"], "/workspace", "{e}");
+            assert_eq!(e["cwd"], "/workspaces/repo", "{e}");
             assert_eq!(e["uid"], 0, "{e}");
             break;
         }
@@ -406,7 +406,7 @@ fn root_in_the_agent_cannot_open_a_second_listener() {
     // The shim itself, nested: it cannot install its filter, says why, and runs nothing.
     let run = attack(
         &t,
-        "/.yolo/shim shim /usr/bin/touch /workspace/nested-ran; echo rc=$?",
+        "/.yolo/shim shim /usr/bin/touch /workspaces/repo/nested-ran; echo rc=$?",
     )
     .ok();
     run.assert_stdout_contains("rc=126")
@@ -479,8 +479,8 @@ fn root_in_the_agent_cannot_replace_the_supervisors_socket() {
     // talks to it, and that exec is recorded by the real one.
     attack(
         &t,
-        "nohup python3 attack/fake.py /workspace/fake-hit @yolo-exec2 @yolo-exe /tmp/yolo-exec /yolo-exec >/dev/null 2>&1 & \
-         for i in $(seq 50); do [ -e /workspace/fake-hit.ready ] && exit 0; sleep 0.1; done; exit 1",
+        "nohup python3 attack/fake.py /workspaces/repo/fake-hit @yolo-exec2 @yolo-exe /tmp/yolo-exec /yolo-exec >/dev/null 2>&1 & \
+         for i in $(seq 50); do [ -e /workspaces/repo/fake-hit.ready ] && exit 0; sleep 0.1; done; exit 1",
     )
     .ok();
     supervisor_still_records(&t, "after-fake");
@@ -673,7 +673,7 @@ fn static_memfd_script_and_orphan_execs_are_logged_exactly() {
     // A program started by a background process whose parent already exited.
     attack(
         &t,
-        "(sleep 1; /bin/echo late > /workspace/late.txt) >/dev/null 2>&1 &",
+        "(sleep 1; /bin/echo late > /workspaces/repo/late.txt) >/dev/null 2>&1 &",
     )
     .ok();
     let e = wait_for_exec(&t, &["/bin/echo", "late"]);
@@ -766,7 +766,7 @@ fn past_the_exec_log_cap_execs_are_refused() {
     run.assert_stdout_contains("refused-after-")
         .assert_stdout_lacks("never-refused");
     // What is refused does not run: here the shim's own exec of the program.
-    t.yolo(&["exec", "--", "/usr/bin/touch", "/workspace/after-cap"])
+    t.yolo(&["exec", "--", "/usr/bin/touch", "/workspaces/repo/after-cap"])
         .fails_with(126)
         .assert_stderr_contains("Operation not permitted");
     assert!(!t.workspace.join("after-cap").exists());

@@ -100,7 +100,7 @@ fn remote_env_and_container_env_reach_commands() {
         .ok();
     assert_eq!(
         out.stdout(),
-        "from-container-and-more\n/workspace\n/workspace\n"
+        "from-container-and-more\n/workspaces/repo\n/workspaces/repo\n"
     );
 }
 

@@ -270,7 +270,7 @@ fn two_ups_at_once_make_one_of_everything_and_one_waits() {
     let t = Test::new();
     // A slow hook keeps the first `up` busy; it counts its runs in the workspace.
     t.devcontainer(
-        r#"{"image": "debian:bookworm-slim", "postCreateCommand": "echo run >> /workspace/hook-runs; sleep 3"}"#,
+        r#"{"image": "debian:bookworm-slim", "postCreateCommand": "echo run >> /workspaces/repo/hook-runs; sleep 3"}"#,
     );
     let ups = [spawn(&t, &["up", "--json"]), spawn(&t, &["up", "--json"])];
     let runs: Vec<Run> = ups.into_iter().map(|up| finish(up, 180).ok()).collect();
@@ -306,7 +306,7 @@ fn two_ups_at_once_make_one_of_everything_and_one_waits() {
 fn ctrl_c_during_up_stops_the_hook_in_the_container() {
     let t = Test::new();
     t.devcontainer(
-        r#"{"image": "debian:bookworm-slim", "postCreateCommand": "[ -e /workspace/quick ] || sleep 1001"}"#,
+        r#"{"image": "debian:bookworm-slim", "postCreateCommand": "[ -e /workspaces/repo/quick ] || sleep 1001"}"#,
     );
     let up = spawn(&t, &["up"]);
     wait_until(120, "the hook to run", || {

@@ -21,14 +21,14 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
     let c = inspect(id);
     let host = &c["HostConfig"];
 
-    // Mounts: the workspace bind at /workspace, paths of the workspace bound read-only over it
+    // Mounts: the workspace bind at /workspaces/repo, paths of the workspace bound read-only over it
     // at their own place (the protected paths), the rest named volumes only.
     let mounts = c["Mounts"].as_array().unwrap();
     let workspace = t.workspace.canonicalize().unwrap().display().to_string();
     let binds: Vec<_> = mounts.iter().filter(|m| m["Type"] == "bind").collect();
     let root: Vec<_> = binds
         .iter()
-        .filter(|m| m["Destination"] == "/workspace")
+        .filter(|m| m["Destination"] == "/workspaces/repo")
         .collect();
     assert_eq!(root.len(), 1, "one workspace bind: {mounts:?}");
     assert_eq!(root[0]["Source"], workspace.as_str());
@@ -52,12 +52,16 @@ fn up_creates_a_hardened_container_with_only_the_workspace_mounted() {
         let below = source.strip_prefix(&workspace).unwrap_or_else(|| {
             panic!("a bind from outside the workspace: {bind}");
         });
-        assert_eq!(bind["Destination"], format!("/workspace{below}"), "{bind}");
+        assert_eq!(
+            bind["Destination"],
+            format!("/workspaces/repo{below}"),
+            "{bind}"
+        );
     }
     assert!(
         binds
             .iter()
-            .any(|m| m["Destination"] == "/workspace/.devcontainer" && m["RW"] == false),
+            .any(|m| m["Destination"] == "/workspaces/repo/.devcontainer" && m["RW"] == false),
         "{mounts:?}"
     );
     assert!(
@@ -310,7 +314,7 @@ fn the_session_log_records_start_commands_and_stop() {
         .expect("exec event");
     assert_eq!(exec["argv"], serde_json::json!(["sh", "-c", "exit 4"]));
     assert_eq!(exec["exit_code"], 4);
-    assert_eq!(exec["cwd"], "/workspace");
+    assert_eq!(exec["cwd"], "/workspaces/repo");
     assert!(exec["duration_ms"].is_u64());
     let hook = events
         .iter()
@@ -458,7 +462,7 @@ fn up_status_and_firewall_json_share_one_shape() {
         up["container"]["workspace"],
         t.workspace.canonicalize().unwrap().display().to_string()
     );
-    assert_eq!(up["container"]["workspace_folder"], "/workspace");
+    assert_eq!(up["container"]["workspace_folder"], "/workspaces/repo");
     assert_eq!(up["container"]["remote_user"], "root");
     assert_eq!(up["container"]["state"], "running");
     assert_eq!(up["network"]["mode"], "firewall");

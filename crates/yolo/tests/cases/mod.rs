@@ -14,6 +14,7 @@ mod images;
 mod layout;
 mod leftovers;
 mod lifecycle;
+mod metadata;
 mod network;
 mod policy;
 mod report;
