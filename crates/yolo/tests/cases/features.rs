@@ -247,3 +247,71 @@ fn with_network_none_a_feature_installs_offline() {
     let links = t.yolo(&["exec", "cat", "/links.txt"]).ok().stdout();
     assert_eq!(links.trim(), "0", "the install had a network interface");
 }
+
+#[test]
+fn a_feature_from_an_oci_registry_is_installed_cached_and_not_built_again() {
+    use crate::support::registry::Registry;
+    let t = Test::new();
+    let registry = Registry::start();
+    let source = t.root().join("published/hello");
+    std::fs::create_dir_all(&source).unwrap();
+    std::fs::write(
+        source.join("devcontainer-feature.json"),
+        r#"{"id": "hello", "version": "1.0.0",
+            "options": {"who": {"type": "string", "default": "nobody"}},
+            "containerEnv": {"HELLO_FROM": "registry"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        source.join("install.sh"),
+        "#!/bin/sh\nset -e\necho \"hello $WHO\" > /hello-oci.txt\n",
+    )
+    .unwrap();
+    let published = registry.publish(&source, "hello", &["1", "1.0.0", "latest"]);
+    let reference = published.reference("1");
+    t.devcontainer(&format!(
+        r#"{{"image": "{BASE_IMAGE}", "features": {{"{reference}": {{"who": "oci"}}}}}}"#
+    ));
+    t.yolo(&["up"])
+        .ok()
+        .assert_stderr_contains("installed 1 Feature(s)");
+    let said = t.yolo(&["exec", "cat", "/hello-oci.txt"]).ok().stdout();
+    assert_eq!(said.trim(), "hello oci");
+    let env = t
+        .yolo(&["exec", "sh", "-c", "echo $HELLO_FROM"])
+        .ok()
+        .stdout();
+    assert_eq!(env.trim(), "registry");
+    let (first, labels) = agent_image(&t);
+    let metadata = labels["devcontainer.metadata"].as_str().unwrap();
+    assert!(
+        metadata.contains(&format!("\"id\":\"{reference}\"")),
+        "{metadata}"
+    );
+    let fetches = |t: &Test| -> Vec<Value> {
+        t.events()
+            .into_iter()
+            .filter(|e| e["kind"] == "feature_fetch")
+            .collect()
+    };
+    let first_fetch = fetches(&t);
+    assert_eq!(first_fetch.len(), 1, "{first_fetch:?}");
+    assert_eq!(first_fetch[0]["reference"], reference.as_str());
+    assert_eq!(first_fetch[0]["digest"], published.manifest_digest.as_str());
+    assert_eq!(first_fetch[0]["cached"], false);
+    assert!(first_fetch[0]["bytes"].as_u64().unwrap() > 0);
+    assert!(t
+        .workspace
+        .join(".devcontainer/devcontainer-lock.json")
+        .is_file());
+
+    // Again, from the cache: nothing fetched, nothing built.
+    t.yolo(&["down", "--remove"]).ok();
+    t.yolo(&["up"])
+        .ok()
+        .assert_stderr_lacks("installed 1 Feature(s)");
+    assert_eq!(agent_image(&t).0, first);
+    let again = fetches(&t);
+    assert_eq!(again.len(), 2, "{again:?}");
+    assert_eq!(again[1]["cached"], true, "{again:?}");
+}
