@@ -235,7 +235,7 @@ async fn prepare(
     let label = install::metadata_label(facts.metadata.as_deref(), features);
     let digest = install::inputs_digest(&facts.id, &tar, &label);
     Ok(Prepared {
-        tag: features_tag(base, &spec.devcontainer_id),
+        tag: features_tag(&spec.devcontainer_id),
         tar,
         digest,
         label,
@@ -244,7 +244,7 @@ async fn prepare(
 }
 
 /// `yolo-features-<first 12 of the devcontainer id>:latest`, one per project whatever the base.
-fn features_tag(_base: &str, devcontainer_id: &str) -> String {
+fn features_tag(devcontainer_id: &str) -> String {
     let id: String = devcontainer_id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
