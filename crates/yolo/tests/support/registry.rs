@@ -15,8 +15,13 @@
 //! let published = registry.publish(&feature_dir, "hello", &["1", "1.0.0", "latest"]);
 //! // "features": { published.reference("1"): {} }  →  127.0.0.1:<port>/features/hello:1
 //! ```
-//! With `Registry::start_with_auth(user, password)` pulls need credentials: write them with
-//! `registry.docker_config(dir)` and point `DOCKER_CONFIG` at `dir`.
+//! With `Registry::start_with_auth(user, password)` (HTTP Basic, htpasswd) or
+//! `Registry::start_with_token_auth(user, password)` (the Bearer token flow, with a token server
+//! of its own) pulls need credentials: write them with `registry.docker_config(dir)` and point
+//! `DOCKER_CONFIG` at `dir` (for `yolo up`: `Test::env("DOCKER_CONFIG", dir)`).
+//! `registry.stop()` stops it early (a test that the cache needs no network);
+//! `registry.corrupt_blob(digest)` makes it serve bytes that do not match their digest.
+//! `FileServer::start(files)` serves tarball Features over plain http on 127.0.0.1.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -41,6 +46,18 @@ pub struct Registry {
     /// `127.0.0.1:<port>`.
     pub host: String,
     credentials: Option<(String, String)>,
+    /// With token auth: the token server the registry sends clients to.
+    token_server: Option<TokenServer>,
+}
+
+/// How the registry wants clients to authenticate.
+enum Auth {
+    None,
+    /// HTTP Basic against an htpasswd file.
+    Basic,
+    /// The Docker token flow: 401 with `WWW-Authenticate: Bearer realm=...`, a token server
+    /// that trades Basic credentials for a signed JWT (RS256, key made with the openssl CLI).
+    Token,
 }
 
 /// A Feature published: its references and digests.
@@ -65,15 +82,21 @@ pub fn sha256(bytes: &[u8]) -> String {
 impl Registry {
     /// A registry anyone may pull from and push to.
     pub fn start() -> Self {
-        Self::launch(None)
+        Self::launch(None, Auth::None)
     }
 
     /// A registry that wants HTTP Basic credentials (htpasswd) for everything.
     pub fn start_with_auth(user: &str, password: &str) -> Self {
-        Self::launch(Some((user.to_string(), password.to_string())))
+        Self::launch(Some((user.to_string(), password.to_string())), Auth::Basic)
     }
 
-    fn launch(credentials: Option<(String, String)>) -> Self {
+    /// A registry that wants a Bearer token for everything, from its token server, which
+    /// gives one for these credentials (as Docker Hub, ghcr.io and most registries do).
+    pub fn start_with_token_auth(user: &str, password: &str) -> Self {
+        Self::launch(Some((user.to_string(), password.to_string())), Auth::Token)
+    }
+
+    fn launch(credentials: Option<(String, String)>, mode: Auth) -> Self {
         let binary = "/usr/bin/docker-registry";
         assert!(
             Path::new(binary).exists(),
@@ -81,14 +104,28 @@ impl Registry {
         );
         let mut dir = tempfile::tempdir().unwrap();
         let mut auth = String::new();
-        if let Some((user, password)) = &credentials {
-            let hash = bcrypt::hash(password, 4).unwrap();
-            let htpasswd = dir.path().join("htpasswd");
-            std::fs::write(&htpasswd, format!("{user}:{hash}\n")).unwrap();
-            auth = format!(
-                "auth:\n  htpasswd:\n    realm: yolo-test\n    path: {}\n",
-                htpasswd.display()
-            );
+        let mut token_server = None;
+        match (&mode, &credentials) {
+            (Auth::Basic, Some((user, password))) => {
+                let hash = bcrypt::hash(password, 4).unwrap();
+                let htpasswd = dir.path().join("htpasswd");
+                std::fs::write(&htpasswd, format!("{user}:{hash}\n")).unwrap();
+                auth = format!(
+                    "auth:\n  htpasswd:\n    realm: yolo-test\n    path: {}\n",
+                    htpasswd.display()
+                );
+            }
+            (Auth::Token, Some((user, password))) => {
+                let server = TokenServer::start(dir.path(), user, password);
+                auth = format!(
+                    "auth:\n  token:\n    realm: http://{}/token\n    service: {TOKEN_SERVICE}\n    \
+                     issuer: {TOKEN_ISSUER}\n    rootcertbundle: {}\n",
+                    server.addr,
+                    server.cert.display()
+                );
+                token_server = Some(server);
+            }
+            _ => {}
         }
         // A port picked free can be taken before the registry binds it: try a few.
         for _ in 0..5 {
@@ -123,11 +160,13 @@ impl Registry {
                 dir,
                 host,
                 credentials: credentials.clone(),
+                token_server: token_server.take(),
             };
             if registry.wait_ready() {
                 return registry;
             }
             registry.stop();
+            token_server = registry.token_server.take();
             dir = std::mem::replace(&mut registry.dir, tempfile::tempdir().unwrap());
         }
         panic!("docker-registry did not start");
@@ -285,7 +324,8 @@ impl Registry {
         dir.to_path_buf()
     }
 
-    /// One HTTP/1.1 request to the registry, with its credentials if it has any.
+    /// One HTTP/1.1 request to the registry, with its credentials if it has any (Basic, or a
+    /// token from the token server when the registry asks for one).
     fn request(
         &self,
         method: &str,
@@ -297,10 +337,43 @@ impl Registry {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        if let Some((user, password)) = &self.credentials {
-            let auth = base64_encode(format!("{user}:{password}").as_bytes());
-            all.push(("Authorization".into(), format!("Basic {auth}")));
+        let basic = self
+            .credentials
+            .as_ref()
+            .map(|(user, password)| base64_encode(format!("{user}:{password}").as_bytes()));
+        if let (Some(basic), None) = (&basic, &self.token_server) {
+            all.push(("Authorization".into(), format!("Basic {basic}")));
         }
+        let response = http_request(&self.host, method, path, &all, body)?;
+        let challenge = response
+            .1
+            .get("www-authenticate")
+            .cloned()
+            .unwrap_or_default();
+        let (Some(basic), Some(server), 401) = (&basic, &self.token_server, response.0) else {
+            return Ok(response);
+        };
+        let param = |name: &str| {
+            challenge
+                .split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or("")
+                .to_string()
+        };
+        let query = format!(
+            "/token?service={}&scope={}",
+            param("service"),
+            param("scope")
+        );
+        let auth = vec![("Authorization".to_string(), format!("Basic {basic}"))];
+        let (status, _, token) = http_request(&server.addr, "GET", &query, &auth, &[])?;
+        assert_eq!(status, 200, "token: {}", String::from_utf8_lossy(&token));
+        let token: serde_json::Value = serde_json::from_slice(&token).unwrap();
+        all.push((
+            "Authorization".into(),
+            format!("Bearer {}", token["token"].as_str().unwrap()),
+        ));
         http_request(&self.host, method, path, &all, body)
     }
 }
@@ -309,6 +382,218 @@ impl Drop for Registry {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+pub const TOKEN_SERVICE: &str = "yolo-test-registry";
+pub const TOKEN_ISSUER: &str = "yolo-test-issuer";
+
+/// The token server of a registry with token auth: `GET /token?service=..&scope=..` with the
+/// right Basic credentials gives `{"token": <JWT>}` granting pull and push on the scope's
+/// repository; anything else a 401. The JWT is signed RS256 by the openssl CLI with a key
+/// made at start, whose self-signed certificate the registry trusts (`rootcertbundle`); its
+/// `kid` is libtrust's key id, which is how the registry finds the key.
+struct TokenServer {
+    addr: String,
+    cert: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TokenServer {
+    fn start(dir: &Path, user: &str, password: &str) -> Self {
+        let key = dir.join("token.key");
+        let cert = dir.join("token.crt");
+        let status = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+            ])
+            .arg("/CN=yolo-test-token")
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("the openssl CLI (Debian package openssl) makes the token signing key");
+        assert!(status.success(), "openssl req failed");
+        let spki = Command::new("openssl")
+            .args(["pkey", "-pubout", "-outform", "DER", "-in"])
+            .arg(&key)
+            .output()
+            .unwrap()
+            .stdout;
+        let kid = libtrust_key_id(&spki);
+        let expected = format!(
+            "Basic {}",
+            base64_encode(format!("{user}:{password}").as_bytes())
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut stream) = stream else { continue };
+                let request = read_head(&mut stream);
+                let target = request.split_whitespace().nth(1).unwrap_or("").to_string();
+                let authorized = request.lines().any(|l| {
+                    l.to_ascii_lowercase().starts_with("authorization:")
+                        && l[14..].trim() == expected
+                });
+                let (status, body) = if authorized {
+                    let scope = query_param(&target, "scope");
+                    let repository = scope.split(':').nth(1).unwrap_or("").to_string();
+                    let token = sign_token(&key, &kid, &repository);
+                    (
+                        "200 OK",
+                        serde_json::json!({"token": token, "access_token": token}).to_string(),
+                    )
+                } else {
+                    (
+                        "401 Unauthorized",
+                        r#"{"details":"wrong or missing credentials"}"#.to_string(),
+                    )
+                };
+                let _ = stream.write_all(
+                    format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+            }
+        });
+        TokenServer {
+            addr,
+            cert,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for TokenServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(&self.addr);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn read_head(stream: &mut TcpStream) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// `name`'s value in the query of `target`, percent-decoded.
+fn query_param(target: &str, name: &str) -> String {
+    let query = target.split_once('?').map(|(_, q)| q).unwrap_or("");
+    let raw = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .unwrap_or("");
+    let bytes = raw.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&raw[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// libtrust's key id: the sha256 of the DER public key, its first 30 bytes in base32, in
+/// groups of four joined by ':'.
+fn libtrust_key_id(spki_der: &[u8]) -> String {
+    let hash = Sha256::digest(spki_der);
+    let encoded = base32_encode(&hash[..30]);
+    encoded
+        .as_bytes()
+        .chunks(4)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn base32_encode(bytes: &[u8]) -> String {
+    const TABLE: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let mut out = String::new();
+    let mut buffer: u64 = 0;
+    let mut bits = 0;
+    for &b in bytes {
+        buffer = (buffer << 8) | u64::from(b);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(TABLE[((buffer >> bits) & 31) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(TABLE[((buffer << (5 - bits)) & 31) as usize] as char);
+    }
+    out
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    base64_encode(bytes)
+        .trim_end_matches('=')
+        .replace('+', "-")
+        .replace('/', "_")
+}
+
+/// A JWT granting pull and push on `repository`, signed RS256 with `key` by the openssl CLI.
+fn sign_token(key: &Path, kid: &str, repository: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = serde_json::json!({"typ": "JWT", "alg": "RS256", "kid": kid});
+    let claims = serde_json::json!({
+        "iss": TOKEN_ISSUER, "sub": "test", "aud": TOKEN_SERVICE,
+        "exp": now + 600, "nbf": now - 60, "iat": now - 60,
+        "jti": format!("{now}-{repository}"),
+        "access": [{"type": "repository", "name": repository, "actions": ["pull", "push"]}]
+    });
+    let input = format!(
+        "{}.{}",
+        base64url(header.to_string().as_bytes()),
+        base64url(claims.to_string().as_bytes())
+    );
+    let mut child = Command::new("openssl")
+        .args(["dgst", "-sha256", "-sign"])
+        .arg(key)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let signature = child.wait_with_output().unwrap().stdout;
+    format!("{input}.{}", base64url(&signature))
 }
 
 /// A tar of `folder` as `./<path>` entries, sorted, modes kept, times zeroed.

@@ -122,7 +122,10 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Extract a tar (gzip-compressed or not) into `dir`. Entries that would land outside it are
-/// refused by `tar` itself; dot-files at the top are skipped as the reference CLI does.
+/// refused by `tar` itself; so are links whose target leads out of the Feature (the folder goes
+/// into an image build, and a link to `/home/you/.ssh/id_rsa` there must not pull that file in)
+/// and anything but files, folders and links. Dot-files at the top are skipped as the
+/// reference CLI does.
 pub(crate) fn extract(bytes: &[u8], dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let reader: Box<dyn Read> = if bytes.starts_with(&[0x1f, 0x8b]) {
@@ -143,9 +146,61 @@ pub(crate) fn extract(bytes: &[u8], dir: &Path) -> std::io::Result<()> {
                 continue;
             }
         }
+        check_entry(&entry, &path)?;
         entry.unpack_in(dir)?;
     }
     Ok(())
+}
+
+fn check_entry<R: Read>(entry: &tar::Entry<R>, path: &Path) -> std::io::Result<()> {
+    let refuse = |what: String| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the archive's entry {} {what}; refusing it", path.display()),
+        )
+    };
+    let kind = entry.header().entry_type();
+    match kind {
+        tar::EntryType::Regular | tar::EntryType::Directory | tar::EntryType::Continuous => Ok(()),
+        tar::EntryType::Symlink | tar::EntryType::Link => {
+            let target = entry
+                .link_name()?
+                .ok_or_else(|| refuse("is a link without a target".into()))?;
+            // A symbolic link is relative to its folder, a hard link to the archive's root.
+            let base = if kind == tar::EntryType::Symlink {
+                path.parent().unwrap_or(Path::new("")).to_path_buf()
+            } else {
+                PathBuf::new()
+            };
+            if target.is_absolute() || escapes(&base.join(&target)) {
+                return Err(refuse(format!(
+                    "links to {}, outside the Feature",
+                    target.display()
+                )));
+            }
+            Ok(())
+        }
+        other => Err(refuse(format!(
+            "is of type {other:?}, not a file, folder or link"
+        ))),
+    }
+}
+
+/// Does the relative `path` climb above its root (`a/../../b`)?
+fn escapes(path: &Path) -> bool {
+    let mut depth: i64 = 0;
+    for component in path.components() {
+        match component {
+            std::path::Component::ParentDir => depth -= 1,
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::CurDir => {}
+            _ => return true,
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
 }
 
 /// sha256 over the folder's files (relative path, mode, content; links by target), sorted:
@@ -216,6 +271,14 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let cache = Cache::new(root.path());
         let mut builder = tar::Builder::new(Vec::new());
+        // `devcontainer features package` puts the folder itself first, as "./".
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_mode(0o755);
+        header.set_size(0);
+        builder
+            .append_data(&mut header, "./", std::io::empty())
+            .unwrap();
         let mut header = tar::Header::new_gnu();
         let body = b"#!/bin/sh\necho hi\n";
         header.set_size(body.len() as u64);
@@ -233,11 +296,52 @@ mod tests {
         assert!(cache.extracted(&digest).is_none());
         let dir = cache.put_blob(&digest, &bytes).unwrap();
         assert_eq!(std::fs::read(dir.join("install.sh")).unwrap(), body);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("install.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o755);
         assert!(!dir.join(".hidden").exists());
         assert_eq!(cache.extracted(&digest), Some(dir));
         cache.put_manifest(&digest, &bytes).unwrap();
         assert_eq!(cache.manifest(&digest), Some(bytes));
         assert!(cache.manifest(&sha256(b"other")).is_none());
+    }
+
+    fn tar_with_link(name: &str, target: &str) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        builder.append_link(&mut header, name, target).unwrap();
+        builder.into_inner().unwrap()
+    }
+
+    #[test]
+    fn links_out_of_the_feature_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let cache = Cache::new(root.path());
+        for (name, target) in [
+            ("./key", "/home/you/.ssh/id_rsa"),
+            ("./sub/up", "../../etc/passwd"),
+        ] {
+            let bytes = tar_with_link(name, target);
+            let err = cache.put_blob(&sha256(&bytes), &bytes).unwrap_err();
+            assert!(err.to_string().contains("outside the Feature"), "{err}");
+            assert!(
+                cache.extracted(&sha256(&bytes)).is_none(),
+                "nothing half-made"
+            );
+        }
+        let bytes = tar_with_link("./sub/ok", "../install.sh");
+        let dir = cache.put_blob(&sha256(&bytes), &bytes).unwrap();
+        assert!(std::fs::symlink_metadata(dir.join("sub/ok"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert!(escapes(Path::new("a/../../b")));
+        assert!(!escapes(Path::new("a/../b")));
     }
 
     #[test]

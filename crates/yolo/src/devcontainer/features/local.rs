@@ -1,8 +1,9 @@
 //! A local Feature (`"./name"`): a folder that must sit under the `.devcontainer/` folder of
 //! the config, as the spec's "locally referenced" addendum says. yolo is stricter than the
 //! reference CLI (which checks the path's text only): the folder is resolved through symbolic
-//! links, and a link anywhere in it that leads out of `.devcontainer/` is refused too, since
-//! the folder is copied into the image build and must not carry other host files with it.
+//! links, and a link anywhere in it that leads out of the Feature's folder is refused too:
+//! the folder is copied (links as they are) into the image build, and must neither carry other
+//! host files with it nor hold links that break in the copy.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -49,11 +50,12 @@ pub(crate) fn resolve(config_file: &Path, rel: &str) -> Result<PathBuf, String> 
     if !real.is_dir() {
         return Err(format!("{} is not a folder", joined.display()));
     }
-    check_links(&real, &real_root)?;
+    check_links(&real, &real)?;
     Ok(joined)
 }
 
-/// Refuse a symbolic link in `dir` whose target is outside `root` (or does not exist).
+/// Refuse a symbolic link in `dir` whose target is outside `root`, the Feature folder (or does
+/// not exist): the folder is copied with its links as they are, which must still work there.
 fn check_links(dir: &Path, root: &Path) -> Result<(), String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
@@ -68,8 +70,8 @@ fn check_links(dir: &Path, root: &Path) -> Result<(), String> {
                 Ok(target) if target.starts_with(root) => {}
                 Ok(target) => {
                     return Err(format!(
-                        "{} is a symbolic link to {}, outside {}; a local Feature must not \
-                         reach out of it",
+                        "{} is a symbolic link to {}, outside the Feature folder {}; copy the \
+                         file into the folder instead",
                         path.display(),
                         target.display(),
                         root.display()
@@ -133,9 +135,19 @@ mod tests {
         let err = resolve(&config, "./link").unwrap_err();
         assert!(err.contains("symbolic link"), "{err}");
 
+        std::os::unix::fs::symlink("../install.sh", dc.join("sub/inner/ok")).unwrap();
+        std::fs::write(dc.join("sub/install.sh"), "").unwrap();
+        assert!(
+            resolve(&config, "./sub").is_ok(),
+            "a link inside the folder"
+        );
+        std::os::unix::fs::symlink("../sub/install.sh", dc.join("feat/sibling")).unwrap();
+        let err = resolve(&config, "./feat").unwrap_err();
+        assert!(err.contains("outside the Feature folder"), "{err}");
+        std::fs::remove_file(dc.join("feat/sibling")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", dc.join("feat/passwd")).unwrap();
         let err = resolve(&config, "./feat").unwrap_err();
-        assert!(err.contains("must not reach out"), "{err}");
+        assert!(err.contains("outside the Feature folder"), "{err}");
 
         // .devcontainer.json at the root: local Features live in .devcontainer/.
         let root_config = repo.path().join(".devcontainer.json");

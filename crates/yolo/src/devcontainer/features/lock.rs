@@ -76,7 +76,6 @@ pub(crate) fn render(lock: &Lockfile) -> String {
     // BTreeMap keys sort by code point; the reference CLI sorts by localeCompare.
     let mut keys: Vec<&String> = lock.features.keys().collect();
     keys.sort_by(|a, b| super::order::locale_compare(a, b));
-    let mut features = serde_json::Map::new();
     let mut text = String::from("{\n  \"features\": {");
     if keys.is_empty() {
         text.push('}');
@@ -89,7 +88,6 @@ pub(crate) fn render(lock: &Lockfile) -> String {
             "\n    {}: {entry}{sep}",
             serde_json::Value::String((*key).clone())
         ));
-        features.insert((*key).clone(), serde_json::Value::Null);
     }
     if !keys.is_empty() {
         text.push_str("\n  }");

@@ -131,7 +131,10 @@ pub(crate) fn default_cache_dir() -> PathBuf {
 /// (exit 65); a registry or server that cannot be reached or refuses, a digest that does not
 /// match (69); a cycle, a lock file that cannot be read or written or, frozen, would change
 /// (65). Nothing is left half-made: the cache only ever holds complete entries.
-pub(crate) async fn resolve(request: &Request<'_>, progress: &dyn Fn(&str)) -> Result<Resolution> {
+pub(crate) async fn resolve(
+    request: &Request<'_>,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Resolution> {
     let features = match request.features {
         Value::Null => return Ok(Resolution::default()),
         Value::Object(map) if map.is_empty() => return Ok(Resolution::default()),
@@ -184,7 +187,7 @@ struct Resolver<'r, 'a> {
     lockfile: lock::Lockfile,
     fetched: HashMap<String, Fetched>,
     resolution: Resolution,
-    progress: &'r dyn Fn(&str),
+    progress: &'r (dyn Fn(&str) + Sync),
 }
 
 impl Resolver<'_, '_> {

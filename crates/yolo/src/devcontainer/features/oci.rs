@@ -46,7 +46,12 @@ struct Manifest {
 struct Descriptor {
     media_type: String,
     digest: String,
+    #[serde(default)]
+    size: u64,
 }
+
+/// Larger than any Feature; a bound so a wrong or hostile registry cannot fill memory.
+const MAX_LAYER: u64 = 512 << 20;
 
 /// Fetch `oci`; `pin` is the manifest digest it must have (from the lock file), if any.
 pub(crate) async fn fetch(
@@ -54,12 +59,12 @@ pub(crate) async fn fetch(
     pin: Option<&str>,
     cache: &Cache,
     docker_config: Option<&Path>,
-    progress: &dyn Fn(&str),
+    progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Fetched, String> {
     let pin = pin.or(oci.digest.as_deref());
     if let Some(pin) = pin {
         if let Some(manifest) = cache.manifest(pin) {
-            let layer = layer_of(&manifest)?;
+            let (layer, _) = layer_of(&manifest)?;
             if let Some(dir) = cache.extracted(&layer) {
                 progress(&format!("{oci}: cached ({pin})"));
                 return Ok(Fetched {
@@ -97,16 +102,27 @@ pub(crate) async fn fetch(
             "the registry said the manifest's digest is {digest}, but it is {computed}; refusing it"
         ));
     }
-    let layer = layer_of(&manifest)?;
+    let (layer, size) = layer_of(&manifest)?;
     let mut bytes = manifest.len() as u64;
     let dir = match cache.extracted(&layer) {
         Some(dir) => dir,
         None => {
-            let mut blob = Vec::new();
+            if size > MAX_LAYER {
+                return Err(format!(
+                    "its layer is {size} bytes, more than any Feature ({} MiB); refusing it",
+                    MAX_LAYER >> 20
+                ));
+            }
+            let mut blob = Capped {
+                bytes: Vec::new(),
+                // The manifest's size, when it gives one, is what the digest covers.
+                limit: if size > 0 { size } else { MAX_LAYER },
+            };
             client
                 .pull_blob(&reference, layer.as_str(), &mut blob)
                 .await
                 .map_err(|e| explain(oci, None, e))?;
+            let blob = blob.bytes;
             if cache::sha256(&blob) != layer {
                 return Err(format!(
                     "the registry sent a layer whose digest is not {layer}; refusing it"
@@ -115,7 +131,7 @@ pub(crate) async fn fetch(
             bytes += blob.len() as u64;
             cache
                 .put_blob(&layer, &blob)
-                .map_err(|e| format!("cannot store it in the cache: {e}"))?
+                .map_err(|e| format!("cannot unpack its layer: {e}"))?
         }
     };
     cache
@@ -129,8 +145,47 @@ pub(crate) async fn fetch(
     })
 }
 
-/// The digest of the Feature layer a manifest names, after checking it is a Feature's.
-fn layer_of(manifest: &[u8]) -> Result<String, String> {
+/// A buffer that refuses to grow past `limit`.
+struct Capped {
+    bytes: Vec<u8>,
+    limit: u64,
+}
+
+impl tokio::io::AsyncWrite for Capped {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if (this.bytes.len() + buf.len()) as u64 > this.limit {
+            return std::task::Poll::Ready(Err(std::io::Error::other(format!(
+                "the layer is larger than the {} bytes its manifest gives",
+                this.limit
+            ))));
+        }
+        this.bytes.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// The digest and size of the Feature layer a manifest names, after checking it is a
+/// Feature's.
+fn layer_of(manifest: &[u8]) -> Result<(String, u64), String> {
     let manifest: Manifest = serde_json::from_slice(manifest)
         .map_err(|e| format!("the registry's manifest is not an OCI image manifest: {e}"))?;
     if manifest.config.media_type != CONFIG_MEDIA_TYPE {
@@ -150,7 +205,7 @@ fn layer_of(manifest: &[u8]) -> Result<String, String> {
             layer.digest
         ));
     }
-    Ok(layer.digest.clone())
+    Ok((layer.digest.clone(), layer.size))
 }
 
 fn client(oci: &OciRef) -> Client {
@@ -249,4 +304,46 @@ fn source_chain(error: &dyn std::error::Error) -> String {
         source = e.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn a_layer_cannot_outgrow_its_manifest_size() {
+        let mut capped = Capped {
+            bytes: Vec::new(),
+            limit: 4,
+        };
+        capped.write_all(b"abcd").await.unwrap();
+        assert!(capped.write_all(b"e").await.is_err());
+        assert_eq!(capped.bytes, b"abcd");
+    }
+
+    #[test]
+    fn only_feature_manifests_are_taken() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let manifest = |config: &str, layer: &str| {
+            serde_json::json!({
+                "schemaVersion": 2,
+                "config": {"mediaType": config, "digest": digest, "size": 2},
+                "layers": [{"mediaType": layer, "digest": digest, "size": 10}]
+            })
+            .to_string()
+        };
+        assert_eq!(
+            layer_of(manifest(CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE).as_bytes()).unwrap(),
+            (digest.clone(), 10)
+        );
+        let err = layer_of(
+            manifest("application/vnd.oci.image.config.v1+json", LAYER_MEDIA_TYPE).as_bytes(),
+        )
+        .unwrap_err();
+        assert!(err.contains("not a Dev Container Feature"), "{err}");
+        let err =
+            layer_of(manifest(CONFIG_MEDIA_TYPE, "application/x-tar").as_bytes()).unwrap_err();
+        assert!(err.contains("no layer of media type"), "{err}");
+    }
 }

@@ -18,7 +18,7 @@ pub(crate) async fn fetch(
     url: &str,
     pin: Option<&str>,
     cache: &Cache,
-    progress: &dyn Fn(&str),
+    progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Fetched, String> {
     if let Some(pin) = pin {
         if let Some(dir) = cache.extracted(pin) {

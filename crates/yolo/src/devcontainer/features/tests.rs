@@ -4,7 +4,7 @@
 
 use super::*;
 use serde_json::json;
-use std::cell::RefCell;
+use std::sync::Mutex;
 
 // Shared with the integration tests, which use all of it; these use part.
 #[allow(dead_code)]
@@ -66,9 +66,12 @@ impl Repo {
             lock,
             docker_config,
         };
-        let lines = RefCell::new(Vec::new());
-        let result = resolve(&request, &|line| lines.borrow_mut().push(line.to_string())).await;
-        eprintln!("progress: {:#?}", lines.borrow());
+        let lines = Mutex::new(Vec::new());
+        let result = resolve(&request, &|line| {
+            lines.lock().unwrap().push(line.to_string())
+        })
+        .await;
+        eprintln!("progress: {:#?}", lines.lock().unwrap());
         result
     }
 }
@@ -265,6 +268,22 @@ async fn unknown_options_warn() {
     assert!(r.warnings[0].contains("Feature \"./o\"") && r.warnings[0].contains("verison"));
     let r = repo.resolve(json!({"./o": "3"})).await.unwrap();
     assert_eq!(r.features[0].env["VERSION"], "3");
+}
+
+/// `up` may run resolution on any runtime thread.
+#[test]
+fn resolve_is_send() {
+    fn send<T: Send>(_: T) {}
+    let config = PathBuf::from("/x/.devcontainer/devcontainer.json");
+    let request = Request {
+        config_file: &config,
+        features: &Value::Null,
+        override_order: &[],
+        cache_dir: &config,
+        lock: LockMode::Ignore,
+        docker_config: None,
+    };
+    send(resolve(&request, &|_| {}));
 }
 
 #[tokio::test]
@@ -639,4 +658,105 @@ async fn real_feature_set_orders_as_the_reference_cli() {
     .map(|id| format!("{ns}/{id}:1"))
     .collect();
     assert_eq!(keys(&r), expected);
+}
+
+/// `credsStore` and `credHelpers`: yolo runs `docker-credential-<name> get` from PATH. PATH is
+/// process-wide, so the resolution runs in a child test process (`credential_helper_child`)
+/// whose PATH holds a fake helper; the registry wants the credentials only it knows.
+#[test]
+fn credential_helpers_are_asked() {
+    let registry = registry::Registry::start_with_auth("helper-user", "helper-secret");
+    let dir = published_feature(json!({"id": "helped", "version": "1.0.0"}));
+    let published = registry.publish(dir.path(), "helped", &["1"]);
+    let bin = tempfile::tempdir().unwrap();
+    let helper = bin.path().join("docker-credential-yolotest");
+    std::fs::write(
+        &helper,
+        "#!/bin/sh\n[ \"$1\" = get ] || exit 1\nread server\n\
+         printf '{\"ServerURL\":\"%s\",\"Username\":\"helper-user\",\"Secret\":\"helper-secret\"}' \"$server\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for config in [
+        json!({"credsStore": "yolotest"}),
+        json!({"credHelpers": {registry.host.clone(): "yolotest"}}),
+    ] {
+        let docker = tempfile::tempdir().unwrap();
+        std::fs::write(docker.path().join("config.json"), config.to_string()).unwrap();
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "devcontainer::features::tests::credential_helper_child",
+                "--nocapture",
+            ])
+            .env("PATH", &path)
+            .env("YOLO_TEST_FEATURE", published.reference("1"))
+            .env("YOLO_TEST_DIGEST", &published.manifest_digest)
+            .env("YOLO_TEST_DOCKER_CONFIG", docker.path())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(output.status.success(), "{config}: {text}");
+        assert!(text.contains("1 passed"), "{config}: {text}");
+    }
+}
+
+#[test]
+#[ignore = "run by credential_helpers_are_asked, with its PATH"]
+fn credential_helper_child() {
+    let (Ok(feature), Ok(digest), Ok(docker)) = (
+        std::env::var("YOLO_TEST_FEATURE"),
+        std::env::var("YOLO_TEST_DIGEST"),
+        std::env::var("YOLO_TEST_DOCKER_CONFIG"),
+    ) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let repo = Repo::new();
+    let r = runtime
+        .block_on(repo.resolve_with(
+            json!({feature: {}}),
+            &[],
+            LockMode::Ignore,
+            Some(Path::new(&docker)),
+        ))
+        .unwrap();
+    assert_eq!(r.features[0].digest, digest);
+}
+
+/// The token flow registries use (401 with `WWW-Authenticate: Bearer realm=...`, credentials
+/// traded for a signed token at the realm), against docker-registry's own token auth.
+#[tokio::test]
+async fn registry_token_auth() {
+    let registry = registry::Registry::start_with_token_auth("tok-user", "tok-secret");
+    let dir = published_feature(json!({"id": "tokened", "version": "1.0.0"}));
+    let published = registry.publish(dir.path(), "tokened", &["1"]);
+    let repo = Repo::new();
+    let features = json!({published.reference("1"): {}});
+    let empty = tempfile::tempdir().unwrap();
+    let err = repo
+        .resolve_with(features.clone(), &[], LockMode::Ignore, Some(empty.path()))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("ERR: {err}");
+    assert!(err.contains("docker login"), "{err}");
+    let docker = tempfile::tempdir().unwrap();
+    let config = registry.docker_config(docker.path());
+    let r = repo
+        .resolve_with(features, &[], LockMode::Ignore, Some(&config))
+        .await
+        .unwrap();
+    assert_eq!(r.features[0].digest, published.manifest_digest);
 }
