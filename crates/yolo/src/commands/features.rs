@@ -114,9 +114,10 @@ pub(crate) fn entries(fetched: &Fetched) -> Vec<(Origin, Entry)> {
         .features
         .iter()
         .map(|f| {
-            let mut entry = f.metadata.clone();
-            entry.id = Some(f.key.clone());
-            (Origin::Feature { id: f.key.clone() }, entry)
+            (
+                Origin::Feature { id: f.key.clone() },
+                install::feature_entry(f),
+            )
         })
         .collect()
 }

@@ -33,7 +33,7 @@ fn hello(t: &Test) {
         r#"{"id": "hello", "version": "1.0.0",
             "options": {"greeting": {"type": "string", "default": "hi"},
                         "who": {"type": "string", "default": "nobody"}},
-            "containerEnv": {"HELLO_HOME": "/opt/hello"},
+            "containerEnv": {"HELLO_HOME": "/opt/hello", "PATH": "/opt/hello/bin:${PATH}"},
             "entrypoint": "/usr/local/share/hello-init.sh",
             "postCreateCommand": "echo feature >> /tmp/hook-order"}"#,
         r#"mkdir -p /opt/hello
@@ -60,6 +60,12 @@ fn a_local_feature_is_installed_with_its_options_env_and_entrypoint_and_labelled
         .ok()
         .stdout();
     assert_eq!(env.trim(), "/opt/hello");
+    // `${PATH}` expands as the image's ENV.
+    let path = t.yolo(&["exec", "sh", "-c", "echo $PATH"]).ok().stdout();
+    assert!(
+        path.starts_with("/opt/hello/bin:") && path.contains(":/usr/bin"),
+        "{path}"
+    );
     let init = t
         .yolo(&["exec", "cat", "/tmp/hello-init-ran"])
         .ok()
@@ -79,8 +85,12 @@ fn a_local_feature_is_installed_with_its_options_env_and_entrypoint_and_labelled
         .iter()
         .find(|e| e["id"] == "./hello")
         .unwrap_or_else(|| panic!("no entry for the Feature: {metadata}"));
-    assert_eq!(entry["containerEnv"]["HELLO_HOME"], "/opt/hello");
     assert_eq!(entry["entrypoint"], "/usr/local/share/hello-init.sh");
+    // Its containerEnv is the image's ENV (as the reference CLI), not a label entry.
+    assert!(entry.get("containerEnv").is_none(), "{entry}");
+    let (image, _) = agent_image(&t);
+    let env = inspect(&image)["Config"]["Env"].to_string();
+    assert!(env.contains("HELLO_HOME=/opt/hello"), "{env}");
 
     let fetch = t
         .events()

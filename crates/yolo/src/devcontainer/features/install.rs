@@ -17,6 +17,7 @@
 //! `ENV` double quotes) are the part that matters.
 
 use super::Resolved;
+use crate::devcontainer::metadata::Entry;
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -333,6 +334,31 @@ pub(crate) fn inputs_digest(base_id: &str, tar: &[u8], label: &str) -> String {
     format!("sha256:{}", hex::encode(hasher.finalize()))
 }
 
+/// A Feature's image metadata entry, as the reference CLI's `pickFeatureProperties`: its
+/// requests (`init`, `privileged`, `capAdd`, `securityOpt`, `mounts`), `entrypoint`, lifecycle
+/// hooks and `customizations`, with `id` the user's reference. Not its `containerEnv`: that is
+/// the image's `ENV` (written by `context`), where `${PATH}` expands; as a container variable it
+/// would be set literally.
+pub(crate) fn feature_entry(feature: &Resolved) -> Entry {
+    let m = &feature.metadata;
+    Entry {
+        id: Some(feature.key.clone()),
+        init: m.init,
+        privileged: m.privileged,
+        cap_add: m.cap_add.clone(),
+        security_opt: m.security_opt.clone(),
+        entrypoint: m.entrypoint.clone(),
+        mounts: m.mounts.clone(),
+        customizations: m.customizations.clone(),
+        on_create_command: m.on_create_command.clone(),
+        update_content_command: m.update_content_command.clone(),
+        post_create_command: m.post_create_command.clone(),
+        post_start_command: m.post_start_command.clone(),
+        post_attach_command: m.post_attach_command.clone(),
+        ..Entry::default()
+    }
+}
+
 /// The image's `devcontainer.metadata` label: the base image's entries (kept as they were,
 /// unknown properties too), then one per Feature, with `id` the user's reference.
 pub(crate) fn metadata_label(base_label: Option<&str>, features: &[Resolved]) -> String {
@@ -343,9 +369,7 @@ pub(crate) fn metadata_label(base_label: Option<&str>, features: &[Resolved]) ->
             _ => Vec::new(),
         };
     for feature in features {
-        let mut entry = feature.metadata.clone();
-        entry.id = Some(feature.key.clone());
-        entries.push(serde_json::to_value(&entry).unwrap_or_default());
+        entries.push(serde_json::to_value(feature_entry(feature)).unwrap_or_default());
     }
     serde_json::Value::Array(entries).to_string()
 }
@@ -353,7 +377,6 @@ pub(crate) fn metadata_label(base_label: Option<&str>, features: &[Resolved]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devcontainer::metadata::Entry;
 
     fn feature(key: &str, dir: &Path) -> Resolved {
         Resolved {
@@ -518,7 +541,8 @@ mod tests {
         assert_eq!(value[0]["vendorThing"], 1);
         assert_eq!(value[1]["id"], "./hello");
         assert_eq!(value[1]["privileged"], true);
-        assert_eq!(value[1]["containerEnv"]["PATH"], "/opt/hello/bin:${PATH}");
+        // containerEnv is the image's ENV, not a container variable (`${PATH}` would stay as is).
+        assert!(value[1].get("containerEnv").is_none(), "{value}");
         let label = metadata_label(Some("{\"remoteUser\": \"a\"}"), &[]);
         assert_eq!(label, r#"[{"remoteUser":"a"}]"#);
         assert_eq!(metadata_label(Some("nonsense"), &[]), "[]");
