@@ -325,3 +325,29 @@ fn a_feature_from_an_oci_registry_is_installed_cached_and_not_built_again() {
     assert_eq!(again.len(), 2, "{again:?}");
     assert_eq!(again[1]["cached"], true, "{again:?}");
 }
+
+#[test]
+fn features_install_on_an_image_built_from_a_dockerfile_and_rebuild_installs_again() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BASE_IMAGE}\nRUN echo base > /base.txt\n"),
+    );
+    feature(
+        &t,
+        "stamp",
+        r#"{"id": "stamp"}"#,
+        "cat /base.txt > /stamp.txt; date +%s%N >> /stamp.txt",
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}, "features": {"./stamp": {}}}"#);
+    t.yolo(&["up"]).ok();
+    let first = t.yolo(&["exec", "cat", "/stamp.txt"]).ok().stdout();
+    assert!(first.starts_with("base\n"), "{first}");
+    // --rebuild runs the install again (without Docker's cache).
+    t.yolo(&["up", "--rebuild"])
+        .ok()
+        .assert_stderr_contains("installed 1 Feature(s)");
+    let second = t.yolo(&["exec", "cat", "/stamp.txt"]).ok().stdout();
+    assert!(second.starts_with("base\n"), "{second}");
+    assert_ne!(first, second, "the install did not run again");
+}
