@@ -21,14 +21,20 @@ pub(crate) async fn of_image(engine: &Engine, image: &str) -> Result<Vec<(Origin
     Ok(entries)
 }
 
-/// `project` with the metadata of `image`, or `None` when that changes nothing (the entries
-/// are the ones it was evaluated with).
+/// `project` with the metadata of `image` in front of its Features' entries (kept from an
+/// earlier `with_metadata`; the image's own label entries are replaced), or `None` when that
+/// changes nothing.
 pub(crate) async fn with_image(
     engine: &Engine,
     project: &Project,
     image: &str,
 ) -> Result<Option<Project>> {
-    let entries = of_image(engine, image).await?;
+    let mut entries = of_image(engine, image).await?;
+    let features = project
+        .metadata()
+        .iter()
+        .filter(|(origin, _)| matches!(origin, Origin::Feature { .. }));
+    entries.extend(features.cloned());
     if entries == project.metadata() {
         return Ok(None);
     }
