@@ -327,18 +327,24 @@ fn a_feature_from_an_oci_registry_is_installed_cached_and_not_built_again() {
 }
 
 #[test]
-fn features_install_on_an_image_built_from_a_dockerfile_and_rebuild_installs_again() {
+fn features_install_on_an_image_built_from_a_dockerfile_with_their_links_and_rebuild_installs_again(
+) {
     let t = Test::new();
     t.file(
         ".devcontainer/Dockerfile",
         &format!("FROM {BASE_IMAGE}\nRUN echo base > /base.txt\n"),
     );
-    feature(
-        &t,
-        "stamp",
-        r#"{"id": "stamp"}"#,
-        "cat /base.txt > /stamp.txt; date +%s%N >> /stamp.txt",
+    // A link inside the Feature's folder is kept (as a link) in the build context.
+    feature(&t, "stamp", r#"{"id": "stamp"}"#, "sh ./stamp-link.sh");
+    t.file(
+        ".devcontainer/stamp/lib/stamp.sh",
+        "cat /base.txt > /stamp.txt; date +%s%N >> /stamp.txt\n",
     );
+    std::os::unix::fs::symlink(
+        "lib/stamp.sh",
+        t.workspace.join(".devcontainer/stamp/stamp-link.sh"),
+    )
+    .unwrap();
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}, "features": {"./stamp": {}}}"#);
     t.yolo(&["up"]).ok();
     let first = t.yolo(&["exec", "cat", "/stamp.txt"]).ok().stdout();
