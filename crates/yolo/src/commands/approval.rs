@@ -415,6 +415,22 @@ pub(crate) fn check(project: &Project, state: &mut WorkspaceState) -> Result<()>
     approval.save(&spec.workspace)
 }
 
+/// yolo itself (re)wrote `path`, an input (`devcontainer-lock.json`, written when the
+/// Features resolved): the approved record takes its new content, so the next `up` does not
+/// show yolo's own write as the repository's change. Nothing else of the record changes.
+pub(crate) fn note_own_write(project: &Project, path: &Path) -> Result<()> {
+    let workspace = &project.spec.workspace;
+    let mut approval = Approval::load(workspace)?;
+    let Some(approved) = approval.approved.as_mut() else {
+        return Ok(());
+    };
+    let mut now = BTreeMap::new();
+    add_input(&mut now, path, workspace);
+    approved.files.remove(&relative(path, workspace));
+    approved.files.extend(now);
+    approval.save(workspace)
+}
+
 /// What an earlier yolo recorded per devcontainerId: this config's own record, else one of another
 /// config of the same workspace (its path unknown), so an upgrade is no first use either.
 fn earlier_approval(spec: &RunSpec, state: &WorkspaceState) -> Option<ApprovedConfig> {

@@ -52,6 +52,9 @@ pub(crate) async fn fetch(project: &Project) -> Result<Fetched> {
         )
     };
     let resolution = features::resolve(&request, &progress).await?;
+    if let Some(lock) = &resolution.lock_written {
+        super::approval::note_own_write(project, lock)?;
+    }
     for warning in &resolution.warnings {
         eprintln!(
             "{} {}",
@@ -66,6 +69,8 @@ pub(crate) async fn fetch(project: &Project) -> Result<Fetched> {
 }
 
 /// Each fetch on the session's record.
+/// A local Feature is not fetched but copied from the repository: recorded too (not cached,
+/// the size of its files).
 pub(crate) fn record(writer: &Writer, fetched: &Fetched) -> Result<()> {
     for f in &fetched.fetches {
         writer.write(EventKind::FeatureFetch {
@@ -75,7 +80,32 @@ pub(crate) fn record(writer: &Writer, fetched: &Fetched) -> Result<()> {
             bytes: f.bytes,
         })?;
     }
+    for local in fetched
+        .features
+        .iter()
+        .filter(|r| !fetched.fetches.iter().any(|f| f.reference == r.key))
+    {
+        writer.write(EventKind::FeatureFetch {
+            reference: local.key.clone(),
+            digest: local.digest.clone(),
+            cached: false,
+            bytes: size_of(&local.dir),
+        })?;
+    }
     Ok(())
+}
+
+/// The size of the files under `dir`.
+fn size_of(dir: &std::path::Path) -> u64 {
+    ignore::WalkBuilder::new(dir)
+        .standard_filters(false)
+        .follow_links(false)
+        .build()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// The Features' metadata entries, in install order, each named by the user's reference.
@@ -84,9 +114,10 @@ pub(crate) fn entries(fetched: &Fetched) -> Vec<(Origin, Entry)> {
         .features
         .iter()
         .map(|f| {
-            let mut entry = f.metadata.clone();
-            entry.id = Some(f.key.clone());
-            (Origin::Feature { id: f.key.clone() }, entry)
+            (
+                Origin::Feature { id: f.key.clone() },
+                install::feature_entry(f),
+            )
         })
         .collect()
 }
@@ -205,7 +236,7 @@ async fn prepare(
     let label = install::metadata_label(facts.metadata.as_deref(), features);
     let digest = install::inputs_digest(&facts.id, &tar, &label);
     Ok(Prepared {
-        tag: features_tag(base, &spec.devcontainer_id),
+        tag: features_tag(&spec.devcontainer_id),
         tar,
         digest,
         label,
@@ -214,7 +245,7 @@ async fn prepare(
 }
 
 /// `yolo-features-<first 12 of the devcontainer id>:latest`, one per project whatever the base.
-fn features_tag(_base: &str, devcontainer_id: &str) -> String {
+fn features_tag(devcontainer_id: &str) -> String {
     let id: String = devcontainer_id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())

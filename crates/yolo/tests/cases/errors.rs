@@ -29,10 +29,13 @@ fn a_wrong_type_names_the_property() {
 fn features_are_refused_as_not_yet_supported_and_a_compose_config_is_checked_first() {
     let t = Test::without_docker();
     let file = format!("{}/.devcontainer/devcontainer.json", t.workspace_shown());
-    t.devcontainer(r#"{"image": "debian:bookworm-slim", "features": {"ghcr.io/devcontainers/features/node:1": {}}}"#);
-    t.yolo(&["up"]).fails_with(65).assert_stderr(&format!(
-        "yolo: {file}: \"features\" is not supported yet: yolo cannot install Dev Container Features; install the tool in your Dockerfile instead\n"
-    ));
+    // Features are supported; only a `features` that is not an object is refused.
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "features": ["node"]}"#);
+    t.yolo(&["up"])
+        .fails_with(65)
+        .assert_stderr_contains(&file)
+        .assert_stderr_contains("features")
+        .assert_stderr_contains("expected an object mapping each Feature to its options");
 
     // A Compose config is checked before Docker (or Compose) is asked anything.
     t.devcontainer(r#"{"dockerComposeFile": "compose.yml", "service": "app"}"#);

@@ -33,7 +33,7 @@ fn hello(t: &Test) {
         r#"{"id": "hello", "version": "1.0.0",
             "options": {"greeting": {"type": "string", "default": "hi"},
                         "who": {"type": "string", "default": "nobody"}},
-            "containerEnv": {"HELLO_HOME": "/opt/hello"},
+            "containerEnv": {"HELLO_HOME": "/opt/hello", "PATH": "/opt/hello/bin:${PATH}"},
             "entrypoint": "/usr/local/share/hello-init.sh",
             "postCreateCommand": "echo feature >> /tmp/hook-order"}"#,
         r#"mkdir -p /opt/hello
@@ -60,6 +60,12 @@ fn a_local_feature_is_installed_with_its_options_env_and_entrypoint_and_labelled
         .ok()
         .stdout();
     assert_eq!(env.trim(), "/opt/hello");
+    // `${PATH}` expands as the image's ENV.
+    let path = t.yolo(&["exec", "sh", "-c", "echo $PATH"]).ok().stdout();
+    assert!(
+        path.starts_with("/opt/hello/bin:") && path.contains(":/usr/bin"),
+        "{path}"
+    );
     let init = t
         .yolo(&["exec", "cat", "/tmp/hello-init-ran"])
         .ok()
@@ -79,8 +85,12 @@ fn a_local_feature_is_installed_with_its_options_env_and_entrypoint_and_labelled
         .iter()
         .find(|e| e["id"] == "./hello")
         .unwrap_or_else(|| panic!("no entry for the Feature: {metadata}"));
-    assert_eq!(entry["containerEnv"]["HELLO_HOME"], "/opt/hello");
     assert_eq!(entry["entrypoint"], "/usr/local/share/hello-init.sh");
+    // Its containerEnv is the image's ENV (as the reference CLI), not a label entry.
+    assert!(entry.get("containerEnv").is_none(), "{entry}");
+    let (image, _) = agent_image(&t);
+    let env = inspect(&image)["Config"]["Env"].to_string();
+    assert!(env.contains("HELLO_HOME=/opt/hello"), "{env}");
 
     let fetch = t
         .events()
@@ -246,4 +256,104 @@ fn with_network_none_a_feature_installs_offline() {
     t.yolo(&["up", "--network", "none"]).ok();
     let links = t.yolo(&["exec", "cat", "/links.txt"]).ok().stdout();
     assert_eq!(links.trim(), "0", "the install had a network interface");
+}
+
+#[test]
+fn a_feature_from_an_oci_registry_is_installed_cached_and_not_built_again() {
+    use crate::support::registry::Registry;
+    let t = Test::new();
+    let registry = Registry::start();
+    let source = t.root().join("published/hello");
+    std::fs::create_dir_all(&source).unwrap();
+    std::fs::write(
+        source.join("devcontainer-feature.json"),
+        r#"{"id": "hello", "version": "1.0.0",
+            "options": {"who": {"type": "string", "default": "nobody"}},
+            "containerEnv": {"HELLO_FROM": "registry"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        source.join("install.sh"),
+        "#!/bin/sh\nset -e\necho \"hello $WHO\" > /hello-oci.txt\n",
+    )
+    .unwrap();
+    let published = registry.publish(&source, "hello", &["1", "1.0.0", "latest"]);
+    let reference = published.reference("1");
+    t.devcontainer(&format!(
+        r#"{{"image": "{BASE_IMAGE}", "features": {{"{reference}": {{"who": "oci"}}}}}}"#
+    ));
+    t.yolo(&["up"])
+        .ok()
+        .assert_stderr_contains("installed 1 Feature(s)");
+    let said = t.yolo(&["exec", "cat", "/hello-oci.txt"]).ok().stdout();
+    assert_eq!(said.trim(), "hello oci");
+    let env = t
+        .yolo(&["exec", "sh", "-c", "echo $HELLO_FROM"])
+        .ok()
+        .stdout();
+    assert_eq!(env.trim(), "registry");
+    let (first, labels) = agent_image(&t);
+    let metadata = labels["devcontainer.metadata"].as_str().unwrap();
+    assert!(
+        metadata.contains(&format!("\"id\":\"{reference}\"")),
+        "{metadata}"
+    );
+    let fetches = |t: &Test| -> Vec<Value> {
+        t.events()
+            .into_iter()
+            .filter(|e| e["kind"] == "feature_fetch")
+            .collect()
+    };
+    let first_fetch = fetches(&t);
+    assert_eq!(first_fetch.len(), 1, "{first_fetch:?}");
+    assert_eq!(first_fetch[0]["reference"], reference.as_str());
+    assert_eq!(first_fetch[0]["digest"], published.manifest_digest.as_str());
+    assert_eq!(first_fetch[0]["cached"], false);
+    assert!(first_fetch[0]["bytes"].as_u64().unwrap() > 0);
+    assert!(t
+        .workspace
+        .join(".devcontainer/devcontainer-lock.json")
+        .is_file());
+
+    // Again, from the cache: nothing fetched, nothing built.
+    t.yolo(&["down", "--remove"]).ok();
+    t.yolo(&["up"])
+        .ok()
+        .assert_stderr_lacks("installed 1 Feature(s)");
+    assert_eq!(agent_image(&t).0, first);
+    let again = fetches(&t);
+    assert_eq!(again.len(), 2, "{again:?}");
+    assert_eq!(again[1]["cached"], true, "{again:?}");
+}
+
+#[test]
+fn features_install_on_an_image_built_from_a_dockerfile_with_their_links_and_rebuild_installs_again(
+) {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BASE_IMAGE}\nRUN echo base > /base.txt\n"),
+    );
+    // A link inside the Feature's folder is kept (as a link) in the build context.
+    feature(&t, "stamp", r#"{"id": "stamp"}"#, "sh ./stamp-link.sh");
+    t.file(
+        ".devcontainer/stamp/lib/stamp.sh",
+        "cat /base.txt > /stamp.txt; date +%s%N >> /stamp.txt\n",
+    );
+    std::os::unix::fs::symlink(
+        "lib/stamp.sh",
+        t.workspace.join(".devcontainer/stamp/stamp-link.sh"),
+    )
+    .unwrap();
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}, "features": {"./stamp": {}}}"#);
+    t.yolo(&["up"]).ok();
+    let first = t.yolo(&["exec", "cat", "/stamp.txt"]).ok().stdout();
+    assert!(first.starts_with("base\n"), "{first}");
+    // --rebuild runs the install again (without Docker's cache).
+    t.yolo(&["up", "--rebuild"])
+        .ok()
+        .assert_stderr_contains("installed 1 Feature(s)");
+    let second = t.yolo(&["exec", "cat", "/stamp.txt"]).ok().stdout();
+    assert!(second.starts_with("base\n"), "{second}");
+    assert_ne!(first, second, "the install did not run again");
 }

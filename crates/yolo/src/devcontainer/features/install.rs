@@ -17,6 +17,7 @@
 //! `ENV` double quotes) are the part that matters.
 
 use super::Resolved;
+use crate::devcontainer::metadata::Entry;
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -230,8 +231,9 @@ impl Context {
     }
 }
 
-/// Copy a Feature's folder; symlinks are refused (a Feature's files are its own, and a link could
-/// send a host file into the build).
+/// Copy a Feature's folder. A link is copied as a link: `features::resolve` let through only
+/// links that stay inside the Feature's folder, and the build context's tar carries them as
+/// links, so no file outside the folder reaches the build.
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
     let mut entries: Vec<_> = std::fs::read_dir(from)
@@ -247,13 +249,16 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
             copy_dir(&path, &target)?;
         } else if kind.is_file() {
             std::fs::copy(&path, &target).map_err(|e| Error::io(&path, e))?;
+        } else if kind.is_symlink() {
+            let link = std::fs::read_link(&path).map_err(|e| Error::io(&path, e))?;
+            symlink(&link, &target).map_err(|e| Error::io(&target, e))?;
         } else {
             return Err(Error::Config {
                 file: path.clone(),
                 line: None,
                 column: None,
                 property: None,
-                message: "a Feature's folder may hold only files and folders, not links or devices; replace the link with the file".into(),
+                message: "a Feature's folder may hold only files, folders and links, not devices or sockets".into(),
             });
         }
     }
@@ -266,12 +271,19 @@ pub(crate) fn tar_dir(dir: &Path) -> Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
     let mut files = Vec::new();
     collect(dir, dir, &mut files)?;
-    for (rel, path, is_dir) in files {
+    for (rel, path, kind) in files {
         let mut header = tar::Header::new_gnu();
         header.set_mtime(0);
         header.set_uid(0);
         header.set_gid(0);
-        if is_dir {
+        if kind == Kind::Link {
+            let target = std::fs::read_link(&path).map_err(|e| Error::io(&path, e))?;
+            header.set_entry_type(tar::EntryType::Symlink);
+            header.set_mode(0o777);
+            header.set_size(0);
+            tar.append_link(&mut header, &rel, &target)
+                .map_err(|e| Error::io(&path, e))?;
+        } else if kind == Kind::Dir {
             header.set_entry_type(tar::EntryType::Directory);
             header.set_mode(0o755);
             header.set_size(0);
@@ -291,6 +303,19 @@ pub(crate) fn tar_dir(dir: &Path) -> Result<Vec<u8>> {
 }
 
 #[cfg(unix)]
+fn symlink(link: &Path, at: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(link, at)
+}
+
+#[cfg(not(unix))]
+fn symlink(_: &Path, at: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::other(format!(
+        "{}: links in Features need a Unix host",
+        at.display()
+    )))
+}
+
+#[cfg(unix)]
 fn file_mode(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o777)
@@ -301,7 +326,15 @@ fn file_mode(_: &Path) -> u32 {
     0o644
 }
 
-fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf, bool)>) -> Result<()> {
+/// What `collect` found at a path (links are not followed).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    File,
+    Dir,
+    Link,
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf, Kind)>) -> Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .collect::<std::io::Result<_>>()
@@ -313,9 +346,13 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf, bool)>) -> R
             .strip_prefix(root)
             .map(crate::policy::slash_path)
             .unwrap_or_default();
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        out.push((rel, path.clone(), is_dir));
-        if is_dir {
+        let kind = match entry.file_type() {
+            Ok(t) if t.is_symlink() => Kind::Link,
+            Ok(t) if t.is_dir() => Kind::Dir,
+            _ => Kind::File,
+        };
+        out.push((rel, path.clone(), kind));
+        if kind == Kind::Dir {
             collect(root, &path, out)?;
         }
     }
@@ -333,6 +370,31 @@ pub(crate) fn inputs_digest(base_id: &str, tar: &[u8], label: &str) -> String {
     format!("sha256:{}", hex::encode(hasher.finalize()))
 }
 
+/// A Feature's image metadata entry, as the reference CLI's `pickFeatureProperties`: its
+/// requests (`init`, `privileged`, `capAdd`, `securityOpt`, `mounts`), `entrypoint`, lifecycle
+/// hooks and `customizations`, with `id` the user's reference. Not its `containerEnv`: that is
+/// the image's `ENV` (written by `context`), where `${PATH}` expands; as a container variable it
+/// would be set literally.
+pub(crate) fn feature_entry(feature: &Resolved) -> Entry {
+    let m = &feature.metadata;
+    Entry {
+        id: Some(feature.key.clone()),
+        init: m.init,
+        privileged: m.privileged,
+        cap_add: m.cap_add.clone(),
+        security_opt: m.security_opt.clone(),
+        entrypoint: m.entrypoint.clone(),
+        mounts: m.mounts.clone(),
+        customizations: m.customizations.clone(),
+        on_create_command: m.on_create_command.clone(),
+        update_content_command: m.update_content_command.clone(),
+        post_create_command: m.post_create_command.clone(),
+        post_start_command: m.post_start_command.clone(),
+        post_attach_command: m.post_attach_command.clone(),
+        ..Entry::default()
+    }
+}
+
 /// The image's `devcontainer.metadata` label: the base image's entries (kept as they were,
 /// unknown properties too), then one per Feature, with `id` the user's reference.
 pub(crate) fn metadata_label(base_label: Option<&str>, features: &[Resolved]) -> String {
@@ -343,9 +405,7 @@ pub(crate) fn metadata_label(base_label: Option<&str>, features: &[Resolved]) ->
             _ => Vec::new(),
         };
     for feature in features {
-        let mut entry = feature.metadata.clone();
-        entry.id = Some(feature.key.clone());
-        entries.push(serde_json::to_value(&entry).unwrap_or_default());
+        entries.push(serde_json::to_value(feature_entry(feature)).unwrap_or_default());
     }
     serde_json::Value::Array(entries).to_string()
 }
@@ -353,7 +413,6 @@ pub(crate) fn metadata_label(base_label: Option<&str>, features: &[Resolved]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devcontainer::metadata::Entry;
 
     fn feature(key: &str, dir: &Path) -> Resolved {
         Resolved {
@@ -466,6 +525,24 @@ mod tests {
         let dir = out.path().join("ctx");
         ctx.write(&dir, &features).unwrap();
         assert!(dir.join("0-hello/lib/a").is_file());
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("lib/a", src.path().join("a-link")).unwrap();
+            ctx.write(&dir, &features).unwrap();
+            let copied = dir.join("0-hello/a-link");
+            assert_eq!(std::fs::read_link(&copied).unwrap(), Path::new("lib/a"));
+            let tar = tar_dir(&dir).unwrap();
+            let mut archive = tar::Archive::new(tar.as_slice());
+            let link = archive
+                .entries()
+                .unwrap()
+                .map(|e| e.unwrap())
+                .find(|e| e.path().unwrap() == Path::new("0-hello/a-link"))
+                .unwrap();
+            assert_eq!(link.header().entry_type(), tar::EntryType::Symlink);
+            std::fs::remove_file(src.path().join("a-link")).unwrap();
+            ctx.write(&dir, &features).unwrap();
+        }
         assert!(dir
             .join("0-hello/devcontainer-features-install.sh")
             .is_file());
@@ -518,7 +595,8 @@ mod tests {
         assert_eq!(value[0]["vendorThing"], 1);
         assert_eq!(value[1]["id"], "./hello");
         assert_eq!(value[1]["privileged"], true);
-        assert_eq!(value[1]["containerEnv"]["PATH"], "/opt/hello/bin:${PATH}");
+        // containerEnv is the image's ENV, not a container variable (`${PATH}` would stay as is).
+        assert!(value[1].get("containerEnv").is_none(), "{value}");
         let label = metadata_label(Some("{\"remoteUser\": \"a\"}"), &[]);
         assert_eq!(label, r#"[{"remoteUser":"a"}]"#);
         assert_eq!(metadata_label(Some("nonsense"), &[]), "[]");

@@ -6,6 +6,8 @@ use super::*;
 use serde_json::json;
 use std::sync::Mutex;
 
+// Shared with the integration tests, which use all of it; these use part.
+#[allow(dead_code)]
 #[path = "../../../tests/support/registry.rs"]
 mod registry;
 
