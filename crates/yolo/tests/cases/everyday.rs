@@ -79,7 +79,12 @@ fn up_in_a_subfolder_finds_the_config_at_the_repository_root() {
     let out: serde_json::Value = serde_json::from_str(&up.stdout()).unwrap();
     assert_eq!(out["container"]["workspace"], t.workspace_shown(), "{out}");
     // The whole repository is mounted, and exec from the subfolder reaches the same container.
-    let name = t.workspace.file_name().unwrap().to_string_lossy().into_owned();
+    let name = t
+        .workspace
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     let listed = run(&["exec", "ls", &format!("/workspaces/{name}/src/deep")]).stdout();
     assert_eq!(listed.trim(), "main.rs");
     assert_eq!(t.agents().len(), 1);
