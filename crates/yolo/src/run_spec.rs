@@ -159,6 +159,9 @@ pub(crate) struct BuildSpec {
     pub(crate) dockerfile_outside: Option<PathBuf>,
     pub(crate) args: BTreeMap<String, String>,
     pub(crate) target: Option<String>,
+    /// `--platform` of `build.options` (left out of the hash when unset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) platform: Option<String>,
     pub(crate) cache_from: Vec<String>,
     pub(crate) labels: BTreeMap<String, String>,
     /// Deterministic tag, e.g. `yolo-myrepo-<devcontainerId prefix>:latest`.

@@ -1104,7 +1104,8 @@ impl Act<'_> {
         let workspace = std::iter::once(&spec.workspace_mount);
         for mount in workspace
             .chain(&spec.mounts)
-            .filter(|m| m.kind == MountKind::Volume)
+            // An anonymous volume (no source) is Docker's to make with the container.
+            .filter(|m| m.kind == MountKind::Volume && !m.source.is_empty())
         {
             self.engine
                 .create_volume(&mount.source, &spec.devcontainer_id)

@@ -350,7 +350,8 @@ pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Res
         .spec
         .mounts
         .iter()
-        .filter(|m| m.kind == MountKind::Volume)
+        // An anonymous volume (no source) is Compose's to make, per container.
+        .filter(|m| m.kind == MountKind::Volume && !m.source.is_empty())
     {
         volumes.insert(m.source.clone(), json!({ "external": true }));
     }
@@ -570,6 +571,9 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
     for m in &spec.mounts {
         let ro = if m.read_only { ":ro" } else { "" };
         match m.kind {
+            MountKind::Volume if m.source.is_empty() => {
+                volumes.push(json!(format!("{}{ro}", m.target)))
+            }
             MountKind::Volume | MountKind::Bind => {
                 volumes.push(json!(format!("{}:{}{ro}", m.source, m.target)))
             }

@@ -101,6 +101,7 @@ impl Eval<'_> {
             dockerfile_outside,
             args: build.args.clone(),
             target: build.target.clone(),
+            platform: None,
             cache_from: build.cache_from.0.clone(),
             labels: BTreeMap::new(),
             tag: image_tag(self.input.workspace, self.input.devcontainer_id),
@@ -109,7 +110,8 @@ impl Eval<'_> {
         Ok(spec)
     }
 
-    /// `build.options`: `--build-arg K=V`, `--label K=V`, `--target T` are applied; `--no-cache`
+    /// `build.options`: `--build-arg K=V`, `--label K=V`, `--target T`, `--platform P` (the
+    /// build's, and the container's unless runArgs names another) are applied; `--no-cache`
     /// and `--pull` are accepted and ignored (`yolo up --rebuild` decides about caches).
     fn apply_build_options(&mut self, spec: &mut BuildSpec, options: &[String]) -> Result<()> {
         let mut i = 0;
@@ -119,7 +121,7 @@ impl Eval<'_> {
                 Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
                 _ => (options[i].as_str(), None),
             };
-            let takes_value = matches!(flag, "--build-arg" | "--label" | "--target");
+            let takes_value = matches!(flag, "--build-arg" | "--label" | "--target" | "--platform");
             let value = match inline {
                 Some(v) => v,
                 None if takes_value => {
@@ -157,11 +159,20 @@ impl Eval<'_> {
                 spec.labels.insert(k.into(), v.into());
             }
             "--target" => spec.target = Some(value),
+            "--platform" => {
+                if !super::run_extras::valid_platform(&value) {
+                    return Err(self.config_error(
+                        property,
+                        format!("--platform \"{value}\" is not OS/ARCH[/VARIANT], like linux/amd64"),
+                    ));
+                }
+                spec.platform = Some(value);
+            }
             "--no-cache" | "--pull" => {}
             other => {
                 return Err(self.config_error(
                     property,
-                    format!("yolo does not apply the build option \"{other}\"; accepted: --build-arg, --label, --target, --no-cache, --pull"),
+                    format!("yolo does not apply the build option \"{other}\"; accepted: --build-arg, --label, --target, --platform, --no-cache, --pull"),
                 ))
             }
         }
@@ -239,14 +250,26 @@ mod tests {
                 "--build-arg", "A=2", "--build-arg=B=3", "--label", "x=y", "--target=prod", "--no-cache", "--pull"
             ]}}),
         );
-        let ImageSource::Build(build) = spec.image else {
+        let ImageSource::Build(build) = &spec.image else {
             panic!()
         };
         assert_eq!(build.args["A"], "2");
         assert_eq!(build.args["B"], "3");
         assert_eq!(build.labels["x"], "y");
         assert_eq!(build.target.as_deref(), Some("prod"));
+        assert_eq!(spec.platform, None);
+        // `--platform` is the build's and, unless runArgs name another, the container's.
+        let spec = ok(
+            json!({"build": {"dockerfile": "Dockerfile", "options": ["--platform", "linux/amd64"]}}),
+        );
+        assert_eq!(spec.platform.as_deref(), Some("linux/amd64"));
+        let spec = ok(
+            json!({"build": {"dockerfile": "Dockerfile", "options": ["--platform=linux/amd64"]},
+            "runArgs": ["--platform=linux/arm64"]}),
+        );
+        assert_eq!(spec.platform.as_deref(), Some("linux/arm64"));
         for (options, property) in [
+            (json!(["--platform", "linux amd64"]), "build.options[0]"),
             (json!(["--network=host"]), "build.options[0]"),
             (
                 json!(["--target", "t", "--secret", "id=x"]),

@@ -69,7 +69,7 @@ pub(crate) use workspace::default_workspace_target;
 use crate::devcontainer::metadata::{Entry, Origin};
 use crate::devcontainer::model::{DevContainer, YoloCustomization};
 use crate::error::{Error, Result};
-use crate::run_spec::{PortPublish, RunSpec};
+use crate::run_spec::{ImageSource, PortPublish, RunSpec};
 use grants::{grant_hint, Need};
 use std::path::{Path, PathBuf};
 
@@ -164,6 +164,10 @@ pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
     eval.apply_metadata_security(&mut spec)?;
     eval.apply_mounts(&mut spec)?;
     eval.apply_run_args(&mut spec)?;
+    // The platform `build.options` built for is the container's too, unless runArgs name one.
+    if let (None, ImageSource::Build(build)) = (&spec.platform, &spec.image) {
+        spec.platform = build.platform.clone();
+    }
     (spec.limits, spec.cpus_chosen_by) = eval.limits()?;
     spec.ports = eval.ports(&spec)?;
     spec.initialize_command = eval.initialize_command()?;

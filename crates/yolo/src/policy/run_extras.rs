@@ -119,12 +119,7 @@ impl Eval<'_> {
                 spec.sysctls.insert(name.into(), value.into());
             }
             "platform" => {
-                let ok = !text.is_empty()
-                    && text.split('/').count() <= 3
-                    && text.split('/').all(|p| {
-                        !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                    });
-                if !ok {
+                if !valid_platform(text) {
                     return Err(self.config_error(property, format!(
                         "--platform \"{text}\" is not OS/ARCH[/VARIANT], like linux/amd64"
                     )));
@@ -167,6 +162,17 @@ impl Eval<'_> {
         spec.env_files.push((property.to_string(), path));
         Ok(())
     }
+}
+
+/// `OS/ARCH[/VARIANT]`, like `linux/amd64` or `linux/arm64/v8`.
+pub(super) fn valid_platform(text: &str) -> bool {
+    !text.is_empty()
+        && text.split('/').count() <= 3
+        && text.split('/').all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
 }
 
 #[cfg(test)]
