@@ -100,7 +100,11 @@ NOT_HERE = {
     "image-metadata": "localFeatureB asks for `privileged`, which this host's Docker (a sandbox) "
     "cannot run: `docker run --privileged` fails here",
 }
+SUDO = ("its postCreateCommand runs `sudo`, which yolo's `no-new-privileges` stops by design "
+        "(the agent's user cannot become root in the container); the reference CLI sets no such flag")
 NOTES = {
+    "dockerfile-without-features": SUDO,
+    "compose-Dockerfile-without-features": SUDO,
     "image-containerEnv-issue": "the compose file mounts `../..` at /workspaces, so "
     "`workspaceFolder` /workspaces/cli exists only in the reference's own checkout; here the "
     "probe's working folder is missing",
