@@ -36,7 +36,7 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
         return Ok(None);
     };
     let cli = Cli::detect().await?;
-    let compose = Compose::of(cli, &spec);
+    let compose = Compose::of(cli, &spec, &project.user.pass_env);
     let text = compose.config().await.map_err(|message| Error::Config {
         file: spec.files[0].clone(),
         line: None,
@@ -72,13 +72,60 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
         agent_volumes: Vec::new(),
         metadata: &[],
     };
-    let checked = policy::check_services(&input, &spec, &resolved)?;
+    let mut checked = policy::check_services(&input, &spec, &resolved)?;
+    for grant in policy::check_env_files(&input, &env_files(&spec.files)?)? {
+        if !checked.grants_used.contains(&grant) {
+            checked.grants_used.push(grant);
+        }
+    }
     Ok(Some(Prepared {
         compose,
         spec,
         resolved,
         checked,
     }))
+}
+
+/// Every `env_file` of the Compose files as written, with the host path Compose reads: the
+/// resolved project no longer names them (their lines are in `environment`). Relative paths
+/// are the file's folder's, as Compose resolves them.
+fn env_files(files: &[PathBuf]) -> Result<Vec<(String, String, PathBuf)>> {
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| Error::Config {
+            file: file.clone(),
+            line: None,
+            column: None,
+            property: None,
+            message: format!(
+                "yolo cannot read this Compose file to check its env_file entries: {e}"
+            ),
+        })?;
+        let dir = file.parent().unwrap_or(std::path::Path::new("/"));
+        let Some(services) = doc.get("services").and_then(serde_yaml::Value::as_mapping) else {
+            continue;
+        };
+        for (name, service) in services {
+            let name = name.as_str().unwrap_or_default().to_string();
+            let entries = match service.get("env_file") {
+                Some(serde_yaml::Value::Sequence(items)) => items.clone(),
+                Some(one) => vec![one.clone()],
+                None => Vec::new(),
+            };
+            for entry in entries {
+                let written = match &entry {
+                    serde_yaml::Value::String(path) => path.clone(),
+                    other => match other.get("path").and_then(serde_yaml::Value::as_str) {
+                        Some(path) => path.to_string(),
+                        None => continue,
+                    },
+                };
+                found.push((name.clone(), written.clone(), dir.join(&written)));
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// The services `up` starts: `runServices` (the dev service always among them), else all.

@@ -69,14 +69,17 @@ impl Cli {
                 c.arg("compose");
                 c
             }
-            Cli::Standalone => {
-                let mut c = tokio::process::Command::new("docker-compose");
-                // The engine's own builder, which runs RUN steps in `container:<guard>`'s
-                // network namespace (BuildKit has no such mode).
-                c.env("COMPOSE_DOCKER_CLI_BUILD", "0")
-                    .env("DOCKER_BUILDKIT", "0");
-                c
-            }
+            Cli::Standalone => tokio::process::Command::new("docker-compose"),
+        }
+    }
+
+    /// What this CLI needs in its environment besides what it is given.
+    fn own_env(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Cli::Plugin => &[],
+            // The engine's own builder, which runs RUN steps in `container:<guard>`'s network
+            // namespace (BuildKit has no such mode).
+            Cli::Standalone => &[("COMPOSE_DOCKER_CLI_BUILD", "0"), ("DOCKER_BUILDKIT", "0")],
         }
     }
 
@@ -112,16 +115,50 @@ pub(crate) struct Compose {
     pub(crate) project: String,
     pub(crate) dir: PathBuf,
     pub(crate) files: Vec<PathBuf>,
+    /// The environment Compose runs with: what it needs to reach the engine, and the host
+    /// variables `${NAME}` in a Compose file may read (`COMPOSE_ENV` and the user's
+    /// `pass_env`). Compose interpolates the files with its own environment, and the files are
+    /// the repository's: with the host's whole environment, `${AWS_SECRET_ACCESS_KEY}` in a
+    /// service's `environment` would copy that secret into a container.
+    pub(crate) env: Vec<(String, String)>,
 }
 
+/// What Compose always sees of yolo's environment: how to find programs, the engine and the
+/// Docker config, and the variables that say nothing secret.
+const COMPOSE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TERM",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+];
+
 impl Compose {
-    /// The user's project, as devcontainer.json names it.
-    pub(crate) fn of(cli: Cli, spec: &ComposeSpec) -> Compose {
+    /// The user's project, as devcontainer.json names it. `pass_env`: the host variables the
+    /// user lets the repository read (yolo's `pass_env`), besides `COMPOSE_ENV`.
+    pub(crate) fn of(cli: Cli, spec: &ComposeSpec, pass_env: &[String]) -> Compose {
+        let env = std::env::vars()
+            .filter(|(name, _)| {
+                COMPOSE_ENV.contains(&name.as_str()) || pass_env.iter().any(|p| p == name)
+            })
+            .collect();
         Compose {
             cli,
             project: spec.project_name.clone(),
             dir: spec.project_dir.clone(),
             files: spec.files.clone(),
+            env,
         }
     }
 
@@ -135,6 +172,9 @@ impl Compose {
 
     fn command(&self) -> tokio::process::Command {
         let mut c = self.cli.command();
+        c.env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(self.cli.own_env().iter().copied());
         c.arg("--project-name").arg(&self.project);
         c.arg("--project-directory").arg(&self.dir);
         for f in &self.files {

@@ -176,8 +176,56 @@ pub(crate) fn check_services(
             eval.check_volume(name.as_str().unwrap_or_default(), volume)?;
         }
     }
+    // A secret or config from a file is that host file mounted into the services using it.
+    for kind in ["secrets", "configs"] {
+        let Some(entries) = resolved.get(kind).and_then(Value::as_mapping) else {
+            continue;
+        };
+        for (name, entry) in entries {
+            let Some(file) = entry.get("file").map(scalar) else {
+                continue;
+            };
+            let name = scalar(name);
+            let property = format!("{kind} \"{name}\": file");
+            let path = normalize_path(&input.workspace.join(&file)).ok_or_else(|| {
+                eval.config_error(
+                    &property,
+                    format!("the host path \"{file}\" does not resolve"),
+                )
+            })?;
+            if !eval.in_repository(&path) {
+                eval.require_host_path(&property, &path, &format!("/run/{kind}/{name}"))?;
+            }
+        }
+    }
     checked.grants_used = eval.used.clone();
     Ok(checked)
+}
+
+/// `env_file` entries of the Compose files as written (the resolved project has already read
+/// them into `environment`): (service, file as written, host path). A file outside the
+/// repository is a host file whose every line would become the container's environment, so it
+/// needs `host-mount` as a bind of it would. Returns the grants used.
+pub(crate) fn check_env_files(
+    input: &Input,
+    files: &[(String, String, PathBuf)],
+) -> Result<Vec<String>> {
+    let mut eval = Eval::new(input);
+    for (service, written, path) in files {
+        let property = format!("service \"{service}\": env_file");
+        let path = normalize_path(path).ok_or_else(|| {
+            eval.config_error(
+                &property,
+                format!("the host path \"{written}\" does not resolve"),
+            )
+        })?;
+        // Where a link in the repository really leads is what Compose reads.
+        let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if !eval.in_repository(&path) || !eval.in_repository(&real) {
+            eval.require_host_path(&property, &real, "the container's environment")?;
+        }
+    }
+    Ok(eval.used.clone())
 }
 
 /// A string or the items of a list, as strings (`cap_add: [A, B]`, `devices: ["/dev/x"]`).
@@ -228,6 +276,21 @@ impl Eval<'_> {
         }
         for device in strings(get("devices")) {
             self.grant_device(scratch, &property("devices"), &device)?;
+        }
+        // Device access by cgroup rule is `--device` without the path.
+        for rule in strings(get("device_cgroup_rules")) {
+            self.grant_device(scratch, &property("device_cgroup_rules"), &rule)?;
+        }
+        // Another container's volumes: the project's own services only.
+        for from in strings(get("volumes_from")) {
+            if from.starts_with("container:") {
+                return Err(Error::Forbidden {
+                    file: self.file(),
+                    property: property("volumes_from"),
+                    value: from,
+                    reason: "the volumes of a container outside the Compose project are not the repository's to hand out; name a service of the project (volumes_from: [SERVICE]) instead".into(),
+                });
+            }
         }
         for key in ["pid", "ipc", "uts", "userns_mode"] {
             let Some(value) = get(key).map(scalar) else {
@@ -520,6 +583,21 @@ mod tests {
                 "service \"db\": build.context",
                 "host-mount=/srv/other",
             ),
+            (
+                "  db:\n    device_cgroup_rules: ['c 1:3 rwm']\n",
+                "service \"db\": device_cgroup_rules",
+                "device",
+            ),
+            (
+                "  db:\n    secrets: [key]\nsecrets:\n  key:\n    file: /home/me/.ssh/id_rsa\n",
+                "secrets \"key\": file",
+                "host-mount=/home/me/.ssh/id_rsa",
+            ),
+            (
+                "  db:\n    configs: [c]\nconfigs:\n  c:\n    file: /etc/shadow\n",
+                "configs \"c\": file",
+                "host-mount=/etc/shadow",
+            ),
         ];
         for (service, property, grant) in cases {
             let yaml = format!("{APP}{service}");
@@ -529,6 +607,18 @@ mod tests {
             let checked = check(&yaml, &[grant]).unwrap_or_else(|e| panic!("{grant}: {e}"));
             assert_eq!(checked.grants_used, [grant.to_string()], "{service}");
         }
+        // A secret from the repository needs nothing; another container's volumes, no grant.
+        let yaml = format!(
+            "{APP}  db:\n    secrets: [k]\nsecrets:\n  k:\n    file: {WS}/.devcontainer/k\n"
+        );
+        assert!(check(&yaml, &[]).is_ok());
+        let yaml = format!("{APP}  db:\n    volumes_from: ['container:other:rw']\n");
+        let forbidden = check(&yaml, &["host-mount"]);
+        assert!(
+            matches!(&forbidden, Err(Error::Forbidden { property, .. }) if property == "service \"db\": volumes_from"),
+            "{forbidden:?}"
+        );
+        assert!(check(&format!("{APP}  db:\n    volumes_from: ['app']\n"), &[]).is_ok());
         // The dev service too, and what it was granted goes to its hardening.
         let yaml = "services:\n  app:\n    cap_add: [SYS_PTRACE, CHOWN]\n    privileged: true\n";
         assert_eq!(

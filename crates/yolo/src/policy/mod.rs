@@ -52,7 +52,7 @@ mod security;
 mod test_support;
 mod workspace;
 
-pub(crate) use compose::{check_services, ServicesChecked};
+pub(crate) use compose::{check_env_files, check_services, ServicesChecked};
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;

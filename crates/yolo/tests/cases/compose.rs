@@ -434,3 +434,55 @@ fn a_start_that_fails_half_way_leaves_nothing() {
     ]);
     assert_eq!(nets.trim(), "", "networks left");
 }
+
+/// The Compose files are the repository's, and Compose reads host files and variables for them:
+/// a host variable in `${..}` and an `env_file` outside the repository would copy host secrets
+/// into the container. The variable reads as unset (unless in `pass_env`), the file is
+/// refused unless granted.
+#[test]
+fn compose_files_cannot_copy_host_variables_or_files_into_the_container() {
+    let t = Test::new();
+    let outside = tempfile::tempdir().unwrap();
+    let secret_file = outside.path().join("credentials.env");
+    std::fs::write(&secret_file, "STOLEN_FILE=file-secret\n").unwrap();
+    let app = format!(
+        "{APP}    environment:\n      - STOLEN_VAR=${{YOLO_TEST_HOST_SECRET}}\n      - PASSED=${{YOLO_TEST_PASSED}}\n"
+    );
+    project(&t, &app, CONFIG);
+    t.user_config("pass_env = [\"YOLO_TEST_PASSED\"]\n");
+    let run = |args: &[&str]| {
+        let output = t
+            .command(args)
+            .env("YOLO_TEST_HOST_SECRET", "var-secret")
+            .env("YOLO_TEST_PASSED", "passed-value")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        Run { output }
+    };
+    run(&["up"]).ok();
+    let env = run(&["exec", "--", "env"]).ok().stdout();
+    assert!(
+        !env.contains("var-secret"),
+        "a host variable leaked:\n{env}"
+    );
+    assert!(
+        env.contains("PASSED=passed-value"),
+        "pass_env is honoured:\n{env}"
+    );
+    run(&["down", "--remove"]).ok();
+
+    let app = format!("{APP}    env_file: {}\n", secret_file.display());
+    project(&t, &app, CONFIG);
+    run(&["up", "--accept-config"])
+        .fails_with(77)
+        .assert_stderr_contains("service \"app\": env_file")
+        .assert_stderr_contains(&format!("--grant host-mount={}", secret_file.display()));
+    assert!(t.containers().is_empty(), "nothing was created");
+    // A file in the repository is the repository's own.
+    t.file(".devcontainer/app.env", "FROM_REPO=yes\n");
+    project(&t, &format!("{APP}    env_file: app.env\n"), CONFIG);
+    run(&["up", "--accept-config"]).ok();
+    let env = run(&["exec", "--", "env"]).ok().stdout();
+    assert!(env.contains("FROM_REPO=yes"), "{env}");
+}
