@@ -722,7 +722,30 @@ pub fn gzip(bytes: &[u8]) -> Vec<u8> {
     encoder.finish().unwrap()
 }
 
+/// One HTTP/1.1 request, tried again (up to three times) when the connection fails before any
+/// answer: on a loaded machine (the whole suite at once) the registry, a Go server started a
+/// moment ago, now and then resets or closes a connection before it answers.
 fn http_request(
+    host: &str,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> std::io::Result<(u16, HashMap<String, String>, Vec<u8>)> {
+    let mut last = None;
+    for attempt in 0..3 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(200 * attempt));
+        }
+        match http_request_once(host, method, path, headers, body) {
+            Ok(response) => return Ok(response),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no attempt")))
+}
+
+fn http_request_once(
     host: &str,
     method: &str,
     path: &str,
