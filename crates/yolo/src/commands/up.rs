@@ -799,15 +799,7 @@ impl Act<'_> {
                 };
                 let (allow, names, phase) = match phase {
                     super::compose::GuardPhase::Build => {
-                        let allow = match self.mode {
-                            NetworkMode::Firewall => {
-                                let allow = network::build_allowlist(self.project, self.allow)?;
-                                self.note_build_additions(&allow, writer)?;
-                                allow
-                            }
-                            NetworkMode::Open | NetworkMode::None => self.allow.to_vec(),
-                        };
-                        (allow, Vec::new(), Some(PHASE_BUILD))
+                        (self.build_allow(writer)?, Vec::new(), Some(PHASE_BUILD))
                     }
                     super::compose::GuardPhase::Session { extra, names } => {
                         let mut allow = self.allow.to_vec();
@@ -942,14 +934,7 @@ impl Act<'_> {
         state: &mut WorkspaceState,
     ) -> Result<(Option<String>, String)> {
         let spec = &self.project.spec;
-        let allow = match self.mode {
-            NetworkMode::Firewall => {
-                let allow = network::build_allowlist(self.project, self.allow)?;
-                self.note_build_additions(&allow, writer)?;
-                allow
-            }
-            NetworkMode::Open | NetworkMode::None => self.allow.to_vec(),
-        };
+        let allow = self.build_allow(writer)?;
         let guard = self
             .start_guard(step, writer, allow, Some(PHASE_BUILD))
             .await?;
@@ -989,6 +974,19 @@ impl Act<'_> {
         };
         let again = GuardStep::Start { id, running: true };
         Ok((self.guard(&again, writer, state).await?, image))
+    }
+
+    /// What a build's RUN steps may reach: with the firewall, the allowlist plus the build's own
+    /// (`[build]`), noted in the log; otherwise the session's list as it is.
+    fn build_allow(&self, writer: &Writer) -> Result<Vec<String>> {
+        match self.mode {
+            NetworkMode::Firewall => {
+                let allow = network::build_allowlist(self.project, self.allow)?;
+                self.note_build_additions(&allow, writer)?;
+                Ok(allow)
+            }
+            NetworkMode::Open | NetworkMode::None => Ok(self.allow.to_vec()),
+        }
     }
 
     /// The session_start lists the agent's allowlist; the log also says what the build adds.
