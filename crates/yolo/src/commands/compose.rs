@@ -9,10 +9,11 @@
 //! (not started), the project created (`up --no-start`), the guard attached to its networks and
 //! started with the siblings allowed, the dev service limited, then everything started.
 
+use super::features::{self, Fetched};
 use super::network;
 use crate::devcontainer::model::DevContainer;
 use crate::engine::compose::{self, Cli, Compose, FilePlan};
-use crate::engine::Engine;
+use crate::engine::{Engine, NetworkAttach};
 use crate::error::{Error, Result};
 use crate::firewall::NetworkMode;
 use crate::policy::{self, ServicesChecked};
@@ -162,13 +163,17 @@ fn project_file_path(devcontainer_id: &str) -> PathBuf {
 }
 
 /// Bring the project up with the guard `guard` (made, not started; None with `--network none`),
-/// which `start_guard` starts: for the build of the services' images (their RUN steps in its
-/// namespace), then, once it is attached to the project's networks, for the session. Returns
-/// the dev service's container id. On failure, what Compose made is taken down again.
+/// which `start_guard` starts: for the builds (the services' images with their RUN steps in its
+/// namespace, then the Features on the dev service's image), then, once it is attached to the
+/// project's networks, for the session. The dev service is made from the project evaluated
+/// with its image's `devcontainer.metadata` label and the Features' entries, returned as
+/// `Started::merged` when that differs from `project`. On failure, what Compose made is taken
+/// down again.
 pub(crate) async fn start<F, Fut>(
     engine: &Engine,
     project: &Project,
     prepared: &Prepared,
+    fetched: &Fetched,
     mode: NetworkMode,
     guard: Option<&str>,
     start_guard: F,
@@ -177,36 +182,30 @@ where
     F: Fn(GuardPhase) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
-    let spec = &project.spec;
-    let mut plan = FilePlan {
-        spec,
-        compose: &prepared.spec,
-        checked: &prepared.checked,
-        mode,
-        guard: guard.map(|_| network::guard_name(project)),
-        workspace_target: compose::workspace_target(
-            &prepared.resolved,
-            &prepared.spec.service,
-            &spec.workspace,
-        ),
-        build_network: prepared
-            .compose
-            .cli
-            .build_network(guard.map(|_| network::guard_name(project)).as_deref()),
-        shim: None,
-    };
-    let path = project_file_path(&spec.devcontainer_id);
-    write_file(&path, &prepared.resolved, &plan)?;
+    let path = project_file_path(&project.spec.devcontainer_id);
     let run = prepared.compose.with_file(&path);
-    let result = bring_up(
-        engine,
-        project,
-        prepared,
-        &run,
-        &mut plan,
-        &path,
-        start_guard,
-    )
+    let result = async {
+        // The services' builds read the file too: written first with what is known now.
+        let plan = file_plan(project, prepared, mode, guard.is_some());
+        write_file(&path, &prepared.resolved, &plan)?;
+        let Built { merged, image } = build(
+            engine,
+            project,
+            prepared,
+            fetched,
+            &run,
+            guard,
+            &start_guard,
+        )
+        .await?;
+        let now = merged.as_ref().unwrap_or(project);
+        // Volumes a label or a Feature asks for: made (and labelled) before Compose names them.
+        super::up::create_volumes(engine, &now.spec).await?;
+        let mut plan = file_plan(now, prepared, mode, guard.is_some());
+        plan.image = image;
+        let started = bring_up(engine, now, prepared, &run, &mut plan, &path, &start_guard).await?;
+        Ok(Started { merged, ..started })
+    }
     .await;
     if result.is_err() {
         // What this start made goes; the guard is `up`'s to undo.
@@ -223,10 +222,42 @@ where
     result
 }
 
+fn file_plan<'a>(
+    project: &'a Project,
+    prepared: &'a Prepared,
+    mode: NetworkMode,
+    guard: bool,
+) -> FilePlan<'a> {
+    let spec = &project.spec;
+    let guard = guard.then(|| network::guard_name(project));
+    // `[build] network = "none"`: the services' RUN steps get no network either.
+    let build_guard = guard
+        .as_deref()
+        .filter(|_| !project.settings.build.no_network);
+    FilePlan {
+        spec,
+        compose: &prepared.spec,
+        checked: &prepared.checked,
+        mode,
+        build_network: prepared.compose.cli.build_network(build_guard),
+        guard,
+        workspace_target: compose::workspace_target(
+            &prepared.resolved,
+            &prepared.spec.service,
+            &spec.workspace,
+        ),
+        shim: None,
+        command: None,
+        image: None,
+    }
+}
+
 /// What `start` made: the dev service's container, and why its execs are not recorded.
 pub(crate) struct Started {
     pub(crate) id: String,
     pub(crate) audit_off: Option<String>,
+    /// The project evaluated with the dev service image's metadata, when that changed it.
+    pub(crate) merged: Option<Project>,
 }
 
 fn write_file(path: &std::path::Path, resolved: &serde_yaml::Value, plan: &FilePlan) -> Result<()> {
@@ -238,33 +269,38 @@ fn write_file(path: &std::path::Path, resolved: &serde_yaml::Value, plan: &FileP
     std::fs::write(path, text).map_err(|e| Error::io(path, e))
 }
 
-/// The exec audit's shim for the dev service, once its image is here (built or pulled); or why
-/// there is none.
-async fn shim(
-    engine: &Engine,
-    project: &Project,
-    prepared: &Prepared,
-    run: &Compose,
-    guard: bool,
-) -> Result<std::result::Result<compose::Shim, String>> {
-    let spec = &project.spec;
-    if !guard {
-        return Ok(Err("`--network none` runs no guard to record them".into()));
+impl Prepared {
+    /// The image of the dev service as Compose names it (its `image`, else the one Compose
+    /// builds): before yolo installs Features on it.
+    pub(crate) fn dev_image(&self) -> String {
+        self.image_of(&self.spec.service)
     }
-    if !spec.exec_audit {
-        return Ok(Err("`[audit] exec = false` in yolo's config".into()));
-    }
-    let name = &prepared.spec.service;
-    let service = &prepared.resolved["services"][name.as_str()];
-    let (entrypoint, command) = if spec.override_command {
-        (Vec::new(), crate::engine::compose::keep_alive())
-    } else {
-        let image = service
+
+    fn image_of(&self, name: &str) -> String {
+        self.resolved["services"][name]
             .get("image")
             .and_then(serde_yaml::Value::as_str)
             .map(str::to_string)
-            .unwrap_or_else(|| run.cli.image_name(&run.project, name));
-        let image = engine.image_command(&image).await?;
+            .unwrap_or_else(|| self.compose.cli.image_name(&self.compose.project, name))
+    }
+}
+
+/// What the dev service runs, the Features' entrypoints first: the keep-alive with
+/// `overrideCommand`, else its own or its image's entrypoint and command; why not, when yolo
+/// cannot tell.
+async fn dev_start(
+    engine: &Engine,
+    project: &Project,
+    prepared: &Prepared,
+    image: &str,
+) -> Result<std::result::Result<(Vec<String>, Vec<String>), String>> {
+    let spec = &project.spec;
+    let name = &prepared.spec.service;
+    let service = &prepared.resolved["services"][name.as_str()];
+    let (entrypoint, command) = if spec.override_command {
+        (Vec::new(), compose::keep_alive())
+    } else {
+        let image = engine.image_command(image).await?;
         let Some(command) = compose::dev_command(service, image) else {
             return Ok(Err(format!(
                 "yolo cannot tell what the service \"{name}\" runs (its image is not here yet, or its entrypoint or command is a string rather than a list)"
@@ -272,14 +308,49 @@ async fn shim(
         };
         command
     };
-    Ok(Ok(compose::Shim {
-        host_dir: crate::engine::guard_image::shim_dir()?,
+    Ok(Ok(compose::chain_entrypoints(
+        &spec.entrypoints,
         entrypoint,
         command,
-    }))
+    )))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How the dev service starts: through the exec audit's shim, or why not (then, with Features'
+/// entrypoints to run first, the command yolo sets in the file).
+async fn start_plan(
+    engine: &Engine,
+    project: &Project,
+    prepared: &Prepared,
+    plan: &mut FilePlan<'_>,
+) -> Result<Option<String>> {
+    let spec = &project.spec;
+    let image = plan.image.clone().unwrap_or_else(|| prepared.dev_image());
+    let why = if plan.guard.is_none() {
+        Some("`--network none` runs no guard to record them".to_string())
+    } else if !spec.exec_audit {
+        Some("`[audit] exec = false` in yolo's config".to_string())
+    } else {
+        None
+    };
+    match (why, dev_start(engine, project, prepared, &image).await?) {
+        (None, Ok((entrypoint, command))) => {
+            plan.shim = Some(compose::Shim {
+                host_dir: crate::engine::guard_image::shim_dir()?,
+                entrypoint,
+                command,
+            });
+            Ok(None)
+        }
+        (None, Err(why)) => Ok(Some(why)),
+        (Some(why), started) => {
+            if let (Ok(command), false) = (started, spec.entrypoints.is_empty()) {
+                plan.command = Some(command);
+            }
+            Ok(Some(why))
+        }
+    }
+}
+
 async fn bring_up<F, Fut>(
     engine: &Engine,
     project: &Project,
@@ -287,7 +358,7 @@ async fn bring_up<F, Fut>(
     run: &Compose,
     plan: &mut FilePlan<'_>,
     path: &std::path::Path,
-    start_guard: F,
+    start_guard: &F,
 ) -> Result<Started>
 where
     F: Fn(GuardPhase) -> Fut,
@@ -303,15 +374,8 @@ where
     };
     let guard_name = plan.guard.clone();
     let guard = guard_name.as_deref();
-    build(engine, project, prepared, run, guard, &start_guard).await?;
-    let audit_off = match shim(engine, project, prepared, run, guard.is_some()).await? {
-        Ok(shim) => {
-            plan.shim = Some(shim);
-            write_file(path, &prepared.resolved, plan)?;
-            None
-        }
-        Err(why) => Some(why),
-    };
+    let audit_off = start_plan(engine, project, prepared, plan).await?;
+    write_file(path, &prepared.resolved, plan)?;
     let mut create = vec!["up", "--no-start"];
     if project.settings.rebuild {
         create.push("--force-recreate");
@@ -351,24 +415,43 @@ where
     Ok(Started {
         id: engine.inspect_id(&spec.container_name).await?,
         audit_off,
+        merged: None,
     })
 }
 
-/// Build the images of the services that start and build, when one is missing or `--rebuild`:
-/// behind the guard started for the build (v1; the v2 plugin's BuildKit cannot join its
-/// namespace, so there the RUN steps get no network), stopped again after it.
+/// What the builds made.
+struct Built {
+    /// The project evaluated with the dev service image's label and the Features' entries,
+    /// when that changed it.
+    merged: Option<Project>,
+    /// The dev service's image with the Features installed, when there are Features.
+    image: Option<String>,
+}
+
+/// The builds before the project is created, behind the guard started for them (and stopped
+/// again after; none with `[build] network = "none"`):
+/// - the images of the services that start and build, when one is missing or `--rebuild` (v1
+///   runs their RUN steps in the guard's namespace; the v2 plugin's BuildKit cannot join it,
+///   so there they get no network);
+/// - the dev service's image pulled when it is not here, its `devcontainer.metadata` label
+///   read and merged with the Features' entries (a request nobody granted fails here, naming
+///   the image or the Feature), and the Features installed on it in a build of their own, as
+///   for an image config (skipped when nothing changed).
 async fn build<F, Fut>(
     engine: &Engine,
     project: &Project,
     prepared: &Prepared,
+    fetched: &Fetched,
     run: &Compose,
     guard: Option<&str>,
     start_guard: &F,
-) -> Result<()>
+) -> Result<Built>
 where
     F: Fn(GuardPhase) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
+    let guard = guard.filter(|_| !project.settings.build.no_network);
+    let rebuild = project.settings.rebuild;
     let starting = services(prepared);
     let mut builds = Vec::new();
     let mut missing = false;
@@ -377,25 +460,48 @@ where
         if service.get("build").is_none() || !(starting.is_empty() || starting.contains(name)) {
             continue;
         }
-        let image = service
-            .get("image")
-            .and_then(serde_yaml::Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| run.cli.image_name(&run.project, name));
-        missing |= !engine.image_exists(&image).await?;
+        missing |= !engine.image_exists(&prepared.image_of(name)).await?;
         builds.push(name.as_str());
     }
-    if builds.is_empty() || !(missing || project.settings.rebuild) {
-        return Ok(());
+    let mut guard_up = false;
+    let built = async {
+        if !builds.is_empty() && (missing || rebuild) {
+            if guard.is_some() {
+                start_guard(GuardPhase::Build).await?;
+                guard_up = true;
+            }
+            let mut args = vec!["build"];
+            args.extend(builds.iter().copied());
+            run.run(&args).await?;
+        }
+        let base = prepared.dev_image();
+        if !engine.image_exists(&base).await? {
+            run.run(&["pull", prepared.spec.service.as_str()]).await?;
+        }
+        let merged = features::with_metadata(engine, project, &base, fetched).await?;
+        let now = merged.as_ref().unwrap_or(project);
+        let mut image = None;
+        if !fetched.is_empty() {
+            if let (Some(_), false) = (guard, guard_up) {
+                if features::build_needed(engine, now, &base, fetched, rebuild).await? {
+                    start_guard(GuardPhase::Build).await?;
+                    guard_up = true;
+                }
+            }
+            let network = match guard {
+                Some(id) if guard_up => NetworkAttach::Container(id.to_string()),
+                _ => NetworkAttach::None,
+            };
+            image = Some(features::install(engine, now, &base, fetched, &network, rebuild).await?);
+        }
+        Ok(Built { merged, image })
     }
-    if let Some(_guard) = guard {
-        start_guard(GuardPhase::Build).await?;
-    }
-    let mut args = vec!["build"];
-    args.extend(builds);
-    let built = run.run(&args).await;
-    if let Some(guard) = guard {
-        engine.stop(guard).await?;
+    .await;
+    if let (Some(guard), true) = (guard, guard_up) {
+        let stopped = engine.stop(guard).await;
+        let built = built?;
+        stopped?;
+        return Ok(built);
     }
     built
 }

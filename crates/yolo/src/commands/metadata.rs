@@ -29,7 +29,7 @@ pub(crate) async fn with_image(
     project: &Project,
     image: &str,
 ) -> Result<Option<Project>> {
-    // Compose makes the dev service's image itself; its label is not read (yet).
+    // Compose makes the dev service's image: its label is read by `compose::start`, once it is there.
     if project.spec.compose.is_some() {
         return Ok(None);
     }

@@ -148,7 +148,11 @@ pub(crate) async fn up(
     // The Features, fetched on the host before any container is made; what they ask for meets
     // the policy with the image's metadata now, so a refusal leaves nothing made or built.
     let fetched = features::fetch(project).await?;
-    if !fetched.is_empty() {
+    // A Compose project is read and every service checked before anything is made too; the
+    // image whose label counts is then its dev service's (when Compose has made it already).
+    let prepared = super::compose::prepare(project).await?;
+    let image = prepared.as_ref().map_or(image, |p| p.dev_image());
+    if !fetched.is_empty() || prepared.is_some() {
         if let Some(merged) = features::with_metadata(engine, project, &image, &fetched).await? {
             *project = merged;
         }
@@ -156,8 +160,6 @@ pub(crate) async fn up(
     let spec = &project.spec;
     // Checked before any Docker work, so a bad pattern changes nothing.
     let allow = network::allowlist(project, &with_default_agent(project, agents))?;
-    // A Compose project is read and every service checked before anything is made too.
-    let prepared = super::compose::prepare(project).await?;
 
     let found = engine.find(&Owner::of(spec)).await?;
     let mode = network_mode(project.settings.network, found.agent.as_ref());
@@ -642,18 +644,18 @@ impl Act<'_> {
         // After the host's own initializeCommand: what it writes is not the agent's doing.
         self.watch()?;
         if let Some(prepared) = self.compose {
+            features::record(&writer, self.fetched)?;
             let started = self.fresh_compose(prepared, guard, &writer, state).await?;
             if let Some(why) = started.audit_off {
                 writer.write(EventKind::Notice {
                     message: format!("the exec audit is off in this session: {why}"),
                 })?;
             }
-            let container_id = started.id;
             return Ok(Ready {
-                container_id,
+                container_id: started.id,
                 image: image_name,
                 writer,
-                merged: None,
+                merged: started.merged,
             });
         }
         let settings = &self.project.settings;
@@ -789,8 +791,6 @@ impl Act<'_> {
             }
             GuardStep::Remove { .. } | GuardStep::Nothing => None,
         };
-        // The agent's state volumes carry yolo's labels; the project file names them external.
-        self.create_volumes().await?;
         let start_guard = |phase: super::compose::GuardPhase| {
             let guard_id = guard_id.clone();
             async move {
@@ -813,10 +813,11 @@ impl Act<'_> {
                 network::start_guard(self.engine, &id, &config).await
             }
         };
-        let id = super::compose::start(
+        let started = super::compose::start(
             self.engine,
             self.project,
             prepared,
+            self.fetched,
             self.mode,
             guard_id.as_deref(),
             start_guard,
@@ -826,7 +827,7 @@ impl Act<'_> {
             // The siblings' patterns stay out: a live sync must never deny them.
             state.allowlist = Some(self.allow.to_vec());
         }
-        Ok(id)
+        Ok(started)
     }
 
     /// The spec with its limits fitted to the engine's machine: CPUs leave the host a core
@@ -913,7 +914,7 @@ impl Act<'_> {
         state.created_hooks_done_for = None;
         state.post_start_done_for = None;
         state.save(&spec.devcontainer_id)?;
-        self.create_volumes().await?;
+        create_volumes(self.engine, &self.project.spec).await?;
         let spec = self.fit_to_host().await?;
         let id = engine
             .create_agent(&spec, image, network, self.mode)
@@ -1095,22 +1096,22 @@ impl Act<'_> {
         state.allowlist = Some(now.to_vec());
         Ok(())
     }
+}
 
-    /// Named volumes are created up front so they carry yolo's labels (and `YOLO_LABELS`).
-    async fn create_volumes(&self) -> Result<()> {
-        let spec = &self.project.spec;
-        let workspace = std::iter::once(&spec.workspace_mount);
-        for mount in workspace
-            .chain(&spec.mounts)
-            // An anonymous volume (no source) is Docker's to make with the container.
-            .filter(|m| m.kind == MountKind::Volume && !m.source.is_empty())
-        {
-            self.engine
-                .create_volume(&mount.source, &spec.devcontainer_id)
-                .await?;
-        }
-        Ok(())
+/// Named volumes of `spec` (the workspace's too, when it is one), made up front so they carry
+/// yolo's labels (and `YOLO_LABELS`).
+pub(super) async fn create_volumes(engine: &Engine, spec: &RunSpec) -> Result<()> {
+    let workspace = std::iter::once(&spec.workspace_mount);
+    for mount in workspace
+        .chain(&spec.mounts)
+        // An anonymous volume (no source) is Docker's to make with the container.
+        .filter(|m| m.kind == MountKind::Volume && !m.source.is_empty())
+    {
+        engine
+            .create_volume(&mount.source, &spec.devcontainer_id)
+            .await?;
     }
+    Ok(())
 }
 
 /// The agents whose domains the allowlist includes: those named, else the repository's default.

@@ -111,17 +111,6 @@ fn check_supported(config: &DevContainer, path: &Path) -> Result<()> {
     }
     // A Compose config needs both: the files and the service the agent runs in.
     let compose_files = config.docker_compose_file.as_ref().map(|f| &f.0);
-    // Features are installed on yolo's own image, not (yet) on a Compose service's: refused by
-    // name rather than silently left out.
-    let has_features =
-        matches!(&config.features, Some(serde_json::Value::Object(m)) if !m.is_empty());
-    if compose_files.is_some() && has_features {
-        return Err(Error::Unsupported {
-            file: path.to_path_buf(),
-            property: "features".into(),
-            message: "with \"dockerComposeFile\", yolo does not install Features into the Compose service yet; install the tools in the service's Dockerfile, or use \"image\"/\"build\" for this config".into(),
-        });
-    }
     match (compose_files, &config.service) {
         (Some(files), Some(service)) => {
             if files.is_empty() || files.iter().any(|f| f.trim().is_empty()) {
@@ -900,15 +889,10 @@ mod tests {
     }
 
     #[test]
-    fn features_with_compose_are_refused_by_name() {
-        match parse_str(
-            r#"{"dockerComposeFile": "c.yml", "service": "app", "features": {"./f": {}}}"#,
-            Path::new(FILE),
-        ) {
-            Err(Error::Unsupported { property, .. }) => assert_eq!(property, "features"),
-            other => panic!("expected features refused, got {other:?}"),
-        }
-        ok(r#"{"dockerComposeFile": "c.yml", "service": "app", "features": {}}"#);
+    fn features_with_compose_are_read() {
+        let config =
+            ok(r#"{"dockerComposeFile": "c.yml", "service": "app", "features": {"./f": {}}}"#);
+        assert!(config.features.is_some());
     }
 
     #[test]

@@ -257,6 +257,11 @@ pub(crate) struct FilePlan<'a> {
     pub(crate) build_network: String,
     /// The dev service starts through the exec audit's shim.
     pub(crate) shim: Option<Shim>,
+    /// Without the shim: what the dev service runs when yolo must say it (the Features'
+    /// entrypoints first), as `(entrypoint, command)`.
+    pub(crate) command: Option<(Vec<String>, Vec<String>)>,
+    /// The image with the Features installed, in place of the service's own `image`/`build`.
+    pub(crate) image: Option<String>,
 }
 
 /// How the dev service starts through the exec audit's shim: what it then runs.
@@ -271,6 +276,16 @@ pub(crate) struct Shim {
 /// yolo's keep-alive command (`overrideCommand`).
 pub(crate) fn keep_alive() -> Vec<String> {
     super::containers::keep_alive()
+}
+
+/// The Features' `entrypoints` run in order before `entrypoint` and `command`, as for yolo's
+/// own container.
+pub(crate) fn chain_entrypoints(
+    entrypoints: &[String],
+    entrypoint: Vec<String>,
+    command: Vec<String>,
+) -> (Vec<String>, Vec<String>) {
+    super::containers::chain_entrypoints(entrypoints, entrypoint, command)
 }
 
 /// What the dev service runs, as Docker will: its own `entrypoint` (which drops the image's
@@ -372,7 +387,9 @@ pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Res
     if !plan.checked.egress.is_empty() {
         let mut labels = volume_labels.clone();
         labels.insert(EGRESS_MARK.into(), "true".into());
-        networks.insert(EGRESS_NETWORK.into(), json!({ "labels": labels }));
+        let mut egress = Map::new();
+        merge_labels(&mut egress, &labels);
+        networks.insert(EGRESS_NETWORK.into(), Value::Object(egress));
     }
 
     // Volumes: labelled; yolo's own (agent state) declared external, made before.
@@ -460,6 +477,18 @@ fn object_at<'a>(root: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Str
     slot.as_object_mut().expect("made an object above")
 }
 
+/// A string yolo puts in the project file, read by Compose as written: its `$` escaped (Compose
+/// would interpolate `${PATH}` in a Feature's environment or entrypoint from the host's
+/// environment, or fail on a lone `$`). What `compose config` printed is escaped already.
+fn lit(s: &str) -> Value {
+    Value::String(s.replace('$', "$$"))
+}
+
+/// `lit` for each string of a list.
+fn lits<S: AsRef<str>>(items: &[S]) -> Value {
+    Value::Array(items.iter().map(|s| lit(s.as_ref())).collect())
+}
+
 /// `labels` (a mapping or a `K=V` list) with `add` merged in; `add` wins.
 fn merge_labels(target: &mut Map<String, Value>, add: &BTreeMap<String, String>) {
     let mut merged = Map::new();
@@ -474,7 +503,7 @@ fn merge_labels(target: &mut Map<String, Value>, add: &BTreeMap<String, String>)
         _ => {}
     }
     for (k, v) in add {
-        merged.insert(k.clone(), json!(v));
+        merged.insert(k.clone(), lit(v));
     }
     target.insert("labels".into(), Value::Object(merged));
 }
@@ -528,14 +557,19 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
     for key in DEV_DROPPED {
         service.remove(*key);
     }
-    service.insert("container_name".into(), json!(spec.container_name));
+    service.insert("container_name".into(), lit(&spec.container_name));
+    if let Some(image) = &plan.image {
+        // Built already (the service's own build first, then the Features on top of it).
+        service.insert("image".into(), lit(image));
+        service.remove("build");
+    }
     match &plan.guard {
         Some(guard) => {
-            service.insert("network_mode".into(), json!(format!("container:{guard}")));
+            service.insert("network_mode".into(), lit(&format!("container:{guard}")));
             // The guard is PID 1 of the namespace: it reaps (an init of the service's would
             // only be one more process).
             if !service.get("pid").is_some_and(|p| p == "host") {
-                service.insert("pid".into(), json!(format!("container:{guard}")));
+                service.insert("pid".into(), lit(&format!("container:{guard}")));
                 service.remove("init");
             }
         }
@@ -549,7 +583,7 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         push_unique(&mut caps, cap.clone());
     }
     service.insert("cap_drop".into(), json!(["ALL"]));
-    service.insert("cap_add".into(), json!(caps));
+    service.insert("cap_add".into(), lits(&caps));
     let mut security = vec!["no-new-privileges:true".to_string()];
     for opt in spec
         .security_opt
@@ -558,7 +592,7 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
     {
         push_unique(&mut security, opt.clone());
     }
-    service.insert("security_opt".into(), json!(security));
+    service.insert("security_opt".into(), lits(&security));
     if spec.privileged || plan.checked.dev_privileged {
         service.insert("privileged".into(), json!(true));
     } else {
@@ -566,13 +600,13 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
     }
     let mut devices = string_list(service, "devices");
     for d in &spec.devices {
-        push_unique(&mut devices, d.clone());
+        push_unique(&mut devices, d.replace('$', "$$"));
     }
     if !devices.is_empty() {
         service.insert("devices".into(), json!(devices));
     }
     if let Some(user) = &spec.container_user {
-        service.insert("user".into(), json!(user));
+        service.insert("user".into(), lit(user));
     }
     if !spec.container_env.is_empty() {
         let mut env = Map::new();
@@ -589,7 +623,7 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
             _ => {}
         }
         for (k, v) in &spec.container_env {
-            env.insert(k.clone(), json!(v));
+            env.insert(k.clone(), lit(v));
         }
         service.insert("environment".into(), Value::Object(env));
     }
@@ -597,11 +631,14 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         // The shim first: the filter is on before the service's first program.
         let mut entrypoint = vec![yolo_protocol::SHIM_PATH.to_string(), "shim".into()];
         entrypoint.extend(shim.entrypoint.iter().cloned());
-        service.insert("entrypoint".into(), json!(entrypoint));
-        service.insert("command".into(), json!(shim.command));
+        service.insert("entrypoint".into(), lits(&entrypoint));
+        service.insert("command".into(), lits(&shim.command));
         service.remove("init");
+    } else if let Some((entrypoint, command)) = &plan.command {
+        service.insert("entrypoint".into(), lits(entrypoint));
+        service.insert("command".into(), lits(command));
     } else if spec.override_command {
-        service.insert("entrypoint".into(), json!(super::containers::keep_alive()));
+        service.insert("entrypoint".into(), lits(&super::containers::keep_alive()));
         service.insert("command".into(), json!([]));
     }
     let mut volumes = match service.remove("volumes") {
@@ -612,14 +649,14 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         let ro = if m.read_only { ":ro" } else { "" };
         match m.kind {
             MountKind::Volume if m.source.is_empty() => {
-                volumes.push(json!(format!("{}{ro}", m.target)))
+                volumes.push(lit(&format!("{}{ro}", m.target)))
             }
             MountKind::Volume | MountKind::Bind => {
-                volumes.push(json!(format!("{}:{}{ro}", m.source, m.target)))
+                volumes.push(lit(&format!("{}:{}{ro}", m.source, m.target)))
             }
             MountKind::Tmpfs => {
                 let mut tmpfs = string_list(service, "tmpfs");
-                tmpfs.push(m.target.clone());
+                tmpfs.push(m.target.replace('$', "$$"));
                 service.insert("tmpfs".into(), json!(tmpfs));
             }
         }
@@ -630,7 +667,7 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         for p in &spec.protected {
             let below = p.target.strip_prefix(base).unwrap_or(&p.target);
             let ro = if p.read_only { ":ro" } else { "" };
-            volumes.push(json!(format!(
+            volumes.push(lit(&format!(
                 "{}:{}{below}{ro}",
                 p.host.display(),
                 target.trim_end_matches('/')
@@ -638,7 +675,7 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         }
     }
     if let Some(shim) = &plan.shim {
-        volumes.push(json!(format!(
+        volumes.push(lit(&format!(
             "{}:{}:ro",
             shim.host_dir.display(),
             super::guard_image::shim_mount_point()
@@ -839,6 +876,67 @@ mod tests {
         spec
     }
 
+    /// The plan of a start behind the guard `g`, without the exec audit.
+    fn plan<'a>(
+        spec: &'a RunSpec,
+        compose: &'a ComposeSpec,
+        checked: &'a ServicesChecked,
+    ) -> FilePlan<'a> {
+        FilePlan {
+            spec,
+            compose,
+            checked,
+            mode: NetworkMode::Firewall,
+            guard: Some("g".into()),
+            workspace_target: None,
+            build_network: "container:g".into(),
+            shim: None,
+            command: None,
+            image: None,
+        }
+    }
+
+    #[test]
+    fn what_yolo_sets_is_escaped_for_compose_and_the_features_image_replaces_the_build() {
+        let resolved: serde_yaml::Value = serde_yaml::from_str(
+            "services:\n  app:\n    build: {context: .}\n    environment: {OWN: $$HOME}\n",
+        )
+        .unwrap();
+        let mut spec = spec();
+        spec.container_env = BTreeMap::from([("P".into(), "/opt/bin:${PATH}".into())]);
+        spec.metadata_label = r#"[{"containerEnv": {"A": "${X}"}}]"#.into();
+        let compose = ComposeSpec {
+            files: vec!["/repo/compose.yml".into()],
+            project_dir: "/repo".into(),
+            project_name: "p".into(),
+            service: "app".into(),
+            run_services: None,
+        };
+        let checked = ServicesChecked::default();
+        let plan = FilePlan {
+            command: Some((
+                vec!["/bin/sh".into(), "-c".into(), "a\nexec \"$@\"".into()],
+                vec![],
+            )),
+            image: Some("yolo-features-x:latest".into()),
+            ..plan(&spec, &compose, &checked)
+        };
+        let file = project_file(&resolved, &plan).unwrap();
+        let app = &file["services"]["app"];
+        assert_eq!(app["environment"]["P"], "/opt/bin:$${PATH}");
+        assert_eq!(
+            app["environment"]["OWN"], "$$HOME",
+            "Compose's own text is kept"
+        );
+        assert_eq!(app["entrypoint"][2], "a\nexec \"$$@\"");
+        assert_eq!(
+            app["labels"]["devcontainer.metadata"],
+            r#"[{"containerEnv": {"A": "$${X}"}}]"#
+        );
+        assert_eq!(app["image"], "yolo-features-x:latest");
+        assert!(app.get("build").is_none(), "{app}");
+    }
+
     #[test]
     fn the_project_file_joins_the_dev_service_to_the_guard_and_closes_every_network() {
         let resolved: serde_yaml::Value = serde_yaml::from_str(
@@ -857,16 +955,7 @@ mod tests {
             egress: vec!["cache".into()],
             ..Default::default()
         };
-        let plan = FilePlan {
-            spec: &spec,
-            compose: &compose,
-            checked: &checked,
-            mode: NetworkMode::Firewall,
-            guard: Some("g".into()),
-            workspace_target: None,
-            build_network: "container:g".into(),
-            shim: None,
-        };
+        let plan = plan(&spec, &compose, &checked);
         let file = project_file(&resolved, &plan).unwrap();
         assert_eq!(file["version"], "3.8");
         let app = &file["services"]["app"];
@@ -942,16 +1031,7 @@ mod tests {
             run_services: None,
         };
         let checked = ServicesChecked::default();
-        let plan = FilePlan {
-            spec: &spec,
-            compose: &compose,
-            checked: &checked,
-            mode: NetworkMode::Firewall,
-            guard: Some("g".into()),
-            workspace_target: None,
-            build_network: "container:g".into(),
-            shim: None,
-        };
+        let plan = plan(&spec, &compose, &checked);
         let e = project_file(&resolved, &plan).unwrap_err();
         assert!(
             e.to_string().contains("network \"shared\": external"),

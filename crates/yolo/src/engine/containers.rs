@@ -27,7 +27,7 @@ use crate::policy::DEFAULT_CAPS;
 /// `entrypoints` (each a program that sets something up and returns, or execs its arguments)
 /// run in order by a shell that then execs the command: `sh -c '<ep1>\n<ep2>\nexec "$@"' -
 /// <entrypoint> <cmd>`. Unchanged without any.
-fn chain_entrypoints(
+pub(super) fn chain_entrypoints(
     entrypoints: &[String],
     entrypoint: Vec<String>,
     cmd: Vec<String>,

@@ -486,3 +486,130 @@ fn compose_files_cannot_copy_host_variables_or_files_into_the_container() {
     let env = run(&["exec", "--", "env"]).ok().stdout();
     assert!(env.contains("FROM_REPO=yes"), "{env}");
 }
+
+/// A local Feature for a Compose test: its `devcontainer-feature.json` and `install.sh`.
+fn feature(t: &Test, name: &str, json: &str, install: &str) {
+    t.file(
+        &format!(".devcontainer/{name}/devcontainer-feature.json"),
+        json,
+    );
+    t.file(
+        &format!(".devcontainer/{name}/install.sh"),
+        &format!("#!/bin/sh\nset -e\n{install}\n"),
+    );
+}
+
+#[test]
+fn the_dev_services_image_label_and_features_shape_it_as_for_an_image_config() {
+    let t = Test::new();
+    // The service's own image (built by Compose) says its user, env and a hook in its label.
+    t.file(
+        ".devcontainer/Dockerfile",
+        r#"FROM debian:bookworm-slim
+RUN useradd --create-home --uid 1000 dev
+LABEL devcontainer.metadata='[{"remoteUser": "dev", "containerEnv": {"FROM_LABEL": "yes"}, "postCreateCommand": "echo image >> /tmp/order"}]'
+"#,
+    );
+    feature(
+        &t,
+        "hello",
+        r#"{"id": "hello", "options": {"who": {"type": "string", "default": "nobody"}},
+            "containerEnv": {"HELLO_HOME": "/opt/hello"},
+            "entrypoint": "/usr/local/share/hello-init.sh",
+            "postCreateCommand": "echo feature >> /tmp/order"}"#,
+        r#"mkdir -p /opt/hello
+echo "$WHO user=$_REMOTE_USER" > /opt/hello/said
+printf '#!/bin/sh\necho started > /tmp/hello-init-ran\n' > /usr/local/share/hello-init.sh
+chmod +x /usr/local/share/hello-init.sh"#,
+    );
+    let app = r#"
+  app:
+    build:
+      context: .
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#;
+    project(
+        &t,
+        &format!("{app}{DB}"),
+        r#"{
+    "dockerComposeFile": "compose.yml",
+    "service": "app",
+    "workspaceFolder": "/workspaces/repo",
+    "features": {"./hello": {"who": "world"}},
+    "postCreateCommand": "echo config >> /tmp/order"
+}"#,
+    );
+    let (_, up) = t.up(&[]);
+    assert_eq!(up["container"]["remote_user"], "dev", "{up}");
+    let script =
+        "whoami; echo $FROM_LABEL $HELLO_HOME; cat /opt/hello/said /tmp/hello-init-ran /tmp/order";
+    t.yolo(&["exec", "--", "sh", "-c", script])
+        .ok()
+        .assert_stdout("dev\nyes /opt/hello\nworld user=dev\nstarted\nimage\nfeature\nconfig\n");
+    // Still behind the guard, its sibling by name, and its programs recorded by the exec audit.
+    assert!(reach_db(&t).contains("hello from db"));
+    let id = up["container"]["id"].as_str().unwrap().to_string();
+    let c = inspect(&id);
+    assert!(
+        c["HostConfig"]["NetworkMode"]
+            .as_str()
+            .unwrap()
+            .starts_with("container:"),
+        "{}",
+        c["HostConfig"]
+    );
+    assert_eq!(c["Config"]["Labels"]["dev.yolo.exec-audit"], "shim");
+    let ran = net::wait_event(&t, std::time::Duration::from_secs(10), |e| {
+        e["kind"] == "exec" && e["argv"].to_string().contains("hello-init.sh")
+    });
+    assert!(ran.is_some(), "the Feature's entrypoint ran unrecorded");
+    // The container carries the merged metadata (the image's entry, the Feature's, the
+    // config's), so VS Code sees what yolo applied.
+    let merged: serde_json::Value = serde_json::from_str(
+        c["Config"]["Labels"]["devcontainer.metadata"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let merged = merged.as_array().unwrap();
+    assert_eq!(merged.len(), 3, "{merged:?}");
+    assert_eq!(merged[0]["remoteUser"], "dev");
+    assert_eq!(merged[1]["id"], "./hello");
+    // The image with the Features is made once: a second start builds nothing and finds the
+    // config unchanged.
+    t.yolo(&["down", "--remove"]).ok();
+    let again = t.yolo(&["up", "--json"]).ok();
+    again.assert_stderr_lacks("installed 1 Feature(s)");
+    t.yolo(&["exec", "--", "cat", "/opt/hello/said"])
+        .ok()
+        .assert_stdout("world user=dev\n");
+    let reused = t.yolo(&["up", "--json"]).ok();
+    let reused: serde_json::Value = serde_json::from_str(&reused.stdout()).unwrap();
+    assert_eq!(reused["action"], "running", "{reused}");
+    assert_eq!(reused["stale"], false, "{reused}");
+}
+
+#[test]
+fn a_feature_of_the_dev_service_asking_for_privileged_is_refused_by_name() {
+    let t = Test::new();
+    feature(
+        &t,
+        "dind",
+        r#"{"id": "dind", "privileged": true}"#,
+        "touch /dind-installed",
+    );
+    project(
+        &t,
+        &format!("{APP}{DB}"),
+        r#"{"dockerComposeFile": "compose.yml", "service": "app",
+            "workspaceFolder": "/workspaces/repo", "features": {"./dind": {}}}"#,
+    );
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("Feature \"./dind\"")
+        .assert_stderr_contains("--grant privileged");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    assert!(services(&t).is_empty(), "{:?}", services(&t));
+}
