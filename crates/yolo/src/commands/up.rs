@@ -676,9 +676,13 @@ impl Act<'_> {
         let merged: Option<Project>;
         let act: Act;
         let (guard_id, image) = if behind_guard {
-            let (guard_id, image) = self.build_behind_guard(guard, &writer, state).await?;
+            let (guard_id, image) = self.build_behind_guard(guard, &writer).await?;
             merged = self.with_image_metadata(&image).await?;
             act = self.with(merged.as_ref());
+            let guard_id = match guard_id {
+                Some(id) => act.guard_after_build(spec, id, &writer, state).await?,
+                None => None,
+            };
             (guard_id, image)
         } else {
             // A pull, an offline build or nothing: the image first, so a failing pull or build
@@ -925,14 +929,14 @@ impl Act<'_> {
 
     /// Build the image with its RUN steps in the guard's network namespace (`none` without a
     /// guard), the guard holding the project's allowlist plus the build's own (`[build]`) and
-    /// stamping its events `phase: build`; then start the guard again with the agent's config:
-    /// a new namespace with empty sets, so nothing the build opened stays open for the agent.
-    /// A failed build stops the guard it started (and removes one made for it).
+    /// stamping its events `phase: build`; the guard's id, still in its build phase, for
+    /// `guard_after_build` to start again with the agent's config (a new namespace with empty
+    /// sets, so nothing the build opened stays open for the agent). A failed build stops the
+    /// guard it started (and removes one made for it).
     async fn build_behind_guard(
         &self,
         step: &GuardStep,
         writer: &Writer,
-        state: &mut WorkspaceState,
     ) -> Result<(Option<String>, String)> {
         let spec = &self.project.spec;
         let allow = self.build_allow(writer)?;
@@ -970,11 +974,26 @@ impl Act<'_> {
                 return Err(e);
             }
         };
-        let Some(id) = guard else {
-            return Ok((None, image));
-        };
-        let again = GuardStep::Start { id, running: true };
-        Ok((self.guard(&again, writer, state).await?, image))
+        Ok((guard, image))
+    }
+
+    /// The guard that ran the build (`id`), restarted for the session of this start (`self`:
+    /// the project with the built image's metadata). Docker fixes a container's published ports
+    /// when it is made: when the image's label forwards other ports than planned, the guard is
+    /// made again (nothing runs in its namespace yet).
+    async fn guard_after_build(
+        &self,
+        planned: &RunSpec,
+        id: String,
+        writer: &Writer,
+        state: &mut WorkspaceState,
+    ) -> Result<Option<String>> {
+        if planned.ports == self.project.spec.ports {
+            let again = GuardStep::Start { id, running: true };
+            return self.guard(&again, writer, state).await;
+        }
+        self.engine.remove(&id).await?;
+        self.guard(&GuardStep::Create, writer, state).await
     }
 
     /// What a build's RUN steps may reach: with the firewall, the allowlist plus the build's own

@@ -318,3 +318,33 @@ fn host_uid() -> u32 {
     let out = Command::new("id").arg("-u").output().unwrap();
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
+
+#[test]
+fn ports_a_built_images_label_forwards_are_published_on_the_first_up() {
+    // The image is built by this `up`: its label is read only after the build, once the guard
+    // (which publishes the ports) exists already. It is made again with them.
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BASE_IMAGE}\nLABEL devcontainer.metadata='[{{\"forwardPorts\": [18461]}}]'\n"
+        ),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    let (_, up) = t.up(&[]);
+    let guard = inspect(&format!(
+        "{}-guard",
+        up["container"]["name"].as_str().unwrap()
+    ));
+    let bindings = &guard["HostConfig"]["PortBindings"]["18461/tcp"][0];
+    assert_eq!(bindings["HostIp"], "127.0.0.1", "{}", guard["HostConfig"]);
+    // The agent joined that guard, and the config is the same on the next `up`.
+    let id = up["container"]["id"].as_str().unwrap();
+    assert_eq!(
+        inspect(id)["HostConfig"]["NetworkMode"],
+        format!("container:{}", guard["Id"].as_str().unwrap())
+    );
+    let (_, again) = t.up(&[]);
+    assert_eq!(again["action"], "running", "{again}");
+    assert_eq!(again["stale"], false, "{again}");
+}
