@@ -25,6 +25,10 @@ pub(crate) struct RunSpec {
     pub(crate) remote_user: Option<String>,
     /// Make the remote user's uid/gid match these host ids (Linux, `updateRemoteUserUID`).
     pub(crate) update_uid: Option<(u32, u32)>,
+    /// How the remote user's environment is read for hooks and `exec` (`userEnvProbe`). Not
+    /// in the config hash: it shapes no container.
+    #[serde(skip)]
+    pub(crate) user_env_probe: UserEnvProbe,
     /// Replace the image's command with a keep-alive loop.
     pub(crate) override_command: bool,
     /// Bind mount of the repository: host source (never moved by the repo) -> container target.
@@ -147,6 +151,39 @@ pub(crate) enum ImageSource {
     /// Use (and pull if missing) this image.
     Image(String),
     Build(BuildSpec),
+}
+
+/// `userEnvProbe`: the shell whose environment commands in the container get, as VS Code and
+/// the reference CLI run it (`-lic`, `-lc`, `-ic`), or none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum UserEnvProbe {
+    None,
+    LoginShell,
+    InteractiveShell,
+    #[default]
+    LoginInteractiveShell,
+}
+
+impl UserEnvProbe {
+    pub(crate) fn parse(value: &str) -> Option<UserEnvProbe> {
+        Some(match value {
+            "none" => UserEnvProbe::None,
+            "loginShell" => UserEnvProbe::LoginShell,
+            "interactiveShell" => UserEnvProbe::InteractiveShell,
+            "loginInteractiveShell" => UserEnvProbe::LoginInteractiveShell,
+            _ => return None,
+        })
+    }
+
+    /// The shell's flag; `None` for no probe.
+    pub(crate) fn flag(self) -> Option<&'static str> {
+        match self {
+            UserEnvProbe::None => None,
+            UserEnvProbe::LoginShell => Some("-lc"),
+            UserEnvProbe::InteractiveShell => Some("-ic"),
+            UserEnvProbe::LoginInteractiveShell => Some("-lic"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -37,6 +37,9 @@ pub(crate) struct ExecSettings {
     pub(crate) user: Option<String>,
     pub(crate) cwd: String,
     pub(crate) remote_env: BTreeMap<String, Option<String>>,
+    /// The remote user's shell environment (`userEnvProbe`), read when the container started.
+    #[serde(default)]
+    pub(crate) probed_env: BTreeMap<String, String>,
 }
 
 /// What the user approved for a workspace: which config file yolo used, and the text of every

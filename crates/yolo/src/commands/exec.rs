@@ -50,7 +50,8 @@ pub(crate) async fn attach_with_env(
     let settings = state.exec.clone().unwrap_or_default();
     let writer = session::current(&state)?;
     let details = engine.inspect(&container).await?;
-    let mut env = super::hooks::remote_env(&settings.remote_env, &details.env);
+    let mut env =
+        super::hooks::command_env(&settings.probed_env, &settings.remote_env, &details.env);
     env.extend(extra_env);
     let runner = Runner {
         engine,

@@ -86,11 +86,19 @@ pub(crate) async fn in_container(
         return Err(stopped(engine, project, container_id).await);
     }
     let user = project.remote_user().or(info.user);
+    let started_now = state.post_start_done_for.as_deref() != Some(info.started_at.as_str());
+    // The shell environment read when this container started, kept until it starts again.
+    let probed = state
+        .exec
+        .take()
+        .filter(|e| e.container == container_id && !started_now)
+        .map(|e| e.probed_env);
     state.exec = Some(ExecSettings {
         container: container_id.to_string(),
         user: user.clone(),
         cwd: spec.workspace_folder.clone(),
         remote_env: spec.remote_env.clone(),
+        probed_env: probed.clone().unwrap_or_default(),
     });
     let root = Runner {
         engine,
@@ -101,12 +109,12 @@ pub(crate) async fn in_container(
         writer: Some(writer),
         supervised: info.supervised,
     };
-    let runner = Runner {
+    let mut runner = Runner {
         engine,
         container: container_id.to_string(),
         user,
         cwd: spec.workspace_folder.clone(),
-        env: remote_env(&spec.remote_env, &info.env),
+        env: Vec::new(),
         writer: Some(writer),
         supervised: info.supervised,
     };
@@ -121,13 +129,27 @@ pub(crate) async fn in_container(
                 e
             });
         }
+    }
+    // After the setup (the user's uid and home are final), before any hook.
+    let probed = match probed {
+        Some(env) => env,
+        None => {
+            let env = probe_env(&runner, spec.user_env_probe, &info.env).await;
+            if let Some(exec) = state.exec.as_mut() {
+                exec.probed_env = env.clone();
+            }
+            env
+        }
+    };
+    runner.env = command_env(&probed, &spec.remote_env, &info.env);
+    if state.created_hooks_done_for.as_deref() != Some(container_id) {
         for hook in Hook::ON_CREATE {
             runner.hook(hook, &spec.hooks).await?;
         }
         state.created_hooks_done_for = Some(container_id.to_string());
         state.save(&spec.devcontainer_id)?;
     }
-    if state.post_start_done_for.as_deref() != Some(info.started_at.as_str()) {
+    if started_now {
         runner.hook(Hook::PostStart, &spec.hooks).await?;
         state.post_start_done_for = Some(info.started_at);
         state.save(&spec.devcontainer_id)?;
@@ -218,18 +240,103 @@ fn note_host_root(workspace: &std::path::Path, user: &str) {
     );
 }
 
-/// remoteEnv as `K=V` for exec, with `${containerEnv:..}` resolved against the container.
-pub(crate) fn remote_env(
+/// The environment a command in the container gets on top of the container's: the probed
+/// shell environment, then `remoteEnv` (which wins; `null` drops a probed variable).
+pub(crate) fn command_env(
+    probed: &BTreeMap<String, String>,
     remote: &BTreeMap<String, Option<String>>,
     container: &BTreeMap<String, String>,
 ) -> Vec<String> {
-    remote
+    let mut env: BTreeMap<String, String> = probed
         .iter()
-        .filter_map(|(k, v)| {
-            v.as_ref()
-                .map(|v| format!("{k}={}", substitute::container_env(v, container)))
-        })
-        .collect()
+        .filter(|(k, v)| container.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in remote {
+        match v {
+            Some(v) => env.insert(k.clone(), substitute::container_env(v, container)),
+            None => env.remove(k),
+        };
+    }
+    env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// How long the probe may take: a shell startup file waiting for input must not hang `up`.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The remote user's shell environment, as VS Code and the reference CLI read it
+/// (`userEnvProbe`): their login shell (`/bin/sh` when it has none) run with `-lic`/`-lc`/`-ic`
+/// printing `/proc/self/environ` between two marks. Empty with `none`, and (with a warning)
+/// when the shell fails or takes longer than 10 s: commands then get the container's
+/// environment, as before. `PWD` and yolo's own variables are left out; the container's `PATH`
+/// entries the shell dropped are kept at its end.
+async fn probe_env(
+    runner: &Runner<'_>,
+    probe: run_spec::UserEnvProbe,
+    container: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let Some(flag) = probe.flag() else {
+        return BTreeMap::new();
+    };
+    let mark = format!("yolo-probe-{}", uuid::Uuid::new_v4().simple());
+    let inner = format!("printf %s {mark}; cat /proc/self/environ; printf %s {mark}");
+    let script = format!(
+        r#"s=$(getent passwd "$(id -un)" 2>/dev/null | cut -d: -f7); [ -x "$s" ] || s=/bin/sh; exec "$s" {flag} '{inner}' </dev/null"#
+    );
+    let request = ExecRequest {
+        env: Vec::new(),
+        ..runner.request(vec!["/bin/sh".into(), "-c".into(), script], false, false)
+    };
+    let run = runner.run("probe", "userEnvProbe", &request, Output::Capture);
+    let warn = |why: &str| {
+        eprintln!(
+            "{} userEnvProbe: {why}; commands get the container's environment",
+            console::style("warning:").yellow().bold()
+        );
+        BTreeMap::new()
+    };
+    let result = match tokio::time::timeout(PROBE_TIMEOUT, run).await {
+        Err(_) => {
+            return warn("the shell took longer than 10 s (does a startup file wait for input?)")
+        }
+        Ok(Err(e)) => return warn(&e.to_string()),
+        Ok(Ok(result)) => result,
+    };
+    match parse_probe(&result.captured, &mark, container) {
+        Some(env) => env,
+        None => warn(&format!(
+            "the shell exited with {} and printed no environment",
+            result.exit_code
+        )),
+    }
+}
+
+/// The variables between the two marks of the probe's output.
+fn parse_probe(
+    output: &[u8],
+    mark: &str,
+    container: &BTreeMap<String, String>,
+) -> Option<BTreeMap<String, String>> {
+    let text = String::from_utf8_lossy(output);
+    let start = text.find(mark)? + mark.len();
+    let end = start + text[start..].find(mark)?;
+    let mut env: BTreeMap<String, String> = text[start..end]
+        .split('\0')
+        .filter_map(|item| item.split_once('='))
+        .filter(|(k, _)| !k.is_empty() && *k != "PWD" && !k.starts_with("YOLO_"))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    if let (Some(shell), Some(own)) = (env.get("PATH"), container.get("PATH")) {
+        let mut path: Vec<&str> = shell.split(':').collect();
+        for dir in own.split(':') {
+            if !path.contains(&dir) {
+                path.push(dir);
+            }
+        }
+        let merged = path.join(":");
+        env.insert("PATH".into(), merged);
+    }
+    Some(env)
 }
 
 /// Where and as whom commands run.
@@ -485,7 +592,7 @@ mod tests {
     }
 
     #[test]
-    fn remote_env_resolves_container_env_and_drops_unset() {
+    fn remote_env_resolves_container_env_wins_over_the_probe_and_drops_unset() {
         let remote = BTreeMap::from([
             (
                 "PATH".to_string(),
@@ -493,7 +600,39 @@ mod tests {
             ),
             ("GONE".to_string(), None),
         ]);
-        let container = BTreeMap::from([("PATH".to_string(), "/bin".to_string())]);
-        assert_eq!(remote_env(&remote, &container), ["PATH=/bin:/x"]);
+        let container = BTreeMap::from([
+            ("PATH".to_string(), "/bin".to_string()),
+            ("SAME".to_string(), "1".to_string()),
+        ]);
+        let probed = BTreeMap::from([
+            ("GONE".to_string(), "x".to_string()),
+            ("NVM_DIR".to_string(), "/n".to_string()),
+            ("PATH".to_string(), "/n/bin:/bin".to_string()),
+            ("SAME".to_string(), "1".to_string()),
+        ]);
+        assert_eq!(
+            command_env(&probed, &remote, &container),
+            ["NVM_DIR=/n", "PATH=/bin:/x"]
+        );
+        assert_eq!(
+            command_env(&probed, &BTreeMap::new(), &container),
+            ["GONE=x", "NVM_DIR=/n", "PATH=/n/bin:/bin"]
+        );
+    }
+
+    #[test]
+    fn the_probe_reads_between_the_marks_and_keeps_the_containers_path() {
+        let out = b"bash: no job control in this shell\nMARKA=1\0PWD=/w\0YOLO_EXEC_ID=9\0PATH=/n/bin:/usr/bin\0EMPTY=\0MARKtrailing";
+        let container = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
+        let env = parse_probe(out, "MARK", &container).unwrap();
+        assert_eq!(
+            env,
+            BTreeMap::from([
+                ("A".to_string(), "1".to_string()),
+                ("EMPTY".to_string(), String::new()),
+                ("PATH".to_string(), "/n/bin:/usr/bin:/bin".to_string()),
+            ])
+        );
+        assert!(parse_probe(b"no marks", "MARK", &container).is_none());
     }
 }

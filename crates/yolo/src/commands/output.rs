@@ -291,6 +291,7 @@ mod tests {
 
     fn exec(container: &str) -> ExecSettings {
         ExecSettings {
+            probed_env: Default::default(),
             container: container.into(),
             user: Some("dev".into()),
             cwd: "/workspace".into(),

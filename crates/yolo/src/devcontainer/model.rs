@@ -27,6 +27,7 @@ pub(crate) struct DevContainer {
     #[serde(rename = "updateRemoteUserUID")]
     pub(crate) update_remote_user_uid: Option<bool>,
     pub(crate) override_command: Option<bool>,
+    pub(crate) user_env_probe: Option<String>,
     pub(crate) init: Option<bool>,
     pub(crate) privileged: Option<bool>,
     #[serde(default)]

@@ -610,6 +610,7 @@ pub(super) mod tests {
             remote_user: None,
             update_uid: None,
             override_command: true,
+            user_env_probe: Default::default(),
             workspace_mount: bind("/home/me/repo", "/workspace"),
             workspace_folder: "/workspace".into(),
             protected: vec![],

@@ -5,7 +5,7 @@
 use super::Eval;
 use crate::devcontainer::names::container_name;
 use crate::error::Result;
-use crate::run_spec::{ImageSource, Limits, RunSpec};
+use crate::run_spec::{ImageSource, Limits, RunSpec, UserEnvProbe};
 use std::collections::BTreeMap;
 
 impl Eval<'_> {
@@ -58,6 +58,7 @@ impl Eval<'_> {
             config_hash: String::new(),
             grants_used: Vec::new(),
             shutdown_action: self.shutdown_action()?,
+            user_env_probe: self.user_env_probe()?,
             firewall_allow: self.firewall_allow()?,
             firewall_presets: self.firewall_presets()?,
             default_agent: self.yolo().and_then(|y| y.agent.clone()),
@@ -72,6 +73,20 @@ impl Eval<'_> {
             notes: super::workspace::volume_note(&workspace_mount_note),
             compose,
         })
+    }
+
+    /// How the user's environment is probed (`userEnvProbe`): the reference CLI's default,
+    /// `loginInteractiveShell`, when nobody sets it.
+    fn user_env_probe(&self) -> Result<UserEnvProbe> {
+        match self.merged_user_env_probe() {
+            None => Ok(UserEnvProbe::LoginInteractiveShell),
+            Some((value, property)) => UserEnvProbe::parse(value).ok_or_else(|| {
+                self.config_error(
+                    &property,
+                    format!("\"{value}\" is not one of \"none\", \"loginShell\", \"interactiveShell\", \"loginInteractiveShell\""),
+                )
+            }),
+        }
     }
 
     /// `stopContainer` (the default) or `none`; for a Compose config `stopCompose` (the
@@ -97,7 +112,7 @@ impl Eval<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::test_support::*;
-    use crate::run_spec::{ImageSource, Limits, Mount, MountKind};
+    use crate::run_spec::{ImageSource, Limits, Mount, MountKind, UserEnvProbe};
     use serde_json::json;
 
     #[test]
@@ -154,6 +169,9 @@ mod tests {
         assert_eq!(spec.remote_env["B"], None);
         assert!(spec.hooks.post_create.len() == 1 && spec.hooks.on_create.is_empty());
         assert_eq!(spec.default_agent.as_deref(), Some("codex"));
+        assert_eq!(spec.user_env_probe, UserEnvProbe::LoginInteractiveShell);
+        let none = ok(with_image(json!({"userEnvProbe": "none"})));
+        assert_eq!(none.user_env_probe, UserEnvProbe::None);
     }
 
     #[test]
@@ -161,6 +179,10 @@ mod tests {
         let (property, _) =
             config_err(case(with_image(json!({"shutdownAction": "stopCompose"}))).run());
         assert_eq!(property, "shutdownAction");
+        let (property, message) =
+            config_err(case(with_image(json!({"userEnvProbe": "bash"}))).run());
+        assert_eq!(property, "userEnvProbe");
+        assert!(message.contains("loginInteractiveShell"), "{message}");
         let (property, _) = config_err(case(json!({})).run());
         assert_eq!(property, "image");
         let (property, _) = config_err(case(json!({"build": {"context": ".."}})).run());

@@ -10,8 +10,9 @@
 //! Every request an entry makes (privileged, capabilities, security options, mounts) meets the
 //! same checks as the repository's own (`security`, `mounts`), refused unless granted; the
 //! refusal's property names the entry: `privileged (asked by Feature "ghcr.io/...:2")`.
-//! (`init` needs no merge: yolo always runs one.) `userEnvProbe`, `waitFor` and the editor
-//! settings are not used by yolo; they reach VS Code through the container's label.
+//! (`init` needs no merge: yolo always runs one.) `userEnvProbe` is the last that sets it;
+//! `waitFor` and the editor settings are not used by yolo; they reach VS Code through the
+//! container's label.
 
 use super::Eval;
 use crate::devcontainer::metadata::{Entry, Origin};
@@ -79,6 +80,14 @@ impl<'a> Eval<'a> {
             e.override_command.as_ref()
         })
         .map(|(v, _)| *v)
+    }
+
+    /// `userEnvProbe` and the property that set it (for its error).
+    pub(super) fn merged_user_env_probe(&self) -> Option<(&'a String, String)> {
+        self.last(self.config.user_env_probe.as_ref(), |e| {
+            e.user_env_probe.as_ref()
+        })
+        .map(|(v, origin)| (v, property("userEnvProbe", origin)))
     }
 
     pub(super) fn merged_update_uid(&self) -> Option<bool> {

@@ -121,3 +121,41 @@ fn a_host_command_that_leaves_a_process_behind_does_not_hold_up_up() {
         "up waited for the background process: {took:?}"
     );
 }
+
+#[test]
+fn the_users_shell_environment_reaches_hooks_and_exec_unless_the_probe_is_off() {
+    let t = Test::new();
+    // What a version manager does: its PATH and variables set in the shell's startup file.
+    t.file(
+        ".devcontainer/Dockerfile",
+        "FROM debian:bookworm-slim\nRUN echo 'export FROM_RC=yes PATH=/opt/tool/bin:$PATH' >> /root/.bashrc\n",
+    );
+    t.devcontainer(
+        r#"{"build": {"dockerfile": "Dockerfile"},
+            "remoteEnv": {"OWN": "remote"},
+            "postCreateCommand": "echo \"$FROM_RC $OWN\" > /tmp/hook-saw"}"#,
+    );
+    t.up(&[]);
+    t.yolo(&["exec", "sh", "-c", "cat /tmp/hook-saw; echo $PATH"])
+        .ok()
+        .assert_stdout(
+            "yes remote\n/opt/tool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n",
+        );
+    // The probe is a command like any other: on the session's record.
+    assert!(
+        t.events()
+            .iter()
+            .any(|e| e["kind"] == "command" && e["name"] == "userEnvProbe"),
+        "{:?}",
+        t.events()
+    );
+    // Off, commands get the container's environment only.
+    t.devcontainer(
+        r#"{"build": {"dockerfile": "Dockerfile"}, "userEnvProbe": "none",
+            "postCreateCommand": "echo \"[$FROM_RC]\" > /tmp/hook-saw"}"#,
+    );
+    t.yolo(&["up", "--rebuild", "--accept-config"]).ok();
+    t.yolo(&["exec", "sh", "-c", "cat /tmp/hook-saw"])
+        .ok()
+        .assert_stdout("[]\n");
+}
