@@ -269,7 +269,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// printing `/proc/self/environ` between two marks. Empty with `none`, and (with a warning)
 /// when the shell fails or takes longer than 10 s: commands then get the container's
 /// environment, as before. `PWD` and yolo's own variables are left out; the container's `PATH`
-/// entries the shell dropped are kept at its end.
+/// entries the shell dropped are put back (`merge_paths`).
 async fn probe_env(
     runner: &Runner<'_>,
     probe: run_spec::UserEnvProbe,
@@ -302,7 +302,8 @@ async fn probe_env(
         Ok(Err(e)) => return warn(&e.to_string()),
         Ok(Ok(result)) => result,
     };
-    match parse_probe(&result.captured, &mark, container) {
+    let root = matches!(runner.user.as_deref(), None | Some("root" | "0"));
+    match parse_probe(&result.captured, &mark, container, root) {
         Some(env) => env,
         None => warn(&format!(
             "the shell exited with {} and printed no environment",
@@ -316,6 +317,7 @@ fn parse_probe(
     output: &[u8],
     mark: &str,
     container: &BTreeMap<String, String>,
+    root: bool,
 ) -> Option<BTreeMap<String, String>> {
     let text = String::from_utf8_lossy(output);
     let start = text.find(mark)? + mark.len();
@@ -327,16 +329,34 @@ fn parse_probe(
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     if let (Some(shell), Some(own)) = (env.get("PATH"), container.get("PATH")) {
-        let mut path: Vec<&str> = shell.split(':').collect();
-        for dir in own.split(':') {
-            if !path.contains(&dir) {
-                path.push(dir);
-            }
-        }
-        let merged = path.join(":");
+        let merged = merge_paths(shell, own, root);
         env.insert("PATH".into(), merged);
     }
     Some(env)
+}
+
+/// The shell's `PATH` with the container's entries it lacks put back where they were relative
+/// to the ones it has (each after the last one found before it), as the reference CLI does: a
+/// login shell's `/etc/profile` resets `PATH`, and the image's own entries (a Feature's
+/// `/opt/x/bin:${PATH}`) must keep their place in front. `sbin` folders only for root.
+fn merge_paths(shell: &str, container: &str, root: bool) -> String {
+    let mut path: Vec<&str> = shell.split(':').collect();
+    let mut at = 0;
+    for dir in container.split(':') {
+        match path.iter().position(|d| *d == dir) {
+            Some(i) => at = i + 1,
+            None if root || !is_sbin(dir) => {
+                path.insert(at, dir);
+                at += 1;
+            }
+            None => {}
+        }
+    }
+    path.join(":")
+}
+
+fn is_sbin(dir: &str) -> bool {
+    dir.ends_with("/sbin") || dir.contains("/sbin/")
 }
 
 /// Where and as whom commands run.
@@ -624,7 +644,7 @@ mod tests {
     fn the_probe_reads_between_the_marks_and_keeps_the_containers_path() {
         let out = b"bash: no job control in this shell\nMARKA=1\0PWD=/w\0YOLO_EXEC_ID=9\0PATH=/n/bin:/usr/bin\0EMPTY=\0MARKtrailing";
         let container = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
-        let env = parse_probe(out, "MARK", &container).unwrap();
+        let env = parse_probe(out, "MARK", &container, true).unwrap();
         assert_eq!(
             env,
             BTreeMap::from([
@@ -633,6 +653,21 @@ mod tests {
                 ("PATH".to_string(), "/n/bin:/usr/bin:/bin".to_string()),
             ])
         );
-        assert!(parse_probe(b"no marks", "MARK", &container).is_none());
+        assert!(parse_probe(b"no marks", "MARK", &container, true).is_none());
+    }
+
+    #[test]
+    fn the_containers_path_entries_keep_their_place_in_front_of_a_reset_path() {
+        let profile = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        let image = "/opt/hello/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        assert_eq!(merge_paths(profile, image, true), image);
+        assert_eq!(
+            merge_paths(
+                "/home/u/.nvm/bin:/usr/bin:/bin",
+                "/usr/local/sbin:/opt/x:/usr/bin:/extra",
+                false
+            ),
+            "/opt/x:/home/u/.nvm/bin:/usr/bin:/extra:/bin"
+        );
     }
 }

@@ -14,6 +14,35 @@ use super::model::{HostRequirements, LifecycleCommand, MountEntry, PortEntry};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The properties a metadata entry holds: the ones of devcontainer.json that the reference CLI
+/// copies into the label (`pickConfigProperties`).
+pub(crate) const ENTRY_PROPERTIES: [&str; 24] = [
+    "onCreateCommand",
+    "updateContentCommand",
+    "postCreateCommand",
+    "postStartCommand",
+    "postAttachCommand",
+    "waitFor",
+    "customizations",
+    "mounts",
+    "containerEnv",
+    "containerUser",
+    "init",
+    "privileged",
+    "capAdd",
+    "securityOpt",
+    "remoteUser",
+    "userEnvProbe",
+    "remoteEnv",
+    "overrideCommand",
+    "portsAttributes",
+    "otherPortsAttributes",
+    "forwardPorts",
+    "shutdownAction",
+    "updateRemoteUserUID",
+    "hostRequirements",
+];
+
 /// One metadata entry. Field names and types as in the reference CLI's `ImageMetadataEntry`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -5,10 +5,12 @@
 //! schema, `$schema` included), whether or not yolo uses them: a config written for VS Code or
 //! Codespaces gets no warning for their properties.
 
+use super::metadata::ENTRY_PROPERTIES;
 use serde_json::{Map, Value};
 
-/// Every top-level property of the Dev Container spec (image, Dockerfile and Compose configs),
-/// the legacy VS Code ones (`extensions`, `settings`, `devPort`) and `$schema`.
+/// With the metadata entries' (`ENTRY_PROPERTIES`), every top-level property of the Dev
+/// Container spec (image, Dockerfile and Compose configs), the legacy VS Code ones
+/// (`extensions`, `settings`, `devPort`) and `$schema`.
 const KNOWN: &[&str] = &[
     "$schema",
     "name",
@@ -21,35 +23,11 @@ const KNOWN: &[&str] = &[
     "runServices",
     "workspaceFolder",
     "workspaceMount",
-    "forwardPorts",
     "appPort",
-    "portsAttributes",
-    "otherPortsAttributes",
     "runArgs",
-    "shutdownAction",
-    "overrideCommand",
     "initializeCommand",
-    "onCreateCommand",
-    "updateContentCommand",
-    "postCreateCommand",
-    "postStartCommand",
-    "postAttachCommand",
-    "waitFor",
-    "mounts",
-    "containerEnv",
-    "containerUser",
-    "init",
-    "privileged",
-    "capAdd",
-    "securityOpt",
-    "remoteEnv",
-    "remoteUser",
-    "updateRemoteUserUID",
-    "userEnvProbe",
     "features",
     "overrideFeatureInstallOrder",
-    "hostRequirements",
-    "customizations",
     "secrets",
     "extensions",
     "settings",
@@ -62,7 +40,7 @@ const KNOWN: &[&str] = &[
 pub(crate) fn warnings(object: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
     for key in object.keys() {
-        if KNOWN.contains(&key.as_str()) {
+        if KNOWN.contains(&key.as_str()) || ENTRY_PROPERTIES.contains(&key.as_str()) {
             continue;
         }
         let shown = crate::visible::escape_controls(key);
@@ -88,6 +66,7 @@ fn suggestion(key: &str) -> Option<&'static str> {
     let lower = key.to_lowercase();
     KNOWN
         .iter()
+        .chain(&ENTRY_PROPERTIES)
         .map(|k| (strsim::damerau_levenshtein(&lower, &k.to_lowercase()), *k))
         .filter(|(d, k)| *d <= (k.len() / 4).clamp(1, 3))
         .min_by_key(|(d, _)| *d)

@@ -876,6 +876,17 @@ mod tests {
         spec
     }
 
+    /// Project `p` with the dev service `app`, from `/repo/compose.yml`.
+    fn compose_spec() -> ComposeSpec {
+        ComposeSpec {
+            files: vec!["/repo/compose.yml".into()],
+            project_dir: "/repo".into(),
+            project_name: "p".into(),
+            service: "app".into(),
+            run_services: None,
+        }
+    }
+
     /// The plan of a start behind the guard `g`, without the exec audit.
     fn plan<'a>(
         spec: &'a RunSpec,
@@ -905,13 +916,7 @@ mod tests {
         let mut spec = spec();
         spec.container_env = BTreeMap::from([("P".into(), "/opt/bin:${PATH}".into())]);
         spec.metadata_label = r#"[{"containerEnv": {"A": "${X}"}}]"#.into();
-        let compose = ComposeSpec {
-            files: vec!["/repo/compose.yml".into()],
-            project_dir: "/repo".into(),
-            project_name: "p".into(),
-            service: "app".into(),
-            run_services: None,
-        };
+        let compose = compose_spec();
         let checked = ServicesChecked::default();
         let plan = FilePlan {
             command: Some((
@@ -1023,13 +1028,7 @@ mod tests {
         )
         .unwrap();
         let spec = spec();
-        let compose = ComposeSpec {
-            files: vec!["/repo/compose.yml".into()],
-            project_dir: "/repo".into(),
-            project_name: "p".into(),
-            service: "app".into(),
-            run_services: None,
-        };
+        let compose = compose_spec();
         let checked = ServicesChecked::default();
         let plan = plan(&spec, &compose, &checked);
         let e = project_file(&resolved, &plan).unwrap_err();

@@ -15,6 +15,7 @@
 //! container's label.
 
 use super::Eval;
+use crate::devcontainer::metadata::ENTRY_PROPERTIES;
 use crate::devcontainer::metadata::{Entry, Origin};
 use crate::devcontainer::model::{LifecycleCommand, MountEntry};
 use crate::error::Result;
@@ -254,37 +255,11 @@ pub(crate) fn label(entries: &[(Origin, Entry)], config_entry: serde_json::Value
 /// The properties of devcontainer.json that a metadata entry holds (the reference CLI's
 /// `pickConfigProperties`), from its raw JSON.
 pub(crate) fn config_entry(raw: &serde_json::Value) -> serde_json::Value {
-    const PICK: [&str; 24] = [
-        "onCreateCommand",
-        "updateContentCommand",
-        "postCreateCommand",
-        "postStartCommand",
-        "postAttachCommand",
-        "waitFor",
-        "customizations",
-        "mounts",
-        "containerEnv",
-        "containerUser",
-        "init",
-        "privileged",
-        "capAdd",
-        "securityOpt",
-        "remoteUser",
-        "userEnvProbe",
-        "remoteEnv",
-        "overrideCommand",
-        "portsAttributes",
-        "otherPortsAttributes",
-        "forwardPorts",
-        "shutdownAction",
-        "updateRemoteUserUID",
-        "hostRequirements",
-    ];
     let picked = raw
         .as_object()
         .map(|o| {
             o.iter()
-                .filter(|(k, _)| PICK.contains(&k.as_str()))
+                .filter(|(k, _)| ENTRY_PROPERTIES.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         })

@@ -20,6 +20,16 @@ const APP: &str = r#"
       - ..:/workspaces/repo
 "#;
 
+/// The dev service built by Compose from `.devcontainer/Dockerfile`.
+const BUILT_APP: &str = r#"
+  app:
+    build:
+      context: .
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#;
+
 const CONFIG: &str = r#"{
     "dockerComposeFile": "compose.yml",
     "service": "app",
@@ -288,15 +298,7 @@ fn a_service_built_by_compose_builds_behind_the_guard_and_carries_the_labels() {
         ".devcontainer/Dockerfile",
         "FROM debian:bookworm-slim\nRUN getent hosts www.denied.test || echo built > /built\n",
     );
-    let app = r#"
-  app:
-    build:
-      context: .
-    command: ["sleep", "infinity"]
-    volumes:
-      - ..:/workspaces/repo
-"#;
-    project(&t, &format!("{app}{DB}"), CONFIG);
+    project(&t, &format!("{BUILT_APP}{DB}"), CONFIG);
     t.up(&[]);
     t.yolo(&["exec", "--", "cat", "/built"])
         .ok()
@@ -487,18 +489,6 @@ fn compose_files_cannot_copy_host_variables_or_files_into_the_container() {
     assert!(env.contains("FROM_REPO=yes"), "{env}");
 }
 
-/// A local Feature for a Compose test: its `devcontainer-feature.json` and `install.sh`.
-fn feature(t: &Test, name: &str, json: &str, install: &str) {
-    t.file(
-        &format!(".devcontainer/{name}/devcontainer-feature.json"),
-        json,
-    );
-    t.file(
-        &format!(".devcontainer/{name}/install.sh"),
-        &format!("#!/bin/sh\nset -e\n{install}\n"),
-    );
-}
-
 #[test]
 fn the_dev_services_image_label_and_features_shape_it_as_for_an_image_config() {
     let t = Test::new();
@@ -510,8 +500,7 @@ RUN useradd --create-home --uid 1000 dev
 LABEL devcontainer.metadata='[{"remoteUser": "dev", "containerEnv": {"FROM_LABEL": "yes"}, "postCreateCommand": "echo image >> /tmp/order"}]'
 "#,
     );
-    feature(
-        &t,
+    t.feature(
         "hello",
         r#"{"id": "hello", "options": {"who": {"type": "string", "default": "nobody"}},
             "containerEnv": {"HELLO_HOME": "/opt/hello"},
@@ -522,17 +511,9 @@ echo "$WHO user=$_REMOTE_USER" > /opt/hello/said
 printf '#!/bin/sh\necho started > /tmp/hello-init-ran\n' > /usr/local/share/hello-init.sh
 chmod +x /usr/local/share/hello-init.sh"#,
     );
-    let app = r#"
-  app:
-    build:
-      context: .
-    command: ["sleep", "infinity"]
-    volumes:
-      - ..:/workspaces/repo
-"#;
     project(
         &t,
-        &format!("{app}{DB}"),
+        &format!("{BUILT_APP}{DB}"),
         r#"{
     "dockerComposeFile": "compose.yml",
     "service": "app",
@@ -594,8 +575,7 @@ chmod +x /usr/local/share/hello-init.sh"#,
 #[test]
 fn a_feature_of_the_dev_service_asking_for_privileged_is_refused_by_name() {
     let t = Test::new();
-    feature(
-        &t,
+    t.feature(
         "dind",
         r#"{"id": "dind", "privileged": true}"#,
         "touch /dind-installed",

@@ -6,18 +6,6 @@ use crate::support::net::*;
 use crate::support::*;
 use serde_json::Value;
 
-/// A local Feature in `.devcontainer/<name>/`: its `devcontainer-feature.json` and `install.sh`.
-fn feature(t: &Test, name: &str, json: &str, install: &str) {
-    t.file(
-        &format!(".devcontainer/{name}/devcontainer-feature.json"),
-        json,
-    );
-    t.file(
-        &format!(".devcontainer/{name}/install.sh"),
-        &format!("#!/bin/sh\nset -e\n{install}\n"),
-    );
-}
-
 /// The image of this test's agent container, and its labels.
 fn agent_image(t: &Test) -> (String, Value) {
     let agent = t.agents().pop().expect("an agent container");
@@ -27,9 +15,7 @@ fn agent_image(t: &Test) -> (String, Value) {
 }
 
 fn hello(t: &Test) {
-    feature(
-        t,
-        "hello",
+    t.feature("hello",
         r#"{"id": "hello", "version": "1.0.0",
             "options": {"greeting": {"type": "string", "default": "hi"},
                         "who": {"type": "string", "default": "nobody"}},
@@ -147,8 +133,7 @@ fn images(t: &Test) -> String {
 #[test]
 fn a_feature_asking_for_privileged_is_refused_unless_granted() {
     let t = Test::new();
-    feature(
-        &t,
+    t.feature(
         "dind",
         r#"{"id": "dind", "privileged": true}"#,
         "touch /dind-installed",
@@ -187,8 +172,7 @@ fn a_feature_asking_for_privileged_is_refused_unless_granted() {
 #[test]
 fn a_failing_install_names_the_feature_and_leaves_nothing_running() {
     let t = Test::new();
-    feature(
-        &t,
+    t.feature(
         "broken",
         r#"{"id": "broken"}"#,
         "echo about to fail; exit 3",
@@ -209,8 +193,7 @@ fn a_feature_install_reaches_only_allowlisted_names() {
     let net = Internet::new(&t);
     let fetch =
         |url: &str| format!("curl -sS --connect-timeout 5 --max-time 8 {url} || echo BLOCKED");
-    feature(
-        &t,
+    t.feature(
         "fetcher",
         r#"{"id": "fetcher"}"#,
         &format!(
@@ -244,8 +227,7 @@ fn a_feature_install_reaches_only_allowlisted_names() {
 fn with_network_none_a_feature_installs_offline() {
     let t = Test::new();
     ensure_image(AGENT_IMAGE, "agent.Dockerfile");
-    feature(
-        &t,
+    t.feature(
         "probe",
         r#"{"id": "probe"}"#,
         "(ip -o link | grep -v ' lo:' | wc -l) > /links.txt",
@@ -335,7 +317,7 @@ fn features_install_on_an_image_built_from_a_dockerfile_with_their_links_and_reb
         &format!("FROM {BASE_IMAGE}\nRUN echo base > /base.txt\n"),
     );
     // A link inside the Feature's folder is kept (as a link) in the build context.
-    feature(&t, "stamp", r#"{"id": "stamp"}"#, "sh ./stamp-link.sh");
+    t.feature("stamp", r#"{"id": "stamp"}"#, "sh ./stamp-link.sh");
     t.file(
         ".devcontainer/stamp/lib/stamp.sh",
         "cat /base.txt > /stamp.txt; date +%s%N >> /stamp.txt\n",

@@ -217,6 +217,19 @@ impl Test {
         self.file(".devcontainer/devcontainer.json", json)
     }
 
+    /// A local Feature in `.devcontainer/<name>/`: its `devcontainer-feature.json` and an
+    /// `install.sh` running `install` under `set -e`.
+    pub fn feature(&self, name: &str, json: &str, install: &str) -> &Self {
+        self.file(
+            &format!(".devcontainer/{name}/devcontainer-feature.json"),
+            json,
+        );
+        self.file(
+            &format!(".devcontainer/{name}/install.sh"),
+            &format!("#!/bin/sh\nset -e\n{install}\n"),
+        )
+    }
+
     pub fn user_config(&self, toml: &str) -> &Self {
         std::fs::write(self.config_dir.join("config.toml"), toml).unwrap();
         self
