@@ -493,12 +493,14 @@ fn compose_files_cannot_copy_host_variables_or_files_into_the_container() {
 fn the_dev_services_image_label_and_features_shape_it_as_for_an_image_config() {
     let t = Test::new();
     // The service's own image (built by Compose) says its user, env and a hook in its label.
+    // Its own first layer (the test's id): no cached layer shared with another test's build.
+    let label = r#"[{"remoteUser": "dev", "containerEnv": {"FROM_LABEL": "yes"}, "postCreateCommand": "echo image >> /tmp/order"}]"#;
     t.file(
         ".devcontainer/Dockerfile",
-        r#"FROM debian:bookworm-slim
-RUN useradd --create-home --uid 1000 dev
-LABEL devcontainer.metadata='[{"remoteUser": "dev", "containerEnv": {"FROM_LABEL": "yes"}, "postCreateCommand": "echo image >> /tmp/order"}]'
-"#,
+        &format!(
+            "FROM debian:bookworm-slim\nLABEL yolo.test={}\nRUN useradd --create-home --uid 1000 dev\nLABEL devcontainer.metadata='{label}'\n",
+            t.id
+        ),
     );
     t.feature(
         "hello",

@@ -218,7 +218,8 @@ impl Test {
     }
 
     /// A local Feature in `.devcontainer/<name>/`: its `devcontainer-feature.json` and an
-    /// `install.sh` running `install` under `set -e`.
+    /// `install.sh` running `install` under `set -e`. The script names the test, so two tests'
+    /// builds never share a cached layer that one of them removes with its images.
     pub fn feature(&self, name: &str, json: &str, install: &str) -> &Self {
         self.file(
             &format!(".devcontainer/{name}/devcontainer-feature.json"),
@@ -226,7 +227,7 @@ impl Test {
         );
         self.file(
             &format!(".devcontainer/{name}/install.sh"),
-            &format!("#!/bin/sh\nset -e\n{install}\n"),
+            &format!("#!/bin/sh\n# test {}\nset -e\n{install}\n", self.id),
         )
     }
 
