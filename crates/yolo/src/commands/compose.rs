@@ -147,11 +147,13 @@ fn services(prepared: &Prepared) -> Vec<String> {
 pub(crate) enum GuardPhase {
     /// While the services' images build in its namespace: the build's allowlist.
     Build,
-    /// The session: the siblings' subnets and names (`extra`) on top of the allowlist, and the
-    /// names Docker's embedded DNS answers.
+    /// The session: the siblings' subnets and names (`extra`) on top of the allowlist, the
+    /// names Docker's embedded DNS answers, and the dev service's published ports (its image's
+    /// label may have added some).
     Session {
         extra: Vec<String>,
         names: Vec<String>,
+        published: Vec<u16>,
     },
 }
 
@@ -162,7 +164,8 @@ fn project_file_path(devcontainer_id: &str) -> PathBuf {
         .join(format!("{devcontainer_id}.json"))
 }
 
-/// Bring the project up with the guard `guard` (made, not started; None with `--network none`),
+/// Bring the project up with the guard named `guard` (made, not started; None with `--network
+/// none`),
 /// which `start_guard` starts: for the builds (the services' images with their RUN steps in its
 /// namespace, then the Features on the dev service's image), then, once it is attached to the
 /// project's networks, for the session. The dev service is made from the project evaluated
@@ -199,6 +202,12 @@ where
         )
         .await?;
         let now = merged.as_ref().unwrap_or(project);
+        // Docker fixes a container's published ports when it is made: the guard, made before
+        // the image's label was read, is made again when the label forwards other ports.
+        if let (Some(guard), false) = (guard, now.spec.ports == project.spec.ports) {
+            engine.remove(guard).await?;
+            network::create_guard(engine, now).await?;
+        }
         // Volumes a label or a Feature asks for: made (and labelled) before Compose names them.
         super::up::create_volumes(engine, &now.spec).await?;
         let mut plan = file_plan(now, prepared, mode, guard.is_some());
@@ -404,6 +413,7 @@ where
     start_guard(GuardPhase::Session {
         extra,
         names: siblings,
+        published: spec.ports.iter().map(|p| p.container).collect(),
     })
     .await?;
     engine

@@ -783,15 +783,17 @@ impl Act<'_> {
         writer: &Writer,
         state: &mut WorkspaceState,
     ) -> Result<super::compose::Started> {
+        // By name from here on: `compose::start` may make it again.
         let guard_id = match guard {
             GuardStep::Start { id, running } => {
                 if *running {
                     self.engine.stop(id).await?;
                 }
-                Some(id.clone())
+                Some(network::guard_name(self.project))
             }
             GuardStep::Recreate { .. } | GuardStep::Create => {
-                Some(network::create_guard(self.engine, self.project).await?)
+                network::create_guard(self.engine, self.project).await?;
+                Some(network::guard_name(self.project))
             }
             GuardStep::Remove { .. } | GuardStep::Nothing => None,
         };
@@ -801,19 +803,29 @@ impl Act<'_> {
                 let Some(id) = guard_id else {
                     return Ok(());
                 };
-                let (allow, names, phase) = match phase {
-                    super::compose::GuardPhase::Build => {
-                        (self.build_allow(writer)?, Vec::new(), Some(PHASE_BUILD))
-                    }
-                    super::compose::GuardPhase::Session { extra, names } => {
+                let (allow, names, published, phase) = match phase {
+                    super::compose::GuardPhase::Build => (
+                        self.build_allow(writer)?,
+                        Vec::new(),
+                        None,
+                        Some(PHASE_BUILD),
+                    ),
+                    super::compose::GuardPhase::Session {
+                        extra,
+                        names,
+                        published,
+                    } => {
                         let mut allow = self.allow.to_vec();
                         allow.extend(extra);
-                        (allow, names, None)
+                        (allow, names, Some(published), None)
                     }
                 };
                 let mut config =
                     network::guard_config(self.project, self.mode, writer.session(), allow, phase);
                 config.local_names = names;
+                if let Some(published) = published {
+                    config.published_ports = published;
+                }
                 network::start_guard(self.engine, &id, &config).await
             }
         };

@@ -494,7 +494,7 @@ fn the_dev_services_image_label_and_features_shape_it_as_for_an_image_config() {
     let t = Test::new();
     // The service's own image (built by Compose) says its user, env and a hook in its label.
     // Its own first layer (the test's id): no cached layer shared with another test's build.
-    let label = r#"[{"remoteUser": "dev", "containerEnv": {"FROM_LABEL": "yes"}, "postCreateCommand": "echo image >> /tmp/order"}]"#;
+    let label = r#"[{"remoteUser": "dev", "containerEnv": {"FROM_LABEL": "yes"}, "postCreateCommand": "echo image >> /tmp/order", "forwardPorts": [18462]}]"#;
     t.file(
         ".devcontainer/Dockerfile",
         &format!(
@@ -544,6 +544,11 @@ chmod +x /usr/local/share/hello-init.sh"#,
         c["HostConfig"]
     );
     assert_eq!(c["Config"]["Labels"]["dev.yolo.exec-audit"], "shim");
+    // The port the label forwards is published by the guard, made again once the label was
+    // read (Docker fixes a container's ports when it is made).
+    let guard = inspect(&net::guard_of(&t));
+    let bindings = &guard["HostConfig"]["PortBindings"]["18462/tcp"][0];
+    assert_eq!(bindings["HostIp"], "127.0.0.1", "{}", guard["HostConfig"]);
     let ran = net::wait_event(&t, std::time::Duration::from_secs(10), |e| {
         e["kind"] == "exec" && e["argv"].to_string().contains("hello-init.sh")
     });
