@@ -219,7 +219,7 @@ where
     if result.is_err() {
         // What this start made goes; the guard is `up`'s to undo.
         if let Err(e) = run
-            .run(&["down", "--volumes", "--remove-orphans", "--timeout", "5"])
+            .run_quiet(&["down", "--volumes", "--remove-orphans", "--timeout", "5"])
             .await
         {
             eprintln!(
@@ -486,7 +486,19 @@ where
         }
         let base = prepared.dev_image();
         if !engine.image_exists(&base).await? {
-            run.run(&["pull", prepared.spec.service.as_str()]).await?;
+            run.run(&["pull", prepared.spec.service.as_str()])
+                .await
+                .map_err(|e| match e {
+                    Error::Docker { action, message, .. } => Error::Docker {
+                        action,
+                        message,
+                        hint: Some(format!(
+                            "the image {base} of the service \"{}\" is not on the engine and could not be pulled: check its name, `docker login` to its registry, or give the service a `build`",
+                            prepared.spec.service
+                        )),
+                    },
+                    other => other,
+                })?;
         }
         let merged = features::with_metadata(engine, project, &base, fetched).await?;
         let now = merged.as_ref().unwrap_or(project);

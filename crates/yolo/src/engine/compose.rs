@@ -201,16 +201,33 @@ impl Compose {
 
     /// Run a Compose command (`up`, `stop`, `down`...); its progress goes to yolo's stderr.
     pub(crate) async fn run(&self, args: &[&str]) -> Result<()> {
+        self.run_showing(args, true).await
+    }
+
+    /// `run` with Compose's progress lines kept to itself: only its error is shown (taking
+    /// down what a failed start made, where its lines would bury the reason).
+    pub(crate) async fn run_quiet(&self, args: &[&str]) -> Result<()> {
+        self.run_showing(args, false).await
+    }
+
+    async fn run_showing(&self, args: &[&str], show: bool) -> Result<()> {
         let output = self
             .command()
             .args(args)
-            .stdout(Stdio::inherit())
+            .stdout(if show {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .stderr(Stdio::piped())
             .output()
             .await
             .map_err(|e| Error::Unavailable(format!("cannot run {}: {e}", self.cli.name())))?;
         // Compose's progress lines; shown, they say what is being built and started.
-        for line in String::from_utf8_lossy(&output.stderr).lines() {
+        for line in String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .filter(|_| show)
+        {
             eprintln!("{}", crate::visible::escape_controls(line));
         }
         if output.status.success() {

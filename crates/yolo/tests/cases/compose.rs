@@ -377,6 +377,29 @@ fn an_invalid_compose_file_is_a_clear_error_and_leaves_nothing() {
 }
 
 #[test]
+fn a_dev_service_image_that_cannot_be_pulled_is_a_clear_error_and_leaves_nothing() {
+    let t = Test::new();
+    // A registry on loopback where nothing listens: the pull fails at once, and no packet
+    // leaves the machine.
+    let app = r#"
+  app:
+    image: 127.0.0.1:1/yolo-missing:1
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#;
+    project(&t, &format!("{app}{DB}"), CONFIG);
+    let run = t.yolo(&["up"]).fails_with(69);
+    run.assert_stderr_contains("pull app failed")
+        .assert_stderr_contains(
+            "127.0.0.1:1/yolo-missing:1 of the service \"app\" is not on the engine",
+        )
+        .assert_stderr_lacks("is external, skipping");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    assert!(services(&t).is_empty(), "{:?}", services(&t));
+}
+
+#[test]
 fn without_compose_installed_the_error_says_how_to_install_it() {
     let mut t = Test::new();
     project(&t, &format!("{APP}{DB}"), CONFIG);
