@@ -712,21 +712,96 @@ impl Act<'_> {
             };
             merged = self.with_image_metadata(&image).await?;
             act = self.with(merged.as_ref());
-            (act.guard(guard, &writer, state).await?, image)
+            // The guard made (not started) first: the agent is created while it starts (the
+            // agent joins its namespace only when it starts itself, once the guard is ready).
+            let guard_id = act.make_guard(guard).await?;
+            let network = guard_id
+                .clone()
+                .map_or(NetworkAttach::None, NetworkAttach::Container);
+            let (ready, made) = tokio::join!(
+                act.run_guard(guard_id.as_deref(), &writer),
+                act.make_agent(agent, &image, &network, state)
+            );
+            ready?;
+            let id = made?;
+            if guard_id.is_some() {
+                state.allowlist = Some(act.allow.to_vec());
+            }
+            self.engine.start(&id).await?;
+            act.note_audit_off(&writer, &network)?;
+            return Ok(Ready {
+                container_id: id,
+                image,
+                writer,
+                merged,
+            });
         };
         let network = guard_id.map_or(NetworkAttach::None, NetworkAttach::Container);
         let container_id = act.agent(agent, &image, &network, state).await?;
-        if let Some(why) = exec_audit_off(&act.project.spec, &network) {
-            writer.write(EventKind::Notice {
-                message: format!("the exec audit is off in this session: {why}"),
-            })?;
-        }
+        act.note_audit_off(&writer, &network)?;
         Ok(Ready {
             container_id,
             image,
             writer,
             merged,
         })
+    }
+
+    /// A notice on the session's record when the agent's execs are not recorded.
+    fn note_audit_off(&self, writer: &Writer, network: &NetworkAttach) -> Result<()> {
+        if let Some(why) = exec_audit_off(&self.project.spec, network) {
+            writer.write(EventKind::Notice {
+                message: format!("the exec audit is off in this session: {why}"),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The guard of this start made, or a kept one stopped (so it reads the new session's
+    /// config when it starts); its id, or None without one.
+    async fn make_guard(&self, step: &GuardStep) -> Result<Option<String>> {
+        match step {
+            GuardStep::Start { id, running } => {
+                if *running {
+                    self.engine.stop(id).await?;
+                }
+                Ok(Some(id.clone()))
+            }
+            GuardStep::Recreate { .. } | GuardStep::Create => Ok(Some(
+                network::create_guard(self.engine, self.project).await?,
+            )),
+            GuardStep::Remove { .. } | GuardStep::Nothing => Ok(None),
+        }
+    }
+
+    /// Start the guard `make_guard` made with this session's config, and wait until it is ready.
+    async fn run_guard(&self, id: Option<&str>, writer: &Writer) -> Result<()> {
+        let Some(id) = id else {
+            return Ok(());
+        };
+        let allow = self.allow.to_vec();
+        let config = network::guard_config(self.project, self.mode, writer.session(), allow, None);
+        network::start_guard(self.engine, id, &config).await
+    }
+
+    /// The agent container, made (not started): a new one, or the stopped one kept.
+    async fn make_agent(
+        &self,
+        step: &AgentStep,
+        image: &str,
+        network: &NetworkAttach,
+        state: &mut WorkspaceState,
+    ) -> Result<String> {
+        let (engine, spec) = (self.engine, &self.project.spec);
+        if let AgentStep::Start { id, .. } = step {
+            return Ok(id.clone());
+        }
+        state.created_hooks_done_for = None;
+        state.post_start_done_for = None;
+        state.save(&spec.devcontainer_id)?;
+        create_volumes(self.engine, &self.project.spec).await?;
+        let spec = self.fit_to_host().await?;
+        engine.create_agent(&spec, image, network, self.mode).await
     }
 
     /// This start with `project` instead, when there is one.
@@ -922,20 +997,8 @@ impl Act<'_> {
         network: &NetworkAttach,
         state: &mut WorkspaceState,
     ) -> Result<String> {
-        let (engine, spec) = (self.engine, &self.project.spec);
-        if let AgentStep::Start { id, .. } = step {
-            engine.start(id).await?;
-            return Ok(id.clone());
-        }
-        state.created_hooks_done_for = None;
-        state.post_start_done_for = None;
-        state.save(&spec.devcontainer_id)?;
-        create_volumes(self.engine, &self.project.spec).await?;
-        let spec = self.fit_to_host().await?;
-        let id = engine
-            .create_agent(&spec, image, network, self.mode)
-            .await?;
-        engine.start(&id).await?;
+        let id = self.make_agent(step, image, network, state).await?;
+        self.engine.start(&id).await?;
         Ok(id)
     }
 
@@ -1081,22 +1144,11 @@ impl Act<'_> {
         allow: Vec<String>,
         phase: Option<&str>,
     ) -> Result<Option<String>> {
-        let engine = self.engine;
-        let id = match step {
-            GuardStep::Start { id, running } => {
-                if *running {
-                    // Restarted so it reads the new session's config.
-                    engine.stop(id).await?;
-                }
-                id.clone()
-            }
-            GuardStep::Recreate { .. } | GuardStep::Create => {
-                network::create_guard(engine, self.project).await?
-            }
-            GuardStep::Remove { .. } | GuardStep::Nothing => return Ok(None),
+        let Some(id) = self.make_guard(step).await? else {
+            return Ok(None);
         };
         let config = network::guard_config(self.project, self.mode, writer.session(), allow, phase);
-        network::start_guard(engine, &id, &config).await?;
+        network::start_guard(self.engine, &id, &config).await?;
         Ok(Some(id))
     }
 
