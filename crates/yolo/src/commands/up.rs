@@ -1185,15 +1185,17 @@ impl Act<'_> {
 /// yolo's labels (and `YOLO_LABELS`).
 pub(super) async fn create_volumes(engine: &Engine, spec: &RunSpec) -> Result<()> {
     let workspace = std::iter::once(&spec.workspace_mount);
-    for mount in workspace
+    let names: std::collections::BTreeSet<&str> = workspace
         .chain(&spec.mounts)
         // An anonymous volume (no source) is Docker's to make with the container.
         .filter(|m| m.kind == MountKind::Volume && !m.source.is_empty())
-    {
-        engine
-            .create_volume(&mount.source, &spec.devcontainer_id)
-            .await?;
-    }
+        .map(|m| m.source.as_str())
+        .collect();
+    let made = names
+        .into_iter()
+        .map(|name| engine.create_volume(name, &spec.devcontainer_id));
+    // At once: one API round trip each, independent of the others.
+    futures_util::future::try_join_all(made).await?;
     Ok(())
 }
 
