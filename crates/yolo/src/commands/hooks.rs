@@ -119,8 +119,12 @@ pub(crate) async fn in_container(
         supervised: info.supervised,
     };
 
-    if state.created_hooks_done_for.as_deref() != Some(container_id) {
-        if let Err(e) = setup(&root, project, runner.user.as_deref()).await {
+    let new_container = state.created_hooks_done_for.as_deref() != Some(container_id);
+    let mut setup_ran = false;
+    if new_container {
+        let ran = setup(&root, project, runner.user.as_deref()).await;
+        setup_ran = matches!(ran, Ok(true));
+        if let Err(e) = ran {
             // The usual reason: the container's command exited at once (and took the setup
             // command with it, a moment before Docker records the container as stopped).
             return Err(if engine.stops_within(container_id, STOP_GRACE).await {
@@ -134,7 +138,16 @@ pub(crate) async fn in_container(
     let probed = match probed {
         Some(env) => env,
         None => {
-            let env = probe_env(&runner, spec.user_env_probe, &info.env).await;
+            let (env, probed_ok) = probe_env(&runner, spec.user_env_probe, &info.env).await;
+            // Without a setup, the probe was the first command in the new container: one
+            // that stopped at once says so here, as the setup's failure would have.
+            if new_container
+                && !setup_ran
+                && !probed_ok
+                && engine.stops_within(container_id, STOP_GRACE).await
+            {
+                return Err(stopped(engine, project, container_id).await);
+            }
             if let Some(exec) = state.exec.as_mut() {
                 exec.probed_env = env.clone();
             }
@@ -142,7 +155,7 @@ pub(crate) async fn in_container(
         }
     };
     runner.env = command_env(&probed, &spec.remote_env, &info.env);
-    if state.created_hooks_done_for.as_deref() != Some(container_id) {
+    if new_container {
         for hook in Hook::ON_CREATE {
             runner.hook(hook, &spec.hooks).await?;
         }
@@ -181,11 +194,16 @@ async fn stopped(engine: &Engine, project: &Project, id: &str) -> Error {
 /// (so files in the workspace stay the host user's) and hand the agent state volumes to the
 /// remote user. A host user of uid 0 is not matched, as the reference CLI does (root's uid is
 /// taken in every image): see `note_host_root`.
-async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Result<()> {
-    let user = user.unwrap_or("root");
+async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Result<bool> {
+    let user = user.filter(|u| !u.is_empty()).unwrap_or("root");
     let update = project.spec.update_uid.filter(|(uid, _)| *uid != 0);
     if project.spec.update_uid.is_some() && update.is_none() {
         note_host_root(&project.spec.workspace, user);
+    }
+    // Root's uid is never changed and the state volumes are root's already: nothing to run
+    // (one exec less on every new container).
+    if matches!(user, "root" | "0") {
+        return Ok(false);
     }
     let (uid, gid) = update.map_or((String::new(), String::new()), |(u, g)| {
         (u.to_string(), g.to_string())
@@ -215,7 +233,7 @@ async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Resu
             code: result.exit_code,
         });
     }
-    Ok(())
+    Ok(true)
 }
 
 /// yolo runs as root (say, with sudo) on a repository someone else owns: nothing the agent
@@ -274,9 +292,9 @@ async fn probe_env(
     runner: &Runner<'_>,
     probe: run_spec::UserEnvProbe,
     container: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
+) -> (BTreeMap<String, String>, bool) {
     let Some(flag) = probe.flag() else {
-        return BTreeMap::new();
+        return (BTreeMap::new(), true);
     };
     let mark = format!("yolo-probe-{}", uuid::Uuid::new_v4().simple());
     let inner = format!("printf %s {mark}; cat /proc/self/environ; printf %s {mark}");
@@ -293,7 +311,7 @@ async fn probe_env(
             "{} userEnvProbe: {why}; commands get the container's environment",
             console::style("warning:").yellow().bold()
         );
-        BTreeMap::new()
+        (BTreeMap::new(), false)
     };
     let result = match tokio::time::timeout(PROBE_TIMEOUT, run).await {
         Err(_) => {
@@ -304,7 +322,7 @@ async fn probe_env(
     };
     let root = matches!(runner.user.as_deref(), None | Some("root" | "0"));
     match parse_probe(&result.captured, &mark, container, root) {
-        Some(env) => env,
+        Some(env) => (env, true),
         None => warn(&format!(
             "the shell exited with {} and printed no environment",
             result.exit_code
