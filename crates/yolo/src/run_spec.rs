@@ -155,7 +155,8 @@ pub(crate) enum ImageSource {
 
 /// `userEnvProbe`: the shell whose environment commands in the container get, as VS Code and
 /// the reference CLI run it (`-lic`, `-lc`, `-ic`), or none.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) enum UserEnvProbe {
     None,
     LoginShell,

@@ -37,9 +37,13 @@ pub(crate) struct ExecSettings {
     pub(crate) user: Option<String>,
     pub(crate) cwd: String,
     pub(crate) remote_env: BTreeMap<String, Option<String>>,
-    /// The remote user's shell environment (`userEnvProbe`), read when the container started.
+    /// The remote user's shell environment (`userEnvProbe`), read once per container start:
+    /// by `up` when a hook needs it, else by the first `exec`.
     #[serde(default)]
-    pub(crate) probed_env: BTreeMap<String, String>,
+    pub(crate) probed_env: Option<BTreeMap<String, String>>,
+    /// How to probe it (`userEnvProbe`).
+    #[serde(default)]
+    pub(crate) probe: crate::run_spec::UserEnvProbe,
 }
 
 /// What the user approved for a workspace: which config file yolo used, and the text of every

@@ -45,15 +45,12 @@ pub(crate) async fn attach_with_env(
     argv: Vec<String>,
     extra_env: Vec<String>,
 ) -> Result<i32> {
-    let state = WorkspaceState::load(&located.devcontainer_id)?;
+    let mut state = WorkspaceState::load(&located.devcontainer_id)?;
     let container = running_container(engine, located).await?;
     let settings = state.exec.clone().unwrap_or_default();
     let writer = session::current(&state)?;
     let details = engine.inspect(&container).await?;
-    let mut env =
-        super::hooks::command_env(&settings.probed_env, &settings.remote_env, &details.env);
-    env.extend(extra_env);
-    let runner = Runner {
+    let mut runner = Runner {
         engine,
         container: container.clone(),
         user: settings.user.clone(),
@@ -62,10 +59,23 @@ pub(crate) async fn attach_with_env(
         } else {
             settings.cwd.clone()
         },
-        env,
+        env: Vec::new(),
         writer: writer.as_ref(),
         supervised: details.supervised,
     };
+    // The shell environment, probed by the first command after the container started when
+    // `up` had no hook that needed it.
+    let probed = match &settings.probed_env {
+        Some(env) => env.clone(),
+        None => {
+            let env = super::hooks::probe_for_exec(&runner, &mut state, &details.env).await;
+            state.save(&located.devcontainer_id)?;
+            env
+        }
+    };
+    let mut env = super::hooks::command_env(&probed, &settings.remote_env, &details.env);
+    env.extend(extra_env);
+    runner.env = env;
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let request = runner.request(argv.clone(), tty, true);
     let name = argv.first().cloned().unwrap_or_default();

@@ -87,18 +87,20 @@ pub(crate) async fn in_container(
     }
     let user = project.remote_user().or(info.user);
     let started_now = state.post_start_done_for.as_deref() != Some(info.started_at.as_str());
-    // The shell environment read when this container started, kept until it starts again.
+    // The shell environment read when this container started, kept until it starts again (or
+    // the config probes another way).
     let probed = state
         .exec
         .take()
-        .filter(|e| e.container == container_id && !started_now)
-        .map(|e| e.probed_env);
+        .filter(|e| e.container == container_id && !started_now && e.probe == spec.user_env_probe)
+        .and_then(|e| e.probed_env);
     state.exec = Some(ExecSettings {
         container: container_id.to_string(),
         user: user.clone(),
         cwd: spec.workspace_folder.clone(),
         remote_env: spec.remote_env.clone(),
-        probed_env: probed.clone().unwrap_or_default(),
+        probed_env: probed.clone(),
+        probe: spec.user_env_probe,
     });
     let root = Runner {
         engine,
@@ -134,9 +136,20 @@ pub(crate) async fn in_container(
             });
         }
     }
-    // After the setup (the user's uid and home are final), before any hook.
+    // After the setup (the user's uid and home are final), before any hook. Only when a
+    // command runs now, or the container's own command could have stopped it at once (the
+    // probe then says so): else the first `exec` probes (`probe_for_exec`), and a cold `up`
+    // is one exec shorter.
+    let runs_now = (new_container
+        && !(spec.hooks.on_create.is_empty()
+            && spec.hooks.update_content.is_empty()
+            && spec.hooks.post_create.is_empty()))
+        || (started_now && !spec.hooks.post_start.is_empty())
+        || !spec.hooks.post_attach.is_empty()
+        || !spec.override_command;
     let probed = match probed {
         Some(env) => env,
+        None if !runs_now => BTreeMap::new(),
         None => {
             let (env, probed_ok) = probe_env(&runner, spec.user_env_probe, &info.env).await;
             // Without a setup, the probe was the first command in the new container: one
@@ -149,7 +162,7 @@ pub(crate) async fn in_container(
                 return Err(stopped(engine, project, container_id).await);
             }
             if let Some(exec) = state.exec.as_mut() {
-                exec.probed_env = env.clone();
+                exec.probed_env = Some(env.clone());
             }
             env
         }
@@ -277,6 +290,24 @@ pub(crate) fn command_env(
         };
     }
     env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The probed environment for a command of `exec`, `shell` or `run`: the one kept since the
+/// container started, else probed now (`runner`, as the remote user) and kept in `state`.
+pub(crate) async fn probe_for_exec(
+    runner: &Runner<'_>,
+    state: &mut WorkspaceState,
+    container: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let Some(exec) = state.exec.as_mut() else {
+        return BTreeMap::new();
+    };
+    if let Some(env) = &exec.probed_env {
+        return env.clone();
+    }
+    let (env, _) = probe_env(runner, exec.probe, container).await;
+    exec.probed_env = Some(env.clone());
+    env
 }
 
 /// How long the probe may take: a shell startup file waiting for input must not hang `up`.

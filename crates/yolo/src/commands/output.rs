@@ -291,7 +291,8 @@ mod tests {
 
     fn exec(container: &str) -> ExecSettings {
         ExecSettings {
-            probed_env: Default::default(),
+            probed_env: None,
+            probe: Default::default(),
             container: container.into(),
             user: Some("dev".into()),
             cwd: "/workspace".into(),

@@ -158,4 +158,13 @@ fn the_users_shell_environment_reaches_hooks_and_exec_unless_the_probe_is_off() 
     t.yolo(&["exec", "sh", "-c", "cat /tmp/hook-saw"])
         .ok()
         .assert_stdout("[]\n");
+    // With no hook to run, `up` leaves the probe to the first command, which still sees it.
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.yolo(&["up", "--accept-config"]).ok();
+    t.yolo(&["exec", "sh", "-c", "echo $FROM_RC"])
+        .ok()
+        .assert_stdout("yes\n");
+    t.yolo(&["exec", "sh", "-c", "echo $FROM_RC"])
+        .ok()
+        .assert_stdout("yes\n");
 }
