@@ -186,12 +186,15 @@ fn guard_workspace(project: &Project) -> Option<PathBuf> {
 /// Create the guard (container, network, config) without starting it.
 pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<String> {
     let guard = &project.settings.guard;
-    let image = engine
-        .ensure_guard_image(&guard.base_image, guard.image.as_deref())
-        .await?;
     let network = network_name(project);
     let owner = Owner::of(&project.spec);
-    engine.ensure_network(&network, &owner).await?;
+    // Independent, and the network's creation is one of the slower calls of a cold `up`.
+    let (image, made) = tokio::join!(
+        engine.ensure_guard_image(&guard.base_image, guard.image.as_deref()),
+        engine.ensure_network(&network, &owner)
+    );
+    let image = image?;
+    made?;
     // The guard publishes the agent's ports: a busy host port is swapped for a free one here.
     let (ports, notes) = super::ports::fit(&project.spec.ports);
     for note in notes {

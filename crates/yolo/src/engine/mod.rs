@@ -32,6 +32,9 @@ use bollard::Docker;
 #[derive(Clone)]
 pub(crate) struct Engine {
     docker: Docker,
+    /// The engine's answer to `/version`, asked once when connecting (the API version is
+    /// agreed from it).
+    version: std::sync::Arc<bollard::models::SystemVersion>,
     /// The platform images are pulled and built for (`--platform` in runArgs); None: the
     /// engine's own.
     platform: Option<String>,
@@ -61,10 +64,18 @@ impl Engine {
             )),
         }
         };
-        let docker = open(&endpoint).map_err(unreachable)?;
-        let docker = docker.negotiate_version().await.map_err(unreachable)?;
+        let docker = open(&endpoint, bollard::API_DEFAULT_VERSION).map_err(unreachable)?;
+        // bollard's `negotiate_version`, keeping the answer: one `/version` for the whole run.
+        let version = docker.version().await.map_err(unreachable)?;
+        let server = version.api_version.as_deref().and_then(parse_api_version);
+        let agreed = match server {
+            Some(server) if server < *bollard::API_DEFAULT_VERSION => server,
+            _ => *bollard::API_DEFAULT_VERSION,
+        };
+        let docker = open(&endpoint, &agreed).map_err(unreachable)?;
         Ok(Engine {
             docker,
+            version: std::sync::Arc::new(version),
             platform: None,
         })
     }
@@ -73,6 +84,7 @@ impl Engine {
     pub(crate) fn for_platform(&self, platform: Option<&str>) -> Engine {
         Engine {
             docker: self.docker.clone(),
+            version: self.version.clone(),
             platform: platform.map(str::to_string),
         }
     }
@@ -119,19 +131,18 @@ impl Engine {
     }
 
     async fn version(&self) -> Result<bollard::models::SystemVersion> {
-        self.docker
-            .version()
-            .await
-            .map_err(|e| Error::docker("asking the engine for its version", message(&e)))
+        Ok((*self.version).clone())
     }
 }
 
 /// A client for `endpoint` (no request is made yet): a Unix socket, or HTTP over TCP, with
 /// TLS when the endpoint has certificates. ssh:// is not supported (bollard's ssh transport is
 /// not built in): the message says how to forward the socket instead.
-fn open(endpoint: &endpoint::Endpoint) -> std::result::Result<Docker, bollard::errors::Error> {
+fn open(
+    endpoint: &endpoint::Endpoint,
+    version: &bollard::ClientVersion,
+) -> std::result::Result<Docker, bollard::errors::Error> {
     const TIMEOUT: u64 = 120; // bollard's default, seconds
-    let version = bollard::API_DEFAULT_VERSION;
     let host = endpoint.host.as_str();
     let unsupported = |why: &str| bollard::errors::Error::UnsupportedURISchemeError {
         uri: format!("{host} ({why})"),
@@ -160,6 +171,15 @@ fn open(endpoint: &endpoint::Endpoint) -> std::result::Result<Docker, bollard::e
         )),
         _ => Err(unsupported("yolo knows unix://, tcp://, http:// and https://")),
     }
+}
+
+/// `1.41` as a client version; None for anything else.
+fn parse_api_version(text: &str) -> Option<bollard::ClientVersion> {
+    let (major, minor) = text.split_once('.')?;
+    Some(bollard::ClientVersion {
+        major_version: major.parse().ok()?,
+        minor_version: minor.parse().ok()?,
+    })
 }
 
 fn host_facts(info: &bollard::models::SystemInfo) -> HostFacts {
