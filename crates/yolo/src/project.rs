@@ -456,6 +456,7 @@ fn check_after_policy(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()>
             message: format!("{} is not a file", dockerfile.display()),
         });
     }
+    policy::check_remote_adds(&real, config_file, "build.dockerfile", grants)?;
     match real.strip_prefix(&build.context) {
         Ok(rel) if !rel.as_os_str().is_empty() => {
             build.dockerfile = policy::slash_path(rel);

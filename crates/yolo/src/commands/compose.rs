@@ -74,6 +74,7 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
         metadata: &[],
     };
     let mut checked = policy::check_services(&input, &spec, &resolved)?;
+    check_builds(&spec, &resolved, &settings.grants)?;
     for grant in policy::check_env_files(&input, &env_files(&spec.files)?)? {
         if !checked.grants_used.contains(&grant) {
             checked.grants_used.push(grant);
@@ -85,6 +86,56 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
         resolved,
         checked,
     }))
+}
+
+/// Every service's Dockerfile (its file, or `dockerfile_inline`) downloads nothing through the
+/// daemon (`ADD <url>`) unless the user grants `remote-add`.
+fn check_builds(
+    spec: &ComposeSpec,
+    resolved: &serde_yaml::Value,
+    grants: &policy::Grants,
+) -> Result<()> {
+    let Some(services) = resolved
+        .get("services")
+        .and_then(serde_yaml::Value::as_mapping)
+    else {
+        return Ok(());
+    };
+    for (name, service) in services {
+        let name = name.as_str().unwrap_or_default();
+        let property = format!("services.{name}.build");
+        let (context, dockerfile, inline) = match service.get("build") {
+            Some(serde_yaml::Value::String(context)) => (context.as_str(), "Dockerfile", None),
+            Some(build) => (
+                build
+                    .get("context")
+                    .and_then(serde_yaml::Value::as_str)
+                    .unwrap_or("."),
+                build
+                    .get("dockerfile")
+                    .and_then(serde_yaml::Value::as_str)
+                    .unwrap_or("Dockerfile"),
+                build
+                    .get("dockerfile_inline")
+                    .and_then(serde_yaml::Value::as_str),
+            ),
+            None => continue,
+        };
+        match inline {
+            Some(text) => policy::check_remote_adds_text(
+                text,
+                &format!("{property}.dockerfile_inline"),
+                &spec.files[0],
+                &property,
+                grants,
+            )?,
+            None => {
+                let path = spec.project_dir.join(context).join(dockerfile);
+                policy::check_remote_adds(&path, &spec.files[0], &property, grants)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every `env_file` of the Compose files as written, with the host path Compose reads: the

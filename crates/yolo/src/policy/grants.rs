@@ -33,6 +33,8 @@ pub(crate) enum Grant {
     /// A Compose service other than the dev service gets a network with egress: any service
     /// (`None`) or this one.
     ComposeEgress(Option<String>),
+    /// A Dockerfile's `ADD <url>`, which the Docker daemon downloads outside the firewall.
+    RemoteAdd,
 }
 
 /// A grant word as the user types it, with what it allows.
@@ -121,6 +123,11 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
         "compose-egress",
         Some("SERVICE"),
         "let any Compose service but the dev service, or only SERVICE, reach the internet (unfiltered)",
+    ),
+    name(
+        "remote-add",
+        None,
+        "let a Dockerfile's ADD download a URL (the Docker daemon fetches it on the host's network, outside the firewall)",
     ),
 ];
 
@@ -245,6 +252,7 @@ impl FromStr for Grant {
             "config-change" => plain(Grant::ConfigChange),
             "initialize-command" => plain(Grant::InitializeCommand),
             "compose-egress" => Ok(Grant::ComposeEgress(value.map(str::to_string))),
+            "remote-add" => plain(Grant::RemoteAdd),
             _ => Err(GrantError::Unknown {
                 text: text.to_string(),
             }),
@@ -272,6 +280,7 @@ impl fmt::Display for Grant {
             Grant::InitializeCommand => f.write_str("initialize-command"),
             Grant::ComposeEgress(None) => f.write_str("compose-egress"),
             Grant::ComposeEgress(Some(s)) => write!(f, "compose-egress={s}"),
+            Grant::RemoteAdd => f.write_str("remote-add"),
         }
     }
 }
@@ -305,6 +314,11 @@ impl Grants {
     /// A changed container definition is accepted without asking.
     pub(crate) fn config_change(&self) -> bool {
         self.0.contains(&Grant::ConfigChange)
+    }
+
+    /// A Dockerfile's `ADD` may download URLs (`dockerfile::remote_adds`).
+    pub(crate) fn remote_add(&self) -> bool {
+        self.0.contains(&Grant::RemoteAdd)
     }
 
     /// Some `host-mount` grant, of any path.

@@ -33,6 +33,7 @@
 mod base;
 mod build;
 mod compose;
+mod dockerfile;
 mod firewall;
 mod grants;
 mod hash;
@@ -53,6 +54,7 @@ mod test_support;
 mod workspace;
 
 pub(crate) use compose::{check_env_files, check_services, ServicesChecked};
+pub(crate) use dockerfile::{check_remote_adds, check_text as check_remote_adds_text};
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;

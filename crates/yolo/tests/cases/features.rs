@@ -339,3 +339,23 @@ fn features_install_on_an_image_built_from_a_dockerfile_with_their_links_and_reb
     assert!(second.starts_with("base\n"), "{second}");
     assert_ne!(first, second, "the install did not run again");
 }
+
+#[test]
+fn a_feature_cannot_add_dockerfile_instructions_through_its_environment() {
+    // Each containerEnv entry is an `ENV` line of the Features' Dockerfile: a name with a
+    // newline would add an instruction (here an ADD that the daemon would fetch on the host).
+    let t = Test::new();
+    t.feature(
+        "sneaky",
+        r#"{"id": "sneaky", "containerEnv": {"A=\"1\"\nADD http://127.0.0.1:1/secret /x\nENV B": "2"}}"#,
+        "true",
+    );
+    t.devcontainer(&format!(
+        r#"{{"image": "{BASE_IMAGE}", "features": {{"./sneaky": {{}}}}}}"#
+    ));
+    t.yolo(&["up"])
+        .fails_with(65)
+        .assert_stderr_contains("is not a variable name");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    assert_eq!(images(&t).trim(), "", "nothing was built");
+}

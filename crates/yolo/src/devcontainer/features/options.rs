@@ -63,8 +63,25 @@ pub(crate) fn parse_feature_json(text: &str, key: &str) -> Result<(FeatureJson, 
         .map_err(|e| format!("devcontainer-feature.json: \"{}\": {}", e.path(), e.inner()))?;
     let mut entry: Entry = serde_path_to_error::deserialize(&value)
         .map_err(|e| format!("devcontainer-feature.json: \"{}\": {}", e.path(), e.inner()))?;
+    // Each becomes an `ENV NAME="value"` line of the generated Dockerfile: a name that is not
+    // a variable name (a newline, a quote) could add instructions of its own.
+    if let Some(bad) = entry.container_env.keys().find(|k| !is_env_name(k)) {
+        return Err(format!(
+            "devcontainer-feature.json: \"containerEnv\": {} is not a variable name (letters, digits and _, not starting with a digit)",
+            serde_json::Value::String(crate::visible::escape_controls(bad))
+        ));
+    }
     entry.id = Some(key.to_string());
     Ok((feature, entry))
+}
+
+/// A POSIX environment variable name.
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// JSONC (comments, trailing commas, as the reference CLI's `jsonc.parse` accepts) to JSON:
@@ -338,9 +355,20 @@ mod tests {
             Some("/usr/local/share/docker-init.sh")
         );
         assert_eq!(entry.container_env["DOCKER_BUILDKIT"], "1");
+
         assert_eq!(entry.mounts.len(), 1);
         assert!(entry.customizations.is_some());
         assert!(entry.on_create_command.is_some());
+    }
+
+    #[test]
+    fn a_container_env_name_that_is_no_variable_name_is_refused() {
+        for bad in ["A=\\\"1\\\"\\nADD http://x/ /x\\nENV B", "1A", "A B", ""] {
+            let text = format!(r#"{{"id": "f", "containerEnv": {{"{bad}": "v"}}}}"#);
+            let e = parse_feature_json(&text, "./f").unwrap_err();
+            assert!(e.contains("is not a variable name"), "{bad}: {e}");
+        }
+        parse_feature_json(r#"{"id": "f", "containerEnv": {"_A1": "v"}}"#, "./f").unwrap();
     }
 
     #[test]

@@ -1,0 +1,204 @@
+//! What a Dockerfile makes the Docker daemon fetch itself: `ADD <url>` (and `ADD <git repo>`)
+//! is downloaded by the daemon on the host's network, not by a RUN step in the guard's
+//! namespace, so it goes around the build firewall (a repository could, say, copy the cloud
+//! metadata service's answer into the image). Such a source needs the grant `remote-add`.
+//!
+//! Written by hand: the instructions that matter are a small part of the format (the escape
+//! directive, line continuations, comments, the JSON and shell forms, flags, `ONBUILD`), and
+//! no maintained Rust crate parses Dockerfiles into instructions with their sources.
+
+/// An `ADD` source the daemon would download: its line (1-based) and the source as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RemoteSource {
+    pub(crate) line: usize,
+    pub(crate) source: String,
+}
+
+/// The Dockerfile at `path` (`file`: the config or Compose file that names it, for the error)
+/// asks the daemon to download nothing, or the user grants `remote-add`. An unreadable file
+/// passes: the build says why it cannot read it.
+pub(crate) fn check_remote_adds(
+    path: &std::path::Path,
+    file: &std::path::Path,
+    property: &str,
+    grants: &super::Grants,
+) -> crate::error::Result<()> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => check_text(&text, &path.display().to_string(), file, property, grants),
+        Err(_) => Ok(()),
+    }
+}
+
+/// `check_remote_adds` for a Dockerfile's text (Compose's `dockerfile_inline`); `shown` names it.
+pub(crate) fn check_text(
+    text: &str,
+    shown: &str,
+    file: &std::path::Path,
+    property: &str,
+    grants: &super::Grants,
+) -> crate::error::Result<()> {
+    if grants.remote_add() {
+        return Ok(());
+    }
+    let Some(first) = remote_adds(text).into_iter().next() else {
+        return Ok(());
+    };
+    Err(crate::error::Error::Refused {
+        file: file.to_path_buf(),
+        property: property.to_string(),
+        value: format!(
+            "{shown}:{}: ADD {}",
+            first.line,
+            crate::visible::escape_controls(&first.source)
+        ),
+        reason: "the Docker daemon downloads an ADD source itself, on the host's network, outside yolo's build firewall; download it in a RUN step instead (curl or wget, behind the firewall)".into(),
+        grant: "--grant remote-add".into(),
+    })
+}
+
+/// Every remote `ADD` source of `text` (also under `ONBUILD`).
+pub(crate) fn remote_adds(text: &str) -> Vec<RemoteSource> {
+    let escape = escape_char(text);
+    let mut found = Vec::new();
+    for (line, instruction) in instructions(text, escape) {
+        let mut words = instruction.trim_start();
+        let mut keyword = first_word(words);
+        if keyword.eq_ignore_ascii_case("onbuild") {
+            words = words[keyword.len()..].trim_start();
+            keyword = first_word(words);
+        }
+        if !keyword.eq_ignore_ascii_case("add") {
+            continue;
+        }
+        let args = words[keyword.len()..].trim();
+        for source in sources(args) {
+            if is_remote(&source) {
+                found.push(RemoteSource { line, source });
+            }
+        }
+    }
+    found
+}
+
+fn first_word(text: &str) -> &str {
+    text.split_whitespace().next().unwrap_or("")
+}
+
+/// The escape character: `\`, or the one an `# escape=` parser directive at the top names.
+fn escape_char(text: &str) -> char {
+    for line in text.lines() {
+        let trimmed = line.trim();
+        let Some(directive) = trimmed.strip_prefix('#') else {
+            break;
+        };
+        let Some((key, value)) = directive.split_once('=') else {
+            break;
+        };
+        if key.trim().eq_ignore_ascii_case("escape") {
+            if let Some(c) = value.trim().chars().next() {
+                return c;
+            }
+        }
+    }
+    '\\'
+}
+
+/// The instructions with the line each starts on: continuation lines joined, comment lines
+/// (also inside a continuation) and empty lines dropped.
+fn instructions(text: &str, escape: char) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for (index, raw) in text.lines().enumerate() {
+        let trimmed = raw.trim();
+        if trimmed.starts_with('#') || (trimmed.is_empty() && current.is_none()) {
+            continue;
+        }
+        let (body, continues) = match trimmed.strip_suffix(escape) {
+            Some(body) => (body, true),
+            None => (trimmed, false),
+        };
+        let entry = current.get_or_insert_with(|| (index + 1, String::new()));
+        entry.1.push(' ');
+        entry.1.push_str(body);
+        if !continues {
+            out.extend(current.take());
+        }
+    }
+    out.extend(current);
+    out
+}
+
+/// The sources of `ADD`'s arguments: every path but the last (the destination), flags left
+/// out, in the JSON form or the whitespace-separated one.
+fn sources(args: &str) -> Vec<String> {
+    let mut rest = args;
+    loop {
+        let word = first_word(rest);
+        if !word.starts_with("--") {
+            break;
+        }
+        rest = rest.trim_start()[word.len()..].trim_start();
+    }
+    let mut paths: Vec<String> = if rest.starts_with('[') {
+        serde_json::from_str::<Vec<String>>(rest).unwrap_or_default()
+    } else {
+        rest.split_whitespace().map(str::to_string).collect()
+    };
+    paths.pop();
+    paths
+}
+
+/// A URL of any scheme, or a git remote (`git@host:repo`).
+fn is_remote(source: &str) -> bool {
+    source.contains("://") || source.starts_with("git@")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources_of(text: &str) -> Vec<(usize, String)> {
+        remote_adds(text)
+            .into_iter()
+            .map(|r| (r.line, r.source))
+            .collect()
+    }
+
+    fn expect(list: &[(usize, &str)]) -> Vec<(usize, String)> {
+        list.iter().map(|(l, s)| (*l, s.to_string())).collect()
+    }
+
+    #[test]
+    fn remote_adds_are_found_in_every_form() {
+        let text = "FROM debian\n\
+                    ADD ./local.tar /x/\n\
+                    add https://example.com/a.tgz /opt/\n\
+                    ADD --chown=1:1 --checksum=sha256:00 http://169.254.169.254/latest/ /meta\n\
+                    ADD [\"https://e.com/b\", \"./c\", \"/d/\"]\n\
+                    # ADD https://commented.out/ /x\n\
+                    ADD \\\n  https://continued.example/z \\\n  /z\n\
+                    ONBUILD ADD git@github.com:o/r.git /src\n\
+                    COPY https://not-add.example/ /x\n";
+        assert_eq!(
+            sources_of(text),
+            expect(&[
+                (3, "https://example.com/a.tgz"),
+                (4, "http://169.254.169.254/latest/"),
+                (5, "https://e.com/b"),
+                (7, "https://continued.example/z"),
+                (10, "git@github.com:o/r.git"),
+            ])
+        );
+    }
+
+    #[test]
+    fn the_escape_directive_changes_the_continuation() {
+        let text = "# escape=`\nFROM x\nADD `\n  https://e.com/a `\n  /a\nADD C:\\dir\\ /b\n";
+        assert_eq!(sources_of(text), expect(&[(3, "https://e.com/a")]));
+    }
+
+    #[test]
+    fn local_sources_and_the_destination_are_not_remote() {
+        assert!(remote_adds("FROM x\nADD a b https://dest.example/\nADD . /src\n").is_empty());
+    }
+}
