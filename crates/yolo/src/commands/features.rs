@@ -43,6 +43,11 @@ pub(crate) async fn fetch(project: &Project) -> Result<Fetched> {
         cache_dir: &features::default_cache_dir(),
         lock: features::LockMode::default(),
         docker_config: None,
+        local: match project.settings.grants.local_features() {
+            None => features::LocalSources::Any,
+            Some(hosts) if hosts.is_empty() => features::LocalSources::None,
+            Some(hosts) => features::LocalSources::Only(hosts),
+        },
     };
     let progress = |line: &str| {
         eprintln!(

@@ -35,6 +35,9 @@ pub(crate) enum Grant {
     ComposeEgress(Option<String>),
     /// A Dockerfile's `ADD <url>`, which the Docker daemon downloads outside the firewall.
     RemoteAdd,
+    /// Features fetched from a local host (loopback, link-local, private): any (`None`) or this
+    /// `host` or `host:port`.
+    LocalFeatures(Option<String>),
 }
 
 /// A grant word as the user types it, with what it allows.
@@ -123,6 +126,11 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
         "compose-egress",
         Some("SERVICE"),
         "let any Compose service but the dev service, or only SERVICE, reach the internet (unfiltered)",
+    ),
+    name(
+        "local-features",
+        Some("HOST[:PORT]"),
+        "let Features come from any local address (this machine, its private networks), or only from HOST[:PORT]",
     ),
     name(
         "remote-add",
@@ -253,6 +261,7 @@ impl FromStr for Grant {
             "initialize-command" => plain(Grant::InitializeCommand),
             "compose-egress" => Ok(Grant::ComposeEgress(value.map(str::to_string))),
             "remote-add" => plain(Grant::RemoteAdd),
+            "local-features" => Ok(Grant::LocalFeatures(value.map(str::to_string))),
             _ => Err(GrantError::Unknown {
                 text: text.to_string(),
             }),
@@ -281,6 +290,8 @@ impl fmt::Display for Grant {
             Grant::ComposeEgress(None) => f.write_str("compose-egress"),
             Grant::ComposeEgress(Some(s)) => write!(f, "compose-egress={s}"),
             Grant::RemoteAdd => f.write_str("remote-add"),
+            Grant::LocalFeatures(None) => f.write_str("local-features"),
+            Grant::LocalFeatures(Some(h)) => write!(f, "local-features={h}"),
         }
     }
 }
@@ -319,6 +330,19 @@ impl Grants {
     /// A Dockerfile's `ADD` may download URLs (`dockerfile::remote_adds`).
     pub(crate) fn remote_add(&self) -> bool {
         self.0.contains(&Grant::RemoteAdd)
+    }
+
+    /// The local hosts Features may come from: every one (`None`), or these.
+    pub(crate) fn local_features(&self) -> Option<Vec<String>> {
+        let mut hosts = Vec::new();
+        for grant in &self.0 {
+            match grant {
+                Grant::LocalFeatures(None) => return None,
+                Grant::LocalFeatures(Some(h)) => hosts.push(h.clone()),
+                _ => {}
+            }
+        }
+        Some(hosts)
     }
 
     /// Some `host-mount` grant, of any path.

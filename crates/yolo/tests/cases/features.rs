@@ -264,6 +264,14 @@ fn a_feature_from_an_oci_registry_is_installed_cached_and_not_built_again() {
     t.devcontainer(&format!(
         r#"{{"image": "{BASE_IMAGE}", "features": {{"{reference}": {{"who": "oci"}}}}}}"#
     ));
+    // A registry on this machine is a local address: the repository cannot make the host
+    // fetch from one unless the user says so.
+    let authority = reference.split('/').next().unwrap().to_string();
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains(&format!("--grant local-features={authority}"));
+    assert!(t.events().iter().all(|e| e["kind"] != "feature_fetch"));
+    t.user_config(&format!("grants = [\"local-features={authority}\"]\n"));
     t.yolo(&["up"])
         .ok()
         .assert_stderr_contains("installed 1 Feature(s)");

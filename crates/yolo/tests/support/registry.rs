@@ -670,6 +670,12 @@ impl FileServer {
                 let text = String::from_utf8_lossy(&buf);
                 let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
                 let response = match files.get(&path) {
+                    // `REDIRECT:<url>`: a 302 to it.
+                    Some(body) if body.starts_with(b"REDIRECT:") => format!(
+                        "HTTP/1.1 302 Found\r\nLocation: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        String::from_utf8_lossy(&body[9..])
+                    )
+                    .into_bytes(),
                     Some(body) => {
                         let mut r = format!(
                             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",

@@ -78,6 +78,31 @@ pub(crate) struct Request<'a> {
     /// The Docker config folder registry credentials come from; `None`: `$DOCKER_CONFIG`, else
     /// `~/.docker`, as the docker CLI.
     pub(crate) docker_config: Option<&'a Path>,
+    /// Which local hosts (`reference::is_local_host`) Features may be fetched from.
+    pub(crate) local: LocalSources,
+}
+
+/// Local hosts the user lets Features come from (`--grant local-features[=HOST[:PORT]]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum LocalSources {
+    /// None: a Feature on a local host is refused.
+    #[default]
+    None,
+    /// These hosts or `host:port`s.
+    Only(Vec<String>),
+    Any,
+}
+
+impl LocalSources {
+    pub(super) fn allow(&self, host: &str, authority: &str) -> bool {
+        match self {
+            LocalSources::None => false,
+            LocalSources::Any => true,
+            LocalSources::Only(list) => list
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(authority)),
+        }
+    }
 }
 
 /// What [`resolve`] found.
@@ -249,6 +274,19 @@ impl Resolver<'_, '_> {
             None => key.to_string(),
         };
         let source = reference::parse(&target).map_err(|m| input(format!("{named}: {m}")))?;
+        if let Some((host, authority)) = reference::fetched_from(&source) {
+            if reference::is_local_host(&host) && !self.request.local.allow(&host, &authority) {
+                return Err(Error::Refused {
+                    file: config.to_path_buf(),
+                    property: "features".into(),
+                    value: crate::visible::escape_controls(&named),
+                    reason: format!(
+                        "yolo fetches Features on your machine, and {authority} is a local address (this machine, or its local network, where a cloud serves its credentials): the repository would make your machine send it requests"
+                    ),
+                    grant: format!("--grant local-features={authority} (if it is your registry)"),
+                });
+            }
+        }
         let pin = self.lockfile.features.get(key).map(|e| e.integrity.clone());
         let progress = self.progress;
         let (source, dir, digest) = match &source {
@@ -288,9 +326,15 @@ impl Resolver<'_, '_> {
                 (source, got.dir, got.manifest_digest)
             }
             Source::Tarball { url, .. } => {
-                let got = tarball::fetch(url, pin.as_deref(), &self.cache, progress)
-                    .await
-                    .map_err(|m| unavailable(config, &named, m))?;
+                let got = tarball::fetch(
+                    url,
+                    pin.as_deref(),
+                    &self.cache,
+                    &self.request.local,
+                    progress,
+                )
+                .await
+                .map_err(|m| unavailable(config, &named, m))?;
                 self.resolution.fetches.push(FetchEvent {
                     reference: key.to_string(),
                     digest: got.digest.clone(),

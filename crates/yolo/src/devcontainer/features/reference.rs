@@ -80,6 +80,60 @@ fn host_of(authority: &str) -> &str {
     authority.split(':').next().unwrap_or(authority)
 }
 
+/// A host on this machine or its local networks: `localhost` (and `*.localhost`), or an
+/// address that is loopback, unspecified, link-local (169.254/16: where clouds serve instance
+/// credentials; fe80::/10), private (10/8, 172.16/12, 192.168/16, fc00::/7) or shared
+/// (100.64/10). The host fetches Features itself, so a repository naming one would make the
+/// user's machine send requests to its own or its network's services.
+pub(crate) fn is_local_host(host: &str) -> bool {
+    use std::net::IpAddr;
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    if host == "localhost" || host.ends_with(".localhost") {
+        return true;
+    }
+    let Ok(ip) = host.parse::<IpAddr>() else {
+        return false;
+    };
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_unspecified()
+                || v4.is_link_local()
+                || v4.is_private()
+                || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_local_host(&v4.to_string());
+            }
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (first & 0xffc0) == 0xfe80
+                || (first & 0xfe00) == 0xfc00
+        }
+    }
+}
+
+/// The `host` and `host:port` a source is fetched from: an OCI registry, or a tarball URL's
+/// authority; none for a local folder.
+pub(crate) fn fetched_from(source: &Source) -> Option<(String, String)> {
+    let authority = match source {
+        Source::Local { .. } => return None,
+        Source::Oci(oci) => oci.registry.clone(),
+        Source::Tarball { url, .. } => {
+            let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+            authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, a)| a)
+                .to_string()
+        }
+    };
+    Some((host_of(&authority).to_string(), authority))
+}
+
 pub(crate) fn is_loopback_host(host: &str) -> bool {
     host == "localhost"
         || host
@@ -395,5 +449,48 @@ mod tests {
         );
         assert_eq!(without_version("localhost:5000/a/c"), "localhost:5000/a/c");
         assert_eq!(without_version("./local"), "./local");
+    }
+
+    #[test]
+    fn local_hosts_are_this_machine_and_its_private_networks() {
+        for local in [
+            "localhost",
+            "api.localhost",
+            "127.0.0.1",
+            "127.8.9.1",
+            "0.0.0.0",
+            "169.254.169.254",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "100.64.0.1",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "LOCALHOST.",
+        ] {
+            assert!(is_local_host(local), "{local}");
+        }
+        for public in [
+            "ghcr.io",
+            "8.8.8.8",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2001:db8::1",
+            "localhost.example",
+        ] {
+            assert!(!is_local_host(public), "{public}");
+        }
+        let tarball = parse("https://user@10.0.0.5:8443/f/devcontainer-feature-a.tgz").unwrap();
+        assert_eq!(
+            fetched_from(&tarball),
+            Some(("10.0.0.5".to_string(), "10.0.0.5:8443".to_string()))
+        );
+        let oci = parse("localhost:5000/features/a:1").unwrap();
+        assert_eq!(
+            fetched_from(&oci),
+            Some(("localhost".to_string(), "localhost:5000".to_string()))
+        );
     }
 }

@@ -18,6 +18,7 @@ pub(crate) async fn fetch(
     url: &str,
     pin: Option<&str>,
     cache: &Cache,
+    local: &super::LocalSources,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Fetched, String> {
     if let Some(pin) = pin {
@@ -36,6 +37,7 @@ pub(crate) async fn fetch(
         .connect_timeout(std::time::Duration::from_secs(15))
         .read_timeout(std::time::Duration::from_secs(60))
         .https_only(!url.starts_with("http://"))
+        .redirect(redirects(local.clone()))
         .build()
         .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
     let mut response = client
@@ -89,4 +91,29 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = e.source();
     }
     text
+}
+
+/// Redirects followed (at most 10), but not to a local host the user did not allow: a public
+/// server must not bounce the host's request to its own or its network's services.
+fn redirects(local: super::LocalSources) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        let url = attempt.url();
+        let host = url
+            .host_str()
+            .unwrap_or_default()
+            .trim_matches(['[', ']'])
+            .to_string();
+        let authority = match url.port() {
+            Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+            None => host.clone(),
+        };
+        if attempt.previous().len() >= 10 {
+            attempt.error("more than 10 redirects")
+        } else if super::reference::is_local_host(&host) && !local.allow(&host, &authority) {
+            let message = format!("it redirects to {authority}, a local address");
+            attempt.error(message)
+        } else {
+            attempt.follow()
+        }
+    })
 }

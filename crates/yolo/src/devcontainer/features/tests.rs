@@ -57,6 +57,24 @@ impl Repo {
         lock: LockMode,
         docker_config: Option<&Path>,
     ) -> Result<Resolution> {
+        self.resolve_local(
+            features,
+            override_order,
+            lock,
+            docker_config,
+            LocalSources::Any,
+        )
+        .await
+    }
+
+    pub(super) async fn resolve_local(
+        &self,
+        features: Value,
+        override_order: &[String],
+        lock: LockMode,
+        docker_config: Option<&Path>,
+        local: LocalSources,
+    ) -> Result<Resolution> {
         let config = self.config();
         let request = Request {
             config_file: &config,
@@ -65,6 +83,7 @@ impl Repo {
             cache_dir: self.cache.path(),
             lock,
             docker_config,
+            local,
         };
         let lines = Mutex::new(Vec::new());
         let result = resolve(&request, &|line| {
@@ -282,6 +301,7 @@ fn resolve_is_send() {
         cache_dir: &config,
         lock: LockMode::Ignore,
         docker_config: None,
+        local: LocalSources::Any,
     };
     send(resolve(&request, &|_| {}));
 }
@@ -759,4 +779,69 @@ async fn registry_token_auth() {
         .await
         .unwrap();
     assert_eq!(r.features[0].digest, published.manifest_digest);
+}
+
+#[tokio::test]
+async fn features_on_local_hosts_need_the_users_leave_also_through_a_redirect() {
+    let dir = published_feature(json!({"id": "tarred", "version": "1.0.0"}));
+    let tgz = registry::gzip(&registry::tar_folder(dir.path()));
+    let inner = registry::FileServer::start(std::collections::HashMap::from([(
+        "/devcontainer-feature-tarred.tgz".to_string(),
+        tgz,
+    )]));
+    let target = inner.url("/devcontainer-feature-tarred.tgz");
+    let outer = registry::FileServer::start(std::collections::HashMap::from([(
+        "/devcontainer-feature-tarred.tgz".to_string(),
+        format!("REDIRECT:{target}").into_bytes(),
+    )]));
+    let url = outer.url("/devcontainer-feature-tarred.tgz");
+    let repo = Repo::new();
+    let local = |hosts: &[&str]| LocalSources::Only(hosts.iter().map(|h| h.to_string()).collect());
+    // Not allowed at all: refused before any request.
+    let err = repo
+        .resolve_local(
+            json!({url.clone(): {}}),
+            &[],
+            LockMode::Update,
+            None,
+            LocalSources::None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), 77, "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("--grant local-features={}", outer.addr)),
+        "{err}"
+    );
+    assert_eq!(outer.hits(), 0);
+    // The first host allowed, the one it redirects to not: refused at the redirect.
+    let err = repo
+        .resolve_local(
+            json!({url.clone(): {}}),
+            &[],
+            LockMode::Update,
+            None,
+            local(&[&outer.addr]),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("redirects to") && err.contains(&inner.addr),
+        "{err}"
+    );
+    assert_eq!(inner.hits(), 0);
+    // Both allowed: fetched through the redirect.
+    let ok = repo
+        .resolve_local(
+            json!({url: {}}),
+            &[],
+            LockMode::Update,
+            None,
+            local(&[&outer.addr, &inner.addr]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ok.features[0].id, "tarred");
 }
