@@ -506,7 +506,12 @@ fn lits<S: AsRef<str>>(items: &[S]) -> Value {
     Value::Array(items.iter().map(|s| lit(s.as_ref())).collect())
 }
 
-/// `labels` (a mapping or a `K=V` list) with `add` merged in; `add` wins.
+/// Label prefixes only yolo and VS Code's tooling write: a Compose file's own are dropped, so a
+/// service cannot pass for yolo's container, its guard, or the dev container VS Code attaches to.
+const RESERVED_LABELS: [&str; 2] = ["dev.yolo.", "devcontainer."];
+
+/// `labels` (a mapping or a `K=V` list) with `add` merged in; `add` wins, and the file's own
+/// reserved labels (`RESERVED_LABELS`) are dropped.
 fn merge_labels(target: &mut Map<String, Value>, add: &BTreeMap<String, String>) {
     let mut merged = Map::new();
     match target.get("labels") {
@@ -519,6 +524,7 @@ fn merge_labels(target: &mut Map<String, Value>, add: &BTreeMap<String, String>)
         }
         _ => {}
     }
+    merged.retain(|k, _| !RESERVED_LABELS.iter().any(|p| k.starts_with(p)));
     for (k, v) in add {
         merged.insert(k.clone(), lit(v));
     }
@@ -1113,6 +1119,11 @@ mod tests {
         let mut map = json!({"labels": {"c": "3"}});
         merge_labels(map.as_object_mut().unwrap(), &add);
         assert_eq!(map["labels"], json!({"a": "yolo", "c": "3"}));
+        // A file's own yolo or devcontainer labels are dropped: no sibling passes for the
+        // guard, the agent, or the container VS Code attaches to.
+        let mut spoof = json!({"labels": ["dev.yolo.role=guard", "devcontainer.local_folder=/x", "dev.yolologic=ok"]});
+        merge_labels(spoof.as_object_mut().unwrap(), &add);
+        assert_eq!(spoof["labels"], json!({"a": "yolo", "dev.yolologic": "ok"}));
     }
 
     #[test]

@@ -623,3 +623,45 @@ fn a_feature_of_the_dev_service_asking_for_privileged_is_refused_by_name() {
     assert!(t.containers().is_empty(), "{:?}", t.containers());
     assert!(services(&t).is_empty(), "{:?}", services(&t));
 }
+
+#[test]
+fn a_sibling_cannot_pass_for_the_agent_or_the_dev_container() {
+    let t = Test::new();
+    let workspace = t.workspace.canonicalize().unwrap().display().to_string();
+    let impostor = format!(
+        r#"
+  impostor:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    labels:
+      dev.yolo.role: agent
+      dev.yolo.managed: "true"
+      devcontainer.local_folder: "{workspace}"
+"#
+    );
+    project(&t, &format!("{APP}{impostor}"), CONFIG);
+    let (_, up) = t.up(&[]);
+    let id = up["container"]["id"].as_str().unwrap().to_string();
+    // yolo's commands reach the dev service, and the impostor carries none of the labels.
+    t.yolo(&["exec", "--", "sh", "-c", "echo $HOSTNAME"]).ok();
+    let agents = t.agents();
+    assert_eq!(agents.len(), 1, "{agents:?}");
+    assert!(
+        id.starts_with(agents[0].as_str()) || agents[0].starts_with(&id),
+        "{agents:?} {id}"
+    );
+    let impostor = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=com.docker.compose.service=impostor",
+    ]);
+    let labels = &inspect(impostor.trim())["Config"]["Labels"];
+    assert_eq!(labels["dev.yolo.role"], "service", "{labels}");
+    assert!(
+        labels.get("devcontainer.local_folder").is_none(),
+        "{labels}"
+    );
+}
