@@ -319,6 +319,38 @@ mod tests {
     }
 
     #[test]
+    fn a_link_chain_cannot_hard_link_a_host_file_into_the_feature() {
+        // `a -> .` is inside; `a/a/…/../../…/<host file>` stays inside lexically (the check
+        // above) but leads out through the link: the extraction itself must refuse it, or the
+        // host file would be copied into the image build.
+        let root = tempfile::tempdir().unwrap();
+        let secret = root.path().join("secret");
+        std::fs::write(&secret, "host secret").unwrap();
+        let cache = Cache::new(&root.path().join("cache"));
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        builder.append_link(&mut header, "a", ".").unwrap();
+        let target = format!(
+            "{}{}{}",
+            "a/".repeat(30),
+            "../".repeat(30),
+            secret.display().to_string().trim_start_matches('/')
+        );
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Link);
+        header.set_size(0);
+        builder.append_link(&mut header, "h", &target).unwrap();
+        let bytes = builder.into_inner().unwrap();
+        let result = cache.put_blob(&sha256(&bytes), &bytes);
+        if let Ok(dir) = result {
+            let linked = std::fs::read_to_string(dir.join("h")).unwrap_or_default();
+            assert_ne!(linked, "host secret", "a host file reached the Feature");
+        }
+    }
+
+    #[test]
     fn links_out_of_the_feature_are_refused() {
         let root = tempfile::tempdir().unwrap();
         let cache = Cache::new(root.path());
