@@ -58,6 +58,10 @@ pub enum EventKind {
         network: String,
         #[serde(default)]
         allowlist: Vec<String>,
+        /// SHA-256 fingerprints (`sha256:<hex>`) of the extra CA certificates the user had
+        /// the image and the container trust.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        extra_ca: Vec<String>,
     },
     SessionStop {
         reason: String,
@@ -405,6 +409,7 @@ mod tests {
                 grants: vec![],
                 network: s(),
                 allowlist: vec![],
+                extra_ca: vec![],
             },
             EventKind::SessionStop { reason: s() },
             EventKind::Command {

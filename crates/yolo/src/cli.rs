@@ -72,6 +72,10 @@ pub(crate) struct UpFlags {
     /// Network mode (default: firewall)
     #[arg(long, value_enum, value_name = "MODE")]
     pub(crate) network: Option<NetworkArg>,
+    /// Trust these CA certificates (a PEM file or a folder of .crt/.pem files; repeatable) in
+    /// image builds and the container: for a proxy that intercepts TLS
+    #[arg(long = "extra-ca", value_name = "PATH")]
+    pub(crate) extra_ca: Vec<std::path::PathBuf>,
 }
 
 /// `--network`: the user's choice only; a repository cannot pick it.

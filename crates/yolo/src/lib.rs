@@ -2,6 +2,7 @@
 
 pub(crate) mod agents;
 pub(crate) mod audit;
+pub(crate) mod ca;
 pub(crate) mod cli;
 pub(crate) mod commands;
 pub(crate) mod devcontainer;

@@ -216,11 +216,46 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
     check_after_policy(&mut spec, &settings.grants)
         .map_err(|e| point_at_pass_env(e, &source.raw, &source.withheld))?;
     crate::env_file::apply(&mut spec, &settings.grants)?;
+    if let Some(ca) = &settings.extra_ca {
+        apply_extra_ca(&mut spec, ca)?;
+    }
     spec.metadata_label = policy::metadata_label(
         &source.metadata,
         policy::metadata_config_entry(&source.raw_json),
     );
     Ok(spec)
+}
+
+/// The user's extra CA certificates in the spec: their files (in yolo's data folder) bound
+/// read-only where builds put them, the variables pointing at them, and for a build the files
+/// it adds to its context. The user's setting, so it goes past the policy (which only judges
+/// the repository's requests); the certificates are public, and visible to the agent.
+fn apply_extra_ca(spec: &mut RunSpec, ca: &crate::ca::ExtraCa) -> Result<()> {
+    let dir = ca.host_dir();
+    ca.write_to(&dir)?;
+    spec.mounts.retain(|m| m.target != crate::ca::DIR);
+    spec.mounts.push(crate::run_spec::Mount {
+        kind: crate::run_spec::MountKind::Bind,
+        source: dir.display().to_string(),
+        target: crate::ca::DIR.into(),
+        read_only: true,
+    });
+    for (name, value) in crate::ca::env() {
+        spec.container_env.insert(name.into(), value);
+    }
+    spec.extra_ca = ca.fingerprints.clone();
+    if let ImageSource::Build(build) = &mut spec.image {
+        build.extra_ca = Some(Box::new(crate::run_spec::BuildCa {
+            fingerprints: ca.fingerprints.clone(),
+            files: ca
+                .context_files()
+                .iter()
+                .map(|(path, text)| (path.clone(), text.to_string()))
+                .collect(),
+        }));
+    }
+    policy::seal(spec);
+    Ok(())
 }
 
 /// A workspace holding yolo's own config or data folder (yolo run in `$HOME`) would let the

@@ -29,6 +29,9 @@ pub(crate) struct RunSpec {
     /// in the config hash: it shapes no container.
     #[serde(skip)]
     pub(crate) user_env_probe: UserEnvProbe,
+    /// Fingerprints of the user's extra CA certificates the container trusts (`ca`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) extra_ca: Vec<String>,
     /// Replace the image's command with a keep-alive loop.
     pub(crate) override_command: bool,
     /// Bind mount of the repository: host source (never moved by the repo) -> container target.
@@ -204,6 +207,20 @@ pub(crate) struct BuildSpec {
     pub(crate) labels: BTreeMap<String, String>,
     /// Deterministic tag, e.g. `yolo-myrepo-<devcontainerId prefix>:latest`.
     pub(crate) tag: String,
+    /// The user's extra CA certificates the build trusts (`ca`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) extra_ca: Option<Box<BuildCa>>,
+}
+
+/// The user's extra CA certificates in a build.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct BuildCa {
+    /// Their fingerprints (what the build hash sees).
+    pub(crate) fingerprints: Vec<String>,
+    /// Their files, `(path in the context, content)`: added to the context, with the Dockerfile
+    /// rewritten to use them (`ca::rewrite_dockerfile`).
+    #[serde(skip)]
+    pub(crate) files: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -20,6 +20,7 @@ use crate::policy::{self, Grants, LimitLayer, UserLayer};
 use crate::user_config::UserConfig;
 use crate::values::{parse_pattern, parse_upstream};
 use std::net::SocketAddr;
+use std::path::Path;
 use yolo_protocol::DEFAULT_MAX_EXEC_LOG;
 
 /// Everything `up` and `run` were told, by flag or by the user's config.
@@ -52,6 +53,8 @@ pub(crate) struct UpSettings {
     pub(crate) watch: Vec<String>,
     /// What image builds may reach on top of the project's allowlist.
     pub(crate) build: BuildSettings,
+    /// `--extra-ca`, else the config's `extra_ca`: read and checked.
+    pub(crate) extra_ca: Option<crate::ca::ExtraCa>,
 }
 
 /// The allowlist presets image builds get unless `[build] presets` says otherwise: the package
@@ -232,8 +235,22 @@ impl UpSettings {
             guard: GuardSettings::resolve(user)?,
             watch: watch_list(user)?,
             build: BuildSettings::resolve(user)?,
+            extra_ca: extra_ca(flags, user)?,
         })
     }
+}
+
+/// The flag's certificates, else the config's (relative paths there are the config file's
+/// folder's).
+fn extra_ca(flags: &UpFlags, user: &UserConfig) -> Result<Option<crate::ca::ExtraCa>> {
+    use crate::ca::{ExtraCa, Given};
+    if !flags.extra_ca.is_empty() {
+        return ExtraCa::load(&flags.extra_ca, &Given::Flag);
+    }
+    let file = UserConfig::path();
+    let base = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    let paths: Vec<std::path::PathBuf> = user.extra_ca.iter().map(|p| base.join(p)).collect();
+    ExtraCa::load(&paths, &Given::Config(file))
 }
 
 impl GuardSettings {

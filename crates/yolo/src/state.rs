@@ -54,6 +54,17 @@ pub(crate) struct ApprovedConfig {
     /// The devcontainer.json, relative to the workspace.
     pub(crate) config_file: String,
     pub(crate) files: BTreeMap<String, String>,
+    /// Fingerprints of the extra CA certificates the user had trusted with it: a record, not
+    /// part of what is approved (they are the user's setting, not the repository's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) extra_ca: Vec<String>,
+}
+
+impl ApprovedConfig {
+    /// The same container definition: the config file and its inputs.
+    pub(crate) fn same_definition(&self, other: &ApprovedConfig) -> bool {
+        self.config_file == other.config_file && self.files == other.files
+    }
 }
 
 /// The approval of one workspace folder, in `<data dir>/approvals/<sha256 of its path>.json`.

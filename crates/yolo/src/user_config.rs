@@ -28,6 +28,9 @@ pub(crate) struct UserConfig {
     /// Host environment variables a devcontainer.json may read with `${localEnv:VAR}`, besides
     /// the harmless ones yolo always allows (see `project::SAFE_LOCAL_ENV`).
     pub(crate) pass_env: Vec<String>,
+    /// CA certificates to trust in builds and the container (PEM files or folders): for a
+    /// network that intercepts TLS.
+    pub(crate) extra_ca: Vec<std::path::PathBuf>,
     pub(crate) workspace: UserWorkspace,
     pub(crate) audit: UserAudit,
 }

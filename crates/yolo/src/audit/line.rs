@@ -20,14 +20,20 @@ pub(crate) fn describe(event: &Event) -> String {
             container,
             config_hash,
             grants,
+            extra_ca,
             ..
         } => format!(
-            "{workspace} container={container} image={image} config={}{}",
+            "{workspace} container={container} image={image} config={}{}{}",
             &config_hash.get(..12).unwrap_or(config_hash),
             if grants.is_empty() {
                 String::new()
             } else {
                 format!(" grants={}", grants.join(","))
+            },
+            if extra_ca.is_empty() {
+                String::new()
+            } else {
+                format!(" extra_ca={}", extra_ca.join(","))
             }
         ),
         EventKind::SessionStop { reason } => reason.clone(),

@@ -551,6 +551,7 @@ mod tests {
                     grants: vec![],
                     network: "firewall".into(),
                     allowlist: vec![],
+                    extra_ca: vec![],
                 },
             ),
             event(

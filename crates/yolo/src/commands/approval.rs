@@ -60,6 +60,7 @@ pub(crate) fn snapshot(spec: &RunSpec) -> ApprovedConfig {
     ApprovedConfig {
         config_file: relative(&spec.config_file, workspace),
         files,
+        extra_ca: spec.extra_ca.clone(),
     }
 }
 
@@ -394,7 +395,7 @@ pub(crate) fn check(project: &Project, state: &mut WorkspaceState) -> Result<()>
     // Carried over (or superseded) now: the workspace's approval is the one record.
     state.approved = None;
     let first_use = approved.is_none();
-    if let Some(approved) = approved.filter(|a| *a != current) {
+    if let Some(approved) = approved.filter(|a| !a.same_definition(&current)) {
         ask(project, &diff(&approved, &current))?;
     } else if first_use {
         // A first use is approved by using it, unless an agent could have written the config:
@@ -438,6 +439,7 @@ fn earlier_approval(spec: &RunSpec, state: &WorkspaceState) -> Option<ApprovedCo
         return Some(ApprovedConfig {
             config_file: relative(&spec.config_file, &spec.workspace),
             files: files.clone(),
+            extra_ca: Vec::new(),
         });
     }
     let workspace = spec.workspace.display().to_string();
@@ -448,6 +450,7 @@ fn earlier_approval(spec: &RunSpec, state: &WorkspaceState) -> Option<ApprovedCo
         .map(|files| ApprovedConfig {
             config_file: "(another config, approved by an earlier yolo)".into(),
             files,
+            extra_ca: Vec::new(),
         })
 }
 
@@ -685,6 +688,7 @@ mod tests {
         let file = |path: &str| ApprovedConfig {
             config_file: path.into(),
             files: BTreeMap::from([(path.to_string(), "{}\n".to_string())]),
+            extra_ca: Vec::new(),
         };
         let diff = diff(
             &file(".devcontainer/devcontainer.json"),

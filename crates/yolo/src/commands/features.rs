@@ -232,7 +232,7 @@ async fn prepare(
         spec.remote_user.as_deref(),
     );
     let features = &fetched.features;
-    let context = install::context(base, features, &users);
+    let context = install::context(base, features, &users, project.settings.extra_ca.as_ref());
     let dir = crate::user_config::data_dir()
         .join("features-build")
         .join(&spec.devcontainer_id);

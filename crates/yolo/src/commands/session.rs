@@ -41,6 +41,7 @@ pub(crate) fn open(
         grants: spec.grants_used.clone(),
         network: network.into(),
         allowlist: allowlist.to_vec(),
+        extra_ca: spec.extra_ca.clone(),
     })?;
     state.session = Some(id.clone());
     state.sessions.push(id);

@@ -611,6 +611,7 @@ pub(super) mod tests {
             update_uid: None,
             override_command: true,
             user_env_probe: Default::default(),
+            extra_ca: Vec::new(),
             workspace_mount: bind("/home/me/repo", "/workspace"),
             workspace_folder: "/workspace".into(),
             protected: vec![],

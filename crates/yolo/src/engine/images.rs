@@ -137,8 +137,12 @@ impl Engine {
         network: &NetworkAttach,
     ) -> Result<()> {
         let tar = context_tar(build)?;
+        let dockerfile = match build.extra_ca {
+            None => build.dockerfile.clone(),
+            Some(_) => CA_DOCKERFILE.to_string(),
+        };
         let options = BuildImageOptions {
-            dockerfile: build.dockerfile.clone(),
+            dockerfile,
             t: Some(build.tag.clone()),
             buildargs: Some(build.args.clone().into_iter().collect()),
             target: build.target.clone().unwrap_or_default(),
@@ -419,8 +423,33 @@ fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
         tar.append_file(&build.dockerfile, &mut file)
             .map_err(|e| Error::io(outside, e))?;
     }
+    if let Some(ca) = &build.extra_ca {
+        // The user's CA certificates, and the Dockerfile that trusts them after every FROM,
+        // built in place of the repository's (whose text it keeps otherwise).
+        let path = build
+            .dockerfile_outside
+            .clone()
+            .unwrap_or_else(|| root.join(&build.dockerfile));
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let rewritten = crate::ca::rewrite_dockerfile(&text);
+        let files = ca
+            .files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .chain([(CA_DOCKERFILE, rewritten.as_str())]);
+        for (name, content) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o644);
+            header.set_size(content.len() as u64);
+            tar.append_data(&mut header, name, content.as_bytes())
+                .map_err(|e| Error::io(root, e))?;
+        }
+    }
     tar.into_inner().map_err(|e| Error::io(root, e))
 }
+
+/// The name of the rewritten Dockerfile in a context with the user's CA certificates.
+const CA_DOCKERFILE: &str = ".yolo-ca.Dockerfile";
 
 fn dockerignore(root: &Path) -> Result<ignore::gitignore::Gitignore> {
     let mut builder = ignore::gitignore::GitignoreBuilder::new(root);

@@ -59,6 +59,7 @@ impl Eval<'_> {
             grants_used: Vec::new(),
             shutdown_action: self.shutdown_action()?,
             user_env_probe: self.user_env_probe()?,
+            extra_ca: Vec::new(),
             firewall_allow: self.firewall_allow()?,
             firewall_presets: self.firewall_presets()?,
             default_agent: self.yolo().and_then(|y| y.agent.clone()),

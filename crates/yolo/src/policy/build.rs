@@ -105,6 +105,7 @@ impl Eval<'_> {
             cache_from: build.cache_from.0.clone(),
             labels: BTreeMap::new(),
             tag: image_tag(self.input.workspace, self.input.devcontainer_id),
+            extra_ca: None,
         };
         self.apply_build_options(&mut spec, &build.options)?;
         Ok(spec)

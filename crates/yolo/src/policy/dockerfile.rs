@@ -60,7 +60,7 @@ pub(crate) fn check_text(
 pub(crate) fn remote_adds(text: &str) -> Vec<RemoteSource> {
     let escape = escape_char(text);
     let mut found = Vec::new();
-    for (line, instruction) in instructions(text, escape) {
+    for (line, _, instruction) in instructions(text, escape) {
         let mut words = instruction.trim_start();
         let mut keyword = first_word(words);
         if keyword.eq_ignore_ascii_case("onbuild") {
@@ -78,6 +78,16 @@ pub(crate) fn remote_adds(text: &str) -> Vec<RemoteSource> {
         }
     }
     found
+}
+
+/// The line (1-based) each `FROM` instruction ends on, continuations included.
+pub(crate) fn from_instruction_ends(text: &str) -> Vec<usize> {
+    let escape = escape_char(text);
+    instructions(text, escape)
+        .into_iter()
+        .filter(|(_, _, body)| first_word(body.trim_start()).eq_ignore_ascii_case("from"))
+        .map(|(_, end, _)| end)
+        .collect()
 }
 
 fn first_word(text: &str) -> &str {
@@ -103,11 +113,11 @@ fn escape_char(text: &str) -> char {
     '\\'
 }
 
-/// The instructions with the line each starts on: continuation lines joined, comment lines
-/// (also inside a continuation) and empty lines dropped.
-fn instructions(text: &str, escape: char) -> Vec<(usize, String)> {
+/// The instructions with the lines each starts and ends on: continuation lines joined, comment
+/// lines (also inside a continuation) and empty lines dropped.
+fn instructions(text: &str, escape: char) -> Vec<(usize, usize, String)> {
     let mut out = Vec::new();
-    let mut current: Option<(usize, String)> = None;
+    let mut current: Option<(usize, usize, String)> = None;
     for (index, raw) in text.lines().enumerate() {
         let trimmed = raw.trim();
         if trimmed.starts_with('#') || (trimmed.is_empty() && current.is_none()) {
@@ -117,9 +127,10 @@ fn instructions(text: &str, escape: char) -> Vec<(usize, String)> {
             Some(body) => (body, true),
             None => (trimmed, false),
         };
-        let entry = current.get_or_insert_with(|| (index + 1, String::new()));
-        entry.1.push(' ');
-        entry.1.push_str(body);
+        let entry = current.get_or_insert_with(|| (index + 1, index + 1, String::new()));
+        entry.1 = index + 1;
+        entry.2.push(' ');
+        entry.2.push_str(body);
         if !continues {
             out.extend(current.take());
         }

@@ -486,7 +486,7 @@ mod tests {
         assert_eq!(help.lines().count(), GRANT_NAMES.len());
         assert!(
             help.starts_with(&format!(
-                "{:24}  run the container privileged\ncap-add[=CAP]  ",
+                "{:28}  run the container privileged\ncap-add[=CAP]  ",
                 "privileged"
             )),
             "{help}"

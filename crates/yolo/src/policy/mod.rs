@@ -54,7 +54,9 @@ mod test_support;
 mod workspace;
 
 pub(crate) use compose::{check_env_files, check_services, ServicesChecked};
-pub(crate) use dockerfile::{check_remote_adds, check_text as check_remote_adds_text};
+pub(crate) use dockerfile::{
+    check_remote_adds, check_text as check_remote_adds_text, from_instruction_ends,
+};
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;

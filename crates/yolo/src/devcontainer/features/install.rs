@@ -79,7 +79,12 @@ pub(crate) struct Context {
 pub(crate) const DOCKERFILE: &str = "Dockerfile";
 
 /// The context that installs `features` (in install order) on top of `base`.
-pub(crate) fn context(base: &str, features: &[Resolved], users: &Users) -> Context {
+pub(crate) fn context(
+    base: &str,
+    features: &[Resolved],
+    users: &Users,
+    ca: Option<&crate::ca::ExtraCa>,
+) -> Context {
     let mut generated = BTreeMap::new();
     let mut folders = Vec::new();
     generated.insert(
@@ -90,8 +95,18 @@ pub(crate) fn context(base: &str, features: &[Resolved], users: &Users) -> Conte
             shell_quote(&users.remote_user)
         ),
     );
+    // The user's CA certificates, trusted by the install scripts (`ca::stage_lines`).
+    let trust = match ca {
+        Some(ca) => {
+            for (path, text) in ca.context_files() {
+                generated.insert(path, text.to_string());
+            }
+            crate::ca::stage_lines()
+        }
+        None => String::new(),
+    };
     let mut docker = format!(
-        "FROM {base}\nUSER root\nCOPY {BUILTIN_ENV} {DEST}/\nRUN echo \"_CONTAINER_USER_HOME=$( {})\" >> {DEST}/{BUILTIN_ENV} \\\n && echo \"_REMOTE_USER_HOME=$( {})\" >> {DEST}/{BUILTIN_ENV}\n",
+        "FROM {base}\n{trust}USER root\nCOPY {BUILTIN_ENV} {DEST}/\nRUN echo \"_CONTAINER_USER_HOME=$( {})\" >> {DEST}/{BUILTIN_ENV} \\\n && echo \"_REMOTE_USER_HOME=$( {})\" >> {DEST}/{BUILTIN_ENV}\n",
         home_of(&users.container_user),
         home_of(&users.remote_user)
     );
@@ -468,7 +483,7 @@ mod tests {
         let dir = Path::new("/cache/hello");
         let features = [feature("./hello", dir), feature("ghcr.io/x/y/other:1", dir)];
         let users = Users::new(Some("node"), None, Some("dev"));
-        let ctx = context("base:1", &features, &users);
+        let ctx = context("base:1", &features, &users, None);
         let docker = &ctx.generated[DOCKERFILE];
         assert!(docker.starts_with("FROM base:1\nUSER root\n"), "{docker}");
         assert!(docker.ends_with("USER node\n"), "{docker}");
@@ -508,8 +523,8 @@ mod tests {
     fn the_same_features_give_the_same_context() {
         let dir = Path::new("/cache/hello");
         let users = Users::new(None, None, None);
-        let a = context("base:1", &[feature("./hello", dir)], &users);
-        let b = context("base:1", &[feature("./hello", dir)], &users);
+        let a = context("base:1", &[feature("./hello", dir)], &users, None);
+        let b = context("base:1", &[feature("./hello", dir)], &users, None);
         assert_eq!(a, b);
     }
 
@@ -520,7 +535,7 @@ mod tests {
         std::fs::create_dir(src.path().join("lib")).unwrap();
         std::fs::write(src.path().join("lib/a"), "a").unwrap();
         let features = [feature("./hello", src.path())];
-        let ctx = context("base:1", &features, &Users::new(None, None, None));
+        let ctx = context("base:1", &features, &Users::new(None, None, None), None);
         let out = tempfile::tempdir().unwrap();
         let dir = out.path().join("ctx");
         ctx.write(&dir, &features).unwrap();
@@ -566,7 +581,7 @@ mod tests {
     fn a_feature_without_install_sh_is_named() {
         let src = tempfile::tempdir().unwrap();
         let features = [feature("./hello", src.path())];
-        let ctx = context("base:1", &features, &Users::new(None, None, None));
+        let ctx = context("base:1", &features, &Users::new(None, None, None), None);
         let out = tempfile::tempdir().unwrap();
         let err = ctx.write(&out.path().join("c"), &features).unwrap_err();
         assert!(err.to_string().contains("no install.sh"), "{err}");
