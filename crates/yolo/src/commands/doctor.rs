@@ -18,6 +18,7 @@ pub(crate) async fn execute() -> Result<i32> {
             1
         }
     };
+    print_extra_ca(&crate::ca::HostSigns::of_this_host());
     println!(
         "  user config: {}",
         crate::user_config::UserConfig::path().display()
@@ -27,6 +28,26 @@ pub(crate) async fn execute() -> Result<i32> {
         crate::user_config::data_dir().display()
     );
     Ok(if problems == 0 { 0 } else { 1 })
+}
+
+/// The user's extra CA certificates, or the signs that the host needs some (a proxy that
+/// intercepts TLS) and how to hand them to yolo. Advice, never a failed check.
+fn print_extra_ca(signs: &crate::ca::HostSigns) {
+    let configured = UserConfig::load()
+        .ok()
+        .map(|user| user.extra_ca)
+        .unwrap_or_default();
+    if !configured.is_empty() {
+        let shown: Vec<String> = configured.iter().map(|p| p.display().to_string()).collect();
+        println!(
+            "✓ extra CA certificates: {} (extra_ca in your config)",
+            shown.join(", ")
+        );
+        return;
+    }
+    if let Some(advice) = signs.advice() {
+        println!("! {advice}");
+    }
 }
 
 /// Where the firewall guard's program will come from for this engine (one problem if nowhere).

@@ -318,13 +318,14 @@ fn features_error(features: &FeaturesBuild, msg: String, tail: &VecDeque<String>
         ),
         None => format!("building {} with its Features", features.tag),
     };
+    let hint = crate::ca::certificate_hint(&text, false).unwrap_or_else(|| format!(
+        "the Feature's install.sh failed; fix it or its options in devcontainer.json, then run `yolo up` again (the build context is in {})",
+        features.context.display()
+    ));
     Error::Docker {
         action,
         message: text,
-        hint: Some(format!(
-            "the Feature's install.sh failed; fix it or its options in devcontainer.json, then run `yolo up` again (the build context is in {})",
-            features.context.display()
-        )),
+        hint: Some(hint),
     }
 }
 
@@ -358,10 +359,12 @@ fn build_error(build: &BuildSpec, msg: String, tail: &VecDeque<String>) -> Error
             text.push_str(line.trim_end());
         }
     }
+    let hint = crate::ca::certificate_hint(&text, build.extra_ca.is_some())
+        .unwrap_or_else(|| "fix the Dockerfile, then run `yolo up --rebuild`".into());
     Error::Docker {
         action: format!("building {} from {}", build.tag, build.context.display()),
         message: text,
-        hint: Some("fix the Dockerfile, then run `yolo up --rebuild`".into()),
+        hint: Some(hint),
     }
 }
 

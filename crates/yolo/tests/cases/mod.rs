@@ -1,3 +1,4 @@
+mod agents_e2e;
 mod approval;
 mod builds;
 mod cli;
@@ -8,6 +9,7 @@ mod everyday;
 mod exec;
 mod exec_audit;
 mod exit_codes;
+mod extra_ca;
 mod features;
 mod files;
 mod guard_image;
