@@ -370,7 +370,7 @@ MA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIhAMo5/50Kpyqksw90
             "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
         )
         .unwrap();
-        let e = ExtraCa::load(&[key.clone()], &Given::Flag).unwrap_err();
+        let e = ExtraCa::load(std::slice::from_ref(&key), &Given::Flag).unwrap_err();
         assert_eq!(e.code(), 64, "{e}");
         assert!(e.to_string().contains("holds no PEM certificate"), "{e}");
         let config = dir.path().join("config.toml");
