@@ -23,6 +23,10 @@ if [ "$u" != root ] && [ -n "$uid" ] && id "$u" >/dev/null 2>&1; then
   fi
 fi
 if [ -d "$state" ] && id "$u" >/dev/null 2>&1; then
-  chown "$(id -u "$u"):$(id -g "$u")" "$state"/* 2>/dev/null || true
+  # chown needs CAP_CHOWN, which this exec lacks when the container's user is not root (Docker
+  # gives an exec the capabilities of the container's process). Then the folders are opened to
+  # every user, sticky like /tmp: their owner (root, this exec) needs no capability for that.
+  chown "$(id -u "$u"):$(id -g "$u")" "$state"/* 2>/dev/null \
+    || chmod 1777 "$state"/* 2>/dev/null || true
 fi
 exit 0

@@ -27,7 +27,10 @@ fn recipe(agent: &str) -> Option<Recipe> {
     Some(match agent {
         "claude" => npm("RUN npm install -g @anthropic-ai/claude-code"),
         "codex" => npm("RUN npm install -g @openai/codex"),
-        "gemini" => npm("RUN npm install -g @google/gemini-cli"),
+        // gemini-cli needs Node 20 or newer, and Debian 12 ships 18: a newer Node from the npm
+        // registry itself (the `node` package's binary is an npm package too), so the build
+        // needs no host beyond the npm preset.
+        "gemini" => npm("RUN npm install -g node@22 && npm install -g @google/gemini-cli"),
         "opencode" => npm("RUN npm install -g opencode-ai"),
         "aider" => Recipe {
             packages: "python3 python3-venv",

@@ -168,3 +168,28 @@ fn the_users_shell_environment_reaches_hooks_and_exec_unless_the_probe_is_off() 
         .ok()
         .assert_stdout("yes\n");
 }
+
+#[test]
+fn a_non_root_user_can_write_the_agents_state_folders() {
+    // Docker gives an exec as root the capabilities of the container's process, none for a
+    // non-root container user: the setup cannot chown the state volumes, and must still leave
+    // them writable for the agent (opencode writes its own at start).
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BASE_IMAGE}\nLABEL yolo.test={}\nRUN useradd --create-home --uid 1000 dev\nUSER dev\n",
+            t.id
+        ),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev"}"#);
+    t.up(&[]);
+    t.yolo(&[
+        "exec",
+        "sh",
+        "-c",
+        "id -un; mkdir /yolo/state/opencode/repos && touch /yolo/state/claude/ok && echo wrote",
+    ])
+    .ok()
+    .assert_stdout("dev\nwrote\n");
+}
