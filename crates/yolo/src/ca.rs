@@ -126,16 +126,21 @@ impl ExtraCa {
     }
 }
 
+/// The system store's bundle in Debian, Ubuntu and Alpine images, which most tools read.
+pub(crate) const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
 /// The Dockerfile lines that make a build stage trust the certificates (its RUN steps and the
-/// image): the files copied in (also into the system store's source folder, so an
-/// `update-ca-certificates` in the image keeps them) and the variables set. After each `FROM`.
+/// image): the files copied in, the bundle as the system store's (`SYSTEM_BUNDLE`; the extra
+/// ones also into its source folder, so an `update-ca-certificates` in the image rebuilds the
+/// store with them), and the variables set. After each `FROM`; no RUN step, so a stage without
+/// a shell (`scratch`, distroless) builds too.
 pub(crate) fn stage_lines() -> String {
     let env: Vec<String> = env()
         .into_iter()
         .map(|(k, v)| format!("{k}=\"{v}\""))
         .collect();
     format!(
-        "COPY {CONTEXT_DIR}/ {DIR}/\nCOPY {CONTEXT_DIR}/{EXTRA} /usr/local/share/ca-certificates/yolo-extra-ca.crt\nENV {}\n",
+        "COPY {CONTEXT_DIR}/ {DIR}/\nCOPY {CONTEXT_DIR}/{EXTRA} /usr/local/share/ca-certificates/yolo-extra-ca.crt\nCOPY {CONTEXT_DIR}/{BUNDLE} {SYSTEM_BUNDLE}\nENV {}\n",
         env.join(" ")
     )
 }
@@ -432,10 +437,14 @@ MA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIhAMo5/50Kpyqksw90
             lines[3].starts_with("COPY .yolo-ca/ /usr/local/share/yolo-ca/"),
             "{out}"
         );
-        assert!(lines[5].starts_with("ENV NODE_EXTRA_CA_CERTS="), "{out}");
-        assert_eq!(lines[6], "RUN make");
-        assert_eq!(lines[8], "  scratch");
-        assert!(lines[9].starts_with("COPY .yolo-ca/"), "{out}");
+        assert_eq!(
+            lines[5],
+            "COPY .yolo-ca/bundle.pem /etc/ssl/certs/ca-certificates.crt"
+        );
+        assert!(lines[6].starts_with("ENV NODE_EXTRA_CA_CERTS="), "{out}");
+        assert_eq!(lines[7], "RUN make");
+        assert_eq!(lines[9], "  scratch");
+        assert!(lines[10].starts_with("COPY .yolo-ca/"), "{out}");
         assert_eq!(out.matches("ENV NODE_EXTRA_CA_CERTS").count(), 2);
         assert!(out.ends_with("COPY --from=build /out /\n"));
     }

@@ -76,6 +76,15 @@ fn builds_features_and_the_container_trust_the_users_ca_and_the_audit_names_it()
     for seen in ["/build-saw.pem", "/feature-saw.pem"] {
         t.yolo(&["exec", "cat", seen]).ok().assert_stdout(&body);
     }
+    // The image's system store has it too (the bundle, which ends with the extra ones).
+    let store = t
+        .yolo(&["exec", "cat", "/etc/ssl/certs/ca-certificates.crt"])
+        .ok()
+        .stdout();
+    assert!(
+        store.ends_with(&body),
+        "the system store lacks the certificate"
+    );
     let count: usize = t
         .yolo(&["exec", "cat", "/bundle-count"])
         .ok()
