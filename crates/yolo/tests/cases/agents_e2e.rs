@@ -53,11 +53,7 @@ fn preset_runs(agent: &str) -> String {
     );
     if has_ca {
         // The certificates the build and the container trust are on the session's record.
-        let start = t
-            .events()
-            .into_iter()
-            .find(|e| e["kind"] == "session_start")
-            .unwrap();
+        let start = t.first_event("session_start").unwrap();
         assert!(
             start["extra_ca"].as_array().is_some_and(|a| !a.is_empty()),
             "{start}"

@@ -101,11 +101,7 @@ fn builds_features_and_the_container_trust_the_users_ca_and_the_audit_names_it()
         .ok()
         .assert_stdout(&format!("{body}1\nread-only\n"));
     // On the session's record and in the approval, by fingerprint.
-    let start = t
-        .events()
-        .into_iter()
-        .find(|e| e["kind"] == "session_start")
-        .unwrap();
+    let start = t.first_event("session_start").unwrap();
     assert_eq!(
         start["extra_ca"],
         serde_json::json!([fingerprint]),

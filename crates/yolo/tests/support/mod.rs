@@ -327,6 +327,11 @@ impl Test {
     }
 
     /// The session log events of this test (all sessions).
+    /// The first event of `kind` in this test's sessions.
+    pub fn first_event(&self, kind: &str) -> Option<serde_json::Value> {
+        self.events().into_iter().find(|e| e["kind"] == kind)
+    }
+
     pub fn events(&self) -> Vec<serde_json::Value> {
         let mut out: Vec<serde_json::Value> = vec![];
         let mut paths = vec![];
