@@ -193,8 +193,9 @@ pub(crate) fn check_services(
                     format!("the host path \"{file}\" does not resolve"),
                 )
             })?;
-            if !eval.in_repository(&path) {
-                eval.require_host_path(&property, &path, &format!("/run/{kind}/{name}"))?;
+            let real = super::paths::real_path(&path);
+            if !eval.in_repository(&path) || !eval.in_repository(&real) {
+                eval.require_host_path(&property, &real, &format!("/run/{kind}/{name}"))?;
             }
         }
     }
@@ -220,7 +221,7 @@ pub(crate) fn check_env_files(
             )
         })?;
         // Where a link in the repository really leads is what Compose reads.
-        let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+        let real = super::paths::real_path(&path);
         if !eval.in_repository(&path) || !eval.in_repository(&real) {
             eval.require_host_path(&property, &real, "the container's environment")?;
         }
@@ -314,7 +315,10 @@ impl Eval<'_> {
             // Resolved to an absolute path by `compose config`; a URL is Docker's to fetch.
             if context.starts_with('/') {
                 let path = normalize_path(Path::new(&context)).unwrap_or_default();
-                if !self.in_repository(&path) {
+                // The whole folder a link leads to would be sent to Docker.
+                let real = super::paths::real_path(&path);
+                if !self.in_repository(&path) || !self.in_repository(&real) {
+                    let path = real;
                     let value =
                         format!("the host folder {} outside the repository", path.display());
                     let reason = "files outside the repository could be copied into the image";
@@ -407,10 +411,13 @@ impl Eval<'_> {
                     format!("the host path \"{source}\" does not resolve"),
                 )
             })?;
-            if self.in_repository(&source) {
+            // Docker follows a link the agent planted in the repository (`./data -> /`), and
+            // creates a missing part under where its parent really leads.
+            let real = super::paths::real_path(&source);
+            if self.in_repository(&source) && self.in_repository(&real) {
                 continue;
             }
-            self.require_host_path(&property, &source, &target)?;
+            self.require_host_path(&property, &real, &target)?;
         }
         Ok(())
     }
