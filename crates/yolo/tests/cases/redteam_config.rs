@@ -1,0 +1,270 @@
+//! Red team of what a repository controls since Features, image metadata and Compose: each test
+//! is an attack by the repository (or an image it names) that must fail; it fails itself if the
+//! attack works.
+
+use crate::support::*;
+
+/// An HTTP server on the host's loopback, in this process, answering every request with `body`
+/// and counting the requests: what the Docker daemon (on the host's network) reaches and a
+/// build's RUN step (in the guard's namespace) does not. Its port and the request counter.
+fn host_loopback_server(
+    body: &'static str,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, hits)
+}
+
+fn images(t: &Test) -> String {
+    docker(&[
+        "images",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ])
+}
+
+fn plain_feature(t: &Test) {
+    t.feature("plain", r#"{"id": "plain", "version": "1.0.0"}"#, "true");
+}
+
+#[test]
+fn a_remote_user_cannot_add_lines_to_the_features_dockerfile() {
+    // The remote user is written into the Features' Dockerfile (the RUN that finds its home):
+    // a newline in it would end that RUN and start an ADD the daemon fetches on the host.
+    let t = Test::new();
+    let (port, hits) = host_loopback_server("host-only secret");
+    plain_feature(&t);
+    let user = format!("root\nADD http://127.0.0.1:{port}/secret /stolen\nRUN true");
+    t.devcontainer(
+        &serde_json::json!({
+            "image": BASE_IMAGE,
+            "remoteUser": user,
+            "features": {"./plain": {}}
+        })
+        .to_string(),
+    );
+    t.yolo(&["up"])
+        .fails_with(65)
+        .assert_stderr_contains("remoteUser")
+        .assert_stderr_contains("not a user name");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    assert_eq!(images(&t).trim(), "", "nothing was built");
+}
+
+#[test]
+fn a_container_user_cannot_add_lines_to_the_features_dockerfile() {
+    let t = Test::new();
+    let (port, hits) = host_loopback_server("host-only secret");
+    plain_feature(&t);
+    let user = format!(
+        "root' 2>/dev/null)\"\nADD http://127.0.0.1:{port}/secret /stolen\nRUN echo \"$( true"
+    );
+    t.devcontainer(
+        &serde_json::json!({
+            "image": BASE_IMAGE,
+            "containerUser": user,
+            "features": {"./plain": {}}
+        })
+        .to_string(),
+    );
+    t.yolo(&["up"])
+        .fails_with(65)
+        .assert_stderr_contains("containerUser")
+        .assert_stderr_contains("not a user name");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
+#[test]
+fn an_onbuild_add_in_the_base_image_does_not_run_in_the_features_build() {
+    // The repository names an image (here built locally; it could come from any registry) whose
+    // ONBUILD trigger downloads a URL: the Features' build is FROM it, so the daemon would run
+    // the trigger — the download — on the host's network, outside the build firewall.
+    let t = Test::new();
+    let (port, hits) = host_loopback_server("host-only secret");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        format!(
+            "FROM {BASE_IMAGE}\nLABEL {LABEL}={}\nONBUILD ADD http://127.0.0.1:{port}/secret /stolen\n",
+            t.id
+        ),
+    )
+    .unwrap();
+    let image = format!("yolo-redteam-onbuild-{}", t.id);
+    docker(&["build", "-q", "-t", &image, dir.path().to_str().unwrap()]);
+    plain_feature(&t);
+    t.devcontainer(&format!(
+        r#"{{"image": "{image}", "features": {{"./plain": {{}}}}}}"#
+    ));
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("ONBUILD triggers of")
+        .assert_stderr_contains("ADD http://127.0.0.1:")
+        .assert_stderr_contains("--grant remote-add");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
+const COMPOSE_CONFIG: &str = r#"{
+    "dockerComposeFile": "compose.yml",
+    "service": "app",
+    "workspaceFolder": "/workspaces/repo"
+}"#;
+
+/// A host folder outside the repository holding a secret, and a link to it planted in the
+/// repository's `.devcontainer/` (as the agent could between two runs).
+fn planted_link(t: &Test, name: &str) -> tempfile::TempDir {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "host-only secret\n").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path(),
+        std::path::Path::new(&t.workspace_shown())
+            .join(".devcontainer")
+            .join(name),
+    )
+    .unwrap();
+    outside
+}
+
+fn compose_project(t: &Test, services: &str) {
+    t.file(
+        ".devcontainer/compose.yml",
+        &format!("version: \"3.8\"\nservices:{services}"),
+    );
+    t.devcontainer(COMPOSE_CONFIG);
+}
+
+#[test]
+fn a_compose_bind_through_a_link_in_the_repository_needs_host_mount() {
+    // `./data` is in the repository by name; it is a link to a host folder, and Docker follows
+    // it: the folder would be mounted into the dev service without a grant.
+    let t = Test::new();
+    compose_project(
+        &t,
+        r#"
+  app:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+      - ./data:/from-the-host
+"#,
+    );
+    let outside = planted_link(&t, "data");
+    let real = outside.path().canonicalize().unwrap();
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("service \"app\": volumes")
+        .assert_stderr_contains(&real.display().to_string())
+        .assert_stderr_contains("--grant host-mount");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
+#[test]
+fn a_compose_bind_of_a_missing_folder_under_a_link_needs_host_mount() {
+    // Docker creates a missing bind source: `./data/new` would be made (as root) in the host
+    // folder the link leads to, and mounted.
+    let t = Test::new();
+    compose_project(
+        &t,
+        r#"
+  app:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+  db:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes:
+      - ./data/new:/planted
+"#,
+    );
+    let outside = planted_link(&t, "data");
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("service \"db\": volumes")
+        .assert_stderr_contains("--grant host-mount");
+    assert!(
+        !outside.path().join("new").exists(),
+        "Docker made a host folder"
+    );
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
+#[test]
+fn a_compose_secret_file_through_a_link_needs_host_mount() {
+    let t = Test::new();
+    compose_project(
+        &t,
+        r#"
+  app:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+    secrets:
+      - token
+secrets:
+  token:
+    file: ./data/secret
+"#,
+    );
+    let _outside = planted_link(&t, "data");
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("secrets \"token\": file")
+        .assert_stderr_contains("--grant host-mount");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
+#[test]
+fn a_compose_build_context_through_a_link_needs_host_mount() {
+    // The whole context is sent to Docker: through a link, a host folder would be copied into
+    // the image.
+    let t = Test::new();
+    compose_project(
+        &t,
+        r#"
+  app:
+    build:
+      context: ./data
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#,
+    );
+    let outside = planted_link(&t, "data");
+    std::fs::write(
+        outside.path().join("Dockerfile"),
+        format!(
+            "FROM {BASE_IMAGE}\nLABEL {LABEL}={}\nCOPY secret /secret\n",
+            t.id
+        ),
+    )
+    .unwrap();
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("build.context")
+        .assert_stderr_contains("--grant host-mount");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    assert_eq!(images(&t).trim(), "", "nothing was built");
+}
