@@ -74,6 +74,9 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
         metadata: &[],
     };
     let mut checked = policy::check_services(&input, &spec, &resolved)?;
+    let guard = &settings.guard;
+    let guard_images = [guard.image.as_deref(), Some(guard.base_image.as_str())];
+    policy::check_built_image_names(&spec.files[0], &resolved, &guard_images)?;
     check_builds(&spec, &resolved, &settings.grants)?;
     for grant in policy::check_env_files(&input, &env_files(&spec.files)?)? {
         if !checked.grants_used.contains(&grant) {

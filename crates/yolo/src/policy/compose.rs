@@ -203,6 +203,69 @@ pub(crate) fn check_services(
     Ok(checked)
 }
 
+/// The name a service that Compose builds gives its image (`build` with `image`) must not be one
+/// of the images yolo trusts: `yolo-*` (the guard's `yolo-guard:<version>-<digest>`, the
+/// Features images) or one the user named for the guard (`protected`: `guard_image`,
+/// `guard_base_image`). Compose tags what it built with that name, replacing the image on the
+/// host: the repository's Dockerfile would become the firewall of every later `up`, of any
+/// project. `file` is the Compose file errors name.
+pub(crate) fn check_built_image_names(
+    file: &Path,
+    resolved: &Value,
+    protected: &[Option<&str>],
+) -> Result<()> {
+    let Some(services) = resolved.get("services").and_then(Value::as_mapping) else {
+        return Ok(());
+    };
+    for (name, service) in services {
+        let (Some(_), Some(image)) = (service.get("build"), service.get("image").map(scalar))
+        else {
+            continue;
+        };
+        let normalized = normalize_image(&image);
+        let repository = normalized
+            .rsplit_once(':')
+            .filter(|(_, tag)| !tag.contains('/'))
+            .map_or(normalized.as_str(), |(repo, _)| repo);
+        let reserved = repository.starts_with("yolo-") || repository == "yolo";
+        let users = protected
+            .iter()
+            .flatten()
+            .any(|p| normalize_image(p) == normalized);
+        if reserved || users {
+            let whose = if reserved {
+                "yolo's own images are named yolo-*"
+            } else {
+                "it is the image your config names for yolo's guard"
+            };
+            return Err(Error::Forbidden {
+                file: file.to_path_buf(),
+                property: format!("service \"{}\": image", scalar(name)),
+                value: image,
+                reason: format!(
+                    "Compose would tag the image it builds from the repository with this name, replacing the image on the host ({whose}); name the image something else or leave \"image\" out"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `name[:tag]` as Docker resolves it locally: `docker.io/` and `library/` dropped, `:latest`
+/// added when there is no tag or digest.
+fn normalize_image(name: &str) -> String {
+    let name = name.trim();
+    let name = name.strip_prefix("docker.io/").unwrap_or(name);
+    let name = name.strip_prefix("index.docker.io/").unwrap_or(name);
+    let name = name.strip_prefix("library/").unwrap_or(name);
+    let last = name.rsplit('/').next().unwrap_or(name);
+    if last.contains(':') || last.contains('@') {
+        name.to_string()
+    } else {
+        format!("{name}:latest")
+    }
+}
+
 /// `env_file` entries of the Compose files as written (the resolved project has already read
 /// them into `environment`): (service, file as written, host path). A file outside the
 /// repository is a host file whose every line would become the container's environment, so it
@@ -678,5 +741,52 @@ mod tests {
             e.to_string().contains("network \"shared\": external"),
             "{e}"
         );
+    }
+}
+
+#[cfg(test)]
+mod built_image_name_tests {
+    use super::*;
+
+    fn project(image: &str, build: bool) -> Value {
+        let build = if build {
+            "\n    build: {context: /r}"
+        } else {
+            ""
+        };
+        serde_yaml::from_str(&format!("services:\n  s:\n    image: \"{image}\"{build}\n")).unwrap()
+    }
+
+    #[test]
+    fn a_built_image_cannot_take_the_name_of_an_image_yolo_trusts() {
+        let guard = [
+            Some("registry.example/guard:1"),
+            Some("debian:bookworm-slim"),
+        ];
+        let file = Path::new("/r/compose.yml");
+        for name in [
+            "yolo-guard:0.1.0-abcdef",
+            "docker.io/library/yolo-guard:1",
+            "yolo-features-abc",
+            "registry.example/guard:1",
+            "debian:bookworm-slim",
+            "docker.io/library/debian:bookworm-slim",
+        ] {
+            let err = check_built_image_names(file, &project(name, true), &guard).unwrap_err();
+            assert!(
+                err.to_string().contains("service \"s\": image"),
+                "{name}: {err}"
+            );
+        }
+        for name in [
+            "myapp:dev",
+            "debian:trixie",
+            "localhost:5000/yolo-ish",
+            "registry.example/guard:2",
+        ] {
+            check_built_image_names(file, &project(name, true), &guard).unwrap();
+        }
+        // Only a build retags; naming an image to run is not replacing it.
+        check_built_image_names(file, &project("yolo-guard:1", false), &guard).unwrap();
     }
 }

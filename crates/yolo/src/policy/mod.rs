@@ -53,7 +53,9 @@ mod security;
 mod test_support;
 mod workspace;
 
-pub(crate) use compose::{check_env_files, check_services, ServicesChecked};
+pub(crate) use compose::{
+    check_built_image_names, check_env_files, check_services, ServicesChecked,
+};
 pub(crate) use dockerfile::{check_remote_adds, check_text as check_remote_adds_text};
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.

@@ -268,3 +268,117 @@ fn a_compose_build_context_through_a_link_needs_host_mount() {
     assert!(t.containers().is_empty(), "{:?}", t.containers());
     assert_eq!(images(&t).trim(), "", "nothing was built");
 }
+
+#[test]
+fn a_sibling_cannot_join_the_dev_services_network_namespace() {
+    // The dev service lives in the guard's network namespace, behind its firewall, with
+    // NET_RAW dropped (a packet socket goes below the firewall's hooks). A sibling joining it
+    // with `network_mode: service:app` would sit behind the same firewall with Docker's
+    // default capabilities, NET_RAW among them.
+    let t = Test::new();
+    compose_project(
+        &t,
+        r#"
+  app:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+  sib:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    network_mode: "service:app"
+"#,
+    );
+    // Held when written: yolo accepts the file and the sibling gets a namespace of its own
+    // (on the project's internal network), not the dev service's. Refusing it would hold too.
+    let run = t.yolo(&["up"]);
+    if run.code() != 0 {
+        run.fails_with(77)
+            .assert_stderr_contains("service \"sib\": network_mode");
+        return;
+    }
+    let sib = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=com.docker.compose.service=sib",
+    ]);
+    let sib_ns = docker(&["exec", sib.trim(), "readlink", "/proc/self/ns/net"]);
+    let agent_ns = t
+        .yolo(&["exec", "readlink", "/proc/self/ns/net"])
+        .ok()
+        .stdout();
+    assert!(sib_ns.contains("net:["), "{sib_ns}");
+    assert_ne!(
+        sib_ns.trim(),
+        agent_ns.trim(),
+        "the sibling shares the guard's network namespace"
+    );
+}
+
+/// A Compose project whose sibling `sib` is built from the repository's Dockerfile and named
+/// `image`.
+fn built_sibling(t: &Test, image: &str) {
+    t.file(
+        ".devcontainer/sib/Dockerfile",
+        &format!("FROM {BASE_IMAGE}\nLABEL {LABEL}={}\n", t.id),
+    );
+    compose_project(
+        t,
+        &format!(
+            r#"
+  app:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+  sib:
+    build: ./sib
+    image: "{image}"
+    command: ["sleep", "infinity"]
+"#
+        ),
+    );
+}
+
+#[test]
+fn a_compose_build_cannot_take_the_name_of_yolos_guard_image() {
+    // Compose tags what it builds with the service's `image`: named `yolo-guard:<version>-
+    // <digest>` (public facts of a yolo release), the repository's image would be the firewall
+    // of every later `up`. The tag here is the test's own, so a failure harms no other test.
+    let t = Test::new();
+    let name = format!("yolo-guard:redteam-{}", t.id);
+    built_sibling(&t, &name);
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("service \"sib\": image")
+        .assert_stderr_contains("yolo's own images");
+    assert!(
+        docker(&["images", "-q", &name]).trim().is_empty(),
+        "the repository's build was tagged {name}"
+    );
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
+#[test]
+fn a_compose_build_cannot_take_the_name_of_the_guards_base_image() {
+    // The guard image is built FROM `guard_base_image` (debian:bookworm-slim by default): a
+    // build tagged with that name would be under the next guard. The user's base here is a
+    // name of the test's own.
+    let t = Test::new();
+    let base = format!("redteam-base-{}:1", t.id);
+    t.user_config(&format!("guard_base_image = \"{base}\"\n"));
+    built_sibling(&t, &base);
+    let run = t.yolo(&["up"]);
+    let shown = run.describe();
+    assert!(
+        docker(&["images", "-q", &base]).trim().is_empty(),
+        "the repository's build was tagged {base}: {shown}"
+    );
+    run.fails_with(77)
+        .assert_stderr_contains("service \"sib\": image")
+        .assert_stderr_contains("names for yolo's guard");
+}
