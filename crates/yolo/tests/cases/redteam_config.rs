@@ -382,3 +382,59 @@ fn a_compose_build_cannot_take_the_name_of_the_guards_base_image() {
         .assert_stderr_contains("service \"sib\": image")
         .assert_stderr_contains("names for yolo's guard");
 }
+
+#[test]
+fn a_siblings_image_labels_do_not_make_it_pass_for_the_dev_container() {
+    // A container inherits its image's labels. The Compose file's own reserved labels are
+    // dropped; an image the repository builds (or names) carries them too: a sibling with
+    // `devcontainer.local_folder=<workspace>` from its image would be what VS Code's attach
+    // picks, and `dev.yolo.role=agent` what yolo's own lookups take for the agent.
+    let t = Test::new();
+    let workspace = t.workspace_shown();
+    t.file(
+        ".devcontainer/sib/Dockerfile",
+        &format!(
+            "FROM {BASE_IMAGE}\nLABEL {LABEL}={} devcontainer.local_folder=\"{workspace}\" devcontainer.config_file=\"{workspace}/.devcontainer/devcontainer.json\" dev.yolo.role=agent dev.yolo.exec-audit=shim\n",
+            t.id
+        ),
+    );
+    compose_project(
+        &t,
+        r#"
+  app:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+  sib:
+    build: ./sib
+    command: ["sleep", "infinity"]
+"#,
+    );
+    t.yolo(&["up"]).ok();
+    let sib = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=com.docker.compose.service=sib",
+    ]);
+    let labels = inspect(sib.trim())["Config"]["Labels"].clone();
+    let local = labels["devcontainer.local_folder"]
+        .as_str()
+        .unwrap_or_default();
+    assert_ne!(local, workspace, "{labels}");
+    assert_ne!(labels["dev.yolo.role"], "agent", "{labels}");
+    assert_ne!(labels["dev.yolo.exec-audit"], "shim", "{labels}");
+    // VS Code's attach looks the folder's container up by this label: only the agent.
+    let found = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=devcontainer.local_folder={workspace}"),
+    ]);
+    assert_eq!(found.lines().count(), 1, "{found}");
+    // The agent's own `yolo exec` still works (not taken for something else).
+    t.yolo(&["exec", "true"]).ok();
+}
