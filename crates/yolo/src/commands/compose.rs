@@ -36,6 +36,7 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
     let Some(spec) = project.spec.compose.clone() else {
         return Ok(None);
     };
+    policy::check_compose_dotenv(&spec.project_dir)?;
     let cli = Cli::detect().await?;
     let compose = Compose::of(cli, &spec, &project.user.pass_env);
     let text = compose.config().await.map_err(|message| Error::Config {

@@ -251,6 +251,36 @@ pub(crate) fn check_built_image_names(
     Ok(())
 }
 
+/// Compose reads `.env` in the project folder (the repository's) for its own settings too, and
+/// takes a `DOCKER_*` one (`DOCKER_HOST`, `DOCKER_CONTEXT`, `DOCKER_CERT_PATH`, ...) when yolo's
+/// environment lacks it: the host's Compose would connect to whatever engine or address the
+/// repository names. Such a key is refused, before Compose runs; the file's other variables
+/// (interpolation, `COMPOSE_PROJECT_NAME`, which yolo's flags override) stay the repository's.
+/// Reads the disk, like `check_env_files`.
+pub(crate) fn check_compose_dotenv(project_dir: &Path) -> Result<()> {
+    let path = project_dir.join(".env");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
+        let Some((key, _)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if !line.starts_with('#') && key.to_ascii_uppercase().starts_with("DOCKER_") {
+            return Err(Error::Forbidden {
+                file: path.clone(),
+                property: format!("line {}: {key}", index + 1),
+                value: crate::visible::escape_controls(key),
+                reason: "Compose would take it from the repository's .env and connect to the engine or address it names, not yours; remove the line (set DOCKER_HOST or DOCKER_CONTEXT in your own environment to choose the engine)".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// `name[:tag]` as Docker resolves it locally: `docker.io/` and `library/` dropped, `:latest`
 /// added when there is no tag or digest.
 fn normalize_image(name: &str) -> String {
@@ -788,5 +818,31 @@ mod built_image_name_tests {
         }
         // Only a build retags; naming an image to run is not replacing it.
         check_built_image_names(file, &project("yolo-guard:1", false), &guard).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod dotenv_tests {
+    use super::*;
+
+    #[test]
+    fn a_dotenv_may_not_choose_the_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        check_compose_dotenv(dir.path()).unwrap();
+        std::fs::write(
+            dir.path().join(".env"),
+            "TAG=1\n# DOCKER_HOST=x\nCOMPOSE_PROJECT_NAME=p\n",
+        )
+        .unwrap();
+        check_compose_dotenv(dir.path()).unwrap();
+        for line in [
+            "DOCKER_HOST=tcp://10.0.0.1:2375",
+            "export DOCKER_CONTEXT=evil",
+            " docker_cert_path = /x",
+        ] {
+            std::fs::write(dir.path().join(".env"), format!("A=1\n{line}\n")).unwrap();
+            let err = check_compose_dotenv(dir.path()).unwrap_err();
+            assert!(err.to_string().contains("line 2"), "{line}: {err}");
+        }
     }
 }

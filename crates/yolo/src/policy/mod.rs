@@ -54,7 +54,7 @@ mod test_support;
 mod workspace;
 
 pub(crate) use compose::{
-    check_built_image_names, check_env_files, check_services, ServicesChecked,
+    check_built_image_names, check_compose_dotenv, check_env_files, check_services, ServicesChecked,
 };
 pub(crate) use dockerfile::{check_remote_adds, check_text as check_remote_adds_text};
 pub(crate) use grants::Grants;

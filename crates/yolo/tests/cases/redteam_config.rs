@@ -438,3 +438,44 @@ fn a_siblings_image_labels_do_not_make_it_pass_for_the_dev_container() {
     // The agent's own `yolo exec` still works (not taken for something else).
     t.yolo(&["exec", "true"]).ok();
 }
+
+#[test]
+fn a_dotenv_in_the_compose_folder_cannot_point_compose_at_another_engine() {
+    // Compose reads `.env` in the project folder (the repository's) and takes DOCKER_HOST from
+    // it when yolo's environment has none: the host's Compose would connect wherever the
+    // repository says (here a server on the host's loopback that counts connections).
+    let t = Test::new();
+    let (port, hits) = host_loopback_server("HTTP/1.1 nothing here");
+    compose_project(
+        &t,
+        r#"
+  app:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#,
+    );
+    t.file(
+        ".devcontainer/.env",
+        &format!("TAG=1\nDOCKER_HOST=tcp://127.0.0.1:{port}\n"),
+    );
+    let run = t
+        .command(&["up"])
+        .env_remove("DOCKER_HOST")
+        .env_remove("DOCKER_CONTEXT")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let run = Run { output: run };
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "Compose connected where .env said: {}",
+        run.describe()
+    );
+    run.fails_with(77)
+        .assert_stderr_contains(".env")
+        .assert_stderr_contains("DOCKER_HOST");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
