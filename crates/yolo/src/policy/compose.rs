@@ -296,6 +296,66 @@ fn normalize_image(name: &str) -> String {
     }
 }
 
+/// The Compose files with every file their services `extends` from, transitively (first the
+/// given ones): Compose reads them all, and what they hold (an `env_file`, a service's
+/// environment) ends up in the resolved project without their names. Files that cannot be read
+/// are skipped (`compose config` already said what is wrong). Reads the disk.
+pub(crate) fn compose_files_extended(files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = files.to_vec();
+    let mut next = 0;
+    while next < all.len() && all.len() < 256 {
+        let file = all[next].clone();
+        next += 1;
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let Ok(doc) = serde_yaml::from_str::<Value>(&text) else {
+            continue;
+        };
+        let dir = file.parent().unwrap_or(Path::new("/"));
+        let Some(services) = doc.get("services").and_then(Value::as_mapping) else {
+            continue;
+        };
+        for (_, service) in services {
+            let Some(written) = service
+                .get("extends")
+                .and_then(|e| e.get("file"))
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let path = normalize_path(&dir.join(written)).unwrap_or_else(|| dir.join(written));
+            if !all.contains(&path) {
+                all.push(path);
+            }
+        }
+    }
+    all
+}
+
+/// A file a service `extends` from (`files`: those `compose_files_extended` added) outside the
+/// repository, or leading out through a link, is a host file whose services' settings (their
+/// environment among them) would be copied into the project: it needs `host-mount`. Returns
+/// the grants used.
+pub(crate) fn check_extended_files(input: &Input, files: &[PathBuf]) -> Result<Vec<String>> {
+    let mut eval = Eval::new(input);
+    for path in files {
+        let real = super::paths::real_path(path);
+        if eval.in_repository(path) && eval.in_repository(&real) {
+            continue;
+        }
+        let value = format!("the host file {} outside the repository", real.display());
+        let reason = "Compose would copy the settings of its services (their environment among them) into this project";
+        eval.require(
+            Need::HostMount(real),
+            "services.*.extends.file",
+            &value,
+            reason,
+        )?;
+    }
+    Ok(eval.used.clone())
+}
+
 /// `env_file` entries of the Compose files as written (the resolved project has already read
 /// them into `environment`): (service, file as written, host path). A file outside the
 /// repository is a host file whose every line would become the container's environment, so it

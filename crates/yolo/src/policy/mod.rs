@@ -54,7 +54,8 @@ mod test_support;
 mod workspace;
 
 pub(crate) use compose::{
-    check_built_image_names, check_compose_dotenv, check_env_files, check_services, ServicesChecked,
+    check_built_image_names, check_compose_dotenv, check_env_files, check_extended_files,
+    check_services, compose_files_extended, ServicesChecked,
 };
 pub(crate) use dockerfile::{check_remote_adds, check_text as check_remote_adds_text};
 pub(crate) use grants::Grants;

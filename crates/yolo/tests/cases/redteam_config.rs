@@ -479,3 +479,66 @@ fn a_dotenv_in_the_compose_folder_cannot_point_compose_at_another_engine() {
         .assert_stderr_contains("DOCKER_HOST");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
 }
+
+#[test]
+fn a_compose_extends_cannot_bring_host_files_in() {
+    // `extends` reads another Compose file: one in the repository whose `env_file` is a host
+    // file (read by Compose, its lines become the container's environment, and the resolved
+    // project no longer names the file), or a host Compose file whose service's environment
+    // holds the user's secrets.
+    let t = Test::new();
+    let outside = tempfile::tempdir().unwrap();
+    let secrets = outside.path().canonicalize().unwrap();
+    std::fs::write(secrets.join("credentials.env"), "STOLEN=env-file-secret\n").unwrap();
+    std::fs::write(
+        secrets.join("other-project.yml"),
+        "version: \"3.8\"\nservices:\n  web:\n    image: debian:bookworm-slim\n    environment:\n      - OTHER_SECRET=other-project-secret\n",
+    )
+    .unwrap();
+    t.file(
+        ".devcontainer/base.yml",
+        &format!(
+            "version: \"3.8\"\nservices:\n  base:\n    image: debian:bookworm-slim\n    env_file: {}\n",
+            secrets.join("credentials.env").display()
+        ),
+    );
+    compose_project(
+        &t,
+        r#"
+  app:
+    extends:
+      file: base.yml
+      service: base
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#,
+    );
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("env_file")
+        .assert_stderr_contains("--grant host-mount");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+
+    // A host Compose file extended directly.
+    compose_project(
+        &t,
+        &format!(
+            r#"
+  app:
+    extends:
+      file: {}
+      service: web
+    command: ["sleep", "infinity"]
+    volumes:
+      - ..:/workspaces/repo
+"#,
+            secrets.join("other-project.yml").display()
+        ),
+    );
+    t.yolo(&["up", "--accept-config"])
+        .fails_with(77)
+        .assert_stderr_contains("extends.file")
+        .assert_stderr_contains("--grant host-mount");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
