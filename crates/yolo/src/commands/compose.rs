@@ -36,6 +36,7 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
     let Some(spec) = project.spec.compose.clone() else {
         return Ok(None);
     };
+    policy::check_compose_dotenv(&spec.project_dir)?;
     let cli = Cli::detect().await?;
     let compose = Compose::of(cli, &spec, &project.user.pass_env);
     let text = compose.config().await.map_err(|message| Error::Config {
@@ -74,8 +75,17 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
         metadata: &[],
     };
     let mut checked = policy::check_services(&input, &spec, &resolved)?;
+    let guard = &settings.guard;
+    let guard_images = [guard.image.as_deref(), Some(guard.base_image.as_str())];
+    policy::check_built_image_names(&spec.files[0], &resolved, &guard_images)?;
     check_builds(&spec, &resolved, &settings.grants)?;
-    for grant in policy::check_env_files(&input, &env_files(&spec.files)?)? {
+    // Files reached through `extends` are read by Compose too: their env_file entries count.
+    let all_files = policy::compose_files_extended(&spec.files);
+    let extended = policy::check_extended_files(&input, &all_files[spec.files.len()..])?;
+    for grant in extended
+        .into_iter()
+        .chain(policy::check_env_files(&input, &env_files(&all_files)?)?)
+    {
         if !checked.grants_used.contains(&grant) {
             checked.grants_used.push(grant);
         }

@@ -226,13 +226,27 @@ async fn prepare(
 ) -> Result<Prepared> {
     let spec = &project.spec;
     let facts = engine.base_facts(base).await?;
+    // The build `FROM` the base runs its ONBUILD triggers: an `ADD <url>` there is fetched by
+    // the daemon on the host's network, as in a Dockerfile.
+    let triggers: String = facts
+        .on_build
+        .iter()
+        .map(|t| format!("ONBUILD {t}\n"))
+        .collect();
+    crate::policy::check_remote_adds_text(
+        &triggers,
+        &format!("the ONBUILD triggers of {base}"),
+        &spec.config_file,
+        "features",
+        &project.settings.grants,
+    )?;
     let users = install::Users::new(
         facts.user.as_deref(),
         spec.container_user.as_deref(),
         spec.remote_user.as_deref(),
     );
     let features = &fetched.features;
-    let context = install::context(base, features, &users, project.settings.extra_ca.as_ref());
+    let context = install::context(base, features, &users, project.settings.extra_ca.as_ref())?;
     let dir = crate::user_config::data_dir()
         .join("features-build")
         .join(&spec.devcontainer_id);

@@ -179,6 +179,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_deeply_nested_or_huge_label_is_a_warning_not_a_crash() {
+        // An image the repository builds sets the label: 100 000 levels of nesting would
+        // overflow a recursive parser's stack; serde_json stops at 128 with an error.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let (entries, warnings) = parse_label("img:1", &deep);
+        assert!(entries.is_empty());
+        assert!(warnings[0].contains("not valid JSON"), "{warnings:?}");
+        let deep_in_entry = format!(
+            "[{{\"customizations\": {}1{}}}]",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let (entries, warnings) = parse_label("img:1", &deep_in_entry);
+        assert!(entries.is_empty() && warnings.len() == 1, "{warnings:?}");
+        // Many entries: each is read once, no quadratic work.
+        let many = format!("[{}]", vec![r#"{"remoteUser": "a"}"#; 20_000].join(","));
+        let (entries, _) = parse_label("img:1", &many);
+        assert_eq!(entries.len(), 20_000);
+    }
+
+    #[test]
     fn a_label_is_an_array_or_one_object() {
         let (entries, warnings) = parse_label(
             "img:1",

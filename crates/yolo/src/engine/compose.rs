@@ -360,8 +360,7 @@ pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Res
     let mut project: Value = serde_json::to_value(resolved)
         .map_err(|e| Error::other(format!("the resolved Compose project: {e}")))?;
     let owner = super::Owner::of(plan.spec);
-    let mut project_labels = labels::project(&owner);
-    project_labels.insert(labels::ROLE.into(), super::Role::Service.label().into());
+    let project_labels = labels::service(&owner);
     let volume_labels = labels::volume(&owner.devcontainer_id);
     let root = project
         .as_object_mut()

@@ -221,6 +221,7 @@ impl Engine {
             id: image.id.unwrap_or_default(),
             user: config.user.filter(|u| !u.is_empty()),
             metadata: config.labels.and_then(|l| l.get(METADATA_LABEL).cloned()),
+            on_build: config.on_build.unwrap_or_default(),
         })
     }
 
@@ -281,6 +282,8 @@ pub(crate) struct BaseFacts {
     pub(crate) user: Option<String>,
     /// Its `devcontainer.metadata` label.
     pub(crate) metadata: Option<String>,
+    /// Its `ONBUILD` triggers: the Features' build, `FROM` it, runs them.
+    pub(crate) on_build: Vec<String>,
 }
 
 /// The label the reference CLI (and VS Code) reads the image's metadata from.

@@ -49,6 +49,9 @@ pub(super) fn agent(spec: &RunSpec, mode: NetworkMode) -> Labels {
     }
     labels.insert(CONFIG_HASH.into(), spec.config_hash.clone());
     labels.insert(ROLE.into(), Role::Agent.label().into());
+    // A container inherits its image's labels, and the image is the repository's: yolo's keys
+    // get a value of yolo's even when off (the caller sets "shim" when the audit is on).
+    labels.insert(EXEC_AUDIT.into(), "off".into());
     labels.insert(NETWORK.into(), mode_name(mode).into());
     with_extra(labels)
 }
@@ -62,6 +65,19 @@ pub(super) fn project(owner: &Owner) -> Labels {
         (MANAGED.to_string(), "true".to_string()),
         (ID.to_string(), owner.devcontainer_id.clone()),
     ]))
+}
+
+/// A Compose service other than the dev service. Its image is the repository's and a container
+/// inherits its image's labels: the keys by which VS Code's attach finds the folder's dev
+/// container and yolo tells how to exec are set empty (a container's label replaces its
+/// image's), so no sibling passes for the dev container.
+pub(super) fn service(owner: &Owner) -> Labels {
+    let mut labels = project(owner);
+    labels.insert(ROLE.into(), Role::Service.label().into());
+    for key in [LOCAL_FOLDER, CONFIG_FILE, EXEC_AUDIT] {
+        labels.insert(key.into(), String::new());
+    }
+    with_extra(labels)
 }
 
 pub(super) fn guard(owner: &Owner) -> Labels {

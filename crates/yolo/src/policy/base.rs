@@ -28,8 +28,8 @@ impl Eval<'_> {
             image,
             container_env: self.merged_container_env(),
             remote_env: self.merged_remote_env(),
-            container_user: self.merged_container_user(),
-            remote_user: self.merged_remote_user(),
+            container_user: self.merged_container_user()?,
+            remote_user: self.merged_remote_user()?,
             update_uid: if update { self.input.host_ids } else { None },
             // As the reference CLI: a Compose service keeps its command unless told otherwise.
             override_command: self

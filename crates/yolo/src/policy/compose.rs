@@ -193,13 +193,167 @@ pub(crate) fn check_services(
                     format!("the host path \"{file}\" does not resolve"),
                 )
             })?;
-            if !eval.in_repository(&path) {
-                eval.require_host_path(&property, &path, &format!("/run/{kind}/{name}"))?;
+            let real = super::paths::real_path(&path);
+            if !eval.in_repository(&path) || !eval.in_repository(&real) {
+                eval.require_host_path(&property, &real, &format!("/run/{kind}/{name}"))?;
             }
         }
     }
     checked.grants_used = eval.used.clone();
     Ok(checked)
+}
+
+/// The name a service that Compose builds gives its image (`build` with `image`) must not be one
+/// of the images yolo trusts: `yolo-*` (the guard's `yolo-guard:<version>-<digest>`, the
+/// Features images) or one the user named for the guard (`protected`: `guard_image`,
+/// `guard_base_image`). Compose tags what it built with that name, replacing the image on the
+/// host: the repository's Dockerfile would become the firewall of every later `up`, of any
+/// project. `file` is the Compose file errors name.
+pub(crate) fn check_built_image_names(
+    file: &Path,
+    resolved: &Value,
+    protected: &[Option<&str>],
+) -> Result<()> {
+    let Some(services) = resolved.get("services").and_then(Value::as_mapping) else {
+        return Ok(());
+    };
+    for (name, service) in services {
+        let (Some(_), Some(image)) = (service.get("build"), service.get("image").map(scalar))
+        else {
+            continue;
+        };
+        let normalized = normalize_image(&image);
+        let repository = normalized
+            .rsplit_once(':')
+            .filter(|(_, tag)| !tag.contains('/'))
+            .map_or(normalized.as_str(), |(repo, _)| repo);
+        let reserved = repository.starts_with("yolo-") || repository == "yolo";
+        let users = protected
+            .iter()
+            .flatten()
+            .any(|p| normalize_image(p) == normalized);
+        if reserved || users {
+            let whose = if reserved {
+                "yolo's own images are named yolo-*"
+            } else {
+                "it is the image your config names for yolo's guard"
+            };
+            return Err(Error::Forbidden {
+                file: file.to_path_buf(),
+                property: format!("service \"{}\": image", scalar(name)),
+                value: image,
+                reason: format!(
+                    "Compose would tag the image it builds from the repository with this name, replacing the image on the host ({whose}); name the image something else or leave \"image\" out"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Compose reads `.env` in the project folder (the repository's) for its own settings too, and
+/// takes a `DOCKER_*` one (`DOCKER_HOST`, `DOCKER_CONTEXT`, `DOCKER_CERT_PATH`, ...) when yolo's
+/// environment lacks it: the host's Compose would connect to whatever engine or address the
+/// repository names. Such a key is refused, before Compose runs; the file's other variables
+/// (interpolation, `COMPOSE_PROJECT_NAME`, which yolo's flags override) stay the repository's.
+/// Reads the disk, like `check_env_files`.
+pub(crate) fn check_compose_dotenv(project_dir: &Path) -> Result<()> {
+    let path = project_dir.join(".env");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
+        let Some((key, _)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if !line.starts_with('#') && key.to_ascii_uppercase().starts_with("DOCKER_") {
+            return Err(Error::Forbidden {
+                file: path.clone(),
+                property: format!("line {}: {key}", index + 1),
+                value: crate::visible::escape_controls(key),
+                reason: "Compose would take it from the repository's .env and connect to the engine or address it names, not yours; remove the line (set DOCKER_HOST or DOCKER_CONTEXT in your own environment to choose the engine)".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `name[:tag]` as Docker resolves it locally: `docker.io/` and `library/` dropped, `:latest`
+/// added when there is no tag or digest.
+fn normalize_image(name: &str) -> String {
+    let name = name.trim();
+    let name = name.strip_prefix("docker.io/").unwrap_or(name);
+    let name = name.strip_prefix("index.docker.io/").unwrap_or(name);
+    let name = name.strip_prefix("library/").unwrap_or(name);
+    let last = name.rsplit('/').next().unwrap_or(name);
+    if last.contains(':') || last.contains('@') {
+        name.to_string()
+    } else {
+        format!("{name}:latest")
+    }
+}
+
+/// The Compose files with every file their services `extends` from, transitively (first the
+/// given ones): Compose reads them all, and what they hold (an `env_file`, a service's
+/// environment) ends up in the resolved project without their names. Files that cannot be read
+/// are skipped (`compose config` already said what is wrong). Reads the disk.
+pub(crate) fn compose_files_extended(files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = files.to_vec();
+    let mut next = 0;
+    while next < all.len() && all.len() < 256 {
+        let file = all[next].clone();
+        next += 1;
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let Ok(doc) = serde_yaml::from_str::<Value>(&text) else {
+            continue;
+        };
+        let dir = file.parent().unwrap_or(Path::new("/"));
+        let Some(services) = doc.get("services").and_then(Value::as_mapping) else {
+            continue;
+        };
+        for (_, service) in services {
+            let Some(written) = service
+                .get("extends")
+                .and_then(|e| e.get("file"))
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let path = normalize_path(&dir.join(written)).unwrap_or_else(|| dir.join(written));
+            if !all.contains(&path) {
+                all.push(path);
+            }
+        }
+    }
+    all
+}
+
+/// A file a service `extends` from (`files`: those `compose_files_extended` added) outside the
+/// repository, or leading out through a link, is a host file whose services' settings (their
+/// environment among them) would be copied into the project: it needs `host-mount`. Returns
+/// the grants used.
+pub(crate) fn check_extended_files(input: &Input, files: &[PathBuf]) -> Result<Vec<String>> {
+    let mut eval = Eval::new(input);
+    for path in files {
+        let real = super::paths::real_path(path);
+        if eval.in_repository(path) && eval.in_repository(&real) {
+            continue;
+        }
+        let value = format!("the host file {} outside the repository", real.display());
+        let reason = "Compose would copy the settings of its services (their environment among them) into this project";
+        eval.require(
+            Need::HostMount(real),
+            "services.*.extends.file",
+            &value,
+            reason,
+        )?;
+    }
+    Ok(eval.used.clone())
 }
 
 /// `env_file` entries of the Compose files as written (the resolved project has already read
@@ -220,7 +374,7 @@ pub(crate) fn check_env_files(
             )
         })?;
         // Where a link in the repository really leads is what Compose reads.
-        let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+        let real = super::paths::real_path(&path);
         if !eval.in_repository(&path) || !eval.in_repository(&real) {
             eval.require_host_path(&property, &real, "the container's environment")?;
         }
@@ -314,7 +468,10 @@ impl Eval<'_> {
             // Resolved to an absolute path by `compose config`; a URL is Docker's to fetch.
             if context.starts_with('/') {
                 let path = normalize_path(Path::new(&context)).unwrap_or_default();
-                if !self.in_repository(&path) {
+                // The whole folder a link leads to would be sent to Docker.
+                let real = super::paths::real_path(&path);
+                if !self.in_repository(&path) || !self.in_repository(&real) {
+                    let path = real;
                     let value =
                         format!("the host folder {} outside the repository", path.display());
                     let reason = "files outside the repository could be copied into the image";
@@ -407,10 +564,13 @@ impl Eval<'_> {
                     format!("the host path \"{source}\" does not resolve"),
                 )
             })?;
-            if self.in_repository(&source) {
+            // Docker follows a link the agent planted in the repository (`./data -> /`), and
+            // creates a missing part under where its parent really leads.
+            let real = super::paths::real_path(&source);
+            if self.in_repository(&source) && self.in_repository(&real) {
                 continue;
             }
-            self.require_host_path(&property, &source, &target)?;
+            self.require_host_path(&property, &real, &target)?;
         }
         Ok(())
     }
@@ -671,5 +831,78 @@ mod tests {
             e.to_string().contains("network \"shared\": external"),
             "{e}"
         );
+    }
+}
+
+#[cfg(test)]
+mod built_image_name_tests {
+    use super::*;
+
+    fn project(image: &str, build: bool) -> Value {
+        let build = if build {
+            "\n    build: {context: /r}"
+        } else {
+            ""
+        };
+        serde_yaml::from_str(&format!("services:\n  s:\n    image: \"{image}\"{build}\n")).unwrap()
+    }
+
+    #[test]
+    fn a_built_image_cannot_take_the_name_of_an_image_yolo_trusts() {
+        let guard = [
+            Some("registry.example/guard:1"),
+            Some("debian:bookworm-slim"),
+        ];
+        let file = Path::new("/r/compose.yml");
+        for name in [
+            "yolo-guard:0.1.0-abcdef",
+            "docker.io/library/yolo-guard:1",
+            "yolo-features-abc",
+            "registry.example/guard:1",
+            "debian:bookworm-slim",
+            "docker.io/library/debian:bookworm-slim",
+        ] {
+            let err = check_built_image_names(file, &project(name, true), &guard).unwrap_err();
+            assert!(
+                err.to_string().contains("service \"s\": image"),
+                "{name}: {err}"
+            );
+        }
+        for name in [
+            "myapp:dev",
+            "debian:trixie",
+            "localhost:5000/yolo-ish",
+            "registry.example/guard:2",
+        ] {
+            check_built_image_names(file, &project(name, true), &guard).unwrap();
+        }
+        // Only a build retags; naming an image to run is not replacing it.
+        check_built_image_names(file, &project("yolo-guard:1", false), &guard).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod dotenv_tests {
+    use super::*;
+
+    #[test]
+    fn a_dotenv_may_not_choose_the_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        check_compose_dotenv(dir.path()).unwrap();
+        std::fs::write(
+            dir.path().join(".env"),
+            "TAG=1\n# DOCKER_HOST=x\nCOMPOSE_PROJECT_NAME=p\n",
+        )
+        .unwrap();
+        check_compose_dotenv(dir.path()).unwrap();
+        for line in [
+            "DOCKER_HOST=tcp://10.0.0.1:2375",
+            "export DOCKER_CONTEXT=evil",
+            " docker_cert_path = /x",
+        ] {
+            std::fs::write(dir.path().join(".env"), format!("A=1\n{line}\n")).unwrap();
+            let err = check_compose_dotenv(dir.path()).unwrap_err();
+            assert!(err.to_string().contains("line 2"), "{line}: {err}");
+        }
     }
 }

@@ -64,16 +64,39 @@ impl<'a> Eval<'a> {
         })
     }
 
-    pub(super) fn merged_remote_user(&self) -> Option<String> {
-        self.last(self.config.remote_user.as_ref(), |e| e.remote_user.as_ref())
-            .map(|(v, _)| v.clone())
+    pub(super) fn merged_remote_user(&self) -> Result<Option<String>> {
+        let found = self.last(self.config.remote_user.as_ref(), |e| e.remote_user.as_ref());
+        self.user_name("remoteUser", found)
     }
 
-    pub(super) fn merged_container_user(&self) -> Option<String> {
-        self.last(self.config.container_user.as_ref(), |e| {
+    pub(super) fn merged_container_user(&self) -> Result<Option<String>> {
+        let found = self.last(self.config.container_user.as_ref(), |e| {
             e.container_user.as_ref()
-        })
-        .map(|(v, _)| v.clone())
+        });
+        self.user_name("containerUser", found)
+    }
+
+    /// A user as the Features' Dockerfile and Docker's `User` take it: a name or uid, with an
+    /// optional `:group`. Anything else (a newline, quotes, `$`) is refused: the user is written
+    /// into the generated Dockerfile, where a newline would add instructions.
+    fn user_name(
+        &self,
+        name: &str,
+        found: Option<(&'a String, Option<&'a Origin>)>,
+    ) -> Result<Option<String>> {
+        let Some((value, origin)) = found else {
+            return Ok(None);
+        };
+        if crate::devcontainer::features::install::is_user_name(value) {
+            return Ok(Some(value.clone()));
+        }
+        Err(self.config_error(
+            &property(name, origin),
+            format!(
+                "\"{}\" is not a user name: use a user or uid of the image, optionally with \":group\" (letters, digits, '_', '.', '-')",
+                crate::visible::escape_controls(value)
+            ),
+        ))
     }
 
     pub(super) fn merged_override_command(&self) -> Option<bool> {

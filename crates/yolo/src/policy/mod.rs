@@ -53,7 +53,10 @@ mod security;
 mod test_support;
 mod workspace;
 
-pub(crate) use compose::{check_env_files, check_services, ServicesChecked};
+pub(crate) use compose::{
+    check_built_image_names, check_compose_dotenv, check_env_files, check_extended_files,
+    check_services, compose_files_extended, ServicesChecked,
+};
 pub(crate) use dockerfile::{
     check_remote_adds, check_text as check_remote_adds_text, from_instruction_ends,
 };

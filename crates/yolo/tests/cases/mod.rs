@@ -21,5 +21,6 @@ mod lifecycle;
 mod metadata;
 mod network;
 mod policy;
+mod redteam_config;
 mod report;
 mod settings;

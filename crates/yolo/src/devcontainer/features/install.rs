@@ -78,13 +78,45 @@ pub(crate) struct Context {
 /// The name of the Dockerfile in the context.
 pub(crate) const DOCKERFILE: &str = "Dockerfile";
 
-/// The context that installs `features` (in install order) on top of `base`.
+/// Whether `user` is a user as the Features' Dockerfile may hold it: a name or uid, optionally
+/// `:group`, of letters, digits, `_`, `.` and `-` (surrounding blanks aside, as `Users::new`
+/// trims them). The users are written into the Dockerfile (`USER`, the RUN that finds their
+/// home), where a newline, a quote or `$` would change or add instructions.
+pub(crate) fn is_user_name(user: &str) -> bool {
+    let user = user.trim();
+    user.len() <= 256
+        && user
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-:".contains(c))
+}
+
+/// The context that installs `features` (in install order) on top of `base`. A user or a base
+/// name that the Dockerfile cannot hold as one word is refused (the policy checked the config's
+/// users; the image's own user comes from the image, which the repository may have built).
 pub(crate) fn context(
     base: &str,
     features: &[Resolved],
     users: &Users,
     ca: Option<&crate::ca::ExtraCa>,
-) -> Context {
+) -> Result<Context> {
+    for (what, user) in [
+        ("the base image's user (Config.User)", &users.image_user),
+        ("containerUser", &users.container_user),
+        ("remoteUser", &users.remote_user),
+    ] {
+        if !is_user_name(user) {
+            return Err(Error::Other(format!(
+                "{what} \"{}\" is not a user name (letters, digits, '_', '.', '-', optionally \":group\"); Features cannot be installed for it",
+                crate::visible::escape_controls(user)
+            )));
+        }
+    }
+    if base.is_empty() || base.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error::Other(format!(
+            "the base image \"{}\" is not an image name; Features cannot be installed on it",
+            crate::visible::escape_controls(base)
+        )));
+    }
     let mut generated = BTreeMap::new();
     let mut folders = Vec::new();
     generated.insert(
@@ -124,7 +156,7 @@ pub(crate) fn context(
     }
     docker.push_str(&format!("USER {}\n", users.image_user));
     generated.insert(DOCKERFILE.to_string(), docker);
-    Context { generated, folders }
+    Ok(Context { generated, folders })
 }
 
 /// `<index>-<id>`, the id reduced to `[a-z0-9_.-]`: unique (the index) and readable.
@@ -483,7 +515,7 @@ mod tests {
         let dir = Path::new("/cache/hello");
         let features = [feature("./hello", dir), feature("ghcr.io/x/y/other:1", dir)];
         let users = Users::new(Some("node"), None, Some("dev"));
-        let ctx = context("base:1", &features, &users, None);
+        let ctx = context("base:1", &features, &users, None).unwrap();
         let docker = &ctx.generated[DOCKERFILE];
         assert!(docker.starts_with("FROM base:1\nUSER root\n"), "{docker}");
         assert!(docker.ends_with("USER node\n"), "{docker}");
@@ -520,11 +552,55 @@ mod tests {
     }
 
     #[test]
+    fn a_user_or_base_cannot_add_dockerfile_lines() {
+        for user in [
+            "node",
+            "1000",
+            "1000:1000",
+            "vscode:staff",
+            " dev ",
+            "a.b-c_d",
+        ] {
+            assert!(is_user_name(user), "{user}");
+        }
+        let dir = Path::new("/cache/hello");
+        let features = [feature("./hello", dir)];
+        for user in [
+            "root\nADD http://127.0.0.1:1/s /s",
+            "root\rADD x",
+            "a' b",
+            "a\"b",
+            "$(id)",
+            "a\\",
+            "a b",
+        ] {
+            assert!(!is_user_name(user), "{user:?}");
+            for users in [
+                Users::new(Some(user), None, None),
+                Users::new(None, Some(user), None),
+                Users::new(None, None, Some(user)),
+            ] {
+                let err = context("base:1", &features, &users, None).unwrap_err();
+                assert!(err.to_string().contains("is not a user name"), "{err}");
+            }
+        }
+        let users = Users::new(None, None, None);
+        let err = context(
+            "base:1\nADD http://127.0.0.1:1/s /s",
+            &features,
+            &users,
+            None,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("is not an image name"), "{err}");
+    }
+
+    #[test]
     fn the_same_features_give_the_same_context() {
         let dir = Path::new("/cache/hello");
         let users = Users::new(None, None, None);
-        let a = context("base:1", &[feature("./hello", dir)], &users, None);
-        let b = context("base:1", &[feature("./hello", dir)], &users, None);
+        let a = context("base:1", &[feature("./hello", dir)], &users, None).unwrap();
+        let b = context("base:1", &[feature("./hello", dir)], &users, None).unwrap();
         assert_eq!(a, b);
     }
 
@@ -535,7 +611,7 @@ mod tests {
         std::fs::create_dir(src.path().join("lib")).unwrap();
         std::fs::write(src.path().join("lib/a"), "a").unwrap();
         let features = [feature("./hello", src.path())];
-        let ctx = context("base:1", &features, &Users::new(None, None, None), None);
+        let ctx = context("base:1", &features, &Users::new(None, None, None), None).unwrap();
         let out = tempfile::tempdir().unwrap();
         let dir = out.path().join("ctx");
         ctx.write(&dir, &features).unwrap();
@@ -581,7 +657,7 @@ mod tests {
     fn a_feature_without_install_sh_is_named() {
         let src = tempfile::tempdir().unwrap();
         let features = [feature("./hello", src.path())];
-        let ctx = context("base:1", &features, &Users::new(None, None, None), None);
+        let ctx = context("base:1", &features, &Users::new(None, None, None), None).unwrap();
         let out = tempfile::tempdir().unwrap();
         let err = ctx.write(&out.path().join("c"), &features).unwrap_err();
         assert!(err.to_string().contains("no install.sh"), "{err}");

@@ -215,6 +215,12 @@ struct Resolver<'r, 'a> {
     progress: &'r (dyn Fn(&str) + Sync),
 }
 
+/// The most Features (with their `dependsOn`) one config installs. Each is two layers of the
+/// Features image and Docker stops near 125, so no working config comes near; the bound keeps a
+/// repository (or a registry serving an endless `dependsOn` chain) from making the host fetch,
+/// unpack and cache without end.
+pub(crate) const MAX_FEATURES: usize = 60;
+
 impl Resolver<'_, '_> {
     /// Every Feature of the config and its `dependsOn`, once per Feature and options.
     async fn collect(&mut self, features: &serde_json::Map<String, Value>) -> Result<Vec<Item>> {
@@ -248,6 +254,15 @@ impl Resolver<'_, '_> {
                 fetched,
                 depends_on,
             });
+            if items.len() > MAX_FEATURES {
+                return Err(config_error(
+                    self.request.config_file,
+                    "features",
+                    format!(
+                        "more than {MAX_FEATURES} Features with their dependsOn (the last was \"{key}\", needed by \"{root}\"); each is a layer of the image, and Docker builds no more than about 120; install fewer Features"
+                    ),
+                ));
+            }
         }
         Ok(items)
     }

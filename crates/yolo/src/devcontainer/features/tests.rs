@@ -845,3 +845,29 @@ async fn features_on_local_hosts_need_the_users_leave_also_through_a_redirect() 
         .unwrap();
     assert_eq!(ok.features[0].id, "tarred");
 }
+
+#[tokio::test]
+async fn a_config_cannot_make_the_host_resolve_features_without_end() {
+    // A chain of local Features, each depending on the next: past the bound, a clear error
+    // instead of fetching (for OCI references: downloading) one after another.
+    let repo = Repo::new();
+    let count = super::MAX_FEATURES + 5;
+    for i in 0..count {
+        let depends = if i + 1 < count {
+            json!({format!("./f{}", i + 1): {}})
+        } else {
+            json!({})
+        };
+        repo.feature(
+            &format!("f{i}"),
+            json!({"id": format!("f{i}"), "version": "1.0.0", "dependsOn": depends}),
+        );
+    }
+    let err = message(repo.resolve(json!({"./f0": {}})).await.unwrap_err());
+    assert!(err.contains("more than 60 Features"), "{err}");
+    // Many at once in the config itself, too.
+    let many: serde_json::Map<String, Value> =
+        (0..count).map(|i| (format!("./f{i}"), json!({}))).collect();
+    let err = message(repo.resolve(Value::Object(many)).await.unwrap_err());
+    assert!(err.contains("more than 60 Features"), "{err}");
+}
