@@ -27,7 +27,12 @@ fn recipe(agent: &str) -> Option<Recipe> {
     Some(match agent {
         "claude" => npm("RUN npm install -g @anthropic-ai/claude-code"),
         "codex" => npm("RUN npm install -g @openai/codex"),
-        "gemini" => npm("RUN npm install -g @google/gemini-cli"),
+        // gemini-cli needs Node.js 20 or newer and Debian 12 has 18: npm's `node` package
+        // brings Node 22 (from the npm registry, as the CLI) into /usr/local/bin, ahead of
+        // /usr/bin in PATH.
+        "gemini" => npm(
+            "RUN npm install -g node@22 && npm install -g @google/gemini-cli",
+        ),
         "opencode" => npm("RUN npm install -g opencode-ai"),
         "aider" => Recipe {
             packages: "python3 python3-venv",
