@@ -214,6 +214,7 @@ impl Prepared {
             devcontainer_id: &project.spec.devcontainer_id,
             context: &self.dir,
             no_cache: rebuild,
+            extra_ca: !project.spec.extra_ca.is_empty(),
         }
     }
 }

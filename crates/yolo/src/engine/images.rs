@@ -300,6 +300,8 @@ pub(crate) struct FeaturesBuild<'a> {
     pub(crate) context: &'a Path,
     /// `--rebuild`: build even when current, without Docker's cache.
     pub(crate) no_cache: bool,
+    /// The user's extra CA certificates are in the build (for the hint of a certificate error).
+    pub(crate) extra_ca: bool,
 }
 
 fn features_error(features: &FeaturesBuild, msg: String, tail: &VecDeque<String>) -> Error {
@@ -321,7 +323,7 @@ fn features_error(features: &FeaturesBuild, msg: String, tail: &VecDeque<String>
         ),
         None => format!("building {} with its Features", features.tag),
     };
-    let hint = crate::ca::certificate_hint(&text, false).unwrap_or_else(|| format!(
+    let hint = crate::ca::certificate_hint(&text, features.extra_ca).unwrap_or_else(|| format!(
         "the Feature's install.sh failed; fix it or its options in devcontainer.json, then run `yolo up` again (the build context is in {})",
         features.context.display()
     ));

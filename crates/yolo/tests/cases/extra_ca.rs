@@ -150,3 +150,33 @@ fn a_file_that_holds_no_certificate_is_refused_before_anything_is_made() {
         .assert_stderr_contains("\"extra_ca\": /nonexistent/ca.pem");
     assert!(t.containers().is_empty());
 }
+
+/// The host's own CA certificates (Debian's folder for them), when it has any.
+const HOST_CA: &str = "/usr/local/share/ca-certificates";
+
+/// On a machine whose proxy intercepts TLS (this one): a real RUN step (curl over https, the
+/// image's own store) fails on the certificate without the setting, and the error says what is
+/// likely wrong and names the flag and the setting; with the host's CA handed over (`--extra-ca`
+/// the folder) the same Dockerfile builds.
+#[test]
+fn a_build_that_fails_on_the_proxys_certificate_says_how_to_hand_yolo_the_ca() {
+    if !std::fs::read_dir(HOST_CA).is_ok_and(|mut d| d.next().is_some()) {
+        eprintln!("skipped: this machine has no CA of its own in {HOST_CA}");
+        return;
+    }
+    let t = Test::new();
+    t.user_config(&mirror_for_builds());
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BASE_IMAGE}\nRUN echo ca-hint-test\nRUN apt-get update -qq && apt-get install -y -qq --no-install-recommends curl ca-certificates >/dev/null\nRUN curl -sS -o /dev/null https://deb.debian.org/debian/\n"
+        ),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("could not verify a TLS certificate")
+        .assert_stderr_contains("--extra-ca")
+        .assert_stderr_contains("extra_ca = [");
+    t.yolo(&["up", "--extra-ca", HOST_CA]).ok();
+}
