@@ -175,36 +175,35 @@ impl Engine {
     ) -> std::result::Result<(), (String, VecDeque<String>)> {
         let bar = spinner(&format!("building {tag}"));
         let mut tail: VecDeque<String> = VecDeque::new();
+        let mut pending = String::new();
         let body = bollard::body_full(tar.into());
         let mut stream = self.docker.build_image(options, None, Some(body));
         while let Some(item) = stream.next().await {
             let info = match item {
                 Ok(info) => info,
                 Err(e) => {
+                    keep_line(&bar, tag, &mut tail, &pending);
                     bar.finish_and_clear();
                     return Err((message(&e), tail));
                 }
             };
             if let Some(detail) = info.error_detail {
+                keep_line(&bar, tag, &mut tail, &pending);
                 bar.finish_and_clear();
                 return Err((detail.message.unwrap_or_default(), tail));
             }
-            for line in info
-                .stream
-                .iter()
-                .flat_map(|s| s.lines())
-                .filter(|l| !l.trim().is_empty())
-            {
-                // RUN steps print what the repository wrote: shown, not obeyed.
-                let shown = crate::visible::escape_controls(line.trim());
-                bar.set_message(format!("building {tag}: {shown}"));
-                // Build output carries colour codes (RUN steps writing to stderr): not in our message.
-                tail.push_back(console::strip_ansi_codes(line).into_owned());
-                if tail.len() > TAIL_LINES {
-                    tail.pop_front();
-                }
+            // The stream's pieces are not lines (a RUN step's output arrives as it is written,
+            // a word at a time): lines are assembled before they are shown or kept.
+            if let Some(piece) = &info.stream {
+                pending.push_str(piece);
+            }
+            while let Some(end) = pending.find('\n') {
+                let line: String = pending.drain(..=end).collect();
+                keep_line(&bar, tag, &mut tail, &line);
             }
         }
+        let rest = std::mem::take(&mut pending);
+        keep_line(&bar, tag, &mut tail, &rest);
         bar.finish_and_clear();
         Ok(())
     }
@@ -302,6 +301,22 @@ pub(crate) struct FeaturesBuild<'a> {
     pub(crate) no_cache: bool,
     /// The user's extra CA certificates are in the build (for the hint of a certificate error).
     pub(crate) extra_ca: bool,
+}
+
+/// One line of a build's output: shown on the spinner, kept among the last `TAIL_LINES`.
+fn keep_line(bar: &ProgressBar, tag: &str, tail: &mut VecDeque<String>, line: &str) {
+    let line = line.trim_end_matches(['\n', '\r']);
+    if line.trim().is_empty() {
+        return;
+    }
+    // RUN steps print what the repository wrote: shown, not obeyed.
+    let shown = crate::visible::escape_controls(line.trim());
+    bar.set_message(format!("building {tag}: {shown}"));
+    // Build output carries colour codes (RUN steps writing to stderr): not in our message.
+    tail.push_back(console::strip_ansi_codes(line).into_owned());
+    if tail.len() > TAIL_LINES {
+        tail.pop_front();
+    }
 }
 
 fn features_error(features: &FeaturesBuild, msg: String, tail: &VecDeque<String>) -> Error {

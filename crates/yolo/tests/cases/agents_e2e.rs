@@ -86,19 +86,3 @@ fn aider_is_installed_and_runs() {
 fn opencode_is_installed_and_runs() {
     preset_runs("opencode");
 }
-
-#[test]
-fn without_the_proxys_ca_the_build_failure_says_how_to_hand_it_to_yolo() {
-    if !std::fs::read_dir(HOST_CA).is_ok_and(|mut d| d.next().is_some()) {
-        eprintln!("skipped: this machine trusts no CA of its own in {HOST_CA}");
-        return;
-    }
-    let t = Test::new();
-    t.user_config(&build_allow());
-    t.yolo(&["init", "--agent", "claude"]).ok();
-    t.yolo(&["up"])
-        .fails_with(69)
-        .assert_stderr_contains("could not verify a TLS certificate")
-        .assert_stderr_contains("--extra-ca");
-    assert!(t.agents().is_empty());
-}
