@@ -1,6 +1,6 @@
 //! What DNS taught the guard: which name last resolved to an address (for `blocked` events),
 //! which addresses each name resolved to (so `yolo deny` can take them away), and which addresses
-//! are in the nft sets until when (so a repeated lookup does not spawn `nft` again).
+//! are in the nft sets until when (so a repeated lookup does not write the sets again).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -64,7 +64,7 @@ impl<G: Clone + PartialEq> Resolved<G> {
 
     /// The elements that must be (re)written to the sets: absent, with other ports, or with less
     /// than half of `timeout` left. Refreshing early keeps an element from expiring between the
-    /// answer and the client's connect, without an `nft` run per query.
+    /// answer and the client's connect, without a set update per query.
     pub fn stale(
         &self,
         wanted: &[(IpAddr, G)],
