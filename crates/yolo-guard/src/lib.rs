@@ -464,8 +464,10 @@ impl<B: Batches> Policy for Guard<B> {
         if elements.is_empty() {
             return Box::pin(async { Ok(()) });
         }
-        // Over netlink, one batch per answer: no `nft` process on the DNS path.
-        Box::pin(setelem::add_async(elements, timeout_secs))
+        // Over netlink, one batch per answer: no `nft` process on the DNS path. Addresses never
+        // pushed take the fast add-only batch; a possible refresh takes add + delete + add.
+        let refresh = elements.iter().any(|(a, _)| self.resolved.was_pushed(a));
+        Box::pin(setelem::add_async(elements, timeout_secs, refresh))
     }
 }
 
@@ -748,9 +750,9 @@ mod tests {
                 ("198.51.100.8".parse().unwrap(), Ports::Only(vec![443, 80])),
                 ("2001:db8::8".parse().unwrap(), Ports::Only(vec![22])),
             ];
-            setelem::add(&elements, 300)?;
+            setelem::add(&elements, 300, false)?;
             let (first, _) = sets::summarize(&sets::list_table_value()?);
-            setelem::add(&elements[..1], 900)?;
+            setelem::add(&elements[..1], 900, true)?;
             let (refreshed, _) = sets::summarize(&sets::list_table_value()?);
             sets::apply(&Ruleset.remove_addresses(&elements))?;
             Ok((first, refreshed, dynamic_elements()?))

@@ -84,6 +84,12 @@ impl<G: Clone + PartialEq> Resolved<G> {
             .collect()
     }
 
+    /// Whether `addr` was ever pushed to the sets (and not revoked since): updating it may be a
+    /// refresh of an element the kernel still holds.
+    pub fn was_pushed(&self, addr: &IpAddr) -> bool {
+        self.lock().in_set.contains_key(addr)
+    }
+
     /// `elements` are now in the sets until `now + timeout`.
     pub fn pushed(&self, elements: &[(IpAddr, G)], timeout: Duration, now: Instant) {
         let mut inner = self.lock();
@@ -206,10 +212,13 @@ mod tests {
         let now = Instant::now();
         let timeout = Duration::from_secs(300);
         let want = [(ip("192.0.2.1"), 1u8)];
+        assert!(!r.was_pushed(&ip("192.0.2.1")));
         r.pushed(&want, timeout, now);
         assert!(r.stale(&want, timeout, now).is_empty());
+        assert!(r.was_pushed(&ip("192.0.2.1")));
         r.unpush(&[ip("192.0.2.1")]);
         assert_eq!(r.stale(&want, timeout, now), want);
+        assert!(!r.was_pushed(&ip("192.0.2.1")));
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! acknowledged, so any error (no table, no set, no CAP_NET_ADMIN) fails the batch and the DNS
 //! answer is SERVFAIL, as it was with `nft`.
 //!
-//! Each element is added with its timeout, deleted and added again, as the `nft` batch
+//! An element the guard has not pushed before is just added: a batch with a delete in it costs
+//! the kernel a wait of several milliseconds at commit (measured: ~8 ms against ~30 µs for an
+//! add alone), which the first lookup of a new name would pay. An element that may be there
+//! already (a refresh) is added with its timeout, deleted and added again, as the `nft` batch
 //! (`ruleset::add_addresses`) does: re-adding an existing element does not refresh its timeout
 //! on every kernel, and the first add makes the delete never fail on an absent element.
 //!
@@ -44,9 +47,9 @@ const NFTA_DATA_VALUE: u16 = 1;
 /// Largest timeout, as the `nft` batches clamp it.
 const MAX_TIMEOUT_SECS: u64 = u32::MAX as u64;
 
-/// Add (or refresh) `addrs` for `timeout_secs` in one netlink batch. Blocking: from async code
-/// use [`add_async`].
-pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64) -> Result<(), String> {
+/// Add `addrs` for `timeout_secs` in one netlink batch; with `refresh` (some may be in the
+/// sets already) as add + delete + add. Blocking: from async code use [`add_async`].
+pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Result<(), String> {
     let by_set = keys(addrs);
     if by_set.is_empty() {
         return Ok(());
@@ -55,15 +58,21 @@ pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64) -> Result<(), String> {
     let mut batch = Batch::default();
     for (set, keys) in &by_set {
         batch.setelem(NFT_MSG_NEWSETELEM, set, keys, Some(timeout_ms));
-        batch.setelem(NFT_MSG_DELSETELEM, set, keys, None);
-        batch.setelem(NFT_MSG_NEWSETELEM, set, keys, Some(timeout_ms));
+        if refresh {
+            batch.setelem(NFT_MSG_DELSETELEM, set, keys, None);
+            batch.setelem(NFT_MSG_NEWSETELEM, set, keys, Some(timeout_ms));
+        }
     }
     batch.send()
 }
 
 /// [`add`] off the async runtime's threads.
-pub async fn add_async(addrs: Vec<(IpAddr, Ports)>, timeout_secs: u64) -> Result<(), String> {
-    tokio::task::spawn_blocking(move || add(&addrs, timeout_secs))
+pub async fn add_async(
+    addrs: Vec<(IpAddr, Ports)>,
+    timeout_secs: u64,
+    refresh: bool,
+) -> Result<(), String> {
+    tokio::task::spawn_blocking(move || add(&addrs, timeout_secs, refresh))
         .await
         .map_err(|e| format!("netlink task failed: {e}"))?
 }
