@@ -65,6 +65,7 @@ cat "$YOLO_DATA_DIR"/network/*.jsonl | grep '"status":"ready"' \
 cat "$YOLO_DATA_DIR"/network/*.jsonl | grep '"status":"ready"' \
   | sed -E 's/.*"ready_ms":([0-9]+).*/\1/' | median_of | sed 's/^/median ready_ms (DNS listening too): /'
 
+# bench/dns.sh measures DNS in more detail (first lookups of new names, loss, memory).
 section "DNS latency: through the guard vs straight to the same upstream"
 docker run --rm --label dev.yolo.bench=1 --network "container:$guard" yolo-bench-tools:1 \
   python3 /usr/local/bin/dnslat.py 127.0.0.1 www.bench.test 3000 | sed 's/^/via guard: /'
@@ -86,8 +87,9 @@ docker run --rm --label dev.yolo.bench=1 --network yolo-bench-net yolo-bench-too
   iperf3 -c "$sink_ip" -t 10 -J | python3 -c 'import json,sys; print("direct:   %.2f Gbit/s" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9))'
 
 section "guard memory"
-# The guard container's PID 1 is Docker's init; its one child is `yolo-guard run`.
+# The guard's PID 1 is `yolo-guard run` itself, or (under Docker's init) its one child.
 init_pid=$(docker inspect -f '{{.State.Pid}}' "$guard")
-gpid=$(cat /proc/"$init_pid"/task/"$init_pid"/children | awk '{print $1}')
+gpid=$init_pid
+grep -q yolo-guard /proc/"$gpid"/comm || gpid=$(awk '{print $1}' /proc/"$init_pid"/task/"$init_pid"/children)
 tr '\0' ' ' < /proc/"$gpid"/cmdline; echo
 grep -E "VmRSS|VmHWM" /proc/"$gpid"/status

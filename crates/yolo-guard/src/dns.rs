@@ -434,15 +434,19 @@ impl<P: Policy> Forwarder<P> {
         let socket = UdpSocket::from_std(socket.into())?;
         socket.connect(server).await?;
         socket.send(query).await?;
-        let mut buf = vec![0u8; 65_535];
+        // Room for the largest datagram, but not zeroed: clearing 64 KiB per query was a
+        // measurable part of the forwarder's time.
+        let mut buf = Vec::with_capacity(65_535);
         let deadline = tokio::time::Instant::now() + self.options.upstream_timeout;
         loop {
-            let len = tokio::time::timeout_at(deadline, socket.recv(&mut buf))
+            buf.clear();
+            let len = tokio::time::timeout_at(deadline, socket.recv_buf(&mut buf))
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer"))??;
             // Anything but the answer to our id (late or forged datagrams) is ignored.
             if len >= 12 && buf[..2] == id.to_be_bytes() && buf[2] & 0x80 != 0 {
                 buf.truncate(len);
+                buf.shrink_to_fit();
                 return Ok(buf);
             }
         }

@@ -116,6 +116,8 @@ struct TestPolicy {
     patterns: Vec<String>,
     updates: Updates,
     delay: Duration,
+    /// Every set update fails (as a failed netlink batch does).
+    fail: bool,
 }
 
 impl Policy for TestPolicy {
@@ -137,6 +139,9 @@ impl Policy for TestPolicy {
         let addrs = elements.into_iter().map(|(a, _)| a).collect();
         let delay = self.delay;
         let updates = Arc::clone(&self.updates);
+        if self.fail {
+            return Box::pin(async { Err("netlink: No such file or directory".to_string()) });
+        }
         // Recorded after the delay, so the timestamp is when the update finished.
         Box::pin(async move {
             tokio::time::sleep(delay).await;
@@ -513,6 +518,26 @@ async fn upstream_down_is_servfail() {
         ResponseCode::ServFail
     );
     assert!(h.policy.updates.lock().unwrap().is_empty());
+}
+
+/// Fails closed: an answer whose addresses could not be opened is not given, and nothing is
+/// remembered as open, so the next query tries the update again.
+#[tokio::test]
+async fn failed_set_update_is_servfail() {
+    let h = harness(&["api.allowed.test"], |_, p| p.fail = true).await;
+    for _ in 0..2 {
+        let reply = resolve(h.dns, "api.allowed.test.").await;
+        assert_eq!(reply.response_code, ResponseCode::ServFail);
+        assert!(reply.answers.is_empty());
+    }
+    assert_eq!(h.upstream.seen().len(), 2, "the second query asked again");
+    let events = dns_events(&h.events);
+    assert!(
+        events
+            .iter()
+            .all(|(_, d, a, _)| d == "error" && a.is_empty()),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]

@@ -19,6 +19,7 @@ pub(crate) mod names;
 pub(crate) mod nflog;
 pub(crate) mod revoke;
 pub(crate) mod ruleset;
+pub(crate) mod setelem;
 pub(crate) mod sets;
 pub(crate) mod writer;
 
@@ -463,8 +464,10 @@ impl<B: Batches> Policy for Guard<B> {
         if elements.is_empty() {
             return Box::pin(async { Ok(()) });
         }
-        let batch = self.batches.add_addresses(&elements, timeout_secs);
-        Box::pin(sets::apply_async(batch))
+        // Over netlink, one batch per answer: no `nft` process on the DNS path. Addresses never
+        // pushed take the fast add-only batch; a possible refresh takes add + delete + add.
+        let refresh = elements.iter().any(|(a, _)| self.resolved.was_pushed(a));
+        Box::pin(setelem::add_async(elements, timeout_secs, refresh))
     }
 }
 
@@ -730,6 +733,84 @@ mod tests {
             .filter(|e| e.set.starts_with("allow"))
             .map(|e| e.element)
             .collect())
+    }
+
+    /// The DNS path's netlink batches against the kernel: IPv4, IPv6 and port sets get their
+    /// elements with the timeout asked, `nft -j list` (what `status` reads) shows them with an
+    /// expiry, a second add refreshes the timeout, and `remove_addresses` (nft) still removes.
+    #[test]
+    fn netlink_set_updates_show_in_the_listing_in_a_private_namespace() {
+        let Some((first, refreshed, after_remove)) = in_netns("netlink", || {
+            let config = firewall_config(&["*.allowed.test", "svc.test:443,80"]);
+            let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
+            sets::apply(&Ruleset.build(&config, &allow))?;
+            let elements = [
+                ("198.51.100.7".parse().unwrap(), Ports::Any),
+                ("2001:db8::7".parse().unwrap(), Ports::Any),
+                ("198.51.100.8".parse().unwrap(), Ports::Only(vec![443, 80])),
+                ("2001:db8::8".parse().unwrap(), Ports::Only(vec![22])),
+            ];
+            setelem::add(&elements, 300, false)?;
+            let (first, _) = sets::summarize(&sets::list_table_value()?);
+            setelem::add(&elements[..1], 900, true)?;
+            let (refreshed, _) = sets::summarize(&sets::list_table_value()?);
+            sets::apply(&Ruleset.remove_addresses(&elements))?;
+            Ok((first, refreshed, dynamic_elements()?))
+        }) else {
+            return;
+        };
+        let mut listed: Vec<_> = first
+            .iter()
+            .filter(|e| e.set.starts_with("allow"))
+            .map(|e| (e.set.as_str(), e.element.as_str(), e.timeout_secs))
+            .collect();
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                ("allow4", "198.51.100.7", Some(300)),
+                ("allow4_port", "198.51.100.8 . 443", Some(300)),
+                ("allow4_port", "198.51.100.8 . 80", Some(300)),
+                ("allow6", "2001:db8::7", Some(300)),
+                ("allow6_port", "2001:db8::8 . 22", Some(300)),
+            ]
+        );
+        assert!(first
+            .iter()
+            .filter(|e| e.set.starts_with("allow"))
+            .all(|e| e.expires_secs.is_some_and(|s| s <= 300)));
+        let again = refreshed
+            .iter()
+            .find(|e| e.element == "198.51.100.7")
+            .expect("refreshed element");
+        assert_eq!(again.timeout_secs, Some(900), "the second add refreshed it");
+        assert!(after_remove.is_empty(), "{after_remove:?}");
+    }
+
+    /// Fails closed: without the table (or any kernel error) the netlink batch is an error, so
+    /// the guard's `allow` fails and the DNS answer becomes SERVFAIL (see `dns`).
+    #[test]
+    fn netlink_set_update_fails_closed_without_the_table_in_a_private_namespace() {
+        let Some(result) = in_netns("netlink-fail", || {
+            let guard = Guard {
+                mode: NetworkMode::Firewall,
+                // Documentation addresses count as internal: let them through to the kernel.
+                allow_internal_answers: true,
+                allowlist: RwLock::new(Allowlist::parse(&[]).map_err(|e| e.to_string())?),
+                batches: Arc::new(Ruleset),
+                resolved: Arc::new(Resolved::default()),
+                events: Events::channel().0,
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .map_err(|e| e.to_string())?;
+            let elements = vec![("198.51.100.7".parse().unwrap(), Ports::Any)];
+            Ok(runtime.block_on(guard.allow(elements, 60)))
+        }) else {
+            return;
+        };
+        let error = result.expect_err("no table: the update must fail");
+        assert!(error.contains("netlink"), "{error}");
     }
 
     /// `yolo deny name:port` against the kernel: the port goes, the name's other port and

@@ -1,6 +1,6 @@
 //! What DNS taught the guard: which name last resolved to an address (for `blocked` events),
 //! which addresses each name resolved to (so `yolo deny` can take them away), and which addresses
-//! are in the nft sets until when (so a repeated lookup does not spawn `nft` again).
+//! are in the nft sets until when (so a repeated lookup does not write the sets again).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -64,7 +64,7 @@ impl<G: Clone + PartialEq> Resolved<G> {
 
     /// The elements that must be (re)written to the sets: absent, with other ports, or with less
     /// than half of `timeout` left. Refreshing early keeps an element from expiring between the
-    /// answer and the client's connect, without an `nft` run per query.
+    /// answer and the client's connect, without a set update per query.
     pub fn stale(
         &self,
         wanted: &[(IpAddr, G)],
@@ -82,6 +82,12 @@ impl<G: Clone + PartialEq> Resolved<G> {
             })
             .cloned()
             .collect()
+    }
+
+    /// Whether `addr` was ever pushed to the sets (and not revoked since): updating it may be a
+    /// refresh of an element the kernel still holds.
+    pub fn was_pushed(&self, addr: &IpAddr) -> bool {
+        self.lock().in_set.contains_key(addr)
     }
 
     /// `elements` are now in the sets until `now + timeout`.
@@ -206,10 +212,13 @@ mod tests {
         let now = Instant::now();
         let timeout = Duration::from_secs(300);
         let want = [(ip("192.0.2.1"), 1u8)];
+        assert!(!r.was_pushed(&ip("192.0.2.1")));
         r.pushed(&want, timeout, now);
         assert!(r.stale(&want, timeout, now).is_empty());
+        assert!(r.was_pushed(&ip("192.0.2.1")));
         r.unpush(&[ip("192.0.2.1")]);
         assert_eq!(r.stale(&want, timeout, now), want);
+        assert!(!r.was_pushed(&ip("192.0.2.1")));
     }
 
     #[test]

@@ -13,18 +13,12 @@ use yolo_protocol::control::{Counter, SetElement};
 /// The table the ruleset owns.
 pub const TABLE: [&str; 2] = ["inet", "yolo"];
 
-/// `nft -j -f -` with `batch` on stdin. Blocking: from async code use [`apply_async`].
+/// `nft -j -f -` with `batch` on stdin. Blocking. (The DNS path's set updates go over netlink:
+/// `setelem`.)
 pub fn apply(batch: &Nftables<'_>) -> Result<(), String> {
     let json =
         serde_json::to_vec(batch).map_err(|e| format!("cannot serialize the nft batch: {e}"))?;
     run_nft(&["-j", "-f", "-"], Some(&json)).map(|_| ())
-}
-
-/// [`apply`] off the async runtime's threads.
-pub async fn apply_async(batch: Nftables<'static>) -> Result<(), String> {
-    tokio::task::spawn_blocking(move || apply(&batch))
-        .await
-        .map_err(|e| format!("nft task failed: {e}"))?
 }
 
 /// `nft -j list table inet yolo`, typed (for `ruleset::verify`).
