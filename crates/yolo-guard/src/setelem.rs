@@ -13,9 +13,10 @@
 //! on every kernel, and the first add makes the delete never fail on an absent element.
 //!
 //! Written by hand: the netlink-packet-netfilter crate already in the tree covers NFLOG and
-//! conntrack only, and `rustables` (the pure-Rust nftables crate) pulls in a bindgen/libclang
-//! build for the whole nftables object model where this needs four attributes of one message
-//! type. The ruleset itself stays typed `nftables` values applied and verified through `nft -j`
+//! conntrack only, and `rustables` (0.9, the Rust nftables-over-netlink crate) generates its
+//! bindings with `bindgen` at build time (a libclang build dependency, checked in its
+//! Cargo.toml) and is GPL-3.0, for the whole nftables object model where this needs four
+//! attributes of one message type. The ruleset itself stays typed `nftables` values applied and verified through `nft -j`
 //! (`sets`), and `nft -j list` shows these elements with their expiry like any other.
 
 use crate::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT, TABLE};
