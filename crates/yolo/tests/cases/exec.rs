@@ -132,6 +132,22 @@ fn doctor_reports_a_working_engine() {
 }
 
 #[test]
+fn doctor_names_the_signs_of_a_tls_intercepting_proxy_and_the_setting() {
+    let mut t = Test::new();
+    t.env("NODE_EXTRA_CA_CERTS", "/etc/corp-ca.pem");
+    t.yolo(&["doctor"])
+        .ok()
+        .assert_stdout_contains("NODE_EXTRA_CA_CERTS=/etc/corp-ca.pem")
+        .assert_stdout_contains("--extra-ca")
+        .assert_stdout_contains("extra_ca = [");
+    // Given, it says which.
+    t.user_config("extra_ca = [\"/etc/corp-ca.pem\"]\n");
+    t.yolo(&["doctor"])
+        .ok()
+        .assert_stdout_contains("✓ extra CA certificates: /etc/corp-ca.pem");
+}
+
+#[test]
 fn override_command_false_keeps_the_image_command() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "overrideCommand": false, "runArgs": []}"#);
