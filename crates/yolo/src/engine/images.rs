@@ -173,10 +173,36 @@ impl Engine {
         tar: Vec<u8>,
         tag: &str,
     ) -> std::result::Result<(), (String, VecDeque<String>)> {
+        let tar = bytes::Bytes::from(tar);
+        match self.run_build_once(options.clone(), tar.clone(), tag).await {
+            // A cached layer the build stood on was removed meanwhile (`docker image prune`,
+            // another project's clean-up): once more, without the cache.
+            Err((message, _)) if cache_vanished(&message) => {
+                eprintln!(
+                    "{} a cached layer went away during the build ({}); building {tag} again without the cache",
+                    console::style("yolo:").bold(),
+                    crate::visible::escape_controls(message.trim())
+                );
+                let options = BuildImageOptions {
+                    nocache: true,
+                    ..options
+                };
+                self.run_build_once(options, tar, tag).await
+            }
+            other => other,
+        }
+    }
+
+    async fn run_build_once(
+        &self,
+        options: BuildImageOptions,
+        tar: bytes::Bytes,
+        tag: &str,
+    ) -> std::result::Result<(), (String, VecDeque<String>)> {
         let bar = spinner(&format!("building {tag}"));
         let mut tail: VecDeque<String> = VecDeque::new();
         let mut pending = String::new();
-        let body = bollard::body_full(tar.into());
+        let body = bollard::body_full(tar);
         let mut stream = self.docker.build_image(options, None, Some(body));
         while let Some(item) = stream.next().await {
             let info = match item {
@@ -301,6 +327,12 @@ pub(crate) struct FeaturesBuild<'a> {
     pub(crate) no_cache: bool,
     /// The user's extra CA certificates are in the build (for the hint of a certificate error).
     pub(crate) extra_ca: bool,
+}
+
+/// Docker's words for a build whose cached layer was removed under it.
+fn cache_vanished(message: &str) -> bool {
+    message.contains("unknown parent image ID")
+        || (message.contains("failed to get digest") && message.contains("no such file"))
 }
 
 /// One line of a build's output: shown on the spinner, kept among the last `TAIL_LINES`.
@@ -505,5 +537,21 @@ fn dockerignore_error(path: &Path, e: ignore::Error) -> Error {
         column: None,
         property: None,
         message: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_layer_removed_under_a_build_is_recognised() {
+        assert!(cache_vanished(
+            "failed to export image: failed to set parent sha256:3d: unknown parent image ID sha256:3d"
+        ));
+        assert!(cache_vanished("failed to get digest sha256:a6: open /var/lib/docker/image/overlay2/imagedb/content/sha256/a6: no such file or directory"));
+        assert!(!cache_vanished(
+            "The command '/bin/sh -c make' returned a non-zero code: 2"
+        ));
     }
 }
