@@ -330,34 +330,13 @@ fn docker_logs(name: &str) -> String {
     )
 }
 
-/// An HTTP server on the host's loopback, in this process, answering every request with
-/// `body`: what the Docker daemon (on the host's network) reaches and a build's RUN step (in
-/// the guard's namespace) does not. Its port.
-fn host_loopback_server(body: &'static str) -> u16 {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut request = [0u8; 4096];
-            let _ = stream.read(&mut request);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
-}
-
 #[test]
 fn an_add_from_a_url_which_the_daemon_fetches_outside_the_firewall_needs_a_grant() {
     // The repository's Dockerfile asks the Docker daemon to download a URL: the daemon does it
     // on the host's network, where the host's own services (here one on loopback; in a cloud,
     // the metadata service and its credentials) answer.
     let t = Test::new();
-    let port = host_loopback_server("host-only secret");
+    let (port, _) = host_loopback_server("host-only secret");
     t.file(
         ".devcontainer/Dockerfile",
         &format!(
@@ -383,7 +362,7 @@ fn an_add_from_a_url_which_the_daemon_fetches_outside_the_firewall_needs_a_grant
 #[test]
 fn a_compose_services_add_from_a_url_needs_the_grant_too() {
     let t = Test::new();
-    let port = host_loopback_server("host-only secret");
+    let (port, _) = host_loopback_server("host-only secret");
     t.file(
         ".devcontainer/Dockerfile",
         &format!(

@@ -120,16 +120,6 @@ fn a_second_up_with_unchanged_features_builds_nothing() {
     assert_eq!(said.trim(), "changed");
 }
 
-/// No image of this test's left behind (the test label is on every image yolo builds).
-fn images(t: &Test) -> String {
-    docker(&[
-        "images",
-        "-q",
-        "--filter",
-        &format!("label={LABEL}={}", t.id),
-    ])
-}
-
 #[test]
 fn a_feature_asking_for_privileged_is_refused_unless_granted() {
     let t = Test::new();
@@ -147,7 +137,7 @@ fn a_feature_asking_for_privileged_is_refused_unless_granted() {
         .assert_stderr_contains("--grant privileged");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
     assert_eq!(
-        images(&t).trim(),
+        t.images().trim(),
         "",
         "an image was built for a refused Feature"
     );
@@ -365,5 +355,5 @@ fn a_feature_cannot_add_dockerfile_instructions_through_its_environment() {
         .fails_with(65)
         .assert_stderr_contains("is not a variable name");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
-    assert_eq!(images(&t).trim(), "", "nothing was built");
+    assert_eq!(t.images().trim(), "", "nothing was built");
 }

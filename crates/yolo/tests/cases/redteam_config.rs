@@ -4,41 +4,6 @@
 
 use crate::support::*;
 
-/// An HTTP server on the host's loopback, in this process, answering every request with `body`
-/// and counting the requests: what the Docker daemon (on the host's network) reaches and a
-/// build's RUN step (in the guard's namespace) does not. Its port and the request counter.
-fn host_loopback_server(
-    body: &'static str,
-) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = hits.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let mut request = [0u8; 4096];
-            let _ = stream.read(&mut request);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (port, hits)
-}
-
-fn images(t: &Test) -> String {
-    docker(&[
-        "images",
-        "-q",
-        "--filter",
-        &format!("label={LABEL}={}", t.id),
-    ])
-}
-
 fn plain_feature(t: &Test) {
     t.feature("plain", r#"{"id": "plain", "version": "1.0.0"}"#, "true");
 }
@@ -65,7 +30,7 @@ fn a_remote_user_cannot_add_lines_to_the_features_dockerfile() {
         .assert_stderr_contains("not a user name");
     assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
     assert!(t.containers().is_empty(), "{:?}", t.containers());
-    assert_eq!(images(&t).trim(), "", "nothing was built");
+    assert_eq!(t.images().trim(), "", "nothing was built");
 }
 
 #[test]
@@ -266,7 +231,7 @@ fn a_compose_build_context_through_a_link_needs_host_mount() {
         .assert_stderr_contains("build.context")
         .assert_stderr_contains("--grant host-mount");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
-    assert_eq!(images(&t).trim(), "", "nothing was built");
+    assert_eq!(t.images().trim(), "", "nothing was built");
 }
 
 #[test]

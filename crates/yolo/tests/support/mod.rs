@@ -327,6 +327,16 @@ impl Test {
     }
 
     /// The session log events of this test (all sessions).
+    /// The ids of the images carrying this test's label.
+    pub fn images(&self) -> String {
+        docker(&[
+            "images",
+            "-q",
+            "--filter",
+            &format!("label={LABEL}={}", self.id),
+        ])
+    }
+
     /// The first event of `kind` in this test's sessions.
     pub fn first_event(&self, kind: &str) -> Option<serde_json::Value> {
         self.events().into_iter().find(|e| e["kind"] == kind)
@@ -436,4 +446,30 @@ fn uuid_like() -> String {
         .unwrap()
         .as_nanos();
     format!("{:x}{:x}", std::process::id(), nanos & 0xffff_ffff_ffff)
+}
+
+/// An HTTP server on the host's loopback, in this process, answering every request with `body`
+/// and counting the requests: what the Docker daemon (on the host's network) reaches and a
+/// build's RUN step (in the guard's namespace) does not. Its port and the request counter.
+pub fn host_loopback_server(
+    body: &'static str,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, hits)
 }
