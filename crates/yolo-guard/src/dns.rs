@@ -5,11 +5,26 @@
 //!
 //! Deliberately not a cache or a recursive resolver: answers are passed through unchanged (but
 //! for the id), and what is allowed is decided by a [`Policy`], not here.
+//!
+//! Upstream queries over UDP leave from a small pool of long-lived sockets per server
+//! ([`POOL_SOCKETS`], each bound to its own kernel-chosen random port and connected to the
+//! server), not from a fresh socket per query: a socket, its system calls and a new conntrack
+//! entry through the ruleset per query were most of the forwarder's cost. An answer is taken
+//! only when it comes from the server's address and port (the connected socket), carries the id
+//! of a query waiting on that socket (random per query) and repeats its question; anything else
+//! is ignored. What the pool gives up against a fresh port per query: a port now serves up to
+//! [`ROTATE_AFTER`] queries before a new random one replaces it, so an off-path forger who
+//! learnt a pooled port has only the 16-bit id (and the question) left to guess for that
+//! socket's lifetime, instead of port and id for each query. The answer must still arrive
+//! before upstream's, and what it can do is bounded: only the addresses of a name that is
+//! already allowed are opened. TCP (truncated answers, TCP clients) still uses a connection per
+//! query.
 
 use super::events::{guard_event, Events};
 use super::names::Resolved;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::RData;
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -19,7 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use yolo_protocol::event::EventKind;
 
@@ -80,18 +95,32 @@ pub struct Listeners {
     pub tcp: Vec<TcpListener>,
 }
 
+/// UDP and TCP on the same address. With port 0 the kernel picks the UDP port, and that port may
+/// already be taken for TCP by someone else: pick again a few times before giving up.
+async fn bind_pair(addr: SocketAddr) -> io::Result<(UdpSocket, TcpListener)> {
+    let tries = if addr.port() == 0 { 16 } else { 1 };
+    let mut last = None;
+    for _ in 0..tries {
+        let udp = UdpSocket::bind(addr).await?;
+        let port = udp.local_addr()?.port();
+        match TcpListener::bind(SocketAddr::new(addr.ip(), port)).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))
+}
+
 impl Listeners {
     /// Bind UDP and TCP on `primary` (an error is fatal) and on each of `optional` (skipped with a
     /// note when, say, the namespace has no IPv6).
     pub async fn bind(primary: SocketAddr, optional: &[SocketAddr]) -> io::Result<Listeners> {
+        let (udp, tcp) = bind_pair(primary).await?;
         let mut listeners = Listeners {
-            udp: vec![UdpSocket::bind(primary).await?],
-            tcp: vec![],
+            udp: vec![udp],
+            tcp: vec![tcp],
         };
-        let primary_port = listeners.udp[0].local_addr()?.port();
-        listeners
-            .tcp
-            .push(TcpListener::bind(SocketAddr::new(primary.ip(), primary_port)).await?);
         for addr in optional {
             match (UdpSocket::bind(addr).await, TcpListener::bind(addr).await) {
                 (Ok(udp), Ok(tcp)) => {
@@ -120,6 +149,8 @@ pub struct Forwarder<P: Policy> {
     events: Arc<Events>,
     in_flight: Arc<Semaphore>,
     mark_warned: AtomicBool,
+    /// Pooled UDP sockets per upstream server, opened on first use.
+    pools: std::sync::Mutex<HashMap<SocketAddr, Arc<UpstreamPool>>>,
 }
 
 /// What to do with one query after the cheap, synchronous checks.
@@ -161,6 +192,7 @@ impl<P: Policy> Forwarder<P> {
             events,
             in_flight,
             mark_warned: AtomicBool::new(false),
+            pools: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -423,33 +455,42 @@ impl<P: Policy> Forwarder<P> {
         Err(last_error)
     }
 
+    /// One query over a pooled socket to `server` (see [`UpstreamPool`]): the answer whose
+    /// source (the connected socket), id and question match, or an error.
     async fn udp_exchange(&self, server: SocketAddr, query: &[u8], id: u16) -> io::Result<Vec<u8>> {
-        let socket = self.upstream_socket(server, socket2::Type::DGRAM)?;
-        let bind: SocketAddr = if server.is_ipv4() {
-            ([0, 0, 0, 0], 0).into()
-        } else {
-            ([0u16; 8], 0).into()
-        };
-        socket.bind(&bind.into())?;
-        let socket = UdpSocket::from_std(socket.into())?;
-        socket.connect(server).await?;
-        socket.send(query).await?;
-        // Room for the largest datagram, but not zeroed: clearing 64 KiB per query was a
-        // measurable part of the forwarder's time.
-        let mut buf = Vec::with_capacity(65_535);
-        let deadline = tokio::time::Instant::now() + self.options.upstream_timeout;
-        loop {
-            buf.clear();
-            let len = tokio::time::timeout_at(deadline, socket.recv_buf(&mut buf))
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer"))??;
-            // Anything but the answer to our id (late or forged datagrams) is ignored.
-            if len >= 12 && buf[..2] == id.to_be_bytes() && buf[2] & 0x80 != 0 {
-                buf.truncate(len);
-                buf.shrink_to_fit();
-                return Ok(buf);
+        let question = question_of(query)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bad question"))?;
+        let socket = self.pool(server).socket(self)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // `id` is fresh, but another query on this socket may hold it: then draw again.
+        let mut query = query.to_vec();
+        let mut tx = Some(tx);
+        let mut waiting = None;
+        for id in std::iter::once(id).chain(std::iter::repeat_with(rand_id).take(15)) {
+            query[..2].copy_from_slice(&id.to_be_bytes());
+            waiting = socket.wait_for(id, question, &mut tx);
+            if waiting.is_some() {
+                break;
             }
         }
+        let waiting =
+            waiting.ok_or_else(|| io::Error::new(io::ErrorKind::WouldBlock, "no free query id"))?;
+        socket.socket.send(&query).await?;
+        let answer = tokio::time::timeout(self.options.upstream_timeout, rx)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer"))?
+            .map_err(|_| io::Error::new(io::ErrorKind::ConnectionRefused, "refused"));
+        drop(waiting);
+        answer
+    }
+
+    fn pool(&self, server: SocketAddr) -> Arc<UpstreamPool> {
+        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(
+            pools
+                .entry(server)
+                .or_insert_with(|| Arc::new(UpstreamPool::new(server))),
+        )
     }
 
     async fn tcp_exchange(&self, server: SocketAddr, query: &[u8], id: u16) -> io::Result<Vec<u8>> {
@@ -543,6 +584,171 @@ fn rand_id() -> u16 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.finish() as u16
+}
+
+/// Sockets per upstream server. More spread the queries over more source ports; each is one
+/// conntrack entry for its whole life.
+const POOL_SOCKETS: usize = 8;
+/// Queries one pooled socket carries before a fresh one (a new random port) replaces it.
+const ROTATE_AFTER: u32 = 2048;
+
+/// Long-lived UDP sockets connected to one upstream server (see the module doc for what this
+/// changes against a fresh socket per query).
+struct UpstreamPool {
+    server: SocketAddr,
+    slots: Vec<std::sync::Mutex<Option<Arc<PooledSocket>>>>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+struct PooledSocket {
+    socket: UdpSocket,
+    /// Queries waiting for their answer, by upstream id: the question they asked and where the
+    /// answer goes.
+    pending: std::sync::Mutex<Pending>,
+    used: std::sync::atomic::AtomicU32,
+    /// Replaced in its slot: takes no new queries, and its reader ends once none waits.
+    retired: AtomicBool,
+}
+
+/// Queries waiting on one socket, by upstream id: the question asked and where the answer goes.
+type Pending = HashMap<u16, (Vec<u8>, oneshot::Sender<Vec<u8>>)>;
+
+/// A query's place in `pending`; dropping it (answered, timed out, cancelled) frees the id.
+struct Waiting<'a> {
+    socket: &'a PooledSocket,
+    id: u16,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.socket.lock().remove(&self.id);
+    }
+}
+
+impl UpstreamPool {
+    fn new(server: SocketAddr) -> Self {
+        UpstreamPool {
+            server,
+            slots: (0..POOL_SOCKETS)
+                .map(|_| std::sync::Mutex::new(None))
+                .collect(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// The next socket in turn, opened (or replaced, after [`ROTATE_AFTER`] queries) on demand.
+    fn socket<P: Policy>(&self, forwarder: &Forwarder<P>) -> io::Result<Arc<PooledSocket>> {
+        let slot = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let mut slot = self.slots[slot].lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(socket) = slot.as_ref() {
+            if socket.used.fetch_add(1, Ordering::Relaxed) < ROTATE_AFTER {
+                return Ok(Arc::clone(socket));
+            }
+            socket.retired.store(true, Ordering::Relaxed);
+        }
+        let socket = forwarder.upstream_socket(self.server, socket2::Type::DGRAM)?;
+        let bind: SocketAddr = if self.server.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            ([0u16; 8], 0).into()
+        };
+        socket.bind(&bind.into())?;
+        // Connected: the kernel delivers only datagrams from the server's address and port.
+        socket.connect(&self.server.into())?;
+        let socket = Arc::new(PooledSocket {
+            socket: UdpSocket::from_std(socket.into())?,
+            pending: std::sync::Mutex::new(HashMap::new()),
+            used: std::sync::atomic::AtomicU32::new(1),
+            retired: AtomicBool::new(false),
+        });
+        tokio::spawn(Arc::clone(&socket).read(forwarder.options.upstream_timeout));
+        *slot = Some(Arc::clone(&socket));
+        Ok(socket)
+    }
+}
+
+impl PooledSocket {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wait for the answer to `id` asking `question`; `None` when `id` is taken on this socket.
+    fn wait_for(
+        &self,
+        id: u16,
+        question: &[u8],
+        tx: &mut Option<oneshot::Sender<Vec<u8>>>,
+    ) -> Option<Waiting<'_>> {
+        let mut pending = self.lock();
+        if pending.contains_key(&id) {
+            return None;
+        }
+        pending.insert(id, (question.to_vec(), tx.take()?));
+        Some(Waiting { socket: self, id })
+    }
+
+    /// Hand each answer to the query with its id and question; ignore anything else (late or
+    /// forged datagrams). Ends once retired and nobody waits.
+    async fn read(self: Arc<Self>, idle: Duration) {
+        // Not zeroed: only what the kernel writes is ever touched (resident).
+        let mut buf = Vec::with_capacity(65_535);
+        loop {
+            buf.clear();
+            match tokio::time::timeout(idle, self.socket.recv_buf(&mut buf)).await {
+                Ok(Ok(len)) => {
+                    let answer = &buf[..len];
+                    if len < 12 || answer[2] & 0x80 == 0 {
+                        continue;
+                    }
+                    let id = u16::from_be_bytes([answer[0], answer[1]]);
+                    let mut pending = self.lock();
+                    let matches = pending
+                        .get(&id)
+                        .is_some_and(|(question, _)| same_question(question, answer));
+                    if matches {
+                        if let Some((_, tx)) = pending.remove(&id) {
+                            let _ = tx.send(answer.to_vec());
+                        }
+                    }
+                }
+                // The server's port is closed (ICMP): fail who waits now, not at the timeout.
+                Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.lock().clear();
+                }
+                Ok(Err(_)) | Err(_) => {}
+            }
+            if self.retired.load(Ordering::Relaxed) && self.lock().is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+/// The question section of a query (name, type, class), which an answer must repeat.
+fn question_of(query: &[u8]) -> Option<&[u8]> {
+    let mut at = 12;
+    loop {
+        let len = usize::from(*query.get(at)?);
+        // A compression pointer has no place in a query's only name.
+        if len & 0xc0 != 0 {
+            return None;
+        }
+        at += 1 + len;
+        if len == 0 {
+            break;
+        }
+    }
+    query.get(12..at + 4)
+}
+
+/// The answer's question is the query's, the name compared without case (some servers echo
+/// it in their own case).
+fn same_question(question: &[u8], answer: &[u8]) -> bool {
+    let (name, rest) = question.split_at(question.len() - 4);
+    u16::from_be_bytes([answer[4], answer[5]]) == 1
+        && answer.get(12..12 + question.len()).is_some_and(|echoed| {
+            echoed[..name.len()].eq_ignore_ascii_case(name) && echoed[name.len()..] == *rest
+        })
 }
 
 /// Lowercase, without the trailing dot: the form the allowlist and the audit log use.

@@ -607,3 +607,90 @@ async fn throughput_on_loopback() {
         all[all.len() * 99 / 100]
     );
 }
+
+/// An upstream that answers each query with forgeries first: a perfect answer from another
+/// port, one with the wrong id, one with the right id but another question; then the real one.
+/// Only the real answer's address may reach the client and the sets.
+#[tokio::test]
+async fn forged_upstream_answers_are_ignored() {
+    let upstream = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = upstream.local_addr().unwrap();
+    tokio::spawn(async move {
+        let other_port = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        while let Ok((len, peer)) = upstream.recv_from(&mut buf).await {
+            let q = Message::from_vec(&buf[..len]).unwrap();
+            let answer = |id: u16, name: &str, ip: [u8; 4]| {
+                let mut r = Message::response(id, OpCode::Query);
+                let name = Name::from_ascii(name).unwrap();
+                r.add_query(Query::query(name.clone(), RecordType::A));
+                r.add_answer(Record::from_rdata(name, 5, RData::A(A(ip.into()))));
+                r.to_vec().unwrap()
+            };
+            let asked = q.queries[0].name().to_ascii();
+            let forged = [198, 51, 100, 66];
+            let _ = other_port
+                .send_to(&answer(q.id, &asked, forged), peer)
+                .await;
+            let _ = upstream
+                .send_to(&answer(q.id ^ 1, &asked, forged), peer)
+                .await;
+            let _ = upstream
+                .send_to(&answer(q.id, "evil.allowed.test.", forged), peer)
+                .await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let _ = upstream
+                .send_to(&answer(q.id, &asked, [192, 0, 2, 1]), peer)
+                .await;
+        }
+    });
+    let h = harness(&["*.allowed.test"], |o, _| o.upstream = vec![addr]).await;
+    for _ in 0..3 {
+        let reply = resolve(h.dns, "api.allowed.test.").await;
+        assert_eq!(addresses(&reply).0, vec![IpAddr::from([192, 0, 2, 1])]);
+    }
+    let updates = h.policy.updates.lock().unwrap();
+    assert!(!updates.is_empty());
+    assert!(updates
+        .iter()
+        .all(|(addrs, _, _)| addrs == &[IpAddr::from([192, 0, 2, 1])]));
+}
+
+/// Upstream queries leave from a few long-lived ports (one conntrack entry each), not from a new
+/// one per query; and queries sharing a socket at once are each answered with their own answer.
+#[tokio::test]
+async fn upstream_sockets_are_pooled() {
+    let upstream = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = upstream.local_addr().unwrap();
+    let peers = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
+    let seen = Arc::clone(&peers);
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        while let Ok((len, peer)) = upstream.recv_from(&mut buf).await {
+            seen.lock().unwrap().insert(peer.port());
+            let q = Message::from_vec(&buf[..len]).unwrap();
+            let _ = upstream.send_to(&answer_for(&q, false), peer).await;
+        }
+    });
+    let h = harness(&["*.allowed.test"], |o, _| o.upstream = vec![addr]).await;
+    let mut asked = JoinSet::new();
+    for i in 0..200 {
+        let dns = h.dns;
+        asked.spawn(async move {
+            let reply = resolve(dns, &format!("n{i}.allowed.test.")).await;
+            assert_eq!(reply.response_code, ResponseCode::NoError);
+            assert_eq!(
+                normalize(&reply.queries[0].name().to_ascii()),
+                format!("n{i}.allowed.test")
+            );
+        });
+    }
+    while let Some(done) = asked.join_next().await {
+        done.unwrap();
+    }
+    let ports = peers.lock().unwrap().len();
+    assert!(
+        (1..=POOL_SOCKETS).contains(&ports),
+        "200 queries left from {ports} ports"
+    );
+}

@@ -8,8 +8,9 @@ use crate::fold::Fold;
 use crate::writer::Writer;
 use chrono::Utc;
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use yolo_protocol::event::EventKind;
@@ -22,7 +23,12 @@ pub const FLUSH: Duration = Duration::from_secs(1);
 const TICK: Duration = Duration::from_millis(200);
 
 pub struct Events {
-    tx: SyncSender<EventKind>,
+    /// Bounded by `queued`, not by the channel: a bounded std channel allocates and touches
+    /// all its [`QUEUE`] slots up front (2 MiB resident in an idle guard); this one grows in
+    /// small blocks and gives them back as the writer drains.
+    tx: Sender<EventKind>,
+    /// Events sent and not yet taken by the writer thread.
+    queued: AtomicUsize,
     /// Events the full queue refused, per kind.
     dropped: Mutex<BTreeMap<&'static str, u64>>,
     fold: Mutex<Fold>,
@@ -52,9 +58,10 @@ impl Events {
     }
 
     fn with_writer(writer: Option<Arc<Writer>>) -> (Arc<Events>, Receiver<EventKind>) {
-        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let (tx, rx) = mpsc::channel();
         let events = Events {
             tx,
+            queued: AtomicUsize::new(0),
             dropped: Mutex::new(BTreeMap::new()),
             fold: Mutex::new(Fold::default()),
             writer,
@@ -87,12 +94,16 @@ impl Events {
     }
 
     fn send(&self, kind: EventKind) {
-        match self.tx.try_send(kind) {
-            Ok(()) => {}
-            Err(TrySendError::Full(kind)) | Err(TrySendError::Disconnected(kind)) => {
-                let mut dropped = self.dropped.lock().unwrap_or_else(|p| p.into_inner());
-                *dropped.entry(kind.name()).or_default() += kind.count();
-            }
+        let full = self.queued.fetch_add(1, Ordering::Relaxed) >= QUEUE;
+        let refused = if full {
+            Err(kind)
+        } else {
+            self.tx.send(kind).map_err(|e| e.0)
+        };
+        if let Err(kind) = refused {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            let mut dropped = self.dropped.lock().unwrap_or_else(|p| p.into_inner());
+            *dropped.entry(kind.name()).or_default() += kind.count();
         }
     }
 
@@ -119,13 +130,17 @@ impl Events {
         let mut next_flush = Instant::now() + FLUSH;
         loop {
             match rx.recv_timeout(TICK) {
-                Ok(kind) => write(kind),
+                Ok(kind) => {
+                    self.queued.fetch_sub(1, Ordering::Relaxed);
+                    write(kind)
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
             let finishing = self.finishing.load(Ordering::Relaxed);
             if finishing {
                 while let Ok(kind) = rx.try_recv() {
+                    self.queued.fetch_sub(1, Ordering::Relaxed);
                     write(kind);
                 }
             }

@@ -17,6 +17,7 @@ pub(crate) mod fold;
 pub mod init;
 pub(crate) mod names;
 pub(crate) mod nflog;
+pub mod nfnl;
 pub(crate) mod revoke;
 pub(crate) mod ruleset;
 pub(crate) mod setelem;
@@ -59,9 +60,9 @@ use events::{guard_event, Events};
 use names::Resolved;
 use nftables::schema::Nftables;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use yolo_protocol::allowlist::{is_internal_address, Allowlist, Ports};
 use yolo_protocol::event::EventKind;
 use yolo_protocol::{
@@ -73,11 +74,8 @@ use yolo_protocol::{
 /// guard's runtime testable and independent of how the ruleset is built.
 pub trait Batches: Send + Sync + 'static {
     fn build(&self, config: &GuardConfig, allow: &Allowlist) -> Nftables<'static>;
-    fn verify(
-        &self,
-        expected: &Nftables<'static>,
-        listed: &Nftables<'static>,
-    ) -> std::result::Result<(), String>;
+    /// Compare what the kernel holds with `expected`, applied before.
+    fn verify(&self, expected: &Nftables<'static>) -> std::result::Result<(), String>;
     fn add_addresses(&self, elements: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'static>;
     fn remove_addresses(&self, elements: &[(IpAddr, Ports)]) -> Nftables<'static>;
 }
@@ -94,12 +92,8 @@ impl Batches for Ruleset {
     fn build(&self, config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         ruleset::build(config, allow)
     }
-    fn verify(
-        &self,
-        expected: &Nftables<'static>,
-        listed: &Nftables<'static>,
-    ) -> std::result::Result<(), String> {
-        ruleset::verify(expected, listed)
+    fn verify(&self, expected: &Nftables<'static>) -> std::result::Result<(), String> {
+        sets::verify(expected)
     }
     fn add_addresses(&self, elements: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'static> {
         ruleset::add_addresses(elements, timeout_secs)
@@ -123,6 +117,7 @@ pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<()> {
         file: config_path.to_path_buf(),
         message: e.to_string(),
     })?;
+    let config = to_stdout(config);
     let log =
         Writer::open(&config.audit_path, &config.session, None)?.in_phase(config.phase.as_deref());
     let result = enforce_and_serve(config, batches, started);
@@ -131,6 +126,24 @@ pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<()> {
         let _ = log.write(guard_event("failed", [("error", e.to_string().into())]));
     }
     result
+}
+
+/// With `audit_to_stdout`, every log the config names is the guard's stdout: the writers
+/// append one whole line per `write` there as they do to a file, and the stdout of a Pod's
+/// container is what `kubectl logs` (and `yolo audit --kube`) read.
+fn to_stdout(mut config: GuardConfig) -> GuardConfig {
+    if !config.audit_to_stdout {
+        return config;
+    }
+    let stdout = PathBuf::from(yolo_protocol::STDOUT_PATH);
+    config.audit_path = stdout.clone();
+    if let Some(exec) = config.exec_audit.as_mut() {
+        exec.log_path = stdout.clone();
+    }
+    if let Some(files) = config.file_watch.as_mut() {
+        files.log_path = stdout;
+    }
+    config
 }
 
 fn enforce_and_serve<B: Batches>(
@@ -164,10 +177,8 @@ fn enforce_and_serve<B: Batches>(
         Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e.to_string()))?;
     let expected = batches.build(&config, &allowlist);
     sets::apply(&expected).map_err(|e| fail("cannot apply the firewall ruleset", e))?;
-    let listed =
-        sets::list_table().map_err(|e| fail("cannot read the firewall ruleset back", e))?;
     batches
-        .verify(&expected, &listed)
+        .verify(&expected)
         .map_err(|e| fail("the firewall ruleset does not verify", e))?;
     let verify_ms = started.elapsed().as_millis() as u64;
     // An image build's RUN steps share the namespace in the build phase, holding NET_RAW.
@@ -187,8 +198,11 @@ fn enforce_and_serve<B: Batches>(
     )?
     .in_phase(config.phase.as_deref());
     let events = Events::to_writer(writer);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: a DNS query is a few microseconds of work, and handing it between workers
+    // (wake-ups, cross-thread queues) cost more than it did (docs/performance.md). Set updates
+    // go to the blocking pool, which few threads are enough for.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(4)
         .enable_all()
         .build()
         .map_err(|e| fail("cannot start the async runtime", e.to_string()))?;
@@ -209,6 +223,23 @@ fn enforce_and_serve<B: Batches>(
         ));
     }
     runtime.block_on(serve(config, guard, upstream, started, verify_ms))
+}
+
+/// Every few seconds, give the pages malloc holds free back to the kernel. A burst of queries
+/// (tasks, answers, audit records in flight) leaves free chunks scattered through the heap,
+/// where glibc's own trimming (only the top of the heap) does not reach; resident memory would
+/// stay at the burst's peak.
+async fn return_free_memory() {
+    let mut every = tokio::time::interval(Duration::from_secs(2));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only releases free pages; it takes malloc's own lock.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
 }
 
 /// [`ruleset::egress`] on every interface of the namespace but loopback, with a fresh stamp.
@@ -232,7 +263,9 @@ fn seal_egress() -> std::result::Result<(), String> {
         mark: u32::from_ne_bytes([m0, m1, m2, m3]).max(1),
         priority: u32::from_ne_bytes([p0, p1, p2, p3]).max(1),
     };
-    sets::apply(&ruleset::egress(&devices, stamp))
+    let egress = ruleset::egress(&devices, stamp);
+    sets::apply(&egress)?;
+    sets::verify(&egress)
 }
 
 async fn serve<B: Batches>(
@@ -278,15 +311,17 @@ async fn serve<B: Batches>(
         Arc::clone(&guard.events),
     ));
     let _dns = forwarder.serve(listeners);
-    let _control = control::serve(&config.control_socket, guard.clone()).map_err(|e| {
-        fail(
-            &format!(
-                "cannot bind the control socket {}",
-                config.control_socket.display()
-            ),
-            e.to_string(),
-        )
-    })?;
+    let _trim = tokio::spawn(return_free_memory());
+    let _control = control::serve(&config.control_socket, Arc::new(Control(guard.clone())))
+        .map_err(|e| {
+            fail(
+                &format!(
+                    "cannot bind the control socket {}",
+                    config.control_socket.display()
+                ),
+                e.to_string(),
+            )
+        })?;
     // Not fatal: the ruleset enforces without it; only the `blocked` events are missing.
     let nflog = match nflog::Reader::bind(NFLOG_GROUP) {
         Ok(reader) => {
@@ -304,7 +339,12 @@ async fn serve<B: Batches>(
             [("error", e.clone().into())],
         ));
     }
-    // The agent's shims register here; it must exist before the agent does.
+    // Not fatal either; dropped at the end of `serve`, which writes what it holds.
+    let _files = (config.file_watch.as_ref())
+        .and_then(|w| files::spawn(w, &config.session, config.phase.as_deref(), &guard.events));
+    // The agent's shims register here, last: the agent's first program (`yolo-guard start`,
+    // started by the host while this guard sets up) runs once its shim is registered, so
+    // everything above (ruleset, DNS, NFLOG, the file watcher) is in place before it does.
     let exec = match &config.exec_audit {
         Some(audit) => Some(
             exec::supervisor::start(
@@ -321,9 +361,6 @@ async fn serve<B: Batches>(
         ),
         None => None,
     };
-    // Not fatal either; dropped at the end of `serve`, which writes what it holds.
-    let _files = (config.file_watch.as_ref())
-        .and_then(|w| files::spawn(w, &config.session, config.phase.as_deref(), &guard.events));
     let ready_ms = started.elapsed().as_millis() as u64;
     guard.events.emit(guard_event(
         "ready",
@@ -471,14 +508,24 @@ impl<B: Batches> Policy for Guard<B> {
     }
 }
 
-impl<B: Batches> Handler for Guard<B> {
+/// The control socket's handler: the running guard, shared.
+struct Control<B>(Arc<Guard<B>>);
+
+impl<B: Batches> Handler for Control<B> {
+    /// On a blocking thread: a request's set changes and listings wait on the kernel (and a
+    /// `deny` on its revocations), and DNS runs on the one runtime thread, which must not wait
+    /// with them.
     fn handle(&self, request: Request) -> BoxFuture<Response> {
-        let response = match request {
-            Request::Allow { patterns } => self.allow_patterns(patterns),
-            Request::Deny { patterns } => self.deny_patterns(patterns),
-            Request::Status => self.status(),
-        };
-        Box::pin(async move { response })
+        let guard = Arc::clone(&self.0);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || match request {
+                Request::Allow { patterns } => guard.allow_patterns(patterns),
+                Request::Deny { patterns } => guard.deny_patterns(patterns),
+                Request::Status => guard.status(),
+            })
+            .await
+            .unwrap_or_else(|e| Response::error(format!("the request failed: {e}")))
+        })
     }
 }
 
@@ -644,7 +691,7 @@ mod tests {
             let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
             let expected = Ruleset.build(&config, &allow);
             sets::apply(&expected)?;
-            Ruleset.verify(&expected, &sets::list_table()?)?;
+            Ruleset.verify(&expected)?;
             let element = [("198.51.100.7".parse().unwrap(), Ports::Any)];
             sets::apply(&Ruleset.add_addresses(&element, 300))?;
             sets::apply(&Ruleset.add_addresses(&element, 600))?;
@@ -670,6 +717,24 @@ mod tests {
     }
 
     /// A firewall-mode config for the real-kernel tests, with `allow` as its allowlist.
+    #[test]
+    fn audit_to_stdout_sends_every_log_to_stdout_and_the_files_stay_the_default() {
+        let mut config = firewall_config(&[]);
+        config.audit_path = "/var/log/yolo/s.jsonl".into();
+        config.exec_audit = Some(yolo_protocol::ExecAudit {
+            log_path: "/var/log/yolo/s.exec.jsonl".into(),
+            max_bytes: 1,
+        });
+        assert_eq!(to_stdout(config.clone()), config);
+        config.audit_to_stdout = true;
+        let moved = to_stdout(config);
+        assert_eq!(moved.audit_path, PathBuf::from("/dev/stdout"));
+        assert_eq!(
+            moved.exec_audit.unwrap().log_path,
+            PathBuf::from("/dev/stdout")
+        );
+    }
+
     fn firewall_config(allow: &[&str]) -> GuardConfig {
         GuardConfig {
             session: "t".into(),
@@ -687,6 +752,7 @@ mod tests {
             exec_audit: None,
             file_watch: None,
             local_names: vec![],
+            audit_to_stdout: false,
         }
     }
 

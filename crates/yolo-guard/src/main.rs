@@ -1,16 +1,23 @@
 //! `yolo-guard`: the program in the guard container, and the shim in the agent's. Three verbs,
 //! parsed by hand so this binary carries no CLI framework: `run --config FILE` (the guard
 //! itself, PID 1 of the namespace), `ctl '<json>'` (one control request, run by the host
-//! through `docker exec`) and `shim PROGRAM [ARGS...]` (the exec audit's shim, see
-//! `exec::shim`).
+//! through `docker exec`), `shim PROGRAM [ARGS...]` (the exec audit's shim, see `exec::shim`)
+//! and `start PROGRAM [ARGS...]` (the same shim as the agent container's first program: it
+//! waits for the guard to be ready instead of failing at once), and `install DEST` (copy this
+//! program to DEST, executable: how a Pod's init container hands the shim to the agent, since
+//! the guard image has no `cp` or any other program).
 
 const USAGE: &str = "usage: yolo-guard run --config FILE | yolo-guard ctl '<request json>' | \
-                     yolo-guard shim PROGRAM [ARGS...] | yolo-guard --version";
+                     yolo-guard shim PROGRAM [ARGS...] | yolo-guard start PROGRAM [ARGS...] | \
+                     yolo-guard install DEST | yolo-guard --version";
 
 fn main() {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     if raw.first().is_some_and(|verb| verb == "shim") {
         std::process::exit(yolo_guard::exec::shim::main(&raw[1..]));
+    }
+    if raw.first().is_some_and(|verb| verb == "start") {
+        std::process::exit(yolo_guard::exec::shim::start(&raw[1..]));
     }
     let args: Vec<String> = raw
         .iter()
@@ -18,14 +25,24 @@ fn main() {
         .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let code = match args.as_slice() {
-        ["run", "--config", path] => match yolo_guard::run(std::path::Path::new(path)) {
+        ["run", "--config", path] => {
+            limit_malloc_arenas();
+            match yolo_guard::run(std::path::Path::new(path)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("yolo-guard: {e}");
+                    1
+                }
+            }
+        }
+        ["ctl", request] => yolo_guard::control::ctl_main(request),
+        ["install", dest] => match install(std::path::Path::new(dest)) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("yolo-guard: {e}");
+                eprintln!("yolo-guard: cannot install itself at {dest}: {e}");
                 1
             }
         },
-        ["ctl", request] => yolo_guard::control::ctl_main(request),
         ["--version"] => {
             println!("yolo-guard {}", env!("CARGO_PKG_VERSION"));
             0
@@ -36,4 +53,22 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// One malloc arena for the whole guard: glibc gives each thread that allocates an arena of its
+/// own, and the guard's dozen mostly idle threads each kept pages of theirs resident. None of
+/// them allocates often enough to contend for the lock.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a tunable; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+/// Copy the running program to `dest` with mode 0755.
+fn install(dest: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::copy("/proc/self/exe", dest)?;
+    std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755))
 }

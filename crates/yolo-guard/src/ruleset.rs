@@ -3,8 +3,9 @@
 //! Contract:
 //! - `build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static>`: flush-and-create
 //!   batch for table `inet yolo`.
-//! - `verify(expected: &Nftables, listed: &Nftables) -> Result<(), String>`: compare what
-//!   `nft -j list table inet yolo` shows with what was applied.
+//! - (tests only) `verify(expected: &Nftables, listed: &Nftables) -> Result<(), String>`:
+//!   compare what `nft -j list table inet yolo` shows with what was applied; the guard itself
+//!   verifies over netlink (`nfnl::verify`).
 //! - `add_addresses(&[(IpAddr, Ports)], timeout_secs) -> Nftables<'static>`: delete+add of
 //!   dynamic set elements in one batch (timeouts refresh on old kernels too).
 //! - `remove_addresses(&[(IpAddr, Ports)]) -> Nftables<'static>`.
@@ -21,12 +22,12 @@
 use nftables::batch::Batch;
 use nftables::expr::{Elem, Expression, Meta, MetaKey, NamedExpression, Payload, PayloadField};
 use nftables::expr::{Prefix, SetItem, CT};
-use nftables::schema::{Chain, Counter, Element, FlushObject, NfCmd, NfListObject, NfObject};
+use nftables::schema::{Chain, Counter, Element, FlushObject, NfCmd, NfListObject};
 use nftables::schema::{Nftables, Set, SetFlag, SetType, SetTypeValue, Table};
 use nftables::stmt::{self, Log, Match, Operator, Reject, RejectType, Statement};
 use nftables::types::{NfChainPolicy, NfChainType, NfFamily, NfHook, RejectCode};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 use yolo_protocol::allowlist::{Allowlist, IpNet, Ports};
 use yolo_protocol::{GuardConfig, NetworkMode, NFLOG_GROUP};
@@ -753,195 +754,210 @@ pub fn remove_addresses(addrs: &[(IpAddr, Ports)]) -> Nftables<'static> {
     batch.to_nftables()
 }
 
-/// What verification compares: what nft cannot normalize away.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Summary {
-    tables: BTreeSet<String>,
-    chains: BTreeMap<String, String>,
-    sets: BTreeMap<String, String>,
-    counters: BTreeSet<String>,
-    rules: BTreeMap<String, Vec<String>>,
-    static_elements: BTreeMap<String, usize>,
-}
+/// The check of `nft`'s own listing against a batch: the guard verifies over netlink
+/// (`nfnl::verify`); the real-kernel tests keep this second, independent reading of what the
+/// kernel holds through `nft -j list`.
+#[cfg(test)]
+mod nft_listing {
+    use super::*;
+    use nftables::schema::NfObject;
+    use std::collections::HashSet;
 
-/// Checks that the listed table (`nft -j list table inet yolo`, parsed) has what `expected`
-/// (a [`build`] batch) adds: chains with type/hook/priority/policy, sets with types and flags,
-/// the named counters, per chain the same rules in order — each reduced to its verdict, set
-/// references, named counter and log group — and the number of static set elements.
-/// The last output rule being the refusal (or the `open` accept) follows from the rule list.
-pub fn verify(expected: &Nftables, listed: &Nftables) -> Result<(), String> {
-    let want = summarize(expected);
-    let have = summarize(listed);
-    let mut problems = Vec::new();
-    for table in want.tables.difference(&have.tables) {
-        problems.push(format!("table inet {table} is missing"));
+    /// What verification compares: what nft cannot normalize away.
+    #[derive(Debug, Default, PartialEq, Eq)]
+    struct Summary {
+        tables: BTreeSet<String>,
+        chains: BTreeMap<String, String>,
+        sets: BTreeMap<String, String>,
+        counters: BTreeSet<String>,
+        rules: BTreeMap<String, Vec<String>>,
+        static_elements: BTreeMap<String, usize>,
     }
-    compare(&mut problems, "chain", &want.chains, &have.chains);
-    compare(&mut problems, "set", &want.sets, &have.sets);
-    for name in want.counters.difference(&have.counters) {
-        problems.push(format!("counter {name} is missing"));
-    }
-    for (chain, rules) in &want.rules {
-        let listed = have.rules.get(chain).map(Vec::as_slice).unwrap_or_default();
-        if rules.len() != listed.len() {
-            problems.push(format!(
-                "chain {chain} has {} rules, expected {}",
-                listed.len(),
-                rules.len()
-            ));
+
+    /// Checks that the listed table (`nft -j list table inet yolo`, parsed) has what `expected`
+    /// (a [`build`] batch) adds: chains with type/hook/priority/policy, sets with types and flags,
+    /// the named counters, per chain the same rules in order — each reduced to its verdict, set
+    /// references, named counter and log group — and the number of static set elements.
+    /// The last output rule being the refusal (or the `open` accept) follows from the rule list.
+    pub fn verify(expected: &Nftables, listed: &Nftables) -> Result<(), String> {
+        let want = summarize(expected);
+        let have = summarize(listed);
+        let mut problems = Vec::new();
+        for table in want.tables.difference(&have.tables) {
+            problems.push(format!("table inet {table} is missing"));
         }
-        for (i, (w, h)) in rules.iter().zip(listed).enumerate() {
-            if w != h {
-                problems.push(format!("chain {chain} rule {i} is [{h}], expected [{w}]"));
-            }
+        compare(&mut problems, "chain", &want.chains, &have.chains);
+        compare(&mut problems, "set", &want.sets, &have.sets);
+        for name in want.counters.difference(&have.counters) {
+            problems.push(format!("counter {name} is missing"));
         }
-    }
-    for (set, count) in &want.static_elements {
-        let listed = have.static_elements.get(set).copied().unwrap_or(0);
-        if listed != *count {
-            problems.push(format!("set {set} has {listed} elements, expected {count}"));
-        }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "the firewall differs from what was applied: {}",
-            problems.join("; ")
-        ))
-    }
-}
-
-fn compare(
-    problems: &mut Vec<String>,
-    kind: &str,
-    want: &BTreeMap<String, String>,
-    have: &BTreeMap<String, String>,
-) {
-    for (name, w) in want {
-        match have.get(name) {
-            None => problems.push(format!("{kind} {name} is missing")),
-            Some(h) if h != w => problems.push(format!("{kind} {name} is {h}, expected {w}")),
-            Some(_) => {}
-        }
-    }
-}
-
-/// Works on both a command batch (adds) and a listing (plain objects) of table `inet yolo`.
-fn summarize(nft: &Nftables) -> Summary {
-    let mut sum = Summary::default();
-    for object in nft.objects.iter() {
-        let obj = match object {
-            NfObject::CmdObject(NfCmd::Add(obj)) | NfObject::ListObject(obj) => obj,
-            _ => continue,
-        };
-        match obj {
-            NfListObject::Table(t) if is_ours(t.family, &t.name) => {
-                sum.tables.insert(t.name.to_string());
+        for (chain, rules) in &want.rules {
+            let listed = have.rules.get(chain).map(Vec::as_slice).unwrap_or_default();
+            if rules.len() != listed.len() {
+                problems.push(format!(
+                    "chain {chain} has {} rules, expected {}",
+                    listed.len(),
+                    rules.len()
+                ));
             }
-            NfListObject::Chain(c) if is_ours(c.family, &c.table) => {
-                let desc = format!(
-                    "type {:?} hook {:?} priority {:?} policy {:?}",
-                    c._type, c.hook, c.prio, c.policy
-                )
-                .to_lowercase();
-                sum.chains.insert(c.name.to_string(), desc);
-            }
-            NfListObject::Set(set) if is_ours(set.family, &set.table) => {
-                summarize_set(&mut sum, set);
-            }
-            NfListObject::Counter(c) if is_ours(c.family, &c.table) => {
-                sum.counters.insert(c.name.to_string());
-            }
-            NfListObject::Rule(r) if is_ours(r.family, &r.table) => {
-                let rules = sum.rules.entry(r.chain.to_string()).or_default();
-                rules.push(summarize_rule(&r.expr));
-            }
-            NfListObject::Element(e) if is_ours(e.family, &e.table) && is_static(&e.name) => {
-                *sum.static_elements.entry(e.name.to_string()).or_default() += e.elem.len();
-            }
-            _ => {}
-        }
-    }
-    sum
-}
-
-/// A set whose elements `build` writes (and `verify` counts).
-fn is_static(name: &str) -> bool {
-    STATIC_SETS.contains(&name) || UPSTREAM_SETS.contains(&name)
-}
-
-fn is_ours(family: NfFamily, table: &str) -> bool {
-    family == NfFamily::INet && table == TABLE
-}
-
-fn summarize_set(sum: &mut Summary, set: &Set) {
-    let types = match &set.set_type {
-        SetTypeValue::Single(t) => vec![*t],
-        SetTypeValue::Concatenated(ts) => ts.to_vec(),
-    };
-    let flags: BTreeSet<String> = set
-        .flags
-        .iter()
-        .flat_map(HashSet::iter)
-        .map(|f| format!("{f:?}").to_lowercase())
-        .collect();
-    let desc = format!("type {types:?} flags {flags:?}").to_lowercase();
-    sum.sets.insert(set.name.to_string(), desc);
-    if is_static(&set.name) {
-        let count = set.elem.as_ref().map_or(0, |e| e.len());
-        *sum.static_elements.entry(set.name.to_string()).or_default() += count;
-    }
-}
-
-/// A rule reduced to what survives nft's normalization: verdict, `@set` references, named
-/// counter and log group/prefix.
-fn summarize_rule(stmts: &[Statement]) -> String {
-    let mut parts = Vec::new();
-    let mut sets = BTreeSet::new();
-    for st in stmts {
-        match st {
-            Statement::Match(m) => {
-                for side in [&m.left, &m.right] {
-                    if let Ok(value) = serde_json::to_value(side) {
-                        collect_set_refs(&value, &mut sets);
-                    }
+            for (i, (w, h)) in rules.iter().zip(listed).enumerate() {
+                if w != h {
+                    problems.push(format!("chain {chain} rule {i} is [{h}], expected [{w}]"));
                 }
             }
-            Statement::Counter(stmt::Counter::Named(name)) => parts.push(format!("counter {name}")),
-            Statement::Log(Some(l)) => parts.push(format!(
-                "log group {:?} prefix {:?}",
-                l.group,
-                l.prefix.as_deref().unwrap_or("")
-            )),
-            Statement::Accept(_) => parts.push("accept".into()),
-            Statement::Drop(_) => parts.push("drop".into()),
-            Statement::Reject(r) => {
-                let r = r.as_ref();
-                let kind = r.and_then(|r| r._type);
-                let code = r.and_then(|r| r.expr);
-                parts.push(format!("reject {kind:?} {code:?}").to_lowercase());
+        }
+        for (set, count) in &want.static_elements {
+            let listed = have.static_elements.get(set).copied().unwrap_or(0);
+            if listed != *count {
+                problems.push(format!("set {set} has {listed} elements, expected {count}"));
             }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the firewall differs from what was applied: {}",
+                problems.join("; ")
+            ))
+        }
+    }
+
+    fn compare(
+        problems: &mut Vec<String>,
+        kind: &str,
+        want: &BTreeMap<String, String>,
+        have: &BTreeMap<String, String>,
+    ) {
+        for (name, w) in want {
+            match have.get(name) {
+                None => problems.push(format!("{kind} {name} is missing")),
+                Some(h) if h != w => problems.push(format!("{kind} {name} is {h}, expected {w}")),
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Works on both a command batch (adds) and a listing (plain objects) of table `inet yolo`.
+    fn summarize(nft: &Nftables) -> Summary {
+        let mut sum = Summary::default();
+        for object in nft.objects.iter() {
+            let obj = match object {
+                NfObject::CmdObject(NfCmd::Add(obj)) | NfObject::ListObject(obj) => obj,
+                _ => continue,
+            };
+            match obj {
+                NfListObject::Table(t) if is_ours(t.family, &t.name) => {
+                    sum.tables.insert(t.name.to_string());
+                }
+                NfListObject::Chain(c) if is_ours(c.family, &c.table) => {
+                    let desc = format!(
+                        "type {:?} hook {:?} priority {:?} policy {:?}",
+                        c._type, c.hook, c.prio, c.policy
+                    )
+                    .to_lowercase();
+                    sum.chains.insert(c.name.to_string(), desc);
+                }
+                NfListObject::Set(set) if is_ours(set.family, &set.table) => {
+                    summarize_set(&mut sum, set);
+                }
+                NfListObject::Counter(c) if is_ours(c.family, &c.table) => {
+                    sum.counters.insert(c.name.to_string());
+                }
+                NfListObject::Rule(r) if is_ours(r.family, &r.table) => {
+                    let rules = sum.rules.entry(r.chain.to_string()).or_default();
+                    rules.push(summarize_rule(&r.expr));
+                }
+                NfListObject::Element(e) if is_ours(e.family, &e.table) && is_static(&e.name) => {
+                    *sum.static_elements.entry(e.name.to_string()).or_default() += e.elem.len();
+                }
+                _ => {}
+            }
+        }
+        sum
+    }
+
+    /// A set whose elements `build` writes (and `verify` counts).
+    fn is_static(name: &str) -> bool {
+        STATIC_SETS.contains(&name) || UPSTREAM_SETS.contains(&name)
+    }
+
+    fn is_ours(family: NfFamily, table: &str) -> bool {
+        family == NfFamily::INet && table == TABLE
+    }
+
+    fn summarize_set(sum: &mut Summary, set: &Set) {
+        let types = match &set.set_type {
+            SetTypeValue::Single(t) => vec![*t],
+            SetTypeValue::Concatenated(ts) => ts.to_vec(),
+        };
+        let flags: BTreeSet<String> = set
+            .flags
+            .iter()
+            .flat_map(HashSet::iter)
+            .map(|f| format!("{f:?}").to_lowercase())
+            .collect();
+        let desc = format!("type {types:?} flags {flags:?}").to_lowercase();
+        sum.sets.insert(set.name.to_string(), desc);
+        if is_static(&set.name) {
+            let count = set.elem.as_ref().map_or(0, |e| e.len());
+            *sum.static_elements.entry(set.name.to_string()).or_default() += count;
+        }
+    }
+
+    /// A rule reduced to what survives nft's normalization: verdict, `@set` references, named
+    /// counter and log group/prefix.
+    fn summarize_rule(stmts: &[Statement]) -> String {
+        let mut parts = Vec::new();
+        let mut sets = BTreeSet::new();
+        for st in stmts {
+            match st {
+                Statement::Match(m) => {
+                    for side in [&m.left, &m.right] {
+                        if let Ok(value) = serde_json::to_value(side) {
+                            collect_set_refs(&value, &mut sets);
+                        }
+                    }
+                }
+                Statement::Counter(stmt::Counter::Named(name)) => {
+                    parts.push(format!("counter {name}"))
+                }
+                Statement::Log(Some(l)) => parts.push(format!(
+                    "log group {:?} prefix {:?}",
+                    l.group,
+                    l.prefix.as_deref().unwrap_or("")
+                )),
+                Statement::Accept(_) => parts.push("accept".into()),
+                Statement::Drop(_) => parts.push("drop".into()),
+                Statement::Reject(r) => {
+                    let r = r.as_ref();
+                    let kind = r.and_then(|r| r._type);
+                    let code = r.and_then(|r| r.expr);
+                    parts.push(format!("reject {kind:?} {code:?}").to_lowercase());
+                }
+                _ => {}
+            }
+        }
+        sets.into_iter().chain(parts).collect::<Vec<_>>().join(" ")
+    }
+
+    fn collect_set_refs(value: &serde_json::Value, out: &mut BTreeSet<String>) {
+        match value {
+            serde_json::Value::String(s) if s.starts_with('@') => {
+                out.insert(s.clone());
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| collect_set_refs(v, out)),
+            serde_json::Value::Object(map) => map.values().for_each(|v| collect_set_refs(v, out)),
             _ => {}
         }
     }
-    sets.into_iter().chain(parts).collect::<Vec<_>>().join(" ")
 }
-
-fn collect_set_refs(value: &serde_json::Value, out: &mut BTreeSet<String>) {
-    match value {
-        serde_json::Value::String(s) if s.starts_with('@') => {
-            out.insert(s.clone());
-        }
-        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_set_refs(v, out)),
-        serde_json::Value::Object(map) => map.values().for_each(|v| collect_set_refs(v, out)),
-        _ => {}
-    }
-}
+#[cfg(test)]
+pub use nft_listing::verify;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nftables::schema::NfObject;
     use serde_json::Value;
     use std::io::Write;
     use std::path::PathBuf;
@@ -964,6 +980,7 @@ mod tests {
             exec_audit: None,
             file_watch: None,
             local_names: vec![],
+            audit_to_stdout: false,
         }
     }
 
@@ -1707,6 +1724,213 @@ mod tests {
         assert!(verify(&expected, &ns.listed_table())
             .unwrap_err()
             .contains("chain input"));
+    }
+
+    /// Run `f` on a thread that entered `ns`'s network namespace (setns is per thread).
+    fn in_netns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{}", ns.0);
+        std::thread::spawn(move || {
+            let file = std::fs::File::open(&path).unwrap();
+            use std::os::fd::AsRawFd;
+            // SAFETY: a namespace file opened above; affects this thread only.
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+
+    /// `nft -j list ruleset` without handles (and the metainfo line), for comparison.
+    fn listed_ruleset(ns: &Netns) -> Value {
+        let mut listed = ns.list(&["ruleset"]);
+        fn strip(v: &mut Value) {
+            match v {
+                Value::Object(map) => {
+                    map.remove("handle");
+                    map.values_mut().for_each(strip);
+                }
+                Value::Array(items) => items.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        strip(&mut listed);
+        if let Some(items) = listed["nftables"].as_array_mut() {
+            items.retain(|o| o.get("metainfo").is_none());
+        }
+        listed
+    }
+
+    /// The netlink translation (`nfnl`) against `nft -j -f -` of the same typed values: both
+    /// namespaces must list the same ruleset, for several configurations and the follow-up
+    /// batches (address updates, static network refills).
+    #[test]
+    fn netlink_apply_lists_like_nft() {
+        if let Some(why) = real_netns_unavailable() {
+            crate::nflog::tests::skip(&format!("netlink_apply_lists_like_nft: {why}"));
+            return;
+        }
+        let ipv6_only = Allowlist::parse(&["[2001:db8::1]:443".to_string()]).unwrap();
+        let mut with_upstream = config(NetworkMode::Firewall, vec![8080, 22, 443]);
+        with_upstream.upstream = vec![
+            "192.0.2.53:53".parse().unwrap(),
+            "[2001:db8::53]:53".parse().unwrap(),
+        ];
+        let cases: Vec<(&str, Vec<Nftables<'static>>)> = vec![
+            (
+                "firewall",
+                vec![build(
+                    &config(NetworkMode::Firewall, vec![8080]),
+                    &allowlist(),
+                )],
+            ),
+            (
+                "open",
+                vec![build(&config(NetworkMode::Open, vec![]), &allowlist())],
+            ),
+            (
+                "none",
+                vec![build(
+                    &config(NetworkMode::None, vec![]),
+                    &Allowlist::default(),
+                )],
+            ),
+            (
+                "upstream, ports, ipv6",
+                vec![build(&with_upstream, &ipv6_only)],
+            ),
+            (
+                "updates",
+                vec![
+                    build(&config(NetworkMode::Firewall, vec![]), &allowlist()),
+                    add_addresses(
+                        &addrs(&[
+                            ("1.2.3.4", Ports::Any),
+                            ("2001:db8::1", Ports::Any),
+                            ("5.6.7.8", Ports::Only(vec![443, 80])),
+                            ("2001:db8::2", Ports::Only(vec![22])),
+                        ]),
+                        3600,
+                    ),
+                    remove_addresses(&addrs(&[("5.6.7.8", Ports::Only(vec![80]))])),
+                    static_networks(&ipv6_only),
+                    egress(
+                        &["lo".to_string()],
+                        Stamp {
+                            mark: 0x1234,
+                            priority: 0x5678,
+                        },
+                    ),
+                ],
+            ),
+        ];
+        for (name, batches) in cases {
+            let by_nft = Netns::create().unwrap();
+            let by_netlink = Netns::create().unwrap();
+            for batch in &batches {
+                by_nft.apply(batch).unwrap();
+                let batch = batch.clone();
+                in_netns(&by_netlink, move || crate::nfnl::apply(&batch))
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+            let (a, b) = (listed_ruleset(&by_nft), listed_ruleset(&by_netlink));
+            assert!(a["nftables"].as_array().unwrap().len() > 10, "{name}: {a}");
+            // Status over netlink reads what nft lists: elements (expiry aside) and counters.
+            let by_nft_list = crate::sets::summarize(&by_netlink.list(&["table", "inet", TABLE]));
+            let by_netlink_list = in_netns(&by_netlink, || crate::nfnl::list_table_value(TABLE))
+                .map(|v| crate::sets::summarize(&v))
+                .unwrap();
+            let no_expiry = |(mut e, c): (Vec<yolo_protocol::control::SetElement>, _)| {
+                e.iter_mut().for_each(|e| e.expires_secs = None);
+                e.sort_by(|a, b| (&a.set, &a.element).cmp(&(&b.set, &b.element)));
+                (e, c)
+            };
+            let (left, right) = (no_expiry(by_nft_list), no_expiry(by_netlink_list));
+            assert!(name == "none" || left.0.len() >= 3, "{name}: {left:?}");
+            assert!(left.1.len() >= 4, "{name}: {left:?}");
+            assert_eq!(left, right, "{name}: status listing");
+            if name == "updates" {
+                let egress = batches.last().unwrap().clone();
+                in_netns(&by_netlink, move || crate::nfnl::verify(&egress))
+                    .unwrap_or_else(|e| panic!("{name}: verify egress: {e}"));
+            }
+            if let [only] = &batches[..] {
+                // Read back over netlink: what nft made and what netlink made both pass, and
+                // a tampered chain fails.
+                for ns in [&by_nft, &by_netlink] {
+                    let expected = only.clone();
+                    in_netns(ns, move || crate::nfnl::verify(&expected))
+                        .unwrap_or_else(|e| panic!("{name}: verify: {e}"));
+                }
+                by_nft
+                    .exec(
+                        &[
+                            "nft",
+                            "delete",
+                            "rule",
+                            "inet",
+                            TABLE,
+                            CHAIN_INPUT,
+                            "handle",
+                            &ns_last_handle(&by_nft),
+                        ],
+                        None,
+                    )
+                    .unwrap();
+                let expected = only.clone();
+                let err = in_netns(&by_nft, move || crate::nfnl::verify(&expected)).unwrap_err();
+                assert!(err.contains("chain yolo input has"), "{name}: {err}");
+                let other = build(&config(NetworkMode::Open, vec![1]), &Allowlist::default());
+                let err = in_netns(&by_netlink, move || crate::nfnl::verify(&other)).unwrap_err();
+                assert!(!err.is_empty());
+            }
+            if a != b {
+                let a = serde_json::to_string_pretty(&a).unwrap();
+                let b = serde_json::to_string_pretty(&b).unwrap();
+                let diff: Vec<_> = a
+                    .lines()
+                    .zip(b.lines())
+                    .enumerate()
+                    .filter(|(_, (x, y))| x != y)
+                    .take(10)
+                    .collect();
+                panic!("{name}: rulesets differ (nft vs netlink): {diff:#?}\n{b}");
+            }
+        }
+    }
+
+    /// The handle of the last rule of chain input.
+    fn ns_last_handle(ns: &Netns) -> String {
+        let listed = ns.list(&["chain", "inet", TABLE, CHAIN_INPUT]);
+        let rules = listed["nftables"].as_array().unwrap();
+        rules.last().unwrap()["rule"]["handle"].to_string()
+    }
+
+    /// A batch the kernel refuses fails as a whole, and the error names what was refused.
+    #[test]
+    fn netlink_apply_is_atomic_and_names_the_refusal() {
+        if let Some(why) = real_netns_unavailable() {
+            crate::nflog::tests::skip(&format!("netlink_apply_is_atomic: {why}"));
+            return;
+        }
+        let ns = Netns::create().unwrap();
+        // Elements for a set that does not exist, after a table add: nothing may remain.
+        let mut batch = Batch::new();
+        batch.add(NfListObject::Table(Table {
+            family: NfFamily::INet,
+            name: TABLE.into(),
+            handle: None,
+        }));
+        batch.add(element(SET_NET4, vec![s("192.0.2.1")]));
+        let nft = batch.to_nftables();
+        let err = in_netns(&ns, move || crate::nfnl::apply(&nft)).unwrap_err();
+        assert!(err.contains("set yolo net4"), "{err}");
+        let listed = listed_ruleset(&ns);
+        assert_eq!(
+            listed["nftables"].as_array().map(Vec::len),
+            Some(0),
+            "{listed}"
+        );
     }
 
     #[test]

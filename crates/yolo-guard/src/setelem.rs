@@ -16,8 +16,9 @@
 //! conntrack only, and `rustables` (0.9, the Rust nftables-over-netlink crate) generates its
 //! bindings with `bindgen` at build time (a libclang build dependency, checked in its
 //! Cargo.toml) and is GPL-3.0, for the whole nftables object model where this needs four
-//! attributes of one message type. The ruleset itself stays typed `nftables` values applied and verified through `nft -j`
-//! (`sets`), and `nft -j list` shows these elements with their expiry like any other.
+//! attributes of one message type. The ruleset itself stays typed `nftables` values, applied and
+//! verified over netlink by `nfnl` (which shares this module's batch sending), and a listing
+//! shows these elements with their expiry like any other.
 
 use crate::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT, TABLE};
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
@@ -194,74 +195,78 @@ impl Batch {
             NFNL_SUBSYS_NFTABLES,
             &[],
         );
-        let fail = |what: &str, e: std::io::Error| format!("netlink {what}: {e}");
-        let mut socket = Socket::new(NETLINK_NETFILTER).map_err(|e| fail("socket", e))?;
-        socket.bind_auto().map_err(|e| fail("bind", e))?;
-        // A kernel that never answers must not hang the DNS answer forever.
-        let limit = libc::timeval {
-            tv_sec: 2,
-            tv_usec: 0,
-        };
-        // SAFETY: a valid socket and a timeval of the size passed.
-        unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&limit as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            );
-        }
-        socket.send(&self.buf, 0).map_err(|e| fail("send", e))?;
-        let mut first_error = None;
-        let mut pending: BTreeSet<u32> = self.acked.iter().copied().collect();
-        let mut buf = Vec::with_capacity(64 * 1024);
-        while !pending.is_empty() {
-            buf.clear();
-            let len = socket.recv(&mut buf, 0).map_err(|e| fail("receive", e))?;
-            let mut rest = &buf[..len.min(buf.len())];
-            while rest.len() >= 16 {
-                let msg_len = u32::from_ne_bytes(rest[0..4].try_into().unwrap()) as usize;
-                let kind = u16::from_ne_bytes(rest[4..6].try_into().unwrap());
-                let seq = u32::from_ne_bytes(rest[8..12].try_into().unwrap());
-                if msg_len < 16 || msg_len > rest.len() {
-                    break;
-                }
-                if kind == NLMSG_ERROR && msg_len >= 20 {
-                    let errno = i32::from_ne_bytes(rest[16..20].try_into().unwrap());
-                    if errno != 0 && first_error.is_none() {
-                        first_error = Some(std::io::Error::from_raw_os_error(-errno));
-                    }
-                    pending.remove(&seq);
-                }
-                rest = &rest[(msg_len + 3) & !3..];
-                if rest.len() < 16 {
-                    break;
-                }
-            }
-            // A failed batch is aborted as a whole; its error names the cause.
-            if first_error.is_some() {
+        send_batch(&self.buf, &self.acked).map_err(|(_, e)| {
+            format!("cannot add set elements in table inet {TABLE} over netlink: {e}")
+        })
+    }
+}
+
+/// Send a whole NFNL batch (`buf`, begin to end) on a new NETLINK_NETFILTER socket and wait
+/// for the acknowledgement of every sequence number in `acked`. The first error wins and comes
+/// with the sequence number of the message the kernel refused (None: the socket failed).
+pub(crate) fn send_batch(buf: &[u8], acked: &[u32]) -> Result<(), (Option<u32>, std::io::Error)> {
+    let fail = |e: std::io::Error| (None, e);
+    let mut socket = Socket::new(NETLINK_NETFILTER).map_err(fail)?;
+    socket.bind_auto().map_err(fail)?;
+    // A kernel that never answers must not hang the caller forever.
+    let limit = libc::timeval {
+        tv_sec: 2,
+        tv_usec: 0,
+    };
+    // SAFETY: a valid socket and a timeval of the size passed.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&limit as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        );
+    }
+    socket.send(buf, 0).map_err(fail)?;
+    let mut first_error = None;
+    let mut pending: BTreeSet<u32> = acked.iter().copied().collect();
+    let mut rbuf = Vec::with_capacity(64 * 1024);
+    while !pending.is_empty() {
+        rbuf.clear();
+        let len = socket.recv(&mut rbuf, 0).map_err(fail)?;
+        let mut rest = &rbuf[..len.min(rbuf.len())];
+        while rest.len() >= 16 {
+            let msg_len = u32::from_ne_bytes(rest[0..4].try_into().unwrap()) as usize;
+            let kind = u16::from_ne_bytes(rest[4..6].try_into().unwrap());
+            let seq = u32::from_ne_bytes(rest[8..12].try_into().unwrap());
+            if msg_len < 16 || msg_len > rest.len() {
                 break;
             }
+            if kind == NLMSG_ERROR && msg_len >= 20 {
+                let errno = i32::from_ne_bytes(rest[16..20].try_into().unwrap());
+                if errno != 0 && first_error.is_none() {
+                    first_error = Some((Some(seq), std::io::Error::from_raw_os_error(-errno)));
+                }
+                pending.remove(&seq);
+            }
+            rest = &rest[((msg_len + 3) & !3).min(rest.len())..];
         }
-        match first_error {
-            None => Ok(()),
-            Some(e) => Err(format!(
-                "cannot add set elements in table inet {TABLE} over netlink: {e}"
-            )),
+        // A failed batch is aborted as a whole; its error names the cause.
+        if first_error.is_some() {
+            break;
         }
+    }
+    match first_error {
+        None => Ok(()),
+        Some(e) => Err(e),
     }
 }
 
 /// A netlink attribute (length, type, payload padded to 4 bytes).
-fn attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
+pub(crate) fn attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
     buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
     buf.extend_from_slice(&kind.to_ne_bytes());
     buf.extend_from_slice(payload);
     buf.resize((buf.len() + 3) & !3, 0);
 }
 
-fn cstr(s: &str) -> Vec<u8> {
+pub(crate) fn cstr(s: &str) -> Vec<u8> {
     let mut bytes = s.as_bytes().to_vec();
     bytes.push(0);
     bytes

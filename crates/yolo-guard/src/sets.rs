@@ -1,67 +1,33 @@
-//! Talking to the kernel's nftables through the `nft` binary: apply a JSON batch, read the table
-//! back. Errors carry what `nft` said on stderr, since that names the offending rule or element.
+//! Talking to the kernel's nftables: apply a batch, verify it, list the table — all over
+//! netlink (`nfnl`), so the guard image needs no `nft` program. Errors name what the kernel
+//! refused.
 //!
 //! Not here: what the batches contain (that is `ruleset`, pure).
 
 use nftables::schema::Nftables;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use yolo_protocol::control::{Counter, SetElement};
 
 /// The table the ruleset owns.
 pub const TABLE: [&str; 2] = ["inet", "yolo"];
 
-/// `nft -j -f -` with `batch` on stdin. Blocking. (The DNS path's set updates go over netlink:
-/// `setelem`.)
+/// Apply `batch` as one atomic netlink transaction. Blocking. (The DNS path's set updates
+/// go over netlink too: `setelem`.)
 pub fn apply(batch: &Nftables<'_>) -> Result<(), String> {
-    let json =
-        serde_json::to_vec(batch).map_err(|e| format!("cannot serialize the nft batch: {e}"))?;
-    run_nft(&["-j", "-f", "-"], Some(&json)).map(|_| ())
+    crate::nfnl::apply(batch)
 }
 
-/// `nft -j list table inet yolo`, typed (for `ruleset::verify`).
-pub fn list_table() -> Result<Nftables<'static>, String> {
-    let out = run_nft(&["-j", "list", "table", TABLE[0], TABLE[1]], None)?;
-    serde_json::from_slice(&out).map_err(|e| format!("cannot read `nft -j list table` output: {e}"))
+/// Read the kernel's tables back over netlink and compare them with `expected`, applied
+/// before (`nfnl::verify`).
+pub fn verify(expected: &Nftables<'_>) -> Result<(), String> {
+    crate::nfnl::verify(expected)
 }
 
-/// `nft -j list table inet yolo` as plain JSON (for status: elements with expiry, counters).
+/// `inet yolo` as `nft -j list table` would print it (for status: elements with expiry,
+/// counters), read over netlink.
 pub fn list_table_value() -> Result<Value, String> {
-    let out = run_nft(&["-j", "list", "table", TABLE[0], TABLE[1]], None)?;
-    serde_json::from_slice(&out).map_err(|e| format!("cannot read `nft -j list table` output: {e}"))
-}
-
-fn run_nft(args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>, String> {
-    // Registered as the guard's own: as PID 1 it reaps orphans, and must not reap this one.
-    let mut child = crate::init::spawn_owned(
-        Command::new("nft")
-            .args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-    )
-    .map_err(|e| format!("cannot run nft: {e} (is nftables installed in the guard image?)"))?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.child().stdin.take()) {
-        // A write error means nft exited early; its stderr below says why.
-        let _ = pipe.write_all(input);
-    }
-    let output = child.wait_with_output().map_err(|e| format!("nft: {e}"))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(format!(
-            "nft {} failed ({}): {}",
-            args.join(" "),
-            output.status,
-            stderr.trim()
-        ));
-    }
-    Ok(output.stdout)
+    crate::nfnl::list_table_value(TABLE[1])
 }
 
 /// Set elements and counters from a `nft -j list table` listing. Named counters keep their

@@ -75,7 +75,16 @@ pub struct GuardConfig {
     /// must also be in `allow` (the guard never forwards a name the allowlist refuses).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub local_names: Vec<String>,
+    /// Write every audit event (network, exec, file) to the guard's stdout as JSON lines
+    /// instead of the files named above: in a Kubernetes Pod (`yolo kube`), where there is no
+    /// host folder to bind and the container's log is what the cluster keeps. Off (the files)
+    /// for Docker.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub audit_to_stdout: bool,
 }
+
+/// Where the guard writes its events when [`GuardConfig::audit_to_stdout`] is set.
+pub const STDOUT_PATH: &str = "/dev/stdout";
 
 /// Docker's embedded DNS server, in every container on a user-defined network: it answers the
 /// names of the containers on the same networks (a Compose project's service names).

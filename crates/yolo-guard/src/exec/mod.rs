@@ -22,6 +22,8 @@ mod tests {
 
     const SOCKET_VAR: &str = "YOLO_TEST_EXEC_SOCKET";
     const SCRIPT_VAR: &str = "YOLO_TEST_EXEC_SCRIPT";
+    /// Set: the agent side registers as `yolo-guard start` does (waiting for the supervisor).
+    const WAIT_VAR: &str = "YOLO_TEST_EXEC_WAIT";
 
     /// Not a test of its own: the "agent" half of the tests below (a no-op when run alone).
     #[test]
@@ -35,13 +37,14 @@ mod tests {
             .parse()
             .unwrap();
         let listener = filter::install().expect("filter");
-        shim::register(
-            &listener,
-            &socket,
-            parent,
-            std::time::Duration::from_secs(5),
-        )
-        .expect("register");
+        let wait = match std::env::var(WAIT_VAR) {
+            Ok(_) => shim::Wait::Listening(std::time::Duration::from_secs(10)),
+            Err(_) => shim::Wait::Busy,
+        };
+        if let Err(e) = shim::register(&listener, &socket, parent, wait) {
+            eprintln!("register: {e}");
+            std::process::exit(126);
+        }
         drop(listener);
         let err = std::os::unix::process::CommandExt::exec(
             Command::new("/bin/sh").arg("-c").arg(&script),
@@ -60,21 +63,36 @@ mod tests {
         script: &str,
         max_bytes: u64,
     ) -> (Vec<EventKind>, std::process::ExitStatus) {
+        supervised_late(tag, script, max_bytes, None)
+    }
+
+    /// [`supervised_with`]; with `late`, the agent side starts first, waiting as `yolo-guard
+    /// start` does, and the supervisor opens its socket that much later (`None` when it never
+    /// does: the agent side must give up without running the script).
+    fn supervised_late(
+        tag: &str,
+        script: &str,
+        max_bytes: u64,
+        late: Option<Option<std::time::Duration>>,
+    ) -> (Vec<EventKind>, std::process::ExitStatus) {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("exec.jsonl");
         let socket = format!("yolo-exec-test-{}-{tag}", std::process::id());
         let (events, _rx) = Events::channel();
-        let handle = supervisor::start(
-            supervisor::Options {
-                socket: socket.clone(),
-                log_path: log.clone(),
-                max_bytes,
-                session: "s".into(),
-                phase: None,
-            },
-            events,
-        )
-        .unwrap();
+        let start = || {
+            supervisor::start(
+                supervisor::Options {
+                    socket: socket.clone(),
+                    log_path: log.clone(),
+                    max_bytes,
+                    session: "s".into(),
+                    phase: None,
+                },
+                events.clone(),
+            )
+            .unwrap()
+        };
+        let mut handle = late.is_none().then(start);
         // Through a shell that stays the test's child: a real parent in the tracer's thread
         // group would take the tracee's stops with its own waitpid (the guard, as PID 1, holds
         // `init::tracing` while it reaps for the same reason).
@@ -91,8 +109,13 @@ mod tests {
             .env(SOCKET_VAR, &socket)
             .env("YOLO_TEST_EXEC_PEER", std::process::id().to_string())
             .env(SCRIPT_VAR, script)
+            .envs(late.map(|_| (WAIT_VAR, "1")))
             .spawn()
             .unwrap();
+        if let Some(Some(after)) = late {
+            std::thread::sleep(after);
+            handle = Some(start());
+        }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -106,7 +129,9 @@ mod tests {
         };
         // Exit records follow the pidfds: give the supervisor a moment.
         std::thread::sleep(std::time::Duration::from_millis(300));
-        handle.stop();
+        if let Some(handle) = handle {
+            handle.stop();
+        }
         (read(&log), status)
     }
 
@@ -133,6 +158,46 @@ mod tests {
     fn root() -> bool {
         // SAFETY: plain getuid.
         unsafe { libc::geteuid() == 0 }
+    }
+
+    /// `yolo-guard start`: the agent's first program may start before the guard opens the
+    /// supervisor's socket (a cold `up` starts both at once); it waits, and its program runs
+    /// only once registered, so even its first exec is on the record.
+    #[test]
+    fn the_agents_first_program_waits_for_a_supervisor_that_opens_late() {
+        if !root() {
+            eprintln!("skipped: ptrace of another process tree needs root here");
+            return;
+        }
+        let late = Some(std::time::Duration::from_millis(700));
+        let (events, status) =
+            supervised_late("late", "/bin/true late; exit 0", 1 << 30, Some(late));
+        assert!(status.success(), "{status}");
+        let execs = execs(&events);
+        assert!(
+            execs
+                .iter()
+                .any(|(a, r, _)| a == &vec!["/bin/true", "late"] && r == "ok"),
+            "{execs:?}"
+        );
+    }
+
+    /// Without a supervisor, nothing runs: `start` gives up (exit 126) instead of running the
+    /// program unrecorded, and `shim` (Busy) fails at once.
+    #[test]
+    fn with_no_supervisor_the_program_never_runs() {
+        if !root() {
+            eprintln!("skipped: ptrace of another process tree needs root here");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let script = format!("touch {}", marker.display());
+        let started = std::time::Instant::now();
+        let (_, status) = supervised_late("never", &script, 1 << 30, Some(None));
+        assert_eq!(status.code(), Some(126), "{status}");
+        assert!(!marker.exists(), "the program ran without a supervisor");
+        assert!(started.elapsed() >= std::time::Duration::from_secs(9));
     }
 
     #[test]

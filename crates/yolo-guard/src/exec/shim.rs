@@ -3,6 +3,20 @@
 //! (`filter`), hands the filter's listener to the guard's supervisor, which must be PID 1 of the
 //! namespace, waits for the acknowledgement, and execs PROGRAM. Any failure stops here with
 //! exit status 126 and a message: nothing runs unrecorded.
+//!
+//! `yolo-guard start PROGRAM [ARGS...]` is the same for the agent container's first program,
+//! which the host starts as soon as the guard's process runs, not once the guard says it is
+//! ready (it saves the agent's start from a cold `up`'s critical path). The guard opens the
+//! supervisor's socket last, after the ruleset is verified, DNS listens and the file watcher
+//! runs; until then a connection is refused, and `start` tries again (up to
+//! [`START_TIMEOUT`]) where `shim` fails at once. So nothing of the agent runs before the
+//! firewall holds: the container's only process is this one, waiting.
+//!
+//! `yolo-guard shim --pod PROGRAM [ARGS...]` is the same in a Kubernetes Pod (`yolo kube`),
+//! where the Pod's pause process, not the guard, is PID 1 of the shared PID namespace: the
+//! supervisor is then recognised by its capabilities (NET_ADMIN and SYS_PTRACE, which nothing
+//! in the agent's container can hold: every capability dropped, no privilege escalation), and
+//! the shim waits for it, because a Pod starts its containers without waiting for each other.
 
 use super::filter;
 use super::wire;
@@ -16,13 +30,43 @@ const CANNOT_RUN: i32 = 126;
 /// A program not found on PATH (as a shell and `docker exec` say it).
 const NOT_FOUND: i32 = 127;
 
+/// How long the agent's first program waits for the guard to open the supervisor's socket
+/// (the host gives up on the guard's readiness sooner, and removes the container).
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Run the shim: never returns on success (PROGRAM replaced it).
 pub fn main(args: &[OsString]) -> i32 {
+    match args.first() {
+        Some(flag) if flag == "--pod" => {
+            run(&args[1..], Supervisor::Guard, Wait::Listening(POD_WAIT))
+        }
+        _ => run(args, Supervisor::Pid(1), Wait::Busy),
+    }
+}
+
+/// Run the shim as the container's first program: wait for the guard's supervisor.
+pub fn start(args: &[OsString]) -> i32 {
+    run(args, Supervisor::Pid(1), Wait::Listening(START_TIMEOUT))
+}
+
+/// What a refused connection means.
+#[derive(Clone, Copy, Debug)]
+pub enum Wait {
+    /// The guard is up: only a busy supervisor is tried again (within 10 s).
+    Busy,
+    /// The guard may still be starting: a socket nobody listens on yet is tried again too,
+    /// until this long.
+    Listening(Duration),
+}
+
+fn run(args: &[OsString], supervisor: Supervisor, wait: Wait) -> i32 {
     let Some(program) = args.first() else {
-        eprintln!("usage: yolo-guard shim PROGRAM [ARGS...]");
+        eprintln!(
+            "usage: yolo-guard shim [--pod] PROGRAM [ARGS...] | yolo-guard start PROGRAM [ARGS...]"
+        );
         return 64;
     };
-    if let Err(message) = supervise(wire::SOCKET, 1) {
+    if let Err(message) = supervise(wire::SOCKET, &supervisor, wait) {
         eprintln!("yolo: {message}; not running {}", program.to_string_lossy());
         return CANNOT_RUN;
     }
@@ -39,9 +83,21 @@ pub fn main(args: &[OsString]) -> i32 {
     }
 }
 
+/// Who the supervisor at the socket must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Supervisor {
+    /// This process, as this PID namespace numbers it (PID 1 under Docker).
+    Pid(i32),
+    /// A process holding CAP_NET_ADMIN and CAP_SYS_PTRACE (the guard of a Pod), waited for.
+    Guard,
+}
+
+/// How long the shim in a Pod waits for the guard to listen.
+const POD_WAIT: Duration = Duration::from_secs(120);
+
 /// Install the filter and register its listener with the supervisor at `socket` (an abstract
-/// name), whose process must be `supervisor_pid` as this namespace sees it.
-pub fn supervise(socket: &str, supervisor_pid: i32) -> Result<(), String> {
+/// name).
+pub fn supervise(socket: &str, supervisor: &Supervisor, wait: Wait) -> Result<(), String> {
     // While the shim holds the listener, another process of the agent (same user) must not
     // be able to copy it (`pidfd_getfd`, ptrace) and answer execs itself. The exec of the
     // program resets this.
@@ -58,7 +114,7 @@ pub fn supervise(socket: &str, supervisor_pid: i32) -> Result<(), String> {
         ),
         _ => format!("cannot install the exec audit's seccomp filter: {e}"),
     })?;
-    register(&listener, socket, supervisor_pid, Duration::from_secs(10))
+    register_with(&listener, socket, supervisor, wait)
 }
 
 /// Hand `listener` to the supervisor and wait for its acknowledgement. A connection the
@@ -68,12 +124,25 @@ pub fn register(
     listener: &OwnedFd,
     socket: &str,
     supervisor_pid: i32,
-    timeout: Duration,
+    wait: Wait,
 ) -> Result<(), String> {
+    register_with(listener, socket, &Supervisor::Pid(supervisor_pid), wait)
+}
+
+fn register_with(
+    listener: &OwnedFd,
+    socket: &str,
+    supervisor: &Supervisor,
+    wait: Wait,
+) -> Result<(), String> {
+    let (timeout, not_yet) = match wait {
+        Wait::Busy => (Duration::from_secs(10), false),
+        Wait::Listening(timeout) => (timeout, true),
+    };
     let deadline = std::time::Instant::now() + timeout;
     let mut pause = Duration::from_millis(1);
     loop {
-        match attempt(listener, socket, supervisor_pid, timeout) {
+        match attempt(listener, socket, supervisor, timeout, not_yet) {
             Ok(()) => return Ok(()),
             Err(Attempt::Again(_)) if std::time::Instant::now() + pause < deadline => {
                 std::thread::sleep(pause);
@@ -93,8 +162,9 @@ enum Attempt {
 fn attempt(
     listener: &OwnedFd,
     socket: &str,
-    supervisor_pid: i32,
+    supervisor: &Supervisor,
     timeout: Duration,
+    not_yet: bool,
 ) -> Result<(), Attempt> {
     use std::io::Read;
     let unreachable = |e: std::io::Error| {
@@ -102,14 +172,26 @@ fn attempt(
     };
     let stream = wire::connect(socket).map_err(|e| match e.raw_os_error() {
         Some(libc::EAGAIN) => Attempt::Again(unreachable(e)),
+        // Nobody listens yet: the guard is still setting up (while `start`, or the shim in a
+        // Pod, waits for it).
+        Some(libc::ECONNREFUSED | libc::ENOENT) if not_yet => Attempt::Again(unreachable(e)),
         _ => Attempt::Fail(unreachable(e)),
     })?;
     let peer = wire::peer_pid(&stream).map_err(|e| Attempt::Fail(unreachable(e)))?;
-    if peer != supervisor_pid {
-        return Err(Attempt::Fail(format!(
-            "the exec audit's socket @{socket} is held by process {peer}, not by the guard \
-             (process {supervisor_pid})"
-        )));
+    match supervisor {
+        Supervisor::Pid(pid) if peer != *pid => {
+            return Err(Attempt::Fail(format!(
+                "the exec audit's socket @{socket} is held by process {peer}, not by the guard \
+                 (process {pid})"
+            )));
+        }
+        Supervisor::Guard if !holds_guard_caps(peer) => {
+            return Err(Attempt::Fail(format!(
+                "the exec audit's socket @{socket} is held by process {peer}, which lacks the \
+                 guard's capabilities (NET_ADMIN, SYS_PTRACE)"
+            )));
+        }
+        _ => {}
     }
     stream
         .set_read_timeout(Some(timeout))
@@ -153,6 +235,27 @@ fn attempt(
             "the exec audit's supervisor refused: {other}"
         ))),
     }
+}
+
+/// Capability numbers (linux/capability.h).
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_SYS_PTRACE: u32 = 19;
+
+/// Whether process `pid` holds CAP_NET_ADMIN and CAP_SYS_PTRACE in its effective set.
+fn holds_guard_caps(pid: i32) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    effective_caps(&text).is_some_and(|caps| {
+        let need = (1u64 << CAP_NET_ADMIN) | (1u64 << CAP_SYS_PTRACE);
+        caps & need == need
+    })
+}
+
+/// The `CapEff` mask of a /proc/PID/status text.
+fn effective_caps(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
 }
 
 /// `execve` PROGRAM, found on PATH when it has no `/` (one exec, not one per PATH entry, so the
@@ -207,4 +310,59 @@ fn resolve(program: &OsStr) -> Option<OsString> {
                 && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0
         })
         .map(Into::into)
+}
+
+#[cfg(test)]
+mod pod_tests {
+    use super::*;
+
+    #[test]
+    fn the_guards_capabilities_are_read_from_the_effective_set() {
+        // The guard of a Pod: NET_ADMIN, NET_BIND_SERVICE, SYS_PTRACE.
+        let guard = "Name:\tyolo-guard\nCapPrm:\t0000000000081400\nCapEff:\t0000000000081400\n";
+        let need = (1u64 << CAP_NET_ADMIN) | (1u64 << CAP_SYS_PTRACE);
+        assert_eq!(effective_caps(guard).map(|c| c & need), Some(need));
+        // Root in the agent's container: every capability dropped but the default few.
+        let agent = "CapEff:\t00000000000000eb\n";
+        assert_ne!(effective_caps(agent).map(|c| c & need), Some(need));
+        assert_eq!(effective_caps("Name: x\n"), None);
+    }
+
+    /// The check reads the live process: a process of another user holds none of the caps
+    /// (what root in an agent container, every capability dropped, looks like to the shim).
+    #[test]
+    fn a_process_without_the_capabilities_is_not_taken_for_the_guard() {
+        let Ok(mut child) = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sleep",
+                "5",
+            ])
+            .spawn()
+        else {
+            panic!("setpriv (util-linux) is needed for this test");
+        };
+        let pid = child.id() as i32;
+        // Until setpriv has become the other user (and exec'd sleep).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .is_ok_and(|s| s.contains("sleep") && s.contains("65534"))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "setpriv never ran sleep"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!holds_guard_caps(pid));
+        assert!(!holds_guard_caps(i32::MAX), "no such process");
+        let own = std::fs::read_to_string("/proc/self/status").unwrap();
+        let need = (1u64 << CAP_NET_ADMIN) | (1u64 << CAP_SYS_PTRACE);
+        let mine = effective_caps(&own).unwrap() & need == need;
+        assert_eq!(holds_guard_caps(std::process::id() as i32), mine);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
