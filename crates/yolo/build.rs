@@ -13,6 +13,7 @@
 //! Both are empty when the workspace is not next to this crate (a packaged crate): the CLI then
 //! needs a guard image named in the user's config.
 
+use sha2::Digest;
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,16 @@ fn main() {
         fs::write(&source, source_tar(&workspace, &out)).expect("writing guard-src.tar");
     } else {
         fs::write(&source, b"").expect("writing an empty guard-src.tar");
+    }
+    // Their digests, so the CLI names the guard image and the shim's folder without reading
+    // (and so paging in) the 4 MB binary on every `up`.
+    for (file, digest) in [(&binary, "guard.digest"), (&source, "guard-src.digest")] {
+        let bytes = fs::read(file).expect("reading what was embedded");
+        let hex: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        fs::write(out.join(digest), &hex[..12]).expect("writing a digest");
     }
 }
 

@@ -1,10 +1,32 @@
 # yolo's one-time root setup in a new project container, run as `sh -c <this> yolo-setup USER
-# UID GID STATE`: match USER's uid/gid to the host user's (UID, GID; empty: keep), so files in
-# the workspace stay the host user's, and hand the agent state volumes under STATE to USER.
-# As the reference CLI's updateUID.Dockerfile: a uid taken by another user leaves USER alone;
-# a gid taken by another group leaves USER in its own group (only the uid changes).
+# UID GID STATE [WORKSPACE]`: match USER's uid/gid to the host user's (UID, GID; empty: keep),
+# so files in the workspace stay the host user's, and hand the agent state volumes under STATE
+# to USER. As the reference CLI's updateUID.Dockerfile: a uid taken by another user leaves USER
+# alone; a gid taken by another group leaves USER in its own group (only the uid changes).
+# WORKSPACE (the bind's mount point): in a user namespace (this container's uid map is not the
+# identity), the host user is another id in here, and the workspace's owner as seen here is
+# what USER must be; mapped to root (rootless Podman or Docker: root here is the host user), no
+# uid but 0 would do, so USER is left alone and the note says what works. Without a user
+# namespace the host's ids are used, as the reference CLI does.
 set -u
-u="$1"; uid="$2"; gid="$3"; state="$4"
+u="$1"; uid="$2"; gid="$3"; state="$4"; ws="${5:-}"
+mapped=no
+if [ -r /proc/self/uid_map ]; then
+  read -r inside outside count < /proc/self/uid_map || true
+  [ "${inside:-0} ${outside:-0} ${count:-4294967295}" = "0 0 4294967295" ] || mapped=yes
+fi
+if [ "$mapped" = yes ] && [ "$u" != root ] && [ -n "$uid" ] && [ -n "$ws" ] && [ -d "$ws" ]; then
+  seen_uid=$(stat -c %u "$ws" 2>/dev/null || echo "$uid")
+  seen_gid=$(stat -c %g "$ws" 2>/dev/null || echo "$gid")
+  if [ "$seen_uid" = 65534 ]; then
+    : # the owner is not mapped in here (Docker's userns-remap maps only its own range): the host's ids
+  elif [ "$seen_uid" = 0 ] && [ "$uid" != 0 ]; then
+    echo "the engine maps your user to root in this container (a rootless engine): $u cannot own or write the workspace whatever its uid; set \"remoteUser\": \"root\" (root here is you on the host, with the container's capabilities only), or use a rootful engine (docs/podman.md)"
+    uid=""
+  elif [ "$seen_uid" != "$uid" ]; then
+    uid="$seen_uid"; gid="$seen_gid"
+  fi
+fi
 if [ "$u" != root ] && [ -n "$uid" ] && id "$u" >/dev/null 2>&1; then
   cur_uid=$(id -u "$u"); cur_gid=$(id -g "$u")
   if [ "$cur_uid" != "$uid" ] || [ "$cur_gid" != "$gid" ]; then

@@ -78,6 +78,42 @@ pub(crate) struct UpFlags {
     pub(crate) extra_ca: Vec<std::path::PathBuf>,
 }
 
+/// The flags of `kube` besides those of `up`: where the Pod's images and workspace come from,
+/// and whether to apply it. Checked here (conflicts, shapes), resolved in `commands::kube`.
+#[derive(Debug, Clone, Args, Default)]
+pub(crate) struct KubeFlags {
+    /// Create (or update) the Pod in the cluster of your kubeconfig instead of printing it
+    #[arg(long)]
+    pub(crate) apply: bool,
+    /// The agent's image, from a registry the cluster pulls from (needed when the config builds one)
+    #[arg(long, value_name = "IMAGE")]
+    pub(crate) image: Option<String>,
+    /// The firewall guard's image, pushed where the cluster pulls from (default: yolo's local tag)
+    #[arg(long, value_name = "IMAGE")]
+    pub(crate) guard_image: Option<String>,
+    /// Mount this PersistentVolumeClaim as the workspace instead of cloning the repository
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["repo", "branch", "git_image"], value_parser = values::parse_kube_name)]
+    pub(crate) pvc: Option<String>,
+    /// Repository URL the Pod clones (default: the workspace's `origin` remote)
+    #[arg(long, value_name = "URL")]
+    pub(crate) repo: Option<String>,
+    /// Branch the Pod clones (default: the workspace's current branch)
+    #[arg(long, value_name = "BRANCH")]
+    pub(crate) branch: Option<String>,
+    /// Image with git for the clone (default: the agent's image)
+    #[arg(long, value_name = "IMAGE")]
+    pub(crate) git_image: Option<String>,
+    /// Namespace (default: your kubeconfig context's)
+    #[arg(long, short = 'n', value_name = "NAMESPACE", value_parser = values::parse_kube_name)]
+    pub(crate) namespace: Option<String>,
+    /// The Pod's name (default: the container name `yolo up` would use)
+    #[arg(long, value_name = "NAME", value_parser = values::parse_kube_name)]
+    pub(crate) name: Option<String>,
+    /// What the agent container runs (default: a keep-alive; `kubectl exec` into it)
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
 /// `--network`: the user's choice only; a repository cannot pick it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum NetworkArg {
@@ -119,9 +155,43 @@ pub(crate) enum Command {
         flags: UpFlags,
         /// Agent preset: claude, codex, gemini, aider, opencode, or one from your config
         agent: Option<String>,
+        /// Run the agent in the background: its output goes to a log on this machine
+        /// (`yolo logs`), `yolo ps` lists it; prints the run's id and returns
+        #[arg(long, short = 'd')]
+        detach: bool,
         /// Arguments passed to the agent
         #[arg(last = true)]
         args: Vec<String>,
+    },
+    /// List agent runs (`yolo run`, attached or detached) of every workspace: running ones, or
+    /// all with --all
+    Ps {
+        /// Also the runs that ended
+        #[arg(long, short = 'a')]
+        all: bool,
+        /// Print as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the output of a detached agent run (default: the workspace's latest)
+    Logs {
+        #[command(flatten)]
+        target: Target,
+        /// The run's id, or a unique start of it (`yolo ps --all` lists them)
+        run: Option<String>,
+        /// Keep printing until the run ends
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// Print the agent's output as it wrote it (by default control characters are shown
+        /// escaped)
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Internal: wait for a detached run's agent (started by `yolo run --detach`)
+    #[command(hide = true)]
+    Keep {
+        /// The run's id
+        run: String,
     },
     /// Run a command in the container as the remote user, in the workspace folder
     Exec {
@@ -147,8 +217,13 @@ pub(crate) enum Command {
         #[arg(long)]
         volumes: bool,
     },
+    /// Bring the agent's work back from a remote engine's volume as the branch yolo/<name>
+    /// (docs/remote.md); never touches your branch or files
+    Sync {
+        #[command(flatten)]
+        target: Target,
+    },
     /// List yolo's containers
-    #[command(alias = "ps")]
     Status {
         /// Print as JSON (shape in docs/json-output.md)
         #[arg(long)]
@@ -167,10 +242,31 @@ pub(crate) enum Command {
     },
     /// Check that Docker is usable
     Doctor,
+    /// Print the session as one Kubernetes Pod (YAML), or create it with --apply
+    ///
+    /// The same plan as `yolo up`: the guard and the agent as two containers sharing the
+    /// Pod's network and process namespaces, the allowlist in a ConfigMap; docs/kubernetes.md
+    Kube {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        flags: UpFlags,
+        #[command(flatten)]
+        kube: KubeFlags,
+    },
     /// Show a session's audit log
     Audit {
         #[command(flatten)]
         target: Target,
+        /// Read the events of this Pod made by `yolo kube` (its guard's log) instead of a session
+        #[arg(long, value_name = "POD", conflicts_with_all = ["session", "list", "follow"], value_parser = values::parse_kube_name)]
+        kube: Option<String>,
+        /// The Pod's namespace (with --kube; default: your kubeconfig context's)
+        #[arg(long, short = 'n', value_name = "NAMESPACE", requires = "kube", value_parser = values::parse_kube_name)]
+        namespace: Option<String>,
+        /// The guard's log as text from this file (`-`: stdin) instead of the cluster's API
+        #[arg(long, value_name = "FILE", requires = "kube", hide = true)]
+        kube_log: Option<PathBuf>,
         /// Session id (default: the workspace's latest; `--list` shows them)
         #[arg(long, value_name = "ID")]
         session: Option<String>,

@@ -75,6 +75,9 @@ pub(crate) enum Error {
         signal: crate::interrupt::Signal,
         stopped: Option<String>,
     },
+    /// `yolo sync` would overwrite something of the user's (a branch with commits of its own,
+    /// the checked-out branch); resolve it and run again.
+    Conflict(String),
     /// Anything else, already phrased for a human.
     Other(String),
 }
@@ -94,6 +97,7 @@ impl Error {
             Error::Docker { .. } | Error::NotRunning(_) | Error::Unavailable(_) => 69,
             Error::Hook { .. } | Error::CommandFailed(_) => 70,
             Error::Exists(_) => 73,
+            Error::Conflict(_) => 75,
             Error::Io { .. } => 74,
             Error::Interrupted { signal, .. } => signal.exit_code(),
             Error::Other(_) => 1,
@@ -179,7 +183,7 @@ impl fmt::Display for Error {
             }
             Error::NotRunning(message) | Error::Unavailable(message) => write!(f, "{message}"),
             Error::Hook { name, code } => write!(f, "{name} failed with exit code {code}"),
-            Error::CommandFailed(message) => write!(f, "{message}"),
+            Error::CommandFailed(message) | Error::Conflict(message) => write!(f, "{message}"),
             Error::NotApproved(message) => write!(f, "{message}"),
             Error::UserConfig { file, message } => write!(f, "{}: {message}", file.display()),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
@@ -249,6 +253,7 @@ mod tests {
             (hook, 70),
             (Error::CommandFailed("c".into()), 70),
             (Error::Exists("f".into()), 73),
+            (Error::Conflict("c".into()), 75),
             (Error::io("f", io()), 74),
             (refused, 77),
             (Error::NotApproved("n".into()), 77),

@@ -219,6 +219,10 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
     if let Some(ca) = &settings.extra_ca {
         apply_extra_ca(&mut spec, ca)?;
     }
+    // With an engine on another machine the repository is copied into a volume (`remote`).
+    if let Some(why) = crate::engine::remote::remote_reason()? {
+        crate::remote::to_volume(&mut spec, workspace, &why)?;
+    }
     spec.metadata_label = policy::metadata_label(
         &source.metadata,
         policy::metadata_config_entry(&source.raw_json),

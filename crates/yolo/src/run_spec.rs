@@ -55,6 +55,11 @@ pub(crate) struct RunSpec {
     /// `[limits] disk`: the writable layer's size where the storage driver can limit it. Part of
     /// the config hash: a container made without the limit (or with another) is stale.
     pub(crate) disk_bytes: Option<i64>,
+    /// `[limits] required`: an engine that drops a CPU, memory or process limit (rootless
+    /// Podman on cgroup v1) fails the `up` instead of a warning. The user's, never the
+    /// repository's.
+    #[serde(skip)]
+    pub(crate) limits_required: bool,
     pub(crate) ports: Vec<PortPublish>,
     /// Labels set on the container (devcontainer.*, yolo's own, and safe `--label` runArgs).
     pub(crate) labels: BTreeMap<String, String>,

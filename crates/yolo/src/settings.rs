@@ -282,7 +282,7 @@ impl GuardSettings {
         let base_image = named(
             "guard_base_image",
             user.guard_base_image.as_deref(),
-            &format!("name a Debian-based image, or leave the key out for {DEFAULT_BASE}"),
+            &format!("name an image present locally, or leave the key out for {DEFAULT_BASE}"),
         )?;
         Ok(GuardSettings {
             ttl_floor_secs,
@@ -348,6 +348,7 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
         read_only,
         disk_bytes,
         exec_audit: user.audit.exec.unwrap_or(true),
+        limits_required: l.required.unwrap_or(true),
     })
 }
 
@@ -552,6 +553,7 @@ mod tests {
                 read_only: policy::DEFAULT_READ_ONLY.map(String::from).to_vec(),
                 disk_bytes: Some(policy::DEFAULT_DISK),
                 exec_audit: true,
+                limits_required: true,
             }
         );
         assert_eq!(
@@ -573,7 +575,7 @@ mod tests {
         assert_eq!(s.user, UserLayer::default());
         assert_eq!(s.guard, GuardSettings::default());
         assert_eq!(s.guard.ttl_floor_secs, 300);
-        assert_eq!(s.guard.base_image, "debian:bookworm-slim");
+        assert_eq!(s.guard.base_image, "scratch");
         assert_eq!(s.guard.max_session_log, 16 << 20);
         assert!(s.guard.files);
     }
@@ -658,7 +660,7 @@ mod tests {
             (
                 "guard_base_image = \"\"",
                 "guard_base_image",
-                "empty; name a Debian-based image",
+                "empty; name an image present locally",
             ),
             (
                 "[audit]\nmax_session_log = \"lots\"",

@@ -20,10 +20,10 @@ pub(crate) struct UserConfig {
     /// User-defined agents, by name; a name equal to a preset adjusts it (a `command` replaces
     /// the preset's, `env` and `domains` add to its lists, `state_dir` replaces it).
     pub(crate) agents: BTreeMap<String, UserAgent>,
-    /// Base image of the firewall guard (default `debian:bookworm-slim`).
+    /// Base image of the firewall guard (default `scratch`: the guard needs nothing from it).
     pub(crate) guard_base_image: Option<String>,
     /// A ready guard image to use instead of building one (it must hold
-    /// `/usr/local/bin/yolo-guard` and `nft`): for engines this yolo carries no guard for.
+    /// `/usr/local/bin/yolo-guard`): for engines this yolo carries no guard for.
     pub(crate) guard_image: Option<String>,
     /// Host environment variables a devcontainer.json may read with `${localEnv:VAR}`, besides
     /// the harmless ones yolo always allows (see `project::SAFE_LOCAL_ENV`).
@@ -71,6 +71,9 @@ pub(crate) struct UserLimits {
     /// Size of the container's writable layer, where the storage driver can limit it (a size
     /// like "20g", or "none"). Default: `policy::DEFAULT_DISK`.
     pub(crate) disk: Option<String>,
+    /// Whether an engine that drops the CPU, memory or process limits (rootless Podman on
+    /// cgroup v1 does, silently) makes `up` fail (default) or only warn.
+    pub(crate) required: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

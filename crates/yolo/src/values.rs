@@ -62,6 +62,25 @@ pub(crate) fn parse_pattern(text: &str) -> std::result::Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A Kubernetes object name (`--name`, `--pvc`, `--namespace`, `audit --kube`): a DNS label,
+/// lowercase letters, digits and `-`, at most 63, starting and ending with a letter or digit.
+pub(crate) fn parse_kube_name(text: &str) -> std::result::Result<String, String> {
+    let ok = !text.is_empty()
+        && text.len() <= 63
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !text.starts_with('-')
+        && !text.ends_with('-');
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "\"{text}\" is not a Kubernetes name: use lowercase letters, digits and '-' (at most 63, not starting or ending with '-')"
+        ))
+    }
+}
+
 /// `ADDR[:PORT]`, port 53 by default; IPv6 as `[addr]:port` or bare. A resolver has an address
 /// and a port: `0.0.0.0` and `::` (any address) and port 0 (any port) name none.
 pub(crate) fn parse_upstream(text: &str) -> std::result::Result<SocketAddr, String> {

@@ -23,7 +23,7 @@ pub(crate) struct Filter {
 
 impl Filter {
     /// The line to print for `event`, if it passes.
-    fn line(&self, event: &Event, json: bool) -> Option<String> {
+    pub(crate) fn line(&self, event: &Event, json: bool) -> Option<String> {
         if !self.kinds.is_empty() && !self.kinds.iter().any(|k| self.takes(k, event)) {
             return None;
         }
@@ -64,6 +64,17 @@ pub(crate) async fn execute(
     json: bool,
     list: bool,
 ) -> Result<i32> {
+    // A remote engine's guard logs to a volume: its events copied here first, and every 2 s
+    // while following (docs/remote.md).
+    let remote = crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some());
+    if remote {
+        if let Err(e) = collect_remote_events(target).await {
+            eprintln!(
+                "{} the guard's latest events could not be copied from the engine: {e}",
+                console::style("warning:").yellow().bold()
+            );
+        }
+    }
     if list {
         return list_sessions(target);
     }
@@ -82,6 +93,7 @@ pub(crate) async fn execute(
     // (--follow) print as they come, an exit on its own line when it happens.
     let keep_exits = filter.kinds.iter().any(|k| k == "exec_exit");
     let mut events = audit::reader::join_exits(tail.poll(), keep_exits);
+    let mut polls: u64 = 0;
     loop {
         for event in events {
             if let Some(line) = filter.line(&event, json) {
@@ -92,6 +104,11 @@ pub(crate) async fn execute(
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+        polls += 1;
+        if remote && polls.is_multiple_of(10) {
+            // A failure here was said at the start; the next round tries again.
+            let _ = collect_remote_events(target).await;
+        }
         filter.live = true;
         events = tail.poll();
     }
@@ -100,6 +117,12 @@ pub(crate) async fn execute(
         eprintln!("{} {gap}", console::style("warning:").yellow().bold());
     }
     Ok(0)
+}
+
+async fn collect_remote_events(target: &Target) -> Result<()> {
+    let located = super::locate(target)?;
+    let engine = super::engine().await?;
+    super::sync::collect_events(&engine, &located).await
 }
 
 pub(crate) fn latest_session(target: &Target) -> Result<String> {

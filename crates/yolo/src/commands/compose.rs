@@ -478,7 +478,11 @@ where
     })
     .await?;
     engine
-        .set_limits(&spec.container_name, &fit_to_host(engine, spec).await?)
+        .set_limits(
+            &spec.container_name,
+            &fit_to_host(engine, spec).await?,
+            spec.limits_required,
+        )
         .await?;
     let args = with(&["up", "--detach", "--no-recreate"]);
     run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())

@@ -28,6 +28,26 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
         Err(e) => return Err(e),
     };
     super::watched::report_and_print(&located.devcontainer_id, session::current(&state)?.as_ref());
+    // A remote engine's copy: the agent's work comes back before anything stops or goes; a
+    // conflict stops `down` (nothing is lost: run `yolo sync` once resolved).
+    if crate::engine::remote::remote_reason()?.is_some() {
+        let warn = |e: &Error| eprintln!("{} {e}", console::style("warning:").yellow().bold());
+        if let Err(e) = super::sync::collect_events(&engine, &located).await {
+            warn(&e);
+        }
+        match super::sync::bring_back(&engine, &located).await {
+            Ok(_) => {}
+            // Removing the copy would lose what could not be brought back.
+            Err(e) if remove && volumes => return Err(e),
+            Err(e) => {
+                warn(&e);
+                eprintln!(
+                    "{} the agent's work stays in its volume; run `yolo sync` once that is resolved",
+                    console::style("yolo:").bold()
+                );
+            }
+        }
+    }
     let result = if remove {
         state.created_hooks_done_for = None;
         state.post_start_done_for = None;
@@ -142,6 +162,15 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
             if keep(engine.remove_volume(name).await) {
                 removed.push(format!("volume {name}"));
             }
+        }
+    }
+    // The host folders of the guards' configs (`engine::guard_config_dir`), once their guard
+    // is gone.
+    let data = crate::user_config::data_dir();
+    for guard in containers.iter().filter(|c| c.role == Role::Guard) {
+        let dir = crate::engine::guard_config_dir_of(&data, &guard.name);
+        if dir.is_dir() && removed.iter().any(|r| r.contains(&guard.name)) {
+            keep(std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e)));
         }
     }
     if !removed.is_empty() {

@@ -11,8 +11,9 @@ use crate::state::WorkspaceState;
 use std::io::IsTerminal;
 
 pub(crate) async fn execute(target: &Target, argv: Vec<String>) -> Result<i32> {
+    let engine = super::engine_soon();
     let located = super::locate(target)?;
-    let engine = super::engine().await?;
+    let engine = engine.await?;
     attach(&engine, &located, "exec", argv).await
 }
 
@@ -92,6 +93,10 @@ pub(crate) async fn attach_with_env(
     let result = runner.run(source, &name, &request, output).await;
     // Interrupted or failed too: whatever ran may have changed the files the host runs.
     super::watched::report_and_print(&located.devcontainer_id, writer.as_ref());
+    // A remote engine's guard logs to a volume: its events copied here (docs/remote.md).
+    if let Err(e) = super::sync::collect_events(engine, located).await {
+        eprintln!("{} {e}", console::style("warning:").yellow().bold());
+    }
     Ok(result?.exit_code.clamp(0, 255) as i32)
 }
 

@@ -221,7 +221,7 @@ async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Resu
     let (uid, gid) = update.map_or((String::new(), String::new()), |(u, g)| {
         (u.to_string(), g.to_string())
     });
-    let argv = vec![
+    let mut argv = vec![
         "/bin/sh".into(),
         "-c".into(),
         SETUP_SCRIPT.into(),
@@ -231,6 +231,12 @@ async fn setup(root: &Runner<'_>, project: &Project, user: Option<&str>) -> Resu
         gid,
         AGENT_STATE_ROOT.into(),
     ];
+    // A bound host folder shows who the host user is in here; a volume (a remote engine's
+    // copy, a `type=volume` workspaceMount) does not: it is the volume's owner.
+    // The bind's mount point, not `workspaceFolder`, which the repository may point elsewhere.
+    if project.spec.workspace_mount.kind == crate::run_spec::MountKind::Bind {
+        argv.push(project.spec.workspace_mount.target.clone());
+    }
     let request = root.request(argv, false, false);
     let result = root
         .run(

@@ -12,6 +12,7 @@ pub(crate) mod features;
 pub(crate) mod firewall;
 pub(crate) mod hooks;
 pub(crate) mod init;
+pub(crate) mod kube;
 pub(crate) mod metadata;
 pub(crate) mod network;
 pub(crate) mod output;
@@ -19,14 +20,16 @@ pub(crate) mod ports;
 pub(crate) mod replay;
 pub(crate) mod report;
 pub(crate) mod run;
+pub(crate) mod runs;
 pub(crate) mod session;
 pub(crate) mod status;
+pub(crate) mod sync;
 pub(crate) mod up;
 pub(crate) mod watched;
 
 use crate::cli::{Cli, Command};
 use crate::engine::{Engine, Owner};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::project::Located;
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
@@ -46,11 +49,26 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             target,
             flags,
             agent,
+            detach,
             args,
         } => {
             let (settings, user) = resolve(&flags)?;
-            run::execute(&target, settings, user, agent, args).await
+            run::execute(&target, settings, user, agent, args, detach).await
         }
+        Command::Ps { all, json } => runs::ps(all, json).await,
+        Command::Logs {
+            target,
+            run,
+            follow,
+            raw,
+        } => {
+            let workspace = match &run {
+                Some(_) => None,
+                None => Some(locate(&target)?.workspace),
+            };
+            runs::logs(run.as_deref(), workspace.as_deref(), follow, raw).await
+        }
+        Command::Keep { run } => run::keep(&run).await,
         Command::Exec { target, command } => exec::execute(&target, command).await,
         Command::Shell { target } => exec::shell(&target).await,
         Command::Down {
@@ -58,6 +76,7 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             remove,
             volumes,
         } => down::execute(&target, remove, volumes).await,
+        Command::Sync { target } => sync::execute(&target).await,
         Command::Status { json } => status::execute(json).await,
         Command::Init {
             target,
@@ -65,6 +84,42 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             force,
         } => init::execute(&target, &agent, force),
         Command::Doctor => doctor::execute().await,
+        Command::Kube {
+            target,
+            flags,
+            kube,
+        } => {
+            kube::refuse_up_only(&flags)?;
+            let (settings, user) = resolve(&flags)?;
+            kube::execute(&target, settings, user, kube).await
+        }
+        Command::Audit {
+            target,
+            kube: Some(pod),
+            namespace,
+            kube_log,
+            kinds,
+            since,
+            grep,
+            json,
+            ..
+        } => {
+            let _ = target;
+            let filter = audit::Filter {
+                kinds,
+                since,
+                grep,
+                live: false,
+            };
+            kube::audit(
+                &pod,
+                namespace.as_deref(),
+                kube_log.as_deref(),
+                &filter,
+                json,
+            )
+            .await
+        }
         Command::Audit {
             target,
             session,
@@ -74,6 +129,7 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             follow,
             json,
             list,
+            ..
         } => {
             let filter = audit::Filter {
                 kinds,
@@ -115,6 +171,17 @@ fn resolve(flags: &crate::cli::UpFlags) -> Result<(UpSettings, UserConfig)> {
 /// Connect to Docker, with the error a newcomer can act on.
 pub(crate) async fn engine() -> Result<Engine> {
     Engine::connect().await
+}
+
+/// `engine()` begun now, in the background, for a command that reads local files first: the
+/// engine's `/version` (several ms) overlaps with that work. Await the result where the engine
+/// is first needed; a local error returned before then wins, as it would without this.
+pub(crate) fn engine_soon() -> impl std::future::Future<Output = Result<Engine>> {
+    let task = tokio::spawn(Engine::connect());
+    async move {
+        task.await
+            .unwrap_or_else(|e| Err(Error::other(format!("connecting to Docker: {e}"))))
+    }
 }
 
 /// Whose containers a located workspace's are, for `Engine::find`.

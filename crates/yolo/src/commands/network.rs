@@ -147,15 +147,18 @@ pub(crate) fn guard_config(
         }),
         file_watch: file_watch(project, session, phase),
         local_names: Vec::new(),
+        audit_to_stdout: false,
     }
 }
 
 /// The file watcher's settings: on unless `[audit] files = false`, for a session (an image
 /// build's guard has nothing to watch: a build does not write the workspace), and only when
-/// the workspace is a host folder the guard has mounted.
+/// the workspace is a host folder the guard has mounted (or, with a remote engine, the copy's
+/// volume: `crate::remote`).
 fn file_watch(project: &Project, session: &str, phase: Option<&str>) -> Option<FileWatch> {
     let settings = &project.settings;
-    if !settings.guard.files || phase.is_some() || guard_workspace(project).is_none() {
+    let watched = guard_workspace(project).is_some() || crate::remote::uses_copy(&project.spec);
+    if !settings.guard.files || phase.is_some() || !watched {
         return None;
     }
     Some(FileWatch {
@@ -200,6 +203,16 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
     for note in notes {
         eprintln!("{} {note}", console::style("yolo:").bold());
     }
+    // A remote engine: the guard's events go to a volume, its config is copied in, and it sees
+    // the workspace's copy (docs/remote.md).
+    let remote = crate::remote::uses_copy(&project.spec);
+    let events_volume = remote.then(|| crate::remote::events_volume(&project.spec.devcontainer_id));
+    super::sync::seed(engine, project, &image).await?;
+    if let Some(volume) = &events_volume {
+        engine
+            .create_volume(volume, &project.spec.devcontainer_id)
+            .await?;
+    }
     let mut spec = GuardSpec {
         name: guard_name(project),
         image,
@@ -209,7 +222,27 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
         hostname: project.spec.hostname.clone(),
         extra_hosts: project.spec.extra_hosts.clone(),
         log_dir: log_dir(&crate::user_config::data_dir())?,
+        events_volume,
+        workspace_volume: remote.then(|| project.spec.workspace_mount.source.clone()),
         workspace: guard_workspace(project),
+        limits_required: project.spec.limits_required,
+        config_dir: if remote {
+            // A folder left by a guard of the same name on a local engine would be written
+            // instead of the copy this guard reads (`Engine::update_guard_config`).
+            let stale = crate::engine::guard_config_dir_of(
+                &crate::user_config::data_dir(),
+                &guard_name(project),
+            );
+            if stale.exists() {
+                std::fs::remove_dir_all(&stale).map_err(|e| Error::io(&stale, e))?;
+            }
+            None
+        } else {
+            Some(crate::engine::guard_config_dir(
+                &crate::user_config::data_dir(),
+                &guard_name(project),
+            )?)
+        },
     };
     match engine.create_guard(&spec).await {
         // The image went between its check and now (`docker image prune`, another yolo's or a
@@ -225,13 +258,33 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
 }
 
 /// Start the guard with a fresh config and wait until it has verified its ruleset.
-pub(crate) async fn start_guard(engine: &Engine, id: &str, config: &GuardConfig) -> Result<()> {
+pub(crate) async fn start_guard(
+    engine: &Engine,
+    project: &Project,
+    id: &str,
+    config: &GuardConfig,
+) -> Result<()> {
+    launch_guard(engine, project, id, config).await?;
+    wait_guard(engine, id, &config.session).await
+}
+
+/// `start_guard`'s first half: the config in, the guard started (not yet ready).
+pub(crate) async fn launch_guard(
+    engine: &Engine,
+    project: &Project,
+    id: &str,
+    config: &GuardConfig,
+) -> Result<()> {
     let json = serde_json::to_string_pretty(config).map_err(|e| Error::other(e.to_string()))?;
-    engine.update_guard_config(id, &json).await?;
-    engine.start(id).await?;
-    engine
-        .wait_guard_ready(id, &config.session, READY_TIMEOUT)
-        .await
+    let dir =
+        crate::engine::guard_config_dir_of(&crate::user_config::data_dir(), &guard_name(project));
+    engine.update_guard_config(id, &dir, &json).await?;
+    engine.start(id).await
+}
+
+/// `start_guard`'s second half: until the guard of `session` says it is ready.
+pub(crate) async fn wait_guard(engine: &Engine, id: &str, session: &str) -> Result<()> {
+    engine.wait_guard_ready(id, session, READY_TIMEOUT).await
 }
 
 /// Send a control request to a running guard.

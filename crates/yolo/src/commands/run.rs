@@ -1,5 +1,6 @@
 //! `yolo run <agent>`: `up` if needed, then the agent in unattended mode, attached.
 
+use super::runs::{self, RunRecord};
 use crate::agents;
 use crate::cli::Target;
 use crate::engine::{Engine, ExecRequest, Output};
@@ -14,6 +15,7 @@ pub(crate) async fn execute(
     user: UserConfig,
     agent: Option<String>,
     args: Vec<String>,
+    detach: bool,
 ) -> Result<i32> {
     let located = super::locate(target)?;
     let mut project = Project::load(&located, settings, user)?;
@@ -30,23 +32,156 @@ pub(crate) async fn execute(
         &agent,
     )
     .await?;
+    let mut argv = agent.command.clone();
+    argv.extend(args);
+    let at = runs::Where {
+        container: &outcome.container_id,
+        session: &outcome.session,
+        network: &outcome.network,
+    };
+    let mut record = RunRecord::new(
+        &located.workspace,
+        Some(&located.config_file),
+        (&agent.name, argv.clone()),
+        &at,
+        detach,
+    );
+    if detach {
+        return start_keeper(&mut record);
+    }
+    record.pid = Some(std::process::id());
+    record.save()?;
+    let result = run_agent(
+        &engine,
+        &located,
+        &agent,
+        argv,
+        &outcome.network,
+        &outcome.session,
+    )
+    .await;
+    record.finish(&result)?;
+    result
+}
+
+/// The agent attached to this process's stdin/stdout (a terminal, or the keeper's log), then
+/// the summary of what it contacted.
+async fn run_agent(
+    engine: &Engine,
+    located: &crate::project::Located,
+    agent: &agents::Agent,
+    argv: Vec<String>,
+    network: &str,
+    session: &str,
+) -> Result<i32> {
     let env: Vec<String> = agent
         .env
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
         .collect();
-    let mut argv = agent.command.clone();
-    argv.extend(args);
     let started = chrono::Utc::now();
-    let code = super::exec::attach_with_env(&engine, &located, "agent", argv, env).await?;
-    if outcome.network != "none" {
+    let code = super::exec::attach_with_env(engine, located, "agent", argv, env).await?;
+    if network != "none" {
         // The guard writes its events from a queue: give the last ones a moment to land.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         // The names the agent looked up are its own words: shown, not obeyed.
-        let summary = super::firewall::summary(&outcome.session, started);
+        let summary = super::firewall::summary(session, started);
         eprint!("{}", crate::visible::escape_controls(&summary));
     }
     Ok(code)
+}
+
+/// `run --detach`: the keeper (`yolo keep ID`) started in a session of its own, without a
+/// terminal, its output to the run's log; this process says where to look and returns.
+fn start_keeper(record: &mut RunRecord) -> Result<i32> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::process::CommandExt;
+    record.save()?;
+    let log = record.log_path();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&log)
+        .map_err(|e| Error::io(&log, e))?;
+    let err = file.try_clone().map_err(|e| Error::io(&log, e))?;
+    let me =
+        std::env::current_exe().map_err(|e| Error::other(format!("finding yolo itself: {e}")))?;
+    let mut command = std::process::Command::new(me);
+    command
+        .args(["keep", &record.id])
+        .stdin(std::process::Stdio::null())
+        .stdout(file)
+        .stderr(err);
+    // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command
+        .spawn()
+        .map_err(|e| Error::other(format!("starting the detached run's keeper: {e}")))?;
+    record.pid = Some(child.id());
+    record.save()?;
+    let id = &record.id;
+    println!("{id}");
+    eprintln!(
+        "{} {} runs detached as run {id} (process {})\n  output:  yolo logs {id} -f   ({})\n  runs:    yolo ps\n  audit:   yolo audit --session {}\n  stop:    kill {}",
+        console::style("yolo:").bold(),
+        record.agent,
+        child.id(),
+        log.display(),
+        record.session,
+        child.id()
+    );
+    Ok(0)
+}
+
+/// `yolo keep ID` (hidden): a detached run's agent, waited for; its end on the run's record.
+pub(crate) async fn keep(id: &str) -> Result<i32> {
+    let me = std::process::id();
+    // `start_keeper` writes this process's id once it has it: until then the record is not
+    // ours to finish.
+    let mut waited = 0;
+    let record = loop {
+        let record = runs::find(Some(id), None)?;
+        if record.id != id {
+            return Err(Error::NotFound(format!("no agent run {id:?}")));
+        }
+        if record.pid == Some(me) || waited >= 100 {
+            break record;
+        }
+        waited += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let result = async {
+        let located =
+            crate::project::Located::find(Some(&record.workspace), record.config.as_deref())?;
+        let user = UserConfig::load()?;
+        let agent = agents::resolve(&record.agent, &user)?;
+        let engine = super::engine().await?;
+        let argv = record.argv.clone();
+        run_agent(
+            &engine,
+            &located,
+            &agent,
+            argv,
+            &record.network,
+            &record.session,
+        )
+        .await
+    }
+    .await;
+    if let Err(e) = &result {
+        eprintln!("yolo: {e}");
+    }
+    let mut record = runs::find(Some(id), None)?;
+    record.finish(&result)?;
+    Ok(result.unwrap_or(1))
 }
 
 /// Check the agent's program is in the image, and link its state folder to its volume.

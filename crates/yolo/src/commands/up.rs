@@ -43,9 +43,10 @@ pub(crate) async fn execute(
     user: UserConfig,
     json: bool,
 ) -> Result<i32> {
+    let engine = super::engine_soon();
     let located = super::locate(target)?;
     let mut project = Project::load(&located, settings, user)?;
-    let engine = super::engine().await?;
+    let engine = engine.await?;
     let outcome = up(&engine, &mut project, &[]).await?;
     if json {
         super::output::print(&json_output(&engine, &project, &outcome).await?);
@@ -135,7 +136,14 @@ pub(crate) async fn up(
     let _lock = lock::acquire(&project.spec.devcontainer_id, "up").await?;
     let engine = &engine.for_platform(project.spec.platform.as_deref());
     let image = image_label(&project.spec.image);
-    if let Some(merged) = super::metadata::with_image(engine, project, &image).await? {
+    // What yolo made for this workspace is read alongside the image's label: which containers
+    // are yolo's does not depend on the label (`Owner` is the workspace and its config).
+    let owner = Owner::of(&project.spec);
+    let (merged, found) = tokio::join!(
+        super::metadata::with_image(engine, project, &image),
+        engine.find(&owner)
+    );
+    if let Some(merged) = merged? {
         *project = merged;
     }
     let spec = &project.spec;
@@ -161,7 +169,7 @@ pub(crate) async fn up(
     // Checked before any Docker work, so a bad pattern changes nothing.
     let allow = network::allowlist(project, &with_default_agent(project, agents))?;
 
-    let found = engine.find(&Owner::of(spec)).await?;
+    let found = found?;
     let mode = network_mode(project.settings.network, found.agent.as_ref());
     if project.settings.network.is_none() && mode != NetworkMode::default() {
         eprintln!(
@@ -712,22 +720,35 @@ impl Act<'_> {
             };
             merged = self.with_image_metadata(&image).await?;
             act = self.with(merged.as_ref());
-            // The guard made (not started) first: the agent is created while it starts (the
-            // agent joins its namespace only when it starts itself, once the guard is ready).
+            // The guard made (not started) first: the agent is created while it starts. A
+            // new agent whose first program is the shim's `start` is started as soon as the
+            // guard runs (it needs the guard's namespaces, nothing more): that program waits
+            // for the guard's supervisor, which opens last, once the firewall holds. Any other
+            // agent starts only once the guard says it is ready.
             let guard_id = act.make_guard(guard).await?;
             let network = guard_id
                 .clone()
                 .map_or(NetworkAttach::None, NetworkAttach::Container);
-            let (ready, made) = tokio::join!(
-                act.run_guard(guard_id.as_deref(), &writer),
+            let (launched, made) = tokio::join!(
+                act.launch_guard(guard_id.as_deref(), &writer),
                 act.make_agent(agent, &image, &network, state)
             );
-            ready?;
-            let id = made?;
-            if guard_id.is_some() {
+            launched?;
+            let (id, waits) = made?;
+            if let Some(guard_id) = &guard_id {
                 state.allowlist = Some(act.allow.to_vec());
+                let ready = network::wait_guard(self.engine, guard_id, writer.session());
+                if waits {
+                    let (ready, started) = tokio::join!(ready, self.engine.start(&id));
+                    ready?;
+                    started?;
+                } else {
+                    ready.await?;
+                    self.engine.start(&id).await?;
+                }
+            } else {
+                self.engine.start(&id).await?;
             }
-            self.engine.start(&id).await?;
             act.note_audit_off(&writer, &network)?;
             return Ok(Ready {
                 container_id: id,
@@ -774,14 +795,16 @@ impl Act<'_> {
         }
     }
 
-    /// Start the guard `make_guard` made with this session's config, and wait until it is ready.
-    async fn run_guard(&self, id: Option<&str>, writer: &Writer) -> Result<()> {
+    /// Start the guard `make_guard` made with this session's config (not waiting until it is
+    /// ready: `network::wait_guard` does). False without a guard.
+    async fn launch_guard(&self, id: Option<&str>, writer: &Writer) -> Result<bool> {
         let Some(id) = id else {
-            return Ok(());
+            return Ok(false);
         };
         let allow = self.allow.to_vec();
         let config = network::guard_config(self.project, self.mode, writer.session(), allow, None);
-        network::start_guard(self.engine, id, &config).await
+        network::launch_guard(self.engine, self.project, id, &config).await?;
+        Ok(true)
     }
 
     /// The agent container, made (not started): a new one, or the stopped one kept.
@@ -791,14 +814,16 @@ impl Act<'_> {
         image: &str,
         network: &NetworkAttach,
         state: &mut WorkspaceState,
-    ) -> Result<String> {
+    ) -> Result<(String, bool)> {
         let (engine, spec) = (self.engine, &self.project.spec);
         if let AgentStep::Start { id, .. } = step {
-            return Ok(id.clone());
+            return Ok((id.clone(), false));
         }
         state.created_hooks_done_for = None;
         state.post_start_done_for = None;
         state.save(&spec.devcontainer_id)?;
+        // A remote engine: the repository copied into its volume, if new (docs/remote.md).
+        super::sync::seed(engine, self.project, image).await?;
         create_volumes(self.engine, &self.project.spec).await?;
         let spec = self.fit_to_host().await?;
         engine.create_agent(&spec, image, network, self.mode).await
@@ -901,7 +926,7 @@ impl Act<'_> {
                 if let Some(published) = published {
                     config.published_ports = published;
                 }
-                network::start_guard(self.engine, &id, &config).await
+                network::start_guard(self.engine, self.project, &id, &config).await
             }
         };
         let started = super::compose::start(
@@ -997,7 +1022,7 @@ impl Act<'_> {
         network: &NetworkAttach,
         state: &mut WorkspaceState,
     ) -> Result<String> {
-        let id = self.make_agent(step, image, network, state).await?;
+        let (id, _) = self.make_agent(step, image, network, state).await?;
         self.engine.start(&id).await?;
         Ok(id)
     }
@@ -1148,7 +1173,7 @@ impl Act<'_> {
             return Ok(None);
         };
         let config = network::guard_config(self.project, self.mode, writer.session(), allow, phase);
-        network::start_guard(self.engine, &id, &config).await?;
+        network::start_guard(self.engine, self.project, &id, &config).await?;
         Ok(Some(id))
     }
 

@@ -870,8 +870,15 @@ impl Engine {
         Ok(info.id.unwrap_or_default())
     }
 
-    /// yolo's CPU, memory (no swap on top) and process limits on a container Compose made.
-    pub(crate) async fn set_limits(&self, container: &str, limits: &Limits) -> Result<()> {
+    /// yolo's CPU, memory (no swap on top) and process limits on a container Compose made,
+    /// read back as for a container yolo makes (`check_limits`; `required`: `[limits]
+    /// required`).
+    pub(crate) async fn set_limits(
+        &self,
+        container: &str,
+        limits: &Limits,
+        required: bool,
+    ) -> Result<()> {
         let body = ContainerUpdateBody {
             nano_cpus: Some((limits.cpus * 1e9) as i64),
             memory: Some(limits.memory_bytes),
@@ -882,7 +889,9 @@ impl Engine {
         self.docker
             .update_container(container, body)
             .await
-            .map_err(|e| Error::docker(format!("limiting container {container}"), message(&e)))
+            .map_err(|e| Error::docker(format!("limiting container {container}"), message(&e)))?;
+        self.check_limits(container, container, limits, required)
+            .await
     }
 }
 

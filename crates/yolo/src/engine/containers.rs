@@ -7,7 +7,7 @@ use super::types::{
 use super::{is_not_found, labels, message, Engine};
 use crate::error::{Error, Result};
 use crate::firewall::NetworkMode;
-use crate::run_spec::{PortPublish, RunSpec};
+use crate::run_spec::{Limits, PortPublish, RunSpec};
 use bollard::models::{
     ContainerCreateBody, ContainerSummary, DeviceMapping, HostConfig, ResourcesUlimits,
 };
@@ -40,7 +40,7 @@ pub(super) fn chain_entrypoints(
     (chained, entrypoint.into_iter().chain(cmd).collect())
 }
 
-pub(super) fn keep_alive() -> Vec<String> {
+pub(crate) fn keep_alive() -> Vec<String> {
     vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -162,16 +162,18 @@ impl Engine {
         })
     }
 
-    /// Create the agent container (not started), joined to `network`, labelled for `mode`.
-    /// Create the agent container. A storage driver that refuses the writable-layer limit after
-    /// all (overlay2 on xfs without `pquota`) gets the container without it, and a warning.
+    /// Create the agent container (not started), joined to `network`, labelled for `mode`; its
+    /// id, and whether its first program is the shim's `start`, which waits for the guard's
+    /// supervisor (so the container may be started before the guard is ready).
+    /// A storage driver that refuses the writable-layer limit after all (overlay2 on xfs
+    /// without `pquota`) gets the container without it, and a warning.
     pub(crate) async fn create_agent(
         &self,
         spec: &RunSpec,
         image: &str,
         network: &NetworkAttach,
         mode: NetworkMode,
-    ) -> Result<String> {
+    ) -> Result<(String, bool)> {
         let creating = || format!("creating container {}", spec.container_name);
         let shim = self.shim_plan(spec, image, network).await?;
         // Without the shim, the Features' entrypoints still run first.
@@ -183,7 +185,8 @@ impl Engine {
             agent_body(spec, image, network, mode, shim.as_ref(), chained.as_ref())
         };
         let body = agent_body(spec);
-        match self
+        let waits = shim.is_some();
+        let id = match self
             .create(&spec.container_name, spec.platform.as_deref(), body)
             .await
         {
@@ -202,7 +205,69 @@ impl Engine {
                     .map_err(|e| Error::docker(creating(), e))
             }
             other => other.map_err(|e| Error::docker(creating(), e)),
+        }?;
+        self.check_limits(
+            &id,
+            &spec.container_name,
+            &spec.limits,
+            spec.limits_required,
+        )
+        .await?;
+        Ok((id, waits))
+    }
+
+    /// Read back the CPU, memory and process limits of the container just made: an engine
+    /// that cannot enforce one may drop it without an error (rootless Podman on cgroup v1 and
+    /// Docker on a kernel without the controller create the container with none). Required
+    /// (`[limits] required`, the default), a dropped limit removes the container and fails;
+    /// otherwise it is a warning. One inspect, whatever the engine: the check is of what the
+    /// engine recorded, not of which engine it is.
+    pub(super) async fn check_limits(
+        &self,
+        id: &str,
+        name: &str,
+        limits: &Limits,
+        required: bool,
+    ) -> Result<()> {
+        let host = self
+            .docker
+            .inspect_container(id, None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| Error::docker(format!("inspecting container {name}"), message(&e)))?
+            .host_config
+            .unwrap_or_default();
+        let dropped = hardening::dropped_limits(&host, limits);
+        if dropped.is_empty() {
+            return Ok(());
         }
+        let list = match dropped.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        let what = format!(
+            "the engine made {name} without its {list} limit{}",
+            if dropped.len() > 1 { "s" } else { "" }
+        );
+        if required {
+            // The reason first, whatever the removal says: the container is not started.
+            let left = match self.remove(id).await {
+                Ok(()) => String::new(),
+                Err(e) => format!(
+                    "\n  (and {name} could not be removed: {e}; `yolo down --remove` removes it)"
+                ),
+            };
+            return Err(Error::Unavailable(format!(
+                "{what} (rootless Podman on cgroup v1, or without the cgroup controllers delegated to your user, drops them without an error); \
+                 yolo does not run an agent unlimited unless told to. Give the engine the controllers (docs/podman.md, \"Limits\"), or set `required = false` under [limits] in {} to run without them{left}",
+                crate::user_config::UserConfig::path().display()
+            )));
+        }
+        eprintln!(
+            "{} {what}; running without (`[limits] required = false`)",
+            console::style("warning:").yellow().bold()
+        );
+        Ok(())
     }
 
     /// How the agent starts through the exec audit's shim; `None` without the audit or without
@@ -217,9 +282,18 @@ impl Engine {
             return Ok(None);
         }
         let host_path = super::guard_image::shim_dir()?;
+        // A remote engine cannot bind the host folder: the shim goes in a volume.
+        let volume = match crate::remote::uses_copy(spec) {
+            true => Some(
+                self.shim_volume(&host_path, &spec.devcontainer_id, image)
+                    .await?,
+            ),
+            false => None,
+        };
         let (entrypoint, cmd) = self.start_command(spec, image).await?;
         Ok(Some(ShimPlan {
             host_path,
+            volume,
             entrypoint,
             cmd,
         }))
@@ -441,6 +515,8 @@ fn env_map(list: Vec<String>) -> BTreeMap<String, String> {
 pub(crate) struct ShimPlan {
     /// The shim's folder on the host, mounted read-only as the folder of `SHIM_PATH`.
     host_path: std::path::PathBuf,
+    /// With a remote engine, the volume holding the shim, mounted instead of `host_path`.
+    volume: Option<String>,
     /// What the shim then runs: the image's entrypoint and command, or yolo's keep-alive.
     entrypoint: Vec<String>,
     cmd: Vec<String>,
@@ -460,9 +536,10 @@ fn agent_body(
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let (entrypoint, cmd) = match shim {
-        // The shim first: the filter is on before the container's first program.
+        // The shim first: the filter is on before the container's first program, which waits
+        // for the guard's supervisor (`start`; see `yolo-guard`'s `exec::shim`).
         Some(plan) => {
-            let mut entrypoint = vec![SHIM_PATH.to_string(), "shim".into()];
+            let mut entrypoint = vec![SHIM_PATH.to_string(), "start".into()];
             entrypoint.extend(plan.entrypoint.iter().cloned());
             (Some(entrypoint), Some(plan.cmd.clone()))
         }
@@ -483,6 +560,12 @@ fn agent_body(
     let exposed = hardening::exposed(&spec.ports);
     ContainerCreateBody {
         image: Some(image.to_string()),
+        // No image HEALTHCHECK: Docker would run it in the container by itself, around the
+        // exec audit's shim, and from the container's start (before the guard is ready).
+        healthcheck: Some(bollard::models::HealthConfig {
+            test: Some(vec!["NONE".into()]),
+            ..Default::default()
+        }),
         user: spec.container_user.clone(),
         env: Some(env),
         labels: Some(labels.into_iter().collect()),
@@ -513,25 +596,31 @@ fn agent_host_config(
         network: network.clone(),
         ports: spec.ports.clone(),
     };
-    let mut mounts = vec![hardening::mount(&spec.workspace_mount)];
+    let mut own = vec![spec.workspace_mount.clone()];
     // Docker mounts parents before children, so these land over the workspace bind.
-    mounts.extend(spec.protected.iter().map(|p| {
-        hardening::mount(&crate::run_spec::Mount {
-            kind: crate::run_spec::MountKind::Bind,
-            source: p.host.to_string_lossy().into_owned(),
-            target: p.target.clone(),
-            read_only: p.read_only,
-        })
+    own.extend(spec.protected.iter().map(|p| crate::run_spec::Mount {
+        kind: crate::run_spec::MountKind::Bind,
+        source: p.host.to_string_lossy().into_owned(),
+        target: p.target.clone(),
+        read_only: p.read_only,
     }));
-    mounts.extend(spec.mounts.iter().map(hardening::mount));
     if let Some(plan) = shim {
-        mounts.push(hardening::mount(&crate::run_spec::Mount {
-            kind: crate::run_spec::MountKind::Bind,
-            source: plan.host_path.to_string_lossy().into_owned(),
+        let (kind, source) = match &plan.volume {
+            Some(volume) => (crate::run_spec::MountKind::Volume, volume.clone()),
+            None => (
+                crate::run_spec::MountKind::Bind,
+                plan.host_path.to_string_lossy().into_owned(),
+            ),
+        };
+        own.push(crate::run_spec::Mount {
+            kind,
+            source,
             target: super::guard_image::shim_mount_point().into(),
             read_only: true,
-        }));
+        });
     }
+    let (mut mounts, binds) = hardening::own_mounts(&own);
+    mounts.extend(spec.mounts.iter().map(hardening::mount));
     // The guard's PID namespace as well as its network: the exec supervisor is its PID 1
     // (notifications then carry pids it can read), and the guard's end ends every process
     // of the agent. A granted `--pid host` keeps the host's.
@@ -542,6 +631,7 @@ fn agent_host_config(
     };
     HostConfig {
         mounts: Some(mounts),
+        binds: Some(binds),
         privileged: Some(spec.privileged),
         pid_mode,
         ipc_mode: spec.host_modes.get("ipc").cloned(),
@@ -627,6 +717,7 @@ pub(super) mod tests {
             limits: Limits::default(),
             cpus_chosen_by: Default::default(),
             disk_bytes: Some(1 << 30),
+            limits_required: true,
             ports: vec![PortPublish {
                 host: 18080,
                 container: 8080,
@@ -663,6 +754,18 @@ pub(super) mod tests {
 
     /// With the exec audit the shim is the container's first program, read-only, the agent
     /// joins the guard's PID namespace and runs no init of its own.
+    /// An image's HEALTHCHECK would be run by Docker inside the agent's container, around the
+    /// shim, from its start on: it is switched off.
+    #[test]
+    fn the_images_healthcheck_is_switched_off() {
+        let guard = NetworkAttach::Container("g1".into());
+        let body = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None, None);
+        assert_eq!(
+            body.healthcheck.and_then(|h| h.test),
+            Some(vec!["NONE".to_string()])
+        );
+    }
+
     #[test]
     fn with_the_exec_audit_the_shim_starts_the_agent_in_the_guards_pid_namespace() {
         let guard = NetworkAttach::Container("g1".into());
@@ -670,6 +773,7 @@ pub(super) mod tests {
         own_pid.host_modes.remove("pid");
         let plan = ShimPlan {
             host_path: "/data/bin/shim-abc".into(),
+            volume: None,
             entrypoint: vec!["/docker-entrypoint.sh".into()],
             cmd: vec!["serve".into()],
         };
@@ -685,7 +789,7 @@ pub(super) mod tests {
             body.entrypoint,
             Some(vec![
                 SHIM_PATH.to_string(),
-                "shim".into(),
+                "start".into(),
                 "/docker-entrypoint.sh".into()
             ])
         );
@@ -694,14 +798,14 @@ pub(super) mod tests {
         let host = body.host_config.unwrap();
         assert_eq!(host.pid_mode.as_deref(), Some("container:g1"));
         assert_eq!(host.init, Some(false));
-        let mounts = host.mounts.unwrap();
+        let mounts = hardening::mounted(&host);
         // Its folder, not the file: a mount point cannot be renamed away and replaced.
         let shim = mounts
             .iter()
-            .find(|m| m.target.as_deref() == Some("/.yolo"))
+            .find(|(_, target, _)| target == "/.yolo")
             .expect("the shim's folder is mounted");
-        assert_eq!(shim.read_only, Some(true));
-        assert_eq!(shim.source.as_deref(), Some("/data/bin/shim-abc"));
+        assert!(shim.2, "read-only");
+        assert_eq!(shim.0, "/data/bin/shim-abc");
         // Without the shim, a granted host PID namespace stays the host's.
         let host = agent_body(&spec(), "img", &guard, NetworkMode::Firewall, None, None)
             .host_config
@@ -739,7 +843,7 @@ pub(super) mod tests {
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("container:g1"));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
-        let caps = host.cap_add.unwrap();
+        let caps = host.cap_add.clone().unwrap();
         assert_eq!(caps.len(), DEFAULT_CAPS.len() + 1);
         assert!(caps.contains(&"SYS_PTRACE".to_string()));
         assert_eq!(
@@ -749,12 +853,13 @@ pub(super) mod tests {
         assert_eq!(host.memory_swap, host.memory);
         assert_eq!(host.privileged, Some(false));
         assert_eq!(host.pid_mode.as_deref(), Some("host"));
-        assert_eq!(host.devices.map(|d| d.len()), Some(1));
-        let disk = host.storage_opt.unwrap_or_default();
+        assert_eq!(host.devices.as_ref().map(|d| d.len()), Some(1));
+        let disk = host.storage_opt.clone().unwrap_or_default();
         assert_eq!(disk.get("size").map(String::as_str), Some("1073741824"));
-        let mounts = host.mounts.unwrap();
-        assert_eq!(mounts[0].target.as_deref(), Some("/workspace"));
-        assert_eq!(mounts[1].read_only, Some(true));
+        let mounts = hardening::mounted(&host);
+        assert_eq!(mounts[0].1, "/workspace");
+        assert!(!mounts[0].2);
+        assert_eq!(mounts[1], ("cache".into(), "/cache".into(), true));
         // Name, hosts and ports belong to the guard, whose namespace the agent shares.
         assert_eq!(body.hostname, None);
         assert_eq!(host.extra_hosts, None);

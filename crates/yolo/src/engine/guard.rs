@@ -19,7 +19,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub(crate) const DEFAULT_BASE: &str = "debian:bookworm-slim";
+/// The guard image's base when the user names none: nothing, since the guard needs no program
+/// or file from an image (it speaks netlink itself), so preparing the image pulls nothing.
+pub(crate) const DEFAULT_BASE: &str = "scratch";
 /// What `yolo-guard` prints on stdout once the ruleset is verified and DNS is listening.
 const READY_LINE: &str = crate::firewall::GUARD_READY_LINE;
 /// Where the guard writes network events (bind mount of a host folder).
@@ -27,6 +29,10 @@ pub(crate) const GUARD_LOG_DIR: &str = "/var/log/yolo";
 /// Where the guard sees the workspace, read-only (`GuardSpec::workspace`).
 pub(crate) const GUARD_WORKSPACE_DIR: &str = "/yolo/workspace";
 const GUARD_CONFIG_PATH: &str = "/etc/yolo/guard.json";
+/// GUARD_CONFIG_PATH's folder, where a guard made by this version has its host config folder.
+const GUARD_CONFIG_DIR: &str = "/etc/yolo";
+/// GUARD_CONFIG_PATH's file name.
+const GUARD_CONFIG_FILE: &str = "guard.json";
 /// The guard's capabilities: its ruleset (NET_ADMIN), DNS on port 53 (NET_BIND_SERVICE), and
 /// reading the agent's processes for the exec audit (SYS_PTRACE: `process_vm_readv`, a brief
 /// `PTRACE_SEIZE` at each exec, `/proc/<pid>` of another container's processes).
@@ -51,9 +57,21 @@ pub(crate) struct GuardSpec {
     pub(crate) extra_hosts: Vec<String>,
     /// Host folder mounted at GUARD_LOG_DIR.
     pub(crate) log_dir: PathBuf,
+    /// A remote engine's: the volume mounted at GUARD_LOG_DIR instead of `log_dir`, which the
+    /// CLI copies back (`commands::sync::collect_events`).
+    pub(crate) events_volume: Option<String>,
+    /// A remote engine's: the workspace copy's volume, mounted read-only at
+    /// GUARD_WORKSPACE_DIR instead of `workspace` for the file watcher.
+    pub(crate) workspace_volume: Option<String>,
+    /// Host folder mounted read-only at the config's folder (`/etc/yolo`): the host writes the
+    /// guard's config there before each start (`write_guard_config`), no copy into the
+    /// container on the start's critical path.
+    pub(crate) config_dir: Option<PathBuf>,
     /// The workspace's host folder, mounted read-only at GUARD_WORKSPACE_DIR for the file
     /// watcher (always, since the guard outlives one session's settings).
     pub(crate) workspace: Option<PathBuf>,
+    /// `[limits] required`: the guard's own limits dropped by the engine fail its creation.
+    pub(crate) limits_required: bool,
 }
 
 impl Engine {
@@ -92,8 +110,34 @@ impl Engine {
         let Some(tar) = guard_image::context(&source)? else {
             return Ok(tag);
         };
+        // Once more when the image store changed under the build: another build or a removal
+        // of the same layers at the same moment (two first `up`s on one machine) makes the
+        // engine lose a layer it was about to reuse. Nothing else is tried again.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self
+                .build_guard_image(&tag, base, &source, tar.clone())
+                .await
+            {
+                Err(e) if attempts < 2 && super::images::cache_vanished(&e.to_string()) => continue,
+                other => break other?,
+            }
+        }
+        self.remove_stale_guard_images(&tag).await;
+        Ok(tag)
+    }
+
+    /// One build of the guard image `tag` from `tar` (its context).
+    async fn build_guard_image(
+        &self,
+        tag: &str,
+        base: &str,
+        source: &GuardSource,
+        tar: Vec<u8>,
+    ) -> Result<()> {
         let options = BuildImageOptions {
-            t: Some(tag.clone()),
+            t: Some(tag.to_string()),
             buildargs: Some(HashMap::from([("BASE".to_string(), base.to_string())])),
             labels: Some(labels::guard_image(base).into_iter().collect()),
             rm: true,
@@ -117,7 +161,7 @@ impl Engine {
                         detail.message.unwrap_or_default(),
                         tail.join("\n    ")
                     ),
-                    hint: Some(build_hint(&source).into()),
+                    hint: Some(build_hint(source).into()),
                 });
             }
             if let Some(line) = info
@@ -134,8 +178,7 @@ impl Engine {
             }
         }
         bar.finish_and_clear();
-        self.remove_stale_guard_images(&tag).await;
-        Ok(tag)
+        Ok(())
     }
 
     /// Remove the guard images older binaries and bases left behind (`guard_image::stale`).
@@ -257,13 +300,31 @@ impl Engine {
 
     /// Create the guard (not started); its program is baked into the image.
     pub(crate) async fn create_guard(&self, spec: &GuardSpec) -> Result<String> {
-        self.create(&spec.name, None, guard_body(spec))
+        let id = self
+            .create(&spec.name, None, guard_body(spec))
             .await
-            .map_err(|e| Error::docker(format!("creating the guard container {}", spec.name), e))
+            .map_err(|e| Error::docker(format!("creating the guard container {}", spec.name), e))?;
+        self.check_limits(&id, &spec.name, &GUARD_LIMITS, spec.limits_required)
+            .await?;
+        Ok(id)
     }
 
-    /// Write the guard's config; the guard reads it when it starts.
-    pub(crate) async fn update_guard_config(&self, id: &str, config_json: &str) -> Result<()> {
+    /// Write the guard's config; the guard reads it when it starts. Into `config_dir` (the host
+    /// folder bound at the config's folder) when the guard has one and it is there; otherwise
+    /// copied into the container (a guard made by an earlier version).
+    pub(crate) async fn update_guard_config(
+        &self,
+        id: &str,
+        config_dir: &Path,
+        config_json: &str,
+    ) -> Result<()> {
+        if config_dir.is_dir() {
+            // Whole or not at all: the guard may be read by a start right after.
+            let path = config_dir.join(GUARD_CONFIG_FILE);
+            let temp = config_dir.join(format!(".{GUARD_CONFIG_FILE}.{}", std::process::id()));
+            std::fs::write(&temp, config_json).map_err(|e| Error::io(&temp, e))?;
+            return std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e));
+        }
         let pack = |e: std::io::Error| Error::other(format!("packing the guard's config: {e}"));
         let mut tar = tar::Builder::new(Vec::new());
         let path = GUARD_CONFIG_PATH.trim_start_matches('/');
@@ -319,7 +380,7 @@ impl Engine {
             return Ok(());
         }
         Err(Error::Unavailable(format!(
-            "the firewall guard did not become ready, so the agent container was not started (fail closed).\n  guard output:\n    {}",
+            "the firewall guard did not become ready, so nothing of the agent was run (fail closed).\n  guard output:\n    {}",
             seen.join("\n    ")
         )))
     }
@@ -347,7 +408,7 @@ impl Engine {
 fn build_hint(source: &GuardSource) -> &'static str {
     match source {
         GuardSource::FromSource => "this engine builds the guard from source: it must reach Docker Hub (the rust image and the base image) and crates.io; or set guard_image = \"...\" in your yolo config to a guard image prebuilt for this engine",
-        GuardSource::Embedded | GuardSource::Configured(_) => "the guard image needs Debian's nftables package; set guard_base_image in your yolo config to a Debian-based image that is present locally",
+        GuardSource::Embedded | GuardSource::Configured(_) => "the guard image is the yolo-guard binary on guard_base_image (by default scratch, which needs nothing); if your yolo config sets guard_base_image, name an image that is present locally, or remove the key",
     }
 }
 
@@ -363,11 +424,19 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         network: NetworkAttach::Network(spec.network.clone()),
         ports: spec.ports.clone(),
     };
-    let log_dir = Mount {
-        kind: MountKind::Bind,
-        source: spec.log_dir.display().to_string(),
-        target: GUARD_LOG_DIR.into(),
-        read_only: false,
+    let log_dir = match &spec.events_volume {
+        Some(volume) => Mount {
+            kind: MountKind::Volume,
+            source: volume.clone(),
+            target: GUARD_LOG_DIR.into(),
+            read_only: false,
+        },
+        None => Mount {
+            kind: MountKind::Bind,
+            source: spec.log_dir.display().to_string(),
+            target: GUARD_LOG_DIR.into(),
+            read_only: false,
+        },
     };
     let workspace = spec.workspace.as_ref().map(|dir| Mount {
         kind: MountKind::Bind,
@@ -375,7 +444,25 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         target: GUARD_WORKSPACE_DIR.into(),
         read_only: true,
     });
-    let mounts: Vec<Mount> = std::iter::once(log_dir).chain(workspace).collect();
+    let workspace = workspace.or_else(|| {
+        spec.workspace_volume.as_ref().map(|volume| Mount {
+            kind: MountKind::Volume,
+            source: volume.clone(),
+            target: GUARD_WORKSPACE_DIR.into(),
+            read_only: true,
+        })
+    });
+    let config_dir = spec.config_dir.as_ref().map(|dir| Mount {
+        kind: MountKind::Bind,
+        source: dir.display().to_string(),
+        target: GUARD_CONFIG_DIR.into(),
+        read_only: true,
+    });
+    let all: Vec<Mount> = std::iter::once(log_dir)
+        .chain(workspace)
+        .chain(config_dir)
+        .collect();
+    let (mounts, binds) = hardening::own_mounts(&all);
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         hostname: spec.hostname.clone(),
@@ -390,11 +477,29 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         host_config: Some(HostConfig {
             extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
-            mounts: Some(mounts.iter().map(hardening::mount).collect()),
+            mounts: Some(mounts),
+            binds: Some(binds),
             ..hardened_host_config(&hardening)
         }),
         ..Default::default()
     }
+}
+
+/// The host folder bound read-only at the guard's config folder, made empty: one per guard
+/// (`name`), under `root`. A guard container made with it reads the config the host writes
+/// there (`Engine::update_guard_config`).
+pub(crate) fn config_dir(root: &Path, name: &str) -> Result<PathBuf> {
+    let dir = root.join("guards").join(name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(dir)
+}
+
+/// Where `config_dir` puts the folder of guard `name` (which may not be there).
+pub(crate) fn config_dir_of(root: &Path, name: &str) -> PathBuf {
+    root.join("guards").join(name)
 }
 
 /// The host folder for the guard's network events: writable by the guard's root, which has no
@@ -433,7 +538,11 @@ mod tests {
             hostname: Some("box".into()),
             extra_hosts: vec!["db:192.0.2.1".into()],
             log_dir: "/data/network".into(),
+            events_volume: None,
+            workspace_volume: None,
             workspace: Some("/home/me/repo".into()),
+            config_dir: Some("/home/me/.local/share/yolo/guards/g".into()),
+            limits_required: true,
         }
     }
 
@@ -446,6 +555,21 @@ mod tests {
         assert!(!from_source.contains("nftables"), "{from_source}");
         let embedded = build_hint(&GuardSource::Embedded);
         assert!(embedded.contains("guard_base_image"), "{embedded}");
+    }
+
+    /// The host writes the config into a folder bound read-only where the guard reads it: no
+    /// copy into the container before each start, and nothing in the guard can change it.
+    #[test]
+    fn the_guards_config_folder_is_bound_read_only() {
+        let mounts = hardening::mounted(&guard_body(&spec()).host_config.unwrap());
+        let config = mounts
+            .iter()
+            .find(|(_, target, _)| target == GUARD_CONFIG_DIR)
+            .expect("config folder mounted");
+        assert!(config.2, "read-only");
+        assert_eq!(config.0, "/home/me/.local/share/yolo/guards/g");
+        assert!(GUARD_CONFIG_PATH.starts_with(GUARD_CONFIG_DIR));
+        assert!(GUARD_CONFIG_PATH.ends_with(GUARD_CONFIG_FILE));
     }
 
     #[test]
@@ -479,17 +603,20 @@ mod tests {
         assert_eq!(host.network_mode.as_deref(), Some("yolo-repo-0abc-net"));
         assert_eq!(body.hostname.as_deref(), Some("box"));
         assert_eq!(host.extra_hosts, Some(vec!["db:192.0.2.1".to_string()]));
-        let bindings = host.port_bindings.unwrap();
+        let bindings = host.port_bindings.clone().unwrap();
         let binding = &bindings["8080/tcp"].as_ref().unwrap()[0];
         assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(body.exposed_ports, Some(vec!["8080/tcp".to_string()]));
-        let mounts = host.mounts.unwrap();
-        assert_eq!(mounts.len(), 2);
-        assert_eq!(mounts[0].target.as_deref(), Some(GUARD_LOG_DIR));
-        assert_eq!(mounts[0].source.as_deref(), Some("/data/network"));
-        assert_eq!(mounts[1].target.as_deref(), Some(GUARD_WORKSPACE_DIR));
-        assert_eq!(mounts[1].source.as_deref(), Some("/home/me/repo"));
-        assert_eq!(mounts[1].read_only, Some(true));
+        let mounts = hardening::mounted(&host);
+        assert_eq!(mounts.len(), 3);
+        assert_eq!(
+            mounts[0],
+            ("/data/network".into(), GUARD_LOG_DIR.into(), false)
+        );
+        assert_eq!(
+            mounts[1],
+            ("/home/me/repo".into(), GUARD_WORKSPACE_DIR.into(), true)
+        );
         let labels = body.labels.unwrap();
         assert_eq!(labels[labels::ROLE], "guard");
         assert_eq!(labels[labels::ID], "0abc");

@@ -1,9 +1,11 @@
 //! Where the guard's program comes from, and the image it is baked into.
 //!
-//! The guard runs `yolo-guard`, a static Linux executable, in a small Debian image with nft. The
-//! CLI picks its source once per `up`, in this order:
+//! The guard runs `yolo-guard`, a static Linux executable that applies and verifies its nftables
+//! ruleset over netlink itself, in an image holding only that binary and its folders (on
+//! `guard_base_image`, by default `scratch`: nothing to pull or install, no network; the build
+//! has no RUN step). The CLI picks its source once per `up`, in this order:
 //! 1. `guard_image` in the user's config: an image the user names (it must hold
-//!    `/usr/local/bin/yolo-guard` and `nft`); used as it is.
+//!    `/usr/local/bin/yolo-guard`); used as it is.
 //! 2. The binary embedded in this CLI (built by `build.rs` for the CLI's own target) when the
 //!    engine runs Linux on the same architecture: baked into `yolo-guard:<version>-<digest>`.
 //! 3. Otherwise (a macOS or Windows CLI, an engine of another architecture): the engine builds
@@ -17,7 +19,6 @@
 
 use super::labels;
 use crate::error::{Error, Result};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
 /// `yolo-guard` for the CLI's own target; empty when the CLI was built for a host with no Linux
@@ -25,6 +26,11 @@ use std::collections::BTreeMap;
 static EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.bin"));
 /// The guard's source as a build context (empty when built from a packaged crate).
 static SOURCE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard-src.tar"));
+/// The first 12 hex digits of EMBEDDED's SHA-256 (`build.rs`): naming the image and the shim's
+/// folder does not read the binary (a cold `up` would page in its 4 MB).
+const EMBEDDED_DIGEST12: &str = include_str!(concat!(env!("OUT_DIR"), "/guard.digest"));
+/// The same for SOURCE.
+const SOURCE_DIGEST12: &str = include_str!(concat!(env!("OUT_DIR"), "/guard-src.digest"));
 
 pub(crate) const DOCKERFILE: &str = include_str!("../../../../templates/guard/Dockerfile");
 pub(crate) const DOCKERFILE_SOURCE: &str =
@@ -128,12 +134,12 @@ pub(crate) fn tag(source: &GuardSource) -> String {
         GuardSource::Embedded => format!(
             "{REPOSITORY}:{}-{}",
             env!("CARGO_PKG_VERSION"),
-            digest12(EMBEDDED)
+            EMBEDDED_DIGEST12
         ),
         GuardSource::FromSource => format!(
             "{REPOSITORY}:{}-src-{}",
             env!("CARGO_PKG_VERSION"),
-            digest12(SOURCE)
+            SOURCE_DIGEST12
         ),
     }
 }
@@ -199,7 +205,7 @@ pub(crate) fn shim_dir() -> Result<std::path::PathBuf> {
     let bin = crate::user_config::data_dir().join("bin");
     std::fs::create_dir_all(&bin).map_err(|e| Error::io(&bin, e))?;
     let name = shim_file_name();
-    let dir = bin.join(format!("shim-{}", digest12(EMBEDDED)));
+    let dir = bin.join(format!("shim-{EMBEDDED_DIGEST12}"));
     let complete = |dir: &std::path::Path| {
         std::fs::metadata(dir.join(name)).is_ok_and(|m| m.len() == EMBEDDED.len() as u64)
     };
@@ -207,11 +213,7 @@ pub(crate) fn shim_dir() -> Result<std::path::PathBuf> {
         return Ok(dir);
     }
     // Built aside and renamed into place whole, so no container ever mounts a half-written one.
-    let temp = bin.join(format!(
-        ".shim-{}.{}",
-        digest12(EMBEDDED),
-        std::process::id()
-    ));
+    let temp = bin.join(format!(".shim-{EMBEDDED_DIGEST12}.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&temp);
     std::fs::create_dir_all(&temp).map_err(|e| Error::io(&temp, e))?;
     let file = temp.join(name);
@@ -243,7 +245,9 @@ pub(crate) fn shim_mount_point() -> &'static str {
         .map_or("/", |(dir, _)| dir)
 }
 
+#[cfg(test)]
 fn digest12(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(bytes))[..12].to_string()
 }
 
@@ -442,6 +446,14 @@ mod tests {
 
     const PT_LOAD: u32 = 1;
     const PT_INTERP: u32 = 3;
+
+    /// The digests `build.rs` wrote are those of what is embedded: the image's tag and the
+    /// shim's folder change with the binary.
+    #[test]
+    fn the_digests_named_at_build_time_are_those_of_the_embedded_files() {
+        assert_eq!(EMBEDDED_DIGEST12, digest12(EMBEDDED));
+        assert_eq!(SOURCE_DIGEST12, digest12(SOURCE));
+    }
 
     #[test]
     fn this_linux_build_carries_a_static_guard_and_its_source() {

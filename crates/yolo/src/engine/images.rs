@@ -330,9 +330,11 @@ pub(crate) struct FeaturesBuild<'a> {
 }
 
 /// Docker's words for a build whose cached layer was removed under it.
-fn cache_vanished(message: &str) -> bool {
+/// Docker's ways of saying a layer the build was reusing is gone (removed while the build ran).
+pub(super) fn cache_vanished(message: &str) -> bool {
     message.contains("unknown parent image ID")
         || (message.contains("failed to get digest") && message.contains("no such file"))
+        || message.contains("No such image: sha256:")
 }
 
 /// One line of a build's output: shown on the spinner, kept among the last `TAIL_LINES`.
@@ -550,6 +552,11 @@ mod tests {
             "failed to export image: failed to set parent sha256:3d: unknown parent image ID sha256:3d"
         ));
         assert!(cache_vanished("failed to get digest sha256:a6: open /var/lib/docker/image/overlay2/imagedb/content/sha256/a6: no such file or directory"));
+        // Seen when another test's clean-up removed the image a cached step stood on.
+        assert!(cache_vanished(
+            "Docker stream error: No such image: sha256:8bcbe9c501a856cc67fde842dd538794e93e9306c81f4543025856bab8fb3c14"
+        ));
+        assert!(!cache_vanished("No such image: debian:bookwrm"));
         assert!(!cache_vanished(
             "The command '/bin/sh -c make' returned a non-zero code: 2"
         ));

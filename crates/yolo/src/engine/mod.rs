@@ -16,10 +16,15 @@ pub(crate) mod guard_image;
 mod hardening;
 mod images;
 pub(crate) mod labels;
+pub(crate) mod remote;
 mod types;
 
+pub(crate) use containers::keep_alive;
 pub(crate) use exec::{ExecRequest, ExecResult, Output, Recording};
-pub(crate) use guard::{log_dir, GuardSpec, DEFAULT_BASE, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
+pub(crate) use guard::{
+    config_dir as guard_config_dir, config_dir_of as guard_config_dir_of, log_dir, GuardSpec,
+    DEFAULT_BASE, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR,
+};
 pub(crate) use images::FeaturesBuild;
 pub(crate) use types::{
     Container, Found, HostFacts, Made, NetworkAttach, Owner, ProjectNetwork, Report, Role,
@@ -38,6 +43,8 @@ pub(crate) struct Engine {
     /// The platform images are pulled and built for (`--platform` in runArgs); None: the
     /// engine's own.
     platform: Option<String>,
+    /// The `ssh` forwarding an `ssh://` engine's socket, kept while any clone lives.
+    _tunnel: Option<std::sync::Arc<remote::Tunnel>>,
 }
 
 impl Engine {
@@ -45,7 +52,17 @@ impl Engine {
     /// context, else the local socket: `endpoint`) and agree on an API version, so an older
     /// engine (API 1.41, Docker 20.10) understands our requests.
     pub(crate) async fn connect() -> Result<Engine> {
-        let endpoint = endpoint::Endpoint::choose(&endpoint::Environment::from_process())?;
+        let mut endpoint = endpoint::Endpoint::choose(&endpoint::Environment::from_process())?;
+        let tunnel = if endpoint.host.starts_with("ssh://") {
+            let host = endpoint.host.clone();
+            let (tunnel, local) = tokio::task::spawn_blocking(move || remote::Tunnel::open(&host))
+                .await
+                .map_err(|e| Error::other(format!("starting ssh: {e}")))??;
+            endpoint.host = local;
+            Some(std::sync::Arc::new(tunnel))
+        } else {
+            None
+        };
         let unreachable = |e: bollard::errors::Error| {
             Error::Docker {
             action: format!(
@@ -77,6 +94,7 @@ impl Engine {
             docker,
             version: std::sync::Arc::new(version),
             platform: None,
+            _tunnel: tunnel,
         })
     }
 
@@ -86,6 +104,7 @@ impl Engine {
             docker: self.docker.clone(),
             version: self.version.clone(),
             platform: platform.map(str::to_string),
+            _tunnel: self._tunnel.clone(),
         }
     }
 
@@ -166,10 +185,9 @@ fn open(
             "no certificates: set DOCKER_CERT_PATH and DOCKER_TLS_VERIFY=1",
         )),
         ("tcp" | "http", _) => Docker::connect_with_http(host, TIMEOUT, version),
-        ("ssh", _) => Err(unsupported(
-            "yolo cannot reach an engine over ssh; forward its socket with `ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock HOST` and set DOCKER_HOST=unix:///tmp/docker.sock",
+        _ => Err(unsupported(
+            "yolo knows unix://, tcp://, http:// and https://",
         )),
-        _ => Err(unsupported("yolo knows unix://, tcp://, http:// and https://")),
     }
 }
 

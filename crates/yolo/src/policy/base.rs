@@ -45,6 +45,7 @@ impl Eval<'_> {
             limits: Limits::default(),
             cpus_chosen_by: Default::default(),
             disk_bytes: self.input.user.disk_bytes,
+            limits_required: self.input.user.limits_required,
             ports: Vec::new(),
             labels: Default::default(),
             hostname: None,

@@ -50,7 +50,7 @@ mod run_args;
 mod run_extras;
 mod security;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 mod workspace;
 
 pub(crate) use compose::{
@@ -110,6 +110,8 @@ pub(crate) struct UserLayer {
     pub(crate) disk_bytes: Option<i64>,
     /// `[audit] exec` (default on): the exec audit's shim in the agent container.
     pub(crate) exec_audit: bool,
+    /// `[limits] required` (default true): an engine that drops a limit fails the `up`.
+    pub(crate) limits_required: bool,
 }
 
 /// Capabilities an ordinary dev container needs, added back after dropping all (the engine's
@@ -140,6 +142,7 @@ impl Default for UserLayer {
             read_only: DEFAULT_READ_ONLY.map(String::from).to_vec(),
             disk_bytes: Some(DEFAULT_DISK),
             exec_audit: true,
+            limits_required: true,
         }
     }
 }

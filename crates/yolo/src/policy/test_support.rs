@@ -94,7 +94,7 @@ pub(super) fn feature(id: &str) -> Origin {
     Origin::Feature { id: id.into() }
 }
 
-pub(super) fn ok(config: serde_json::Value) -> RunSpec {
+pub(crate) fn ok(config: serde_json::Value) -> RunSpec {
     case(config).run().unwrap()
 }
 

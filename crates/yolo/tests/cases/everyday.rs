@@ -175,6 +175,8 @@ fn docker_host_over_tcp_is_honoured() {
     let mut t = Test::new();
     let port = engine_over_tcp();
     t.env("DOCKER_HOST", &format!("tcp://127.0.0.1:{port}"));
+    // This engine shares this disk: the local path (binds), not the remote copy (remote.rs).
+    t.env("YOLO_REMOTE", "0");
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     let (_, out) = t.up(&[]);
     assert!(out["container"]["id"].as_str().is_some(), "{out}");
@@ -526,6 +528,8 @@ fn docker_host_with_tls_verify_uses_the_client_certificates() {
     let port = engine_over_tls(&certs);
     t.env("DOCKER_HOST", &format!("tcp://127.0.0.1:{port}"));
     t.env("DOCKER_TLS_VERIFY", "1");
+    // This engine shares this disk: the local path (binds), not the remote copy (remote.rs).
+    t.env("YOLO_REMOTE", "0");
     t.env("DOCKER_CERT_PATH", certs.to_str().unwrap());
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
     let (_, out) = t.up(&[]);

@@ -24,7 +24,14 @@ fn guard_of(t: &Test) -> String {
 fn run_alone(t: &Test, image: &str, args: &[&str]) -> String {
     let label = format!("{LABEL}={}", t.id);
     let context = tempfile::tempdir().unwrap();
-    let copy = docker(&["create", "--label", &label, image]);
+    // The image has no default command (it is built on scratch): name one.
+    let copy = docker(&[
+        "create",
+        "--label",
+        &label,
+        image,
+        "/usr/local/bin/yolo-guard",
+    ]);
     let copy = copy.trim();
     assert!(!copy.is_empty(), "docker create {image}");
     let binary = context.path().join("yolo-guard");
@@ -92,6 +99,11 @@ fn the_guard_program_is_baked_into_a_versioned_image_once() {
         run_alone(&t, &image, &["--version"]).trim(),
         format!("yolo-guard {}", env!("CARGO_PKG_VERSION"))
     );
+    // Nothing but the guard: no shell, no nft, no package manager (no RUN step built it).
+    for program in ["/bin/sh", "/usr/sbin/nft"] {
+        let out = try_docker(&["exec", &guard, program, "-c", "echo ran"]).unwrap();
+        assert!(!out.contains("ran"), "{program} exists in the guard image");
+    }
     let image_id = inspect(&image)["Id"].clone();
 
     // A recreated guard uses the same image: nothing is rebuilt or copied.

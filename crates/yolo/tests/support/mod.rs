@@ -28,6 +28,8 @@ pub struct Test {
     extra_env: Vec<(String, String)>,
     /// Whether yolo may reach the real engine (and so whether the drop must clean up).
     uses_docker: bool,
+    /// yolo run as this user (uid, gid) from this copy of its binary (`run_as`).
+    run_as: Option<(u32, u32, PathBuf)>,
 }
 
 pub struct Run {
@@ -179,6 +181,7 @@ impl Test {
             data_dir,
             extra_env: vec![],
             uses_docker: true,
+            run_as: None,
         }
     }
 
@@ -241,8 +244,35 @@ impl Test {
         self
     }
 
+    /// Run yolo as the user `uid`:`gid` from here on (the rootless Podman tests): the test's
+    /// folders become that user's, and yolo runs from a copy of its binary in them (the build's
+    /// folder may be closed to other users).
+    pub fn run_as(&mut self, uid: u32, gid: u32) {
+        let exe = self.root.path().join("bin/yolo");
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        std::fs::copy(env!("CARGO_BIN_EXE_yolo"), &exe).expect("copy of yolo");
+        let chown = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{uid}:{gid}"))
+            .arg(self.root.path())
+            .status()
+            .expect("chown");
+        assert!(chown.success(), "chown of the test's folders");
+        self.run_as = Some((uid, gid, exe));
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_yolo"));
+        let mut cmd = match &self.run_as {
+            None => Command::new(env!("CARGO_BIN_EXE_yolo")),
+            Some((uid, gid, exe)) => {
+                let mut cmd = Command::new("setpriv");
+                cmd.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={gid}"))
+                    .arg("--init-groups")
+                    .arg(exe);
+                cmd
+            }
+        };
         cmd.args(args)
             .current_dir(&self.workspace)
             .env("YOLO_CONFIG_DIR", &self.config_dir)

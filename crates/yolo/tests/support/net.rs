@@ -58,10 +58,22 @@ pub fn ensure_image(tag: &str, dockerfile: &str) {
 /// Run the docker CLI and insist on success; stdout, trimmed.
 #[track_caller]
 pub fn docker_ok(args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("docker CLI");
+    docker_on(None, args)
+}
+
+/// The docker CLI against the engine at `host` (`DOCKER_HOST`; None: the default one).
+fn cli(host: Option<&str>) -> Command {
+    let mut cmd = Command::new("docker");
+    if let Some(host) = host {
+        cmd.env("DOCKER_HOST", host);
+    }
+    cmd
+}
+
+/// [`docker_ok`] against the engine at `host` (the docker CLI speaks to Podman's API too).
+#[track_caller]
+pub fn docker_on(host: Option<&str>, args: &[&str]) -> String {
+    let out = cli(host).args(args).output().expect("docker CLI");
     assert!(
         out.status.success(),
         "docker {} failed:\n{}",
@@ -86,6 +98,8 @@ pub struct Web {
 }
 
 pub struct Internet {
+    /// The engine it runs on (`DOCKER_HOST`); None: the default one.
+    pub docker_host: Option<String>,
     /// The Docker network (the guard joins it through `[firewall] docker_network`).
     pub network: String,
     pub gateway: String,
@@ -104,6 +118,14 @@ impl Internet {
     pub fn new(t: &Test) -> Internet {
         ensure_image(DNS_IMAGE, "dns.Dockerfile");
         ensure_image(AGENT_IMAGE, "agent.Dockerfile");
+        Internet::on(t, None, DNS_IMAGE)
+    }
+
+    /// The same on the engine at `docker_host` (Podman's socket, say), from `dns_image` there
+    /// (the DNS_IMAGE build, copied).
+    pub fn on(t: &Test, docker_host: Option<&str>, dns_image: &str) -> Internet {
+        let docker_ok = |args: &[&str]| docker_on(docker_host, args);
+        let ip_of = |name: &str, network: &str| ip_on(docker_host, name, network);
         let label = format!("{LABEL}={}", t.id);
         let network = format!("yolo-{}-inet", t.id);
         docker_ok(&["network", "create", "--label", &label, &network]);
@@ -126,7 +148,7 @@ impl Internet {
                 &network,
                 "-e",
                 &format!("BODY={body}"),
-                DNS_IMAGE,
+                dns_image,
                 "sh",
                 "-c",
                 // Port 81 too, for the port-restricted allowlist entries.
@@ -154,7 +176,7 @@ impl Internet {
             &label,
             "--network",
             &network,
-            DNS_IMAGE,
+            dns_image,
             "sh",
             "-c",
             &format!(
@@ -170,6 +192,7 @@ impl Internet {
             name,
         };
         let internet = Internet {
+            docker_host: docker_host.map(str::to_string),
             network,
             gateway,
             subnet,
@@ -184,7 +207,7 @@ impl Internet {
 
     /// Everything dnsmasq logged (every query it received is a `query[..] NAME from ..` line).
     pub fn dns_log(&self) -> String {
-        let out = Command::new("docker")
+        let out = cli(self.docker_host.as_deref())
             .args(["logs", &self.dns.name])
             .output()
             .expect("docker logs");
@@ -206,13 +229,16 @@ impl Internet {
     /// entries win over the wildcard `--address`), and wait until it does.
     pub fn set_answer(&self, name: &str, ip: &str) {
         let file = format!("/etc/hosts.d/{name}");
-        docker_ok(&[
-            "exec",
-            &self.dns.name,
-            "sh",
-            "-c",
-            &format!("echo '{ip} {name}' > {file}.tmp && mv {file}.tmp {file}"),
-        ]);
+        docker_on(
+            self.docker_host.as_deref(),
+            &[
+                "exec",
+                &self.dns.name,
+                "sh",
+                "-c",
+                &format!("echo '{ip} {name}' > {file}.tmp && mv {file}.tmp {file}"),
+            ],
+        );
         self.wait_answer(name, ip);
     }
 
@@ -220,7 +246,7 @@ impl Internet {
     fn wait_answer(&self, name: &str, ip: &str) {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let out = Command::new("docker")
+            let out = cli(self.docker_host.as_deref())
                 .args([
                     "exec",
                     &self.dns.name,
@@ -273,12 +299,20 @@ impl Internet {
 
 /// The IPv4 address of container `name` on `network`.
 pub fn ip_of(name: &str, network: &str) -> String {
-    let ip = docker_ok(&[
-        "inspect",
-        "--format",
-        &format!("{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}"),
-        name,
-    ]);
+    ip_on(None, name, network)
+}
+
+/// [`ip_of`] on the engine at `host`.
+pub fn ip_on(host: Option<&str>, name: &str, network: &str) -> String {
+    let ip = docker_on(
+        host,
+        &[
+            "inspect",
+            "--format",
+            &format!("{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}"),
+            name,
+        ],
+    );
     assert!(!ip.is_empty(), "{name} has no address on {network}");
     ip
 }
@@ -331,18 +365,22 @@ impl Session {
         guard_of(&self.t)
     }
 
-    /// `nft -j list table inet yolo`, read in the guard (which holds NET_ADMIN).
+    /// `nft -j list table inet yolo` of the guard's network namespace. The guard image holds no
+    /// `nft` (the guard speaks netlink itself), so the host's nft reads it through nsenter.
     pub fn ruleset(&self) -> serde_json::Value {
-        let text = docker_ok(&[
-            "exec",
-            &self.guard(),
-            "nft",
-            "-j",
-            "list",
-            "table",
-            "inet",
-            "yolo",
-        ]);
+        let pid = docker_ok(&["inspect", "-f", "{{.State.Pid}}", &self.guard()]);
+        let out = std::process::Command::new("nsenter")
+            .args([
+                "-t", &pid, "-n", "nft", "-j", "list", "table", "inet", "yolo",
+            ])
+            .output()
+            .expect("nsenter");
+        assert!(
+            out.status.success(),
+            "nsenter -t {pid} -n nft -j list table inet yolo: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
         serde_json::from_str(&text).expect("nft -j output")
     }
 

@@ -1,0 +1,122 @@
+//! `yolo sync`, and the same at `yolo down`: with a remote engine (`engine::remote`), the
+//! agent works on a copy of the repository in a volume; this brings its commits and its
+//! uncommitted files back as the branch `yolo/<name>` of the local repository (`remote`), and
+//! says how to look at it. Also the other half: `seed`, the copy made when the volume is new.
+
+use crate::devcontainer::names;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::project::{Located, Project};
+use crate::remote::{self, Brought};
+
+pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
+    let located = super::locate(target)?;
+    let engine = super::engine().await?;
+    let _lock = crate::lock::acquire(&located.devcontainer_id, "sync").await?;
+    collect_events(&engine, &located).await?;
+    match bring_back(&engine, &located).await? {
+        Some(_) => Ok(0),
+        None => Err(Error::NotRunning(format!(
+            "nothing to sync for {}: yolo has no copy of it in a volume (the engine is local, or `yolo up` has not run with the remote engine)",
+            located.workspace.display()
+        ))),
+    }
+}
+
+/// With a remote engine, the workspace volume made and the repository copied into it, through
+/// a helper container of `image` (an image the engine has: the guard's or the agent's), when
+/// the volume does not exist yet: a kept volume holds the agent's work and is never
+/// overwritten. Called before the first container that mounts it is made (Docker would make
+/// the volume empty, unlabelled).
+pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Result<()> {
+    let spec = &project.spec;
+    let volume = &spec.workspace_mount.source;
+    if !remote::uses_copy(spec) || engine.volume_exists(volume).await? {
+        return Ok(());
+    }
+    let workspace = spec.workspace.clone();
+    let tar = tokio::task::spawn_blocking(move || remote::pack(&workspace))
+        .await
+        .map_err(|e| Error::other(format!("copying the repository stopped: {e}")))??;
+    eprintln!(
+        "{} copying {} into the volume {volume} ({} KiB): the engine is remote",
+        console::style("yolo:").bold(),
+        spec.workspace.display(),
+        tar.len() / 1024
+    );
+    engine.create_volume(volume, &spec.devcontainer_id).await?;
+    if let Err(e) = engine
+        .fill_volume(volume, &spec.devcontainer_id, image, tar)
+        .await
+    {
+        // Half a copy is no copy: the next `up` makes it again.
+        let _ = engine.remove_volume(volume).await;
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// The agent's work as the branch, printed; `None` when this workspace has no copy (no agent
+/// container mounting the volume).
+pub(crate) async fn bring_back(engine: &Engine, located: &Located) -> Result<Option<Brought>> {
+    let volume = remote::workspace_volume(&located.devcontainer_id);
+    let found = engine.find(&super::owner(located)).await?;
+    let Some(agent) = found.agent else {
+        return Ok(None);
+    };
+    let Some(target) = engine.volume_mount_point(&agent.id, &volume).await? else {
+        return Ok(None);
+    };
+    let tar = engine.download_tar(&agent.id, &target).await?;
+    let branch = remote::branch_name(&names::container_name(
+        &located.workspace,
+        &located.devcontainer_id,
+    ));
+    let repo = located.workspace.clone();
+    let brought = tokio::task::spawn_blocking(move || remote::bring_back(&repo, &tar, &branch))
+        .await
+        .map_err(|e| Error::other(format!("yolo sync stopped: {e}")))??;
+    match &brought {
+        Brought::Updated { branch, commit } => eprintln!(
+            "{} the agent's work is on the branch {branch} ({}); your branch and files are untouched. Look: `git log -p HEAD..{branch}`; take it: `git merge {branch}`",
+            console::style("yolo:").bold(),
+            &commit[..commit.len().min(12)]
+        ),
+        Brought::UpToDate { branch } => eprintln!(
+            "{} {branch} already holds the agent's work",
+            console::style("yolo:").bold()
+        ),
+    }
+    Ok(Some(brought))
+}
+
+/// With a remote engine, the guard's event files (network, execs, files), copied from its
+/// events volume into the local data folder where `yolo audit` and the reports read them. Each
+/// file is the guard's whole log of a session (it only appends), so the longer copy wins. Does
+/// nothing with a local engine (the guard writes the data folder itself).
+pub(crate) async fn collect_events(engine: &Engine, located: &Located) -> Result<()> {
+    if crate::engine::remote::remote_reason()?.is_none() {
+        return Ok(());
+    }
+    let volume = remote::events_volume(&located.devcontainer_id);
+    let Some(guard) = engine.find(&super::owner(located)).await?.guard else {
+        return Ok(());
+    };
+    let Some(folder) = engine.volume_mount_point(&guard.id, &volume).await? else {
+        return Ok(());
+    };
+    let tar = engine.download_tar(&guard.id, &folder).await?;
+    let dir = crate::audit::network_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    for (name, content) in remote::event_files(&tar)? {
+        let path = dir.join(&name);
+        let local = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if (content.len() as u64) < local {
+            continue;
+        }
+        let temp = dir.join(format!(".{name}.{}", std::process::id()));
+        std::fs::write(&temp, &content).map_err(|e| Error::io(&temp, e))?;
+        std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
+    }
+    Ok(())
+}

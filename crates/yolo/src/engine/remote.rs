@@ -1,0 +1,290 @@
+//! A remote engine: one that is not on this machine, so no host folder can be bind-mounted into
+//! its containers. Which engine is remote is decided here, from the same choice
+//! `Engine::connect` makes (`endpoint`): a `tcp://`, `http(s)://` or `ssh://` host is remote, a
+//! `unix://` socket is local. `YOLO_REMOTE=1` forces the remote path on a local engine (the tests
+//! do, so the code that runs against a real remote engine is the code under test);
+//! `YOLO_REMOTE=0` forces the local path (an engine reached over TCP that shares this machine's
+//! disk).
+//!
+//! What the remote path needs from Docker is also here: whether a volume exists, a tar copied
+//! into or out of a container's folder (`PUT`/`GET /containers/{id}/archive`, which work on a
+//! created or stopped container too, and see its volumes), and where a volume is mounted.
+//! `commands::remote` decides what to copy and what to do with it.
+
+use super::endpoint::{Endpoint, Environment};
+use super::{is_not_found, message, Engine};
+use crate::error::{Error, Result};
+use bollard::query_parameters::{
+    DownloadFromContainerOptions, InspectContainerOptions, UploadToContainerOptions,
+};
+use futures_util::StreamExt;
+
+/// Where `fill_volume`'s helper container mounts the volume.
+const FILL_POINT: &str = "/yolo-fill";
+
+/// The variable that forces the remote path (`1`) or the local one (`0`).
+pub(crate) const FORCE_VAR: &str = "YOLO_REMOTE";
+
+/// Why the engine is remote (for messages), or `None` when it is on this machine.
+pub(crate) fn remote_reason() -> Result<Option<String>> {
+    match std::env::var(FORCE_VAR).ok().as_deref() {
+        Some("1") => return Ok(Some(format!("{FORCE_VAR}=1"))),
+        Some("0") => return Ok(None),
+        _ => {}
+    }
+    let endpoint = Endpoint::choose(&Environment::from_process())?;
+    Ok(is_remote_host(&endpoint.host).then(|| {
+        format!(
+            "the engine is {} ({})",
+            crate::visible::escape_controls(&endpoint.host),
+            endpoint.source
+        )
+    }))
+}
+
+/// Whether an engine address is on another machine: anything but a local socket or pipe.
+fn is_remote_host(host: &str) -> bool {
+    let scheme = host.split_once("://").map_or("", |(scheme, _)| scheme);
+    !matches!(scheme, "unix" | "npipe")
+}
+
+impl Engine {
+    /// The exec audit's shim in a volume of the project (`yolo-shim-<id>`), for a remote
+    /// engine, where its host folder (`guard_image::shim_dir`) cannot be bound. The agent
+    /// mounts the volume read-only, as it would the folder.
+    pub(crate) async fn shim_volume(
+        &self,
+        host_dir: &std::path::Path,
+        devcontainer_id: &str,
+        image: &str,
+    ) -> Result<String> {
+        let name = format!("yolo-shim-{devcontainer_id}");
+        let file = yolo_protocol::SHIM_PATH
+            .rsplit_once('/')
+            .map_or(yolo_protocol::SHIM_PATH, |(_, name)| name);
+        let shim =
+            std::fs::read(host_dir.join(file)).map_err(|e| Error::io(host_dir.join(file), e))?;
+        let pack = |e: std::io::Error| Error::other(format!("packing the shim: {e}"));
+        let mut tar = tar::Builder::new(Vec::new());
+        super::guard_image::append(&mut tar, file, 0o555, &shim).map_err(pack)?;
+        let tar = tar.into_inner().map_err(pack)?;
+        self.create_volume(&name, devcontainer_id).await?;
+        self.fill_volume(&name, devcontainer_id, image, tar).await?;
+        Ok(name)
+    }
+
+    /// Unpack `tar` at the root of volume `name`, through a helper container of `image` that
+    /// never starts (made with the volume, filled, removed): nothing runs on the engine.
+    pub(crate) async fn fill_volume(
+        &self,
+        name: &str,
+        devcontainer_id: &str,
+        image: &str,
+        tar: Vec<u8>,
+    ) -> Result<()> {
+        let body = bollard::models::ContainerCreateBody {
+            image: Some(image.to_string()),
+            entrypoint: Some(vec!["/nonexistent".into()]),
+            labels: Some(super::labels::volume(devcontainer_id).into_iter().collect()),
+            network_disabled: Some(true),
+            host_config: Some(bollard::models::HostConfig {
+                mounts: Some(vec![bollard::models::Mount {
+                    target: Some(FILL_POINT.into()),
+                    source: Some(name.to_string()),
+                    typ: Some(bollard::models::MountType::VOLUME),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let helper = format!("{name}-fill-{}", std::process::id());
+        let id = self
+            .create(&helper, None, body)
+            .await
+            .map_err(|e| Error::docker(format!("creating the container that fills {name}"), e))?;
+        let copied = self.upload_tar(&id, FILL_POINT, tar).await;
+        self.remove(&id).await?;
+        copied
+    }
+
+    /// Whether the named volume exists.
+    pub(crate) async fn volume_exists(&self, name: &str) -> Result<bool> {
+        match self.docker.inspect_volume(name).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(Error::docker(
+                format!("looking for volume {name}"),
+                message(&e),
+            )),
+        }
+    }
+
+    /// Unpack `tar` into `folder` of container `id` (created, running or stopped).
+    pub(crate) async fn upload_tar(&self, id: &str, folder: &str, tar: Vec<u8>) -> Result<()> {
+        let options = UploadToContainerOptions {
+            path: folder.into(),
+            ..Default::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
+            .await
+            .map_err(|e| {
+                Error::docker(format!("copying the repository into {folder}"), message(&e))
+            })
+    }
+
+    /// `folder` of container `id` as a tar (its entries named `<last component>/...`).
+    pub(crate) async fn download_tar(&self, id: &str, folder: &str) -> Result<Vec<u8>> {
+        let options = DownloadFromContainerOptions {
+            path: folder.into(),
+        };
+        let mut stream = self.docker.download_from_container(id, Some(options));
+        let mut out = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                Error::docker(
+                    format!("copying {folder} out of the container"),
+                    message(&e),
+                )
+            })?;
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    }
+
+    /// Where container `id` mounts volume `name`, if it does.
+    pub(crate) async fn volume_mount_point(&self, id: &str, name: &str) -> Result<Option<String>> {
+        let details = self
+            .docker
+            .inspect_container(id, None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        Ok(details
+            .mounts
+            .unwrap_or_default()
+            .into_iter()
+            .find(|m| m.name.as_deref() == Some(name))
+            .and_then(|m| m.destination))
+    }
+}
+
+/// An `ssh://` engine reached through the user's own `ssh` (their keys, agent, known hosts
+/// and `~/.ssh/config`), forwarding a private local socket to the engine's socket, as the
+/// docker CLI does with `docker system dial-stdio`. bollard has no ssh transport; OpenSSH is
+/// what the user already trusts with that host. Ended (killed) when the last `Engine` goes.
+pub(crate) struct Tunnel {
+    child: std::process::Child,
+    /// Holds the socket; removed on drop.
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Tunnel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The engine's socket on the remote machine.
+const REMOTE_SOCKET: &str = "/var/run/docker.sock";
+
+impl Tunnel {
+    /// `ssh -L` for `host` (`ssh://[user@]name[:port]`) and the `unix://` address of its local
+    /// end, once the socket is there.
+    pub(crate) fn open(host: &str) -> Result<(Tunnel, String)> {
+        let target = host.trim_start_matches("ssh://").trim_end_matches('/');
+        let (dest, port) = match target.rsplit_once(':') {
+            Some((dest, port)) if port.parse::<u16>().is_ok() => (dest, Some(port)),
+            _ => (target, None),
+        };
+        if dest.is_empty() || dest.starts_with('-') || dest.contains('/') {
+            return Err(Error::Usage(format!(
+                "DOCKER_HOST={} is not an ssh address yolo can use: write ssh://[USER@]HOST[:PORT]",
+                crate::visible::escape_controls(host)
+            )));
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("yolo-ssh-")
+            .tempdir()
+            .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        let socket = dir.path().join("docker.sock");
+        let mut cmd = std::process::Command::new("ssh");
+        cmd.args([
+            "-nNT",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-o",
+            "BatchMode=yes",
+        ])
+        .arg("-L")
+        .arg(format!("{}:{REMOTE_SOCKET}", socket.display()));
+        if let Some(port) = port {
+            cmd.args(["-p", port]);
+        }
+        cmd.arg("--")
+            .arg(dest)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let child = cmd.spawn().map_err(|e| {
+            Error::Unavailable(if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "DOCKER_HOST={} needs the ssh client, and there is no `ssh` on PATH: install OpenSSH's client (Debian: `apt-get install openssh-client`), or forward the engine's socket yourself and set DOCKER_HOST=unix:///path/to/the/forwarded.sock",
+                    crate::visible::escape_controls(host)
+                )
+            } else {
+                format!("ssh could not be started for DOCKER_HOST={host}: {e}")
+            })
+        })?;
+        let mut tunnel = Tunnel { child, _dir: dir };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if socket.exists() {
+                return Ok((tunnel, format!("unix://{}", socket.display())));
+            }
+            if let Ok(Some(status)) = tunnel.child.try_wait() {
+                let mut said = String::new();
+                if let Some(mut err) = tunnel.child.stderr.take() {
+                    use std::io::Read;
+                    let _ = err.read_to_string(&mut said);
+                }
+                return Err(Error::Docker {
+                    action: format!(
+                        "reaching the Docker Engine over ssh ({})",
+                        crate::visible::escape_controls(host)
+                    ),
+                    message: format!(
+                        "ssh exited ({status}): {}",
+                        crate::visible::escape_controls(said.trim())
+                    ),
+                    hint: Some(format!(
+                        "check that `ssh {}{dest}` logs in without a prompt (yolo runs ssh with BatchMode) and that the engine's socket is {REMOTE_SOCKET} there",
+                        port.map(|p| format!("-p {p} ")).unwrap_or_default()
+                    )),
+                });
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(Error::Unavailable(format!(
+                    "ssh to {} did not forward the engine's socket within 30 s",
+                    crate::visible::escape_controls(host)
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockets_are_local_and_network_addresses_remote() {
+        assert!(!is_remote_host("unix:///var/run/docker.sock"));
+        assert!(!is_remote_host("npipe:////./pipe/docker_engine"));
+        assert!(is_remote_host("tcp://127.0.0.1:2375"));
+        assert!(is_remote_host("ssh://me@build-box"));
+        assert!(is_remote_host("https://h:2376"));
+    }
+}

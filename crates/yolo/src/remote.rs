@@ -1,0 +1,671 @@
+//! The remote path's local half: with an engine on another machine (`engine::remote`) the
+//! repository cannot be bind-mounted, so it is copied, with its `.git`, into a named volume
+//! (`to_volume` rewrites the RunSpec, `pack` makes the tar), and the agent's work comes back as
+//! a branch of the local repository (`bring_back`). No Docker here: `commands::sync` moves the
+//! tars.
+//!
+//! What comes back from the volume is the agent's, and the agent is root in its container: the
+//! tree it returns is hostile input. `bring_back` therefore
+//! - unpacks it into a private temporary folder with the `tar` crate (which refuses entries
+//!   with `..`, absolute paths and writes through a symlink that leaves the folder), never
+//!   over the user's working tree;
+//! - throws away everything of the returned `.git` that git would execute or follow: its
+//!   `config` (written afresh), `hooks/`, `info/`, `commondir`, `gitdir`, `modules/`,
+//!   `worktrees/`, the object alternates, and every symlink inside `.git` (a link there would
+//!   make the local git read a host folder); a `.git` that is a file or a link is refused;
+//! - takes only the commit its `HEAD` names (never its ref names), fetched with hooks off into
+//!   a temporary ref of the local repository;
+//! - records the uncommitted files with git plumbing (a temporary `GIT_INDEX_FILE`, `add`,
+//!   `write-tree`, `commit-tree`), symlinks stored as links, never followed;
+//! - moves one ref only, `refs/heads/yolo/<name>` (`branch_name`), by compare-and-swap, and
+//!   only forward: never the checked-out branch, never the working tree, never a branch the
+//!   user has added commits to.
+//!
+//! Written by hand over the `git` program rather than a git library: the user's git is what
+//! will read the result, and `git fetch`/`commit-tree` are the stable interface to it.
+
+use crate::error::{Error, Result};
+use crate::run_spec::{Mount, MountKind, RunSpec};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The volume holding a workspace's copy: `yolo-workspace-<devcontainerId>`.
+pub(crate) fn workspace_volume(devcontainer_id: &str) -> String {
+    format!("yolo-workspace-{devcontainer_id}")
+}
+
+/// The volume the guard writes its events to with a remote engine: `yolo-events-<id>`.
+pub(crate) fn events_volume(devcontainer_id: &str) -> String {
+    format!("yolo-events-{devcontainer_id}")
+}
+
+/// The guard's event files in `tar` (a download of its log folder): `(file name, content)` of
+/// each regular file directly in the folder whose name is a plain `*.jsonl`; anything else
+/// (links, folders, odd names) is skipped: the guard shares its namespaces with the agent.
+pub(crate) fn event_files(tar: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
+    use std::io::Read;
+    let bad = |e: std::io::Error| {
+        Error::Unavailable(format!(
+            "the guard's events from the engine cannot be read: {e}"
+        ))
+    };
+    let mut out = Vec::new();
+    let mut archive = tar::Archive::new(tar);
+    for entry in archive.entries().map_err(bad)? {
+        let mut entry = entry.map_err(bad)?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        let path = entry.path().map_err(bad)?.into_owned();
+        let parts: Vec<_> = path.components().collect();
+        let [_, std::path::Component::Normal(name)] = parts.as_slice() else {
+            continue;
+        };
+        let Some(name) = name.to_str().map(str::to_string) else {
+            continue;
+        };
+        let plain = name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !plain || !name.ends_with(".jsonl") || name.starts_with('.') {
+            continue;
+        }
+        let mut content = Vec::new();
+        entry.read_to_end(&mut content).map_err(bad)?;
+        out.push((name, content));
+    }
+    Ok(out)
+}
+
+/// The branch the agent's work comes back to: `yolo/<container name without "yolo-">`, stable
+/// per workspace and config.
+pub(crate) fn branch_name(container_name: &str) -> String {
+    format!(
+        "yolo/{}",
+        container_name
+            .strip_prefix("yolo-")
+            .unwrap_or(container_name)
+    )
+}
+
+/// Whether `spec` runs on a copy of the repository in its volume (the remote path).
+pub(crate) fn uses_copy(spec: &RunSpec) -> bool {
+    spec.workspace_mount.kind == MountKind::Volume
+        && spec.workspace_mount.source == workspace_volume(&spec.devcontainer_id)
+}
+
+/// The spec for a remote engine: the workspace bind becomes the copy's volume at the same
+/// place. The protected paths are not bound (they would be host folders); nothing of them
+/// comes back (`bring_back` ignores the copy's git config, hooks and info, and the tree's files
+/// arrive as a commit to review). Any other host bind is refused, named.
+pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Result<()> {
+    if let Some(bind) = spec.mounts.iter().find(|m| m.kind == MountKind::Bind) {
+        return Err(Error::Unavailable(format!(
+            "{why}, so the host folder {} cannot be mounted at {} (a bind mount from devcontainer.json, a grant or the extra CA setting); remove it, or use a local engine (YOLO_REMOTE=0 if the engine shares this disk)",
+            crate::visible::escape_controls(&bind.source),
+            bind.target
+        )));
+    }
+    if spec.compose.is_some() {
+        return Err(Error::Unavailable(format!(
+            "{why}: a Compose project (dockerComposeFile) is not supported with a remote engine yet; its files and bind mounts are read on this machine"
+        )));
+    }
+    let mount = &spec.workspace_mount;
+    if mount.kind != MountKind::Bind {
+        // A volume workspace already holds no host file: nothing to copy or bring back.
+        return Ok(());
+    }
+    if Path::new(&mount.source) != workspace {
+        return Err(Error::Unavailable(format!(
+            "{why}: the workspace is copied into a volume, and workspaceMount binds {} instead of the repository {}; remove workspaceMount or run yolo in that folder",
+            crate::visible::escape_controls(&mount.source),
+            workspace.display()
+        )));
+    }
+    if !workspace.join(".git").is_dir() {
+        return Err(not_a_repository(workspace, why));
+    }
+    spec.workspace_mount = Mount {
+        kind: MountKind::Volume,
+        source: workspace_volume(&spec.devcontainer_id),
+        target: mount.target.clone(),
+        read_only: mount.read_only,
+    };
+    spec.protected.clear();
+    Ok(())
+}
+
+fn not_a_repository(workspace: &Path, why: &str) -> Error {
+    Error::NotFound(format!(
+        "{} is not the root of a git repository (no .git folder): {why}, so yolo copies the repository into a volume and brings the agent's work back as a git branch, which needs git; run `git init` and commit, or start yolo at the repository's root",
+        workspace.display()
+    ))
+}
+
+/// The workspace folder as a tar whose entries are relative (`upload_tar` unpacks it into the
+/// mount point), `.git` included; symlinks stored as links.
+pub(crate) fn pack(workspace: &Path) -> Result<Vec<u8>> {
+    let mut tar = tar::Builder::new(Vec::new());
+    tar.follow_symlinks(false);
+    tar.mode(tar::HeaderMode::Complete);
+    tar.append_dir_all(".", workspace)
+        .map_err(|e| Error::io(workspace, e))?;
+    tar.into_inner().map_err(|e| Error::io(workspace, e))
+}
+
+/// What `bring_back` did.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Brought {
+    /// The branch moved to this commit.
+    Updated { branch: String, commit: String },
+    /// The branch already held everything.
+    UpToDate { branch: String },
+}
+
+/// The agent's work in `tar` (a download of the volume's mount point, entries under one
+/// top folder) as `refs/heads/<branch>` of the repository at `repo`. See the module doc.
+pub(crate) fn bring_back(repo: &Path, tar: &[u8], branch: &str) -> Result<Brought> {
+    check_branch(repo, branch)?;
+    let temp = tempfile::Builder::new()
+        .prefix(".yolo-sync-")
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let tree = unpack(tar, temp.path())?;
+    let git_dir = tree.join(".git");
+    sanitize_git_dir(&git_dir)?;
+    let incoming = format!("refs/yolo-sync/{}", std::process::id());
+    let head = fetch_head(repo, &git_dir, &incoming);
+    let _ = git(repo).args(["update-ref", "-d", &incoming]).output();
+    let head = head?;
+    let written = worktree_tree(repo, &tree, &head)?;
+    advance(repo, branch, &head, &written)
+}
+
+/// The branch's name is yolo's own, but checked as git would.
+fn check_branch(repo: &Path, branch: &str) -> Result<()> {
+    let ok = git(repo)
+        .args(["check-ref-format", "--branch", branch])
+        .output()
+        .map_err(git_missing)?
+        .status
+        .success();
+    if !ok || branch.contains("..") {
+        return Err(Error::other(format!(
+            "\"{branch}\" is not a valid branch name"
+        )));
+    }
+    if !repo.join(".git").exists() {
+        return Err(not_a_repository(repo, "the engine is remote"));
+    }
+    Ok(())
+}
+
+/// Unpack into `dest`; the one top folder Docker's archive puts the mount point's content in.
+fn unpack(tar: &[u8], dest: &Path) -> Result<PathBuf> {
+    let bad = |e: std::io::Error| {
+        Error::Unavailable(format!(
+            "the copy of the workspace the engine sent back cannot be unpacked safely: {e}"
+        ))
+    };
+    let mut archive = tar::Archive::new(tar);
+    archive.set_preserve_permissions(false);
+    archive.set_unpack_xattrs(false);
+    archive.set_preserve_mtime(false);
+    archive.set_overwrite(true);
+    // Entry by entry, `unpack_in` skips `..` and absolute paths and fails on a path through a
+    // link out of `dest` (which a real folder's archive cannot hold: the engine forged it);
+    // folders' modes are set last, so a read-only one cannot stop the rest.
+    archive.unpack(dest).map_err(bad)?;
+    // A folder the agent made read-only must not keep the temporary copy from going.
+    writable(dest)?;
+    let mut tops = std::fs::read_dir(dest)
+        .map_err(|e| Error::io(dest, e))?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()));
+    match (tops.next(), tops.next()) {
+        (Some(top), None) => Ok(top.path()),
+        _ => Err(bad(std::io::Error::other("not one folder"))),
+    }
+}
+
+/// Every folder under `dir` (links not followed) writable and searchable by us.
+fn writable(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::symlink_metadata(dir).map_err(|e| Error::io(dir, e))?;
+        let mode = meta.permissions().mode() | 0o700;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::io(dir, e))?;
+    }
+    for entry in std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .flatten()
+    {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            writable(&entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Remove what git would run or follow from the returned `.git`, and give it a config of ours.
+fn sanitize_git_dir(git_dir: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(git_dir).map_err(|_| {
+        Error::Unavailable(
+            "the workspace copy has no .git folder any more (the agent removed it); nothing to bring back".into(),
+        )
+    })?;
+    if !meta.is_dir() {
+        return Err(Error::Unavailable(
+            "the workspace copy's .git is not a folder (a file or a link, made in the container); yolo does not follow it".into(),
+        ));
+    }
+    for name in [
+        "config",
+        "hooks",
+        "info",
+        "commondir",
+        "gitdir",
+        "modules",
+        "worktrees",
+        "objects/info",
+        "shallow",
+        "index",
+    ] {
+        let path = git_dir.join(name);
+        let _ = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+            Ok(_) => std::fs::remove_file(&path),
+            Err(_) => Ok(()),
+        };
+    }
+    remove_links(git_dir)?;
+    let config = git_dir.join("config");
+    std::fs::write(
+        &config,
+        "[core]\n\trepositoryformatversion = 0\n\tbare = true\n",
+    )
+    .map_err(|e| Error::io(&config, e))
+}
+
+/// Every symlink under `dir` removed (none followed).
+fn remove_links(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .flatten()
+    {
+        let path = entry.path();
+        let kind = entry.file_type().map_err(|e| Error::io(&path, e))?;
+        if kind.is_symlink() {
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        } else if kind.is_dir() {
+            remove_links(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// The commit the copy's `HEAD` names, fetched into `incoming` of the local repository.
+fn fetch_head(repo: &Path, git_dir: &Path, incoming: &str) -> Result<String> {
+    let spec = format!("+HEAD:{incoming}");
+    let fetched = git(repo)
+        .args(["fetch", "--quiet", "--no-tags", "--no-recurse-submodules"])
+        .args(["--no-write-fetch-head", "--no-auto-gc"])
+        .arg(git_dir)
+        .arg(&spec)
+        .output()
+        .map_err(git_missing)?;
+    if !fetched.status.success() {
+        return Err(Error::Unavailable(format!(
+            "the agent's commits could not be read from the copy of the repository: {}",
+            String::from_utf8_lossy(&fetched.stderr).trim()
+        )));
+    }
+    rev_parse(repo, &format!("{incoming}^{{commit}}"))
+}
+
+/// The tree of the copy's working tree (its uncommitted files included), staged on `head`'s.
+fn worktree_tree(repo: &Path, tree: &Path, head: &str) -> Result<String> {
+    let index_dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let index = index_dir.path().join("index");
+    let run = |args: &[&str]| -> Result<String> {
+        let out = git(repo)
+            .env("GIT_INDEX_FILE", &index)
+            .env("GIT_WORK_TREE", tree)
+            .args(args)
+            .output()
+            .map_err(git_missing)?;
+        if !out.status.success() {
+            return Err(Error::Unavailable(format!(
+                "recording the agent's uncommitted files failed (git {}): {}",
+                args.first().unwrap_or(&""),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    run(&["read-tree", head])?;
+    run(&["add", "--all", "--", "."])?;
+    run(&["write-tree"])
+}
+
+/// The subject of the commit yolo records the uncommitted files in.
+const SNAPSHOT_SUBJECT: &str = "yolo: the agent's uncommitted changes";
+
+/// Move `refs/heads/<branch>` forward to hold `head` (the copy's HEAD) and the working tree
+/// `tree`: a commit recording the uncommitted files goes on top (on the branch's own earlier
+/// record, when the agent has made no commit since). Never the checked-out branch, never over
+/// a commit that is not the agent's or yolo's record.
+fn advance(repo: &Path, branch: &str, head: &str, tree: &str) -> Result<Brought> {
+    let full = format!("refs/heads/{branch}");
+    let current = rev_parse(repo, &format!("{full}^{{commit}}")).ok();
+    let checked_out = git(repo)
+        .args(["symbolic-ref", "-q", "HEAD"])
+        .output()
+        .map_err(git_missing)?;
+    if String::from_utf8_lossy(&checked_out.stdout).trim() == full {
+        return Err(Error::Conflict(format!(
+            "{branch} is checked out in {}; yolo sync would change the files under you. Switch to another branch (`git switch -`), then run `yolo sync` again",
+            repo.display()
+        )));
+    }
+    let tree_of = |commit: &str| rev_parse(repo, &format!("{commit}^{{tree}}"));
+    let up_to_date = || Brought::UpToDate {
+        branch: branch.into(),
+    };
+    // What the branch holds beyond the agent's HEAD must be yolo's own records, else it is
+    // the user's work.
+    let parents: Vec<String> = match &current {
+        None => vec![head.to_string()],
+        Some(tip) => {
+            if !only_snapshots(repo, head, tip)? {
+                return Err(Error::Conflict(format!(
+                    "{branch} has commits the container's copy does not (made here since the last sync, or the agent rewrote its history); yolo will not overwrite them. Rename {branch} (`git branch -m {branch} {branch}-mine`), then run `yolo sync` again"
+                )));
+            }
+            if is_ancestor(repo, head, tip)? {
+                if tree_of(tip)? == tree {
+                    return Ok(up_to_date());
+                }
+                vec![tip.clone()]
+            } else {
+                // New agent commits: the record goes on them, the earlier record kept as a
+                // second parent so the branch only moves forward.
+                vec![head.to_string(), tip.clone()]
+            }
+        }
+    };
+    let commit = if parents.len() == 1 && parents[0] == head && tree_of(head)? == tree {
+        head.to_string()
+    } else {
+        let mut args = vec!["commit-tree".to_string(), tree.to_string()];
+        for p in &parents {
+            args.push("-p".into());
+            args.push(p.clone());
+        }
+        args.push("-m".into());
+        args.push(format!(
+            "{SNAPSHOT_SUBJECT}\n\nRecorded by `yolo sync` from the container's working tree."
+        ));
+        let out = git(repo).args(&args).output().map_err(git_missing)?;
+        if !out.status.success() {
+            return Err(Error::Unavailable(format!(
+                "recording the agent's uncommitted files failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    if current.as_deref() == Some(commit.as_str()) {
+        return Ok(up_to_date());
+    }
+    let old = current.unwrap_or_else(|| "0".repeat(commit.len()));
+    let out = git(repo)
+        .args(["update-ref", "-m", "yolo sync", &full, &commit, &old])
+        .output()
+        .map_err(git_missing)?;
+    if !out.status.success() {
+        return Err(Error::Conflict(format!(
+            "{branch} changed while yolo sync ran: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(Brought::Updated {
+        branch: branch.into(),
+        commit,
+    })
+}
+
+/// Whether every commit of `tip` not in `head` is a record yolo made.
+fn only_snapshots(repo: &Path, head: &str, tip: &str) -> Result<bool> {
+    let out = git(repo)
+        .args(["log", "--format=%ae%x09%s", &format!("{head}..{tip}")])
+        .output()
+        .map_err(git_missing)?;
+    if !out.status.success() {
+        return Err(Error::Unavailable(format!(
+            "git cannot compare the branch with the agent's work: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .all(|l| l == format!("yolo@localhost\t{SNAPSHOT_SUBJECT}")))
+}
+
+fn is_ancestor(repo: &Path, ancestor: &str, of: &str) -> Result<bool> {
+    Ok(git(repo)
+        .args(["merge-base", "--is-ancestor", ancestor, of])
+        .output()
+        .map_err(git_missing)?
+        .status
+        .success())
+}
+
+fn rev_parse(repo: &Path, what: &str) -> Result<String> {
+    let out = git(repo)
+        .args(["rev-parse", "--verify", "--quiet", what])
+        .output()
+        .map_err(git_missing)?;
+    if !out.status.success() {
+        return Err(Error::Unavailable(format!("git cannot find {what}")));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// `git` on the local repository, with nothing of the copy's able to run: hooks off, no
+/// fsmonitor, no submodule recursion, a fixed identity for the commit yolo records.
+fn git(repo: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
+        .arg(repo)
+        .args(["-c", "core.hooksPath=/dev/null"])
+        .args(["-c", "core.fsmonitor=false"])
+        .args(["-c", "submodule.recurse=false"])
+        .args(["-c", "protocol.file.allow=always"])
+        .env("GIT_AUTHOR_NAME", "yolo")
+        .env("GIT_AUTHOR_EMAIL", "yolo@localhost")
+        .env("GIT_COMMITTER_NAME", "yolo")
+        .env("GIT_COMMITTER_EMAIL", "yolo@localhost")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE");
+    cmd
+}
+
+fn git_missing(e: std::io::Error) -> Error {
+    Error::Unavailable(format!(
+        "git could not be run ({e}): with a remote engine yolo brings the agent's work back as a git branch, which needs git on this machine"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tar entry named `name` as given, bypassing the builder's checks (a hostile engine's).
+    fn raw(
+        tar: &mut tar::Builder<Vec<u8>>,
+        name: &str,
+        kind: tar::EntryType,
+        link: &str,
+        data: &[u8],
+    ) {
+        let mut header = tar::Header::new_old();
+        header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+        header.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+        header.set_entry_type(kind);
+        header.set_size(data.len() as u64);
+        header.set_mode(if kind == tar::EntryType::Directory {
+            0o555
+        } else {
+            0o644
+        });
+        header.set_cksum();
+        tar.append(&header, data).unwrap();
+    }
+
+    #[test]
+    fn a_hostile_archive_writes_nothing_outside_its_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = root.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        // `..` is skipped; a write through a link out of the folder fails the whole copy.
+        let dest = root.path().join("dest");
+        std::fs::create_dir(&dest).unwrap();
+        let mut tar = tar::Builder::new(Vec::new());
+        raw(&mut tar, "repo/", tar::EntryType::Directory, "", b"");
+        raw(
+            &mut tar,
+            "repo/../../outside/escaped",
+            tar::EntryType::Regular,
+            "",
+            b"x",
+        );
+        raw(
+            &mut tar,
+            "repo/link",
+            tar::EntryType::Symlink,
+            outside.to_str().unwrap(),
+            b"",
+        );
+        raw(
+            &mut tar,
+            "repo/link/through",
+            tar::EntryType::Regular,
+            "",
+            b"x",
+        );
+        let message = unpack(&tar.into_inner().unwrap(), &dest)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("cannot be unpacked safely"), "{message}");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+
+        // A link stays a link, and a read-only folder is removable with the rest.
+        let dest = root.path().join("dest2");
+        std::fs::create_dir(&dest).unwrap();
+        let mut tar = tar::Builder::new(Vec::new());
+        raw(&mut tar, "repo/", tar::EntryType::Directory, "", b"");
+        raw(
+            &mut tar,
+            "repo/../../outside/escaped",
+            tar::EntryType::Regular,
+            "",
+            b"x",
+        );
+        raw(
+            &mut tar,
+            "repo/link",
+            tar::EntryType::Symlink,
+            outside.to_str().unwrap(),
+            b"",
+        );
+        raw(&mut tar, "repo/ro/", tar::EntryType::Directory, "", b"");
+        raw(
+            &mut tar,
+            "repo/ro/file",
+            tar::EntryType::Regular,
+            "",
+            b"kept",
+        );
+        let top = unpack(&tar.into_inner().unwrap(), &dest).unwrap();
+        assert_eq!(top, dest.join("repo"));
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_to_string(top.join("ro/file")).unwrap(),
+            "kept"
+        );
+        assert!(std::fs::symlink_metadata(top.join("link"))
+            .unwrap()
+            .is_symlink());
+        std::fs::remove_dir_all(&dest).unwrap();
+    }
+
+    #[test]
+    fn only_plain_jsonl_files_of_the_guard_are_taken() {
+        let mut tar = tar::Builder::new(Vec::new());
+        raw(&mut tar, "yolo/", tar::EntryType::Directory, "", b"");
+        raw(
+            &mut tar,
+            "yolo/s1.jsonl",
+            tar::EntryType::Regular,
+            "",
+            b"{}\n",
+        );
+        raw(
+            &mut tar,
+            "yolo/s1-exec.jsonl",
+            tar::EntryType::Regular,
+            "",
+            b"{}\n",
+        );
+        raw(
+            &mut tar,
+            "yolo/../x.jsonl",
+            tar::EntryType::Regular,
+            "",
+            b"no",
+        );
+        raw(
+            &mut tar,
+            "yolo/sub/s2.jsonl",
+            tar::EntryType::Regular,
+            "",
+            b"no",
+        );
+        raw(
+            &mut tar,
+            "yolo/.hidden.jsonl",
+            tar::EntryType::Regular,
+            "",
+            b"no",
+        );
+        raw(
+            &mut tar,
+            "yolo/notes.txt",
+            tar::EntryType::Regular,
+            "",
+            b"no",
+        );
+        raw(
+            &mut tar,
+            "yolo/link.jsonl",
+            tar::EntryType::Symlink,
+            "/etc/passwd",
+            b"",
+        );
+        let files = event_files(&tar.into_inner().unwrap()).unwrap();
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["s1.jsonl", "s1-exec.jsonl"]);
+    }
+
+    #[test]
+    fn the_branch_is_yolos_own_per_workspace() {
+        assert_eq!(branch_name("yolo-repo-0abc1234"), "yolo/repo-0abc1234");
+        assert_eq!(workspace_volume("0abc"), "yolo-workspace-0abc");
+    }
+}
