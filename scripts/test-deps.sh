@@ -30,8 +30,15 @@ if ! id "$rootless" >/dev/null 2>&1; then
   echo "test-deps: adding the user $rootless (rootless Podman tests)"
   $sudo useradd --create-home --shell /usr/sbin/nologin "$rootless"
 fi
-grep -q "^$rootless:" /etc/subuid || echo "$rootless:200000:65536" | $sudo tee -a /etc/subuid >/dev/null
-grep -q "^$rootless:" /etc/subgid || echo "$rootless:200000:65536" | $sudo tee -a /etc/subgid >/dev/null
+# A range past every range already given out (useradd gives one where login.defs says so), so the
+# user's subordinate ids never overlap another user's.
+for f in /etc/subuid /etc/subgid; do
+  [ -e "$f" ] || $sudo touch "$f"
+  if ! grep -q "^$rootless:" "$f"; then
+    start=$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
+    echo "$rootless:$start:65536" | $sudo tee -a "$f" >/dev/null
+  fi
+done
 uid=$(id -u "$rootless")
 if ! mountpoint -q "/run/user/$uid"; then
   $sudo mkdir -p "/run/user/$uid"

@@ -55,6 +55,7 @@ pub(crate) async fn execute(
         Some(
             crate::k8s::client::connect(
                 flags.namespace.as_deref(),
+                None,
                 crate::k8s::client::Purpose::Apply,
             )
             .await?,
@@ -76,7 +77,7 @@ pub(crate) async fn execute(
     let mut state = crate::state::WorkspaceState::load(&project.spec.devcontainer_id)?;
     super::approval::check(&project, &mut state)?;
     state.save(&project.spec.devcontainer_id)?;
-    crate::k8s::client::apply(&client, &namespace, &config_map, &pod).await?;
+    let uid = crate::k8s::client::apply(&client, &namespace, &config_map, &pod).await?;
     // A run like `yolo run --detach`'s: `yolo ps` lists it, `yolo logs` reads its agent.
     let session = serde_json::from_str::<yolo_protocol::GuardConfig>(&plan.guard_config)
         .map(|c| c.session)
@@ -95,8 +96,12 @@ pub(crate) async fn execute(
     run.kube = Some(super::runs::KubeRun {
         namespace: namespace.clone(),
         pod: plan.name.clone(),
+        context: crate::k8s::client::current_context(),
+        uid,
     });
     run.save()?;
+    // Applied again under the same name, the Pod is a new one: the earlier records of it end.
+    super::runs::replaced_by(&run)?;
     println!("{}", run.id);
     eprintln!(
         "{} Pod {name} applied in namespace {namespace}; `kubectl exec -it -n {namespace} {name} -c {agent} -- {shim} shim --pod /bin/sh` to use it (through the exec audit's shim), `yolo audit --kube {name} -n {namespace}` for its audit",
@@ -323,7 +328,8 @@ pub(crate) async fn audit(
         Some(path) => std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?,
         None => {
             let (client, namespace) =
-                crate::k8s::client::connect(namespace, crate::k8s::client::Purpose::Audit).await?;
+                crate::k8s::client::connect(namespace, None, crate::k8s::client::Purpose::Audit)
+                    .await?;
             crate::k8s::client::guard_log(&client, &namespace, pod).await?
         }
     };

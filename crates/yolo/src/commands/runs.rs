@@ -61,6 +61,45 @@ pub(crate) struct RunRecord {
 pub(crate) struct KubeRun {
     pub(crate) namespace: String,
     pub(crate) pod: String,
+    /// The kubeconfig context it was applied with (None: in-cluster, or no name known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) context: Option<String>,
+    /// The Pod's uid: a Pod of the same name with another uid is a later apply's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) uid: Option<String>,
+}
+
+impl KubeRun {
+    /// The same Pod name in the same namespace of the same cluster.
+    fn same_pod(&self, other: &KubeRun) -> bool {
+        (&self.context, &self.namespace, &self.pod)
+            == (&other.context, &other.namespace, &other.pod)
+    }
+}
+
+/// After `run` was applied: the earlier records of a Pod of the same name, not yet ended, end
+/// (the apply replaced that Pod), so `ps` does not show one Pod as two runs.
+pub(crate) fn replaced_by(run: &RunRecord) -> Result<()> {
+    let Some(kube) = &run.kube else {
+        return Ok(());
+    };
+    for mut earlier in all()? {
+        if end_replaced(&mut earlier, &run.id, kube) {
+            earlier.save()?;
+        }
+    }
+    Ok(())
+}
+
+/// End `earlier` if it is an unended record of the Pod `kube` that run `id` applied again.
+fn end_replaced(earlier: &mut RunRecord, id: &str, kube: &KubeRun) -> bool {
+    let same = earlier.kube.as_ref().is_some_and(|k| k.same_pod(kube));
+    if !same || earlier.id == id || earlier.ended.is_some() {
+        return false;
+    }
+    earlier.ended = Some(Utc::now());
+    earlier.error = Some(format!("replaced by run {id} (applied again)"));
+    true
 }
 
 /// Where a run runs: the container, its session, its network mode.
@@ -257,6 +296,7 @@ async fn current_state(run: &RunRecord) -> RunState {
     let asked = async {
         let (client, namespace) = crate::k8s::client::connect(
             Some(&kube.namespace),
+            kube.context.as_deref(),
             crate::k8s::client::Purpose::Pod(&kube.pod),
         )
         .await?;
@@ -273,7 +313,13 @@ async fn current_state(run: &RunRecord) -> RunState {
             })
     };
     match asked.await {
-        Ok(Some((phase, exit))) => pod_run_state(&phase, exit),
+        Ok(Some(pod)) if kube.uid.is_some() && pod.uid.is_some() && pod.uid != kube.uid => {
+            RunState::Unknown(format!(
+                "Pod {}/{} is another one now (applied again)",
+                kube.namespace, kube.pod
+            ))
+        }
+        Ok(Some(pod)) => pod_run_state(&pod.phase, pod.agent_exit),
         Ok(None) => RunState::Unknown(format!(
             "Pod {}/{} is gone from the cluster",
             kube.namespace, kube.pod
@@ -298,13 +344,14 @@ fn first_line(text: &str) -> String {
 
 /// `yolo ps`: the running agent runs of every workspace (with `all`, the ended ones too).
 pub(crate) async fn ps(all_runs: bool, json: bool) -> Result<i32> {
-    let mut runs: Vec<(RunRecord, RunState)> = Vec::new();
-    for run in all()? {
-        let state = current_state(&run).await;
-        if all_runs || state == RunState::Running {
-            runs.push((run, state));
-        }
-    }
+    let records = all()?;
+    // Pods are asked about all at once: one cluster that does not answer costs its timeout once.
+    let states = futures_util::future::join_all(records.iter().map(current_state)).await;
+    let runs: Vec<(RunRecord, RunState)> = records
+        .into_iter()
+        .zip(states)
+        .filter(|(_, state)| all_runs || *state == RunState::Running)
+        .collect();
     if json {
         let items: Vec<serde_json::Value> = runs
             .iter()
@@ -421,6 +468,7 @@ pub(crate) async fn logs(
     if let Some(kube) = &run.kube {
         let (client, namespace) = crate::k8s::client::connect(
             Some(&kube.namespace),
+            kube.context.as_deref(),
             crate::k8s::client::Purpose::Pod(&kube.pod),
         )
         .await?;
@@ -513,6 +561,8 @@ mod tests {
         run.kube = Some(KubeRun {
             namespace: "agents".into(),
             pod: "yolo-repo-0abc".into(),
+            context: None,
+            uid: None,
         });
         // No process of yolo's waits for a Pod: its state is the cluster's to tell.
         run.pid = Some(std::process::id());
@@ -523,6 +573,43 @@ mod tests {
         // A record of an engine's run has no `kube` key, and reads back without one.
         let plain = serde_json::to_string(&record()).unwrap();
         assert!(!plain.contains("kube"));
+    }
+
+    #[test]
+    fn a_pod_applied_again_ends_the_earlier_record_of_that_pod_only() {
+        let pod = |context: Option<&str>, namespace: &str| KubeRun {
+            namespace: namespace.into(),
+            pod: "yolo-repo-0abc".into(),
+            context: context.map(Into::into),
+            uid: None,
+        };
+        let with = |kube: KubeRun| {
+            let mut run = record();
+            run.kube = Some(kube);
+            run
+        };
+        let again = pod(Some("lab"), "agents");
+        let mut earlier = with(pod(Some("lab"), "agents"));
+        assert!(end_replaced(&mut earlier, "20261125T000000-later", &again));
+        assert_eq!(
+            earlier.state().to_string(),
+            "failed: replaced by run 20261125T000000-later (applied again)"
+        );
+        // Already ended: left as it was.
+        assert!(!end_replaced(&mut earlier, "20261125T000001-third", &again));
+        // Another namespace, another cluster, an engine's run, the run itself: untouched.
+        for mut other in [
+            with(pod(Some("lab"), "other")),
+            with(pod(Some("prod"), "agents")),
+            with(pod(None, "agents")),
+            record(),
+        ] {
+            assert!(!end_replaced(&mut other, "20261125T000000-later", &again));
+            assert!(other.ended.is_none());
+        }
+        let mut itself = with(pod(Some("lab"), "agents"));
+        let id = itself.id.clone();
+        assert!(!end_replaced(&mut itself, &id, &again));
     }
 
     #[test]

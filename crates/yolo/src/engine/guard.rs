@@ -151,7 +151,10 @@ impl Engine {
                 .build_image(options, None, Some(bollard::body_full(tar.into())));
         let mut tail = Vec::new();
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|e| Error::docker("building the guard image", message(&e)))?;
+            let info = item.map_err(|e| {
+                bar.finish_and_clear();
+                Error::docker("building the guard image", message(&e))
+            })?;
             if let Some(detail) = info.error_detail {
                 bar.finish_and_clear();
                 return Err(Error::Docker {

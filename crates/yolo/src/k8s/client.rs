@@ -19,13 +19,23 @@ pub(crate) enum Purpose<'a> {
     Pod(&'a str),
 }
 
-/// A client for the user's current context, and the namespace to use (`namespace`, else the
-/// context's).
+/// A client for `context` of the user's kubeconfig (None: the current context, or the
+/// in-cluster config), and the namespace to use (`namespace`, else the context's).
 pub(crate) async fn connect(
     namespace: Option<&str>,
+    context: Option<&str>,
     purpose: Purpose<'_>,
 ) -> Result<(Client, String)> {
-    let config = kube::Config::infer().await.map_err(|e| {
+    let config = match context {
+        None => kube::Config::infer().await.map_err(|e| e.to_string()),
+        Some(context) => kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions {
+            context: Some(context.to_string()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("context {context}: {e}")),
+    };
+    let config = config.map_err(|e| {
         let (what, instead) = match purpose {
             Purpose::Apply => (
                 "to apply to".to_string(),
@@ -44,6 +54,14 @@ pub(crate) async fn connect(
     let client = Client::try_from(config)
         .map_err(|e| Error::Unavailable(format!("cannot make a Kubernetes client: {e}")))?;
     Ok((client, namespace))
+}
+
+/// The kubeconfig's current context, which `connect(.., None, ..)` uses when there is a
+/// kubeconfig: kept in a run's record so `yolo ps` asks the same cluster after a switch.
+pub(crate) fn current_context() -> Option<String> {
+    kube::config::Kubeconfig::read()
+        .ok()
+        .and_then(|k| k.current_context)
 }
 
 /// The cluster's DNS: the `kube-dns` Service of `kube-system` (CoreDNS keeps that name), port 53.
@@ -67,13 +85,13 @@ pub(crate) async fn cluster_dns(client: &Client) -> Result<std::net::SocketAddr>
     Ok(std::net::SocketAddr::new(ip, 53))
 }
 
-/// Apply the ConfigMap, then the Pod (which mounts it).
+/// Apply the ConfigMap, then the Pod (which mounts it); the Pod's uid as the cluster gave it.
 pub(crate) async fn apply(
     client: &Client,
     namespace: &str,
     config_map: &ConfigMap,
     pod: &Pod,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let name = |meta: &Option<String>| meta.clone().unwrap_or_default();
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
@@ -85,10 +103,11 @@ pub(crate) async fn apply(
     .await
     .map_err(|e| api_error("applying the guard's ConfigMap", e))?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    pods.patch(&name(&pod.metadata.name), &params, &Patch::Apply(pod))
+    let applied = pods
+        .patch(&name(&pod.metadata.name), &params, &Patch::Apply(pod))
         .await
         .map_err(|e| api_error("applying the Pod", e))?;
-    Ok(())
+    Ok(applied.metadata.uid)
 }
 
 /// The guard container's log of `pod` (its audit events, one JSON line each).
@@ -103,20 +122,30 @@ pub(crate) async fn guard_log(client: &Client, namespace: &str, pod: &str) -> Re
         .map_err(|e| api_error(&format!("reading the guard's log of Pod {pod}"), e))
 }
 
-/// How the agent of `pod` is doing: the Pod's phase (`Pending`, `Running`, `Succeeded`,
-/// `Failed`) and, once the agent container has ended, its exit code. None: no such Pod.
+/// How a Pod is doing, as [`pod_state`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PodState {
+    /// `Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`.
+    pub(crate) phase: String,
+    /// The agent container's exit code, once it ended.
+    pub(crate) agent_exit: Option<i32>,
+    /// The Pod's uid: another uid under the same name is another Pod (applied again).
+    pub(crate) uid: Option<String>,
+}
+
+/// How the agent of `pod` is doing. None: no such Pod.
 pub(crate) async fn pod_state(
     client: &Client,
     namespace: &str,
     pod: &str,
-) -> Result<Option<(String, Option<i32>)>> {
+) -> Result<Option<PodState>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let found = pods
         .get_opt(pod)
         .await
         .map_err(|e| api_error(&format!("reading Pod {pod}"), e))?;
     Ok(found.map(|found| {
-        let status = found.status.unwrap_or_default();
+        let status = found.status.clone().unwrap_or_default();
         let exit = status
             .container_statuses
             .iter()
@@ -124,7 +153,11 @@ pub(crate) async fn pod_state(
             .find(|c| c.name == super::render::AGENT)
             .and_then(|c| c.state.as_ref()?.terminated.as_ref())
             .map(|t| t.exit_code);
-        (status.phase.unwrap_or_else(|| "Unknown".into()), exit)
+        PodState {
+            phase: status.phase.unwrap_or_else(|| "Unknown".into()),
+            agent_exit: exit,
+            uid: found.metadata.uid,
+        }
     }))
 }
 
