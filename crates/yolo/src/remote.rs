@@ -95,9 +95,9 @@ pub(crate) fn uses_copy(spec: &RunSpec) -> bool {
 }
 
 /// The spec for a remote engine: the workspace bind becomes the copy's volume at the same
-/// place. The protected paths are not bound (they would be host folders); nothing of them
-/// comes back (`bring_back` ignores the copy's git config, hooks and info, and the tree's files
-/// arrive as a commit to review). Any other host bind is refused, named.
+/// place. The protected paths stay as this machine's paths; `Engine::protect_copy` turns them
+/// into the same paths in the volume's folder on the engine's machine when the agent is made.
+/// Any other host bind is refused, named.
 pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Result<()> {
     if let Some(bind) = spec.mounts.iter().find(|m| m.kind == MountKind::Bind) {
         return Err(Error::Unavailable(format!(
@@ -132,7 +132,6 @@ pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Resu
         target: mount.target.clone(),
         read_only: mount.read_only,
     };
-    spec.protected.clear();
     Ok(())
 }
 

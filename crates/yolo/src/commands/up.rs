@@ -825,7 +825,10 @@ impl Act<'_> {
         // A remote engine: the repository copied into its volume, if new (docs/remote.md).
         super::sync::seed(engine, self.project, image).await?;
         create_volumes(self.engine, &self.project.spec).await?;
-        let spec = self.fit_to_host().await?;
+        let mut spec = self.fit_to_host().await?;
+        if crate::remote::uses_copy(&spec) {
+            spec.protected = engine.protect_copy(&spec, image).await?;
+        }
         engine.create_agent(&spec, image, network, self.mode).await
     }
 

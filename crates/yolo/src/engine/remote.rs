@@ -14,13 +14,34 @@
 use super::endpoint::{Endpoint, Environment};
 use super::{is_not_found, message, Engine};
 use crate::error::{Error, Result};
+use crate::run_spec::{Protected, RunSpec};
 use bollard::query_parameters::{
     DownloadFromContainerOptions, InspectContainerOptions, UploadToContainerOptions,
 };
 use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 /// Where `fill_volume`'s helper container mounts the volume.
 const FILL_POINT: &str = "/yolo-fill";
+
+/// Go's `os.ModeDir` and `os.ModeSymlink`, as the archive endpoint's `mode` carries them.
+const GO_MODE_DIR: u32 = 1 << 31;
+const GO_MODE_SYMLINK: u32 = 1 << 27;
+
+/// `host` below `workspace` as a relative path with `/`, or None when it is not below it (or
+/// not valid UTF-8, which the archive endpoint could not name).
+fn copy_relative(workspace: &Path, host: &Path) -> Option<String> {
+    let rel = host.strip_prefix(workspace).ok()?;
+    let parts: Vec<&str> = rel
+        .components()
+        .map(|c| match c {
+            std::path::Component::Normal(part) => part.to_str(),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
 
 /// The variable that forces the remote path (`1`) or the local one (`0`).
 pub(crate) const FORCE_VAR: &str = "YOLO_REMOTE";
@@ -82,6 +103,155 @@ impl Engine {
         image: &str,
         tar: Vec<u8>,
     ) -> Result<()> {
+        let id = self.volume_helper(name, devcontainer_id, image).await?;
+        let copied = self.upload_tar(&id, FILL_POINT, tar).await;
+        self.remove(&id).await?;
+        copied
+    }
+
+    /// The protected paths of the copy in `spec`'s workspace volume, bound from the volume's
+    /// own folder on the engine's machine (`<Mountpoint>/<path>`): the same read-only binds a
+    /// local workspace gets (`policy::protect`), where a volume cannot mount a sub-folder.
+    ///
+    /// The engine resolves a bind's source on its own machine, following links: a link the
+    /// agent left in the kept volume would bind whatever it names there. So every component of
+    /// every path is looked at first in the volume (`HEAD /containers/{id}/archive`, which does
+    /// not follow the last component), and a link anywhere refuses the start, as a planted link
+    /// in a local workspace does. A protected folder the copy lacks (made on this machine after
+    /// the volume was filled) is made in the volume, empty; an absent file is left out.
+    pub(crate) async fn protect_copy(&self, spec: &RunSpec, image: &str) -> Result<Vec<Protected>> {
+        if spec.protected.is_empty() {
+            return Ok(Vec::new());
+        }
+        let volume = &spec.workspace_mount.source;
+        let found = self
+            .docker
+            .inspect_volume(volume)
+            .await
+            .map_err(|e| Error::docker(format!("inspecting volume {volume}"), message(&e)))?;
+        let root = found.mountpoint.trim_end_matches('/').to_string();
+        if !root.starts_with('/') {
+            return Err(Error::Unavailable(format!(
+                "the volume {volume} has no folder on the engine's machine (driver {}), so its protected paths ({}) cannot be made read-only; use the local volume driver, or take them out of [workspace] read_only",
+                found.driver,
+                spec.protected[0].target
+            )));
+        }
+        let id = self
+            .volume_helper(volume, &spec.devcontainer_id, image)
+            .await?;
+        let checked = self.check_copy(&id, spec, &root).await;
+        self.remove(&id).await?;
+        checked
+    }
+
+    async fn check_copy(&self, id: &str, spec: &RunSpec, root: &str) -> Result<Vec<Protected>> {
+        let mut seen: HashMap<String, Option<bool>> = HashMap::new();
+        let mut out = Vec::new();
+        'paths: for p in &spec.protected {
+            let Some(rel) = copy_relative(&spec.workspace, &p.host) else {
+                continue;
+            };
+            let mut prefix = String::new();
+            for part in rel.split('/') {
+                if !prefix.is_empty() {
+                    prefix.push('/');
+                }
+                prefix.push_str(part);
+                let is_dir = match seen.get(&prefix) {
+                    Some(known) => *known,
+                    None => {
+                        let known = self.stat_in_copy(id, &prefix, spec).await?;
+                        seen.insert(prefix.clone(), known);
+                        known
+                    }
+                };
+                match is_dir {
+                    None if prefix == rel && p.create_dir => {
+                        self.make_folder(id, &spec.workspace, &rel).await?;
+                        seen.insert(prefix.clone(), Some(true));
+                    }
+                    // Absent (a file the copy lacks, or a folder on the way): nothing to bind.
+                    None => continue 'paths,
+                    // A file on the way to a deeper path: nothing below it to bind.
+                    Some(false) if prefix != rel => continue 'paths,
+                    Some(_) => {}
+                }
+            }
+            out.push(Protected {
+                host: PathBuf::from(format!("{root}/{rel}")),
+                target: p.target.clone(),
+                read_only: p.read_only,
+                create_dir: false,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Whether `rel` in the copy is a folder (`Some(true)`), another file (`Some(false)`) or
+    /// absent (`None`); a link is refused.
+    async fn stat_in_copy(&self, id: &str, rel: &str, spec: &RunSpec) -> Result<Option<bool>> {
+        let volume = &spec.workspace_mount.source;
+        let options = bollard::query_parameters::ContainerArchiveInfoOptions {
+            path: format!("{FILL_POINT}/{rel}"),
+        };
+        let stat = match self
+            .docker
+            .get_container_archive_info(id, Some(options))
+            .await
+        {
+            Ok(stat) => stat,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => {
+                return Err(Error::docker(
+                    format!("looking at {rel} in the volume {volume}"),
+                    message(&e),
+                ))
+            }
+        };
+        if stat.file_mode & GO_MODE_SYMLINK != 0 || !stat.link_target.is_empty() {
+            return Err(Error::Refused {
+                file: spec.config_file.clone(),
+                property: "the workspace".into(),
+                value: format!(
+                    "{rel} in the copy (volume {volume}) as a symbolic link to {}",
+                    crate::visible::escape_controls(&stat.link_target)
+                ),
+                reason: "yolo binds this path read-only from the volume's folder on the engine's machine, and a link there would bind wherever it points on that machine".into(),
+                grant: format!(
+                    "nothing: remove the copy (`yolo down --remove --volumes`) so the next `up` copies the repository afresh, or take {rel} out of [workspace] read_only in your yolo config"
+                ),
+            });
+        }
+        Ok(Some(stat.file_mode & GO_MODE_DIR != 0))
+    }
+
+    /// An empty folder `rel` in the copy, owned and moded as the one this machine has.
+    async fn make_folder(&self, id: &str, workspace: &Path, rel: &str) -> Result<()> {
+        let pack = |e: std::io::Error| Error::other(format!("packing the folder {rel}: {e}"));
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_size(0);
+        match std::fs::metadata(workspace.join(rel)) {
+            Ok(meta) => header.set_metadata(&meta),
+            Err(_) => header.set_mode(0o755),
+        }
+        header.set_entry_type(tar::EntryType::Directory);
+        tar.append_data(&mut header, format!("{rel}/"), std::io::empty())
+            .map_err(pack)?;
+        let tar = tar.into_inner().map_err(pack)?;
+        self.upload_tar(id, FILL_POINT, tar).await
+    }
+
+    /// A container of `image` with volume `name` at [`FILL_POINT`], never started: the archive
+    /// endpoints work on it. The caller removes it.
+    async fn volume_helper(
+        &self,
+        name: &str,
+        devcontainer_id: &str,
+        image: &str,
+    ) -> Result<String> {
         let body = bollard::models::ContainerCreateBody {
             image: Some(image.to_string()),
             entrypoint: Some(vec!["/nonexistent".into()]),
@@ -99,13 +269,9 @@ impl Engine {
             ..Default::default()
         };
         let helper = format!("{name}-fill-{}", std::process::id());
-        let id = self
-            .create(&helper, None, body)
+        self.create(&helper, None, body)
             .await
-            .map_err(|e| Error::docker(format!("creating the container that fills {name}"), e))?;
-        let copied = self.upload_tar(&id, FILL_POINT, tar).await;
-        self.remove(&id).await?;
-        copied
+            .map_err(|e| Error::docker(format!("creating the container that fills {name}"), e))
     }
 
     /// Whether the named volume exists.

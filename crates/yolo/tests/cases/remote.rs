@@ -151,13 +151,22 @@ fn the_agent_works_on_a_copy_and_its_work_comes_back_as_a_branch() {
         .clone();
     assert_eq!(log["Type"], "volume", "{guard_mounts}");
     // No host folder is bound into the agent or its guard: a remote engine has none of them.
+    // The only binds are the protected paths, from the copy's own folder on the engine.
+    let copy = docker(&[
+        "volume",
+        "inspect",
+        "-f",
+        "{{.Mountpoint}}",
+        workspace["Name"].as_str().unwrap(),
+    ]);
+    let copy = format!("{}/", copy.trim());
     for c in t.containers() {
         let mounts = inspect(&c)["Mounts"].clone();
         let binds: Vec<_> = mounts
             .as_array()
             .unwrap()
             .iter()
-            .filter(|m| m["Type"] == "bind")
+            .filter(|m| m["Type"] == "bind" && !m["Source"].as_str().unwrap().starts_with(&copy))
             .collect();
         assert!(binds.is_empty(), "{c}: {binds:?}");
     }
@@ -287,10 +296,75 @@ fn the_agent_works_on_a_copy_and_its_work_comes_back_as_a_branch() {
     assert!(!volume_exists(&volume), "{volume}");
 }
 
+/// The copy's protected paths are read-only for root in the agent, as a local workspace's are
+/// (bound from the volume's own folder on the engine), and a link the agent leaves in the kept
+/// copy, at a path protected later, refuses the next start instead of binding what it names on
+/// the engine's machine.
+#[test]
+fn the_copys_protected_paths_are_read_only_and_a_planted_link_refuses_the_start() {
+    let forward = Forward::start();
+    let t = remote_test(&forward);
+    t.devcontainer(&format!(r#"{{"image": "{BASE_IMAGE}"}}"#));
+    commit_all(&t);
+    t.up(&[]);
+    let attempts = [
+        ("hook", "echo evil > .git/hooks/pre-commit"),
+        ("config", "echo '[core]' >> .git/config"),
+        ("move-hooks", "mv .git/hooks .git/hooks-old"),
+        ("move-git", "mv .git .git-old"),
+        ("info", "echo x > .git/info/exclude"),
+        ("devcontainer", "echo {} > .devcontainer/devcontainer.json"),
+        ("remove-devcontainer", "rm -rf .devcontainer"),
+        ("new-vscode", "echo {} > .vscode/tasks.json"),
+        ("remount", "mount -o remount,rw .git/hooks"),
+        ("umount", "umount -l .git/hooks"),
+    ];
+    let mut script = String::from("cd /workspaces/repo; ");
+    for (name, attempt) in attempts {
+        script.push_str(&format!(
+            "if ({attempt}) 2>/dev/null; then echo 'BROKE {name}'; fi; "
+        ));
+    }
+    script.push_str("echo fine > work.txt && echo WROTE");
+    let out = t.yolo(&["exec", "--", "sh", "-c", &script]).ok().stdout();
+    assert!(!out.contains("BROKE"), "{out}");
+    assert!(
+        out.contains("WROTE"),
+        "the rest of the copy is writable: {out}"
+    );
+
+    // The agent leaves a link in the copy at a path nothing protects yet.
+    t.yolo(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "ln -s /etc /workspaces/repo/planted",
+    ])
+    .ok();
+    // Removed, not only stopped: a changed config does not recreate a kept container.
+    t.yolo(&["down", "--remove"]).ok();
+    t.user_config("[workspace]\nread_only = [\".git/hooks/\", \"planted/\"]\n");
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("planted in the copy")
+        .assert_stderr_contains("symbolic link to /etc")
+        .assert_stderr_contains("yolo down --remove --volumes");
+    assert!(t.agents().is_empty(), "no agent container was left");
+    // The way out it names works: a fresh copy (the local folder is a plain folder).
+    t.yolo(&["down", "--remove", "--volumes"]).ok();
+    t.up(&[]);
+    t.yolo(&["exec", "--", "sh", "-c", "touch /workspaces/repo/planted/x"])
+        .fails_with(1);
+}
+
 #[test]
 fn a_hostile_copy_cannot_make_sync_write_outside_its_branch() {
     let forward = Forward::start();
     let t = remote_test(&forward);
+    // The copy's read-only paths off: this copy is as hostile as one whose protections were
+    // turned off, or made by a yolo before them; sync must hold on its own.
+    t.user_config("[workspace]\nread_only = []\n");
     t.devcontainer(&format!(r#"{{"image": "{BASE_IMAGE}"}}"#));
     commit_all(&t);
     let outside = t.root().join("outside");
