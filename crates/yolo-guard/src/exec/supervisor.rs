@@ -249,7 +249,6 @@ fn register(stream: &UnixStream, shared: &Shared, state: &AtomicU8) -> Result<()
     if what != "anon_inode:seccomp notify" {
         return Err("not a seccomp listener".into());
     }
-    sync_wake_up(&fd);
     let peer = wire::peer_pid(stream).map_err(|e| e.to_string())?;
     if let Some(filters) = procfs::status(peer).ok().and_then(|s| s.seccomp_filters) {
         let mut threshold = shared.threshold.lock().unwrap_or_else(|p| p.into_inner());
@@ -265,24 +264,6 @@ fn register(stream: &UnixStream, shared: &Shared, state: &AtomicU8) -> Result<()
         listeners.remove(&raw);
         format!("epoll: {e}")
     })
-}
-
-/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6), not in the libc crate.
-const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
-
-/// Ask the kernel to hand over synchronously between the caller and the supervisor: our answer
-/// wakes the caller on the CPU we run on rather than another's (a cross-CPU wake-up is a costly
-/// interrupt on a VM), so the exec, its ptrace stop and our detach stay on one CPU while the
-/// caller has nothing else to do. An older kernel refuses the flag; the audit works the same.
-fn sync_wake_up(listener: &OwnedFd) {
-    // SAFETY: the ioctl takes a u64 by value on a listener we hold.
-    unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
-            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
-        )
-    };
 }
 
 fn epoll_add(epoll: &OwnedFd, fd: RawFd, data: u64) -> std::io::Result<()> {
