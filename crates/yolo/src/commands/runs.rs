@@ -293,6 +293,10 @@ async fn current_state(run: &RunRecord) -> RunState {
     let Some(kube) = &run.kube else {
         return run.state();
     };
+    if run.ended.is_some() {
+        // Ended on record (replaced by a later apply): no cluster to ask.
+        return run.state();
+    }
     let asked = async {
         let (client, namespace) = crate::k8s::client::connect(
             Some(&kube.namespace),
@@ -345,8 +349,13 @@ fn first_line(text: &str) -> String {
 /// `yolo ps`: the running agent runs of every workspace (with `all`, the ended ones too).
 pub(crate) async fn ps(all_runs: bool, json: bool) -> Result<i32> {
     let records = all()?;
-    // Pods are asked about all at once: one cluster that does not answer costs its timeout once.
-    let states = futures_util::future::join_all(records.iter().map(current_state)).await;
+    // Pods are asked about several at a time: a cluster that does not answer costs its
+    // timeout once per batch, not once per Pod.
+    use futures_util::StreamExt;
+    let states: Vec<RunState> = futures_util::stream::iter(records.iter().map(current_state))
+        .buffered(8)
+        .collect()
+        .await;
     let runs: Vec<(RunRecord, RunState)> = records
         .into_iter()
         .zip(states)

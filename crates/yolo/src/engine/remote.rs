@@ -29,6 +29,22 @@ const FILL_POINT: &str = "/yolo-fill";
 const GO_MODE_DIR: u32 = 1 << 31;
 const GO_MODE_SYMLINK: u32 = 1 << 27;
 
+/// The refusal of a link at `rel` in the copy (pointing at `target`).
+fn planted_link(spec: &RunSpec, rel: &str, target: &str) -> Error {
+    Error::Refused {
+        file: spec.config_file.clone(),
+        property: "the workspace".into(),
+        value: format!(
+            "{rel} in the copy (volume {}) as a symbolic link to {target}",
+            spec.workspace_mount.source
+        ),
+        reason: "yolo binds this path read-only from the volume's folder on the engine's machine, and a link there would bind wherever it points on that machine".into(),
+        grant: format!(
+            "nothing: remove the copy (`yolo down --remove --volumes`) so the next `up` copies the repository afresh, or take {rel} out of [workspace] read_only in your yolo config"
+        ),
+    }
+}
+
 /// `host` below `workspace` as a relative path with `/`, or None when it is not below it (or
 /// not valid UTF-8, which the archive endpoint could not name).
 fn copy_relative(workspace: &Path, host: &Path) -> Option<String> {
@@ -105,7 +121,7 @@ impl Engine {
     ) -> Result<()> {
         let id = self.volume_helper(name, devcontainer_id, image).await?;
         let copied = self.upload_tar(&id, FILL_POINT, tar).await;
-        self.remove(&id).await?;
+        self.remove_helper(&id).await?;
         copied
     }
 
@@ -137,12 +153,51 @@ impl Engine {
                 spec.protected[0].target
             )));
         }
+        if self.is_podman().await? {
+            // Podman's archive stat follows the last component and fills `linkTarget` for
+            // every path, so the check below could neither see a link nor pass a folder.
+            return Err(Error::Unavailable(format!(
+                "a remote Podman engine cannot show yolo whether the copy's protected paths ({}...) are links, so they cannot be made read-only safely; use a remote Docker Engine, Podman on this machine, or take the paths out of [workspace] read_only (docs/remote.md)",
+                spec.protected[0].target
+            )));
+        }
         let id = self
             .volume_helper(volume, &spec.devcontainer_id, image)
             .await?;
         let checked = self.check_copy(&id, spec, &root).await;
-        self.remove(&id).await?;
+        self.remove_helper(&id).await?;
         checked
+    }
+
+    /// Whether the engine is Podman (its `/version` names a "Podman Engine" component).
+    async fn is_podman(&self) -> Result<bool> {
+        let version = self
+            .docker
+            .version()
+            .await
+            .map_err(|e| Error::docker("asking the engine's version", message(&e)))?;
+        Ok(version
+            .components
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.name.to_ascii_lowercase().contains("podman")))
+    }
+
+    /// Remove a helper container with the anonymous volumes its image's `VOLUME`s made.
+    async fn remove_helper(&self, id: &str) -> Result<()> {
+        let options = bollard::query_parameters::RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
+        match self.docker.remove_container(id, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(Error::docker(
+                format!("removing container {id}"),
+                message(&e),
+            )),
+        }
     }
 
     async fn check_copy(&self, id: &str, spec: &RunSpec, root: &str) -> Result<Vec<Protected>> {
@@ -150,7 +205,10 @@ impl Engine {
         let mut out = Vec::new();
         'paths: for p in &spec.protected {
             let Some(rel) = copy_relative(&spec.workspace, &p.host) else {
-                continue;
+                return Err(Error::Unavailable(format!(
+                    "the protected path {} cannot be named to the engine (not UTF-8, or outside the repository), so it cannot be made read-only in the copy; rename it, or take it out of [workspace] read_only",
+                    p.host.display()
+                )));
             };
             let mut prefix = String::new();
             for part in rel.split('/') {
@@ -167,7 +225,8 @@ impl Engine {
                     }
                 };
                 match is_dir {
-                    None if prefix == rel && p.create_dir => {
+                    // Made here before the copy (or since): the copy gets it too, empty.
+                    None if prefix == rel && (p.create_dir || p.host.is_dir()) => {
                         self.make_folder(id, &spec.workspace, &rel).await?;
                         seen.insert(prefix.clone(), Some(true));
                     }
@@ -202,6 +261,13 @@ impl Engine {
         {
             Ok(stat) => stat,
             Err(e) if is_not_found(&e) => return Ok(None),
+            // A link that leads to itself: Docker cannot resolve it.
+            Err(e)
+                if message(&e).contains("too many levels of symbolic links")
+                    || message(&e).contains("too many links") =>
+            {
+                return Err(planted_link(spec, rel, "itself (a loop)"));
+            }
             Err(e) => {
                 return Err(Error::docker(
                     format!("looking at {rel} in the volume {volume}"),
@@ -210,18 +276,8 @@ impl Engine {
             }
         };
         if stat.file_mode & GO_MODE_SYMLINK != 0 || !stat.link_target.is_empty() {
-            return Err(Error::Refused {
-                file: spec.config_file.clone(),
-                property: "the workspace".into(),
-                value: format!(
-                    "{rel} in the copy (volume {volume}) as a symbolic link to {}",
-                    crate::visible::escape_controls(&stat.link_target)
-                ),
-                reason: "yolo binds this path read-only from the volume's folder on the engine's machine, and a link there would bind wherever it points on that machine".into(),
-                grant: format!(
-                    "nothing: remove the copy (`yolo down --remove --volumes`) so the next `up` copies the repository afresh, or take {rel} out of [workspace] read_only in your yolo config"
-                ),
-            });
+            let target = crate::visible::escape_controls(&stat.link_target);
+            return Err(planted_link(spec, rel, &target));
         }
         Ok(Some(stat.file_mode & GO_MODE_DIR != 0))
     }
@@ -262,6 +318,11 @@ impl Engine {
                     target: Some(FILL_POINT.into()),
                     source: Some(name.to_string()),
                     typ: Some(bollard::models::MountType::VOLUME),
+                    // Nothing of the image's own folder at that place goes into the volume.
+                    volume_options: Some(bollard::models::MountVolumeOptions {
+                        no_copy: Some(true),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }]),
                 ..Default::default()
@@ -269,9 +330,37 @@ impl Engine {
             ..Default::default()
         };
         let helper = format!("{name}-fill-{}", std::process::id());
-        self.create(&helper, None, body)
+        let id = self
+            .create(&helper, None, body)
             .await
-            .map_err(|e| Error::docker(format!("creating the container that fills {name}"), e))
+            .map_err(|e| Error::docker(format!("creating the container that fills {name}"), e))?;
+        // The image is the repository's: a `VOLUME` it declares below the mount point would
+        // lay another volume over part of the copy, and the helper would see (and fill) that
+        // instead of what the agent gets.
+        let details = self
+            .docker
+            .inspect_container(&id, None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)));
+        let others: Vec<String> = match &details {
+            Ok(d) => d
+                .mounts
+                .iter()
+                .flatten()
+                .filter(|m| m.name.as_deref() != Some(name))
+                .filter_map(|m| m.destination.clone())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if details.is_err() || !others.is_empty() {
+            self.remove_helper(&id).await?;
+            details?;
+            return Err(Error::Unavailable(format!(
+                "the image {image} declares volumes ({}) that would hide part of the copy in volume {name} from yolo; remove those VOLUME lines from the image",
+                others.join(", ")
+            )));
+        }
+        Ok(id)
     }
 
     /// Whether the named volume exists.

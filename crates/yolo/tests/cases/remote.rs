@@ -333,6 +333,16 @@ fn the_copys_protected_paths_are_read_only_and_a_planted_link_refuses_the_start(
         "the rest of the copy is writable: {out}"
     );
 
+    // A folder made here after the copy was, then protected: made in the kept copy too, and
+    // read-only there. (Removed, not only stopped: a changed config does not recreate a kept
+    // container.)
+    std::fs::create_dir(t.workspace.join("extra")).unwrap();
+    t.yolo(&["down", "--remove"]).ok();
+    t.user_config("[workspace]\nread_only = [\".git/hooks/\", \"extra/\"]\n");
+    t.yolo(&["up"]).ok();
+    let check = "test -d /workspaces/repo/extra && ! touch /workspaces/repo/extra/x 2>/dev/null";
+    t.yolo(&["exec", "--", "sh", "-c", check]).ok();
+
     // The agent leaves a link in the copy at a path nothing protects yet.
     t.yolo(&[
         "exec",
@@ -342,9 +352,8 @@ fn the_copys_protected_paths_are_read_only_and_a_planted_link_refuses_the_start(
         "ln -s /etc /workspaces/repo/planted",
     ])
     .ok();
-    // Removed, not only stopped: a changed config does not recreate a kept container.
     t.yolo(&["down", "--remove"]).ok();
-    t.user_config("[workspace]\nread_only = [\".git/hooks/\", \"planted/\"]\n");
+    t.user_config("[workspace]\nread_only = [\".git/hooks/\", \"extra/\", \"planted/\"]\n");
     t.yolo(&["up"])
         .fails_with(77)
         .assert_stderr_contains("planted in the copy")
@@ -356,6 +365,25 @@ fn the_copys_protected_paths_are_read_only_and_a_planted_link_refuses_the_start(
     t.up(&[]);
     t.yolo(&["exec", "--", "sh", "-c", "touch /workspaces/repo/planted/x"])
         .fails_with(1);
+}
+
+/// The helper that checks the copy is made from the project's image: a `VOLUME` of that image
+/// inside the helper's mount point would lay another volume over part of the copy.
+#[test]
+fn an_image_volume_over_the_copy_is_refused_and_nothing_stays() {
+    let forward = Forward::start();
+    let t = remote_test(&forward);
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BASE_IMAGE}\nVOLUME /yolo-fill/.git\n"),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    commit_all(&t);
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("declares volumes (/yolo-fill/.git)")
+        .assert_stderr_contains("remove those VOLUME lines");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
 }
 
 #[test]
