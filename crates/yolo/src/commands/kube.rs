@@ -51,11 +51,16 @@ pub(crate) async fn execute(
     let mut settings = settings;
     let located = super::locate(target)?;
     // With a cluster at hand, its DNS Service is the guard's upstream unless one was given.
+    // The context is read once: the client and the run's record name the same one.
+    let context = flags
+        .apply
+        .then(crate::k8s::client::current_context)
+        .flatten();
     let cluster = if flags.apply {
         Some(
             crate::k8s::client::connect(
                 flags.namespace.as_deref(),
-                None,
+                context.as_deref(),
                 crate::k8s::client::Purpose::Apply,
             )
             .await?,
@@ -96,7 +101,7 @@ pub(crate) async fn execute(
     run.kube = Some(super::runs::KubeRun {
         namespace: namespace.clone(),
         pod: plan.name.clone(),
-        context: crate::k8s::client::current_context(),
+        context,
         uid,
     });
     run.save()?;

@@ -598,12 +598,23 @@ fn agent_host_config(
     };
     let mut own = vec![spec.workspace_mount.clone()];
     // Docker mounts parents before children, so these land over the workspace bind.
-    own.extend(spec.protected.iter().map(|p| crate::run_spec::Mount {
-        kind: crate::run_spec::MountKind::Bind,
-        source: p.host.to_string_lossy().into_owned(),
-        target: p.target.clone(),
-        read_only: p.read_only,
-    }));
+    let protected: Vec<crate::run_spec::Mount> = spec
+        .protected
+        .iter()
+        .map(|p| crate::run_spec::Mount {
+            kind: crate::run_spec::MountKind::Bind,
+            source: p.host.to_string_lossy().into_owned(),
+            target: p.target.clone(),
+            read_only: p.read_only,
+        })
+        .collect();
+    // A copy's protected paths are on the engine's machine, checked there (`protect_copy`):
+    // whether this machine has the same paths says nothing, so they are always mounts (which
+    // fail rather than make a missing source), as a real remote engine gets them.
+    let on_engine = crate::remote::uses_copy(spec);
+    if !on_engine {
+        own.extend(protected.iter().cloned());
+    }
     if let Some(plan) = shim {
         let (kind, source) = match &plan.volume {
             Some(volume) => (crate::run_spec::MountKind::Volume, volume.clone()),
@@ -620,6 +631,9 @@ fn agent_host_config(
         });
     }
     let (mut mounts, binds) = hardening::own_mounts(&own);
+    if on_engine {
+        mounts.extend(protected.iter().map(hardening::mount));
+    }
     mounts.extend(spec.mounts.iter().map(hardening::mount));
     // The guard's PID namespace as well as its network: the exec supervisor is its PID 1
     // (notifications then carry pids it can read), and the guard's end ends every process

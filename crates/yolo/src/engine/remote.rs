@@ -297,7 +297,14 @@ impl Engine {
         tar.append_data(&mut header, format!("{rel}/"), std::io::empty())
             .map_err(pack)?;
         let tar = tar.into_inner().map_err(pack)?;
-        self.upload_tar(id, FILL_POINT, tar).await
+        let options = UploadToContainerOptions {
+            path: FILL_POINT.into(),
+            ..Default::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
+            .await
+            .map_err(|e| Error::docker(format!("making the folder {rel} in the copy"), message(&e)))
     }
 
     /// A container of `image` with volume `name` at [`FILL_POINT`], never started: the archive
