@@ -12,6 +12,7 @@
 
 use crate::support::net::{docker_ok, ensure_image, Internet, AGENT_IMAGE, DNS_IMAGE};
 use crate::support::*;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -92,12 +93,15 @@ impl Podman {
             version.status.success(),
             "podman is missing: run scripts/test-deps.sh"
         );
+        // Its own process group: rootless Podman re-executes itself in a user namespace, and
+        // that child outlives a kill of the first process; the drop kills the whole group.
         podman.service = podman
             .cli()
             .args(["system", "service", "--time=0"])
             .arg(format!("unix://{}", socket.display()))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("podman system service");
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -236,6 +240,10 @@ impl Drop for Podman {
         let images = self.labelled(&["images"]);
         let _ = self.cli().args(["rmi", "-f"]).args(&images).output();
         let _ = self.cli().args(["rmi", "-f"]).args(&self.images).output();
+        if let Ok(group) = i32::try_from(self.service.id()) {
+            // SAFETY: a signal to the service's own process group (made at spawn).
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
         let _ = self.service.kill();
         let _ = self.service.wait();
     }
