@@ -376,9 +376,15 @@ impl Engine {
     }
 
     pub(crate) async fn remove(&self, id: &str) -> Result<()> {
+        self.remove_container(id, false).await
+    }
+
+    /// Remove a container; with `anonymous_volumes`, the volumes its image's `VOLUME`s made
+    /// with it (a named volume is never removed so).
+    pub(crate) async fn remove_container(&self, id: &str, anonymous_volumes: bool) -> Result<()> {
         let options = RemoveContainerOptions {
             force: true,
-            v: false,
+            v: anonymous_volumes,
             ..Default::default()
         };
         match self.docker.remove_container(id, Some(options)).await {

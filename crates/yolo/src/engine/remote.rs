@@ -121,7 +121,7 @@ impl Engine {
     ) -> Result<()> {
         let id = self.volume_helper(name, devcontainer_id, image).await?;
         let copied = self.upload_tar(&id, FILL_POINT, tar).await;
-        self.remove_helper(&id).await?;
+        self.remove_container(&id, true).await?;
         copied
     }
 
@@ -165,7 +165,7 @@ impl Engine {
             .volume_helper(volume, &spec.devcontainer_id, image)
             .await?;
         let checked = self.check_copy(&id, spec, &root).await;
-        self.remove_helper(&id).await?;
+        self.remove_container(&id, true).await?;
         checked
     }
 
@@ -181,23 +181,6 @@ impl Engine {
             .unwrap_or_default()
             .iter()
             .any(|c| c.name.to_ascii_lowercase().contains("podman")))
-    }
-
-    /// Remove a helper container with the anonymous volumes its image's `VOLUME`s made.
-    async fn remove_helper(&self, id: &str) -> Result<()> {
-        let options = bollard::query_parameters::RemoveContainerOptions {
-            force: true,
-            v: true,
-            ..Default::default()
-        };
-        match self.docker.remove_container(id, Some(options)).await {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::docker(
-                format!("removing container {id}"),
-                message(&e),
-            )),
-        }
     }
 
     async fn check_copy(&self, id: &str, spec: &RunSpec, root: &str) -> Result<Vec<Protected>> {
@@ -360,7 +343,7 @@ impl Engine {
             Err(_) => Vec::new(),
         };
         if details.is_err() || !others.is_empty() {
-            self.remove_helper(&id).await?;
+            self.remove_container(&id, true).await?;
             details?;
             return Err(Error::Unavailable(format!(
                 "the image {image} declares volumes ({}) that would hide part of the copy in volume {name} from yolo; remove those VOLUME lines from the image",
