@@ -59,9 +59,9 @@ fn answer_for(query: &Message, tcp: bool) -> Vec<u8> {
 
 impl Upstream {
     async fn start() -> Upstream {
-        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        // The same port for both, picked again if another test holds it for TCP.
+        let (udp, tcp) = bind_pair("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = udp.local_addr().unwrap();
-        let tcp = TcpListener::bind(addr).await.unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let record = |seen: &Arc<Mutex<Vec<String>>>, m: &Message| {
             if let Some(q) = m.queries.first() {
