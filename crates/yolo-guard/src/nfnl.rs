@@ -25,7 +25,7 @@
 //! part that must match `nft` (and adopting one would make a second description of the
 //! ruleset, where `ruleset` must stay the only one).
 
-use crate::setelem::{attr, cstr, send_batch};
+use crate::setelem::{attr, cstr, push_message, send_batch};
 use serde_json::Value;
 use std::net::IpAddr;
 
@@ -211,16 +211,13 @@ struct Batch {
 impl Batch {
     fn raw(&mut self, kind: u16, flags: u16, family: u8, res_id: u16, attrs: &[u8]) -> u32 {
         self.seq += 1;
-        let len = 16 + 4 + attrs.len();
-        self.buf.extend_from_slice(&(len as u32).to_ne_bytes());
-        self.buf.extend_from_slice(&kind.to_ne_bytes());
-        self.buf.extend_from_slice(&flags.to_ne_bytes());
-        self.buf.extend_from_slice(&self.seq.to_ne_bytes());
-        self.buf.extend_from_slice(&0u32.to_ne_bytes());
-        self.buf.push(family);
-        self.buf.push(0);
-        self.buf.extend_from_slice(&res_id.to_be_bytes());
-        self.buf.extend_from_slice(attrs);
+        push_message(
+            &mut self.buf,
+            self.seq,
+            (kind, flags),
+            (family, res_id),
+            attrs,
+        );
         self.seq
     }
 

@@ -127,17 +127,13 @@ struct Batch {
 impl Batch {
     fn message(&mut self, kind: u16, flags: u16, family: u8, res_id: u16, attrs: &[u8]) -> u32 {
         self.seq += 1;
-        let len = 16 + 4 + attrs.len();
-        self.buf.extend_from_slice(&(len as u32).to_ne_bytes());
-        self.buf.extend_from_slice(&kind.to_ne_bytes());
-        self.buf.extend_from_slice(&flags.to_ne_bytes());
-        self.buf.extend_from_slice(&self.seq.to_ne_bytes());
-        self.buf.extend_from_slice(&0u32.to_ne_bytes());
-        // struct nfgenmsg: family, version, res_id (big-endian).
-        self.buf.push(family);
-        self.buf.push(0);
-        self.buf.extend_from_slice(&res_id.to_be_bytes());
-        self.buf.extend_from_slice(attrs);
+        push_message(
+            &mut self.buf,
+            self.seq,
+            (kind, flags),
+            (family, res_id),
+            attrs,
+        );
         self.seq
     }
 
@@ -259,6 +255,27 @@ pub(crate) fn send_batch(buf: &[u8], acked: &[u32]) -> Result<(), (Option<u32>, 
 }
 
 /// A netlink attribute (length, type, payload padded to 4 bytes).
+/// One nfnetlink message appended to `buf`: the netlink header (`kind`, `flags`, sequence
+/// number `seq`), `struct nfgenmsg` (`family`, version 0, `res_id` big-endian), then `attrs`.
+pub(crate) fn push_message(
+    buf: &mut Vec<u8>,
+    seq: u32,
+    (kind, flags): (u16, u16),
+    (family, res_id): (u8, u16),
+    attrs: &[u8],
+) {
+    let len = 16 + 4 + attrs.len();
+    buf.extend_from_slice(&(len as u32).to_ne_bytes());
+    buf.extend_from_slice(&kind.to_ne_bytes());
+    buf.extend_from_slice(&flags.to_ne_bytes());
+    buf.extend_from_slice(&seq.to_ne_bytes());
+    buf.extend_from_slice(&0u32.to_ne_bytes());
+    buf.push(family);
+    buf.push(0);
+    buf.extend_from_slice(&res_id.to_be_bytes());
+    buf.extend_from_slice(attrs);
+}
+
 pub(crate) fn attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
     buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
     buf.extend_from_slice(&kind.to_ne_bytes());

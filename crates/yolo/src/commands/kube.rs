@@ -157,7 +157,7 @@ fn plan(project: &Project, flags: &KubeFlags) -> Result<PodPlan> {
 
 /// The guard's config for the ConfigMap: the one `yolo up` makes, with the Pod's differences.
 fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result<String> {
-    let agents = default_agent(project);
+    let agents = super::up::with_default_agent(project, &[]);
     let allow = super::network::allowlist(project, &agents)?;
     let session = super::session::new_id();
     let mut config = super::network::guard_config(project, mode, &session, allow, None);
@@ -230,16 +230,6 @@ fn refuse_unmappable(project: &Project, flags: &KubeFlags) -> Result<String> {
         )));
     }
     Ok(image)
-}
-
-fn default_agent(project: &Project) -> Vec<crate::agents::Agent> {
-    project
-        .spec
-        .default_agent
-        .as_deref()
-        .and_then(|name| crate::agents::resolve(name, &project.user).ok())
-        .into_iter()
-        .collect()
 }
 
 /// The guard image: `--guard-image`, the user's `guard_image`, or the tag yolo builds locally

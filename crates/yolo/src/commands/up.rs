@@ -1228,7 +1228,7 @@ pub(super) async fn create_volumes(engine: &Engine, spec: &RunSpec) -> Result<()
 }
 
 /// The agents whose domains the allowlist includes: those named, else the repository's default.
-fn with_default_agent(project: &Project, agents: &[Agent]) -> Vec<Agent> {
+pub(super) fn with_default_agent(project: &Project, agents: &[Agent]) -> Vec<Agent> {
     if !agents.is_empty() {
         return agents.to_vec();
     }
