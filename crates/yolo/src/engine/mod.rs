@@ -108,6 +108,15 @@ impl Engine {
         }
     }
 
+    /// Whether the engine is Podman (its `/version` names a "Podman Engine" component).
+    pub(crate) fn is_podman(&self) -> bool {
+        self.version
+            .components
+            .iter()
+            .flatten()
+            .any(|c| c.name.to_ascii_lowercase().contains("podman"))
+    }
+
     /// The engine's version, platform, runtimes and cgroup support.
     pub(crate) async fn report(&self) -> Result<Report> {
         let version = self.version().await?;

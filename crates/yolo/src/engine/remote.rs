@@ -153,7 +153,7 @@ impl Engine {
                 spec.protected[0].target
             )));
         }
-        if self.is_podman().await? {
+        if self.is_podman() {
             // Podman's archive stat follows the last component and fills `linkTarget` for
             // every path, so the check below could neither see a link nor pass a folder.
             return Err(Error::Unavailable(format!(
@@ -167,20 +167,6 @@ impl Engine {
         let checked = self.check_copy(&id, spec, &root).await;
         self.remove_container(&id, true).await?;
         checked
-    }
-
-    /// Whether the engine is Podman (its `/version` names a "Podman Engine" component).
-    async fn is_podman(&self) -> Result<bool> {
-        let version = self
-            .docker
-            .version()
-            .await
-            .map_err(|e| Error::docker("asking the engine's version", message(&e)))?;
-        Ok(version
-            .components
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.name.to_ascii_lowercase().contains("podman")))
     }
 
     async fn check_copy(&self, id: &str, spec: &RunSpec, root: &str) -> Result<Vec<Protected>> {

@@ -1051,3 +1051,122 @@ print(sum(sent))
         events.len()
     );
 }
+
+/// Two projects' guards share one network (docs/architecture.md, "One network for all
+/// guards"); with inter-container communication off there, root in one project's agent, its
+/// firewall open, cannot reach the other project's published port by address.
+#[test]
+fn projects_on_the_shared_network_cannot_reach_each_other() {
+    use std::io::Read;
+    let t = Test::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    t.devcontainer(&format!(
+        r#"{{"image": "debian:bookworm-slim", "forwardPorts": [{port}]}}"#
+    ));
+    t.up(&[]);
+    let server = format!(
+        "setsid -f perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => {port}, Listen => 5, ReuseAddr => 1) or die; while ($c = $s->accept) {{ print $c \"hello from b\\n\"; close $c }}' >/dev/null 2>&1"
+    );
+    t.yolo(&["exec", "sh", "-c", &server]).ok();
+    // The control: the listener answers through the published port.
+    let mut said = String::new();
+    for _ in 0..50 {
+        said.clear();
+        if let Ok(mut conn) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = conn.read_to_string(&mut said);
+            if !said.is_empty() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(said.trim(), "hello from b");
+
+    // Another project of the same user, with the firewall open and root in its agent.
+    let other = t.root().join("other");
+    std::fs::create_dir_all(other.join(".devcontainer")).unwrap();
+    std::fs::write(
+        other.join(".devcontainer/devcontainer.json"),
+        r#"{"image": "debian:bookworm-slim", "remoteUser": "root"}"#,
+    )
+    .unwrap();
+    let up = t
+        .command(&["up", "--network", "open"])
+        .current_dir(&other)
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+
+    let guards = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=dev.yolo.role=guard",
+    ]);
+    let guards: Vec<Value> = guards.lines().map(inspect).collect();
+    assert_eq!(guards.len(), 2);
+    let networks = |g: &Value| -> Vec<String> {
+        g["NetworkSettings"]["Networks"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let shared = networks(&guards[0]);
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    assert_eq!(networks(&guards[1]), shared, "both guards on one network");
+    let options = inspect_network(&shared[0]);
+    assert_eq!(
+        options["Options"]["com.docker.network.bridge.enable_icc"], "false",
+        "{options}"
+    );
+    // The guard that publishes the port is the listener's.
+    let b = guards
+        .iter()
+        .find(|g| {
+            g["HostConfig"]["PortBindings"]
+                .as_object()
+                .is_some_and(|p| !p.is_empty())
+        })
+        .expect("the guard with the published port");
+    let b_ip = b["NetworkSettings"]["Networks"][&shared[0]]["IPAddress"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let attack = format!(
+        "perl -MIO::Socket::INET -e '$c = IO::Socket::INET->new(PeerAddr => \"{b_ip}\", PeerPort => {port}, Timeout => 3) or exit 7; print <$c>'"
+    );
+    let run = t
+        .command(&["exec", "sh", "-c", &attack])
+        .current_dir(&other)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(!out.contains("hello"), "the other project answered: {out}");
+    assert_eq!(run.status.code(), Some(7), "{out}");
+    // Its own firewall let the connection out (open mode): Docker's network stopped it.
+    let events = t.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "connection" && e["dst"] == b_ip.as_str()),
+        "{events:#?}"
+    );
+}
+
+fn inspect_network(name: &str) -> Value {
+    let text = docker(&["network", "inspect", name]);
+    serde_json::from_str::<Value>(&text).unwrap()[0].clone()
+}
