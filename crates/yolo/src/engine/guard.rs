@@ -270,7 +270,7 @@ impl Engine {
         if self.check_shared_network(name).await? {
             return Ok(());
         }
-        let _lock = crate::lock::acquire(&format!("network-{name}"), "up").await?;
+        let _lock = crate::lock::acquire_network(name).await?;
         if self.check_shared_network(name).await? {
             return Ok(());
         }
