@@ -102,6 +102,7 @@ async fn bind_pair(addr: SocketAddr) -> io::Result<(UdpSocket, TcpListener)> {
     let mut last = None;
     for _ in 0..tries {
         let udp = UdpSocket::bind(addr).await?;
+        grow_receive_buffer(&udp);
         let port = udp.local_addr()?.port();
         match TcpListener::bind(SocketAddr::new(addr.ip(), port)).await {
             Ok(tcp) => return Ok((udp, tcp)),
@@ -124,6 +125,7 @@ impl Listeners {
         for addr in optional {
             match (UdpSocket::bind(addr).await, TcpListener::bind(addr).await) {
                 (Ok(udp), Ok(tcp)) => {
+                    grow_receive_buffer(&udp);
                     listeners.udp.push(udp);
                     listeners.tcp.push(tcp);
                 }
@@ -209,28 +211,79 @@ impl<P: Policy> Forwarder<P> {
         tasks
     }
 
+    /// Read what waits into the per-sender queue ([`crate::fairq`]), answer a round from it,
+    /// let the forwarding tasks run, and again.
     async fn serve_udp(self: Arc<Self>, socket: Arc<UdpSocket>) {
         let mut buf = vec![0u8; 65_535];
+        let mut queue = crate::fairq::FairQueue::default();
+        let mut dropped_total = 0u64;
         loop {
-            let (len, peer) = match socket.recv_from(&mut buf).await {
-                Ok(received) => received,
-                // ICMP errors from earlier replies surface here on some kernels; keep serving.
-                Err(_) => continue,
-            };
-            match self.triage(&buf[..len]) {
-                Triage::Reply(Some(reply)) => {
-                    let _ = socket.send_to(&reply, peer).await;
-                }
-                Triage::Reply(None) => {}
-                Triage::Forward(job) => {
-                    let this = Arc::clone(&self);
-                    let socket = Arc::clone(&socket);
-                    tokio::spawn(async move {
-                        let reply = this.forward(job, Transport::Udp).await;
-                        let _ = socket.send_to(&reply, peer).await;
-                    });
+            if queue.is_empty() && socket.readable().await.is_err() {
+                continue;
+            }
+            for _ in 0..READ_BATCH {
+                match socket.try_recv_from(&mut buf) {
+                    Ok((len, peer)) => {
+                        queue.push(peer, &buf[..len]);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // ICMP errors from earlier replies surface here on some kernels; keep serving.
+                    Err(_) => continue,
                 }
             }
+            for _ in 0..SERVE_BATCH {
+                let Some((peer, packet)) = queue.pop() else {
+                    break;
+                };
+                self.answer_udp(&socket, peer, &packet).await;
+            }
+            let dropped = queue.take_dropped();
+            if dropped > 0 {
+                self.report_dropped(&mut dropped_total, dropped);
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    async fn answer_udp(
+        self: &Arc<Self>,
+        socket: &Arc<UdpSocket>,
+        peer: SocketAddr,
+        packet: &[u8],
+    ) {
+        match self.triage(packet) {
+            Triage::Reply(Some(reply)) => {
+                let _ = socket.send_to(&reply, peer).await;
+            }
+            Triage::Reply(None) => {}
+            Triage::Forward(job) => {
+                let this = Arc::clone(self);
+                let socket = Arc::clone(socket);
+                tokio::spawn(async move {
+                    let reply = this.forward(job, Transport::Udp).await;
+                    let _ = socket.send_to(&reply, peer).await;
+                });
+            }
+        }
+    }
+
+    /// Queries dropped unanswered because one sender (or all) had too many waiting: said in
+    /// the guard's log the first time, then at each power of two of the total.
+    fn report_dropped(&self, total: &mut u64, dropped: u64) {
+        let before = *total;
+        *total += dropped;
+        let crossed = before == 0 || (before.ilog2() != total.ilog2());
+        if crossed {
+            self.events.emit(guard_event(
+                "dns_dropped",
+                [
+                    (
+                        "reason",
+                        "too many queries waiting from one sender, or in all".into(),
+                    ),
+                    ("dropped", (*total).into()),
+                ],
+            ));
         }
     }
 
@@ -569,6 +622,24 @@ impl<P: Policy> Forwarder<P> {
         });
     }
 }
+
+/// The DNS listener's kernel receive buffer: room for a few thousand queries that arrive
+/// while a round is answered (the default holds a couple of hundred).
+const RECEIVE_BUFFER: usize = 4 << 20;
+
+/// Past `net.core.rmem_max` with `SO_RCVBUFFORCE` (the guard has NET_ADMIN), else as far as
+/// `SO_RCVBUF` goes.
+fn grow_receive_buffer(socket: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    if !crate::nflog::force_receive_buffer(socket.as_raw_fd(), RECEIVE_BUFFER) {
+        let _ = socket2::SockRef::from(socket).set_recv_buffer_size(RECEIVE_BUFFER);
+    }
+}
+
+/// Datagrams read from the kernel per round, and queries answered per round: reading is
+/// cheap, so a round reads more than it answers and the kernel's buffer keeps room.
+const READ_BATCH: usize = 4096;
+const SERVE_BATCH: usize = 32;
 
 async fn timeout<T>(limit: Duration, f: impl Future<Output = io::Result<T>>) -> io::Result<T> {
     tokio::time::timeout(limit, f)

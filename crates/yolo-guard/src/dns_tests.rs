@@ -500,6 +500,49 @@ async fn a_flood_of_garbage_then_a_valid_query_is_answered() {
     );
 }
 
+/// A sender flooding refused names as fast as it can does not keep another sender's query out
+/// (the per-sender queue, `crate::fairq`): each probe, asked once with a 1 s timeout while the
+/// flood runs, is answered.
+#[tokio::test]
+async fn a_flooding_sender_does_not_keep_another_senders_query_out() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let (dns, stop) = (h.dns, Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            socket.set_nonblocking(true).unwrap();
+            let mut sent = 0u64;
+            let mut buf = [0u8; 512];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let q = query(&format!("f{sent}.denied.test."), RecordType::A);
+                if socket.send_to(&q.to_vec().unwrap(), dns).is_ok() {
+                    sent += 1;
+                }
+                while socket.recv(&mut buf).is_ok() {}
+            }
+            sent
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut answered = 0;
+    for _ in 0..10 {
+        let q = query("api.allowed.test.", RecordType::A);
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        socket.send_to(&q.to_vec().unwrap(), h.dns).await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), socket.recv(&mut buf)).await
+        {
+            answered += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = flood.join().unwrap();
+    assert!(sent > 10_000, "the flood sent only {sent}");
+    assert_eq!(answered, 10, "probes answered during a flood of {sent}");
+}
+
 #[tokio::test]
 async fn upstream_down_is_servfail() {
     // A port nobody listens on: the connected UDP socket sees ECONNREFUSED or times out.

@@ -12,6 +12,7 @@ pub(crate) mod dns;
 pub(crate) mod error;
 pub(crate) mod events;
 pub mod exec;
+pub(crate) mod fairq;
 pub(crate) mod files;
 pub(crate) mod fold;
 pub mod init;

@@ -181,20 +181,26 @@ const RX_BUF: usize = 8 << 20;
 
 fn force_rx_buf(socket: &Socket, bytes: usize) {
     use std::os::fd::AsRawFd;
+    if !force_receive_buffer(socket.as_raw_fd(), bytes) {
+        let _ = socket.set_rx_buf_sz(bytes);
+    }
+}
+
+/// `SO_RCVBUFFORCE` (past `net.core.rmem_max`; needs NET_ADMIN, which the guard has) on any
+/// socket; false when refused, for the caller to fall back to `SO_RCVBUF`.
+pub(crate) fn force_receive_buffer(fd: std::os::fd::RawFd, bytes: usize) -> bool {
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: a valid socket and a c_int option value of the right size.
+    // SAFETY: `fd` is the caller's open socket; a c_int option value of the right size.
     let rc = unsafe {
         libc::setsockopt(
-            socket.as_raw_fd(),
+            fd,
             libc::SOL_SOCKET,
             libc::SO_RCVBUFFORCE,
             (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if rc != 0 {
-        let _ = socket.set_rx_buf_sz(bytes);
-    }
+    rc == 0
 }
 
 /// A netlink socket bound to one NFLOG group.
