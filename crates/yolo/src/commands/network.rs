@@ -97,42 +97,14 @@ pub(crate) fn guard_name(project: &Project) -> String {
     format!("{}-guard", project.spec.container_name)
 }
 
-/// The Docker network the project's guard is on: the user's choice; else, on Docker, the one
-/// every project's guard shares (inter-container communication off); on Podman, which cannot
-/// turn that off, one of the project's own.
-pub(crate) fn network_name(engine: &Engine, project: &Project) -> Network {
-    match &project.settings.guard.docker_network {
-        Some(name) => Network::Named(name.clone()),
-        None if engine.is_podman() => Network::Own(own_network(&project.spec.container_name)),
-        None => Network::Shared(shared_network()),
-    }
-}
-
-/// Which network the guard is on, and so how it is made.
-pub(crate) enum Network {
-    /// `[firewall] docker_network`: made (as the project's) if missing.
-    Named(String),
-    /// The project's own (`down --remove` deletes it).
-    Own(String),
-    /// The guards' shared network: made once, never deleted by yolo.
-    Shared(String),
-}
-
-impl Network {
-    pub(crate) fn name(&self) -> &str {
-        match self {
-            Network::Named(n) | Network::Own(n) | Network::Shared(n) => n,
-        }
-    }
-}
-
-/// The network all projects' guards share: `yolo-guards`, or with `YOLO_LABELS` (a test's,
-/// a benchmark's) one of that label set's own, which its clean-up removes.
-pub(crate) fn shared_network() -> String {
-    match crate::engine::labels::extra_digest() {
-        d if d.is_empty() => "yolo-guards".to_string(),
-        d => format!("yolo-guards-{d}"),
-    }
+/// The Docker network the project lives on: the user's choice or one of its own.
+pub(crate) fn network_name(project: &Project) -> String {
+    project
+        .settings
+        .guard
+        .docker_network
+        .clone()
+        .unwrap_or_else(|| own_network(&project.spec.container_name))
 }
 
 /// The network yolo creates (and `down --remove` deletes) for a project container.
@@ -217,18 +189,12 @@ fn guard_workspace(project: &Project) -> Option<PathBuf> {
 /// Create the guard (container, network, config) without starting it.
 pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<String> {
     let guard = &project.settings.guard;
-    let network = network_name(engine, project);
+    let network = network_name(project);
     let owner = Owner::of(&project.spec);
     // Independent, and the network's creation is one of the slower calls of a cold `up`.
-    let made = async {
-        match &network {
-            Network::Shared(name) => engine.ensure_shared_network(name).await,
-            Network::Named(name) | Network::Own(name) => engine.ensure_network(name, &owner).await,
-        }
-    };
     let (image, made) = tokio::join!(
         engine.ensure_guard_image(&guard.base_image, guard.image.as_deref()),
-        made
+        engine.ensure_network(&network, &owner)
     );
     let image = image?;
     made?;
@@ -250,7 +216,7 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
     let mut spec = GuardSpec {
         name: guard_name(project),
         image,
-        network: network.name().to_string(),
+        network,
         owner,
         ports,
         hostname: project.spec.hostname.clone(),
@@ -281,18 +247,6 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
     match engine.create_guard(&spec).await {
         // The image went between its check and now (`docker image prune`, another yolo's or a
         // test's clean-up of an image that carried the same tag): made again, once.
-        // The shared network went between its check and now (`docker network prune`): made
-        // again, once.
-        Err(e)
-            if matches!(network, Network::Shared(_))
-                && e.to_string().contains("network")
-                && e.to_string().contains("not found") =>
-        {
-            if let Network::Shared(name) = &network {
-                engine.ensure_shared_network(name).await?;
-            }
-            engine.create_guard(&spec).await
-        }
         Err(e) if e.to_string().contains("No such image") => {
             spec.image = engine
                 .ensure_guard_image(&guard.base_image, guard.image.as_deref())

@@ -36,8 +36,6 @@ const GUARD_CONFIG_FILE: &str = "guard.json";
 /// The guard's capabilities: its ruleset (NET_ADMIN), DNS on port 53 (NET_BIND_SERVICE), and
 /// reading the agent's processes for the exec audit (SYS_PTRACE: `process_vm_readv`, a brief
 /// `PTRACE_SEIZE` at each exec, `/proc/<pid>` of another container's processes).
-/// Docker's bridge option for inter-container communication on one network.
-const ICC: &str = "com.docker.network.bridge.enable_icc";
 const GUARD_CAPS: &[&str] = &["NET_ADMIN", "NET_BIND_SERVICE", "SYS_PTRACE"];
 /// The guard's own limits, whatever the project's: 1 CPU, 256 MiB, 256 processes.
 const GUARD_LIMITS: Limits = Limits {
@@ -219,8 +217,7 @@ impl Engine {
         }
     }
 
-    /// The project's own bridge network (isolated from other projects' by Docker), where the
-    /// shared one cannot be made (Podman has no switch for inter-container communication).
+    /// The project's own bridge network (isolated from other projects' by Docker).
     pub(crate) async fn ensure_network(&self, name: &str, owner: &Owner) -> Result<()> {
         match self
             .docker
@@ -259,72 +256,6 @@ impl Engine {
                 message(&e),
             )),
         }
-    }
-
-    /// The bridge network every project's guard is on (docs/architecture.md, "One network for
-    /// all guards"): made once, with inter-container communication off, so one project's
-    /// containers cannot reach another's. A network of that name that lets its containers talk
-    /// to each other, or is not a bridge, is refused rather than joined. Docker (API 1.41)
-    /// lets two networks share a name, so two yolos making it at once take a lock first.
-    pub(crate) async fn ensure_shared_network(&self, name: &str) -> Result<()> {
-        if self.check_shared_network(name).await? {
-            return Ok(());
-        }
-        let _lock = crate::lock::acquire_network(name).await?;
-        if self.check_shared_network(name).await? {
-            return Ok(());
-        }
-        let request = NetworkCreateRequest {
-            name: name.to_string(),
-            driver: Some("bridge".into()),
-            options: Some(HashMap::from([(ICC.to_string(), "false".to_string())])),
-            labels: Some(labels::shared_network().into_iter().collect()),
-            ..Default::default()
-        };
-        match self.docker.create_network(request).await {
-            Ok(_) => Ok(()),
-            Err(e) => Err(Error::docker(
-                format!("creating network {name}"),
-                message(&e),
-            )),
-        }
-    }
-
-    /// Whether the shared network is there (false: to be made); an error when a network of
-    /// its name would let projects reach each other.
-    async fn check_shared_network(&self, name: &str) -> Result<bool> {
-        let network = match self
-            .docker
-            .inspect_network(name, None::<InspectNetworkOptions>)
-            .await
-        {
-            Ok(network) => network,
-            Err(e) if is_not_found(&e) => return Ok(false),
-            Err(e) => {
-                let message = message(&e);
-                let hint = message.contains("ambiguous").then(|| {
-                    format!("more than one network is named {name}; remove the ones no container uses with `docker network rm <id>`")
-                });
-                return Err(Error::Docker {
-                    action: format!("inspecting network {name}"),
-                    message,
-                    hint,
-                });
-            }
-        };
-        let icc = network
-            .options
-            .as_ref()
-            .and_then(|o| o.get(ICC))
-            .map(String::as_str);
-        if network.driver.as_deref() != Some("bridge") || icc != Some("false") {
-            return Err(Error::Unavailable(format!(
-                "the network {name} is not one yolo made: its containers could reach each other ({ICC} is {}, driver {}), and yolo puts every project's guard on it; remove it with `docker network rm {name}`, or name another network in [firewall] docker_network",
-                icc.unwrap_or("not set"),
-                network.driver.as_deref().unwrap_or("none"),
-            )));
-        }
-        Ok(true)
     }
 
     /// yolo's networks carrying `label_filters`, with the containers attached now.

@@ -207,7 +207,13 @@ fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
     // `down --remove` takes the project away, networks included.
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty(), "{:?}", t.containers());
-    let nets = t.project_networks();
+    let nets = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ]);
     assert_eq!(nets.trim(), "", "networks left");
 }
 
@@ -444,7 +450,13 @@ fn a_start_that_fails_half_way_leaves_nothing() {
         .assert_stderr_contains("nosuchuser")
         .assert_stderr_contains("undid what this `yolo up` had made");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
-    let nets = t.project_networks();
+    let nets = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ]);
     assert_eq!(nets.trim(), "", "networks left");
 }
 
