@@ -515,6 +515,16 @@ impl Eval<'_> {
         if mode == "none" || mode.starts_with("service:") {
             return Ok(());
         }
+        // Any other name is a network outside the project: another yolo project's, whose
+        // segment a service with Docker's default capabilities (NET_RAW) could answer ARP on.
+        if mode != "bridge" && mode != "default" {
+            return Err(Error::Forbidden {
+                file: self.file(),
+                property,
+                value: mode,
+                reason: "a network outside the Compose project cannot be granted: it may be another project's, and a service on it could reach or impersonate what sits there; use the project's networks, or `bridge` with the compose-egress grant".into(),
+            });
+        }
         // `bridge` or `default`: Docker's bridge, with egress.
         if egress_granted.is_none() {
             let reason = "the other services of a Compose project get no network out (their networks are made internal); this one asks for Docker's bridge";
@@ -803,6 +813,15 @@ mod tests {
             check(&yaml, &["compose-egress"]),
             Err(Error::Forbidden { property, .. }) if property == "service \"db\": network_mode"
         ));
+        // Another project's network by name: not Docker's bridge, and no grant makes it so.
+        let yaml = format!("{APP}  db:\n    network_mode: yolo-other-0abc1234-net\n");
+        assert!(matches!(
+            check(&yaml, &["compose-egress"]),
+            Err(Error::Forbidden { property, value, .. })
+                if property == "service \"db\": network_mode" && value == "yolo-other-0abc1234-net"
+        ));
+        let yaml = format!("{APP}  db:\n    network_mode: default\n");
+        assert!(check(&yaml, &["compose-egress"]).is_ok());
         let yaml = format!(
             "{APP}  db:\n    image: x\n    network_mode: service:app\n    volumes:\n    - data:/var/lib/db\n    - /home/me/src/My Repo/db:/seed:ro\n"
         );
