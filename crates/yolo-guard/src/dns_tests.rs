@@ -500,6 +500,28 @@ async fn a_flood_of_garbage_then_a_valid_query_is_answered() {
     );
 }
 
+/// A resolver library's burst on one socket (c-ares sends many lookups at once) is answered in
+/// full: the per-sender queue makes it wait its turns, it does not cut it short.
+#[tokio::test]
+async fn a_burst_of_queries_on_one_socket_is_answered_in_full() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    const BURST: usize = 600;
+    for i in 0..BURST {
+        let q = query(&format!("b{i}.denied.test."), RecordType::A);
+        socket.send_to(&q.to_vec().unwrap(), h.dns).await.unwrap();
+    }
+    let mut buf = vec![0u8; 4096];
+    let mut answered = 0;
+    while answered < BURST {
+        match tokio::time::timeout(Duration::from_secs(3), socket.recv(&mut buf)).await {
+            Ok(Ok(_)) => answered += 1,
+            _ => break,
+        }
+    }
+    assert_eq!(answered, BURST);
+}
+
 /// A sender flooding refused names as fast as it can does not keep another sender's query out
 /// (the per-sender queue, `crate::fairq`): each probe, asked once with a 1 s timeout while the
 /// flood runs, is answered.

@@ -3,7 +3,7 @@
 //! The UDP listener reads what the kernel holds (a batch at a time, a couple of µs each) into
 //! this queue and answers from it round-robin by sender (address and port), at most
 //! [`PER_SENDER`] waiting per sender and [`TOTAL`] in all; past either, a query is dropped and
-//! counted. Reading is far cheaper than answering, so under a flood the kernel's receive
+//! counted. A sender's burst waits its turns; it is not cut short while the guard keeps up. Reading is far cheaper than answering, so under a flood the kernel's receive
 //! buffer keeps room: a stub resolver's query (a fresh port per query) is read and answered in
 //! the next round instead of being dropped by the kernel behind thousands of the flood's. A
 //! flood spread over many ports still shares the guard with everyone else; it only hurts the
@@ -14,10 +14,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
-/// Queries one sender may have waiting.
-pub const PER_SENDER: usize = 64;
-/// Queries waiting in all.
-pub const TOTAL: usize = 2048;
+/// Queries one sender may have waiting: room for a resolver library's burst of lookups on one
+/// socket (c-ares, Node's), a quarter of the total, so a flood cannot fill the queue alone.
+pub const PER_SENDER: usize = 1024;
+/// Queries waiting in all (about 1 MiB at most).
+pub const TOTAL: usize = 4 * PER_SENDER;
 
 #[derive(Default)]
 pub struct FairQueue {
@@ -98,10 +99,10 @@ mod tests {
     #[test]
     fn a_flooding_sender_is_capped_and_others_still_get_in() {
         let mut q = FairQueue::default();
-        let kept = (0..1000).filter(|_| q.push(addr(1), b"flood")).count();
+        let kept = (0..5000).filter(|_| q.push(addr(1), b"flood")).count();
         assert_eq!(kept, PER_SENDER);
         assert!(q.push(addr(2), b"probe"));
-        assert_eq!(q.take_dropped(), (1000 - PER_SENDER) as u64);
+        assert_eq!(q.take_dropped(), (5000 - PER_SENDER) as u64);
         assert_eq!(q.take_dropped(), 0);
         // The probe is served second, not after the flood's backlog.
         q.pop();
