@@ -192,7 +192,6 @@ fn docker_host_over_tcp_is_honoured() {
 
 #[test]
 fn a_busy_forwarded_port_is_published_on_a_free_one_and_shown_in_status() {
-    use std::io::Read;
     let t = Test::new();
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port();
@@ -244,21 +243,7 @@ fn a_busy_forwarded_port_is_published_on_a_free_one_and_shown_in_status() {
     );
 
     // A connection to the chosen port reaches a listener in the container.
-    let server = format!(
-        "setsid -f perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => {port}, Listen => 5, ReuseAddr => 1) or die; while ($c = $s->accept) {{ print $c \"hello from the container\\n\"; close $c }}' >/dev/null 2>&1"
-    );
-    t.yolo(&["exec", "sh", "-c", &server]).ok();
-    let mut said = String::new();
-    for _ in 0..50 {
-        said.clear();
-        if let Ok(mut conn) = std::net::TcpStream::connect(("127.0.0.1", host)) {
-            let _ = conn.read_to_string(&mut said);
-            if !said.is_empty() {
-                break;
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let said = greet_through_port(&t, port, "hello from the container", host);
     assert_eq!(said, "hello from the container\n");
     drop((busy, busy_app));
 }

@@ -1057,7 +1057,6 @@ print(sum(sent))
 /// published port by address.
 #[test]
 fn one_project_cannot_reach_another_by_address() {
-    use std::io::Read;
     let t = Test::new();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -1068,22 +1067,8 @@ fn one_project_cannot_reach_another_by_address() {
         r#"{{"image": "debian:bookworm-slim", "forwardPorts": [{port}]}}"#
     ));
     t.up(&[]);
-    let server = format!(
-        "setsid -f perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => {port}, Listen => 5, ReuseAddr => 1) or die; while ($c = $s->accept) {{ print $c \"hello from b\\n\"; close $c }}' >/dev/null 2>&1"
-    );
-    t.yolo(&["exec", "sh", "-c", &server]).ok();
     // The control: the listener answers through the published port.
-    let mut said = String::new();
-    for _ in 0..50 {
-        said.clear();
-        if let Ok(mut conn) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            let _ = conn.read_to_string(&mut said);
-            if !said.is_empty() {
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let said = greet_through_port(&t, port, "hello from b", port);
     assert_eq!(said.trim(), "hello from b");
     let b = inspect(&guard_of(&t));
     let b_ip = b["NetworkSettings"]["Networks"]

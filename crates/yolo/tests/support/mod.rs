@@ -503,3 +503,26 @@ pub fn host_loopback_server(
     });
     (port, hits)
 }
+
+/// Start a listener in `t`'s agent container on `port` that says `greeting` to each connection
+/// (perl, which `debian:bookworm-slim` has), and return what a connection to `host_port` on the
+/// host's loopback reads, trying for 5 s.
+pub fn greet_through_port(t: &Test, port: u16, greeting: &str, host_port: u16) -> String {
+    use std::io::Read;
+    let server = format!(
+        "setsid -f perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => {port}, Listen => 5, ReuseAddr => 1) or die; while ($c = $s->accept) {{ print $c \"{greeting}\\n\"; close $c }}' >/dev/null 2>&1"
+    );
+    t.yolo(&["exec", "sh", "-c", &server]).ok();
+    let mut said = String::new();
+    for _ in 0..50 {
+        said.clear();
+        if let Ok(mut conn) = std::net::TcpStream::connect(("127.0.0.1", host_port)) {
+            let _ = conn.read_to_string(&mut said);
+            if !said.is_empty() {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    said
+}
