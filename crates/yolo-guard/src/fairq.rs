@@ -3,11 +3,12 @@
 //! The UDP listener reads what the kernel holds (a batch at a time, a couple of µs each) into
 //! this queue and answers from it round-robin by sender (address and port), at most
 //! [`PER_SENDER`] waiting per sender and [`TOTAL`] in all; past either, a query is dropped and
-//! counted. A sender's burst waits its turns; it is not cut short while the guard keeps up. Reading is far cheaper than answering, so under a flood the kernel's receive
-//! buffer keeps room: a stub resolver's query (a fresh port per query) is read and answered in
-//! the next round instead of being dropped by the kernel behind thousands of the flood's. A
-//! flood spread over many ports still shares the guard with everyone else; it only hurts the
-//! agent that sends it, whose DNS this is.
+//! counted. A sender's burst waits its turns; it is not cut short while the guard keeps up.
+//! Reading is far cheaper than answering, so under a flood the kernel's receive buffer keeps
+//! room: a stub resolver's query (a fresh port per query) is read and answered in the next
+//! round instead of being dropped by the kernel behind thousands of the flood's. A flood spread
+//! over many ports still shares the guard with everyone else; it only hurts the agent that
+//! sends it, whose DNS this is.
 //!
 //! By hand: a `VecDeque` ring of senders and a map of their queues; no crate does this shape.
 
