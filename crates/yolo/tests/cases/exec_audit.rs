@@ -680,14 +680,14 @@ fn static_memfd_script_and_orphan_execs_are_logged_exactly() {
     .ok();
     let e = wait_for_exec(&t, &["/bin/echo", "late"]);
     assert_eq!(e["result"], "ok", "{e}");
+    // The shell makes the file (the redirection) before echo runs, and the record is written
+    // before echo's first instruction: wait for the words, not for the file.
+    let late = || std::fs::read_to_string(t.workspace.join("late.txt")).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !t.workspace.join("late.txt").exists() && Instant::now() < deadline {
+    while late().is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(
-        std::fs::read_to_string(t.workspace.join("late.txt")).unwrap_or_default(),
-        "late\n"
-    );
+    assert_eq!(late(), "late\n");
 }
 
 #[test]
