@@ -210,15 +210,13 @@ struct Batch {
 
 impl Batch {
     fn raw(&mut self, kind: u16, flags: u16, family: u8, res_id: u16, attrs: &[u8]) -> u32 {
-        self.seq += 1;
         push_message(
             &mut self.buf,
-            self.seq,
+            &mut self.seq,
             (kind, flags),
             (family, res_id),
             attrs,
-        );
-        self.seq
+        )
     }
 
     fn msg(&mut self, kind: u16, flags: u16, family: u8, attrs: &[u8], what: String) {

@@ -126,15 +126,13 @@ struct Batch {
 
 impl Batch {
     fn message(&mut self, kind: u16, flags: u16, family: u8, res_id: u16, attrs: &[u8]) -> u32 {
-        self.seq += 1;
         push_message(
             &mut self.buf,
-            self.seq,
+            &mut self.seq,
             (kind, flags),
             (family, res_id),
             attrs,
-        );
-        self.seq
+        )
     }
 
     fn setelem(&mut self, kind: u16, set: &str, keys: &BTreeSet<Vec<u8>>, timeout_ms: Option<u64>) {
@@ -254,16 +252,18 @@ pub(crate) fn send_batch(buf: &[u8], acked: &[u32]) -> Result<(), (Option<u32>, 
     }
 }
 
-/// A netlink attribute (length, type, payload padded to 4 bytes).
-/// One nfnetlink message appended to `buf`: the netlink header (`kind`, `flags`, sequence
-/// number `seq`), `struct nfgenmsg` (`family`, version 0, `res_id` big-endian), then `attrs`.
+/// One nfnetlink message appended to `buf`: the netlink header (`kind`, `flags`, the batch's
+/// next sequence number, taken from `seq` and returned), `struct nfgenmsg` (`family`, version 0,
+/// `res_id` big-endian), then `attrs`.
 pub(crate) fn push_message(
     buf: &mut Vec<u8>,
-    seq: u32,
+    seq: &mut u32,
     (kind, flags): (u16, u16),
     (family, res_id): (u8, u16),
     attrs: &[u8],
-) {
+) -> u32 {
+    *seq += 1;
+    let seq = *seq;
     let len = 16 + 4 + attrs.len();
     buf.extend_from_slice(&(len as u32).to_ne_bytes());
     buf.extend_from_slice(&kind.to_ne_bytes());
@@ -274,8 +274,10 @@ pub(crate) fn push_message(
     buf.push(0);
     buf.extend_from_slice(&res_id.to_be_bytes());
     buf.extend_from_slice(attrs);
+    seq
 }
 
+/// A netlink attribute (length, type, payload padded to 4 bytes).
 pub(crate) fn attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
     buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
     buf.extend_from_slice(&kind.to_ne_bytes());

@@ -12,7 +12,7 @@ use crate::run_spec::{Limits, Mount, MountKind, PortPublish};
 use bollard::models::{ContainerCreateBody, HostConfig, NetworkCreateRequest};
 use bollard::query_parameters::{
     BuildImageOptions, InspectNetworkOptions, ListImagesOptions, ListNetworksOptions, LogsOptions,
-    RemoveImageOptions, UploadToContainerOptions,
+    RemoveImageOptions,
 };
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -332,18 +332,14 @@ impl Engine {
         let mut tar = tar::Builder::new(Vec::new());
         let path = GUARD_CONFIG_PATH.trim_start_matches('/');
         guard_image::append(&mut tar, path, 0o644, config_json.as_bytes()).map_err(pack)?;
-        self.upload(id, tar.into_inner().map_err(pack)?).await
-    }
-
-    async fn upload(&self, id: &str, tar: Vec<u8>) -> Result<()> {
-        let options = UploadToContainerOptions {
-            path: "/".into(),
-            ..Default::default()
-        };
-        self.docker
-            .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
-            .await
-            .map_err(|e| Error::docker("copying files into the guard container", message(&e)))
+        let tar = tar.into_inner().map_err(pack)?;
+        self.upload(
+            id,
+            "/",
+            tar,
+            "copying files into the guard container".into(),
+        )
+        .await
     }
 
     /// Wait for the guard's ready line; fail (closed) if it exits or takes too long.

@@ -256,24 +256,23 @@ impl Engine {
         let pack = |e: std::io::Error| Error::other(format!("packing the folder {rel}: {e}"));
         let mut tar = tar::Builder::new(Vec::new());
         let mut header = tar::Header::new_gnu();
-        header.set_entry_type(tar::EntryType::Directory);
         header.set_size(0);
         match std::fs::metadata(workspace.join(rel)) {
             Ok(meta) => header.set_metadata(&meta),
             Err(_) => header.set_mode(0o755),
         }
+        // After the metadata, which sets the type of whatever is here.
         header.set_entry_type(tar::EntryType::Directory);
         tar.append_data(&mut header, format!("{rel}/"), std::io::empty())
             .map_err(pack)?;
         let tar = tar.into_inner().map_err(pack)?;
-        let options = UploadToContainerOptions {
-            path: FILL_POINT.into(),
-            ..Default::default()
-        };
-        self.docker
-            .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
-            .await
-            .map_err(|e| Error::docker(format!("making the folder {rel} in the copy"), message(&e)))
+        self.upload(
+            id,
+            FILL_POINT,
+            tar,
+            format!("making the folder {rel} in the copy"),
+        )
+        .await
     }
 
     /// A container of `image` with volume `name` at [`FILL_POINT`], never started: the archive
@@ -353,6 +352,19 @@ impl Engine {
 
     /// Unpack `tar` into `folder` of container `id` (created, running or stopped).
     pub(crate) async fn upload_tar(&self, id: &str, folder: &str, tar: Vec<u8>) -> Result<()> {
+        let action = format!("copying the repository into {folder}");
+        self.upload(id, folder, tar, action).await
+    }
+
+    /// `PUT /archive`: `tar` unpacked into `folder` of container `id`; `action` names it in
+    /// the error.
+    pub(super) async fn upload(
+        &self,
+        id: &str,
+        folder: &str,
+        tar: Vec<u8>,
+        action: String,
+    ) -> Result<()> {
         let options = UploadToContainerOptions {
             path: folder.into(),
             ..Default::default()
@@ -360,9 +372,7 @@ impl Engine {
         self.docker
             .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
             .await
-            .map_err(|e| {
-                Error::docker(format!("copying the repository into {folder}"), message(&e))
-            })
+            .map_err(|e| Error::docker(action, message(&e)))
     }
 
     /// `folder` of container `id` as a tar (its entries named `<last component>/...`).
