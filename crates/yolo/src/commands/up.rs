@@ -158,7 +158,22 @@ pub(crate) async fn up(
     let fetched = features::fetch(project).await?;
     // A Compose project is read and every service checked before anything is made too; the
     // image whose label counts is then its dev service's (when Compose has made it already).
-    let prepared = super::compose::prepare(project).await?;
+    // With an initializeCommand, which may write the Compose files (from a template, say), they
+    // are read again once it has run (`Act::fresh`), as the reference CLI reads them; now only
+    // if they are all there already.
+    let reread_compose =
+        project.spec.initialize_command.is_some() && project.spec.compose.is_some();
+    let missing = project
+        .spec
+        .compose
+        .iter()
+        .flat_map(|c| &c.files)
+        .any(|f| !f.exists());
+    let prepared = if reread_compose && missing {
+        None
+    } else {
+        super::compose::prepare(project).await?
+    };
     let image = prepared.as_ref().map_or(image, |p| p.dev_image());
     if !fetched.is_empty() || prepared.is_some() {
         if let Some(merged) = features::with_metadata(engine, project, &image, &fetched).await? {
@@ -193,6 +208,7 @@ pub(crate) async fn up(
         allow: &allow,
         fetched: &fetched,
         compose: prepared.as_ref(),
+        reread_compose,
     };
     // From here on a signal is handled: the hooks' commands are stopped in the container
     // (`Engine::exec`), and what this `up` made is removed.
@@ -582,6 +598,8 @@ struct Act<'a> {
     fetched: &'a features::Fetched,
     /// A Compose config, read and checked.
     compose: Option<&'a super::compose::Prepared>,
+    /// The Compose files are read and checked again after initializeCommand.
+    reread_compose: bool,
 }
 
 impl Act<'_> {
@@ -643,6 +661,19 @@ impl Act<'_> {
         )?;
         state.save(&spec.devcontainer_id)?;
         hooks::initialize(self.project, &writer, approved).await?;
+        let reread;
+        let compose = if self.reread_compose {
+            let files = spec.compose.iter().flat_map(|c| &c.files);
+            for file in files {
+                // The host's own command wrote them (the agent is stopped): not a change the
+                // next `up` should ask about.
+                approval::note_own_write(self.project, file)?;
+            }
+            reread = super::compose::prepare(self.project).await?;
+            reread.as_ref()
+        } else {
+            self.compose
+        };
         // The protected folders the repository lacks: made here, by the user, empty, so the
         // agent cannot be the one to create them (policy::protect); before the guard starts,
         // so its file watcher does not record yolo's own doing as the session's.
@@ -651,7 +682,7 @@ impl Act<'_> {
         }
         // After the host's own initializeCommand: what it writes is not the agent's doing.
         self.watch()?;
-        if let Some(prepared) = self.compose {
+        if let Some(prepared) = compose {
             features::record(&writer, self.fetched)?;
             let started = self.fresh_compose(prepared, guard, &writer, state).await?;
             if let Some(why) = started.audit_off {
@@ -841,6 +872,7 @@ impl Act<'_> {
             allow: self.allow,
             fetched: self.fetched,
             compose: self.compose,
+            reread_compose: self.reread_compose,
         }
     }
 

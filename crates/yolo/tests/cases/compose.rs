@@ -355,6 +355,38 @@ fn run_services_limits_what_starts() {
     assert_eq!(running, ["app", "db"]);
 }
 
+/// Compose files that initializeCommand writes (here from a template, as generators do) are
+/// read after it ran, as the reference CLI reads them: missing before the first `up`, stale
+/// before the next one. What the host's own command wrote is no change to approve again.
+#[test]
+fn compose_files_written_by_initialize_command_are_read_after_it() {
+    let t = Test::new();
+    let template =
+        format!("version: \"3.8\"\nservices:{APP}    environment:\n      MARK: @MARK@\n");
+    t.file(".devcontainer/compose.template", &template);
+    t.file(
+        "gen.sh",
+        "sed \"s/@MARK@/$(cat mark)/\" .devcontainer/compose.template > .devcontainer/compose.yml\n",
+    );
+    t.file("mark", "first");
+    t.devcontainer(
+        r#"{
+        "initializeCommand": "sh gen.sh",
+        "dockerComposeFile": "compose.yml",
+        "service": "app",
+        "workspaceFolder": "/workspaces/repo"
+    }"#,
+    );
+    t.up(&["--trust-host-commands"]);
+    let mark = |t: &Test| t.yolo(&["exec", "--", "printenv", "MARK"]).ok().stdout();
+    assert_eq!(mark(&t).trim(), "first");
+    // The file from the last run is there, stale: the new one is what starts.
+    t.file("mark", "second");
+    t.yolo(&["down"]).ok();
+    t.up(&["--trust-host-commands"]);
+    assert_eq!(mark(&t).trim(), "second");
+}
+
 #[test]
 fn an_invalid_compose_file_is_a_clear_error_and_leaves_nothing() {
     let t = Test::new();
