@@ -1,7 +1,7 @@
 # yolo's one-time root setup in a new project container, run as `sh -c <this> yolo-setup USER
 # UID GID STATE [WORKSPACE]`: match USER's uid/gid to the host user's (UID, GID; empty: keep),
-# so files in the workspace stay the host user's, and hand the agent state volumes under STATE
-# to USER. As the reference CLI's updateUID.Dockerfile: a uid taken by another user leaves USER
+# so files in the workspace stay the host user's, let login shells keep the container's PATH,
+# and hand the agent state volumes under STATE to USER. As the reference CLI's updateUID.Dockerfile: a uid taken by another user leaves USER
 # alone; a gid taken by another group leaves USER in its own group (only the uid changes).
 # WORKSPACE (the bind's mount point): in a user namespace (this container's uid map is not the
 # identity), the host user is another id in here, and the workspace's owner as seen here is
@@ -44,6 +44,9 @@ if [ "$u" != root ] && [ -n "$uid" ] && id "$u" >/dev/null 2>&1; then
     fi
   fi
 fi
+# As the reference CLI does once per container: login shells keep the container's PATH instead
+# of /etc/profile's own (Debian's has no sbin folders for users other than root).
+sed -i -E 's/((^|\s)PATH=)([^\$]*)$/\1${PATH:-\3}/g' /etc/profile 2>/dev/null || true
 if [ -d "$state" ] && id "$u" >/dev/null 2>&1; then
   # chown needs CAP_CHOWN, which this exec lacks when the container's user is not root (Docker
   # gives an exec the capabilities of the container's process). Then the folders are opened to

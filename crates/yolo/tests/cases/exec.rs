@@ -52,6 +52,13 @@ fn exec_and_run_use_the_remote_user() {
     t.up(&[]);
     let out = t.yolo(&["exec", "id", "-un"]).ok();
     assert_eq!(out.stdout().trim(), "dev");
+    // Its login shell keeps the container's PATH, sbin folders too, as the reference CLI
+    // patches /etc/profile to do (Debian's resets it to one without them for other users).
+    let out = t.yolo(&["exec", "printenv", "PATH"]).ok();
+    assert_eq!(
+        out.stdout().trim(),
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    );
 }
 
 #[test]
