@@ -410,6 +410,14 @@ fn merge_paths(shell: &str, container: &str, root: bool) -> String {
     path.join(":")
 }
 
+/// Whether a command line has `sudo` as a word (`sudo x`, `sh -c "a && sudo b"`).
+fn mentions_sudo(argv: &[String]) -> bool {
+    argv.iter().any(|arg| {
+        arg.split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_' || c == '.'))
+            .any(|word| word == "sudo")
+    })
+}
+
 fn is_sbin(dir: &str) -> bool {
     dir.ends_with("/sbin") || dir.contains("/sbin/")
 }
@@ -450,6 +458,12 @@ impl Runner<'_> {
             .run("hook", name, &request, Output::Prefixed(name.to_string()))
             .await?;
         if result.exit_code != 0 {
+            if mentions_sudo(argv) {
+                eprintln!(
+                    "{} {name} runs sudo, and yolo starts every container with no-new-privileges, which no grant lifts: sudo and other setuid programs cannot become root in it; run that step as root instead, in the Dockerfile (RUN) or in a hook with \"remoteUser\": \"root\"",
+                    console::style("note:").yellow()
+                );
+            }
             return Err(Error::Hook {
                 name: name.to_string(),
                 code: result.exit_code,

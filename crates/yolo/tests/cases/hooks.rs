@@ -193,3 +193,23 @@ fn a_non_root_user_can_write_the_agents_state_folders() {
     .ok()
     .assert_stdout("dev\nwrote\n");
 }
+
+/// Every container has no-new-privileges: a hook's sudo cannot become root (the real sudo,
+/// allowed without a password), and the failure says why and what to do instead.
+#[test]
+fn sudo_in_a_hook_cannot_become_root_and_the_error_says_why() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        "FROM debian:bookworm-slim\nRUN apt-get update -qq && apt-get install -y -qq --no-install-recommends sudo >/dev/null && rm -rf /var/lib/apt/lists/*\nRUN useradd --create-home --uid 1000 dev && echo 'dev ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/dev\n",
+    );
+    t.devcontainer(
+        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev",
+            "postCreateCommand": "sudo id -u > /tmp/became"}"#,
+    );
+    t.user_config(&mirror_for_builds());
+    t.yolo(&["up"])
+        .fails_with(70)
+        .assert_stderr_contains("postCreateCommand failed")
+        .assert_stderr_contains("no-new-privileges");
+}
