@@ -29,6 +29,12 @@ pub(crate) enum Error {
         reason: String,
         grant: String,
     },
+    /// Several refusals of one config (each an `Error::Refused`, in the order met), and the
+    /// grants that would allow them all.
+    RefusedMany {
+        refusals: Vec<Error>,
+        grants: Vec<String>,
+    },
     /// The repository asks for something no grant can allow; `reason` says why and what to do.
     Forbidden {
         file: PathBuf,
@@ -93,7 +99,10 @@ impl Error {
             Error::Usage(_) => Error::USAGE,
             Error::Config { .. } | Error::UserConfig { .. } | Error::Unsupported { .. } => 65,
             Error::Discovery(_) | Error::NotFound(_) => 66,
-            Error::Refused { .. } | Error::Forbidden { .. } | Error::NotApproved(_) => 77,
+            Error::Refused { .. }
+            | Error::RefusedMany { .. }
+            | Error::Forbidden { .. }
+            | Error::NotApproved(_) => 77,
             Error::Docker { .. } | Error::NotRunning(_) | Error::Unavailable(_) => 69,
             Error::Hook { .. } | Error::CommandFailed(_) => 70,
             Error::Exists(_) => 73,
@@ -168,6 +177,17 @@ impl fmt::Display for Error {
                 "{}: \"{property}\" asks for {value}: {reason}; yolo refuses it unless you grant it: {grant}",
                 file.display()
             ),
+            Error::RefusedMany { refusals, grants } => {
+                write!(f, "{} requests need a grant:", refusals.len())?;
+                for refusal in refusals {
+                    write!(f, "\n  - {refusal}")?;
+                }
+                if grants.is_empty() {
+                    return Ok(());
+                }
+                let flags: Vec<String> = grants.iter().map(|g| format!("--grant {g}")).collect();
+                write!(f, "\n  to allow them all: {}", flags.join(" "))
+            }
             Error::Forbidden { file, property, value, reason } => {
                 write!(f, "{}: \"{property}\" asks for {value}: {reason}", file.display())
             }

@@ -304,6 +304,26 @@ pub(crate) const SAFE_LOCAL_ENV: &[&str] = &[
 /// (`${localEnv:HOME}/.ssh` became `/.ssh`): the grant named from the empty value would be
 /// wrong, so the hint is the `pass_env` entry that makes the path what the repository meant.
 fn point_at_pass_env(err: Error, raw: &DevContainer, withheld: &[String]) -> Error {
+    if let Error::RefusedMany { refusals, grants } = err {
+        // A refusal pointed at `pass_env` takes its grant out of the "all at once" list.
+        let mut kept = Vec::new();
+        let refusals = refusals
+            .into_iter()
+            .zip(grants)
+            .map(|(refusal, grant)| {
+                let before = refusal.to_string();
+                let pointed = point_at_pass_env(refusal, raw, withheld);
+                if pointed.to_string() == before {
+                    kept.push(grant);
+                }
+                pointed
+            })
+            .collect();
+        return Error::RefusedMany {
+            refusals,
+            grants: kept,
+        };
+    }
     let Error::Refused {
         file,
         property,

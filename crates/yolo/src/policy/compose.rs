@@ -104,7 +104,7 @@ pub(crate) fn check_services(
     compose: &ComposeSpec,
     resolved: &Value,
 ) -> Result<ServicesChecked> {
-    let mut eval = Eval::new(input);
+    let mut eval = Eval::new(input, &input.flags.grants);
     let mut checked = ServicesChecked::default();
     let services = resolved
         .get("services")
@@ -338,7 +338,7 @@ pub(crate) fn compose_files_extended(files: &[PathBuf]) -> Vec<PathBuf> {
 /// environment among them) would be copied into the project: it needs `host-mount`. Returns
 /// the grants used.
 pub(crate) fn check_extended_files(input: &Input, files: &[PathBuf]) -> Result<Vec<String>> {
-    let mut eval = Eval::new(input);
+    let mut eval = Eval::new(input, &input.flags.grants);
     for path in files {
         let real = super::paths::real_path(path);
         if eval.in_repository(path) && eval.in_repository(&real) {
@@ -364,7 +364,7 @@ pub(crate) fn check_env_files(
     input: &Input,
     files: &[(String, String, PathBuf)],
 ) -> Result<Vec<String>> {
-    let mut eval = Eval::new(input);
+    let mut eval = Eval::new(input, &input.flags.grants);
     for (service, written, path) in files {
         let property = format!("service \"{service}\": env_file");
         let path = normalize_path(path).ok_or_else(|| {

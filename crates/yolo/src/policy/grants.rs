@@ -317,6 +317,15 @@ impl Grants {
         Ok(Grants(grants))
     }
 
+    /// These grants and `grant`.
+    pub(crate) fn with(&self, grant: Grant) -> Grants {
+        let mut grants = self.clone();
+        if !grants.0.contains(&grant) {
+            grants.0.push(grant);
+        }
+        grants
+    }
+
     /// `initializeCommand` may run on the host without asking.
     pub(crate) fn initialize_command(&self) -> bool {
         self.0.contains(&Grant::InitializeCommand)

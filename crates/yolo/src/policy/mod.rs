@@ -165,29 +165,82 @@ pub(crate) struct Input<'a> {
 }
 
 /// Check the repository's requests against the user's grants and build the `RunSpec`.
-/// The first refusal wins; nothing is half-applied because nothing here has side effects.
+/// Nothing is half-applied because nothing here has side effects. A config refused for lack of
+/// a grant is evaluated again as if it were granted, so that one error lists every grant the
+/// config needs (`Error::RefusedMany`), not one more on each run; what no grant allows stops
+/// the list.
 pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
-    let mut eval = Eval::new(input);
-    let mut spec = eval.base_spec()?;
-    spec.protected = eval.protected(&spec.workspace_mount)?;
-    eval.apply_security(&mut spec)?;
-    eval.apply_metadata_security(&mut spec)?;
-    eval.apply_mounts(&mut spec)?;
-    eval.apply_run_args(&mut spec)?;
-    // The platform `build.options` built for is the container's too, unless runArgs name one.
-    if let (None, ImageSource::Build(build)) = (&spec.platform, &spec.image) {
-        spec.platform = build.platform.clone();
+    let (first, need) = match evaluate_with(input, &input.flags.grants) {
+        (Ok(spec), _) => return Ok(spec),
+        (Err(e), need) => (e, need),
+    };
+    let (Some(mut need), Error::Refused { .. }) = (need, &first) else {
+        return Err(first);
+    };
+    let mut grants = input.flags.grants.clone();
+    let mut refusals = vec![first];
+    let mut needed = vec![need.clone()];
+    while refusals.len() < MAX_REFUSALS {
+        grants = grants.with(need);
+        match evaluate_with(input, &grants) {
+            (Err(e @ Error::Refused { .. }), Some(next)) if !needed.contains(&next) => {
+                refusals.push(e);
+                needed.push(next.clone());
+                need = next;
+            }
+            _ => break,
+        }
     }
-    (spec.limits, spec.cpus_chosen_by) = eval.limits()?;
-    spec.ports = eval.ports(&spec)?;
-    spec.initialize_command = eval.initialize_command()?;
-    spec.grants_used = eval.used.clone();
-    // The shim registers with the guard, PID 1 of a namespace the agent joins: not possible
-    // in the host's PID namespace (a granted `--pid host`). (Nor without a guard, in
-    // `--network none`: the engine leaves the shim out there.)
-    spec.exec_audit = input.user.exec_audit && !spec.host_modes.contains_key("pid");
-    hash::seal(&mut spec);
-    Ok(spec)
+    if refusals.len() == 1 {
+        return Err(refusals.remove(0));
+    }
+    Err(Error::RefusedMany {
+        refusals,
+        grants: needed.iter().map(|g| g.to_string()).collect(),
+    })
+}
+
+/// At most this many refusals are listed in one error.
+const MAX_REFUSALS: usize = 16;
+
+/// One evaluation with these grants; on a refusal for lack of a grant, the narrowest grant that
+/// would have allowed it.
+fn evaluate_with(input: &Input, grants: &Grants) -> (Result<RunSpec>, Option<Grant>) {
+    let mut eval = Eval::new(input, grants);
+    let spec = eval.spec();
+    // The grant of the refusal that ended it (not of one a check caught and got past).
+    let need = match (&spec, eval.refused) {
+        (Err(Error::Refused { grant, .. }), Some(need)) if *grant == grant_hint(&need) => {
+            Some(need)
+        }
+        _ => None,
+    };
+    (spec, need)
+}
+
+impl Eval<'_> {
+    fn spec(&mut self) -> Result<RunSpec> {
+        let mut spec = self.base_spec()?;
+        spec.protected = self.protected(&spec.workspace_mount)?;
+        self.apply_security(&mut spec)?;
+        self.apply_metadata_security(&mut spec)?;
+        self.apply_mounts(&mut spec)?;
+        self.apply_run_args(&mut spec)?;
+        // The platform `build.options` built for is the container's too, unless runArgs name one.
+        if let (None, ImageSource::Build(build)) = (&spec.platform, &spec.image) {
+            spec.platform = build.platform.clone();
+        }
+        (spec.limits, spec.cpus_chosen_by) = self.limits()?;
+        spec.ports = self.ports(&spec)?;
+        spec.initialize_command = self.initialize_command()?;
+        spec.grants_used = self.used.clone();
+        // The shim registers with the guard, PID 1 of a namespace the agent joins: not possible
+        // in the host's PID namespace (a granted `--pid host`). (Nor without a guard, in
+        // `--network none`: the engine leaves the shim out there.)
+        spec.exec_audit = self.input.user.exec_audit && !spec.host_modes.contains_key("pid");
+        hash::seal(&mut spec);
+        Ok(spec)
+    }
 }
 
 /// One evaluation: the input, what it has granted so far, and what runArgs contributed to the
@@ -205,11 +258,12 @@ struct Eval<'a> {
     run_limits: LimitLayer,
     /// `-p` from runArgs, with the property that asked, for `ports`.
     run_ports: Vec<(String, PortPublish)>,
+    /// The grant a refusal asked for (`require`).
+    refused: Option<Grant>,
 }
 
 impl<'a> Eval<'a> {
-    fn new(input: &'a Input<'a>) -> Self {
-        let grants = &input.flags.grants;
+    fn new(input: &'a Input<'a>, grants: &'a Grants) -> Self {
         Eval {
             input,
             grants,
@@ -219,6 +273,7 @@ impl<'a> Eval<'a> {
             used: Vec::new(),
             run_limits: LimitLayer::default(),
             run_ports: Vec::new(),
+            refused: None,
         }
     }
 
@@ -243,13 +298,18 @@ impl<'a> Eval<'a> {
                 self.record_use(grant.to_string());
                 Ok(())
             }
-            None => Err(Error::Refused {
-                file: self.file(),
-                property: property.to_string(),
-                value: value.to_string(),
-                reason: reason.to_string(),
-                grant: grant_hint(&need.narrowest()),
-            }),
+            None => {
+                let grant = need.narrowest();
+                let refused = Error::Refused {
+                    file: self.file(),
+                    property: property.to_string(),
+                    value: value.to_string(),
+                    reason: reason.to_string(),
+                    grant: grant_hint(&grant),
+                };
+                self.refused = Some(grant);
+                Err(refused)
+            }
         }
     }
 

@@ -142,6 +142,58 @@ mod tests {
         assert_eq!(spec.grants_used, ["cap-add"]);
     }
 
+    /// Everything a config needs granted is in one error, each request with its grant, and
+    /// the flags that allow them all; what no grant allows ends the list.
+    #[test]
+    fn every_refusal_of_a_config_is_listed_at_once() {
+        let c = case(with_image(json!({
+            "capAdd": ["SYS_PTRACE"],
+            "securityOpt": ["seccomp=unconfined"],
+            "privileged": true
+        })));
+        let Err(crate::error::Error::RefusedMany { refusals, grants }) = c.run() else {
+            panic!("expected several refusals, got {:?}", c.run());
+        };
+        assert_eq!(
+            grants,
+            [
+                "privileged",
+                "cap-add=SYS_PTRACE",
+                "security-opt=seccomp=unconfined"
+            ]
+        );
+        assert_eq!(refusals.len(), 3);
+        let text = crate::error::Error::RefusedMany { refusals, grants }.to_string();
+        assert!(text.starts_with("3 requests need a grant:\n  - "), "{text}");
+        assert!(
+            text.contains("\"capAdd[0]\" asks for capability SYS_PTRACE"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "to allow them all: --grant privileged --grant cap-add=SYS_PTRACE --grant security-opt=seccomp=unconfined"
+            ),
+            "{text}"
+        );
+        // Granted all at once, it runs.
+        let spec = case(c.config.clone())
+            .grant(&[
+                "privileged",
+                "cap-add=SYS_PTRACE",
+                "security-opt=seccomp=unconfined",
+            ])
+            .run()
+            .unwrap();
+        assert!(spec.privileged);
+        // One refusal stays a refusal of its own.
+        let (property, _, _) = refused(case(with_image(json!({"privileged": true}))).run());
+        assert_eq!(property, "privileged");
+        assert!(matches!(
+            case(with_image(json!({"privileged": true}))).run(),
+            Err(crate::error::Error::Refused { .. })
+        ));
+    }
+
     #[test]
     fn security_opt_is_refused_except_no_new_privileges() {
         let c = case(with_image(

@@ -103,8 +103,12 @@ pub(super) fn with_image(mut extra: serde_json::Value) -> serde_json::Value {
     extra
 }
 
-/// Unpacks a refusal: (property, value, grant).
+/// Unpacks a refusal: (property, value, grant); of several, the first.
 pub(super) fn refused(result: Result<RunSpec>) -> (String, String, String) {
+    let result = match result {
+        Err(Error::RefusedMany { mut refusals, .. }) => Err(refusals.remove(0)),
+        other => other,
+    };
     match result {
         Err(Error::Refused {
             property,
