@@ -232,10 +232,65 @@ impl Engine {
             .inspect_exec(&created.id)
             .await
             .map_err(|e| Error::docker("reading the command's exit code", message(&e)))?;
+        let exit_code = inspect.exit_code.unwrap_or(-1);
+        // 126 with no process: the engine could not start it. A working folder that is not
+        // there is the usual cause (a `workspaceFolder` that no mount makes), and the engine's
+        // own words for it ("chdir to cwd ... set in config.json") do not say what to fix.
+        if exit_code == 126 && inspect.pid.unwrap_or(0) == 0 {
+            if let Some(cwd) = req.cwd.as_deref() {
+                if !self.can_enter(container, req.user.as_deref(), cwd).await {
+                    return Err(Error::CommandFailed(format!(
+                        "cannot run {} in the container: its working folder {} does not exist there{}; it is the config's \"workspaceFolder\": check that a mount makes it (\"workspaceMount\", or in a Compose config the dev service's volumes)",
+                        short(&req.argv),
+                        crate::visible::escape_controls(cwd),
+                        req.user
+                            .as_deref()
+                            .map(|u| format!(" (or {} cannot enter it)", crate::visible::escape_controls(u)))
+                            .unwrap_or_default()
+                    )));
+                }
+            }
+        }
         Ok(ExecResult {
-            exit_code: inspect.exit_code.unwrap_or(-1),
+            exit_code,
             captured: sink.captured,
         })
+    }
+
+    /// Whether `user` can enter the folder `path` in the container (`cd`, without a working
+    /// folder of its own). An exec that fails counts as yes: this only words an error better.
+    async fn can_enter(&self, container: &str, user: Option<&str>, path: &str) -> bool {
+        let config = CreateExecOptions {
+            cmd: Some(vec!["/bin/sh", "-c", "cd \"$1\"", "sh", path]),
+            user,
+            ..Default::default()
+        };
+        let Ok(created) = self.docker.create_exec(container, config).await else {
+            return true;
+        };
+        let started = self
+            .docker
+            .start_exec(
+                &created.id,
+                Some(StartExecOptions {
+                    detach: true,
+                    ..Default::default()
+                }),
+            )
+            .await;
+        if started.is_err() {
+            return true;
+        }
+        for _ in 0..50 {
+            match self.docker.inspect_exec(&created.id).await {
+                Ok(i) if i.running != Some(true) => {
+                    return i.exit_code != Some(2) && i.exit_code != Some(1)
+                }
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                Err(_) => return true,
+            }
+        }
+        true
     }
 
     /// Stop every process of the container that carries `mark` in its environment: SIGTERM,

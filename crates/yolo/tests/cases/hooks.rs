@@ -213,3 +213,18 @@ fn sudo_in_a_hook_cannot_become_root_and_the_error_says_why() {
         .assert_stderr_contains("postCreateCommand failed")
         .assert_stderr_contains("no-new-privileges");
 }
+
+/// A `workspaceFolder` no mount makes: the engine's own words ("chdir to cwd ... set in
+/// config.json") are followed by what to fix.
+#[test]
+fn a_workspace_folder_that_is_not_there_is_named_with_the_fix() {
+    let t = Test::new();
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "workspaceFolder": "/nowhere/x",
+            "postCreateCommand": "true"}"#,
+    );
+    t.yolo(&["up"])
+        .fails_with(70)
+        .assert_stderr_contains("its working folder /nowhere/x does not exist there")
+        .assert_stderr_contains("\"workspaceFolder\"");
+}
