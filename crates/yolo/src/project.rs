@@ -366,9 +366,9 @@ fn point_at_pass_env(err: Error, raw: &DevContainer, withheld: &[String]) -> Err
         property,
         value,
         reason: format!(
-            "{reason} (the path is built from {}, which yolo withholds, so it was empty)",
+            "{reason} (the path is built from the host's {}, which yolo withholds, so it was empty)",
             used.iter()
-                .map(|n| format!("${{localEnv:{}}}", crate::visible::escape_controls(n)))
+                .map(|n| crate::visible::escape_controls(n).to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

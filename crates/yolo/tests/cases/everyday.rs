@@ -47,8 +47,17 @@ fn a_mount_from_a_withheld_variable_points_at_pass_env_not_at_an_empty_path() {
     t.yolo(&["up"])
         .fails_with(77)
         .assert_stderr_contains("pass_env = [\"HOME\"]")
-        .assert_stderr_contains("${localEnv:HOME}")
+        .assert_stderr_contains("built from the host's HOME")
         .assert_stderr_lacks("host-mount=/.ssh");
+    // The legacy spelling `${env:HOME}` is the same variable, and named as such.
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "mounts": ["source=${env:HOME}/.ssh,target=/home/dev/.ssh,type=bind"]}"#,
+    );
+    t.yolo(&["up", "--accept-config"])
+        .fails_with(77)
+        .assert_stderr_contains("pass_env = [\"HOME\"]")
+        .assert_stderr_contains("built from the host's HOME")
+        .assert_stderr_lacks("localEnv");
 
     // With HOME passed, the hint names the real path.
     t.user_config("pass_env = [\"HOME\"]\n");
