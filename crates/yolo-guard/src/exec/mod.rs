@@ -237,6 +237,12 @@ mod tests {
                 .any(|(a, r, _)| a == &vec!["/nonexistent/prog", "x"] && r == "ENOENT"),
             "{execs:?}"
         );
+        // A failed exec is on record with the path its caller passed.
+        let failed_path = events.iter().any(|e| {
+            matches!(e, EventKind::Exec { path, result, .. }
+                if path == "/nonexistent/prog" && result == "ENOENT")
+        });
+        assert!(failed_path, "{events:?}");
         let exit3 = events
             .iter()
             .any(|e| matches!(e, EventKind::ExecExit { exit_code: 3, .. }));
