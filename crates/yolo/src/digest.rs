@@ -21,9 +21,46 @@ pub(crate) struct FileDigest {
     pub(crate) bytes: Option<Vec<u8>>,
 }
 
-/// Digest the file at `path` (following a link), keeping its bytes when it holds at most `keep`.
+/// Open a file of the repository for reading, following a link: only a regular file. A FIFO
+/// or a device the agent put where a file was (or behind a link to one) is an error, and the
+/// open does not wait for it (`O_NONBLOCK`: the open of a FIFO blocks until a writer comes,
+/// with yolo stuck in it and deaf to Ctrl-C).
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
+/// `std::fs::read` of a file of the repository, through `open_regular`.
+pub(crate) fn read(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_regular(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `std::fs::read_to_string` of a file of the repository, through `open_regular`.
+pub(crate) fn read_to_string(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    open_regular(path)?.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Digest the file at `path` (following a link; a regular file only, `open_regular`), keeping
+/// its bytes when it holds at most `keep`.
 pub(crate) fn file(path: &Path, keep: u64) -> std::io::Result<FileDigest> {
-    let mut file = std::fs::File::open(path)?;
+    let mut file = open_regular(path)?;
     let meta = file.metadata()?;
     let len = meta.len();
     if len > MAX_HASHED {
@@ -66,6 +103,29 @@ pub(crate) fn file(path: &Path, keep: u64) -> std::io::Result<FileDigest> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO (the agent's `mkfifo Makefile`, or a link to one) is refused at once: opening
+    /// it for reading would wait for a writer that never comes.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_link_to_one_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join(".p");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let link = dir.path().join("Makefile");
+        std::os::unix::fs::symlink(".p", &link).unwrap();
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let results = (file(&fifo, 10).is_err(), file(&link, 10).is_err());
+            let _ = done.send(results);
+        });
+        let results = wait
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("reading a FIFO hung");
+        assert_eq!(results, (true, true));
+    }
 
     #[test]
     fn small_files_keep_their_bytes_and_large_ones_only_a_hash() {

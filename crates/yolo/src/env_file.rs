@@ -47,7 +47,7 @@ pub(crate) fn apply(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()> {
                 grant: format!("--grant host-mount={} (after checking the link is yours)", real.display()),
             });
         }
-        let text = std::fs::read_to_string(&real).map_err(|e| Error::io(&real, e))?;
+        let text = crate::digest::read_to_string(&real).map_err(|e| Error::io(&real, e))?;
         read.push((real, text));
     }
     for (real, text) in read {

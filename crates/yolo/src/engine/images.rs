@@ -429,7 +429,7 @@ fn build_hash(build: &BuildSpec) -> Result<String> {
         .dockerfile_outside
         .clone()
         .unwrap_or_else(|| build.context.join(&build.dockerfile));
-    let text = std::fs::read(&dockerfile).map_err(|e| Error::io(&dockerfile, e))?;
+    let text = crate::digest::read(&dockerfile).map_err(|e| Error::io(&dockerfile, e))?;
     let mut hasher = Sha256::new();
     hasher.update(serde_json::to_vec(build).unwrap_or_default());
     hasher.update(&text);
@@ -487,7 +487,7 @@ fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
             .dockerfile_outside
             .clone()
             .unwrap_or_else(|| root.join(&build.dockerfile));
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let text = crate::digest::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         let rewritten = crate::ca::rewrite_dockerfile(&text);
         let files = ca
             .files
@@ -511,7 +511,7 @@ const CA_DOCKERFILE: &str = ".yolo-ca.Dockerfile";
 fn dockerignore(root: &Path) -> Result<ignore::gitignore::Gitignore> {
     let mut builder = ignore::gitignore::GitignoreBuilder::new(root);
     let path = root.join(".dockerignore");
-    if let Ok(text) = std::fs::read_to_string(&path) {
+    if let Ok(text) = crate::digest::read_to_string(&path) {
         for line in text
             .lines()
             .map(str::trim)

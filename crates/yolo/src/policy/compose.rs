@@ -259,7 +259,7 @@ pub(crate) fn check_built_image_names(
 /// Reads the disk, like `check_env_files`.
 pub(crate) fn check_compose_dotenv(project_dir: &Path) -> Result<()> {
     let path = project_dir.join(".env");
-    let Ok(text) = std::fs::read_to_string(&path) else {
+    let Ok(text) = crate::digest::read_to_string(&path) else {
         return Ok(());
     };
     for (index, line) in text.lines().enumerate() {
@@ -306,7 +306,7 @@ pub(crate) fn compose_files_extended(files: &[PathBuf]) -> Vec<PathBuf> {
     while next < all.len() && all.len() < 256 {
         let file = all[next].clone();
         next += 1;
-        let Ok(text) = std::fs::read_to_string(&file) else {
+        let Ok(text) = crate::digest::read_to_string(&file) else {
             continue;
         };
         let Ok(doc) = serde_yaml::from_str::<Value>(&text) else {

@@ -23,7 +23,7 @@ pub(crate) fn check_remote_adds(
     property: &str,
     grants: &super::Grants,
 ) -> crate::error::Result<()> {
-    match std::fs::read_to_string(path) {
+    match crate::digest::read_to_string(path) {
         Ok(text) => check_text(&text, &path.display().to_string(), file, property, grants),
         Err(_) => Ok(()),
     }

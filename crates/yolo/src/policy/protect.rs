@@ -263,7 +263,7 @@ pub(crate) fn submodule_git_dirs(modules: &Path) -> Vec<PathBuf> {
 /// The `.git` file in a submodule's working tree that points at `gitdir`: the working tree is
 /// the `core.worktree` of the git folder's config, relative to the git folder.
 fn submodule_pointer(gitdir: &Path) -> Option<PathBuf> {
-    let config = std::fs::read_to_string(gitdir.join("config")).ok()?;
+    let config = crate::digest::read_to_string(&gitdir.join("config")).ok()?;
     let mut in_core = false;
     for line in config.lines() {
         let line = line.trim();

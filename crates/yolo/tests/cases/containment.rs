@@ -200,6 +200,45 @@ fn with_git(t: &Test) {
 
 const GIT_IN: &str = "git -c safe.directory='*' -c user.name=agent -c user.email=agent@example.invalid -c protocol.file.allow=always";
 
+/// Root in the agent puts a FIFO behind a file the host runs (`Makefile -> .p`, and `.envrc`
+/// as a FIFO itself): yolo's look at those files after each command must not wait on it, or
+/// `exec`, `down` and `up` would hang, deaf to Ctrl-C.
+#[test]
+fn a_fifo_behind_a_watched_file_does_not_hang_yolo() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    let within = |args: &[&str]| {
+        let mut child = t
+            .command(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(60) {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("yolo {args:?} hung on a FIFO in the workspace");
+    };
+    let planted = within(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mkfifo .p .envrc && ln -s .p Makefile",
+    ]);
+    assert!(planted.success(), "{planted}");
+    assert!(within(&["exec", "--", "true"]).success());
+    assert!(within(&["down"]).success());
+}
+
 #[test]
 fn files_the_host_runs_are_flagged_when_the_agent_changes_them() {
     let t = Test::new();
