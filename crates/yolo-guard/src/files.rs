@@ -18,7 +18,8 @@
 //!
 //! Not seen: the content of a change (only its kind and size); `.git/objects` (git's own
 //! content-addressed store, nothing in it runs on the host); folders past the inotify watch
-//! limit or unreadable by the guard's root (a `guard` record `file_watch_incomplete` says how
+//! limit, or past the guard's own cap of a quarter of it (`MAX_WATCHES`), or unreadable by the
+//! guard's root (a `guard` record `file_watch_incomplete` says how
 //! many); what is written below a mount of its own over the workspace (named volumes) or
 //! through a symbolic link (never followed); changes while the guard is down; and, when the
 //! kernel's event queue overflows, the changes in between (`file_watch_overflow`).
@@ -62,6 +63,15 @@ const WATCH_LIMITS: [&str; 2] = [
     "/proc/sys/user/max_inotify_watches",
     "/proc/sys/fs/inotify/max_user_watches",
 ];
+/// The most watches one guard takes: a quarter of the user's limit (`watch_cap`), within these
+/// bounds. The guard is root on the host without a user namespace, so its watches count against
+/// the limit of every root process there; folders the agent makes by the hundred thousand must
+/// not use it all up (other guards, systemd and root's editors need watches too).
+const MAX_WATCHES: u64 = 65_536;
+const MIN_WATCHES: u64 = 1_024;
+/// How often the watches are counted again (from the kernel) once the count reached the cap:
+/// folders removed since gave theirs back.
+const RECOUNT: Duration = Duration::from_secs(1);
 
 /// The running watcher; dropping it writes what is pending and stops it.
 pub struct FileWatcher {
@@ -151,6 +161,9 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
                 reported_unwatched: 0,
                 overflows: 0,
                 reported_overflows: 0,
+                watches: 0,
+                cap: watch_cap(),
+                counted: std::time::Instant::now(),
             };
             run.serve(rx, &stop2, &ready2);
             raise(&done2);
@@ -184,6 +197,11 @@ struct Run {
     /// inotify queue overflows (changes lost), and the number last recorded.
     overflows: u64,
     reported_overflows: u64,
+    /// Watches taken (an upper bound between two counts from the kernel), the most this guard
+    /// takes, and when they were last counted.
+    watches: u64,
+    cap: u64,
+    counted: std::time::Instant,
 }
 
 impl Run {
@@ -315,8 +333,14 @@ impl Run {
             if SKIPPED.iter().any(|s| rel == *s) || !is_real_dir(&dir) {
                 continue;
             }
+            if !self.room_for_a_watch() {
+                // Nor are the folders below it walked: the agent may have made them by the
+                // hundred thousand. `over_limit` counts at least this one.
+                self.over_limit += 1;
+                continue;
+            }
             match self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
-                Ok(()) => {}
+                Ok(()) => self.watches += 1,
                 Err(e) => match &e.kind {
                     notify::ErrorKind::MaxFilesWatch => self.over_limit += 1,
                     notify::ErrorKind::Io(io)
@@ -346,6 +370,21 @@ impl Run {
                 }
             }
         }
+    }
+
+    /// Whether another watch stays within the cap. At the cap the watches are counted again
+    /// from the kernel (at most once a `RECOUNT`): folders removed since gave theirs back.
+    fn room_for_a_watch(&mut self) -> bool {
+        if self.watches < self.cap {
+            return true;
+        }
+        if self.counted.elapsed() >= RECOUNT {
+            self.counted = std::time::Instant::now();
+            if let Some(n) = inotify_watches() {
+                self.watches = n;
+            }
+        }
+        self.watches < self.cap
     }
 
     /// A `file_watch_overflow` record (at most one a flush) when the queue overflowed again.
@@ -378,9 +417,44 @@ impl Run {
                 ("over_limit", self.over_limit.into()),
                 ("unreadable", self.unreadable.into()),
                 ("max_user_watches", limit.into()),
+                ("max_watches", self.cap.into()),
             ],
         ));
     }
+}
+
+/// The most watches this guard takes: a quarter of the lower of the user's limits, within
+/// `MIN_WATCHES..=MAX_WATCHES`.
+fn watch_cap() -> u64 {
+    WATCH_LIMITS
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+        .min()
+        .map_or(MAX_WATCHES, |limit| {
+            (limit / 4).clamp(MIN_WATCHES, MAX_WATCHES)
+        })
+}
+
+/// The watches this process holds, as the kernel counts them: the `inotify wd:` lines of the
+/// inotify descriptors' fdinfo (the file watcher's is the guard's only one).
+fn inotify_watches() -> Option<u64> {
+    let mut total = 0;
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
+        let is_inotify = std::fs::read_link(entry.path())
+            .is_ok_and(|target| target.as_os_str() == "anon_inode:inotify");
+        if !is_inotify {
+            continue;
+        }
+        found = true;
+        let info = std::path::Path::new("/proc/self/fdinfo").join(entry.file_name());
+        let text = std::fs::read_to_string(info).ok()?;
+        total += text
+            .lines()
+            .filter(|l| l.starts_with("inotify wd:"))
+            .count() as u64;
+    }
+    found.then_some(total)
 }
 
 /// A folder, not a symbolic link to one: a link the agent planted could point anywhere in the

@@ -239,6 +239,81 @@ fn with_a_watch_limit_of_20() {
     assert_eq!(details["max_user_watches"], 20, "{text}");
 }
 
+/// The agent makes folders by the thousand: the guard (root on the host, whose watch limit
+/// every root process shares) takes at most a quarter of the limit, says what it left out, and
+/// watches again once folders are removed. Run in a user namespace whose limit is 4,096.
+#[test]
+fn a_flood_of_folders_takes_at_most_a_quarter_of_the_watch_limit() {
+    let work = tempfile::tempdir().unwrap();
+    for i in 0..1500 {
+        fs::create_dir(work.path().join(format!("d{i}"))).unwrap();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c"])
+        .arg(
+            "echo 4096 > /proc/sys/user/max_inotify_watches && exec \"$0\" --exact \
+             files::tests::with_a_watch_limit_of_4096 --ignored --test-threads 1",
+        )
+        .arg(exe)
+        .env("YOLO_FILES_TEST_ROOT", work.path())
+        .output()
+        .expect("unshare (util-linux) runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "run by a_flood_of_folders_takes_at_most_a_quarter_of_the_watch_limit"]
+fn with_a_watch_limit_of_4096() {
+    let root: PathBuf = std::env::var_os("YOLO_FILES_TEST_ROOT").unwrap().into();
+    let logs = tempfile::tempdir().unwrap();
+    let config = FileWatch {
+        root: root.clone(),
+        log_path: logs.path().join("s.files.jsonl"),
+        sensitive: vec![],
+        max_bytes: 16 << 20,
+    };
+    let (guard, _rx) = Events::channel();
+    let watcher = spawn(&config, "s", None, &guard).unwrap();
+    watcher.wait_ready(Duration::from_secs(10));
+    assert_eq!(inotify_watches(), Some(1024));
+    // Folders removed give their watches back: a folder made after that is watched, and what
+    // is written in it recorded.
+    for i in 0..1500 {
+        fs::remove_dir(root.join(format!("d{i}"))).unwrap();
+    }
+    std::thread::sleep(RECOUNT + Duration::from_millis(500));
+    fs::create_dir(root.join("later")).unwrap();
+    pause();
+    fs::write(root.join("later/inside.txt"), "x").unwrap();
+    pause();
+    assert!(inotify_watches().unwrap() <= 1024);
+    drop(watcher);
+    let text = fs::read_to_string(&config.log_path).unwrap();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .collect();
+    let incomplete = events
+        .iter()
+        .find(|e| e["status"] == "file_watch_incomplete")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(incomplete["details"]["max_watches"], 1024, "{text}");
+    assert!(
+        incomplete["details"]["over_limit"].as_u64().unwrap() >= 1,
+        "{text}"
+    );
+    assert!(
+        events.iter().any(|e| e["path"] == "later/inside.txt"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_watcher_that_cannot_start_says_so_in_the_guard_log_and_leaves_the_guard_running() {
     let setup = Setup::new();
