@@ -5,6 +5,10 @@
 //! chunk the command printed, written as it comes, so a recording survives yolo being killed.
 //! The file plays in asciinema's own player and in `yolo replay`.
 //!
+//! A recording stops at [`MAX_RECORDING`] bytes, with a last line that says so: the agent
+//! decides what it prints, and printing for ever must not fill the host's disk (each control
+//! byte takes six in JSON, so 200 MB of output made a 1.2 GB file before the cap).
+//!
 //! Written by hand: the format is two JSON shapes, and the crates that write it also want to own
 //! the terminal (a pty), which yolo leaves to Docker.
 
@@ -29,12 +33,19 @@ struct Header<'a> {
     title: &'a str,
 }
 
+/// The size a recording may reach.
+pub(crate) const MAX_RECORDING: u64 = 256 << 20;
+
 /// One recording being written; every `write` is one output event.
 pub(crate) struct Recorder {
     file: File,
     started: Instant,
     /// The end of the last chunk when it stopped inside a UTF-8 character.
     partial: Vec<u8>,
+    /// Bytes in the file, and the most it may hold; past it nothing more is written.
+    written: u64,
+    cap: u64,
+    full: bool,
 }
 
 impl Recorder {
@@ -77,14 +88,40 @@ impl Recorder {
                 file,
                 started: Instant::now(),
                 partial: Vec::new(),
+                written: line.len() as u64,
+                cap: MAX_RECORDING,
+                full: false,
             },
             path,
         ))
+    }
+
+    /// One output event, unless the file would pass its cap: then a last event that says the
+    /// recording stopped, and nothing after it.
+    fn event(&mut self, text: String) -> std::io::Result<()> {
+        let at = round(self.started.elapsed().as_secs_f64());
+        let mut line = serde_json::to_vec(&(at, "o", text)).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        if self.written + line.len() as u64 > self.cap {
+            self.full = true;
+            let note = format!(
+                "\r\n[yolo: the recording stopped here, at its cap of {} MiB; the command went on]\r\n",
+                self.cap >> 20
+            );
+            line = serde_json::to_vec(&(at, "o", note)).map_err(std::io::Error::other)?;
+            line.push(b'\n');
+        }
+        self.file.write_all(&line)?;
+        self.written += line.len() as u64;
+        Ok(())
     }
 }
 
 impl Write for Recorder {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.full {
+            return Ok(bytes.len());
+        }
         self.partial.extend_from_slice(bytes);
         // Keep an incomplete character for the next chunk; anything else invalid is replaced.
         let keep = match std::str::from_utf8(&self.partial) {
@@ -95,12 +132,8 @@ impl Write for Recorder {
         let cut = self.partial.len() - keep;
         if cut > 0 {
             let text = String::from_utf8_lossy(&self.partial[..cut]).into_owned();
-            let at = self.started.elapsed().as_secs_f64();
-            let mut line =
-                serde_json::to_vec(&(round(at), "o", text)).map_err(std::io::Error::other)?;
-            line.push(b'\n');
-            self.file.write_all(&line)?;
             self.partial.drain(..cut);
+            self.event(text)?;
         }
         Ok(bytes.len())
     }
@@ -202,5 +235,29 @@ mod tests {
         let mut played = Vec::new();
         play(&path, 1000.0, Duration::from_millis(10), &mut played).unwrap();
         assert_eq!(played, "hello é\r\n\x1b[1mbold\x1b[0m\n".as_bytes());
+    }
+
+    /// Output without end (control bytes, six in JSON each) stops at the cap, with a last line
+    /// that says so; the file stays a valid recording.
+    #[test]
+    fn a_recording_stops_at_its_cap_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut rec, path) = Recorder::create_in(dir.path(), "agent", "x", (80, 24)).unwrap();
+        rec.cap = 64 << 10;
+        for _ in 0..100 {
+            rec.write_all(&[1u8; 4096]).unwrap();
+        }
+        drop(rec);
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert!(size <= (64 << 10) + 200, "{size}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let events: Vec<(f64, String, String)> = text
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(events.len() > 1);
+        let last = &events.last().unwrap().2;
+        assert!(last.contains("the recording stopped here"), "{last}");
     }
 }

@@ -143,6 +143,8 @@ fn start_keeper(record: &mut RunRecord) -> Result<i32> {
 
 /// `yolo keep ID` (hidden): a detached run's agent, waited for; its end on the run's record.
 pub(crate) async fn keep(id: &str) -> Result<i32> {
+    // Its stdout is the run's log file: the agent decides how much it prints.
+    crate::engine::cap_own_output(crate::audit::cast::MAX_RECORDING);
     let me = std::process::id();
     // `start_keeper` writes this process's id once it has it: until then the record is not
     // ours to finish.

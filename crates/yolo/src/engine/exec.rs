@@ -353,6 +353,42 @@ impl Drop for RawMode {
     }
 }
 
+/// The most a command's output kept in memory (`Output::Capture`: the probe, hooks' answers)
+/// may hold: the agent decides what its shell's startup files print, and yolo must not grow
+/// without end on the host. What comes after is dropped.
+const MAX_CAPTURE: usize = 16 << 20;
+
+/// The most a command may write through this process's own stdout and stderr; unlimited unless
+/// `cap_own_output` set it (the keeper of a detached run, whose stdout is the run's log file).
+static OWN_OUTPUT_CAP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+static OWN_OUTPUT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Cap what commands write through this process's stdout and stderr at `bytes` (a detached
+/// run's log: the agent decides how much it prints). Past it, one line says so and the rest is
+/// dropped (the command goes on).
+pub(crate) fn cap_own_output(bytes: u64) {
+    OWN_OUTPUT_CAP.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `len` more bytes fit under the cap; the first time they do not, the note is written.
+fn own_output_fits(len: usize) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    let cap = OWN_OUTPUT_CAP.load(Relaxed);
+    let before = OWN_OUTPUT.fetch_add(len as u64, Relaxed);
+    if before.saturating_add(len as u64) <= cap {
+        return true;
+    }
+    if before <= cap {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(
+            err,
+            "\r\n[yolo: this log stopped here, at its cap of {} MiB; the command went on]",
+            cap >> 20
+        );
+    }
+    false
+}
+
 struct Sink {
     output: Output,
     captured: Vec<u8>,
@@ -384,6 +420,9 @@ impl Sink {
         }
         match &self.output {
             Output::Inherit | Output::Recorded(_) => {
+                if !own_output_fits(bytes.len()) {
+                    return;
+                }
                 let result = if to_stderr {
                     let mut err = std::io::stderr().lock();
                     err.write_all(bytes).and_then(|()| err.flush())
@@ -402,7 +441,11 @@ impl Sink {
                 pending.extend_from_slice(bytes);
                 self.emit_lines(false);
             }
-            Output::Capture => self.captured.extend_from_slice(bytes),
+            Output::Capture => {
+                let room = MAX_CAPTURE.saturating_sub(self.captured.len());
+                self.captured
+                    .extend_from_slice(&bytes[..bytes.len().min(room)]);
+            }
         }
     }
 
@@ -435,5 +478,22 @@ fn short(argv: &[String]) -> String {
     match text.char_indices().nth(60) {
         Some((i, _)) => format!("`{}…`", text[..i].replace('\n', " ")),
         None => format!("`{text}`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Output kept in memory (the probe of a shell whose startup file prints without end)
+    /// stops growing at its cap.
+    #[test]
+    fn captured_output_stops_at_its_cap() {
+        let mut sink = Sink::new(Output::Capture);
+        let chunk = vec![b'y'; 1 << 20];
+        for _ in 0..20 {
+            sink.out(&chunk);
+        }
+        assert_eq!(sink.captured.len(), MAX_CAPTURE);
     }
 }
