@@ -154,7 +154,7 @@ fn check_builds(
 fn env_files(files: &[PathBuf]) -> Result<Vec<(String, String, PathBuf)>> {
     let mut found = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(file).map_err(|e| Error::io(file, e))?;
+        let text = crate::digest::read_to_string(file).map_err(|e| Error::io(file, e))?;
         let doc: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| Error::Config {
             file: file.clone(),
             line: None,

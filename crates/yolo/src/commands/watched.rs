@@ -14,7 +14,14 @@
 //!   `git checkout`/`reset`/`stash` write other content than `git status` and `git diff` show;
 //! - a `.git` (folder or file) anywhere below the root: a nested repository whose own config
 //!   the host's `git status` runs once the index names it as a submodule, or a shell prompt does
-//!   when you enter the folder. Its `config` (or the pointer file) is what is compared.
+//!   when you enter the folder. Its `config` (or the pointer file) is what is compared;
+//! - a folder git takes for a repository by itself (a `HEAD` file beside `objects/` and `refs/`,
+//!   as in a bare repository): git run in it on the host (a shell prompt entering it) uses its
+//!   `config`, `core.fsmonitor` and `core.hooksPath` included (git's default
+//!   `safe.bareRepository=all`). The folder and its `config` are compared;
+//! - the todo lists of a rebase, cherry-pick or revert the agent left in progress
+//!   (`.git/rebase-merge/git-rebase-todo`, `.git/sequencer/todo`): their `exec` lines run on the
+//!   host when you continue it there.
 //!
 //! The walk (the `ignore` crate, with every ignore rule off: `.gitignore` and `.ignore` are the
 //! agent's to write, so they must not decide what is seen) skips only the root `.git` and
@@ -330,6 +337,10 @@ pub(crate) fn summary(changes: &[Change]) -> String {
 fn git_risk(path: &str) -> &'static str {
     if path.contains("refs/replace") {
         "a replace ref makes git checkout, reset and stash on the host write other content than git status and git diff show"
+    } else if path.ends_with("git-rebase-todo") || path.ends_with("sequencer/todo") {
+        "a rebase or cherry-pick the agent left in progress: its exec lines run on the host at `git rebase --continue` (or `git cherry-pick --continue`); read it, or `--abort`"
+    } else if !path.split('/').any(|c| c == ".git") {
+        "a folder git takes for a repository of its own (HEAD, objects/, refs/): git run in it on the host, a shell prompt entering it too, runs its config (core.fsmonitor, hooks); delete it, or set git's safe.bareRepository=explicit"
     } else if path.starts_with(".git/") {
         "git on the host would read its config and hooks where it points (a repository's own .git has none: delete it)"
     } else {
@@ -360,6 +371,16 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
         .sort_by_file_name(|a, b| a.cmp(b))
         .filter_entry(move |e| {
             let name = e.file_name();
+            if name == "HEAD" && e.depth() > 1 {
+                // A folder git takes for a repository (bare-style): recorded with its config.
+                if let Some(dir) = e.path().parent().filter(|d| is_git_dir(d)) {
+                    if let Ok(rel) = dir.strip_prefix(&top) {
+                        let mut found = record.lock().unwrap_or_else(|p| p.into_inner());
+                        found.push(rel.to_string_lossy().into_owned());
+                        found.push(rel.join("config").to_string_lossy().into_owned());
+                    }
+                }
+            }
             if name == ".git" && e.depth() > 1 {
                 // That it is there at all (a folder or a pointer file), and the config git reads.
                 if let Ok(rel) = e.path().strip_prefix(&top) {
@@ -408,13 +429,20 @@ fn globs(patterns: &[String]) -> GlobSet {
     builder.build().unwrap_or_else(|_| GlobSet::empty())
 }
 
+/// Whether git takes `dir` for a repository of its own: `objects/` and `refs/` folders beside
+/// the `HEAD` file (`setup.c` `is_git_directory`; links are not followed here).
+fn is_git_dir(dir: &Path) -> bool {
+    let real_dir = |p: PathBuf| p.symlink_metadata().is_ok_and(|m| m.is_dir());
+    real_dir(dir.join("objects")) && real_dir(dir.join("refs"))
+}
+
 /// The name the `refs/replace/` lines of `packed-refs` are recorded under.
 const PACKED_REPLACE: &str = ".git/packed-refs (refs/replace/)";
 
 /// The `refs/replace/` lines of `.git/packed-refs`, as one watched text (None when there are
 /// none).
 fn replace_refs_packed(root: &Path) -> Option<Seen> {
-    let packed = std::fs::read_to_string(root.join(".git/packed-refs")).ok()?;
+    let packed = crate::digest::read_to_string(&root.join(".git/packed-refs")).ok()?;
     let lines: String = packed
         .lines()
         .filter(|l| l.contains("refs/replace/"))
@@ -441,6 +469,9 @@ fn git_redirects(root: &Path) -> Vec<String> {
     for dir in &dirs {
         paths.push(dir.join("commondir"));
         paths.push(dir.join("config.worktree"));
+        // A rebase or cherry-pick left in progress: its `exec` lines run at `--continue`.
+        paths.push(dir.join("rebase-merge/git-rebase-todo"));
+        paths.push(dir.join("sequencer/todo"));
         let replace = ignore::WalkBuilder::new(dir.join("refs/replace"))
             .standard_filters(false)
             .follow_links(false)
@@ -651,6 +682,14 @@ mod tests {
             "[core]\n\tfsmonitor = evil\n",
         );
         write(root, "src/.git", "gitdir: ../evil\n");
+        // A folder git takes for a repository by itself, bare-style.
+        write(root, "lib/HEAD", "ref: refs/heads/main\n");
+        write(root, "lib/objects/info/x", "");
+        write(root, "lib/refs/heads/x", "");
+        write(root, "lib/config", "[core]\n\tfsmonitor = evil\n");
+        // A HEAD without objects/ and refs/ beside it is a file like any other.
+        write(root, "docs/HEAD", "not git\n");
+        write(root, ".git/rebase-merge/git-rebase-todo", "exec evil\n");
         write(root, ".git/refs/replace/abcd", "ef01\n");
         write(
             root,
@@ -663,7 +702,10 @@ mod tests {
             got,
             [
                 (".git/packed-refs (refs/replace/)", true),
+                (".git/rebase-merge/git-rebase-todo", true),
                 (".git/refs/replace/abcd", true),
+                ("lib", true),
+                ("lib/config", true),
                 ("src/.git", true),
                 ("vendor/tool/.git", true),
                 ("vendor/tool/.git/config", true),
@@ -672,6 +714,11 @@ mod tests {
         let text = summary(&changes);
         assert!(text.contains("a replace ref makes git checkout"), "{text}");
         assert!(text.contains("a repository inside the workspace"), "{text}");
+        assert!(
+            text.contains("a folder git takes for a repository of its own"),
+            "{text}"
+        );
+        assert!(text.contains("its exec lines run on the host"), "{text}");
     }
 
     #[test]

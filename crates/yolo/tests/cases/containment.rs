@@ -412,6 +412,16 @@ fn what_would_redirect_the_hosts_git_is_flagged_loudly() {
             format!("mkdir -p vendor/tool && cd vendor/tool && {GIT_IN} init -q . && {GIT_IN} config core.fsmonitor evil"),
             "vendor/tool/.git was added: a repository inside the workspace",
         ),
+        // A folder git takes for a bare repository: a shell prompt entering it runs its config.
+        (
+            "mkdir -p src/objects src/refs && echo 'ref: refs/heads/main' > src/HEAD && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch /tmp/pwned; false\"\\n' > src/config".to_string(),
+            "src was added: a folder git takes for a repository of its own",
+        ),
+        // A rebase left in progress with an exec line, for the user to continue on the host.
+        (
+            format!("echo 1 > a.txt && {GIT_IN} add a.txt && {GIT_IN} commit -qm a1 && echo 2 > a.txt && {GIT_IN} commit -qam a2 && GIT_SEQUENCE_EDITOR='printf \"break\\nexec touch /tmp/pwned\\n\" >' {GIT_IN} rebase -q -i HEAD~1"),
+            ".git/rebase-merge/git-rebase-todo was added: a rebase or cherry-pick the agent left in progress",
+        ),
         // Last: git stops working here once it points elsewhere.
         (
             "mkdir -p evil && echo ../evil > .git/commondir".to_string(),
