@@ -353,6 +353,7 @@ async fn serve<B: Batches>(
                     socket: exec::wire::SOCKET.to_string(),
                     log_path: audit.log_path.clone(),
                     max_bytes: audit.max_bytes,
+                    allow_traced: audit.allow_traced,
                     session: config.session.clone(),
                     phase: config.phase.clone(),
                 },
@@ -723,6 +724,7 @@ mod tests {
         let mut config = firewall_config(&[]);
         config.audit_path = "/var/log/yolo/s.jsonl".into();
         config.exec_audit = Some(yolo_protocol::ExecAudit {
+            allow_traced: false,
             log_path: "/var/log/yolo/s.exec.jsonl".into(),
             max_bytes: 1,
         });

@@ -97,6 +97,11 @@ pub struct ExecAudit {
     pub log_path: PathBuf,
     /// Past this size, execs are refused (fail closed) rather than run unrecorded.
     pub max_bytes: u64,
+    /// An exec by a thread another process traces (the agent's debugger) cannot be confirmed:
+    /// its tracer or another thread can change its argv after it was read. `false` (the
+    /// default): it is refused (EPERM); `true`: it runs, recorded `unconfirmed`.
+    #[serde(default)]
+    pub allow_traced: bool,
 }
 
 /// What the guard's file watcher watches (`GuardConfig::file_watch`).

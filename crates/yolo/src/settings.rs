@@ -141,6 +141,8 @@ pub(crate) struct GuardSettings {
     pub(crate) max_exec_log: u64,
     /// `[audit] files`: the guard records changes in the workspace.
     pub(crate) files: bool,
+    /// `[audit] traced_exec = "record"`: a traced process's exec runs, unconfirmed.
+    pub(crate) allow_traced_exec: bool,
 }
 
 /// Seconds an answered address stays open at least, whatever TTL its answer had.
@@ -161,6 +163,7 @@ impl Default for GuardSettings {
             max_session_log: DEFAULT_MAX_SESSION_LOG,
             max_exec_log: DEFAULT_MAX_EXEC_LOG,
             files: true,
+            allow_traced_exec: false,
         }
     }
 }
@@ -294,6 +297,19 @@ impl GuardSettings {
             max_session_log: max_session_log(user.audit.max_session_log.as_deref())?,
             max_exec_log: max_exec_log(user.audit.max_exec_log.as_deref())?,
             files: user.audit.files.unwrap_or(true),
+            allow_traced_exec: match user.audit.traced_exec.as_deref() {
+                None | Some("refuse") => false,
+                Some("record") => true,
+                Some(other) => {
+                    return Err(config_error(
+                        "audit.traced_exec",
+                        format!(
+                            "\"{}\" is neither \"refuse\" nor \"record\"",
+                            crate::visible::escape_controls(other)
+                        ),
+                    ))
+                }
+            },
         })
     }
 }
@@ -537,6 +553,7 @@ mod tests {
             [audit]
             max_session_log = "2m"
             files = false
+            traced_exec = "record"
             "#,
         )
         .unwrap();
@@ -568,6 +585,7 @@ mod tests {
                 max_session_log: 2 << 20,
                 max_exec_log: DEFAULT_MAX_EXEC_LOG,
                 files: false,
+                allow_traced_exec: true,
             }
         );
         // Left out: the defaults.
@@ -671,6 +689,11 @@ mod tests {
                 "[audit]\nmax_session_log = \"1k\"",
                 "audit.max_session_log",
                 "\"1k\" is less than 64k; the default is 16m",
+            ),
+            (
+                "[audit]\ntraced_exec = \"maybe\"",
+                "audit.traced_exec",
+                "\"maybe\" is neither \"refuse\" nor \"record\"",
             ),
             (
                 "[agents.mine]\ncommand = [\"mine\"]\ndomains = [\"*.com\"]",

@@ -48,6 +48,9 @@ pub(crate) struct UserAudit {
     /// Record changes in the workspace while a session runs (the guard's file watcher).
     /// Unset: on.
     pub(crate) files: Option<bool>,
+    /// An exec by a process the agent's own debugger traces: "refuse" (unset) or "record"
+    /// (it runs, recorded as unconfirmed).
+    pub(crate) traced_exec: Option<String>,
 }
 
 /// `[workspace]`: how the repository is mounted.

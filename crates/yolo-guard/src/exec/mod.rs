@@ -82,6 +82,7 @@ mod tests {
         let start = || {
             supervisor::start(
                 supervisor::Options {
+                    allow_traced: false,
                     socket: socket.clone(),
                     log_path: log.clone(),
                     max_bytes,

@@ -53,6 +53,8 @@ pub struct Options {
     pub socket: String,
     pub log_path: std::path::PathBuf,
     pub max_bytes: u64,
+    /// Let a traced thread's exec run, recorded `unconfirmed` (`ExecAudit::allow_traced`).
+    pub allow_traced: bool,
     pub session: String,
     pub phase: Option<String>,
 }
@@ -72,6 +74,7 @@ impl Handle {
 /// Bind the socket (before the agent exists, so the name is the guard's) and start serving.
 pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
     let listener = wire::bind(&options.socket)?;
+    let socket = options.socket.clone();
     let log = ExecLog::open(&options)?;
     // SAFETY: plain epoll_create1.
     let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -107,12 +110,13 @@ pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
         let stop = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("yolo-exec".into())
-            .spawn(move || Supervisor::new(shared, log, exits).run(&stop))?;
+            .spawn(move || {
+                let mut supervisor = Supervisor::new(shared, log, exits);
+                supervisor.allow_traced = options.allow_traced;
+                supervisor.run(&stop)
+            })?;
     }
-    Ok(Handle {
-        socket: options.socket,
-        stop,
-    })
+    Ok(Handle { socket, stop })
 }
 
 /// What the accepting thread and the supervisor thread share.
@@ -457,6 +461,9 @@ struct Supervisor {
     /// execs another program is recorded again.
     unsupervised: HashSet<(i32, u64, String)>,
     refused: u64,
+    /// Execs refused because another process traced the caller; and whether they run instead.
+    traced_refused: u64,
+    allow_traced: bool,
     own_mnt_ns: String,
 }
 
@@ -482,6 +489,8 @@ impl Supervisor {
             next_id,
             unsupervised: HashSet::new(),
             refused: 0,
+            traced_refused: 0,
+            allow_traced: false,
             own_mnt_ns: procfs::readlink("/proc/self/ns/mnt"),
         }
     }
@@ -572,6 +581,27 @@ impl Supervisor {
         // The path as passed: from the new image when the exec runs (AT_EXECFN), from the
         // caller's memory, still there, when it fails; read now only when nothing will stop.
         let asked_now = (!seized).then(|| self.asked_path(tid, dirfd, path_ptr));
+        // Read once the thread is stopped (at the exec or after it failed), or, untraced, now:
+        // while an exec runs, /proc waits on the memory map it replaces.
+        let about = |pid: i32| {
+            (
+                procfs::status(pid).unwrap_or_default(),
+                procfs::readlink(&format!("/proc/{pid}/cwd")),
+            )
+        };
+        if !seized && !self.allow_traced {
+            // Traced already (the agent's debugger, or its own PTRACE_TRACEME): the exec could
+            // not be confirmed at its stop, and its tracer or another thread could rewrite argv
+            // after the read above. Refused, so no record can be forged this way; what it asked
+            // for is on record as refused.
+            let (status, cwd) = about(tid);
+            if respond(listener, req.id, libc::EPERM) {
+                let asked = asked_now.unwrap_or_default();
+                self.record_unwatched(tid, &status, cwd, asked, before, "traced".into());
+                self.report_traced(tid);
+            }
+            return;
+        }
         if !respond(listener, req.id, 0) {
             if seized {
                 let _ = self.wait_trace(tid);
@@ -579,14 +609,6 @@ impl Supervisor {
             }
             return;
         }
-        // Read once the thread is stopped (at the exec or after it failed): while the exec
-        // runs, /proc waits on the memory map it replaces.
-        let about = |pid: i32| {
-            (
-                procfs::status(pid).unwrap_or_default(),
-                procfs::readlink(&format!("/proc/{pid}/cwd")),
-            )
-        };
         if !seized {
             // Traced already (a debugger of the agent's): the exec cannot be watched; what the
             // caller passed is all there is.
@@ -700,6 +722,23 @@ impl Supervisor {
                     ("reason", "the exec log reached its cap".into()),
                     ("max_bytes", self.log().max.into()),
                     ("refused", self.refused.into()),
+                    ("pid", pid.into()),
+                ],
+            ));
+        }
+    }
+
+    /// Say in the guard's log that an exec was refused for its tracer: the first, then at
+    /// powers of two.
+    fn report_traced(&mut self, pid: i32) {
+        self.traced_refused += 1;
+        let n = self.traced_refused;
+        if n == 1 || n.is_power_of_two() {
+            self.shared.events.emit(guard_event(
+                "exec_refused",
+                [
+                    ("reason", "another process traces the caller (a debugger), so the exec could not be confirmed; [audit] traced_exec = \"record\" lets such execs run, recorded as unconfirmed".into()),
+                    ("refused", n.into()),
                     ("pid", pid.into()),
                 ],
             ));

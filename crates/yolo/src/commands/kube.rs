@@ -178,6 +178,7 @@ fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result
     config.exec_audit = Some(yolo_protocol::ExecAudit {
         log_path: yolo_protocol::STDOUT_PATH.into(),
         max_bytes: project.settings.guard.max_exec_log,
+        allow_traced: project.settings.guard.allow_traced_exec,
     });
     serde_json::to_string_pretty(&config)
         .map_err(|e| Error::other(format!("writing the guard's config: {e}")))

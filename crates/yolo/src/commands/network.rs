@@ -144,6 +144,7 @@ pub(crate) fn guard_config(
         exec_audit: (phase.is_none() && mode != NetworkMode::None).then(|| ExecAudit {
             log_path: PathBuf::from(GUARD_LOG_DIR).join(crate::audit::exec_log_name(session)),
             max_bytes: guard.max_exec_log,
+            allow_traced: guard.allow_traced_exec,
         }),
         file_watch: file_watch(project, session, phase),
         local_names: Vec::new(),

@@ -830,11 +830,14 @@ if pid == 0:
     keep = [ctypes.create_string_buffer(x) for x in (b"/bin/echo", b"traced-child")]
     argv = (ctypes.c_void_p * 4)(ctypes.addressof(keep[0]), ctypes.addressof(keep[1]), ctypes.addressof(a), None)
     libc.execve(keep[0], argv, (ctypes.c_void_p * 1)(None))
-    os._exit(127)
+    os._exit(100 + ctypes.get_errno())
 _, status = os.waitpid(pid, 0)
-assert os.WIFSTOPPED(status), status
-libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
-os.waitpid(pid, 0)
+if os.WIFSTOPPED(status):  # the exec ran: stopped for its tracer
+    libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
+    os.waitpid(pid, 0)
+    print("ran")
+else:
+    print("refused", os.WEXITSTATUS(status) - 100)
 "#;
 
 /// Execs from a second thread (the kernel moves the program to the leader's pid) and from a
@@ -905,14 +908,31 @@ fn execs_from_threads_and_traced_children_are_on_record() {
         assert_eq!(ok, [got], "round {round}: the records that say ok");
     }
 
-    // A tracer of its own can keep the supervisor from confirming the exec (and so race the
-    // argv it read): such a record must never pass for a confirmed one.
-    attack(&t, "python3 attack/traceme.py").ok();
+    // A tracer of its own keeps the supervisor from confirming the exec (and could race the
+    // argv it read): the exec is refused (EPERM), and on record as such.
+    let out = attack(&t, "python3 attack/traceme.py").ok().stdout();
+    assert_eq!(out.trim(), "refused 1", "the traced child's exec");
+    let e = wait_for_event(&t, 10, "the traced child's exec", |e| {
+        e["kind"] == "exec" && argv(e).get(1).is_some_and(|a| a == "traced-child")
+    });
+    assert_eq!(e["result"], "traced", "{e}");
+    supervisor_still_records(&t, "after-traceme");
+}
+
+/// With `[audit] traced_exec = "record"` (a debugger in the container), such an exec runs, and
+/// its record says it could not be confirmed: it never passes for a confirmed one.
+#[test]
+fn a_traced_exec_runs_unconfirmed_when_the_user_allows_it() {
+    let t = Test::new();
+    with_python(&t, "\n[audit]\ntraced_exec = \"record\"\n");
+    t.file("attack/traceme.py", TRACEME_PY);
+    t.up(&[]);
+    let out = attack(&t, "python3 attack/traceme.py").ok().stdout();
+    assert!(out.lines().any(|l| l == "ran"), "{out}");
     let e = wait_for_event(&t, 10, "the traced child's exec", |e| {
         e["kind"] == "exec" && argv(e).get(1).is_some_and(|a| a == "traced-child")
     });
     assert_eq!(e["result"], "unconfirmed", "{e}");
-    supervisor_still_records(&t, "after-traceme");
 }
 
 /// Connects to the supervisor's socket `n` times and holds on, and sends a hello with a pipe
