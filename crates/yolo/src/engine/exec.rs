@@ -238,15 +238,11 @@ impl Engine {
         // own words for it ("chdir to cwd ... set in config.json") do not say what to fix.
         if exit_code == 126 && inspect.pid.unwrap_or(0) == 0 {
             if let Some(cwd) = req.cwd.as_deref() {
-                if !self.can_enter(container, req.user.as_deref(), cwd).await {
+                if !self.folder_exists(container, cwd).await {
                     return Err(Error::CommandFailed(format!(
-                        "cannot run {} in the container: its working folder {} does not exist there{}; it is the config's \"workspaceFolder\": check that a mount makes it (\"workspaceMount\", or in a Compose config the dev service's volumes)",
+                        "cannot run {} in the container: its working folder {} does not exist there; it is the config's \"workspaceFolder\": check that a mount makes it (\"workspaceMount\", or in a Compose config the dev service's volumes)",
                         short(&req.argv),
                         crate::visible::escape_controls(cwd),
-                        req.user
-                            .as_deref()
-                            .map(|u| format!(" (or {} cannot enter it)", crate::visible::escape_controls(u)))
-                            .unwrap_or_default()
                     )));
                 }
             }
@@ -257,40 +253,22 @@ impl Engine {
         })
     }
 
-    /// Whether `user` can enter the folder `path` in the container (`cd`, without a working
-    /// folder of its own). An exec that fails counts as yes: this only words an error better.
-    async fn can_enter(&self, container: &str, user: Option<&str>, path: &str) -> bool {
-        let config = CreateExecOptions {
-            cmd: Some(vec!["/bin/sh", "-c", "cd \"$1\"", "sh", path]),
-            user,
-            ..Default::default()
+    /// Whether the folder `path` exists in the container, asked of the engine
+    /// (`HEAD /containers/{id}/archive`, which runs nothing in the container: a check that ran a
+    /// program there would run the agent's, and without the exec audit's shim). Anything but a
+    /// clear "not there" counts as yes: this only words an error better.
+    async fn folder_exists(&self, container: &str, path: &str) -> bool {
+        let options = bollard::query_parameters::ContainerArchiveInfoOptions {
+            path: path.to_string(),
         };
-        let Ok(created) = self.docker.create_exec(container, config).await else {
-            return true;
-        };
-        let started = self
+        match self
             .docker
-            .start_exec(
-                &created.id,
-                Some(StartExecOptions {
-                    detach: true,
-                    ..Default::default()
-                }),
-            )
-            .await;
-        if started.is_err() {
-            return true;
+            .get_container_archive_info(container, Some(options))
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => !super::is_not_found(&e),
         }
-        for _ in 0..50 {
-            match self.docker.inspect_exec(&created.id).await {
-                Ok(i) if i.running != Some(true) => {
-                    return i.exit_code != Some(2) && i.exit_code != Some(1)
-                }
-                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-                Err(_) => return true,
-            }
-        }
-        true
     }
 
     /// Stop every process of the container that carries `mark` in its environment: SIGTERM,
@@ -357,6 +335,9 @@ impl Drop for RawMode {
 /// may hold: the agent decides what its shell's startup files print, and yolo must not grow
 /// without end on the host. What comes after is dropped.
 const MAX_CAPTURE: usize = 16 << 20;
+
+/// A hook's output line longer than this is shown in pieces.
+const MAX_PENDING_LINE: usize = 64 << 10;
 
 /// The most a command may write through this process's own stdout and stderr; unlimited unless
 /// `cap_own_output` set it (the keeper of a detached run, whose stdout is the run's log file).
@@ -459,6 +440,12 @@ impl Sink {
                 let line: Vec<u8> = pending.drain(..=pos).collect();
                 let _ = write!(err, "{}", crate::visible::prefixed_line(name, &line));
             }
+            // Output without a newline is shown in pieces rather than held without end (the
+            // agent may have rewritten the hook).
+            if pending.len() >= MAX_PENDING_LINE {
+                let _ = writeln!(err, "{}", crate::visible::prefixed_line(name, pending));
+                pending.clear();
+            }
             if all && !pending.is_empty() {
                 let _ = writeln!(err, "{}", crate::visible::prefixed_line(name, pending));
                 pending.clear();
@@ -484,6 +471,17 @@ fn short(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hook that prints without a newline is shown in pieces, not held in memory.
+    #[test]
+    fn a_hooks_endless_line_is_not_held() {
+        let mut sink = Sink::new(Output::Prefixed("postCreateCommand".into()));
+        let chunk = vec![b'y'; 1 << 16];
+        for _ in 0..8 {
+            sink.out(&chunk);
+        }
+        assert!(sink.pending_out.len() < MAX_PENDING_LINE);
+    }
 
     /// Output kept in memory (the probe of a shell whose startup file prints without end)
     /// stops growing at its cap.
