@@ -29,8 +29,8 @@ pub(crate) enum Error {
         reason: String,
         grant: String,
     },
-    /// Several refusals of one config (each an `Error::Refused`, in the order met), and the
-    /// grants that would allow them all.
+    /// Several refusals of one config (each an `Error::Refused`, in the order met, and last
+    /// perhaps what no grant allows), and the grants that would allow the refused ones.
     RefusedMany {
         refusals: Vec<Error>,
         grants: Vec<String>,
@@ -89,6 +89,17 @@ pub(crate) enum Error {
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `text` as one shell word: as it is when it holds only characters no shell treats specially,
+/// else in single quotes (a grant's value can be a path the repository chose).
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-=:/.,@+%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
 
 impl Error {
     /// Exit status of a usage error (EX_USAGE): a bad flag or value, caught before anything runs.
@@ -185,8 +196,9 @@ impl fmt::Display for Error {
                 if grants.is_empty() {
                     return Ok(());
                 }
-                let flags: Vec<String> = grants.iter().map(|g| format!("--grant {g}")).collect();
-                write!(f, "\n  to allow them all: {}", flags.join(" "))
+                let flags: Vec<String> =
+                    grants.iter().map(|g| format!("--grant {}", shell_word(g))).collect();
+                write!(f, "\n  the grants they need: {}", flags.join(" "))
             }
             Error::Forbidden { file, property, value, reason } => {
                 write!(f, "{}: \"{property}\" asks for {value}: {reason}", file.display())
@@ -230,6 +242,16 @@ mod tests {
     use super::*;
     use std::error::Error as _;
 
+    fn refused_twin() -> Error {
+        Error::Refused {
+            file: "d.json".into(),
+            property: "p".into(),
+            value: "v".into(),
+            reason: "r".into(),
+            grant: "g".into(),
+        }
+    }
+
     #[test]
     fn every_class_has_its_documented_exit_code() {
         let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
@@ -247,6 +269,16 @@ mod tests {
             reason: "r".into(),
             grant: "g".into(),
         };
+        let many = Error::RefusedMany {
+            refusals: vec![refused_twin()],
+            grants: vec!["host-mount=/a b".into()],
+        };
+        assert_eq!(many.code(), 77);
+        // A value the repository chose is one shell word in the line meant to be pasted.
+        assert!(
+            many.to_string().ends_with("--grant 'host-mount=/a b'"),
+            "{many}"
+        );
         let unsupported = Error::Unsupported {
             file: "d.json".into(),
             property: "p".into(),

@@ -167,8 +167,8 @@ pub(crate) struct Input<'a> {
 /// Check the repository's requests against the user's grants and build the `RunSpec`.
 /// Nothing is half-applied because nothing here has side effects. A config refused for lack of
 /// a grant is evaluated again as if it were granted, so that one error lists every grant the
-/// config needs (`Error::RefusedMany`), not one more on each run; what no grant allows stops
-/// the list.
+/// config needs (`Error::RefusedMany`), not one more on each run; what no grant allows ends
+/// the list, as its last entry.
 pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
     let (first, need) = match evaluate_with(input, &input.flags.grants) {
         (Ok(spec), _) => return Ok(spec),
@@ -188,7 +188,13 @@ pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
                 needed.push(next.clone());
                 need = next;
             }
-            _ => break,
+            (Ok(_), _) => break,
+            // What no grant allows (or a config error) met past the grants: the last entry, so
+            // that granting the list is not followed by one more refusal.
+            (Err(e), _) => {
+                refusals.push(e);
+                break;
+            }
         }
     }
     if refusals.len() == 1 {

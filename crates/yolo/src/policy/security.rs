@@ -171,7 +171,7 @@ mod tests {
         );
         assert!(
             text.ends_with(
-                "to allow them all: --grant privileged --grant cap-add=SYS_PTRACE --grant security-opt=seccomp=unconfined"
+                "the grants they need: --grant privileged --grant cap-add=SYS_PTRACE --grant security-opt=seccomp=unconfined"
             ),
             "{text}"
         );
@@ -185,6 +185,20 @@ mod tests {
             .run()
             .unwrap();
         assert!(spec.privileged);
+        // What no grant allows, met past the grants, is the last entry (with no grant of its
+        // own), so that granting the list is not followed by one more refusal.
+        let c = case(with_image(json!({
+            "capAdd": ["SYS_PTRACE"],
+            "runArgs": ["--network", "host"]
+        })));
+        let Err(crate::error::Error::RefusedMany { refusals, grants }) = c.run() else {
+            panic!("expected several refusals, got {:?}", c.run());
+        };
+        assert_eq!(grants, ["cap-add=SYS_PTRACE"]);
+        assert!(matches!(
+            refusals.last(),
+            Some(crate::error::Error::Forbidden { .. })
+        ));
         // One refusal stays a refusal of its own.
         let (property, _, _) = refused(case(with_image(json!({"privileged": true}))).run());
         assert_eq!(property, "privileged");
