@@ -384,6 +384,14 @@ fn json_escapes_decoded(line: &str) -> Option<String> {
 /// Check (and record) approval. The first use of a workspace records the current inputs as
 /// approved: the policy has already refused anything dangerous, and there is nothing earlier to
 /// compare with. After that, any difference — a moved config included — is asked about.
+/// Whether yolo has no approval of this workspace's container definition yet (its first use,
+/// which `check` approves by using it).
+pub(crate) fn first_use(project: &Project, state: &WorkspaceState) -> Result<bool> {
+    let spec = &project.spec;
+    Ok(Approval::load(&spec.workspace)?.approved.is_none()
+        && earlier_approval(spec, state).is_none())
+}
+
 pub(crate) fn check(project: &Project, state: &mut WorkspaceState) -> Result<()> {
     let spec = &project.spec;
     let mut approval = Approval::load(&spec.workspace)?;

@@ -151,6 +151,7 @@ pub(crate) async fn up(
     // What changed in the files the host runs since yolo last looked (say, in VS Code between
     // two runs) goes to the session it happened in.
     watched::report_and_print(&spec.devcontainer_id, session::current(&state)?.as_ref());
+    let first_use = approval::first_use(project, &state)?;
     approval::check(project, &mut state)?;
     state.save(&spec.devcontainer_id)?;
     // The Features, fetched on the host before any container is made; what they ask for meets
@@ -209,6 +210,7 @@ pub(crate) async fn up(
         fetched: &fetched,
         compose: prepared.as_ref(),
         reread_compose,
+        first_use,
     };
     // From here on a signal is handled: the hooks' commands are stopped in the container
     // (`Engine::exec`), and what this `up` made is removed.
@@ -600,6 +602,8 @@ struct Act<'a> {
     compose: Option<&'a super::compose::Prepared>,
     /// The Compose files are read and checked again after initializeCommand.
     reread_compose: bool,
+    /// This `up` is the workspace's first (`approval::first_use`).
+    first_use: bool,
 }
 
 impl Act<'_> {
@@ -663,13 +667,18 @@ impl Act<'_> {
         hooks::initialize(self.project, &writer, approved).await?;
         let reread;
         let compose = if self.reread_compose {
-            let files = spec.compose.iter().flat_map(|c| &c.files);
-            for file in files {
-                // The host's own command wrote them (the agent is stopped): not a change the
-                // next `up` should ask about.
-                approval::note_own_write(self.project, file)?;
-            }
+            // Checked by the policy first: a refused file is not recorded as approved.
             reread = super::compose::prepare(self.project).await?;
+            if self.first_use {
+                // The first use approves what it uses, the generated files included.
+                for file in spec.compose.iter().flat_map(|c| &c.files) {
+                    approval::note_own_write(self.project, file)?;
+                }
+            } else {
+                // What the command wrote can follow from files the agent writes: a change
+                // to the Compose files is shown and asked about like any other.
+                approval::check(self.project, state)?;
+            }
             reread.as_ref()
         } else {
             self.compose
@@ -873,6 +882,7 @@ impl Act<'_> {
             fetched: self.fetched,
             compose: self.compose,
             reread_compose: self.reread_compose,
+            first_use: self.first_use,
         }
     }
 

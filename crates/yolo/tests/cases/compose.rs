@@ -357,7 +357,8 @@ fn run_services_limits_what_starts() {
 
 /// Compose files that initializeCommand writes (here from a template, as generators do) are
 /// read after it ran, as the reference CLI reads them: missing before the first `up`, stale
-/// before the next one. What the host's own command wrote is no change to approve again.
+/// before the next one. The first use approves what it generated; after that, what the command
+/// writes can follow from files the agent writes (`mark` here), so a change is shown and asked.
 #[test]
 fn compose_files_written_by_initialize_command_are_read_after_it() {
     let t = Test::new();
@@ -380,10 +381,16 @@ fn compose_files_written_by_initialize_command_are_read_after_it() {
     t.up(&["--trust-host-commands"]);
     let mark = |t: &Test| t.yolo(&["exec", "--", "printenv", "MARK"]).ok().stdout();
     assert_eq!(mark(&t).trim(), "first");
-    // The file from the last run is there, stale: the new one is what starts.
-    t.file("mark", "second");
+    // Run again unchanged: nothing to ask.
     t.yolo(&["down"]).ok();
     t.up(&["--trust-host-commands"]);
+    // The file from the last run is there, stale: the new one is what starts, once approved.
+    t.file("mark", "second");
+    t.yolo(&["down"]).ok();
+    t.yolo(&["up", "--trust-host-commands"])
+        .fails_with(77)
+        .assert_stderr_contains("+      MARK: second");
+    t.up(&["--trust-host-commands", "--accept-config"]);
     assert_eq!(mark(&t).trim(), "second");
 }
 
