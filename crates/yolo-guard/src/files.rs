@@ -72,6 +72,8 @@ const MIN_WATCHES: u64 = 1_024;
 /// How often the watches are counted again (from the kernel) once the count reached the cap:
 /// folders removed since gave theirs back.
 const RECOUNT: Duration = Duration::from_secs(1);
+/// Folders left out at the cap that are remembered, to be watched once there is room again.
+const MAX_SKIPPED: usize = 4_096;
 
 /// The running watcher; dropping it writes what is pending and stops it.
 pub struct FileWatcher {
@@ -164,6 +166,7 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
                 watches: 0,
                 cap: watch_cap(),
                 counted: std::time::Instant::now(),
+                skipped: std::collections::VecDeque::new(),
             };
             run.serve(rx, &stop2, &ready2);
             raise(&done2);
@@ -202,6 +205,8 @@ struct Run {
     watches: u64,
     cap: u64,
     counted: std::time::Instant,
+    /// Folders left out at the cap, oldest first (at most `MAX_SKIPPED`).
+    skipped: std::collections::VecDeque<PathBuf>,
 }
 
 impl Run {
@@ -237,6 +242,7 @@ impl Run {
                 for record in self.changes.flush(now) {
                     self.write(record);
                 }
+                self.rewatch();
                 self.report_unwatched();
                 self.report_overflows();
                 let _ = self.writer.report_suppressed(stopping);
@@ -335,8 +341,13 @@ impl Run {
             }
             if !self.room_for_a_watch() {
                 // Nor are the folders below it walked: the agent may have made them by the
-                // hundred thousand. `over_limit` counts at least this one.
+                // hundred thousand. `over_limit` counts at least this one; it is watched (and
+                // walked) once there is room (`rewatch`), so that filling the cap, making a
+                // folder and removing the filler does not leave that folder unwatched.
                 self.over_limit += 1;
+                if self.skipped.len() < MAX_SKIPPED {
+                    self.skipped.push_back(dir);
+                }
                 continue;
             }
             match self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
@@ -369,6 +380,17 @@ impl Run {
                     stack.push(path);
                 }
             }
+        }
+    }
+
+    /// Watch the folders left out at the cap, oldest first, while there is room: what is in one
+    /// now was written while it had no watch, so it is recorded as created.
+    fn rewatch(&mut self) {
+        while !self.skipped.is_empty() && self.room_for_a_watch() {
+            let Some(dir) = self.skipped.pop_front() else {
+                break;
+            };
+            self.watch_tree(&dir, true);
         }
     }
 

@@ -282,11 +282,16 @@ fn with_a_watch_limit_of_4096() {
     let watcher = spawn(&config, "s", None, &guard).unwrap();
     watcher.wait_ready(Duration::from_secs(10));
     assert_eq!(inotify_watches(), Some(1024));
-    // Folders removed give their watches back: a folder made after that is watched, and what
-    // is written in it recorded.
+    // At the cap, a folder made now is not watched yet; one written into it later is.
+    fs::create_dir(root.join("hidden")).unwrap();
+    pause();
+    // Folders removed give their watches back: the folder left out is watched then (what is
+    // in it recorded), and so is a folder made after that.
     for i in 0..1500 {
         fs::remove_dir(root.join(format!("d{i}"))).unwrap();
     }
+    std::thread::sleep(RECOUNT + Duration::from_millis(500));
+    fs::write(root.join("hidden/inside.txt"), "x").unwrap();
     std::thread::sleep(RECOUNT + Duration::from_millis(500));
     fs::create_dir(root.join("later")).unwrap();
     pause();
@@ -310,6 +315,10 @@ fn with_a_watch_limit_of_4096() {
     );
     assert!(
         events.iter().any(|e| e["path"] == "later/inside.txt"),
+        "{text}"
+    );
+    assert!(
+        events.iter().any(|e| e["path"] == "hidden/inside.txt"),
         "{text}"
     );
 }
