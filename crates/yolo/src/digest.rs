@@ -26,6 +26,13 @@ pub(crate) struct FileDigest {
 /// open does not wait for it (`O_NONBLOCK`: the open of a FIFO blocks until a writer comes,
 /// with yolo stuck in it and deaf to Ctrl-C).
 pub(crate) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    // Looked at before it is opened: opening a device (a link to one in /dev) can act.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]

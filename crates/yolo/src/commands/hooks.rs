@@ -460,7 +460,7 @@ impl Runner<'_> {
         if result.exit_code != 0 {
             if mentions_sudo(argv) {
                 eprintln!(
-                    "{} {name} runs sudo, and yolo starts every container with no-new-privileges, which no grant lifts: sudo and other setuid programs cannot become root in it; run that step as root instead, in the Dockerfile (RUN) or in a hook with \"remoteUser\": \"root\"",
+                    "{} {name} runs sudo, and yolo starts every container with no-new-privileges, which no grant lifts: sudo and other setuid programs cannot become root in it; run that step as root instead: in the Dockerfile (RUN), or with \"remoteUser\": \"root\" for the whole config",
                     console::style("note:").yellow()
                 );
             }

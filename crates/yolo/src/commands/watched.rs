@@ -91,6 +91,9 @@ pub(crate) const DEFAULT_WATCH: &[&str] = &[
     "**/gradle.properties",
     "**/gradle/wrapper/gradle-wrapper.properties",
     "**/gradlew",
+    "**/gradlew.bat",
+    "**/mvnw",
+    "**/mvnw.cmd",
     "**/pom.xml",
     "**/.mvn/**",
     "**/CMakeLists.txt",
@@ -101,9 +104,15 @@ pub(crate) const DEFAULT_WATCH: &[&str] = &[
     "**/WORKSPACE.bazel",
     "**/MODULE.bazel",
     "**/.bazelrc",
+    "**/.bazelversion",
+    "**/BUILD",
+    "**/BUILD.bazel",
+    "**/*.bzl",
     "**/Directory.Build.props",
     "**/Directory.Build.targets",
     "**/*.csproj",
+    "**/*.fsproj",
+    "**/*.vbproj",
     "**/NuGet.config",
     "**/global.json",
     "**/Gemfile",
@@ -113,6 +122,7 @@ pub(crate) const DEFAULT_WATCH: &[&str] = &[
     "**/conftest.py",
     "**/flake.nix",
     "**/shell.nix",
+    "**/default.nix",
     ".bashrc",
     ".bash_profile",
     ".profile",
@@ -405,11 +415,18 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
             let name = e.file_name();
             if name == "HEAD" && e.depth() > 1 {
                 // A folder git takes for a repository (bare-style): recorded with its config.
-                if let Some(dir) = e.path().parent().filter(|d| is_git_dir(d)) {
+                let dir = e.path().parent();
+                if let Some((dir, config)) = dir.and_then(|d| Some((d, git_dir_config(d)?))) {
                     if let Ok(rel) = dir.strip_prefix(&top) {
                         let mut found = record.lock().unwrap_or_else(|p| p.into_inner());
                         found.push(rel.to_string_lossy().into_owned());
-                        found.push(rel.join("config").to_string_lossy().into_owned());
+                        // Its `commondir`'s config when it names one inside the workspace.
+                        let config = config.canonicalize().unwrap_or(config);
+                        let root = top.canonicalize().unwrap_or_else(|_| top.clone());
+                        match config.strip_prefix(&root) {
+                            Ok(c) => found.push(c.to_string_lossy().into_owned()),
+                            Err(_) => found.push(rel.join("config").to_string_lossy().into_owned()),
+                        }
                     }
                 }
             }
@@ -461,11 +478,48 @@ fn globs(patterns: &[String]) -> GlobSet {
     builder.build().unwrap_or_else(|_| GlobSet::empty())
 }
 
-/// Whether git takes `dir` for a repository of its own: `objects/` and `refs/` folders beside
-/// the `HEAD` file (`setup.c` `is_git_directory`; links are not followed here).
-fn is_git_dir(dir: &Path) -> bool {
-    let real_dir = |p: PathBuf| p.symlink_metadata().is_ok_and(|m| m.is_dir());
-    real_dir(dir.join("objects")) && real_dir(dir.join("refs"))
+/// The config git reads when it takes `dir` for a repository of its own, as git's `setup.c`
+/// `is_git_directory` decides: a `HEAD` that reads as one (a link into `refs/`, `ref: ...` or an
+/// object id), and `objects` and `refs` that git may enter (`access(X_OK)`: through links, and
+/// a file with an execute bit passes too) in the folder or in the one its `commondir` names.
+fn git_dir_config(dir: &Path) -> Option<PathBuf> {
+    let head = dir.join("HEAD");
+    let head_ok = match head.symlink_metadata() {
+        Ok(m) if m.is_symlink() => std::fs::read_link(&head).is_ok_and(|t| t.starts_with("refs/")),
+        Ok(_) => read_start(&head).is_some_and(|text| {
+            let text = text.trim();
+            text.starts_with("ref:")
+                || ((text.len() == 40 || text.len() == 64)
+                    && text.chars().all(|c| c.is_ascii_hexdigit()))
+        }),
+        Err(_) => false,
+    };
+    if !head_ok {
+        return None;
+    }
+    let common = match read_start(&dir.join("commondir")) {
+        Some(text) if !text.trim().is_empty() => dir.join(text.trim()),
+        _ => dir.to_path_buf(),
+    };
+    let enterable = |p: PathBuf| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .is_ok_and(|m| m.is_dir() || m.permissions().mode() & 0o111 != 0)
+    };
+    (enterable(common.join("objects")) && enterable(common.join("refs")))
+        .then(|| common.join("config"))
+}
+
+/// The first bytes of a small file of the repository (a FIFO or device is none).
+fn read_start(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    crate::digest::open_regular(path)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
 }
 
 /// The name the `refs/replace/` lines of `packed-refs` are recorded under.
@@ -729,6 +783,24 @@ mod tests {
         write(root, "lib/objects/info/x", "");
         write(root, "lib/refs/heads/x", "");
         write(root, "lib/config", "[core]\n\tfsmonitor = evil\n");
+        // Git's own test, not a stricter one: objects and refs as a link and as a file with an
+        // execute bit, and a folder whose commondir has them.
+        write(root, "l2/HEAD", "ref: refs/heads/main\n");
+        std::fs::create_dir_all(root.join("store/objects")).unwrap();
+        std::os::unix::fs::symlink(root.join("store/objects"), root.join("l2/objects")).unwrap();
+        write(root, "l2/refs", "");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let refs = root.join("l2/refs");
+            std::fs::set_permissions(&refs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        write(
+            root,
+            "l3/HEAD",
+            "0123456789abcdef0123456789abcdef01234567\n",
+        );
+        write(root, "l3/commondir", "../store\n");
+        std::fs::create_dir_all(root.join("store/refs")).unwrap();
         // A HEAD without objects/ and refs/ beside it is a file like any other.
         write(root, "docs/HEAD", "not git\n");
         write(root, ".git/rebase-merge/git-rebase-todo", "exec evil\n");
@@ -746,6 +818,8 @@ mod tests {
                 (".git/packed-refs (refs/replace/)", true),
                 (".git/rebase-merge/git-rebase-todo", true),
                 (".git/refs/replace/abcd", true),
+                ("l2", true),
+                ("l3", true),
                 ("lib", true),
                 ("lib/config", true),
                 ("src/.git", true),

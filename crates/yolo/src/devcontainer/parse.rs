@@ -14,7 +14,7 @@ use serde_path_to_error::Segment;
 use std::path::Path;
 
 pub(crate) fn parse_file(path: &Path) -> Result<DevContainer> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::digest::read(path).map_err(|e| Error::io(path, e))?;
     match String::from_utf8(bytes) {
         Ok(text) => parse_str(&text, path),
         Err(e) => {
@@ -78,7 +78,7 @@ pub(crate) fn parse_str(text: &str, path: &Path) -> Result<DevContainer> {
 /// but passes on (the container's `devcontainer.metadata` label). `None` when it cannot be
 /// read or parsed: `parse_file` is what reports that.
 pub(crate) fn raw_value(path: &Path) -> Option<serde_json::Value> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = crate::digest::read_to_string(path).ok()?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     serde_json::from_str(&blank_jsonc(text).ok()?).ok()
 }

@@ -58,7 +58,7 @@ pub(crate) fn path_for(config_file: &Path) -> PathBuf {
 
 /// Read the lock file; `Ok(None)` when there is none or it is empty.
 pub(crate) fn read(path: &Path) -> Result<Option<Lockfile>, String> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::digest::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read it: {e}")),
@@ -104,7 +104,7 @@ pub(crate) fn write(path: &Path, lock: &Lockfile, mode: LockMode) -> Result<bool
         return Ok(false);
     }
     let new = render(lock);
-    let old = match std::fs::read_to_string(path) {
+    let old = match crate::digest::read_to_string(path) {
         Ok(old) => Some(old),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("cannot read it: {e}")),

@@ -507,7 +507,7 @@ fn aliases(json: &FeatureJson) -> Vec<String> {
 /// Read and check a Feature folder: `devcontainer-feature.json` valid, `install.sh` present.
 fn read_feature(dir: &Path, key: &str) -> std::result::Result<(FeatureJson, Entry), String> {
     let json_path = dir.join("devcontainer-feature.json");
-    let text = std::fs::read_to_string(&json_path).map_err(|e| {
+    let text = crate::digest::read_to_string(&json_path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             "it has no devcontainer-feature.json".to_string()
         } else {
