@@ -189,15 +189,21 @@ fn folders_past_the_watch_limit_or_unreadable_are_counted_and_recorded() {
     fs::create_dir(&secret).unwrap();
     std::os::unix::fs::chown(&secret, Some(1234), Some(1234)).unwrap();
     fs::set_permissions(&secret, fs::Permissions::from_mode(0o700)).unwrap();
+    with_watch_limit(20, "with_a_watch_limit_of_20", work.path());
+}
+
+/// Run the ignored test `name` in a user namespace whose inotify watch limit is `limit`, on
+/// the workspace `root`; it must pass.
+fn with_watch_limit(limit: u64, name: &str, root: &Path) {
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new("unshare")
         .args(["--user", "--map-root-user", "sh", "-c"])
-        .arg(
-            "echo 20 > /proc/sys/user/max_inotify_watches && exec \"$0\" --exact \
-             files::tests::with_a_watch_limit_of_20 --ignored --test-threads 1",
-        )
+        .arg(format!(
+            "echo {limit} > /proc/sys/user/max_inotify_watches && exec \"$0\" --exact \
+             files::tests::{name} --ignored --test-threads 1"
+        ))
         .arg(exe)
-        .env("YOLO_FILES_TEST_ROOT", work.path())
+        .env("YOLO_FILES_TEST_ROOT", root)
         .output()
         .expect("unshare (util-linux) runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -248,23 +254,7 @@ fn a_flood_of_folders_takes_at_most_a_quarter_of_the_watch_limit() {
     for i in 0..1500 {
         fs::create_dir(work.path().join(format!("d{i}"))).unwrap();
     }
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new("unshare")
-        .args(["--user", "--map-root-user", "sh", "-c"])
-        .arg(
-            "echo 4096 > /proc/sys/user/max_inotify_watches && exec \"$0\" --exact \
-             files::tests::with_a_watch_limit_of_4096 --ignored --test-threads 1",
-        )
-        .arg(exe)
-        .env("YOLO_FILES_TEST_ROOT", work.path())
-        .output()
-        .expect("unshare (util-linux) runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    with_watch_limit(4096, "with_a_watch_limit_of_4096", work.path());
 }
 
 #[test]
