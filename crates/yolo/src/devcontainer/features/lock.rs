@@ -104,6 +104,14 @@ pub(crate) fn write(path: &Path, lock: &Lockfile, mode: LockMode) -> Result<bool
         return Ok(false);
     }
     let new = render(lock);
+    // The lock file can lie where the agent writes (beside a root `.devcontainer.json`): a link
+    // there would have yolo read, or replace, a file the agent chose.
+    if path
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return Err("it is a symbolic link; yolo does not follow one there (delete it)".into());
+    }
     let old = match crate::digest::read_to_string(path) {
         Ok(old) => Some(old),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -123,8 +131,18 @@ pub(crate) fn write(path: &Path, lock: &Lockfile, mode: LockMode) -> Result<bool
                 .into(),
         });
     }
-    let tmp = path.with_extension("json.yolo-tmp");
-    std::fs::write(&tmp, new.as_bytes())
+    // A new file of a name nobody could guess, made here and never through a link
+    // (`create_new`: O_EXCL, which does not follow one), then renamed over the lock file.
+    let tmp = path.with_extension(format!("json.yolo-tmp-{}", uuid::Uuid::new_v4().simple()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut file| {
+            use std::io::Write;
+            file.write_all(new.as_bytes())
+        });
+    written
         .and_then(|_| std::fs::rename(&tmp, path))
         .map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
@@ -201,6 +219,31 @@ mod tests {
             text.find("x/a:1").unwrap() < text.find("x/B:1").unwrap(),
             "{text}"
         );
+    }
+
+    /// Root in the agent plants links where yolo writes the lock (beside a root
+    /// `.devcontainer.json`): the old temporary name, and the lock file itself. Neither the
+    /// file they point at nor anything outside changes.
+    #[test]
+    fn links_planted_at_the_lock_file_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let path = path_for(&dir.path().join(".devcontainer.json"));
+        let lock = Lockfile {
+            features: BTreeMap::from([("ghcr.io/x/a:1".to_string(), entry("1", None))]),
+        };
+        std::os::unix::fs::symlink(&victim, path.with_extension("json.yolo-tmp")).unwrap();
+        assert!(write(&path, &lock, LockMode::Update).unwrap());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!path.symlink_metadata().unwrap().file_type().is_symlink());
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        assert!(write(&path, &lock, LockMode::Update)
+            .unwrap_err()
+            .contains("symbolic link"));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     }
 
     #[test]
