@@ -67,10 +67,18 @@ pub(crate) fn read_to_string(path: &Path) -> std::io::Result<String> {
 /// Digest the file at `path` (following a link; a regular file only, `open_regular`), keeping
 /// its bytes when it holds at most `keep`.
 pub(crate) fn file(path: &Path, keep: u64) -> std::io::Result<FileDigest> {
+    let mut unlimited = u64::MAX;
+    file_within(path, keep, &mut unlimited)
+}
+
+/// `file`, reading at most `budget` bytes (taken from it): a larger file is identified by its
+/// size, inode and change time. One look at many files shares a budget, so that a thousand
+/// sparse 64 MiB files the agent made cost the host no more than one.
+pub(crate) fn file_within(path: &Path, keep: u64, budget: &mut u64) -> std::io::Result<FileDigest> {
     let mut file = open_regular(path)?;
     let meta = file.metadata()?;
     let len = meta.len();
-    if len > MAX_HASHED {
+    if len > MAX_HASHED || len > *budget {
         use std::os::unix::fs::MetadataExt;
         let id = format!(
             "large file: {len} bytes, inode {}, changed {}.{:09}",
@@ -84,6 +92,7 @@ pub(crate) fn file(path: &Path, keep: u64) -> std::io::Result<FileDigest> {
             bytes: None,
         });
     }
+    *budget -= len;
     let mut hasher = Sha256::new();
     let mut kept = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -110,6 +119,24 @@ pub(crate) fn file(path: &Path, keep: u64) -> std::io::Result<FileDigest> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Files share one budget of bytes read: past it, a file is identified without reading it.
+    #[test]
+    fn a_shared_budget_bounds_what_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let b = dir.path().join("b");
+        std::fs::write(&a, b"hello").unwrap();
+        std::fs::write(&b, b"world").unwrap();
+        let mut budget = 8;
+        let first = file_within(&a, 10, &mut budget).unwrap();
+        assert_eq!(first.bytes.as_deref(), Some(&b"hello"[..]));
+        assert_eq!(budget, 3);
+        let second = file_within(&b, 10, &mut budget).unwrap();
+        assert!(second.bytes.is_none(), "read past the budget");
+        assert_ne!(second.sha256, hex::encode(Sha256::digest(b"world")));
+        assert_eq!(budget, 3);
+    }
 
     /// A FIFO (the agent's `mkfifo Makefile`, or a link to one) is refused at once: opening
     /// it for reading would wait for a writer that never comes.

@@ -29,7 +29,7 @@
 
 use crate::audit::{EventKind, Writer};
 use crate::error::Result;
-use crate::visible::escape_controls;
+use crate::visible::{escape_controls, escape_name};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -131,6 +131,9 @@ pub(crate) const DEFAULT_WATCH: &[&str] = &[
     ".zprofile",
 ];
 
+/// Bytes one look reads to hash files by content; past it, files are identified by size, inode
+/// and change time (`digest::file_within`): the agent decides how large they are.
+const HASH_BUDGET: u64 = 64 << 20;
 /// Files larger than this are compared by hash alone (no diff kept).
 const MAX_TEXT: usize = 64 * 1024;
 /// Files recorded at most, and folder entries walked at most: past either the workspace is not
@@ -201,13 +204,14 @@ impl Baseline {
     pub(crate) fn scan(root: &Path, patterns: &[String]) -> Baseline {
         let walk = walk(root, patterns);
         let mut files = BTreeMap::new();
+        let mut budget = HASH_BUDGET;
         for rel in walk.matched {
-            if let Some(seen) = look(root, &rel, false) {
+            if let Some(seen) = look(root, &rel, false, &mut budget) {
                 files.insert(rel, seen);
             }
         }
         for rel in walk.nested_git.into_iter().chain(git_redirects(root)) {
-            if let Some(seen) = look(root, &rel, true) {
+            if let Some(seen) = look(root, &rel, true, &mut budget) {
                 files.insert(rel, seen);
             }
         }
@@ -352,7 +356,7 @@ pub(crate) fn summary(changes: &[Change]) -> String {
         let mut named: Vec<String> = plain
             .iter()
             .take(NAMED)
-            .map(|c| format!("{} ({})", escape_controls(&c.path), c.change))
+            .map(|c| format!("{} ({})", escape_name(&c.path), c.change))
             .collect();
         if plain.len() > NAMED {
             named.push(format!("and {} more", plain.len() - NAMED));
@@ -367,7 +371,7 @@ pub(crate) fn summary(changes: &[Change]) -> String {
         out.push_str(&format!(
             "{} {} was {}: {}. Check it before running git in this repository\n",
             console::style("warning:").red().bold(),
-            escape_controls(&c.path),
+            escape_name(&c.path),
             c.change,
             git_risk(&c.path),
         ));
@@ -413,13 +417,21 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
         .sort_by_file_name(|a, b| a.cmp(b))
         .filter_entry(move |e| {
             let name = e.file_name();
-            if name == "HEAD" && e.depth() > 1 {
+            if name == "HEAD" && e.depth() >= 1 {
                 // A folder git takes for a repository (bare-style): recorded with its config.
+                // The workspace's root too: with its `.git` broken (its HEAD removed, which
+                // the agent can do), git falls back to the root itself.
                 let dir = e.path().parent();
                 if let Some((dir, config)) = dir.and_then(|d| Some((d, git_dir_config(d)?))) {
                     if let Ok(rel) = dir.strip_prefix(&top) {
                         let mut found = record.lock().unwrap_or_else(|p| p.into_inner());
-                        found.push(rel.to_string_lossy().into_owned());
+                        // The root is named by its HEAD file.
+                        let shown = if rel.as_os_str().is_empty() {
+                            "HEAD".to_string()
+                        } else {
+                            rel.to_string_lossy().into_owned()
+                        };
+                        found.push(shown);
                         // Its `commondir`'s config when it names one inside the workspace.
                         let config = config.canonicalize().unwrap_or(config);
                         let root = top.canonicalize().unwrap_or_else(|_| top.clone());
@@ -583,7 +595,7 @@ fn git_redirects(root: &Path) -> Vec<String> {
 /// What `rel` (below `root`) holds now; `None` if it is gone or not a file or link. A link is
 /// its target's path and, when that lies in the mounted folder, the target's content too: an
 /// edit through the link is an edit of what the host runs.
-fn look(root: &Path, rel: &str, git: bool) -> Option<Seen> {
+fn look(root: &Path, rel: &str, git: bool, budget: &mut u64) -> Option<Seen> {
     let path = root.join(rel);
     let meta = path.symlink_metadata().ok()?;
     let seen = |text: String, content: Option<&str>| Seen {
@@ -599,7 +611,7 @@ fn look(root: &Path, rel: &str, git: bool) -> Option<Seen> {
             .canonicalize()
             .ok()
             .filter(|target| root.canonicalize().is_ok_and(|r| target.starts_with(r)));
-        let content = inside.and_then(|t| crate::digest::file(&t, 0).ok());
+        let content = inside.and_then(|t| crate::digest::file_within(&t, 0, budget).ok());
         return Some(seen(text, content.as_ref().map(|d| d.sha256.as_str())));
     }
     if git && meta.is_dir() {
@@ -609,7 +621,7 @@ fn look(root: &Path, rel: &str, git: bool) -> Option<Seen> {
     if !meta.is_file() {
         return None;
     }
-    let digest = crate::digest::file(&path, MAX_TEXT as u64).ok()?;
+    let digest = crate::digest::file_within(&path, MAX_TEXT as u64, budget).ok()?;
     Some(Seen {
         sha256: digest.sha256,
         text: digest.bytes.and_then(|b| String::from_utf8(b).ok()),
@@ -835,6 +847,24 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("its exec lines run on the host"), "{text}");
+    }
+
+    /// With its `.git` broken (HEAD removed), git takes the root itself for a repository when
+    /// it holds HEAD, objects/ and refs/: that is flagged too.
+    #[test]
+    fn the_root_made_into_a_bare_repository_is_flagged() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, ".git/config", "[core]\n");
+        let before = Baseline::scan(root, &[]);
+        write(root, "HEAD", "ref: refs/heads/master\n");
+        write(root, "objects/x", "");
+        write(root, "refs/x", "");
+        write(root, "config", "[core]\n\tfsmonitor = evil\n");
+        let changes = before.changes(&Baseline::scan(root, &[]));
+        let got: Vec<(&str, bool)> = changes.iter().map(|c| (c.path.as_str(), c.git)).collect();
+        assert_eq!(got, [("HEAD", true), ("config", true)]);
+        assert!(summary(&changes).contains("a folder git takes for a repository of its own"));
     }
 
     #[test]
