@@ -18,6 +18,15 @@ pub(crate) fn escape_controls(text: &str) -> String {
     out
 }
 
+/// A name the repository chose (a path, a command line) printed inside one of yolo's own
+/// lines: like [`escape_controls`], and a newline or tab is escaped too (`\n`), so that the
+/// name cannot end yolo's line and print one that looks like yolo's.
+pub(crate) fn escape_name(text: &str) -> String {
+    escape_controls(text)
+        .replace('\n', "\\n")
+        .replace('\t', "\\t")
+}
+
 /// Output of a command yolo runs on its own behalf (a lifecycle hook), line by line: like
 /// [`escape_controls`], but a carriage return right before a newline (`\r\n`) stays, since it
 /// only ends the line. Any other `\r` is escaped: it would return to the line's start and let
@@ -55,6 +64,14 @@ fn is_hiding_format(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_cannot_end_the_line_it_is_printed_in() {
+        assert_eq!(
+            escape_name("x\nyolo: nothing changed\t\x1b[2J"),
+            "x\\nyolo: nothing changed\\t\\x1b[2J"
+        );
+    }
 
     #[test]
     fn escapes_what_a_terminal_would_act_on_and_keeps_the_rest() {

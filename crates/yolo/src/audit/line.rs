@@ -102,7 +102,7 @@ pub(crate) fn describe(event: &Event) -> String {
             path, change, git, ..
         } => format!(
             "{change} {}{}",
-            crate::visible::escape_controls(path),
+            crate::visible::escape_name(path),
             if *git {
                 " (git reads its config through it)"
             } else {
@@ -126,7 +126,7 @@ pub(crate) fn describe(event: &Event) -> String {
             if result == "ok" {
                 String::new()
             } else {
-                format!("{result} {} ", crate::visible::escape_controls(path))
+                format!("{result} {} ", crate::visible::escape_name(path))
             },
             exit_code
                 .map(|c| format!(
@@ -171,9 +171,9 @@ pub(crate) fn describe(event: &Event) -> String {
         } => format!(
             "{change} {}{}{}{}",
             from.as_ref()
-                .map(|f| format!("{} -> ", crate::visible::escape_controls(f)))
+                .map(|f| format!("{} -> ", crate::visible::escape_name(f)))
                 .unwrap_or_default(),
-            crate::visible::escape_controls(path),
+            crate::visible::escape_name(path),
             if *sensitive { " (sensitive)" } else { "" },
             repeats(*count, *first, *last)
         ),
