@@ -21,7 +21,9 @@
 //!   `safe.bareRepository=all`). The folder and its `config` are compared;
 //! - the todo lists of a rebase, cherry-pick or revert the agent left in progress
 //!   (`.git/rebase-merge/git-rebase-todo`, `.git/sequencer/todo`): their `exec` lines run on the
-//!   host when you continue it there.
+//!   host when you continue it there;
+//! - `objects/info/alternates` (object stores anywhere on the host) and `remotes/*` (remotes
+//!   defined outside the read-only config), in `.git` and in submodules' git folders.
 //!
 //! The walk (the `ignore` crate, with every ignore rule off: `.gitignore` and `.ignore` are the
 //! agent's to write, so they must not decide what is seen) skips only the root `.git` and
@@ -383,6 +385,10 @@ pub(crate) fn summary(changes: &[Change]) -> String {
 fn git_risk(path: &str) -> &'static str {
     if path.contains("refs/replace") {
         "a replace ref makes git checkout, reset and stash on the host write other content than git status and git diff show"
+    } else if path.ends_with("objects/info/alternates") {
+        "git on the host would read objects from the folders it names, anywhere on the host, as the repository's own"
+    } else if path.contains(".git/remotes/") {
+        "a remote defined outside the read-only config: `git fetch` or `git pull` of that name on the host goes where it says"
     } else if path.ends_with("git-rebase-todo") || path.ends_with("sequencer/todo") {
         "a rebase or cherry-pick the agent left in progress: its exec lines run on the host at `git rebase --continue` (or `git cherry-pick --continue`); read it, or `--abort`"
     } else if !path.split('/').any(|c| c == ".git") {
@@ -570,6 +576,20 @@ fn git_redirects(root: &Path) -> Vec<String> {
         // A rebase or cherry-pick left in progress: its `exec` lines run at `--continue`.
         paths.push(dir.join("rebase-merge/git-rebase-todo"));
         paths.push(dir.join("sequencer/todo"));
+        // Object stores git also reads (anywhere on the host), and remotes defined outside
+        // the read-only config (`git fetch NAME` reads `remotes/NAME`).
+        paths.push(dir.join("objects/info/alternates"));
+        let remotes = ignore::WalkBuilder::new(dir.join("remotes"))
+            .standard_filters(false)
+            .follow_links(false)
+            .max_depth(Some(1))
+            .build();
+        paths.extend(
+            remotes
+                .flatten()
+                .filter(|e| !e.file_type().is_some_and(|t| t.is_dir()))
+                .map(|e| e.into_path()),
+        );
         let replace = ignore::WalkBuilder::new(dir.join("refs/replace"))
             .standard_filters(false)
             .follow_links(false)
@@ -816,6 +836,8 @@ mod tests {
         // A HEAD without objects/ and refs/ beside it is a file like any other.
         write(root, "docs/HEAD", "not git\n");
         write(root, ".git/rebase-merge/git-rebase-todo", "exec evil\n");
+        write(root, ".git/objects/info/alternates", "/root/.ssh\n");
+        write(root, ".git/remotes/origin", "URL: ext::sh -c evil\n");
         write(root, ".git/refs/replace/abcd", "ef01\n");
         write(
             root,
@@ -827,9 +849,11 @@ mod tests {
         assert_eq!(
             got,
             [
+                (".git/objects/info/alternates", true),
                 (".git/packed-refs (refs/replace/)", true),
                 (".git/rebase-merge/git-rebase-todo", true),
                 (".git/refs/replace/abcd", true),
+                (".git/remotes/origin", true),
                 ("l2", true),
                 ("l3", true),
                 ("lib", true),
