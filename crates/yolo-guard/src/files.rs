@@ -428,10 +428,7 @@ impl Run {
             return;
         }
         self.reported_unwatched = unwatched;
-        let limit = WATCH_LIMITS
-            .iter()
-            .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
-            .min();
+        let limit = watch_limit();
         self.write(guard_event(
             "file_watch_incomplete",
             [
@@ -448,13 +445,17 @@ impl Run {
 /// The most watches this guard takes: a quarter of the lower of the user's limits, within
 /// `MIN_WATCHES..=MAX_WATCHES`.
 fn watch_cap() -> u64 {
+    watch_limit().map_or(MAX_WATCHES, |limit| {
+        (limit / 4).clamp(MIN_WATCHES, MAX_WATCHES)
+    })
+}
+
+/// The inotify watch limit that binds: the lower of the user namespace's and the host's.
+fn watch_limit() -> Option<u64> {
     WATCH_LIMITS
         .iter()
         .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
         .min()
-        .map_or(MAX_WATCHES, |limit| {
-            (limit / 4).clamp(MIN_WATCHES, MAX_WATCHES)
-        })
 }
 
 /// The watches this process holds, as the kernel counts them: the `inotify wd:` lines of the

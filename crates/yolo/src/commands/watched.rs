@@ -579,27 +579,8 @@ fn git_redirects(root: &Path) -> Vec<String> {
         // Object stores git also reads (anywhere on the host), and remotes defined outside
         // the read-only config (`git fetch NAME` reads `remotes/NAME`).
         paths.push(dir.join("objects/info/alternates"));
-        let remotes = ignore::WalkBuilder::new(dir.join("remotes"))
-            .standard_filters(false)
-            .follow_links(false)
-            .max_depth(Some(1))
-            .build();
-        paths.extend(
-            remotes
-                .flatten()
-                .filter(|e| !e.file_type().is_some_and(|t| t.is_dir()))
-                .map(|e| e.into_path()),
-        );
-        let replace = ignore::WalkBuilder::new(dir.join("refs/replace"))
-            .standard_filters(false)
-            .follow_links(false)
-            .build();
-        paths.extend(
-            replace
-                .flatten()
-                .filter(|e| !e.file_type().is_some_and(|t| t.is_dir()))
-                .map(|e| e.into_path()),
-        );
+        paths.extend(files_below(&dir.join("remotes"), Some(1)));
+        paths.extend(files_below(&dir.join("refs/replace"), None));
     }
     paths
         .into_iter()
@@ -610,6 +591,19 @@ fn git_redirects(root: &Path) -> Vec<String> {
                 .map(|r| r.to_string_lossy().into_owned())
         })
         .collect()
+}
+
+/// The entries below `dir` that are not folders (links included, never followed), at most
+/// `depth` levels down.
+fn files_below(dir: &Path, depth: Option<usize>) -> impl Iterator<Item = PathBuf> {
+    ignore::WalkBuilder::new(dir)
+        .standard_filters(false)
+        .follow_links(false)
+        .max_depth(depth)
+        .build()
+        .flatten()
+        .filter(|e| !e.file_type().is_some_and(|t| t.is_dir()))
+        .map(|e| e.into_path())
 }
 
 /// What `rel` (below `root`) holds now; `None` if it is gone or not a file or link. A link is
