@@ -172,6 +172,9 @@ fn enforce_and_serve<B: Batches>(
     // The ruleset lets the guard's marked sockets reach exactly these.
     let config = GuardConfig {
         upstream: upstream.clone(),
+        gateway: std::fs::read_to_string("/proc/net/route")
+            .ok()
+            .and_then(|text| yolo_protocol::Gateway::from_proc_net_route(&text)),
         ..config
     };
     let allowlist =
@@ -216,12 +219,23 @@ fn enforce_and_serve<B: Batches>(
         events: Arc::clone(&events),
     });
     if let Some(Err(e)) = sealed {
-        // Not fatal (an older kernel has no egress hook): ordinary connections, DNS and the
-        // mark are still filtered; only frames from packet sockets are not. The log says so.
+        // On a bridge of the project's own, not fatal (an older kernel has no egress hook):
+        // ordinary connections, DNS and the mark are still filtered; only frames from packet
+        // sockets are not, and no other project is on that segment. The log says so.
         guard.events.emit(guard_event(
             "egress_filter_unavailable",
-            [("error", e.into())],
+            [("error", e.clone().into())],
         ));
+        // On the bridge other projects' guards share, a RUN step's forged ARP would reach
+        // them: the build does not run.
+        if shared_bridge() {
+            return Err(fail(
+                "cannot seal the build's frames on the bridge other projects share",
+                format!(
+                    "{e}; set [firewall] docker_network to give this project a network of its own"
+                ),
+            ));
+        }
     }
     runtime.block_on(serve(config, guard, upstream, started, verify_ms))
 }
@@ -243,15 +257,35 @@ async fn return_free_memory() {
     }
 }
 
+/// Whether this guard's container was made on the bridge other projects' guards share
+/// ([`yolo_protocol::SHARED_BRIDGE_ENV`]).
+fn shared_bridge() -> bool {
+    std::env::var_os(yolo_protocol::SHARED_BRIDGE_ENV).is_some_and(|v| v == "1")
+}
+
 /// [`ruleset::egress`] on every interface of the namespace but loopback, with a fresh stamp.
 fn seal_egress() -> std::result::Result<(), String> {
-    let mut devices: Vec<String> = std::fs::read_dir("/sys/class/net")
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
         .map_err(|e| format!("cannot list the interfaces: {e}"))?
         .flatten()
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .filter(|name| name != "lo")
         .collect();
-    devices.sort();
+    names.sort();
+    let addresses = ipv4_addresses()?;
+    let mut devices = Vec::new();
+    for name in names {
+        let mac = std::fs::read_to_string(format!("/sys/class/net/{name}/address"))
+            .map_err(|e| format!("cannot read the address of {name}: {e}"))?
+            .trim()
+            .to_string();
+        let ipv4 = addresses
+            .iter()
+            .filter(|(dev, _)| *dev == name)
+            .map(|(_, ip)| *ip)
+            .collect();
+        devices.push(ruleset::Device { name, mac, ipv4 });
+    }
     let mut random = [0u8; 8];
     std::io::Read::read_exact(
         &mut std::fs::File::open("/dev/urandom").map_err(|e| e.to_string())?,
@@ -267,6 +301,45 @@ fn seal_egress() -> std::result::Result<(), String> {
     let egress = ruleset::egress(&devices, stamp);
     sets::apply(&egress)?;
     sets::verify(&egress)
+}
+
+/// Every IPv4 address of the namespace's interfaces, with the interface's name (`getifaddrs`;
+/// std has no interface list, and one call here is all the guard needs).
+fn ipv4_addresses() -> std::result::Result<Vec<(String, std::net::Ipv4Addr)>, String> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list this function frees below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(format!(
+            "cannot list the addresses: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let mut found = Vec::new();
+    let mut at = head;
+    while !at.is_null() {
+        // SAFETY: `at` is a node of the list getifaddrs returned, not yet freed.
+        let entry = unsafe { &*at };
+        // SAFETY: ifa_addr, when set, points at a sockaddr whose family says its type.
+        if !entry.ifa_addr.is_null()
+            && i32::from(unsafe { (*entry.ifa_addr).sa_family }) == libc::AF_INET
+        {
+            // SAFETY: an AF_INET address is a sockaddr_in; ifa_name is a C string.
+            let (addr, name) = unsafe {
+                (
+                    &*(entry.ifa_addr as *const libc::sockaddr_in),
+                    std::ffi::CStr::from_ptr(entry.ifa_name),
+                )
+            };
+            found.push((
+                name.to_string_lossy().into_owned(),
+                std::net::Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
+            ));
+        }
+        at = entry.ifa_next;
+    }
+    // SAFETY: the list getifaddrs returned, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(found)
 }
 
 async fn serve<B: Batches>(
@@ -756,6 +829,7 @@ mod tests {
             file_watch: None,
             local_names: vec![],
             audit_to_stdout: false,
+            gateway: None,
         }
     }
 

@@ -86,6 +86,10 @@ enum Ty {
     Service,
     Icmpv6Type,
     CtState,
+    /// Interface name, NUL-padded to IFNAMSIZ (`meta iifname "eth0"`).
+    Ifname,
+    /// Hardware address (`ether saddr`, `arp saddr ether`).
+    Ether,
 }
 
 impl Ty {
@@ -94,7 +98,8 @@ impl Ty {
             Ty::Ifindex | Ty::U32 | Ty::Ipv4 | Ty::CtState => 4,
             Ty::EtherType | Ty::Service => 2,
             Ty::L4proto | Ty::Icmpv6Type => 1,
-            Ty::Ipv6 => 16,
+            Ty::Ipv6 | Ty::Ifname => 16,
+            Ty::Ether => 6,
         }
     }
 
@@ -136,6 +141,26 @@ impl Ty {
                 index.to_ne_bytes().to_vec()
             }
             Ty::U32 => (num.ok_or_else(bad)? as u32).to_ne_bytes().to_vec(),
+            Ty::Ifname => {
+                let name = text.ok_or_else(bad)?.as_bytes();
+                if name.len() >= 16 || name.contains(&0) {
+                    return Err(bad());
+                }
+                let mut bytes = name.to_vec();
+                bytes.resize(16, 0);
+                bytes
+            }
+            Ty::Ether => {
+                let octets = text
+                    .ok_or_else(bad)?
+                    .split(':')
+                    .map(|o| u8::from_str_radix(o, 16).map_err(|_| bad()))
+                    .collect::<Result<Vec<u8>, String>>()?;
+                if octets.len() != 6 {
+                    return Err(bad());
+                }
+                octets
+            }
             Ty::EtherType => match (text, num) {
                 (Some("arp"), _) => 0x0806u16.to_be_bytes().to_vec(),
                 (Some("ip"), _) => 0x0800u16.to_be_bytes().to_vec(),
@@ -762,6 +787,7 @@ impl Exprs<'_> {
                 "mark" => (3, Ty::U32),
                 "iif" => (4, Ty::Ifindex),
                 "oif" => (5, Ty::Ifindex),
+                "iifname" => (6, Ty::Ifname),
                 "l4proto" => (16, Ty::L4proto),
                 other => return Err(format!("meta {other} is not supported")),
             };
@@ -789,8 +815,18 @@ impl Exprs<'_> {
                 ("th" | "tcp" | "udp", "dport") => (2, 2, Ty::Service),
                 ("th" | "tcp" | "udp", "sport") => (2, 0, Ty::Service),
                 ("icmpv6", "type") => (2, 0, Ty::Icmpv6Type),
+                ("ether", "saddr") => (0, 6, Ty::Ether),
+                ("arp", "saddr ether") => (1, 8, Ty::Ether),
+                ("arp", "saddr ip") => (1, 14, Ty::Ipv4),
                 other => return Err(format!("payload {other:?} is not supported")),
             };
+            // nft's dependency for a link-layer field in a netdev table: an Ethernet device
+            // (`meta iiftype`, ARPHRD_ETHER). The `arp` fields' (`meta protocol arp`) comes
+            // from the rule itself.
+            if proto == "ether" && self.family == NFPROTO_NETDEV {
+                self.meta_load(8, REG_1);
+                self.cmp(REG_1, 0, &1u16.to_ne_bytes());
+            }
             // The dependencies nft adds in an inet table.
             if self.family == NFPROTO_INET {
                 match proto {

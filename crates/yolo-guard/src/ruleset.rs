@@ -166,14 +166,26 @@ pub struct Stamp {
     pub priority: u32,
 }
 
+/// An interface [`egress`] seals: its name, its own hardware address and IPv4 addresses (what
+/// the ARP it sends may claim).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub name: String,
+    pub mac: String,
+    pub ipv4: Vec<Ipv4Addr>,
+}
+
 /// Close the way under the ruleset: a packet socket (`AF_PACKET`, which `NET_RAW` allows, and an
 /// image build's RUN steps hold it) sends frames straight to an interface, below the inet output
 /// hook. So a later output chain stamps every packet the ruleset let through, and the egress
-/// hook of each of `devices` lets out only stamped frames (and ARP, which never passes an inet
-/// hook), wiping the stamp on the way so a sniffer on the interface (a classic BPF filter can
-/// read an skb's mark and priority) never sees it. `NET_RAW` can set any mark and priority, so
-/// the stamp's only strength is that it is unknown: 64 random bits.
-pub fn egress(devices: &[String], stamp: Stamp) -> Nftables<'static> {
+/// hook of each of `devices` lets out only stamped frames, wiping the stamp on the way so a
+/// sniffer on the interface (a classic BPF filter can read an skb's mark and priority) never
+/// sees it. `NET_RAW` can set any mark and priority, so the stamp's only strength is that it is
+/// unknown: 64 random bits. ARP never passes an inet hook, so it cannot be stamped: it goes out
+/// only when it is the interface's own, from its hardware address and claiming one of its IPv4
+/// addresses. A forged ARP frame (another address claimed, on a bridge other projects' guards
+/// share: docs/architecture.md) stays in.
+pub fn egress(devices: &[Device], stamp: Stamp) -> Nftables<'static> {
     let mut batch = Batch::new();
     let stamp_chain = Chain {
         prio: Some(10),
@@ -197,7 +209,8 @@ pub fn egress(devices: &[String], stamp: Stamp) -> Nftables<'static> {
         name: TABLE_EGRESS.into(),
         handle: None,
     }));
-    for dev in devices {
+    for device in devices {
+        let dev = &device.name;
         let chain = Chain {
             family: NfFamily::NetDev,
             table: TABLE_EGRESS.into(),
@@ -236,10 +249,17 @@ pub fn egress(devices: &[String], stamp: Stamp) -> Nftables<'static> {
             set_meta(MetaKey::Priority, 0),
             accept(),
         ]));
-        batch.add(egress_rule(vec![
-            is(meta(MetaKey::Protocol), s("arp")),
-            accept(),
-        ]));
+        // One rule an address. A frame whose lengths are not Ethernet's and IPv4's is one the
+        // kernel's ARP ignores.
+        for ip in &device.ipv4 {
+            batch.add(egress_rule(vec![
+                is(meta(MetaKey::Protocol), s("arp")),
+                is(payload("ether", "saddr"), s(&device.mac)),
+                is(payload("arp", "saddr ether"), s(&device.mac)),
+                is(payload("arp", "saddr ip"), s(&ip.to_string())),
+                accept(),
+            ]));
+        }
     }
     batch.to_nftables()
 }
@@ -496,13 +516,27 @@ fn input_rules(config: &GuardConfig) -> Vec<Stmts> {
                 .iter()
                 .map(|p| SetItem::Element(Expression::Number(u32::from(*p))))
                 .collect();
-            rules.push(vec![
-                is(
-                    payload("tcp", "dport"),
-                    Expression::Named(NamedExpression::Set(items)),
-                ),
-                accept(),
-            ]);
+            let ports = Expression::Named(NamedExpression::Set(items));
+            match &config.gateway {
+                // Through Docker's port publishing, connections come from the bridge's own
+                // address. Anything else on that bridge (another project's guard, where the
+                // guards share one) is refused; other interfaces (a Compose project's
+                // networks) keep reaching them.
+                Some(gw) => {
+                    rules.push(vec![
+                        is(meta(MetaKey::Iifname), s(&gw.interface)),
+                        is(payload("ip", "saddr"), s(&gw.address.to_string())),
+                        is(payload("tcp", "dport"), ports.clone()),
+                        accept(),
+                    ]);
+                    rules.push(vec![
+                        not(meta(MetaKey::Iifname), s(&gw.interface)),
+                        is(payload("tcp", "dport"), ports),
+                        accept(),
+                    ]);
+                }
+                None => rules.push(vec![is(payload("tcp", "dport"), ports), accept()]),
+            }
         }
     }
     rules.push(vec![
@@ -981,6 +1015,7 @@ mod tests {
             file_watch: None,
             local_names: vec![],
             audit_to_stdout: false,
+            gateway: None,
         }
     }
 
@@ -1183,12 +1218,23 @@ mod tests {
     }
 
     #[test]
-    fn egress_stamps_after_the_ruleset_and_lets_out_only_stamped_frames_and_arp() {
+    fn egress_stamps_after_the_ruleset_and_lets_out_only_stamped_frames_and_own_arp() {
         let stamp = Stamp {
             mark: 0x1234_5678,
             priority: 0x9abc_def0,
         };
-        let nft = egress(&["eth0".into(), "eth1".into()], stamp);
+        let device = |name: &str, ipv4: Vec<Ipv4Addr>| Device {
+            name: name.into(),
+            mac: "02:42:ac:11:00:02".into(),
+            ipv4,
+        };
+        let nft = egress(
+            &[
+                device("eth0", vec![Ipv4Addr::new(172, 17, 0, 2)]),
+                device("eth1", vec![]),
+            ],
+            stamp,
+        );
         let cmds = commands(&nft);
         let stamp_chain = cmds
             .iter()
@@ -1241,7 +1287,8 @@ mod tests {
                 .filter(|r| r["chain"] == name.as_str())
                 .map(|r| r["expr"].to_string())
                 .collect();
-            assert_eq!(own.len(), 2, "{own:?}");
+            // An interface without IPv4 sends no ARP at all.
+            assert_eq!(own.len(), if dev == "eth0" { 2 } else { 1 }, "{own:?}");
             // Stamped: the stamp is checked, then wiped before anything past the hook sees it.
             for needed in [
                 r#""right":305419896"#,
@@ -1251,7 +1298,32 @@ mod tests {
             ] {
                 assert!(own[0].contains(needed), "{needed}: {}", own[0]);
             }
-            assert!(own[1].contains(r#""right":"arp""#), "{}", own[1]);
+            if dev == "eth0" {
+                // ARP only as the interface's own: its hardware address, its IPv4 address.
+                let arp: Value = serde_json::from_str(&own[1]).unwrap();
+                let matched = |protocol: &str, field: &str| {
+                    arp.as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|m| {
+                            m["match"]["left"]["payload"]
+                                == serde_json::json!({"protocol": protocol, "field": field})
+                        })
+                        .map(|m| (m["match"]["op"].clone(), m["match"]["right"].clone()))
+                        .unwrap_or_else(|| panic!("{protocol} {field}: {arp}"))
+                };
+                let eq = Value::from("==");
+                assert_eq!(
+                    matched("ether", "saddr"),
+                    (eq.clone(), "02:42:ac:11:00:02".into())
+                );
+                assert_eq!(
+                    matched("arp", "saddr ether"),
+                    (eq.clone(), "02:42:ac:11:00:02".into())
+                );
+                assert_eq!(matched("arp", "saddr ip"), (eq, "172.17.0.2".into()));
+                assert!(own[1].ends_with(r#"{"accept":null}]"#), "{}", own[1]);
+            }
         }
     }
 
@@ -1344,6 +1416,46 @@ mod tests {
         assert!(has(last, "drop") && has(last, "counter"));
         let no_ports = build(&config(NetworkMode::Firewall, vec![]), &allowlist());
         assert_eq!(rules(&no_ports, "input").len(), input.len() - 1);
+    }
+
+    #[test]
+    fn published_ports_are_reached_through_the_gateway_alone_on_its_interface() {
+        let mut on_bridge = config(NetworkMode::Firewall, vec![8080]);
+        on_bridge.gateway = Some(yolo_protocol::Gateway {
+            interface: "eth0".into(),
+            address: Ipv4Addr::new(172, 18, 0, 1),
+        });
+        let input = rules(&build(&on_bridge, &allowlist()), "input");
+        let to_ports: Vec<&Value> = input
+            .iter()
+            .filter(|r| r.to_string().contains(r#""tcp""#))
+            .collect();
+        assert_eq!(to_ports.len(), 2, "{to_ports:?}");
+        let text = |r: &Value| r.to_string();
+        // From the bridge's own address on its interface: Docker's port publishing.
+        for needed in [
+            r#"{"match":{"left":{"meta":{"key":"iifname"}},"op":"==","right":"eth0"}}"#,
+            r#"{"match":{"left":{"payload":{"field":"saddr","protocol":"ip"}},"op":"==","right":"172.18.0.1"}}"#,
+            r#"{"accept":null}"#,
+        ] {
+            assert!(
+                text(to_ports[0]).contains(needed),
+                "{needed}: {}",
+                to_ports[0]
+            );
+        }
+        // Any other interface (a Compose project's networks), as before.
+        assert!(
+            text(to_ports[1]).contains(
+                r#"{"match":{"left":{"meta":{"key":"iifname"}},"op":"!=","right":"eth0"}}"#
+            ),
+            "{}",
+            to_ports[1]
+        );
+        assert!(!text(to_ports[1]).contains("saddr"), "{}", to_ports[1]);
+        // Nothing else accepts a new connection to them: the rest is dropped.
+        let last = input.last().unwrap();
+        assert!(has(last, "drop"));
     }
 
     #[test]
@@ -1776,6 +1888,11 @@ mod tests {
             "192.0.2.53:53".parse().unwrap(),
             "[2001:db8::53]:53".parse().unwrap(),
         ];
+        // Published ports through the gateway on its interface (lo: the namespace's only one).
+        with_upstream.gateway = Some(yolo_protocol::Gateway {
+            interface: "lo".into(),
+            address: Ipv4Addr::new(172, 18, 0, 1),
+        });
         let cases: Vec<(&str, Vec<Nftables<'static>>)> = vec![
             (
                 "firewall",
@@ -1815,7 +1932,11 @@ mod tests {
                     remove_addresses(&addrs(&[("5.6.7.8", Ports::Only(vec![80]))])),
                     static_networks(&ipv6_only),
                     egress(
-                        &["lo".to_string()],
+                        &[Device {
+                            name: "lo".into(),
+                            mac: "02:42:ac:11:00:02".into(),
+                            ipv4: vec![Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)],
+                        }],
                         Stamp {
                             mark: 0x1234,
                             priority: 0x5678,

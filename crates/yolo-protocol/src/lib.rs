@@ -81,7 +81,49 @@ pub struct GuardConfig {
     /// for Docker.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub audit_to_stdout: bool,
+    /// The namespace's default route, which the guard reads at its start (never from the
+    /// file): on its interface, published ports are accepted from the gateway alone, so another
+    /// container on the same bridge (another project's guard, where the guards share one:
+    /// docs/architecture.md) cannot reach them by address.
+    #[serde(skip)]
+    pub gateway: Option<Gateway>,
 }
+
+/// A default route: the interface and its IPv4 gateway (`GuardConfig::gateway`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gateway {
+    pub interface: String,
+    pub address: std::net::Ipv4Addr,
+}
+
+impl Gateway {
+    /// The IPv4 default route in the text of `/proc/net/route` (the first, as the kernel
+    /// picks it): hexadecimal fields in the host's byte order.
+    pub fn from_proc_net_route(text: &str) -> Option<Gateway> {
+        text.lines().skip(1).find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (interface, destination, gateway, mask) = (
+                fields.first()?,
+                fields.get(1)?,
+                fields.get(2)?,
+                fields.get(7)?,
+            );
+            let hex = |f: &str| u32::from_str_radix(f, 16).ok();
+            if hex(destination)? != 0 || hex(mask)? != 0 || hex(gateway)? == 0 {
+                return None;
+            }
+            Some(Gateway {
+                interface: interface.to_string(),
+                address: std::net::Ipv4Addr::from(hex(gateway)?.to_ne_bytes()),
+            })
+        })
+    }
+}
+
+/// Set to `1` in a guard container's environment when it is on the bridge other projects'
+/// guards share (docs/architecture.md, "One network for all guards"): fixed when the container
+/// is made, like the network. With it, a build phase whose frames cannot be sealed fails.
+pub const SHARED_BRIDGE_ENV: &str = "YOLO_SHARED_BRIDGE";
 
 /// Where the guard writes its events when [`GuardConfig::audit_to_stdout`] is set.
 pub const STDOUT_PATH: &str = "/dev/stdout";
@@ -168,6 +210,28 @@ pub fn resolv_conf_nameservers(text: &str) -> Vec<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_route_is_read_from_proc_net_route() {
+        let text =
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+eth1\t0000A8C0\t00000000\t0001\t0\t0\t0\t00F0FFFF\t0\t0\t0\n\
+eth0\t00000000\t010012AC\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+eth0\t000012AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
+        let expected = if cfg!(target_endian = "little") {
+            Some(Gateway {
+                interface: "eth0".into(),
+                address: std::net::Ipv4Addr::new(172, 18, 0, 1),
+            })
+        } else {
+            Gateway::from_proc_net_route(text)
+        };
+        assert_eq!(Gateway::from_proc_net_route(text), expected);
+        // No default route (a guard with no network): none.
+        let lines: Vec<&str> = text.lines().filter(|l| !l.contains("010012AC")).collect();
+        assert_eq!(Gateway::from_proc_net_route(&lines.join("\n")), None);
+        assert_eq!(Gateway::from_proc_net_route(""), None);
+    }
 
     /// A config written by an older CLI (no cap) still starts the guard, with the default cap.
     #[test]

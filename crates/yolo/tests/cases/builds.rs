@@ -301,10 +301,10 @@ fn a_build_step_cannot_send_raw_frames_past_the_firewall() {
     up(&t, &net, &["*.allowed.test"], &[]).ok();
 
     let tried = read(&t, "/raw.txt");
-    assert!(
-        tried.contains("sent") || tried.contains("refused"),
-        "{tried}"
-    );
+    // Every way was tried (sent, or refused by the egress hook's drop).
+    for how in ["plain", "stamped", "qdisc-bypass"] {
+        assert!(tried.contains(&format!("{how} ")), "{how}: {tried}");
+    }
     std::thread::sleep(Duration::from_secs(1));
     let received = docker_logs(&name);
     assert!(
@@ -316,6 +316,107 @@ fn a_build_step_cannot_send_raw_frames_past_the_firewall() {
         .yolo(&["exec", "sh", "-c", &fetch("http://www.allowed.test/")])
         .stdout();
     assert!(allowed.contains(&net.allowed.body), "{allowed}");
+}
+
+/// A RUN step holds NET_RAW in the guard's namespace, on a bridge other containers (on the
+/// shared network, other projects' guards) are on. Forged ARP (another address claimed at its
+/// own or a made-up hardware address) must stay in: it would take that address's traffic.
+/// The control sends the same frames from a plain container, and the target learns them.
+#[test]
+fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    let target = format!("yolo-{}-arp-target", t.id);
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &target,
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--network",
+        &net.network,
+        AGENT_IMAGE,
+        "sleep",
+        "1000",
+    ]);
+    let ip = ip_of(&target, &net.network);
+    let mac = docker_ok(&[
+        "inspect",
+        "--format",
+        &format!(
+            "{{{{(index .NetworkSettings.Networks \"{}\").MacAddress}}}}",
+            net.network
+        ),
+        &target,
+    ]);
+    let mac = mac.trim();
+    // Two addresses of the subnet no container has.
+    let base: std::net::Ipv4Addr = net.subnet.split('/').next().unwrap().parse().unwrap();
+    let unused = |n: u32| std::net::Ipv4Addr::from(u32::from(base) + n).to_string();
+    let (control_ip, attack_ip) = (unused(250), unused(251));
+    let learned = |claimed: &str| -> Vec<String> {
+        let table = docker_ok(&["exec", &target, "cat", "/proc/net/arp"]);
+        table
+            .lines()
+            .filter(|l| l.split_whitespace().next() == Some(claimed))
+            .filter(|l| !l.contains("00:00:00:00:00:00"))
+            .map(String::from)
+            .collect()
+    };
+    let script = include_str!("../fixtures/builds/arp_frame.py");
+
+    // The control: the same frames from a container of its own with NET_RAW get through.
+    let control = docker(&[
+        "run",
+        "--rm",
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--network",
+        &net.network,
+        "--cap-add",
+        "NET_RAW",
+        AGENT_IMAGE,
+        "python3",
+        "-c",
+        script,
+        &ip,
+        mac,
+        &control_ip,
+    ]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !learned(&control_ip).is_empty(),
+        "the control's forged ARP was not learned, so this test could not tell: {control}"
+    );
+
+    t.file(".devcontainer/arp_frame.py", script);
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {AGENT_IMAGE}\nCOPY arp_frame.py /arp_frame.py\n\
+             RUN python3 /arp_frame.py {ip} {mac} {attack_ip} > /arp.txt 2>&1; cat /arp.txt\n"
+        ),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.user_config(&net.user_config(""));
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+    let tried = read(&t, "/arp.txt");
+    // Every way was tried (sent, or refused by the egress hook's drop).
+    for how in [
+        "own-mac plain",
+        "own-mac qdisc-bypass",
+        "made-up-mac plain",
+        "made-up-mac qdisc-bypass",
+    ] {
+        assert!(tried.contains(how), "{how}: {tried}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let got_out = learned(&attack_ip);
+    assert!(
+        got_out.is_empty(),
+        "forged ARP got out of the build: {got_out:?}\nthe build said: {tried}"
+    );
 }
 
 fn docker_logs(name: &str) -> String {
