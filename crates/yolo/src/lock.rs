@@ -30,7 +30,19 @@ fn path(devcontainer_id: &str) -> PathBuf {
 /// Take the workspace's lock for `command` (`up`, `down`...), waiting for another yolo that
 /// holds it, with one line saying so.
 pub(crate) async fn acquire(devcontainer_id: &str, command: &str) -> Result<WorkspaceLock> {
-    let path = path(devcontainer_id);
+    acquire_at(path(devcontainer_id), command, "on this workspace").await
+}
+
+/// The lock for making the network all guards share (`Engine::ensure_shared_network`): one
+/// for all workspaces, held for the one request.
+pub(crate) async fn acquire_network(name: &str) -> Result<WorkspaceLock> {
+    let path = crate::user_config::data_dir()
+        .join("workspaces")
+        .join(format!("network-{name}.lock"));
+    acquire_at(path, "up", &format!("making the network {name}")).await
+}
+
+async fn acquire_at(path: PathBuf, command: &str, scope: &str) -> Result<WorkspaceLock> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
@@ -53,7 +65,7 @@ pub(crate) async fn acquire(devcontainer_id: &str, command: &str) -> Result<Work
                     eprintln!(
                         "{} waiting for {}…",
                         console::style("yolo:").bold(),
-                        holder(&mut file)
+                        holder(&mut file, scope)
                     );
                 }
                 tokio::time::sleep(RETRY).await;
@@ -72,23 +84,23 @@ pub(crate) async fn acquire(devcontainer_id: &str, command: &str) -> Result<Work
 
 /// "another yolo up on this workspace (pid N)" from what the holder wrote, or less when it
 /// wrote nothing yet.
-fn holder(file: &mut File) -> String {
+fn holder(file: &mut File, scope: &str) -> String {
     let mut text = String::new();
     let _ = file.rewind().and_then(|()| file.read_to_string(&mut text));
-    describe(&text)
+    describe(&text, scope)
 }
 
-fn describe(text: &str) -> String {
+fn describe(text: &str, scope: &str) -> String {
     let mut words = text.split_whitespace();
     match (
         words.next().and_then(|p| p.parse::<u32>().ok()),
         words.next(),
     ) {
         (Some(pid), Some(command)) => {
-            format!("another yolo {command} on this workspace (pid {pid})")
+            format!("another yolo {command} {scope} (pid {pid})")
         }
-        (Some(pid), None) => format!("another yolo on this workspace (pid {pid})"),
-        _ => "another yolo on this workspace".into(),
+        (Some(pid), None) => format!("another yolo {scope} (pid {pid})"),
+        _ => format!("another yolo {scope}"),
     }
 }
 
@@ -98,15 +110,20 @@ mod tests {
 
     #[test]
     fn the_waiting_message_names_the_holder_when_it_can() {
+        let here = "on this workspace";
         assert_eq!(
-            describe("4242 up\n"),
+            describe("4242 up\n", here),
             "another yolo up on this workspace (pid 4242)"
         );
         assert_eq!(
-            describe("4242"),
+            describe("4242", here),
             "another yolo on this workspace (pid 4242)"
         );
-        assert_eq!(describe(""), "another yolo on this workspace");
-        assert_eq!(describe("garbage"), "another yolo on this workspace");
+        assert_eq!(describe("", here), "another yolo on this workspace");
+        assert_eq!(describe("garbage", here), "another yolo on this workspace");
+        assert_eq!(
+            describe("7 up\n", "making the network yolo-guards"),
+            "another yolo up making the network yolo-guards (pid 7)"
+        );
     }
 }

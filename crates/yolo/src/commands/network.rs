@@ -97,14 +97,77 @@ pub(crate) fn guard_name(project: &Project) -> String {
     format!("{}-guard", project.spec.container_name)
 }
 
-/// The Docker network the project lives on: the user's choice or one of its own.
-pub(crate) fn network_name(project: &Project) -> String {
-    project
-        .settings
-        .guard
-        .docker_network
-        .clone()
-        .unwrap_or_else(|| own_network(&project.spec.container_name))
+/// The Docker network the project's guard is on: the user's choice; else the one every
+/// project's guard shares (inter-container communication off), unless [`own_bridge_reason`]
+/// gives the project one of its own.
+pub(crate) fn network_name(engine: &Engine, project: &Project) -> Network {
+    let kernel = engine.kernel_version();
+    match &project.settings.guard.docker_network {
+        Some(name) => Network::Named(name.clone()),
+        None if own_bridge_reason(engine.is_podman(), kernel, &project.spec).is_some() => {
+            Network::Own(own_network(&project.spec.container_name))
+        }
+        None => Network::Shared(shared_network()),
+    }
+}
+
+/// Why a project's guard gets a bridge of its own instead of the shared one, if it does. On the
+/// shared bridge, isolation between projects rests on three things (docs/architecture.md, "One
+/// network for all guards"): nothing in a guard's namespace but an image build holds NET_RAW,
+/// the build's frames are sealed (ARP included) by the egress hook, and each guard accepts
+/// its published ports from the gateway alone. Where one of them cannot hold, the project is
+/// alone on its segment, as before.
+pub(crate) fn own_bridge_reason(
+    podman: bool,
+    kernel: Option<(u32, u32)>,
+    spec: &crate::run_spec::RunSpec,
+) -> Option<&'static str> {
+    let raw = |cap: &String| {
+        let cap = cap.to_ascii_uppercase();
+        matches!(
+            cap.trim_start_matches("CAP_"),
+            "NET_RAW" | "NET_ADMIN" | "ALL"
+        )
+    };
+    if podman {
+        Some("Podman cannot turn inter-container communication off")
+    } else if spec.privileged || spec.cap_add.iter().any(raw) {
+        Some("the agent is granted NET_RAW or NET_ADMIN, with which it could forge frames")
+    } else if spec.compose.is_some() {
+        // The dev service's capabilities come from the Compose files, read later.
+        Some("a Compose project")
+    } else if kernel.is_none_or(|k| k < (5, 16)) {
+        Some("the engine's kernel has no netdev egress hook (Linux 5.16) to seal a build's frames")
+    } else {
+        None
+    }
+}
+
+/// Which network the guard is on, and so how it is made.
+pub(crate) enum Network {
+    /// `[firewall] docker_network`: made (as the project's) if missing.
+    Named(String),
+    /// The project's own (`down --remove` deletes it).
+    Own(String),
+    /// The guards' shared network: made once, never deleted by yolo.
+    Shared(String),
+}
+
+impl Network {
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Network::Named(n) | Network::Own(n) | Network::Shared(n) => n,
+        }
+    }
+}
+
+/// The network all projects' guards share: `yolo-guards`, or with `YOLO_LABELS` (a test's,
+/// a benchmark's) one of that label set's own, which its clean-up removes.
+pub(crate) fn shared_network() -> String {
+    match crate::engine::labels::extra_digest() {
+        d if d.is_empty() => "yolo-guards".to_string(),
+        d => format!("yolo-guards-{d}"),
+    }
 }
 
 /// The network yolo creates (and `down --remove` deletes) for a project container.
@@ -191,12 +254,18 @@ fn guard_workspace(project: &Project) -> Option<PathBuf> {
 /// Create the guard (container, network, config) without starting it.
 pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<String> {
     let guard = &project.settings.guard;
-    let network = network_name(project);
+    let network = network_name(engine, project);
     let owner = Owner::of(&project.spec);
     // Independent, and the network's creation is one of the slower calls of a cold `up`.
+    let made = async {
+        match &network {
+            Network::Shared(name) => engine.ensure_shared_network(name).await,
+            Network::Named(name) | Network::Own(name) => engine.ensure_network(name, &owner).await,
+        }
+    };
     let (image, made) = tokio::join!(
         engine.ensure_guard_image(&guard.base_image, guard.image.as_deref()),
-        engine.ensure_network(&network, &owner)
+        made
     );
     let image = image?;
     made?;
@@ -218,7 +287,7 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
     let mut spec = GuardSpec {
         name: guard_name(project),
         image,
-        network,
+        network: network.name().to_string(),
         owner,
         ports,
         hostname: project.spec.hostname.clone(),
@@ -228,6 +297,7 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
         workspace_volume: remote.then(|| project.spec.workspace_mount.source.clone()),
         workspace: guard_workspace(project),
         limits_required: project.spec.limits_required,
+        shared_bridge: matches!(network, Network::Shared(_)),
         config_dir: if remote {
             // A folder left by a guard of the same name on a local engine would be written
             // instead of the copy this guard reads (`Engine::update_guard_config`).
@@ -249,6 +319,18 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
     match engine.create_guard(&spec).await {
         // The image went between its check and now (`docker image prune`, another yolo's or a
         // test's clean-up of an image that carried the same tag): made again, once.
+        // The shared network went between its check and now (`docker network prune`): made
+        // again, once.
+        Err(e)
+            if matches!(network, Network::Shared(_))
+                && e.to_string().contains("network")
+                && e.to_string().contains("not found") =>
+        {
+            if let Network::Shared(name) = &network {
+                engine.ensure_shared_network(name).await?;
+            }
+            engine.create_guard(&spec).await
+        }
         Err(e) if e.to_string().contains("No such image") => {
             spec.image = engine
                 .ensure_guard_image(&guard.base_image, guard.image.as_deref())
@@ -319,6 +401,40 @@ fn answer(text: &str) -> Result<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_project_gets_a_bridge_of_its_own_where_the_shared_one_cannot_hold() {
+        let plain = crate::policy::test_support::ok(serde_json::json!({"image": "debian"}));
+        let new_kernel = Some((6, 1));
+        assert_eq!(own_bridge_reason(false, new_kernel, &plain), None);
+        assert!(own_bridge_reason(false, Some((5, 16)), &plain).is_none());
+        // No egress hook to seal a build's frames, or a kernel that does not say.
+        for kernel in [Some((5, 15)), Some((4, 19)), None] {
+            let why = own_bridge_reason(false, kernel, &plain).unwrap();
+            assert!(why.contains("egress hook"), "{kernel:?}: {why}");
+        }
+        assert!(own_bridge_reason(true, new_kernel, &plain)
+            .unwrap()
+            .contains("Podman"));
+        // An agent that could forge frames, however the grant spells the capability.
+        for cap in [
+            "NET_RAW",
+            "cap_net_raw",
+            "NET_ADMIN",
+            "CAP_NET_ADMIN",
+            "all",
+        ] {
+            let mut spec = plain.clone();
+            spec.cap_add = vec!["CHOWN".into(), cap.into()];
+            let why = own_bridge_reason(false, new_kernel, &spec).unwrap();
+            assert!(why.contains("NET_RAW"), "{cap}: {why}");
+        }
+        let mut spec = plain.clone();
+        spec.cap_add = vec!["SYS_PTRACE".into()];
+        assert_eq!(own_bridge_reason(false, new_kernel, &spec), None);
+        spec.privileged = true;
+        assert!(own_bridge_reason(false, new_kernel, &spec).is_some());
+    }
 
     /// The guard matches these as the watcher does: ignoring case, `*` across `/`.
     #[test]

@@ -430,6 +430,9 @@ pub(crate) enum Reason {
     NoSession,
     /// The agent container exists, stopped.
     Stopped,
+    /// The guard's agent container is gone: a new one gets a new guard, whose network is
+    /// chosen for it.
+    AgentMissing,
 }
 
 impl fmt::Display for Reason {
@@ -452,6 +455,7 @@ impl fmt::Display for Reason {
             Reason::GuardDown => write!(f, "its firewall guard was not running"),
             Reason::NoSession => write!(f, "it ran without an open yolo session"),
             Reason::Stopped => write!(f, "it was stopped"),
+            Reason::AgentMissing => write!(f, "its agent container was gone"),
         }
     }
 }
@@ -516,11 +520,15 @@ pub(crate) fn plan(found: &Found, options: &PlanOptions) -> Plan {
             stale,
         };
     }
-    let agent = agent.map_or(AgentStep::Create, |a| fresh_agent(a, guard, needs_guard));
+    let agent_step = agent.map_or(AgentStep::Create, |a| fresh_agent(a, guard, needs_guard));
+    // A new agent container gets a new guard too: the guard's network was chosen for the
+    // agent it was made with (network::own_bridge_reason), and this one may hold what that
+    // choice excluded (a NET_RAW grant on the bridge other projects share).
+    let reset = agent.is_none().then_some(Reason::AgentMissing);
     Plan::Fresh {
-        stale: stale && !matches!(agent, AgentStep::Recreate { .. }),
-        agent,
-        guard: guard_step(guard, needs_guard, None),
+        stale: stale && !matches!(agent_step, AgentStep::Recreate { .. }),
+        agent: agent_step,
+        guard: guard_step(guard, needs_guard, reset),
     }
 }
 
@@ -1512,6 +1520,21 @@ mod tests {
         // Recreated from the current config: not stale.
         let plan = found(agent(false), None).config_changed().plan();
         assert!(!plan.stale(), "{plan:?}");
+    }
+
+    #[test]
+    fn a_missing_agent_means_a_new_guard_too() {
+        let plan = found(None, guard(true)).plan();
+        assert_eq!(
+            plan,
+            fresh(
+                AgentStep::Create,
+                GuardStep::Recreate {
+                    id: "g1".into(),
+                    reason: Reason::AgentMissing
+                }
+            )
+        );
     }
 
     #[test]

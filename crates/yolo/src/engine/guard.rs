@@ -33,6 +33,8 @@ const GUARD_CONFIG_PATH: &str = "/etc/yolo/guard.json";
 const GUARD_CONFIG_DIR: &str = "/etc/yolo";
 /// GUARD_CONFIG_PATH's file name.
 const GUARD_CONFIG_FILE: &str = "guard.json";
+/// Docker's bridge option for inter-container communication on one network.
+const ICC: &str = "com.docker.network.bridge.enable_icc";
 /// The guard's capabilities: its ruleset (NET_ADMIN), DNS on port 53 (NET_BIND_SERVICE), and
 /// reading the agent's processes for the exec audit (SYS_PTRACE: `process_vm_readv`, a brief
 /// `PTRACE_SEIZE` at each exec, `/proc/<pid>` of another container's processes).
@@ -72,6 +74,9 @@ pub(crate) struct GuardSpec {
     pub(crate) workspace: Option<PathBuf>,
     /// `[limits] required`: the guard's own limits dropped by the engine fail its creation.
     pub(crate) limits_required: bool,
+    /// `network` is the bridge other projects' guards share: said to the guard in its
+    /// environment (`yolo_protocol::SHARED_BRIDGE_ENV`), which a build it cannot seal fails.
+    pub(crate) shared_bridge: bool,
 }
 
 impl Engine {
@@ -217,7 +222,8 @@ impl Engine {
         }
     }
 
-    /// The project's own bridge network (isolated from other projects' by Docker).
+    /// The project's own bridge network (isolated from other projects' by Docker), where the
+    /// shared one cannot be made (Podman has no switch for inter-container communication).
     pub(crate) async fn ensure_network(&self, name: &str, owner: &Owner) -> Result<()> {
         match self
             .docker
@@ -256,6 +262,72 @@ impl Engine {
                 message(&e),
             )),
         }
+    }
+
+    /// The bridge network every project's guard is on (docs/architecture.md, "One network for
+    /// all guards"): made once, with inter-container communication off, so one project's
+    /// containers cannot reach another's. A network of that name that lets its containers talk
+    /// to each other, or is not a bridge, is refused rather than joined. Docker (API 1.41)
+    /// lets two networks share a name, so two yolos making it at once take a lock first.
+    pub(crate) async fn ensure_shared_network(&self, name: &str) -> Result<()> {
+        if self.check_shared_network(name).await? {
+            return Ok(());
+        }
+        let _lock = crate::lock::acquire_network(name).await?;
+        if self.check_shared_network(name).await? {
+            return Ok(());
+        }
+        let request = NetworkCreateRequest {
+            name: name.to_string(),
+            driver: Some("bridge".into()),
+            options: Some(HashMap::from([(ICC.to_string(), "false".to_string())])),
+            labels: Some(labels::shared_network().into_iter().collect()),
+            ..Default::default()
+        };
+        match self.docker.create_network(request).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Error::docker(
+                format!("creating network {name}"),
+                message(&e),
+            )),
+        }
+    }
+
+    /// Whether the shared network is there (false: to be made); an error when a network of
+    /// its name would let projects reach each other.
+    async fn check_shared_network(&self, name: &str) -> Result<bool> {
+        let network = match self
+            .docker
+            .inspect_network(name, None::<InspectNetworkOptions>)
+            .await
+        {
+            Ok(network) => network,
+            Err(e) if is_not_found(&e) => return Ok(false),
+            Err(e) => {
+                let message = message(&e);
+                let hint = message.contains("ambiguous").then(|| {
+                    format!("more than one network is named {name}; remove the ones no container uses with `docker network rm <id>`")
+                });
+                return Err(Error::Docker {
+                    action: format!("inspecting network {name}"),
+                    message,
+                    hint,
+                });
+            }
+        };
+        let icc = network
+            .options
+            .as_ref()
+            .and_then(|o| o.get(ICC))
+            .map(String::as_str);
+        if network.driver.as_deref() != Some("bridge") || icc != Some("false") {
+            return Err(Error::Unavailable(format!(
+                "the network {name} is not one yolo made: its containers could reach each other ({ICC} is {}, driver {}), and yolo puts every project's guard on it; remove it with `docker network rm {name}`, or name another network in [firewall] docker_network",
+                icc.unwrap_or("not set"),
+                network.driver.as_deref().unwrap_or("none"),
+            )));
+        }
+        Ok(true)
     }
 
     /// yolo's networks carrying `label_filters`, with the containers attached now.
@@ -472,6 +544,9 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
             GUARD_CONFIG_PATH.into(),
         ]),
         entrypoint: Some(vec![]),
+        env: spec
+            .shared_bridge
+            .then(|| vec![format!("{}=1", yolo_protocol::SHARED_BRIDGE_ENV)]),
         labels: Some(labels::guard(&spec.owner).into_iter().collect()),
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         host_config: Some(HostConfig {
@@ -542,6 +617,7 @@ mod tests {
             workspace: Some("/home/me/repo".into()),
             config_dir: Some("/home/me/.local/share/yolo/guards/g".into()),
             limits_required: true,
+            shared_bridge: false,
         }
     }
 
@@ -593,6 +669,19 @@ mod tests {
         assert_eq!(host.pids_limit, Some(256));
         assert_eq!(host.nano_cpus, Some(1_000_000_000));
         assert_eq!(host.privileged, None);
+    }
+
+    #[test]
+    fn a_guard_on_the_shared_bridge_is_told_so_in_its_environment() {
+        assert_eq!(guard_body(&spec()).env, None);
+        let shared = GuardSpec {
+            shared_bridge: true,
+            ..spec()
+        };
+        assert_eq!(
+            guard_body(&shared).env,
+            Some(vec!["YOLO_SHARED_BRIDGE=1".to_string()])
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@ pub(super) const CONFIG_FILE: &str = "devcontainer.config_file";
 pub(super) const METADATA: &str = crate::devcontainer::metadata::LABEL;
 pub(super) const MANAGED: &str = "dev.yolo.managed";
 pub(super) const ID: &str = "dev.yolo.id";
+/// On the network the guards of all projects share.
+pub(super) const SHARED: &str = "dev.yolo.shared";
 pub(super) const CONFIG_HASH: &str = "dev.yolo.config-hash";
 /// The network mode the agent container was made for: firewall, open, none.
 pub(super) const NETWORK: &str = "dev.yolo.network";
@@ -65,6 +67,28 @@ pub(super) fn project(owner: &Owner) -> Labels {
         (MANAGED.to_string(), "true".to_string()),
         (ID.to_string(), owner.devcontainer_id.clone()),
     ]))
+}
+
+/// The network every project's guard shares (`Engine::ensure_shared_network`): yolo's, but no
+/// project's, so no `down --remove` takes it away; `dev.yolo.shared` tells it from a project's.
+pub(super) fn shared_network() -> Labels {
+    with_extra(BTreeMap::from([
+        (MANAGED.to_string(), "true".to_string()),
+        (SHARED.to_string(), "true".to_string()),
+    ]))
+}
+
+/// A short digest of `YOLO_LABELS` (empty without): the shared network of a labelled run
+/// (a test's, a benchmark's) is its own, so its clean-up by label removes it and nobody
+/// else's.
+pub(crate) fn extra_digest() -> String {
+    let extra = extra();
+    if extra.is_empty() {
+        return String::new();
+    }
+    let text: Vec<String> = extra.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    use sha2::{Digest as _, Sha256};
+    hex::encode(Sha256::digest(text.join(",").as_bytes()))[..8].to_string()
 }
 
 /// A Compose service other than the dev service. Its image is the repository's and a container

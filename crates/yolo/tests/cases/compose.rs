@@ -207,13 +207,7 @@ fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
     // `down --remove` takes the project away, networks included.
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty(), "{:?}", t.containers());
-    let nets = docker(&[
-        "network",
-        "ls",
-        "-q",
-        "--filter",
-        &format!("label={LABEL}={}", t.id),
-    ]);
+    let nets = t.project_networks();
     assert_eq!(nets.trim(), "", "networks left");
 }
 
@@ -489,13 +483,7 @@ fn a_start_that_fails_half_way_leaves_nothing() {
         .assert_stderr_contains("nosuchuser")
         .assert_stderr_contains("undid what this `yolo up` had made");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
-    let nets = docker(&[
-        "network",
-        "ls",
-        "-q",
-        "--filter",
-        &format!("label={LABEL}={}", t.id),
-    ]);
+    let nets = t.project_networks();
     assert_eq!(nets.trim(), "", "networks left");
 }
 

@@ -31,6 +31,22 @@ fn networks_named(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The network the guards of this test share (docs/architecture.md).
+fn shared_networks(t: &Test) -> Vec<String> {
+    docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=dev.yolo.shared=true",
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
 /// Whether a process whose command line is `cmd` runs in `container` (`docker top` asks the
 /// host's ps, so the image needs none).
 fn runs(container: &str, cmd: &str) -> bool {
@@ -88,12 +104,12 @@ fn agent_name(t: &Test) -> String {
 }
 
 #[test]
-fn a_failed_up_removes_the_guard_and_network_it_made() {
+fn a_failed_up_removes_the_guard_it_made_and_keeps_the_shared_network() {
     let t = Test::new();
     t.devcontainer(IMAGE);
     let name = agent_name(&t);
-    // A container yolo does not know holds the agent's name: the guard and its network are
-    // made, then creating the agent fails.
+    // A container yolo does not know holds the agent's name: the guard is made, then creating
+    // the agent fails.
     docker(&[
         "create",
         "--name",
@@ -107,21 +123,23 @@ fn a_failed_up_removes_the_guard_and_network_it_made() {
     failed
         .assert_stderr_contains(&format!("creating container {name}"))
         .assert_stderr_contains(&format!(
-            "undid what this `yolo up` had made: {name}-guard, network {name}-net"
+            "undid what this `yolo up` had made: {name}-guard\n"
         ));
     assert!(with_role(&t, "guard").is_empty(), "{}", failed.describe());
-    assert!(networks_named(&format!("{name}-net")).is_empty());
+    assert!(t.project_networks().trim().is_empty());
+    // The guards' network is every project's: it stays.
+    assert_eq!(shared_networks(&t).len(), 1);
     assert_eq!(t.containers().len(), 1, "only the container that was there");
 
     docker(&["rm", "-f", &name]);
     let (_, out) = t.up(&[]);
     assert_eq!(out["action"], "created");
     assert_eq!(with_role(&t, "guard").len(), 1);
-    assert_eq!(networks_named(&format!("{name}-net")).len(), 1);
+    assert_eq!(shared_networks(&t).len(), 1);
 }
 
 #[test]
-fn an_agent_that_cannot_start_is_removed_with_its_guard_and_network() {
+fn an_agent_that_cannot_start_is_removed_with_its_guard() {
     let t = Test::new();
     // Docker creates the container and refuses to start it: the device is not there.
     t.devcontainer(
@@ -132,14 +150,11 @@ fn an_agent_that_cannot_start_is_removed_with_its_guard_and_network() {
         .assert_stderr_contains("starting container")
         .assert_stderr_contains("undid what this `yolo up` had made: yolo-repo-");
     assert!(t.containers().is_empty(), "{}", failed.describe());
-    let networks = docker(&[
-        "network",
-        "ls",
-        "-q",
-        "--filter",
-        &format!("label={LABEL}={}", t.id),
-    ]);
-    assert!(networks.trim().is_empty(), "{}", failed.describe());
+    assert!(
+        t.project_networks().trim().is_empty(),
+        "{}",
+        failed.describe()
+    );
 }
 
 #[test]
@@ -212,16 +227,22 @@ fn status_shows_leftovers_and_down_remove_takes_them_all_without_yolos_state() {
 /// `up`s at once used to: through the API, which (unlike the docker CLI) does not refuse a name
 /// already taken.
 #[cfg(unix)]
-fn duplicate_network(t: &Test, name: &str, id: &str) {
+fn duplicate_network(t: &Test, name: &str, id: Option<&str>) {
     use std::io::{Read, Write};
     let socket = std::env::var("DOCKER_HOST")
         .ok()
         .and_then(|h| h.strip_prefix("unix://").map(str::to_string))
         .unwrap_or_else(|| "/var/run/docker.sock".into());
+    let mut labels = serde_json::json!({LABEL: t.id});
+    if let Some(id) = id {
+        labels["dev.yolo.managed"] = "true".into();
+        labels["dev.yolo.id"] = id.into();
+    }
     let body = serde_json::json!({
         "Name": name,
         "CheckDuplicate": false,
-        "Labels": {"dev.yolo.managed": "true", "dev.yolo.id": id, LABEL: t.id},
+        "Options": {"com.docker.network.bridge.enable_icc": "false"},
+        "Labels": labels,
     })
     .to_string();
     let mut stream = std::os::unix::net::UnixStream::connect(&socket).expect("the docker socket");
@@ -238,7 +259,7 @@ fn duplicate_network(t: &Test, name: &str, id: &str) {
 
 #[cfg(unix)]
 #[test]
-fn two_networks_with_one_name_are_shown_and_down_remove_makes_the_workspace_usable_again() {
+fn two_networks_left_with_one_name_are_shown_and_down_remove_takes_them() {
     let t = Test::new();
     t.devcontainer(IMAGE);
     let (_, out) = t.up(&[]);
@@ -247,22 +268,61 @@ fn two_networks_with_one_name_are_shown_and_down_remove_makes_the_workspace_usab
         .as_str()
         .unwrap()
         .to_string();
+    // A project network as older yolos made them, twice.
     let network = format!("{name}-net");
-    duplicate_network(&t, &network, &id);
+    duplicate_network(&t, &network, Some(&id));
+    duplicate_network(&t, &network, Some(&id));
     assert_eq!(networks_named(&network).len(), 2);
     t.yolo(&["status"])
         .ok()
         .assert_stdout_contains(&format!("one of 2 networks named {network}"));
-    // A new guard needs the network by name, which Docker no longer resolves.
-    t.yolo(&["up", "--rebuild"])
-        .fails_with(69)
-        .assert_stderr_contains("is ambiguous")
-        .assert_stderr_contains("`yolo down --remove` removes them");
     t.yolo(&["down", "--remove"]).ok();
     assert!(networks_named(&network).is_empty());
     let (_, again) = t.up(&[]);
     assert_eq!(again["action"], "created");
-    assert_eq!(networks_named(&network).len(), 1);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_shared_network_name_taken_by_another_network_is_refused() {
+    let t = Test::new();
+    t.devcontainer(IMAGE);
+    t.up(&[]);
+    let shared = shared_networks(&t);
+    assert_eq!(shared.len(), 1);
+    let name = inspect_network(&shared[0])["Name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    t.yolo(&["down", "--remove"]).ok();
+    docker(&["network", "rm", &name]);
+    // Someone else's network of that name, whose containers may talk to each other.
+    docker(&[
+        "network",
+        "create",
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        &name,
+    ]);
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains(&format!("the network {name} is not one yolo made"))
+        .assert_stderr_contains("enable_icc is not set");
+    assert!(t.containers().is_empty());
+    docker(&["network", "rm", &name]);
+    // Two of that name (Docker's API lets a name be taken twice): neither is guessed at.
+    duplicate_network(&t, &name, None);
+    duplicate_network(&t, &name, None);
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("is ambiguous")
+        .assert_stderr_contains(&format!("more than one network is named {name}"));
+    assert!(t.containers().is_empty());
+}
+
+fn inspect_network(id: &str) -> serde_json::Value {
+    serde_json::from_str::<serde_json::Value>(&docker(&["network", "inspect", id])).unwrap()[0]
+        .clone()
 }
 
 #[test]
@@ -290,12 +350,7 @@ fn two_ups_at_once_make_one_of_everything_and_one_waits() {
     assert_eq!(ids[0], ids[1], "one agent container");
     assert_eq!(t.agents().len(), 1);
     assert_eq!(with_role(&t, "guard").len(), 1);
-    let name = inspect(ids[0].as_str().unwrap())["Name"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches('/')
-        .to_string();
-    assert_eq!(networks_named(&format!("{name}-net")).len(), 1);
+    assert_eq!(shared_networks(&t).len(), 1);
     let hook_runs = std::fs::read_to_string(t.workspace.join("hook-runs")).unwrap();
     assert_eq!(hook_runs, "run\n", "postCreateCommand ran once");
     let (_, again) = t.up(&[]);
@@ -361,13 +416,7 @@ fn ctrl_c_while_up_builds_the_image_leaves_nothing_behind_and_closes_the_session
         .fails_with(130)
         .assert_stderr_contains("yolo: interrupted (SIGINT)");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
-    let networks = docker(&[
-        "network",
-        "ls",
-        "-q",
-        "--filter",
-        &format!("label={LABEL}={}", t.id),
-    ]);
+    let networks = t.project_networks();
     assert!(networks.trim().is_empty(), "{networks}");
     let stop = t
         .events()

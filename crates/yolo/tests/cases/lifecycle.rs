@@ -236,22 +236,25 @@ fn down_stops_remove_deletes_and_volumes_go_only_when_asked() {
     t.yolo(&["down"]).ok();
     assert_eq!(inspect(&id)["State"]["Running"], false);
 
-    let network = format!("{}-net", out["container"]["name"].as_str().unwrap());
-    let networks = || {
+    // The guard is on the network all projects' guards share: made once, kept by --remove.
+    let shared = || {
         docker(&[
             "network",
             "ls",
             "-q",
             "--filter",
-            &format!("name=^{network}$"),
+            &format!("label={LABEL}={}", t.id),
+            "--filter",
+            "label=dev.yolo.shared=true",
         ])
     };
-    assert!(!networks().trim().is_empty(), "yolo made its own network");
+    assert_eq!(shared().lines().count(), 1, "the guards' network");
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty());
-    assert!(
-        networks().trim().is_empty(),
-        "--remove deletes yolo's network"
+    assert_eq!(
+        shared().lines().count(),
+        1,
+        "--remove keeps the shared network"
     );
     assert_eq!(
         docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(),

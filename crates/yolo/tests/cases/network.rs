@@ -1052,12 +1052,85 @@ print(sum(sent))
     );
 }
 
-/// Each project's guard is on a network of its own (docs/architecture.md, "Why a network per
-/// project"): root in one project's agent, its firewall open, cannot reach another project's
+/// Two projects' guards share one network (docs/architecture.md, "One network for all
+/// guards"); root in one project's agent, its firewall open, cannot reach the other project's
 /// published port by address.
 #[test]
-fn one_project_cannot_reach_another_by_address() {
+fn projects_on_the_shared_network_cannot_reach_each_other() {
     let t = Test::new();
+    let (shared, b_ip, port) = two_projects(&t);
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    let options = inspect_network(&shared[0]);
+    assert_eq!(
+        options["Options"]["com.docker.network.bridge.enable_icc"], "false",
+        "{options}"
+    );
+    assert_unreachable(&t, &b_ip, port);
+}
+
+/// The same two projects on a network of the user's that lets its containers talk
+/// (inter-container communication on, as a host without bridge netfilter would have it): the
+/// other project's guard still refuses what does not come from the gateway. The control: two
+/// plain containers on that network do reach each other.
+#[test]
+fn a_guard_refuses_other_containers_of_its_bridge_even_where_docker_lets_them_talk() {
+    let t = Test::new();
+    let network = format!("yolo-{}-icc", t.id);
+    docker(&[
+        "network",
+        "create",
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        &network,
+    ]);
+    t.user_config(&format!("[firewall]\ndocker_network = \"{network}\"\n"));
+    let (on, b_ip, port) = two_projects(&t);
+    assert_eq!(on, vec![network.clone()]);
+    let listener = format!("yolo-{}-icc-listener", t.id);
+    docker(&[
+        "run",
+        "-d",
+        "--name",
+        &listener,
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--network",
+        &network,
+        AGENT_IMAGE,
+        "perl",
+        "-MIO::Socket::INET",
+        "-e",
+        "$s = IO::Socket::INET->new(LocalPort => 7070, Listen => 5, ReuseAddr => 1) or die; while ($c = $s->accept) { print $c \"plain hello\\n\"; close $c }",
+    ]);
+    let listener_ip = ip_of(&listener, &network);
+    let mut said = String::new();
+    for _ in 0..30 {
+        said = docker(&[
+            "run",
+            "--rm",
+            "--label",
+            &format!("{LABEL}={}", t.id),
+            "--network",
+            &network,
+            AGENT_IMAGE,
+            "perl",
+            "-MIO::Socket::INET",
+            "-e",
+            &format!("$c = IO::Socket::INET->new(PeerAddr => \"{listener_ip}\", PeerPort => 7070, Timeout => 3) or exit 7; print <$c>"),
+        ]);
+        if said.contains("plain hello") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(said.contains("plain hello"), "the control: {said}");
+    assert_unreachable(&t, &b_ip, port);
+}
+
+/// Project b (this test's folder) publishes a port, answered through it from the host; project
+/// a (`other/`) runs with its firewall open and root in its agent. The networks both guards
+/// are on (the same), b's guard's address there and the port.
+fn two_projects(t: &Test) -> (Vec<String>, String, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -1067,21 +1140,10 @@ fn one_project_cannot_reach_another_by_address() {
         r#"{{"image": "debian:bookworm-slim", "forwardPorts": [{port}]}}"#
     ));
     t.up(&[]);
-    // The control: the listener answers through the published port.
-    let said = greet_through_port(&t, port, "hello from b", port);
+    // The control: the listener answers through the published port (from the gateway).
+    let said = greet_through_port(t, port, "hello from b", port);
     assert_eq!(said.trim(), "hello from b");
-    let b = inspect(&guard_of(&t));
-    let b_ip = b["NetworkSettings"]["Networks"]
-        .as_object()
-        .unwrap()
-        .values()
-        .next()
-        .unwrap()["IPAddress"]
-        .as_str()
-        .unwrap()
-        .to_string();
 
-    // Another project of the same user, with the firewall open and root in its agent.
     let other = t.root().join("other");
     std::fs::create_dir_all(other.join(".devcontainer")).unwrap();
     std::fs::write(
@@ -1099,23 +1161,65 @@ fn one_project_cannot_reach_another_by_address() {
         "{}",
         String::from_utf8_lossy(&up.stderr)
     );
+    let guards = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=dev.yolo.role=guard",
+    ]);
+    let guards: Vec<Value> = guards.lines().map(inspect).collect();
+    assert_eq!(guards.len(), 2);
+    let networks = |g: &Value| -> Vec<String> {
+        g["NetworkSettings"]["Networks"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let shared = networks(&guards[0]);
+    assert_eq!(networks(&guards[1]), shared, "both guards on one network");
+    let b = guards
+        .iter()
+        .find(|g| {
+            g["HostConfig"]["PortBindings"]
+                .as_object()
+                .is_some_and(|p| !p.is_empty())
+        })
+        .expect("the guard with the published port");
+    let b_ip = b["NetworkSettings"]["Networks"][&shared[0]]["IPAddress"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (shared, b_ip, port)
+}
+
+/// Root in project a's open agent connects to b's published port by b's address: refused,
+/// though a's own firewall let the connection out.
+fn assert_unreachable(t: &Test, b_ip: &str, port: u16) {
     let attack = format!(
         "perl -MIO::Socket::INET -e '$c = IO::Socket::INET->new(PeerAddr => \"{b_ip}\", PeerPort => {port}, Timeout => 3) or exit 7; print <$c>'"
     );
     let run = t
         .command(&["exec", "sh", "-c", &attack])
-        .current_dir(&other)
+        .current_dir(t.root().join("other"))
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&run.stdout);
     assert!(!out.contains("hello"), "the other project answered: {out}");
     assert_eq!(run.status.code(), Some(7), "{out}");
-    // Its own firewall let the connection out (open mode): Docker's networks stopped it.
     let events = t.events();
     assert!(
         events
             .iter()
-            .any(|e| e["kind"] == "connection" && e["dst"] == b_ip.as_str()),
+            .any(|e| e["kind"] == "connection" && e["dst"] == b_ip),
         "{events:#?}"
     );
+}
+
+fn inspect_network(name: &str) -> Value {
+    let text = docker(&["network", "inspect", name]);
+    serde_json::from_str::<Value>(&text).unwrap()[0].clone()
 }

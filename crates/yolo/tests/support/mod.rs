@@ -356,6 +356,31 @@ impl Test {
         .collect()
     }
 
+    /// This test's networks but the guards' shared one (made once, kept by `down --remove`),
+    /// one id a line.
+    pub fn project_networks(&self) -> String {
+        let all = docker(&[
+            "network",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label={LABEL}={}", self.id),
+        ]);
+        let shared = docker(&[
+            "network",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label={LABEL}={}", self.id),
+            "--filter",
+            "label=dev.yolo.shared=true",
+        ]);
+        all.lines()
+            .filter(|id| !shared.lines().any(|s| s == *id))
+            .map(|id| format!("{id}\n"))
+            .collect()
+    }
+
     /// The session log events of this test (all sessions).
     /// The ids of the images carrying this test's label.
     pub fn images(&self) -> String {
