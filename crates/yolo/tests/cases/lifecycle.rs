@@ -1,6 +1,7 @@
 //! up / reuse / rebuild / down, and what the created container looks like.
 
 use crate::support::*;
+use serde_json::Value;
 
 const SIMPLE: &str = r#"{
   // a comment, and a trailing comma below
@@ -216,6 +217,50 @@ fn a_changed_config_is_refused_until_accepted_then_flagged_stale_and_rebuild_rec
     assert_eq!(t.agents().len(), 1, "the old container is gone");
     let env = inspect(rebuilt["container"]["id"].as_str().unwrap())["Config"]["Env"].to_string();
     assert!(env.contains("NEW=1"));
+}
+
+/// An agent granted NET_RAW could forge frames on a bridge other projects share: its guard
+/// gets a network of the project's own (docs/architecture.md, "One network for all guards"),
+/// which `down --remove` deletes.
+#[test]
+fn an_agent_granted_net_raw_gets_a_bridge_of_its_own() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "capAdd": ["NET_RAW"]}"#);
+    t.up(&["--grant", "cap-add=NET_RAW"]);
+    let guard = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=dev.yolo.role=guard",
+    ]);
+    let guard = inspect(guard.trim());
+    let networks: Vec<String> = guard["NetworkSettings"]["Networks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(networks.len(), 1, "{networks:?}");
+    assert!(networks[0].ends_with("-net"), "{networks:?}");
+    let labels = &inspect_network(&networks[0])["Labels"];
+    assert_eq!(labels["dev.yolo.shared"], Value::Null, "{labels}");
+    assert_eq!(
+        guard["Config"]["Env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e.as_str().unwrap().starts_with("YOLO_SHARED_BRIDGE"))
+            .count(),
+        0
+    );
+    t.yolo(&["down", "--remove"]).ok();
+    assert_eq!(
+        t.project_networks().trim(),
+        "",
+        "the project's own network is removed"
+    );
 }
 
 #[test]

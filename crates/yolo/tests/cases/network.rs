@@ -1218,8 +1218,3 @@ fn assert_unreachable(t: &Test, b_ip: &str, port: u16) {
         "{events:#?}"
     );
 }
-
-fn inspect_network(name: &str) -> Value {
-    let text = docker(&["network", "inspect", name]);
-    serde_json::from_str::<Value>(&text).unwrap()[0].clone()
-}

@@ -475,6 +475,12 @@ pub fn cleanup_label(label: &str) -> Result<(), String> {
 
 /// Run the docker CLI (the real engine) and return stdout, whatever the exit status.
 #[track_caller]
+/// `docker network inspect NAME`, the one object.
+pub fn inspect_network(name: &str) -> serde_json::Value {
+    let text = docker(&["network", "inspect", name]);
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()[0].clone()
+}
+
 pub fn docker(args: &[&str]) -> String {
     try_docker(args).unwrap_or_else(|e| panic!("{e}"))
 }
