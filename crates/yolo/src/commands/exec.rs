@@ -4,7 +4,7 @@
 use super::hooks::Runner;
 use super::session;
 use crate::cli::Target;
-use crate::engine::{Engine, Output};
+use crate::engine::{ContainerDetails, Engine, Output};
 use crate::error::{Error, Result};
 use crate::project::Located;
 use crate::state::WorkspaceState;
@@ -47,10 +47,16 @@ pub(crate) async fn attach_with_env(
     extra_env: Vec<String>,
 ) -> Result<i32> {
     let mut state = WorkspaceState::load(&located.devcontainer_id)?;
-    let container = running_container(engine, located).await?;
+    let (container, details) = match known_agent(engine, &state, located).await {
+        Some(known) => known,
+        None => {
+            let container = running_container(engine, located).await?;
+            let details = engine.inspect(&container).await?;
+            (container, details)
+        }
+    };
     let settings = state.exec.clone().unwrap_or_default();
     let writer = session::current(&state)?;
-    let details = engine.inspect(&container).await?;
     let mut runner = Runner {
         engine,
         container: container.clone(),
@@ -129,6 +135,23 @@ fn record(writer: &crate::audit::Writer, source: &str, argv: &[String]) -> Outpu
             Output::Inherit
         }
     }
+}
+
+/// The agent container `yolo up` last recorded for this workspace, inspected, when it is still
+/// that workspace's agent and runs: one request instead of a list and an inspection. None
+/// otherwise (gone, stopped, recreated, no record): the caller looks it up by its labels.
+async fn known_agent(
+    engine: &Engine,
+    state: &WorkspaceState,
+    located: &Located,
+) -> Option<(String, ContainerDetails)> {
+    let id = &state.exec.as_ref()?.container;
+    if id.is_empty() {
+        return None;
+    }
+    let details = engine.inspect(id).await.ok()?;
+    (details.running && details.agent_of.as_deref() == Some(located.devcontainer_id.as_str()))
+        .then(|| (id.clone(), details))
 }
 
 async fn running_container(engine: &Engine, located: &Located) -> Result<String> {

@@ -146,6 +146,11 @@ impl Engine {
         let state = info.state.unwrap_or_default();
         let config = info.config.unwrap_or_default();
         let host = info.host_config.unwrap_or_default();
+        let label = |key: &str| config.labels.as_ref().and_then(|l| l.get(key)).cloned();
+        let agent_of = (label(labels::MANAGED).as_deref() == Some("true")
+            && label(labels::ROLE).as_deref() == Some(Role::Agent.label()))
+        .then(|| label(labels::ID))
+        .flatten();
         Ok(ContainerDetails {
             running: state.running.unwrap_or(false),
             exit_code: state.exit_code.unwrap_or_default(),
@@ -159,6 +164,7 @@ impl Engine {
                 .labels
                 .as_ref()
                 .is_some_and(|l| l.get(labels::EXEC_AUDIT).is_some_and(|v| v == "shim")),
+            agent_of,
         })
     }
 

@@ -27,7 +27,8 @@ pub(crate) use guard::{
 };
 pub(crate) use images::FeaturesBuild;
 pub(crate) use types::{
-    Container, Found, HostFacts, Made, NetworkAttach, Owner, ProjectNetwork, Report, Role,
+    Container, ContainerDetails, Found, HostFacts, Made, NetworkAttach, Owner, ProjectNetwork,
+    Report, Role,
 };
 
 use crate::error::{Error, Result};

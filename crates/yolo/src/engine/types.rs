@@ -131,6 +131,9 @@ pub(crate) struct ContainerDetails {
     pub(crate) pids: Option<i64>,
     /// Its commands start through the exec audit's shim (`dev.yolo.exec-audit`).
     pub(crate) supervised: bool,
+    /// The devcontainerId whose agent it is (`dev.yolo.id` on a container yolo made with
+    /// `dev.yolo.role=agent`); None for any other container.
+    pub(crate) agent_of: Option<String>,
 }
 
 /// How a container joins the network (Docker's network mode).

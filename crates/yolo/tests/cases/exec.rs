@@ -20,6 +20,44 @@ fn exec_passes_exit_codes_and_stdin_through() {
     assert_eq!(stderr.stdout(), "");
 }
 
+/// `exec` goes straight to the agent `up` recorded; a record that names something else (a
+/// container gone, or one that is not this workspace's agent: here its guard) is not trusted,
+/// and the agent is found by its labels.
+#[test]
+fn exec_finds_the_agent_when_the_recorded_container_is_not_it() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    t.yolo(&["exec", "sh", "-c", "echo $HOSTNAME > /tmp/agent-mark"])
+        .ok();
+    let workspaces = t.data_dir.join("workspaces");
+    let state_file = std::fs::read_dir(&workspaces)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("the workspace state");
+    let original = std::fs::read_to_string(&state_file).unwrap();
+    let mut state: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let agent = state["exec"]["container"].as_str().unwrap().to_string();
+    let guard = docker(&[
+        "ps",
+        "-q",
+        "--no-trunc",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        "label=dev.yolo.role=guard",
+    ]);
+    for recorded in ["0123456789ab-gone", guard.trim()] {
+        state["exec"]["container"] = recorded.into();
+        std::fs::write(&state_file, state.to_string()).unwrap();
+        let out = t.yolo(&["exec", "cat", "/tmp/agent-mark"]).ok();
+        assert!(!out.stdout().trim().is_empty(), "{recorded}: in the agent");
+    }
+    assert_ne!(agent, guard.trim());
+}
+
 #[test]
 fn exec_runs_in_the_workspace_which_is_the_repository() {
     let t = Test::new();
