@@ -381,7 +381,6 @@ impl Test {
             .collect()
     }
 
-    /// The session log events of this test (all sessions).
     /// The ids of the images carrying this test's label.
     pub fn images(&self) -> String {
         docker(&[
@@ -397,6 +396,7 @@ impl Test {
         self.events().into_iter().find(|e| e["kind"] == kind)
     }
 
+    /// The session log events of this test (all sessions).
     pub fn events(&self) -> Vec<serde_json::Value> {
         let mut out: Vec<serde_json::Value> = vec![];
         let mut paths = vec![];
@@ -432,7 +432,6 @@ impl Drop for Test {
     }
 }
 
-/// Remove everything carrying `label` (containers first: they hold volumes and networks).
 /// `[build] allow` for Debian's mirror, for tests whose images `apt-get` through yolo's build.
 /// Where the mirror answers from a private or documentation address (a proxy, as on the test
 /// machines), the guard does not open it (DNS rebinding): the address is listed as a static
@@ -446,6 +445,7 @@ pub fn mirror_for_builds() -> String {
     format!("[build]\nallow = [{}]\n", addrs.join(", "))
 }
 
+/// Remove everything carrying `label` (containers first: they hold volumes and networks).
 pub fn cleanup_label(label: &str) -> Result<(), String> {
     let filter = format!("label={label}");
     let ids = try_docker(&["ps", "-aq", "--filter", &filter])?;
