@@ -24,6 +24,7 @@ pub(crate) mod ruleset;
 pub(crate) mod setelem;
 pub(crate) mod sets;
 pub(crate) mod writer;
+pub(crate) mod xsk;
 
 /// Events the unit tests of several modules build alike.
 #[cfg(test)]
@@ -177,6 +178,18 @@ fn enforce_and_serve<B: Batches>(
             .and_then(|text| yolo_protocol::Gateway::from_proc_net_route(&text)),
         ..config
     };
+    // Without the gateway, published ports would be open to every container of the bridge;
+    // on the one other projects' guards share, the guard does not start.
+    if shared_bridge()
+        && config.mode != NetworkMode::None
+        && !config.published_ports.is_empty()
+        && config.gateway.is_none()
+    {
+        return Err(fail(
+            "no default route in /proc/net/route",
+            "published ports could be reached by other projects on the shared bridge".into(),
+        ));
+    }
     let allowlist =
         Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e.to_string()))?;
     let expected = batches.build(&config, &allowlist);
@@ -232,7 +245,7 @@ fn enforce_and_serve<B: Batches>(
             return Err(fail(
                 "cannot seal the build's frames on the bridge other projects share",
                 format!(
-                    "{e}; set [firewall] docker_network to give this project a network of its own"
+                    "{e}; build with `[build] network = \"none\"`, or on an engine whose kernel has the netdev egress hook (Linux 5.16)"
                 ),
             ));
         }
@@ -300,7 +313,12 @@ fn seal_egress() -> std::result::Result<(), String> {
     };
     let egress = ruleset::egress(&devices, stamp);
     sets::apply(&egress)?;
-    sets::verify(&egress)
+    sets::verify(&egress)?;
+    // AF_XDP sends below the egress hook: every queue taken before the build starts.
+    for device in &devices {
+        xsk::hold_queues(&device.name)?;
+    }
+    Ok(())
 }
 
 /// Every IPv4 address of the namespace's interfaces, with the interface's name (`getifaddrs`;
@@ -330,8 +348,11 @@ fn ipv4_addresses() -> std::result::Result<Vec<(String, std::net::Ipv4Addr)>, St
                     std::ffi::CStr::from_ptr(entry.ifa_name),
                 )
             };
+            // A labelled address (`eth0:1`) is the interface's own too.
+            let name = name.to_string_lossy();
+            let device = name.split(':').next().unwrap_or_default();
             found.push((
-                name.to_string_lossy().into_owned(),
+                device.to_string(),
                 std::net::Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
             ));
         }
@@ -867,6 +888,37 @@ mod tests {
             .args(["netns", "del", &name])
             .status();
         Some(result.expect("netns thread").expect("real nft path"))
+    }
+
+    /// In a namespace of its own with a veth pair: every queue held, and another AF_XDP socket
+    /// (what a RUN step would open) cannot bind any of them.
+    #[test]
+    fn held_queues_refuse_another_af_xdp_socket() {
+        let Some((held, second)) = in_netns("xsk", || {
+            let ip = |args: &[&str]| {
+                std::process::Command::new("ip")
+                    .args(args)
+                    .status()
+                    .map_err(|e| e.to_string())
+            };
+            ip(&["link", "add", "v0", "type", "veth", "peer", "name", "v1"])?;
+            ip(&["link", "set", "v0", "up"])?;
+            let held = xsk::hold_queues("v0")?;
+            // SAFETY: a valid NUL-terminated string.
+            let index = unsafe { libc::if_nametoindex(c"v0".as_ptr()) };
+            let second: Vec<Option<i32>> = (0..held)
+                .map(|q| {
+                    xsk::bind_queue(index, q)
+                        .err()
+                        .and_then(|e| e.raw_os_error())
+                })
+                .collect();
+            Ok((held, second))
+        }) else {
+            return;
+        };
+        assert!(held >= 1, "{held}");
+        assert!(second.iter().all(|e| *e == Some(libc::EBUSY)), "{second:?}");
     }
 
     fn dynamic_elements() -> std::result::Result<Vec<String>, String> {

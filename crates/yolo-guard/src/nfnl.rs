@@ -732,6 +732,8 @@ struct Exprs<'a> {
     batch: &'a mut Batch,
     table: String,
     family: u8,
+    /// The rule already loads `meta iiftype` for a link-layer field (nft does it once).
+    link_dependency: bool,
 }
 
 impl Exprs<'_> {
@@ -816,6 +818,7 @@ impl Exprs<'_> {
                 ("th" | "tcp" | "udp", "sport") => (2, 0, Ty::Service),
                 ("icmpv6", "type") => (2, 0, Ty::Icmpv6Type),
                 ("ether", "saddr") => (0, 6, Ty::Ether),
+                ("ether", "type") => (0, 12, Ty::EtherType),
                 ("arp", "saddr ether") => (1, 8, Ty::Ether),
                 ("arp", "saddr ip") => (1, 14, Ty::Ipv4),
                 other => return Err(format!("payload {other:?} is not supported")),
@@ -823,9 +826,10 @@ impl Exprs<'_> {
             // nft's dependency for a link-layer field in a netdev table: an Ethernet device
             // (`meta iiftype`, ARPHRD_ETHER). The `arp` fields' (`meta protocol arp`) comes
             // from the rule itself.
-            if proto == "ether" && self.family == NFPROTO_NETDEV {
+            if proto == "ether" && self.family == NFPROTO_NETDEV && !self.link_dependency {
                 self.meta_load(8, REG_1);
                 self.cmp(REG_1, 0, &1u16.to_ne_bytes());
+                self.link_dependency = true;
             }
             // The dependencies nft adds in an inet table.
             if self.family == NFPROTO_INET {
@@ -1071,6 +1075,7 @@ fn add_rule(batch: &mut Batch, sets: &Sets, obj: &Value) -> Result<(), String> {
         batch,
         table: table.clone(),
         family,
+        link_dependency: false,
     };
     for stmt in obj["expr"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
         exprs

@@ -254,7 +254,9 @@ pub fn egress(devices: &[Device], stamp: Stamp) -> Nftables<'static> {
         for ip in &device.ipv4 {
             batch.add(egress_rule(vec![
                 is(meta(MetaKey::Protocol), s("arp")),
+                // The frame's own type too: `meta protocol` is what the sending socket said.
                 is(payload("ether", "saddr"), s(&device.mac)),
+                is(payload("ether", "type"), s("arp")),
                 is(payload("arp", "saddr ether"), s(&device.mac)),
                 is(payload("arp", "saddr ip"), s(&ip.to_string())),
                 accept(),
@@ -1317,6 +1319,7 @@ mod tests {
                     matched("ether", "saddr"),
                     (eq.clone(), "02:42:ac:11:00:02".into())
                 );
+                assert_eq!(matched("ether", "type"), (eq.clone(), "arp".into()));
                 assert_eq!(
                     matched("arp", "saddr ether"),
                     (eq.clone(), "02:42:ac:11:00:02".into())

@@ -97,26 +97,29 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// The IPv4 default route in the text of `/proc/net/route` (the first, as the kernel
-    /// picks it): hexadecimal fields in the host's byte order.
+    /// The IPv4 default route in the text of `/proc/net/route`, as the kernel picks it: of
+    /// the routes up with a gateway and no destination, the lowest metric. Hexadecimal
+    /// fields in the host's byte order.
     pub fn from_proc_net_route(text: &str) -> Option<Gateway> {
-        text.lines().skip(1).find_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let (interface, destination, gateway, mask) = (
-                fields.first()?,
-                fields.get(1)?,
-                fields.get(2)?,
-                fields.get(7)?,
-            );
-            let hex = |f: &str| u32::from_str_radix(f, 16).ok();
-            if hex(destination)? != 0 || hex(mask)? != 0 || hex(gateway)? == 0 {
-                return None;
-            }
-            Some(Gateway {
-                interface: interface.to_string(),
-                address: std::net::Ipv4Addr::from(hex(gateway)?.to_ne_bytes()),
+        const UP_WITH_GATEWAY: u32 = 0x1 | 0x2; // RTF_UP | RTF_GATEWAY
+        text.lines()
+            .skip(1)
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let hex = |i: usize| u32::from_str_radix(fields.get(i)?, 16).ok();
+                let (destination, gateway, flags, mask) = (hex(1)?, hex(2)?, hex(3)?, hex(7)?);
+                let metric: u32 = fields.get(6)?.parse().ok()?;
+                let default = destination == 0 && mask == 0 && gateway != 0;
+                (default && flags & UP_WITH_GATEWAY == UP_WITH_GATEWAY).then(|| {
+                    let gateway = Gateway {
+                        interface: fields[0].to_string(),
+                        address: std::net::Ipv4Addr::from(gateway.to_ne_bytes()),
+                    };
+                    (metric, gateway)
+                })
             })
-        })
+            .min_by_key(|(metric, _)| *metric)
+            .map(|(_, gateway)| gateway)
     }
 }
 
@@ -227,6 +230,22 @@ eth0\t000012AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
             Gateway::from_proc_net_route(text)
         };
         assert_eq!(Gateway::from_proc_net_route(text), expected);
+        // Of two default routes, the lower metric; one that is down does not count.
+        let two = format!(
+            "{text}eth1\t00000000\t0100A8C0\t0003\t0\t0\t5\t00000000\t0\t0\t0\n\
+eth2\t00000000\t0200A8C0\t0002\t0\t0\t0\t00000000\t0\t0\t0\n"
+        );
+        let picked = Gateway::from_proc_net_route(&two).unwrap();
+        assert_eq!(picked.interface, "eth0");
+        let lower = two.replace("0003\t0\t0\t5\t", "0003\t0\t0\t0\t");
+        let lower = lower.replace(
+            "eth0\t00000000\t010012AC\t0003\t0\t0\t0",
+            "eth0\t00000000\t010012AC\t0003\t0\t0\t9",
+        );
+        assert_eq!(
+            Gateway::from_proc_net_route(&lower).unwrap().interface,
+            "eth1"
+        );
         // No default route (a guard with no network): none.
         let lines: Vec<&str> = text.lines().filter(|l| !l.contains("010012AC")).collect();
         assert_eq!(Gateway::from_proc_net_route(&lines.join("\n")), None);

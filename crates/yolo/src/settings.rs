@@ -129,7 +129,8 @@ pub(crate) struct GuardSettings {
     pub(crate) deny_nxdomain: bool,
     /// `[firewall] allow_internal_answers`.
     pub(crate) allow_internal_answers: bool,
-    /// `[firewall] docker_network`; `None`: a network of the project's own.
+    /// `[firewall] docker_network`; `None`: the bridge all projects' guards share, or one of
+    /// the project's own (`commands::network::network_name`).
     pub(crate) docker_network: Option<String>,
     /// `guard_image`: a ready image to use instead of building one.
     pub(crate) image: Option<String>,

@@ -92,7 +92,8 @@ pub(crate) struct UserFirewall {
     pub(crate) deny_with_nxdomain: bool,
     /// Open private/loopback/link-local answers of allowed names (internal services).
     pub(crate) allow_internal_answers: bool,
-    /// Put the project on this existing Docker network instead of a network of its own.
+    /// Put every project's guard on this Docker network (made if missing) instead of the
+    /// shared bridge or one of the project's own.
     pub(crate) docker_network: Option<String>,
 }
 

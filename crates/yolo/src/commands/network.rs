@@ -100,12 +100,24 @@ pub(crate) fn guard_name(project: &Project) -> String {
 /// The Docker network the project's guard is on: the user's choice; else the one every
 /// project's guard shares (inter-container communication off), unless [`own_bridge_reason`]
 /// gives the project one of its own.
-pub(crate) fn network_name(engine: &Engine, project: &Project) -> Network {
-    let kernel = engine.kernel_version();
-    match &project.settings.guard.docker_network {
-        Some(name) => Network::Named(name.clone()),
-        None if own_bridge_reason(engine.is_podman(), kernel, &project.spec).is_some() => {
-            Network::Own(own_network(&project.spec.container_name))
+pub(crate) fn network_name(engine: &Engine, project: &Project, builds: bool) -> Network {
+    let named = project.settings.guard.docker_network.as_deref();
+    network_for(engine, named, &project.spec, builds)
+}
+
+/// [`network_name`] for `spec`, with the user's `[firewall] docker_network`, `named`;
+/// `builds`: an image is built behind the guard first.
+fn network_for(
+    engine: &Engine,
+    named: Option<&str>,
+    spec: &crate::run_spec::RunSpec,
+    builds: bool,
+) -> Network {
+    let (podman, kernel) = (engine.is_podman(), engine.kernel_version());
+    match named {
+        Some(name) => Network::Named(name.to_string()),
+        None if own_bridge_reason(podman, kernel, spec, builds).is_some() => {
+            Network::Own(own_network(&spec.container_name))
         }
         None => Network::Shared(shared_network()),
     }
@@ -114,25 +126,31 @@ pub(crate) fn network_name(engine: &Engine, project: &Project) -> Network {
 /// Why a project's guard gets a bridge of its own instead of the shared one, if it does. On the
 /// shared bridge, isolation between projects rests on three things (docs/architecture.md, "One
 /// network for all guards"): nothing in a guard's namespace but an image build holds NET_RAW,
-/// the build's frames are sealed (ARP included) by the egress hook, and each guard accepts
-/// its published ports from the gateway alone. Where one of them cannot hold, the project is
-/// alone on its segment, as before.
+/// NET_ADMIN or a way to them, the build's frames are sealed (ARP included), and each guard
+/// accepts its published ports from the gateway alone. Where one of them cannot hold, the
+/// project is alone on its segment, as before. `builds`: an image is built behind the guard.
 pub(crate) fn own_bridge_reason(
     podman: bool,
     kernel: Option<(u32, u32)>,
     spec: &crate::run_spec::RunSpec,
+    builds: bool,
 ) -> Option<&'static str> {
-    let raw = |cap: &String| {
-        let cap = cap.to_ascii_uppercase();
-        matches!(
-            cap.trim_start_matches("CAP_"),
-            "NET_RAW" | "NET_ADMIN" | "ALL"
-        )
-    };
-    if podman {
+    if builds {
+        // RUN steps hold NET_RAW, which opens AF_XDP sockets: their frames leave through
+        // `__dev_direct_xmit`, which no netdev egress hook sees, so no seal keeps them off the
+        // segment (an attack run did it on Linux 6.18). Alone on it, they meet only the host.
+        Some("an image is built behind the guard, whose RUN steps hold NET_RAW")
+    } else if podman {
         Some("Podman cannot turn inter-container communication off")
-    } else if spec.privileged || spec.cap_add.iter().any(raw) {
-        Some("the agent is granted NET_RAW or NET_ADMIN, with which it could forge frames")
+    } else if spec.privileged
+        || !spec.cap_add.is_empty()
+        || !spec.devices.is_empty()
+        || !spec.security_opt.is_empty()
+    {
+        // Not only NET_RAW and NET_ADMIN: SYS_PTRACE reaches the guard (the agent shares its
+        // PID namespace) and through it NET_ADMIN, SYS_ADMIN reaches nearly anything; no
+        // grant is judged harmless here.
+        Some("the agent is granted capabilities, devices or security options beyond yolo's own set")
     } else if spec.compose.is_some() {
         // The dev service's capabilities come from the Compose files, read later.
         Some("a Compose project")
@@ -144,6 +162,7 @@ pub(crate) fn own_bridge_reason(
 }
 
 /// Which network the guard is on, and so how it is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Network {
     /// `[firewall] docker_network`: made (as the project's) if missing.
     Named(String),
@@ -252,9 +271,14 @@ fn guard_workspace(project: &Project) -> Option<PathBuf> {
 }
 
 /// Create the guard (container, network, config) without starting it.
-pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<String> {
+/// `builds`: an image is built behind it first (then it gets a bridge of the project's own).
+pub(crate) async fn create_guard(
+    engine: &Engine,
+    project: &Project,
+    builds: bool,
+) -> Result<String> {
     let guard = &project.settings.guard;
-    let network = network_name(engine, project);
+    let network = network_name(engine, project, builds);
     let owner = Owner::of(&project.spec);
     // Independent, and the network's creation is one of the slower calls of a cold `up`.
     let made = async {
@@ -298,6 +322,7 @@ pub(crate) async fn create_guard(engine: &Engine, project: &Project) -> Result<S
         workspace: guard_workspace(project),
         limits_required: project.spec.limits_required,
         shared_bridge: matches!(network, Network::Shared(_)),
+        builds,
         config_dir: if remote {
             // A folder left by a guard of the same name on a local engine would be written
             // instead of the copy this guard reads (`Engine::update_guard_config`).
@@ -406,34 +431,37 @@ mod tests {
     fn a_project_gets_a_bridge_of_its_own_where_the_shared_one_cannot_hold() {
         let plain = crate::policy::test_support::ok(serde_json::json!({"image": "debian"}));
         let new_kernel = Some((6, 1));
-        assert_eq!(own_bridge_reason(false, new_kernel, &plain), None);
-        assert!(own_bridge_reason(false, Some((5, 16)), &plain).is_none());
+        assert_eq!(own_bridge_reason(false, new_kernel, &plain, false), None);
+        assert!(own_bridge_reason(false, Some((5, 16)), &plain, false).is_none());
+        // A build's RUN steps (NET_RAW, AF_XDP) are never on the shared bridge.
+        assert!(own_bridge_reason(false, new_kernel, &plain, true)
+            .unwrap()
+            .contains("built behind the guard"));
         // No egress hook to seal a build's frames, or a kernel that does not say.
         for kernel in [Some((5, 15)), Some((4, 19)), None] {
-            let why = own_bridge_reason(false, kernel, &plain).unwrap();
+            let why = own_bridge_reason(false, kernel, &plain, false).unwrap();
             assert!(why.contains("egress hook"), "{kernel:?}: {why}");
         }
-        assert!(own_bridge_reason(true, new_kernel, &plain)
+        assert!(own_bridge_reason(true, new_kernel, &plain, false)
             .unwrap()
             .contains("Podman"));
-        // An agent that could forge frames, however the grant spells the capability.
-        for cap in [
-            "NET_RAW",
-            "cap_net_raw",
-            "NET_ADMIN",
-            "CAP_NET_ADMIN",
-            "all",
-        ] {
+        // Any grant beyond yolo's own set: NET_RAW and NET_ADMIN forge frames, SYS_PTRACE
+        // reaches the guard's NET_ADMIN through the shared PID namespace.
+        for cap in ["NET_RAW", "cap_net_admin", "SYS_PTRACE", "SYS_ADMIN", "all"] {
             let mut spec = plain.clone();
-            spec.cap_add = vec!["CHOWN".into(), cap.into()];
-            let why = own_bridge_reason(false, new_kernel, &spec).unwrap();
-            assert!(why.contains("NET_RAW"), "{cap}: {why}");
+            spec.cap_add = vec![cap.into()];
+            let why = own_bridge_reason(false, new_kernel, &spec, false).unwrap();
+            assert!(why.contains("capabilities"), "{cap}: {why}");
         }
         let mut spec = plain.clone();
-        spec.cap_add = vec!["SYS_PTRACE".into()];
-        assert_eq!(own_bridge_reason(false, new_kernel, &spec), None);
+        spec.devices = vec!["/dev/fuse".into()];
+        assert!(own_bridge_reason(false, new_kernel, &spec, false).is_some());
+        let mut spec = plain.clone();
+        spec.security_opt = vec!["seccomp=unconfined".into()];
+        assert!(own_bridge_reason(false, new_kernel, &spec, false).is_some());
+        let mut spec = plain.clone();
         spec.privileged = true;
-        assert!(own_bridge_reason(false, new_kernel, &spec).is_some());
+        assert!(own_bridge_reason(false, new_kernel, &spec, false).is_some());
     }
 
     /// The guard matches these as the watcher does: ignoring case, `*` across `/`.

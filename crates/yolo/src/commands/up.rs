@@ -773,7 +773,7 @@ impl Act<'_> {
             // guard runs (it needs the guard's namespaces, nothing more): that program waits
             // for the guard's supervisor, which opens last, once the firewall holds. Any other
             // agent starts only once the guard says it is ready.
-            let guard_id = act.make_guard(guard).await?;
+            let guard_id = act.make_guard(guard, false).await?;
             let network = guard_id
                 .clone()
                 .map_or(NetworkAttach::None, NetworkAttach::Container);
@@ -827,8 +827,9 @@ impl Act<'_> {
     }
 
     /// The guard of this start made, or a kept one stopped (so it reads the new session's
-    /// config when it starts); its id, or None without one.
-    async fn make_guard(&self, step: &GuardStep) -> Result<Option<String>> {
+    /// config when it starts); its id, or None without one. `builds`: an image is built behind
+    /// it first.
+    async fn make_guard(&self, step: &GuardStep, builds: bool) -> Result<Option<String>> {
         match step {
             GuardStep::Start { id, running } => {
                 if *running {
@@ -837,7 +838,7 @@ impl Act<'_> {
                 Ok(Some(id.clone()))
             }
             GuardStep::Recreate { .. } | GuardStep::Create => Ok(Some(
-                network::create_guard(self.engine, self.project).await?,
+                network::create_guard(self.engine, self.project, builds).await?,
             )),
             GuardStep::Remove { .. } | GuardStep::Nothing => Ok(None),
         }
@@ -945,7 +946,7 @@ impl Act<'_> {
                 Some(network::guard_name(self.project))
             }
             GuardStep::Recreate { .. } | GuardStep::Create => {
-                network::create_guard(self.engine, self.project).await?;
+                network::create_guard(self.engine, self.project, false).await?;
                 Some(network::guard_name(self.project))
             }
             GuardStep::Remove { .. } | GuardStep::Nothing => None,
@@ -1141,6 +1142,8 @@ impl Act<'_> {
         writer: &Writer,
         state: &mut WorkspaceState,
     ) -> Result<Option<String>> {
+        // A guard that built is on a bridge of the project's own (`network::own_bridge_reason`),
+        // so grants the image's metadata adds cannot put the agent on the shared one.
         if planned.ports == self.project.spec.ports {
             let again = GuardStep::Start { id, running: true };
             return self.guard(&again, writer, state).await;
@@ -1222,7 +1225,7 @@ impl Act<'_> {
         allow: Vec<String>,
         phase: Option<&str>,
     ) -> Result<Option<String>> {
-        let Some(id) = self.make_guard(step).await? else {
+        let Some(id) = self.make_guard(step, phase.is_some()).await? else {
             return Ok(None);
         };
         let config = network::guard_config(self.project, self.mode, writer.session(), allow, phase);

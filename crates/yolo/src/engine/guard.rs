@@ -39,6 +39,10 @@ const ICC: &str = "com.docker.network.bridge.enable_icc";
 /// reading the agent's processes for the exec audit (SYS_PTRACE: `process_vm_readv`, a brief
 /// `PTRACE_SEIZE` at each exec, `/proc/<pid>` of another container's processes).
 const GUARD_CAPS: &[&str] = &["NET_ADMIN", "NET_BIND_SERVICE", "SYS_PTRACE"];
+/// Added for a guard an image is built behind: its seal takes every queue of its interfaces
+/// with an AF_XDP socket (NET_RAW) before the build, whose pages it pins (IPC_LOCK, so the
+/// host's locked-memory limit for root is not the bound).
+const BUILD_GUARD_CAPS: &[&str] = &["NET_RAW", "IPC_LOCK"];
 /// The guard's own limits, whatever the project's: 1 CPU, 256 MiB, 256 processes.
 const GUARD_LIMITS: Limits = Limits {
     cpus: 1.0,
@@ -77,6 +81,8 @@ pub(crate) struct GuardSpec {
     /// `network` is the bridge other projects' guards share: said to the guard in its
     /// environment (`yolo_protocol::SHARED_BRIDGE_ENV`), which a build it cannot seal fails.
     pub(crate) shared_bridge: bool,
+    /// An image is built behind it first (its RUN steps share its namespace).
+    pub(crate) builds: bool,
 }
 
 impl Engine {
@@ -320,11 +326,15 @@ impl Engine {
             .as_ref()
             .and_then(|o| o.get(ICC))
             .map(String::as_str);
-        if network.driver.as_deref() != Some("bridge") || icc != Some("false") {
+        // IPv6 on it would let neighbour discovery (which the guard's input accepts) run
+        // between projects; an internal one has no way out.
+        let ipv6 = network.enable_ipv6.unwrap_or(false);
+        let internal = network.internal.unwrap_or(false);
+        if network.driver.as_deref() != Some("bridge") || icc != Some("false") || ipv6 || internal {
             return Err(Error::Unavailable(format!(
-                "the network {name} is not one yolo made: its containers could reach each other ({ICC} is {}, driver {}), and yolo puts every project's guard on it; remove it with `docker network rm {name}`, or name another network in [firewall] docker_network",
-                icc.unwrap_or("not set"),
+                "the network {name} is not one yolo made (driver {}, {ICC} {}, IPv6 {ipv6}, internal {internal}), and yolo puts every project's guard on it; remove it with `docker network rm {name}`, or name another network in [firewall] docker_network",
                 network.driver.as_deref().unwrap_or("none"),
+                icc.unwrap_or("not set"),
             )));
         }
         Ok(true)
@@ -486,7 +496,11 @@ fn build_hint(source: &GuardSource) -> &'static str {
 fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
     let exposed = hardening::exposed(&spec.ports);
     let hardening = Hardening {
-        cap_add: GUARD_CAPS.iter().map(|c| c.to_string()).collect(),
+        cap_add: GUARD_CAPS
+            .iter()
+            .chain(if spec.builds { BUILD_GUARD_CAPS } else { &[] })
+            .map(|c| c.to_string())
+            .collect(),
         security_opt: vec![],
         limits: GUARD_LIMITS,
         // `yolo-guard` itself is PID 1 of the namespace the agent joins: the kernel keeps the
@@ -618,6 +632,7 @@ mod tests {
             config_dir: Some("/home/me/.local/share/yolo/guards/g".into()),
             limits_required: true,
             shared_bridge: false,
+            builds: false,
         }
     }
 
@@ -658,6 +673,22 @@ mod tests {
                 "NET_BIND_SERVICE".to_string(),
                 "SYS_PTRACE".to_string()
             ])
+        );
+        // A guard an image is built behind also holds the queues its RUN steps would use.
+        let building = GuardSpec {
+            builds: true,
+            ..spec()
+        };
+        let caps = guard_body(&building).host_config.unwrap().cap_add.unwrap();
+        assert_eq!(
+            caps,
+            [
+                "NET_ADMIN",
+                "NET_BIND_SERVICE",
+                "SYS_PTRACE",
+                "NET_RAW",
+                "IPC_LOCK"
+            ]
         );
         assert_eq!(
             host.security_opt,

@@ -390,12 +390,40 @@ fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
         "the control's forged ARP was not learned, so this test could not tell: {control}"
     );
 
+    // The same through AF_XDP, whose frames leave below the egress hook: the control first.
+    let xdp = build_xdp_frame(&t);
+    let (xdp_control_ip, xdp_attack_ip) = (unused(252), unused(253));
+    let control = docker(&[
+        "run",
+        "--rm",
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--network",
+        &net.network,
+        "--cap-add",
+        "NET_RAW",
+        "-v",
+        &format!("{}:/xdp_frame:ro", xdp.display()),
+        AGENT_IMAGE,
+        "/xdp_frame",
+        "eth0",
+        &arp_request_hex(&ip, mac, &xdp_control_ip),
+    ]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !learned(&xdp_control_ip).is_empty(),
+        "the AF_XDP control was not learned, so this test could not tell: {control}"
+    );
+
     t.file(".devcontainer/arp_frame.py", script);
+    std::fs::copy(&xdp, t.workspace.join(".devcontainer/xdp_frame")).unwrap();
+    let xdp_frame = arp_request_hex(&ip, mac, &xdp_attack_ip);
     t.file(
         ".devcontainer/Dockerfile",
         &format!(
-            "FROM {AGENT_IMAGE}\nCOPY arp_frame.py /arp_frame.py\n\
-             RUN python3 /arp_frame.py {ip} {mac} {attack_ip} > /arp.txt 2>&1; cat /arp.txt\n"
+            "FROM {AGENT_IMAGE}\nCOPY arp_frame.py /arp_frame.py\nCOPY xdp_frame /xdp_frame\n\
+             RUN (python3 /arp_frame.py {ip} {mac} {attack_ip}; /xdp_frame eth0 {xdp_frame}) \
+             > /arp.txt 2>&1; cat /arp.txt\n"
         ),
     );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
@@ -412,11 +440,52 @@ fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
         assert!(tried.contains(how), "{how}: {tried}");
     }
     std::thread::sleep(Duration::from_millis(500));
-    let got_out = learned(&attack_ip);
+    assert!(tried.contains("xdp "), "{tried}");
+    let got_out = [learned(&attack_ip), learned(&xdp_attack_ip)].concat();
     assert!(
         got_out.is_empty(),
         "forged ARP got out of the build: {got_out:?}\nthe build said: {tried}"
     );
+}
+
+/// The AF_XDP sender (fixtures/builds/xdp_frame.c), built static for the test images.
+fn build_xdp_frame(t: &Test) -> std::path::PathBuf {
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/builds/xdp_frame.c");
+    let out = t.root().join("xdp_frame.bin");
+    let built = std::process::Command::new("cc")
+        .args(["-O", "-static", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .output()
+        .expect("cc");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    out
+}
+
+/// An ARP request to `target_ip` at `target_mac` whose sender (Ethernet and ARP) is a made-up
+/// hardware address claiming `claimed_ip`, as hex.
+fn arp_request_hex(target_ip: &str, target_mac: &str, claimed_ip: &str) -> String {
+    let mac = |m: &str| m.replace(':', "");
+    let ip = |a: &str| {
+        let a: std::net::Ipv4Addr = a.parse().unwrap();
+        a.octets()
+            .iter()
+            .map(|o| format!("{o:02x}"))
+            .collect::<String>()
+    };
+    let made_up = "02dead00bee2";
+    format!(
+        "{}{made_up}0806\
+         0001080006040001{made_up}{}000000000000{}",
+        mac(target_mac),
+        ip(claimed_ip),
+        ip(target_ip)
+    )
 }
 
 fn docker_logs(name: &str) -> String {
