@@ -307,7 +307,23 @@ fn a_shared_network_name_taken_by_another_network_is_refused() {
     t.yolo(&["up"])
         .fails_with(69)
         .assert_stderr_contains(&format!("the network {name} is not one yolo made"))
-        .assert_stderr_contains("enable_icc is not set");
+        .assert_stderr_contains("enable_icc not set");
+    assert!(t.containers().is_empty());
+    docker(&["network", "rm", &name]);
+    // One with inter-container communication off but internal: no way out for the guards.
+    docker(&[
+        "network",
+        "create",
+        "--internal",
+        "--opt",
+        "com.docker.network.bridge.enable_icc=false",
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        &name,
+    ]);
+    t.yolo(&["up"])
+        .fails_with(69)
+        .assert_stderr_contains("internal true");
     assert!(t.containers().is_empty());
     docker(&["network", "rm", &name]);
     // Two of that name (Docker's API lets a name be taken twice): neither is guessed at.
@@ -318,11 +334,6 @@ fn a_shared_network_name_taken_by_another_network_is_refused() {
         .assert_stderr_contains("is ambiguous")
         .assert_stderr_contains(&format!("more than one network is named {name}"));
     assert!(t.containers().is_empty());
-}
-
-fn inspect_network(id: &str) -> serde_json::Value {
-    serde_json::from_str::<serde_json::Value>(&docker(&["network", "inspect", id])).unwrap()[0]
-        .clone()
 }
 
 #[test]
