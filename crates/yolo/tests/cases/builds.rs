@@ -257,33 +257,18 @@ fn a_build_step_cannot_send_raw_frames_past_the_firewall() {
     let t = Test::new();
     let net = Internet::new(&t);
     // A UDP listener on the guard's own bridge, printing every datagram it receives.
-    let name = format!("yolo-{}-udp", t.id);
-    docker_ok(&[
-        "run",
-        "-d",
-        "--name",
-        &name,
-        "--label",
-        &format!("{LABEL}={}", t.id),
-        "--network",
-        &net.network,
-        AGENT_IMAGE,
-        "python3",
-        "-u",
-        "-c",
-        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-         s.bind(('0.0.0.0', 9999))\nwhile True:\n    print(s.recvfrom(512)[0].decode())",
-    ]);
-    let ip = ip_of(&name, &net.network);
-    let mac = docker_ok(&[
-        "inspect",
-        "--format",
-        &format!(
-            "{{{{(index .NetworkSettings.Networks \"{}\").MacAddress}}}}",
-            net.network
-        ),
-        &name,
-    ]);
+    let (name, ip, mac) = on_the_bridge(
+        &t,
+        &net,
+        "udp",
+        &[
+            "python3",
+            "-u",
+            "-c",
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.bind(('0.0.0.0', 9999))\nwhile True:\n    print(s.recvfrom(512)[0].decode())",
+        ],
+    );
     let payload = format!("raw-frame-{}", t.id);
     t.file(
         ".devcontainer/raw_frame.py",
@@ -326,31 +311,7 @@ fn a_build_step_cannot_send_raw_frames_past_the_firewall() {
 fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
     let t = Test::new();
     let net = Internet::new(&t);
-    let target = format!("yolo-{}-arp-target", t.id);
-    docker_ok(&[
-        "run",
-        "-d",
-        "--name",
-        &target,
-        "--label",
-        &format!("{LABEL}={}", t.id),
-        "--network",
-        &net.network,
-        AGENT_IMAGE,
-        "sleep",
-        "1000",
-    ]);
-    let ip = ip_of(&target, &net.network);
-    let mac = docker_ok(&[
-        "inspect",
-        "--format",
-        &format!(
-            "{{{{(index .NetworkSettings.Networks \"{}\").MacAddress}}}}",
-            net.network
-        ),
-        &target,
-    ]);
-    let mac = mac.trim();
+    let (target, ip, mac) = on_the_bridge(&t, &net, "arp-target", &["sleep", "1000"]);
     // Two addresses of the subnet no container has.
     let base: std::net::Ipv4Addr = net.subnet.split('/').next().unwrap().parse().unwrap();
     let unused = |n: u32| std::net::Ipv4Addr::from(u32::from(base) + n).to_string();
@@ -381,7 +342,7 @@ fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
         "-c",
         script,
         &ip,
-        mac,
+        &mac,
         &control_ip,
     ]);
     std::thread::sleep(Duration::from_millis(500));
@@ -407,7 +368,7 @@ fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
         AGENT_IMAGE,
         "/xdp_frame",
         "eth0",
-        &arp_request_hex(&ip, mac, &xdp_control_ip),
+        &arp_request_hex(&ip, &mac, &xdp_control_ip),
     ]);
     std::thread::sleep(Duration::from_millis(500));
     assert!(
@@ -417,7 +378,7 @@ fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
 
     t.file(".devcontainer/arp_frame.py", script);
     std::fs::copy(&xdp, t.workspace.join(".devcontainer/xdp_frame")).unwrap();
-    let xdp_frame = arp_request_hex(&ip, mac, &xdp_attack_ip);
+    let xdp_frame = arp_request_hex(&ip, &mac, &xdp_attack_ip);
     t.file(
         ".devcontainer/Dockerfile",
         &format!(
@@ -486,6 +447,38 @@ fn arp_request_hex(target_ip: &str, target_mac: &str, claimed_ip: &str) -> Strin
         ip(claimed_ip),
         ip(target_ip)
     )
+}
+
+/// A container of this test running `cmd` on the test network: its name, address and
+/// hardware address there.
+fn on_the_bridge(t: &Test, net: &Internet, tag: &str, cmd: &[&str]) -> (String, String, String) {
+    let name = format!("yolo-{}-{tag}", t.id);
+    let label = format!("{LABEL}={}", t.id);
+    let mut args = vec![
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--label",
+        &label,
+        "--network",
+        &net.network,
+        AGENT_IMAGE,
+    ];
+    args.extend(cmd);
+    docker_ok(&args);
+    let ip = ip_of(&name, &net.network);
+    let mac = docker_ok(&[
+        "inspect",
+        "--format",
+        &format!(
+            "{{{{(index .NetworkSettings.Networks \"{}\").MacAddress}}}}",
+            net.network
+        ),
+        &name,
+    ]);
+    let mac = mac.trim().to_string();
+    (name, ip, mac)
 }
 
 fn docker_logs(name: &str) -> String {

@@ -31,22 +31,6 @@ fn networks_named(name: &str) -> Vec<String> {
         .collect()
 }
 
-/// The network the guards of this test share (docs/architecture.md).
-fn shared_networks(t: &Test) -> Vec<String> {
-    docker(&[
-        "network",
-        "ls",
-        "-q",
-        "--filter",
-        &format!("label={LABEL}={}", t.id),
-        "--filter",
-        "label=dev.yolo.shared=true",
-    ])
-    .lines()
-    .map(str::to_string)
-    .collect()
-}
-
 /// Whether a process whose command line is `cmd` runs in `container` (`docker top` asks the
 /// host's ps, so the image needs none).
 fn runs(container: &str, cmd: &str) -> bool {
@@ -128,14 +112,14 @@ fn a_failed_up_removes_the_guard_it_made_and_keeps_the_shared_network() {
     assert!(with_role(&t, "guard").is_empty(), "{}", failed.describe());
     assert!(t.project_networks().trim().is_empty());
     // The guards' network is every project's: it stays.
-    assert_eq!(shared_networks(&t).len(), 1);
+    assert_eq!(t.shared_networks().len(), 1);
     assert_eq!(t.containers().len(), 1, "only the container that was there");
 
     docker(&["rm", "-f", &name]);
     let (_, out) = t.up(&[]);
     assert_eq!(out["action"], "created");
     assert_eq!(with_role(&t, "guard").len(), 1);
-    assert_eq!(shared_networks(&t).len(), 1);
+    assert_eq!(t.shared_networks().len(), 1);
 }
 
 #[test]
@@ -288,7 +272,7 @@ fn a_shared_network_name_taken_by_another_network_is_refused() {
     let t = Test::new();
     t.devcontainer(IMAGE);
     t.up(&[]);
-    let shared = shared_networks(&t);
+    let shared = t.shared_networks();
     assert_eq!(shared.len(), 1);
     let name = inspect_network(&shared[0])["Name"]
         .as_str()
@@ -361,7 +345,7 @@ fn two_ups_at_once_make_one_of_everything_and_one_waits() {
     assert_eq!(ids[0], ids[1], "one agent container");
     assert_eq!(t.agents().len(), 1);
     assert_eq!(with_role(&t, "guard").len(), 1);
-    assert_eq!(shared_networks(&t).len(), 1);
+    assert_eq!(t.shared_networks().len(), 1);
     let hook_runs = std::fs::read_to_string(t.workspace.join("hook-runs")).unwrap();
     assert_eq!(hook_runs, "run\n", "postCreateCommand ran once");
     let (_, again) = t.up(&[]);

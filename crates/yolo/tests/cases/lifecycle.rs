@@ -227,15 +227,7 @@ fn an_agent_granted_net_raw_gets_a_bridge_of_its_own() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "capAdd": ["NET_RAW"]}"#);
     t.up(&["--grant", "cap-add=NET_RAW"]);
-    let guard = docker(&[
-        "ps",
-        "-q",
-        "--filter",
-        &format!("label={LABEL}={}", t.id),
-        "--filter",
-        "label=dev.yolo.role=guard",
-    ]);
-    let guard = inspect(guard.trim());
+    let guard = inspect(&t.guard_ids()[0]);
     let networks: Vec<String> = guard["NetworkSettings"]["Networks"]
         .as_object()
         .unwrap()
@@ -282,25 +274,11 @@ fn down_stops_remove_deletes_and_volumes_go_only_when_asked() {
     assert_eq!(inspect(&id)["State"]["Running"], false);
 
     // The guard is on the network all projects' guards share: made once, kept by --remove.
-    let shared = || {
-        docker(&[
-            "network",
-            "ls",
-            "-q",
-            "--filter",
-            &format!("label={LABEL}={}", t.id),
-            "--filter",
-            "label=dev.yolo.shared=true",
-        ])
-    };
-    assert_eq!(shared().lines().count(), 1, "the guards' network");
+    let shared = || t.shared_networks();
+    assert_eq!(shared().len(), 1, "the guards' network");
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty());
-    assert_eq!(
-        shared().lines().count(),
-        1,
-        "--remove keeps the shared network"
-    );
+    assert_eq!(shared().len(), 1, "--remove keeps the shared network");
     assert_eq!(
         docker(&["volume", "ls", "-q", "--filter", &format!("name={volume}")]).trim(),
         volume,

@@ -1161,15 +1161,7 @@ fn two_projects(t: &Test) -> (Vec<String>, String, u16) {
         "{}",
         String::from_utf8_lossy(&up.stderr)
     );
-    let guards = docker(&[
-        "ps",
-        "-q",
-        "--filter",
-        &format!("label={LABEL}={}", t.id),
-        "--filter",
-        "label=dev.yolo.role=guard",
-    ]);
-    let guards: Vec<Value> = guards.lines().map(inspect).collect();
+    let guards: Vec<Value> = t.guard_ids().iter().map(|id| inspect(id)).collect();
     assert_eq!(guards.len(), 2);
     let networks = |g: &Value| -> Vec<String> {
         g["NetworkSettings"]["Networks"]

@@ -366,7 +366,16 @@ impl Test {
             "--filter",
             &format!("label={LABEL}={}", self.id),
         ]);
-        let shared = docker(&[
+        let shared = self.shared_networks();
+        all.lines()
+            .filter(|id| !shared.iter().any(|s| s == id))
+            .map(|id| format!("{id}\n"))
+            .collect()
+    }
+
+    /// The ids of the network the guards of this test share (docs/architecture.md).
+    pub fn shared_networks(&self) -> Vec<String> {
+        docker(&[
             "network",
             "ls",
             "-q",
@@ -374,11 +383,25 @@ impl Test {
             &format!("label={LABEL}={}", self.id),
             "--filter",
             "label=dev.yolo.shared=true",
-        ]);
-        all.lines()
-            .filter(|id| !shared.lines().any(|s| s == *id))
-            .map(|id| format!("{id}\n"))
-            .collect()
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect()
+    }
+
+    /// The ids of this test's running guards.
+    pub fn guard_ids(&self) -> Vec<String> {
+        docker(&[
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label={LABEL}={}", self.id),
+            "--filter",
+            "label=dev.yolo.role=guard",
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect()
     }
 
     /// The ids of the images carrying this test's label.
