@@ -199,10 +199,20 @@ fn enforce_and_serve<B: Batches>(
         .map_err(|e| fail("the firewall ruleset does not verify", e))?;
     let verify_ms = started.elapsed().as_millis() as u64;
     // An image build's RUN steps share the namespace in the build phase, holding NET_RAW.
-    let sealed = match (config.mode, config.phase.as_deref()) {
-        (NetworkMode::Firewall, Some(_)) => Some(seal_egress()),
-        _ => None,
-    };
+    let building = config.mode == NetworkMode::Firewall && config.phase.is_some();
+    let sealed = building.then(seal_egress);
+    // AF_XDP sends below the egress hook, on any kernel that has it: every queue taken before
+    // the build starts, or no build.
+    if building {
+        hold_xdp_queues().map_err(|e| {
+            fail(
+                "cannot take the interfaces' AF_XDP queues before the build",
+                format!(
+                    "{e}; a guard made by an earlier yolo lacks NET_RAW for it: `yolo up --rebuild` makes it anew"
+                ),
+            )
+        })?;
+    }
 
     if config.mode != NetworkMode::None {
         point_resolver_at_guard()
@@ -278,16 +288,9 @@ fn shared_bridge() -> bool {
 
 /// [`ruleset::egress`] on every interface of the namespace but loopback, with a fresh stamp.
 fn seal_egress() -> std::result::Result<(), String> {
-    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
-        .map_err(|e| format!("cannot list the interfaces: {e}"))?
-        .flatten()
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name != "lo")
-        .collect();
-    names.sort();
     let addresses = ipv4_addresses()?;
     let mut devices = Vec::new();
-    for name in names {
+    for name in interfaces()? {
         let mac = std::fs::read_to_string(format!("/sys/class/net/{name}/address"))
             .map_err(|e| format!("cannot read the address of {name}: {e}"))?
             .trim()
@@ -313,12 +316,27 @@ fn seal_egress() -> std::result::Result<(), String> {
     };
     let egress = ruleset::egress(&devices, stamp);
     sets::apply(&egress)?;
-    sets::verify(&egress)?;
-    // AF_XDP sends below the egress hook: every queue taken before the build starts.
-    for device in &devices {
-        xsk::hold_queues(&device.name)?;
+    sets::verify(&egress)
+}
+
+/// [`xsk::hold_queues`] on every interface of the namespace but loopback.
+fn hold_xdp_queues() -> std::result::Result<(), String> {
+    for name in interfaces()? {
+        xsk::hold_queues(&name)?;
     }
     Ok(())
+}
+
+/// The namespace's interfaces but loopback, sorted.
+fn interfaces() -> std::result::Result<Vec<String>, String> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map_err(|e| format!("cannot list the interfaces: {e}"))?
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "lo")
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 /// Every IPv4 address of the namespace's interfaces, with the interface's name (`getifaddrs`;

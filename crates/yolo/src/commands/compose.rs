@@ -267,7 +267,7 @@ where
         // the image's label was read, is made again when the label forwards other ports.
         if let (Some(guard), false) = (guard, now.spec.ports == project.spec.ports) {
             engine.remove(guard).await?;
-            network::create_guard(engine, now, false).await?;
+            network::create_guard(engine, now, true).await?;
         }
         // Volumes a label or a Feature asks for: made (and labelled) before Compose names them.
         super::up::create_volumes(engine, &now.spec).await?;

@@ -946,7 +946,8 @@ impl Act<'_> {
                 Some(network::guard_name(self.project))
             }
             GuardStep::Recreate { .. } | GuardStep::Create => {
-                network::create_guard(self.engine, self.project, false).await?;
+                // A Compose guard runs the services' builds whenever one is needed.
+                network::create_guard(self.engine, self.project, true).await?;
                 Some(network::guard_name(self.project))
             }
             GuardStep::Remove { .. } | GuardStep::Nothing => None,
