@@ -113,10 +113,9 @@ fn network_for(
     spec: &crate::run_spec::RunSpec,
     builds: bool,
 ) -> Network {
-    let (podman, kernel) = (engine.is_podman(), engine.kernel_version());
     match named {
         Some(name) => Network::Named(name.to_string()),
-        None if own_bridge_reason(podman, kernel, spec, builds).is_some() => {
+        None if own_bridge_reason(engine.is_podman(), spec, builds).is_some() => {
             Network::Own(own_network(&spec.container_name))
         }
         None => Network::Shared(shared_network()),
@@ -124,14 +123,13 @@ fn network_for(
 }
 
 /// Why a project's guard gets a bridge of its own instead of the shared one, if it does. On the
-/// shared bridge, isolation between projects rests on three things (docs/architecture.md, "One
-/// network for all guards"): nothing in a guard's namespace but an image build holds NET_RAW,
-/// NET_ADMIN or a way to them, the build's frames are sealed (ARP included), and each guard
-/// accepts its published ports from the gateway alone. Where one of them cannot hold, the
-/// project is alone on its segment, as before. `builds`: an image is built behind the guard.
+/// shared bridge, isolation between projects rests on two things (docs/architecture.md, "One
+/// network for all guards"): nothing in a guard's namespace holds NET_RAW, NET_ADMIN or a way
+/// to them (so no frame is forged there), and each guard accepts its published ports from the
+/// gateway alone. Where the first cannot hold, the project is alone on its segment, as before.
+/// `builds`: an image is built behind the guard.
 pub(crate) fn own_bridge_reason(
     podman: bool,
-    kernel: Option<(u32, u32)>,
     spec: &crate::run_spec::RunSpec,
     builds: bool,
 ) -> Option<&'static str> {
@@ -152,10 +150,9 @@ pub(crate) fn own_bridge_reason(
         // grant is judged harmless here.
         Some("the agent is granted capabilities, devices or security options beyond yolo's own set")
     } else if spec.compose.is_some() {
-        // The dev service's capabilities come from the Compose files, read later.
+        // The dev service's capabilities come from the Compose files, read later, and the
+        // guard runs the services' builds.
         Some("a Compose project")
-    } else if kernel.is_none_or(|k| k < (5, 16)) {
-        Some("the engine's kernel has no netdev egress hook (Linux 5.16) to seal a build's frames")
     } else {
         None
     }
@@ -430,19 +427,12 @@ mod tests {
     #[test]
     fn a_project_gets_a_bridge_of_its_own_where_the_shared_one_cannot_hold() {
         let plain = crate::policy::test_support::ok(serde_json::json!({"image": "debian"}));
-        let new_kernel = Some((6, 1));
-        assert_eq!(own_bridge_reason(false, new_kernel, &plain, false), None);
-        assert!(own_bridge_reason(false, Some((5, 16)), &plain, false).is_none());
+        assert_eq!(own_bridge_reason(false, &plain, false), None);
         // A build's RUN steps (NET_RAW, AF_XDP) are never on the shared bridge.
-        assert!(own_bridge_reason(false, new_kernel, &plain, true)
+        assert!(own_bridge_reason(false, &plain, true)
             .unwrap()
             .contains("built behind the guard"));
-        // No egress hook to seal a build's frames, or a kernel that does not say.
-        for kernel in [Some((5, 15)), Some((4, 19)), None] {
-            let why = own_bridge_reason(false, kernel, &plain, false).unwrap();
-            assert!(why.contains("egress hook"), "{kernel:?}: {why}");
-        }
-        assert!(own_bridge_reason(true, new_kernel, &plain, false)
+        assert!(own_bridge_reason(true, &plain, false)
             .unwrap()
             .contains("Podman"));
         // Any grant beyond yolo's own set: NET_RAW and NET_ADMIN forge frames, SYS_PTRACE
@@ -450,18 +440,18 @@ mod tests {
         for cap in ["NET_RAW", "cap_net_admin", "SYS_PTRACE", "SYS_ADMIN", "all"] {
             let mut spec = plain.clone();
             spec.cap_add = vec![cap.into()];
-            let why = own_bridge_reason(false, new_kernel, &spec, false).unwrap();
+            let why = own_bridge_reason(false, &spec, false).unwrap();
             assert!(why.contains("capabilities"), "{cap}: {why}");
         }
         let mut spec = plain.clone();
         spec.devices = vec!["/dev/fuse".into()];
-        assert!(own_bridge_reason(false, new_kernel, &spec, false).is_some());
+        assert!(own_bridge_reason(false, &spec, false).is_some());
         let mut spec = plain.clone();
         spec.security_opt = vec!["seccomp=unconfined".into()];
-        assert!(own_bridge_reason(false, new_kernel, &spec, false).is_some());
+        assert!(own_bridge_reason(false, &spec, false).is_some());
         let mut spec = plain.clone();
         spec.privileged = true;
-        assert!(own_bridge_reason(false, new_kernel, &spec, false).is_some());
+        assert!(own_bridge_reason(false, &spec, false).is_some());
     }
 
     /// The guard matches these as the watcher does: ignoring case, `*` across `/`.

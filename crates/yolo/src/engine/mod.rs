@@ -118,12 +118,6 @@ impl Engine {
             .any(|c| c.name.to_ascii_lowercase().contains("podman"))
     }
 
-    /// The engine's kernel as (major, minor), from the cached `/version`; None when it does
-    /// not say or says something else.
-    pub(crate) fn kernel_version(&self) -> Option<(u32, u32)> {
-        parse_kernel_version(self.version.kernel_version.as_deref()?)
-    }
-
     /// The engine's version, platform, runtimes and cgroup support.
     pub(crate) async fn report(&self) -> Result<Report> {
         let version = self.version().await?;
@@ -248,14 +242,6 @@ fn message(err: &bollard::errors::Error) -> String {
     }
 }
 
-/// "6.18.44-fc-v669" → (6, 18).
-fn parse_kernel_version(text: &str) -> Option<(u32, u32)> {
-    let mut parts = text.split(['.', '-']);
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some((major, minor))
-}
-
 #[cfg(test)]
 mod tests {
     //! engine/ keeps bollard to itself: no item visible outside it (`pub`, `pub(crate)`) names
@@ -359,21 +345,6 @@ mod tests {
             .filter(|d| words(d).any(|w| banned.contains(w)))
             .collect();
         assert_eq!(leaking.len(), 3, "{leaking:#?}");
-    }
-
-    #[test]
-    fn the_kernel_version_is_read_as_docker_reports_it() {
-        assert_eq!(
-            super::parse_kernel_version("6.18.44-fc-v669"),
-            Some((6, 18))
-        );
-        assert_eq!(
-            super::parse_kernel_version("5.15.0-91-generic"),
-            Some((5, 15))
-        );
-        assert_eq!(super::parse_kernel_version("5.16-rc1"), Some((5, 16)));
-        assert_eq!(super::parse_kernel_version("unknown"), None);
-        assert_eq!(super::parse_kernel_version(""), None);
     }
 
     #[test]
