@@ -90,12 +90,14 @@ enum Ty {
     Ifname,
     /// Hardware address (`ether saddr`, `arp saddr ether`).
     Ether,
+    /// A route's address type, host order (`fib saddr type local`).
+    AddrType,
 }
 
 impl Ty {
     fn len(self) -> usize {
         match self {
-            Ty::Ifindex | Ty::U32 | Ty::Ipv4 | Ty::CtState => 4,
+            Ty::Ifindex | Ty::U32 | Ty::Ipv4 | Ty::CtState | Ty::AddrType => 4,
             Ty::EtherType | Ty::Service => 2,
             Ty::L4proto | Ty::Icmpv6Type => 1,
             Ty::Ipv6 | Ty::Ifname => 16,
@@ -141,6 +143,18 @@ impl Ty {
                 index.to_ne_bytes().to_vec()
             }
             Ty::U32 => (num.ok_or_else(bad)? as u32).to_ne_bytes().to_vec(),
+            Ty::AddrType => {
+                let kind: u32 = match (text, num) {
+                    (Some("unicast"), _) => 1,
+                    (Some("local"), _) => 2,
+                    (Some("broadcast"), _) => 3,
+                    (Some("anycast"), _) => 4,
+                    (Some("multicast"), _) => 5,
+                    (_, Some(n)) => n as u32,
+                    _ => return Err(bad()),
+                };
+                kind.to_ne_bytes().to_vec()
+            }
             Ty::Ifname => {
                 let name = text.ok_or_else(bad)?.as_bytes();
                 if name.len() >= 16 || name.contains(&0) {
@@ -795,6 +809,21 @@ impl Exprs<'_> {
             };
             self.meta_load(num, reg);
             return Ok(vec![ty]);
+        }
+        if let Some(fib) = left.get("fib") {
+            let flags = fib["flags"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if fib["result"] != "type" || flags != [Value::from("saddr")] {
+                return Err(format!("fib {fib} is not supported"));
+            }
+            self.expr("fib", |d| {
+                be32(d, 1, reg); // NFTA_FIB_DREG
+                be32(d, 2, 3); // NFTA_FIB_RESULT: NFT_FIB_RESULT_ADDRTYPE
+                be32(d, 3, 1); // NFTA_FIB_FLAGS: NFTA_FIB_F_SADDR
+            });
+            return Ok(vec![Ty::AddrType]);
         }
         if let Some(ct) = left.get("ct") {
             if ct["key"] != "state" {

@@ -21,7 +21,7 @@
 
 use nftables::batch::Batch;
 use nftables::expr::{Elem, Expression, Meta, MetaKey, NamedExpression, Payload, PayloadField};
-use nftables::expr::{Prefix, SetItem, CT};
+use nftables::expr::{Fib, FibFlag, FibResult, Prefix, SetItem, CT};
 use nftables::schema::{Chain, Counter, Element, FlushObject, NfCmd, NfListObject};
 use nftables::schema::{Nftables, Set, SetFlag, SetType, SetTypeValue, Table};
 use nftables::stmt::{self, Log, Match, Operator, Reject, RejectType, Statement};
@@ -400,6 +400,15 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
         ]
     };
     let mut rules = vec![
+        // A packet to this namespace whose source is not one of its addresses: only a raw
+        // socket (a RUN step's NET_RAW) writes one. Let through, conntrack would take it for
+        // a connection from that address, and the "reply" would leave as established.
+        vec![
+            is(meta(MetaKey::Oif), s("lo")),
+            not(source_type(), s("local")),
+            counter(COUNTER_BLOCKED),
+            drop(),
+        ],
         [docker_dns(), log(LOG_PREFIX_DNS_BYPASS)].concat(),
         [docker_dns(), vec![counter(COUNTER_BLOCKED), reject_icmpx()]].concat(),
     ];
@@ -494,7 +503,14 @@ fn refuse_rest() -> Vec<Stmts> {
 
 fn input_rules(config: &GuardConfig) -> Vec<Stmts> {
     let mut rules = vec![
-        vec![is(meta(MetaKey::Iif), s("lo")), accept()],
+        // Loopback from the namespace's own addresses only: a frame a packet socket puts on
+        // `lo` with another source would seed a connection whose "reply" leaves as
+        // established (see the first output rule).
+        vec![
+            is(meta(MetaKey::Iif), s("lo")),
+            is(source_type(), s("local")),
+            accept(),
+        ],
         vec![established(), accept()],
     ];
     // With no network there is no way to answer a connection from outside either.
@@ -546,6 +562,15 @@ fn input_rules(config: &GuardConfig) -> Vec<Stmts> {
         drop(),
     ]);
     rules
+}
+
+/// What the routing table says the packet's source address is (`fib saddr type`): `local`
+/// for the namespace's own addresses.
+fn source_type() -> Expression<'static> {
+    Expression::Named(NamedExpression::Fib(Fib {
+        result: FibResult::Type,
+        flags: std::collections::HashSet::from([FibFlag::Saddr]),
+    }))
 }
 
 fn s(text: &str) -> Expression<'static> {

@@ -352,7 +352,7 @@ fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
     );
 
     // The same through AF_XDP, whose frames leave below the egress hook: the control first.
-    let xdp = build_xdp_frame(&t);
+    let xdp = build_static(&t, "xdp_frame");
     let (xdp_control_ip, xdp_attack_ip) = (unused(252), unused(253));
     let control = docker(&[
         "run",
@@ -409,11 +409,11 @@ fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
     );
 }
 
-/// The AF_XDP sender (fixtures/builds/xdp_frame.c), built static for the test images.
-fn build_xdp_frame(t: &Test) -> std::path::PathBuf {
-    let source =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/builds/xdp_frame.c");
-    let out = t.root().join("xdp_frame.bin");
+/// A C fixture (fixtures/builds/NAME.c), built static for the test images.
+fn build_static(t: &Test, name: &str) -> std::path::PathBuf {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/builds/{name}.c"));
+    let out = t.root().join(format!("{name}.bin"));
     let built = std::process::Command::new("cc")
         .args(["-O", "-static", "-o"])
         .arg(&out)
@@ -447,6 +447,76 @@ fn arp_request_hex(target_ip: &str, target_mac: &str, claimed_ip: &str) -> Strin
         ip(claimed_ip),
         ip(target_ip)
     )
+}
+
+/// A RUN step (NET_RAW) sends a packet "from" an address the firewall refuses to the guard's
+/// own address, through a raw socket and as a frame on `lo`, so that conntrack would take a
+/// plain UDP datagram back to it for the reply of an established connection (an attack run
+/// opened a two-way channel that way). Both seeds are dropped and nothing reaches the
+/// listener; the control, the same program in a plain container, does reach it.
+#[test]
+fn a_build_step_cannot_seed_conntrack_to_reach_a_refused_address() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    let (name, ip, _) = on_the_bridge(
+        &t,
+        &net,
+        "udp",
+        &[
+            "python3",
+            "-u",
+            "-c",
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.bind(('0.0.0.0', 9999))\nwhile True:\n    print(s.recvfrom(512)[0].decode())",
+        ],
+    );
+    let seed = build_static(&t, "ct_seed");
+    let control = format!("control-{}", t.id);
+    let said = docker(&[
+        "run",
+        "--rm",
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--network",
+        &net.network,
+        "-v",
+        &format!("{}:/ct_seed:ro", seed.display()),
+        AGENT_IMAGE,
+        "/ct_seed",
+        &ip,
+        "9999",
+        "41000",
+        "raw",
+        &control,
+    ]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        docker_logs(&name).contains(&control),
+        "the control did not arrive, so this test could not tell: {said}"
+    );
+
+    std::fs::create_dir_all(t.workspace.join(".devcontainer")).unwrap();
+    std::fs::copy(&seed, t.workspace.join(".devcontainer/ct_seed")).unwrap();
+    let leak = format!("leak-{}", t.id);
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {AGENT_IMAGE}\nCOPY ct_seed /ct_seed\n\
+             RUN (/ct_seed {ip} 9999 41001 raw {leak}-raw; /ct_seed {ip} 9999 41002 lo {leak}-lo) \
+             > /seed.txt 2>&1; cat /seed.txt\n"
+        ),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.user_config(&net.user_config(""));
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+    let tried = read(&t, "/seed.txt");
+    assert!(tried.contains("raw ") && tried.contains("lo "), "{tried}");
+    std::thread::sleep(Duration::from_secs(1));
+    let received = docker_logs(&name);
+    assert!(
+        !received.contains(&leak),
+        "a datagram got out: {received}\nthe build said: {tried}"
+    );
 }
 
 /// A container of this test running `cmd` on the test network: its name, address and
