@@ -400,15 +400,12 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
         ]
     };
     let mut rules = vec![
-        // A packet to this namespace whose source is not one of its addresses: only a raw
-        // socket (a RUN step's NET_RAW) writes one. Let through, conntrack would take it for
-        // a connection from that address, and the "reply" would leave as established.
-        vec![
-            is(meta(MetaKey::Oif), s("lo")),
-            not(source_type(), s("local")),
-            counter(COUNTER_BLOCKED),
-            drop(),
-        ],
+        // A new connection to this namespace from a source that is not one of its addresses:
+        // only a raw socket (a RUN step's NET_RAW) writes one. Let through, conntrack would
+        // take it for a connection from that address, and the "reply" would leave as
+        // established. (The resets and ICMP errors the refusals below send back over
+        // loopback carry the refused address as their source too, but are related, not new.)
+        new_from_elsewhere(MetaKey::Oif),
         [docker_dns(), log(LOG_PREFIX_DNS_BYPASS)].concat(),
         [docker_dns(), vec![counter(COUNTER_BLOCKED), reject_icmpx()]].concat(),
     ];
@@ -503,14 +500,10 @@ fn refuse_rest() -> Vec<Stmts> {
 
 fn input_rules(config: &GuardConfig) -> Vec<Stmts> {
     let mut rules = vec![
-        // Loopback from the namespace's own addresses only: a frame a packet socket puts on
-        // `lo` with another source would seed a connection whose "reply" leaves as
-        // established (see the first output rule).
-        vec![
-            is(meta(MetaKey::Iif), s("lo")),
-            is(source_type(), s("local")),
-            accept(),
-        ],
+        // A frame a packet socket puts on `lo` with another source would seed a connection
+        // whose "reply" leaves as established (see the first output rule).
+        new_from_elsewhere(MetaKey::Iif),
+        vec![is(meta(MetaKey::Iif), s("lo")), accept()],
         vec![established(), accept()],
     ];
     // With no network there is no way to answer a connection from outside either.
@@ -562,6 +555,23 @@ fn input_rules(config: &GuardConfig) -> Vec<Stmts> {
         drop(),
     ]);
     rules
+}
+
+/// Drop a new connection on loopback (`lo` as `key`: the output or the input interface)
+/// whose source is not one of the namespace's own addresses.
+fn new_from_elsewhere(key: MetaKey) -> Stmts {
+    let state = Expression::Named(NamedExpression::CT(CT {
+        key: "state".into(),
+        family: None,
+        dir: None,
+    }));
+    vec![
+        is(meta(key), s("lo")),
+        matching(state, Operator::IN, Expression::List(vec![s("new")])),
+        not(source_type(), s("local")),
+        counter(COUNTER_BLOCKED),
+        drop(),
+    ]
 }
 
 /// What the routing table says the packet's source address is (`fib saddr type`): `local`
