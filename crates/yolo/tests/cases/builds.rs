@@ -256,19 +256,7 @@ fn a_failed_build_leaves_no_guard_behind() {
 fn a_build_step_cannot_send_raw_frames_past_the_firewall() {
     let t = Test::new();
     let net = Internet::new(&t);
-    // A UDP listener on the guard's own bridge, printing every datagram it receives.
-    let (name, ip, mac) = on_the_bridge(
-        &t,
-        &net,
-        "udp",
-        &[
-            "python3",
-            "-u",
-            "-c",
-            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-             s.bind(('0.0.0.0', 9999))\nwhile True:\n    print(s.recvfrom(512)[0].decode())",
-        ],
-    );
+    let (name, ip, mac) = udp_listener(&t, &net);
     let payload = format!("raw-frame-{}", t.id);
     t.file(
         ".devcontainer/raw_frame.py",
@@ -328,23 +316,12 @@ fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
     let script = include_str!("../fixtures/builds/arp_frame.py");
 
     // The control: the same frames from a container of its own with NET_RAW get through.
-    let control = docker(&[
-        "run",
-        "--rm",
-        "--label",
-        &format!("{LABEL}={}", t.id),
-        "--network",
-        &net.network,
-        "--cap-add",
-        "NET_RAW",
-        AGENT_IMAGE,
-        "python3",
-        "-c",
-        script,
-        &ip,
-        &mac,
-        &control_ip,
-    ]);
+    let control = in_a_plain_container(
+        &t,
+        &net,
+        None,
+        &["python3", "-c", script, &ip, &mac, &control_ip],
+    );
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         !learned(&control_ip).is_empty(),
@@ -354,22 +331,12 @@ fn a_build_step_cannot_send_forged_arp_past_the_firewall() {
     // The same through AF_XDP, whose frames leave below the egress hook: the control first.
     let xdp = build_static(&t, "xdp_frame");
     let (xdp_control_ip, xdp_attack_ip) = (unused(252), unused(253));
-    let control = docker(&[
-        "run",
-        "--rm",
-        "--label",
-        &format!("{LABEL}={}", t.id),
-        "--network",
-        &net.network,
-        "--cap-add",
-        "NET_RAW",
-        "-v",
-        &format!("{}:/xdp_frame:ro", xdp.display()),
-        AGENT_IMAGE,
-        "/xdp_frame",
-        "eth0",
-        &arp_request_hex(&ip, &mac, &xdp_control_ip),
-    ]);
+    let control = in_a_plain_container(
+        &t,
+        &net,
+        Some(&xdp),
+        &["eth0", &arp_request_hex(&ip, &mac, &xdp_control_ip)],
+    );
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         !learned(&xdp_control_ip).is_empty(),
@@ -458,37 +425,15 @@ fn arp_request_hex(target_ip: &str, target_mac: &str, claimed_ip: &str) -> Strin
 fn a_build_step_cannot_seed_conntrack_to_reach_a_refused_address() {
     let t = Test::new();
     let net = Internet::new(&t);
-    let (name, ip, _) = on_the_bridge(
-        &t,
-        &net,
-        "udp",
-        &[
-            "python3",
-            "-u",
-            "-c",
-            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-             s.bind(('0.0.0.0', 9999))\nwhile True:\n    print(s.recvfrom(512)[0].decode())",
-        ],
-    );
+    let (name, ip, _) = udp_listener(&t, &net);
     let seed = build_static(&t, "ct_seed");
     let control = format!("control-{}", t.id);
-    let said = docker(&[
-        "run",
-        "--rm",
-        "--label",
-        &format!("{LABEL}={}", t.id),
-        "--network",
-        &net.network,
-        "-v",
-        &format!("{}:/ct_seed:ro", seed.display()),
-        AGENT_IMAGE,
-        "/ct_seed",
-        &ip,
-        "9999",
-        "41000",
-        "raw",
-        &control,
-    ]);
+    let said = in_a_plain_container(
+        &t,
+        &net,
+        Some(&seed),
+        &[&ip, "9999", "41000", "raw", &control],
+    );
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         docker_logs(&name).contains(&control),
@@ -517,6 +462,53 @@ fn a_build_step_cannot_seed_conntrack_to_reach_a_refused_address() {
         !received.contains(&leak),
         "a datagram got out: {received}\nthe build said: {tried}"
     );
+}
+
+/// A UDP listener on the test network (port 9999) printing every datagram it receives: its
+/// name, address and hardware address.
+fn udp_listener(t: &Test, net: &Internet) -> (String, String, String) {
+    on_the_bridge(
+        t,
+        net,
+        "udp",
+        &[
+            "python3",
+            "-u",
+            "-c",
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.bind(('0.0.0.0', 9999))\nwhile True:\n    print(s.recvfrom(512)[0].decode())",
+        ],
+    )
+}
+
+/// The controls of the frame tests: `args` run as root with NET_RAW in a plain container on
+/// the test network (no guard), the program `binary` (mounted at /fixture) or, without one,
+/// `args` as they are; what it printed.
+fn in_a_plain_container(
+    t: &Test,
+    net: &Internet,
+    binary: Option<&std::path::Path>,
+    args: &[&str],
+) -> String {
+    let label = format!("{LABEL}={}", t.id);
+    let mount = binary.map(|b| format!("{}:/fixture:ro", b.display()));
+    let mut cmd = vec![
+        "run",
+        "--rm",
+        "--label",
+        &label,
+        "--network",
+        &net.network,
+        "--cap-add",
+        "NET_RAW",
+    ];
+    if let Some(mount) = &mount {
+        cmd.extend(["-v", mount.as_str(), AGENT_IMAGE, "/fixture"]);
+    } else {
+        cmd.push(AGENT_IMAGE);
+    }
+    cmd.extend(args);
+    docker(&cmd)
 }
 
 /// A container of this test running `cmd` on the test network: its name, address and
