@@ -45,3 +45,21 @@ if ! mountpoint -q "/run/user/$uid"; then
   $sudo mount -t tmpfs -o "mode=700,uid=$uid,gid=$(id -g "$rootless"),size=256m" tmpfs "/run/user/$uid"
 fi
 [ "$(stat -c %a /dev/net/tun 2>/dev/null)" = 666 ] || $sudo chmod 666 /dev/net/tun
+
+# Rootless Podman keeps its user namespace alive in a pause process and records that it did under
+# /run/user/UID. When the pause process is gone but the record stays (its session was killed, the
+# machine was restored from a snapshot), every rootless podman call fails with "invalid internal
+# status"; `podman system migrate` is Podman's own reset for it.
+as_rootless() {
+  $sudo setpriv --reuid="$uid" --regid="$(id -g "$rootless")" --init-groups \
+    env HOME="/home/$rootless" XDG_RUNTIME_DIR="/run/user/$uid" "$@"
+}
+if ! as_rootless podman unshare true >/dev/null 2>&1; then
+  echo "test-deps: resetting rootless Podman's pause process (podman system migrate)"
+  as_rootless podman system migrate >/dev/null 2>&1 || true
+  if ! out=$(as_rootless podman unshare true 2>&1); then
+    echo "test-deps: rootless Podman still fails after podman system migrate:" >&2
+    echo "$out" >&2
+    exit 1
+  fi
+fi

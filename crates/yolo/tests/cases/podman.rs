@@ -77,6 +77,7 @@ impl Podman {
             assert!(chown.success());
         }
         let socket = dir.join("podman.sock");
+        let service_log = dir.join("service.log");
         let mut podman = Podman {
             _one: one,
             user,
@@ -100,15 +101,19 @@ impl Podman {
             .args(["system", "service", "--time=0"])
             .arg(format!("unix://{}", socket.display()))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&service_log).unwrap())
             .process_group(0)
             .spawn()
             .expect("podman system service");
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            // A service that ended will never listen: say what it printed.
+            let ended = podman.service.try_wait().ok().flatten();
             assert!(
-                Instant::now() < deadline,
-                "podman never listened on {socket:?}"
+                ended.is_none() && Instant::now() < deadline,
+                "podman never listened on {socket:?} ({}):\n{}",
+                ended.map_or("still running".to_string(), |s| s.to_string()),
+                std::fs::read_to_string(&service_log).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
