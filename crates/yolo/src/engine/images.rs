@@ -202,21 +202,19 @@ impl Engine {
         let bar = spinner(&format!("building {tag}"));
         let mut tail: VecDeque<String> = VecDeque::new();
         let mut pending = String::new();
+        let mut steps = StepImages::default();
         let body = bollard::body_full(tar);
         let mut stream = self.docker.build_image(options, None, Some(body));
-        while let Some(item) = stream.next().await {
+        let failure = loop {
+            let Some(item) = stream.next().await else {
+                break None;
+            };
             let info = match item {
                 Ok(info) => info,
-                Err(e) => {
-                    keep_line(&bar, tag, &mut tail, &pending);
-                    bar.finish_and_clear();
-                    return Err((message(&e), tail));
-                }
+                Err(e) => break Some(message(&e)),
             };
             if let Some(detail) = info.error_detail {
-                keep_line(&bar, tag, &mut tail, &pending);
-                bar.finish_and_clear();
-                return Err((detail.message.unwrap_or_default(), tail));
+                break Some(detail.message.unwrap_or_default());
             }
             // The stream's pieces are not lines (a RUN step's output arrives as it is written,
             // a word at a time): lines are assembled before they are shown or kept.
@@ -225,13 +223,44 @@ impl Engine {
             }
             while let Some(end) = pending.find('\n') {
                 let line: String = pending.drain(..=end).collect();
+                steps.read(&line);
                 keep_line(&bar, tag, &mut tail, &line);
             }
-        }
+        };
         let rest = std::mem::take(&mut pending);
         keep_line(&bar, tag, &mut tail, &rest);
         bar.finish_and_clear();
-        Ok(())
+        match failure {
+            None => Ok(()),
+            Some(msg) => {
+                drop(stream);
+                if let Some(made) = steps.last_made() {
+                    self.remove_failed_layers(made).await;
+                }
+                Err((msg, tail))
+            }
+        }
+    }
+
+    /// Remove what a failed build left: the image of its last finished step, and through it
+    /// every untagged layer under it that nothing else uses (Docker's own pruning of parents).
+    /// Only an image without a tag goes, and Docker refuses one a container or another layer
+    /// still uses: a name the build's output made up can cost nothing but an unused layer.
+    async fn remove_failed_layers(&self, id: &str) {
+        let Ok(image) = self.docker.inspect_image(id).await else {
+            return;
+        };
+        if !image.repo_tags.unwrap_or_default().is_empty() {
+            return;
+        }
+        let _ = self
+            .docker
+            .remove_image(
+                id,
+                None::<bollard::query_parameters::RemoveImageOptions>,
+                None,
+            )
+            .await;
     }
 
     /// What the Features build needs of its base image.
@@ -338,6 +367,40 @@ pub(super) fn cache_vanished(message: &str) -> bool {
 }
 
 /// One line of a build's output: shown on the spinner, kept among the last `TAIL_LINES`.
+/// The layers a classic (non-BuildKit) build made, read from its output: each step ends with
+/// ` ---> <id>`, the image it made; a `FROM` step's is the base, which the build did not make.
+/// Docker keeps a failed build's finished steps as untagged images that nothing names; the
+/// last one is where their removal starts. BuildKit prints none of this and keeps its layers
+/// in its own cache, which Docker's garbage collection empties.
+#[derive(Debug, Default)]
+struct StepImages {
+    in_from: bool,
+    last_made: Option<String>,
+}
+
+impl StepImages {
+    fn read(&mut self, line: &str) {
+        let line = line.trim_end_matches(['\n', '\r']);
+        if let Some(step) = line.strip_prefix("Step ") {
+            // "Step 2/5 : FROM base AS stage"
+            let instruction = step.split_once(" : ").map(|(_, rest)| rest.trim_start());
+            self.in_from = instruction.is_some_and(|i| {
+                i.get(..5)
+                    .is_some_and(|word| word.eq_ignore_ascii_case("from "))
+            });
+        } else if let Some(id) = line.strip_prefix(" ---> ") {
+            let id = id.trim();
+            if id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit()) && !self.in_from {
+                self.last_made = Some(id.to_string());
+            }
+        }
+    }
+
+    fn last_made(&self) -> Option<&str> {
+        self.last_made.as_deref()
+    }
+}
+
 fn keep_line(bar: &ProgressBar, tag: &str, tail: &mut VecDeque<String>, line: &str) {
     let line = line.trim_end_matches(['\n', '\r']);
     if line.trim().is_empty() {
@@ -560,5 +623,37 @@ mod tests {
         assert!(!cache_vanished(
             "The command '/bin/sh -c make' returned a non-zero code: 2"
         ));
+    }
+
+    #[test]
+    fn a_failed_builds_last_made_layer_is_read_from_its_output_and_never_the_base() {
+        let mut steps = StepImages::default();
+        for line in [
+            "Step 1/4 : FROM debian:bookworm-slim\n",
+            " ---> 998cc7442b28\n",
+        ] {
+            steps.read(line);
+        }
+        assert_eq!(steps.last_made(), None, "the base is not the build's");
+        for line in [
+            "Step 2/4 : RUN echo made > /made\n",
+            " ---> Running in 0123456789ab\n",
+            "Removing intermediate container 0123456789ab\n",
+            " ---> 5d2a214bc376\n",
+            "Step 3/4 : from other AS second\n",
+            " ---> abcdefabcdef\n",
+            "Step 4/4 : RUN exit 3\n",
+            " ---> Running in 0123456789ab\n",
+        ] {
+            steps.read(line);
+        }
+        assert_eq!(steps.last_made(), Some("5d2a214bc376"));
+        // A cached step's image counts (Docker refuses it while another build uses it);
+        // what is not an image id does not.
+        steps.read("Step 5/6 : COPY . /src");
+        steps.read(" ---> Using cache");
+        steps.read(" ---> 7c70c1d8be2c");
+        steps.read(" ---> not-an-id");
+        assert_eq!(steps.last_made(), Some("7c70c1d8be2c"));
     }
 }

@@ -45,7 +45,13 @@ fn a_failing_build_shows_the_last_lines_of_output() {
     let t = Test::new();
     t.file(
         ".devcontainer/Dockerfile",
-        "FROM debian:bookworm-slim\nRUN echo about-to-fail >&2 && exit 9\n",
+        // The label marks the layers the build makes before it fails (each step's image
+        // carries the labels of the steps before it); the clean-up must not need it.
+        &format!(
+            "FROM {BASE_IMAGE}\nLABEL {LABEL}={}\nRUN echo made > /made\n\
+             RUN echo about-to-fail >&2 && exit 9\n",
+            t.id
+        ),
     );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
     t.yolo(&["up"])
@@ -54,6 +60,17 @@ fn a_failing_build_shows_the_last_lines_of_output() {
         .assert_stderr_lacks("\u{1b}") // no terminal colour codes
         .assert_stderr_contains("--rebuild");
     assert!(t.containers().is_empty());
+    // Docker keeps a failed build's finished steps as untagged images nothing names: yolo
+    // removes them, and never the base they stood on.
+    let layers = docker(&[
+        "images",
+        "-a",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ]);
+    assert_eq!(layers.trim(), "", "the failed build's layers stayed");
+    assert!(!docker(&["images", "-q", BASE_IMAGE]).trim().is_empty());
 }
 
 #[test]
