@@ -117,6 +117,7 @@ impl Podman {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+        podman.sweep_dead_runs();
         podman
     }
 
@@ -188,18 +189,18 @@ impl Podman {
         panic!("loading {image} into podman: {last}");
     }
 
-    /// Ids of what carries the test's label, of `kind` (`ps -a`, `volume ls`, `network ls`).
-    fn labelled(&self, list: &[&str]) -> Vec<String> {
-        self.listed(list, &[])
-    }
-
     /// What yolo made of `kind` for the test (not the fake internet's).
     fn made(&self, list: &[&str]) -> Vec<String> {
         self.listed(list, &["--filter", "label=dev.yolo.managed=true"])
     }
 
     fn listed(&self, list: &[&str], filters: &[&str]) -> Vec<String> {
-        let filter = format!("label={}", self.label);
+        self.listed_by(&self.label, list, filters)
+    }
+
+    /// Ids of what carries `label`, of `kind` (`ps -a`, `volume ls`, `network ls`, `images`).
+    fn listed_by(&self, label: &str, list: &[&str], filters: &[&str]) -> Vec<String> {
+        let filter = format!("label={label}");
         let out = self
             .cli()
             .args(list)
@@ -226,10 +227,10 @@ impl Podman {
     }
 }
 
-impl Drop for Podman {
-    fn drop(&mut self) {
-        // Never panic here: a panic while a failed test unwinds aborts the test binary.
-        let ids = self.labelled(&["ps", "-a"]);
+impl Podman {
+    /// Remove what carries `label` and the images `images`. Never panics.
+    fn remove(&self, label: &str, images: &[String]) {
+        let ids = self.listed_by(label, &["ps", "-a"], &[]);
         if !ids.is_empty() {
             let _ = self
                 .cli()
@@ -238,13 +239,71 @@ impl Drop for Podman {
                 .output();
         }
         for kind in ["volume", "network"] {
-            for id in self.labelled(&[kind, "ls"]) {
+            for id in self.listed_by(label, &[kind, "ls"], &[]) {
                 let _ = self.cli().args([kind, "rm", "-f", &id]).output();
             }
         }
-        let images = self.labelled(&["images"]);
-        let _ = self.cli().args(["rmi", "-f"]).args(&images).output();
-        let _ = self.cli().args(["rmi", "-f"]).args(&self.images).output();
+        let labelled = self.listed_by(label, &["images"], &[]);
+        let _ = self.cli().args(["rmi", "-f"]).args(&labelled).output();
+        let _ = self.cli().args(["rmi", "-f"]).args(images).output();
+    }
+
+    /// What killed runs of these tests left in this Podman (a test's drop removes its own, but
+    /// not when its process was killed): the support's `sweep_dead_runs`, for Podman's store.
+    fn sweep_dead_runs(&self) {
+        let mut ids = std::collections::BTreeSet::new();
+        for (list, key) in [
+            (["ps", "-a"], "Labels"),
+            (["volume", "ls"], "Labels"),
+            (["network", "ls"], "labels"),
+        ] {
+            let Ok(out) = self
+                .cli()
+                .args(list)
+                .args(["--filter", &format!("label={LABEL}"), "--format", "json"])
+                .output()
+            else {
+                continue;
+            };
+            let listed: Vec<serde_json::Value> =
+                serde_json::from_slice(&out.stdout).unwrap_or_default();
+            ids.extend(
+                listed
+                    .iter()
+                    .filter_map(|o| o[key][LABEL].as_str().map(str::to_string)),
+            );
+        }
+        // What `load` copied in: `localhost/<test id>-<role>:1`.
+        let names = self
+            .cli()
+            .args(["images", "--format", "{{.Repository}}:{{.Tag}}"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let mut images: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for name in names.lines() {
+            if let Some((id, _)) = name
+                .strip_prefix("localhost/")
+                .and_then(|n| n.split_once('-'))
+            {
+                ids.insert(id.to_string());
+                images
+                    .entry(id.to_string())
+                    .or_default()
+                    .push(name.to_string());
+            }
+        }
+        for id in ids.into_iter().filter(|id| test_process_gone(id)) {
+            let names = images.remove(&id).unwrap_or_default();
+            self.remove(&format!("{LABEL}={id}"), &names);
+        }
+    }
+}
+
+impl Drop for Podman {
+    fn drop(&mut self) {
+        // Never panic here: a panic while a failed test unwinds aborts the test binary.
+        self.remove(&self.label, &self.images);
         if let Ok(group) = i32::try_from(self.service.id()) {
             // SAFETY: a signal to the service's own process group (made at spawn).
             unsafe { libc::kill(-group, libc::SIGKILL) };

@@ -158,6 +158,8 @@ impl Test {
         if let Err(e) = CLI.get_or_init(|| try_docker(&["--version"])) {
             panic!("{e}; this test needs Docker (tests made with Test::without_docker do not)");
         }
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(sweep_dead_runs);
         Test::fresh()
     }
 
@@ -523,13 +525,62 @@ pub fn inspect(id: &str) -> serde_json::Value {
     v[0].clone()
 }
 
+/// A test id's unique part: `<pid>x<time>` in hex, the test process's pid first
+/// ([`sweep_dead_runs`] reads it back).
 fn uuid_like() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    format!("{:x}{:x}", std::process::id(), nanos & 0xffff_ffff_ffff)
+    format!("{:x}x{:x}", std::process::id(), nanos & 0xffff_ffff_ffff)
+}
+
+/// Whether the test process that made the test id `t<pid>x<time>` is gone (false for what is
+/// not such an id).
+pub fn test_process_gone(id: &str) -> bool {
+    let pid = id
+        .strip_prefix('t')
+        .and_then(|rest| rest.split_once('x'))
+        .and_then(|(pid, _)| u32::from_str_radix(pid, 16).ok());
+    pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// Remove what test processes that are gone left behind. A test's drop removes what it made,
+/// pass or fail, but not when its process was killed (a timeout, the end of a session): those
+/// leftovers go here, once per test binary, before its first test. A test process that still
+/// runs (another `cargo test` beside this one) keeps its things.
+fn sweep_dead_runs() {
+    let filter = format!("label={LABEL}");
+    let format = format!("{{{{.Label \"{LABEL}\"}}}}");
+    let mut ids = std::collections::BTreeSet::new();
+    for list in [
+        vec!["ps", "-a"],
+        vec!["volume", "ls"],
+        vec!["network", "ls"],
+    ] {
+        let mut args = list;
+        args.extend(["--filter", &filter, "--format", &format]);
+        if let Ok(out) = try_docker(&args) {
+            ids.extend(out.lines().map(str::trim).map(str::to_string));
+        }
+    }
+    // `docker images` cannot show a label: the ids, then their labels.
+    let images = try_docker(&["images", "-q", "--filter", &filter]).unwrap_or_default();
+    let images: Vec<&str> = images.lines().collect();
+    if !images.is_empty() {
+        let format = format!("{{{{index .Config.Labels \"{LABEL}\"}}}}");
+        let mut args = vec!["image", "inspect", "--format", &format];
+        args.extend(images);
+        if let Ok(out) = try_docker(&args) {
+            ids.extend(out.lines().map(str::trim).map(str::to_string));
+        }
+    }
+    for id in ids.into_iter().filter(|id| test_process_gone(id)) {
+        if let Err(e) = cleanup_label(&format!("{LABEL}={id}")) {
+            eprintln!("warning: leftovers of test {id} not removed: {e}");
+        }
+    }
 }
 
 /// An HTTP server on the host's loopback, in this process, answering every request with `body`
