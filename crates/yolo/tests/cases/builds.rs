@@ -291,6 +291,64 @@ fn a_build_step_cannot_send_raw_frames_past_the_firewall() {
     assert!(allowed.contains(&net.allowed.body), "{allowed}");
 }
 
+/// A Compose service's image is built the same way: docker-compose runs its RUN steps in the
+/// guard's namespace (`network: container:<guard>`), with Docker's default capabilities. A
+/// server the firewall refuses stays out of reach, raw frames stay in, and the attempt is
+/// logged as the build's.
+#[test]
+fn a_compose_build_step_cannot_reach_a_refused_server_or_send_raw_frames() {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    let (server, body) = server_on_the_default_bridge(&t);
+    let (listener, ip, mac) = udp_listener(&t, &net);
+    let payload = format!("compose-raw-frame-{}", t.id);
+    t.file(
+        ".devcontainer/raw_frame.py",
+        include_str!("../fixtures/builds/raw_frame.py"),
+    );
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {AGENT_IMAGE}\nCOPY raw_frame.py /raw_frame.py\n\
+             RUN ({}) > /build-net.txt 2>&1; cat /build-net.txt\n\
+             RUN python3 /raw_frame.py {ip} {mac} {payload} > /raw.txt 2>&1; cat /raw.txt\n",
+            fetch(&format!("http://{server}/"))
+        ),
+    );
+    t.file(
+        ".devcontainer/compose.yml",
+        "services:\n  app:\n    build:\n      context: .\n    command: [\"sleep\", \"infinity\"]\n    volumes:\n      - ..:/workspaces/repo\n",
+    );
+    t.devcontainer(
+        r#"{"dockerComposeFile": "compose.yml", "service": "app", "workspaceFolder": "/workspaces/repo"}"#,
+    );
+    t.user_config(&net.user_config(""));
+    up(&t, &net, &["*.allowed.test"], &[]).ok();
+
+    let fetched = read(&t, "/build-net.txt");
+    assert!(
+        fetched.contains("BLOCKED") && !fetched.contains(&body),
+        "the Compose build reached {server}: {fetched}"
+    );
+    let blocked = wait_event(&t, EVENT_WAIT, |e| {
+        e["kind"] == "blocked" && e["dst"] == server.as_str() && e["port"] == 80
+    });
+    let blocked =
+        blocked.unwrap_or_else(|| panic!("no blocked event for {server}: {:?}", t.events()));
+    assert_eq!(blocked["phase"], "build", "{blocked}");
+
+    let tried = read(&t, "/raw.txt");
+    for how in ["plain", "stamped", "qdisc-bypass"] {
+        assert!(tried.contains(&format!("{how} ")), "{how}: {tried}");
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let received = docker_logs(&listener);
+    assert!(
+        !received.contains(&payload),
+        "a frame got out of the Compose build: {received}\nthe build said: {tried}"
+    );
+}
+
 /// A RUN step holds NET_RAW in the guard's namespace, on a bridge other containers (on the
 /// shared network, other projects' guards) are on. Forged ARP (another address claimed at its
 /// own or a made-up hardware address) must stay in: it would take that address's traffic.
