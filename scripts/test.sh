@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): the Debian packages the tests need (scripts/test-deps.sh:
 # chromium, socat, podman...), asciinema's player in a venv under target/, then `cargo test`.
-# Needs a running Docker Engine; extra arguments go to `cargo test`.
+# Needs a running Docker Engine; extra arguments go to `cargo test`. Afterwards, what the tests
+# left in Docker is removed (scripts/sweep-tests.sh); the exit status is cargo's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/test-deps.sh
@@ -10,4 +11,8 @@ if [ ! -x target/asciinema/bin/asciinema ]; then
   python3 -m venv target/asciinema && target/asciinema/bin/pip install -q asciinema
 fi
 export YOLO_ASCIINEMA="$PWD/target/asciinema/bin/asciinema"
-exec cargo test "$@"
+status=0
+cargo test "$@" || status=$?
+# What the tests left (a killed test, a shared image still in use when its test ended).
+bash scripts/sweep-tests.sh
+exit "$status"

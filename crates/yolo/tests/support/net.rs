@@ -4,9 +4,11 @@
 //! with those servers' addresses and logging every query it receives. Nothing here sends a
 //! packet to a public address or to a private address that is not one of these containers.
 //!
-//! The helper images are built once per machine with fixed tags (Docker's cache makes that
-//! instant afterwards) and are never removed by a test's cleanup; the containers and the
-//! network carry the test's label, so `Test`'s drop removes them.
+//! The helper images are built once per test run with fixed tags, shared by the tests (so no
+//! test's cleanup removes them) and labelled [`FIXTURE_LABEL`]: `scripts/test.sh` removes them
+//! when the run ends (`scripts/sweep-tests.sh`; `YOLO_KEEP_TEST_IMAGES=1` keeps them for the
+//! next run). The containers and the network carry the test's label, so `Test`'s drop removes
+//! them.
 
 use super::{docker, Run, Test, LABEL};
 use std::path::PathBuf;
@@ -20,6 +22,9 @@ pub const DNS_IMAGE: &str = "yolo-test-dns:1";
 pub const AGENT_IMAGE: &str = "yolo-test-agent:1";
 /// The guard's socket mark (`firewall::GUARD_MARK`, "yolo").
 pub const GUARD_MARK: u32 = 0x796f_6c6f;
+
+/// The label of the helper images the tests share (`ensure_image`).
+pub const FIXTURE_LABEL: &str = "dev.yolo.test-fixture";
 
 /// Serializes image builds between the tests of this binary (they run on threads).
 static BUILD: Mutex<()> = Mutex::new(());
@@ -47,6 +52,8 @@ pub fn ensure_image(tag: &str, dockerfile: &str) {
     docker_ok(&[
         "build",
         "-q",
+        "--label",
+        &format!("{FIXTURE_LABEL}=1"),
         "-t",
         tag,
         "-f",
