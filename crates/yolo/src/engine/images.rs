@@ -234,19 +234,21 @@ impl Engine {
             None => Ok(()),
             Some(msg) => {
                 drop(stream);
-                if let Some(made) = steps.last_made() {
-                    self.remove_failed_layers(made).await;
+                // The last step's image first: Docker then prunes the untagged layers under
+                // it, and what is left is an earlier stage's end.
+                for made in steps.made() {
+                    self.remove_failed_layer(made).await;
                 }
                 Err((msg, tail))
             }
         }
     }
 
-    /// Remove what a failed build left: the image of its last finished step, and through it
-    /// every untagged layer under it that nothing else uses (Docker's own pruning of parents).
-    /// Only an image without a tag goes, and Docker refuses one a container or another layer
-    /// still uses: a name the build's output made up can cost nothing but an unused layer.
-    async fn remove_failed_layers(&self, id: &str) {
+    /// Remove an image a failed build made, and through it every untagged layer under it
+    /// that nothing else uses (Docker's own pruning of parents). Only an image without a tag
+    /// goes, and Docker refuses one a container or another layer still uses (or that is gone
+    /// already): an id the build's output made up can cost nothing but an unused layer.
+    async fn remove_failed_layer(&self, id: &str) {
         let Ok(image) = self.docker.inspect_image(id).await else {
             return;
         };
@@ -366,16 +368,17 @@ pub(super) fn cache_vanished(message: &str) -> bool {
         || message.contains("No such image: sha256:")
 }
 
-/// One line of a build's output: shown on the spinner, kept among the last `TAIL_LINES`.
 /// The layers a classic (non-BuildKit) build made, read from its output: each step ends with
 /// ` ---> <id>`, the image it made; a `FROM` step's is the base, which the build did not make.
-/// Docker keeps a failed build's finished steps as untagged images that nothing names; the
-/// last one is where their removal starts. BuildKit prints none of this and keeps its layers
-/// in its own cache, which Docker's garbage collection empties.
+/// Docker keeps a failed build's finished steps as untagged images that nothing names: the
+/// last one of each stage has no child, and removing it takes the untagged layers under it.
+/// BuildKit prints none of this and keeps its layers in its own cache, which Docker's garbage
+/// collection empties.
 #[derive(Debug, Default)]
 struct StepImages {
     in_from: bool,
-    last_made: Option<String>,
+    /// In the order the steps finished.
+    made: Vec<String>,
 }
 
 impl StepImages {
@@ -391,16 +394,18 @@ impl StepImages {
         } else if let Some(id) = line.strip_prefix(" ---> ") {
             let id = id.trim();
             if id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit()) && !self.in_from {
-                self.last_made = Some(id.to_string());
+                self.made.push(id.to_string());
             }
         }
     }
 
-    fn last_made(&self) -> Option<&str> {
-        self.last_made.as_deref()
+    /// What the build made, the last first (a child before its parent).
+    fn made(&self) -> impl Iterator<Item = &str> {
+        self.made.iter().rev().map(String::as_str)
     }
 }
 
+/// One line of a build's output: shown on the spinner, kept among the last `TAIL_LINES`.
 fn keep_line(bar: &ProgressBar, tag: &str, tail: &mut VecDeque<String>, line: &str) {
     let line = line.trim_end_matches(['\n', '\r']);
     if line.trim().is_empty() {
@@ -634,7 +639,7 @@ mod tests {
         ] {
             steps.read(line);
         }
-        assert_eq!(steps.last_made(), None, "the base is not the build's");
+        assert_eq!(steps.made().count(), 0, "the base is not the build's");
         for line in [
             "Step 2/4 : RUN echo made > /made\n",
             " ---> Running in 0123456789ab\n",
@@ -647,13 +652,16 @@ mod tests {
         ] {
             steps.read(line);
         }
-        assert_eq!(steps.last_made(), Some("5d2a214bc376"));
+        assert_eq!(steps.made().collect::<Vec<_>>(), ["5d2a214bc376"]);
         // A cached step's image counts (Docker refuses it while another build uses it);
         // what is not an image id does not.
         steps.read("Step 5/6 : COPY . /src");
         steps.read(" ---> Using cache");
         steps.read(" ---> 7c70c1d8be2c");
         steps.read(" ---> not-an-id");
-        assert_eq!(steps.last_made(), Some("7c70c1d8be2c"));
+        assert_eq!(
+            steps.made().collect::<Vec<_>>(),
+            ["7c70c1d8be2c", "5d2a214bc376"]
+        );
     }
 }

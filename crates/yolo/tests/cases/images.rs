@@ -46,11 +46,13 @@ fn a_failing_build_shows_the_last_lines_of_output() {
     t.file(
         ".devcontainer/Dockerfile",
         // The label marks the layers the build makes before it fails (each step's image
-        // carries the labels of the steps before it); the clean-up must not need it.
+        // carries the labels of the steps before it); the clean-up must not need it. The
+        // first stage ends before the second fails: its end has no child.
         &format!(
-            "FROM {BASE_IMAGE}\nLABEL {LABEL}={}\nRUN echo made > /made\n\
-             RUN echo about-to-fail >&2 && exit 9\n",
-            t.id
+            "FROM {BASE_IMAGE} AS first\nLABEL {LABEL}={id}\nRUN echo first > /first\n\
+             FROM {BASE_IMAGE}\nLABEL {LABEL}={id}\nCOPY --from=first /first /first\n\
+             RUN echo made > /made\nRUN echo about-to-fail >&2 && exit 9\n",
+            id = t.id
         ),
     );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
