@@ -203,6 +203,9 @@ impl Engine {
         let mut tail: VecDeque<String> = VecDeque::new();
         let mut pending = String::new();
         let mut steps = StepImages::default();
+        // When the build began, by this clock, less a margin for an engine elsewhere whose
+        // clock runs behind: what a failed build may remove was made after it.
+        let began = chrono::Utc::now() - chrono::TimeDelta::seconds(60);
         let body = bollard::body_full(tar);
         let mut stream = self.docker.build_image(options, None, Some(body));
         let failure = loop {
@@ -234,34 +237,42 @@ impl Engine {
             None => Ok(()),
             Some(msg) => {
                 drop(stream);
-                // The last step's image first: Docker then prunes the untagged layers under
-                // it, and what is left is an earlier stage's end.
+                // The last step's image first: each layer is its parent's only child once
+                // the layers after it are gone.
                 for made in steps.made() {
-                    self.remove_failed_layer(made).await;
+                    self.remove_failed_layer(made, began).await;
                 }
                 Err((msg, tail))
             }
         }
     }
 
-    /// Remove an image a failed build made, and through it every untagged layer under it
-    /// that nothing else uses (Docker's own pruning of parents). Only an image without a tag
-    /// goes, and Docker refuses one a container or another layer still uses (or that is gone
-    /// already): an id the build's output made up can cost nothing but an unused layer.
-    async fn remove_failed_layer(&self, id: &str) {
+    /// Remove an image a failed build made (its parents are removed in their turn: the list
+    /// runs child first, and Docker's pruning of parents is off, so nothing the build did not
+    /// list goes). The build's output is the repository's too, so the id is checked before:
+    /// an image with a tag or a digest (pulled, pushed, named) stays, and so does one made
+    /// before the build began; Docker refuses one that a container or another layer uses.
+    async fn remove_failed_layer(&self, id: &str, began: chrono::DateTime<chrono::Utc>) {
         let Ok(image) = self.docker.inspect_image(id).await else {
             return;
         };
-        if !image.repo_tags.unwrap_or_default().is_empty() {
+        let named = !image.repo_tags.unwrap_or_default().is_empty()
+            || !image.repo_digests.unwrap_or_default().is_empty();
+        let made_since = image
+            .created
+            .as_deref()
+            .and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok())
+            .is_some_and(|created| created >= began);
+        let Some(full_id) = image.id.filter(|_| !named && made_since) else {
             return;
-        }
+        };
+        let options = bollard::query_parameters::RemoveImageOptions {
+            noprune: true,
+            ..Default::default()
+        };
         let _ = self
             .docker
-            .remove_image(
-                id,
-                None::<bollard::query_parameters::RemoveImageOptions>,
-                None,
-            )
+            .remove_image(&full_id, Some(options), None)
             .await;
     }
 
@@ -374,9 +385,12 @@ pub(super) fn cache_vanished(message: &str) -> bool {
 /// last one of each stage has no child, and removing it takes the untagged layers under it.
 /// BuildKit prints none of this and keeps its layers in its own cache, which Docker's garbage
 /// collection empties.
+/// A step answered from the cache (` ---> Using cache`) made nothing: its image is an earlier
+/// build's, whose later steps or stages may still need it.
 #[derive(Debug, Default)]
 struct StepImages {
-    in_from: bool,
+    /// The current step is a `FROM`, or was answered from the cache.
+    made_nothing: bool,
     /// In the order the steps finished.
     made: Vec<String>,
 }
@@ -386,14 +400,18 @@ impl StepImages {
         let line = line.trim_end_matches(['\n', '\r']);
         if let Some(step) = line.strip_prefix("Step ") {
             // "Step 2/5 : FROM base AS stage"
-            let instruction = step.split_once(" : ").map(|(_, rest)| rest.trim_start());
-            self.in_from = instruction.is_some_and(|i| {
-                i.get(..5)
-                    .is_some_and(|word| word.eq_ignore_ascii_case("from "))
-            });
-        } else if let Some(id) = line.strip_prefix(" ---> ") {
-            let id = id.trim();
-            if id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit()) && !self.in_from {
+            let instruction = step.split_once(" : ").map(|(_, rest)| rest);
+            self.made_nothing = instruction
+                .and_then(|i| i.split_whitespace().next())
+                .is_some_and(|word| word.eq_ignore_ascii_case("from"));
+        } else if let Some(rest) = line.strip_prefix(" ---> ") {
+            let id = rest.trim();
+            if id == "Using cache" {
+                self.made_nothing = true;
+            } else if id.len() >= 12
+                && id.bytes().all(|b| b.is_ascii_hexdigit())
+                && !self.made_nothing
+            {
                 self.made.push(id.to_string());
             }
         }
@@ -653,15 +671,25 @@ mod tests {
             steps.read(line);
         }
         assert_eq!(steps.made().collect::<Vec<_>>(), ["5d2a214bc376"]);
-        // A cached step's image counts (Docker refuses it while another build uses it);
-        // what is not an image id does not.
-        steps.read("Step 5/6 : COPY . /src");
-        steps.read(" ---> Using cache");
-        steps.read(" ---> 7c70c1d8be2c");
-        steps.read(" ---> not-an-id");
+        // A cached step's image is an earlier build's; a FROM with a tab is a FROM; what is
+        // not an image id is not one.
+        for line in [
+            "Step 5/8 : COPY . /src",
+            " ---> Using cache",
+            " ---> 7c70c1d8be2c",
+            "Step 6/8 : FROM\tthird",
+            " ---> 0b39bbaed99b",
+            "Step 7/8 : RUN make",
+            " ---> not-an-id",
+            "Step 8/8 : RUN make install",
+            " ---> Running in 0123456789ab",
+            " ---> 84107273fa86",
+        ] {
+            steps.read(line);
+        }
         assert_eq!(
             steps.made().collect::<Vec<_>>(),
-            ["7c70c1d8be2c", "5d2a214bc376"]
+            ["84107273fa86", "5d2a214bc376"]
         );
     }
 }

@@ -76,6 +76,53 @@ fn a_failing_build_shows_the_last_lines_of_output() {
 }
 
 #[test]
+fn a_failed_build_keeps_the_layers_an_earlier_build_made() {
+    // An earlier build left its first stage in Docker's cache (the end of a stage has no
+    // child, and no tag). The failing build takes that stage from the cache: what it removes
+    // is what it made, never that.
+    let t = Test::new();
+    let dockerfile = format!(
+        "FROM {BASE_IMAGE} AS first\nLABEL {LABEL}={id}\nRUN echo first > /first\n\
+         FROM {BASE_IMAGE}\nLABEL {LABEL}={id} stage=second\nCOPY --from=first /first /first\n\
+         RUN echo made > /made\nRUN exit 9\n",
+        id = t.id
+    );
+    t.file(".devcontainer/Dockerfile", &dockerfile);
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    let context = t.workspace.join(".devcontainer");
+    docker(&[
+        "build",
+        "-q",
+        "--target",
+        "first",
+        context.to_str().unwrap(),
+    ]);
+    let labelled = || {
+        let mut ids: Vec<String> = docker(&[
+            "images",
+            "-a",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            &format!("label={LABEL}={}", t.id),
+        ])
+        .lines()
+        .map(String::from)
+        .collect();
+        ids.sort();
+        ids
+    };
+    let cached = labelled();
+    assert!(!cached.is_empty(), "the first build made nothing");
+    t.yolo(&["up"]).fails_with(69);
+    assert_eq!(
+        labelled(),
+        cached,
+        "the failed build removed the cached stage, or left layers of its own"
+    );
+}
+
+#[test]
 fn a_missing_image_that_cannot_be_pulled_is_a_clear_error() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "yolo-test-does-not-exist.invalid/nothing:1"}"#);
