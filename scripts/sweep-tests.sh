@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Removes from the Docker Engine what the tests made and left: everything labelled
-# dev.yolo.test=t<pid>x<time> whose test process (pid, in hex) is gone. A test's drop removes
-# what it made, but not what its process was killed before removing, nor a shared image another
-# test's container still used when it tried (the guard image). Run by scripts/test.sh after
+# dev.yolo.test=t<pid namespace>n<pid>x<time> (hex) whose test process is gone. A test's drop
+# removes what it made, but not what its process was killed before removing, nor a shared image
+# another test's container still used when it tried (the guard image). Run by scripts/test.sh after
 # `cargo test`; the tests also run the same sweep before their first Docker test
 # (tests/support/mod.rs). A test run still going (another clone's) keeps its things. Then the
 # helper images the tests share (label dev.yolo.test-fixture), unless YOLO_KEEP_TEST_IMAGES=1.
@@ -19,10 +19,15 @@ ids=$(
     [ -n "$images" ] && docker image inspect --format "{{index .Config.Labels \"$label\"}}" $images
   } 2>/dev/null | sort -u
 )
+# Pids mean something only in their pid namespace: a run in another container on this engine
+# is never swept from here (nor its helper images).
+ns=$(readlink /proc/$$/ns/pid)
+ns=${ns#pid:[}
+ns=${ns%]}
 live=0
 for id in $ids; do
-  [[ $id =~ ^t([0-9a-f]+)x[0-9a-f]+$ ]] || continue
-  if [ -e "/proc/$((16#${BASH_REMATCH[1]}))" ]; then
+  [[ $id =~ ^t([0-9a-f]+)n([0-9a-f]+)x[0-9a-f]+$ ]] || continue
+  if [ "$((16#${BASH_REMATCH[1]}))" != "$ns" ] || [ -e "/proc/$((16#${BASH_REMATCH[2]}))" ]; then
     live=1
     continue
   fi

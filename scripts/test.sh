@@ -11,8 +11,11 @@ if [ ! -x target/asciinema/bin/asciinema ]; then
   python3 -m venv target/asciinema && target/asciinema/bin/pip install -q asciinema
 fi
 export YOLO_ASCIINEMA="$PWD/target/asciinema/bin/asciinema"
+# What the tests left (a killed test, a shared image still in use when its test ended) goes
+# when cargo ends, also when the run is interrupted (bash runs the trap once cargo is gone).
+trap 'bash scripts/sweep-tests.sh; exit 130' INT TERM
 status=0
 cargo test "$@" || status=$?
-# What the tests left (a killed test, a shared image still in use when its test ended).
+trap - INT TERM
 bash scripts/sweep-tests.sh
 exit "$status"

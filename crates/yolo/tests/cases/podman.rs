@@ -201,13 +201,16 @@ impl Podman {
     /// Ids of what carries `label`, of `kind` (`ps -a`, `volume ls`, `network ls`, `images`).
     fn listed_by(&self, label: &str, list: &[&str], filters: &[&str]) -> Vec<String> {
         let filter = format!("label={label}");
-        let out = self
+        // Never panics: the drop lists through here.
+        let Ok(out) = self
             .cli()
             .args(list)
             .args(["-q", "--filter", &filter])
             .args(filters)
             .output()
-            .expect("podman CLI");
+        else {
+            return Vec::new();
+        };
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_string)
@@ -282,10 +285,17 @@ impl Podman {
             .unwrap_or_default();
         let mut images: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for name in names.lines() {
-            if let Some((id, _)) = name
+            let Some((id, role)) = name
                 .strip_prefix("localhost/")
                 .and_then(|n| n.split_once('-'))
-            {
+            else {
+                continue;
+            };
+            // Only the names `load` gives (a test id, a role, tag 1), never another image.
+            let role_ok = role
+                .strip_suffix(":1")
+                .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_lowercase()));
+            if role_ok && test_process_gone(id) {
                 ids.insert(id.to_string());
                 images
                     .entry(id.to_string())

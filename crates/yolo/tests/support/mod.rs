@@ -525,25 +525,47 @@ pub fn inspect(id: &str) -> serde_json::Value {
     v[0].clone()
 }
 
-/// A test id's unique part: `<pid>x<time>` in hex, the test process's pid first
-/// ([`sweep_dead_runs`] reads it back).
+/// A test id's unique part: `<pid namespace>n<pid>x<time>` in hex, where the test process
+/// runs first ([`test_process_gone`] reads it back).
 fn uuid_like() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    format!("{:x}x{:x}", std::process::id(), nanos & 0xffff_ffff_ffff)
+    format!(
+        "{:x}n{:x}x{:x}",
+        own_pid_namespace().unwrap_or(0),
+        std::process::id(),
+        nanos & 0xffff_ffff_ffff
+    )
 }
 
-/// Whether the test process that made the test id `t<pid>x<time>` is gone (false for what is
-/// not such an id).
+/// The inode of this process's pid namespace: pids mean something only within it.
+fn own_pid_namespace() -> Option<u64> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let link = link.to_str()?;
+    link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// Whether the test process that made the test id `t<pid namespace>n<pid>x<time>` is gone.
+/// False for what is not such an id, and for a process of another pid namespace (a run in
+/// another container on the same engine), which cannot be looked up from here.
 pub fn test_process_gone(id: &str) -> bool {
-    let pid = id
-        .strip_prefix('t')
-        .and_then(|rest| rest.split_once('x'))
-        .and_then(|(pid, _)| u32::from_str_radix(pid, 16).ok());
-    pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let Some((ns, rest)) = id.strip_prefix('t').and_then(|r| r.split_once('n')) else {
+        return false;
+    };
+    let Some((pid, time)) = rest.split_once('x') else {
+        return false;
+    };
+    if !(hex(ns) && hex(pid) && hex(time)) {
+        return false;
+    }
+    let (Ok(ns), Ok(pid)) = (u64::from_str_radix(ns, 16), u32::from_str_radix(pid, 16)) else {
+        return false;
+    };
+    own_pid_namespace() == Some(ns) && !Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Remove what test processes that are gone left behind. A test's drop removes what it made,

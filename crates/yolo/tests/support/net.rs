@@ -35,17 +35,22 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Build `tag` from tests/fixtures/net/`dockerfile` unless it exists.
+/// Build `tag` from tests/fixtures/net/`dockerfile` unless it exists, labelled [`FIXTURE_LABEL`].
 pub fn ensure_image(tag: &str, dockerfile: &str) {
     let _lock = BUILD.lock().unwrap_or_else(|p| p.into_inner());
-    let present = Command::new("docker")
-        .args(["image", "inspect", "--format", "{{.Id}}", tag])
+    // One of an earlier harness has no label (the sweep would never remove it): built again,
+    // from Docker's cache.
+    let format = format!("{{{{index .Config.Labels \"{FIXTURE_LABEL}\"}}}}");
+    let labelled = Command::new("docker")
+        .args(["image", "inspect", "--format", &format, tag])
         .output()
-        .expect("docker CLI")
-        .status
-        .success();
-    if present {
-        return;
+        .expect("docker CLI");
+    if labelled.status.success() {
+        if String::from_utf8_lossy(&labelled.stdout).trim() == "1" {
+            return;
+        }
+        // Not left behind untagged: the new build takes the tag and Docker's cache.
+        let _ = docker(&["rmi", "--no-prune", tag]);
     }
     let dir = fixture("");
     let file = fixture(dockerfile);
