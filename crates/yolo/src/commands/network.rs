@@ -257,7 +257,13 @@ fn sensitive_globs(read_only: &[String], watch: &[String]) -> Vec<String> {
         let path = globset::escape(entry.trim_end_matches('/'));
         [format!("{path}/**"), path]
     });
-    entries.chain(watch.iter().cloned()).collect()
+    // The folders the watched globs reach into: a link put there (`.cargo -> elsewhere`)
+    // changes what the host reads without a change below the folder's own path.
+    let folders = super::watched::folder_patterns(watch);
+    entries
+        .chain(watch.iter().cloned())
+        .chain(folders)
+        .collect()
 }
 
 /// The workspace's host folder, mounted read-only in the guard for its file watcher; `None`
@@ -480,6 +486,9 @@ mod tests {
             ".envrc",
             "sub/dir/Makefile",
             "crates/x/build.rs",
+            // A watched folder itself: made a link, it changes what the host reads.
+            ".cargo",
+            "sub/.vscode",
         ] {
             assert!(set.is_match(path), "{path}");
         }
@@ -488,6 +497,7 @@ mod tests {
             "target/debug/x",
             ".git/configs",
             ".git/index",
+            "sub/tools",
         ] {
             assert!(!set.is_match(path), "{path}");
         }

@@ -463,6 +463,8 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
             !top_git && !SKIPPED.iter().any(|s| name == *s)
         })
         .build();
+    let folders = folder_globs(patterns);
+    let root_real = root.canonicalize().ok();
     let mut matched = std::collections::BTreeSet::new();
     let mut complete = true;
     for (seen, entry) in walker.flatten().enumerate() {
@@ -473,8 +475,32 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
         let Ok(rel) = entry.path().strip_prefix(root) else {
             continue;
         };
-        if !entry.file_type().is_some_and(|t| t.is_dir()) && set.is_match(rel) {
+        if entry.file_type().is_some_and(|t| t.is_dir()) {
+            continue;
+        }
+        if set.is_match(rel) {
             matched.insert(rel.to_string_lossy().into_owned());
+        }
+        // A link where a watched folder would be (`.cargo -> tools/cargo`): the walk does not
+        // follow links, but the host's tools do. The link itself is watched, and so is what
+        // the patterns match below it, by the path the host uses.
+        if entry.path_is_symlink() && folders.is_match(rel) {
+            matched.insert(rel.to_string_lossy().into_owned());
+            // Below it only when it leads into the mounted folder: a link elsewhere is read
+            // on this host (`.cargo -> /`), and its being there is the news.
+            let inside = entry.path().canonicalize().is_ok_and(|target| {
+                target.is_dir() && root_real.as_ref().is_some_and(|r| target.starts_with(r))
+            });
+            if inside {
+                for file in files_below(entry.path(), Some(LINKED_DEPTH)) {
+                    if let Ok(below) = file.strip_prefix(entry.path()) {
+                        let shown = rel.join(below);
+                        if set.is_match(&shown) && matched.len() < MAX_FILES {
+                            matched.insert(shown.to_string_lossy().into_owned());
+                        }
+                    }
+                }
+            }
         }
     }
     let nested_git = std::mem::take(&mut *nested.lock().unwrap_or_else(|p| p.into_inner()));
@@ -483,6 +509,37 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
         nested_git,
         complete,
     }
+}
+
+/// How deep below a linked folder its files are looked at (the watched patterns name files a
+/// few levels below a folder: `.github/workflows/*.yml`, `.git/hooks/*`).
+const LINKED_DEPTH: usize = 6;
+
+/// The folders the patterns reach into: every leading part of a pattern that stops before its
+/// last component and is not wildcards alone (`**/.cargo/config.toml` gives `**/.cargo`;
+/// `.github/workflows/*.yml` gives `.github` and `.github/workflows`).
+fn folder_globs(patterns: &[String]) -> GlobSet {
+    globs(&folder_patterns(patterns))
+}
+
+/// The globs of [`folder_globs`]; the guard's file watcher takes them as sensitive too, so a
+/// watched folder made, removed or replaced by a link is a record of its own.
+pub(crate) fn folder_patterns(patterns: &[String]) -> Vec<String> {
+    let mut folders = Vec::new();
+    for p in patterns {
+        let parts: Vec<&str> = p.split('/').collect();
+        for end in 1..parts.len() {
+            let head = &parts[..end];
+            if head.iter().all(|c| c.chars().all(|ch| ch == '*')) {
+                continue;
+            }
+            let folder = head.join("/");
+            if !folders.contains(&folder) {
+                folders.push(folder);
+            }
+        }
+    }
+    folders
 }
 
 fn globs(patterns: &[String]) -> GlobSet {
@@ -768,6 +825,60 @@ mod tests {
             (changes[0].path.as_str(), changes[0].change),
             ("Makefile", "modified")
         );
+    }
+
+    #[test]
+    fn a_watched_folder_made_a_link_is_flagged_and_so_are_edits_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "tools/cargo/config.toml", "[build]\n");
+        write(root, "tools/vsc/tasks.json", "{}\n");
+        write(root, "sub/keep", "");
+        let patterns = defaults();
+        let before = Baseline::scan(root, &patterns);
+        // Where the host's cargo and VS Code look, the walk saw a link and nothing below it.
+        std::os::unix::fs::symlink("tools/cargo", root.join(".cargo")).unwrap();
+        std::os::unix::fs::symlink("../tools/vsc", root.join("sub/.vscode")).unwrap();
+        std::os::unix::fs::symlink("/somewhere/on/the/host", root.join(".husky")).unwrap();
+        // A link out of the mounted folder is read on the host: only the link is looked at.
+        std::os::unix::fs::symlink("/", root.join(".mvn")).unwrap();
+        let linked = Baseline::scan(root, &patterns);
+        let paths = |changes: &[Change]| {
+            changes
+                .iter()
+                .map(|c| (c.path.clone(), c.change))
+                .collect::<Vec<_>>()
+        };
+        let added = paths(&before.changes(&linked));
+        for path in [
+            ".cargo",
+            ".cargo/config.toml",
+            ".husky",
+            ".mvn",
+            "sub/.vscode",
+            "sub/.vscode/tasks.json",
+        ] {
+            assert!(
+                added.contains(&(path.to_string(), "added")),
+                "{path}: {added:?}"
+            );
+        }
+        // Edits through the link later: the path the host reads changed.
+        write(
+            root,
+            "tools/cargo/config.toml",
+            "[build]\nrustc-wrapper = \"/tmp/x\"\n",
+        );
+        let edited = paths(&linked.changes(&Baseline::scan(root, &patterns)));
+        assert_eq!(edited, [(".cargo/config.toml".to_string(), "modified")]);
+        assert!(
+            !linked.files.keys().any(|k| k.starts_with(".mvn/")),
+            "a link out of the folder was walked"
+        );
+        // A link elsewhere, where no watched folder is, is nobody's business.
+        std::os::unix::fs::symlink("tools", root.join("other")).unwrap();
+        assert!(folder_globs(&patterns).is_match(".cargo"));
+        assert!(!folder_globs(&patterns).is_match("other"));
     }
 
     #[test]

@@ -240,6 +240,55 @@ fn a_fifo_behind_a_watched_file_does_not_hang_yolo() {
 }
 
 #[test]
+fn a_watched_folder_replaced_by_a_link_is_flagged_and_so_are_edits_through_it() {
+    // Root in the agent puts a link where the host's cargo and VS Code look (`.cargo`, a
+    // nested `.vscode`), to folders nobody watches. The host follows the link; so must the
+    // report, by the path the host reads.
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    let plant = "mkdir -p tools/cargo tools/vsc sub \
+        && printf '[build]\\nrustc-wrapper = \"/tmp/x\"\\n' > tools/cargo/config.toml \
+        && echo '{}' > tools/vsc/tasks.json \
+        && ln -s tools/cargo .cargo && ln -s ../tools/vsc sub/.vscode && id -u";
+    t.yolo(&["exec", "--", "sh", "-c", plant])
+        .ok()
+        .assert_stdout("0\n")
+        .assert_stderr_contains(".cargo (added)")
+        .assert_stderr_contains(".cargo/config.toml (added)")
+        .assert_stderr_contains("sub/.vscode (added)")
+        .assert_stderr_contains("sub/.vscode/tasks.json (added)");
+    t.yolo(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "echo '# more' >> tools/cargo/config.toml",
+    ])
+    .ok()
+    .assert_stderr_contains("files your host runs changed: .cargo/config.toml (modified)");
+    // The guard's own file log marks the links sensitive too (written once a path is quiet).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let records = t.yolo(&["audit", "--json", "--kind", "file"]).ok().stdout();
+        let sensitive = |path: &str| {
+            records
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .any(|r| r["path"] == path && r["sensitive"] == true)
+        };
+        if sensitive(".cargo") && sensitive("sub/.vscode") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the guard did not mark the links sensitive: {records}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+#[test]
 fn files_the_host_runs_are_flagged_when_the_agent_changes_them() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
