@@ -58,6 +58,10 @@ pub(crate) const DEFAULT_WATCH: &[&str] = &[
     "**/.npmrc",
     "**/.yarnrc",
     "**/.yarnrc.yml",
+    // Yarn runs the release and plugins `.yarnrc.yml` names; pnpm runs `.pnpmfile.cjs` hooks.
+    "**/.yarn/releases/**",
+    "**/.yarn/plugins/**",
+    "**/.pnpmfile.cjs",
     "**/.cargo/config",
     "**/.cargo/config.toml",
     "**/rust-toolchain",
@@ -92,6 +96,7 @@ pub(crate) const DEFAULT_WATCH: &[&str] = &[
     "**/settings.gradle.kts",
     "**/gradle.properties",
     "**/gradle/wrapper/gradle-wrapper.properties",
+    "**/gradle/wrapper/gradle-wrapper.jar",
     "**/gradlew",
     "**/gradlew.bat",
     "**/mvnw",
@@ -125,6 +130,22 @@ pub(crate) const DEFAULT_WATCH: &[&str] = &[
     "**/flake.nix",
     "**/shell.nix",
     "**/default.nix",
+    "**/Vagrantfile",
+    // What an editor's linters and formatters load as code when the folder opens (the ESLint
+    // and Prettier extensions import their config; Pylint's `init-hook` is Python).
+    "**/eslint.config.js",
+    "**/eslint.config.mjs",
+    "**/eslint.config.cjs",
+    "**/eslint.config.ts",
+    "**/.eslintrc.js",
+    "**/.eslintrc.cjs",
+    "**/prettier.config.js",
+    "**/prettier.config.mjs",
+    "**/prettier.config.cjs",
+    "**/.prettierrc.js",
+    "**/.prettierrc.cjs",
+    "**/.pylintrc",
+    "**/pylintrc",
     ".bashrc",
     ".bash_profile",
     ".profile",
@@ -769,6 +790,14 @@ mod tests {
             "native/CMakeLists.txt",
             "tests/conftest.py",
             "Gemfile",
+            // What a package manager or an editor's linter runs as code.
+            "gradle/wrapper/gradle-wrapper.jar",
+            ".yarn/releases/yarn-4.1.0.cjs",
+            "web/.pnpmfile.cjs",
+            "web/eslint.config.mjs",
+            ".prettierrc.js",
+            ".pylintrc",
+            "Vagrantfile",
         ] {
             assert!(globs(&patterns).is_match(file), "{file}");
         }
