@@ -488,8 +488,11 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
     let root_real = root.canonicalize().ok();
     let mut matched = std::collections::BTreeSet::new();
     let mut complete = true;
+    // Entries looked at below links count against the same cap: a thousand links to the root
+    // must not make a thousand walks of it.
+    let mut below_links = 0usize;
     for (seen, entry) in walker.flatten().enumerate() {
-        if seen >= MAX_ENTRIES || matched.len() >= MAX_FILES {
+        if seen + below_links >= MAX_ENTRIES || matched.len() >= MAX_FILES {
             complete = false;
             break;
         }
@@ -514,6 +517,11 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
             });
             if inside {
                 for file in files_below(entry.path(), Some(LINKED_DEPTH)) {
+                    below_links += 1;
+                    if seen + below_links >= MAX_ENTRIES {
+                        complete = false;
+                        break;
+                    }
                     if let Ok(below) = file.strip_prefix(entry.path()) {
                         let shown = rel.join(below);
                         if set.is_match(&shown) && matched.len() < MAX_FILES {
@@ -1033,6 +1041,31 @@ mod tests {
             write(root, &format!("p/{i}/Makefile"), "");
         }
         assert!(!Baseline::scan(root, &defaults()).complete);
+    }
+
+    #[test]
+    fn links_to_a_big_folder_share_the_walks_cap() {
+        // Each link where a watched folder would be is walked below: 600 links to a folder of
+        // 1,000 entries (one of them watched) would be 600,000 entries, past the cap, and the
+        // scan says so.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for i in 0..999 {
+            write(root, &format!("big/f{i}"), "");
+        }
+        write(root, "big/config.toml", "");
+        for i in 0..600 {
+            std::fs::create_dir_all(root.join(format!("d{i}"))).unwrap();
+            std::os::unix::fs::symlink("../big", root.join(format!("d{i}/.cargo"))).unwrap();
+        }
+        let scan = Baseline::scan(root, &defaults());
+        assert!(!scan.complete);
+        // Each link and the watched file below it, until the cap.
+        assert!(scan.files.len() < 2 * 600, "{}", scan.files.len());
+        assert!(
+            scan.files.contains_key("d0/.cargo/config.toml"),
+            "below the first link"
+        );
     }
 
     #[test]
