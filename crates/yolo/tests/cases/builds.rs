@@ -107,8 +107,13 @@ fn a_build_step_cannot_reach_a_server_the_firewall_denies_and_the_attempt_is_aud
         );
         assert!(!seen.contains(body.as_str()), "{seen}");
     }
-    let blocked = wait_event(&t, EVENT_WAIT, |e| {
-        e["kind"] == "blocked" && e["dst"] == ip.as_str() && e["port"] == 80
+    assert_blocked_in_the_build(&t, &ip);
+}
+
+/// The session log has the refused connection to `ip`:80, marked as the build's.
+fn assert_blocked_in_the_build(t: &Test, ip: &str) {
+    let blocked = wait_event(t, EVENT_WAIT, |e| {
+        e["kind"] == "blocked" && e["dst"] == ip && e["port"] == 80
     });
     let blocked = blocked.unwrap_or_else(|| panic!("no blocked event for {ip}: {:?}", t.events()));
     assert_eq!(blocked["phase"], "build", "{blocked}");
@@ -256,34 +261,15 @@ fn a_failed_build_leaves_no_guard_behind() {
 fn a_build_step_cannot_send_raw_frames_past_the_firewall() {
     let t = Test::new();
     let net = Internet::new(&t);
-    let (name, ip, mac) = udp_listener(&t, &net);
-    let payload = format!("raw-frame-{}", t.id);
-    t.file(
-        ".devcontainer/raw_frame.py",
-        include_str!("../fixtures/builds/raw_frame.py"),
-    );
+    let frames = RawFrames::new(&t, &net);
     t.file(
         ".devcontainer/Dockerfile",
-        &format!(
-            "FROM {AGENT_IMAGE}\nCOPY raw_frame.py /raw_frame.py\n\
-             RUN python3 /raw_frame.py {ip} {mac} {payload} > /raw.txt 2>&1; cat /raw.txt\n"
-        ),
+        &format!("FROM {AGENT_IMAGE}\n{}", frames.steps),
     );
     t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
     t.user_config(&net.user_config(""));
     up(&t, &net, &["*.allowed.test"], &[]).ok();
-
-    let tried = read(&t, "/raw.txt");
-    // Every way was tried (sent, or refused by the egress hook's drop).
-    for how in ["plain", "stamped", "qdisc-bypass"] {
-        assert!(tried.contains(&format!("{how} ")), "{how}: {tried}");
-    }
-    std::thread::sleep(Duration::from_secs(1));
-    let received = docker_logs(&name);
-    assert!(
-        !received.contains(&payload),
-        "the frame got out: {received}\nthe build said: {tried}"
-    );
+    frames.assert_stayed_in(&t);
     // The agent's own namespace is a new one: its traffic is not stamped or sealed, and works.
     let allowed = t
         .yolo(&["exec", "sh", "-c", &fetch("http://www.allowed.test/")])
@@ -300,19 +286,13 @@ fn a_compose_build_step_cannot_reach_a_refused_server_or_send_raw_frames() {
     let t = Test::new();
     let net = Internet::new(&t);
     let (server, body) = server_on_the_default_bridge(&t);
-    let (listener, ip, mac) = udp_listener(&t, &net);
-    let payload = format!("compose-raw-frame-{}", t.id);
-    t.file(
-        ".devcontainer/raw_frame.py",
-        include_str!("../fixtures/builds/raw_frame.py"),
-    );
+    let frames = RawFrames::new(&t, &net);
     t.file(
         ".devcontainer/Dockerfile",
         &format!(
-            "FROM {AGENT_IMAGE}\nCOPY raw_frame.py /raw_frame.py\n\
-             RUN ({}) > /build-net.txt 2>&1; cat /build-net.txt\n\
-             RUN python3 /raw_frame.py {ip} {mac} {payload} > /raw.txt 2>&1; cat /raw.txt\n",
-            fetch(&format!("http://{server}/"))
+            "FROM {AGENT_IMAGE}\nRUN ({}) > /build-net.txt 2>&1; cat /build-net.txt\n{}",
+            fetch(&format!("http://{server}/")),
+            frames.steps
         ),
     );
     t.file(
@@ -330,23 +310,51 @@ fn a_compose_build_step_cannot_reach_a_refused_server_or_send_raw_frames() {
         fetched.contains("BLOCKED") && !fetched.contains(&body),
         "the Compose build reached {server}: {fetched}"
     );
-    let blocked = wait_event(&t, EVENT_WAIT, |e| {
-        e["kind"] == "blocked" && e["dst"] == server.as_str() && e["port"] == 80
-    });
-    let blocked =
-        blocked.unwrap_or_else(|| panic!("no blocked event for {server}: {:?}", t.events()));
-    assert_eq!(blocked["phase"], "build", "{blocked}");
+    assert_blocked_in_the_build(&t, &server);
+    frames.assert_stayed_in(&t);
+}
 
-    let tried = read(&t, "/raw.txt");
-    for how in ["plain", "stamped", "qdisc-bypass"] {
-        assert!(tried.contains(&format!("{how} ")), "{how}: {tried}");
+/// The raw-frame attack of a build: a UDP listener on the test network, and Dockerfile lines
+/// (`steps`) with which a RUN step sends it a datagram as raw frames every way
+/// `fixtures/builds/raw_frame.py` knows, saying what it tried in `/raw.txt`.
+struct RawFrames {
+    listener: String,
+    payload: String,
+    steps: String,
+}
+
+impl RawFrames {
+    fn new(t: &Test, net: &Internet) -> RawFrames {
+        let (listener, ip, mac) = udp_listener(t, net);
+        let payload = format!("raw-frame-{}", t.id);
+        t.file(
+            ".devcontainer/raw_frame.py",
+            include_str!("../fixtures/builds/raw_frame.py"),
+        );
+        let steps = format!(
+            "COPY raw_frame.py /raw_frame.py\n\
+             RUN python3 /raw_frame.py {ip} {mac} {payload} > /raw.txt 2>&1; cat /raw.txt\n"
+        );
+        RawFrames {
+            listener,
+            payload,
+            steps,
+        }
     }
-    std::thread::sleep(Duration::from_secs(1));
-    let received = docker_logs(&listener);
-    assert!(
-        !received.contains(&payload),
-        "a frame got out of the Compose build: {received}\nthe build said: {tried}"
-    );
+
+    /// Every way was tried (sent, or refused by the egress hook's drop), and nothing arrived.
+    fn assert_stayed_in(&self, t: &Test) {
+        let tried = read(t, "/raw.txt");
+        for how in ["plain", "stamped", "qdisc-bypass"] {
+            assert!(tried.contains(&format!("{how} ")), "{how}: {tried}");
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        let received = docker_logs(&self.listener);
+        assert!(
+            !received.contains(&self.payload),
+            "a frame got out of the build: {received}\nthe build said: {tried}"
+        );
+    }
 }
 
 /// A RUN step holds NET_RAW in the guard's namespace, on a bridge other containers (on the
