@@ -416,6 +416,24 @@ impl Test {
         ])
     }
 
+    /// The full ids of every image carrying this test's label, the layers under a tagged one
+    /// too (`docker images -a`), sorted.
+    pub fn layers(&self) -> Vec<String> {
+        let mut ids: Vec<String> = docker(&[
+            "images",
+            "-a",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            &format!("label={LABEL}={}", self.id),
+        ])
+        .lines()
+        .map(str::to_string)
+        .collect();
+        ids.sort();
+        ids
+    }
+
     /// The first event of `kind` in this test's sessions.
     pub fn first_event(&self, kind: &str) -> Option<serde_json::Value> {
         self.events().into_iter().find(|e| e["kind"] == kind)
