@@ -3,8 +3,8 @@
 # dev.yolo.test=t<pid namespace>n<pid>x<time> (hex) whose test process is gone. A test's drop
 # removes what it made, but not what its process was killed before removing, nor a shared
 # image another test's container still used when it tried (the guard image). Run by
-# scripts/test.sh after `cargo test`; the tests also run the same sweep before their first
-# Docker test (tests/support/mod.rs). A test run still going (another clone's, another
+# scripts/test.sh after `cargo test`, and by the tests before their first Docker test, with
+# YOLO_KEEP_TEST_IMAGES=1 (tests/support/mod.rs `sweep_dead_runs`). A test run still going (another clone's, another
 # container's) keeps its things. Then the helper images the tests share (label
 # dev.yolo.test-fixture), unless YOLO_KEEP_TEST_IMAGES=1 or another run is going.
 set -uo pipefail

@@ -544,7 +544,7 @@ pub fn inspect(id: &str) -> serde_json::Value {
 }
 
 /// A test id's unique part: `<pid namespace>n<pid>x<time>` in hex, where the test process
-/// runs first ([`test_process_gone`] reads it back).
+/// runs first ([`test_process_gone`] and `scripts/sweep-tests.sh` read it back).
 fn uuid_like() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
     let nanos = SystemTime::now()
@@ -588,38 +588,17 @@ pub fn test_process_gone(id: &str) -> bool {
 
 /// Remove what test processes that are gone left behind. A test's drop removes what it made,
 /// pass or fail, but not when its process was killed (a timeout, the end of a session): those
-/// leftovers go here, once per test binary, before its first test. A test process that still
-/// runs (another `cargo test` beside this one) keeps its things.
+/// leftovers go here, once per test binary, before its first test, through the sweep
+/// `scripts/test.sh` runs after `cargo test` (`scripts/sweep-tests.sh`), with the helper images
+/// kept. A test process that still runs (another `cargo test` beside this one) keeps its things.
 fn sweep_dead_runs() {
-    let filter = format!("label={LABEL}");
-    let format = format!("{{{{.Label \"{LABEL}\"}}}}");
-    let mut ids = std::collections::BTreeSet::new();
-    for list in [
-        vec!["ps", "-a"],
-        vec!["volume", "ls"],
-        vec!["network", "ls"],
-    ] {
-        let mut args = list;
-        args.extend(["--filter", &filter, "--format", &format]);
-        if let Ok(out) = try_docker(&args) {
-            ids.extend(out.lines().map(str::trim).map(str::to_string));
-        }
-    }
-    // `docker images` cannot show a label: the ids, then their labels.
-    let images = try_docker(&["images", "-q", "--filter", &filter]).unwrap_or_default();
-    let images: Vec<&str> = images.lines().collect();
-    if !images.is_empty() {
-        let format = format!("{{{{index .Config.Labels \"{LABEL}\"}}}}");
-        let mut args = vec!["image", "inspect", "--format", &format];
-        args.extend(images);
-        if let Ok(out) = try_docker(&args) {
-            ids.extend(out.lines().map(str::trim).map(str::to_string));
-        }
-    }
-    for id in ids.into_iter().filter(|id| test_process_gone(id)) {
-        if let Err(e) = cleanup_label(&format!("{LABEL}={id}")) {
-            eprintln!("warning: leftovers of test {id} not removed: {e}");
-        }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/sweep-tests.sh");
+    let swept = Command::new("bash")
+        .arg(&script)
+        .env("YOLO_KEEP_TEST_IMAGES", "1")
+        .status();
+    if !swept.as_ref().is_ok_and(|s| s.success()) {
+        eprintln!("warning: {} did not run: {swept:?}", script.display());
     }
 }
 
