@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian packages the tests need beyond the Docker Engine (which ../shared/tools/docker-up.sh
+# Debian packages the tests need beyond the Docker Engine (which scripts/docker-up.sh
 # installs): chromium opens the HTML report, socat forwards the engine's socket over TCP for the
 # remote-engine tests, podman runs the Podman and `podman kube play` tests (catatonit: the pause
 # process podman builds its Pods' infra image from), uidmap lets rootless Podman map users.

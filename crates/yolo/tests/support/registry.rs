@@ -1,5 +1,5 @@
 //! A real OCI registry for tests: Debian's `docker-registry` (the CNCF distribution registry,
-//! installed by `shared/tools/docker-up.sh`), started on 127.0.0.1 at a free port with its
+//! installed by `scripts/docker-up.sh`), started on 127.0.0.1 at a free port with its
 //! storage in a temporary folder, and Features published to it through the OCI distribution
 //! API as `devcontainer features publish` does (a tar layer of media type
 //! `application/vnd.devcontainers.layer.v1+tar`, a config of media type
@@ -100,7 +100,7 @@ impl Registry {
         let binary = "/usr/bin/docker-registry";
         assert!(
             Path::new(binary).exists(),
-            "{binary} is missing: run shared/tools/docker-up.sh (Debian package docker-registry)"
+            "{binary} is missing: run scripts/docker-up.sh (Debian package docker-registry)"
         );
         let mut dir = tempfile::tempdir().unwrap();
         let mut auth = String::new();
