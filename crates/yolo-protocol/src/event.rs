@@ -197,6 +197,26 @@ pub enum EventKind {
         truncated: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         argc: Option<u64>,
+        /// SHA-256 (hex) of the binary the kernel mapped (`exe`), read through the process's own
+        /// handle on it, so a file renamed over a path or a memfd is hashed as what ran. Absent
+        /// when the exec did not run, or when the hash was not ready at the exec: it then follows
+        /// in an `exec_digest` record of the same `id`, which the reader joins here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
+        /// Names of the dynamic loader's variables in the new program's environment
+        /// (`LD_PRELOAD`, `LD_AUDIT`, `LD_LIBRARY_PATH`, any `LD_*`, `GCONV_PATH`,
+        /// `GLIBC_TUNABLES`): code other than `exe` may run in it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        loader_env: Vec<String>,
+        /// `/etc/ld.so.preload` existed in the program's root at the exec: every dynamically
+        /// linked program loads the libraries it names.
+        #[serde(default, skip_serializing_if = "is_false")]
+        ld_so_preload: bool,
+        /// Signals pending when the program was let go at its exec (`SIGSTOP`...): it could be
+        /// held before reading its arguments, and another process could change them after this
+        /// record.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pending_signals: Vec<String>,
         /// Filled by the reader from the matching `exec_exit` (the guard writes `null`): always
         /// present in `yolo audit --json`, `null` while the program runs or when it never ran.
         #[serde(default)]
@@ -214,6 +234,23 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
         duration_ms: u64,
+    },
+    /// The second part of an `exec` whose binary's hash was not ready when it was recorded:
+    /// computed off the exec's path from the process's own handle on the binary.
+    ExecDigest {
+        /// The `exec` record's id.
+        id: u64,
+        pid: i32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
+        /// The binary changed (its ctime moved) between the exec and the end of the hash: the
+        /// hash is of what the file held afterwards, not surely of what ran.
+        #[serde(default, skip_serializing_if = "is_false")]
+        changed: bool,
+        /// Why there is no hash (the file could not be read, or it is larger than the hasher
+        /// reads).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// A process in the agent container runs without the exec filter (something started it
     /// with a plain `docker exec`, or an editor attached): its execs are not recorded.
@@ -292,6 +329,7 @@ impl EventKind {
         "watched_file",
         "exec",
         "exec_exit",
+        "exec_digest",
         "unsupervised",
         "file",
         "feature_fetch",
@@ -313,6 +351,7 @@ impl EventKind {
             EventKind::WatchedFile { .. } => "watched_file",
             EventKind::Exec { .. } => "exec",
             EventKind::ExecExit { .. } => "exec_exit",
+            EventKind::ExecDigest { .. } => "exec_digest",
             EventKind::Unsupervised { .. } => "unsupervised",
             EventKind::File { .. } => "file",
             EventKind::FeatureFetch { .. } => "feature_fetch",
@@ -480,6 +519,10 @@ mod tests {
                 argv_rewritten: false,
                 truncated: false,
                 argc: None,
+                sha256: None,
+                loader_env: vec![],
+                ld_so_preload: false,
+                pending_signals: vec![],
                 exit_code: None,
                 duration_ms: None,
             },
@@ -489,6 +532,13 @@ mod tests {
                 exit_code: 0,
                 signal: None,
                 duration_ms: 0,
+            },
+            EventKind::ExecDigest {
+                id: 0,
+                pid: 0,
+                sha256: None,
+                changed: false,
+                error: None,
             },
             EventKind::Unsupervised {
                 pid: 0,

@@ -6,10 +6,14 @@
 //!   when two return USER_NOTIF the newest wins: a process that installed its own listener
 //!   could answer its own execs and the supervisor would never see them. Other filters
 //!   (a sandbox's own ERRNO/KILL rules) stay allowed: they can only stop an exec, not hide one.
+//! - `process_vm_writev` and ptrace's writing requests fail with EPERM: one process of the agent
+//!   must not change another's memory after the supervisor recorded its exec (the agent's
+//!   `/proc` is read-only for the same reason, where the engine allows it). Debuggers in the
+//!   agent can still read and trace; they cannot set breakpoints.
 //! - A syscall of another ABI (32-bit `int 0x80`, x32) kills the process: its numbers differ,
 //!   so its `execve` would not match the ones above.
 //!
-//! Written as classic BPF by hand: a dozen instructions. `seccompiler` has no USER_NOTIF action
+//! Written as classic BPF by hand: a few dozen instructions, jumps resolved from labels. `seccompiler` has no USER_NOTIF action
 //! and no listener, and libseccomp is a C library the static guard binary would have to carry.
 
 use libc::{sock_filter, sock_fprog};
@@ -34,7 +38,9 @@ const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 /// Offsets in `struct seccomp_data`: nr, arch, then the instruction pointer and args[6].
 const NR: u32 = 0;
 const ARCH: u32 = 4;
-/// The low 32 bits of args[1] (little-endian: the first word), where `seccomp()` takes flags.
+/// The low 32 bits of args[0] and args[1] (little-endian: the first word): `ptrace()`'s request
+/// and `seccomp()`'s flags.
+const ARG0_LOW: u32 = 16;
 const ARG1_LOW: u32 = 16 + 8;
 #[cfg(not(target_endian = "little"))]
 compile_error!("the filter reads the low word of a syscall argument as little-endian");
@@ -52,30 +58,108 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
+/// ptrace requests that write into another process (its memory, registers, signal state or
+/// syscall), refused to the agent's processes: after the supervisor let a program go, another
+/// process of the agent could otherwise change its arguments (or anything else) before it
+/// reads them. Requests a kernel does not know fail with EIO anyway, so every architecture's
+/// numbers are listed on every architecture.
+const PTRACE_WRITES: [u32; 13] = [
+    4,      // PTRACE_POKETEXT
+    5,      // PTRACE_POKEDATA
+    6,      // PTRACE_POKEUSER
+    13,     // PTRACE_SETREGS (x86)
+    15,     // PTRACE_SETFPREGS (x86)
+    19,     // PTRACE_SETFPXREGS (x86)
+    30,     // PTRACE_ARCH_PRCTL (x86_64: the thread's FS/GS base)
+    34,     // PTRACE_POKEMTETAGS (arm64)
+    0x4203, // PTRACE_SETSIGINFO
+    0x4205, // PTRACE_SETREGSET
+    0x420b, // PTRACE_SETSIGMASK
+    0x4210, // PTRACE_SET_SYSCALL_USER_DISPATCH_CONFIG
+    0x4212, // PTRACE_SET_SYSCALL_INFO
+];
+
+/// A jump target in [`program`], resolved to an offset once the program is laid out.
+#[derive(Clone, Copy, PartialEq)]
+enum Label {
+    Next,
+    Notify,
+    Allow,
+    Refuse,
+    Seccomp,
+    Ptrace,
+}
+
 /// The program. Kept as a value so a test can read it and the shim can install it.
 pub fn program() -> Vec<sock_filter> {
-    let execve = libc::SYS_execve as u32;
-    let execveat = libc::SYS_execveat as u32;
-    let seccomp = libc::SYS_seccomp as u32;
+    use Label::*;
     let new_listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as u32;
     let errno_eperm = libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32);
-    vec![
-        /* 0 */ stmt(BPF_LD_W_ABS, ARCH),
-        /* 1 */ jump(BPF_JEQ_K, AUDIT_ARCH, 1, 0),
-        /* 2 */ stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS),
-        /* 3 */ stmt(BPF_LD_W_ABS, NR),
-        /* 4 */ jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
-        /* 5 */ stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS),
-        /* 6 */ jump(BPF_JEQ_K, execve, 2, 0),
-        /* 7 */ jump(BPF_JEQ_K, execveat, 1, 0),
-        /* 8 */ jump(BPF_JEQ_K, seccomp, 2, 1),
-        /* 9 */ stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF),
-        /* 10 */ stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
-        /* 11 */ stmt(BPF_LD_W_ABS, ARG1_LOW),
-        /* 12 */ jump(BPF_JSET_K, new_listener, 0, 1),
-        /* 13 */ stmt(BPF_RET_K, errno_eperm),
-        /* 14 */ stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
-    ]
+    // (instruction, where it jumps when true, when false); labels mark the next instruction.
+    enum Item {
+        Ins(sock_filter, Label, Label),
+        At(Label),
+    }
+    let ins = |i| Item::Ins(i, Next, Next);
+    let jeq = |k, t, f| Item::Ins(jump(BPF_JEQ_K, k, 0, 0), t, f);
+    let mut items = vec![
+        ins(stmt(BPF_LD_W_ABS, ARCH)),
+        // `Next` keeps the jump as written: past the kill when the architecture is ours.
+        Item::Ins(jump(BPF_JEQ_K, AUDIT_ARCH, 1, 0), Next, Next),
+        ins(stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS)),
+        ins(stmt(BPF_LD_W_ABS, NR)),
+        Item::Ins(jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1), Next, Next),
+        ins(stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS)),
+        jeq(libc::SYS_execve as u32, Notify, Next),
+        jeq(libc::SYS_execveat as u32, Notify, Next),
+        jeq(libc::SYS_seccomp as u32, Seccomp, Next),
+        jeq(libc::SYS_process_vm_writev as u32, Refuse, Next),
+        jeq(libc::SYS_ptrace as u32, Ptrace, Next),
+        ins(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW)),
+        Item::At(Seccomp),
+        ins(stmt(BPF_LD_W_ABS, ARG1_LOW)),
+        Item::Ins(jump(BPF_JSET_K, new_listener, 0, 0), Refuse, Allow),
+        Item::At(Ptrace),
+        ins(stmt(BPF_LD_W_ABS, ARG0_LOW)),
+    ];
+    for request in PTRACE_WRITES {
+        items.push(jeq(request, Refuse, Next));
+    }
+    // The returns last: classic BPF jumps only forward.
+    items.extend([
+        Item::At(Allow),
+        ins(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW)),
+        Item::At(Notify),
+        ins(stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF)),
+        Item::At(Refuse),
+        ins(stmt(BPF_RET_K, errno_eperm)),
+    ]);
+    // Lay out: the offset of every label, then each jump made relative to its instruction.
+    let mut at = std::collections::HashMap::new();
+    let mut n = 0usize;
+    for item in &items {
+        match item {
+            Item::At(label) => {
+                at.insert(*label as u8, n);
+            }
+            Item::Ins(..) => n += 1,
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    for item in items {
+        let Item::Ins(mut i, t, f) = item else {
+            continue;
+        };
+        let here = out.len();
+        let offset = |label: Label, keep: u8| match label {
+            Next => keep,
+            label => u8::try_from(at[&(label as u8)] - here - 1).expect("a short jump"),
+        };
+        i.jt = offset(t, i.jt);
+        i.jf = offset(f, i.jf);
+        out.push(i);
+    }
+    out
 }
 
 /// Install the filter on the calling thread (single-threaded callers only: the shim) and

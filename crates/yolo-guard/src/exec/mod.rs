@@ -2,6 +2,7 @@
 //! listener to the guard (`wire`), and the guard's supervisor that records every exec
 //! (`supervisor`, reading the agent's processes through `procfs`). See docs/security-model.md.
 
+pub(crate) mod digest;
 pub mod filter;
 pub(crate) mod procfs;
 pub mod shim;
@@ -310,5 +311,191 @@ mod tests {
             .status()
             .unwrap();
         assert!(nested.success());
+    }
+
+    /// The `exec` records of `argv0`, whole.
+    fn records_of<'a>(events: &'a [EventKind], argv0: &str) -> Vec<&'a EventKind> {
+        events
+            .iter()
+            .filter(|e| matches!(e, EventKind::Exec { argv, .. } if argv.first().is_some_and(|a| a == argv0)))
+            .collect()
+    }
+
+    /// The hash of an exec, from its record or from the `exec_digest` that followed it.
+    fn digest_of(events: &[EventKind], record: &EventKind) -> Option<String> {
+        let EventKind::Exec { id, sha256, .. } = record else {
+            return None;
+        };
+        sha256.clone().or_else(|| {
+            events.iter().find_map(|e| match e {
+                EventKind::ExecDigest { id: of, sha256, .. } if of == id => sha256.clone(),
+                _ => None,
+            })
+        })
+    }
+
+    fn sha256_of(path: &str) -> String {
+        digest::hash_file(&std::fs::File::open(path).unwrap()).unwrap()
+    }
+
+    /// The attack run's launcher: a payload renamed over a program's path, exec'd by that path,
+    /// and the original put back. The record's hash is the payload's, whatever the path says.
+    #[test]
+    fn a_program_swapped_under_its_path_is_recorded_by_its_content() {
+        if !root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let script = format!(
+            "cp /bin/true {d}/true; cp /bin/echo {d}/payload; \
+             mv {d}/true {d}/orig; mv {d}/payload {d}/true; {d}/true swapped; \
+             mv {d}/orig {d}/true; {d}/true plain; exit 0"
+        );
+        let (events, status) = supervised("swap", &script);
+        assert!(status.success(), "{status}");
+        let path = format!("{d}/true");
+        let record = |word: &str| {
+            records_of(&events, &path)
+                .into_iter()
+                .find(|e| matches!(e, EventKind::Exec { argv, .. } if argv.get(1).is_some_and(|a| a == word)))
+                .unwrap_or_else(|| panic!("no record of {word}: {events:?}"))
+        };
+        assert_eq!(
+            digest_of(&events, record("swapped")).as_deref(),
+            Some(sha256_of("/bin/echo").as_str()),
+            "{events:?}"
+        );
+        assert_eq!(
+            digest_of(&events, record("plain")).as_deref(),
+            Some(sha256_of("/bin/true").as_str()),
+            "{events:?}"
+        );
+    }
+
+    /// A program run again is hashed once: its later records carry the hash themselves.
+    #[test]
+    fn a_known_binary_is_hashed_in_the_record_itself() {
+        if !root() {
+            return;
+        }
+        let (events, status) = supervised(
+            "cached",
+            "/bin/true 1; sleep 0.5; /bin/true 2; /bin/true 3; exit 0",
+        );
+        assert!(status.success(), "{status}");
+        let records = records_of(&events, "/bin/true");
+        assert_eq!(records.len(), 3, "{events:?}");
+        let want = sha256_of("/bin/true");
+        for r in &records {
+            assert_eq!(
+                digest_of(&events, r).as_deref(),
+                Some(want.as_str()),
+                "{r:?}"
+            );
+        }
+        // /bin/true is older than the settling time: once hashed (the pause), it is known.
+        assert!(
+            matches!(
+                records[1],
+                EventKind::Exec {
+                    sha256: Some(_),
+                    ..
+                }
+            ) && matches!(
+                records[2],
+                EventKind::Exec {
+                    sha256: Some(_),
+                    ..
+                }
+            ),
+            "{records:?}"
+        );
+    }
+
+    /// Loader variables are named in the record of the program they load code into.
+    #[test]
+    fn loader_variables_are_recorded_by_name() {
+        if !root() {
+            return;
+        }
+        let (events, status) = supervised(
+            "loader",
+            // (cargo runs tests with LD_LIBRARY_PATH set)
+            "unset LD_LIBRARY_PATH; LD_PRELOAD= LD_AUDIT= GCONV_PATH=/x /bin/true loaded; /bin/true clean; exit 0",
+        );
+        assert!(status.success(), "{status}");
+        let env_of = |word: &str| {
+            records_of(&events, "/bin/true")
+                .into_iter()
+                .find_map(|e| match e {
+                    EventKind::Exec {
+                        argv, loader_env, ..
+                    } if argv[1] == word => Some(loader_env.clone()),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let mut loaded = env_of("loaded");
+        loaded.sort();
+        assert_eq!(loaded, ["GCONV_PATH", "LD_AUDIT", "LD_PRELOAD"]);
+        assert!(env_of("clean").is_empty());
+    }
+
+    /// A signal pending at the exec stop (blocked, so still pending when the program is let
+    /// go) is named: the program could be held before it reads its arguments.
+    #[test]
+    fn a_signal_pending_at_the_exec_is_recorded() {
+        if !root() {
+            return;
+        }
+        let script = r#"python3 -c 'import os, signal; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1]); os.kill(os.getpid(), signal.SIGUSR1); os.execv("/bin/true", ["/bin/true", "held"])'; exit 0"#;
+        let (events, status) = supervised("pending", script);
+        assert!(status.success(), "{status}");
+        let pending = records_of(&events, "/bin/true")
+            .into_iter()
+            .find_map(|e| match e {
+                EventKind::Exec {
+                    pending_signals, ..
+                } => Some(pending_signals.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{events:?}"));
+        assert_eq!(pending, ["SIGUSR1"]);
+    }
+
+    /// Under the filter, a process cannot write another's memory with `process_vm_writev` or
+    /// ptrace's POKE; reading stays allowed.
+    #[test]
+    fn the_filter_refuses_writes_into_another_process() {
+        if !root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let script = format!(
+            r#"python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(b"abcd")
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+src = ctypes.create_string_buffer(b"wxyz")
+local = iovec(ctypes.addressof(src), 4)
+remote = iovec(ctypes.addressof(buf), 4)
+w = libc.process_vm_writev(os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+werr = ctypes.get_errno()
+r = libc.process_vm_readv(os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+libc.ptrace.restype = ctypes.c_long
+p = libc.ptrace(5, os.getppid(), 0, 0)
+perr = ctypes.get_errno()
+open("{}", "w").write(f"{{w}} {{werr}} {{r}} {{p}} {{perr}}")
+'; exit 0"#,
+            out.display()
+        );
+        let (_, status) = supervised("memwrite", &script);
+        assert!(status.success(), "{status}");
+        let got = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(got, format!("-1 {} 4 -1 {}", libc::EPERM, libc::EPERM));
     }
 }

@@ -104,6 +104,59 @@ pub struct NewImage {
     pub argv: (Vec<String>, bool, usize),
     /// `AT_EXECFN`: the filename the kernel executed.
     pub execfn: Option<String>,
+    /// The loader variables in its environment, by name ([`is_loader_variable`]).
+    pub loader_env: Vec<String>,
+}
+
+/// Environment variables the dynamic loader (glibc's `ld.so`, musl's) acts on to load or find
+/// code other than the program's own: any `LD_*`, and glibc's `GCONV_PATH` (modules loaded by
+/// `iconv`) and `GLIBC_TUNABLES`.
+pub fn is_loader_variable(name: &[u8]) -> bool {
+    name.starts_with(b"LD_") || name == b"GCONV_PATH" || name == b"GLIBC_TUNABLES"
+}
+
+/// The loader variables among NUL-separated `NAME=value` strings, by name, each once.
+pub fn loader_names(strings: &[u8]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for entry in strings.split(|&b| b == 0) {
+        let name = entry.split(|&b| b == b'=').next().unwrap_or_default();
+        if is_loader_variable(name) {
+            let name = String::from_utf8_lossy(name).into_owned();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// The loader variables of `pid`'s environment from `/proc/<pid>/environ` (what the program
+/// started with), for when its stack could not be read directly.
+pub fn environ_loader_names(pid: i32) -> Vec<String> {
+    read_bounded(&format!("/proc/{pid}/environ"), 16 << 20)
+        .map(|bytes| loader_names(&bytes))
+        .unwrap_or_default()
+}
+
+/// The environment strings of a program stopped at its exec, as far as their names go: they
+/// lie one after another from the first pointer's string to the last one's (the kernel copied
+/// them there, and nothing has run since), and a loader variable's name is short, so the last
+/// string is read only [`NAME_BYTES`] in.
+fn environment_strings(pid: i32, env_ptrs: &[u64]) -> Option<Vec<u8>> {
+    const NAME_BYTES: usize = 64;
+    let (Some(&first), Some(&last)) = (env_ptrs.first(), env_ptrs.last()) else {
+        return Some(Vec::new());
+    };
+    let span = (last.checked_sub(first)? as usize).checked_add(NAME_BYTES)?;
+    // The kernel caps what argv and the environment take of the stack; far below this.
+    if span > 64 << 20 {
+        return None;
+    }
+    let mut strings = vec![0u8; span];
+    let got = read_mem(pid, first, &mut strings).ok()?;
+    // A last string cut short is still a name's worth, or the stack's end.
+    strings.truncate(got);
+    Some(strings)
 }
 
 /// Read argv and `AT_EXECFN` straight from the new stack of a program stopped at its exec
@@ -126,6 +179,7 @@ pub fn new_image(pid: i32) -> Option<NewImage> {
         return None;
     }
     let env_end = 2 + argc + words.get(2 + argc..)?.iter().position(|&w| w == 0)?;
+    let loader_env = loader_names(&environment_strings(pid, &words[2 + argc..env_end])?);
     const AT_EXECFN: u64 = 31;
     let execfn_ptr = words
         .get(env_end + 1..)?
@@ -175,6 +229,7 @@ pub fn new_image(pid: i32) -> Option<NewImage> {
     Some(NewImage {
         argv: (argv, truncated, argc),
         execfn,
+        loader_env,
     })
 }
 
@@ -206,6 +261,45 @@ pub fn registers(pid: i32) -> Option<libc::user_regs_struct> {
         )
     };
     (rc == 0).then_some(regs)
+}
+
+/// The signals pending for a thread stopped under ptrace, its own and its process's
+/// (`PTRACE_PEEKSIGINFO` on both queues: two system calls, no /proc file), by name, each once.
+pub fn pending_signals(tid: i32) -> Vec<String> {
+    #[repr(C)]
+    struct PeekArgs {
+        off: u64,
+        flags: u32,
+        nr: i32,
+    }
+    const PEEKSIGINFO_SHARED: u32 = 1;
+    const SIGINFO_SIZE: usize = 128;
+    let mut names: Vec<String> = Vec::new();
+    for flags in [0, PEEKSIGINFO_SHARED] {
+        let mut buf = [0u8; SIGINFO_SIZE * 16];
+        let mut args = PeekArgs {
+            off: 0,
+            flags,
+            nr: 16,
+        };
+        // SAFETY: the kernel writes at most `nr` siginfo structures into `buf`.
+        let n = unsafe {
+            libc::ptrace(
+                libc::PTRACE_PEEKSIGINFO,
+                tid,
+                &mut args as *mut PeekArgs,
+                buf.as_mut_ptr(),
+            )
+        };
+        for info in buf.chunks_exact(SIGINFO_SIZE).take(n.max(0) as usize) {
+            let signo = i32::from_ne_bytes(info[..4].try_into().expect("4 bytes"));
+            let name = crate::init::signal_name(signo);
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
 }
 
 /// `/proc/<pid>/cmdline` as arguments, bounded like [`read_argv`].

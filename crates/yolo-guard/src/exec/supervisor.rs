@@ -24,7 +24,7 @@
 //! filter (a plain `docker exec`, an editor attaching): fewer seccomp filters than the shims
 //! had when they registered. They are recorded as `unsupervised`.
 
-use super::{procfs, wire};
+use super::{digest, procfs, wire};
 use crate::events::{guard_event, Events};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -105,13 +105,22 @@ pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
             .name("yolo-exec-exits".into())
             .spawn(move || exits.run(&log, &stop))?;
     }
+    let digests = {
+        let log = Arc::clone(&log);
+        digest::Digests::start(move |done| {
+            let _ = log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .write(digest_event(done));
+        })?
+    };
     {
         let shared = Arc::clone(&shared);
         let stop = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("yolo-exec".into())
             .spawn(move || {
-                let mut supervisor = Supervisor::new(shared, log, exits);
+                let mut supervisor = Supervisor::new(shared, log, exits, digests);
                 supervisor.allow_traced = options.allow_traced;
                 supervisor.run(&stop)
             })?;
@@ -456,6 +465,7 @@ struct Supervisor {
     shared: Arc<Shared>,
     log: Arc<Mutex<ExecLog>>,
     exits: Arc<Exits>,
+    digests: digest::Digests,
     next_id: u64,
     /// (pid, start time, binary) of processes already recorded as unsupervised: a process that
     /// execs another program is recorded again.
@@ -479,13 +489,19 @@ enum Outcome {
 }
 
 impl Supervisor {
-    fn new(shared: Arc<Shared>, log: Arc<Mutex<ExecLog>>, exits: Arc<Exits>) -> Supervisor {
+    fn new(
+        shared: Arc<Shared>,
+        log: Arc<Mutex<ExecLog>>,
+        exits: Arc<Exits>,
+        digests: digest::Digests,
+    ) -> Supervisor {
         // Unique across restarts of the guard within a session.
         let next_id = (chrono::Utc::now().timestamp() as u64) * 1_000_000;
         Supervisor {
             shared,
             log,
             exits,
+            digests,
             next_id,
             unsupervised: HashSet::new(),
             refused: 0,
@@ -627,11 +643,16 @@ impl Supervisor {
                     .and_then(pidfd_ids)
                     .unwrap_or_else(|| procfs::status(pid).unwrap_or_default());
                 let cwd = procfs::readlink(&format!("/proc/{pid}/cwd"));
-                let (argv, path) = match procfs::new_image(pid) {
-                    Some(image) => (image.argv, image.execfn.unwrap_or_default()),
+                let (argv, path, loader_env) = match procfs::new_image(pid) {
+                    Some(image) => (
+                        image.argv,
+                        image.execfn.unwrap_or_default(),
+                        image.loader_env,
+                    ),
                     None => (
                         procfs::cmdline(pid).unwrap_or_default(),
                         procfs::exec_filename(pid).unwrap_or_default(),
+                        procfs::environ_loader_names(pid),
                     ),
                 };
                 let rewritten = before
@@ -639,6 +660,11 @@ impl Supervisor {
                     .is_some_and(|(b, _, _)| !same_program_args(b, &argv.0));
                 let exe = procfs::readlink(&format!("/proc/{pid}/exe"));
                 let id = self.id();
+                let (sha256, digest_failed) = match self.digests.lookup(id, pid) {
+                    digest::Lookup::Known(hex) => (Some(hex), None),
+                    digest::Lookup::Queued => (None, None),
+                    digest::Lookup::Failed(why) => (None, Some(why)),
+                };
                 let written = self.log().write(exec_event(ExecRecord {
                     id,
                     status: &status,
@@ -649,7 +675,22 @@ impl Supervisor {
                     cwd,
                     result: "ok".into(),
                     rewritten,
+                    sha256,
+                    loader_env,
+                    ld_so_preload: ld_so_preload(pid),
+                    // Last, right before the let-go: a signal queued during the exec can hold
+                    // the program before it reads its arguments.
+                    pending_signals: procfs::pending_signals(pid),
                 }));
+                if let (Ok(()), Some(why)) = (&written, digest_failed) {
+                    let _ = self.log().write(digest_event(digest::Finished {
+                        id,
+                        pid,
+                        sha256: None,
+                        changed: false,
+                        error: Some(why),
+                    }));
+                }
                 if written.is_err() {
                     // Not on record: it must not run. It is stopped before its first
                     // instruction; killed there, and its end collected (a killed tracee
@@ -702,6 +743,10 @@ impl Supervisor {
             cwd,
             result,
             rewritten: false,
+            sha256: None,
+            loader_env: Vec::new(),
+            ld_so_preload: false,
+            pending_signals: Vec::new(),
         }));
     }
 
@@ -897,6 +942,25 @@ struct ExecRecord<'a> {
     cwd: String,
     result: String,
     rewritten: bool,
+    sha256: Option<String>,
+    loader_env: Vec<String>,
+    ld_so_preload: bool,
+    pending_signals: Vec<String>,
+}
+
+fn digest_event(done: digest::Finished) -> EventKind {
+    EventKind::ExecDigest {
+        id: done.id,
+        pid: done.pid,
+        sha256: done.sha256,
+        changed: done.changed,
+        error: done.error,
+    }
+}
+
+/// Whether `/etc/ld.so.preload` exists in the root `pid` sees (a `stat` through its root link).
+fn ld_so_preload(pid: i32) -> bool {
+    std::fs::symlink_metadata(format!("/proc/{pid}/root/etc/ld.so.preload")).is_ok()
 }
 
 fn exec_event(r: ExecRecord<'_>) -> EventKind {
@@ -915,6 +979,10 @@ fn exec_event(r: ExecRecord<'_>) -> EventKind {
         argv_rewritten: r.rewritten,
         truncated,
         argc: truncated.then_some(argc as u64),
+        sha256: r.sha256,
+        loader_env: r.loader_env,
+        ld_so_preload: r.ld_so_preload,
+        pending_signals: r.pending_signals,
         exit_code: None,
         duration_ms: None,
     }

@@ -119,9 +119,12 @@ pub(crate) fn describe(event: &Event) -> String {
             exit_code,
             duration_ms,
             argv_rewritten,
+            loader_env,
+            ld_so_preload,
+            pending_signals,
             ..
         } => format!(
-            "pid={pid} uid={uid} {}{}{}in {}: {}",
+            "pid={pid} uid={uid} {}{}{}{}in {}: {}",
             // A failed exec says which file it tried (a PATH search tries several).
             if result == "ok" {
                 String::new()
@@ -139,6 +142,7 @@ pub(crate) fn describe(event: &Event) -> String {
             } else {
                 ""
             },
+            exec_warnings(loader_env, *ld_so_preload, pending_signals),
             crate::visible::escape_controls(cwd),
             crate::visible::escape_controls(&shell_words(argv))
         ),
@@ -151,6 +155,25 @@ pub(crate) fn describe(event: &Event) -> String {
         } => format!(
             "pid={pid} exit={exit_code}{} {duration_ms}ms",
             signal.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()
+        ),
+        EventKind::ExecDigest {
+            id,
+            pid,
+            sha256,
+            changed,
+            error,
+        } => format!(
+            "pid={pid} exec {id}: {}{}",
+            match (sha256, error) {
+                (Some(hex), _) => format!("sha256 {hex}"),
+                (None, Some(why)) => format!("no hash ({})", crate::visible::escape_controls(why)),
+                (None, None) => "no hash".into(),
+            },
+            if *changed {
+                " (the binary changed while it was hashed)"
+            } else {
+                ""
+            }
         ),
         EventKind::Unsupervised {
             pid, exe, argv, ..
@@ -284,6 +307,10 @@ mod tests {
                 argv_rewritten: false,
                 truncated: false,
                 argc: None,
+                sha256: None,
+                loader_env: Vec::new(),
+                ld_so_preload: false,
+                pending_signals: Vec::new(),
                 exit_code,
                 duration_ms: exit_code.map(|_| 5),
             },
@@ -304,4 +331,30 @@ mod tests {
             "{missed}"
         );
     }
+}
+
+/// What in an exec's record says code other than its binary may run in it, or that its
+/// arguments could change after the record: one parenthesised note each, or nothing.
+pub(crate) fn exec_warnings(
+    loader_env: &[String],
+    ld_so_preload: bool,
+    pending_signals: &[String],
+) -> String {
+    let mut notes = String::new();
+    if !loader_env.is_empty() {
+        notes.push_str(&format!(
+            "(loader variables: {}) ",
+            crate::visible::escape_controls(&loader_env.join(" "))
+        ));
+    }
+    if ld_so_preload {
+        notes.push_str("(/etc/ld.so.preload exists: its libraries load into this program) ");
+    }
+    if !pending_signals.is_empty() {
+        notes.push_str(&format!(
+            "({} pending at the exec: its arguments could change after this record) ",
+            pending_signals.join(" ")
+        ));
+    }
+    notes
 }

@@ -55,9 +55,11 @@ impl Tail {
 }
 
 /// Each `exec_exit` copied into the `exec` of the same `id` (its `exit_code` and
-/// `duration_ms`), so a program's record says how it ended. A joined `exec_exit` line is
-/// dropped unless `keep_exits`; one without its `exec` (the log was cut, or the exit came
-/// first) always stays, so nothing the guard wrote is lost.
+/// `duration_ms`), so a program's record says how it ended; and each `exec_digest`'s hash
+/// into its `exec` (`sha256`). A joined line is dropped unless `keep_exits`; one without its
+/// `exec` (the log was cut, or it came first), or a digest that says more than its hash (the
+/// binary changed, or it could not be hashed), always stays, so nothing the guard wrote is
+/// lost.
 pub(crate) fn join_exits(events: Vec<Event>, keep_exits: bool) -> Vec<Event> {
     use super::EventKind;
     use std::collections::HashMap;
@@ -68,6 +70,21 @@ pub(crate) fn join_exits(events: Vec<Event>, keep_exits: bool) -> Vec<Event> {
         match events[i].kind {
             EventKind::Exec { id, .. } => {
                 execs.insert(id, i);
+            }
+            EventKind::ExecDigest {
+                id,
+                sha256: Some(ref hex),
+                changed,
+                ..
+            } => {
+                let Some(&at) = execs.get(&id) else { continue };
+                let hex = hex.clone();
+                if let EventKind::Exec { sha256, .. } = &mut events[at].kind {
+                    if sha256.is_none() {
+                        *sha256 = Some(hex);
+                        joined[i] = !changed;
+                    }
+                }
             }
             EventKind::ExecExit {
                 id,
@@ -122,6 +139,10 @@ mod tests {
                 argv_rewritten: false,
                 truncated: false,
                 argc: None,
+                sha256: None,
+                loader_env: Vec::new(),
+                ld_so_preload: false,
+                pending_signals: Vec::new(),
                 exit_code: None,
                 duration_ms: None,
             },
@@ -159,6 +180,34 @@ mod tests {
         assert_eq!(joined.len(), 2);
         assert_eq!(ended(&joined[0]), (Some(0), Some(12)));
         assert_eq!(ended(&joined[1]), (Some(3), Some(12)));
+    }
+
+    #[test]
+    fn a_digest_joins_its_exec_and_one_that_says_more_stays() {
+        let digest = |id, changed| {
+            Event::now(
+                "s",
+                EventKind::ExecDigest {
+                    id,
+                    pid: 10,
+                    sha256: Some(format!("hash{id}")),
+                    changed,
+                    error: None,
+                },
+            )
+        };
+        let joined = join_exits(
+            vec![exec(1, 10), exec(2, 11), digest(1, false), digest(2, true)],
+            false,
+        );
+        let kinds: Vec<&str> = joined.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(kinds, ["exec", "exec", "exec_digest"]);
+        for (event, want) in joined.iter().zip(["hash1", "hash2"]) {
+            match &event.kind {
+                EventKind::Exec { sha256, .. } => assert_eq!(sha256.as_deref(), Some(want)),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -506,6 +506,10 @@ mod tests {
             argv_rewritten: false,
             truncated: false,
             argc: None,
+            sha256: None,
+            loader_env: Vec::new(),
+            ld_so_preload: false,
+            pending_signals: Vec::new(),
             exit_code,
             duration_ms: exit_code.map(|_| 5),
         }

@@ -91,7 +91,10 @@ pub(crate) async fn execute(
     let mut tail = audit::reader::Tail::new(files);
     // What is already in the log is one timeline: each exec carries its exit. Later events
     // (--follow) print as they come, an exit on its own line when it happens.
-    let keep_exits = filter.kinds.iter().any(|k| k == "exec_exit");
+    let keep_exits = filter
+        .kinds
+        .iter()
+        .any(|k| k == "exec_exit" || k == "exec_digest");
     let mut events = audit::reader::join_exits(tail.poll(), keep_exits);
     let mut polls: u64 = 0;
     loop {

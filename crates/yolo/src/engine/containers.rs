@@ -302,6 +302,7 @@ impl Engine {
             volume,
             entrypoint,
             cmd,
+            proc_readonly: self.read_only_proc_is_safe().await,
         }))
     }
 
@@ -532,7 +533,23 @@ pub(crate) struct ShimPlan {
     /// What the shim then runs: the image's entrypoint and command, or yolo's keep-alive.
     entrypoint: Vec<String>,
     cmd: Vec<String>,
+    /// Mount the agent's `/proc` read-only ([`PROC_READONLY`]).
+    proc_readonly: bool,
 }
+
+/// The agent's read-only `/proc` paths: Docker's own list with `/proc` itself first. One
+/// process of the agent cannot then write another's memory through `/proc/<pid>/mem` (a write
+/// open fails with EROFS), which is how a launcher would change a program's arguments after the
+/// exec supervisor recorded them; the filter refuses the other two ways (`process_vm_writev`,
+/// ptrace's writes). Docker's list is repeated because setting the field replaces it.
+pub(crate) const PROC_READONLY: [&str; 6] = [
+    "/proc",
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
 
 fn agent_body(
     spec: &RunSpec,
@@ -682,6 +699,9 @@ fn agent_host_config(
             .map(|bytes| HashMap::from([("size".to_string(), bytes.to_string())])),
         devices: (!spec.devices.is_empty())
             .then(|| spec.devices.iter().map(|d| device(d)).collect()),
+        readonly_paths: shim
+            .filter(|plan| plan.proc_readonly)
+            .map(|_| PROC_READONLY.iter().map(|p| p.to_string()).collect()),
         ..hardened_host_config(&hardening)
     }
 }
@@ -802,6 +822,7 @@ pub(super) mod tests {
             volume: None,
             entrypoint: vec!["/docker-entrypoint.sh".into()],
             cmd: vec!["serve".into()],
+            proc_readonly: true,
         };
         let body = agent_body(
             &own_pid,

@@ -149,6 +149,25 @@ impl Engine {
         })
     }
 
+    /// Whether the agent's `/proc` can be mounted read-only (`PROC_READONLY`) without
+    /// breaking `docker exec`: Docker, on a host without AppArmor or SELinux. With either, a
+    /// runtime older than runc 1.2.8 writes the exec's label through the container's own
+    /// `/proc`, which would then fail; Podman's API takes the field differently. Where it is
+    /// not safe, the agent keeps a writable `/proc` and the exec record flags what it can
+    /// (docs/security-model.md).
+    pub(crate) async fn read_only_proc_is_safe(&self) -> bool {
+        if self.is_podman() {
+            return false;
+        }
+        let Ok(info) = self.docker.info().await else {
+            return false;
+        };
+        !info.security_options.iter().flatten().any(|o| {
+            let o = o.to_ascii_lowercase();
+            o.contains("name=apparmor") || o.contains("name=selinux")
+        })
+    }
+
     /// The engine machine's cores and storage driver.
     pub(crate) async fn host_facts(&self) -> Result<HostFacts> {
         let info = self

@@ -1066,3 +1066,165 @@ fn squatting_the_supervisors_socket_does_not_lock_the_user_out() {
         "squatters: {alive}"
     );
 }
+
+/// The hash of an exec record: its own `sha256`, or the `exec_digest` of its id (waited for).
+#[track_caller]
+fn hash_of(t: &Test, exec: &Value) -> String {
+    if let Some(hex) = exec["sha256"].as_str() {
+        return hex.to_string();
+    }
+    let id = exec["id"].clone();
+    let digest = wait_for_event(t, 10, "the exec's digest", |e| {
+        e["kind"] == "exec_digest" && e["id"] == id
+    });
+    digest["sha256"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no hash: {digest}"))
+        .to_string()
+}
+
+/// The attack run's launcher (issue 23, item 4): a payload renamed over `/usr/bin/true`,
+/// exec'd by that path, and the original put back. The path says `true`; the record's hash is
+/// the payload's, in the guard's log and joined into `yolo audit --json`.
+#[test]
+fn a_payload_swapped_over_a_program_is_recorded_by_its_hash() {
+    let t = Test::new();
+    plain(&t);
+    t.up(&[]);
+    let out = attack(
+        &t,
+        "cp /usr/bin/true /tmp/orig && cp /usr/bin/echo /tmp/payload && \
+         mv /tmp/payload /usr/bin/true && /usr/bin/true swapped-run; \
+         mv /tmp/orig /usr/bin/true; sha256sum /usr/bin/echo /usr/bin/true",
+    )
+    .ok()
+    .stdout();
+    let sums: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let (echo, real_true) = (sums[sums.len() - 2], sums[sums.len() - 1]);
+    assert_ne!(echo, real_true);
+    let e = wait_for_exec(&t, &["/usr/bin/true", "swapped-run"]);
+    assert_eq!(hash_of(&t, &e), echo, "{e}");
+    // The reader joins the digest: the audit's own record says it too.
+    let audit = t
+        .yolo(&["audit", "--json", "--kind", "exec", "--grep", "swapped-run"])
+        .ok()
+        .stdout();
+    let joined: Value = serde_json::from_str(audit.lines().last().expect("a record")).unwrap();
+    assert_eq!(joined["sha256"], echo, "{audit}");
+}
+
+/// Loader variables and `/etc/ld.so.preload` (issue 23, item 6): code the agent planted that
+/// would run in every later program, the user's own `yolo exec` included, is on each record.
+#[test]
+fn preloaded_code_is_named_in_every_record_it_reaches() {
+    let t = Test::new();
+    plain(&t);
+    t.up(&[]);
+    attack(
+        &t,
+        "LD_PRELOAD=/nonexistent.so /bin/true env-preload; exit 0",
+    )
+    .ok();
+    let e = wait_for_exec(&t, &["/bin/true", "env-preload"]);
+    assert_eq!(e["loader_env"], serde_json::json!(["LD_PRELOAD"]), "{e}");
+    attack(&t, ": > /etc/ld.so.preload").ok();
+    // The user's own exec, after the agent planted the file.
+    t.yolo(&["exec", "--", "/bin/echo", "users-own"]).ok();
+    let e = wait_for_exec(&t, &["/bin/echo", "users-own"]);
+    assert_eq!(e["ld_so_preload"], true, "{e}");
+    let text = t
+        .yolo(&["audit", "--kind", "exec", "--grep", "users-own"])
+        .ok()
+        .stdout();
+    assert!(text.contains("/etc/ld.so.preload exists"), "{text}");
+    attack(&t, "rm /etc/ld.so.preload").ok();
+    t.yolo(&["exec", "--", "/bin/echo", "clean-again"]).ok();
+    let e = wait_for_exec(&t, &["/bin/echo", "clean-again"]);
+    assert!(e.get("ld_so_preload").is_none(), "{e}");
+}
+
+/// Writes into another process's memory, each way Linux offers, from root in the agent
+/// (issue 23, item 5): `/proc/<pid>/mem` (the agent's /proc is read-only), `process_vm_writev`
+/// and ptrace's POKE (the filter refuses them). Then the attack run's rewrite: a launcher stops
+/// a `cat` right after its exec and changes the file name on its stack; what `cat` printed
+/// and what the record says agree in every attempt.
+#[test]
+fn one_agent_process_cannot_rewrite_anothers_arguments() {
+    const PY: &str = r#"
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+victim = os.fork()
+if victim == 0:
+    os.execv("/bin/sleep", ["/bin/sleep", "30"])
+time.sleep(0.3)
+results = []
+try:
+    os.open(f"/proc/{victim}/mem", os.O_RDWR)
+    results.append("mem:opened")
+except OSError as e:
+    results.append(f"mem:{e.errno}")
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+src = ctypes.create_string_buffer(b"x")
+rc = libc.process_vm_writev(victim, ctypes.byref(iovec(ctypes.addressof(src), 1)), 1,
+                            ctypes.byref(iovec(0x10000, 1)), 1, 0)
+results.append(f"vm_writev:{ctypes.get_errno() if rc < 0 else 'ok'}")
+libc.ptrace(0x4206, victim, 0, 0)  # PTRACE_SEIZE
+rc = libc.ptrace(5, victim, ctypes.c_void_p(0x10000), 0)  # PTRACE_POKEDATA
+results.append(f"poke:{ctypes.get_errno() if rc < 0 else 'ok'}")
+os.kill(victim, signal.SIGKILL)
+print(" ".join(results))
+# The rewrite race, as the attack run did it.
+open("/tmp/harmless", "w").write("HARMLESS\n")
+open("/tmp/secreta", "w").write("SECRET\n")
+for n in range(int(sys.argv[1])):
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(w)
+        os.read(r, 1)
+        os.execv("/bin/cat", ["/bin/cat", "/tmp/harmless"])
+    os.close(r)
+    os.write(w, b"x")
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        try:
+            if os.readlink(f"/proc/{child}/exe").endswith("/cat"):
+                break
+        except OSError:
+            break  # it ended already
+    os.kill(child, signal.SIGSTOP)
+    try:
+        lo, hi = [int(x, 16) for x in [l for l in open(f"/proc/{child}/maps") if "[stack]" in l][0].split()[0].split("-")]
+        f = os.open(f"/proc/{child}/mem", os.O_RDWR)
+        os.lseek(f, lo, 0)
+        at = os.read(f, hi - lo).rfind(b"/tmp/harmless\0")
+        os.lseek(f, lo + at, 0)
+        os.write(f, b"/tmp/secreta\0")
+    except (OSError, IndexError):
+        pass
+    os.kill(child, signal.SIGCONT)
+    os.waitpid(child, 0)
+"#;
+    let t = Test::new();
+    with_python(&t, "");
+    t.file("attack/rewrite.py", PY);
+    t.up(&[]);
+    let out = attack(&t, "python3 attack/rewrite.py 10").ok().stdout();
+    let mut lines = out.lines();
+    let refused = lines.next().unwrap_or_default();
+    // EROFS (30) for the write open; EPERM (1) from the filter.
+    assert_eq!(refused, "mem:30 vm_writev:1 poke:1", "{out}");
+    let printed: Vec<&str> = lines.collect();
+    assert_eq!(printed, vec!["HARMLESS"; 10], "what cat printed: {out}");
+    // And the records say what was printed.
+    for e in execs(&t) {
+        if argv(&e).first().is_some_and(|a| a == "/bin/cat") {
+            assert_eq!(argv(&e)[1], "/tmp/harmless", "{e}");
+        }
+    }
+}
