@@ -5,6 +5,7 @@
 pub(crate) mod digest;
 pub mod filter;
 pub(crate) mod procfs;
+mod reader;
 pub mod shim;
 pub mod supervisor;
 pub mod wire;
@@ -497,5 +498,45 @@ open("{}", "w").write(f"{{w}} {{werr}} {{r}} {{p}} {{perr}}")
         assert!(status.success(), "{status}");
         let got = std::fs::read_to_string(&out).unwrap();
         assert_eq!(got, format!("-1 {} 4 -1 {}", libc::EPERM, libc::EPERM));
+    }
+
+    /// An exec held in the kernel (a thread's argv on a `userfaultfd` page nobody serves) does
+    /// not stall the supervisor: the execs after it are recorded.
+    #[test]
+    fn an_exec_held_in_the_kernel_does_not_stall_the_others() {
+        if !root() {
+            return;
+        }
+        let script = r#"python3 -c '
+import ctypes, mmap, os, struct, fcntl
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+uffd = libc.syscall(323, os.O_CLOEXEC)
+assert uffd >= 0, ctypes.get_errno()
+api = bytearray(struct.pack("QQQ", 0xAA, 0, 0))
+fcntl.ioctl(uffd, 0xc018aa3f, api)
+libc.mmap.restype = ctypes.c_void_p
+page = libc.mmap(None, 4096, 3, 0x22, -1, 0)
+reg = bytearray(struct.pack("QQQQ", page, 4096, 1, 0))
+fcntl.ioctl(uffd, 0xc020aa00, reg)
+import threading, time
+argv = (ctypes.c_char_p * 3)(b"/bin/true", ctypes.cast(page, ctypes.c_char_p), None)
+threading.Thread(target=lambda: libc.execv(b"/bin/true", argv), daemon=True).start()
+time.sleep(0.2)
+os.system("/bin/true after-the-held-one")
+os._exit(0)
+'; exit 0"#;
+        let started = std::time::Instant::now();
+        let (events, status) = supervised("held", script);
+        assert!(status.success(), "{status}");
+        let after = records_of(&events, "/bin/true")
+            .into_iter()
+            .any(|e| matches!(e, EventKind::Exec { argv, .. } if argv.get(1).is_some_and(|a| a == "after-the-held-one")));
+        assert!(after, "the exec after the held one: {events:?}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

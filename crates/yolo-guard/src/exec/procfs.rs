@@ -428,6 +428,22 @@ pub fn start_time(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// How long ago `pid` started (its start time against the system's uptime).
+pub fn age(pid: i32) -> Option<std::time::Duration> {
+    let started = start_time(pid)?;
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    // SAFETY: plain sysconf.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(std::time::Duration::from_secs_f64(
+        (uptime - started as f64 / ticks).max(0.0),
+    ))
+}
+
 /// The exit status a zombie left (field 52 of `stat`), in wait-status form.
 pub fn zombie_exit_status(pid: i32) -> Option<i32> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -24,7 +24,7 @@
 //! filter (a plain `docker exec`, an editor attaching): fewer seccomp filters than the shims
 //! had when they registered. They are recorded as `unsupervised`.
 
-use super::{digest, procfs, wire};
+use super::{digest, procfs, reader, wire};
 use crate::events::{guard_event, Events};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -39,8 +39,9 @@ use yolo_protocol::event::{Event, EventKind};
 
 /// Listeners a namespace may register (each shim start is one; they close with their processes).
 const MAX_LISTENERS: usize = 4096;
-/// Registrations handled at once (each waits at most a couple of seconds for its message; when
-/// all are taken, the oldest that is still silent makes room).
+/// Registrations handled at once, for the agent's processes and again for those the runtime
+/// started (each waits at most a couple of seconds for its message; when all of a class are
+/// taken, its oldest that is still silent makes room).
 const MAX_PENDING_REGISTRATIONS: usize = 32;
 const SCAN_EVERY: Duration = Duration::from_secs(1);
 
@@ -115,6 +116,18 @@ pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
         })?
     };
     {
+        let scanner = Scanner {
+            shared: Arc::clone(&shared),
+            log: Arc::clone(&log),
+            unsupervised: HashSet::new(),
+            own_mnt_ns: procfs::readlink("/proc/self/ns/mnt"),
+        };
+        let stop = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("yolo-exec-scan".into())
+            .spawn(move || scanner.run(&stop))?;
+    }
+    {
         let shared = Arc::clone(&shared);
         let stop = Arc::clone(&stop);
         std::thread::Builder::new()
@@ -147,14 +160,29 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
         next += 1;
         let id = next;
         let state = Arc::new(AtomicU8::new(WAITING));
+        // Started by the runtime (the agent container's first program, or a `yolo exec`): its
+        // parent is outside the namespace. No process of the agent can be that (an orphan is
+        // adopted by the guard, PID 1), so these registrations have slots of their own that the
+        // agent's connections cannot take.
+        let from_runtime = wire::peer_pid(&stream)
+            .ok()
+            .and_then(|pid| procfs::status(pid).ok())
+            .is_some_and(|status| status.ppid == 0);
         {
             let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
-            if pending.len() >= MAX_PENDING_REGISTRATIONS {
-                // Full: the oldest connection that has not said anything goes. Otherwise root in
-                // the agent could hold every slot with idle connections and lock every new shim
-                // out ("busy"); a shim speaks as soon as it is connected, so it is never idle
-                // for long, and one that spoke is never dropped.
-                match pending.iter().position(|p| p.drop_if_silent()) {
+            let in_class = pending
+                .iter()
+                .filter(|p| p.from_runtime == from_runtime)
+                .count();
+            if in_class >= MAX_PENDING_REGISTRATIONS {
+                // Full: the oldest connection of the same class that has not said anything
+                // goes. Otherwise root in the agent could hold every slot with idle connections
+                // and lock every new shim out ("busy"); a shim speaks as soon as it is
+                // connected, so it is never idle for long, and one that spoke is never dropped.
+                match pending
+                    .iter()
+                    .position(|p| p.from_runtime == from_runtime && p.drop_if_silent())
+                {
                     Some(at) => {
                         if let Some(idle) = pending.remove(at) {
                             let _ = idle.stream.shutdown(std::net::Shutdown::Both);
@@ -174,6 +202,7 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
                 id,
                 stream: clone,
                 state: Arc::clone(&state),
+                from_runtime,
             });
         }
         let done = {
@@ -212,6 +241,8 @@ struct Pending {
     /// whichever comes first: a dropped connection's descriptor is never registered, so its
     /// shim may safely try again.
     state: Arc<AtomicU8>,
+    /// Its peer's parent is outside the namespace (see `accept`).
+    from_runtime: bool,
 }
 
 const WAITING: u8 = 0;
@@ -331,21 +362,66 @@ impl ExecLog {
         })
     }
 
-    /// Room for another exec and its exit (a generous line each).
+    /// Room for another exec at its largest and its exit.
     fn has_room(&self) -> bool {
-        self.size + 2 * 8192 <= self.max
+        self.size + 2 * MAX_RECORD as u64 <= self.max
     }
 
     fn write(&mut self, kind: EventKind) -> std::io::Result<()> {
-        let line = Event::now(&self.session, kind)
-            .in_phase(self.phase.as_deref())
-            .to_line();
+        let line = fit(
+            Event::now(&self.session, kind).in_phase(self.phase.as_deref()),
+            MAX_RECORD,
+        );
         if self.size + line.len() as u64 > self.max {
             return Err(std::io::Error::other("the exec log reached its cap"));
         }
         self.file.write_all(&line)?;
         self.size += line.len() as u64;
         Ok(())
+    }
+}
+
+/// The longest line one record may take. The arguments are read bounded (128 KiB), but JSON
+/// writes a control byte as six (`\u0001`): an agent passing control bytes would otherwise fill
+/// the log's cap six times faster than what it ran.
+const MAX_RECORD: usize = 32 * 1024;
+
+/// The record's line, its arguments cut (the longest first, then the last ones) until it fits
+/// in `max` bytes; a cut record says `truncated` and keeps `argc`.
+fn fit(mut event: Event, max: usize) -> Vec<u8> {
+    loop {
+        let line = event.to_line();
+        if line.len() <= max {
+            return line;
+        }
+        let EventKind::Exec {
+            argv,
+            truncated,
+            argc,
+            ..
+        } = &mut event.kind
+        else {
+            return line;
+        };
+        if argv.is_empty() {
+            return line;
+        }
+        if !*truncated {
+            *argc = Some(argv.len() as u64);
+        }
+        *truncated = true;
+        let longest = (0..argv.len())
+            .max_by_key(|&i| argv[i].len())
+            .unwrap_or_default();
+        if argv[longest].len() > 256 {
+            let mut cut = argv[longest].len() / 2;
+            while !argv[longest].is_char_boundary(cut) {
+                cut -= 1;
+            }
+            argv[longest].truncate(cut);
+        } else {
+            argv.pop();
+        }
     }
 }
 
@@ -467,14 +543,30 @@ struct Supervisor {
     exits: Arc<Exits>,
     digests: digest::Digests,
     next_id: u64,
-    /// (pid, start time, binary) of processes already recorded as unsupervised: a process that
-    /// execs another program is recorded again.
-    unsupervised: HashSet<(i32, u64, String)>,
     refused: u64,
     /// Execs refused because another process traced the caller; and whether they run instead.
     traced_refused: u64,
     allow_traced: bool,
-    own_mnt_ns: String,
+    /// Execs whose stop did not come within [`TRACE_DEADLINE`]: finished when it comes.
+    stalled: Vec<Traced>,
+    /// Held while any exec is stalled (see `init::tracing`): its stop is this thread's to take.
+    stalled_tracing: Option<std::sync::MutexGuard<'static, ()>>,
+    /// Interrupts the wait for a stop at its deadline (created on the supervisor's thread).
+    alarm: Option<Alarm>,
+    reader: reader::Reader,
+}
+
+/// How long the supervisor waits for one exec's stop before it serves the others: an exec can
+/// be held in the kernel for as long as the agent likes (a `userfaultfd` page in its argv), and
+/// every later exec of the agent would wait behind it.
+const TRACE_DEADLINE: Duration = Duration::from_secs(1);
+
+/// An exec let go of by its notification, traced to its stop.
+struct Traced {
+    tid: i32,
+    dirfd: i32,
+    path_ptr: u64,
+    before: Option<(Vec<String>, bool, usize)>,
 }
 
 /// How one traced exec ended.
@@ -503,27 +595,41 @@ impl Supervisor {
             exits,
             digests,
             next_id,
-            unsupervised: HashSet::new(),
             refused: 0,
             traced_refused: 0,
             allow_traced: false,
-            own_mnt_ns: procfs::readlink("/proc/self/ns/mnt"),
+            stalled: Vec::new(),
+            stalled_tracing: None,
+            alarm: None,
+            reader: reader::Reader::new(),
         }
     }
 
     fn run(mut self, stop: &AtomicBool) {
+        self.alarm = Alarm::new()
+            .map_err(|e| {
+                self.shared.events.emit(guard_event(
+                    "exec_alarm",
+                    [("error", format!("no deadline on the exec wait: {e}").into())],
+                ))
+            })
+            .ok();
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
-        let mut last_scan = Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            // Stalled execs are looked at often; otherwise the loop sleeps until a notification.
+            let timeout = if self.stalled.is_empty() { 1000 } else { 20 };
             // SAFETY: `events` has room for 64 entries.
             let n = unsafe {
                 libc::epoll_wait(
                     self.shared.epoll.as_raw_fd(),
                     events.as_mut_ptr(),
                     events.len() as i32,
-                    SCAN_EVERY.as_millis() as i32,
+                    timeout,
                 )
             };
+            if !self.stalled.is_empty() || self.stalled_tracing.is_some() {
+                self.collect_stalled();
+            }
             for ev in events.iter().take(n.max(0) as usize) {
                 let (flags, data) = (ev.events, ev.u64);
                 let fd = (data & !TAG_MASK) as RawFd;
@@ -532,10 +638,6 @@ impl Supervisor {
                     TAG_LISTENER => self.drop_listener(fd),
                     _ => {}
                 }
-            }
-            if last_scan.elapsed() >= SCAN_EVERY {
-                self.scan_unsupervised();
-                last_scan = Instant::now();
             }
         }
     }
@@ -571,7 +673,8 @@ impl Supervisor {
             self.refuse(listener, req.id, tid);
             return;
         }
-        let _tracing = crate::init::tracing();
+        // (Already held while an exec is stalled: the lock is not reentrant.)
+        let tracing = self.stalled_tracing.is_none().then(crate::init::tracing);
         // SAFETY: ptrace requests on a pid with integer arguments.
         let seized = unsafe {
             libc::ptrace(
@@ -593,7 +696,11 @@ impl Supervisor {
             }
             return;
         }
-        let before = procfs::read_argv(tid, argv_ptr).ok();
+        // The caller's memory: read under a deadline (`reader`), it may never answer.
+        let before = self
+            .reader
+            .run(move || procfs::read_argv(tid, argv_ptr).ok())
+            .flatten();
         // The path as passed: from the new image when the exec runs (AT_EXECFN), from the
         // caller's memory, still there, when it fails; read now only when nothing will stop.
         let asked_now = (!seized).then(|| self.asked_path(tid, dirfd, path_ptr));
@@ -633,7 +740,39 @@ impl Supervisor {
             self.record_unwatched(tid, &status, cwd, asked, before, "unconfirmed".into());
             return;
         }
+        let traced = Traced {
+            tid,
+            dirfd,
+            path_ptr,
+            before,
+        };
         match self.wait_trace(tid) {
+            Some(outcome) => self.finish(traced, outcome),
+            None => {
+                self.stall(traced);
+                // Kept while it is stalled: its stop is this thread's to take.
+                if self.stalled_tracing.is_none() {
+                    self.stalled_tracing = tracing;
+                }
+            }
+        }
+    }
+
+    /// Record an exec at its stop and let it go (or kill it, when its record cannot be written).
+    fn finish(&mut self, traced: Traced, outcome: Outcome) {
+        let Traced {
+            tid,
+            dirfd,
+            path_ptr,
+            before,
+        } = traced;
+        let about = |pid: i32| {
+            (
+                procfs::status(pid).unwrap_or_default(),
+                procfs::readlink(&format!("/proc/{pid}/cwd")),
+            )
+        };
+        match outcome {
             Outcome::Ran(pid) => {
                 // The pidfd first: its ids (one ioctl rather than /proc/<pid>/status), and the
                 // exit later.
@@ -722,6 +861,75 @@ impl Supervisor {
         }
     }
 
+    /// An exec whose stop did not come in time: said in the guard's log, and finished when its
+    /// stop comes (it cannot run before: it waits for this thread at its stop).
+    fn stall(&mut self, traced: Traced) {
+        self.shared.events.emit(guard_event(
+            "exec_stalled",
+            [
+                ("pid", traced.tid.into()),
+                (
+                    "reason",
+                    format!(
+                        "the exec did not reach its stop within {} s; other execs are served meanwhile and it is recorded when it does",
+                        TRACE_DEADLINE.as_secs()
+                    )
+                    .into(),
+                ),
+            ],
+        ));
+        self.stalled.push(traced);
+    }
+
+    /// Finish the stalled execs whose stop came (without waiting).
+    fn collect_stalled(&mut self) {
+        loop {
+            let mut status = 0;
+            // SAFETY: this thread's tracees only, without blocking.
+            let pid = unsafe {
+                libc::waitpid(
+                    -1,
+                    &mut status,
+                    libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
+                )
+            };
+            if pid <= 0 {
+                break;
+            }
+            self.take_event(pid, status, None);
+        }
+        if self.stalled.is_empty() {
+            self.stalled_tracing = None;
+        }
+    }
+
+    /// A tracee's event: the outcome when it is `current`'s, after finishing a stalled exec
+    /// whose it is, or letting a leftover go.
+    fn take_event(&mut self, pid: i32, status: i32, current: Option<i32>) -> Option<Outcome> {
+        let event = (status >> 16) & 0xff;
+        let exec_of = (libc::WIFSTOPPED(status) && event == libc::PTRACE_EVENT_EXEC)
+            .then(|| event_message(pid))
+            .flatten();
+        // A thread other than the leader that execs takes the leader's pid; the event message
+        // names the thread it was.
+        let is = |tid: i32| pid == tid || exec_of == Some(tid as u64);
+        if current.is_some_and(is) {
+            return outcome_of(pid, status);
+        }
+        if let Some(at) = self.stalled.iter().position(|t| is(t.tid)) {
+            if let Some(outcome) = outcome_of(pid, status) {
+                let traced = self.stalled.swap_remove(at);
+                self.finish(traced, outcome);
+            }
+            return None;
+        }
+        // A leftover (a tracee that could not be let go because it was being killed).
+        if libc::WIFSTOPPED(status) {
+            let_go(pid, 0);
+        }
+        None
+    }
+
     /// An exec that did not run, or that could not be watched: what the caller passed.
     fn record_unwatched(
         &mut self,
@@ -801,9 +1009,15 @@ impl Supervisor {
 
     /// The path the caller asked for; for `execveat` on a descriptor, joined to where the
     /// descriptor points.
-    fn asked_path(&self, tid: i32, dirfd: i32, path_ptr: u64) -> String {
-        let path = procfs::read_cstring(tid, path_ptr, procfs::MAX_ARG)
-            .map(|(b, _)| String::from_utf8_lossy(&b).into_owned())
+    fn asked_path(&mut self, tid: i32, dirfd: i32, path_ptr: u64) -> String {
+        // The caller's memory: read under a deadline (`reader`), it may never answer.
+        let path = self
+            .reader
+            .run(move || {
+                procfs::read_cstring(tid, path_ptr, procfs::MAX_ARG)
+                    .map(|(b, _)| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default()
+            })
             .unwrap_or_default();
         if path.starts_with('/') || dirfd == libc::AT_FDCWD {
             return path;
@@ -816,62 +1030,68 @@ impl Supervisor {
         }
     }
 
-    /// Wait for the one tracee's next stop (or end).
-    /// Wait for the stop (or end) of `tid`, the one tracee. An event of any other pid is a
-    /// leftover (a tracee that could not be let go because it was being killed): collected or
-    /// let go here, so it can never be taken for this exec's.
-    fn wait_trace(&self, tid: i32) -> Outcome {
+    /// Wait for the stop (or end) of `tid`, up to [`TRACE_DEADLINE`] (`None` past it). An event
+    /// of any other tracee is a stalled exec's (finished then) or a leftover (let go), so it is
+    /// never taken for this exec's.
+    fn wait_trace(&mut self, tid: i32) -> Option<Outcome> {
+        let deadline = Instant::now() + TRACE_DEADLINE;
         loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            if let Some(alarm) = &self.alarm {
+                alarm.arm(left);
+            }
             let mut status = 0;
             // SAFETY: waits only for this thread's tracees (it has no children).
             let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
+            if let Some(alarm) = &self.alarm {
+                alarm.disarm();
+            }
             if pid < 0 {
                 if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                     continue;
                 }
-                return Outcome::Gone;
+                return Some(Outcome::Gone);
             }
-            let event = (status >> 16) & 0xff;
-            // A thread other than the leader that execs takes the leader's pid; the event
-            // message names the thread it was.
-            let ours = pid == tid
-                || (libc::WIFSTOPPED(status)
-                    && event == libc::PTRACE_EVENT_EXEC
-                    && event_message(pid) == Some(tid as u64));
-            if !ours {
-                if libc::WIFSTOPPED(status) {
-                    let_go(pid, 0);
-                }
-                continue;
+            if let Some(outcome) = self.take_event(pid, status, Some(tid)) {
+                return Some(outcome);
             }
-            if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
-                return Outcome::Gone;
-            }
-            if !libc::WIFSTOPPED(status) {
-                continue;
-            }
-            if event == libc::PTRACE_EVENT_EXEC {
-                return Outcome::Ran(pid);
-            }
-            let signal = libc::WSTOPSIG(status);
-            // An interrupt or group stop carries PTRACE_EVENT_STOP; anything else is a signal
-            // about to be delivered, which must be passed on.
-            let pass = if event == libc::PTRACE_EVENT_STOP {
-                0
-            } else {
-                signal
-            };
-            return Outcome::Failed {
-                tid: pid,
-                errno: return_errno(pid),
-                signal: pass,
-            };
         }
     }
 
     /// Let go of a tracee in whatever state (used when the notification went stale).
     fn detach_any(&self, tid: i32) {
         let_go(tid, 0);
+    }
+}
+
+/// The look for processes of the agent that run without the filter, once a second on a thread
+/// of its own: an exec that stalls the supervisor does not stop it.
+struct Scanner {
+    shared: Arc<Shared>,
+    log: Arc<Mutex<ExecLog>>,
+    /// (pid, start time, binary) of processes already recorded as unsupervised: a process that
+    /// execs another program is recorded again.
+    unsupervised: HashSet<(i32, u64, String)>,
+    own_mnt_ns: String,
+}
+
+/// How long a process may be `runc init` without being flagged: the runtime entering the
+/// container for a `docker exec` is that for milliseconds, then execs the program it runs.
+const RUNC_INIT_GRACE: Duration = Duration::from_secs(2);
+
+impl Scanner {
+    fn run(mut self, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(SCAN_EVERY);
+            self.scan_unsupervised();
+        }
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, ExecLog> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Processes of the agent (another mount namespace than the guard's) with fewer seccomp
@@ -914,7 +1134,7 @@ impl Supervisor {
                 continue;
             };
             let (argv, _, _) = procfs::cmdline(pid).unwrap_or_default();
-            if argv == ["runc", "init"] {
+            if is_runtime_entering(&argv, status.ppid, pid) {
                 continue; // Docker's runtime entering the container for an exec, not yet it
             }
             if !self.unsupervised.insert((pid, start, exe.clone())) {
@@ -929,6 +1149,17 @@ impl Supervisor {
             });
         }
     }
+}
+
+/// Whether `pid` is the container runtime entering the agent's namespaces for a `docker exec`
+/// (`runc init`), by what the agent cannot arrange: its parent is outside the namespace (ppid 0;
+/// an orphan inside is adopted by the guard, PID 1) and it is younger than [`RUNC_INIT_GRACE`].
+/// Its name alone proves nothing: any program can call itself `runc init`.
+fn is_runtime_entering(argv: &[String], ppid: i32, pid: i32) -> bool {
+    if argv != ["runc", "init"] || ppid != 0 {
+        return false;
+    }
+    procfs::age(pid).is_some_and(|age| age < RUNC_INIT_GRACE)
 }
 
 struct ExecRecord<'a> {
@@ -996,6 +1227,102 @@ fn same_program_args(before: &[String], ran: &[String]) -> bool {
     }
     let tail = before.get(1..).unwrap_or(&[]);
     ran.len() > before.len() && ran.ends_with(tail)
+}
+
+/// What a tracee's wait status says of its exec; `None` for a status that is neither a stop nor
+/// an end.
+fn outcome_of(pid: i32, status: i32) -> Option<Outcome> {
+    if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+        return Some(Outcome::Gone);
+    }
+    if !libc::WIFSTOPPED(status) {
+        return None;
+    }
+    let event = (status >> 16) & 0xff;
+    if event == libc::PTRACE_EVENT_EXEC {
+        return Some(Outcome::Ran(pid));
+    }
+    let signal = libc::WSTOPSIG(status);
+    // An interrupt or group stop carries PTRACE_EVENT_STOP; anything else is a signal about to
+    // be delivered, which must be passed on.
+    let pass = if event == libc::PTRACE_EVENT_STOP {
+        0
+    } else {
+        signal
+    };
+    Some(Outcome::Failed {
+        tid: pid,
+        errno: return_errno(pid),
+        signal: pass,
+    })
+}
+
+/// A one-shot timer that interrupts a blocking system call of the thread that made it (a
+/// signal with a handler that does nothing, without `SA_RESTART`): the deadline of a `waitpid`.
+struct Alarm {
+    timer: libc::timer_t,
+}
+
+// SAFETY: the timer id is a plain handle; it is only used on the thread that made it.
+unsafe impl Send for Alarm {}
+
+extern "C" fn wake(_: libc::c_int) {}
+
+impl Alarm {
+    fn signal() -> libc::c_int {
+        libc::SIGRTMIN() + 4
+    }
+
+    fn new() -> std::io::Result<Alarm> {
+        let signal = Self::signal();
+        // SAFETY: plain sigaction/sigprocmask/timer_create calls with valid, initialised structs;
+        // the handler does nothing, so it is async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = wake as *const () as usize;
+            action.sa_flags = 0; // no SA_RESTART: the wait returns EINTR
+            libc::sigemptyset(&mut action.sa_mask);
+            if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, signal);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            let mut event: libc::sigevent = std::mem::zeroed();
+            event.sigev_notify = libc::SIGEV_THREAD_ID;
+            event.sigev_signo = signal;
+            event.sigev_notify_thread_id = libc::gettid();
+            let mut timer: libc::timer_t = std::mem::zeroed();
+            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(Alarm { timer })
+        }
+    }
+
+    fn set(&self, after: Duration) {
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: after.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a timer this thread made, and a valid itimerspec.
+        unsafe { libc::timer_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
+    }
+
+    fn arm(&self, after: Duration) {
+        self.set(after.max(Duration::from_nanos(1)));
+    }
+
+    fn disarm(&self) {
+        self.set(Duration::ZERO);
+    }
 }
 
 fn id_valid(listener: RawFd, id: u64) -> bool {
@@ -1180,4 +1507,44 @@ fn exit_status(running: &Running) -> Option<i32> {
         std::thread::sleep(Duration::from_micros(200));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Control bytes take six bytes each in JSON: a record of 128 KiB of them is cut to the
+    /// line cap, flagged, with its argument count kept.
+    #[test]
+    fn a_record_of_control_bytes_is_cut_to_the_line_cap() {
+        let status = procfs::Status::default();
+        let argv: Vec<String> = (0..32).map(|_| "\u{1}".repeat(4096)).collect();
+        let kind = exec_event(ExecRecord {
+            id: 1,
+            status: &status,
+            pid: 2,
+            path: "/bin/true".into(),
+            exe: Some("/usr/bin/true".into()),
+            argv: (argv, false, 32),
+            cwd: "/".into(),
+            result: "ok".into(),
+            rewritten: false,
+            sha256: None,
+            loader_env: vec![],
+            ld_so_preload: false,
+            pending_signals: vec![],
+        });
+        let line = fit(Event::now("s", kind), MAX_RECORD);
+        assert!(line.len() <= MAX_RECORD, "{}", line.len());
+        let back: Event = serde_json::from_slice(&line).unwrap();
+        match back.kind {
+            EventKind::Exec {
+                truncated, argc, ..
+            } => {
+                assert!(truncated);
+                assert_eq!(argc, Some(32));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

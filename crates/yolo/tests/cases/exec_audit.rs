@@ -1031,8 +1031,10 @@ while time.time() < end:
 "#;
 
 /// Root in the agent tries to hold every registration slot of the supervisor (32 at once, each
-/// given 2 s for its message) with idle connections, from four processes reopening whatever
-/// the supervisor drops: the shims of the user's commands must still get through, recorded.
+/// given 2 s for its message) with idle connections, from sixteen processes reopening whatever
+/// the supervisor drops, so a new shim's connection is evicted before it speaks: the shims of
+/// the user's commands (started by the runtime, with slots of their own) still get through,
+/// recorded.
 #[test]
 fn squatting_the_supervisors_socket_does_not_lock_the_user_out() {
     let t = Test::new();
@@ -1041,7 +1043,7 @@ fn squatting_the_supervisors_socket_does_not_lock_the_user_out() {
     t.up(&[]);
     attack(
         &t,
-        "for i in 1 2 3 4; do nohup python3 attack/squat.py 20 >/dev/null 2>&1 & done",
+        "for i in $(seq 16); do nohup python3 attack/squat.py 20 >/dev/null 2>&1 & done",
     )
     .ok();
     std::thread::sleep(Duration::from_secs(1));
@@ -1177,7 +1179,7 @@ libc.ptrace(0x4206, victim, 0, 0)  # PTRACE_SEIZE
 rc = libc.ptrace(5, victim, ctypes.c_void_p(0x10000), 0)  # PTRACE_POKEDATA
 results.append(f"poke:{ctypes.get_errno() if rc < 0 else 'ok'}")
 os.kill(victim, signal.SIGKILL)
-print(" ".join(results))
+print(" ".join(results), flush=True)
 # The rewrite race, as the attack run did it.
 open("/tmp/harmless", "w").write("HARMLESS\n")
 open("/tmp/secreta", "w").write("SECRET\n")
