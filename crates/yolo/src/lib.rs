@@ -20,6 +20,7 @@ pub(crate) mod remote;
 pub(crate) mod run_spec;
 pub(crate) mod settings;
 pub(crate) mod state;
+pub(crate) mod terminal;
 pub(crate) mod user_config;
 pub(crate) mod values;
 pub(crate) mod visible;
