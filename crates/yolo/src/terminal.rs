@@ -37,13 +37,13 @@ const SHOWN: usize = 160;
 /// yolo's own reset of the terminal after an attached command, and before its own words after
 /// the agent's output: any sequence the agent left open ended (CAN, ST), the soft reset
 /// (DECSTR: colours, scroll margins, origin and insert mode, charsets, keypad, cursor shown),
-/// the alternate screen left, line wrap back on (DECSTR turns it off), mouse, focus and
+/// the alternate screen left (1047, which unlike 1049 does not move the cursor), line wrap back on (DECSTR turns it off), mouse, focus and
 /// bracketed-paste reports off (else the host's shell reads them as typed text), plain text,
 /// and no open hyperlink.
 pub(crate) const RESET: &str = concat!(
     "\x18\x1b\\",
     "\x1b[!p",
-    "\x1b[?1049l",
+    "\x1b[?1047l",
     "\x1b[?7h\x1b[?25h",
     "\x1b[?9l\x1b[?1000l\x1b[?1001l\x1b[?1002l\x1b[?1003l\x1b[?1004l",
     "\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?2004l",
@@ -167,7 +167,10 @@ impl Screen {
         }
         let raw = std::mem::take(&mut self.utf8);
         self.state = State::Ground;
-        match std::str::from_utf8(&raw).ok().and_then(|s| s.chars().next()) {
+        match std::str::from_utf8(&raw)
+            .ok()
+            .and_then(|s| s.chars().next())
+        {
             // A C1 control written as a character: terminals that take it as one would start
             // a sequence with it (U+009B is CSI), so it is read as the 8-bit code.
             Some(c) if ('\u{80}'..='\u{9f}').contains(&c) => self.c1(c as u8, &raw, out),
@@ -425,7 +428,11 @@ mod tests {
         let input = b"ab\x1b]52;c;ZXZpbA==\x07cd\x1b[6ne";
         for cut in 1..input.len() {
             let (out, stopped) = live(&[&input[..cut], &input[cut..]]);
-            assert_eq!((out.as_slice(), stopped), (&b"abcde"[..], 2), "cut at {cut}");
+            assert_eq!(
+                (out.as_slice(), stopped),
+                (&b"abcde"[..], 2),
+                "cut at {cut}"
+            );
         }
         // Byte by byte, too.
         let bytes: Vec<&[u8]> = input.chunks(1).collect();
