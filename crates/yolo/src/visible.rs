@@ -39,15 +39,15 @@ pub(crate) fn escape_lines(text: &str) -> String {
 
 /// Output of a command yolo runs on its own behalf (a lifecycle hook), line by line: like
 /// [`escape_controls`], but newlines and tabs stay, and so does a carriage return right before
-/// a newline (`\r\n`), since it only ends the line. Any other `\r` is escaped: it would return to the line's start and let
-/// the rest overwrite what was printed (the hook's name, or a warning).
+/// a newline (`\r\n`), since it only ends the line. Any other `\r` is escaped: it would
+/// return to the line's start and let the rest overwrite what was printed (the hook's name, or
+/// a warning).
 pub(crate) fn escape_output(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\r' && chars.peek() == Some(&'\n') {
-            out.push(c);
-        } else if c == '\n' || c == '\t' {
+        let line_end = c == '\r' && chars.peek() == Some(&'\n');
+        if line_end || c == '\n' || c == '\t' {
             out.push(c);
         } else {
             out.push_str(&escape_controls(c.encode_utf8(&mut [0; 4])));

@@ -603,6 +603,32 @@ mod tests {
         }
     }
 
+    /// Every line of the diff starts with what yolo put there: a newline in a file's name or in
+    /// a decoded JSON escape cannot start a line that reads as unchanged or as yolo's.
+    #[test]
+    fn a_newline_in_a_name_or_a_decoded_value_cannot_start_a_line_of_the_diff() {
+        let old = ApprovedConfig::default();
+        let mut new = ApprovedConfig::default();
+        new.files.insert(
+            "x\n yolo: nothing changed".into(),
+            "{\"a\": \"\\u000a \\\"unchanged\\\": 1\"}\n".into(),
+        );
+        let text = diff(&old, &new);
+        for line in text.lines() {
+            assert!(
+                ["+", "-", "@@", " "].iter().any(|p| line.starts_with(p))
+                    && !line.starts_with(" yolo")
+                    && !line.starts_with(" \"unchanged"),
+                "{line:?} in\n{text}"
+            );
+        }
+        assert!(text.contains("x\\n yolo: nothing changed"), "{text}");
+        assert!(
+            text.contains("(as JSON reads it: {\"a\": \"\\n \\\"unchanged"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn a_changed_line_with_json_escapes_shows_what_json_reads() {
         let old = ApprovedConfig::default();

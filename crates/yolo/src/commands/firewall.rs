@@ -487,6 +487,42 @@ mod tests {
         );
     }
 
+    /// The names in the summary are the agent's: one with a newline stays on its line.
+    #[test]
+    fn the_agents_names_cannot_add_a_line_to_the_summary() {
+        let forged = "x.test\n  connections blocked: 0\n";
+        let kinds = vec![
+            EventKind::Dns {
+                name: forged.into(),
+                qtype: "A".into(),
+                decision: "refused".into(),
+                answers: vec![],
+                rcode: None,
+                count: None,
+                first: None,
+                last: None,
+            },
+            exec(&["t\n  files changed: 0"], "/usr/bin/t", "ok"),
+            file("a\n  files changed: 0", true, None),
+        ];
+        let text = summary_of(
+            kinds.into_iter().map(|k| audit::Event::now("s", k)),
+            Some("m"),
+        );
+        assert!(
+            text.starts_with("summary of this run (mark m):\n"),
+            "{text}"
+        );
+        for heading in ["  files changed:", "  connections blocked:"] {
+            let lines = text.lines().filter(|l| l.starts_with(heading)).count();
+            assert_eq!(lines, 1, "{heading} in\n{text}");
+        }
+        assert!(
+            text.contains("    x.test\\n  connections blocked: 0\\n (1x)"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn a_program_is_named_by_its_base_name() {
         let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

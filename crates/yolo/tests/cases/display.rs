@@ -187,7 +187,7 @@ fn the_agent_cannot_write_the_clipboard_or_title_through_run_or_replay() {
     assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&seen));
     let shown = String::from_utf8_lossy(&seen);
     for attack in [
-        "\u{1b}]52",
+        "\u{1b}]5",
         "\u{1b}]0;",
         "\u{1b}]8;;https",
         "\u{1b}P",
