@@ -300,6 +300,11 @@ pub(crate) enum Command {
         /// Play this many times faster (waits are also cut to 2 s at most)
         #[arg(long, value_name = "N", default_value = "1", value_parser = values::parse_speed)]
         speed: f64,
+        /// Write the recording as it is: the escape sequences that reach past the screen
+        /// (clipboard, title, hyperlinks, queries), which are shown escaped by default, act on
+        /// your terminal
+        #[arg(long)]
+        raw: bool,
     },
     /// Draw a session as one HTML page (summary, timeline, programs, network, files) that
     /// opens offline; prints the page's path

@@ -20,6 +20,7 @@ pub(crate) mod remote;
 pub(crate) mod run_spec;
 pub(crate) mod settings;
 pub(crate) mod state;
+pub(crate) mod terminal;
 pub(crate) mod user_config;
 pub(crate) mod values;
 pub(crate) mod visible;
@@ -74,8 +75,10 @@ fn report(result: Result<i32>) -> i32 {
         Ok(code) => code,
         Err(e) => {
             // Errors quote the repository (names, values, paths, command output): its control
-            // characters are shown, never sent to the terminal.
-            let text = visible::escape_controls(&e.to_string());
+            // characters are shown, never sent to the terminal. The values are escaped where
+            // the message quotes them (`visible::escape_controls`, newlines too); the line
+            // ends kept here are the message's own (a list of refusals, a hint).
+            let text = visible::escape_lines(&e.to_string());
             eprintln!("{} {text}", console::style("yolo:").red().bold());
             e.code()
         }

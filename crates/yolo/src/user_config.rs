@@ -33,6 +33,17 @@ pub(crate) struct UserConfig {
     pub(crate) extra_ca: Vec<std::path::PathBuf>,
     pub(crate) workspace: UserWorkspace,
     pub(crate) audit: UserAudit,
+    pub(crate) terminal: UserTerminal,
+}
+
+/// `[terminal]`: what of the container's output reaches the host's terminal.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct UserTerminal {
+    /// Pass the escape sequences that act beyond the screen (clipboard, title, hyperlinks,
+    /// queries, DCS/APC strings) from the container to the terminal. Default off: they are
+    /// dropped (`terminal::Screen`).
+    pub(crate) pass_host_sequences: bool,
 }
 
 /// `[audit]`: the session logs.

@@ -1,15 +1,23 @@
-//! Text the repository controls, made safe to print on the host's terminal: every control
-//! character except newline and tab, and the Unicode format characters that reorder or hide text
-//! (bidi overrides, zero-width), is shown as a visible escape. An ESC sequence in a JSONC comment
-//! could otherwise redraw the approval diff into something harmless-looking, or write to the
-//! clipboard (OSC 52) and the window title.
+//! Text the repository or the container controls, made safe to print on the host's terminal:
+//! every control character (newline and tab too) and the Unicode format characters that reorder
+//! or hide text (bidi overrides, zero-width) shown as a visible escape. An ESC sequence in a
+//! JSONC comment could otherwise redraw the approval diff into something harmless-looking, or
+//! write to the clipboard (OSC 52) and the window title; a newline in a path the agent chose
+//! would end yolo's line and start one that looks like yolo's.
+//!
+//! [`escape_controls`] is the one escaping: everything yolo prints that came from the
+//! container or the repository goes through it, value by value, where yolo's own text is put
+//! around it. Text of many lines (a diff, a command's output) goes through [`escape_lines`],
+//! whose lines each get their own prefix from yolo, and the output of a command through
+//! [`escape_output`]. `audit::report::esc` adds HTML's escapes on top.
 
-/// `text` with control and invisible format characters escaped (`\x1b`, `\u{202e}`).
+/// `text` with control and invisible format characters escaped (`\n`, `\x1b`, `\u{202e}`).
 pub(crate) fn escape_controls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
-            '\n' | '\t' => out.push(c),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
             c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
             c if is_hiding_format(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
             c => out.push(c),
@@ -18,24 +26,28 @@ pub(crate) fn escape_controls(text: &str) -> String {
     out
 }
 
-/// A name the repository chose (a path, a command line) printed inside one of yolo's own
-/// lines: like [`escape_controls`], and a newline or tab is escaped too (`\n`), so that the
-/// name cannot end yolo's line and print one that looks like yolo's.
-pub(crate) fn escape_name(text: &str) -> String {
-    escape_controls(text)
-        .replace('\n', "\\n")
-        .replace('\t', "\\t")
+/// Text of several lines (a diff, yolo's own message with a value of the repository in it):
+/// each line through [`escape_controls`], the line ends kept. Only for text whose every line
+/// yolo prefixes or indents, or whose values were escaped where yolo put them in: a line
+/// here can look like any line yolo prints.
+pub(crate) fn escape_lines(text: &str) -> String {
+    text.split('\n')
+        .map(escape_controls)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Output of a command yolo runs on its own behalf (a lifecycle hook), line by line: like
-/// [`escape_controls`], but a carriage return right before a newline (`\r\n`) stays, since it
-/// only ends the line. Any other `\r` is escaped: it would return to the line's start and let
-/// the rest overwrite what was printed (the hook's name, or a warning).
+/// [`escape_controls`], but newlines and tabs stay, and so does a carriage return right before
+/// a newline (`\r\n`), since it only ends the line. Any other `\r` is escaped: it would
+/// return to the line's start and let the rest overwrite what was printed (the hook's name, or
+/// a warning).
 pub(crate) fn escape_output(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\r' && chars.peek() == Some(&'\n') {
+        let line_end = c == '\r' && chars.peek() == Some(&'\n');
+        if line_end || c == '\n' || c == '\t' {
             out.push(c);
         } else {
             out.push_str(&escape_controls(c.encode_utf8(&mut [0; 4])));
@@ -66,9 +78,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn lines_keep_their_ends_and_nothing_else() {
+        assert_eq!(
+            escape_lines("+a\x1b[2J\n-b\r\tc\n"),
+            "+a\\x1b[2J\n-b\\x0d\\tc\n"
+        );
+    }
+
+    #[test]
     fn a_name_cannot_end_the_line_it_is_printed_in() {
         assert_eq!(
-            escape_name("x\nyolo: nothing changed\t\x1b[2J"),
+            escape_controls("x\nyolo: nothing changed\t\x1b[2J"),
             "x\\nyolo: nothing changed\\t\\x1b[2J"
         );
     }
@@ -77,7 +97,7 @@ mod tests {
     fn escapes_what_a_terminal_would_act_on_and_keeps_the_rest() {
         assert_eq!(
             escape_controls("a\x1b[2K\rb\x07\n\tc"),
-            "a\\x1b[2K\\x0db\\x07\n\tc"
+            "a\\x1b[2K\\x0db\\x07\\n\\tc"
         );
         assert_eq!(
             escape_controls("\x1b]52;c;ZXZpbA==\x07"),

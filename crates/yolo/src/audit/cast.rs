@@ -167,11 +167,13 @@ fn list_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Play a recording on `out`: each event's text at its time, the waits divided by `speed` and
-/// none longer than `max_wait` (an agent thinking for a minute need not be watched in full).
+/// none longer than `max_wait` (an agent thinking for a minute need not be watched in full),
+/// through `screen` when there is one.
 pub(crate) fn play(
     path: &Path,
     speed: f64,
     max_wait: Duration,
+    mut screen: Option<&mut crate::terminal::Screen>,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let mut lines = BufReader::new(File::open(path)?).lines();
@@ -197,7 +199,20 @@ pub(crate) fn play(
         let wait = Duration::from_secs_f64(((at - last) / speed).max(0.0)).min(max_wait);
         std::thread::sleep(wait);
         last = at;
-        out.write_all(text.as_bytes())?;
+        match screen.as_deref_mut() {
+            Some(screen) => {
+                let mut shown = Vec::with_capacity(text.len());
+                screen.push(text.as_bytes(), &mut shown);
+                out.write_all(&shown)?;
+            }
+            None => out.write_all(text.as_bytes())?,
+        }
+        out.flush()?;
+    }
+    if let Some(screen) = screen {
+        let mut rest = Vec::new();
+        screen.end(&mut rest);
+        out.write_all(&rest)?;
         out.flush()?;
     }
     Ok(())
@@ -233,8 +248,35 @@ mod tests {
         assert!(events.iter().all(|e| e.1 == "o" && e.0 >= 0.0));
         assert_eq!(list_in(dir.path()), std::slice::from_ref(&path));
         let mut played = Vec::new();
-        play(&path, 1000.0, Duration::from_millis(10), &mut played).unwrap();
+        play(&path, 1000.0, Duration::from_millis(10), None, &mut played).unwrap();
         assert_eq!(played, "hello é\r\n\x1b[1mbold\x1b[0m\n".as_bytes());
+    }
+
+    /// A recording of what the agent printed is played through the filter: its clipboard
+    /// write and title are shown, not obeyed, even split over two events.
+    #[test]
+    fn a_recording_plays_through_the_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut rec, path) = Recorder::create_in(dir.path(), "agent", "x", (80, 24)).unwrap();
+        rec.write_all(b"ok \x1b]52;c;ZWNobyBwd25lZA").unwrap();
+        rec.write_all(b"==\x07\x1b]0;title\x1b\\\x1b[1mbold\x1b[0m")
+            .unwrap();
+        drop(rec);
+        let mut screen = crate::terminal::Screen::new(crate::terminal::Stop::Show);
+        let mut played = Vec::new();
+        play(
+            &path,
+            1000.0,
+            Duration::from_millis(1),
+            Some(&mut screen),
+            &mut played,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(played).unwrap(),
+            "ok \\x1b]52;c;ZWNobyBwd25lZA==\\x07\\x1b]0;title\\x1b\\\x1b[1mbold\x1b[0m"
+        );
+        assert_eq!(screen.stopped(), 3);
     }
 
     /// Output without end (control bytes, six in JSON each) stops at the cap, with a last line

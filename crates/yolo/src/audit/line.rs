@@ -102,7 +102,7 @@ pub(crate) fn describe(event: &Event) -> String {
             path, change, git, ..
         } => format!(
             "{change} {}{}",
-            crate::visible::escape_name(path),
+            crate::visible::escape_controls(path),
             if *git {
                 " (git reads its config through it)"
             } else {
@@ -115,6 +115,7 @@ pub(crate) fn describe(event: &Event) -> String {
             cwd,
             argv,
             path,
+            exe,
             result,
             exit_code,
             duration_ms,
@@ -124,12 +125,12 @@ pub(crate) fn describe(event: &Event) -> String {
             pending_signals,
             ..
         } => format!(
-            "pid={pid} uid={uid} {}{}{}{}in {}: {}",
+            "pid={pid} uid={uid} {}{}{}{}{}in {}: {}",
             // A failed exec says which file it tried (a PATH search tries several).
             if result == "ok" {
                 String::new()
             } else {
-                format!("{result} {} ", crate::visible::escape_name(path))
+                format!("{result} {} ", crate::visible::escape_controls(path))
             },
             exit_code
                 .map(|c| format!(
@@ -143,6 +144,13 @@ pub(crate) fn describe(event: &Event) -> String {
                 ""
             },
             exec_warnings(loader_env, *ld_so_preload, pending_signals),
+            // Before the agent's words (cwd, argv), so that they cannot seem to be it.
+            exe_shown(argv, exe.as_deref())
+                .map(|exe| format!(
+                    "exe={} ",
+                    crate::visible::escape_controls(&shell_words(&[exe.to_string()]))
+                ))
+                .unwrap_or_default(),
             crate::visible::escape_controls(cwd),
             crate::visible::escape_controls(&shell_words(argv))
         ),
@@ -194,9 +202,9 @@ pub(crate) fn describe(event: &Event) -> String {
         } => format!(
             "{change} {}{}{}{}",
             from.as_ref()
-                .map(|f| format!("{} -> ", crate::visible::escape_name(f)))
+                .map(|f| format!("{} -> ", crate::visible::escape_controls(f)))
                 .unwrap_or_default(),
-            crate::visible::escape_name(path),
+            crate::visible::escape_controls(path),
             if *sensitive { " (sensitive)" } else { "" },
             repeats(*count, *first, *last)
         ),
@@ -231,6 +239,36 @@ pub(crate) fn describe(event: &Event) -> String {
         .map(|p| format!("[{p}] "))
         .unwrap_or_default();
     format!("{phase}{text}")
+}
+
+/// The folders a bare program name is found in, for [`exe_shown`].
+const USUAL_BIN: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// The binary the kernel ran (`exe`), when the command line does not say it: the agent chooses
+/// `argv[0]` freely, so `curl` run as `/usr/bin/true`, or a program run from a memfd, would
+/// read as `true`. `None` when `argv[0]` is `exe` itself, or a bare name that is `exe`'s file
+/// name in one of the usual program folders (`ls` for `/usr/bin/ls`). A memfd or a deleted
+/// file (` (deleted)`, as the kernel names it) is always shown.
+pub(crate) fn exe_shown<'a>(argv: &[String], exe: Option<&'a str>) -> Option<&'a str> {
+    let exe = exe.filter(|e| !e.is_empty())?;
+    if exe.starts_with("/memfd:") || exe.ends_with(" (deleted)") {
+        return Some(exe);
+    }
+    let called = argv.first().map(String::as_str).unwrap_or_default();
+    let bare = !called.is_empty() && !called.contains('/');
+    let named = exe == called
+        || (bare
+            && USUAL_BIN.iter().any(|dir| {
+                exe.strip_prefix(dir).and_then(|r| r.strip_prefix('/')) == Some(called)
+            }));
+    (!named).then_some(exe)
 }
 
 /// ` (x2000 from 10:15:02.123 to 10:15:04.551)` for an aggregated record; empty for one.
@@ -315,6 +353,45 @@ mod tests {
                 duration_ms: exit_code.map(|_| 5),
             },
         )
+    }
+
+    /// The binary that ran is shown when argv[0] does not name it: a renamed program, a
+    /// memfd, a deleted file.
+    #[test]
+    fn an_exec_line_shows_the_binary_when_argv_does_not_name_it() {
+        let with = |argv: &[&str], exe: &str| {
+            let mut event = exec("ok", Some(0));
+            if let EventKind::Exec {
+                argv: a, exe: e, ..
+            } = &mut event.kind
+            {
+                *a = argv.iter().map(|s| s.to_string()).collect();
+                *e = Some(exe.to_string());
+            }
+            render(&event)
+        };
+        let line = with(&["/usr/bin/true"], "/usr/bin/curl");
+        assert!(
+            line.ends_with("exit=0 5ms exe=/usr/bin/curl in /workspace: /usr/bin/true"),
+            "{line}"
+        );
+        let line = with(&["true"], "/memfd:x (deleted)");
+        assert!(
+            line.ends_with("exe='/memfd:x (deleted)' in /workspace: true"),
+            "{line}"
+        );
+        let line = with(&["/tmp/t"], "/tmp/t (deleted)");
+        assert!(line.contains("exe='/tmp/t (deleted)' in"), "{line}");
+        let line = with(&["true"], "/tmp/true");
+        assert!(line.contains("exe=/tmp/true in"), "{line}");
+        // Named by its path, or by its name in a usual folder: nothing more to say.
+        for (argv0, exe) in [
+            ("/usr/bin/true", "/usr/bin/true"),
+            ("true", "/usr/bin/true"),
+        ] {
+            let line = with(&[argv0], exe);
+            assert!(!line.contains("exe="), "{line}");
+        }
     }
 
     /// A program that ran shows its exit; one that did not shows the error and the file tried.

@@ -256,6 +256,7 @@ fn exec_row(html: &mut String, p: &Proc, depth: usize) {
         argv_rewritten,
         truncated,
         path,
+        exe,
         ..
     } = &p.event.kind
     else {
@@ -267,6 +268,13 @@ fn exec_row(html: &mut String, p: &Proc, depth: usize) {
         line::shell_words(argv)
     };
     let mut notes = String::new();
+    if let Some(exe) = line::exe_shown(argv, exe.as_deref()) {
+        let _ = write!(
+            notes,
+            " <span class=\"warn exe\">(ran <code>{}</code>)</span>",
+            esc(exe)
+        );
+    }
     if *argv_rewritten {
         notes.push_str(" <span class=\"warn\">(argv rewritten before the exec)</span>");
     }
@@ -616,6 +624,29 @@ mod tests {
         );
         assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;.denied.test"));
         assert_eq!(esc("a\"'&\u{1b}"), "a&quot;&#39;&amp;\\x1b");
+    }
+
+    /// A program run from a memfd, or under another program's name, shows what ran; a
+    /// newline the agent put in its cwd or argv does not break the row's text.
+    #[test]
+    fn the_binary_that_ran_is_shown_and_newlines_are_escaped() {
+        let mut kind = exec(1, 100, 50, &["/usr/bin/true"], Some(0));
+        if let EventKind::Exec { exe, cwd, .. } = &mut kind {
+            *exe = Some("/memfd:x (deleted)".into());
+            *cwd = "/w\n12:00:00.000 exec pid=1 uid=0 in /: true".into();
+        }
+        let page = render("s1", &[event("2026-11-22T10:00:01Z", kind)]);
+        assert!(
+            page.contains("(ran <code>/memfd:x (deleted)</code>)"),
+            "{page}"
+        );
+        assert!(
+            page.contains("/w\\n12:00:00.000 exec pid=1") && !page.contains("/w\n"),
+            "{page}"
+        );
+        // Named by argv[0]: nothing more.
+        let page = render("s1", &session());
+        assert!(!page.contains("(ran "), "{page}");
     }
 
     #[test]

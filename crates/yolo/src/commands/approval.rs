@@ -303,19 +303,24 @@ fn snapshot_text(path: &Path) -> String {
 }
 
 /// A readable diff between the approved and the current snapshot, with the repository's control
-/// characters shown as escapes (`visible`), so the diff you approve is the change.
+/// characters shown as escapes (`visible`), so the diff you approve is the change. Each line
+/// starts with what yolo put there (`+`, `-`, a space, a header): the names and decoded values
+/// put in a line are escaped where they go, newlines too.
 pub(crate) fn diff(old: &ApprovedConfig, new: &ApprovedConfig) -> String {
+    use crate::visible::escape_controls;
     let mut out = String::new();
     if old.config_file != new.config_file {
         out.push_str(&format!(
             "config file: you approved {}, yolo now uses {}\n",
-            old.config_file, new.config_file
+            escape_controls(&old.config_file),
+            escape_controls(&new.config_file)
         ));
     }
     let (old, new) = (&old.files, &new.files);
     let names: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
-    for name in names {
-        let (a, b) = (old.get(name), new.get(name));
+    for raw_name in names {
+        let (a, b) = (old.get(raw_name), new.get(raw_name));
+        let name = escape_controls(raw_name);
         if a == b {
             continue;
         }
@@ -338,11 +343,12 @@ pub(crate) fn diff(old: &ApprovedConfig, new: &ApprovedConfig) -> String {
             out.push('\n');
             // `"\u0030.0.0.0/1"` reads as 0.0.0.0/1: show what JSON will make of a changed line.
             if let Some(decoded) = line.strip_prefix('+').and_then(json_escapes_decoded) {
+                let decoded = escape_controls(&decoded);
                 out.push_str(&format!("+  (as JSON reads it: {decoded})\n"));
             }
         }
     }
-    crate::visible::escape_controls(&out)
+    crate::visible::escape_lines(&out)
 }
 
 /// `line` with its JSON `\uXXXX` escapes decoded (surrogate pairs joined), when it has any.
@@ -595,6 +601,32 @@ mod tests {
             );
             assert!(!files.contains_key("README.md"));
         }
+    }
+
+    /// Every line of the diff starts with what yolo put there: a newline in a file's name or in
+    /// a decoded JSON escape cannot start a line that reads as unchanged or as yolo's.
+    #[test]
+    fn a_newline_in_a_name_or_a_decoded_value_cannot_start_a_line_of_the_diff() {
+        let old = ApprovedConfig::default();
+        let mut new = ApprovedConfig::default();
+        new.files.insert(
+            "x\n yolo: nothing changed".into(),
+            "{\"a\": \"\\u000a \\\"unchanged\\\": 1\"}\n".into(),
+        );
+        let text = diff(&old, &new);
+        for line in text.lines() {
+            assert!(
+                ["+", "-", "@@", " "].iter().any(|p| line.starts_with(p))
+                    && !line.starts_with(" yolo")
+                    && !line.starts_with(" \"unchanged"),
+                "{line:?} in\n{text}"
+            );
+        }
+        assert!(text.contains("x\\n yolo: nothing changed"), "{text}");
+        assert!(
+            text.contains("(as JSON reads it: {\"a\": \"\\n \\\"unchanged"),
+            "{text}"
+        );
     }
 
     #[test]

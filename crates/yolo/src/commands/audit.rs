@@ -202,6 +202,41 @@ mod tests {
         assert!(grep("\"kind\":\"notice\"").line(&notice, true).is_some());
     }
 
+    /// What the agent chose (a cwd with a newline and an escape) stays on the event's line.
+    #[test]
+    fn an_event_is_one_line_whatever_the_agent_put_in_it() {
+        let event = Event::now(
+            "s",
+            EventKind::Exec {
+                id: 1,
+                pid: 2,
+                ppid: 1,
+                uid: 0,
+                gid: 0,
+                path: "/bin/echo".into(),
+                exe: Some("/usr/bin/echo".into()),
+                argv: vec!["/bin/echo".into(), "a\nb\x1b]52;c;eA==\x07".into()],
+                cwd: "/tmp/x\n2026-01-01 00:00:00.000 notice        all clear\x1b[2J".into(),
+                result: "ok".into(),
+                argv_rewritten: false,
+                truncated: false,
+                argc: None,
+                sha256: None,
+                loader_env: Vec::new(),
+                ld_so_preload: false,
+                pending_signals: Vec::new(),
+                exit_code: Some(0),
+                duration_ms: Some(1),
+            },
+        );
+        let line = Filter::default().line(&event, false).unwrap();
+        assert!(!line.contains('\n') && !line.contains('\x1b'), "{line:?}");
+        assert!(
+            line.contains("in /tmp/x\\n2026-01-01 00:00:00.000 notice        all clear\\x1b[2J: "),
+            "{line}"
+        );
+    }
+
     #[test]
     fn following_exec_takes_the_exits_as_they_come() {
         let exit = Event::now(

@@ -89,12 +89,17 @@ pub(crate) async fn attach_with_env(
     // Ctrl-C (without a TTY; with one it goes to the command as a key), SIGTERM or SIGHUP
     // stop the command in the container too (`Engine::exec`).
     let _handled = crate::interrupt::Handled::enter();
-    let output = match writer
+    let recording = writer
         .as_ref()
         .filter(|_| tty && RECORDED.contains(&source))
-    {
-        Some(writer) => record(writer, source, &argv),
-        None => Output::Inherit,
+        .and_then(|writer| record(writer, source, &argv));
+    // An unreadable config stops nothing here (`up` says what is wrong with it): the
+    // sequences stay filtered.
+    let host_sequences =
+        crate::user_config::UserConfig::load().is_ok_and(|user| user.terminal.pass_host_sequences);
+    let output = Output::Attached {
+        recording,
+        host_sequences,
     };
     let result = runner.run(source, &name, &request, output).await;
     // Interrupted or failed too: whatever ran may have changed the files the host runs.
@@ -112,7 +117,11 @@ const RECORDED: [&str; 2] = ["agent", "shell"];
 /// Our terminal, with a copy of the output to an asciicast file in the session's folder
 /// (`audit::cast`); where it is goes into the audit log. A recording that cannot be made is a
 /// warning: the command runs all the same.
-fn record(writer: &crate::audit::Writer, source: &str, argv: &[String]) -> Output {
+fn record(
+    writer: &crate::audit::Writer,
+    source: &str,
+    argv: &[String],
+) -> Option<crate::engine::Recording> {
     use crate::audit::{cast::Recorder, EventKind};
     // A pseudo-terminal nobody sized (`script` in a pipeline) says 0×0: players want a size.
     let size = crossterm::terminal::size()
@@ -125,14 +134,14 @@ fn record(writer: &crate::audit::Writer, source: &str, argv: &[String]) -> Outpu
             let _ = writer.write(EventKind::Notice {
                 message: format!("terminal of {source} recorded in {}", path.display()),
             });
-            Output::Recorded(crate::engine::Recording::new(recorder))
+            Some(crate::engine::Recording::new(recorder))
         }
         Err(e) => {
             eprintln!(
                 "{} the terminal is not recorded: {e}",
                 console::style("warning:").yellow().bold()
             );
-            Output::Inherit
+            None
         }
     }
 }

@@ -215,12 +215,17 @@ async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
 
 /// The one-screen summary printed after `yolo run`: what the agent reached and what it did not,
 /// the programs it ran and the files it changed.
-pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> String {
+pub(crate) fn summary(
+    session: &str,
+    since: chrono::DateTime<chrono::Utc>,
+    mark: Option<&str>,
+) -> String {
     let mut tail = audit::reader::Tail::new(audit::session_files(session));
     summary_of(
         tail.poll()
             .into_iter()
             .filter(|e| super::audit::last_time(e) >= since),
+        mark,
     )
 }
 
@@ -228,8 +233,9 @@ pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> St
 const TOP_PROGRAMS: usize = 5;
 const TOP_SENSITIVE: usize = 5;
 
-/// The summary of these events (those of the run).
-fn summary_of(events: impl Iterator<Item = audit::Event>) -> String {
+/// The summary of these events (those of the run), its heading with `mark` when there is one
+/// (`run::closing_mark`).
+fn summary_of(events: impl Iterator<Item = audit::Event>, mark: Option<&str>) -> String {
     let mut programs: BTreeMap<String, u64> = BTreeMap::new();
     let mut files_changed: u64 = 0;
     let mut sensitive: Vec<String> = vec![];
@@ -238,15 +244,18 @@ fn summary_of(events: impl Iterator<Item = audit::Event>) -> String {
     let mut blocked: BTreeMap<String, u64> = BTreeMap::new();
     // Cumulative per kind: the last record of each kind has the total.
     let mut suppressed: BTreeMap<String, u64> = BTreeMap::new();
+    // Every name here is the agent's (it chose what to look up, run and write): escaped where
+    // it goes, so that it cannot end a line of the summary and add one.
+    use crate::visible::escape_controls;
     for event in events {
         // An aggregated record stands for `count` attempts.
         let n = event.kind.count();
         match event.kind {
             EventKind::Dns { name, decision, .. } if decision == "allowed" => {
-                *contacted.entry(name).or_default() += n
+                *contacted.entry(escape_controls(&name)).or_default() += n
             }
             EventKind::Dns { name, decision, .. } if decision == "refused" => {
-                *refused.entry(name).or_default() += n
+                *refused.entry(escape_controls(&name)).or_default() += n
             }
             EventKind::Blocked {
                 proto,
@@ -255,9 +264,8 @@ fn summary_of(events: impl Iterator<Item = audit::Event>) -> String {
                 name,
                 ..
             } => {
-                *blocked
-                    .entry(audit::line::destination(&proto, &dst, port, &name))
-                    .or_default() += n
+                let destination = audit::line::destination(&proto, &dst, port, &name);
+                *blocked.entry(escape_controls(&destination)).or_default() += n
             }
             EventKind::Suppressed { of, count, .. } => {
                 let total = suppressed.entry(of).or_default();
@@ -265,11 +273,16 @@ fn summary_of(events: impl Iterator<Item = audit::Event>) -> String {
             }
             EventKind::Exec {
                 result, argv, exe, ..
-            } if result == "ok" => *programs.entry(program_name(&argv, exe)).or_default() += 1,
+            } if result == "ok" => {
+                *programs
+                    .entry(escape_controls(&program_name(&argv, exe)))
+                    .or_default() += 1
+            }
             EventKind::File {
                 path, sensitive: s, ..
             } => {
                 files_changed += n;
+                let path = escape_controls(&path);
                 if s && !sensitive.contains(&path) {
                     sensitive.push(path);
                 }
@@ -277,7 +290,10 @@ fn summary_of(events: impl Iterator<Item = audit::Event>) -> String {
             _ => {}
         }
     }
-    let mut out = String::from("summary of this run:\n");
+    let mut out = match mark {
+        Some(mark) => format!("summary of this run (mark {mark}):\n"),
+        None => String::from("summary of this run:\n"),
+    };
     for (title, map) in [
         ("domains resolved (allowed)", &contacted),
         ("domains refused", &refused),
@@ -341,17 +357,23 @@ fn summary_of(events: impl Iterator<Item = audit::Event>) -> String {
 }
 
 /// A program's name in the summary: the base name of what it was called (`argv[0]`), or of
-/// the binary the kernel ran when the argv is empty.
+/// the binary the kernel ran when the argv is empty; with the binary when `argv[0]` does not
+/// name it (`audit::line::exe_shown`: `true (/memfd:x (deleted))`).
 fn program_name(argv: &[String], exe: Option<String>) -> String {
+    let shown = audit::line::exe_shown(argv, exe.as_deref()).map(str::to_string);
     let called = argv
         .first()
         .filter(|a| !a.is_empty())
         .cloned()
         .or(exe)
         .unwrap_or_else(|| "?".into());
-    match called.rsplit_once('/') {
+    let base = match called.rsplit_once('/') {
         Some((_, base)) if !base.is_empty() => base.to_string(),
         _ => called,
+    };
+    match shown {
+        Some(exe) if !argv.is_empty() => format!("{base} ({exe})"),
+        _ => base,
     }
 }
 
@@ -435,7 +457,7 @@ mod tests {
         let mut kinds = vec![
             exec(&["/usr/bin/git", "status"], "/usr/bin/git", "ok"),
             exec(&["git", "diff"], "/usr/bin/git", "ok"),
-            exec(&["sh", "-c", "x"], "/bin/dash", "ok"),
+            exec(&["sh", "-c", "x"], "/bin/sh", "ok"),
             exec(&[], "/usr/bin/env", "ok"),
             // Failed execs did not run a program.
             exec(&["nope"], "/usr/bin/nope", "ENOENT"),
@@ -447,7 +469,7 @@ mod tests {
         for name in ["a", "b", "c", "d"] {
             kinds.push(exec(&[name], name, "ok"));
         }
-        let text = summary_of(kinds.into_iter().map(|k| audit::Event::now("s", k)));
+        let text = summary_of(kinds.into_iter().map(|k| audit::Event::now("s", k)), None);
         assert_eq!(
             text,
             "summary of this run:
@@ -469,6 +491,42 @@ mod tests {
         );
     }
 
+    /// The names in the summary are the agent's: one with a newline stays on its line.
+    #[test]
+    fn the_agents_names_cannot_add_a_line_to_the_summary() {
+        let forged = "x.test\n  connections blocked: 0\n";
+        let kinds = vec![
+            EventKind::Dns {
+                name: forged.into(),
+                qtype: "A".into(),
+                decision: "refused".into(),
+                answers: vec![],
+                rcode: None,
+                count: None,
+                first: None,
+                last: None,
+            },
+            exec(&["t\n  files changed: 0"], "/usr/bin/t", "ok"),
+            file("a\n  files changed: 0", true, None),
+        ];
+        let text = summary_of(
+            kinds.into_iter().map(|k| audit::Event::now("s", k)),
+            Some("m"),
+        );
+        assert!(
+            text.starts_with("summary of this run (mark m):\n"),
+            "{text}"
+        );
+        for heading in ["  files changed:", "  connections blocked:"] {
+            let lines = text.lines().filter(|l| l.starts_with(heading)).count();
+            assert_eq!(lines, 1, "{heading} in\n{text}");
+        }
+        assert!(
+            text.contains("    x.test\\n  connections blocked: 0\\n (1x)"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn a_program_is_named_by_its_base_name() {
         let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -476,5 +534,13 @@ mod tests {
         assert_eq!(program_name(&argv(&[]), Some("/bin/ls".into())), "ls");
         assert_eq!(program_name(&argv(&["dir/"]), None), "dir/");
         assert_eq!(program_name(&argv(&[]), None), "?");
+        assert_eq!(
+            program_name(&argv(&["true"]), Some("/memfd:x (deleted)".into())),
+            "true (/memfd:x (deleted))"
+        );
+        assert_eq!(
+            program_name(&argv(&["ls"]), Some("/usr/bin/ls".into())),
+            "ls"
+        );
     }
 }

@@ -143,7 +143,8 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             target,
             session,
             speed,
-        } => replay::execute(&target, session, speed),
+            raw,
+        } => replay::execute(&target, session, speed, raw),
         Command::Report {
             target,
             session,

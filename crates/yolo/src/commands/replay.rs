@@ -1,15 +1,24 @@
-//! `yolo replay [SESSION] [--speed N]`: the terminal recordings of a session
-//! (`audit::cast`), played in order on our terminal.
+//! `yolo replay [SESSION] [--speed N] [--raw]`: the terminal recordings of a session
+//! (`audit::cast`), played in order on our terminal. The agent wrote them: the sequences that
+//! reach past the screen (the clipboard, the title, queries) are shown as escapes
+//! (`terminal::Screen`), not obeyed, unless `--raw`.
 
 use crate::audit::cast;
 use crate::cli::Target;
 use crate::error::{Error, Result};
+use crate::terminal::{Screen, Stop};
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 /// The longest pause played: an agent thinking for minutes need not be watched in full.
 const MAX_WAIT: Duration = Duration::from_secs(2);
 
-pub(crate) fn execute(target: &Target, session: Option<String>, speed: f64) -> Result<i32> {
+pub(crate) fn execute(
+    target: &Target,
+    session: Option<String>,
+    speed: f64,
+    raw: bool,
+) -> Result<i32> {
     let session = match session {
         Some(s) => checked(s)?,
         None => super::audit::latest_session(target)?,
@@ -21,8 +30,25 @@ pub(crate) fn execute(target: &Target, session: Option<String>, speed: f64) -> R
         )));
     }
     let mut out = std::io::stdout().lock();
+    let mut stopped = 0;
     for path in casts {
-        cast::play(&path, speed, MAX_WAIT, &mut out).map_err(|e| Error::io(&path, e))?;
+        // Each recording on its own: one cannot leave a sequence open into the next.
+        let mut screen = (!raw).then(|| Screen::new(Stop::Show));
+        cast::play(&path, speed, MAX_WAIT, screen.as_mut(), &mut out)
+            .map_err(|e| Error::io(&path, e))?;
+        stopped += screen.map_or(0, |s| s.stopped());
+    }
+    if std::io::stdout().is_terminal() {
+        // The recording's modes (the alternate screen, mouse reports) end with it.
+        let _ = out.write_all(crate::terminal::RESET.as_bytes());
+        let _ = out.flush();
+    }
+    drop(out);
+    if stopped > 0 {
+        eprintln!(
+            "{} {stopped} escape sequences that act beyond the screen (clipboard, title, links, queries) were shown as text; `yolo replay --raw` plays them",
+            console::style("yolo:").bold()
+        );
     }
     Ok(0)
 }

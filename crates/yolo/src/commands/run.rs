@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::project::{Project, AGENT_STATE_ROOT};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
+use std::io::Write;
 
 pub(crate) async fn execute(
     target: &Target,
@@ -80,15 +81,39 @@ async fn run_agent(
         .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
         .collect();
     let started = chrono::Utc::now();
+    let mark = (network != "none").then(closing_mark).flatten();
+    if let Some(mark) = &mark {
+        eprintln!(
+            "{} the agent's output follows; yolo's summary after it is marked {mark}",
+            console::style("yolo:").bold()
+        );
+    }
     let code = super::exec::attach_with_env(engine, located, "agent", argv, env).await?;
     if network != "none" {
         // The guard writes its events from a queue: give the last ones a moment to land.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        // The names the agent looked up are its own words: shown, not obeyed.
-        let summary = super::firewall::summary(session, started);
-        eprint!("{}", crate::visible::escape_controls(&summary));
+        // The names in it are the agent's: escaped where the summary puts them.
+        let summary = super::firewall::summary(session, started, mark.as_deref());
+        let mut err = std::io::stderr().lock();
+        if mark.is_some() {
+            // The agent's output has ended: its terminal state undone, and the screen below
+            // cleared, so what the agent drew there cannot stand beside yolo's lines.
+            let _ = write!(err, "{}\r\n\x1b[J", crate::terminal::RESET);
+        }
+        let _ = write!(err, "{summary}");
     }
     Ok(code)
+}
+
+/// A word the agent never sees, printed before its output and in the heading of yolo's
+/// summary after it: the agent can print a summary of its own, never one with this mark (see
+/// docs/security-model.md). Only for a terminal; `None` otherwise.
+fn closing_mark() -> Option<String> {
+    use std::io::IsTerminal;
+    let simple = uuid::Uuid::new_v4().simple().to_string();
+    std::io::stderr()
+        .is_terminal()
+        .then(|| simple[..8].to_string())
 }
 
 /// `run --detach`: the keeper (`yolo keep ID`) started in a session of its own, without a
@@ -222,7 +247,8 @@ exit 0"#;
         code => Err(Error::CommandFailed(format!(
             "preparing {} failed (exit {code}): {}",
             agent.name,
-            String::from_utf8_lossy(&result.captured).trim()
+            // The container's words, in yolo's line: shown, newlines too.
+            crate::visible::escape_controls(String::from_utf8_lossy(&result.captured).trim())
         ))),
     }
 }

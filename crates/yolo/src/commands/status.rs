@@ -94,7 +94,10 @@ fn load_state(id: Option<&str>) -> WorkspaceState {
         .unwrap_or_default()
 }
 
+/// The table of `yolo status`. Names, workspaces and Compose services come from the repository
+/// (its folder, its config's `name`, its Compose file): each escaped where it goes.
 fn print_table(rows: &[output::Status]) {
+    use crate::visible::escape_controls as shown;
     let agents: Vec<_> = rows.iter().filter(|r| r.container.is_some()).collect();
     if !agents.is_empty() {
         println!(
@@ -119,12 +122,12 @@ fn print_table(rows: &[output::Status]) {
         };
         println!(
             "{:<32} {:<9} {:<18} {:<22} {:<20} {}",
-            c.name,
+            shown(&c.name),
             c.state,
             mode,
             limits,
             r.status.as_deref().unwrap_or_default(),
-            c.workspace
+            shown(&c.workspace)
         );
         for p in &r.ports {
             println!("  forwarded {} -> {}:{}", p.container, p.address, p.host);
@@ -133,7 +136,7 @@ fn print_table(rows: &[output::Status]) {
             let list: Vec<String> = r
                 .services
                 .iter()
-                .map(|s| format!("{} {}", s.name, s.state))
+                .map(|s| format!("{} {}", shown(&s.name), shown(&s.state)))
                 .collect();
             println!("  compose services: {}", list.join(", "));
         }
@@ -164,11 +167,11 @@ fn print_table(rows: &[output::Status]) {
     for l in leftovers {
         println!(
             "{:<32} {:<8} {:<9} {:<48} {}",
-            l.name,
+            shown(&l.name),
             l.kind,
             l.state.as_deref().unwrap_or("-"),
             l.problem,
-            l.workspace.as_deref().unwrap_or("-")
+            shown(l.workspace.as_deref().unwrap_or("-"))
         );
     }
     eprintln!(

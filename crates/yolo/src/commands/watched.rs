@@ -31,7 +31,7 @@
 
 use crate::audit::{EventKind, Writer};
 use crate::error::Result;
-use crate::visible::{escape_controls, escape_name};
+use crate::visible::escape_controls;
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -379,7 +379,7 @@ pub(crate) fn summary(changes: &[Change]) -> String {
         let mut named: Vec<String> = plain
             .iter()
             .take(NAMED)
-            .map(|c| format!("{} ({})", escape_name(&c.path), c.change))
+            .map(|c| format!("{} ({})", escape_controls(&c.path), c.change))
             .collect();
         if plain.len() > NAMED {
             named.push(format!("and {} more", plain.len() - NAMED));
@@ -394,7 +394,7 @@ pub(crate) fn summary(changes: &[Change]) -> String {
         out.push_str(&format!(
             "{} {} was {}: {}. Check it before running git in this repository\n",
             console::style("warning:").red().bold(),
-            escape_name(&c.path),
+            escape_controls(&c.path),
             c.change,
             git_risk(&c.path),
         ));
@@ -732,12 +732,13 @@ fn look(root: &Path, rel: &str, git: bool, budget: &mut u64) -> Option<Seen> {
 /// A unified diff of one file, the repository's control characters escaped.
 fn unified(path: &str, old: &str, new: &str) -> String {
     let diff = similar::TextDiff::from_lines(old, new);
+    let path = escape_controls(path);
     let text = diff
         .unified_diff()
         .context_radius(3)
         .header(&format!("a/{path}"), &format!("b/{path}"))
         .to_string();
-    escape_controls(&text)
+    crate::visible::escape_lines(&text)
 }
 
 #[cfg(test)]

@@ -69,10 +69,14 @@ impl ExecRequest {
 /// Where a command's output goes.
 #[derive(Debug, Clone)]
 pub(crate) enum Output {
-    /// Our stdout/stderr.
-    Inherit,
-    /// Our stdout/stderr, and a copy of both to a recording (`yolo run`/`shell`'s terminal).
-    Recorded(Recording),
+    /// Our stdout/stderr, and a copy of both to `recording` when there is one (`yolo run`'s and
+    /// `yolo shell`'s terminal). What goes to a terminal passes `terminal::Screen`, which stops
+    /// the sequences that reach past the screen (the clipboard, the title, queries), unless
+    /// `host_sequences` lets them through (`[terminal] host_sequences` in the user's config).
+    Attached {
+        recording: Option<Recording>,
+        host_sequences: bool,
+    },
     /// Our stderr, each line prefixed with `[name] ` (lifecycle hooks).
     Prefixed(String),
     /// Kept in memory and returned (stdout and stderr together).
@@ -327,6 +331,12 @@ impl RawMode {
 
 impl Drop for RawMode {
     fn drop(&mut self) {
+        // What the command left of the terminal's state (modes, colours, the alternate
+        // screen, mouse reports) is undone before the terminal is the host's again.
+        let mut out = std::io::stdout().lock();
+        let _ = out
+            .write_all(crate::terminal::RESET.as_bytes())
+            .and_then(|()| out.flush());
         let _ = crossterm::terminal::disable_raw_mode();
     }
 }
@@ -375,15 +385,33 @@ struct Sink {
     captured: Vec<u8>,
     pending_out: Vec<u8>,
     pending_err: Vec<u8>,
+    /// The filters of our stdout and stderr, for those that are a terminal.
+    screens: [Option<crate::terminal::Screen>; 2],
 }
 
 impl Sink {
     fn new(output: Output) -> Sink {
+        use std::io::IsTerminal;
+        let filtered = matches!(
+            output,
+            Output::Attached {
+                host_sequences: false,
+                ..
+            }
+        );
+        let screen = |terminal: bool| {
+            (filtered && terminal)
+                .then(|| crate::terminal::Screen::new(crate::terminal::Stop::Drop))
+        };
         Sink {
             output,
             captured: Vec::new(),
             pending_out: Vec::new(),
             pending_err: Vec::new(),
+            screens: [
+                screen(std::io::stdout().is_terminal()),
+                screen(std::io::stderr().is_terminal()),
+            ],
         }
     }
 
@@ -396,22 +424,27 @@ impl Sink {
     }
 
     fn write(&mut self, bytes: &[u8], to_stderr: bool) {
-        if let Output::Recorded(recording) = &self.output {
+        if let Output::Attached {
+            recording: Some(recording),
+            ..
+        } = &self.output
+        {
+            // The recording keeps what the command wrote; `yolo replay` filters it.
             recording.copy(bytes);
         }
         match &self.output {
-            Output::Inherit | Output::Recorded(_) => {
+            Output::Attached { .. } => {
                 if !own_output_fits(bytes.len()) {
                     return;
                 }
-                let result = if to_stderr {
-                    let mut err = std::io::stderr().lock();
-                    err.write_all(bytes).and_then(|()| err.flush())
-                } else {
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(bytes).and_then(|()| out.flush())
-                };
-                let _ = result;
+                match &mut self.screens[usize::from(to_stderr)] {
+                    Some(screen) => {
+                        let mut shown = Vec::with_capacity(bytes.len());
+                        screen.push(bytes, &mut shown);
+                        write_own(&shown, to_stderr);
+                    }
+                    None => write_own(bytes, to_stderr),
+                }
             }
             Output::Prefixed(_) => {
                 let pending = if to_stderr {
@@ -456,7 +489,29 @@ impl Sink {
 
     fn flush(&mut self) {
         self.emit_lines(true);
+        for (i, screen) in self.screens.iter_mut().enumerate() {
+            if let Some(screen) = screen {
+                let mut rest = Vec::new();
+                screen.end(&mut rest);
+                write_own(&rest, i == 1);
+            }
+        }
     }
+}
+
+/// `bytes` to our stdout or stderr, as they are.
+fn write_own(bytes: &[u8], to_stderr: bool) {
+    if bytes.is_empty() {
+        return;
+    }
+    // A terminal that went away must not stop the command.
+    let _ = if to_stderr {
+        let mut err = std::io::stderr().lock();
+        err.write_all(bytes).and_then(|()| err.flush())
+    } else {
+        let mut out = std::io::stdout().lock();
+        out.write_all(bytes).and_then(|()| out.flush())
+    };
 }
 
 /// A command line short enough for an error message.

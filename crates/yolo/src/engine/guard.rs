@@ -478,7 +478,7 @@ impl Engine {
         if !matches!(result.exit_code, 0 | 1) {
             return Err(Error::Unavailable(format!(
                 "the firewall guard could not take the request: {}",
-                text.trim()
+                crate::visible::escape_controls(text.trim())
             )));
         }
         Ok(text)
