@@ -436,6 +436,19 @@ fn a_guard_that_does_not_answer_ends_allow_with_a_timeout_error() {
     assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
     // Once it runs again, the next request is served.
     s.t.yolo(&["allow", "late.test"]).ok();
+    // Without the socket in the log folder (a guard made by an earlier yolo), the request
+    // goes through `docker exec`, under the same deadline.
+    let sockets: Vec<std::path::PathBuf> = std::fs::read_dir(s.t.data_dir.join("network"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".control.sock"))
+        .collect();
+    assert_eq!(sockets.len(), 1, "{sockets:?}");
+    std::fs::remove_file(&sockets[0]).unwrap();
+    s.t.yolo(&["allow", "by-exec.test"]).ok();
+    let patterns = s.t.yolo(&["firewall", "--json"]).ok().stdout();
+    assert!(patterns.contains("by-exec.test"), "{patterns}");
 }
 
 #[test]
