@@ -93,7 +93,8 @@ async fn refuse(stream: UnixStream, uid: Option<u32>) {
     let _ = tokio::time::timeout(CLIENT_IDLE, limited.read_until(b'\n', &mut line)).await;
     let who = uid.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
     let response = Response::error(format!(
-        "this guard's control socket serves only the user who started it (and root), not {who}"
+        "{} (and root), not {who}",
+        yolo_protocol::control::PEER_NOT_SERVED
     ));
     if let Ok(mut out) = serde_json::to_vec(&response) {
         out.push(b'\n');

@@ -6,7 +6,7 @@ use crate::audit::file_log_name;
 use crate::engine::{log_dir, Engine, GuardSpec, Owner, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Allowlist;
-use crate::firewall::control::{Request, Response};
+use crate::firewall::control::{Request, Response, PEER_NOT_SERVED};
 use crate::firewall::guard_socket::{self, CONTROL_TIMEOUT};
 use crate::firewall::{presets, FileWatch, GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET};
 use crate::project::Project;
@@ -429,7 +429,9 @@ pub(crate) async fn control(
         let name = engine.container_name(guard_id).await?;
         let path = crate::audit::network_dir().join(guard_socket::socket_name(&name));
         match guard_socket::ask(&path, &json, CONTROL_TIMEOUT).await {
-            Ok(text) => return answer(&text),
+            // Not served (a user namespace that maps this user elsewhere): the exec below.
+            Ok(text) if !not_served(&text) => return answer(&text),
+            Ok(_) => {}
             Err(guard_socket::Failure::NoAnswer(why)) => {
                 return Err(Error::Unavailable(format!(
                     "the firewall guard {name} did not answer over {}: {why}; check it with `yolo status`, and `yolo up` restarts it",
@@ -440,6 +442,12 @@ pub(crate) async fn control(
         }
     }
     answer(&engine.guard_ctl(guard_id, &json, CONTROL_TIMEOUT).await?)
+}
+
+/// Whether the guard's answer says its host socket does not serve this user.
+fn not_served(text: &str) -> bool {
+    serde_json::from_str::<Response>(text.trim())
+        .is_ok_and(|r| !r.ok && r.error.is_some_and(|e| e.starts_with(PEER_NOT_SERVED)))
 }
 
 /// Whether the engine is on another machine, whose guards' log folder is a volume there.
