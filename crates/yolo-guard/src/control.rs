@@ -1,7 +1,9 @@
-//! The guard's control socket: JSON lines over a Unix socket at a filesystem path inside the
-//! guard container (not an abstract socket: those belong to the network namespace, which the
-//! agent shares). The host reaches it with `docker exec <guard> yolo-guard ctl '<json>'`.
-//! The wire types live in `yolo_protocol::control`.
+//! The guard's control sockets: JSON lines over Unix sockets at filesystem paths (not abstract
+//! sockets: those belong to the network namespace, which the agent shares). The host connects
+//! to the one in the log folder it binds into the guard ([`serve_host`]), so no process of the
+//! request runs in the PID namespace the agent shares; where it cannot (a remote engine), it
+//! falls back to `docker exec <guard> yolo-guard ctl '<json>'` on the one inside the guard
+//! ([`serve`]). The wire types live in `yolo_protocol::control`.
 //!
 //! Requests: `{"op":"allow","patterns":[..]}`, `{"op":"deny","patterns":[..]}`, `{"op":"status"}`.
 //! Responses: `{"ok":true,..}` or `{"ok":false,"error":".."}`, one line each.
@@ -24,10 +26,35 @@ pub trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request) -> BoxFuture<Response>;
 }
 
+/// How long a client may take to send its request line; then it is let go.
+const CLIENT_IDLE: Duration = Duration::from_secs(30);
+
 /// Bind `path` (replacing a stale socket from an earlier run), owner-only, and serve until the
 /// returned task is aborted.
 pub fn serve(
     path: &Path,
+    handler: Arc<dyn Handler>,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    serve_peers(path, 0o600, None, handler)
+}
+
+/// Bind `path` in a folder the host binds into the guard, and serve the peers whose uid is root
+/// or one of `uids` (`SO_PEERCRED`). Open to all (0666): the guard's root, without CAP_CHOWN
+/// or CAP_FOWNER, cannot give it to the host's user, so the check is the peer's credentials.
+pub fn serve_host(
+    path: &Path,
+    uids: &[u32],
+    handler: Arc<dyn Handler>,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let mut uids = uids.to_vec();
+    uids.push(0);
+    serve_peers(path, 0o666, Some(uids), handler)
+}
+
+fn serve_peers(
+    path: &Path,
+    mode: u32,
+    uids: Option<Vec<u32>>,
     handler: Arc<dyn Handler>,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
     if let Some(dir) = path.parent() {
@@ -38,12 +65,41 @@ pub fn serve(
         _ => {}
     }
     let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(client(stream, Arc::clone(&handler)));
+            let uid = stream.peer_cred().map(|c| c.uid()).ok();
+            let served = match (&uids, uid) {
+                (None, _) => true,
+                (Some(uids), Some(uid)) => uids.contains(&uid),
+                (Some(_), None) => false,
+            };
+            if served {
+                tokio::spawn(client(stream, Arc::clone(&handler)));
+            } else {
+                tokio::spawn(refuse(stream, uid));
+            }
         }
     }))
+}
+
+/// One error line to a peer the socket does not serve, after its request (so that the
+/// client, still writing, reads the reason rather than a broken pipe); the request is not read
+/// as JSON, let alone run.
+async fn refuse(stream: UnixStream, uid: Option<u32>) {
+    let mut stream = tokio::io::BufReader::new(stream);
+    let mut line = Vec::new();
+    let mut limited = (&mut stream).take(MAX_LINE as u64);
+    let _ = tokio::time::timeout(CLIENT_IDLE, limited.read_until(b'\n', &mut line)).await;
+    let who = uid.map_or("an unknown user".to_string(), |u| format!("uid {u}"));
+    let response = Response::error(format!(
+        "{} (and root), not {who}",
+        yolo_protocol::control::PEER_NOT_SERVED
+    ));
+    if let Ok(mut out) = serde_json::to_vec(&response) {
+        out.push(b'\n');
+        let _ = tokio::time::timeout(CLIENT_IDLE, stream.write_all(&out)).await;
+    }
 }
 
 async fn client(stream: UnixStream, handler: Arc<dyn Handler>) {
@@ -52,10 +108,11 @@ async fn client(stream: UnixStream, handler: Arc<dyn Handler>) {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let read = (&mut lines)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .await;
+        let mut limited = (&mut lines).take(MAX_LINE as u64 + 1);
+        let read = limited.read_until(b'\n', &mut line);
+        let Ok(read) = tokio::time::timeout(CLIENT_IDLE, read).await else {
+            return;
+        };
         let too_long = line.len() > MAX_LINE;
         let response = match read {
             Ok(0) | Err(_) => return,
@@ -69,7 +126,8 @@ async fn client(stream: UnixStream, handler: Arc<dyn Handler>) {
             return;
         };
         out.push(b'\n');
-        if write.write_all(&out).await.is_err() || too_long {
+        let written = tokio::time::timeout(CLIENT_IDLE, write.write_all(&out)).await;
+        if !matches!(written, Ok(Ok(()))) || too_long {
             return;
         }
     }
@@ -162,6 +220,54 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&Response::error("x")).unwrap(),
             r#"{"ok":false,"error":"x"}"#
+        );
+    }
+
+    /// The host's socket is open to all but serves only root and the uids named; anyone
+    /// else gets an error line, and the guard goes on serving.
+    #[test]
+    fn the_host_socket_serves_only_the_users_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let _entered = rt.enter();
+        // SAFETY: getuid cannot fail.
+        let me = unsafe { libc::getuid() };
+        let handler = Arc::new(Echo(Mutex::new(vec![])));
+        let mine = dir.path().join("mine.sock");
+        let _mine = serve_host(&mine, &[me], handler.clone()).unwrap();
+        let mode = std::fs::metadata(&mine).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o666);
+        assert!(request(&mine, &Request::Status).unwrap().ok);
+        // Another user (as root, the tests drop to nobody for it): refused.
+        let nobody = if me == 0 { 65534 } else { me };
+        let others = dir.path().join("others.sock");
+        let _others = serve_host(&others, &[nobody + 1], handler.clone()).unwrap();
+        let refused = if me == 0 {
+            use std::os::unix::process::CommandExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+            let script = "import socket,sys\ns=socket.socket(socket.AF_UNIX)\n\
+                          s.connect(sys.argv[1]);s.sendall(b'{\"op\":\"status\"}\\n')\n\
+                          print(s.makefile().readline(),end='')";
+            let Ok(out) = std::process::Command::new("python3")
+                .args(["-c", script])
+                .arg(&others)
+                .uid(nobody)
+                .output()
+            else {
+                return; // no python3 to connect as another user with
+            };
+            serde_json::from_slice::<Response>(&out.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+        } else {
+            request(&others, &Request::Status).unwrap()
+        };
+        assert!(!refused.ok);
+        let error = refused.error.unwrap();
+        assert!(error.contains(&format!("not uid {nobody}")), "{error}");
+        assert_eq!(
+            handler.0.lock().unwrap().len(),
+            1,
+            "the refused request never ran"
         );
     }
 

@@ -211,38 +211,56 @@ impl<P: Policy> Forwarder<P> {
         tasks
     }
 
-    /// Read what waits into the per-sender queue ([`crate::fairq`]), answer a round from it,
-    /// let the forwarding tasks run, and again.
+    /// Read what waits into the per-sender queues ([`crate::fairq`]), answer a round from
+    /// them, let the forwarding tasks run, and again. Queries for allowed names have a queue
+    /// of their own, served first in each round: a flood of refused (or malformed) queries,
+    /// from one socket or many, fills only its own queue, and an allowed lookup is answered
+    /// in the next round whatever the flood (which only slows the answers to itself).
     async fn serve_udp(self: Arc<Self>, socket: Arc<UdpSocket>) {
         let mut buf = vec![0u8; 65_535];
-        let mut queue = crate::fairq::FairQueue::default();
+        let mut allowed = crate::fairq::FairQueue::default();
+        let mut others = crate::fairq::FairQueue::default();
         let mut dropped_total = 0u64;
         loop {
-            if queue.is_empty() && socket.readable().await.is_err() {
+            if allowed.is_empty() && others.is_empty() && socket.readable().await.is_err() {
                 continue;
             }
             for _ in 0..READ_BATCH {
                 match socket.try_recv_from(&mut buf) {
                     Ok((len, peer)) => {
-                        queue.push(peer, &buf[..len]);
+                        let packet = &buf[..len];
+                        let queue = if self.asks_allowed(packet) {
+                            &mut allowed
+                        } else {
+                            &mut others
+                        };
+                        queue.push(peer, packet);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     // ICMP errors from earlier replies surface here on some kernels; keep serving.
                     Err(_) => continue,
                 }
             }
-            for _ in 0..SERVE_BATCH {
-                let Some((peer, packet)) = queue.pop() else {
-                    break;
-                };
-                self.answer_udp(&socket, peer, &packet).await;
+            for queue in [&mut allowed, &mut others] {
+                for _ in 0..SERVE_BATCH {
+                    let Some((peer, packet)) = queue.pop() else {
+                        break;
+                    };
+                    self.answer_udp(&socket, peer, &packet).await;
+                }
             }
-            let dropped = queue.take_dropped();
+            let dropped = allowed.take_dropped() + others.take_dropped();
             if dropped > 0 {
                 self.report_dropped(&mut dropped_total, dropped);
             }
             tokio::task::yield_now().await;
         }
+    }
+
+    /// Whether `packet` asks for a name the policy allows, read straight from its bytes (no
+    /// parse): only which queue it waits in depends on it; `triage` decides what it gets.
+    fn asks_allowed(&self, packet: &[u8]) -> bool {
+        query_name(packet).is_some_and(|name| self.policy.decide(&name).is_some())
     }
 
     async fn answer_udp(
@@ -793,6 +811,40 @@ impl PooledSocket {
             }
         }
     }
+}
+
+/// The name a plain query (one question, no compression, labels of letters, digits, `-` and
+/// `_`) asks, lowercase and without the trailing dot; `None` for anything else, which waits
+/// with the refused: a label holding a dot would read as an allowed name here and be refused
+/// by `triage`, and so jump the queue.
+fn query_name(packet: &[u8]) -> Option<String> {
+    if packet.len() < 12 || packet[2] & 0x80 != 0 || packet[4..6] != [0, 1] {
+        return None;
+    }
+    let mut name = String::new();
+    let mut at = 12;
+    loop {
+        let len = usize::from(*packet.get(at)?);
+        if len == 0 {
+            break;
+        }
+        if len & 0xc0 != 0 || name.len() + len > 254 {
+            return None;
+        }
+        let label = packet.get(at + 1..at + 1 + len)?;
+        if !label
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_')
+        {
+            return None;
+        }
+        if !name.is_empty() {
+            name.push('.');
+        }
+        name.extend(label.iter().map(|b| char::from(b.to_ascii_lowercase())));
+        at += 1 + len;
+    }
+    Some(name)
 }
 
 /// The question section of a query (name, type, class), which an answer must repeat.

@@ -565,6 +565,80 @@ async fn a_flooding_sender_does_not_keep_another_senders_query_out() {
     assert_eq!(answered, 10, "probes answered during a flood of {sent}");
 }
 
+/// Root in the agent floods refused names from many sockets at once (each a sender of its
+/// own, so together they fill the queue's total); allowed lookups asked meanwhile, each once
+/// from a fresh socket as a stub resolver does, are all answered: they wait in a queue of
+/// their own, which refused queries never fill.
+#[tokio::test]
+async fn a_refused_flood_from_many_sockets_does_not_keep_an_allowed_lookup_out() {
+    let h = harness(&["*.allowed.test"], |_, _| {}).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let (dns, stop) = (h.dns, Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let sockets: Vec<std::net::UdpSocket> = (0..16)
+                .map(|_| {
+                    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                    s.set_nonblocking(true).unwrap();
+                    s
+                })
+                .collect();
+            let mut sent = 0u64;
+            let mut buf = [0u8; 512];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for socket in &sockets {
+                    let q = query(&format!("f{sent}.denied.test."), RecordType::A);
+                    if socket.send_to(&q.to_vec().unwrap(), dns).is_ok() {
+                        sent += 1;
+                    }
+                    while socket.recv(&mut buf).is_ok() {}
+                }
+            }
+            sent
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut answered = 0;
+    for i in 0..20 {
+        let q = query(&format!("probe-{i}.allowed.test."), RecordType::A);
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        socket.send_to(&q.to_vec().unwrap(), h.dns).await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), socket.recv(&mut buf)).await
+        {
+            answered += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = flood.join().unwrap();
+    assert!(sent > 10_000, "the flood sent only {sent}");
+    assert_eq!(
+        answered, 20,
+        "allowed lookups answered during a flood of {sent}"
+    );
+}
+
+#[test]
+fn the_queue_a_query_waits_in_is_read_from_its_name() {
+    let bytes = |name: &str| query(name, RecordType::A).to_vec().unwrap();
+    assert_eq!(
+        query_name(&bytes("Probe-1.Allowed.test.")).as_deref(),
+        Some("probe-1.allowed.test")
+    );
+    // A dot inside a label reads as the name it imitates; it waits with the refused.
+    let mut dotted = Message::query();
+    dotted.add_query(Query::query(
+        Name::from_labels(vec![&b"x.allowed"[..], &b"test"[..]]).unwrap(),
+        RecordType::A,
+    ));
+    assert_eq!(query_name(&dotted.to_vec().unwrap()), None);
+    assert_eq!(query_name(b"\x00\x01"), None);
+    let mut answer = bytes("a.test.");
+    answer[2] |= 0x80;
+    assert_eq!(query_name(&answer), None);
+}
+
 #[tokio::test]
 async fn upstream_down_is_servfail() {
     // A port nobody listens on: the connected UDP socket sees ECONNREFUSED or times out.

@@ -17,6 +17,10 @@ use yolo_protocol::event::EventKind;
 
 /// Events waiting for the disk before new ones are counted and dropped.
 const QUEUE: usize = 8192;
+/// The same for first sightings (`writer::reserved`: an allowed name, a blocked destination, a
+/// sensitive file), counted apart: a flood of other events (refused names) that fills the
+/// queue must not decide which of them are lost.
+const SIGHTINGS_QUEUE: usize = 4096;
 /// How often repeats are written as aggregated records.
 pub const FLUSH: Duration = Duration::from_secs(1);
 /// The writer thread's longest sleep.
@@ -27,8 +31,8 @@ pub struct Events {
     /// all its [`QUEUE`] slots up front (2 MiB resident in an idle guard); this one grows in
     /// small blocks and gives them back as the writer drains.
     tx: Sender<EventKind>,
-    /// Events sent and not yet taken by the writer thread.
-    queued: AtomicUsize,
+    /// Events sent and not yet taken by the writer thread: others, and first sightings.
+    queued: [AtomicUsize; 2],
     /// Events the full queue refused, per kind.
     dropped: Mutex<BTreeMap<&'static str, u64>>,
     fold: Mutex<Fold>,
@@ -61,7 +65,7 @@ impl Events {
         let (tx, rx) = mpsc::channel();
         let events = Events {
             tx,
-            queued: AtomicUsize::new(0),
+            queued: [AtomicUsize::new(0), AtomicUsize::new(0)],
             dropped: Mutex::new(BTreeMap::new()),
             fold: Mutex::new(Fold::default()),
             writer,
@@ -94,14 +98,16 @@ impl Events {
     }
 
     fn send(&self, kind: EventKind) {
-        let full = self.queued.fetch_add(1, Ordering::Relaxed) >= QUEUE;
+        let lane = lane(&kind);
+        let limit = [QUEUE, SIGHTINGS_QUEUE][lane];
+        let full = self.queued[lane].fetch_add(1, Ordering::Relaxed) >= limit;
         let refused = if full {
             Err(kind)
         } else {
             self.tx.send(kind).map_err(|e| e.0)
         };
         if let Err(kind) = refused {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
+            self.queued[lane].fetch_sub(1, Ordering::Relaxed);
             let mut dropped = self.dropped.lock().unwrap_or_else(|p| p.into_inner());
             *dropped.entry(kind.name()).or_default() += kind.count();
         }
@@ -131,7 +137,7 @@ impl Events {
         loop {
             match rx.recv_timeout(TICK) {
                 Ok(kind) => {
-                    self.queued.fetch_sub(1, Ordering::Relaxed);
+                    self.queued[lane(&kind)].fetch_sub(1, Ordering::Relaxed);
                     write(kind)
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -140,7 +146,7 @@ impl Events {
             let finishing = self.finishing.load(Ordering::Relaxed);
             if finishing {
                 while let Ok(kind) = rx.try_recv() {
-                    self.queued.fetch_sub(1, Ordering::Relaxed);
+                    self.queued[lane(&kind)].fetch_sub(1, Ordering::Relaxed);
                     write(kind);
                 }
             }
@@ -169,6 +175,11 @@ impl Events {
             }
         }
     }
+}
+
+/// The queue's lane of `kind`: 1 for first sightings, 0 for the rest.
+fn lane(kind: &EventKind) -> usize {
+    usize::from(crate::writer::is_sighting(kind))
 }
 
 /// `Guard { status, details }` from literal pairs.

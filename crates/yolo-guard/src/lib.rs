@@ -435,6 +435,21 @@ async fn serve<B: Batches>(
                 e.to_string(),
             )
         })?;
+    // Not fatal: the host falls back to the socket above (through `docker exec`).
+    let _host_control = config.host_control_socket.as_ref().and_then(|path| {
+        let handler = Arc::new(Control(guard.clone()));
+        control::serve_host(path, &config.control_uids, handler)
+            .map_err(|e| {
+                guard.events.emit(guard_event(
+                    "host_control_unavailable",
+                    [
+                        ("path", path.display().to_string().into()),
+                        ("error", e.to_string().into()),
+                    ],
+                ))
+            })
+            .ok()
+    });
     // Not fatal: the ruleset enforces without it; only the `blocked` events are missing.
     let nflog = match nflog::Reader::bind(NFLOG_GROUP) {
         Ok(reader) => {
@@ -515,6 +530,9 @@ async fn serve<B: Batches>(
         exec.stop();
     }
     let _ = std::fs::remove_file(GUARD_READY_FILE);
+    if let Some(path) = &config.host_control_socket {
+        let _ = std::fs::remove_file(path);
+    }
     // `yolo down` gives the guard 5 s after SIGTERM; the last aggregates and counts take far less.
     guard.events.finish(std::time::Duration::from_secs(3));
     // Past the cap too: one line, so the log says the guard stopped rather than died.
@@ -861,6 +879,8 @@ mod tests {
             published_ports: vec![],
             audit_path: "/dev/null".into(),
             control_socket: "/dev/null".into(),
+            host_control_socket: None,
+            control_uids: vec![],
             allow_internal_answers: false,
             max_session_log: yolo_protocol::DEFAULT_MAX_SESSION_LOG,
             phase: None,

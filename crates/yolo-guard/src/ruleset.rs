@@ -1045,6 +1045,8 @@ mod tests {
             published_ports,
             audit_path: PathBuf::from("/tmp/audit.jsonl"),
             control_socket: PathBuf::from("/tmp/guard.sock"),
+            host_control_socket: None,
+            control_uids: vec![],
             allow_internal_answers: false,
             max_session_log: yolo_protocol::DEFAULT_MAX_SESSION_LOG,
             phase: None,

@@ -10,7 +10,7 @@
 
 use crate::error::{Error, Result};
 use chrono::{DateTime, Duration, Utc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -77,7 +77,7 @@ impl Writer {
             return false;
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if distinct_blocked(kind) && state.1.reserve > 0 {
+        if state.1.may_reserve(kind) {
             return false; // the writer decides whether it still fits the reserve
         }
         state.1.suppress(kind.name(), kind.count(), Utc::now());
@@ -138,17 +138,58 @@ impl Writer {
     }
 }
 
-/// What the reserve is for: the first record of a blocked destination (not a folded repeat),
-/// and a change to a path the host runs (`file` records flagged `sensitive`, never folded).
-fn distinct_blocked(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Blocked { count: None, .. }
-            | EventKind::File {
-                sensitive: true,
-                ..
-            }
-    )
+/// What a reserve past the cap is kept for: the first sighting of something the agent reached
+/// or tried to reach. Each class has a reserve of its own, so a flood of one (connects to
+/// random addresses, lookups of random names under an allowed wildcard) cannot use up another's,
+/// and a flood of anything else (refused names, repeats) uses none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reserved {
+    /// The first `blocked` record of a destination (protocol, address, port).
+    Connection,
+    /// The first `dns` record of an allowed name: the agent reached it.
+    Name,
+    /// A change to a path the host runs (`file` records flagged `sensitive`, never folded).
+    Sensitive,
+}
+
+/// Whether `kind` is a first sighting ([`reserved`] without building its key).
+pub fn is_sighting(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Blocked { count: None, .. } => true,
+        EventKind::Dns {
+            decision,
+            count: None,
+            ..
+        } => decision == "allowed",
+        EventKind::File { sensitive, .. } => *sensitive,
+        _ => false,
+    }
+}
+
+/// The reserve class of `kind` and what makes it distinct (the key of its first sighting);
+/// `None` for what a reserve is not kept for (folded repeats among them).
+pub fn reserved(kind: &EventKind) -> Option<(Reserved, String)> {
+    match kind {
+        EventKind::Blocked {
+            proto,
+            dst,
+            port,
+            count: None,
+            ..
+        } => Some((Reserved::Connection, format!("{proto} {dst} {port:?}"))),
+        EventKind::Dns {
+            name,
+            decision,
+            count: None,
+            ..
+        } if decision == "allowed" => Some((Reserved::Name, name.clone())),
+        EventKind::File {
+            path,
+            sensitive: true,
+            ..
+        } => Some((Reserved::Sensitive, path.clone())),
+        _ => None,
+    }
 }
 
 /// A session log's size cap: what may still be written, and a tally of what was not.
@@ -156,13 +197,17 @@ pub struct Budget {
     max: u64,
     used: u64,
     /// Set by the first line that did not fit: from then on nothing but reports is written,
-    /// and the first record of each blocked destination while `reserve` lasts.
+    /// and first sightings ([`Reserved`]) while their class's reserve lasts.
     full: bool,
-    /// Bytes kept past the cap for first-of-their-key `blocked` records: a flood of distinct
-    /// DNS names fills the cap in seconds, and the one connection attempt that matters must
-    /// still be described, not only counted. The same for `sensitive` file changes in the
-    /// file log, which a flood of files in distinct folders could fill.
-    reserve: u64,
+    /// Bytes kept past the cap per class, a sixteenth of the cap each: a flood of distinct
+    /// refused names fills the cap in seconds, and the allowed name the agent then reaches, or
+    /// the one connection attempt that matters, must still be described, not only counted.
+    reserves: BTreeMap<Reserved, u64>,
+    /// The first sightings written from a reserve (a keyed hash of class and key): each is
+    /// written once; the next sighting of it is counted. At most a reserve's bytes over its
+    /// shortest line entries, so bounded by the cap.
+    sighted: HashSet<u64>,
+    sighting_key: std::collections::hash_map::RandomState,
     tally: BTreeMap<&'static str, Tally>,
     /// When the next round of `suppressed` records may be written, and the wait after it.
     next_report: Option<DateTime<Utc>>,
@@ -182,7 +227,9 @@ impl Budget {
             max,
             used,
             full: false,
-            reserve: max / 16,
+            reserves: BTreeMap::new(),
+            sighted: HashSet::new(),
+            sighting_key: Default::default(),
             tally: BTreeMap::new(),
             next_report: None,
             backoff: Duration::seconds(1),
@@ -195,12 +242,38 @@ impl Budget {
         if self.take(bytes) {
             return true;
         }
-        if distinct_blocked(kind) && bytes <= self.reserve {
-            self.reserve -= bytes;
-            return true;
+        if let Some((class, key)) = reserved(kind) {
+            let sighting = self.sighting(class, &key);
+            let first = !self.sighted.contains(&sighting);
+            let left = self.reserve(class);
+            if first && bytes <= *left {
+                *left -= bytes;
+                self.sighted.insert(sighting);
+                return true;
+            }
         }
         self.suppress(kind.name(), kind.count(), now);
         false
+    }
+
+    /// Whether `kind` might still be written past the cap: a first sighting not yet written
+    /// while its class has reserve left.
+    pub fn may_reserve(&mut self, kind: &EventKind) -> bool {
+        let Some((class, key)) = reserved(kind) else {
+            return false;
+        };
+        let sighting = self.sighting(class, &key);
+        !self.sighted.contains(&sighting) && *self.reserve(class) > 0
+    }
+
+    fn reserve(&mut self, class: Reserved) -> &mut u64 {
+        let share = self.max / 16;
+        self.reserves.entry(class).or_insert(share)
+    }
+
+    fn sighting(&self, class: Reserved, key: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.sighting_key.hash_one((class, key))
     }
 
     /// Whether `bytes` more fit (and are now used); the first refusal closes the log.
@@ -339,6 +412,61 @@ mod tests {
         let folded = crate::test_events::folded(80, 9);
         assert!(!fresh.admit(&folded, 10, t0()));
         assert_eq!(counts(&fresh.reports(t0(), true)), [("blocked".into(), 9)]);
+    }
+
+    fn dns(name: &str, decision: &str) -> EventKind {
+        EventKind::Dns {
+            name: name.into(),
+            qtype: "A".into(),
+            decision: decision.into(),
+            answers: vec![],
+            rcode: None,
+            count: None,
+            first: None,
+            last: None,
+        }
+    }
+
+    /// Past the cap, refused names are counted and use no reserve; each allowed name is
+    /// written once from a reserve of its own (its next sighting is counted), and connects
+    /// to new destinations have theirs, which a flood of allowed names does not use up.
+    #[test]
+    fn past_the_cap_each_allowed_name_and_destination_is_written_once_from_its_own_reserve() {
+        use crate::test_events::blocked;
+        let mut budget = Budget::new(16_000, 16_000);
+        assert!(!budget.admit(&notice(), 1, t0()), "the cap is reached");
+        for i in 0..10_000 {
+            let refused = dns(&format!("f{i}.denied.test"), "refused");
+            assert!(!budget.may_reserve(&refused));
+            assert!(!budget.admit(&refused, 100, t0()));
+        }
+        // 1,000 bytes of reserve per class: ten 100-byte allowed names.
+        for i in 0..10 {
+            let name = dns(&format!("n{i}.allowed.test"), "allowed");
+            assert!(budget.may_reserve(&name));
+            assert!(budget.admit(&name, 100, t0()), "allowed name {i}");
+            assert!(!budget.may_reserve(&name), "once");
+            assert!(
+                !budget.admit(&name, 100, t0()),
+                "its next sighting is counted"
+            );
+        }
+        assert!(!budget.admit(&dns("n10.allowed.test", "allowed"), 100, t0()));
+        // The connections' reserve is untouched by the names'.
+        assert!(budget.admit(&blocked(4242), 100, t0()));
+        assert!(
+            !budget.admit(&blocked(4242), 100, t0()),
+            "one destination once"
+        );
+        assert!(budget.admit(&blocked(4243), 100, t0()));
+        assert_eq!(
+            counts(&budget.reports(t0(), true)),
+            [
+                ("blocked".into(), 1),
+                ("dns".into(), 10_000 + 10 + 1),
+                ("notice".into(), 1)
+            ]
+        );
     }
 
     #[test]

@@ -19,6 +19,11 @@ pub enum Request {
     Status,
 }
 
+/// How the guard's error begins when its socket in the host's folder does not serve the peer
+/// (its uid is not the host user's as the guard sees it, e.g. under a user namespace that maps
+/// it elsewhere): the host then asks over `docker exec` instead.
+pub const PEER_NOT_SERVED: &str = "this guard's control socket serves only the user who started it";
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     pub ok: bool,

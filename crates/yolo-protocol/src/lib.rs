@@ -48,8 +48,20 @@ pub struct GuardConfig {
     pub published_ports: Vec<u16>,
     /// Where to append audit events (bind-mounted session log).
     pub audit_path: PathBuf,
-    /// Unix socket for `yolo allow/deny/firewall` (reached with docker exec).
+    /// Unix socket for `yolo allow/deny/firewall` inside the guard (reached with docker exec,
+    /// the fallback: see `host_control_socket`).
     pub control_socket: PathBuf,
+    /// The same requests on a socket in a folder bound from the host (the log folder): the
+    /// host connects to it directly, so no process is started in the PID namespace the agent
+    /// shares (which its root could stop or kill). Anyone may connect (the guard's root cannot
+    /// chown it to the host's user); only peers whose uid is root or in `control_uids` are
+    /// served. `None`: a remote engine, or a Pod, whose host cannot reach such a folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_control_socket: Option<PathBuf>,
+    /// Users, besides root, `host_control_socket` serves: the host user's uid as the guard sees
+    /// it (under rootless Podman the host user is root in the guard's user namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control_uids: Vec<u32>,
     /// Open private, loopback and link-local answers of allowed names too. Off by default: a
     /// name pointing at the host or its other containers is DNS rebinding. The user turns it
     /// on for internal services (and the tests, whose servers live on a Docker bridge).

@@ -78,6 +78,49 @@ pub(crate) fn file_watch_gap(session: &str) -> Option<String> {
     gap_words(&last?.kind)
 }
 
+/// What the guard's logs of `session` (network and files) left out at their size cap, in
+/// words, from their `suppressed` records; `None` when they left nothing out. Said where the
+/// log is read (`yolo audit`, `yolo status`, the summary after `yolo run`): past the cap the
+/// record is counts, and an agent that filled it on purpose acts described only by first
+/// sightings from then on.
+pub(crate) fn log_cap_reached(session: &str) -> Option<String> {
+    let mut left_out: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut cap = 0;
+    for name in [format!("{session}.jsonl"), file_log_name(session)] {
+        let text = std::fs::read_to_string(network_dir().join(name)).unwrap_or_default();
+        // The totals so far: a kind's last record in a file holds its count.
+        let mut counts: std::collections::BTreeMap<String, u64> = Default::default();
+        for line in text.lines().filter(|l| l.contains("\"suppressed\"")) {
+            if let Ok(Event {
+                kind:
+                    EventKind::Suppressed {
+                        of,
+                        count,
+                        max_bytes,
+                        ..
+                    },
+                ..
+            }) = serde_json::from_str::<Event>(line)
+            {
+                let total = counts.entry(of).or_default();
+                *total = (*total).max(count);
+                cap = cap.max(max_bytes);
+            }
+        }
+        for (of, n) in counts {
+            *left_out.entry(of).or_default() += n;
+        }
+    }
+    if left_out.is_empty() {
+        return None;
+    }
+    let counts: Vec<String> = left_out.iter().map(|(of, n)| format!("{n} {of}")).collect();
+    Some(format!(
+        "the session's audit log is full: it reached its size cap of {cap} bytes ([audit] max_session_log), and {} events were only counted, not written; past the cap only the first sighting of each allowed name, blocked destination and sensitive file is written, while a reserve lasts. Raise [audit] max_session_log for the next session",
+        counts.join(", ")
+    ))
+}
+
 fn gap_words(kind: &EventKind) -> Option<String> {
     let EventKind::Guard { status, details } = kind else {
         return None;

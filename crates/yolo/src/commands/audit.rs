@@ -115,8 +115,15 @@ pub(crate) async fn execute(
         filter.live = true;
         events = tail.poll();
     }
-    // Said last, where it is read: file changes may be missing from what was printed.
-    if let Some(gap) = audit::file_watch_gap(&session) {
+    // Said last, where it is read: file changes may be missing from what was printed, and
+    // past the log's cap most of the record is counts.
+    for gap in [
+        audit::file_watch_gap(&session),
+        audit::log_cap_reached(&session),
+    ]
+    .into_iter()
+    .flatten()
+    {
         eprintln!("{} {gap}", console::style("warning:").yellow().bold());
     }
     Ok(0)

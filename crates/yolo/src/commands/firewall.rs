@@ -349,7 +349,7 @@ fn summary_of(events: impl Iterator<Item = audit::Event>, mark: Option<&str>) ->
             .map(|(of, n)| format!("{n} {of}"))
             .collect();
         out.push_str(&format!(
-            "  not logged, the session log is at its size cap ([audit] max_session_log): {}\n",
+            "  WARNING: the session's audit log is full ([audit] max_session_log): not written, only counted: {}\n",
             counts.join(", ")
         ));
     }

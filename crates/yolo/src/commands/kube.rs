@@ -166,6 +166,9 @@ fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result
     config.audit_to_stdout = true;
     config.audit_path = yolo_protocol::STDOUT_PATH.into();
     config.file_watch = None;
+    // `kubectl exec` is the way in; no host folder holds a socket.
+    config.host_control_socket = None;
+    config.control_uids = vec![];
     // Always on in a Pod, whatever the mode: a Pod starts its containers without waiting for
     // each other, and the shim is what holds the agent back until the guard's supervisor
     // listens, which it does only once the ruleset is in and verified.

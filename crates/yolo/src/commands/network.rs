@@ -6,7 +6,8 @@ use crate::audit::file_log_name;
 use crate::engine::{log_dir, Engine, GuardSpec, Owner, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::Allowlist;
-use crate::firewall::control::{Request, Response};
+use crate::firewall::control::{Request, Response, PEER_NOT_SERVED};
+use crate::firewall::guard_socket::{self, CONTROL_TIMEOUT};
 use crate::firewall::{presets, FileWatch, GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET};
 use crate::project::Project;
 use std::net::SocketAddr;
@@ -215,6 +216,12 @@ pub(crate) fn guard_config(
         published_ports: project.spec.ports.iter().map(|p| p.container).collect(),
         audit_path: PathBuf::from(GUARD_LOG_DIR).join(format!("{session}.jsonl")),
         control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),
+        // In the log folder the host binds from its data folder: not with a remote engine,
+        // whose guard logs to a volume there.
+        host_control_socket: (!crate::remote::uses_copy(&project.spec)).then(|| {
+            PathBuf::from(GUARD_LOG_DIR).join(guard_socket::socket_name(&guard_name(project)))
+        }),
+        control_uids: host_uid().into_iter().collect(),
         allow_internal_answers: guard.allow_internal_answers,
         max_session_log: guard.max_session_log,
         phase: phase.map(str::to_string),
@@ -230,6 +237,15 @@ pub(crate) fn guard_config(
         audit_to_stdout: false,
         gateway: None,
     }
+}
+
+/// The host user's uid, which the guard's host control socket serves (`None` off Unix).
+fn host_uid() -> Option<u32> {
+    #[cfg(unix)]
+    // SAFETY: getuid cannot fail and touches no memory.
+    return Some(unsafe { libc::getuid() });
+    #[cfg(not(unix))]
+    None
 }
 
 /// The file watcher's settings: on unless `[audit] files = false`, for a session (an image
@@ -399,14 +415,44 @@ pub(crate) async fn wait_guard(engine: &Engine, id: &str, session: &str) -> Resu
     engine.wait_guard_ready(id, session, READY_TIMEOUT).await
 }
 
-/// Send a control request to a running guard.
+/// Send a control request to a running guard: over its socket in the log folder when this
+/// host reaches it (no process in the namespace the agent shares), else through `docker exec`
+/// (a remote engine; a guard made by an earlier yolo; sockets that do not cross the engine's
+/// file sharing). Each way ends within [`CONTROL_TIMEOUT`] with an error that says so.
 pub(crate) async fn control(
     engine: &Engine,
     guard_id: &str,
     request: &Request,
 ) -> Result<Response> {
     let json = serde_json::to_string(request).map_err(|e| Error::other(e.to_string()))?;
-    answer(&engine.guard_ctl(guard_id, &json).await?)
+    if !remote_engine() {
+        let name = engine.container_name(guard_id).await?;
+        let path = crate::audit::network_dir().join(guard_socket::socket_name(&name));
+        match guard_socket::ask(&path, &json, CONTROL_TIMEOUT).await {
+            // Not served (a user namespace that maps this user elsewhere): the exec below.
+            Ok(text) if !not_served(&text) => return answer(&text),
+            Ok(_) => {}
+            Err(guard_socket::Failure::NoAnswer(why)) => {
+                return Err(Error::Unavailable(format!(
+                    "the firewall guard {name} did not answer over {}: {why}; check it with `yolo status`, and `yolo up` restarts it",
+                    path.display()
+                )))
+            }
+            Err(guard_socket::Failure::Unreachable) => {}
+        }
+    }
+    answer(&engine.guard_ctl(guard_id, &json, CONTROL_TIMEOUT).await?)
+}
+
+/// Whether the guard's answer says its host socket does not serve this user.
+fn not_served(text: &str) -> bool {
+    serde_json::from_str::<Response>(text.trim())
+        .is_ok_and(|r| !r.ok && r.error.is_some_and(|e| e.starts_with(PEER_NOT_SERVED)))
+}
+
+/// Whether the engine is on another machine, whose guards' log folder is a volume there.
+fn remote_engine() -> bool {
+    crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some())
 }
 
 /// The guard's one-line answer: its response, or why it refused.

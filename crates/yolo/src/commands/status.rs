@@ -140,7 +140,11 @@ fn print_table(rows: &[output::Status]) {
                 .collect();
             println!("  compose services: {}", list.join(", "));
         }
-        if let Some(gap) = r.session.as_deref().and_then(crate::audit::file_watch_gap) {
+        let gaps = [crate::audit::file_watch_gap, crate::audit::log_cap_reached];
+        for gap in gaps
+            .iter()
+            .filter_map(|gap| r.session.as_deref().and_then(gap))
+        {
             eprintln!("  warning: {}: {gap}", c.name);
         }
         if c.state == "running" && !guard.is_empty() && guard != "running" {

@@ -466,13 +466,29 @@ impl Engine {
         )))
     }
 
-    /// Run `yolo-guard ctl '<json>'` in the guard and return its stdout.
-    pub(crate) async fn guard_ctl(&self, id: &str, request: &str) -> Result<String> {
+    /// Run `yolo-guard ctl '<json>'` in the guard and return its stdout, within `limit`.
+    /// The fallback for engines whose host cannot reach the guard's socket in the log folder:
+    /// the process runs in the PID namespace the agent shares, so the agent's root can stop or
+    /// kill it (never forge its answer: it holds capabilities the agent lacks); the limit
+    /// turns that into an error instead of a hang.
+    pub(crate) async fn guard_ctl(
+        &self,
+        id: &str,
+        request: &str,
+        limit: Duration,
+    ) -> Result<String> {
         let req = ExecRequest {
             argv: vec![GUARD_BINARY.into(), "ctl".into(), request.into()],
             ..Default::default()
         };
-        let result = self.exec(id, &req, Output::Capture).await?;
+        let exec = self.exec(id, &req, Output::Capture);
+        let result = tokio::time::timeout(limit, exec).await.map_err(|_| {
+            Error::Unavailable(format!(
+                "the firewall guard did not answer within {} s (`docker exec {id} {GUARD_BINARY} ctl`); \
+                 check it with `yolo status`, and `yolo up` restarts it",
+                limit.as_secs_f64()
+            ))
+        })??;
         let text = String::from_utf8_lossy(&result.captured).into_owned();
         // 1: the guard answered and refused; the caller reads why from the answer.
         if !matches!(result.exit_code, 0 | 1) {
@@ -482,6 +498,25 @@ impl Engine {
             )));
         }
         Ok(text)
+    }
+}
+
+impl Engine {
+    /// A container's name (without Docker's leading `/`).
+    pub(crate) async fn container_name(&self, id: &str) -> Result<String> {
+        let info = self
+            .docker
+            .inspect_container(
+                id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        Ok(info
+            .name
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string())
     }
 }
 

@@ -2,6 +2,7 @@
 //! `yolo_protocol` it hands to the guard. The ruleset, DNS and nftables live in the `yolo-guard`
 //! crate; the CLI reaches the running guard only through its control socket.
 
+pub(crate) mod guard_socket;
 pub(crate) mod presets;
 
 pub(crate) use yolo_protocol::allowlist;

@@ -328,6 +328,129 @@ fn a_changed_address_of_an_allowed_name_is_followed_on_the_next_lookup() {
     assert_eq!((code, body.trim()), (0, second.body.as_str()));
 }
 
+/// `yolo ARGS` within `limit`: its run, or `None` (and the process killed) past it.
+fn yolo_within(t: &Test, args: &[&str], limit: Duration) -> Option<(Run, Duration)> {
+    let started = std::time::Instant::now();
+    let mut child = t
+        .command(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run yolo");
+    while started.elapsed() < limit {
+        if child.try_wait().expect("wait").is_some() {
+            let output = child.wait_with_output().unwrap();
+            return Some((Run { output }, started.elapsed()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Issue 23.11: `yolo allow` ran `docker exec <guard> yolo-guard ctl`, a process in the PID
+/// namespace the agent shares, which root in the agent can stop; and nothing bounded the wait
+/// (it hung). Root in the agent now stops every process it can see, again and again, while
+/// the host changes the allowlist five times: each change completes at once (the request
+/// goes over a socket in the host's data folder, no process the agent sees), and takes effect.
+#[test]
+fn root_in_the_agent_stopping_every_process_it_sees_does_not_hold_up_allow() {
+    let s = Session::start(&["*.allowed.test"], &[]);
+    let stopper = r#"
+import os, signal, time
+me = os.getpid()
+stopped = set()
+end = time.time() + 12
+while time.time() < end:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (1, me):
+            continue
+        try:
+            os.kill(int(entry), signal.SIGSTOP)
+            stopped.add(int(entry))
+        except OSError:
+            pass
+for pid in stopped:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except OSError:
+        pass
+open("/tmp/stopper.done", "w").write("%d\n" % len(stopped))
+"#;
+    s.t.file("attack/stopper.py", stopper);
+    // Started in the background: the shell ends at once, before the stopper looks around.
+    s.sh("nohup python3 attack/stopper.py >/dev/null 2>&1 &")
+        .ok();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut took = vec![];
+    for i in 0..5 {
+        let name = format!("stop-{i}.test");
+        let (run, elapsed) = yolo_within(&s.t, &["allow", &name], Duration::from_secs(8))
+            .unwrap_or_else(|| {
+                panic!("`yolo allow {name}` hung while the agent stopped processes")
+            });
+        run.ok();
+        took.push(elapsed);
+    }
+    // The stopper lets everything go after 12 s (a `yolo exec` meanwhile waits for it).
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    while s.sh("cat /tmp/stopper.done").code() != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stopper never ended"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let patterns = s.t.yolo(&["firewall", "--json"]).ok().stdout();
+    for i in 0..5 {
+        assert!(patterns.contains(&format!("stop-{i}.test")), "{patterns}");
+    }
+    eprintln!("five `yolo allow` while the agent stopped every process it saw: {took:?}");
+}
+
+/// Issue 23.11: a guard that takes the request and does not answer (frozen) ends `yolo allow`
+/// at the deadline with an error that names it and the exit code for an unavailable service,
+/// instead of a hang.
+#[test]
+fn a_guard_that_does_not_answer_ends_allow_with_a_timeout_error() {
+    let s = Session::start(&["*.allowed.test"], &[]);
+    // Stopped from the host (the agent cannot: it is PID 1 of the namespace): to Docker it
+    // still runs.
+    let pid = docker(&["inspect", "-f", "{{.State.Pid}}", &s.guard()]);
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill")
+            .args([name, pid.trim()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    let result = yolo_within(&s.t, &["allow", "late.test"], Duration::from_secs(30));
+    signal("-CONT");
+    let (run, elapsed) = result.expect("`yolo allow` hung on a frozen guard");
+    run.fails_with(69)
+        .assert_stderr_contains("did not answer")
+        .assert_stderr_contains("within 10 s");
+    assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
+    // Once it runs again, the next request is served.
+    s.t.yolo(&["allow", "late.test"]).ok();
+    // Without the socket in the log folder (a guard made by an earlier yolo), the request
+    // goes through `docker exec`, under the same deadline.
+    let sockets: Vec<std::path::PathBuf> = std::fs::read_dir(s.t.data_dir.join("network"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".control.sock"))
+        .collect();
+    assert_eq!(sockets.len(), 1, "{sockets:?}");
+    std::fs::remove_file(&sockets[0]).unwrap();
+    s.t.yolo(&["allow", "by-exec.test"]).ok();
+    let patterns = s.t.yolo(&["firewall", "--json"]).ok().stdout();
+    assert!(patterns.contains("by-exec.test"), "{patterns}");
+}
+
 #[test]
 fn allow_and_deny_change_a_running_session_without_restart() {
     let s = Session::start(&["*.allowed.test"], &[]);
@@ -987,6 +1110,140 @@ print(repeat, sent, answered, ",".join(str(r) for r in during))
          suppressed guard records {:?}",
         suppressed(&events, "dns").unwrap(),
         suppressed(&events, "guard"),
+    );
+}
+
+/// Issue 23.3: root in the agent floods random refused names from many sockets, fills the
+/// session log to its cap, and goes on flooding while it looks up 40 allowed names. Before,
+/// past the cap the DNS path only counted (12 of 40 allowed lookups were recorded), and an
+/// allowed lookup could get no answer at all. Now each allowed name's first sighting is
+/// written from a reserve no refused name uses, each lookup is answered, and `yolo audit` and
+/// `yolo status` say the log is full.
+#[test]
+fn past_the_log_cap_a_refused_flood_neither_hides_nor_starves_allowed_lookups() {
+    let s = Session::start_full(
+        "",
+        "[audit]\nmax_session_log = \"1m\"\n",
+        &["*.allowed.test"],
+        &[],
+    );
+    let attack = r#"
+import os, socket, struct, threading, time
+
+def query(name, qid):
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    return q + b"\x00" + struct.pack(">HH", 1, 1)
+
+stop = False
+sent = [0]
+def flood():
+    socks = []
+    for _ in range(16):
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.setblocking(False)
+        socks.append(u)
+    while not stop:
+        for u in socks:
+            name = "f%d-%s.denied.test" % (sent[0], os.urandom(4).hex())
+            try:
+                u.sendto(query(name, sent[0] & 0xFFFF), ("127.0.0.1", 53))
+                sent[0] += 1
+            except BlockingIOError:
+                pass
+            while True:
+                try:
+                    u.recv(512)
+                except BlockingIOError:
+                    break
+flooder = threading.Thread(target=flood)
+flooder.start()
+time.sleep(3)  # the log reaches its cap of 1 MiB
+
+def ask(name):
+    # As a stub resolver does: a fresh socket, asked again when no answer comes.
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(1)
+    try:
+        for _ in range(3):
+            try:
+                u.sendto(query(name, 7), ("127.0.0.1", 53))
+                return u.recv(4096)[3] & 0x0F
+            except socket.timeout:
+                pass
+        return None
+    finally:
+        u.close()
+
+names = ["n%d-%s.allowed.test" % (i, os.urandom(3).hex()) for i in range(40)]
+rcodes = []
+for name in names:
+    rcodes.append(ask(name))
+    time.sleep(0.05)
+stop = True
+flooder.join()
+print(sent[0], ",".join(names), ",".join(str(r) for r in rcodes))
+"#;
+    let out = s.t.yolo(&["exec", "python3", "-c", attack]).ok().stdout();
+    let words: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(words.len(), 3, "{out}");
+    let sent = words[0];
+    let names: Vec<&str> = words[1].split(',').collect();
+    let rcodes: Vec<&str> = words[2].split(',').collect();
+    assert!(
+        rcodes.iter().all(|r| *r == "0"),
+        "allowed lookups during the flood got no answer or an error: {rcodes:?}"
+    );
+    // The aggregates and the first sightings are written within a second or two.
+    std::thread::sleep(Duration::from_millis(2500));
+    let (events, size) = network_log(&s.t);
+    let cap_reached = events
+        .iter()
+        .filter(|e| e["kind"] == "suppressed" && e["of"] == "dns")
+        .filter_map(|e| e["first"].as_str())
+        .min()
+        .expect("the flood filled the log to its cap")
+        .to_string();
+    let recorded: Vec<&&str> = names
+        .iter()
+        .filter(|name| {
+            events
+                .iter()
+                .any(|e| e["kind"] == "dns" && e["name"] == **name && e["decision"] == "allowed")
+        })
+        .collect();
+    assert_eq!(
+        recorded.len(),
+        names.len(),
+        "of {} allowed names looked up past the cap, {} recorded; flood of {sent}",
+        names.len(),
+        recorded.len(),
+    );
+    let first_lookup = events
+        .iter()
+        .filter(|e| e["kind"] == "dns" && e["name"] == names[0])
+        .filter_map(|e| e["ts"].as_str())
+        .min()
+        .unwrap();
+    assert!(
+        cap_reached.as_str() < first_lookup,
+        "the cap ({cap_reached}) was reached before the lookups ({first_lookup})"
+    );
+    // Within the cap and its reserves (a sixteenth of it per kind of first sighting).
+    assert!(
+        size <= (1 << 20) + 3 * (1 << 16) + 16 * 1024,
+        "{size} bytes"
+    );
+    // Said loudly where the log is read.
+    s.t.yolo(&["audit", "--kind", "guard"])
+        .ok()
+        .assert_stderr_contains("the session's audit log is full");
+    s.t.yolo(&["status"])
+        .ok()
+        .assert_stderr_contains("the session's audit log is full");
+    eprintln!(
+        "refused flood of {sent} from 16 sockets past a 1 MiB cap: 40/40 allowed lookups answered and recorded, log {size} bytes"
     );
 }
 
