@@ -1232,6 +1232,81 @@ mod tests {
     }
 
     #[test]
+    fn every_network_is_walled_and_the_siblings_lose_raw_sockets_and_ipv6() {
+        let resolved: serde_yaml::Value = serde_yaml::from_str(
+            "services:\n  app:\n    image: x\n  db:\n    image: y\n    networks: [front]\n    cap_drop: [MKNOD]\n    sysctls: [net.core.somaxconn=1024]\n  ping:\n    image: y\n    cap_add: [NET_RAW]\n  side:\n    image: y\n    network_mode: service:db\nnetworks:\n  front:\n    driver_opts:\n      com.docker.network.driver.mtu: '1400'\n    enable_ipv6: false\n",
+        )
+        .unwrap();
+        let spec = spec();
+        let compose = compose_spec();
+        let checked = ServicesChecked {
+            egress: vec!["ping".into()],
+            ..Default::default()
+        };
+        let file = project_file(&resolved, &plan(&spec, &compose, &checked)).unwrap();
+        for name in ["front", "default"] {
+            let net = &file["networks"][name];
+            assert_eq!(net["driver"], "bridge", "{name}");
+            assert_eq!(net["internal"], true, "{name}");
+            assert_eq!(net["driver_opts"][INHIBIT_IPV4], "true", "{name}");
+            assert!(net.get("enable_ipv6").is_none(), "{name}");
+        }
+        assert_eq!(
+            file["networks"]["front"]["driver_opts"]["com.docker.network.driver.mtu"],
+            "1400"
+        );
+        // The egress network keeps Docker's gateway: it is the grant's way out.
+        let egress = &file["networks"][EGRESS_NETWORK];
+        assert!(egress.get("internal").is_none() && egress.get("driver_opts").is_none());
+        let services = &file["services"];
+        assert_eq!(services["db"]["cap_drop"], json!(["MKNOD", "NET_RAW"]));
+        assert_eq!(
+            services["db"]["sysctls"],
+            json!({"net.core.somaxconn": "1024", "net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"})
+        );
+        // A granted NET_RAW stays; a service in another's namespace takes that one's settings.
+        assert!(
+            services["ping"].get("cap_drop").is_none(),
+            "{}",
+            services["ping"]
+        );
+        assert_eq!(services["side"]["cap_drop"], json!(["NET_RAW"]));
+        assert!(services["side"].get("sysctls").is_none());
+        // The dev service is the guard's business.
+        assert!(services["app"].get("sysctls").is_none());
+    }
+
+    #[test]
+    fn only_the_projects_own_walled_networks_are_joined() {
+        let a = |service: &str, network: &str, owner: Option<&str>, egress, walled| Attachment {
+            service: service.into(),
+            network: network.into(),
+            owner: owner.map(str::to_string),
+            egress,
+            walled,
+        };
+        let granted = vec!["web".to_string()];
+        let fine = [
+            a("db", "p_default", Some("id"), false, true),
+            a("web", "p_yolo-egress", Some("id"), true, false),
+            a("web", "bridge", None, false, false),
+            a("off", "none", None, false, false),
+        ];
+        assert_eq!(foreign_attachment(&fine, "id", &granted), None);
+        for bad in [
+            a("db", "q_default", Some("other"), false, true),
+            a("db", "planted", None, false, true),
+            a("db", "p_default", Some("id"), false, false),
+            a("db", "p_yolo-egress", Some("id"), true, false),
+            a("db", "bridge", None, false, false),
+            a("web", "host", None, false, false),
+        ] {
+            let list = [fine[0].clone(), bad.clone()];
+            assert_eq!(foreign_attachment(&list, "id", &granted), Some(&bad));
+        }
+    }
+
+    #[test]
     fn an_external_network_is_refused() {
         let resolved: serde_yaml::Value = serde_yaml::from_str(
             "services:\n  app:\n    image: x\nnetworks:\n  shared:\n    external: true\n",

@@ -970,10 +970,10 @@ mod tests {
         let yaml = format!("{APP}  db:\n    network_mode: default\n");
         assert!(check(&yaml, &["compose-egress"]).is_ok());
         let yaml = format!(
-            "{APP}  db:\n    image: x\n    network_mode: service:app\n    volumes:\n    - data:/var/lib/db\n    - /home/me/src/My Repo/db:/seed:ro\n"
+            "{APP}  db:\n    image: x\n    network_mode: service:cache\n    volumes:\n    - data:/var/lib/db\n    - /home/me/src/My Repo/db:/seed:ro\n  cache:\n    image: x\n"
         );
         let checked = check(&yaml, &[]).unwrap();
-        assert_eq!(checked.services, ["app", "db"]);
+        assert_eq!(checked.services, ["app", "db", "cache"]);
         assert!(checked.egress.is_empty() && checked.grants_used.is_empty());
         let checked = check(
             &format!("{APP}  db:\n    image: x\n"),
@@ -992,11 +992,106 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert_eq!(e.code(), 65);
+        assert_eq!(e.code(), 77);
         assert!(
             e.to_string().contains("network \"shared\": external"),
             "{e}"
         );
+    }
+
+    /// The property a project whose file ends with `tail` is forbidden for.
+    fn forbidden(tail: &str) -> String {
+        match check(&format!("{APP}{tail}"), &["compose-egress", "cap-add"]) {
+            Err(Error::Forbidden { property, .. }) => property,
+            other => panic!("{tail}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_spelling_of_a_network_leads_outside_the_project() {
+        let net = |body: &str| format!("networks:\n  shared:\n{body}");
+        for (body, property) in [
+            (
+                "    name: yolo-other-0abc_default\n",
+                "network \"shared\": name",
+            ),
+            ("    external: true\n", "network \"shared\": external"),
+            (
+                "    external:\n      name: x\n",
+                "network \"shared\": external",
+            ),
+            ("    driver: macvlan\n", "network \"shared\": driver"),
+            ("    driver: host\n", "network \"shared\": driver"),
+            (
+                "    driver_opts:\n      com.docker.network.bridge.name: docker0\n",
+                "network \"shared\": driver_opts.com.docker.network.bridge.name",
+            ),
+            (
+                "    driver_opts:\n      com.docker.network.bridge.inhibit_ipv4: 'false'\n",
+                "network \"shared\": driver_opts.com.docker.network.bridge.inhibit_ipv4",
+            ),
+            (
+                "    ipam:\n      config:\n      - subnet: 192.0.2.0/24\n",
+                "network \"shared\": ipam",
+            ),
+            (
+                "    ipam:\n      driver: other\n",
+                "network \"shared\": ipam",
+            ),
+            ("    enable_ipv6: true\n", "network \"shared\": enable_ipv6"),
+        ] {
+            assert_eq!(forbidden(&net(body)), property, "{body}");
+        }
+        // yolo's own network name is not the repository's to define.
+        assert_eq!(
+            forbidden("networks:\n  yolo-egress: {}\n"),
+            "network \"yolo-egress\""
+        );
+        // What Compose would do anyway is fine: its own name (the v2 plugin prints it), the
+        // bridge driver, the MTU, no addresses.
+        let fine = net(
+            "    name: p_shared\n    driver: bridge\n    driver_opts:\n      com.docker.network.driver.mtu: '1400'\n    ipam: {}\n    enable_ipv6: false\n    external: false\n",
+        );
+        check(&format!("{APP}{fine}"), &[]).unwrap();
+        check(&format!("{APP}networks:\n  default:\n"), &[]).unwrap();
+    }
+
+    #[test]
+    fn a_sibling_cannot_join_the_guards_namespaces_or_turn_ipv6_on() {
+        for (tail, property) in [
+            (
+                "  db:\n    network_mode: service:app\n",
+                "service \"db\": network_mode",
+            ),
+            ("  db:\n    pid: service:app\n", "service \"db\": pid"),
+            // Through another sibling that joined the dev service's.
+            (
+                "  db:\n    network_mode: service:cache\n  cache:\n    network_mode: service:app\n",
+                "service \"db\": network_mode",
+            ),
+            (
+                "  db:\n    sysctls:\n      net.ipv6.conf.all.disable_ipv6: 0\n",
+                "service \"db\": sysctls",
+            ),
+            (
+                "  db:\n    sysctls: ['net/ipv6/conf/eth0/disable_ipv6=0']\n",
+                "service \"db\": sysctls",
+            ),
+        ] {
+            assert_eq!(forbidden(tail), property, "{tail}");
+        }
+        // Another sibling's namespaces, and other kernel settings, are the project's own.
+        check(
+            &format!("{APP}  db:\n    network_mode: service:cache\n    sysctls: {{net.core.somaxconn: 1024}}\n  cache:\n    image: x\n"),
+            &[],
+        )
+        .unwrap();
+        // A loop of `service:` ends.
+        check(
+            &format!("{APP}  db:\n    network_mode: service:cache\n  cache:\n    network_mode: service:db\n"),
+            &[],
+        )
+        .unwrap();
     }
 }
 
