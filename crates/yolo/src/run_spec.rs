@@ -138,6 +138,10 @@ pub(crate) struct Ulimit {
     pub(crate) hard: i64,
 }
 
+/// The Compose network yolo adds for the services granted `compose-egress`: a name no
+/// repository's network may take.
+pub(crate) const COMPOSE_EGRESS_NETWORK: &str = "yolo-egress";
+
 /// What `dockerComposeFile`, `service` and `runServices` ask for, paths resolved. What the files
 /// say is read (and checked service by service) only when `up` runs: `commands::compose`.
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -453,6 +453,15 @@ where
     let args = with(&create);
     run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .await?;
+    // What Compose joined, read back: only the project's own networks, walled.
+    let attachments = engine.compose_attachments(&run.project).await?;
+    if let Some(a) = compose::foreign_attachment(
+        &attachments,
+        &spec.devcontainer_id,
+        &prepared.checked.egress,
+    ) {
+        return Err(foreign_network_error(&prepared.spec.files[0], a));
+    }
     let mut extra = Vec::new();
     let siblings: Vec<String> = prepared
         .checked
@@ -462,7 +471,10 @@ where
         .cloned()
         .collect();
     if let Some(guard) = guard {
-        for net in engine.compose_networks(&run.project).await? {
+        for net in engine
+            .compose_networks(&run.project, &spec.devcontainer_id)
+            .await?
+        {
             if net.egress {
                 continue;
             }
@@ -492,6 +504,21 @@ where
         audit_off,
         merged: None,
     })
+}
+
+/// A service Compose attached to a network that is not the project's own (or not walled).
+fn foreign_network_error(file: &std::path::Path, a: &compose::Attachment) -> Error {
+    let reason = if a.owner.is_some() && !a.walled {
+        "the engine made this network of the project without the wall yolo asked for (an internal bridge holding no address of the host); yolo does not start the project on it"
+    } else {
+        "the network is not one this project made (another project's, or one made outside yolo), and a service on it would reach what sits there; remove it from the Compose files"
+    };
+    Error::Forbidden {
+        file: file.to_path_buf(),
+        property: format!("service \"{}\": networks", a.service),
+        value: format!("the network {}", a.network),
+        reason: reason.into(),
+    }
 }
 
 /// What the builds made.

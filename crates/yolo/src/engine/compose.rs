@@ -25,7 +25,7 @@ use std::process::Stdio;
 /// Compose's own label of the project name (on containers, networks, volumes).
 pub(crate) const PROJECT_LABEL: &str = "com.docker.compose.project";
 /// The network yolo adds for the services granted egress (`compose-egress`).
-pub(crate) const EGRESS_NETWORK: &str = "yolo-egress";
+pub(crate) const EGRESS_NETWORK: &str = crate::run_spec::COMPOSE_EGRESS_NETWORK;
 /// On the egress network: the guard is not attached to it.
 const EGRESS_MARK: &str = "dev.yolo.egress";
 
@@ -390,14 +390,16 @@ pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Res
             .get("external")
             .is_some_and(|e| e.as_bool() == Some(true) || e.is_object());
         if external {
-            return Err(Error::Unsupported {
+            // Refused by policy already (`check_services`); never written.
+            return Err(Error::Forbidden {
                 file: plan.compose.files[0].clone(),
                 property: format!("network \"{name}\": external"),
-                message: "a network from outside the Compose project cannot be made internal; remove \"external\" (yolo makes the project's networks itself)".into(),
+                value: "a network made outside the project".into(),
+                reason: "it may be another project's, and it cannot be walled off the host; remove \"external\" (yolo makes the project's networks itself)".into(),
             });
         }
         let network = network.as_object_mut().expect("made an object above");
-        network.insert("internal".into(), json!(true));
+        wall(network);
         merge_labels(network, &volume_labels);
     }
     if !plan.checked.egress.is_empty() {
@@ -449,12 +451,82 @@ pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Res
             dev_service(service, plan);
         } else {
             merge_labels(service, &project_labels);
+            sibling(service);
             if plan.checked.egress.contains(name) {
                 add_network(service, EGRESS_NETWORK);
             }
         }
     }
     Ok(project)
+}
+
+/// The bridge driver's option that leaves the bridge without an IPv4 address (Docker 1.13 and
+/// later): the host then has no address on the network for a service to reach.
+pub(crate) const INHIBIT_IPV4: &str = "com.docker.network.bridge.inhibit_ipv4";
+
+/// A network of the project walled off the host: a Docker bridge, `internal` (Docker's
+/// isolation rules drop what its members send off the subnet), without IPv4 address on the
+/// host's side (`INHIBIT_IPV4`: the services' default gateway is an address nobody holds) and
+/// without IPv6. Of the repository's options only the MTU stays (policy refused the rest).
+fn wall(network: &mut Map<String, Value>) {
+    network.insert("driver".into(), json!("bridge"));
+    network.insert("internal".into(), json!(true));
+    let mut options = Map::new();
+    if let Some(mtu) = network
+        .get("driver_opts")
+        .and_then(|o| o.get("com.docker.network.driver.mtu"))
+    {
+        options.insert("com.docker.network.driver.mtu".into(), mtu.clone());
+    }
+    options.insert(INHIBIT_IPV4.into(), json!("true"));
+    network.insert("driver_opts".into(), Value::Object(options));
+    network.remove("enable_ipv6");
+}
+
+/// The kernel settings yolo gives every sibling with a network namespace of its own: IPv6 off,
+/// so it cannot reach the IPv6 link-local address the host has on every Docker bridge.
+const SIBLING_SYSCTLS: &[(&str, &str)] = &[
+    ("net.ipv6.conf.all.disable_ipv6", "1"),
+    ("net.ipv6.conf.default.disable_ipv6", "1"),
+];
+
+/// A service other than the dev service: without `NET_RAW` unless it was granted (a packet
+/// socket sends frames the host's bridge takes in for any address of the host, past every
+/// routing decision), and with `SIBLING_SYSCTLS` where it has a network namespace of its own.
+fn sibling(service: &mut Map<String, Value>) {
+    let granted = string_list(service, "cap_add").iter().any(|c| {
+        matches!(
+            c.trim().to_ascii_uppercase().trim_start_matches("CAP_"),
+            "NET_RAW" | "ALL"
+        )
+    });
+    if !granted {
+        let mut drop = string_list(service, "cap_drop");
+        push_unique(&mut drop, "NET_RAW".into());
+        service.insert("cap_drop".into(), json!(drop));
+    }
+    let own_namespace = match service.get("network_mode").and_then(Value::as_str) {
+        None => true,
+        Some(mode) => mode == "bridge" || mode == "default",
+    };
+    if !own_namespace {
+        return;
+    }
+    let mut sysctls = Map::new();
+    match service.get("sysctls") {
+        Some(Value::Object(map)) => sysctls.extend(map.clone()),
+        Some(Value::Array(items)) => {
+            for item in items.iter().filter_map(Value::as_str) {
+                let (k, v) = item.split_once('=').unwrap_or((item, ""));
+                sysctls.insert(k.trim().into(), json!(v.trim()));
+            }
+        }
+        _ => {}
+    }
+    for (k, v) in SIBLING_SYSCTLS {
+        sysctls.insert((*k).into(), json!(v));
+    }
+    service.insert("sysctls".into(), Value::Object(sysctls));
 }
 
 /// `build.labels` came with file formats 2.1 and 3.3 (and has always been in the Compose spec,
@@ -763,13 +835,120 @@ pub(crate) struct ComposeNetwork {
     pub(crate) egress: bool,
 }
 
+/// What the project's containers were attached to, read back from the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Attachment {
+    /// The container's service.
+    pub(crate) service: String,
+    pub(crate) network: String,
+    /// The network's `dev.yolo.id` label.
+    pub(crate) owner: Option<String>,
+    /// yolo's egress network.
+    pub(crate) egress: bool,
+    /// The wall `project_file` asked for: an internal bridge with `INHIBIT_IPV4`.
+    pub(crate) walled: bool,
+}
+
+/// The first attachment the project may not have: a network not labelled as this project's
+/// (`devcontainer_id`), Docker's bridge for a service not granted egress (`egress`), or a
+/// network of the project without its wall. `None` when all are the project's own.
+pub(crate) fn foreign_attachment<'a>(
+    attachments: &'a [Attachment],
+    devcontainer_id: &str,
+    egress: &[String],
+) -> Option<&'a Attachment> {
+    attachments.iter().find(|a| {
+        let granted = egress.contains(&a.service);
+        let ours = a.owner.as_deref() == Some(devcontainer_id);
+        match (ours, a.egress) {
+            (true, true) => !granted,
+            (true, false) => !a.walled,
+            // `network_mode: none`, Docker's network without interfaces; `network_mode:
+            // bridge` with the grant, Docker's own bridge.
+            (false, _) => {
+                a.owner.is_some() || !(a.network == "none" || (granted && a.network == "bridge"))
+            }
+        }
+    })
+}
+
 impl Engine {
-    /// The networks Compose made for `project`.
-    pub(crate) async fn compose_networks(&self, project: &str) -> Result<Vec<ComposeNetwork>> {
-        let options = ListNetworksOptions {
+    /// Every network each container of Compose project `project` is attached to, with what
+    /// its labels and options say. Read after `up --no-start`: what Compose really joined,
+    /// whatever spelling led it there.
+    pub(crate) async fn compose_attachments(&self, project: &str) -> Result<Vec<Attachment>> {
+        let options = bollard::query_parameters::ListContainersOptions {
+            all: true,
             filters: Some(HashMap::from([(
                 "label".to_string(),
                 vec![format!("{PROJECT_LABEL}={project}")],
+            )])),
+            ..Default::default()
+        };
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| Error::docker("listing containers", message(&e)))?;
+        let mut out = Vec::new();
+        for c in containers {
+            let service = c
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("com.docker.compose.service").cloned())
+                .unwrap_or_default();
+            let id = c.id.unwrap_or_default();
+            let info = self
+                .docker
+                .inspect_container(
+                    &id,
+                    None::<bollard::query_parameters::InspectContainerOptions>,
+                )
+                .await
+                .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+            let networks = info
+                .network_settings
+                .and_then(|n| n.networks)
+                .unwrap_or_default();
+            for (name, _) in networks {
+                let network = self
+                    .docker
+                    .inspect_network(&name, None::<InspectNetworkOptions>)
+                    .await
+                    .map_err(|e| {
+                        Error::docker(format!("inspecting network {name}"), message(&e))
+                    })?;
+                let labels = network.labels.unwrap_or_default();
+                let options = network.options.unwrap_or_default();
+                out.push(Attachment {
+                    service: service.clone(),
+                    network: name,
+                    owner: labels.get(labels::ID).cloned(),
+                    egress: labels.get(EGRESS_MARK).is_some_and(|v| v == "true"),
+                    walled: network.driver.as_deref() == Some("bridge")
+                        && network.internal == Some(true)
+                        && options.get(INHIBIT_IPV4).is_some_and(|v| v == "true")
+                        && network.enable_ipv6 != Some(true),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The networks Compose made for `project` and yolo labelled for `devcontainer_id`: the
+    /// guard joins no other.
+    pub(crate) async fn compose_networks(
+        &self,
+        project: &str,
+        devcontainer_id: &str,
+    ) -> Result<Vec<ComposeNetwork>> {
+        let options = ListNetworksOptions {
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![
+                    format!("{PROJECT_LABEL}={project}"),
+                    format!("{}={devcontainer_id}", labels::ID),
+                ],
             )])),
         };
         let listed = self
@@ -1050,6 +1229,81 @@ mod tests {
         let file = project_file(&resolved, &plan).unwrap();
         assert_eq!(file["services"]["app"]["network_mode"], "none");
         assert!(file["services"]["app"].get("pid").is_none());
+    }
+
+    #[test]
+    fn every_network_is_walled_and_the_siblings_lose_raw_sockets_and_ipv6() {
+        let resolved: serde_yaml::Value = serde_yaml::from_str(
+            "services:\n  app:\n    image: x\n  db:\n    image: y\n    networks: [front]\n    cap_drop: [MKNOD]\n    sysctls: [net.core.somaxconn=1024]\n  ping:\n    image: y\n    cap_add: [NET_RAW]\n  side:\n    image: y\n    network_mode: service:db\nnetworks:\n  front:\n    driver_opts:\n      com.docker.network.driver.mtu: '1400'\n    enable_ipv6: false\n",
+        )
+        .unwrap();
+        let spec = spec();
+        let compose = compose_spec();
+        let checked = ServicesChecked {
+            egress: vec!["ping".into()],
+            ..Default::default()
+        };
+        let file = project_file(&resolved, &plan(&spec, &compose, &checked)).unwrap();
+        for name in ["front", "default"] {
+            let net = &file["networks"][name];
+            assert_eq!(net["driver"], "bridge", "{name}");
+            assert_eq!(net["internal"], true, "{name}");
+            assert_eq!(net["driver_opts"][INHIBIT_IPV4], "true", "{name}");
+            assert!(net.get("enable_ipv6").is_none(), "{name}");
+        }
+        assert_eq!(
+            file["networks"]["front"]["driver_opts"]["com.docker.network.driver.mtu"],
+            "1400"
+        );
+        // The egress network keeps Docker's gateway: it is the grant's way out.
+        let egress = &file["networks"][EGRESS_NETWORK];
+        assert!(egress.get("internal").is_none() && egress.get("driver_opts").is_none());
+        let services = &file["services"];
+        assert_eq!(services["db"]["cap_drop"], json!(["MKNOD", "NET_RAW"]));
+        assert_eq!(
+            services["db"]["sysctls"],
+            json!({"net.core.somaxconn": "1024", "net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"})
+        );
+        // A granted NET_RAW stays; a service in another's namespace takes that one's settings.
+        assert!(
+            services["ping"].get("cap_drop").is_none(),
+            "{}",
+            services["ping"]
+        );
+        assert_eq!(services["side"]["cap_drop"], json!(["NET_RAW"]));
+        assert!(services["side"].get("sysctls").is_none());
+        // The dev service is the guard's business.
+        assert!(services["app"].get("sysctls").is_none());
+    }
+
+    #[test]
+    fn only_the_projects_own_walled_networks_are_joined() {
+        let a = |service: &str, network: &str, owner: Option<&str>, egress, walled| Attachment {
+            service: service.into(),
+            network: network.into(),
+            owner: owner.map(str::to_string),
+            egress,
+            walled,
+        };
+        let granted = vec!["web".to_string()];
+        let fine = [
+            a("db", "p_default", Some("id"), false, true),
+            a("web", "p_yolo-egress", Some("id"), true, false),
+            a("web", "bridge", None, false, false),
+            a("off", "none", None, false, false),
+        ];
+        assert_eq!(foreign_attachment(&fine, "id", &granted), None);
+        for bad in [
+            a("db", "q_default", Some("other"), false, true),
+            a("db", "planted", None, false, true),
+            a("db", "p_default", Some("id"), false, false),
+            a("db", "p_yolo-egress", Some("id"), true, false),
+            a("db", "bridge", None, false, false),
+            a("web", "host", None, false, false),
+        ] {
+            let list = [fine[0].clone(), bad.clone()];
+            assert_eq!(foreign_attachment(&list, "id", &granted), Some(&bad));
+        }
     }
 
     #[test]

@@ -150,25 +150,20 @@ pub(crate) fn check_services(
         // Compose file keeps the service's own words, checked here).
         let mut scratch = eval.base_spec()?;
         eval.check_service(name, service, dev, &mut scratch, &mut checked)?;
+        if !dev {
+            eval.check_dev_namespace(name, service, services, &compose.service)?;
+        }
         if dev {
             checked.dev_cap_add = scratch.cap_add;
             checked.dev_security_opt = scratch.security_opt;
             checked.dev_privileged = scratch.privileged;
         }
     }
-    // yolo makes every network of the project internal; one from outside it cannot be.
+    // The project's networks are walled by yolo (`engine::compose::project_file`): nothing in
+    // their definition may choose another network, the host's bridge, or the addresses.
     if let Some(networks) = resolved.get("networks").and_then(Value::as_mapping) {
         for (name, network) in networks {
-            let external = network
-                .get("external")
-                .is_some_and(|e| e.as_bool() == Some(true) || e.is_mapping());
-            if external {
-                return Err(Error::Unsupported {
-                    file: input.config_file.to_path_buf(),
-                    property: format!("network \"{}\": external", scalar(name)),
-                    message: "a network from outside the Compose project cannot be made internal; remove \"external\" (yolo makes the project's networks itself)".into(),
-                });
-            }
+            eval.check_network(&compose.project_name, &scalar(name), network)?;
         }
     }
     if let Some(volumes) = resolved.get("volumes").and_then(Value::as_mapping) {
@@ -459,6 +454,7 @@ impl Eval<'_> {
         }
         if !dev {
             self.check_sibling_network(name, service, checked)?;
+            self.check_sibling_sysctls(name, service)?;
         }
         self.check_service_volumes(name, service)?;
         if let Some(context) = get("build").and_then(|b| match b {
@@ -482,6 +478,157 @@ impl Eval<'_> {
                         reason,
                     )?;
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// A network of the project, as the repository defines it. yolo makes each one a Docker
+    /// bridge that is `internal` and holds no address of the host (`engine::compose`), so
+    /// nothing here may choose what it is or where it leads: another network by name (Compose
+    /// joins a network that already exists under the name it makes: another yolo project's),
+    /// another driver (a host interface as `parent`), the bridge's options (an existing host
+    /// bridge by `com.docker.network.bridge.name`, an address on it), IPv6 (the bridge takes
+    /// the IPv6 gateway address), or the subnet and gateway (one holding an address of the host
+    /// makes the host answer on it).
+    fn check_network(&mut self, project: &str, name: &str, network: &Value) -> Result<()> {
+        let property = |key: &str| format!("network \"{name}\": {key}");
+        let forbidden = |property: String, value: String, reason: &str| Error::Forbidden {
+            file: self.file(),
+            property,
+            value,
+            reason: reason.into(),
+        };
+        if name == crate::run_spec::COMPOSE_EGRESS_NETWORK {
+            return Err(forbidden(
+                format!("network \"{name}\""),
+                "the name yolo gives the network of the services granted compose-egress".into(),
+                "a service on it would leave the project without the grant; rename the network",
+            ));
+        }
+        let get = |key: &str| network.get(key).filter(|v| !v.is_null());
+        if let Some(external) = get("external").filter(|e| e.as_bool() != Some(false)) {
+            return Err(forbidden(
+                property("external"),
+                format!("the network {} made outside the project", scalar(external)),
+                "it may be another project's (another yolo session's internal network), and a service on it would reach what sits there; remove \"external\" (yolo makes the project's networks itself)",
+            ));
+        }
+        // Compose names a network `<project>_<key>`; `compose config` of the v2 plugin prints
+        // that name itself.
+        if let Some(given) = get("name").map(scalar) {
+            if given != format!("{project}_{name}") {
+                return Err(forbidden(
+                    property("name"),
+                    format!("the network named \"{given}\""),
+                    "Compose joins a network that already exists under that name, which may be another project's (another yolo session's internal network); remove \"name\" (yolo names the project's networks itself)",
+                ));
+            }
+        }
+        if let Some(driver) = get("driver").map(scalar).filter(|d| d != "bridge") {
+            return Err(forbidden(
+                property("driver"),
+                format!("the network driver \"{driver}\""),
+                "yolo walls the project's networks off the host as Docker bridges only (another driver can lead to a host interface); remove \"driver\"",
+            ));
+        }
+        if let Some(options) = get("driver_opts").and_then(Value::as_mapping) {
+            for (key, value) in options {
+                let key = scalar(key);
+                if key != "com.docker.network.driver.mtu" {
+                    return Err(forbidden(
+                        property(&format!("driver_opts.{key}")),
+                        scalar(value),
+                        "yolo sets the bridge's options itself (they can choose an existing host bridge or put an address of the host on it); only com.docker.network.driver.mtu is kept",
+                    ));
+                }
+            }
+        }
+        if let Some(ipam) = get("ipam") {
+            let set = |v: Option<&Value>| match v {
+                None | Some(Value::Null) => false,
+                Some(Value::Sequence(s)) => !s.is_empty(),
+                Some(Value::Mapping(m)) => !m.is_empty(),
+                Some(Value::String(s)) => s != "default",
+                Some(_) => true,
+            };
+            if set(ipam.get("driver")) || set(ipam.get("config")) {
+                return Err(forbidden(
+                    property("ipam"),
+                    "the network's addresses (subnet, gateway or IPAM driver)".into(),
+                    "a subnet that holds an address of the host makes the host answer the services on it; remove \"ipam\" (and the services' fixed ipv4_address/ipv6_address) and let Docker choose",
+                ));
+            }
+        }
+        if get("enable_ipv6").is_some_and(|v| v.as_bool() != Some(false)) {
+            return Err(forbidden(
+                property("enable_ipv6"),
+                "IPv6".into(),
+                "Docker gives the host the network's IPv6 gateway address, which the services would reach; remove \"enable_ipv6\"",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `network_mode` or `pid` of a sibling naming `service:X`, where X (directly or through
+    /// its own `service:` of the same key) is the dev service: the dev service's namespaces are
+    /// the guard's, and the sibling would sit inside the firewall with its own capabilities
+    /// (a packet socket's frames pass no nftables rule).
+    fn check_dev_namespace(
+        &self,
+        name: &str,
+        service: &Value,
+        services: &serde_yaml::Mapping,
+        dev: &str,
+    ) -> Result<()> {
+        for key in ["network_mode", "pid"] {
+            let mut value = service.get(key).map(scalar);
+            let mut hops = 0;
+            while let Some(target) = value.as_deref().and_then(|v| v.strip_prefix("service:")) {
+                if target == dev {
+                    return Err(Error::Forbidden {
+                        file: self.file(),
+                        property: format!("service \"{name}\": {key}"),
+                        value: value.clone().unwrap_or_default(),
+                        reason: format!(
+                            "the {} namespace of the dev service is the firewall guard's: a service there would sit inside the firewall with capabilities the agent lacks; remove it",
+                            if key == "pid" { "process" } else { "network" }
+                        ),
+                    });
+                }
+                hops += 1;
+                if hops > services.len() {
+                    break;
+                }
+                value = services
+                    .get(Value::String(target.to_string()))
+                    .and_then(|s| s.get(key))
+                    .map(scalar);
+            }
+        }
+        Ok(())
+    }
+
+    /// A sibling's own IPv6 (`sysctls` turning `disable_ipv6` off) would reach the host on the
+    /// IPv6 link-local address every Docker bridge has: yolo turns it off in the siblings.
+    fn check_sibling_sysctls(&self, name: &str, service: &Value) -> Result<()> {
+        let keys: Vec<String> = match service.get("sysctls") {
+            Some(Value::Mapping(map)) => map.keys().map(scalar).collect(),
+            Some(Value::Sequence(items)) => items
+                .iter()
+                .map(|i| scalar(i).split('=').next().unwrap_or_default().to_string())
+                .collect(),
+            _ => Vec::new(),
+        };
+        for key in keys {
+            let normalized = key.trim().replace('/', ".");
+            if normalized.starts_with("net.ipv6.") && normalized.ends_with(".disable_ipv6") {
+                return Err(Error::Forbidden {
+                    file: self.file(),
+                    property: format!("service \"{name}\": sysctls"),
+                    value: key,
+                    reason: "yolo turns IPv6 off in the other services: the host has an IPv6 link-local address on every Docker bridge, the project's too; remove it".into(),
+                });
             }
         }
         Ok(())
@@ -823,10 +970,10 @@ mod tests {
         let yaml = format!("{APP}  db:\n    network_mode: default\n");
         assert!(check(&yaml, &["compose-egress"]).is_ok());
         let yaml = format!(
-            "{APP}  db:\n    image: x\n    network_mode: service:app\n    volumes:\n    - data:/var/lib/db\n    - /home/me/src/My Repo/db:/seed:ro\n"
+            "{APP}  db:\n    image: x\n    network_mode: service:cache\n    volumes:\n    - data:/var/lib/db\n    - /home/me/src/My Repo/db:/seed:ro\n  cache:\n    image: x\n"
         );
         let checked = check(&yaml, &[]).unwrap();
-        assert_eq!(checked.services, ["app", "db"]);
+        assert_eq!(checked.services, ["app", "db", "cache"]);
         assert!(checked.egress.is_empty() && checked.grants_used.is_empty());
         let checked = check(
             &format!("{APP}  db:\n    image: x\n"),
@@ -845,11 +992,106 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert_eq!(e.code(), 65);
+        assert_eq!(e.code(), 77);
         assert!(
             e.to_string().contains("network \"shared\": external"),
             "{e}"
         );
+    }
+
+    /// The property a project whose file ends with `tail` is forbidden for.
+    fn forbidden(tail: &str) -> String {
+        match check(&format!("{APP}{tail}"), &["compose-egress", "cap-add"]) {
+            Err(Error::Forbidden { property, .. }) => property,
+            other => panic!("{tail}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_spelling_of_a_network_leads_outside_the_project() {
+        let net = |body: &str| format!("networks:\n  shared:\n{body}");
+        for (body, property) in [
+            (
+                "    name: yolo-other-0abc_default\n",
+                "network \"shared\": name",
+            ),
+            ("    external: true\n", "network \"shared\": external"),
+            (
+                "    external:\n      name: x\n",
+                "network \"shared\": external",
+            ),
+            ("    driver: macvlan\n", "network \"shared\": driver"),
+            ("    driver: host\n", "network \"shared\": driver"),
+            (
+                "    driver_opts:\n      com.docker.network.bridge.name: docker0\n",
+                "network \"shared\": driver_opts.com.docker.network.bridge.name",
+            ),
+            (
+                "    driver_opts:\n      com.docker.network.bridge.inhibit_ipv4: 'false'\n",
+                "network \"shared\": driver_opts.com.docker.network.bridge.inhibit_ipv4",
+            ),
+            (
+                "    ipam:\n      config:\n      - subnet: 192.0.2.0/24\n",
+                "network \"shared\": ipam",
+            ),
+            (
+                "    ipam:\n      driver: other\n",
+                "network \"shared\": ipam",
+            ),
+            ("    enable_ipv6: true\n", "network \"shared\": enable_ipv6"),
+        ] {
+            assert_eq!(forbidden(&net(body)), property, "{body}");
+        }
+        // yolo's own network name is not the repository's to define.
+        assert_eq!(
+            forbidden("networks:\n  yolo-egress: {}\n"),
+            "network \"yolo-egress\""
+        );
+        // What Compose would do anyway is fine: its own name (the v2 plugin prints it), the
+        // bridge driver, the MTU, no addresses.
+        let fine = net(
+            "    name: p_shared\n    driver: bridge\n    driver_opts:\n      com.docker.network.driver.mtu: '1400'\n    ipam: {}\n    enable_ipv6: false\n    external: false\n",
+        );
+        check(&format!("{APP}{fine}"), &[]).unwrap();
+        check(&format!("{APP}networks:\n  default:\n"), &[]).unwrap();
+    }
+
+    #[test]
+    fn a_sibling_cannot_join_the_guards_namespaces_or_turn_ipv6_on() {
+        for (tail, property) in [
+            (
+                "  db:\n    network_mode: service:app\n",
+                "service \"db\": network_mode",
+            ),
+            ("  db:\n    pid: service:app\n", "service \"db\": pid"),
+            // Through another sibling that joined the dev service's.
+            (
+                "  db:\n    network_mode: service:cache\n  cache:\n    network_mode: service:app\n",
+                "service \"db\": network_mode",
+            ),
+            (
+                "  db:\n    sysctls:\n      net.ipv6.conf.all.disable_ipv6: 0\n",
+                "service \"db\": sysctls",
+            ),
+            (
+                "  db:\n    sysctls: ['net/ipv6/conf/eth0/disable_ipv6=0']\n",
+                "service \"db\": sysctls",
+            ),
+        ] {
+            assert_eq!(forbidden(tail), property, "{tail}");
+        }
+        // Another sibling's namespaces, and other kernel settings, are the project's own.
+        check(
+            &format!("{APP}  db:\n    network_mode: service:cache\n    sysctls: {{net.core.somaxconn: 1024}}\n  cache:\n    image: x\n"),
+            &[],
+        )
+        .unwrap();
+        // A loop of `service:` ends.
+        check(
+            &format!("{APP}  db:\n    network_mode: service:cache\n  cache:\n    network_mode: service:db\n"),
+            &[],
+        )
+        .unwrap();
     }
 }
 

@@ -125,7 +125,7 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
     name(
         "compose-egress",
         Some("SERVICE"),
-        "let any Compose service but the dev service, or only SERVICE, reach the internet (unfiltered)",
+        "let any Compose service but the dev service, or only SERVICE, reach the internet and the host (unfiltered)",
     ),
     name(
         "local-features",

@@ -695,3 +695,222 @@ fn a_sibling_cannot_pass_for_the_agent_or_the_dev_container() {
         "{labels}"
     );
 }
+
+/// A sibling that only waits: what an agent that got code into a sibling, or the repository's
+/// own image, runs as root with whatever yolo gives the service.
+const PROBE: &str = r#"
+  probe:
+    image: debian:bookworm-slim
+    command: ["sleep", "infinity"]
+"#;
+
+/// The container of `service` in `t`'s Compose project.
+fn service_container(t: &Test, service: &str) -> String {
+    docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        &format!("label=com.docker.compose.service={service}"),
+    ])
+    .trim()
+    .to_string()
+}
+
+/// The gateway addresses Docker gives the networks of a container.
+fn gateways(container: &str) -> Vec<(String, String)> {
+    let networks = inspect(container)["NetworkSettings"]["Networks"].clone();
+    let mut out = Vec::new();
+    for name in networks.as_object().unwrap().keys() {
+        for config in inspect_network(name)["IPAM"]["Config"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            if let Some(gateway) = config["Gateway"].as_str().filter(|g| !g.is_empty()) {
+                out.push((name.clone(), gateway.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// A UDP datagram forged as root in a container: an Ethernet frame to the broadcast address
+/// from a packet socket, carrying IPv4 to `$ARGV[0]` port `$ARGV[1]` from `$ARGV[2]`. It needs
+/// no route and no ARP answer: the host's bridge takes a broadcast frame in, and the host
+/// delivers it if the address is one of its own, on whatever interface.
+const FORGE_UDP: &str = r#"
+use Socket;
+my ($dst, $port, $src) = @ARGV;
+sub slurp { open(my $f, '<', $_[0]) or die "$_[0]: $!\n"; my $v = <$f>; chomp $v; $v }
+my $index = slurp('/sys/class/net/eth0/ifindex');
+my $mac = pack('H12', join('', split(/:/, slurp('/sys/class/net/eth0/address'))));
+socket(my $s, 17, 3, 0) or die "packet socket: $!\n";
+my $payload = "forged\n";
+my $udp = pack('nnnn', 40000, $port, 8 + length($payload), 0) . $payload;
+my $ip = pack('CCnnnCCna4a4', 0x45, 0, 20 + length($udp), 1, 0, 64, 17, 0, inet_aton($src), inet_aton($dst));
+my $sum = 0; $sum += $_ for unpack('n*', $ip);
+$sum = ($sum & 0xffff) + ($sum >> 16) while $sum >> 16;
+substr($ip, 10, 2) = pack('n', ~$sum & 0xffff);
+my $frame = ("\xff" x 6) . $mac . pack('n', 0x0800) . $ip . $udp;
+my $to = pack('SnLSCCa8', 17, 0x0800, $index, 1, 0, 6, "\xff" x 6);
+for (1..3) { send($s, $frame, 0, $to) or die "send: $!\n"; select(undef, undef, undef, 0.2) }
+print "sent\n";
+"#;
+
+/// Attack: a sibling (root in its container, with what yolo leaves it) tries the host's own
+/// services: a TCP listener on all of the host's addresses, through the gateway address of
+/// its own networks and of the guard's network (the host holds both on Docker's bridges), and
+/// a UDP listener through a forged frame. Docker's `internal` networks leave the host an
+/// address on them, and the host's INPUT is not Docker's to filter: before the wall, the
+/// sibling reached the listener through its own gateway.
+#[test]
+fn a_sibling_cannot_reach_the_host() {
+    use std::io::Write;
+    let t = Test::new();
+    // Listening on every address of the host, so whichever address the host holds on the
+    // project's networks answers; only the project's containers connect.
+    let tcp = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let tcp_port = tcp.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in tcp.incoming().flatten() {
+            let _ = stream.write_all(b"host here\n");
+        }
+    });
+    let udp = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+
+    project(&t, &format!("{APP}{DB}{PROBE}"), CONFIG);
+    t.up(&[]);
+    let probe = service_container(&t, "probe");
+    let own = gateways(&probe);
+    assert!(!own.is_empty(), "the probe has a network");
+    let guard_net: Vec<(String, String)> = gateways(&net::guard_of(&t))
+        .into_iter()
+        .filter(|(n, _)| !own.iter().any(|(o, _)| o == n))
+        .collect();
+    assert!(!guard_net.is_empty(), "the guard has a network of its own");
+    // The sibling still reaches its sibling by name: the wall is around the project.
+    let script =
+        "for i in $(seq 20); do exec 3<>/dev/tcp/db/7000 && head -n1 <&3 && exit; sleep 0.5; done";
+    let reached = docker(&["exec", &probe, "bash", "-c", script]);
+    assert_eq!(reached, "hello from db\n");
+
+    for (network, gateway) in own.iter().chain(&guard_net) {
+        let connect =
+            format!("timeout 5 bash -c 'exec 3<>/dev/tcp/{gateway}/{tcp_port} && head -n1 <&3'");
+        let answer = try_docker(&["exec", &probe, "bash", "-c", &connect]);
+        assert!(
+            !answer.as_deref().unwrap_or_default().contains("host here"),
+            "the sibling reached the host at {gateway} (the gateway of {network}): {answer:?}"
+        );
+    }
+    let own_ip = inspect(&probe)["NetworkSettings"]["Networks"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|n| n["IPAddress"].as_str())
+        .next()
+        .unwrap()
+        .to_string();
+    for (_, gateway) in own.iter().chain(&guard_net) {
+        let _ = try_docker(&[
+            "exec",
+            &probe,
+            "perl",
+            "-e",
+            FORGE_UDP,
+            gateway,
+            &udp_port.to_string(),
+            &own_ip,
+        ]);
+    }
+    let mut buf = [0u8; 64];
+    let got = udp.recv_from(&mut buf);
+    assert!(
+        got.is_err(),
+        "a forged datagram from the sibling reached the host: {got:?}"
+    );
+}
+
+/// Attack: a repository's Compose file names another yolo project's internal network, with
+/// `name:` (Compose joins a network that exists under that name) or as `external`; its
+/// sibling would sit next to the other project's services. Refused before anything is made.
+/// A network made outside the project under the very name Compose gives the project's own is
+/// found by its labels after Compose created the containers, and the start is undone.
+#[test]
+fn a_network_of_another_project_is_never_joined() {
+    let other = Test::new();
+    project(&other, &format!("{APP}{DB}"), CONFIG);
+    other.up(&[]);
+    let theirs = inspect(&service_container(&other, "db"))["NetworkSettings"]["Networks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+
+    let t = Test::new();
+    let probe = format!("{PROBE}    networks: [shared]\n");
+    for (spelling, property) in [
+        (format!("    name: {theirs}\n"), "network \"shared\": name"),
+        (
+            format!("    external: true\n    name: {theirs}\n"),
+            "network \"shared\": external",
+        ),
+        (
+            "    driver_opts:\n      com.docker.network.bridge.name: docker0\n".to_string(),
+            "network \"shared\": driver_opts.com.docker.network.bridge.name",
+        ),
+    ] {
+        t.file(
+            ".devcontainer/compose.yml",
+            &format!("version: \"3.8\"\nservices:{APP}{probe}networks:\n  shared:\n{spelling}"),
+        );
+        t.devcontainer(CONFIG);
+        t.yolo(&["up", "--accept-config"])
+            .fails_with(77)
+            .assert_stderr_contains(property);
+        assert!(t.containers().is_empty(), "{:?}", t.containers());
+        assert!(services(&t).is_empty(), "{:?}", services(&t));
+    }
+    // The other project's network still holds only its own.
+    let members = inspect_network(&theirs)["Containers"].clone();
+    assert!(
+        members
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|m| !m["Name"].as_str().unwrap_or_default().contains("probe")),
+        "{members}"
+    );
+
+    // A network planted under the name Compose gives this project's default network, made
+    // as yolo makes them but not by this project: joined by Compose, caught by its labels.
+    project(&t, &format!("{APP}{PROBE}"), CONFIG);
+    let (_, up) = t.up(&["--accept-config"]);
+    let project_name = up["container"]["name"].as_str().unwrap().to_string();
+    t.yolo(&["down", "--remove"]).ok();
+    let planted = format!("{project_name}_default");
+    docker(&[
+        "network",
+        "create",
+        "--internal",
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "-o",
+        "com.docker.network.bridge.inhibit_ipv4=true",
+        &planted,
+    ]);
+    t.yolo(&["up"])
+        .fails_with(77)
+        .assert_stderr_contains("service \"probe\": networks")
+        .assert_stderr_contains(&planted)
+        .assert_stderr_contains("not one this project made");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    let _ = try_docker(&["network", "rm", &planted]);
+}
