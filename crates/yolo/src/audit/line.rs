@@ -323,6 +323,32 @@ pub(crate) fn shell_words(argv: &[String]) -> String {
     }
 }
 
+/// What in an exec's record says code other than its binary may run in it, or that its
+/// arguments could change after the record: one parenthesised note each, or nothing.
+pub(crate) fn exec_warnings(
+    loader_env: &[String],
+    ld_so_preload: bool,
+    pending_signals: &[String],
+) -> String {
+    let mut notes = String::new();
+    if !loader_env.is_empty() {
+        notes.push_str(&format!(
+            "(loader variables: {}) ",
+            crate::visible::escape_controls(&loader_env.join(" "))
+        ));
+    }
+    if ld_so_preload {
+        notes.push_str("(/etc/ld.so.preload exists: its libraries load into this program) ");
+    }
+    if !pending_signals.is_empty() {
+        notes.push_str(&format!(
+            "({} pending at the exec: its arguments could change after this record) ",
+            pending_signals.join(" ")
+        ));
+    }
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,30 +434,4 @@ mod tests {
             "{missed}"
         );
     }
-}
-
-/// What in an exec's record says code other than its binary may run in it, or that its
-/// arguments could change after the record: one parenthesised note each, or nothing.
-pub(crate) fn exec_warnings(
-    loader_env: &[String],
-    ld_so_preload: bool,
-    pending_signals: &[String],
-) -> String {
-    let mut notes = String::new();
-    if !loader_env.is_empty() {
-        notes.push_str(&format!(
-            "(loader variables: {}) ",
-            crate::visible::escape_controls(&loader_env.join(" "))
-        ));
-    }
-    if ld_so_preload {
-        notes.push_str("(/etc/ld.so.preload exists: its libraries load into this program) ");
-    }
-    if !pending_signals.is_empty() {
-        notes.push_str(&format!(
-            "({} pending at the exec: its arguments could change after this record) ",
-            pending_signals.join(" ")
-        ));
-    }
-    notes
 }

@@ -707,6 +707,30 @@ fn an_exec_that_skipped_the_shim_is_logged_as_unsupervised() {
     assert!(!execs(&t).iter().any(|e| argv(e) == ["sleep", "3"]));
 }
 
+/// A program that skipped the shim and calls itself `runc init` (issue 23, item 8) is flagged
+/// like any other: the runtime entering the container is recognised by its parent outside the
+/// namespace and its age, not by its name.
+#[test]
+fn a_process_named_runc_init_is_not_taken_for_the_runtime() {
+    let t = Test::new();
+    plain(&t);
+    t.up(&[]);
+    let agent = agent(&t);
+    // `sh init` reads the script `init`; with `exec -a` its argv is exactly ["runc", "init"].
+    docker(&[
+        "exec",
+        "-d",
+        &agent,
+        "sh",
+        "-c",
+        "printf 'sleep 20\\n' > /tmp/init; cd /tmp && exec -a runc /bin/sh init",
+    ]);
+    let e = wait_for_event(&t, 15, "unsupervised runc init", |e| {
+        e["kind"] == "unsupervised" && argv(e) == ["runc", "init"]
+    });
+    assert_eq!(e["exe"], "/usr/bin/dash", "{e}");
+}
+
 #[test]
 fn the_shim_without_a_supervisor_runs_nothing() {
     let t = Test::new();
