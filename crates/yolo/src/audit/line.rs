@@ -164,6 +164,7 @@ pub(crate) fn describe(event: &Event) -> String {
             change,
             from,
             sensitive,
+            links,
             count,
             first,
             last,
@@ -174,7 +175,18 @@ pub(crate) fn describe(event: &Event) -> String {
                 .map(|f| format!("{} -> ", crate::visible::escape_name(f)))
                 .unwrap_or_default(),
             crate::visible::escape_name(path),
-            if *sensitive { " (sensitive)" } else { "" },
+            match (sensitive, links.is_empty()) {
+                (false, _) => String::new(),
+                (true, true) => " (sensitive)".to_string(),
+                (true, false) => format!(
+                    " (sensitive: the same file as {})",
+                    links
+                        .iter()
+                        .map(|l| crate::visible::escape_name(l))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
             repeats(*count, *first, *last)
         ),
         EventKind::FeatureFetch {
