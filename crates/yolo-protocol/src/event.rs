@@ -276,9 +276,15 @@ pub enum EventKind {
         /// total of its files.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         size: Option<u64>,
-        /// A path the host executes or reads as configuration (the read-only and watched lists).
+        /// A path the host executes or reads as configuration (the read-only and watched lists),
+        /// or the same file as one (`links`).
         #[serde(default)]
         sensitive: bool,
+        /// The sensitive paths this change is a change of too: hard links to the same file, and
+        /// the path through a link to the file or a folder above it (`.git/hooks ->
+        /// ../tools/hooks` makes `tools/hooks/pre-commit` `.git/hooks/pre-commit`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        links: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         count: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -553,6 +559,7 @@ mod tests {
                 from: None,
                 size: None,
                 sensitive: false,
+                links: vec![],
                 count: None,
                 first: None,
                 last: None,

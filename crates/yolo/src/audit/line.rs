@@ -195,6 +195,7 @@ pub(crate) fn describe(event: &Event) -> String {
             change,
             from,
             sensitive,
+            links,
             count,
             first,
             last,
@@ -205,7 +206,18 @@ pub(crate) fn describe(event: &Event) -> String {
                 .map(|f| format!("{} -> ", crate::visible::escape_controls(f)))
                 .unwrap_or_default(),
             crate::visible::escape_controls(path),
-            if *sensitive { " (sensitive)" } else { "" },
+            match (sensitive, links.is_empty()) {
+                (false, _) => String::new(),
+                (true, true) => " (sensitive)".to_string(),
+                (true, false) => format!(
+                    " (sensitive: the same file as {})",
+                    links
+                        .iter()
+                        .map(|l| crate::visible::escape_controls(l))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
             repeats(*count, *first, *last)
         ),
         EventKind::FeatureFetch {

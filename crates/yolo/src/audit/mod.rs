@@ -160,12 +160,39 @@ fn gap_words(kind: &EventKind) -> Option<String> {
                     count("unreadable")
                 ));
             }
+            if count("too_deep") > 0 {
+                why.push(format!(
+                    "{} too deep for the guard to reach",
+                    count("too_deep")
+                ));
+            }
+            // The folders themselves, as the guard named the first of them.
+            let named: Vec<String> = details
+                .get("left_out")
+                .and_then(|l| l.as_array())
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|p| p.as_str())
+                        .map(crate::visible::escape_controls)
+                        .collect()
+                })
+                .unwrap_or_default();
             let total = count("unwatched_folders");
             let folders = if total == 1 { "folder" } else { "folders" };
-            Some(format!(
+            let mut text = format!(
                 "the file audit does not see {total} {folders} of the workspace: {}",
                 why.join("; ")
-            ))
+            );
+            if !named.is_empty() {
+                text.push_str(&format!(" (first: {})", named.join(", ")));
+            }
+            if count("untracked") > 0 {
+                text.push_str(&format!(
+                    "; {} sensitive files or links are not tracked by inode (hard links to them are not marked sensitive)",
+                    count("untracked")
+                ));
+            }
+            Some(text)
         }
         "file_watch_overflow" => {
             Some("the file audit missed changes: the kernel's inotify queue overflowed".to_string())
@@ -193,6 +220,21 @@ mod tests {
         assert_eq!(
             gap_words(&incomplete).unwrap(),
             "the file audit does not see 33 folders of the workspace: 31 past the inotify watch limit (8192): raise fs.inotify.max_user_watches on the engine's host and run `yolo up` again; 2 the guard may not read (make them readable by others, mode o+rx)"
+        );
+        let deep = EventKind::Guard {
+            status: "file_watch_incomplete".into(),
+            details: [
+                ("unwatched_folders".to_string(), 1.into()),
+                ("over_limit".to_string(), 0.into()),
+                ("too_deep".to_string(), 1.into()),
+                ("left_out".to_string(), serde_json::json!(["a/b\x1b[2J"])),
+                ("max_user_watches".to_string(), 8192.into()),
+            ]
+            .into(),
+        };
+        assert_eq!(
+            gap_words(&deep).unwrap(),
+            "the file audit does not see 1 folder of the workspace: 1 too deep for the guard to reach (first: a/b\\x1b[2J)"
         );
         let ready = EventKind::Guard {
             status: "ready".into(),

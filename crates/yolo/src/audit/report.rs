@@ -543,6 +543,7 @@ mod tests {
             from: None,
             size: Some(3),
             sensitive,
+            links: vec![],
             count,
             first: None,
             last: None,

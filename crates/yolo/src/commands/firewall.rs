@@ -446,6 +446,7 @@ mod tests {
             from: None,
             size: None,
             sensitive,
+            links: vec![],
             count,
             first: None,
             last: None,

@@ -28,6 +28,8 @@
 //! The walk (the `ignore` crate, with every ignore rule off: `.gitignore` and `.ignore` are the
 //! agent's to write, so they must not decide what is seen) skips only the root `.git` and
 //! `node_modules` folders, and stops after `MAX_ENTRIES` entries, which the summary then says.
+//! A folder it cannot read (unreadable, or deeper than the system's `PATH_MAX`) makes the look
+//! incomplete too, and the notice names the first of them.
 
 use crate::audit::{EventKind, Writer};
 use crate::error::Result;
@@ -189,8 +191,10 @@ pub(crate) struct Baseline {
     pub(crate) root: PathBuf,
     pub(crate) patterns: Vec<String>,
     pub(crate) files: BTreeMap<String, Seen>,
-    /// False when the walk stopped at `MAX_ENTRIES` or `MAX_FILES`.
+    /// False when the walk stopped at `MAX_ENTRIES` or `MAX_FILES`, or left folders out.
     pub(crate) complete: bool,
+    /// The first folders the walk could not read (relative), at most `NAMED`.
+    pub(crate) left_out: Vec<String>,
 }
 
 /// One watched file as last seen.
@@ -246,6 +250,7 @@ impl Baseline {
             patterns: patterns.to_vec(),
             files,
             complete: walk.complete,
+            left_out: walk.left_out,
         }
     }
 
@@ -303,8 +308,11 @@ pub(crate) fn start(devcontainer_id: &str, root: &Path, patterns: &[String]) -> 
 #[derive(Debug, Default)]
 pub(crate) struct Report {
     pub(crate) changes: Vec<Change>,
-    /// The walk stopped at a cap this time (and had not the time before).
+    /// The walk stopped at a cap, or left out a folder, this time (and had not the time
+    /// before).
     pub(crate) newly_incomplete: bool,
+    /// The first folders the walk could not read.
+    pub(crate) left_out: Vec<String>,
 }
 
 /// Look again: every change since the baseline goes to the audit log (when a session is open),
@@ -317,7 +325,9 @@ pub(crate) fn report(devcontainer_id: &str, writer: Option<&Writer>) -> Result<R
     let now = Baseline::scan(&old.root, &old.patterns);
     let report = Report {
         changes: old.changes(&now),
-        newly_incomplete: old.complete && !now.complete,
+        newly_incomplete: (old.complete && !now.complete)
+            || now.left_out.iter().any(|l| !old.left_out.contains(l)),
+        left_out: now.left_out.clone(),
     };
     if report.changes.is_empty() && !report.newly_incomplete {
         return Ok(report);
@@ -335,7 +345,7 @@ pub(crate) fn report(devcontainer_id: &str, writer: Option<&Writer>) -> Result<R
         }
         if report.newly_incomplete {
             writer.write(EventKind::Notice {
-                message: incomplete_text(),
+                message: incomplete_text(&report.left_out),
             })?;
         }
     }
@@ -343,9 +353,16 @@ pub(crate) fn report(devcontainer_id: &str, writer: Option<&Writer>) -> Result<R
     Ok(report)
 }
 
-fn incomplete_text() -> String {
+fn incomplete_text(left_out: &[String]) -> String {
+    if left_out.is_empty() {
+        return format!(
+            "the workspace holds more than {MAX_ENTRIES} entries or {MAX_FILES} watched files: yolo watched the first ones only"
+        );
+    }
+    let named: Vec<String> = left_out.iter().map(|l| escape_controls(l)).collect();
     format!(
-        "the workspace holds more than {MAX_ENTRIES} entries or {MAX_FILES} watched files: yolo watched the first ones only"
+        "yolo could not look into these folders of the workspace (unreadable, or deeper than the system's path limit), and the files your host runs there are not checked: {}",
+        named.join(", ")
     )
 }
 
@@ -359,7 +376,7 @@ pub(crate) fn report_and_print(devcontainer_id: &str, writer: Option<&Writer>) {
                 eprintln!(
                     "{} {}",
                     console::style("warning:").yellow().bold(),
-                    incomplete_text()
+                    incomplete_text(&report.left_out)
                 );
             }
         }
@@ -428,6 +445,8 @@ struct Walk {
     /// The config (or pointer file) of every `.git` below the root.
     nested_git: Vec<String>,
     complete: bool,
+    /// The first folders that could not be read.
+    left_out: Vec<String>,
 }
 
 /// Walk `root` once, in name order (so a walk stopped at a cap stops at the same place each
@@ -491,7 +510,23 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
     // Entries looked at below links count against the same cap: a thousand links to the root
     // must not make a thousand walks of it.
     let mut below_links = 0usize;
-    for (seen, entry) in walker.flatten().enumerate() {
+    let mut left_out = Vec::new();
+    let entries = walker.filter_map(|entry| match entry {
+        Ok(entry) => Some(entry),
+        Err(e) => {
+            // A folder the walk cannot read: what is below it is not checked, so the look is
+            // incomplete and says where.
+            if let Some(path) = error_path(&e) {
+                let rel = path.strip_prefix(root).unwrap_or(path);
+                let rel = rel.to_string_lossy().into_owned();
+                if left_out.len() < NAMED && !left_out.contains(&rel) {
+                    left_out.push(rel);
+                }
+            }
+            None
+        }
+    });
+    for (seen, entry) in entries.enumerate() {
         if seen + below_links >= MAX_ENTRIES || matched.len() >= MAX_FILES {
             complete = false;
             break;
@@ -536,7 +571,21 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
     Walk {
         matched: matched.into_iter().collect(),
         nested_git,
-        complete,
+        complete: complete && left_out.is_empty(),
+        left_out,
+    }
+}
+
+/// The path an error of the walk is about.
+fn error_path(e: &ignore::Error) -> Option<&Path> {
+    match e {
+        ignore::Error::WithPath { path, .. } => Some(path),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        ignore::Error::Loop { child, .. } => Some(child),
+        ignore::Error::Partial(errors) => errors.iter().find_map(error_path),
+        _ => None,
     }
 }
 
@@ -1067,6 +1116,41 @@ mod tests {
             scan.files.contains_key("d0/.cargo/config.toml"),
             "below the first link"
         );
+    }
+
+    /// A Makefile below folders deeper than PATH_MAX: the walk cannot read them by path, so
+    /// the look is incomplete and its notice names where.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_folder_deeper_than_the_path_limit_is_named_as_left_out() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let patterns = defaults();
+        assert!(Baseline::scan(root, &patterns).complete);
+        let name = "d".repeat(200);
+        let mut at = std::fs::File::open(root).unwrap();
+        for _ in 0..25 {
+            let next = format!("/proc/self/fd/{}/{name}", at.as_raw_fd());
+            std::fs::create_dir(&next).unwrap();
+            at = std::fs::File::open(&next).unwrap();
+        }
+        std::fs::write(
+            format!("/proc/self/fd/{}/Makefile", at.as_raw_fd()),
+            "all:\n",
+        )
+        .unwrap();
+        let scan = Baseline::scan(root, &patterns);
+        assert!(!scan.complete);
+        assert_eq!(scan.left_out.len(), 1, "{:?}", scan.left_out);
+        assert!(scan.left_out[0].starts_with(&name), "{:?}", scan.left_out);
+        assert!(scan.left_out[0].len() > 4096);
+        let text = incomplete_text(&scan.left_out);
+        assert!(
+            text.contains("deeper than the system's path limit"),
+            "{text}"
+        );
+        assert!(text.contains(&scan.left_out[0]), "{text}");
     }
 
     #[test]

