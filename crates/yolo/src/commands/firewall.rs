@@ -217,11 +217,7 @@ async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
 /// the programs it ran and the files it changed.
 pub(crate) fn summary(session: &str, since: chrono::DateTime<chrono::Utc>) -> String {
     let mut tail = audit::reader::Tail::new(audit::session_files(session));
-    summary_of(
-        tail.poll()
-            .into_iter()
-            .filter(|e| super::audit::last_time(e) >= since),
-    )
+    summary_of(tail.poll().filter(|e| super::audit::last_time(e) >= since))
 }
 
 /// How many programs a summary names, and how many sensitive files.
