@@ -229,24 +229,7 @@ fn audit_and_report_of_a_huge_log_stay_within_a_memory_limit() {
     }
     log.flush().unwrap();
     dns.flush().unwrap();
-    let limited = |args: &[&str]| {
-        let mut cmd = t.command(args);
-        // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                let limit = libc::rlimit {
-                    rlim_cur: 48 << 20,
-                    rlim_max: 48 << 20,
-                };
-                if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let output = cmd.stdin(std::process::Stdio::null()).output().unwrap();
-        Run { output }
-    };
+    let limited = |args: &[&str]| t.yolo_within(48 << 20, args);
     let refused = limited(&["audit", "--session", session, "--kind", "dns"]).ok();
     assert_eq!(refused.stdout().lines().count() as u64, id / 1000);
     refused.assert_stdout_contains("n1000.denied.test");
