@@ -425,7 +425,7 @@ fn owner_rwx(path: &Path) -> std::io::Result<()> {
 /// A size for people: "100 MiB", "4 GiB", "1536 KiB".
 pub(crate) fn size_words(bytes: u64) -> String {
     for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
         }
     }

@@ -121,17 +121,20 @@ pub(crate) async fn execute(
     if !print(past, &filter, json) {
         return Ok(0);
     }
+    // --follow ends with Ctrl-C, or when stdout closes.
     let mut polls: u64 = 0;
-    while follow {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        polls += 1;
-        if remote && polls.is_multiple_of(10) {
-            // A failure here was said at the start; the next round tries again.
-            let _ = collect_remote_events(target).await;
-        }
-        filter.live = true;
-        if !print(tail.poll(), &filter, json) {
-            return Ok(0);
+    if follow {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            polls += 1;
+            if remote && polls.is_multiple_of(10) {
+                // A failure here was said at the start; the next round tries again.
+                let _ = collect_remote_events(target).await;
+            }
+            filter.live = true;
+            if !print(tail.poll(), &filter, json) {
+                return Ok(0);
+            }
         }
     }
     // Said last, where it is read: file changes may be missing from what was printed.
