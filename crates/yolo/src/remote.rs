@@ -24,8 +24,11 @@
 //! Written by hand over the `git` program rather than a git library: the user's git is what
 //! will read the result, and `git fetch`/`commit-tree` are the stable interface to it.
 
+use crate::commands::watched::Baseline;
 use crate::error::{Error, Result};
 use crate::run_spec::{Mount, MountKind, RunSpec};
+use crate::settings::SyncLimits;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -39,17 +42,18 @@ pub(crate) fn events_volume(devcontainer_id: &str) -> String {
     format!("yolo-events-{devcontainer_id}")
 }
 
-/// The guard's event files in `tar` (a download of its log folder): `(file name, content)` of
-/// each regular file directly in the folder whose name is a plain `*.jsonl`; anything else
-/// (links, folders, odd names) is skipped: the guard shares its namespaces with the agent.
-pub(crate) fn event_files(tar: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
-    use std::io::Read;
+/// The guard's event files in `tar` (a download of its log folder, read as it comes), each
+/// written to `dir` unless the copy there is longer (the guard only appends, so the longer copy
+/// wins): each regular file directly in the folder whose name is a plain `*.jsonl`; anything
+/// else (links, folders, odd names) is skipped: the guard shares its namespaces with the agent.
+/// Each file goes through a temporary file beside its place, never through memory whole.
+pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<String>> {
     let bad = |e: std::io::Error| {
         Error::Unavailable(format!(
             "the guard's events from the engine cannot be read: {e}"
         ))
     };
-    let mut out = Vec::new();
+    let mut stored = Vec::new();
     let mut archive = tar::Archive::new(tar);
     for entry in archive.entries().map_err(bad)? {
         let mut entry = entry.map_err(bad)?;
@@ -70,11 +74,22 @@ pub(crate) fn event_files(tar: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
         if !plain || !name.ends_with(".jsonl") || name.starts_with('.') {
             continue;
         }
-        let mut content = Vec::new();
-        entry.read_to_end(&mut content).map_err(bad)?;
-        out.push((name, content));
+        let path = dir.join(&name);
+        let local = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if entry.size() < local {
+            continue;
+        }
+        let temp = dir.join(format!(".{name}.{}", std::process::id()));
+        let copied =
+            std::fs::File::create(&temp).and_then(|mut file| std::io::copy(&mut entry, &mut file));
+        if let Err(e) = copied {
+            let _ = std::fs::remove_file(&temp);
+            return Err(Error::io(&temp, e));
+        }
+        std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
+        stored.push(name);
     }
-    Ok(out)
+    Ok(stored)
 }
 
 /// The branch the agent's work comes back to: `yolo/<container name without "yolo-">`, stable
@@ -153,7 +168,7 @@ pub(crate) fn pack(workspace: &Path) -> Result<Vec<u8>> {
     tar.into_inner().map_err(|e| Error::io(workspace, e))
 }
 
-/// What `bring_back` did.
+/// What `bring_back` did to the branch.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Brought {
     /// The branch moved to this commit.
@@ -162,23 +177,93 @@ pub(crate) enum Brought {
     UpToDate { branch: String },
 }
 
+/// A file of the copy's working tree left out: larger than `[workspace] sync_max_file`.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Skipped {
+    /// Relative to the repository.
+    pub(crate) path: String,
+    pub(crate) size: u64,
+}
+
+/// What `bring_back` brought, left out and saw.
+#[derive(Debug)]
+pub(crate) struct Returned {
+    pub(crate) brought: Brought,
+    /// Left out, too large: the branch keeps what its commit has at those paths.
+    pub(crate) skipped: Vec<Skipped>,
+    /// The files the host runs (`[workspace] watch`) as the branch's tree now has them, for
+    /// `commands::watched` to compare with what the copy held before.
+    pub(crate) watched: Baseline,
+}
+
 /// The agent's work in `tar` (a download of the volume's mount point, entries under one
-/// top folder) as `refs/heads/<branch>` of the repository at `repo`. See the module doc.
-pub(crate) fn bring_back(repo: &Path, tar: &[u8], branch: &str) -> Result<Brought> {
+/// top folder, read as it comes) as `refs/heads/<branch>` of the repository at `repo`, within
+/// `limits`; the `watch` globs are looked at in what comes back. See the module doc.
+pub(crate) fn bring_back(
+    repo: &Path,
+    tar: &mut dyn Read,
+    branch: &str,
+    limits: SyncLimits,
+    watch: &[String],
+) -> Result<Returned> {
     check_branch(repo, branch)?;
     let temp = tempfile::Builder::new()
         .prefix(".yolo-sync-")
         .tempdir()
         .map_err(|e| Error::io(std::env::temp_dir(), e))?;
-    let tree = unpack(tar, temp.path())?;
+    let Unpacked { top: tree, skipped } = unpack(tar, temp.path(), limits)?;
     let git_dir = tree.join(".git");
     sanitize_git_dir(&git_dir)?;
     let incoming = format!("refs/yolo-sync/{}", std::process::id());
     let head = fetch_head(repo, &git_dir, &incoming);
     let _ = git(repo).args(["update-ref", "-d", &incoming]).output();
     let head = head?;
-    let written = worktree_tree(repo, &tree, &head)?;
-    advance(repo, branch, &head, &written)
+    let written = worktree_tree(repo, &tree, &head, &skipped)?;
+    let mut watched = Baseline::scan(&tree, watch);
+    keep_on_branch(repo, &written, &mut watched)?;
+    let brought = advance(repo, branch, &head, &written)?;
+    Ok(Returned {
+        brought,
+        skipped,
+        watched,
+    })
+}
+
+/// Only the watched files the tree `written` holds: an ignored file of the copy (`.env`), or
+/// anything of its `.git`, does not reach the branch.
+fn keep_on_branch(repo: &Path, written: &str, watched: &mut Baseline) -> Result<()> {
+    if watched.files.is_empty() {
+        return Ok(());
+    }
+    let out = git(repo)
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .args([
+            "ls-tree",
+            "-r",
+            "-z",
+            "--name-only",
+            "--full-tree",
+            written,
+            "--",
+        ])
+        .args(watched.files.keys())
+        .output()
+        .map_err(git_missing)?;
+    if !out.status.success() {
+        return Err(Error::Unavailable(format!(
+            "git cannot list the files of the agent's work: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let on_branch: std::collections::HashSet<&[u8]> = out
+        .stdout
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .collect();
+    watched
+        .files
+        .retain(|path, _| on_branch.contains(path.as_bytes()));
+    Ok(())
 }
 
 /// The branch's name is yolo's own, but checked as git would.
@@ -200,22 +285,61 @@ fn check_branch(repo: &Path, branch: &str) -> Result<()> {
     Ok(())
 }
 
-/// Unpack into `dest`; the one top folder Docker's archive puts the mount point's content in.
-fn unpack(tar: &[u8], dest: &Path) -> Result<PathBuf> {
+/// What `unpack` made: the one top folder Docker's archive puts the mount point's content in,
+/// and the files it left out.
+struct Unpacked {
+    top: PathBuf,
+    skipped: Vec<Skipped>,
+}
+
+/// The archive read as it comes, at most `max` bytes: past it reading fails (and says so).
+struct Capped<'a> {
+    inner: &'a mut dyn Read,
+    read: u64,
+    max: u64,
+    over: bool,
+}
+
+impl Read for Capped<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.read >= self.max {
+            self.over = true;
+            return Err(std::io::Error::other("over the size limit"));
+        }
+        let room = usize::try_from(self.max - self.read).unwrap_or(usize::MAX);
+        let n = buf.len().min(room);
+        let got = self.inner.read(&mut buf[..n])?;
+        self.read += got as u64;
+        Ok(got)
+    }
+}
+
+/// Unpack `tar` into `dest` entry by entry as it is read, within `limits`: a working tree
+/// file over `max_file` is left out (its content read past, never held), the archive read
+/// past `max_total` stops everything.
+fn unpack(tar: &mut dyn Read, dest: &Path, limits: SyncLimits) -> Result<Unpacked> {
     let bad = |e: std::io::Error| {
         Error::Unavailable(format!(
             "the copy of the workspace the engine sent back cannot be unpacked safely: {e}"
         ))
     };
-    let mut archive = tar::Archive::new(tar);
-    archive.set_preserve_permissions(false);
-    archive.set_unpack_xattrs(false);
-    archive.set_preserve_mtime(false);
-    archive.set_overwrite(true);
-    // Entry by entry, `unpack_in` skips `..` and absolute paths and fails on a path through a
-    // link out of `dest` (which a real folder's archive cannot hold: the engine forged it);
-    // folders' modes are set last, so a read-only one cannot stop the rest.
-    archive.unpack(dest).map_err(bad)?;
+    let mut capped = Capped {
+        inner: tar,
+        read: 0,
+        max: limits.max_total,
+        over: false,
+    };
+    let mut current = String::new();
+    let mut skipped = Vec::new();
+    let unpacked = unpack_entries(&mut capped, dest, limits, &mut current, &mut skipped);
+    if capped.over {
+        return Err(Error::Unavailable(format!(
+            "the copy of the workspace is larger than {} (at {}), the most `yolo sync` reads of it ([workspace] sync_max_total); nothing was brought back. Remove what is large from the copy (`yolo exec -- du -ah . | sort -h | tail`), or raise sync_max_total in your yolo config",
+            size_words(limits.max_total),
+            crate::visible::escape_controls(&current)
+        )));
+    }
+    unpacked.map_err(bad)?;
     // A folder the agent made read-only must not keep the temporary copy from going.
     writable(dest)?;
     let mut tops = std::fs::read_dir(dest)
@@ -223,9 +347,92 @@ fn unpack(tar: &[u8], dest: &Path) -> Result<PathBuf> {
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()));
     match (tops.next(), tops.next()) {
-        (Some(top), None) => Ok(top.path()),
+        (Some(top), None) => Ok(Unpacked {
+            top: top.path(),
+            skipped,
+        }),
         _ => Err(bad(std::io::Error::other("not one folder"))),
     }
+}
+
+/// The loop of `unpack`; `current` names the entry being read, for the error.
+fn unpack_entries(
+    tar: &mut dyn Read,
+    dest: &Path,
+    limits: SyncLimits,
+    current: &mut String,
+    skipped: &mut Vec<Skipped>,
+) -> std::io::Result<()> {
+    let mut archive = tar::Archive::new(tar);
+    archive.set_preserve_permissions(false);
+    archive.set_unpack_xattrs(false);
+    archive.set_preserve_mtime(false);
+    archive.set_overwrite(true);
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let path = entry.path()?.into_owned();
+        // Below the top folder, as the repository names it.
+        let rel: PathBuf = path.components().skip(1).collect();
+        *current = rel.to_string_lossy().into_owned();
+        let header = entry.header();
+        let kind = header.entry_type();
+        // A sparse entry's size in the archive is its data; the file it makes is this long.
+        let size = header
+            .as_gnu()
+            .filter(|_| kind.is_gnu_sparse())
+            .and_then(|gnu| gnu.real_size().ok())
+            .unwrap_or(0)
+            .max(entry.size());
+        let in_git = rel.components().next() == Some(std::path::Component::Normal(".git".as_ref()));
+        if (kind.is_file() || kind.is_gnu_sparse()) && size > limits.max_file && !in_git {
+            skipped.push(Skipped {
+                path: current.clone(),
+                size,
+            });
+            // The next entry reads past its content.
+            continue;
+        }
+        // `unpack_in` skips `..` and absolute paths and fails on a path through a link out of
+        // `dest` (which a real folder's archive cannot hold: the engine forged it).
+        entry.unpack_in(dest)?;
+        if kind.is_dir() {
+            // Made with the archive's mode, maybe read-only: opened for the files to come
+            // (not through a link: a folder the entry found in place as a link is left alone).
+            let made = dest.join(
+                path.components()
+                    .filter(|c| matches!(c, std::path::Component::Normal(_)))
+                    .collect::<PathBuf>(),
+            );
+            if std::fs::symlink_metadata(&made).is_ok_and(|m| m.is_dir()) {
+                owner_rwx(&made)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `path`'s mode with the owner's read, write and search bits added.
+fn owner_rwx(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::symlink_metadata(path)?.permissions().mode() | 0o700;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
+/// A size for people: "100 MiB", "4 GiB", "1536 KiB".
+pub(crate) fn size_words(bytes: u64) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    if bytes >= 1 << 20 {
+        return format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64);
+    }
+    format!("{bytes} bytes")
 }
 
 /// Every folder under `dir` (links not followed) writable and searchable by us.
@@ -325,8 +532,10 @@ fn fetch_head(repo: &Path, git_dir: &Path, incoming: &str) -> Result<String> {
     rev_parse(repo, &format!("{incoming}^{{commit}}"))
 }
 
-/// The tree of the copy's working tree (its uncommitted files included), staged on `head`'s.
-fn worktree_tree(repo: &Path, tree: &Path, head: &str) -> Result<String> {
+/// The tree of the copy's working tree (its uncommitted files included), staged on `head`'s;
+/// the `skipped` paths keep what `head` has (they are not in the unpacked copy, and must not
+/// read as deleted).
+fn worktree_tree(repo: &Path, tree: &Path, head: &str, skipped: &[Skipped]) -> Result<String> {
     let index_dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
     let index = index_dir.path().join("index");
     let run = |args: &[&str]| -> Result<String> {
@@ -346,7 +555,14 @@ fn worktree_tree(repo: &Path, tree: &Path, head: &str) -> Result<String> {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
     run(&["read-tree", head])?;
-    run(&["add", "--all", "--", "."])?;
+    let specs = index_dir.path().join("pathspecs");
+    let mut list = b".\0".to_vec();
+    for s in skipped {
+        list.extend_from_slice(format!(":(exclude,literal){}\0", s.path).as_bytes());
+    }
+    std::fs::write(&specs, list).map_err(|e| Error::io(&specs, e))?;
+    let from_file = format!("--pathspec-from-file={}", specs.display());
+    run(&["add", "--all", &from_file, "--pathspec-file-nul"])?;
     run(&["write-tree"])
 }
 
@@ -527,6 +743,110 @@ mod tests {
         tar.append(&header, data).unwrap();
     }
 
+    const LIMITS: SyncLimits = SyncLimits {
+        max_file: 1 << 20,
+        max_total: 8 << 20,
+    };
+
+    /// A reader of `size` zero bytes that never holds them: an endless sparse file's archive.
+    struct Zeros(u64);
+
+    impl Read for Zeros {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(usize::try_from(self.0).unwrap_or(usize::MAX));
+            buf[..n].fill(0);
+            self.0 -= n as u64;
+            Ok(n)
+        }
+    }
+
+    /// The archive of a top folder holding `small` and a `big` file of `size` zero bytes, as a
+    /// reader that makes the big file's content as it is read.
+    fn with_big_file(size: u64, big: &str) -> impl Read {
+        let mut head = tar::Builder::new(Vec::new());
+        raw(&mut head, "repo/", tar::EntryType::Directory, "", b"");
+        raw(
+            &mut head,
+            "repo/small",
+            tar::EntryType::Regular,
+            "",
+            b"kept",
+        );
+        let mut header = tar::Header::new_gnu();
+        header.set_path(format!("repo/{big}")).unwrap();
+        header.set_size(size);
+        header.set_mode(0o644);
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_cksum();
+        let mut start = head.into_inner().unwrap();
+        // `into_inner` wrote the end blocks: the big entry goes in their place.
+        start.truncate(start.len() - 1024);
+        start.extend_from_slice(header.as_bytes());
+        let pad = (512 - size % 512) % 512;
+        let mut end = tar::Builder::new(Vec::new());
+        raw(
+            &mut end,
+            "repo/after",
+            tar::EntryType::Regular,
+            "",
+            b"after",
+        );
+        let end = end.into_inner().unwrap();
+        std::io::Cursor::new(start)
+            .chain(Zeros(size + pad))
+            .chain(std::io::Cursor::new(end))
+    }
+
+    #[test]
+    fn a_huge_file_is_read_past_and_named_and_a_huge_copy_stops_the_sync() {
+        // 2 GiB of zeros, streamed: were it held, this test would need 2 GiB.
+        let root = tempfile::tempdir().unwrap();
+        let limits = SyncLimits {
+            max_file: 1 << 20,
+            max_total: 4 << 30,
+        };
+        let mut tar = with_big_file(2 << 30, "sparse.img");
+        let unpacked = unpack(&mut tar, root.path(), limits).unwrap();
+        assert_eq!(
+            unpacked.skipped,
+            [Skipped {
+                path: "sparse.img".into(),
+                size: 2 << 30
+            }]
+        );
+        assert!(!unpacked.top.join("sparse.img").exists());
+        assert_eq!(
+            std::fs::read_to_string(unpacked.top.join("small")).unwrap(),
+            "kept"
+        );
+        assert_eq!(
+            std::fs::read_to_string(unpacked.top.join("after")).unwrap(),
+            "after"
+        );
+        // Files of .git count in the total only (leaving one out would lose commits).
+        let git = tempfile::tempdir().unwrap();
+        let mut tar = with_big_file(2 << 20, ".git/objects/pack/p.pack");
+        let unpacked = unpack(&mut tar, git.path(), limits).unwrap();
+        assert!(unpacked.skipped.is_empty());
+        assert!(unpacked.top.join(".git/objects/pack/p.pack").exists());
+        // Past the total: stopped, named.
+        let over = tempfile::tempdir().unwrap();
+        let limits = SyncLimits {
+            max_file: 1 << 20,
+            max_total: 64 << 20,
+        };
+        let mut tar = with_big_file(1 << 30, "sparse.img");
+        let message = unpack(&mut tar, over.path(), limits)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains("larger than 64 MiB (at sparse.img)"),
+            "{message}"
+        );
+        assert!(message.contains("sync_max_total"), "{message}");
+    }
+
     #[test]
     fn a_hostile_archive_writes_nothing_outside_its_folder() {
         let root = tempfile::tempdir().unwrap();
@@ -558,8 +878,9 @@ mod tests {
             "",
             b"x",
         );
-        let message = unpack(&tar.into_inner().unwrap(), &dest)
-            .unwrap_err()
+        let message = unpack(&mut &tar.into_inner().unwrap()[..], &dest, LIMITS)
+            .err()
+            .unwrap()
             .to_string();
         assert!(message.contains("cannot be unpacked safely"), "{message}");
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
@@ -591,7 +912,9 @@ mod tests {
             "",
             b"kept",
         );
-        let top = unpack(&tar.into_inner().unwrap(), &dest).unwrap();
+        let top = unpack(&mut &tar.into_inner().unwrap()[..], &dest, LIMITS)
+            .unwrap()
+            .top;
         assert_eq!(top, dest.join("repo"));
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
         assert_eq!(
@@ -657,9 +980,21 @@ mod tests {
             "/etc/passwd",
             b"",
         );
-        let files = event_files(&tar.into_inner().unwrap()).unwrap();
-        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["s1.jsonl", "s1-exec.jsonl"]);
+        let dir = tempfile::tempdir().unwrap();
+        // A longer copy here is kept.
+        std::fs::write(dir.path().join("s1-exec.jsonl"), "{}\n{}\n").unwrap();
+        let stored = store_event_files(&mut &tar.into_inner().unwrap()[..], dir.path()).unwrap();
+        assert_eq!(stored, ["s1.jsonl"]);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["s1-exec.jsonl", "s1.jsonl"]);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("s1-exec.jsonl")).unwrap(),
+            "{}\n{}\n"
+        );
     }
 
     #[test]

@@ -369,8 +369,53 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
     })
 }
 
+/// What `yolo sync` takes from a remote engine's copy: `[workspace] sync_max_file` and
+/// `sync_max_total`. The copy is the agent's: it decides how large its files are (a sparse
+/// file of a terabyte costs it nothing), so what comes back is bounded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SyncLimits {
+    /// A larger file of the working tree is left out (named); `.git` files count in the total
+    /// only, as leaving one out would lose the agent's commits.
+    pub(crate) max_file: u64,
+    /// Bytes of the copy's archive read at most; past it the sync stops, nothing changed.
+    pub(crate) max_total: u64,
+}
+
+/// GitHub refuses files over 100 MB: a working tree file larger than that is rarely work.
+pub(crate) const DEFAULT_SYNC_MAX_FILE: u64 = 100 << 20;
+pub(crate) const DEFAULT_SYNC_MAX_TOTAL: u64 = 4 << 30;
+
+impl SyncLimits {
+    pub(crate) fn resolve(user: &UserConfig) -> Result<SyncLimits> {
+        let size = |setting: &str, text: &Option<String>, default: u64| -> Result<u64> {
+            let Some(text) = text else {
+                return Ok(default);
+            };
+            match policy::parse_size(text) {
+                Some(bytes) if bytes > 0 => Ok(bytes as u64),
+                _ => Err(config_error(
+                    setting,
+                    format!("\"{text}\" is not a size like 100m, 512k or 4g"),
+                )),
+            }
+        };
+        Ok(SyncLimits {
+            max_file: size(
+                "workspace.sync_max_file",
+                &user.workspace.sync_max_file,
+                DEFAULT_SYNC_MAX_FILE,
+            )?,
+            max_total: size(
+                "workspace.sync_max_total",
+                &user.workspace.sync_max_total,
+                DEFAULT_SYNC_MAX_TOTAL,
+            )?,
+        })
+    }
+}
+
 /// `[workspace] watch`, checked; unset, the defaults.
-fn watch_list(user: &UserConfig) -> Result<Vec<String>> {
+pub(crate) fn watch_list(user: &UserConfig) -> Result<Vec<String>> {
     use crate::commands::watched;
     match &user.workspace.watch {
         None => Ok(watched::DEFAULT_WATCH

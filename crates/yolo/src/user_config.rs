@@ -74,6 +74,12 @@ pub(crate) struct UserWorkspace {
     /// Globs (relative to the repository) of files the host runs that the agent may edit: each
     /// change is flagged. Unset: `commands::watched::DEFAULT_WATCH`. Set, it replaces them.
     pub(crate) watch: Option<Vec<String>>,
+    /// With a remote engine, the largest file of the copy `yolo sync` brings back (e.g.
+    /// "100m"); a larger one is left out, named. Default: `settings::DEFAULT_SYNC_MAX_FILE`.
+    pub(crate) sync_max_file: Option<String>,
+    /// With a remote engine, the most `yolo sync` reads of the copy (its archive), e.g. "4g";
+    /// past it nothing is brought back. Default: `settings::DEFAULT_SYNC_MAX_TOTAL`.
+    pub(crate) sync_max_total: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

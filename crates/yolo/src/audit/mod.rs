@@ -63,16 +63,11 @@ pub(crate) fn file_watch_gap(session: &str) -> Option<String> {
         network_dir().join(format!("{session}.jsonl")),
     ];
     let mut last: Option<Event> = None;
-    for path in paths {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        // Only the few lines that can be one, not the whole log, are parsed.
-        for line in text.lines().filter(|l| l.contains("\"file_watch_")) {
-            let Ok(event) = serde_json::from_str::<Event>(line) else {
-                continue;
-            };
-            if gap_words(&event.kind).is_some() && last.as_ref().is_none_or(|l| event.ts >= l.ts) {
-                last = Some(event);
-            }
+    // Only the few lines that can be one are parsed, one line held at a time.
+    let mut tail = reader::Tail::new(paths.to_vec()).only_containing(["\"file_watch_".into()]);
+    for event in tail.poll() {
+        if gap_words(&event.kind).is_some() && last.as_ref().is_none_or(|l| event.ts >= l.ts) {
+            last = Some(event);
         }
     }
     gap_words(&last?.kind)

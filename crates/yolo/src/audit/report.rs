@@ -5,6 +5,9 @@
 //! DNS names, messages) goes through [`esc`].
 //!
 //! Pure: events in, text out. Reading the log and writing the file is `commands::report`'s.
+//! The events come one at a time ([`Page::add`]) and are not kept: the page holds counts and a
+//! bounded number of rows per section, and says how many more it does not show, so a session
+//! log of a gigabyte draws in a few megabytes (docs/performance.md).
 
 use super::line;
 use super::{Event, EventKind};
@@ -14,6 +17,14 @@ use std::fmt::Write;
 
 /// More timeline rows than this are cut (the JSON of `yolo audit --json` has them all).
 const MAX_TIMELINE: usize = 5000;
+/// Programs drawn in the tree, rows of the other lists, names counted per network table
+/// (past it, further names are counted together), rows drawn per network table.
+const MAX_PROGRAMS: usize = 5000;
+const MAX_ROWS: usize = 1000;
+const MAX_NAMES: usize = 20_000;
+const MAX_NAME_ROWS: usize = 1000;
+/// Bytes of a watched file's diff drawn.
+const MAX_DIFF: usize = 16 << 10;
 /// Deeper process trees are drawn at this indentation.
 const MAX_INDENT: usize = 30;
 
@@ -28,24 +39,175 @@ code,.mono{font-family:ui-monospace,monospace;font-size:.92em;white-space:pre-wr
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 1em}dt{font-weight:600}dd{margin:0}
 ";
 
-/// The page for `session`'s `events` (exits already joined, see `reader::join_exits`).
-pub(crate) fn render(session: &str, events: &[Event]) -> String {
-    let mut html = String::new();
-    let _ = write!(
-        html,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>yolo session {}</title><style>{STYLE}</style></head><body>\n\
-         <h1>yolo session <span id=\"session\" class=\"mono\">{}</span></h1>\n",
-        esc(session),
-        esc(session)
-    );
-    summary(&mut html, events);
-    processes(&mut html, events);
-    network(&mut html, events);
-    files(&mut html, events);
-    timeline(&mut html, events);
-    html.push_str("</body></html>\n");
-    html
+/// The page for `session`'s `events` (exits already joined, see `reader::Exits`).
+#[cfg(test)]
+fn render(session: &str, events: &[Event]) -> String {
+    let mut page = Page::default();
+    for e in events {
+        page.add(e.clone());
+    }
+    page.finish(session)
+}
+
+/// A page being drawn: what it needs of the events seen so far, bounded.
+#[derive(Default)]
+pub(crate) struct Page {
+    /// The first `session_start`: its time, workspace, image and network.
+    start: Option<(DateTime<Utc>, String, String, String)>,
+    /// The last `session_stop`: its time and reason.
+    stop: Option<(DateTime<Utc>, String)>,
+    /// Occurrences per kind (folded records count their repeats).
+    counts: BTreeMap<&'static str, u64>,
+    failed_execs: u64,
+    events: u64,
+    timeline: Vec<Event>,
+    programs: Vec<Event>,
+    unsupervised: Bounded<Event>,
+    allowed: Counted,
+    refused: Counted,
+    blocked: Counted,
+    open: Counted,
+    sensitive_files: Bounded<Event>,
+    other_files: Bounded<Event>,
+    watched: Bounded<Event>,
+}
+
+/// The first [`MAX_ROWS`] items, and how many more there were.
+struct Bounded<T> {
+    kept: Vec<T>,
+    more: u64,
+}
+
+impl<T> Default for Bounded<T> {
+    fn default() -> Self {
+        Bounded {
+            kept: Vec::new(),
+            more: 0,
+        }
+    }
+}
+
+impl<T> Bounded<T> {
+    fn push(&mut self, item: T) {
+        if self.kept.len() < MAX_ROWS {
+            self.kept.push(item);
+        } else {
+            self.more += 1;
+        }
+    }
+}
+
+/// Occurrences per name, for at most [`MAX_NAMES`] names; the rest counted together.
+#[derive(Default)]
+struct Counted {
+    names: BTreeMap<String, u64>,
+    /// Occurrences of names past the cap.
+    other_times: u64,
+    /// Records of names past the cap (at least that many names).
+    other_records: u64,
+}
+
+impl Counted {
+    fn add(&mut self, name: String, times: u64) {
+        if let Some(n) = self.names.get_mut(&name) {
+            *n += times;
+        } else if self.names.len() < MAX_NAMES {
+            self.names.insert(name, times);
+        } else {
+            self.other_times += times;
+            self.other_records += 1;
+        }
+    }
+}
+
+impl Page {
+    /// Take `event` into the page (in the log's order).
+    pub(crate) fn add(&mut self, event: Event) {
+        self.events += 1;
+        let times = event.kind.count();
+        *self.counts.entry(event.kind.name()).or_default() += times;
+        match &event.kind {
+            EventKind::SessionStart {
+                workspace,
+                image,
+                network,
+                ..
+            } if self.start.is_none() => {
+                self.start = Some((event.ts, workspace.clone(), image.clone(), network.clone()));
+            }
+            EventKind::SessionStop { reason } => self.stop = Some((event.ts, reason.clone())),
+            EventKind::Exec { result, .. } => {
+                if result != "ok" {
+                    self.failed_execs += 1;
+                }
+                if self.programs.len() < MAX_PROGRAMS {
+                    self.programs.push(event.clone());
+                }
+            }
+            EventKind::Unsupervised { .. } => self.unsupervised.push(event.clone()),
+            EventKind::Dns { name, decision, .. } if decision == "allowed" => {
+                self.allowed.add(name.clone(), times)
+            }
+            EventKind::Dns { name, decision, .. } => {
+                let key = if decision == "refused" {
+                    name.clone()
+                } else {
+                    format!("{name} ({decision})")
+                };
+                self.refused.add(key, times)
+            }
+            EventKind::Blocked {
+                proto,
+                dst,
+                port,
+                name,
+                ..
+            } => self
+                .blocked
+                .add(line::destination(proto, dst, *port, name), times),
+            EventKind::Connection {
+                proto,
+                dst,
+                port,
+                name,
+                ..
+            } => self
+                .open
+                .add(line::destination(proto, dst, *port, name), times),
+            EventKind::File { sensitive, .. } => {
+                if *sensitive {
+                    self.sensitive_files.push(event.clone())
+                } else {
+                    self.other_files.push(event.clone())
+                }
+            }
+            EventKind::WatchedFile { .. } => self.watched.push(event.clone()),
+            _ => {}
+        }
+        if self.timeline.len() < MAX_TIMELINE {
+            self.timeline.push(event);
+        }
+    }
+
+    /// The page.
+    pub(crate) fn finish(self, session: &str) -> String {
+        let mut html = String::new();
+        let _ = write!(
+            html,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <title>yolo session {}</title><style>{STYLE}</style></head><body>\n\
+             <h1>yolo session <span id=\"session\" class=\"mono\">{}</span></h1>\n",
+            esc(session),
+            esc(session)
+        );
+        self.summary(&mut html);
+        self.processes(&mut html);
+        self.network(&mut html);
+        self.files(&mut html);
+        self.timeline(&mut html);
+        html.push_str("</body></html>\n");
+        html
+    }
 }
 
 /// `text` safe in HTML text and in a quoted attribute, its control characters made visible.
@@ -68,82 +230,14 @@ fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
-fn summary(html: &mut String, events: &[Event]) {
-    let start = events.iter().find_map(|e| match &e.kind {
-        EventKind::SessionStart {
-            workspace,
-            image,
-            network,
-            ..
-        } => Some((e.ts, workspace.as_str(), image.as_str(), network.as_str())),
-        _ => None,
-    });
-    let stop = events.iter().rev().find_map(|e| match &e.kind {
-        EventKind::SessionStop { reason } => Some((e.ts, reason.as_str())),
-        _ => None,
-    });
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-    for e in events {
-        *counts.entry(e.kind.name()).or_default() += e.kind.count();
+/// The line saying how many rows a section does not show, if any.
+fn more_not_shown(html: &mut String, more: u64, what: &str) {
+    if more > 0 {
+        let _ = writeln!(
+            html,
+            "<p class=\"muted more\">{more} more {what} not shown; <code>yolo audit</code> shows them all.</p>"
+        );
     }
-    html.push_str("<section id=\"summary\"><h2>Summary</h2><dl>\n");
-    let mut row = |name: &str, value: String| {
-        let _ = writeln!(html, "<dt>{name}</dt><dd>{value}</dd>");
-    };
-    match start {
-        Some((ts, workspace, image, network)) => {
-            row("Workspace", format!("<code>{}</code>", esc(workspace)));
-            row("Image", format!("<code>{}</code>", esc(image)));
-            if !network.is_empty() {
-                row("Network", esc(network));
-            }
-            row("Started", time(ts));
-        }
-        None => row(
-            "Started",
-            "<span class=\"muted\">not in the log</span>".into(),
-        ),
-    }
-    match (start, stop) {
-        (_, Some((ts, reason))) => {
-            row("Stopped", format!("{} ({})", time(ts), esc(reason)));
-            if let Some((started, ..)) = start {
-                row("Duration", duration((ts - started).num_seconds()));
-            }
-        }
-        (_, None) => row("Stopped", "still running (or not recorded)".into()),
-    }
-    let count = |kind: &str| counts.get(kind).copied().unwrap_or(0);
-    row("Commands yolo ran", count("command").to_string());
-    let failed = events
-        .iter()
-        .filter(|e| matches!(&e.kind, EventKind::Exec { result, .. } if result != "ok"))
-        .count() as u64;
-    row(
-        "Programs run",
-        match failed {
-            0 => count("exec").to_string(),
-            n => format!(
-                "{} <span class=\"warn\">({n} more execs failed or were refused)</span>",
-                count("exec") - n
-            ),
-        },
-    );
-    row("DNS queries", count("dns").to_string());
-    row(
-        "Connections blocked",
-        format!(
-            "<span class=\"{}\">{}</span>",
-            if count("blocked") > 0 { "bad" } else { "ok" },
-            count("blocked")
-        ),
-    );
-    row(
-        "Files changed",
-        (count("file") + count("watched_file")).to_string(),
-    );
-    row("Events", events.len().to_string());
-    html.push_str("</dl></section>\n");
 }
 
 fn duration(secs: i64) -> String {
@@ -155,31 +249,6 @@ fn duration(secs: i64) -> String {
     }
 }
 
-fn timeline(html: &mut String, events: &[Event]) {
-    html.push_str(
-        "<section id=\"timeline\"><h2>Timeline</h2>\n\
-         <table><thead><tr><th>Time</th><th>Kind</th><th>What</th></tr></thead><tbody>\n",
-    );
-    for e in events.iter().take(MAX_TIMELINE) {
-        let _ = writeln!(
-            html,
-            "<tr class=\"event {kind}\"><td class=\"mono time\">{}</td><td>{kind}</td><td class=\"mono\">{}</td></tr>",
-            e.ts.format("%H:%M:%S%.3f"),
-            esc(&line::describe(e)),
-            kind = e.kind.name()
-        );
-    }
-    html.push_str("</tbody></table>\n");
-    if events.len() > MAX_TIMELINE {
-        let _ = writeln!(
-            html,
-            "<p class=\"muted\">{} more events not drawn; <code>yolo audit</code> shows them all.</p>",
-            events.len() - MAX_TIMELINE
-        );
-    }
-    html.push_str("</section>\n");
-}
-
 /// One exec, for the tree.
 struct Proc<'a> {
     event: &'a Event,
@@ -187,61 +256,200 @@ struct Proc<'a> {
     ppid: i32,
 }
 
-fn processes(html: &mut String, events: &[Event]) {
-    let procs: Vec<Proc> = events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Exec { pid, ppid, .. } => Some(Proc {
-                event: e,
-                pid: *pid,
-                ppid: *ppid,
-            }),
-            _ => None,
-        })
-        .collect();
-    // A program's parent is the latest program before it that ran as its ppid (a pid that
-    // exec'd again is the newer program).
-    let mut latest: HashMap<i32, usize> = HashMap::new();
-    let mut children: Vec<Vec<usize>> = vec![vec![]; procs.len()];
-    let mut roots = vec![];
-    for (i, p) in procs.iter().enumerate() {
-        match latest.get(&p.ppid) {
-            Some(&parent) if procs[parent].pid != p.pid => children[parent].push(i),
-            _ => roots.push(i),
+impl Page {
+    fn summary(&self, html: &mut String) {
+        html.push_str("<section id=\"summary\"><h2>Summary</h2><dl>\n");
+        let mut row = |name: &str, value: String| {
+            let _ = writeln!(html, "<dt>{name}</dt><dd>{value}</dd>");
+        };
+        match &self.start {
+            Some((ts, workspace, image, network)) => {
+                row("Workspace", format!("<code>{}</code>", esc(workspace)));
+                row("Image", format!("<code>{}</code>", esc(image)));
+                if !network.is_empty() {
+                    row("Network", esc(network));
+                }
+                row("Started", time(*ts));
+            }
+            None => row(
+                "Started",
+                "<span class=\"muted\">not in the log</span>".into(),
+            ),
         }
-        latest.insert(p.pid, i);
-    }
-    html.push_str("<section id=\"processes\"><h2>Programs run</h2>\n");
-    if procs.is_empty() {
-        html.push_str("<p class=\"muted\">No program recorded by the exec supervisor.</p>\n");
-    } else {
-        html.push_str(
-            "<table><thead><tr><th>Command</th><th>pid</th><th>ppid</th><th>uid</th>\
-             <th>Result</th><th>Exit</th><th>Time</th><th>cwd</th></tr></thead><tbody>\n",
+        match &self.stop {
+            Some((ts, reason)) => {
+                row("Stopped", format!("{} ({})", time(*ts), esc(reason)));
+                if let Some((started, ..)) = &self.start {
+                    row("Duration", duration((*ts - *started).num_seconds()));
+                }
+            }
+            None => row("Stopped", "still running (or not recorded)".into()),
+        }
+        let count = |kind: &str| self.counts.get(kind).copied().unwrap_or(0);
+        row("Commands yolo ran", count("command").to_string());
+        row(
+            "Programs run",
+            match self.failed_execs {
+                0 => count("exec").to_string(),
+                n => format!(
+                    "{} <span class=\"warn\">({n} more execs failed or were refused)</span>",
+                    count("exec") - n
+                ),
+            },
         );
-        // Depth first, without recursion: a fork chain the agent makes can be deep.
-        let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
-        while let Some((i, depth)) = stack.pop() {
-            exec_row(html, &procs[i], depth);
-            stack.extend(children[i].iter().rev().map(|&c| (c, depth + 1)));
+        row("DNS queries", count("dns").to_string());
+        row(
+            "Connections blocked",
+            format!(
+                "<span class=\"{}\">{}</span>",
+                if count("blocked") > 0 { "bad" } else { "ok" },
+                count("blocked")
+            ),
+        );
+        row(
+            "Files changed",
+            (count("file") + count("watched_file")).to_string(),
+        );
+        row("Events", self.events.to_string());
+        html.push_str("</dl></section>\n");
+    }
+
+    fn timeline(&self, html: &mut String) {
+        html.push_str(
+            "<section id=\"timeline\"><h2>Timeline</h2>\n\
+             <table><thead><tr><th>Time</th><th>Kind</th><th>What</th></tr></thead><tbody>\n",
+        );
+        for e in &self.timeline {
+            let _ = writeln!(
+                html,
+                "<tr class=\"event {kind}\"><td class=\"mono time\">{}</td><td>{kind}</td><td class=\"mono\">{}</td></tr>",
+                e.ts.format("%H:%M:%S%.3f"),
+                esc(&line::describe(e)),
+                kind = e.kind.name()
+            );
         }
         html.push_str("</tbody></table>\n");
-    }
-    let unsupervised: Vec<&Event> = events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Unsupervised { .. }))
-        .collect();
-    if !unsupervised.is_empty() {
-        html.push_str(
-            "<h3 class=\"warn\">Running without the exec filter (their programs are not recorded)</h3>\
-             <ul id=\"unsupervised\">\n",
-        );
-        for e in unsupervised {
-            let _ = writeln!(html, "<li class=\"mono\">{}</li>", esc(&line::describe(e)));
+        let more = self.events - self.timeline.len() as u64;
+        if more > 0 {
+            let _ = writeln!(
+                html,
+                "<p class=\"muted\">{more} more events not drawn; <code>yolo audit</code> shows them all.</p>",
+            );
         }
-        html.push_str("</ul>\n");
+        html.push_str("</section>\n");
     }
-    html.push_str("</section>\n");
+
+    fn processes(&self, html: &mut String) {
+        let procs: Vec<Proc> = self
+            .programs
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Exec { pid, ppid, .. } => Some(Proc {
+                    event: e,
+                    pid: *pid,
+                    ppid: *ppid,
+                }),
+                _ => None,
+            })
+            .collect();
+        // A program's parent is the latest program before it that ran as its ppid (a pid that
+        // exec'd again is the newer program).
+        let mut latest: HashMap<i32, usize> = HashMap::new();
+        let mut children: Vec<Vec<usize>> = vec![vec![]; procs.len()];
+        let mut roots = vec![];
+        for (i, p) in procs.iter().enumerate() {
+            match latest.get(&p.ppid) {
+                Some(&parent) if procs[parent].pid != p.pid => children[parent].push(i),
+                _ => roots.push(i),
+            }
+            latest.insert(p.pid, i);
+        }
+        html.push_str("<section id=\"processes\"><h2>Programs run</h2>\n");
+        if procs.is_empty() {
+            html.push_str("<p class=\"muted\">No program recorded by the exec supervisor.</p>\n");
+        } else {
+            html.push_str(
+                "<table><thead><tr><th>Command</th><th>pid</th><th>ppid</th><th>uid</th>\
+                 <th>Result</th><th>Exit</th><th>Time</th><th>cwd</th></tr></thead><tbody>\n",
+            );
+            // Depth first, without recursion: a fork chain the agent makes can be deep.
+            let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+            while let Some((i, depth)) = stack.pop() {
+                exec_row(html, &procs[i], depth);
+                stack.extend(children[i].iter().rev().map(|&c| (c, depth + 1)));
+            }
+            html.push_str("</tbody></table>\n");
+            let all = self.counts.get("exec").copied().unwrap_or(0);
+            more_not_shown(html, all.saturating_sub(procs.len() as u64), "programs");
+        }
+        if !self.unsupervised.kept.is_empty() {
+            html.push_str(
+                "<h3 class=\"warn\">Running without the exec filter (their programs are not recorded)</h3>\
+                 <ul id=\"unsupervised\">\n",
+            );
+            for e in &self.unsupervised.kept {
+                let _ = writeln!(html, "<li class=\"mono\">{}</li>", esc(&line::describe(e)));
+            }
+            html.push_str("</ul>\n");
+            more_not_shown(html, self.unsupervised.more, "records");
+        }
+        html.push_str("</section>\n");
+    }
+
+    fn network(&self, html: &mut String) {
+        html.push_str("<section id=\"network\"><h2>Network</h2>\n");
+        for (id, title, counted) in [
+            ("network-allowed", "Names resolved (allowed)", &self.allowed),
+            ("network-refused", "Names refused", &self.refused),
+            ("network-blocked", "Connections blocked", &self.blocked),
+            (
+                "network-open",
+                "Connections let through (--network open)",
+                &self.open,
+            ),
+        ] {
+            if counted.names.is_empty() && id == "network-open" {
+                continue;
+            }
+            counted_table(html, id, title, counted);
+        }
+        html.push_str("</section>\n");
+    }
+
+    fn files(&self, html: &mut String) {
+        html.push_str("<section id=\"files\"><h2>Files changed</h2>\n");
+        // Sensitive first (the host runs or reads them), each group in time order.
+        let groups = [&self.sensitive_files, &self.other_files];
+        if groups.iter().all(|g| g.kept.is_empty()) {
+            html.push_str("<p class=\"muted\">No change recorded by the file watcher.</p>\n");
+        } else {
+            html.push_str(
+                "<table id=\"files-changed\"><thead><tr><th>Path</th><th>Change</th><th>Times</th>\
+                 <th>Size</th><th>When</th></tr></thead><tbody>\n",
+            );
+            for e in groups.iter().flat_map(|g| &g.kept) {
+                file_row(html, e);
+            }
+            html.push_str("</tbody></table>\n");
+            more_not_shown(
+                html,
+                self.sensitive_files.more + self.other_files.more,
+                "file records",
+            );
+        }
+        if !self.watched.kept.is_empty() {
+            html.push_str(
+                "<h3 class=\"bad\">Files the host runs, changed</h3>\
+                 <table id=\"files-watched\"><thead><tr><th>Path</th><th>Change</th><th>Diff</th></tr></thead><tbody>\n",
+            );
+            for e in &self.watched.kept {
+                watched_row(html, e);
+            }
+            html.push_str("</tbody></table>\n");
+            more_not_shown(html, self.watched.more, "changes of files the host runs");
+        }
+        html.push_str("</section>\n");
+    }
 }
 
 fn exec_row(html: &mut String, p: &Proc, depth: usize) {
@@ -302,72 +510,16 @@ fn exec_row(html: &mut String, p: &Proc, depth: usize) {
     );
 }
 
-fn network(html: &mut String, events: &[Event]) {
-    let mut allowed: BTreeMap<String, u64> = BTreeMap::new();
-    let mut refused: BTreeMap<String, u64> = BTreeMap::new();
-    let mut blocked: BTreeMap<String, u64> = BTreeMap::new();
-    let mut open: BTreeMap<String, u64> = BTreeMap::new();
-    for e in events {
-        let n = e.kind.count();
-        match &e.kind {
-            EventKind::Dns { name, decision, .. } if decision == "allowed" => {
-                *allowed.entry(name.clone()).or_default() += n
-            }
-            EventKind::Dns { name, decision, .. } => {
-                let key = if decision == "refused" {
-                    name.clone()
-                } else {
-                    format!("{name} ({decision})")
-                };
-                *refused.entry(key).or_default() += n
-            }
-            EventKind::Blocked {
-                proto,
-                dst,
-                port,
-                name,
-                ..
-            } => {
-                *blocked
-                    .entry(line::destination(proto, dst, *port, name))
-                    .or_default() += n
-            }
-            EventKind::Connection {
-                proto,
-                dst,
-                port,
-                name,
-                ..
-            } => {
-                *open
-                    .entry(line::destination(proto, dst, *port, name))
-                    .or_default() += n
-            }
-            _ => {}
-        }
-    }
-    html.push_str("<section id=\"network\"><h2>Network</h2>\n");
-    for (id, title, map) in [
-        ("network-allowed", "Names resolved (allowed)", &allowed),
-        ("network-refused", "Names refused", &refused),
-        ("network-blocked", "Connections blocked", &blocked),
-        (
-            "network-open",
-            "Connections let through (--network open)",
-            &open,
-        ),
-    ] {
-        if map.is_empty() && id == "network-open" {
-            continue;
-        }
-        counted_table(html, id, title, map);
-    }
-    html.push_str("</section>\n");
-}
-
-/// A titled table of names with how many times each occurred, most first.
-fn counted_table(html: &mut String, id: &str, title: &str, map: &BTreeMap<String, u64>) {
-    let _ = writeln!(html, "<h3>{title}: {}</h3>", map.len());
+/// A titled table of names with how many times each occurred, most first: the first
+/// [`MAX_NAME_ROWS`], and a line for the rest.
+fn counted_table(html: &mut String, id: &str, title: &str, counted: &Counted) {
+    let map = &counted.names;
+    let distinct = if counted.other_records > 0 {
+        format!("more than {}", map.len())
+    } else {
+        map.len().to_string()
+    };
+    let _ = writeln!(html, "<h3>{title}: {distinct}</h3>");
     if map.is_empty() {
         let _ = writeln!(html, "<p id=\"{id}\" class=\"muted\">none</p>");
         return;
@@ -378,7 +530,7 @@ fn counted_table(html: &mut String, id: &str, title: &str, map: &BTreeMap<String
         html,
         "<table id=\"{id}\"><thead><tr><th>What</th><th>Times</th></tr></thead><tbody>"
     );
-    for (what, n) in rows {
+    for (what, n) in rows.iter().take(MAX_NAME_ROWS) {
         let _ = writeln!(
             html,
             "<tr><td class=\"mono\">{}</td><td>{n}</td></tr>",
@@ -386,100 +538,88 @@ fn counted_table(html: &mut String, id: &str, title: &str, map: &BTreeMap<String
         );
     }
     html.push_str("</tbody></table>\n");
+    let hidden: u64 = rows.iter().skip(MAX_NAME_ROWS).map(|(_, n)| **n).sum();
+    let names = rows.len().saturating_sub(MAX_NAME_ROWS);
+    if names > 0 || counted.other_records > 0 {
+        let _ = writeln!(
+            html,
+            "<p class=\"muted more\">{} more not shown ({} times); <code>yolo audit</code> shows them all.</p>",
+            if counted.other_records > 0 {
+                format!("{names} names and {} records of further names", counted.other_records)
+            } else {
+                format!("{names} names")
+            },
+            hidden + counted.other_times
+        );
+    }
 }
 
-fn files(html: &mut String, events: &[Event]) {
-    let mut changes: Vec<&Event> = events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::File { .. }))
-        .collect();
-    // Sensitive first (the host runs or reads them), each group in time order.
-    changes.sort_by_key(|e| {
-        !matches!(
-            e.kind,
-            EventKind::File {
-                sensitive: true,
-                ..
-            }
-        )
-    });
-    html.push_str("<section id=\"files\"><h2>Files changed</h2>\n");
-    if changes.is_empty() {
-        html.push_str("<p class=\"muted\">No change recorded by the file watcher.</p>\n");
+/// A row of the files table.
+fn file_row(html: &mut String, e: &Event) {
+    let EventKind::File {
+        path,
+        change,
+        from,
+        size,
+        sensitive,
+        ..
+    } = &e.kind
+    else {
+        return;
+    };
+    let _ = writeln!(
+        html,
+        "<tr class=\"file{}\"><td class=\"mono\">{}{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
+        if *sensitive { " sensitive" } else { "" },
+        from.as_ref()
+            .map(|f| format!("{} → ", esc(f)))
+            .unwrap_or_default(),
+        esc(path),
+        if *sensitive {
+            " <span class=\"bad\">(sensitive)</span>"
+        } else {
+            ""
+        },
+        esc(change),
+        e.kind.count(),
+        size.map(|s| s.to_string()).unwrap_or_default(),
+        e.ts.format("%H:%M:%S")
+    );
+}
+
+/// A row of the watched files table; a long diff is cut.
+fn watched_row(html: &mut String, e: &Event) {
+    let EventKind::WatchedFile {
+        path,
+        change,
+        git,
+        diff,
+        ..
+    } = &e.kind
+    else {
+        return;
+    };
+    let mut end = diff.len().min(MAX_DIFF);
+    while !diff.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = if end < diff.len() {
+        format!("\n… ({} more bytes not shown)", diff.len() - end)
     } else {
-        html.push_str(
-            "<table id=\"files-changed\"><thead><tr><th>Path</th><th>Change</th><th>Times</th>\
-             <th>Size</th><th>When</th></tr></thead><tbody>\n",
-        );
-        for e in changes {
-            let EventKind::File {
-                path,
-                change,
-                from,
-                size,
-                sensitive,
-                ..
-            } = &e.kind
-            else {
-                continue;
-            };
-            let _ = writeln!(
-                html,
-                "<tr class=\"file{}\"><td class=\"mono\">{}{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"mono\">{}</td></tr>",
-                if *sensitive { " sensitive" } else { "" },
-                from.as_ref()
-                    .map(|f| format!("{} → ", esc(f)))
-                    .unwrap_or_default(),
-                esc(path),
-                if *sensitive {
-                    " <span class=\"bad\">(sensitive)</span>"
-                } else {
-                    ""
-                },
-                esc(change),
-                e.kind.count(),
-                size.map(|s| s.to_string()).unwrap_or_default(),
-                e.ts.format("%H:%M:%S")
-            );
-        }
-        html.push_str("</tbody></table>\n");
-    }
-    let watched: Vec<&Event> = events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::WatchedFile { .. }))
-        .collect();
-    if !watched.is_empty() {
-        html.push_str(
-            "<h3 class=\"bad\">Files the host runs, changed</h3>\
-             <table id=\"files-watched\"><thead><tr><th>Path</th><th>Change</th><th>Diff</th></tr></thead><tbody>\n",
-        );
-        for e in watched {
-            let EventKind::WatchedFile {
-                path,
-                change,
-                git,
-                diff,
-                ..
-            } = &e.kind
-            else {
-                continue;
-            };
-            let _ = writeln!(
-                html,
-                "<tr class=\"watched\"><td class=\"mono\">{}{}</td><td>{}</td><td><pre class=\"mono\">{}</pre></td></tr>",
-                esc(path),
-                if *git {
-                    " <span class=\"bad\">(git reads its config through it)</span>"
-                } else {
-                    ""
-                },
-                esc(change),
-                esc(diff)
-            );
-        }
-        html.push_str("</tbody></table>\n");
-    }
-    html.push_str("</section>\n");
+        String::new()
+    };
+    let _ = writeln!(
+        html,
+        "<tr class=\"watched\"><td class=\"mono\">{}{}</td><td>{}</td><td><pre class=\"mono\">{}{cut}</pre></td></tr>",
+        esc(path),
+        if *git {
+            " <span class=\"bad\">(git reads its config through it)</span>"
+        } else {
+            ""
+        },
+        esc(change),
+        esc(&diff[..end])
+    );
 }
 
 #[cfg(test)]
@@ -682,6 +822,46 @@ mod tests {
     }
 
     #[test]
+    fn long_sections_keep_a_bounded_number_of_rows_and_say_how_many_more() {
+        let mut page = Page::default();
+        let n = 30_000u64;
+        for i in 0..n {
+            page.add(event(
+                "2026-11-22T10:00:01Z",
+                dns(&format!("n{i}.denied.test"), "refused", None),
+            ));
+            page.add(event(
+                "2026-11-22T10:00:01Z",
+                file(&format!("f{i}"), i % 2 == 0, None),
+            ));
+            page.add(event(
+                "2026-11-22T10:00:01Z",
+                exec(i, i as i32 + 2, 1, &["true"], Some(0)),
+            ));
+        }
+        // What is kept is bounded whatever the log holds.
+        assert_eq!(page.refused.names.len(), MAX_NAMES);
+        assert_eq!(page.timeline.len(), MAX_TIMELINE);
+        assert_eq!(page.programs.len(), MAX_PROGRAMS);
+        let html = page.finish("s1");
+        assert!(
+            html.contains("<dt>Events</dt><dd>90000</dd>"),
+            "counts stay exact"
+        );
+        assert!(html.contains("<dt>DNS queries</dt><dd>30000</dd>"));
+        assert!(html.contains("<h3>Names refused: more than 20000</h3>"));
+        assert!(html.contains(
+            "19000 names and 10000 records of further names more not shown (29000 times)"
+        ));
+        assert!(html.contains("25000 more programs not shown"));
+        assert!(html.contains("28000 more file records not shown"));
+        assert!(html.contains("85000 more events not drawn"));
+        // Sensitive changes first, each group cut at its own bound.
+        assert!(html.find(">f0 <span").unwrap() < html.find(">f1</td>").unwrap());
+        assert!(html.len() < 8 << 20, "{}", html.len());
+    }
+
+    #[test]
     fn a_deep_fork_chain_does_not_overflow() {
         let events: Vec<Event> = (0..100_000)
             .map(|i| {
@@ -692,6 +872,6 @@ mod tests {
             })
             .collect();
         let page = render("s1", &events);
-        assert!(page.contains("data-depth=\"99999\""));
+        assert!(page.contains(&format!("data-depth=\"{}\"", MAX_PROGRAMS - 1)));
     }
 }

@@ -44,6 +44,26 @@ impl Filter {
 }
 
 impl Filter {
+    /// What a line of a kind the filter takes must contain (its kind as a JSON string), for
+    /// `reader::Tail::only_containing`.
+    fn needles(&self) -> Vec<String> {
+        let mut kinds = self.kinds.clone();
+        if kinds.iter().any(|k| k == "exec") {
+            // Joined into the exec, or printed as it comes with --follow.
+            kinds.push("exec_exit".into());
+        }
+        kinds.iter().map(|k| format!("\"{k}\"")).collect()
+    }
+
+    /// Whether the events printed may need an exit joined into their exec.
+    fn joins(&self) -> bool {
+        self.kinds.is_empty()
+            || self
+                .kinds
+                .iter()
+                .any(|k| k == "exec" || k == "exec_exit" || k == "exec_digest")
+    }
+
     fn takes(&self, kind: &str, event: &Event) -> bool {
         let name = event.kind.name();
         kind == name || (self.live && kind == "exec" && name == "exec_exit")
@@ -88,32 +108,41 @@ pub(crate) async fn execute(
             "no audit log for session {session}; `yolo audit --list` shows the sessions"
         )));
     }
-    let mut tail = audit::reader::Tail::new(files);
+    // Read as it is printed, never the whole log at once (docs/performance.md).
+    let mut tail = audit::reader::Tail::new(files.clone());
+    if !filter.kinds.is_empty() {
+        tail = tail.only_containing(filter.needles());
+    }
     // What is already in the log is one timeline: each exec carries its exit. Later events
     // (--follow) print as they come, an exit on its own line when it happens.
     let keep_exits = filter
         .kinds
         .iter()
         .any(|k| k == "exec_exit" || k == "exec_digest");
-    let mut events = audit::reader::join_exits(tail.poll(), keep_exits);
+    let mut exits = if filter.joins() {
+        audit::reader::Exits::scan(&files)
+    } else {
+        audit::reader::Exits::none()
+    };
+    let past = tail.poll().filter_map(|e| exits.join(e, keep_exits));
+    if !print(past, &filter, json) {
+        return Ok(0);
+    }
+    // --follow ends with Ctrl-C, or when stdout closes.
     let mut polls: u64 = 0;
-    loop {
-        for event in events {
-            if let Some(line) = filter.line(&event, json) {
-                println!("{line}");
+    if follow {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            polls += 1;
+            if remote && polls.is_multiple_of(10) {
+                // A failure here was said at the start; the next round tries again.
+                let _ = collect_remote_events(target).await;
+            }
+            filter.live = true;
+            if !print(tail.poll(), &filter, json) {
+                return Ok(0);
             }
         }
-        if !follow {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        polls += 1;
-        if remote && polls.is_multiple_of(10) {
-            // A failure here was said at the start; the next round tries again.
-            let _ = collect_remote_events(target).await;
-        }
-        filter.live = true;
-        events = tail.poll();
     }
     // Said last, where it is read: file changes may be missing from what was printed, and
     // past the log's cap most of the record is counts.
@@ -127,6 +156,21 @@ pub(crate) async fn execute(
         eprintln!("{} {gap}", console::style("warning:").yellow().bold());
     }
     Ok(0)
+}
+
+/// Print the lines of `events` that pass `filter`, through one buffered, locked stdout; false
+/// when stdout is closed (`yolo audit | head`), which ends the command quietly.
+fn print(events: impl Iterator<Item = Event>, filter: &Filter, json: bool) -> bool {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for event in events {
+        if let Some(line) = filter.line(&event, json) {
+            if writeln!(out, "{line}").is_err() {
+                return false;
+            }
+        }
+    }
+    out.flush().is_ok()
 }
 
 async fn collect_remote_events(target: &Target) -> Result<()> {

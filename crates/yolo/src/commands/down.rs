@@ -28,14 +28,27 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
         Err(e) => return Err(e),
     };
     super::watched::report_and_print(&located.devcontainer_id, session::current(&state)?.as_ref());
-    // A remote engine's copy: the agent's work comes back before anything stops or goes; a
-    // conflict stops `down` (nothing is lost: run `yolo sync` once resolved).
-    if crate::engine::remote::remote_reason()?.is_some() {
+    // A remote engine's copy: the agent stops first (it must not change the copy while it is
+    // read, nor keep running when the sync fails), then its work comes back before anything
+    // goes; a conflict stops `down --remove --volumes` (nothing is lost: run `yolo sync` once
+    // resolved). The archive endpoint reads a stopped container's volume.
+    let remote = crate::engine::remote::remote_reason()?.is_some();
+    let mut stopped = None;
+    if remote {
+        let taking = super::sync::Taking::from_config();
+        stopped = Some(stop(&engine, &located).await);
         let warn = |e: &Error| eprintln!("{} {e}", console::style("warning:").yellow().bold());
         if let Err(e) = super::sync::collect_events(&engine, &located).await {
             warn(&e);
         }
-        match super::sync::bring_back(&engine, &located).await {
+        let writer = session::current(&state)?;
+        let brought = match taking {
+            Ok(taking) => {
+                super::sync::bring_back(&engine, &located, &taking, writer.as_ref()).await
+            }
+            Err(e) => Err(e),
+        };
+        match brought {
             Ok(_) => {}
             // Removing the copy would lose what could not be brought back.
             Err(e) if remove && volumes => return Err(e),
@@ -52,9 +65,13 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
         state.created_hooks_done_for = None;
         state.post_start_done_for = None;
         state.allowlist = None;
+        // Whether the stop above worked or not, the removal forces.
         remove_all(&engine, &located, volumes).await
     } else {
-        stop(&engine, &located).await
+        match stopped {
+            Some(result) => result,
+            None => stop(&engine, &located).await,
+        }
     };
     // The session ends even when one removal failed: the rest went, and the next `up` starts
     // a new one.

@@ -222,9 +222,7 @@ pub(crate) fn summary(
 ) -> String {
     let mut tail = audit::reader::Tail::new(audit::session_files(session));
     summary_of(
-        tail.poll()
-            .into_iter()
-            .filter(|e| super::audit::last_time(e) >= since),
+        tail.poll().filter(|e| super::audit::last_time(e) >= since),
         mark,
     )
 }

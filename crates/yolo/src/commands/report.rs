@@ -15,26 +15,22 @@ pub(crate) fn execute(
         Some(s) => super::replay::checked(s)?,
         None => super::audit::latest_session(target)?,
     };
-    let mut events = vec![];
-    let mut found = false;
-    for path in audit::session_files(&session) {
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        found = true;
-        events.extend(reader::parse(&text).0);
-    }
-    if !found {
+    let files = audit::session_files(&session);
+    if !files.iter().any(|f| f.exists()) {
         return Err(Error::NotFound(format!(
             "no audit log for session {session}; `yolo audit --list` shows the sessions"
         )));
     }
-    // Host and guard files interleave; the sort is stable, so each file keeps its order.
-    events.sort_by_key(|e| e.ts);
-    let events = reader::join_exits(events, false);
-    let page = audit::report::render(&session, &events);
+    // Streamed: host and guard files merged by time as they are read, each event taken into
+    // the page's counts and bounded rows, never the whole log in memory.
+    let mut exits = reader::Exits::scan(&files);
+    let mut page = audit::report::Page::default();
+    for event in reader::Tail::new(files).poll() {
+        if let Some(event) = exits.join(event, false) {
+            page.add(event);
+        }
+    }
+    let page = page.finish(&session);
     let path = match output {
         Some(path) => path,
         None => {

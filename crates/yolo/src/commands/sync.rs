@@ -2,19 +2,47 @@
 //! agent works on a copy of the repository in a volume; this brings its commits and its
 //! uncommitted files back as the branch `yolo/<name>` of the local repository (`remote`), and
 //! says how to look at it. Also the other half: `seed`, the copy made when the volume is new.
+//!
+//! The copy is the agent's, so what comes back is bounded (`settings::SyncLimits`: a file too
+//! large is left out and named, an archive too large stops the sync) and streamed from the
+//! engine into a temporary folder, never held in memory; and the files the host runs that it
+//! changed on the branch are flagged as the local path flags them (`watched::report_copy`).
 
+use crate::audit::{EventKind, Writer};
 use crate::devcontainer::names;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::project::{Located, Project};
-use crate::remote::{self, Brought};
+use crate::remote::{self, Brought, Returned};
+use crate::settings::SyncLimits;
+use crate::user_config::UserConfig;
+
+/// What a sync takes from the copy and looks at in it, from the user's config.
+pub(crate) struct Taking {
+    pub(crate) limits: SyncLimits,
+    /// `[workspace] watch`.
+    pub(crate) watch: Vec<String>,
+}
+
+impl Taking {
+    pub(crate) fn from_config() -> Result<Taking> {
+        let user = UserConfig::load()?;
+        Ok(Taking {
+            limits: SyncLimits::resolve(&user)?,
+            watch: crate::settings::watch_list(&user)?,
+        })
+    }
+}
 
 pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
     let located = super::locate(target)?;
+    let taking = Taking::from_config()?;
     let engine = super::engine().await?;
     let _lock = crate::lock::acquire(&located.devcontainer_id, "sync").await?;
+    let state = crate::state::WorkspaceState::load(&located.devcontainer_id)?;
+    let writer = super::session::current(&state)?;
     collect_events(&engine, &located).await?;
-    match bring_back(&engine, &located).await? {
+    match bring_back(&engine, &located, &taking, writer.as_ref()).await? {
         Some(_) => Ok(0),
         None => Err(Error::NotRunning(format!(
             "nothing to sync for {}: yolo has no copy of it in a volume (the engine is local, or `yolo up` has not run with the remote engine)",
@@ -53,12 +81,29 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
         let _ = engine.remove_volume(volume).await;
         return Err(e);
     }
+    // What the copy holds of the files the host runs: the first sync compares with it.
+    if let Err(e) = super::watched::start_copy(
+        &spec.devcontainer_id,
+        &spec.workspace,
+        &project.settings.watch,
+    ) {
+        eprintln!(
+            "{} could not record the files your host runs in the copy: {e}",
+            console::style("warning:").yellow().bold()
+        );
+    }
     Ok(())
 }
 
-/// The agent's work as the branch, printed; `None` when this workspace has no copy (no agent
-/// container mounting the volume).
-pub(crate) async fn bring_back(engine: &Engine, located: &Located) -> Result<Option<Brought>> {
+/// The agent's work as the branch, printed with what was left out and the files the host
+/// runs it changed (those also to `writer`'s audit log); `None` when this workspace has no copy
+/// (no agent container mounting the volume).
+pub(crate) async fn bring_back(
+    engine: &Engine,
+    located: &Located,
+    taking: &Taking,
+    writer: Option<&Writer>,
+) -> Result<Option<Brought>> {
     let volume = remote::workspace_volume(&located.devcontainer_id);
     let found = engine.find(&super::owner(located)).await?;
     let Some(agent) = found.agent else {
@@ -67,15 +112,46 @@ pub(crate) async fn bring_back(engine: &Engine, located: &Located) -> Result<Opt
     let Some(target) = engine.volume_mount_point(&agent.id, &volume).await? else {
         return Ok(None);
     };
-    let tar = engine.download_tar(&agent.id, &target).await?;
     let branch = remote::branch_name(&names::container_name(
         &located.workspace,
         &located.devcontainer_id,
     ));
     let repo = located.workspace.clone();
-    let brought = tokio::task::spawn_blocking(move || remote::bring_back(&repo, &tar, &branch))
-        .await
-        .map_err(|e| Error::other(format!("yolo sync stopped: {e}")))??;
+    let (limits, watch) = (taking.limits, taking.watch.clone());
+    let Returned {
+        brought,
+        skipped,
+        watched,
+    } = engine
+        .download_with(&agent.id, &target, move |tar| {
+            remote::bring_back(&repo, tar, &branch, limits, &watch)
+        })
+        .await?;
+    for s in &skipped {
+        let message = format!(
+            "{} ({}) was left out of the agent's work: it is larger than {}, the largest file `yolo sync` takes ([workspace] sync_max_file); the branch keeps what its commit has there",
+            crate::visible::escape_name(&s.path),
+            remote::size_words(s.size),
+            remote::size_words(limits.max_file)
+        );
+        eprintln!("{} {message}", console::style("warning:").yellow().bold());
+        if let Some(writer) = writer {
+            writer.write(EventKind::Notice { message })?;
+        }
+    }
+    let branch = match &brought {
+        Brought::Updated { branch, .. } | Brought::UpToDate { branch } => branch.clone(),
+    };
+    match super::watched::report_copy(&located.devcontainer_id, &watched, writer) {
+        Ok(report) => eprint!(
+            "{}",
+            super::watched::summary_for_branch(&report.changes, &branch)
+        ),
+        Err(e) => eprintln!(
+            "{} could not check the files your host runs on {branch}: {e}",
+            console::style("warning:").yellow().bold()
+        ),
+    }
     match &brought {
         Brought::Updated { branch, commit } => eprintln!(
             "{} the agent's work is on the branch {branch} ({}); your branch and files are untouched. Look: `git log -p HEAD..{branch}`; take it: `git merge {branch}`",
@@ -105,18 +181,11 @@ pub(crate) async fn collect_events(engine: &Engine, located: &Located) -> Result
     let Some(folder) = engine.volume_mount_point(&guard.id, &volume).await? else {
         return Ok(());
     };
-    let tar = engine.download_tar(&guard.id, &folder).await?;
     let dir = crate::audit::network_dir();
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    for (name, content) in remote::event_files(&tar)? {
-        let path = dir.join(&name);
-        let local = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if (content.len() as u64) < local {
-            continue;
-        }
-        let temp = dir.join(format!(".{name}.{}", std::process::id()));
-        std::fs::write(&temp, &content).map_err(|e| Error::io(&temp, e))?;
-        std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
-    }
-    Ok(())
+    engine
+        .download_with(&guard.id, &folder, move |tar| {
+            remote::store_event_files(tar, &dir).map(|_| ())
+        })
+        .await
 }

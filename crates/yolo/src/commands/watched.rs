@@ -323,15 +323,21 @@ pub(crate) fn report(devcontainer_id: &str, writer: Option<&Writer>) -> Result<R
         return Ok(Report::default());
     };
     let now = Baseline::scan(&old.root, &old.patterns);
+    let report = compare(&old, &now, writer)?;
+    if !report.changes.is_empty() || report.newly_incomplete {
+        now.save(devcontainer_id)?;
+    }
+    Ok(report)
+}
+
+/// The changes from `old` to `now`, each written to the audit log when a session is open.
+fn compare(old: &Baseline, now: &Baseline, writer: Option<&Writer>) -> Result<Report> {
     let report = Report {
-        changes: old.changes(&now),
+        changes: old.changes(now),
         newly_incomplete: (old.complete && !now.complete)
             || now.left_out.iter().any(|l| !old.left_out.contains(l)),
         left_out: now.left_out.clone(),
     };
-    if report.changes.is_empty() && !report.newly_incomplete {
-        return Ok(report);
-    }
     if let Some(writer) = writer {
         for c in &report.changes {
             writer.write(EventKind::WatchedFile {
@@ -349,7 +355,45 @@ pub(crate) fn report(devcontainer_id: &str, writer: Option<&Writer>) -> Result<R
             })?;
         }
     }
-    now.save(devcontainer_id)?;
+    Ok(report)
+}
+
+/// With a remote engine the agent edits a copy (`crate::remote`), and its edits reach this
+/// machine as the branch `yolo sync` writes: the watched files of that copy as last brought
+/// back (or as the copy was made), kept beside the workspace's own baseline.
+fn copy_baseline_path(devcontainer_id: &str) -> PathBuf {
+    crate::user_config::data_dir()
+        .join("watched")
+        .join(format!("{devcontainer_id}.copy.json"))
+}
+
+/// Record what the copy holds as it is made: the next sync compares with it.
+pub(crate) fn start_copy(devcontainer_id: &str, root: &Path, patterns: &[String]) -> Result<()> {
+    crate::state::write_json(
+        &copy_baseline_path(devcontainer_id),
+        &Baseline::scan(root, patterns),
+    )
+}
+
+/// The watched files a sync brought onto the branch (`now`, only paths the branch holds)
+/// compared with what the copy held at the last sync (else when it was made, else the
+/// workspace's baseline): each added or modified one goes to the audit log and comes back to
+/// print, and `now` is the copy's new record. A file gone from the branch is not flagged:
+/// nothing of it reaches the host.
+pub(crate) fn report_copy(
+    devcontainer_id: &str,
+    now: &Baseline,
+    writer: Option<&Writer>,
+) -> Result<Report> {
+    let path = copy_baseline_path(devcontainer_id);
+    let mut old = crate::digest::read_to_string(&path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Baseline>(&text).ok())
+        .or_else(|| Baseline::load(devcontainer_id))
+        .unwrap_or_default();
+    old.files.retain(|p, _| now.files.contains_key(p));
+    let report = compare(&old, now, writer)?;
+    crate::state::write_json(&path, now)?;
     Ok(report)
 }
 
@@ -390,6 +434,23 @@ pub(crate) fn report_and_print(devcontainer_id: &str, writer: Option<&Writer>) {
 /// The lines printed after a command: one for the files the host runs (the first `NAMED` by
 /// name, the rest counted), one per change git would follow.
 pub(crate) fn summary(changes: &[Change]) -> String {
+    summary_of(
+        changes,
+        "files your host runs changed",
+        "review them before running them on the host",
+    )
+}
+
+/// The same for the files a sync brought onto `branch` (a remote engine's copy).
+pub(crate) fn summary_for_branch(changes: &[Change], branch: &str) -> String {
+    summary_of(
+        changes,
+        &format!("{branch} changes files your host runs"),
+        &format!("review them before you merge or check out {branch} (`git diff HEAD...{branch} -- PATH`)"),
+    )
+}
+
+fn summary_of(changes: &[Change], what: &str, todo: &str) -> String {
     let mut out = String::new();
     let plain: Vec<&Change> = changes.iter().filter(|c| !c.git).collect();
     if !plain.is_empty() {
@@ -402,7 +463,7 @@ pub(crate) fn summary(changes: &[Change]) -> String {
             named.push(format!("and {} more", plain.len() - NAMED));
         }
         out.push_str(&format!(
-            "{} files your host runs changed: {}; review them before running them on the host (`yolo audit --kind watched_file` has the diffs)\n",
+            "{} {what}: {}; {todo} (`yolo audit --kind watched_file` has the diffs)\n",
             console::style("yolo:").yellow().bold(),
             named.join(", ")
         ));

@@ -375,25 +375,53 @@ impl Engine {
             .map_err(|e| Error::docker(action, message(&e)))
     }
 
-    /// `folder` of container `id` as a tar (its entries named `<last component>/...`).
-    pub(crate) async fn download_tar(&self, id: &str, folder: &str) -> Result<Vec<u8>> {
+    /// `folder` of container `id` as a tar (its entries named `<last component>/...`), handed
+    /// to `read` on a blocking thread as it downloads: a few chunks in flight, never the whole
+    /// archive in memory (the copy is the agent's, as large as it likes). When `read` returns
+    /// early (an error, a limit), the download stops.
+    pub(crate) async fn download_with<T: Send + 'static>(
+        &self,
+        id: &str,
+        folder: &str,
+        read: impl FnOnce(&mut dyn std::io::Read) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (tx, rx) = tokio::sync::mpsc::channel(8);
+        let reader = tokio::task::spawn_blocking(move || {
+            read(&mut Chunks {
+                rx,
+                current: bytes::Bytes::new(),
+            })
+        });
         let options = DownloadFromContainerOptions {
             path: folder.into(),
         };
         let mut stream = self.docker.download_from_container(id, Some(options));
-        let mut out = Vec::new();
+        let mut failed = None;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| {
-                Error::docker(
-                    format!("copying {folder} out of the container"),
-                    message(&e),
-                )
-            })?;
-            out.extend_from_slice(&chunk);
+                let said = message(&e);
+                failed = Some(said.clone());
+                std::io::Error::other(said)
+            });
+            let last = chunk.is_err();
+            // A closed channel: the reader is done with the archive.
+            if tx.send(chunk).await.is_err() || last {
+                break;
+            }
         }
-        Ok(out)
+        drop(tx);
+        drop(stream);
+        let read = reader.await.map_err(|e| {
+            Error::other(format!("reading {folder} from the container stopped: {e}"))
+        })?;
+        match failed {
+            Some(said) => Err(Error::docker(
+                format!("copying {folder} out of the container"),
+                said,
+            )),
+            None => read,
+        }
     }
-
     /// Where container `id` mounts volume `name`, if it does.
     pub(crate) async fn volume_mount_point(&self, id: &str, name: &str) -> Result<Option<String>> {
         let details = self
@@ -407,6 +435,28 @@ impl Engine {
             .into_iter()
             .find(|m| m.name.as_deref() == Some(name))
             .and_then(|m| m.destination))
+    }
+}
+
+/// The blocking reader side of `download_with`: the chunks the download sends, in order.
+struct Chunks {
+    rx: tokio::sync::mpsc::Receiver<std::io::Result<bytes::Bytes>>,
+    current: bytes::Bytes,
+}
+
+impl std::io::Read for Chunks {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use bytes::Buf;
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(chunk) => self.current = chunk?,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current.advance(n);
+        Ok(n)
     }
 }
 

@@ -184,3 +184,91 @@ fn report_of_an_unknown_or_malformed_session_says_what_to_do() {
         .assert_stderr_contains("`yolo audit --list` shows the sessions");
     t.yolo(&["report", "../../etc"]).fails_with(64);
 }
+
+/// `yolo audit` and `yolo report` on a session whose exec log the agent filled (it fills the
+/// 1 GiB cap in seconds): they read it line by line and keep bounded memory. Run with a data
+/// limit (`RLIMIT_DATA`) of 3/4 of the log's size: a reader that loads the log whole dies of it,
+/// as `yolo audit --kind dns` did at 3.3 GB for a 1 GiB log (docs/performance.md).
+#[test]
+fn audit_and_report_of_a_huge_log_stay_within_a_memory_limit() {
+    use std::io::Write;
+    let t = Test::without_docker();
+    let session = "20260101T000000Z-0000abcd";
+    let network = t.data_dir.join("network");
+    std::fs::create_dir_all(&network).unwrap();
+    // 64 MiB of execs with their exits, and a refused name now and then, as the guard writes
+    // them.
+    let file =
+        |name: String| std::io::BufWriter::new(std::fs::File::create(network.join(name)).unwrap());
+    let mut log = file(format!("{session}.exec.jsonl"));
+    let mut dns = file(format!("{session}.jsonl"));
+    let padding = "x".repeat(200);
+    let (mut written, mut id) = (0usize, 0u64);
+    while written < 64 << 20 {
+        id += 1;
+        let ts = format!(
+            "2026-01-01T00:00:{:02}.{:06}Z",
+            id / 1_000_000 % 60,
+            id % 1_000_000
+        );
+        let pid = id % 30000 + 2;
+        let lines = format!(
+            "{{\"ts\":\"{ts}\",\"session\":\"{session}\",\"kind\":\"exec\",\"id\":{id},\"pid\":{pid},\"ppid\":1,\"uid\":0,\"gid\":0,\"path\":\"/bin/true\",\"argv\":[\"true\",\"{padding}\"],\"cwd\":\"/w\",\"result\":\"ok\"}}\n\
+             {{\"ts\":\"{ts}\",\"session\":\"{session}\",\"kind\":\"exec_exit\",\"id\":{id},\"pid\":{pid},\"exit_code\":{},\"duration_ms\":1}}\n",
+            id % 7
+        );
+        log.write_all(lines.as_bytes()).unwrap();
+        written += lines.len();
+        if id % 1000 == 0 {
+            writeln!(
+                dns,
+                "{{\"ts\":\"{ts}\",\"session\":\"{session}\",\"kind\":\"dns\",\"name\":\"n{id}.denied.test\",\"qtype\":\"A\",\"decision\":\"refused\"}}"
+            )
+            .unwrap();
+        }
+    }
+    log.flush().unwrap();
+    dns.flush().unwrap();
+    let limited = |args: &[&str]| t.yolo_within(48 << 20, args);
+    let refused = limited(&["audit", "--session", session, "--kind", "dns"]).ok();
+    assert_eq!(refused.stdout().lines().count() as u64, id / 1000);
+    refused.assert_stdout_contains("n1000.denied.test");
+    // The last exec, out of the exec log, its exit joined.
+    let since = format!(
+        "2026-01-01T00:00:{:02}.{:06}Z",
+        id / 1_000_000 % 60,
+        id % 1_000_000
+    );
+    let last = limited(&[
+        "audit",
+        "--session",
+        session,
+        "--kind",
+        "exec",
+        "--json",
+        "--since",
+        &since,
+    ])
+    .ok()
+    .stdout();
+    let last: serde_json::Value = serde_json::from_str(last.trim())
+        .unwrap_or_else(|e| panic!("no exec printed ({e}): {last:?}"));
+    assert_eq!(
+        (last["id"].clone(), last["exit_code"].clone()),
+        (id.into(), (id % 7).into())
+    );
+    let page = t.root().join("page.html");
+    limited(&["report", session, "-o", page.to_str().unwrap()]).ok();
+    let html = std::fs::read_to_string(&page).unwrap();
+    // Counts stay exact; the rows are bounded, the rest said.
+    assert!(
+        html.contains(&format!("<dt>Programs run</dt><dd>{id}</dd>")),
+        "{}",
+        &html[..html.len().min(4000)]
+    );
+    assert!(html.contains(&format!("{} more programs not shown", id - 5000)));
+    // Each exit is joined into its exec (exit codes 0..6 in turn).
+    assert!(html.contains("id=\"exec-6\""));
+    assert!(html.contains("<td><span class=\"bad\">6</span></td>"));
+    assert!(html.len() < 16 << 20, "{}", html.len());
+}

@@ -298,6 +298,28 @@ impl Test {
         Run { output }
     }
 
+    /// Run yolo with no stdin and at most `bytes` of data memory (`RLIMIT_DATA`: the heap and
+    /// every private writable mapping): past it an allocation fails and yolo aborts, so a
+    /// command that holds more than that of a log or an archive fails the test.
+    pub fn yolo_within(&self, bytes: u64, args: &[&str]) -> Run {
+        let mut cmd = self.command(args);
+        // SAFETY: between fork and exec only setrlimit, which is async-signal-safe.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                let limit = libc::rlimit {
+                    rlim_cur: bytes,
+                    rlim_max: bytes,
+                };
+                if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let output = cmd.stdin(Stdio::null()).output().expect("run yolo");
+        Run { output }
+    }
+
     /// Run yolo with `input` on stdin.
     pub fn yolo_stdin(&self, args: &[&str], input: &str) -> Run {
         use std::io::Write;
