@@ -130,7 +130,7 @@ pub(crate) async fn bring_back(
     for s in &skipped {
         let message = format!(
             "{} ({}) was left out of the agent's work: it is larger than {}, the largest file `yolo sync` takes ([workspace] sync_max_file); the branch keeps what its commit has there",
-            crate::visible::escape_name(&s.path),
+            crate::visible::escape_controls(&s.path),
             remote::size_words(s.size),
             remote::size_words(limits.max_file)
         );
