@@ -258,10 +258,8 @@ impl Exits {
     /// `exec_exit` are parsed.
     pub(crate) fn scan(paths: &[PathBuf]) -> Exits {
         let mut exits = Exits::default();
-        let mut tail = Tail::new(paths.to_vec()).only_containing([
-            "\"exec_exit\"".to_string(),
-            "\"exec_digest\"".to_string(),
-        ]);
+        let mut tail = Tail::new(paths.to_vec())
+            .only_containing(["\"exec_exit\"".to_string(), "\"exec_digest\"".to_string()]);
         for event in tail.poll() {
             exits.remember(&event);
         }
