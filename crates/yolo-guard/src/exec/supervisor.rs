@@ -362,9 +362,10 @@ impl ExecLog {
         })
     }
 
-    /// Room for another exec at its largest and its exit.
+    /// Room for another exec and its exit (a usual line each; a longer record that does not
+    /// fit is refused when it is written, and its program killed before it runs).
     fn has_room(&self) -> bool {
-        self.size + 2 * MAX_RECORD as u64 <= self.max
+        self.size + 2 * 8192 <= self.max
     }
 
     fn write(&mut self, kind: EventKind) -> std::io::Result<()> {
