@@ -113,8 +113,17 @@ pub fn reap_orphans() {
             .filter(|pid| !own.as_ref().is_some_and(|o| o.contains(pid)))
             .collect()
     };
+    // While an exec is stalled the supervisor keeps TRACING for as long as the agent likes:
+    // the orphans wait for the next round then, and signals (docker stop) are still handled.
+    let _tracing = if STALLED.load(std::sync::atomic::Ordering::Relaxed) {
+        match TRACING.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => return,
+        }
+    } else {
+        TRACING.lock().unwrap_or_else(|p| p.into_inner())
+    };
     for pid in orphans {
-        let _tracing = TRACING.lock().unwrap_or_else(|p| p.into_inner());
         let mut status = 0;
         // SAFETY: plain waitpid on one pid, not blocking.
         unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
@@ -174,6 +183,13 @@ fn forget(pid: i32) {
     if let Some(own) = OWN.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
         own.remove(&pid);
     }
+}
+
+/// Set while the supervisor holds TRACING for a stalled exec (see `reap_orphans`).
+static STALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_stalled(stalled: bool) {
+    STALLED.store(stalled, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Held while the supervisor traces one exec (see the module doc).

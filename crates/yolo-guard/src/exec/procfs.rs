@@ -115,17 +115,34 @@ pub fn is_loader_variable(name: &[u8]) -> bool {
     name.starts_with(b"LD_") || name == b"GCONV_PATH" || name == b"GLIBC_TUNABLES"
 }
 
-/// The loader variables among NUL-separated `NAME=value` strings, by name, each once.
+/// At most this many loader variables are named, each cut to [`MAX_LOADER_NAME`] bytes: the
+/// agent chooses the environment, and the record must stay small.
+pub const MAX_LOADER_NAMES: usize = 32;
+pub const MAX_LOADER_NAME: usize = 64;
+
+/// The loader variables among NUL-separated `NAME=value` strings, by name, each once (past
+/// [`MAX_LOADER_NAMES`], the last entry says how many more there were).
 pub fn loader_names(strings: &[u8]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut more = 0usize;
     for entry in strings.split(|&b| b == 0) {
         let name = entry.split(|&b| b == b'=').next().unwrap_or_default();
-        if is_loader_variable(name) {
-            let name = String::from_utf8_lossy(name).into_owned();
-            if !names.contains(&name) {
-                names.push(name);
-            }
+        if !is_loader_variable(name) {
+            continue;
         }
+        let name = &name[..name.len().min(MAX_LOADER_NAME)];
+        if !seen.insert(name.to_vec()) {
+            continue;
+        }
+        if names.len() < MAX_LOADER_NAMES {
+            names.push(String::from_utf8_lossy(name).into_owned());
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        names.push(format!("... and {more} more"));
     }
     names
 }

@@ -399,12 +399,18 @@ fn fit(mut event: Event, max: usize) -> Vec<u8> {
             argv,
             truncated,
             argc,
+            loader_env,
             ..
         } = &mut event.kind
         else {
             return line;
         };
         if argv.is_empty() {
+            // Only the other fields are left: they are bounded where they are read, so this
+            // is a last resort that keeps the line under the cap.
+            if loader_env.pop().is_some() {
+                continue;
+            }
             return line;
         }
         if !*truncated {
@@ -552,8 +558,6 @@ struct Supervisor {
     stalled: Vec<Traced>,
     /// Held while any exec is stalled (see `init::tracing`): its stop is this thread's to take.
     stalled_tracing: Option<std::sync::MutexGuard<'static, ()>>,
-    /// Interrupts the wait for a stop at its deadline (created on the supervisor's thread).
-    alarm: Option<Alarm>,
     reader: reader::Reader,
 }
 
@@ -601,20 +605,11 @@ impl Supervisor {
             allow_traced: false,
             stalled: Vec::new(),
             stalled_tracing: None,
-            alarm: None,
             reader: reader::Reader::new(),
         }
     }
 
     fn run(mut self, stop: &AtomicBool) {
-        self.alarm = Alarm::new()
-            .map_err(|e| {
-                self.shared.events.emit(guard_event(
-                    "exec_alarm",
-                    [("error", format!("no deadline on the exec wait: {e}").into())],
-                ))
-            })
-            .ok();
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
         while !stop.load(Ordering::Relaxed) {
             // Stalled execs are looked at often; otherwise the loop sleeps until a notification.
@@ -865,6 +860,7 @@ impl Supervisor {
     /// An exec whose stop did not come in time: said in the guard's log, and finished when its
     /// stop comes (it cannot run before: it waits for this thread at its stop).
     fn stall(&mut self, traced: Traced) {
+        crate::init::set_stalled(true);
         self.shared.events.emit(guard_event(
             "exec_stalled",
             [
@@ -901,6 +897,7 @@ impl Supervisor {
         }
         if self.stalled.is_empty() {
             self.stalled_tracing = None;
+            crate::init::set_stalled(false);
         }
     }
 
@@ -1033,31 +1030,45 @@ impl Supervisor {
 
     /// Wait for the stop (or end) of `tid`, up to [`TRACE_DEADLINE`] (`None` past it). An event
     /// of any other tracee is a stalled exec's (finished then) or a leftover (let go), so it is
-    /// never taken for this exec's.
+    /// never taken for this exec's. Polled, not blocking: a timer signal would need a handler
+    /// in PID 1, which the agent could then signal (and interrupt the supervisor's calls) too.
     fn wait_trace(&mut self, tid: i32) -> Option<Outcome> {
-        let deadline = Instant::now() + TRACE_DEADLINE;
+        let started = Instant::now();
+        let mut spins = 0u32;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            if let Some(alarm) = &self.alarm {
-                alarm.arm(left);
-            }
             let mut status = 0;
-            // SAFETY: waits only for this thread's tracees (it has no children).
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
-            if let Some(alarm) = &self.alarm {
-                alarm.disarm();
-            }
+            // SAFETY: this thread's tracees only (it has no children), without blocking.
+            let pid = unsafe {
+                libc::waitpid(
+                    -1,
+                    &mut status,
+                    libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
+                )
+            };
             if pid < 0 {
                 if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                     continue;
                 }
                 return Some(Outcome::Gone);
             }
-            if let Some(outcome) = self.take_event(pid, status, Some(tid)) {
-                return Some(outcome);
+            if pid > 0 {
+                if let Some(outcome) = self.take_event(pid, status, Some(tid)) {
+                    return Some(outcome);
+                }
+                continue;
+            }
+            if started.elapsed() >= TRACE_DEADLINE {
+                return None;
+            }
+            // An exec's stop comes within a few hundred microseconds: yield the CPU to it
+            // first, then sleep in growing steps.
+            spins += 1;
+            if spins < 2000 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(
+                    ((spins - 2000) as u64 * 10).min(2000),
+                ));
             }
         }
     }
@@ -1258,74 +1269,6 @@ fn outcome_of(pid: i32, status: i32) -> Option<Outcome> {
     })
 }
 
-/// A one-shot timer that interrupts a blocking system call of the thread that made it (a
-/// signal with a handler that does nothing, without `SA_RESTART`): the deadline of a `waitpid`.
-struct Alarm {
-    timer: libc::timer_t,
-}
-
-// SAFETY: the timer id is a plain handle; it is only used on the thread that made it.
-unsafe impl Send for Alarm {}
-
-extern "C" fn wake(_: libc::c_int) {}
-
-impl Alarm {
-    fn signal() -> libc::c_int {
-        libc::SIGRTMIN() + 4
-    }
-
-    fn new() -> std::io::Result<Alarm> {
-        let signal = Self::signal();
-        // SAFETY: plain sigaction/sigprocmask/timer_create calls with valid, initialised structs;
-        // the handler does nothing, so it is async-signal-safe.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = wake as *const () as usize;
-            action.sa_flags = 0; // no SA_RESTART: the wait returns EINTR
-            libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, signal);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            let mut event: libc::sigevent = std::mem::zeroed();
-            event.sigev_notify = libc::SIGEV_THREAD_ID;
-            event.sigev_signo = signal;
-            event.sigev_notify_thread_id = libc::gettid();
-            let mut timer: libc::timer_t = std::mem::zeroed();
-            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(Alarm { timer })
-        }
-    }
-
-    fn set(&self, after: Duration) {
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: after.as_secs() as libc::time_t,
-                tv_nsec: after.subsec_nanos() as libc::c_long,
-            },
-        };
-        // SAFETY: a timer this thread made, and a valid itimerspec.
-        unsafe { libc::timer_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
-    }
-
-    fn arm(&self, after: Duration) {
-        self.set(after.max(Duration::from_nanos(1)));
-    }
-
-    fn disarm(&self) {
-        self.set(Duration::ZERO);
-    }
-}
-
 fn id_valid(listener: RawFd, id: u64) -> bool {
     let mut id = id;
     // SAFETY: the ioctl reads a u64.
@@ -1357,11 +1300,26 @@ fn let_go(tid: i32, signal: i32) {
     }
 }
 
-/// Wait for a tracee that is on its way out (killed) and take its end as its tracer.
+/// Wait for a tracee that is on its way out (killed) and take its end as its tracer, for at
+/// most 100 ms: one that is not (still in the kernel) is left, and its later event is taken as
+/// a leftover (`take_event`).
 fn collect(tid: i32) {
-    let mut status = 0;
-    // SAFETY: waits for one of this thread's tracees.
-    unsafe { libc::waitpid(tid, &mut status, libc::__WALL | libc::__WNOTHREAD) };
+    let until = Instant::now() + Duration::from_millis(100);
+    while Instant::now() < until {
+        let mut status = 0;
+        // SAFETY: one of this thread's tracees, without blocking.
+        let pid = unsafe {
+            libc::waitpid(
+                tid,
+                &mut status,
+                libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
+            )
+        };
+        if pid != 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
 
 /// `PTRACE_GETEVENTMSG` of a stopped tracee (at an exec: the thread id it had).

@@ -716,12 +716,13 @@ fn a_process_named_runc_init_is_not_taken_for_the_runtime() {
     plain(&t);
     t.up(&[]);
     let agent = agent(&t);
-    // `sh init` reads the script `init`; with `exec -a` its argv is exactly ["runc", "init"].
+    // `sh init` reads the script `init`; with bash's `exec -a` its argv is exactly
+    // ["runc", "init"].
     docker(&[
         "exec",
         "-d",
         &agent,
-        "sh",
+        "bash",
         "-c",
         "printf 'sleep 20\\n' > /tmp/init; cd /tmp && exec -a runc /bin/sh init",
     ]);
