@@ -44,7 +44,12 @@ fn signal_set() -> libc::sigset_t {
 /// Block the guard's signals in the calling thread and every thread it starts afterwards: call
 /// first thing, before any thread exists. (Children get an empty mask: std resets it.)
 pub fn block_signals() {
-    let set = signal_set();
+    let mut set = signal_set();
+    // The exec supervisor's alarm (`exec::supervisor`): blocked everywhere but in the thread
+    // that unblocks it, so a process-directed one (the agent can send it to PID 1, which has a
+    // handler for it) interrupts no other thread's calls.
+    // SAFETY: `set` is an initialised sigset_t.
+    unsafe { libc::sigaddset(&mut set, crate::exec::supervisor::alarm_signal()) };
     // SAFETY: valid set, no old mask wanted.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     // No SIGCHLD when a child or a tracee stops: the exec supervisor stops one at every exec,

@@ -558,6 +558,8 @@ struct Supervisor {
     stalled: Vec<Traced>,
     /// Held while any exec is stalled (see `init::tracing`): its stop is this thread's to take.
     stalled_tracing: Option<std::sync::MutexGuard<'static, ()>>,
+    /// Interrupts the wait for a stop at its deadline (created on the supervisor's thread).
+    alarm: Option<Alarm>,
     reader: reader::Reader,
 }
 
@@ -605,11 +607,21 @@ impl Supervisor {
             allow_traced: false,
             stalled: Vec::new(),
             stalled_tracing: None,
+            alarm: None,
             reader: reader::Reader::new(),
         }
     }
 
     fn run(mut self, stop: &AtomicBool) {
+        // Without it (no timer), each exec's stop is waited for without a deadline, as before.
+        self.alarm = Alarm::new()
+            .map_err(|e| {
+                self.shared.events.emit(guard_event(
+                    "exec_alarm",
+                    [("error", format!("no deadline on the exec wait: {e}").into())],
+                ))
+            })
+            .ok();
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
         while !stop.load(Ordering::Relaxed) {
             // Stalled execs are looked at often; otherwise the loop sleeps until a notification.
@@ -1028,47 +1040,35 @@ impl Supervisor {
         }
     }
 
-    /// Wait for the stop (or end) of `tid`, up to [`TRACE_DEADLINE`] (`None` past it). An event
-    /// of any other tracee is a stalled exec's (finished then) or a leftover (let go), so it is
-    /// never taken for this exec's. Polled, not blocking: a timer signal would need a handler
-    /// in PID 1, which the agent could then signal (and interrupt the supervisor's calls) too.
+    /// Wait for the stop (or end) of `tid`, up to [`TRACE_DEADLINE`] (`None` past it; the
+    /// [`Alarm`] ends the wait). An event of any other tracee is a stalled exec's (finished
+    /// then) or a leftover (let go), so it is never taken for this exec's. (Polling instead
+    /// takes the CPU the exec needs on a small machine: docs/performance.md.)
     fn wait_trace(&mut self, tid: i32) -> Option<Outcome> {
-        let started = Instant::now();
-        let mut spins = 0u32;
+        let deadline = Instant::now() + TRACE_DEADLINE;
         loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            if let Some(alarm) = &self.alarm {
+                alarm.arm(left);
+            }
             let mut status = 0;
-            // SAFETY: this thread's tracees only (it has no children), without blocking.
-            let pid = unsafe {
-                libc::waitpid(
-                    -1,
-                    &mut status,
-                    libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
-                )
-            };
+            // SAFETY: waits only for this thread's tracees (it has no children).
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
+            let error = std::io::Error::last_os_error();
+            if let Some(alarm) = &self.alarm {
+                alarm.disarm();
+            }
             if pid < 0 {
-                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                if error.raw_os_error() == Some(libc::EINTR) {
                     continue;
                 }
                 return Some(Outcome::Gone);
             }
-            if pid > 0 {
-                if let Some(outcome) = self.take_event(pid, status, Some(tid)) {
-                    return Some(outcome);
-                }
-                continue;
-            }
-            if started.elapsed() >= TRACE_DEADLINE {
-                return None;
-            }
-            // An exec's stop comes within a few hundred microseconds: yield the CPU to it
-            // first, then sleep in growing steps.
-            spins += 1;
-            if spins < 2000 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(
-                    ((spins - 2000) as u64 * 10).min(2000),
-                ));
+            if let Some(outcome) = self.take_event(pid, status, Some(tid)) {
+                return Some(outcome);
             }
         }
     }
@@ -1269,10 +1269,94 @@ fn outcome_of(pid: i32, status: i32) -> Option<Outcome> {
     })
 }
 
+/// A timer that interrupts a blocking system call of the thread that made it (a signal with a
+/// handler that does nothing, without `SA_RESTART`): the deadline of a `waitpid`. While armed it
+/// fires again every 10 ms, so a tick that lands just before the `waitpid` does not leave it
+/// without one. The handler makes the signal deliverable to PID 1 from inside the namespace
+/// too: the agent can send it, which costs the supervisor a retry of whatever it interrupted
+/// (`respond`, `id_valid` and the receive retry on EINTR), never an exec's record.
+struct Alarm {
+    timer: libc::timer_t,
+}
+
+// SAFETY: the timer id is a plain handle; it is only used on the thread that made it.
+unsafe impl Send for Alarm {}
+
+extern "C" fn wake(_: libc::c_int) {}
+
+/// The alarm's signal (a real-time one glibc leaves free).
+pub fn alarm_signal() -> libc::c_int {
+    libc::SIGRTMIN() + 4
+}
+
+impl Alarm {
+    fn new() -> std::io::Result<Alarm> {
+        let signal = alarm_signal();
+        // SAFETY: plain sigaction/sigprocmask/timer_create calls with valid, initialised structs;
+        // the handler does nothing, so it is async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = wake as *const () as usize;
+            action.sa_flags = 0; // no SA_RESTART: the wait returns EINTR
+            libc::sigemptyset(&mut action.sa_mask);
+            if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, signal);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            let mut event: libc::sigevent = std::mem::zeroed();
+            event.sigev_notify = libc::SIGEV_THREAD_ID;
+            event.sigev_signo = signal;
+            event.sigev_notify_thread_id = libc::gettid();
+            let mut timer: libc::timer_t = std::mem::zeroed();
+            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(Alarm { timer })
+        }
+    }
+
+    fn set(&self, after: Duration, every: Duration) {
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: every.as_secs() as libc::time_t,
+                tv_nsec: every.subsec_nanos() as libc::c_long,
+            },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: after.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a timer this thread made, and a valid itimerspec.
+        unsafe { libc::timer_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
+    }
+
+    fn arm(&self, after: Duration) {
+        self.set(
+            after.max(Duration::from_nanos(1)),
+            Duration::from_millis(10),
+        );
+    }
+
+    fn disarm(&self) {
+        self.set(Duration::ZERO, Duration::ZERO);
+    }
+}
+
 fn id_valid(listener: RawFd, id: u64) -> bool {
-    let mut id = id;
-    // SAFETY: the ioctl reads a u64.
-    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID as _, &mut id) == 0 }
+    loop {
+        let mut id = id;
+        // SAFETY: the ioctl reads a u64.
+        if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID as _, &mut id) } == 0 {
+            return true;
+        }
+        // Interrupted (the alarm's signal, or one the agent sent): ask again.
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return false;
+        }
+    }
 }
 
 /// Answer a notification: continue the syscall (`errno` 0) or fail it with `errno`.
@@ -1287,8 +1371,16 @@ fn respond(listener: RawFd, id: u64, errno: i32) -> bool {
             0
         },
     };
-    // SAFETY: the ioctl reads a seccomp_notif_resp.
-    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) == 0 }
+    loop {
+        // SAFETY: the ioctl reads a seccomp_notif_resp.
+        if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND as _, &mut resp) } == 0 {
+            return true;
+        }
+        // Interrupted (the alarm's signal, or one the agent sent): send again.
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return false;
+        }
+    }
 }
 
 /// Let a stopped tracee go on (re-injecting `signal`). One that a SIGKILL has woken cannot be

@@ -1255,3 +1255,31 @@ for n in range(int(sys.argv[1])):
         }
     }
 }
+
+/// The supervisor's deadline is a timer signal, which PID 1 (the guard) therefore accepts from
+/// inside the namespace too. Root in the agent sends it as fast as it can while it runs
+/// programs: every program is still recorded, and the guard and the user's exec go on.
+#[test]
+fn the_agent_signalling_the_supervisors_alarm_loses_no_record() {
+    let t = Test::new();
+    plain(&t);
+    t.up(&[]);
+    attack(
+        &t,
+        "nohup bash -c 'end=$((SECONDS+15)); while [ $SECONDS -lt $end ]; do kill -s RTMIN+4 1 2>/dev/null; done' >/dev/null 2>&1 &",
+    )
+    .ok();
+    let run = attack(
+        &t,
+        "i=0; while [ $i -lt 300 ]; do /bin/echo alarm-$i >/dev/null; i=$((i+1)); done; echo done",
+    )
+    .ok();
+    assert!(run.stdout().contains("done"), "{}", run.describe());
+    wait_for_exec(&t, &["/bin/echo", "alarm-299"]);
+    let recorded = execs(&t)
+        .iter()
+        .filter(|e| argv(e).get(1).is_some_and(|a| a.starts_with("alarm-")))
+        .count();
+    assert_eq!(recorded, 300);
+    supervisor_still_records(&t, "after-the-alarms");
+}
