@@ -1,4 +1,4 @@
-//! `up` for a Compose config (../shared/DESIGN.md "Compose projects"): the dev service joins the
+//! `up` for a Compose config (docs/architecture.md "Compose projects"): the dev service joins the
 //! guard's network and PID namespaces; the other services sit on the project's networks, made
 //! internal (no egress unless `compose-egress` grants it); the guard is attached to them, its DNS
 //! answers their names from Docker's embedded DNS and their subnets are allowed, so the dev
