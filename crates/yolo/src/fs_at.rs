@@ -227,7 +227,7 @@ fn reopen(stack: &mut [Frame]) -> io::Result<()> {
 /// Whether the folder `depth` levels below the root keeps its descriptor while the walk is
 /// below it.
 fn kept(depth: usize) -> bool {
-    depth < HELD || depth % STRIDE == 0
+    depth < HELD || depth.is_multiple_of(STRIDE)
 }
 
 fn dir_flags(nofollow: bool) -> OFlags {
