@@ -368,31 +368,39 @@ fn copy_baseline_path(devcontainer_id: &str) -> PathBuf {
         .join(format!("{devcontainer_id}.copy.json"))
 }
 
-/// Record what the copy holds as it is made: the next sync compares with it.
+/// Record what the copy holds as it is made: the next sync compares with it. Only the files a
+/// branch made of the working tree would hold (tracked, or untracked and not ignored), as the
+/// copy's record after each sync: a file the branch then lacks is one it deletes.
 pub(crate) fn start_copy(devcontainer_id: &str, root: &Path, patterns: &[String]) -> Result<()> {
-    crate::state::write_json(
-        &copy_baseline_path(devcontainer_id),
-        &Baseline::scan(root, patterns),
-    )
+    let mut scan = Baseline::scan(root, patterns);
+    let on_branch = crate::remote::on_a_branch(root, scan.files.keys())?;
+    scan.files.retain(|path, _| on_branch.contains(path));
+    crate::state::write_json(&copy_baseline_path(devcontainer_id), &scan)
 }
 
 /// The watched files a sync brought onto the branch (`now`, only paths the branch holds)
-/// compared with what the copy held at the last sync (else when it was made, else the
-/// workspace's baseline): each added or modified one goes to the audit log and comes back to
-/// print, and `now` is the copy's new record. A file gone from the branch is not flagged:
-/// nothing of it reaches the host.
+/// compared with what the copy held at the last sync (else when it was made): each added,
+/// modified or deleted one goes to the audit log and comes back to print, and `now` is the
+/// copy's new record. Without a record of the copy (made by an older yolo) the workspace's
+/// own baseline stands in, and a file the branch lacks is not flagged: that baseline also
+/// holds ignored files, which never reach a branch.
 pub(crate) fn report_copy(
     devcontainer_id: &str,
     now: &Baseline,
     writer: Option<&Writer>,
 ) -> Result<Report> {
     let path = copy_baseline_path(devcontainer_id);
-    let mut old = crate::digest::read_to_string(&path)
+    let copy = crate::digest::read_to_string(&path)
         .ok()
-        .and_then(|text| serde_json::from_str::<Baseline>(&text).ok())
-        .or_else(|| Baseline::load(devcontainer_id))
-        .unwrap_or_default();
-    old.files.retain(|p, _| now.files.contains_key(p));
+        .and_then(|text| serde_json::from_str::<Baseline>(&text).ok());
+    let old = match copy {
+        Some(old) => old,
+        None => {
+            let mut old = Baseline::load(devcontainer_id).unwrap_or_default();
+            old.files.retain(|p, _| now.files.contains_key(p));
+            old
+        }
+    };
     let report = compare(&old, now, writer)?;
     crate::state::write_json(&path, now)?;
     Ok(report)
