@@ -502,14 +502,7 @@ impl Engine {
 impl Engine {
     /// A container's name (without Docker's leading `/`).
     pub(crate) async fn container_name(&self, id: &str) -> Result<String> {
-        let info = self
-            .docker
-            .inspect_container(
-                id,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            )
-            .await
-            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        let info = self.inspect_raw(id).await?;
         Ok(info
             .name
             .unwrap_or_default()

@@ -483,11 +483,7 @@ impl Engine {
     }
     /// Where container `id` mounts volume `name`, if it does.
     pub(crate) async fn volume_mount_point(&self, id: &str, name: &str) -> Result<Option<String>> {
-        let details = self
-            .docker
-            .inspect_container(id, None::<InspectContainerOptions>)
-            .await
-            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        let details = self.inspect_raw(id).await?;
         Ok(details
             .mounts
             .unwrap_or_default()
