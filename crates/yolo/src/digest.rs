@@ -75,7 +75,16 @@ pub(crate) fn file(path: &Path, keep: u64) -> std::io::Result<FileDigest> {
 /// size, inode and change time. One look at many files shares a budget, so that a thousand
 /// sparse 64 MiB files the agent made cost the host no more than one.
 pub(crate) fn file_within(path: &Path, keep: u64, budget: &mut u64) -> std::io::Result<FileDigest> {
-    let mut file = open_regular(path)?;
+    open_within(open_regular(path)?, keep, budget)
+}
+
+/// `file_within` of a file already opened (through `open_regular` or
+/// `fs_at::open_regular_at`).
+pub(crate) fn open_within(
+    mut file: std::fs::File,
+    keep: u64,
+    budget: &mut u64,
+) -> std::io::Result<FileDigest> {
     let meta = file.metadata()?;
     let len = meta.len();
     if len > MAX_HASHED || len > *budget {

@@ -2,6 +2,7 @@
 //! where (file, line, property), and what to do about it. `code()` is the process exit status,
 //! from BSD's sysexits where one fits; docs/configuration.md ("Exit codes") lists them.
 
+use crate::visible::escape_controls;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -86,6 +87,14 @@ pub(crate) enum Error {
     Conflict(String),
     /// Anything else, already phrased for a human.
     Other(String),
+    /// `error`, then lines of text it quotes (a container's last output, the configs found),
+    /// each on its own indented line under `heading`. The one way an error spans lines: a
+    /// line break inside any other value is shown escaped.
+    WithLines {
+        error: Box<Error>,
+        heading: String,
+        lines: Vec<String>,
+    },
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
@@ -121,6 +130,7 @@ impl Error {
             Error::Io { .. } => 74,
             Error::Interrupted { signal, .. } => signal.exit_code(),
             Error::Other(_) => 1,
+            Error::WithLines { error, .. } => error.code(),
         }
     }
 
@@ -158,13 +168,38 @@ impl Error {
     pub(crate) fn other(message: impl Into<String>) -> Self {
         Error::Other(message.into())
     }
+
+    /// This error with `lines` it quotes (each escaped, one per line) under `heading`.
+    pub(crate) fn with_lines(
+        self,
+        heading: impl Into<String>,
+        lines: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Error::WithLines {
+            error: Box::new(self),
+            heading: heading.into(),
+            lines: lines.into_iter().map(Into::into).collect(),
+        }
+    }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Every value here may be the repository's, the container's or the engine's (a
+        // devcontainer.json value, a file name, compose or guard output): each goes through the
+        // one escaping, newlines included, so no constructor can forget it and no value can
+        // start a line of its own. The only line breaks are the ones written here.
+        let v = |text: &str| escape_controls(text);
+        let p = |path: &std::path::Path| escape_controls(&path.display().to_string());
         match self {
-            Error::Config { file, line, column, property, message } => {
-                write!(f, "{}", file.display())?;
+            Error::Config {
+                file,
+                line,
+                column,
+                property,
+                message,
+            } => {
+                write!(f, "{}", p(file))?;
                 if let Some(line) = line {
                     write!(f, ":{line}")?;
                     if let Some(column) = column {
@@ -173,20 +208,30 @@ impl fmt::Display for Error {
                 }
                 write!(f, ": ")?;
                 if let Some(property) = property.as_deref().filter(|p| !p.is_empty() && *p != ".") {
-                    write!(f, "\"{property}\": ")?;
+                    write!(f, "\"{}\": ", v(property))?;
                 }
-                write!(f, "{message}")
+                write!(f, "{}", v(message))
             }
-            Error::Discovery(message) | Error::NotFound(message) => write!(f, "{message}"),
+            Error::Discovery(message) | Error::NotFound(message) => write!(f, "{}", v(message)),
             Error::Exists(path) => write!(
                 f,
                 "{} already exists; pass --force to overwrite it",
-                path.display()
+                p(path)
             ),
-            Error::Refused { file, property, value, reason, grant } => write!(
+            Error::Refused {
+                file,
+                property,
+                value,
+                reason,
+                grant,
+            } => write!(
                 f,
-                "{}: \"{property}\" asks for {value}: {reason}; yolo refuses it unless you grant it: {grant}",
-                file.display()
+                "{}: \"{}\" asks for {}: {}; yolo refuses it unless you grant it: {}",
+                p(file),
+                v(property),
+                v(value),
+                v(reason),
+                v(grant)
             ),
             Error::RefusedMany { refusals, grants } => {
                 write!(f, "{} requests need a grant:", refusals.len())?;
@@ -196,34 +241,84 @@ impl fmt::Display for Error {
                 if grants.is_empty() {
                     return Ok(());
                 }
-                let flags: Vec<String> =
-                    grants.iter().map(|g| format!("--grant {}", shell_word(g))).collect();
+                let flags: Vec<String> = grants
+                    .iter()
+                    .map(|g| format!("--grant {}", v(&shell_word(g))))
+                    .collect();
                 write!(f, "\n  the grants they need: {}", flags.join(" "))
             }
-            Error::Forbidden { file, property, value, reason } => {
-                write!(f, "{}: \"{property}\" asks for {value}: {reason}", file.display())
+            Error::Forbidden {
+                file,
+                property,
+                value,
+                reason,
+            } => {
+                write!(
+                    f,
+                    "{}: \"{}\" asks for {}: {}",
+                    p(file),
+                    v(property),
+                    v(value),
+                    v(reason)
+                )
             }
-            Error::Unsupported { file, property, message } => {
-                write!(f, "{}: \"{property}\" is not supported yet: {message}", file.display())
+            Error::Unsupported {
+                file,
+                property,
+                message,
+            } => {
+                write!(
+                    f,
+                    "{}: \"{}\" is not supported yet: {}",
+                    p(file),
+                    v(property),
+                    v(message)
+                )
             }
-            Error::Docker { action, message, hint } => {
-                write!(f, "docker: {action} failed: {message}")?;
+            Error::Docker {
+                action,
+                message,
+                hint,
+            } => {
+                write!(f, "docker: {} failed: {}", v(action), v(message))?;
                 if let Some(hint) = hint {
-                    write!(f, "\n  hint: {hint}")?;
+                    write!(f, "\n  hint: {}", v(hint))?;
                 }
                 Ok(())
             }
-            Error::NotRunning(message) | Error::Unavailable(message) => write!(f, "{message}"),
-            Error::Hook { name, code } => write!(f, "{name} failed with exit code {code}"),
-            Error::CommandFailed(message) | Error::Conflict(message) => write!(f, "{message}"),
-            Error::NotApproved(message) => write!(f, "{message}"),
-            Error::UserConfig { file, message } => write!(f, "{}: {message}", file.display()),
-            Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            Error::Interrupted { signal, stopped: None } => write!(f, "interrupted ({})", signal.name()),
-            Error::Interrupted { signal, stopped: Some(what) } => {
-                write!(f, "interrupted ({}); stopped {what} in the container", signal.name())
+            Error::NotRunning(message) | Error::Unavailable(message) => write!(f, "{}", v(message)),
+            Error::Hook { name, code } => write!(f, "{} failed with exit code {code}", v(name)),
+            Error::CommandFailed(message) | Error::Conflict(message) => write!(f, "{}", v(message)),
+            Error::NotApproved(message) => write!(f, "{}", v(message)),
+            Error::UserConfig { file, message } => write!(f, "{}: {}", p(file), v(message)),
+            Error::Io { path, source } => write!(f, "{}: {}", p(path), v(&source.to_string())),
+            Error::Interrupted {
+                signal,
+                stopped: None,
+            } => write!(f, "interrupted ({})", signal.name()),
+            Error::Interrupted {
+                signal,
+                stopped: Some(what),
+            } => {
+                write!(
+                    f,
+                    "interrupted ({}); stopped {} in the container",
+                    signal.name(),
+                    v(what)
+                )
             }
-            Error::Usage(message) | Error::Other(message) => write!(f, "{message}"),
+            Error::Usage(message) | Error::Other(message) => write!(f, "{}", v(message)),
+            Error::WithLines {
+                error,
+                heading,
+                lines,
+            } => {
+                write!(f, "{error}\n  {}:", v(heading))?;
+                for line in lines {
+                    write!(f, "\n    {}", v(line))?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod engine;
 pub(crate) mod env_file;
 pub(crate) mod error;
 pub(crate) mod firewall;
+pub(crate) mod fs_at;
 pub(crate) mod interrupt;
 pub(crate) mod k8s;
 pub(crate) mod lock;

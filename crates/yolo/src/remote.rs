@@ -1,6 +1,6 @@
 //! The remote path's local half: with an engine on another machine (`engine::remote`) the
 //! repository cannot be bind-mounted, so it is copied, with its `.git`, into a named volume
-//! (`to_volume` rewrites the RunSpec, `pack` makes the tar), and the agent's work comes back as
+//! (`to_volume` rewrites the RunSpec, `pack_into` streams the tar), and the agent's work comes back as
 //! a branch of the local repository (`bring_back`). No Docker here: `commands::sync` moves the
 //! tars.
 //!
@@ -157,15 +157,95 @@ fn not_a_repository(workspace: &Path, why: &str) -> Error {
     ))
 }
 
-/// The workspace folder as a tar whose entries are relative (`upload_tar` unpacks it into the
-/// mount point), `.git` included; symlinks stored as links.
-pub(crate) fn pack(workspace: &Path) -> Result<Vec<u8>> {
-    let mut tar = tar::Builder::new(Vec::new());
+/// The workspace folder written to `out` as a tar whose entries are relative (the engine
+/// unpacks it into the mount point), `.git` included, symlinks stored as links, entry by entry
+/// as it is read: never the whole archive in memory. Within `limits`, as `yolo sync` takes the
+/// copy back: a working tree file over `max_file` is left out (returned, to be named), and an
+/// archive past `max_total` stops the copy with an error.
+pub(crate) fn pack_into(
+    workspace: &Path,
+    out: &mut dyn std::io::Write,
+    limits: SyncLimits,
+) -> Result<Vec<Skipped>> {
+    let mut counted = Counted {
+        inner: out,
+        written: 0,
+    };
+    let mut tar = tar::Builder::new(&mut counted);
     tar.follow_symlinks(false);
     tar.mode(tar::HeaderMode::Complete);
-    tar.append_dir_all(".", workspace)
-        .map_err(|e| Error::io(workspace, e))?;
-    tar.into_inner().map_err(|e| Error::io(workspace, e))
+    let mut skipped = Vec::new();
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e| Error::io(path, e)
+    };
+    // Depth first, as `tar::Builder::append_dir_all` goes, with the limits between entries.
+    let mut stack = vec![workspace.to_path_buf()];
+    while let Some(src) = stack.pop() {
+        let rel = src.strip_prefix(workspace).unwrap_or(&src).to_path_buf();
+        let dest = Path::new(".").join(&rel);
+        // The root as the folder it names; below it, links are entries of their own.
+        let meta = if rel.as_os_str().is_empty() {
+            std::fs::metadata(&src)
+        } else {
+            std::fs::symlink_metadata(&src)
+        }
+        .map_err(io(&src))?;
+        let shown = || crate::visible::escape_controls(&rel.to_string_lossy());
+        let in_git = rel.components().next() == Some(std::path::Component::Normal(".git".as_ref()));
+        if meta.is_file() && meta.len() > limits.max_file && !in_git {
+            skipped.push(Skipped {
+                path: rel.to_string_lossy().into_owned(),
+                size: meta.len(),
+            });
+            continue;
+        }
+        let size = if meta.is_file() { meta.len() } else { 0 };
+        if tar.get_ref().written + size + 1024 > limits.max_total {
+            return Err(Error::Unavailable(format!(
+                "the repository is larger than {} (at {}), the most yolo copies into the remote engine's volume ([workspace] sync_max_total); nothing was copied. Remove what is large from the folder, or raise sync_max_total in your yolo config",
+                size_words(limits.max_total),
+                shown()
+            )));
+        }
+        if meta.is_dir() {
+            let mut entries = Vec::new();
+            for entry in std::fs::read_dir(&src).map_err(io(&src))? {
+                entries.push(entry.map_err(io(&src))?.path());
+            }
+            // Popped in name order.
+            entries.sort_by(|a, b| b.cmp(a));
+            stack.extend(entries);
+            tar.append_dir(&dest, &src).map_err(io(&src))?;
+        } else if meta.is_file() {
+            // Opened, not looked up again: the header's size is the file's as opened.
+            let mut file = std::fs::File::open(&src).map_err(io(&src))?;
+            tar.append_file(&dest, &mut file).map_err(io(&src))?;
+        } else {
+            // A link (stored as a link) or a FIFO, socket or device (its header only).
+            tar.append_path_with_name(&src, &dest).map_err(io(&src))?;
+        }
+    }
+    tar.finish().map_err(io(workspace))?;
+    Ok(skipped)
+}
+
+/// A writer counting what goes through it.
+struct Counted<'a> {
+    inner: &'a mut dyn std::io::Write,
+    written: u64,
+}
+
+impl std::io::Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// What `bring_back` did to the branch.
@@ -264,6 +344,43 @@ fn keep_on_branch(repo: &Path, written: &str, watched: &mut Baseline) -> Result<
         .files
         .retain(|path, _| on_branch.contains(path.as_bytes()));
     Ok(())
+}
+
+/// Which of `paths` (relative to the repository at `repo`) a branch made of its working tree
+/// would hold: tracked, or untracked and not ignored (what `worktree_tree` adds).
+pub(crate) fn on_a_branch<'a>(
+    repo: &Path,
+    paths: impl Iterator<Item = &'a String>,
+) -> Result<std::collections::HashSet<String>> {
+    let wanted: std::collections::HashSet<&[u8]> = paths.map(|p| p.as_bytes()).collect();
+    if wanted.is_empty() {
+        return Ok(Default::default());
+    }
+    // The whole list, filtered here: the paths can be many and long (past PATH_MAX), more than
+    // a command line takes.
+    let out = git(repo)
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .output()
+        .map_err(git_missing)?;
+    if !out.status.success() {
+        return Err(Error::Unavailable(format!(
+            "git cannot list the files of {}: {}",
+            repo.display(),
+            crate::visible::escape_controls(String::from_utf8_lossy(&out.stderr).trim())
+        )));
+    }
+    Ok(out
+        .stdout
+        .split(|&b| b == 0)
+        .filter(|p| wanted.contains(p))
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect())
 }
 
 /// The branch's name is yolo's own, but checked as git would.
@@ -842,6 +959,54 @@ mod tests {
             .to_string();
         assert!(
             message.contains("larger than 64 MiB (at sparse.img)"),
+            "{message}"
+        );
+        assert!(message.contains("sync_max_total"), "{message}");
+    }
+
+    /// The first copy streams: a sparse file over `max_file` is left out by name (never read),
+    /// one under it but over `max_total` stops the copy, and what is written is a tar of the
+    /// rest, `.git` included.
+    #[test]
+    fn the_first_copy_leaves_out_what_is_too_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
+        std::fs::write(ws.join(".git/objects/pack"), vec![7u8; 3 << 20]).unwrap();
+        std::fs::write(ws.join("Makefile"), "all:\n").unwrap();
+        std::os::unix::fs::symlink("Makefile", ws.join("link")).unwrap();
+        std::fs::File::create(ws.join("disk.img"))
+            .unwrap()
+            .set_len(2 << 30)
+            .unwrap();
+        let mut out = Vec::new();
+        let skipped = pack_into(ws, &mut out, LIMITS).unwrap();
+        assert_eq!(
+            skipped,
+            [Skipped {
+                path: "disk.img".into(),
+                size: 2 << 30
+            }]
+        );
+        let mut names = Vec::new();
+        for entry in tar::Archive::new(&out[..]).entries().unwrap() {
+            let entry = entry.unwrap();
+            names.push(entry.path().unwrap().to_string_lossy().into_owned());
+        }
+        for name in [".git/objects/pack", "Makefile", "link"] {
+            assert!(names.iter().any(|n| n == name), "{name}: {names:?}");
+        }
+        // A `.git` file past `max_file` is never left out; past the total, nothing goes.
+        let limits = SyncLimits {
+            max_file: 1 << 20,
+            max_total: 2 << 20,
+        };
+        let message = pack_into(ws, &mut std::io::sink(), limits)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains("larger than 2 MiB (at .git/objects/pack)"),
             "{message}"
         );
         assert!(message.contains("sync_max_total"), "{message}");

@@ -369,27 +369,20 @@ mod tests {
     fn exec(result: &str, exit_code: Option<i64>) -> Event {
         Event::now(
             "s",
-            EventKind::Exec {
+            crate::audit::testing::Exec {
                 id: 1,
                 pid: 42,
                 ppid: 7,
                 uid: 1000,
-                gid: 1000,
-                path: "/usr/local/bin/sleep".into(),
+                path: "/usr/local/bin/sleep",
                 exe: None,
-                argv: vec!["sleep".into(), "1".into()],
-                cwd: "/workspace".into(),
-                result: result.into(),
-                argv_rewritten: false,
-                truncated: false,
-                argc: None,
-                sha256: None,
-                loader_env: Vec::new(),
-                ld_so_preload: false,
-                pending_signals: Vec::new(),
+                argv: &["sleep", "1"],
+                result,
                 exit_code,
                 duration_ms: exit_code.map(|_| 5),
-            },
+                ..Default::default()
+            }
+            .kind(),
         )
     }
 

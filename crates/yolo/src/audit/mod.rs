@@ -7,6 +7,8 @@ pub(crate) mod cast;
 pub(crate) mod line;
 pub(crate) mod reader;
 pub(crate) mod report;
+#[cfg(test)]
+pub(crate) mod testing;
 pub(crate) mod writer;
 
 pub(crate) use event::{Event, EventKind};

@@ -380,27 +380,13 @@ mod tests {
     fn exec(id: u64, pid: i32) -> Event {
         Event::now(
             "s",
-            EventKind::Exec {
+            crate::audit::testing::Exec {
                 id,
                 pid,
-                ppid: 1,
-                uid: 0,
-                gid: 0,
-                path: "/bin/true".into(),
-                exe: Some("/usr/bin/true".into()),
-                argv: vec!["true".into()],
-                cwd: "/workspace".into(),
-                result: "ok".into(),
-                argv_rewritten: false,
-                truncated: false,
-                argc: None,
-                sha256: None,
-                loader_env: Vec::new(),
-                ld_so_preload: false,
-                pending_signals: Vec::new(),
-                exit_code: None,
-                duration_ms: None,
-            },
+                path: "/bin/true",
+                ..Default::default()
+            }
+            .kind(),
         )
     }
 

@@ -640,27 +640,20 @@ mod tests {
     }
 
     fn exec(id: u64, pid: i32, ppid: i32, argv: &[&str], exit_code: Option<i64>) -> EventKind {
-        EventKind::Exec {
+        let path = format!("/usr/bin/{}", argv[0]);
+        crate::audit::testing::Exec {
             id,
             pid,
             ppid,
             uid: 1000,
-            gid: 1000,
-            path: format!("/usr/bin/{}", argv[0]),
-            exe: Some(format!("/usr/bin/{}", argv[0])),
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            cwd: "/workspace".into(),
-            result: "ok".into(),
-            argv_rewritten: false,
-            truncated: false,
-            argc: None,
-            sha256: None,
-            loader_env: Vec::new(),
-            ld_so_preload: false,
-            pending_signals: Vec::new(),
+            path: &path,
+            exe: Some(&path),
+            argv,
             exit_code,
             duration_ms: exit_code.map(|_| 5),
+            ..Default::default()
         }
+        .kind()
     }
 
     fn dns(name: &str, decision: &str, count: Option<u64>) -> EventKind {

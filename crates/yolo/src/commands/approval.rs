@@ -474,9 +474,10 @@ fn ask(project: &Project, change: &str) -> Result<()> {
         return Ok(());
     }
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        return Err(Error::NotApproved(format!(
-            "the repository's dev container config changed since you last approved it:\n{change}\nyolo refuses to continue without your approval: review the change, then run again with --accept-config (or answer yes in a terminal)"
-        )));
+        return Err(Error::NotApproved(
+            "the repository's dev container config changed since you last approved it; yolo refuses to continue without your approval: review the change, then run again with --accept-config (or answer yes in a terminal)".into(),
+        )
+        .with_lines("the change", change.lines()));
     }
     eprintln!("The dev container config changed since you last approved it:\n{change}");
     let yes = dialoguer::Confirm::new()

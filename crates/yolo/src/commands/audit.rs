@@ -258,27 +258,17 @@ mod tests {
     fn an_event_is_one_line_whatever_the_agent_put_in_it() {
         let event = Event::now(
             "s",
-            EventKind::Exec {
+            crate::audit::testing::Exec {
                 id: 1,
-                pid: 2,
-                ppid: 1,
-                uid: 0,
-                gid: 0,
-                path: "/bin/echo".into(),
-                exe: Some("/usr/bin/echo".into()),
-                argv: vec!["/bin/echo".into(), "a\nb\x1b]52;c;eA==\x07".into()],
-                cwd: "/tmp/x\n2026-01-01 00:00:00.000 notice        all clear\x1b[2J".into(),
-                result: "ok".into(),
-                argv_rewritten: false,
-                truncated: false,
-                argc: None,
-                sha256: None,
-                loader_env: Vec::new(),
-                ld_so_preload: false,
-                pending_signals: Vec::new(),
+                path: "/bin/echo",
+                exe: Some("/usr/bin/echo"),
+                argv: &["/bin/echo", "a\nb\x1b]52;c;eA==\x07"],
+                cwd: "/tmp/x\n2026-01-01 00:00:00.000 notice        all clear\x1b[2J",
                 exit_code: Some(0),
                 duration_ms: Some(1),
-            },
+                ..Default::default()
+            }
+            .kind(),
         );
         let line = Filter::default().line(&event, false).unwrap();
         assert!(!line.contains('\n') && !line.contains('\x1b'), "{line:?}");

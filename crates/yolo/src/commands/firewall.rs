@@ -414,27 +414,14 @@ mod tests {
     }
 
     fn exec(argv: &[&str], exe: &str, result: &str) -> EventKind {
-        EventKind::Exec {
-            id: 0,
-            pid: 2,
-            ppid: 1,
-            uid: 0,
-            gid: 0,
-            path: exe.into(),
-            exe: Some(exe.into()),
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            cwd: "/workspace".into(),
-            result: result.into(),
-            argv_rewritten: false,
-            truncated: false,
-            argc: None,
-            sha256: None,
-            loader_env: Vec::new(),
-            ld_so_preload: false,
-            pending_signals: Vec::new(),
-            exit_code: None,
-            duration_ms: None,
+        crate::audit::testing::Exec {
+            path: exe,
+            exe: Some(exe),
+            argv,
+            result,
+            ..Default::default()
         }
+        .kind()
     }
 
     fn file(path: &str, sensitive: bool, count: Option<u64>) -> EventKind {

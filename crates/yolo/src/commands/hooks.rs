@@ -192,15 +192,15 @@ async fn stopped(engine: &Engine, project: &Project, id: &str) -> Error {
         .unwrap_or_default();
     let logs = engine.logs_tail(id, 10).await;
     Error::CommandFailed(format!(
-        "the container {} stopped right after it started (exit code {code}); {}\n  its last output:\n    {}",
+        "the container {} stopped right after it started (exit code {code}); {}",
         project.spec.container_name,
         if project.spec.override_command {
             "check the image's entrypoint"
         } else {
             "with \"overrideCommand\": false the image's own command must keep running (or drop that setting)"
         },
-        logs.join("\n    ")
     ))
+    .with_lines("its last output", logs)
 }
 
 /// One-time root setup in a new container: match the remote user's uid/gid to the host user's

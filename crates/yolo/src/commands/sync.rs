@@ -63,23 +63,34 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
         return Ok(());
     }
     let workspace = spec.workspace.clone();
-    let tar = tokio::task::spawn_blocking(move || remote::pack(&workspace))
-        .await
-        .map_err(|e| Error::other(format!("copying the repository stopped: {e}")))??;
+    let limits = Taking::from_config()?.limits;
     eprintln!(
-        "{} copying {} into the volume {volume} ({} KiB): the engine is remote",
+        "{} copying {} into the volume {volume}: the engine is remote",
         console::style("yolo:").bold(),
         spec.workspace.display(),
-        tar.len() / 1024
     );
     engine.create_volume(volume, &spec.devcontainer_id).await?;
-    if let Err(e) = engine
-        .fill_volume(volume, &spec.devcontainer_id, image, tar)
-        .await
-    {
-        // Half a copy is no copy: the next `up` makes it again.
-        let _ = engine.remove_volume(volume).await;
-        return Err(e);
+    let copied = engine
+        .fill_volume_with(volume, &spec.devcontainer_id, image, move |out| {
+            remote::pack_into(&workspace, out, limits)
+        })
+        .await;
+    let skipped = match copied {
+        Ok(skipped) => skipped,
+        Err(e) => {
+            // Half a copy is no copy: the next `up` makes it again.
+            let _ = engine.remove_volume(volume).await;
+            return Err(e);
+        }
+    };
+    for s in &skipped {
+        eprintln!(
+            "{} {} ({}) was left out of the copy: it is larger than {}, the largest file yolo copies to the remote engine ([workspace] sync_max_file); the agent does not see it, and if git tracks it, the branch `yolo sync` writes records it as deleted",
+            console::style("warning:").yellow().bold(),
+            crate::visible::escape_controls(&s.path),
+            remote::size_words(s.size),
+            remote::size_words(limits.max_file)
+        );
     }
     // What the copy holds of the files the host runs: the first sync compares with it.
     if let Err(e) = super::watched::start_copy(

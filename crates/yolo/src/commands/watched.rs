@@ -28,8 +28,9 @@
 //! The walk (the `ignore` crate, with every ignore rule off: `.gitignore` and `.ignore` are the
 //! agent's to write, so they must not decide what is seen) skips only the root `.git` and
 //! `node_modules` folders, and stops after `MAX_ENTRIES` entries, which the summary then says.
-//! A folder it cannot read (unreadable, or deeper than the system's `PATH_MAX`) makes the look
-//! incomplete too, and the notice names the first of them.
+//! The walk and the look at each file go folder by folder through descriptors (`fs_at`), so
+//! files deeper than the system's `PATH_MAX` are compared like any other. A folder it cannot
+//! read makes the look incomplete too, and the notice names the first of them.
 
 use crate::audit::{EventKind, Writer};
 use crate::error::Result;
@@ -367,31 +368,39 @@ fn copy_baseline_path(devcontainer_id: &str) -> PathBuf {
         .join(format!("{devcontainer_id}.copy.json"))
 }
 
-/// Record what the copy holds as it is made: the next sync compares with it.
+/// Record what the copy holds as it is made: the next sync compares with it. Only the files a
+/// branch made of the working tree would hold (tracked, or untracked and not ignored), as the
+/// copy's record after each sync: a file the branch then lacks is one it deletes.
 pub(crate) fn start_copy(devcontainer_id: &str, root: &Path, patterns: &[String]) -> Result<()> {
-    crate::state::write_json(
-        &copy_baseline_path(devcontainer_id),
-        &Baseline::scan(root, patterns),
-    )
+    let mut scan = Baseline::scan(root, patterns);
+    let on_branch = crate::remote::on_a_branch(root, scan.files.keys())?;
+    scan.files.retain(|path, _| on_branch.contains(path));
+    crate::state::write_json(&copy_baseline_path(devcontainer_id), &scan)
 }
 
 /// The watched files a sync brought onto the branch (`now`, only paths the branch holds)
-/// compared with what the copy held at the last sync (else when it was made, else the
-/// workspace's baseline): each added or modified one goes to the audit log and comes back to
-/// print, and `now` is the copy's new record. A file gone from the branch is not flagged:
-/// nothing of it reaches the host.
+/// compared with what the copy held at the last sync (else when it was made): each added,
+/// modified or deleted one goes to the audit log and comes back to print, and `now` is the
+/// copy's new record. Without a record of the copy (made by an older yolo) the workspace's
+/// own baseline stands in, and a file the branch lacks is not flagged: that baseline also
+/// holds ignored files, which never reach a branch.
 pub(crate) fn report_copy(
     devcontainer_id: &str,
     now: &Baseline,
     writer: Option<&Writer>,
 ) -> Result<Report> {
     let path = copy_baseline_path(devcontainer_id);
-    let mut old = crate::digest::read_to_string(&path)
+    let copy = crate::digest::read_to_string(&path)
         .ok()
-        .and_then(|text| serde_json::from_str::<Baseline>(&text).ok())
-        .or_else(|| Baseline::load(devcontainer_id))
-        .unwrap_or_default();
-    old.files.retain(|p, _| now.files.contains_key(p));
+        .and_then(|text| serde_json::from_str::<Baseline>(&text).ok());
+    let old = match copy {
+        Some(old) => old,
+        None => {
+            let mut old = Baseline::load(devcontainer_id).unwrap_or_default();
+            old.files.retain(|p, _| now.files.contains_key(p));
+            old
+        }
+    };
     let report = compare(&old, now, writer)?;
     crate::state::write_json(&path, now)?;
     Ok(report)
@@ -405,7 +414,7 @@ fn incomplete_text(left_out: &[String]) -> String {
     }
     let named: Vec<String> = left_out.iter().map(|l| escape_controls(l)).collect();
     format!(
-        "yolo could not look into these folders of the workspace (unreadable, or deeper than the system's path limit), and the files your host runs there are not checked: {}",
+        "yolo could not look into these folders of the workspace (unreadable, or changed while it looked), and the files your host runs there are not checked: {}",
         named.join(", ")
     )
 }
@@ -512,58 +521,12 @@ struct Walk {
 
 /// Walk `root` once, in name order (so a walk stopped at a cap stops at the same place each
 /// time): the paths the patterns match, and every nested `.git` (recorded, not descended into).
+/// The walk is descriptor-relative (`fs_at`): folders deeper than the system's `PATH_MAX` are
+/// walked too.
 fn walk(root: &Path, patterns: &[String]) -> Walk {
-    use std::sync::{Arc, Mutex};
+    use crate::fs_at::{Kind, Step};
     let set = globs(patterns);
-    let nested: Arc<Mutex<Vec<String>>> = Arc::default();
-    let record = Arc::clone(&nested);
-    let top = root.to_path_buf();
-    let walker = ignore::WalkBuilder::new(root)
-        .standard_filters(false)
-        .follow_links(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(move |e| {
-            let name = e.file_name();
-            if name == "HEAD" && e.depth() >= 1 {
-                // A folder git takes for a repository (bare-style): recorded with its config.
-                // The workspace's root too: with its `.git` broken (its HEAD removed, which
-                // the agent can do), git falls back to the root itself.
-                let dir = e.path().parent();
-                if let Some((dir, config)) = dir.and_then(|d| Some((d, git_dir_config(d)?))) {
-                    if let Ok(rel) = dir.strip_prefix(&top) {
-                        let mut found = record.lock().unwrap_or_else(|p| p.into_inner());
-                        // The root is named by its HEAD file.
-                        let shown = if rel.as_os_str().is_empty() {
-                            "HEAD".to_string()
-                        } else {
-                            rel.to_string_lossy().into_owned()
-                        };
-                        found.push(shown);
-                        // Its `commondir`'s config when it names one inside the workspace.
-                        let config = config.canonicalize().unwrap_or(config);
-                        let root = top.canonicalize().unwrap_or_else(|_| top.clone());
-                        match config.strip_prefix(&root) {
-                            Ok(c) => found.push(c.to_string_lossy().into_owned()),
-                            Err(_) => found.push(rel.join("config").to_string_lossy().into_owned()),
-                        }
-                    }
-                }
-            }
-            if name == ".git" && e.depth() > 1 {
-                // That it is there at all (a folder or a pointer file), and the config git reads.
-                if let Ok(rel) = e.path().strip_prefix(&top) {
-                    let mut found = record.lock().unwrap_or_else(|p| p.into_inner());
-                    found.push(rel.to_string_lossy().into_owned());
-                    if e.file_type().is_some_and(|t| t.is_dir()) {
-                        found.push(rel.join("config").to_string_lossy().into_owned());
-                    }
-                }
-                return false;
-            }
-            let top_git = e.depth() == 1 && name == ".git";
-            !top_git && !SKIPPED.iter().any(|s| name == *s)
-        })
-        .build();
+    let mut nested = Vec::new();
     let folders = folder_globs(patterns);
     let root_real = root.canonicalize().ok();
     let mut matched = std::collections::BTreeSet::new();
@@ -571,82 +534,101 @@ fn walk(root: &Path, patterns: &[String]) -> Walk {
     // Entries looked at below links count against the same cap: a thousand links to the root
     // must not make a thousand walks of it.
     let mut below_links = 0usize;
+    let mut seen = 0usize;
     let mut left_out = Vec::new();
-    let entries = walker.filter_map(|entry| match entry {
-        Ok(entry) => Some(entry),
-        Err(e) => {
-            // A folder the walk cannot read: what is below it is not checked, so the look is
-            // incomplete and says where.
-            if let Some(path) = error_path(&e) {
-                let rel = path.strip_prefix(root).unwrap_or(path);
-                let rel = rel.to_string_lossy().into_owned();
-                if left_out.len() < NAMED && !left_out.contains(&rel) {
-                    left_out.push(rel);
+    crate::fs_at::walk(
+        root,
+        MAX_ENTRIES,
+        |e| {
+            let name = e.name;
+            if name == "HEAD" {
+                // A folder git takes for a repository (bare-style): recorded with its config.
+                // The workspace's root too: with its `.git` broken (its HEAD removed, which
+                // the agent can do), git falls back to the root itself.
+                let rel = e.rel.parent().unwrap_or(Path::new(""));
+                if let Some(config) = git_dir_config(e.dir, &root.join(rel)) {
+                    // The root is named by its HEAD file.
+                    let shown = if rel.as_os_str().is_empty() {
+                        "HEAD".to_string()
+                    } else {
+                        rel.to_string_lossy().into_owned()
+                    };
+                    nested.push(shown);
+                    // Its `commondir`'s config when it names one inside the workspace.
+                    let config = config.canonicalize().unwrap_or(config);
+                    let real = root_real.clone().unwrap_or_else(|| root.to_path_buf());
+                    match config.strip_prefix(&real) {
+                        Ok(c) => nested.push(c.to_string_lossy().into_owned()),
+                        Err(_) => nested.push(rel.join("config").to_string_lossy().into_owned()),
+                    }
                 }
             }
-            None
-        }
-    });
-    for (seen, entry) in entries.enumerate() {
-        if seen + below_links >= MAX_ENTRIES || matched.len() >= MAX_FILES {
-            complete = false;
-            break;
-        }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        if entry.file_type().is_some_and(|t| t.is_dir()) {
-            continue;
-        }
-        if set.is_match(rel) {
-            matched.insert(rel.to_string_lossy().into_owned());
-        }
-        // A link where a watched folder would be (`.cargo -> tools/cargo`): the walk does not
-        // follow links, but the host's tools do. The link itself is watched, and so is what
-        // the patterns match below it, by the path the host uses.
-        if entry.path_is_symlink() && folders.is_match(rel) {
-            matched.insert(rel.to_string_lossy().into_owned());
-            // Below it only when it leads into the mounted folder: a link elsewhere is read
-            // on this host (`.cargo -> /`), and its being there is the news.
-            let inside = entry.path().canonicalize().is_ok_and(|target| {
-                target.is_dir() && root_real.as_ref().is_some_and(|r| target.starts_with(r))
-            });
-            if inside {
-                for file in files_below(entry.path(), Some(LINKED_DEPTH)) {
-                    below_links += 1;
-                    if seen + below_links >= MAX_ENTRIES {
-                        complete = false;
-                        break;
-                    }
-                    if let Ok(below) = file.strip_prefix(entry.path()) {
-                        let shown = rel.join(below);
-                        if set.is_match(&shown) && matched.len() < MAX_FILES {
-                            matched.insert(shown.to_string_lossy().into_owned());
+            if name == ".git" && e.depth > 1 {
+                // That it is there at all (a folder or a pointer file), and the config git reads.
+                nested.push(e.rel.to_string_lossy().into_owned());
+                if e.kind == Kind::Dir {
+                    nested.push(e.rel.join("config").to_string_lossy().into_owned());
+                }
+                return Step::Skip;
+            }
+            if (e.depth == 1 && name == ".git") || SKIPPED.iter().any(|s| name == *s) {
+                return Step::Skip;
+            }
+            seen += 1;
+            if seen + below_links >= MAX_ENTRIES || matched.len() >= MAX_FILES {
+                complete = false;
+                return Step::Stop;
+            }
+            if e.kind == Kind::Dir {
+                return Step::Enter;
+            }
+            let rel = e.rel;
+            if set.is_match(rel) {
+                matched.insert(rel.to_string_lossy().into_owned());
+            }
+            // A link where a watched folder would be (`.cargo -> tools/cargo`): the walk does
+            // not follow links, but the host's tools do. The link itself is watched, and so is
+            // what the patterns match below it, by the path the host uses.
+            if e.kind == Kind::Symlink && folders.is_match(rel) {
+                matched.insert(rel.to_string_lossy().into_owned());
+                // Below it only when it leads into the mounted folder: a link elsewhere is read
+                // on this host (`.cargo -> /`), and its being there is the news.
+                let path = root.join(rel);
+                let inside = path.canonicalize().is_ok_and(|target| {
+                    target.is_dir() && root_real.as_ref().is_some_and(|r| target.starts_with(r))
+                });
+                if inside {
+                    for file in files_below(&path, Some(LINKED_DEPTH)) {
+                        below_links += 1;
+                        if seen + below_links >= MAX_ENTRIES {
+                            complete = false;
+                            return Step::Stop;
+                        }
+                        if let Ok(below) = file.strip_prefix(&path) {
+                            let shown = rel.join(below);
+                            if set.is_match(&shown) && matched.len() < MAX_FILES {
+                                matched.insert(shown.to_string_lossy().into_owned());
+                            }
                         }
                     }
                 }
             }
-        }
-    }
-    let nested_git = std::mem::take(&mut *nested.lock().unwrap_or_else(|p| p.into_inner()));
+            Step::Enter
+        },
+        |rel, _| {
+            // A folder the walk cannot read: what is below it is not checked, so the look is
+            // incomplete and says where.
+            let rel = rel.to_string_lossy().into_owned();
+            if left_out.len() < NAMED && !left_out.contains(&rel) {
+                left_out.push(rel);
+            }
+        },
+    );
     Walk {
         matched: matched.into_iter().collect(),
-        nested_git,
+        nested_git: nested,
         complete: complete && left_out.is_empty(),
         left_out,
-    }
-}
-
-/// The path an error of the walk is about.
-fn error_path(e: &ignore::Error) -> Option<&Path> {
-    match e {
-        ignore::Error::WithPath { path, .. } => Some(path),
-        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
-            error_path(err)
-        }
-        ignore::Error::Loop { child, .. } => Some(child),
-        ignore::Error::Partial(errors) => errors.iter().find_map(error_path),
-        _ => None,
     }
 }
 
@@ -692,15 +674,19 @@ fn globs(patterns: &[String]) -> GlobSet {
     builder.build().unwrap_or_else(|_| GlobSet::empty())
 }
 
-/// The config git reads when it takes `dir` for a repository of its own, as git's `setup.c`
-/// `is_git_directory` decides: a `HEAD` that reads as one (a link into `refs/`, `ref: ...` or an
-/// object id), and `objects` and `refs` that git may enter (`access(X_OK)`: through links, and
-/// a file with an execute bit passes too) in the folder or in the one its `commondir` names.
-fn git_dir_config(dir: &Path) -> Option<PathBuf> {
-    let head = dir.join("HEAD");
-    let head_ok = match head.symlink_metadata() {
-        Ok(m) if m.is_symlink() => std::fs::read_link(&head).is_ok_and(|t| t.starts_with("refs/")),
-        Ok(_) => read_start(&head).is_some_and(|text| {
+/// The config git reads when it takes the folder open at `dir` (whose path is `path`) for a
+/// repository of its own, as git's `setup.c` `is_git_directory` decides: a `HEAD` that reads as
+/// one (a link into `refs/`, `ref: ...` or an object id), and `objects` and `refs` that git may
+/// enter (`access(X_OK)`: through links, and a file with an execute bit passes too) in the
+/// folder or in the one its `commondir` names. Looked at through the folder's descriptor, so a
+/// repository deeper than `PATH_MAX` is found too.
+fn git_dir_config(dir: std::os::fd::BorrowedFd, path: &Path) -> Option<PathBuf> {
+    use crate::fs_at::{kind_at, read_link_at, Kind};
+    let head_ok = match kind_at(dir, "HEAD".as_ref()) {
+        Ok(Kind::Symlink) => {
+            read_link_at(dir, "HEAD".as_ref()).is_ok_and(|t| t.starts_with("refs/"))
+        }
+        Ok(_) => read_start(dir, "HEAD").is_some_and(|text| {
             let text = text.trim();
             text.starts_with("ref:")
                 || ((text.len() == 40 || text.len() == 64)
@@ -711,24 +697,26 @@ fn git_dir_config(dir: &Path) -> Option<PathBuf> {
     if !head_ok {
         return None;
     }
-    let common = match read_start(&dir.join("commondir")) {
-        Some(text) if !text.trim().is_empty() => dir.join(text.trim()),
-        _ => dir.to_path_buf(),
+    let common = match read_start(dir, "commondir") {
+        Some(text) if !text.trim().is_empty() => PathBuf::from(text.trim()),
+        _ => PathBuf::from("."),
     };
-    let enterable = |p: PathBuf| {
-        use std::os::unix::fs::PermissionsExt;
-        p.metadata()
-            .is_ok_and(|m| m.is_dir() || m.permissions().mode() & 0o111 != 0)
-    };
-    (enterable(common.join("objects")) && enterable(common.join("refs")))
-        .then(|| common.join("config"))
+    let enterable = |p: &str| crate::fs_at::enterable_at(dir, &common.join(p));
+    (enterable("objects") && enterable("refs")).then(|| {
+        if common == Path::new(".") {
+            path.join("config")
+        } else {
+            path.join(&common).join("config")
+        }
+    })
 }
 
-/// The first bytes of a small file of the repository (a FIFO or device is none).
-fn read_start(path: &Path) -> Option<String> {
+/// The first bytes of a small file of the repository, `name` in the folder open at `dir` (a
+/// FIFO or device is none).
+fn read_start(dir: std::os::fd::BorrowedFd, name: &str) -> Option<String> {
     use std::io::Read;
     let mut text = String::new();
-    crate::digest::open_regular(path)
+    crate::fs_at::open_regular_at(dir, Path::new(name))
         .ok()?
         .take(4096)
         .read_to_string(&mut text)
@@ -806,8 +794,11 @@ fn files_below(dir: &Path, depth: Option<usize>) -> impl Iterator<Item = PathBuf
 /// its target's path and, when that lies in the mounted folder, the target's content too: an
 /// edit through the link is an edit of what the host runs.
 fn look(root: &Path, rel: &str, git: bool, budget: &mut u64) -> Option<Seen> {
-    let path = root.join(rel);
-    let meta = path.symlink_metadata().ok()?;
+    use crate::fs_at::Kind;
+    use std::os::fd::AsFd;
+    // Through the descriptor of its folder: a file deeper than `PATH_MAX` is looked at too.
+    let (dir, name) = crate::fs_at::parent(root, Path::new(rel)).ok()?;
+    let kind = crate::fs_at::kind_at(dir.as_fd(), &name).ok()?;
     let seen = |text: String, content: Option<&str>| Seen {
         sha256: hex::encode(Sha256::digest(
             format!("{text}\n{}", content.unwrap_or_default()).as_bytes(),
@@ -815,8 +806,12 @@ fn look(root: &Path, rel: &str, git: bool, budget: &mut u64) -> Option<Seen> {
         text: Some(text),
         git,
     };
-    if meta.file_type().is_symlink() {
-        let text = format!("symlink -> {}", std::fs::read_link(&path).ok()?.display());
+    if kind == Kind::Symlink {
+        let target = crate::fs_at::read_link_at(dir.as_fd(), &name).ok()?;
+        let text = format!("symlink -> {}", target.display());
+        // Deeper than `PATH_MAX` a link's target cannot be named by path, so it is not known
+        // to be inside the mounted folder: only the link is compared there.
+        let path = root.join(rel);
         let inside = path
             .canonicalize()
             .ok()
@@ -824,14 +819,15 @@ fn look(root: &Path, rel: &str, git: bool, budget: &mut u64) -> Option<Seen> {
         let content = inside.and_then(|t| crate::digest::file_within(&t, 0, budget).ok());
         return Some(seen(text, content.as_ref().map(|d| d.sha256.as_str())));
     }
-    if git && meta.is_dir() {
+    if git && kind == Kind::Dir {
         // A nested repository's folder: its being there is the news.
         return Some(seen("a git folder".into(), None));
     }
-    if !meta.is_file() {
+    if kind != Kind::File {
         return None;
     }
-    let digest = crate::digest::file_within(&path, MAX_TEXT as u64, budget).ok()?;
+    let file = crate::fs_at::open_regular_at(dir.as_fd(), Path::new(&name)).ok()?;
+    let digest = crate::digest::open_within(file, MAX_TEXT as u64, budget).ok()?;
     Some(Seen {
         sha256: digest.sha256,
         text: digest.bytes.and_then(|b| String::from_utf8(b).ok()),
@@ -1179,39 +1175,43 @@ mod tests {
         );
     }
 
-    /// A Makefile below folders deeper than PATH_MAX: the walk cannot read them by path, so
-    /// the look is incomplete and its notice names where.
-    #[cfg(target_os = "linux")]
+    /// A Makefile and a bare-style repository below folders deeper than PATH_MAX: no path
+    /// reaches them, and the look still compares them.
     #[test]
-    fn a_folder_deeper_than_the_path_limit_is_named_as_left_out() {
-        use std::os::fd::AsRawFd;
+    fn files_deeper_than_the_path_limit_are_compared() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let patterns = defaults();
-        assert!(Baseline::scan(root, &patterns).complete);
         let name = "d".repeat(200);
-        let mut at = std::fs::File::open(root).unwrap();
-        for _ in 0..25 {
-            let next = format!("/proc/self/fd/{}/{name}", at.as_raw_fd());
-            std::fs::create_dir(&next).unwrap();
-            at = std::fs::File::open(&next).unwrap();
-        }
-        std::fs::write(
-            format!("/proc/self/fd/{}/Makefile", at.as_raw_fd()),
-            "all:\n",
-        )
-        .unwrap();
-        let scan = Baseline::scan(root, &patterns);
-        assert!(!scan.complete);
-        assert_eq!(scan.left_out.len(), 1, "{:?}", scan.left_out);
-        assert!(scan.left_out[0].starts_with(&name), "{:?}", scan.left_out);
-        assert!(scan.left_out[0].len() > 4096);
-        let text = incomplete_text(&scan.left_out);
-        assert!(
-            text.contains("deeper than the system's path limit"),
-            "{text}"
+        crate::fs_at::deep(root, &name, 25, "Makefile", "all:\n");
+        let before = Baseline::scan(root, &patterns);
+        assert!(before.complete, "{:?}", before.left_out);
+        let deep = format!("{}Makefile", format!("{name}/").repeat(25));
+        assert!(deep.len() > 4096);
+        assert_eq!(before.files[&deep].text.as_deref(), Some("all:\n"));
+        crate::fs_at::deep(root, &name, 25, "Makefile", "all:\n\tevil\n");
+        crate::fs_at::deep(root, &name, 26, "HEAD", "ref: refs/heads/main\n");
+        crate::fs_at::deep(root, &name, 26, "objects/", "");
+        crate::fs_at::deep(root, &name, 26, "refs/", "");
+        crate::fs_at::deep(root, &name, 26, "config", "[core]\n\tfsmonitor = evil\n");
+        let now = Baseline::scan(root, &patterns);
+        let changes = before.changes(&now);
+        let got: Vec<(&str, &str)> = changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.change))
+            .collect();
+        let bare = format!("{}{name}", format!("{name}/").repeat(25));
+        let config = format!("{bare}/config");
+        assert_eq!(
+            got,
+            [
+                (deep.as_str(), "modified"),
+                (bare.as_str(), "added"),
+                (config.as_str(), "added"),
+            ]
         );
-        assert!(text.contains(&scan.left_out[0]), "{text}");
+        assert!(changes[1].git && changes[2].git);
+        assert!(changes[0].diff.contains("+\\tevil"), "{}", changes[0].diff);
     }
 
     #[test]

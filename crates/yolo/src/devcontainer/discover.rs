@@ -110,15 +110,12 @@ fn single_subfolder_config(workspace: &Path) -> Result<PathBuf> {
         ))),
         1 => Ok(found.remove(0)),
         _ => {
-            let list: Vec<String> = found
-                .iter()
-                .map(|p| format!("  {}", relative(workspace, p)))
-                .collect();
+            let list: Vec<String> = found.iter().map(|p| relative(workspace, p)).collect();
             Err(Error::Discovery(format!(
-                "{} has several dev container configs:\n{}\nchoose one with --config <path>",
+                "{} has several dev container configs; choose one with --config <path>",
                 workspace.display(),
-                list.join("\n")
-            )))
+            ))
+            .with_lines("found", list))
         }
     }
 }
@@ -267,11 +264,11 @@ mod tests {
         let ws = workspace();
         touch(ws.path(), ".devcontainer/rust/devcontainer.json");
         touch(ws.path(), ".devcontainer/node/devcontainer.json");
-        let message = discovery_message(find_config(ws.path(), None));
-        let expected = "has several dev container configs:\n  \
-                        .devcontainer/node/devcontainer.json\n  \
-                        .devcontainer/rust/devcontainer.json\n\
-                        choose one with --config <path>";
+        let message = find_config(ws.path(), None).unwrap_err().to_string();
+        let expected = "has several dev container configs; choose one with --config <path>\n  \
+                        found:\n    \
+                        .devcontainer/node/devcontainer.json\n    \
+                        .devcontainer/rust/devcontainer.json";
         assert!(message.ends_with(expected), "{message}");
     }
 

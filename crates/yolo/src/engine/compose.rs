@@ -898,14 +898,7 @@ impl Engine {
                 .and_then(|l| l.get("com.docker.compose.service").cloned())
                 .unwrap_or_default();
             let id = c.id.unwrap_or_default();
-            let info = self
-                .docker
-                .inspect_container(
-                    &id,
-                    None::<bollard::query_parameters::InspectContainerOptions>,
-                )
-                .await
-                .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+            let info = self.inspect_raw(&id).await?;
             let networks = info
                 .network_settings
                 .and_then(|n| n.networks)
@@ -1001,14 +994,7 @@ impl Engine {
 
     /// The value of the label `key` on a container.
     pub(crate) async fn container_label(&self, id: &str, key: &str) -> Result<Option<String>> {
-        let info = self
-            .docker
-            .inspect_container(
-                id,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            )
-            .await
-            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        let info = self.inspect_raw(id).await?;
         Ok(info
             .config
             .and_then(|c| c.labels)
@@ -1038,15 +1024,7 @@ impl Engine {
 
     /// The id of the container named `name`.
     pub(crate) async fn inspect_id(&self, name: &str) -> Result<String> {
-        let info = self
-            .docker
-            .inspect_container(
-                name,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            )
-            .await
-            .map_err(|e| Error::docker(format!("inspecting container {name}"), message(&e)))?;
-        Ok(info.id.unwrap_or_default())
+        Ok(self.inspect_raw(name).await?.id.unwrap_or_default())
     }
 
     /// yolo's CPU, memory (no swap on top) and process limits on a container Compose made,

@@ -137,12 +137,19 @@ impl Engine {
         Ok(list.into_iter().filter_map(listed).collect())
     }
 
-    pub(crate) async fn inspect(&self, id: &str) -> Result<ContainerDetails> {
-        let info = self
-            .docker
+    /// Everything the engine says of container `id` (a name or an id).
+    pub(crate) async fn inspect_raw(
+        &self,
+        id: &str,
+    ) -> Result<bollard::models::ContainerInspectResponse> {
+        self.docker
             .inspect_container(id, None::<InspectContainerOptions>)
             .await
-            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))
+    }
+
+    pub(crate) async fn inspect(&self, id: &str) -> Result<ContainerDetails> {
+        let info = self.inspect_raw(id).await?;
         let state = info.state.unwrap_or_default();
         let config = info.config.unwrap_or_default();
         let host = info.host_config.unwrap_or_default();
@@ -235,13 +242,7 @@ impl Engine {
         limits: &Limits,
         required: bool,
     ) -> Result<()> {
-        let host = self
-            .docker
-            .inspect_container(id, None::<InspectContainerOptions>)
-            .await
-            .map_err(|e| Error::docker(format!("inspecting container {name}"), message(&e)))?
-            .host_config
-            .unwrap_or_default();
+        let host = self.inspect_raw(id).await?.host_config.unwrap_or_default();
         let dropped = hardening::dropped_limits(&host, limits);
         if dropped.is_empty() {
             return Ok(());

@@ -170,13 +170,10 @@ impl Engine {
                 bar.finish_and_clear();
                 return Err(Error::Docker {
                     action: format!("building the guard image {tag} from {base}"),
-                    message: format!(
-                        "{}\n  last output:\n    {}",
-                        detail.message.unwrap_or_default(),
-                        tail.join("\n    ")
-                    ),
+                    message: detail.message.unwrap_or_default(),
                     hint: Some(build_hint(source).into()),
-                });
+                }
+                .with_lines("last output", tail));
             }
             if let Some(line) = info
                 .stream
@@ -460,10 +457,11 @@ impl Engine {
         if ready {
             return Ok(());
         }
-        Err(Error::Unavailable(format!(
-            "the firewall guard did not become ready, so nothing of the agent was run (fail closed).\n  guard output:\n    {}",
-            seen.join("\n    ")
-        )))
+        Err(Error::Unavailable(
+            "the firewall guard did not become ready, so nothing of the agent was run (fail closed)."
+                .into(),
+        )
+        .with_lines("guard output", seen))
     }
 
     /// Run `yolo-guard ctl '<json>'` in the guard and return its stdout, within `limit`.
@@ -504,14 +502,7 @@ impl Engine {
 impl Engine {
     /// A container's name (without Docker's leading `/`).
     pub(crate) async fn container_name(&self, id: &str) -> Result<String> {
-        let info = self
-            .docker
-            .inspect_container(
-                id,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            )
-            .await
-            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        let info = self.inspect_raw(id).await?;
         Ok(info
             .name
             .unwrap_or_default()

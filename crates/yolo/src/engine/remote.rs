@@ -119,8 +119,25 @@ impl Engine {
         image: &str,
         tar: Vec<u8>,
     ) -> Result<()> {
+        let volume = name.to_string();
+        self.fill_volume_with(name, devcontainer_id, image, move |out| {
+            out.write_all(&tar)
+                .map_err(|e| Error::other(format!("copying into the volume {volume}: {e}")))
+        })
+        .await
+    }
+
+    /// `fill_volume`, the archive written by `write` as it uploads (`upload_with`).
+    pub(crate) async fn fill_volume_with<T: Send + 'static>(
+        &self,
+        name: &str,
+        devcontainer_id: &str,
+        image: &str,
+        write: impl FnOnce(&mut dyn std::io::Write) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         let id = self.volume_helper(name, devcontainer_id, image).await?;
-        let copied = self.upload_tar(&id, FILL_POINT, tar).await;
+        let action = format!("copying the repository into {FILL_POINT}");
+        let copied = self.upload_with(&id, FILL_POINT, action, write).await;
         self.remove_container(&id, true).await?;
         copied
     }
@@ -350,12 +367,6 @@ impl Engine {
         }
     }
 
-    /// Unpack `tar` into `folder` of container `id` (created, running or stopped).
-    pub(crate) async fn upload_tar(&self, id: &str, folder: &str, tar: Vec<u8>) -> Result<()> {
-        let action = format!("copying the repository into {folder}");
-        self.upload(id, folder, tar, action).await
-    }
-
     /// `PUT /archive`: `tar` unpacked into `folder` of container `id`; `action` names it in
     /// the error.
     pub(super) async fn upload(
@@ -373,6 +384,54 @@ impl Engine {
             .upload_to_container(id, Some(options), bollard::body_full(tar.into()))
             .await
             .map_err(|e| Error::docker(action, message(&e)))
+    }
+
+    /// `upload`, the archive written by `write` on a blocking thread as it uploads: a few
+    /// chunks in flight, never the whole archive in memory (a repository can hold files of
+    /// gigabytes). A failure of `write` (a limit) fails the upload; an upload that stops
+    /// (the engine refused it) stops `write` at its next chunk.
+    pub(crate) async fn upload_with<T: Send + 'static>(
+        &self,
+        id: &str,
+        folder: &str,
+        action: String,
+        write: impl FnOnce(&mut dyn std::io::Write) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(8);
+        let writer = tokio::task::spawn_blocking(move || {
+            let failed = tx.clone();
+            let mut out = std::io::BufWriter::with_capacity(256 << 10, Pipe(tx));
+            let written = write(&mut out).and_then(|t| {
+                std::io::Write::flush(&mut out)
+                    .map_err(|e| Error::other(format!("copying into the container: {e}")))?;
+                Ok(t)
+            });
+            if written.is_err() {
+                // The engine must not take a cut archive for a whole one.
+                let _ = failed.blocking_send(Err(std::io::Error::other("the archive stopped")));
+            }
+            written
+        });
+        let options = UploadToContainerOptions {
+            path: folder.into(),
+            ..Default::default()
+        };
+        let body = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let uploaded = self
+            .docker
+            .upload_to_container(id, Some(options), bollard::body_try_stream(body))
+            .await
+            .map_err(|e| Error::docker(action, message(&e)));
+        let written = writer
+            .await
+            .map_err(|e| Error::other(format!("writing into {folder} stopped: {e}")))?;
+        match (written, uploaded) {
+            // The writer's own failure says why (a limit), unless it only saw the upload end.
+            (Err(e), Err(up)) if e.to_string().contains(PIPE_CLOSED) => Err(up),
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(up)) => Err(up),
+            (Ok(t), Ok(())) => Ok(t),
+        }
     }
 
     /// `folder` of container `id` as a tar (its entries named `<last component>/...`), handed
@@ -424,17 +483,33 @@ impl Engine {
     }
     /// Where container `id` mounts volume `name`, if it does.
     pub(crate) async fn volume_mount_point(&self, id: &str, name: &str) -> Result<Option<String>> {
-        let details = self
-            .docker
-            .inspect_container(id, None::<InspectContainerOptions>)
-            .await
-            .map_err(|e| Error::docker(format!("inspecting container {id}"), message(&e)))?;
+        let details = self.inspect_raw(id).await?;
         Ok(details
             .mounts
             .unwrap_or_default()
             .into_iter()
             .find(|m| m.name.as_deref() == Some(name))
             .and_then(|m| m.destination))
+    }
+}
+
+/// What `Pipe` says when the upload it feeds has ended.
+const PIPE_CLOSED: &str = "the upload ended";
+
+/// The blocking writer side of `upload_with`: each write a chunk of the body, waiting while
+/// eight are in flight.
+struct Pipe(tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>);
+
+impl std::io::Write for Pipe {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .blocking_send(Ok(bytes::Bytes::copy_from_slice(buf)))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, PIPE_CLOSED))?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -44,9 +44,12 @@ pub(crate) async fn connect(
             Purpose::Audit => ("to read the guard's log from".to_string(), ""),
             Purpose::Pod(pod) => (format!("to ask about Pod {pod}"), ""),
         };
-        Error::Unavailable(format!(
-            "no Kubernetes cluster {what}: {e}\n  hint: point KUBECONFIG (or ~/.kube/config) at your cluster{instead}"
-        ))
+        Error::Unavailable(format!("no Kubernetes cluster {what}: {e}")).with_lines(
+            "hint",
+            [format!(
+                "point KUBECONFIG (or ~/.kube/config) at your cluster{instead}"
+            )],
+        )
     })?;
     let namespace = namespace
         .map(str::to_string)

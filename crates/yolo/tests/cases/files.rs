@@ -131,7 +131,8 @@ if sys.argv[1] == "mmap":
         m.close()
 elif sys.argv[1] == "deep":
     for _ in range(int(sys.argv[2])):
-        os.mkdir(sys.argv[3])
+        if not os.path.isdir(sys.argv[3]):
+            os.mkdir(sys.argv[3])
         os.chdir(sys.argv[3])
     with open(".envrc", "w") as f:
         f.write(sys.argv[4])
@@ -140,8 +141,8 @@ elif sys.argv[1] == "deep":
 /// Root in the agent changes files the host runs where inotify is silent or names a harmless
 /// path: a Makefile written through `mmap`, `.envrc` through a hard link named `notes.txt`,
 /// and an `.envrc` below folders deeper than PATH_MAX. The guard's record flags each as
-/// sensitive (the hard link naming `.envrc`), and the look after the command flags the
-/// Makefile and names the folders it could not read.
+/// sensitive (the hard link naming `.envrc`), and the look after each command flags the
+/// Makefile and the deep `.envrc`, made and then changed, which no path reaches.
 #[test]
 fn the_file_record_sees_mmap_writes_hard_links_and_files_past_path_max() {
     let t = Test::new();
@@ -180,21 +181,29 @@ fn the_file_record_sees_mmap_writes_hard_links_and_files_past_path_max() {
     ])
     .ok();
     let name = "d".repeat(200);
-    t.yolo(&[
-        "exec",
-        "--",
-        "python3",
-        "attack.py",
-        "deep",
-        "25",
-        &name,
-        "export B=1\n",
-    ])
-    .ok()
-    .assert_stderr_contains("yolo could not look into these folders of the workspace")
-    .assert_stderr_contains(&name);
-
     let deep = format!("{}.envrc", format!("{name}/").repeat(25));
+    let deep_attack = |text: &str| {
+        t.yolo(&[
+            "exec",
+            "--",
+            "python3",
+            "attack.py",
+            "deep",
+            "25",
+            &name,
+            text,
+        ])
+        .ok()
+    };
+    let made = deep_attack("export B=0\n");
+    made.assert_stderr_contains(&format!("{deep} (added)"));
+    assert!(
+        !made.stderr().contains("could not look into"),
+        "{}",
+        made.stderr()
+    );
+    deep_attack("export B=1\n").assert_stderr_contains(&format!("{deep} (modified)"));
+
     let flagged = |records: &[serde_json::Value], path: &str| {
         records
             .iter()
