@@ -2,6 +2,7 @@
 //! listener to the guard (`wire`), and the guard's supervisor that records every exec
 //! (`supervisor`, reading the agent's processes through `procfs`). See docs/security-model.md.
 
+pub mod confine;
 pub(crate) mod digest;
 pub mod filter;
 pub(crate) mod procfs;
@@ -26,6 +27,9 @@ mod tests {
     const SCRIPT_VAR: &str = "YOLO_TEST_EXEC_SCRIPT";
     /// Set: the agent side registers as `yolo-guard start` does (waiting for the supervisor).
     const WAIT_VAR: &str = "YOLO_TEST_EXEC_WAIT";
+    /// Set (by a tag starting with "confined"): the agent side confines itself as the shim
+    /// does (`confine`).
+    const CONFINE_VAR: &str = "YOLO_TEST_EXEC_CONFINE";
 
     /// Not a test of its own: the "agent" half of the tests below (a no-op when run alone).
     #[test]
@@ -48,10 +52,37 @@ mod tests {
             std::process::exit(126);
         }
         drop(listener);
+        if std::env::var_os(CONFINE_VAR).is_some() {
+            assert_eq!(confine::close_proc_to_writes(), confine::Confined::Yes);
+        }
         let err = std::os::unix::process::CommandExt::exec(
             Command::new("/bin/sh").arg("-c").arg(&script),
         );
         panic!("exec: {err}");
+    }
+
+    /// Item 5 of issue 23, on the real kernel: a process the shim confined cannot open a
+    /// sibling's `/proc/PID/mem` for writing (the argv rewrite), even through its own
+    /// descriptor table, while it still reads it and writes files, pipes and `/dev/null`.
+    #[test]
+    fn a_confined_agent_cannot_write_another_process_memory_but_writes_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("written");
+        let script = format!(
+            r#"/bin/sleep 30 & victim=$!
+            refused=0
+            ( exec 3<>/proc/$victim/mem ) 2>/dev/null || refused=$((refused + 1))
+            ( exec 3</proc/$victim/mem; exec 4<>/proc/self/fd/3 ) 2>/dev/null || refused=$((refused + 1))
+            ( exec 3</proc/$victim/mem ) 2>/dev/null || {{ echo no-read; exit 3; }}
+            echo ok > {file} && echo ok > /dev/null && echo ok | cat > /dev/null || exit 4
+            echo ok > /dev/stdout || exit 5
+            kill $victim
+            exit $refused"#,
+            file = file.display()
+        );
+        let (_, status) = supervised("confined-mem", &script);
+        assert_eq!(status.code(), Some(2), "both write opens must be refused");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "ok\n");
     }
 
     fn supervised(tag: &str, script: &str) -> (Vec<EventKind>, std::process::ExitStatus) {
@@ -113,6 +144,7 @@ mod tests {
             .env("YOLO_TEST_EXEC_PEER", std::process::id().to_string())
             .env(SCRIPT_VAR, script)
             .envs(late.map(|_| (WAIT_VAR, "1")))
+            .envs(tag.starts_with("confined").then_some((CONFINE_VAR, "1")))
             .spawn()
             .unwrap();
         if let Some(Some(after)) = late {

@@ -18,6 +18,7 @@
 //! in the agent's container can hold: every capability dropped, no privilege escalation), and
 //! the shim waits for it, because a Pod starts its containers without waiting for each other.
 
+use super::confine;
 use super::filter;
 use super::wire;
 use std::ffi::{CString, OsStr, OsString};
@@ -70,6 +71,8 @@ fn run(args: &[OsString], supervisor: Supervisor, wait: Wait) -> i32 {
         eprintln!("yolo: {message}; not running {}", program.to_string_lossy());
         return CANNOT_RUN;
     }
+    // Best effort (see `confine`): where Landlock is missing, the program runs unconfined.
+    let _ = confine::close_proc_to_writes();
     let Some(path) = resolve(program) else {
         eprintln!("yolo: {}: command not found", program.to_string_lossy());
         return NOT_FOUND;

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 pub(crate) struct Prepared {
     pub(crate) compose: Compose,
     pub(crate) spec: ComposeSpec,
-    resolved: serde_yaml::Value,
+    resolved: serde_yaml_ng::Value,
     checked: ServicesChecked,
 }
 
@@ -46,7 +46,7 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
         property: None,
         message: format!("{} cannot read the Compose files: {message}", cli.name()),
     })?;
-    let resolved: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| {
+    let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).map_err(|e| {
         Error::other(format!(
             "{} printed a project yolo cannot read: {e}",
             cli.name()
@@ -102,12 +102,12 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
 /// daemon (`ADD <url>`) unless the user grants `remote-add`.
 fn check_builds(
     spec: &ComposeSpec,
-    resolved: &serde_yaml::Value,
+    resolved: &serde_yaml_ng::Value,
     grants: &policy::Grants,
 ) -> Result<()> {
     let Some(services) = resolved
         .get("services")
-        .and_then(serde_yaml::Value::as_mapping)
+        .and_then(serde_yaml_ng::Value::as_mapping)
     else {
         return Ok(());
     };
@@ -115,19 +115,19 @@ fn check_builds(
         let name = name.as_str().unwrap_or_default();
         let property = format!("services.{name}.build");
         let (context, dockerfile, inline) = match service.get("build") {
-            Some(serde_yaml::Value::String(context)) => (context.as_str(), "Dockerfile", None),
+            Some(serde_yaml_ng::Value::String(context)) => (context.as_str(), "Dockerfile", None),
             Some(build) => (
                 build
                     .get("context")
-                    .and_then(serde_yaml::Value::as_str)
+                    .and_then(serde_yaml_ng::Value::as_str)
                     .unwrap_or("."),
                 build
                     .get("dockerfile")
-                    .and_then(serde_yaml::Value::as_str)
+                    .and_then(serde_yaml_ng::Value::as_str)
                     .unwrap_or("Dockerfile"),
                 build
                     .get("dockerfile_inline")
-                    .and_then(serde_yaml::Value::as_str),
+                    .and_then(serde_yaml_ng::Value::as_str),
             ),
             None => continue,
         };
@@ -155,30 +155,34 @@ fn env_files(files: &[PathBuf]) -> Result<Vec<(String, String, PathBuf)>> {
     let mut found = Vec::new();
     for file in files {
         let text = crate::digest::read_to_string(file).map_err(|e| Error::io(file, e))?;
-        let doc: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| Error::Config {
-            file: file.clone(),
-            line: None,
-            column: None,
-            property: None,
-            message: format!(
-                "yolo cannot read this Compose file to check its env_file entries: {e}"
-            ),
-        })?;
+        let doc: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(&text).map_err(|e| Error::Config {
+                file: file.clone(),
+                line: None,
+                column: None,
+                property: None,
+                message: format!(
+                    "yolo cannot read this Compose file to check its env_file entries: {e}"
+                ),
+            })?;
         let dir = file.parent().unwrap_or(std::path::Path::new("/"));
-        let Some(services) = doc.get("services").and_then(serde_yaml::Value::as_mapping) else {
+        let Some(services) = doc
+            .get("services")
+            .and_then(serde_yaml_ng::Value::as_mapping)
+        else {
             continue;
         };
         for (name, service) in services {
             let name = name.as_str().unwrap_or_default().to_string();
             let entries = match service.get("env_file") {
-                Some(serde_yaml::Value::Sequence(items)) => items.clone(),
+                Some(serde_yaml_ng::Value::Sequence(items)) => items.clone(),
                 Some(one) => vec![one.clone()],
                 None => Vec::new(),
             };
             for entry in entries {
                 let written = match &entry {
-                    serde_yaml::Value::String(path) => path.clone(),
-                    other => match other.get("path").and_then(serde_yaml::Value::as_str) {
+                    serde_yaml_ng::Value::String(path) => path.clone(),
+                    other => match other.get("path").and_then(serde_yaml_ng::Value::as_str) {
                         Some(path) => path.to_string(),
                         None => continue,
                     },
@@ -330,7 +334,11 @@ pub(crate) struct Started {
     pub(crate) merged: Option<Project>,
 }
 
-fn write_file(path: &std::path::Path, resolved: &serde_yaml::Value, plan: &FilePlan) -> Result<()> {
+fn write_file(
+    path: &std::path::Path,
+    resolved: &serde_yaml_ng::Value,
+    plan: &FilePlan,
+) -> Result<()> {
     let file = compose::project_file(resolved, plan)?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
@@ -349,7 +357,7 @@ impl Prepared {
     fn image_of(&self, name: &str) -> String {
         self.resolved["services"][name]
             .get("image")
-            .and_then(serde_yaml::Value::as_str)
+            .and_then(serde_yaml_ng::Value::as_str)
             .map(str::to_string)
             .unwrap_or_else(|| self.compose.cli.image_name(&self.compose.project, name))
     }

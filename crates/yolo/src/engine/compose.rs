@@ -309,13 +309,13 @@ pub(crate) fn chain_entrypoints(
 /// command) or the image's, its own `command` or the image's. `None` when a value is a string
 /// (Compose splits those shell-style; yolo does not guess) or nothing is named.
 pub(crate) fn dev_command(
-    service: &serde_yaml::Value,
+    service: &serde_yaml_ng::Value,
     image: Option<(Vec<String>, Vec<String>)>,
 ) -> Option<(Vec<String>, Vec<String>)> {
     let list = |key: &str| -> Option<Option<Vec<String>>> {
         match service.get(key) {
-            None | Some(serde_yaml::Value::Null) => Some(None),
-            Some(serde_yaml::Value::Sequence(items)) => items
+            None | Some(serde_yaml_ng::Value::Null) => Some(None),
+            Some(serde_yaml_ng::Value::Sequence(items)) => items
                 .iter()
                 .map(|i| i.as_str().map(str::to_string))
                 .collect::<Option<Vec<String>>>()
@@ -356,7 +356,7 @@ const DEV_DROPPED: &[&str] = &[
 /// service joined to the guard's network and PID namespaces and hardened as yolo's own
 /// container is, every network of the project internal (the `compose-egress` services also on
 /// a network with egress), and yolo's labels (and `YOLO_LABELS`) on everything it makes.
-pub(crate) fn project_file(resolved: &serde_yaml::Value, plan: &FilePlan) -> Result<Value> {
+pub(crate) fn project_file(resolved: &serde_yaml_ng::Value, plan: &FilePlan) -> Result<Value> {
     let mut project: Value = serde_json::to_value(resolved)
         .map_err(|e| Error::other(format!("the resolved Compose project: {e}")))?;
     let owner = super::Owner::of(plan.spec);
@@ -792,7 +792,7 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
 /// Where the dev service binds the host folder `workspace` (or the folder holding it), in the
 /// resolved project: the container path of `workspace` itself.
 pub(crate) fn workspace_target(
-    resolved: &serde_yaml::Value,
+    resolved: &serde_yaml_ng::Value,
     service: &str,
     workspace: &Path,
 ) -> Option<String> {
@@ -803,7 +803,7 @@ pub(crate) fn workspace_target(
         .as_sequence()?;
     for v in volumes {
         let (source, target) = match v {
-            serde_yaml::Value::String(text) => {
+            serde_yaml_ng::Value::String(text) => {
                 let mut parts = text.splitn(3, ':');
                 (parts.next()?.to_string(), parts.next()?.to_string())
             }
@@ -1097,7 +1097,7 @@ mod tests {
 
     #[test]
     fn what_yolo_sets_is_escaped_for_compose_and_the_features_image_replaces_the_build() {
-        let resolved: serde_yaml::Value = serde_yaml::from_str(
+        let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(
             "services:\n  app:\n    build: {context: .}\n    environment: {OWN: $$HOME}\n",
         )
         .unwrap();
@@ -1132,7 +1132,7 @@ mod tests {
 
     #[test]
     fn the_project_file_joins_the_dev_service_to_the_guard_and_closes_every_network() {
-        let resolved: serde_yaml::Value = serde_yaml::from_str(
+        let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(
             "version: '3'\nservices:\n  app:\n    image: x\n    networks: [front]\n    ports: ['8080:80']\n    hostname: dev\n    environment: [B=2]\n  db:\n    build: /repo/db\n    networks: [front]\n  cache:\n    image: y\nnetworks:\n  front: {}\nvolumes:\n  data: {}\n",
         )
         .unwrap();
@@ -1211,7 +1211,7 @@ mod tests {
 
     #[test]
     fn every_network_is_walled_and_the_siblings_lose_raw_sockets_and_ipv6() {
-        let resolved: serde_yaml::Value = serde_yaml::from_str(
+        let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(
             "services:\n  app:\n    image: x\n  db:\n    image: y\n    networks: [front]\n    cap_drop: [MKNOD]\n    sysctls: [net.core.somaxconn=1024]\n  ping:\n    image: y\n    cap_add: [NET_RAW]\n  side:\n    image: y\n    network_mode: service:db\nnetworks:\n  front:\n    driver_opts:\n      com.docker.network.driver.mtu: '1400'\n    enable_ipv6: false\n",
         )
         .unwrap();
@@ -1286,7 +1286,7 @@ mod tests {
 
     #[test]
     fn an_external_network_is_refused() {
-        let resolved: serde_yaml::Value = serde_yaml::from_str(
+        let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(
             "services:\n  app:\n    image: x\nnetworks:\n  shared:\n    external: true\n",
         )
         .unwrap();
@@ -1303,7 +1303,7 @@ mod tests {
 
     #[test]
     fn the_shim_runs_what_docker_would_run() {
-        let yaml = |text: &str| -> serde_yaml::Value { serde_yaml::from_str(text).unwrap() };
+        let yaml = |text: &str| -> serde_yaml_ng::Value { serde_yaml_ng::from_str(text).unwrap() };
         let image = Some((vec!["/init".to_string()], vec!["serve".to_string()]));
         let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
@@ -1368,7 +1368,7 @@ mod tests {
 
     #[test]
     fn the_workspace_target_is_found_from_a_bind_of_it_or_above() {
-        let resolved: serde_yaml::Value = serde_yaml::from_str(
+        let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(
             "services:\n  app:\n    volumes:\n    - /home/me/repo:/workspaces/repo:cached\n  db:\n    image: x\n",
         )
         .unwrap();

@@ -147,7 +147,8 @@ pub(crate) fn to_yaml(config_map: &ConfigMap, pod: &Pod) -> Result<String> {
 
 /// k8s-openapi's objects serialize with their `apiVersion` and `kind`.
 fn yaml<T: serde::Serialize>(value: &T) -> Result<String> {
-    serde_yaml::to_string(value).map_err(|e| Error::other(format!("writing the Pod's YAML: {e}")))
+    serde_yaml_ng::to_string(value)
+        .map_err(|e| Error::other(format!("writing the Pod's YAML: {e}")))
 }
 
 fn hardened(add: &[&str]) -> SecurityContext {
@@ -370,7 +371,7 @@ mod tests {
     use super::*;
     use crate::policy::test_support::ok;
     use serde_json::json;
-    use serde_yaml::Value;
+    use serde_yaml_ng::Value;
 
     fn plan(workspace: Workspace) -> PodPlan {
         PodPlan {
@@ -397,7 +398,7 @@ mod tests {
     fn documents(spec: &RunSpec, plan: &PodPlan) -> Vec<Value> {
         let (map, pod) = render(spec, plan, crate::policy::DEFAULT_CAPS).unwrap();
         let yaml = to_yaml(&map, &pod).unwrap();
-        serde_yaml::Deserializer::from_str(&yaml)
+        serde_yaml_ng::Deserializer::from_str(&yaml)
             .map(|doc| Value::deserialize(doc).unwrap())
             .collect()
     }
@@ -457,7 +458,7 @@ mod tests {
             .collect();
         assert_eq!(names, ["guard", "agent"]);
         // The typed reader takes it back as the same Pod.
-        let typed: Pod = serde_yaml::from_value(pod.clone()).unwrap();
+        let typed: Pod = serde_yaml_ng::from_value(pod.clone()).unwrap();
         assert_eq!(typed.spec.unwrap().share_process_namespace, Some(true));
     }
 

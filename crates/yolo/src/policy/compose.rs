@@ -12,7 +12,7 @@ use super::paths::normalize_path;
 use super::{Eval, Input};
 use crate::error::{Error, Result};
 use crate::run_spec::{ComposeSpec, RunSpec};
-use serde_yaml::Value;
+use serde_yaml_ng::Value;
 use std::path::{Path, PathBuf};
 
 impl Eval<'_> {
@@ -304,7 +304,7 @@ pub(crate) fn compose_files_extended(files: &[PathBuf]) -> Vec<PathBuf> {
         let Ok(text) = crate::digest::read_to_string(&file) else {
             continue;
         };
-        let Ok(doc) = serde_yaml::from_str::<Value>(&text) else {
+        let Ok(doc) = serde_yaml_ng::from_str::<Value>(&text) else {
             continue;
         };
         let dir = file.parent().unwrap_or(Path::new("/"));
@@ -391,7 +391,7 @@ fn scalar(value: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
-        other => serde_yaml::to_string(other)
+        other => serde_yaml_ng::to_string(other)
             .unwrap_or_default()
             .trim()
             .to_string(),
@@ -578,7 +578,7 @@ impl Eval<'_> {
         &self,
         name: &str,
         service: &Value,
-        services: &serde_yaml::Mapping,
+        services: &serde_yaml_ng::Mapping,
         dev: &str,
     ) -> Result<()> {
         for key in ["network_mode", "pid"] {
@@ -825,7 +825,7 @@ mod tests {
 
     /// `check_services` over a resolved project (YAML), with `grants`.
     fn check(yaml: &str, grants: &[&str]) -> Result<ServicesChecked> {
-        let resolved: Value = serde_yaml::from_str(yaml).unwrap();
+        let resolved: Value = serde_yaml_ng::from_str(yaml).unwrap();
         let scratch = DevContainer {
             image: Some("compose".into()),
             ..Default::default()
@@ -1105,7 +1105,8 @@ mod built_image_name_tests {
         } else {
             ""
         };
-        serde_yaml::from_str(&format!("services:\n  s:\n    image: \"{image}\"{build}\n")).unwrap()
+        serde_yaml_ng::from_str(&format!("services:\n  s:\n    image: \"{image}\"{build}\n"))
+            .unwrap()
     }
 
     #[test]

@@ -185,7 +185,7 @@ fn guard_image(t: &Test) -> String {
 
 fn yaml_docs(text: &str) -> Vec<Value> {
     use serde::Deserialize;
-    serde_yaml::Deserializer::from_str(text)
+    serde_yaml_ng::Deserializer::from_str(text)
         .map(|doc| Value::deserialize(doc).expect("a YAML document"))
         .collect()
 }

@@ -389,6 +389,12 @@ fn keeps_every_protection(t: &Test, podman: &Podman, net: &Internet) {
     assert!(text(&raw).contains("PermissionError"), "{}", text(&raw));
     let write = sh("echo x >> /.yolo/shim");
     assert_ne!(write.code(), 0, "{}", text(&write));
+    // One agent process cannot open another's memory for writing (issue 23, item 5: the
+    // argv rewrite after the exec stop). Podman's /proc is writable (yolo mounts it read-only
+    // on Docker only), so what refuses it here is the shim's Landlock ruleset.
+    let mem = sh("sleep 30 & v=$!; (exec 3<>/proc/$v/mem) && echo mem:opened; kill $v");
+    assert!(!mem.stdout().contains("mem:opened"), "{}", text(&mem));
+    assert!(text(&mem).contains("Permission denied"), "{}", text(&mem));
     // Killing the guard (PID 1 of the shared namespace) is refused by the kernel.
     let kill = sh("kill -9 1; sleep 1; tr '\\0' ' ' < /proc/1/cmdline");
     assert!(kill.stdout().contains("yolo-guard run"), "{}", text(&kill));
