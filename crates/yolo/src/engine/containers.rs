@@ -138,7 +138,7 @@ impl Engine {
     }
 
     /// Everything the engine says of container `id` (a name or an id).
-    pub(crate) async fn inspect_raw(
+    pub(super) async fn inspect_raw(
         &self,
         id: &str,
     ) -> Result<bollard::models::ContainerInspectResponse> {
