@@ -7,59 +7,23 @@
 //! (`yolo_protocol::allowlist`, shared with the CLI). This crate knows nothing of Docker or of
 //! the CLI: it reads its config file and serves.
 
+pub(crate) mod audit;
 pub mod control;
 pub(crate) mod dns;
 pub(crate) mod error;
-pub(crate) mod events;
 pub mod exec;
-pub(crate) mod fairq;
 pub(crate) mod files;
-pub(crate) mod fold;
+pub(crate) mod firewall;
 pub mod init;
-pub(crate) mod names;
-pub(crate) mod nflog;
-pub mod nfnl;
-pub(crate) mod revoke;
-pub(crate) mod ruleset;
-pub(crate) mod setelem;
-pub(crate) mod sets;
-pub(crate) mod writer;
-pub(crate) mod xsk;
 
-/// Events the unit tests of several modules build alike.
-#[cfg(test)]
-pub(crate) mod test_events {
-    use yolo_protocol::event::EventKind;
-
-    /// A first-of-its-key blocked TCP connect to a documentation address.
-    pub(crate) fn blocked(port: u16) -> EventKind {
-        blocked_times(port, None)
-    }
-
-    /// The same destination as a folded record of `count` attempts.
-    pub(crate) fn folded(port: u16, count: u64) -> EventKind {
-        blocked_times(port, Some(count))
-    }
-
-    fn blocked_times(port: u16, count: Option<u64>) -> EventKind {
-        EventKind::Blocked {
-            proto: "tcp".into(),
-            dst: "192.0.2.1".into(),
-            port: Some(port),
-            name: None,
-            count,
-            first: None,
-            last: None,
-        }
-    }
-}
-
-use crate::writer::Writer;
+use audit::events::{guard_event, Events};
+use audit::writer::Writer;
 use control::{Handler, Request, Response};
+use dns::names::Resolved;
 use dns::{BoxFuture, DnsOptions, Forwarder, Listeners, Policy};
 pub use error::{Error, Result};
-use events::{guard_event, Events};
-use names::Resolved;
+use firewall::netlink::setelem;
+use firewall::{nflog, revoke, ruleset, sets, xsk};
 use nftables::schema::Nftables;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};

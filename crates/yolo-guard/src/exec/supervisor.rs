@@ -25,7 +25,7 @@
 //! had when they registered. They are recorded as `unsupervised`.
 
 use super::{digest, procfs, reader, wire};
-use crate::events::{guard_event, Events};
+use crate::audit::events::{guard_event, Events};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;

@@ -215,10 +215,13 @@ fn open_mode_packets_are_connections_not_blocks() {
         port: Some(443),
         prefix: prefix.into(),
     };
-    let unlisted = blocked_event(packet(crate::ruleset::LOG_PREFIX_UNLISTED), None);
+    let unlisted = blocked_event(packet(crate::firewall::ruleset::LOG_PREFIX_UNLISTED), None);
     assert_eq!(unlisted.name(), "connection");
-    let blocked = blocked_event(packet(crate::ruleset::LOG_PREFIX_BLOCKED), None);
+    let blocked = blocked_event(packet(crate::firewall::ruleset::LOG_PREFIX_BLOCKED), None);
     assert_eq!(blocked.name(), "blocked");
-    let bypass = blocked_event(packet(crate::ruleset::LOG_PREFIX_DNS_BYPASS), None);
+    let bypass = blocked_event(
+        packet(crate::firewall::ruleset::LOG_PREFIX_DNS_BYPASS),
+        None,
+    );
     assert_eq!(bypass.name(), "blocked");
 }

@@ -25,8 +25,10 @@
 //! part that must match `nft` (and adopting one would make a second description of the
 //! ruleset, where `ruleset` must stay the only one).
 
-use crate::setelem::{attr, cstr, push_message, send_batch};
+pub(crate) mod setelem;
+
 use serde_json::Value;
+use setelem::{attr, cstr, push_message, send_batch};
 use std::net::IpAddr;
 
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
@@ -722,7 +724,7 @@ fn elements(batch: &mut Batch, sets: &Sets, obj: &Value, add: bool) -> Result<()
 
 /// Sets that batches without their definition (element updates, refills) refer to.
 fn known_set(name: &str) -> Option<(u32, Vec<Ty>)> {
-    use crate::ruleset::*;
+    use crate::firewall::ruleset::*;
     let v4p = vec![Ty::Ipv4, Ty::Service];
     let v6p = vec![Ty::Ipv6, Ty::Service];
     Some(match name {
@@ -1539,7 +1541,7 @@ pub fn verify(expected: &nftables::schema::Nftables<'_>) -> Result<(), String> {
     for key in have.chains.keys() {
         if want.created.contains(&key.0)
             && !want.chains.contains_key(key)
-            && key.1 != crate::ruleset::CHAIN_STAMP
+            && key.1 != crate::firewall::ruleset::CHAIN_STAMP
         {
             return Err(format!("chain {} {} was not expected", key.0, key.1));
         }

@@ -20,7 +20,7 @@
 //! verified over netlink by `nfnl` (which shares this module's batch sending), and a listing
 //! shows these elements with their expiry like any other.
 
-use crate::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT, TABLE};
+use crate::firewall::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT, TABLE};
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
