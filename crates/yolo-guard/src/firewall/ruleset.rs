@@ -5,7 +5,7 @@
 //!   batch for table `inet yolo`.
 //! - (tests only) `verify(expected: &Nftables, listed: &Nftables) -> Result<(), String>`:
 //!   compare what `nft -j list table inet yolo` shows with what was applied; the guard itself
-//!   verifies over netlink (`nfnl::verify`).
+//!   verifies over netlink (`netlink::verify`).
 //! - `add_addresses(&[(IpAddr, Ports)], timeout_secs) -> Nftables<'static>`: delete+add of
 //!   dynamic set elements in one batch (timeouts refresh on old kernels too).
 //! - `remove_addresses(&[(IpAddr, Ports)]) -> Nftables<'static>`.
@@ -826,7 +826,7 @@ pub fn remove_addresses(addrs: &[(IpAddr, Ports)]) -> Nftables<'static> {
 }
 
 /// The check of `nft`'s own listing against a batch: the guard verifies over netlink
-/// (`nfnl::verify`); the real-kernel tests keep this second, independent reading of what the
+/// (`netlink::verify`); the real-kernel tests keep this second, independent reading of what the
 /// kernel holds through `nft -j list`.
 #[cfg(test)]
 mod nft_listing {
@@ -1913,7 +1913,7 @@ mod tests {
         listed
     }
 
-    /// The netlink translation (`nfnl`) against `nft -j -f -` of the same typed values: both
+    /// The netlink translation (`netlink`) against `nft -j -f -` of the same typed values: both
     /// namespaces must list the same ruleset, for several configurations and the follow-up
     /// batches (address updates, static network refills).
     #[test]

@@ -1,5 +1,5 @@
 //! Talking to the kernel's nftables: apply a batch, verify it, list the table — all over
-//! netlink (`nfnl`), so the guard image needs no `nft` program. Errors name what the kernel
+//! netlink (`netlink`), so the guard image needs no `nft` program. Errors name what the kernel
 //! refused.
 //!
 //! Not here: what the batches contain (that is `ruleset`, pure).
@@ -19,7 +19,7 @@ pub fn apply(batch: &Nftables<'_>) -> Result<(), String> {
 }
 
 /// Read the kernel's tables back over netlink and compare them with `expected`, applied
-/// before (`nfnl::verify`).
+/// before (`netlink::verify`).
 pub fn verify(expected: &Nftables<'_>) -> Result<(), String> {
     super::netlink::verify(expected)
 }
