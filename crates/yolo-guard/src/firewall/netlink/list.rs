@@ -3,7 +3,6 @@
 
 use super::socket::dump;
 use super::types::{key_types, predecessor, render_range, Ty};
-use super::verify::table_request;
 use super::wire::*;
 use serde_json::Value;
 

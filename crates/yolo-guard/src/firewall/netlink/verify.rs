@@ -8,12 +8,6 @@ use super::encode::encode;
 use super::socket::dump;
 use super::wire::*;
 
-pub(super) fn table_request(table: &str) -> Vec<u8> {
-    let mut a = Vec::new();
-    string(&mut a, 1, table);
-    a
-}
-
 /// One expression: its name and attributes (nested ones kept whole).
 pub(super) type Expr = (String, Vec<(u16, Vec<u8>)>);
 

@@ -142,3 +142,11 @@ pub(super) fn get_be32(attrs: &[(u16, &[u8])], kind: u16) -> Option<u32> {
 pub(super) fn get_be64(attrs: &[(u16, &[u8])], kind: u16) -> Option<u64> {
     get(attrs, kind).and_then(|v| Some(u64::from_be_bytes(v.get(..8)?.try_into().ok()?)))
 }
+
+/// The body of a dump request for one table: its name (attribute 1, `NFTA_*_TABLE` for every
+/// object kind).
+pub(super) fn table_request(table: &str) -> Vec<u8> {
+    let mut a = Vec::new();
+    string(&mut a, 1, table);
+    a
+}
