@@ -393,4 +393,4 @@ pub fn spawn(
 
 #[cfg(test)]
 #[path = "nflog_tests.rs"]
-pub(crate) mod tests;
+mod tests;

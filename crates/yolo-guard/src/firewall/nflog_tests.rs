@@ -1,4 +1,5 @@
 use super::*;
+use crate::testing::{can_use_netns, skip};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Duration;
@@ -143,26 +144,6 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
-}
-
-/// A real-kernel test cannot run here (not root, no `nft`, no `ip netns`): say so and skip,
-/// unless `YOLO_REQUIRE_NETNS` is set (CI sets it), where a skip would hide a broken firewall.
-pub(crate) fn skip(why: &str) {
-    if std::env::var_os("YOLO_REQUIRE_NETNS").is_some() {
-        panic!("real-kernel test cannot run ({why}) and YOLO_REQUIRE_NETNS is set");
-    }
-    skip(why);
-}
-
-pub(crate) fn can_use_netns() -> Result<(), &'static str> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("not root");
-    }
-    if Command::new("nft").arg("--version").output().is_err() {
-        return Err("no nft binary");
-    }
-    Ok(())
 }
 
 #[test]

@@ -1814,7 +1814,7 @@ mod tests {
     #[test]
     fn ruleset_applies_in_real_netns() {
         if let Some(why) = real_netns_unavailable() {
-            crate::firewall::nflog::tests::skip(&format!("ruleset_applies_in_real_netns: {why}"));
+            crate::testing::skip(&why);
             return;
         }
         let ns = Netns::create().unwrap();
@@ -1919,7 +1919,7 @@ mod tests {
     #[test]
     fn netlink_apply_lists_like_nft() {
         if let Some(why) = real_netns_unavailable() {
-            crate::firewall::nflog::tests::skip(&format!("netlink_apply_lists_like_nft: {why}"));
+            crate::testing::skip(&why);
             return;
         }
         let ipv6_only = Allowlist::parse(&["[2001:db8::1]:443".to_string()]).unwrap();
@@ -2080,7 +2080,7 @@ mod tests {
     #[test]
     fn netlink_apply_is_atomic_and_names_the_refusal() {
         if let Some(why) = real_netns_unavailable() {
-            crate::firewall::nflog::tests::skip(&format!("netlink_apply_is_atomic: {why}"));
+            crate::testing::skip(&why);
             return;
         }
         let ns = Netns::create().unwrap();
@@ -2106,9 +2106,7 @@ mod tests {
     #[test]
     fn docker_dns_is_refused_in_real_netns_loopback() {
         if let Some(why) = real_netns_unavailable() {
-            crate::firewall::nflog::tests::skip(&format!(
-                "docker_dns_is_refused_in_real_netns_loopback: {why}"
-            ));
+            crate::testing::skip(&why);
             return;
         }
         let ns = Netns::create().unwrap();
