@@ -80,13 +80,8 @@ pub(super) fn add_table(batch: &mut Batch, obj: &Value) -> Result<(), String> {
     string(&mut a, 1, name); // NFTA_TABLE_NAME
     be32(&mut a, 2, 0); // NFTA_TABLE_FLAGS
     let fam = family(obj)?;
-    batch.msg(
-        NFT_MSG_NEWTABLE,
-        NLM_F_CREATE,
-        fam,
-        &a,
-        format!("add table {name}"),
-    );
+    // No NLM_F_CREATE, as nft sends it: the kernel creates a missing table either way.
+    batch.msg(NFT_MSG_NEWTABLE, 0, fam, &a, format!("add table {name}"));
     Ok(())
 }
 
@@ -362,12 +357,13 @@ pub(super) fn elements(
                 if *eflags != 0 {
                     be32(el, 3, *eflags); // NFTA_SET_ELEM_FLAGS
                 }
+                // libnftnl's order (flags, timeout, key, key end), so the bytes are nft's.
+                if let (true, Some(ms)) = (add, timeout) {
+                    attr(el, 4, &ms.to_be_bytes()); // NFTA_SET_ELEM_TIMEOUT
+                }
                 data_value(el, 1, key); // NFTA_SET_ELEM_KEY
                 if let Some(end) = end {
                     data_value(el, 10, end); // NFTA_SET_ELEM_KEY_END
-                }
-                if let (true, Some(ms)) = (add, timeout) {
-                    attr(el, 4, &ms.to_be_bytes()); // NFTA_SET_ELEM_TIMEOUT
                 }
             });
         }

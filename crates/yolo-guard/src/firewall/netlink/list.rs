@@ -91,68 +91,92 @@ pub(super) fn render_elements(types: &[Ty], flags: u32, raw: &[Vec<u8>]) -> Vec<
     out
 }
 
-/// `inet <table>`'s sets (with their elements), named counters and rule counters, read over
-/// netlink in the shape `nft -j list table` prints (what `sets::summarize` reads).
+/// The table `table` (family inet: sets with their elements, named counters, rules with
+/// counters) read over netlink in the shape `nft -j list table` prints (what
+/// `sets::summarize` reads).
 pub fn list_table_value(table: &str) -> Result<Value, String> {
     let request = table_request(table);
     let mut objects = vec![serde_json::json!({"table": {"family": "inet", "name": table}})];
     for body in dump(NFT_MSG_GETSET, NFPROTO_INET, &request)? {
-        let a = parse(&body);
-        let flags = get_be32(&a, 3).unwrap_or(0);
-        if get_str(&a, 1) != table || flags & NFT_SET_ANONYMOUS != 0 {
+        let Some(name) = named_set(table, &body) else {
             continue;
-        }
-        let name = get_str(&a, 2);
-        let types = key_types(get_be32(&a, 4).unwrap_or(0));
+        };
         let mut req = Vec::new();
         string(&mut req, 1, table);
         string(&mut req, 2, &name);
-        let mut raw = Vec::new();
-        for body in dump(NFT_MSG_GETSETELEM, NFPROTO_INET, &req)? {
-            let b = parse(&body);
-            if let Some(list) = get(&b, 3) {
-                raw.extend(parse(list).into_iter().map(|(_, e)| e.to_vec()));
-            }
-        }
-        let elem = render_elements(&types, flags, &raw);
-        let mut set = serde_json::json!({"family": "inet", "table": table, "name": name});
-        if !elem.is_empty() {
-            set["elem"] = Value::from(elem);
-        }
-        objects.push(serde_json::json!({ "set": set }));
+        let elements = dump(NFT_MSG_GETSETELEM, NFPROTO_INET, &req)?;
+        objects.push(set_value(table, &body, &elements));
     }
     for body in dump(NFT_MSG_GETOBJ, NFPROTO_INET, &request)? {
-        let a = parse(&body);
-        if get_str(&a, 1) != table || get_be32(&a, 3) != Some(1) {
-            continue;
-        }
-        let data = get(&a, 4).map(parse).unwrap_or_default();
-        objects.push(serde_json::json!({"counter": {
-            "family": "inet", "table": table, "name": get_str(&a, 2),
-            "packets": get_be64(&data, 2).unwrap_or(0), "bytes": get_be64(&data, 1).unwrap_or(0),
-        }}));
+        objects.extend(counter_value(table, &body));
     }
     for body in dump(NFT_MSG_GETRULE, NFPROTO_INET, &request)? {
-        let a = parse(&body);
-        if get_str(&a, 1) != table {
-            continue;
+        objects.extend(rule_value(table, &body));
+    }
+    Ok(serde_json::json!({ "nftables": objects }))
+}
+
+/// The name of the set a GETSET answer describes, if it is a named set of `table`.
+pub(super) fn named_set(table: &str, body: &[u8]) -> Option<String> {
+    let a = parse(body);
+    let flags = get_be32(&a, 3).unwrap_or(0);
+    (get_str(&a, 1) == table && flags & NFT_SET_ANONYMOUS == 0).then(|| get_str(&a, 2))
+}
+
+/// `{"set": ...}` from a GETSET answer and the GETSETELEM answers for that set.
+pub(super) fn set_value(table: &str, body: &[u8], elements: &[Vec<u8>]) -> Value {
+    let a = parse(body);
+    let flags = get_be32(&a, 3).unwrap_or(0);
+    let types = key_types(get_be32(&a, 4).unwrap_or(0));
+    let mut raw = Vec::new();
+    for body in elements {
+        let b = parse(body);
+        if let Some(list) = get(&b, 3) {
+            raw.extend(parse(list).into_iter().map(|(_, e)| e.to_vec()));
         }
-        let mut expr = Vec::new();
-        for (_, e) in get(&a, 4).map(parse).unwrap_or_default() {
-            let e = parse(e);
-            if get_str(&e, 1) == "counter" {
-                let d = get(&e, 2).map(parse).unwrap_or_default();
-                expr.push(serde_json::json!({"counter": {
-                    "packets": get_be64(&d, 2).unwrap_or(0), "bytes": get_be64(&d, 1).unwrap_or(0),
-                }}));
-            }
-        }
-        if !expr.is_empty() {
-            objects.push(serde_json::json!({"rule": {
-                "family": "inet", "table": table, "chain": get_str(&a, 2),
-                "handle": get_be64(&a, 3).unwrap_or(0), "expr": expr,
+    }
+    let elem = render_elements(&types, flags, &raw);
+    let mut set = serde_json::json!({"family": "inet", "table": table, "name": get_str(&a, 2)});
+    if !elem.is_empty() {
+        set["elem"] = Value::from(elem);
+    }
+    serde_json::json!({ "set": set })
+}
+
+/// `{"counter": ...}` from a GETOBJ answer, if it is a named counter of `table`.
+pub(super) fn counter_value(table: &str, body: &[u8]) -> Option<Value> {
+    let a = parse(body);
+    if get_str(&a, 1) != table || get_be32(&a, 3) != Some(1) {
+        return None;
+    }
+    let data = get(&a, 4).map(parse).unwrap_or_default();
+    Some(serde_json::json!({"counter": {
+        "family": "inet", "table": table, "name": get_str(&a, 2),
+        "packets": get_be64(&data, 2).unwrap_or(0), "bytes": get_be64(&data, 1).unwrap_or(0),
+    }}))
+}
+
+/// `{"rule": ...}` from a GETRULE answer, with its anonymous counters only (all `status`
+/// reads of a rule), if it is a rule of `table` that has one.
+pub(super) fn rule_value(table: &str, body: &[u8]) -> Option<Value> {
+    let a = parse(body);
+    if get_str(&a, 1) != table {
+        return None;
+    }
+    let mut expr = Vec::new();
+    for (_, e) in get(&a, 4).map(parse).unwrap_or_default() {
+        let e = parse(e);
+        if get_str(&e, 1) == "counter" {
+            let d = get(&e, 2).map(parse).unwrap_or_default();
+            expr.push(serde_json::json!({"counter": {
+                "packets": get_be64(&d, 2).unwrap_or(0), "bytes": get_be64(&d, 1).unwrap_or(0),
             }}));
         }
     }
-    Ok(serde_json::json!({ "nftables": objects }))
+    (!expr.is_empty()).then(|| {
+        serde_json::json!({"rule": {
+            "family": "inet", "table": table, "chain": get_str(&a, 2),
+            "handle": get_be64(&a, 3).unwrap_or(0), "expr": expr,
+        }})
+    })
 }

@@ -42,6 +42,9 @@ mod types;
 mod verify;
 mod wire;
 
+#[cfg(test)]
+mod fixture_tests;
+
 pub(crate) use encode::apply;
 pub(crate) use list::list_table_value;
 pub(crate) use verify::verify;

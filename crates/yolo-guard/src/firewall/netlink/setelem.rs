@@ -45,9 +45,17 @@ const MAX_TIMEOUT_SECS: u64 = u32::MAX as u64;
 /// Add `addrs` for `timeout_secs` in one netlink batch; with `refresh` (some may be in the
 /// sets already) as add + delete + add. Blocking: from async code use [`add_async`].
 pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Result<(), String> {
+    match encode(addrs, timeout_secs, refresh) {
+        Some(batch) => batch.send(),
+        None => Ok(()),
+    }
+}
+
+/// The whole batch for [`add`], begin to end; `None` when there is nothing to add.
+pub(super) fn encode(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Option<Batch> {
     let by_set = keys(addrs);
     if by_set.is_empty() {
-        return Ok(());
+        return None;
     }
     let timeout_ms = timeout_secs.clamp(1, MAX_TIMEOUT_SECS) * 1000;
     let mut batch = Batch::default();
@@ -58,7 +66,14 @@ pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Resul
             batch.setelem(NFT_MSG_NEWSETELEM, set, keys, Some(timeout_ms));
         }
     }
-    batch.send()
+    batch.message(
+        NFNL_MSG_BATCH_END,
+        NLM_F_REQUEST,
+        0,
+        NFNL_SUBSYS_NFTABLES,
+        &[],
+    );
+    Some(batch)
 }
 
 /// [`add`] off the async runtime's threads.
@@ -110,8 +125,8 @@ fn keys(addrs: &[(IpAddr, Ports)]) -> BTreeMap<&'static str, BTreeSet<Vec<u8>>> 
 }
 
 #[derive(Default)]
-struct Batch {
-    buf: Vec<u8>,
+pub(super) struct Batch {
+    pub(super) buf: Vec<u8>,
     /// Sequence numbers of the messages that must be acknowledged.
     acked: Vec<u32>,
     seq: u32,
@@ -141,14 +156,15 @@ impl Batch {
         let mut elements = Vec::new();
         for key in keys {
             let mut elem = Vec::new();
+            // libnftnl's order (timeout, then key), so the bytes are nft's.
+            if let Some(ms) = timeout_ms {
+                attr(&mut elem, NFTA_SET_ELEM_TIMEOUT, &ms.to_be_bytes());
+            }
             attr(&mut elem, NFTA_SET_ELEM_KEY | NLA_F_NESTED, &{
                 let mut data = Vec::new();
                 attr(&mut data, NFTA_DATA_VALUE, key);
                 data
             });
-            if let Some(ms) = timeout_ms {
-                attr(&mut elem, NFTA_SET_ELEM_TIMEOUT, &ms.to_be_bytes());
-            }
             attr(&mut elements, NFTA_LIST_ELEM | NLA_F_NESTED, &elem);
         }
         let mut attrs = Vec::new();
@@ -173,15 +189,9 @@ impl Batch {
         self.acked.push(seq);
     }
 
-    /// Send the batch and wait for every acknowledgement; the first error wins.
-    fn send(mut self) -> Result<(), String> {
-        self.message(
-            NFNL_MSG_BATCH_END,
-            NLM_F_REQUEST,
-            0,
-            NFNL_SUBSYS_NFTABLES,
-            &[],
-        );
+    /// Send the batch (ended by [`encode`]) and wait for every acknowledgement; the first
+    /// error wins.
+    fn send(self) -> Result<(), String> {
         send_batch(&self.buf, &self.acked).map_err(|(_, e)| {
             format!("cannot add set elements in table inet {TABLE} over netlink: {e}")
         })
