@@ -8,7 +8,7 @@
 //! Requests: `{"op":"allow","patterns":[..]}`, `{"op":"deny","patterns":[..]}`, `{"op":"status"}`.
 //! Responses: `{"ok":true,..}` or `{"ok":false,"error":".."}`, one line each.
 
-use super::dns::BoxFuture;
+use crate::dns::BoxFuture;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

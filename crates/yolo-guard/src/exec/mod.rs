@@ -18,7 +18,7 @@ pub mod wire;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Events;
+    use crate::audit::events::Events;
     use std::path::Path;
     use std::process::Command;
     use yolo_protocol::event::{Event, EventKind};

@@ -310,7 +310,7 @@ pub fn pending_signals(tid: i32) -> Vec<String> {
         };
         for info in buf.chunks_exact(SIGINFO_SIZE).take(n.max(0) as usize) {
             let signo = i32::from_ne_bytes(info[..4].try_into().expect("4 bytes"));
-            let name = crate::init::signal_name(signo);
+            let name = crate::init::signals::signal_name(signo);
             if !names.contains(&name) {
                 names.push(name);
             }

@@ -25,7 +25,8 @@
 //! had when they registered. They are recorded as `unsupervised`.
 
 use super::{digest, procfs, reader, wire};
-use crate::events::{guard_event, Events};
+use crate::audit::events::{guard_event, Events};
+use crate::init::signals::{alarm_signal, signal_name};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
@@ -524,7 +525,7 @@ impl Exits {
                 let (exit_code, signal) = match exit_status(&running) {
                     Some(st) if libc::WIFSIGNALED(st) => {
                         let sig = libc::WTERMSIG(st);
-                        (128 + sig as i64, Some(crate::init::signal_name(sig)))
+                        (128 + sig as i64, Some(signal_name(sig)))
                     }
                     Some(st) => (libc::WEXITSTATUS(st) as i64, None),
                     None => (-1, None),
@@ -1283,11 +1284,6 @@ struct Alarm {
 unsafe impl Send for Alarm {}
 
 extern "C" fn wake(_: libc::c_int) {}
-
-/// The alarm's signal (a real-time one glibc leaves free).
-pub fn alarm_signal() -> libc::c_int {
-    libc::SIGRTMIN() + 4
-}
 
 impl Alarm {
     fn new() -> std::io::Result<Alarm> {

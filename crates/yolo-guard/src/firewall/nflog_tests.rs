@@ -1,4 +1,5 @@
 use super::*;
+use crate::testing::{can_use_netns, skip};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Duration;
@@ -145,26 +146,6 @@ impl Drop for Netns {
     }
 }
 
-/// A real-kernel test cannot run here (not root, no `nft`, no `ip netns`): say so and skip,
-/// unless `YOLO_REQUIRE_NETNS` is set (CI sets it), where a skip would hide a broken firewall.
-pub(crate) fn skip(why: &str) {
-    if std::env::var_os("YOLO_REQUIRE_NETNS").is_some() {
-        panic!("real-kernel test cannot run ({why}) and YOLO_REQUIRE_NETNS is set");
-    }
-    skip(why);
-}
-
-pub(crate) fn can_use_netns() -> Result<(), &'static str> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("not root");
-    }
-    if Command::new("nft").arg("--version").output().is_err() {
-        return Err("no nft binary");
-    }
-    Ok(())
-}
-
 #[test]
 fn reads_a_packet_dropped_in_a_private_namespace() {
     if let Err(why) = can_use_netns() {
@@ -215,10 +196,13 @@ fn open_mode_packets_are_connections_not_blocks() {
         port: Some(443),
         prefix: prefix.into(),
     };
-    let unlisted = blocked_event(packet(crate::ruleset::LOG_PREFIX_UNLISTED), None);
+    let unlisted = blocked_event(packet(crate::firewall::ruleset::LOG_PREFIX_UNLISTED), None);
     assert_eq!(unlisted.name(), "connection");
-    let blocked = blocked_event(packet(crate::ruleset::LOG_PREFIX_BLOCKED), None);
+    let blocked = blocked_event(packet(crate::firewall::ruleset::LOG_PREFIX_BLOCKED), None);
     assert_eq!(blocked.name(), "blocked");
-    let bypass = blocked_event(packet(crate::ruleset::LOG_PREFIX_DNS_BYPASS), None);
+    let bypass = blocked_event(
+        packet(crate::firewall::ruleset::LOG_PREFIX_DNS_BYPASS),
+        None,
+    );
     assert_eq!(bypass.name(), "blocked");
 }

@@ -38,9 +38,9 @@
 //! overflows, the changes in between (`file_watch_overflow`). yolo's look at the watched files
 //! after each command (the CLI's `watched` module) compares them whatever the watcher saw.
 
+use crate::audit::events::{guard_event, Events};
+use crate::audit::writer::Writer;
 use crate::error::{Error, Result};
-use crate::events::{guard_event, Events};
-use crate::writer::Writer;
 use chrono::{DateTime, Utc};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
@@ -1291,5 +1291,5 @@ fn record(
 }
 
 #[cfg(test)]
-#[path = "files_tests.rs"]
+#[path = "watcher_tests.rs"]
 mod tests;

@@ -125,7 +125,7 @@ fn aggregate(kind: &EventKind, n: u64, from: DateTime<Utc>, to: DateTime<Utc>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_events::blocked;
+    use crate::audit::test_events::blocked;
 
     fn t0() -> DateTime<Utc> {
         "2025-03-04T10:15:00Z".parse().unwrap()

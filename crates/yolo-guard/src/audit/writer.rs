@@ -400,7 +400,7 @@ mod tests {
 
     #[test]
     fn past_the_cap_a_distinct_blocked_destination_is_still_described_from_the_reserve() {
-        use crate::test_events::blocked;
+        use crate::audit::test_events::blocked;
         let mut budget = Budget::new(1600, 0);
         assert!(budget.admit(&notice(), 1600, t0()));
         assert!(!budget.admit(&notice(), 10, t0()), "the cap is reached");
@@ -409,7 +409,7 @@ mod tests {
         assert!(!budget.admit(&blocked(4243), 60, t0()));
         // A folded repeat is only counted, reserve or not.
         let mut fresh = Budget::new(1600, 1600);
-        let folded = crate::test_events::folded(80, 9);
+        let folded = crate::audit::test_events::folded(80, 9);
         assert!(!fresh.admit(&folded, 10, t0()));
         assert_eq!(counts(&fresh.reports(t0(), true)), [("blocked".into(), 9)]);
     }
@@ -432,7 +432,7 @@ mod tests {
     /// to new destinations have theirs, which a flood of allowed names does not use up.
     #[test]
     fn past_the_cap_each_allowed_name_and_destination_is_written_once_from_its_own_reserve() {
-        use crate::test_events::blocked;
+        use crate::audit::test_events::blocked;
         let mut budget = Budget::new(16_000, 16_000);
         assert!(!budget.admit(&notice(), 1, t0()), "the cap is reached");
         for i in 0..10_000 {

@@ -11,6 +11,8 @@
 //!   are registered while they run ([`owned`]); a tracee of the supervisor is never waited for
 //!   here (a real parent that is also in the tracer's thread group would take its stops).
 
+pub mod signals;
+
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};
 
@@ -49,7 +51,7 @@ pub fn block_signals() {
     // that unblocks it, so a process-directed one (the agent can send it to PID 1, which has a
     // handler for it) interrupts no other thread's calls.
     // SAFETY: `set` is an initialised sigset_t.
-    unsafe { libc::sigaddset(&mut set, crate::exec::supervisor::alarm_signal()) };
+    unsafe { libc::sigaddset(&mut set, signals::alarm_signal()) };
     // SAFETY: valid set, no old mask wanted.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     // No SIGCHLD when a child or a tracee stops: the exec supervisor stops one at every exec,
@@ -200,31 +202,4 @@ pub fn set_stalled(stalled: bool) {
 /// Held while the supervisor traces one exec (see the module doc).
 pub fn tracing() -> MutexGuard<'static, ()> {
     TRACING.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The signal's name for the log (`SIGTERM`).
-pub fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGCHLD => "SIGCHLD",
-        libc::SIGSYS => "SIGSYS",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_string()
 }

@@ -5,7 +5,7 @@
 //!   batch for table `inet yolo`.
 //! - (tests only) `verify(expected: &Nftables, listed: &Nftables) -> Result<(), String>`:
 //!   compare what `nft -j list table inet yolo` shows with what was applied; the guard itself
-//!   verifies over netlink (`nfnl::verify`).
+//!   verifies over netlink (`netlink::verify`).
 //! - `add_addresses(&[(IpAddr, Ports)], timeout_secs) -> Nftables<'static>`: delete+add of
 //!   dynamic set elements in one batch (timeouts refresh on old kernels too).
 //! - `remove_addresses(&[(IpAddr, Ports)]) -> Nftables<'static>`.
@@ -826,7 +826,7 @@ pub fn remove_addresses(addrs: &[(IpAddr, Ports)]) -> Nftables<'static> {
 }
 
 /// The check of `nft`'s own listing against a batch: the guard verifies over netlink
-/// (`nfnl::verify`); the real-kernel tests keep this second, independent reading of what the
+/// (`netlink::verify`); the real-kernel tests keep this second, independent reading of what the
 /// kernel holds through `nft -j list`.
 #[cfg(test)]
 mod nft_listing {
@@ -1814,7 +1814,7 @@ mod tests {
     #[test]
     fn ruleset_applies_in_real_netns() {
         if let Some(why) = real_netns_unavailable() {
-            crate::nflog::tests::skip(&format!("ruleset_applies_in_real_netns: {why}"));
+            crate::testing::skip(&why);
             return;
         }
         let ns = Netns::create().unwrap();
@@ -1913,13 +1913,13 @@ mod tests {
         listed
     }
 
-    /// The netlink translation (`nfnl`) against `nft -j -f -` of the same typed values: both
+    /// The netlink translation (`netlink`) against `nft -j -f -` of the same typed values: both
     /// namespaces must list the same ruleset, for several configurations and the follow-up
     /// batches (address updates, static network refills).
     #[test]
     fn netlink_apply_lists_like_nft() {
         if let Some(why) = real_netns_unavailable() {
-            crate::nflog::tests::skip(&format!("netlink_apply_lists_like_nft: {why}"));
+            crate::testing::skip(&why);
             return;
         }
         let ipv6_only = Allowlist::parse(&["[2001:db8::1]:443".to_string()]).unwrap();
@@ -1991,16 +1991,19 @@ mod tests {
             for batch in &batches {
                 by_nft.apply(batch).unwrap();
                 let batch = batch.clone();
-                in_netns(&by_netlink, move || crate::nfnl::apply(&batch))
+                in_netns(&by_netlink, move || crate::firewall::netlink::apply(&batch))
                     .unwrap_or_else(|e| panic!("{name}: {e}"));
             }
             let (a, b) = (listed_ruleset(&by_nft), listed_ruleset(&by_netlink));
             assert!(a["nftables"].as_array().unwrap().len() > 10, "{name}: {a}");
             // Status over netlink reads what nft lists: elements (expiry aside) and counters.
-            let by_nft_list = crate::sets::summarize(&by_netlink.list(&["table", "inet", TABLE]));
-            let by_netlink_list = in_netns(&by_netlink, || crate::nfnl::list_table_value(TABLE))
-                .map(|v| crate::sets::summarize(&v))
-                .unwrap();
+            let by_nft_list =
+                crate::firewall::sets::summarize(&by_netlink.list(&["table", "inet", TABLE]));
+            let by_netlink_list = in_netns(&by_netlink, || {
+                crate::firewall::netlink::list_table_value(TABLE)
+            })
+            .map(|v| crate::firewall::sets::summarize(&v))
+            .unwrap();
             let no_expiry = |(mut e, c): (Vec<yolo_protocol::control::SetElement>, _)| {
                 e.iter_mut().for_each(|e| e.expires_secs = None);
                 e.sort_by(|a, b| (&a.set, &a.element).cmp(&(&b.set, &b.element)));
@@ -2012,15 +2015,17 @@ mod tests {
             assert_eq!(left, right, "{name}: status listing");
             if name == "updates" {
                 let egress = batches.last().unwrap().clone();
-                in_netns(&by_netlink, move || crate::nfnl::verify(&egress))
-                    .unwrap_or_else(|e| panic!("{name}: verify egress: {e}"));
+                in_netns(&by_netlink, move || {
+                    crate::firewall::netlink::verify(&egress)
+                })
+                .unwrap_or_else(|e| panic!("{name}: verify egress: {e}"));
             }
             if let [only] = &batches[..] {
                 // Read back over netlink: what nft made and what netlink made both pass, and
                 // a tampered chain fails.
                 for ns in [&by_nft, &by_netlink] {
                     let expected = only.clone();
-                    in_netns(ns, move || crate::nfnl::verify(&expected))
+                    in_netns(ns, move || crate::firewall::netlink::verify(&expected))
                         .unwrap_or_else(|e| panic!("{name}: verify: {e}"));
                 }
                 by_nft
@@ -2039,10 +2044,14 @@ mod tests {
                     )
                     .unwrap();
                 let expected = only.clone();
-                let err = in_netns(&by_nft, move || crate::nfnl::verify(&expected)).unwrap_err();
+                let err = in_netns(&by_nft, move || crate::firewall::netlink::verify(&expected))
+                    .unwrap_err();
                 assert!(err.contains("chain yolo input has"), "{name}: {err}");
                 let other = build(&config(NetworkMode::Open, vec![1]), &Allowlist::default());
-                let err = in_netns(&by_netlink, move || crate::nfnl::verify(&other)).unwrap_err();
+                let err = in_netns(&by_netlink, move || {
+                    crate::firewall::netlink::verify(&other)
+                })
+                .unwrap_err();
                 assert!(!err.is_empty());
             }
             if a != b {
@@ -2071,7 +2080,7 @@ mod tests {
     #[test]
     fn netlink_apply_is_atomic_and_names_the_refusal() {
         if let Some(why) = real_netns_unavailable() {
-            crate::nflog::tests::skip(&format!("netlink_apply_is_atomic: {why}"));
+            crate::testing::skip(&why);
             return;
         }
         let ns = Netns::create().unwrap();
@@ -2084,7 +2093,7 @@ mod tests {
         }));
         batch.add(element(SET_NET4, vec![s("192.0.2.1")]));
         let nft = batch.to_nftables();
-        let err = in_netns(&ns, move || crate::nfnl::apply(&nft)).unwrap_err();
+        let err = in_netns(&ns, move || crate::firewall::netlink::apply(&nft)).unwrap_err();
         assert!(err.contains("set yolo net4"), "{err}");
         let listed = listed_ruleset(&ns);
         assert_eq!(
@@ -2097,9 +2106,7 @@ mod tests {
     #[test]
     fn docker_dns_is_refused_in_real_netns_loopback() {
         if let Some(why) = real_netns_unavailable() {
-            crate::nflog::tests::skip(&format!(
-                "docker_dns_is_refused_in_real_netns_loopback: {why}"
-            ));
+            crate::testing::skip(&why);
             return;
         }
         let ns = Netns::create().unwrap();

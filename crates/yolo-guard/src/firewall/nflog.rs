@@ -7,7 +7,7 @@
 //! packet, so every distinct attempt reaches this reader; the kernel's only bound is this
 //! socket's buffer, and what it drops shows as a sequence gap, reported as `nflog_dropped`.
 
-use super::events::{guard_event, Events};
+use crate::audit::events::{guard_event, Events};
 use netlink_packet_netfilter::nflog::{
     config_request, ConfigCmd, ConfigFlags, ConfigMode, ConfigNla, Timeout,
 };
@@ -328,7 +328,7 @@ fn ack_result(buf: &[u8]) -> io::Result<()> {
 /// (logged with the `yolo-unlisted` prefix).
 pub fn blocked_event(packet: Packet, name: Option<String>) -> EventKind {
     let (proto, dst, port) = (packet.proto, packet.dst.to_string(), packet.port);
-    if packet.prefix == crate::ruleset::LOG_PREFIX_UNLISTED {
+    if packet.prefix == super::ruleset::LOG_PREFIX_UNLISTED {
         return EventKind::Connection {
             proto,
             dst,
@@ -393,4 +393,4 @@ pub fn spawn(
 
 #[cfg(test)]
 #[path = "nflog_tests.rs"]
-pub(crate) mod tests;
+mod tests;

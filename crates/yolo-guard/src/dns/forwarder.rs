@@ -20,8 +20,8 @@
 //! already allowed are opened. TCP (truncated answers, TCP clients) still uses a connection per
 //! query.
 
-use super::events::{guard_event, Events};
 use super::names::Resolved;
+use crate::audit::events::{guard_event, Events};
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::RData;
 use std::collections::HashMap;
@@ -82,7 +82,7 @@ impl DnsOptions {
             upstream_timeout: Duration::from_secs(2),
             max_in_flight: 256,
             max_tcp_clients: 128,
-            mark: Some(crate::ruleset::socket_mark()),
+            mark: Some(crate::firewall::ruleset::socket_mark()),
             local_names: Vec::new(),
             local_upstream: Vec::new(),
         }
@@ -211,15 +211,15 @@ impl<P: Policy> Forwarder<P> {
         tasks
     }
 
-    /// Read what waits into the per-sender queues ([`crate::fairq`]), answer a round from
+    /// Read what waits into the per-sender queues ([`super::fairq`]), answer a round from
     /// them, let the forwarding tasks run, and again. Queries for allowed names have a queue
     /// of their own, served first in each round: a flood of refused (or malformed) queries,
     /// from one socket or many, fills only its own queue, and an allowed lookup is answered
     /// in the next round whatever the flood (which only slows the answers to itself).
     async fn serve_udp(self: Arc<Self>, socket: Arc<UdpSocket>) {
         let mut buf = vec![0u8; 65_535];
-        let mut allowed = crate::fairq::FairQueue::default();
-        let mut others = crate::fairq::FairQueue::default();
+        let mut allowed = super::fairq::FairQueue::default();
+        let mut others = super::fairq::FairQueue::default();
         let mut dropped_total = 0u64;
         loop {
             if allowed.is_empty() && others.is_empty() && socket.readable().await.is_err() {
@@ -649,7 +649,7 @@ const RECEIVE_BUFFER: usize = 4 << 20;
 /// `SO_RCVBUF` goes.
 fn grow_receive_buffer(socket: &UdpSocket) {
     use std::os::fd::AsRawFd;
-    if !crate::nflog::force_receive_buffer(socket.as_raw_fd(), RECEIVE_BUFFER) {
+    if !crate::firewall::nflog::force_receive_buffer(socket.as_raw_fd(), RECEIVE_BUFFER) {
         let _ = socket2::SockRef::from(socket).set_recv_buffer_size(RECEIVE_BUFFER);
     }
 }
@@ -938,5 +938,5 @@ fn rcode_name(rcode: ResponseCode) -> String {
 }
 
 #[cfg(test)]
-#[path = "dns_tests.rs"]
+#[path = "forwarder_tests.rs"]
 mod tests;

@@ -17,27 +17,20 @@
 //! bindings with `bindgen` at build time (a libclang build dependency, checked in its
 //! Cargo.toml) and is GPL-3.0, for the whole nftables object model where this needs four
 //! attributes of one message type. The ruleset itself stays typed `nftables` values, applied and
-//! verified over netlink by `nfnl` (which shares this module's batch sending), and a listing
+//! verified over netlink by the rest of `netlink` (which shares this module's wire and socket), and a listing
 //! shows these elements with their expiry like any other.
 
-use crate::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT, TABLE};
-use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
+use super::socket::send_batch;
+use super::wire::{
+    attr, cstr, push_message, NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END, NFNL_SUBSYS_NFTABLES,
+    NFPROTO_INET, NFT_MSG_DELSETELEM, NFT_MSG_NEWSETELEM, NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE,
+    NLM_F_REQUEST,
+};
+use crate::firewall::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT, TABLE};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-use std::os::fd::AsRawFd;
 use yolo_protocol::allowlist::Ports;
 
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
-const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
-const NFNL_MSG_BATCH_END: u16 = 0x11;
-const NFT_MSG_NEWSETELEM: u16 = 12;
-const NFT_MSG_DELSETELEM: u16 = 14;
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_ACK: u16 = 0x4;
-const NLM_F_CREATE: u16 = 0x400;
-const NLA_F_NESTED: u16 = 0x8000;
-const NFPROTO_INET: u8 = 1;
 const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
 const NFTA_SET_ELEM_LIST_SET: u16 = 2;
 const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
@@ -52,9 +45,17 @@ const MAX_TIMEOUT_SECS: u64 = u32::MAX as u64;
 /// Add `addrs` for `timeout_secs` in one netlink batch; with `refresh` (some may be in the
 /// sets already) as add + delete + add. Blocking: from async code use [`add_async`].
 pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Result<(), String> {
+    match encode(addrs, timeout_secs, refresh) {
+        Some(batch) => batch.send(),
+        None => Ok(()),
+    }
+}
+
+/// The whole batch for [`add`], begin to end; `None` when there is nothing to add.
+pub(super) fn encode(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Option<Batch> {
     let by_set = keys(addrs);
     if by_set.is_empty() {
-        return Ok(());
+        return None;
     }
     let timeout_ms = timeout_secs.clamp(1, MAX_TIMEOUT_SECS) * 1000;
     let mut batch = Batch::default();
@@ -65,7 +66,14 @@ pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Resul
             batch.setelem(NFT_MSG_NEWSETELEM, set, keys, Some(timeout_ms));
         }
     }
-    batch.send()
+    batch.message(
+        NFNL_MSG_BATCH_END,
+        NLM_F_REQUEST,
+        0,
+        NFNL_SUBSYS_NFTABLES,
+        &[],
+    );
+    Some(batch)
 }
 
 /// [`add`] off the async runtime's threads.
@@ -117,8 +125,8 @@ fn keys(addrs: &[(IpAddr, Ports)]) -> BTreeMap<&'static str, BTreeSet<Vec<u8>>> 
 }
 
 #[derive(Default)]
-struct Batch {
-    buf: Vec<u8>,
+pub(super) struct Batch {
+    pub(super) buf: Vec<u8>,
     /// Sequence numbers of the messages that must be acknowledged.
     acked: Vec<u32>,
     seq: u32,
@@ -148,14 +156,15 @@ impl Batch {
         let mut elements = Vec::new();
         for key in keys {
             let mut elem = Vec::new();
+            // libnftnl's order (timeout, then key), so the bytes are nft's.
+            if let Some(ms) = timeout_ms {
+                attr(&mut elem, NFTA_SET_ELEM_TIMEOUT, &ms.to_be_bytes());
+            }
             attr(&mut elem, NFTA_SET_ELEM_KEY | NLA_F_NESTED, &{
                 let mut data = Vec::new();
                 attr(&mut data, NFTA_DATA_VALUE, key);
                 data
             });
-            if let Some(ms) = timeout_ms {
-                attr(&mut elem, NFTA_SET_ELEM_TIMEOUT, &ms.to_be_bytes());
-            }
             attr(&mut elements, NFTA_LIST_ELEM | NLA_F_NESTED, &elem);
         }
         let mut attrs = Vec::new();
@@ -180,115 +189,13 @@ impl Batch {
         self.acked.push(seq);
     }
 
-    /// Send the batch and wait for every acknowledgement; the first error wins.
-    fn send(mut self) -> Result<(), String> {
-        self.message(
-            NFNL_MSG_BATCH_END,
-            NLM_F_REQUEST,
-            0,
-            NFNL_SUBSYS_NFTABLES,
-            &[],
-        );
+    /// Send the batch (ended by [`encode`]) and wait for every acknowledgement; the first
+    /// error wins.
+    fn send(self) -> Result<(), String> {
         send_batch(&self.buf, &self.acked).map_err(|(_, e)| {
             format!("cannot add set elements in table inet {TABLE} over netlink: {e}")
         })
     }
-}
-
-/// Send a whole NFNL batch (`buf`, begin to end) on a new NETLINK_NETFILTER socket and wait
-/// for the acknowledgement of every sequence number in `acked`. The first error wins and comes
-/// with the sequence number of the message the kernel refused (None: the socket failed).
-pub(crate) fn send_batch(buf: &[u8], acked: &[u32]) -> Result<(), (Option<u32>, std::io::Error)> {
-    let fail = |e: std::io::Error| (None, e);
-    let mut socket = Socket::new(NETLINK_NETFILTER).map_err(fail)?;
-    socket.bind_auto().map_err(fail)?;
-    // A kernel that never answers must not hang the caller forever.
-    let limit = libc::timeval {
-        tv_sec: 2,
-        tv_usec: 0,
-    };
-    // SAFETY: a valid socket and a timeval of the size passed.
-    unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&limit as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        );
-    }
-    socket.send(buf, 0).map_err(fail)?;
-    let mut first_error = None;
-    let mut pending: BTreeSet<u32> = acked.iter().copied().collect();
-    let mut rbuf = Vec::with_capacity(64 * 1024);
-    while !pending.is_empty() {
-        rbuf.clear();
-        let len = socket.recv(&mut rbuf, 0).map_err(fail)?;
-        let mut rest = &rbuf[..len.min(rbuf.len())];
-        while rest.len() >= 16 {
-            let msg_len = u32::from_ne_bytes(rest[0..4].try_into().unwrap()) as usize;
-            let kind = u16::from_ne_bytes(rest[4..6].try_into().unwrap());
-            let seq = u32::from_ne_bytes(rest[8..12].try_into().unwrap());
-            if msg_len < 16 || msg_len > rest.len() {
-                break;
-            }
-            if kind == NLMSG_ERROR && msg_len >= 20 {
-                let errno = i32::from_ne_bytes(rest[16..20].try_into().unwrap());
-                if errno != 0 && first_error.is_none() {
-                    first_error = Some((Some(seq), std::io::Error::from_raw_os_error(-errno)));
-                }
-                pending.remove(&seq);
-            }
-            rest = &rest[((msg_len + 3) & !3).min(rest.len())..];
-        }
-        // A failed batch is aborted as a whole; its error names the cause.
-        if first_error.is_some() {
-            break;
-        }
-    }
-    match first_error {
-        None => Ok(()),
-        Some(e) => Err(e),
-    }
-}
-
-/// One nfnetlink message appended to `buf`: the netlink header (`kind`, `flags`, the batch's
-/// next sequence number, taken from `seq` and returned), `struct nfgenmsg` (`family`, version 0,
-/// `res_id` big-endian), then `attrs`.
-pub(crate) fn push_message(
-    buf: &mut Vec<u8>,
-    seq: &mut u32,
-    (kind, flags): (u16, u16),
-    (family, res_id): (u8, u16),
-    attrs: &[u8],
-) -> u32 {
-    *seq += 1;
-    let seq = *seq;
-    let len = 16 + 4 + attrs.len();
-    buf.extend_from_slice(&(len as u32).to_ne_bytes());
-    buf.extend_from_slice(&kind.to_ne_bytes());
-    buf.extend_from_slice(&flags.to_ne_bytes());
-    buf.extend_from_slice(&seq.to_ne_bytes());
-    buf.extend_from_slice(&0u32.to_ne_bytes());
-    buf.push(family);
-    buf.push(0);
-    buf.extend_from_slice(&res_id.to_be_bytes());
-    buf.extend_from_slice(attrs);
-    seq
-}
-
-/// A netlink attribute (length, type, payload padded to 4 bytes).
-pub(crate) fn attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
-    buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
-    buf.extend_from_slice(&kind.to_ne_bytes());
-    buf.extend_from_slice(payload);
-    buf.resize((buf.len() + 3) & !3, 0);
-}
-
-pub(crate) fn cstr(s: &str) -> Vec<u8> {
-    let mut bytes = s.as_bytes().to_vec();
-    bytes.push(0);
-    bytes
 }
 
 #[cfg(test)]

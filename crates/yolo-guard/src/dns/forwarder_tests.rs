@@ -523,7 +523,7 @@ async fn a_burst_of_queries_on_one_socket_is_answered_in_full() {
 }
 
 /// A sender flooding refused names as fast as it can does not keep another sender's query out
-/// (the per-sender queue, `crate::fairq`): each probe, asked once with a 1 s timeout while the
+/// (the per-sender queue, `super::fairq`): each probe, asked once with a 1 s timeout while the
 /// flood runs, is answered.
 #[tokio::test]
 async fn a_flooding_sender_does_not_keep_another_senders_query_out() {

@@ -8,7 +8,7 @@
 //!
 //! Pure: the guard lists the sets, asks its allowlist and applies the result.
 
-use crate::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT};
+use super::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use yolo_protocol::allowlist::{IpNet, Pattern, Ports};

@@ -1,5 +1,5 @@
 //! Talking to the kernel's nftables: apply a batch, verify it, list the table — all over
-//! netlink (`nfnl`), so the guard image needs no `nft` program. Errors name what the kernel
+//! netlink (`netlink`), so the guard image needs no `nft` program. Errors name what the kernel
 //! refused.
 //!
 //! Not here: what the batches contain (that is `ruleset`, pure).
@@ -15,19 +15,19 @@ pub const TABLE: [&str; 2] = ["inet", "yolo"];
 /// Apply `batch` as one atomic netlink transaction. Blocking. (The DNS path's set updates
 /// go over netlink too: `setelem`.)
 pub fn apply(batch: &Nftables<'_>) -> Result<(), String> {
-    crate::nfnl::apply(batch)
+    super::netlink::apply(batch)
 }
 
 /// Read the kernel's tables back over netlink and compare them with `expected`, applied
-/// before (`nfnl::verify`).
+/// before (`netlink::verify`).
 pub fn verify(expected: &Nftables<'_>) -> Result<(), String> {
-    crate::nfnl::verify(expected)
+    super::netlink::verify(expected)
 }
 
 /// `inet yolo` as `nft -j list table` would print it (for status: elements with expiry,
 /// counters), read over netlink.
 pub fn list_table_value() -> Result<Value, String> {
-    crate::nfnl::list_table_value(TABLE[1])
+    super::netlink::list_table_value(TABLE[1])
 }
 
 /// Set elements and counters from a `nft -j list table` listing. Named counters keep their

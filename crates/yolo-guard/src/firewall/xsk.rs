@@ -1,4 +1,4 @@
-//! The AF_XDP half of the build's seal (`seal_egress` in lib.rs). An AF_XDP socket sends frames
+//! The AF_XDP half of the build's seal (`firewall::seal`). An AF_XDP socket sends frames
 //! through `__dev_direct_xmit`, which passes no netdev egress hook, and `NET_RAW` is all it
 //! needs: an image build's RUN steps hold it in the guard's namespace, and an attack run sent
 //! forged ARP and traffic around the build's firewall that way (Linux 6.18). A queue of an

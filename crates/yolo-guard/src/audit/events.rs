@@ -4,8 +4,8 @@
 //! second with a count), then go through a bounded queue to one writer thread, which writes
 //! them within the session log's cap (`writer::Budget`).
 
-use crate::fold::Fold;
-use crate::writer::Writer;
+use super::fold::Fold;
+use super::writer::Writer;
 use chrono::Utc;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
@@ -179,7 +179,7 @@ impl Events {
 
 /// The queue's lane of `kind`: 1 for first sightings, 0 for the rest.
 fn lane(kind: &EventKind) -> usize {
-    usize::from(crate::writer::is_sighting(kind))
+    usize::from(super::writer::is_sighting(kind))
 }
 
 /// `Guard { status, details }` from literal pairs.
@@ -200,7 +200,7 @@ pub fn guard_event<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_events::blocked;
+    use crate::audit::test_events::blocked;
 
     #[test]
     fn a_full_queue_counts_instead_of_blocking() {

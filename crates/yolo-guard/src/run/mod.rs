@@ -1,0 +1,221 @@
+//! `yolo-guard run`: the guard's start-up, in the order that fails closed. Apply and verify the
+//! ruleset, seal a build's frames, point the resolver at the guard, then serve (`serve`: DNS,
+//! the control sockets, NFLOG, the file and exec audits) and say "ready" (file
+//! [`GUARD_READY_FILE`] and the line [`yolo_protocol::GUARD_READY_LINE`] on stdout). If any step before that
+//! fails the guard exits non-zero and the host never starts the agent.
+//!
+//! - `guard`: the running guard's state, and its DNS policy;
+//! - `requests`: what the control requests do to it;
+//! - `serve`: everything that runs once the ruleset holds.
+
+mod guard;
+mod requests;
+mod serve;
+
+use crate::audit::events::{guard_event, Events};
+use crate::audit::writer::Writer;
+use crate::dns::names::Resolved;
+use crate::dns::resolv_conf;
+use crate::error::{Error, Result};
+use crate::firewall::batches::{Batches, Ruleset};
+use crate::firewall::{seal, sets};
+use crate::init;
+use guard::Guard;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use yolo_protocol::allowlist::Allowlist;
+use yolo_protocol::{GuardConfig, NetworkMode, GUARD_READY_FILE};
+
+/// `yolo-guard run --config FILE`.
+pub fn run(config_path: &Path) -> Result<()> {
+    run_with(config_path, Arc::new(Ruleset))
+}
+
+/// [`run`] with the batches given: read the config, enforce, serve until SIGTERM.
+pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<()> {
+    let started = Instant::now();
+    // Before any thread exists: the signal thread takes them (see `init`).
+    init::block_signals();
+    // Root in the agent shares this PID namespace: no ptrace, no /proc/1/mem, whatever caps.
+    // SAFETY: plain prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    let _ = std::fs::remove_file(GUARD_READY_FILE); // a restarted container is not ready yet
+    let text = std::fs::read_to_string(config_path).map_err(|e| Error::io(config_path, e))?;
+    let config: GuardConfig = serde_json::from_str(&text).map_err(|e| Error::Config {
+        file: config_path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let config = to_stdout(config);
+    let log =
+        Writer::open(&config.audit_path, &config.session, None)?.in_phase(config.phase.as_deref());
+    let result = enforce_and_serve(config, batches, started);
+    if let Err(e) = &result {
+        // Written directly: the queue's thread may not get to it before the process exits.
+        let _ = log.write(guard_event("failed", [("error", e.to_string().into())]));
+    }
+    result
+}
+
+/// With `audit_to_stdout`, every log the config names is the guard's stdout: the writers
+/// append one whole line per `write` there as they do to a file, and the stdout of a Pod's
+/// container is what `kubectl logs` (and `yolo audit --kube`) read.
+fn to_stdout(mut config: GuardConfig) -> GuardConfig {
+    if !config.audit_to_stdout {
+        return config;
+    }
+    let stdout = PathBuf::from(yolo_protocol::STDOUT_PATH);
+    config.audit_path = stdout.clone();
+    if let Some(exec) = config.exec_audit.as_mut() {
+        exec.log_path = stdout.clone();
+    }
+    if let Some(files) = config.file_watch.as_mut() {
+        files.log_path = stdout;
+    }
+    config
+}
+
+fn enforce_and_serve<B: Batches>(
+    config: GuardConfig,
+    batches: Arc<B>,
+    started: Instant,
+) -> Result<()> {
+    let fail = |what: &str, e: String| {
+        Error::other(format!(
+            "yolo-guard: {what}: {e}; the agent will not be started"
+        ))
+    };
+    let upstream = if config.upstream.is_empty() {
+        resolv_conf::nameservers()
+    } else {
+        config.upstream.clone()
+    };
+    if upstream.is_empty() && config.mode != NetworkMode::None {
+        return Err(fail(
+            "no upstream DNS",
+            "GuardConfig.upstream is empty and /etc/resolv.conf names no nameserver".into(),
+        ));
+    }
+    // The ruleset lets the guard's marked sockets reach exactly these.
+    let config = GuardConfig {
+        upstream: upstream.clone(),
+        gateway: std::fs::read_to_string("/proc/net/route")
+            .ok()
+            .and_then(|text| yolo_protocol::Gateway::from_proc_net_route(&text)),
+        ..config
+    };
+    // Without the gateway, published ports would be open to every container of the bridge;
+    // on the one other projects' guards share, the guard does not start.
+    if shared_bridge()
+        && config.mode != NetworkMode::None
+        && !config.published_ports.is_empty()
+        && config.gateway.is_none()
+    {
+        return Err(fail(
+            "no default route in /proc/net/route",
+            "published ports could be reached by other projects on the shared bridge".into(),
+        ));
+    }
+    let allowlist =
+        Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e.to_string()))?;
+    let expected = batches.build(&config, &allowlist);
+    sets::apply(&expected).map_err(|e| fail("cannot apply the firewall ruleset", e))?;
+    batches
+        .verify(&expected)
+        .map_err(|e| fail("the firewall ruleset does not verify", e))?;
+    let verify_ms = started.elapsed().as_millis() as u64;
+    // An image build's RUN steps share the namespace in the build phase, holding NET_RAW.
+    let building = config.mode == NetworkMode::Firewall && config.phase.is_some();
+    let sealed = building.then(seal::seal_egress);
+    // AF_XDP sends below the egress hook, on any kernel that has it: every queue taken before
+    // the build starts, or no build.
+    if building {
+        seal::hold_xdp_queues().map_err(|e| {
+            fail(
+                "cannot take the interfaces' AF_XDP queues before the build",
+                format!(
+                    "{e}; a guard made by an earlier yolo lacks NET_RAW for it: `yolo up --rebuild` makes it anew"
+                ),
+            )
+        })?;
+    }
+
+    if config.mode != NetworkMode::None {
+        resolv_conf::point_resolver_at_guard()
+            .map_err(|e| fail("cannot point /etc/resolv.conf at the guard", e))?;
+    }
+    let writer = Writer::open(
+        &config.audit_path,
+        &config.session,
+        Some(config.max_session_log),
+    )?
+    .in_phase(config.phase.as_deref());
+    let events = Events::to_writer(writer);
+    // One thread: a DNS query is a few microseconds of work, and handing it between workers
+    // (wake-ups, cross-thread queues) cost more than it did (docs/performance.md). Set updates
+    // go to the blocking pool, which few threads are enough for.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(4)
+        .enable_all()
+        .build()
+        .map_err(|e| fail("cannot start the async runtime", e.to_string()))?;
+    let guard = Arc::new(Guard {
+        mode: config.mode,
+        allow_internal_answers: config.allow_internal_answers,
+        allowlist: RwLock::new(allowlist),
+        batches,
+        resolved: Arc::new(Resolved::default()),
+        events: Arc::clone(&events),
+    });
+    if let Some(Err(e)) = sealed {
+        // On a bridge of the project's own, not fatal (an older kernel has no egress hook):
+        // ordinary connections, DNS and the mark are still filtered; only frames from packet
+        // sockets are not, and no other project is on that segment. The log says so.
+        guard.events.emit(guard_event(
+            "egress_filter_unavailable",
+            [("error", e.clone().into())],
+        ));
+        // On the bridge other projects' guards share, a RUN step's forged ARP would reach
+        // them: the build does not run.
+        if shared_bridge() {
+            return Err(fail(
+                "cannot seal the build's frames on the bridge other projects share",
+                format!(
+                    "{e}; build with `[build] network = \"none\"`, or on an engine whose kernel has the netdev egress hook (Linux 5.16)"
+                ),
+            ));
+        }
+    }
+    runtime.block_on(serve::serve(config, guard, upstream, started, verify_ms))
+}
+
+/// Whether this guard's container was made on the bridge other projects' guards share
+/// ([`yolo_protocol::SHARED_BRIDGE_ENV`]).
+fn shared_bridge() -> bool {
+    std::env::var_os(yolo_protocol::SHARED_BRIDGE_ENV).is_some_and(|v| v == "1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::firewall_config;
+
+    #[test]
+    fn audit_to_stdout_sends_every_log_to_stdout_and_the_files_stay_the_default() {
+        let mut config = firewall_config(&[]);
+        config.audit_path = "/var/log/yolo/s.jsonl".into();
+        config.exec_audit = Some(yolo_protocol::ExecAudit {
+            allow_traced: false,
+            log_path: "/var/log/yolo/s.exec.jsonl".into(),
+            max_bytes: 1,
+        });
+        assert_eq!(to_stdout(config.clone()), config);
+        config.audit_to_stdout = true;
+        let moved = to_stdout(config);
+        assert_eq!(moved.audit_path, PathBuf::from("/dev/stdout"));
+        assert_eq!(
+            moved.exec_audit.unwrap().log_path,
+            PathBuf::from("/dev/stdout")
+        );
+    }
+}

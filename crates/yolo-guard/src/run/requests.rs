@@ -1,0 +1,225 @@
+//! What the control socket's requests do to the running guard: `allow` and `deny` change the
+//! live allowlist and the kernel's sets with it (a deny revokes what the allowlist no longer
+//! justifies), `status` lists the table. The sockets themselves are `control`.
+
+use super::guard::Guard;
+use crate::control::{Handler, Request, Response};
+use crate::dns::{BoxFuture, Policy};
+use crate::firewall::batches::Batches;
+use crate::firewall::{revoke, ruleset, sets};
+use std::sync::Arc;
+use yolo_protocol::allowlist::Allowlist;
+use yolo_protocol::event::EventKind;
+
+/// The control socket's handler: the running guard, shared.
+pub(crate) struct Control<B>(pub(crate) Arc<Guard<B>>);
+
+impl<B: Batches> Handler for Control<B> {
+    /// On a blocking thread: a request's set changes and listings wait on the kernel (and a
+    /// `deny` on its revocations), and DNS runs on the one runtime thread, which must not wait
+    /// with them.
+    fn handle(&self, request: Request) -> BoxFuture<Response> {
+        let guard = Arc::clone(&self.0);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || match request {
+                Request::Allow { patterns } => guard.allow_patterns(patterns),
+                Request::Deny { patterns } => guard.deny_patterns(patterns),
+                Request::Status => guard.status(),
+            })
+            .await
+            .unwrap_or_else(|e| Response::error(format!("the request failed: {e}")))
+        })
+    }
+}
+
+impl<B: Batches> Guard<B> {
+    fn patterns(&self) -> Vec<String> {
+        self.allowlist
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .patterns()
+    }
+
+    fn allow_patterns(&self, patterns: Vec<String>) -> Response {
+        let extended = self
+            .allowlist
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(&patterns);
+        if let Err(e) = extended {
+            return Response::error(e.to_string());
+        }
+        if let Err(e) = self.refresh_networks(&patterns) {
+            return Response::error(format!(
+                "allowlist changed, but the networks are not open: {e}"
+            ));
+        }
+        self.events.emit(EventKind::Firewall {
+            action: "allow".into(),
+            patterns,
+        });
+        Response {
+            ok: true,
+            patterns: Some(self.patterns()),
+            ..Default::default()
+        }
+    }
+
+    fn deny_patterns(&self, patterns: Vec<String>) -> Response {
+        let removed = self
+            .allowlist
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&patterns);
+        if let Err(e) = self.refresh_networks(&removed) {
+            return Response::error(format!(
+                "allowlist changed, but the networks stay open: {e}"
+            ));
+        }
+        // Blocking nft from a handler is fine: deny is rare and the caller waits for it.
+        let revocation = match self.revoke() {
+            Ok(revocation) => revocation,
+            Err(e) => {
+                return Response::error(format!(
+                    "allowlist changed, but the addresses stay open: {e}"
+                ))
+            }
+        };
+        self.events.emit(EventKind::Firewall {
+            action: "deny".into(),
+            patterns: removed.clone(),
+        });
+        Response {
+            ok: true,
+            patterns: Some(self.patterns()),
+            removed,
+            revoked: revocation.closed,
+            ..Default::default()
+        }
+    }
+
+    /// After a deny: take out of the dynamic sets what the allowlist no longer justifies, as
+    /// the kernel lists it (a whole address, or only the denied ports of it), and forget the
+    /// names that are denied now.
+    fn revoke(&self) -> std::result::Result<revoke::Revocation, String> {
+        let names = self.resolved.names_by_address();
+        let (elements, _) = sets::summarize(&sets::list_table_value()?);
+        let listed: Vec<revoke::Listed> =
+            elements.iter().filter_map(revoke::Listed::parse).collect();
+        let revocation = revoke::revocations(&listed, |addr| {
+            let names = names.get(addr)?;
+            Some(
+                names
+                    .iter()
+                    .filter_map(|name| self.decide(name))
+                    .reduce(|a, b| a.union(&b)),
+            )
+        });
+        if !revocation.remove.is_empty() {
+            sets::apply(&self.batches.remove_addresses(&revocation.remove))?;
+        }
+        for (addr, ports, expires_secs) in &revocation.narrow {
+            sets::apply(
+                &self
+                    .batches
+                    .add_addresses(&[(*addr, ports.clone())], *expires_secs),
+            )?;
+        }
+        self.resolved.forget(|name| self.decide(name).is_none());
+        self.resolved.unpush(&revocation.addresses());
+        Ok(revocation)
+    }
+
+    /// Static networks live in their own sets: when `changed` names one, refill them.
+    fn refresh_networks(&self, changed: &[String]) -> std::result::Result<(), String> {
+        let networks = Allowlist::parse(changed)
+            .map(|a| !a.networks().is_empty())
+            .unwrap_or(false);
+        if !networks {
+            return Ok(());
+        }
+        let allow = self
+            .allowlist
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        sets::apply(&ruleset::static_networks(&allow))
+    }
+
+    fn status(&self) -> Response {
+        let (elements, counters) = match sets::list_table_value() {
+            Ok(listing) => sets::summarize(&listing),
+            Err(e) => return Response::error(e),
+        };
+        Response {
+            ok: true,
+            mode: Some(self.mode),
+            patterns: Some(self.patterns()),
+            elements,
+            counters,
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::events::Events;
+    use crate::dns::names::Resolved;
+    use crate::firewall::batches::Ruleset;
+    use crate::testing::{dynamic_elements, firewall_config, in_netns};
+    use std::net::IpAddr;
+    use std::sync::RwLock;
+    use std::time::Instant;
+    use yolo_protocol::allowlist::Ports;
+    use yolo_protocol::NetworkMode;
+
+    /// `yolo deny name:port` against the kernel: the port goes, the name's other port and
+    /// other names' addresses stay; a whole-name deny then takes the rest.
+    #[test]
+    fn deny_of_a_port_revokes_only_that_port_in_a_private_namespace() {
+        let Some((after_port, after_name, responses)) = in_netns("deny", || {
+            let config = firewall_config(&["svc.test:80,8080", "*.wide.test"]);
+            let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
+            sets::apply(&Ruleset.build(&config, &allow))?;
+            let guard = Guard {
+                mode: NetworkMode::Firewall,
+                allow_internal_answers: false,
+                allowlist: RwLock::new(allow),
+                batches: Arc::new(Ruleset),
+                resolved: Arc::new(Resolved::default()),
+                events: Events::channel().0,
+            };
+            let until = Instant::now() + std::time::Duration::from_secs(300);
+            let svc: IpAddr = "198.51.100.7".parse().unwrap();
+            let wide: IpAddr = "198.51.100.8".parse().unwrap();
+            guard.resolved.record("svc.test", &[svc], until);
+            guard.resolved.record("x.wide.test", &[wide], until);
+            sets::apply(&Ruleset.add_addresses(&[(svc, guard.decide("svc.test").unwrap())], 300))?;
+            sets::apply(&Ruleset.add_addresses(&[(wide, Ports::Any)], 300))?;
+            let port = guard.deny_patterns(vec!["svc.test:8080".into()]);
+            let after_port = dynamic_elements()?;
+            let name = guard.deny_patterns(vec!["svc.test".into()]);
+            let after_name = dynamic_elements()?;
+            Ok((after_port, after_name, [port, name]))
+        }) else {
+            return;
+        };
+        let [port, name] = responses;
+        assert!(port.ok, "{port:?}");
+        assert_eq!(port.removed, ["svc.test:8080"]);
+        assert_eq!(port.revoked, ["198.51.100.7:8080"]);
+        assert_eq!(
+            port.patterns.as_deref(),
+            Some(&["svc.test:80".to_string(), "*.wide.test".to_string()][..])
+        );
+        let mut after_port = after_port;
+        after_port.sort();
+        assert_eq!(after_port, ["198.51.100.7 . 80", "198.51.100.8"]);
+        assert!(name.ok, "{name:?}");
+        assert_eq!(name.removed, ["svc.test:80"]);
+        assert_eq!(name.revoked, ["198.51.100.7:80"]);
+        assert_eq!(after_name, ["198.51.100.8"]);
+    }
+}
