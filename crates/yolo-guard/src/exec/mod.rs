@@ -75,7 +75,8 @@ mod tests {
             ( exec 3</proc/$victim/mem; exec 4<>/proc/self/fd/3 ) 2>/dev/null || refused=$((refused + 1))
             ( exec 3</proc/$victim/mem ) 2>/dev/null || {{ echo no-read; exit 3; }}
             echo ok > {file} && echo ok > /dev/null && echo ok | cat > /dev/null || exit 4
-            echo ok > /dev/stdout || exit 5
+            # A pipe of this user's, reopened through /proc/self/fd (pipefs is outside the rule).
+            ( echo ok > /dev/stdout ) | grep -q ok || exit 5
             kill $victim
             exit $refused"#,
             file = file.display()
