@@ -2,6 +2,7 @@
 
 pub(crate) mod agents;
 pub(crate) mod audit;
+pub(crate) mod bring_up;
 pub(crate) mod ca;
 pub(crate) mod cli;
 pub(crate) mod commands;
@@ -14,16 +15,18 @@ pub(crate) mod firewall;
 pub(crate) mod interrupt;
 pub(crate) mod k8s;
 pub(crate) mod lock;
+pub(crate) mod output;
 pub(crate) mod policy;
 pub(crate) mod project;
 pub(crate) mod remote;
 pub(crate) mod run_spec;
+pub(crate) mod session;
 pub(crate) mod settings;
-pub(crate) mod state;
 pub(crate) mod terminal;
 pub(crate) mod user_config;
 pub(crate) mod values;
 pub(crate) mod visible;
+pub(crate) mod watched;
 
 pub(crate) use error::{Error, Result};
 

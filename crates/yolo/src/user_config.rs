@@ -72,7 +72,7 @@ pub(crate) struct UserWorkspace {
     /// container. Unset: `policy::DEFAULT_READ_ONLY`. Set, it replaces the defaults.
     pub(crate) read_only: Option<Vec<String>>,
     /// Globs (relative to the repository) of files the host runs that the agent may edit: each
-    /// change is flagged. Unset: `commands::watched::DEFAULT_WATCH`. Set, it replaces them.
+    /// change is flagged. Unset: `watched::DEFAULT_WATCH`. Set, it replaces them.
     pub(crate) watch: Option<Vec<String>>,
     /// With a remote engine, the largest file of the copy `yolo sync` brings back (e.g.
     /// "100m"); a larger one is left out, named. Default: `settings::DEFAULT_SYNC_MAX_FILE`.

@@ -4,7 +4,7 @@ pub(crate) use crate::audit::line::render;
 use crate::audit::{self, Event};
 use crate::cli::Target;
 use crate::error::{Error, Result};
-use crate::state::WorkspaceState;
+use crate::session::state::WorkspaceState;
 use std::time::Duration;
 
 /// Which events `yolo audit` prints.

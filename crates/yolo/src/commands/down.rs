@@ -3,13 +3,13 @@
 //! `up`'s leftovers too: a guard without its agent, a never-started agent, a second network);
 //! `--volumes` also the named volumes.
 
-use super::session;
 use crate::cli::Target;
 use crate::engine::{Engine, Found, Made, Role};
 use crate::error::{Error, Result};
 use crate::lock;
 use crate::project::Located;
-use crate::state::WorkspaceState;
+use crate::session::record;
+use crate::session::state::WorkspaceState;
 
 pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Result<i32> {
     let located = super::locate(target)?;
@@ -27,7 +27,7 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
         }
         Err(e) => return Err(e),
     };
-    super::watched::report_and_print(&located.devcontainer_id, session::current(&state)?.as_ref());
+    crate::watched::report_and_print(&located.devcontainer_id, record::current(&state)?.as_ref());
     // A remote engine's copy: the agent stops first (it must not change the copy while it is
     // read, nor keep running when the sync fails), then its work comes back before anything
     // goes; a conflict stops `down --remove --volumes` (nothing is lost: run `yolo sync` once
@@ -41,7 +41,7 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
         if let Err(e) = super::sync::collect_events(&engine, &located).await {
             warn(&e);
         }
-        let writer = session::current(&state)?;
+        let writer = record::current(&state)?;
         let brought = match taking {
             Ok(taking) => {
                 super::sync::bring_back(&engine, &located, &taking, writer.as_ref()).await
@@ -75,7 +75,7 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
     };
     // The session ends even when one removal failed: the rest went, and the next `up` starts
     // a new one.
-    session::close(&mut state, if remove { "down --remove" } else { "down" })?;
+    record::close(&mut state, if remove { "down --remove" } else { "down" })?;
     state.save(&located.devcontainer_id)?;
     result.map(|()| 0)
 }
@@ -130,7 +130,7 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
         networks,
         volumes: labelled,
     } = engine.made_for(&super::owner(located)).await?;
-    let own = super::network::own_network(&crate::devcontainer::names::container_name(
+    let own = crate::bring_up::guard::own_network(&crate::devcontainer::names::container_name(
         &located.workspace,
         &located.devcontainer_id,
     ));

@@ -1,15 +1,16 @@
 //! `yolo allow`, `yolo deny` and `yolo firewall`: change or show a running session's allowlist
 //! through the guard's control socket, without restarting anything.
 
-use super::{network, output};
 use crate::audit::{self, EventKind};
+use crate::bring_up::guard;
 use crate::cli::Target;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::{Allowlist, Pattern, Ports};
 use crate::firewall::control::{Request, Response};
+use crate::output;
 use crate::project::Located;
-use crate::state::WorkspaceState;
+use crate::session::state::WorkspaceState;
 use std::collections::BTreeMap;
 
 /// `yolo allow`: the patterns were checked by clap (`values::parse_pattern`), so a typo is a
@@ -135,7 +136,7 @@ pub(crate) async fn show(target: &Target, json: bool) -> Result<i32> {
         let located = super::locate(target)?;
         let engine = super::engine().await?;
         let guard = running_guard(&engine, &located).await?;
-        let response = network::control(&engine, &guard, &Request::Status).await?;
+        let response = guard::control(&engine, &guard, &Request::Status).await?;
         let state = WorkspaceState::load(&located.devcontainer_id)?;
         let agent = engine.find(&super::owner(&located)).await?.agent;
         let container = agent.map(|c| output::Container::from_found(&c, state.exec.as_ref()));
@@ -178,7 +179,7 @@ async fn request(target: &Target, request: &Request) -> Result<Response> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;
     let guard = running_guard(&engine, &located).await?;
-    let response = network::control(&engine, &guard, request).await?;
+    let response = guard::control(&engine, &guard, request).await?;
     record(&located, request);
     Ok(response)
 }

@@ -1,6 +1,6 @@
 //! `yolo kube [--apply]`: the session `yolo up` would make, as one Kubernetes Pod. The config
 //! is read and checked by the same policy (`Project::load` → `RunSpec`), the allowlist merged
-//! and the guard's config made as for Docker (`network::allowlist`, `network::guard_config`);
+//! and the guard's config made as for Docker (`guard::allowlist`, `guard::guard_config`);
 //! only the last step differs: `k8s::render` instead of the engine. Without `--apply` the YAML
 //! goes to stdout. `yolo audit --kube POD` reads the events back from the guard's log.
 
@@ -79,8 +79,8 @@ pub(crate) async fn execute(
         return Ok(0);
     };
     // What runs unattended in the cluster is what the user approved, as for `yolo up`.
-    let mut state = crate::state::WorkspaceState::load(&project.spec.devcontainer_id)?;
-    super::approval::check(&project, &mut state)?;
+    let mut state = crate::session::state::WorkspaceState::load(&project.spec.devcontainer_id)?;
+    crate::session::approval::check(&project, &mut state)?;
     state.save(&project.spec.devcontainer_id)?;
     let uid = crate::k8s::client::apply(&client, &namespace, &config_map, &pod).await?;
     // A run like `yolo run --detach`'s: `yolo ps` lists it, `yolo logs` reads its agent.
@@ -158,9 +158,9 @@ fn plan(project: &Project, flags: &KubeFlags) -> Result<PodPlan> {
 /// The guard's config for the ConfigMap: the one `yolo up` makes, with the Pod's differences.
 fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result<String> {
     let agents = super::up::with_default_agent(project, &[]);
-    let allow = super::network::allowlist(project, &agents)?;
-    let session = super::session::new_id();
-    let mut config = super::network::guard_config(project, mode, &session, allow, None);
+    let allow = crate::bring_up::guard::allowlist(project, &agents)?;
+    let session = crate::session::record::new_id();
+    let mut config = crate::bring_up::guard::guard_config(project, mode, &session, allow, None);
     // The Pod's log is the audit log: no host folder to write to, none to watch (the
     // workspace lives in the Pod).
     config.audit_to_stdout = true;

@@ -2,9 +2,9 @@
 //! it (`carry_out`): the image, the guard (verified) before the agent, the session, then the
 //! lifecycle hooks. Idempotent: a second `up` reuses what the first made.
 
-use super::{approval, features, hooks, network, session, watched};
 use crate::agents::Agent;
 use crate::audit::{EventKind, Writer};
+use crate::bring_up::{features, guard, hooks};
 use crate::cli::Target;
 use crate::engine::{Container, Engine, Found, Made, NetworkAttach, Owner, Role};
 use crate::error::{Error, Result};
@@ -12,9 +12,11 @@ use crate::firewall::control::Request;
 use crate::firewall::{mode_name, NetworkMode, PHASE_BUILD};
 use crate::project::Project;
 use crate::run_spec::{ImageSource, MountKind, RunSpec};
+use crate::session::state::WorkspaceState;
+use crate::session::{approval, record};
 use crate::settings::UpSettings;
-use crate::state::WorkspaceState;
 use crate::user_config::UserConfig;
+use crate::watched;
 use crate::{interrupt, lock};
 use std::fmt;
 
@@ -49,7 +51,7 @@ pub(crate) async fn execute(
     let engine = engine.await?;
     let outcome = up(&engine, &mut project, &[]).await?;
     if json {
-        super::output::print(&json_output(&engine, &project, &outcome).await?);
+        crate::output::print(&json_output(&engine, &project, &outcome).await?);
     } else {
         print_outcome(&outcome);
     }
@@ -58,8 +60,8 @@ pub(crate) async fn execute(
 
 /// `up --json` (docs/json-output.md): the container and network objects `status` and
 /// `firewall` show too, built the same way.
-async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<super::output::Up> {
-    use super::output::{Container, Network, Up};
+async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<crate::output::Up> {
+    use crate::output::{Container, Network, Up};
     let spec = &project.spec;
     let found = engine.find(&Owner::of(spec)).await?;
     let agent = found.agent.ok_or_else(|| {
@@ -140,7 +142,7 @@ pub(crate) async fn up(
     // are yolo's does not depend on the label (`Owner` is the workspace and its config).
     let owner = Owner::of(&project.spec);
     let (merged, found) = tokio::join!(
-        super::metadata::with_image(engine, project, &image),
+        crate::bring_up::metadata::with_image(engine, project, &image),
         engine.find(&owner)
     );
     if let Some(merged) = merged? {
@@ -150,7 +152,7 @@ pub(crate) async fn up(
     let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
     // What changed in the files the host runs since yolo last looked (say, in VS Code between
     // two runs) goes to the session it happened in.
-    watched::report_and_print(&spec.devcontainer_id, session::current(&state)?.as_ref());
+    watched::report_and_print(&spec.devcontainer_id, record::current(&state)?.as_ref());
     let first_use = approval::first_use(project, &state)?;
     approval::check(project, &mut state)?;
     state.save(&spec.devcontainer_id)?;
@@ -173,7 +175,7 @@ pub(crate) async fn up(
     let prepared = if reread_compose && missing {
         None
     } else {
-        super::compose::prepare(project).await?
+        crate::bring_up::compose::prepare(project).await?
     };
     let image = prepared.as_ref().map_or(image, |p| p.dev_image());
     if !fetched.is_empty() || prepared.is_some() {
@@ -183,7 +185,7 @@ pub(crate) async fn up(
     }
     let spec = &project.spec;
     // Checked before any Docker work, so a bad pattern changes nothing.
-    let allow = network::allowlist(project, &with_default_agent(project, agents))?;
+    let allow = guard::allowlist(project, &with_default_agent(project, agents))?;
 
     let found = found?;
     let mode = network_mode(project.settings.network, found.agent.as_ref());
@@ -321,7 +323,7 @@ async fn roll_back(
         }
     }
     if state.session.is_some() && state.session != session_before {
-        if let Err(e) = session::close(state, &format!("yolo up failed: {error}")) {
+        if let Err(e) = record::close(state, &format!("yolo up failed: {error}")) {
             warn(e.to_string());
         }
     }
@@ -522,7 +524,7 @@ pub(crate) fn plan(found: &Found, options: &PlanOptions) -> Plan {
     }
     let agent_step = agent.map_or(AgentStep::Create, |a| fresh_agent(a, guard, needs_guard));
     // A new agent container gets a new guard too: the guard's network was chosen for the
-    // agent it was made with (network::own_bridge_reason), and this one may hold what that
+    // agent it was made with (guard::own_bridge_reason), and this one may hold what that
     // choice excluded (a NET_RAW grant on the bridge other projects share).
     let reset = agent.is_none().then_some(Reason::AgentMissing);
     Plan::Fresh {
@@ -607,7 +609,7 @@ struct Act<'a> {
     /// The Features, fetched, in install order.
     fetched: &'a features::Fetched,
     /// A Compose config, read and checked.
-    compose: Option<&'a super::compose::Prepared>,
+    compose: Option<&'a crate::bring_up::compose::Prepared>,
     /// The Compose files are read and checked again after initializeCommand.
     reread_compose: bool,
     /// This `up` is the workspace's first (`approval::first_use`).
@@ -624,7 +626,7 @@ impl Act<'_> {
                 ..
             } => {
                 let writer =
-                    session::current(state)?.ok_or_else(|| Error::other("no open session"))?;
+                    record::current(state)?.ok_or_else(|| Error::other("no open session"))?;
                 if let Some(guard) = guard {
                     self.sync_allowlist(guard, state).await?;
                 }
@@ -663,7 +665,7 @@ impl Act<'_> {
             AgentStep::Start { image, .. } => image.clone(),
             _ => image_label(&spec.image),
         };
-        let writer = session::open(
+        let writer = record::open(
             self.project,
             state,
             &image_name,
@@ -676,7 +678,7 @@ impl Act<'_> {
         let reread;
         let compose = if self.reread_compose {
             // Checked by the policy first: a refused file is not recorded as approved.
-            reread = super::compose::prepare(self.project).await?;
+            reread = crate::bring_up::compose::prepare(self.project).await?;
             if self.first_use {
                 // The first use approves what it uses, the generated files included.
                 for file in spec.compose.iter().flat_map(|c| &c.files) {
@@ -785,7 +787,7 @@ impl Act<'_> {
             let (id, waits) = made?;
             if let Some(guard_id) = &guard_id {
                 state.allowlist = Some(act.allow.to_vec());
-                let ready = network::wait_guard(self.engine, guard_id, writer.session());
+                let ready = guard::wait_guard(self.engine, guard_id, writer.session());
                 if waits {
                     let (ready, started) = tokio::join!(ready, self.engine.start(&id));
                     ready?;
@@ -838,21 +840,21 @@ impl Act<'_> {
                 Ok(Some(id.clone()))
             }
             GuardStep::Recreate { .. } | GuardStep::Create => Ok(Some(
-                network::create_guard(self.engine, self.project, builds).await?,
+                guard::create_guard(self.engine, self.project, builds).await?,
             )),
             GuardStep::Remove { .. } | GuardStep::Nothing => Ok(None),
         }
     }
 
     /// Start the guard `make_guard` made with this session's config (not waiting until it is
-    /// ready: `network::wait_guard` does). False without a guard.
+    /// ready: `guard::wait_guard` does). False without a guard.
     async fn launch_guard(&self, id: Option<&str>, writer: &Writer) -> Result<bool> {
         let Some(id) = id else {
             return Ok(false);
         };
         let allow = self.allow.to_vec();
-        let config = network::guard_config(self.project, self.mode, writer.session(), allow, None);
-        network::launch_guard(self.engine, self.project, id, &config).await?;
+        let config = guard::guard_config(self.project, self.mode, writer.session(), allow, None);
+        guard::launch_guard(self.engine, self.project, id, &config).await?;
         Ok(true)
     }
 
@@ -900,7 +902,7 @@ impl Act<'_> {
     /// image with Features repeats them in its label, for VS Code).
     async fn with_image_metadata(&self, image: &str) -> Result<Option<Project>> {
         if self.fetched.is_empty() {
-            return super::metadata::with_image(self.engine, self.project, image).await;
+            return crate::bring_up::metadata::with_image(self.engine, self.project, image).await;
         }
         let base = image_label(&self.project.spec.image);
         features::with_metadata(self.engine, self.project, &base, self.fetched).await
@@ -932,40 +934,40 @@ impl Act<'_> {
     /// siblings' subnets and names allowed on top of this session's allowlist.
     async fn fresh_compose(
         &self,
-        prepared: &super::compose::Prepared,
+        prepared: &crate::bring_up::compose::Prepared,
         guard: &GuardStep,
         writer: &Writer,
         state: &mut WorkspaceState,
-    ) -> Result<super::compose::Started> {
+    ) -> Result<crate::bring_up::compose::Started> {
         // By name from here on: `compose::start` may make it again.
         let guard_id = match guard {
             GuardStep::Start { id, running } => {
                 if *running {
                     self.engine.stop(id).await?;
                 }
-                Some(network::guard_name(self.project))
+                Some(guard::guard_name(self.project))
             }
             GuardStep::Recreate { .. } | GuardStep::Create => {
                 // A Compose guard runs the services' builds whenever one is needed.
-                network::create_guard(self.engine, self.project, true).await?;
-                Some(network::guard_name(self.project))
+                guard::create_guard(self.engine, self.project, true).await?;
+                Some(guard::guard_name(self.project))
             }
             GuardStep::Remove { .. } | GuardStep::Nothing => None,
         };
-        let start_guard = |phase: super::compose::GuardPhase| {
+        let start_guard = |phase: crate::bring_up::compose::GuardPhase| {
             let guard_id = guard_id.clone();
             async move {
                 let Some(id) = guard_id else {
                     return Ok(());
                 };
                 let (allow, names, published, phase) = match phase {
-                    super::compose::GuardPhase::Build => (
+                    crate::bring_up::compose::GuardPhase::Build => (
                         self.build_allow(writer)?,
                         Vec::new(),
                         None,
                         Some(PHASE_BUILD),
                     ),
-                    super::compose::GuardPhase::Session {
+                    crate::bring_up::compose::GuardPhase::Session {
                         extra,
                         names,
                         published,
@@ -976,15 +978,15 @@ impl Act<'_> {
                     }
                 };
                 let mut config =
-                    network::guard_config(self.project, self.mode, writer.session(), allow, phase);
+                    guard::guard_config(self.project, self.mode, writer.session(), allow, phase);
                 config.local_names = names;
                 if let Some(published) = published {
                     config.published_ports = published;
                 }
-                network::start_guard(self.engine, self.project, &id, &config).await
+                guard::start_guard(self.engine, self.project, &id, &config).await
             }
         };
-        let started = super::compose::start(
+        let started = crate::bring_up::compose::start(
             self.engine,
             self.project,
             prepared,
@@ -1143,7 +1145,7 @@ impl Act<'_> {
         writer: &Writer,
         state: &mut WorkspaceState,
     ) -> Result<Option<String>> {
-        // A guard that built is on a bridge of the project's own (`network::own_bridge_reason`),
+        // A guard that built is on a bridge of the project's own (`guard::own_bridge_reason`),
         // so grants the image's metadata adds cannot put the agent on the shared one.
         if planned.ports == self.project.spec.ports {
             let again = GuardStep::Start { id, running: true };
@@ -1158,7 +1160,7 @@ impl Act<'_> {
     fn build_allow(&self, writer: &Writer) -> Result<Vec<String>> {
         match self.mode {
             NetworkMode::Firewall => {
-                let allow = network::build_allowlist(self.project, self.allow)?;
+                let allow = guard::build_allowlist(self.project, self.allow)?;
                 self.note_build_additions(&allow, writer)?;
                 Ok(allow)
             }
@@ -1229,8 +1231,8 @@ impl Act<'_> {
         let Some(id) = self.make_guard(step, phase.is_some()).await? else {
             return Ok(None);
         };
-        let config = network::guard_config(self.project, self.mode, writer.session(), allow, phase);
-        network::start_guard(self.engine, self.project, &id, &config).await?;
+        let config = guard::guard_config(self.project, self.mode, writer.session(), allow, phase);
+        guard::start_guard(self.engine, self.project, &id, &config).await?;
         Ok(Some(id))
     }
 
@@ -1253,10 +1255,10 @@ impl Act<'_> {
             .cloned()
             .collect();
         if !added.is_empty() {
-            network::control(self.engine, guard, &Request::Allow { patterns: added }).await?;
+            guard::control(self.engine, guard, &Request::Allow { patterns: added }).await?;
         }
         if !removed.is_empty() {
-            network::control(self.engine, guard, &Request::Deny { patterns: removed }).await?;
+            guard::control(self.engine, guard, &Request::Deny { patterns: removed }).await?;
         }
         state.allowlist = Some(now.to_vec());
         Ok(())
@@ -1265,7 +1267,7 @@ impl Act<'_> {
 
 /// Named volumes of `spec` (the workspace's too, when it is one), made up front so they carry
 /// yolo's labels (and `YOLO_LABELS`).
-pub(super) async fn create_volumes(engine: &Engine, spec: &RunSpec) -> Result<()> {
+pub(crate) async fn create_volumes(engine: &Engine, spec: &RunSpec) -> Result<()> {
     let workspace = std::iter::once(&spec.workspace_mount);
     let names: std::collections::BTreeSet<&str> = workspace
         .chain(&spec.mounts)

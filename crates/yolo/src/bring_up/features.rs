@@ -58,7 +58,7 @@ pub(crate) async fn fetch(project: &Project) -> Result<Fetched> {
     };
     let resolution = features::resolve(&request, &progress).await?;
     if let Some(lock) = &resolution.lock_written {
-        super::approval::note_own_write(project, lock)?;
+        crate::session::approval::note_own_write(project, lock)?;
     }
     for warning in &resolution.warnings {
         eprintln!(

@@ -261,7 +261,7 @@ impl Baseline {
 
     /// Write atomically, like the workspace state.
     pub(crate) fn save(&self, devcontainer_id: &str) -> Result<()> {
-        crate::state::write_json(&baseline_path(devcontainer_id), self)
+        crate::session::state::write_json(&baseline_path(devcontainer_id), self)
     }
 
     /// What changed from `self` to `now`, in path order.
@@ -369,7 +369,7 @@ fn copy_baseline_path(devcontainer_id: &str) -> PathBuf {
 
 /// Record what the copy holds as it is made: the next sync compares with it.
 pub(crate) fn start_copy(devcontainer_id: &str, root: &Path, patterns: &[String]) -> Result<()> {
-    crate::state::write_json(
+    crate::session::state::write_json(
         &copy_baseline_path(devcontainer_id),
         &Baseline::scan(root, patterns),
     )
@@ -393,7 +393,7 @@ pub(crate) fn report_copy(
         .unwrap_or_default();
     old.files.retain(|p, _| now.files.contains_key(p));
     let report = compare(&old, now, writer)?;
-    crate::state::write_json(&path, now)?;
+    crate::session::state::write_json(&path, now)?;
     Ok(report)
 }
 

@@ -15,7 +15,7 @@ use crate::devcontainer::model::LifecycleCommand;
 use crate::error::{Error, Result};
 use crate::project::Project;
 use crate::run_spec::{ImageSource, RunSpec};
-use crate::state::{Approval, ApprovedConfig, WorkspaceState};
+use crate::session::state::{Approval, ApprovedConfig, WorkspaceState};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

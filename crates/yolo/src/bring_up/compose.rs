@@ -10,7 +10,7 @@
 //! started with the siblings allowed, the dev service limited, then everything started.
 
 use super::features::{self, Fetched};
-use super::network;
+use super::guard;
 use crate::devcontainer::model::DevContainer;
 use crate::engine::compose::{self, Cli, Compose, FilePlan};
 use crate::engine::{Engine, NetworkAttach};
@@ -267,10 +267,10 @@ where
         // the image's label was read, is made again when the label forwards other ports.
         if let (Some(guard), false) = (guard, now.spec.ports == project.spec.ports) {
             engine.remove(guard).await?;
-            network::create_guard(engine, now, true).await?;
+            guard::create_guard(engine, now, true).await?;
         }
         // Volumes a label or a Feature asks for: made (and labelled) before Compose names them.
-        super::up::create_volumes(engine, &now.spec).await?;
+        crate::commands::up::create_volumes(engine, &now.spec).await?;
         let mut plan = file_plan(now, prepared, mode, guard.is_some());
         plan.image = image;
         let started = bring_up(engine, now, prepared, &run, &mut plan, &path, &start_guard).await?;
@@ -299,7 +299,7 @@ fn file_plan<'a>(
     guard: bool,
 ) -> FilePlan<'a> {
     let spec = &project.spec;
-    let guard = guard.then(|| network::guard_name(project));
+    let guard = guard.then(|| guard::guard_name(project));
     // `[build] network = "none"`: the services' RUN steps get no network either.
     let build_guard = guard
         .as_deref()

@@ -275,7 +275,7 @@ fn sensitive_globs(read_only: &[String], watch: &[String]) -> Vec<String> {
     });
     // The folders the watched globs reach into: a link put there (`.cargo -> elsewhere`)
     // changes what the host reads without a change below the folder's own path.
-    let folders = super::watched::folder_patterns(watch);
+    let folders = crate::watched::folder_patterns(watch);
     entries
         .chain(watch.iter().cloned())
         .chain(folders)
@@ -321,7 +321,7 @@ pub(crate) async fn create_guard(
     // the workspace's copy (docs/remote.md).
     let remote = crate::remote::uses_copy(&project.spec);
     let events_volume = remote.then(|| crate::remote::events_volume(&project.spec.devcontainer_id));
-    super::sync::seed(engine, project, &image).await?;
+    crate::commands::sync::seed(engine, project, &image).await?;
     if let Some(volume) = &events_volume {
         engine
             .create_volume(volume, &project.spec.devcontainer_id)
@@ -510,7 +510,7 @@ mod tests {
     #[test]
     fn the_sensitive_globs_cover_the_read_only_and_the_watched_lists() {
         let read_only = crate::policy::DEFAULT_READ_ONLY.map(String::from).to_vec();
-        let watch: Vec<String> = crate::commands::watched::DEFAULT_WATCH
+        let watch: Vec<String> = crate::watched::DEFAULT_WATCH
             .iter()
             .map(|g| g.to_string())
             .collect();

@@ -1,0 +1,10 @@
+//! The steps of bringing a session up, one file each: the guard and the network side
+//! (`guard`), a Compose project (`compose`), Dev Container Features (`features`), the image's
+//! metadata label (`metadata`), host ports (`ports`) and the lifecycle hooks (`hooks`).
+
+pub(crate) mod compose;
+pub(crate) mod features;
+pub(crate) mod guard;
+pub(crate) mod hooks;
+pub(crate) mod metadata;
+pub(crate) mod ports;
