@@ -22,6 +22,7 @@ pub(crate) mod remote;
 pub(crate) mod run_spec;
 pub(crate) mod session;
 pub(crate) mod settings;
+pub(crate) mod signal;
 pub(crate) mod terminal;
 pub(crate) mod user_config;
 pub(crate) mod values;

@@ -270,7 +270,7 @@ where
             guard::create_guard(engine, now, true).await?;
         }
         // Volumes a label or a Feature asks for: made (and labelled) before Compose names them.
-        crate::commands::up::create_volumes(engine, &now.spec).await?;
+        super::volumes::create(engine, &now.spec).await?;
         let mut plan = file_plan(now, prepared, mode, guard.is_some());
         plan.image = image;
         let started = bring_up(engine, now, prepared, &run, &mut plan, &path, &start_guard).await?;

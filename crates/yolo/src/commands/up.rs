@@ -4,7 +4,7 @@
 
 use crate::agents::Agent;
 use crate::audit::{EventKind, Writer};
-use crate::bring_up::{features, guard, hooks};
+use crate::bring_up::{features, guard, hooks, volumes};
 use crate::cli::Target;
 use crate::engine::{Container, Engine, Found, Made, NetworkAttach, Owner, Role};
 use crate::error::{Error, Result};
@@ -875,7 +875,7 @@ impl Act<'_> {
         state.save(&spec.devcontainer_id)?;
         // A remote engine: the repository copied into its volume, if new (docs/remote.md).
         super::sync::seed(engine, self.project, image).await?;
-        create_volumes(self.engine, &self.project.spec).await?;
+        volumes::create(self.engine, &self.project.spec).await?;
         let mut spec = self.fit_to_host().await?;
         if crate::remote::uses_copy(&spec) {
             spec.protected = engine.protect_copy(&spec, image).await?;
@@ -1263,24 +1263,6 @@ impl Act<'_> {
         state.allowlist = Some(now.to_vec());
         Ok(())
     }
-}
-
-/// Named volumes of `spec` (the workspace's too, when it is one), made up front so they carry
-/// yolo's labels (and `YOLO_LABELS`).
-pub(crate) async fn create_volumes(engine: &Engine, spec: &RunSpec) -> Result<()> {
-    let workspace = std::iter::once(&spec.workspace_mount);
-    let names: std::collections::BTreeSet<&str> = workspace
-        .chain(&spec.mounts)
-        // An anonymous volume (no source) is Docker's to make with the container.
-        .filter(|m| m.kind == MountKind::Volume && !m.source.is_empty())
-        .map(|m| m.source.as_str())
-        .collect();
-    let made = names
-        .into_iter()
-        .map(|name| engine.create_volume(name, &spec.devcontainer_id));
-    // At once: one API round trip each, independent of the others.
-    futures_util::future::try_join_all(made).await?;
-    Ok(())
 }
 
 /// The agents whose domains the allowlist includes: those named, else the repository's default.
