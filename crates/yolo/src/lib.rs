@@ -16,6 +16,7 @@ pub(crate) mod interrupt;
 pub(crate) mod k8s;
 pub(crate) mod lock;
 pub(crate) mod output;
+pub(crate) mod paths;
 pub(crate) mod policy;
 pub(crate) mod project;
 pub(crate) mod remote;

@@ -469,7 +469,7 @@ fn check_after_policy(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()>
     };
     let roots: Vec<PathBuf> = [
         Some(spec.workspace.clone()),
-        policy::git_root(&spec.workspace),
+        crate::paths::git_root(&spec.workspace),
         spec.config_file.parent().map(Path::to_path_buf),
     ]
     .into_iter()
@@ -518,7 +518,7 @@ fn check_after_policy(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()>
     policy::check_remote_adds(&real, config_file, "build.dockerfile", grants)?;
     match real.strip_prefix(&build.context) {
         Ok(rel) if !rel.as_os_str().is_empty() => {
-            build.dockerfile = policy::slash_path(rel);
+            build.dockerfile = crate::paths::slash_path(rel);
             build.dockerfile_outside = None;
         }
         _ => {

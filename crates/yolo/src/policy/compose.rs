@@ -8,9 +8,9 @@
 //! same resolved text (see there). Pure: the YAML comes in as a value.
 
 use super::grants::{normalize_cap, Need};
-use super::paths::normalize_path;
 use super::{Eval, Input};
 use crate::error::{Error, Result};
+use crate::paths::normalize_path;
 use crate::run_spec::{ComposeSpec, RunSpec};
 use serde_yaml::Value;
 use std::path::{Path, PathBuf};
@@ -188,7 +188,7 @@ pub(crate) fn check_services(
                     format!("the host path \"{file}\" does not resolve"),
                 )
             })?;
-            let real = super::paths::real_path(&path);
+            let real = crate::paths::real_path(&path);
             if !eval.in_repository(&path) || !eval.in_repository(&real) {
                 eval.require_host_path(&property, &real, &format!("/run/{kind}/{name}"))?;
             }
@@ -335,7 +335,7 @@ pub(crate) fn compose_files_extended(files: &[PathBuf]) -> Vec<PathBuf> {
 pub(crate) fn check_extended_files(input: &Input, files: &[PathBuf]) -> Result<Vec<String>> {
     let mut eval = Eval::new(input, &input.flags.grants);
     for path in files {
-        let real = super::paths::real_path(path);
+        let real = crate::paths::real_path(path);
         if eval.in_repository(path) && eval.in_repository(&real) {
             continue;
         }
@@ -369,7 +369,7 @@ pub(crate) fn check_env_files(
             )
         })?;
         // Where a link in the repository really leads is what Compose reads.
-        let real = super::paths::real_path(&path);
+        let real = crate::paths::real_path(&path);
         if !eval.in_repository(&path) || !eval.in_repository(&real) {
             eval.require_host_path(&property, &real, "the container's environment")?;
         }
@@ -465,7 +465,7 @@ impl Eval<'_> {
             if context.starts_with('/') {
                 let path = normalize_path(Path::new(&context)).unwrap_or_default();
                 // The whole folder a link leads to would be sent to Docker.
-                let real = super::paths::real_path(&path);
+                let real = crate::paths::real_path(&path);
                 if !self.in_repository(&path) || !self.in_repository(&real) {
                     let path = real;
                     let value =
@@ -723,7 +723,7 @@ impl Eval<'_> {
             })?;
             // Docker follows a link the agent planted in the repository (`./data -> /`), and
             // creates a missing part under where its parent really leads.
-            let real = super::paths::real_path(&source);
+            let real = crate::paths::real_path(&source);
             if self.in_repository(&source) && self.in_repository(&real) {
                 continue;
             }

@@ -14,7 +14,7 @@
 //! `security` (privileged, capabilities, security options, devices), `namespaces` (`--network`,
 //! `--pid`, ...), `workspace` and `mounts`, `run_args`, `build`, `labels`, `limits`, `ports`,
 //! `firewall`, `host_command` (`initializeCommand`), `compose` (a Compose config's files and every
-//! service of its resolved project), `hash`; `paths` holds the lexical path helpers.
+//! service of its resolved project), `hash`. The path helpers are `crate::paths`.
 //!
 //! Behaviour choices worth knowing (see also the item docs):
 //! - `init: false` is ignored: yolo always runs an init so the agent's orphans are reaped and
@@ -43,7 +43,6 @@ mod limits;
 mod metadata;
 mod mounts;
 mod namespaces;
-mod paths;
 mod ports;
 mod protect;
 mod run_args;
@@ -67,7 +66,6 @@ pub(crate) use grants::{grant_help, Grant};
 pub(crate) use hash::seal;
 pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, parse_size, LimitLayer};
 pub(crate) use metadata::{config_entry as metadata_config_entry, label as metadata_label};
-pub(crate) use paths::{git_root, normalize_path, slash_path};
 pub(crate) use protect::{
     check_entry as check_read_only_entry, submodule_git_dirs, DEFAULT_READ_ONLY,
 };
@@ -274,7 +272,7 @@ impl<'a> Eval<'a> {
             input,
             grants,
             config: input.config,
-            git_root: git_root(input.workspace),
+            git_root: crate::paths::git_root(input.workspace),
             trust_host_commands: input.flags.trust_host_commands || grants.initialize_command(),
             used: Vec::new(),
             run_limits: LimitLayer::default(),

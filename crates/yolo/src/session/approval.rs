@@ -220,7 +220,7 @@ fn command_files(command: &LifecycleCommand, root: &Path) -> Vec<PathBuf> {
             .replace("$PWD", ".")
             .replace("$(pwd)", ".");
         for base in dirs.clone() {
-            let Some(path) = crate::policy::normalize_path(&base.join(&word)) else {
+            let Some(path) = crate::paths::normalize_path(&base.join(&word)) else {
                 continue;
             };
             if !path.starts_with(root) {
