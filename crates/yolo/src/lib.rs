@@ -8,6 +8,7 @@ pub(crate) mod cli;
 pub(crate) mod commands;
 pub(crate) mod devcontainer;
 pub(crate) mod digest;
+pub(crate) mod dockerfile;
 pub(crate) mod engine;
 pub(crate) mod env_file;
 pub(crate) mod error;

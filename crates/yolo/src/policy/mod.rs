@@ -56,9 +56,7 @@ pub(crate) use compose::{
     check_built_image_names, check_compose_dotenv, check_env_files, check_extended_files,
     check_services, compose_files_extended, ServicesChecked,
 };
-pub(crate) use dockerfile::{
-    check_remote_adds, check_text as check_remote_adds_text, from_instruction_ends,
-};
+pub(crate) use dockerfile::{check_remote_adds, check_text as check_remote_adds_text};
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;
