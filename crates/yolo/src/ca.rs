@@ -114,7 +114,7 @@ impl ExtraCa {
             hasher.update(f.as_bytes());
         }
         let id = hex::encode(hasher.finalize());
-        crate::user_config::data_dir().join("ca").join(&id[..16])
+        crate::store::extra_ca(&id[..16])
     }
 
     /// `(path in the build context, content)` of the files a build adds.

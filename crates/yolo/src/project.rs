@@ -267,7 +267,7 @@ fn apply_extra_ca(spec: &mut RunSpec, ca: &crate::ca::ExtraCa) -> Result<()> {
 fn refuse_yolos_own_folders(workspace: &Path, config_file: &Path) -> Result<()> {
     let own = [
         ("config", crate::user_config::config_dir()),
-        ("data", crate::user_config::data_dir()),
+        ("data", crate::store::root()),
     ];
     for (what, dir) in own {
         let dir = dir.canonicalize().unwrap_or(dir);

@@ -151,16 +151,6 @@ pub(crate) fn config_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".yolo-config"))
 }
 
-/// Folder of yolo's data (audit logs, approvals): `YOLO_DATA_DIR`, else the platform data dir.
-pub(crate) fn data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("YOLO_DATA_DIR") {
-        return PathBuf::from(dir);
-    }
-    directories::ProjectDirs::from("", "", "yolo")
-        .map(|d| d.data_dir().to_path_buf())
-        .unwrap_or_else(|| PathBuf::from(".yolo-data"))
-}
-
 impl UserConfig {
     pub(crate) fn path() -> PathBuf {
         config_dir().join("config.toml")

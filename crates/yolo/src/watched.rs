@@ -220,10 +220,7 @@ pub(crate) struct Change {
 }
 
 fn baseline_path(devcontainer_id: &str) -> PathBuf {
-    // Not in `workspaces/`, which holds one state file per workspace and nothing else.
-    crate::user_config::data_dir()
-        .join("watched")
-        .join(format!("{devcontainer_id}.json"))
+    crate::store::watched_baseline(devcontainer_id)
 }
 
 impl Baseline {
@@ -261,7 +258,7 @@ impl Baseline {
 
     /// Write atomically, like the workspace state.
     pub(crate) fn save(&self, devcontainer_id: &str) -> Result<()> {
-        crate::session::state::write_json(&baseline_path(devcontainer_id), self)
+        crate::store::write_json(&baseline_path(devcontainer_id), self)
     }
 
     /// What changed from `self` to `now`, in path order.
@@ -362,14 +359,12 @@ fn compare(old: &Baseline, now: &Baseline, writer: Option<&Writer>) -> Result<Re
 /// machine as the branch `yolo sync` writes: the watched files of that copy as last brought
 /// back (or as the copy was made), kept beside the workspace's own baseline.
 fn copy_baseline_path(devcontainer_id: &str) -> PathBuf {
-    crate::user_config::data_dir()
-        .join("watched")
-        .join(format!("{devcontainer_id}.copy.json"))
+    crate::store::watched_copy_baseline(devcontainer_id)
 }
 
 /// Record what the copy holds as it is made: the next sync compares with it.
 pub(crate) fn start_copy(devcontainer_id: &str, root: &Path, patterns: &[String]) -> Result<()> {
-    crate::session::state::write_json(
+    crate::store::write_json(
         &copy_baseline_path(devcontainer_id),
         &Baseline::scan(root, patterns),
     )
@@ -393,7 +388,7 @@ pub(crate) fn report_copy(
         .unwrap_or_default();
     old.files.retain(|p, _| now.files.contains_key(p));
     let report = compare(&old, now, writer)?;
-    crate::session::state::write_json(&path, now)?;
+    crate::store::write_json(&path, now)?;
     Ok(report)
 }
 

@@ -220,9 +220,7 @@ pub(crate) enum GuardPhase {
 
 /// Where yolo writes the project file: its data folder, never the repository.
 fn project_file_path(devcontainer_id: &str) -> PathBuf {
-    crate::user_config::data_dir()
-        .join("compose")
-        .join(format!("{devcontainer_id}.json"))
+    crate::store::compose_file(devcontainer_id)
 }
 
 /// Bring the project up with the guard named `guard` (made, not started; None with `--network

@@ -248,9 +248,7 @@ async fn prepare(
     );
     let features = &fetched.features;
     let context = install::context(base, features, &users, project.settings.extra_ca.as_ref())?;
-    let dir = crate::user_config::data_dir()
-        .join("features-build")
-        .join(&spec.devcontainer_id);
+    let dir = crate::store::features_build(&spec.devcontainer_id);
     context.write(&dir, features)?;
     let tar = install::tar_dir(&dir)?;
     let label = install::metadata_label(facts.metadata.as_deref(), features);

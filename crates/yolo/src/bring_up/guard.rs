@@ -335,7 +335,7 @@ pub(crate) async fn create_guard(
         ports,
         hostname: project.spec.hostname.clone(),
         extra_hosts: project.spec.extra_hosts.clone(),
-        log_dir: log_dir(&crate::user_config::data_dir())?,
+        log_dir: log_dir(&crate::store::root())?,
         events_volume,
         workspace_volume: remote.then(|| project.spec.workspace_mount.source.clone()),
         workspace: guard_workspace(project),
@@ -345,17 +345,15 @@ pub(crate) async fn create_guard(
         config_dir: if remote {
             // A folder left by a guard of the same name on a local engine would be written
             // instead of the copy this guard reads (`Engine::update_guard_config`).
-            let stale = crate::engine::guard_config_dir_of(
-                &crate::user_config::data_dir(),
-                &guard_name(project),
-            );
+            let stale =
+                crate::engine::guard_config_dir_of(&crate::store::root(), &guard_name(project));
             if stale.exists() {
                 std::fs::remove_dir_all(&stale).map_err(|e| Error::io(&stale, e))?;
             }
             None
         } else {
             Some(crate::engine::guard_config_dir(
-                &crate::user_config::data_dir(),
+                &crate::store::root(),
                 &guard_name(project),
             )?)
         },
@@ -404,8 +402,7 @@ pub(crate) async fn launch_guard(
     config: &GuardConfig,
 ) -> Result<()> {
     let json = serde_json::to_string_pretty(config).map_err(|e| Error::other(e.to_string()))?;
-    let dir =
-        crate::engine::guard_config_dir_of(&crate::user_config::data_dir(), &guard_name(project));
+    let dir = crate::engine::guard_config_dir_of(&crate::store::root(), &guard_name(project));
     engine.update_guard_config(id, &dir, &json).await?;
     engine.start(id).await
 }

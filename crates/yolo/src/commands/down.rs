@@ -183,7 +183,7 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
     }
     // The host folders of the guards' configs (`engine::guard_config_dir`), once their guard
     // is gone.
-    let data = crate::user_config::data_dir();
+    let data = crate::store::root();
     for guard in containers.iter().filter(|c| c.role == Role::Guard) {
         let dir = crate::engine::guard_config_dir_of(&data, &guard.name);
         if dir.is_dir() && removed.iter().any(|r| r.contains(&guard.name)) {
