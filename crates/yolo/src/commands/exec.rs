@@ -6,8 +6,8 @@ use crate::cli::Target;
 use crate::engine::{ContainerDetails, Engine, Output};
 use crate::error::{Error, Result};
 use crate::project::Located;
-use crate::session::record;
 use crate::session::state::WorkspaceState;
+use crate::session::Session;
 use std::io::IsTerminal;
 
 pub(crate) async fn execute(target: &Target, argv: Vec<String>) -> Result<i32> {
@@ -46,8 +46,8 @@ pub(crate) async fn attach_with_env(
     argv: Vec<String>,
     extra_env: Vec<String>,
 ) -> Result<i32> {
-    let mut state = WorkspaceState::load(&located.devcontainer_id)?;
-    let (container, details) = match known_agent(engine, &state, located).await {
+    let mut session = Session::read(&located.devcontainer_id)?;
+    let (container, details) = match known_agent(engine, &session.state, located).await {
         Some(known) => known,
         None => {
             let container = running_container(engine, located).await?;
@@ -55,8 +55,8 @@ pub(crate) async fn attach_with_env(
             (container, details)
         }
     };
-    let settings = state.exec.clone().unwrap_or_default();
-    let writer = record::current(&state)?;
+    let settings = session.state.exec.clone().unwrap_or_default();
+    let writer = session.record()?;
     let mut runner = Runner {
         engine,
         container: container.clone(),
@@ -76,8 +76,9 @@ pub(crate) async fn attach_with_env(
         Some(env) => env.clone(),
         None => {
             let env =
-                crate::bring_up::hooks::probe_for_exec(&runner, &mut state, &details.env).await;
-            state.save(&located.devcontainer_id)?;
+                crate::bring_up::hooks::probe_for_exec(&runner, &mut session.state, &details.env)
+                    .await;
+            session.save()?;
             env
         }
     };

@@ -79,9 +79,9 @@ pub(crate) async fn execute(
         return Ok(0);
     };
     // What runs unattended in the cluster is what the user approved, as for `yolo up`.
-    let mut state = crate::session::state::WorkspaceState::load(&project.spec.devcontainer_id)?;
-    crate::session::approval::check(&project, &mut state)?;
-    state.save(&project.spec.devcontainer_id)?;
+    let mut stored = crate::session::Session::read(&project.spec.devcontainer_id)?;
+    crate::session::approval::check(&project, &mut stored.state)?;
+    stored.save()?;
     let uid = crate::k8s::client::apply(&client, &namespace, &config_map, &pod).await?;
     // A run like `yolo run --detach`'s: `yolo ps` lists it, `yolo logs` reads its agent.
     let session = serde_json::from_str::<yolo_protocol::GuardConfig>(&plan.guard_config)

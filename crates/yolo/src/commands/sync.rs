@@ -38,9 +38,8 @@ pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
     let located = super::locate(target)?;
     let taking = Taking::from_config()?;
     let engine = super::engine().await?;
-    let _lock = crate::lock::acquire(&located.devcontainer_id, "sync").await?;
-    let state = crate::session::state::WorkspaceState::load(&located.devcontainer_id)?;
-    let writer = crate::session::record::current(&state)?;
+    let session = crate::session::Session::lock(&located.devcontainer_id, "sync").await?;
+    let writer = session.record()?;
     collect_events(&engine, &located).await?;
     match bring_back(&engine, &located, &taking, writer.as_ref()).await? {
         Some(_) => Ok(0),

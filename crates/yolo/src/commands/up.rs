@@ -10,14 +10,14 @@ use crate::engine::{Container, Engine, Found, Made, NetworkAttach, Owner, Role};
 use crate::error::{Error, Result};
 use crate::firewall::control::Request;
 use crate::firewall::{mode_name, NetworkMode, PHASE_BUILD};
+use crate::interrupt;
 use crate::project::Project;
 use crate::run_spec::{ImageSource, MountKind, RunSpec};
 use crate::session::state::WorkspaceState;
-use crate::session::{approval, record};
+use crate::session::{approval, record, Session};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 use crate::watched;
-use crate::{interrupt, lock};
 use std::fmt;
 
 /// What `up` did: printed for humans, and the source of `up --json` (`output::Up`).
@@ -70,7 +70,7 @@ async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<
             o.container_name
         ))
     })?;
-    let state = WorkspaceState::load(&spec.devcontainer_id)?;
+    let state = Session::read(&spec.devcontainer_id)?.state;
     Ok(Up {
         container: Container::from_found(&agent, state.exec.as_ref()),
         session: o.session.clone(),
@@ -135,7 +135,7 @@ pub(crate) async fn up(
     project: &mut Project,
     agents: &[Agent],
 ) -> Result<Outcome> {
-    let _lock = lock::acquire(&project.spec.devcontainer_id, "up").await?;
+    let mut session = Session::lock(&project.spec.devcontainer_id, "up").await?;
     let engine = &engine.for_platform(project.spec.platform.as_deref());
     let image = image_label(&project.spec.image);
     // What yolo made for this workspace is read alongside the image's label: which containers
@@ -148,14 +148,12 @@ pub(crate) async fn up(
     if let Some(merged) = merged? {
         *project = merged;
     }
-    let spec = &project.spec;
-    let mut state = WorkspaceState::load(&spec.devcontainer_id)?;
     // What changed in the files the host runs since yolo last looked (say, in VS Code between
     // two runs) goes to the session it happened in.
-    watched::report_and_print(&spec.devcontainer_id, record::current(&state)?.as_ref());
-    let first_use = approval::first_use(project, &state)?;
-    approval::check(project, &mut state)?;
-    state.save(&spec.devcontainer_id)?;
+    session.report_watched()?;
+    let first_use = approval::first_use(project, &session.state)?;
+    approval::check(project, &mut session.state)?;
+    session.save()?;
     // The Features, fetched on the host before any container is made; what they ask for meets
     // the policy with the image's metadata now, so a refusal leaves nothing made or built.
     let fetched = features::fetch(project).await?;
@@ -201,7 +199,7 @@ pub(crate) async fn up(
         mode,
         rebuild: project.settings.rebuild,
         config_hash: spec.config_hash.clone(),
-        session_open: state.session.is_some(),
+        session_open: session.state.session.is_some(),
     };
     let plan = plan(&found, &options);
     let act = Act {
@@ -222,17 +220,17 @@ pub(crate) async fn up(
         Plan::Fresh { .. } => Some(engine.made_for(&Owner::of(spec)).await?),
         Plan::Reuse { .. } => None,
     };
-    let session_before = state.session.clone();
+    let session_before = session.state.session.clone();
     let carried = tokio::select! {
         // The signal first: one already received must stop `up` before it removes anything.
         biased;
         signal = interrupt::received() => Err(Error::interrupted(signal)),
-        ready = act.carry_out(&plan, &mut state) => ready,
+        ready = act.carry_out(&plan, &mut session.state) => ready,
     };
     let mut ready = match (carried, before) {
         (Ok(ready), _) => ready,
         (Err(e), Some(before)) => {
-            roll_back(engine, project, &before, &mut state, session_before, &e).await;
+            roll_back(engine, project, &before, &mut session, session_before, &e).await;
             return Err(e);
         }
         (Err(e), None) => return Err(e),
@@ -258,12 +256,12 @@ pub(crate) async fn up(
     let result = hooks::in_container(
         engine,
         project,
-        &mut state,
+        &mut session.state,
         &ready.container_id,
         &ready.writer,
     )
     .await;
-    state.save(&spec.devcontainer_id)?;
+    session.save()?;
     result?;
     Ok(outcome)
 }
@@ -278,7 +276,7 @@ async fn roll_back(
     engine: &Engine,
     project: &Project,
     before: &Made,
-    state: &mut WorkspaceState,
+    session: &mut Session,
     session_before: Option<String>,
     error: &Error,
 ) {
@@ -322,12 +320,12 @@ async fn roll_back(
             }
         }
     }
-    if state.session.is_some() && state.session != session_before {
-        if let Err(e) = record::close(state, &format!("yolo up failed: {error}")) {
+    if session.state.session.is_some() && session.state.session != session_before {
+        if let Err(e) = session.close(&format!("yolo up failed: {error}")) {
             warn(e.to_string());
         }
     }
-    if let Err(e) = state.save(&spec.devcontainer_id) {
+    if let Err(e) = session.save() {
         warn(e.to_string());
     }
     if !removed.is_empty() {
