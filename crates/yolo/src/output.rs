@@ -5,7 +5,7 @@
 //! Not here: the guard's control protocol (`firewall::control`). Its `ok`/`error` envelope
 //! is how the guard answers yolo, not something yolo's users see.
 
-use crate::bring_up::guard;
+use crate::bring_up::network;
 use crate::engine::{self, Engine};
 use crate::firewall::control::{Request, Response};
 use crate::session::state::ExecSettings;
@@ -85,7 +85,7 @@ impl Network {
         let Some(g) = guard.filter(|g| g.running && self.mode != "none") else {
             return self;
         };
-        let allowlist = guard::control(engine, &g.id, &Request::Status)
+        let allowlist = network::control(engine, &g.id, &Request::Status)
             .await
             .ok()
             .and_then(|r| r.patterns);

@@ -130,7 +130,7 @@ pub(crate) struct GuardSettings {
     /// `[firewall] allow_internal_answers`.
     pub(crate) allow_internal_answers: bool,
     /// `[firewall] docker_network`; `None`: the bridge all projects' guards share, or one of
-    /// the project's own (`bring_up::guard::network_name`).
+    /// the project's own (`bring_up::network::network_name`).
     pub(crate) docker_network: Option<String>,
     /// `guard_image`: a ready image to use instead of building one.
     pub(crate) image: Option<String>,

@@ -10,7 +10,7 @@
 //! started with the siblings allowed, the dev service limited, then everything started.
 
 use super::features::{self, Fetched};
-use super::guard;
+use super::network;
 use crate::devcontainer::model::DevContainer;
 use crate::engine::compose::{self, Cli, Compose, FilePlan};
 use crate::engine::{Engine, NetworkAttach};
@@ -265,7 +265,7 @@ where
         // the image's label was read, is made again when the label forwards other ports.
         if let (Some(guard), false) = (guard, now.spec.ports == project.spec.ports) {
             engine.remove(guard).await?;
-            guard::create_guard(engine, now, true).await?;
+            network::create_guard(engine, now, true).await?;
         }
         // Volumes a label or a Feature asks for: made (and labelled) before Compose names them.
         super::volumes::create(engine, &now.spec).await?;
@@ -297,7 +297,7 @@ fn file_plan<'a>(
     guard: bool,
 ) -> FilePlan<'a> {
     let spec = &project.spec;
-    let guard = guard.then(|| guard::guard_name(project));
+    let guard = guard.then(|| network::guard_name(project));
     // `[build] network = "none"`: the services' RUN steps get no network either.
     let build_guard = guard
         .as_deref()

@@ -122,7 +122,7 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
         networks,
         volumes: labelled,
     } = engine.made_for(&super::owner(located)).await?;
-    let own = crate::bring_up::guard::own_network(&crate::devcontainer::names::container_name(
+    let own = crate::bring_up::network::own_network(&crate::devcontainer::names::container_name(
         &located.workspace,
         &located.devcontainer_id,
     ));

@@ -2,7 +2,7 @@
 //! through the guard's control socket, without restarting anything.
 
 use crate::audit::{self, EventKind};
-use crate::bring_up::guard;
+use crate::bring_up::network;
 use crate::cli::Target;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -136,7 +136,7 @@ pub(crate) async fn show(target: &Target, json: bool) -> Result<i32> {
         let located = super::locate(target)?;
         let engine = super::engine().await?;
         let guard = running_guard(&engine, &located).await?;
-        let response = guard::control(&engine, &guard, &Request::Status).await?;
+        let response = network::control(&engine, &guard, &Request::Status).await?;
         let state = Session::read(&located.devcontainer_id)?.state;
         let agent = engine.find(&super::owner(&located)).await?.agent;
         let container = agent.map(|c| output::Container::from_found(&c, state.exec.as_ref()));
@@ -179,7 +179,7 @@ async fn request(target: &Target, request: &Request) -> Result<Response> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;
     let guard = running_guard(&engine, &located).await?;
-    let response = guard::control(&engine, &guard, request).await?;
+    let response = network::control(&engine, &guard, request).await?;
     record(&located, request);
     Ok(response)
 }

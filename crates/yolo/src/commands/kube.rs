@@ -1,6 +1,6 @@
 //! `yolo kube [--apply]`: the session `yolo up` would make, as one Kubernetes Pod. The config
 //! is read and checked by the same policy (`Project::load` → `RunSpec`), the allowlist merged
-//! and the guard's config made as for Docker (`guard::allowlist`, `guard::guard_config`);
+//! and the guard's config made as for Docker (`network::allowlist`, `network::guard_config`);
 //! only the last step differs: `k8s::render` instead of the engine. Without `--apply` the YAML
 //! goes to stdout. `yolo audit --kube POD` reads the events back from the guard's log.
 
@@ -158,9 +158,9 @@ fn plan(project: &Project, flags: &KubeFlags) -> Result<PodPlan> {
 /// The guard's config for the ConfigMap: the one `yolo up` makes, with the Pod's differences.
 fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result<String> {
     let agents = super::up::with_default_agent(project, &[]);
-    let allow = crate::bring_up::guard::allowlist(project, &agents)?;
+    let allow = crate::bring_up::network::allowlist(project, &agents)?;
     let session = crate::session::record::new_id();
-    let mut config = crate::bring_up::guard::guard_config(project, mode, &session, allow, None);
+    let mut config = crate::bring_up::network::guard_config(project, mode, &session, allow, None);
     // The Pod's log is the audit log: no host folder to write to, none to watch (the
     // workspace lives in the Pod).
     config.audit_to_stdout = true;

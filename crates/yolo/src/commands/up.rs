@@ -4,7 +4,7 @@
 
 use crate::agents::Agent;
 use crate::audit::{EventKind, Writer};
-use crate::bring_up::{features, guard, hooks, volumes};
+use crate::bring_up::{features, hooks, network, volumes};
 use crate::cli::Target;
 use crate::engine::{Container, Engine, Found, Made, NetworkAttach, Owner, Role};
 use crate::error::{Error, Result};
@@ -183,7 +183,7 @@ pub(crate) async fn up(
     }
     let spec = &project.spec;
     // Checked before any Docker work, so a bad pattern changes nothing.
-    let allow = guard::allowlist(project, &with_default_agent(project, agents))?;
+    let allow = network::allowlist(project, &with_default_agent(project, agents))?;
 
     let found = found?;
     let mode = network_mode(project.settings.network, found.agent.as_ref());
@@ -522,7 +522,7 @@ pub(crate) fn plan(found: &Found, options: &PlanOptions) -> Plan {
     }
     let agent_step = agent.map_or(AgentStep::Create, |a| fresh_agent(a, guard, needs_guard));
     // A new agent container gets a new guard too: the guard's network was chosen for the
-    // agent it was made with (guard::own_bridge_reason), and this one may hold what that
+    // agent it was made with (network::own_bridge_reason), and this one may hold what that
     // choice excluded (a NET_RAW grant on the bridge other projects share).
     let reset = agent.is_none().then_some(Reason::AgentMissing);
     Plan::Fresh {
@@ -785,7 +785,7 @@ impl Act<'_> {
             let (id, waits) = made?;
             if let Some(guard_id) = &guard_id {
                 state.allowlist = Some(act.allow.to_vec());
-                let ready = guard::wait_guard(self.engine, guard_id, writer.session());
+                let ready = network::wait_guard(self.engine, guard_id, writer.session());
                 if waits {
                     let (ready, started) = tokio::join!(ready, self.engine.start(&id));
                     ready?;
@@ -838,21 +838,21 @@ impl Act<'_> {
                 Ok(Some(id.clone()))
             }
             GuardStep::Recreate { .. } | GuardStep::Create => Ok(Some(
-                guard::create_guard(self.engine, self.project, builds).await?,
+                network::create_guard(self.engine, self.project, builds).await?,
             )),
             GuardStep::Remove { .. } | GuardStep::Nothing => Ok(None),
         }
     }
 
     /// Start the guard `make_guard` made with this session's config (not waiting until it is
-    /// ready: `guard::wait_guard` does). False without a guard.
+    /// ready: `network::wait_guard` does). False without a guard.
     async fn launch_guard(&self, id: Option<&str>, writer: &Writer) -> Result<bool> {
         let Some(id) = id else {
             return Ok(false);
         };
         let allow = self.allow.to_vec();
-        let config = guard::guard_config(self.project, self.mode, writer.session(), allow, None);
-        guard::launch_guard(self.engine, self.project, id, &config).await?;
+        let config = network::guard_config(self.project, self.mode, writer.session(), allow, None);
+        network::launch_guard(self.engine, self.project, id, &config).await?;
         Ok(true)
     }
 
@@ -943,12 +943,12 @@ impl Act<'_> {
                 if *running {
                     self.engine.stop(id).await?;
                 }
-                Some(guard::guard_name(self.project))
+                Some(network::guard_name(self.project))
             }
             GuardStep::Recreate { .. } | GuardStep::Create => {
                 // A Compose guard runs the services' builds whenever one is needed.
-                guard::create_guard(self.engine, self.project, true).await?;
-                Some(guard::guard_name(self.project))
+                network::create_guard(self.engine, self.project, true).await?;
+                Some(network::guard_name(self.project))
             }
             GuardStep::Remove { .. } | GuardStep::Nothing => None,
         };
@@ -976,12 +976,12 @@ impl Act<'_> {
                     }
                 };
                 let mut config =
-                    guard::guard_config(self.project, self.mode, writer.session(), allow, phase);
+                    network::guard_config(self.project, self.mode, writer.session(), allow, phase);
                 config.local_names = names;
                 if let Some(published) = published {
                     config.published_ports = published;
                 }
-                guard::start_guard(self.engine, self.project, &id, &config).await
+                network::start_guard(self.engine, self.project, &id, &config).await
             }
         };
         let started = crate::bring_up::compose::start(
@@ -1143,7 +1143,7 @@ impl Act<'_> {
         writer: &Writer,
         state: &mut WorkspaceState,
     ) -> Result<Option<String>> {
-        // A guard that built is on a bridge of the project's own (`guard::own_bridge_reason`),
+        // A guard that built is on a bridge of the project's own (`network::own_bridge_reason`),
         // so grants the image's metadata adds cannot put the agent on the shared one.
         if planned.ports == self.project.spec.ports {
             let again = GuardStep::Start { id, running: true };
@@ -1158,7 +1158,7 @@ impl Act<'_> {
     fn build_allow(&self, writer: &Writer) -> Result<Vec<String>> {
         match self.mode {
             NetworkMode::Firewall => {
-                let allow = guard::build_allowlist(self.project, self.allow)?;
+                let allow = network::build_allowlist(self.project, self.allow)?;
                 self.note_build_additions(&allow, writer)?;
                 Ok(allow)
             }
@@ -1229,8 +1229,8 @@ impl Act<'_> {
         let Some(id) = self.make_guard(step, phase.is_some()).await? else {
             return Ok(None);
         };
-        let config = guard::guard_config(self.project, self.mode, writer.session(), allow, phase);
-        guard::start_guard(self.engine, self.project, &id, &config).await?;
+        let config = network::guard_config(self.project, self.mode, writer.session(), allow, phase);
+        network::start_guard(self.engine, self.project, &id, &config).await?;
         Ok(Some(id))
     }
 
@@ -1253,10 +1253,10 @@ impl Act<'_> {
             .cloned()
             .collect();
         if !added.is_empty() {
-            guard::control(self.engine, guard, &Request::Allow { patterns: added }).await?;
+            network::control(self.engine, guard, &Request::Allow { patterns: added }).await?;
         }
         if !removed.is_empty() {
-            guard::control(self.engine, guard, &Request::Deny { patterns: removed }).await?;
+            network::control(self.engine, guard, &Request::Deny { patterns: removed }).await?;
         }
         state.allowlist = Some(now.to_vec());
         Ok(())
