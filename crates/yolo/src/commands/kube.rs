@@ -157,7 +157,7 @@ fn plan(project: &Project, flags: &KubeFlags) -> Result<PodPlan> {
 
 /// The guard's config for the ConfigMap: the one `yolo up` makes, with the Pod's differences.
 fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result<String> {
-    let agents = super::up::with_default_agent(project, &[]);
+    let agents = crate::bring_up::with_default_agent(project, &[]);
     let allow = crate::bring_up::network::allowlist(project, &agents)?;
     let session = crate::session::record::new_id();
     let mut config = crate::bring_up::network::guard_config(project, mode, &session, allow, None);
