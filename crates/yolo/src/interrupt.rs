@@ -6,7 +6,7 @@
 //! `run` gives it [`CLEANUP`] to do so, or ends at a second signal.
 //!
 //! What it does not do: kill anything. The engine stops its own commands (`Engine::exec`),
-//! `commands::up` rolls back what it made.
+//! `bring_up::up` rolls back what it made.
 
 use crate::error::Error;
 pub(crate) use crate::signal::Signal;

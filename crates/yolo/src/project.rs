@@ -158,7 +158,7 @@ impl Project {
         })
     }
 
-    /// devcontainer.json as read and substituted (its `features`, for `commands::features`).
+    /// devcontainer.json as read and substituted (its `features`, for `bring_up::features`).
     pub(crate) fn config(&self) -> &DevContainer {
         &self.source.config
     }

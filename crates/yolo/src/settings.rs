@@ -44,7 +44,7 @@ pub(crate) struct UpSettings {
     /// `--upstream-dns`, else the config's `upstream_dns`; `None`: the host's nameservers.
     pub(crate) upstream_dns: Option<SocketAddr>,
     /// `--network`; `None`: not asked, so an existing container keeps its mode (firewall for a
-    /// new one; see `commands::up::network_mode`).
+    /// new one; see `bring_up::network_mode`).
     pub(crate) network: Option<NetworkMode>,
     /// The firewall guard's image, network and DNS options, from the config.
     pub(crate) guard: GuardSettings,

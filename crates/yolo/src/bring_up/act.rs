@@ -2,12 +2,13 @@
 //! up in order. The steps live in the files named after them (`image`, `guard`, `agent`,
 //! `compose`); this file holds the order.
 
+use super::plan::image_label;
 use super::plan::{AgentStep, GuardStep, Plan};
-use super::{features, hooks, image_label, network};
+use super::{features, hooks, network};
 use crate::audit::{EventKind, Writer};
 use crate::engine::{Engine, NetworkAttach};
 use crate::error::{Error, Result};
-use crate::firewall::{mode_name, NetworkMode};
+use crate::firewall::{mode_name, NetworkMode, PHASE_BUILD};
 use crate::project::Project;
 use crate::run_spec::RunSpec;
 use crate::session::state::WorkspaceState;
@@ -304,5 +305,81 @@ pub(super) fn exec_audit_off(spec: &RunSpec, network: &NetworkAttach) -> Option<
         Some("`[audit] exec = false` in yolo's config")
     } else {
         None
+    }
+}
+
+impl Act<'_> {
+    /// A Compose project in place of the agent's image and container: the guard made (or kept),
+    /// started by `compose::start` once attached to the project's networks, with the
+    /// siblings' subnets and names allowed on top of this session's allowlist.
+    pub(super) async fn fresh_compose(
+        &self,
+        prepared: &crate::bring_up::compose::Prepared,
+        guard: &GuardStep,
+        writer: &Writer,
+        state: &mut WorkspaceState,
+    ) -> Result<crate::bring_up::compose::Started> {
+        // By name from here on: `compose::start` may make it again.
+        let guard_id = match guard {
+            GuardStep::Start { id, running } => {
+                if *running {
+                    self.engine.stop(id).await?;
+                }
+                Some(network::guard_name(self.project))
+            }
+            GuardStep::Recreate { .. } | GuardStep::Create => {
+                // A Compose guard runs the services' builds whenever one is needed.
+                network::create_guard(self.engine, self.project, true).await?;
+                Some(network::guard_name(self.project))
+            }
+            GuardStep::Remove { .. } | GuardStep::Nothing => None,
+        };
+        let start_guard = |phase: crate::bring_up::compose::GuardPhase| {
+            let guard_id = guard_id.clone();
+            async move {
+                let Some(id) = guard_id else {
+                    return Ok(());
+                };
+                let (allow, names, published, phase) = match phase {
+                    crate::bring_up::compose::GuardPhase::Build => (
+                        self.build_allow(writer)?,
+                        Vec::new(),
+                        None,
+                        Some(PHASE_BUILD),
+                    ),
+                    crate::bring_up::compose::GuardPhase::Session {
+                        extra,
+                        names,
+                        published,
+                    } => {
+                        let mut allow = self.allow.to_vec();
+                        allow.extend(extra);
+                        (allow, names, Some(published), None)
+                    }
+                };
+                let mut config =
+                    network::guard_config(self.project, self.mode, writer.session(), allow, phase);
+                config.local_names = names;
+                if let Some(published) = published {
+                    config.published_ports = published;
+                }
+                network::start_guard(self.engine, self.project, &id, &config).await
+            }
+        };
+        let started = crate::bring_up::compose::start(
+            self.engine,
+            self.project,
+            prepared,
+            self.fetched,
+            self.mode,
+            guard_id.as_deref(),
+            start_guard,
+        )
+        .await?;
+        if guard_id.is_some() {
+            // The siblings' patterns stay out: a live sync must never deny them.
+            state.allowlist = Some(self.allow.to_vec());
+        }
+        Ok(started)
     }
 }

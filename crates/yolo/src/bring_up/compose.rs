@@ -9,21 +9,16 @@
 //! (not started), the project created (`up --no-start`), the guard attached to its networks and
 //! started with the siblings allowed, the dev service limited, then everything started.
 
-use super::act::Act;
 use super::features::{self, Fetched};
 use super::network;
-use super::plan::GuardStep;
-use crate::audit::Writer;
 use crate::devcontainer::model::DevContainer;
 use crate::engine::compose::{self, Cli, Compose, FilePlan};
 use crate::engine::{Engine, NetworkAttach};
 use crate::error::{Error, Result};
 use crate::firewall::NetworkMode;
-use crate::firewall::PHASE_BUILD;
 use crate::policy::{self, ServicesChecked};
 use crate::project::Project;
 use crate::run_spec::ComposeSpec;
-use crate::session::state::WorkspaceState;
 use std::path::PathBuf;
 
 /// A Compose project read and checked, ready to start.
@@ -638,80 +633,4 @@ async fn fit_to_host(
         cpus,
         ..spec.limits
     })
-}
-
-impl Act<'_> {
-    /// A Compose project in place of the agent's image and container: the guard made (or kept),
-    /// started by `compose::start` once attached to the project's networks, with the
-    /// siblings' subnets and names allowed on top of this session's allowlist.
-    pub(super) async fn fresh_compose(
-        &self,
-        prepared: &crate::bring_up::compose::Prepared,
-        guard: &GuardStep,
-        writer: &Writer,
-        state: &mut WorkspaceState,
-    ) -> Result<crate::bring_up::compose::Started> {
-        // By name from here on: `compose::start` may make it again.
-        let guard_id = match guard {
-            GuardStep::Start { id, running } => {
-                if *running {
-                    self.engine.stop(id).await?;
-                }
-                Some(network::guard_name(self.project))
-            }
-            GuardStep::Recreate { .. } | GuardStep::Create => {
-                // A Compose guard runs the services' builds whenever one is needed.
-                network::create_guard(self.engine, self.project, true).await?;
-                Some(network::guard_name(self.project))
-            }
-            GuardStep::Remove { .. } | GuardStep::Nothing => None,
-        };
-        let start_guard = |phase: crate::bring_up::compose::GuardPhase| {
-            let guard_id = guard_id.clone();
-            async move {
-                let Some(id) = guard_id else {
-                    return Ok(());
-                };
-                let (allow, names, published, phase) = match phase {
-                    crate::bring_up::compose::GuardPhase::Build => (
-                        self.build_allow(writer)?,
-                        Vec::new(),
-                        None,
-                        Some(PHASE_BUILD),
-                    ),
-                    crate::bring_up::compose::GuardPhase::Session {
-                        extra,
-                        names,
-                        published,
-                    } => {
-                        let mut allow = self.allow.to_vec();
-                        allow.extend(extra);
-                        (allow, names, Some(published), None)
-                    }
-                };
-                let mut config =
-                    network::guard_config(self.project, self.mode, writer.session(), allow, phase);
-                config.local_names = names;
-                if let Some(published) = published {
-                    config.published_ports = published;
-                }
-                network::start_guard(self.engine, self.project, &id, &config).await
-            }
-        };
-        let started = crate::bring_up::compose::start(
-            self.engine,
-            self.project,
-            prepared,
-            self.fetched,
-            self.mode,
-            guard_id.as_deref(),
-            start_guard,
-        )
-        .await?;
-        if guard_id.is_some() {
-            // The siblings' patterns stay out: a live sync must never deny them.
-            state.allowlist = Some(self.allow.to_vec());
-        }
-        Ok(started)
-    }
 }

@@ -3,8 +3,9 @@
 //! label read once it is there.
 
 use super::act::Act;
+use super::plan::image_label;
 use super::plan::GuardStep;
-use super::{features, image_label, network};
+use super::{features, network};
 use crate::audit::{EventKind, Writer};
 use crate::engine::NetworkAttach;
 use crate::error::Result;

@@ -29,10 +29,9 @@ use crate::error::{Error, Result};
 use crate::firewall::{mode_name, NetworkMode};
 use crate::interrupt;
 use crate::project::Project;
-use crate::run_spec::ImageSource;
 use crate::session::{approval, Session};
 use act::Act;
-use plan::{network_mode, plan, Plan, PlanOptions};
+use plan::{image_label, network_mode, plan, Plan, PlanOptions};
 use rollback::roll_back;
 
 /// What `up` did: printed for humans, and the source of `up --json` (`output::Up`).
@@ -212,11 +211,4 @@ pub(crate) fn with_default_agent(project: &Project, agents: &[Agent]) -> Vec<Age
         .and_then(|name| crate::agents::resolve(name, &project.user).ok())
         .into_iter()
         .collect()
-}
-
-pub(super) fn image_label(source: &ImageSource) -> String {
-    match source {
-        ImageSource::Image(name) => name.clone(),
-        ImageSource::Build(b) => b.tag.clone(),
-    }
 }

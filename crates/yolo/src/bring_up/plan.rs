@@ -4,6 +4,7 @@
 
 use crate::engine::{Container, Found};
 use crate::firewall::{mode_name, NetworkMode};
+use crate::run_spec::ImageSource;
 use std::fmt;
 
 /// The network mode of this start: the one asked for, else the one the existing agent container
@@ -262,6 +263,14 @@ pub(super) fn fresh_agent(
             running: agent.running,
             reason,
         }
+    }
+}
+
+/// The image as the plan names it: the image's name, or the tag yolo builds it under.
+pub(super) fn image_label(source: &ImageSource) -> String {
+    match source {
+        ImageSource::Image(name) => name.clone(),
+        ImageSource::Build(b) => b.tag.clone(),
     }
 }
 

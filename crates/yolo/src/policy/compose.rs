@@ -4,7 +4,7 @@
 //! messages as the devcontainer.json properties, the property named `service "db": privileged`.
 //!
 //! The resolved project is what `docker compose config` prints (files merged, variables and
-//! paths resolved): what is checked is what runs, because `commands::compose` hands Compose that
+//! paths resolved): what is checked is what runs, because `bring_up::compose` hands Compose that
 //! same resolved text (see there). Pure: the YAML comes in as a value.
 
 use super::grants::{normalize_cap, Need};

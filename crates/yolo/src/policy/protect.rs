@@ -17,7 +17,7 @@
 //! submodule's `.git` file (its pointer to that folder, found through `core.worktree`) read-only
 //! too: rewritten, it would send the host's git to a folder the agent filled.
 //!
-//! Not here: creating those folders (a side effect, `commands::up` does it) and the paths the
+//! Not here: creating those folders (a side effect, `bring_up::up` does it) and the paths the
 //! agent may legitimately edit but the host also runs (`.envrc`, `Makefile`): those are flagged
 //! by the file audit, not blocked.
 
