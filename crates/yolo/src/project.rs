@@ -515,7 +515,11 @@ fn check_after_policy(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()>
             message: format!("{} is not a file", dockerfile.display()),
         });
     }
-    policy::check_remote_adds(&real, config_file, "build.dockerfile", grants)?;
+    // An unreadable file passes: the build says why it cannot read it.
+    if let Ok(text) = crate::digest::read_to_string(&real) {
+        let shown = real.display().to_string();
+        policy::check_remote_adds(&text, &shown, config_file, "build.dockerfile", grants)?;
+    }
     match real.strip_prefix(&build.context) {
         Ok(rel) if !rel.as_os_str().is_empty() => {
             build.dockerfile = crate::paths::slash_path(rel);

@@ -234,7 +234,7 @@ async fn prepare(
         .iter()
         .map(|t| format!("ONBUILD {t}\n"))
         .collect();
-    crate::policy::check_remote_adds_text(
+    crate::policy::check_remote_adds(
         &triggers,
         &format!("the ONBUILD triggers of {base}"),
         &spec.config_file,

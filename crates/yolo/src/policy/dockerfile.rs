@@ -15,22 +15,9 @@ pub(crate) struct RemoteSource {
     pub(crate) source: String,
 }
 
-/// The Dockerfile at `path` (`file`: the config or Compose file that names it, for the error)
-/// asks the daemon to download nothing, or the user grants `remote-add`. An unreadable file
-/// passes: the build says why it cannot read it.
-pub(crate) fn check_remote_adds(
-    path: &std::path::Path,
-    file: &std::path::Path,
-    property: &str,
-    grants: &super::Grants,
-) -> crate::error::Result<()> {
-    match crate::digest::read_to_string(path) {
-        Ok(text) => check_text(&text, &path.display().to_string(), file, property, grants),
-        Err(_) => Ok(()),
-    }
-}
-
-/// `check_remote_adds` for a Dockerfile's text (Compose's `dockerfile_inline`); `shown` names it.
+/// A Dockerfile's text (read by the caller, or Compose's `dockerfile_inline`; `shown` names
+/// it, `file` is the config or Compose file that names it) asks the daemon to download
+/// nothing, or the user grants `remote-add`.
 pub(crate) fn check_text(
     text: &str,
     shown: &str,

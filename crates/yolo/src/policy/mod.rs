@@ -2,8 +2,11 @@
 //! and flags into a validated `RunSpec`, or a clear `Error::Refused` naming the file, the property,
 //! the value and the grant that would allow it (`Error::Forbidden` when no grant can).
 //!
-//! Pure: no Docker, no file reads. The one exception is `Path::exists` to find the git root of the
-//! workspace (the nearest ancestor holding `.git`), which a repository may mount as its workspace.
+//! No Docker, and no file is read here: the callers read a Dockerfile, a Compose `.env` or the
+//! files a service `extends` and hand in the text (or a reader). What still looks at the disk:
+//! the git root of the workspace (`paths::git_root`, the nearest ancestor holding `.git`), the
+//! host paths a Compose project names resolved through links (`paths::real_path`), and
+//! `protect`'s look at the workspace's `.git` and submodule folders.
 //!
 //! What this module deliberately does not do: resolve symlinks. All path checks are lexical (after
 //! `.`/`..` folding), so the engine must canonicalize bind sources and build contexts before use
@@ -56,7 +59,7 @@ pub(crate) use compose::{
     check_built_image_names, check_compose_dotenv, check_env_files, check_extended_files,
     check_services, compose_files_extended, ServicesChecked,
 };
-pub(crate) use dockerfile::{check_remote_adds, check_text as check_remote_adds_text};
+pub(crate) use dockerfile::check_text as check_remote_adds;
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;
