@@ -286,7 +286,7 @@ mod tests {
         user
     }
 
-    /// `commands::network::allowlist` takes these as they are: nothing checks them at run time.
+    /// `bring_up::network::allowlist` takes these as they are: nothing checks them at run time.
     #[test]
     fn every_preset_agent_names_known_firewall_presets_and_valid_domains() {
         for agent in presets() {

@@ -114,7 +114,7 @@ impl ExtraCa {
             hasher.update(f.as_bytes());
         }
         let id = hex::encode(hasher.finalize());
-        crate::user_config::data_dir().join("ca").join(&id[..16])
+        crate::store::extra_ca(&id[..16])
     }
 
     /// `(path in the build context, content)` of the files a build adds.
@@ -148,7 +148,7 @@ pub(crate) fn stage_lines() -> String {
 /// `text` with `stage_lines` after every `FROM` instruction (its last line, continuations
 /// included).
 pub(crate) fn rewrite_dockerfile(text: &str) -> String {
-    let ends = crate::policy::from_instruction_ends(text);
+    let ends = crate::dockerfile::from_instruction_ends(text);
     let mut out = String::with_capacity(text.len() + ends.len() * 300);
     for (index, line) in text.lines().enumerate() {
         out.push_str(line);

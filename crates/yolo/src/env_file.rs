@@ -20,7 +20,7 @@ pub(crate) fn apply(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()> {
     }
     let roots: Vec<PathBuf> = [
         Some(spec.workspace.clone()),
-        policy::git_root(&spec.workspace),
+        crate::paths::git_root(&spec.workspace),
     ]
     .into_iter()
     .flatten()

@@ -79,7 +79,7 @@ pub(crate) enum Error {
     /// A signal (Ctrl-C, SIGTERM, SIGHUP) ended the command; `stopped` names what yolo
     /// stopped in the container on the way out.
     Interrupted {
-        signal: crate::interrupt::Signal,
+        signal: crate::signal::Signal,
         stopped: Option<String>,
     },
     /// `yolo sync` would overwrite something of the user's (a branch with commits of its own,
@@ -158,7 +158,7 @@ impl Error {
         }
     }
 
-    pub(crate) fn interrupted(signal: crate::interrupt::Signal) -> Self {
+    pub(crate) fn interrupted(signal: crate::signal::Signal) -> Self {
         Error::Interrupted {
             signal,
             stopped: None,
@@ -404,8 +404,8 @@ mod tests {
             (Error::io("f", io()), 74),
             (refused, 77),
             (Error::NotApproved("n".into()), 77),
-            (Error::interrupted(crate::interrupt::Signal::INT), 130),
-            (Error::interrupted(crate::interrupt::Signal::TERM), 143),
+            (Error::interrupted(crate::signal::Signal::INT), 130),
+            (Error::interrupted(crate::signal::Signal::TERM), 143),
             (Error::other("bug"), 1),
         ];
         for (error, code) in codes {

@@ -6,9 +6,10 @@
 //! `run` gives it [`CLEANUP`] to do so, or ends at a second signal.
 //!
 //! What it does not do: kill anything. The engine stops its own commands (`Engine::exec`),
-//! `commands::up` rolls back what it made.
+//! `bring_up::up` rolls back what it made.
 
 use crate::error::Error;
+pub(crate) use crate::signal::Signal;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -16,30 +17,6 @@ use tokio::sync::watch;
 
 /// How long a command that handles the signal may take to clean up before yolo ends anyway.
 pub(crate) const CLEANUP: Duration = Duration::from_secs(30);
-
-/// A signal yolo ended for, by number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Signal(pub(crate) i32);
-
-impl Signal {
-    pub(crate) const INT: Signal = Signal(2);
-    pub(crate) const TERM: Signal = Signal(15);
-    pub(crate) const HUP: Signal = Signal(1);
-
-    pub(crate) fn name(self) -> &'static str {
-        match self.0 {
-            1 => "SIGHUP",
-            2 => "SIGINT",
-            15 => "SIGTERM",
-            _ => "a signal",
-        }
-    }
-
-    /// The shell's convention: 128 + the signal's number (130 for Ctrl-C).
-    pub(crate) fn exit_code(self) -> i32 {
-        128 + self.0
-    }
-}
 
 /// The signals received so far (their count and the last one).
 fn channel() -> &'static watch::Sender<(usize, Option<Signal>)> {
@@ -127,18 +104,5 @@ where
             result.unwrap_or(Err(Error::interrupted(signal)))
         }
         again = nth(2) => Err(Error::interrupted(again)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_codes_follow_the_shell() {
-        assert_eq!(Signal::INT.exit_code(), 130);
-        assert_eq!(Signal::TERM.exit_code(), 143);
-        assert_eq!(Signal::HUP.exit_code(), 129);
-        assert_eq!(Signal::TERM.name(), "SIGTERM");
     }
 }

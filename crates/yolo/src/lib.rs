@@ -2,11 +2,13 @@
 
 pub(crate) mod agents;
 pub(crate) mod audit;
+pub(crate) mod bring_up;
 pub(crate) mod ca;
 pub(crate) mod cli;
 pub(crate) mod commands;
 pub(crate) mod devcontainer;
 pub(crate) mod digest;
+pub(crate) mod dockerfile;
 pub(crate) mod engine;
 pub(crate) mod env_file;
 pub(crate) mod error;
@@ -15,16 +17,21 @@ pub(crate) mod fs_at;
 pub(crate) mod interrupt;
 pub(crate) mod k8s;
 pub(crate) mod lock;
+pub(crate) mod output;
+pub(crate) mod paths;
 pub(crate) mod policy;
 pub(crate) mod project;
 pub(crate) mod remote;
 pub(crate) mod run_spec;
+pub(crate) mod session;
 pub(crate) mod settings;
-pub(crate) mod state;
+pub(crate) mod signal;
+pub(crate) mod store;
 pub(crate) mod terminal;
 pub(crate) mod user_config;
 pub(crate) mod values;
 pub(crate) mod visible;
+pub(crate) mod watched;
 
 pub(crate) use error::{Error, Result};
 

@@ -21,24 +21,21 @@ pub(crate) struct WorkspaceLock {
     _file: File,
 }
 
-fn path(devcontainer_id: &str) -> PathBuf {
-    crate::user_config::data_dir()
-        .join("workspaces")
-        .join(format!("{devcontainer_id}.lock"))
-}
-
 /// Take the workspace's lock for `command` (`up`, `down`...), waiting for another yolo that
 /// holds it, with one line saying so.
 pub(crate) async fn acquire(devcontainer_id: &str, command: &str) -> Result<WorkspaceLock> {
-    acquire_at(path(devcontainer_id), command, "on this workspace").await
+    acquire_at(
+        crate::store::workspace_lock(devcontainer_id),
+        command,
+        "on this workspace",
+    )
+    .await
 }
 
 /// The lock for making the network all guards share (`Engine::ensure_shared_network`): one
 /// for all workspaces, held for the one request.
 pub(crate) async fn acquire_network(name: &str) -> Result<WorkspaceLock> {
-    let path = crate::user_config::data_dir()
-        .join("workspaces")
-        .join(format!("network-{name}.lock"));
+    let path = crate::store::network_lock(name);
     acquire_at(path, "up", &format!("making the network {name}")).await
 }
 

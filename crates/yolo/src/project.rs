@@ -158,7 +158,7 @@ impl Project {
         })
     }
 
-    /// devcontainer.json as read and substituted (its `features`, for `commands::features`).
+    /// devcontainer.json as read and substituted (its `features`, for `bring_up::features`).
     pub(crate) fn config(&self) -> &DevContainer {
         &self.source.config
     }
@@ -267,7 +267,7 @@ fn apply_extra_ca(spec: &mut RunSpec, ca: &crate::ca::ExtraCa) -> Result<()> {
 fn refuse_yolos_own_folders(workspace: &Path, config_file: &Path) -> Result<()> {
     let own = [
         ("config", crate::user_config::config_dir()),
-        ("data", crate::user_config::data_dir()),
+        ("data", crate::store::root()),
     ];
     for (what, dir) in own {
         let dir = dir.canonicalize().unwrap_or(dir);
@@ -469,7 +469,7 @@ fn check_after_policy(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()>
     };
     let roots: Vec<PathBuf> = [
         Some(spec.workspace.clone()),
-        policy::git_root(&spec.workspace),
+        crate::paths::git_root(&spec.workspace),
         spec.config_file.parent().map(Path::to_path_buf),
     ]
     .into_iter()
@@ -515,10 +515,14 @@ fn check_after_policy(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()>
             message: format!("{} is not a file", dockerfile.display()),
         });
     }
-    policy::check_remote_adds(&real, config_file, "build.dockerfile", grants)?;
+    // An unreadable file passes: the build says why it cannot read it.
+    if let Ok(text) = crate::digest::read_to_string(&real) {
+        let shown = real.display().to_string();
+        policy::check_remote_adds(&text, &shown, config_file, "build.dockerfile", grants)?;
+    }
     match real.strip_prefix(&build.context) {
         Ok(rel) if !rel.as_os_str().is_empty() => {
-            build.dockerfile = policy::slash_path(rel);
+            build.dockerfile = crate::paths::slash_path(rel);
             build.dockerfile_outside = None;
         }
         _ => {

@@ -24,10 +24,10 @@
 //! Written by hand over the `git` program rather than a git library: the user's git is what
 //! will read the result, and `git fetch`/`commit-tree` are the stable interface to it.
 
-use crate::commands::watched::Baseline;
 use crate::error::{Error, Result};
 use crate::run_spec::{Mount, MountKind, RunSpec};
 use crate::settings::SyncLimits;
+use crate::watched::Baseline;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -84,7 +84,7 @@ pub(crate) struct RunSpec {
     #[serde(skip)]
     pub(crate) metadata_label: String,
     /// `initializeCommand`: runs on the HOST, on a new start only, after
-    /// `commands::approval::confirm_host_command` (trusted, or the user said yes).
+    /// `session::approval::confirm_host_command` (trusted, or the user said yes).
     pub(crate) initialize_command: Option<LifecycleCommand>,
     /// sha256 of the effective config (this struct minus volatile fields): a change means the
     /// container is stale.
@@ -143,7 +143,7 @@ pub(crate) struct Ulimit {
 pub(crate) const COMPOSE_EGRESS_NETWORK: &str = "yolo-egress";
 
 /// What `dockerComposeFile`, `service` and `runServices` ask for, paths resolved. What the files
-/// say is read (and checked service by service) only when `up` runs: `commands::compose`.
+/// say is read (and checked service by service) only when `up` runs: `bring_up::compose`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub(crate) struct ComposeSpec {
     /// The Compose files, absolute, in the order given (later ones override earlier ones).

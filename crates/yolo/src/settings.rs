@@ -44,11 +44,11 @@ pub(crate) struct UpSettings {
     /// `--upstream-dns`, else the config's `upstream_dns`; `None`: the host's nameservers.
     pub(crate) upstream_dns: Option<SocketAddr>,
     /// `--network`; `None`: not asked, so an existing container keeps its mode (firewall for a
-    /// new one; see `commands::up::network_mode`).
+    /// new one; see `bring_up::network_mode`).
     pub(crate) network: Option<NetworkMode>,
     /// The firewall guard's image, network and DNS options, from the config.
     pub(crate) guard: GuardSettings,
-    /// `[workspace] watch` (or `commands::watched::DEFAULT_WATCH`): files the host runs that the
+    /// `[workspace] watch` (or `watched::DEFAULT_WATCH`): files the host runs that the
     /// agent may edit, flagged when they change.
     pub(crate) watch: Vec<String>,
     /// What image builds may reach on top of the project's allowlist.
@@ -130,7 +130,7 @@ pub(crate) struct GuardSettings {
     /// `[firewall] allow_internal_answers`.
     pub(crate) allow_internal_answers: bool,
     /// `[firewall] docker_network`; `None`: the bridge all projects' guards share, or one of
-    /// the project's own (`commands::network::network_name`).
+    /// the project's own (`bring_up::network::network_name`).
     pub(crate) docker_network: Option<String>,
     /// `guard_image`: a ready image to use instead of building one.
     pub(crate) image: Option<String>,
@@ -416,7 +416,7 @@ impl SyncLimits {
 
 /// `[workspace] watch`, checked; unset, the defaults.
 pub(crate) fn watch_list(user: &UserConfig) -> Result<Vec<String>> {
-    use crate::commands::watched;
+    use crate::watched;
     match &user.workspace.watch {
         None => Ok(watched::DEFAULT_WATCH
             .iter()

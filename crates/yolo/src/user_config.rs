@@ -72,7 +72,7 @@ pub(crate) struct UserWorkspace {
     /// container. Unset: `policy::DEFAULT_READ_ONLY`. Set, it replaces the defaults.
     pub(crate) read_only: Option<Vec<String>>,
     /// Globs (relative to the repository) of files the host runs that the agent may edit: each
-    /// change is flagged. Unset: `commands::watched::DEFAULT_WATCH`. Set, it replaces them.
+    /// change is flagged. Unset: `watched::DEFAULT_WATCH`. Set, it replaces them.
     pub(crate) watch: Option<Vec<String>>,
     /// With a remote engine, the largest file of the copy `yolo sync` brings back (e.g.
     /// "100m"); a larger one is left out, named. Default: `settings::DEFAULT_SYNC_MAX_FILE`.
@@ -149,16 +149,6 @@ pub(crate) fn config_dir() -> PathBuf {
     directories::ProjectDirs::from("", "", "yolo")
         .map(|d| d.config_dir().to_path_buf())
         .unwrap_or_else(|| PathBuf::from(".yolo-config"))
-}
-
-/// Folder of yolo's data (audit logs, approvals): `YOLO_DATA_DIR`, else the platform data dir.
-pub(crate) fn data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("YOLO_DATA_DIR") {
-        return PathBuf::from(dir);
-    }
-    directories::ProjectDirs::from("", "", "yolo")
-        .map(|d| d.data_dir().to_path_buf())
-        .unwrap_or_else(|| PathBuf::from(".yolo-data"))
 }
 
 impl UserConfig {

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 /// `<data dir>/sessions`.
 pub(crate) fn sessions_dir() -> PathBuf {
-    crate::user_config::data_dir().join("sessions")
+    crate::store::sessions_dir()
 }
 
 /// `<data dir>/sessions/<session>.jsonl`.
@@ -33,7 +33,7 @@ pub(crate) fn session_dir(session: &str) -> PathBuf {
 
 /// `<data dir>/network`: the guard's own files (it cannot write the host's session file).
 pub(crate) fn network_dir() -> PathBuf {
-    crate::user_config::data_dir().join("network")
+    crate::store::network_dir()
 }
 
 /// Every file holding a session's events: the host's and the guard's (network, execs, files).

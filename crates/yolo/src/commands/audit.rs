@@ -4,7 +4,8 @@ pub(crate) use crate::audit::line::render;
 use crate::audit::{self, Event};
 use crate::cli::Target;
 use crate::error::{Error, Result};
-use crate::state::WorkspaceState;
+use crate::session::state::WorkspaceState;
+use crate::session::Session;
 use std::time::Duration;
 
 /// Which events `yolo audit` prints.
@@ -181,7 +182,7 @@ async fn collect_remote_events(target: &Target) -> Result<()> {
 
 pub(crate) fn latest_session(target: &Target) -> Result<String> {
     let located = super::locate(target)?;
-    let state = WorkspaceState::load(&located.devcontainer_id)?;
+    let state = Session::read(&located.devcontainer_id)?.state;
     state.sessions.last().cloned().ok_or_else(|| {
         Error::NotFound(format!(
             "no sessions yet for {}; start one with `yolo up`",
@@ -192,7 +193,7 @@ pub(crate) fn latest_session(target: &Target) -> Result<String> {
 
 fn list_sessions(target: &Target) -> Result<i32> {
     let states = match super::locate(target) {
-        Ok(located) => vec![WorkspaceState::load(&located.devcontainer_id)?],
+        Ok(located) => vec![Session::read(&located.devcontainer_id)?.state],
         Err(_) => WorkspaceState::all(),
     };
     for state in states {

@@ -23,10 +23,7 @@ pub(crate) async fn execute() -> Result<i32> {
         "  user config: {}",
         crate::user_config::UserConfig::path().display()
     );
-    println!(
-        "  data dir:    {}",
-        crate::user_config::data_dir().display()
-    );
+    println!("  data dir:    {}", crate::store::root().display());
     Ok(if problems == 0 { 0 } else { 1 })
 }
 

@@ -3,31 +3,23 @@
 //! `up`'s leftovers too: a guard without its agent, a never-started agent, a second network);
 //! `--volumes` also the named volumes.
 
-use super::session;
 use crate::cli::Target;
 use crate::engine::{Engine, Found, Made, Role};
 use crate::error::{Error, Result};
-use crate::lock;
 use crate::project::Located;
-use crate::state::WorkspaceState;
+use crate::session::Session;
 
 pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Result<i32> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;
-    let _lock = lock::acquire(&located.devcontainer_id, "down").await?;
-    let mut state = match WorkspaceState::load(&located.devcontainer_id) {
-        Ok(state) => state,
-        // What --remove takes away does not depend on the state; a fresh one replaces it.
-        Err(e) if remove => {
-            eprintln!(
-                "{} {e}; removing by labels and starting yolo's state for this workspace afresh",
-                console::style("warning:").yellow().bold()
-            );
-            WorkspaceState::default()
-        }
-        Err(e) => return Err(e),
+    let id = &located.devcontainer_id;
+    let mut session = if remove {
+        // What --remove takes away does not depend on the state.
+        Session::lock_afresh_if_unreadable(id, "down", "removing by labels").await?
+    } else {
+        Session::lock(id, "down").await?
     };
-    super::watched::report_and_print(&located.devcontainer_id, session::current(&state)?.as_ref());
+    session.report_watched()?;
     // A remote engine's copy: the agent stops first (it must not change the copy while it is
     // read, nor keep running when the sync fails), then its work comes back before anything
     // goes; a conflict stops `down --remove --volumes` (nothing is lost: run `yolo sync` once
@@ -41,7 +33,7 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
         if let Err(e) = super::sync::collect_events(&engine, &located).await {
             warn(&e);
         }
-        let writer = session::current(&state)?;
+        let writer = session.record()?;
         let brought = match taking {
             Ok(taking) => {
                 super::sync::bring_back(&engine, &located, &taking, writer.as_ref()).await
@@ -62,9 +54,9 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
         }
     }
     let result = if remove {
-        state.created_hooks_done_for = None;
-        state.post_start_done_for = None;
-        state.allowlist = None;
+        session.state.created_hooks_done_for = None;
+        session.state.post_start_done_for = None;
+        session.state.allowlist = None;
         // Whether the stop above worked or not, the removal forces.
         remove_all(&engine, &located, volumes).await
     } else {
@@ -75,8 +67,8 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
     };
     // The session ends even when one removal failed: the rest went, and the next `up` starts
     // a new one.
-    session::close(&mut state, if remove { "down --remove" } else { "down" })?;
-    state.save(&located.devcontainer_id)?;
+    session.close(if remove { "down --remove" } else { "down" })?;
+    session.save()?;
     result.map(|()| 0)
 }
 
@@ -130,7 +122,7 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
         networks,
         volumes: labelled,
     } = engine.made_for(&super::owner(located)).await?;
-    let own = super::network::own_network(&crate::devcontainer::names::container_name(
+    let own = crate::bring_up::network::own_network(&crate::devcontainer::names::container_name(
         &located.workspace,
         &located.devcontainer_id,
     ));
@@ -183,7 +175,7 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
     }
     // The host folders of the guards' configs (`engine::guard_config_dir`), once their guard
     // is gone.
-    let data = crate::user_config::data_dir();
+    let data = crate::store::root();
     for guard in containers.iter().filter(|c| c.role == Role::Guard) {
         let dir = crate::engine::guard_config_dir_of(&data, &guard.name);
         if dir.is_dir() && removed.iter().any(|r| r.contains(&guard.name)) {

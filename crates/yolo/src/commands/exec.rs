@@ -1,13 +1,13 @@
 //! `yolo exec` and `yolo shell`: a command in the running container as the remote user, in the
 //! workspace folder; a TTY when stdin is a terminal; the command's exit code is ours.
 
-use super::hooks::Runner;
-use super::session;
+use crate::bring_up::hooks::Runner;
 use crate::cli::Target;
 use crate::engine::{ContainerDetails, Engine, Output};
 use crate::error::{Error, Result};
 use crate::project::Located;
-use crate::state::WorkspaceState;
+use crate::session::state::WorkspaceState;
+use crate::session::Session;
 use std::io::IsTerminal;
 
 pub(crate) async fn execute(target: &Target, argv: Vec<String>) -> Result<i32> {
@@ -46,8 +46,8 @@ pub(crate) async fn attach_with_env(
     argv: Vec<String>,
     extra_env: Vec<String>,
 ) -> Result<i32> {
-    let mut state = WorkspaceState::load(&located.devcontainer_id)?;
-    let (container, details) = match known_agent(engine, &state, located).await {
+    let mut session = Session::read(&located.devcontainer_id)?;
+    let (container, details) = match known_agent(engine, &session.state, located).await {
         Some(known) => known,
         None => {
             let container = running_container(engine, located).await?;
@@ -55,8 +55,8 @@ pub(crate) async fn attach_with_env(
             (container, details)
         }
     };
-    let settings = state.exec.clone().unwrap_or_default();
-    let writer = session::current(&state)?;
+    let settings = session.state.exec.clone().unwrap_or_default();
+    let writer = session.record()?;
     let mut runner = Runner {
         engine,
         container: container.clone(),
@@ -75,12 +75,14 @@ pub(crate) async fn attach_with_env(
     let probed = match &settings.probed_env {
         Some(env) => env.clone(),
         None => {
-            let env = super::hooks::probe_for_exec(&runner, &mut state, &details.env).await;
-            state.save(&located.devcontainer_id)?;
+            let env =
+                crate::bring_up::hooks::probe_for_exec(&runner, &mut session.state, &details.env)
+                    .await;
+            session.save()?;
             env
         }
     };
-    let mut env = super::hooks::command_env(&probed, &settings.remote_env, &details.env);
+    let mut env = crate::bring_up::hooks::command_env(&probed, &settings.remote_env, &details.env);
     env.extend(extra_env);
     runner.env = env;
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
@@ -103,7 +105,7 @@ pub(crate) async fn attach_with_env(
     };
     let result = runner.run(source, &name, &request, output).await;
     // Interrupted or failed too: whatever ran may have changed the files the host runs.
-    super::watched::report_and_print(&located.devcontainer_id, writer.as_ref());
+    crate::watched::report_and_print(&located.devcontainer_id, writer.as_ref());
     // A remote engine's guard logs to a volume: its events copied here (docs/remote.md).
     if let Err(e) = super::sync::collect_events(engine, located).await {
         eprintln!("{} {e}", console::style("warning:").yellow().bold());

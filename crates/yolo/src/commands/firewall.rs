@@ -1,15 +1,16 @@
 //! `yolo allow`, `yolo deny` and `yolo firewall`: change or show a running session's allowlist
 //! through the guard's control socket, without restarting anything.
 
-use super::{network, output};
 use crate::audit::{self, EventKind};
+use crate::bring_up::network;
 use crate::cli::Target;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::firewall::allowlist::{Allowlist, Pattern, Ports};
 use crate::firewall::control::{Request, Response};
+use crate::output;
 use crate::project::Located;
-use crate::state::WorkspaceState;
+use crate::session::Session;
 use std::collections::BTreeMap;
 
 /// `yolo allow`: the patterns were checked by clap (`values::parse_pattern`), so a typo is a
@@ -136,7 +137,7 @@ pub(crate) async fn show(target: &Target, json: bool) -> Result<i32> {
         let engine = super::engine().await?;
         let guard = running_guard(&engine, &located).await?;
         let response = network::control(&engine, &guard, &Request::Status).await?;
-        let state = WorkspaceState::load(&located.devcontainer_id)?;
+        let state = Session::read(&located.devcontainer_id)?.state;
         let agent = engine.find(&super::owner(&located)).await?.agent;
         let container = agent.map(|c| output::Container::from_found(&c, state.exec.as_ref()));
         output::print(&output::Firewall::from_response(
@@ -185,21 +186,18 @@ async fn request(target: &Target, request: &Request) -> Result<Response> {
 
 /// The host's own record of who asked (the guard records what it did).
 fn record(located: &Located, request: &Request) {
-    let Ok(state) = WorkspaceState::load(&located.devcontainer_id) else {
-        return;
-    };
-    let Some(session) = state.session else { return };
     let (action, patterns) = match request {
         Request::Allow { patterns } => ("allow requested", patterns.clone()),
         Request::Deny { patterns } => ("deny requested", patterns.clone()),
         Request::Status => return,
     };
-    if let Ok(writer) = audit::Writer::open(&audit::session_path(&session), &session) {
-        let _ = writer.write(EventKind::Firewall {
-            action: action.into(),
-            patterns,
-        });
-    }
+    let Ok(Ok(Some(writer))) = Session::read(&located.devcontainer_id).map(|s| s.record()) else {
+        return;
+    };
+    let _ = writer.write(EventKind::Firewall {
+        action: action.into(),
+        patterns,
+    });
 }
 
 async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {

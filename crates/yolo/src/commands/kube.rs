@@ -79,9 +79,9 @@ pub(crate) async fn execute(
         return Ok(0);
     };
     // What runs unattended in the cluster is what the user approved, as for `yolo up`.
-    let mut state = crate::state::WorkspaceState::load(&project.spec.devcontainer_id)?;
-    super::approval::check(&project, &mut state)?;
-    state.save(&project.spec.devcontainer_id)?;
+    let mut stored = crate::session::Session::read(&project.spec.devcontainer_id)?;
+    crate::session::approval::check(&project, &mut stored.state)?;
+    stored.save()?;
     let uid = crate::k8s::client::apply(&client, &namespace, &config_map, &pod).await?;
     // A run like `yolo run --detach`'s: `yolo ps` lists it, `yolo logs` reads its agent.
     let session = serde_json::from_str::<yolo_protocol::GuardConfig>(&plan.guard_config)
@@ -157,10 +157,10 @@ fn plan(project: &Project, flags: &KubeFlags) -> Result<PodPlan> {
 
 /// The guard's config for the ConfigMap: the one `yolo up` makes, with the Pod's differences.
 fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result<String> {
-    let agents = super::up::with_default_agent(project, &[]);
-    let allow = super::network::allowlist(project, &agents)?;
-    let session = super::session::new_id();
-    let mut config = super::network::guard_config(project, mode, &session, allow, None);
+    let agents = crate::bring_up::with_default_agent(project, &[]);
+    let allow = crate::bring_up::network::allowlist(project, &agents)?;
+    let session = crate::session::record::new_id();
+    let mut config = crate::bring_up::network::guard_config(project, mode, &session, allow, None);
     // The Pod's log is the audit log: no host folder to write to, none to watch (the
     // workspace lives in the Pod).
     config.audit_to_stdout = true;

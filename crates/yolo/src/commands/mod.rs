@@ -1,31 +1,22 @@
-//! One file per subcommand. Commands compose config, policy, engine, firewall and audit; they
-//! hold no Docker or nftables details themselves.
+//! One file per subcommand: parse, call the layer below, print. The work is in `session/` (one
+//! workspace's stored session) and `bring_up/` (the steps of `up`); commands hold no Docker or
+//! nftables details themselves.
 
-pub(crate) mod approval;
 pub(crate) mod audit;
 pub(crate) mod completions;
-pub(crate) mod compose;
 pub(crate) mod doctor;
 pub(crate) mod down;
 pub(crate) mod exec;
-pub(crate) mod features;
 pub(crate) mod firewall;
-pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod kube;
-pub(crate) mod metadata;
-pub(crate) mod network;
-pub(crate) mod output;
-pub(crate) mod ports;
 pub(crate) mod replay;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod runs;
-pub(crate) mod session;
 pub(crate) mod status;
 pub(crate) mod sync;
 pub(crate) mod up;
-pub(crate) mod watched;
 
 use crate::cli::{Cli, Command};
 use crate::engine::{Engine, Owner};

@@ -25,7 +25,7 @@ pub(crate) async fn execute(
     })?;
     let agent = agents::resolve(&name, &project.user)?;
     let engine = super::engine().await?;
-    let outcome = super::up::up(&engine, &mut project, std::slice::from_ref(&agent)).await?;
+    let outcome = crate::bring_up::up(&engine, &mut project, std::slice::from_ref(&agent)).await?;
     prepare(
         &engine,
         &outcome.container_id,

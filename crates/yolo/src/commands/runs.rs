@@ -206,7 +206,7 @@ impl RunRecord {
 
 /// `<data>/runs`.
 pub(crate) fn dir() -> PathBuf {
-    crate::user_config::data_dir().join("runs")
+    crate::store::runs_dir()
 }
 
 /// Whether process `pid` is there (a zombie or another user's process counts: it is not gone).

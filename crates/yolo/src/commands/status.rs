@@ -2,11 +2,11 @@
 //! (a guard without its agent, a never-started agent, two of something), found by their
 //! `dev.yolo.id` label; `yolo down --remove` in the workspace removes them.
 
-use super::output::{self, Container, Leftover, Limits, Network};
 use crate::engine::{self, ProjectNetwork, Role};
 use crate::error::Result;
 use crate::firewall::mode_name;
-use crate::state::WorkspaceState;
+use crate::output::{self, Container, Leftover, Limits, Network};
+use crate::session::state::WorkspaceState;
 use std::collections::BTreeSet;
 
 pub(crate) async fn execute(json: bool) -> Result<i32> {

@@ -38,9 +38,8 @@ pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
     let located = super::locate(target)?;
     let taking = Taking::from_config()?;
     let engine = super::engine().await?;
-    let _lock = crate::lock::acquire(&located.devcontainer_id, "sync").await?;
-    let state = crate::state::WorkspaceState::load(&located.devcontainer_id)?;
-    let writer = super::session::current(&state)?;
+    let session = crate::session::Session::lock(&located.devcontainer_id, "sync").await?;
+    let writer = session.record()?;
     collect_events(&engine, &located).await?;
     match bring_back(&engine, &located, &taking, writer.as_ref()).await? {
         Some(_) => Ok(0),
@@ -93,7 +92,7 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
         );
     }
     // What the copy holds of the files the host runs: the first sync compares with it.
-    if let Err(e) = super::watched::start_copy(
+    if let Err(e) = crate::watched::start_copy(
         &spec.devcontainer_id,
         &spec.workspace,
         &project.settings.watch,
@@ -153,10 +152,10 @@ pub(crate) async fn bring_back(
     let branch = match &brought {
         Brought::Updated { branch, .. } | Brought::UpToDate { branch } => branch.clone(),
     };
-    match super::watched::report_copy(&located.devcontainer_id, &watched, writer) {
+    match crate::watched::report_copy(&located.devcontainer_id, &watched, writer) {
         Ok(report) => eprint!(
             "{}",
-            super::watched::summary_for_branch(&report.changes, &branch)
+            crate::watched::summary_for_branch(&report.changes, &branch)
         ),
         Err(e) => eprintln!(
             "{} could not check the files your host runs on {branch}: {e}",

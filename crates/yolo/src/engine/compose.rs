@@ -815,7 +815,7 @@ pub(crate) fn workspace_target(
         let Ok(below) = workspace.strip_prefix(&source) else {
             continue;
         };
-        let below = crate::policy::slash_path(below);
+        let below = crate::paths::slash_path(below);
         return Some(if below.is_empty() {
             target
         } else {

@@ -202,7 +202,7 @@ pub(crate) fn shim_dir() -> Result<std::path::PathBuf> {
             "this yolo carries no Linux guard binary to use as the exec audit's shim; turn the exec audit off with `[audit] exec = false` in yolo's config".into(),
         ));
     }
-    let bin = crate::user_config::data_dir().join("bin");
+    let bin = crate::store::bin_dir();
     std::fs::create_dir_all(&bin).map_err(|e| Error::io(&bin, e))?;
     let name = shim_file_name();
     let dir = bin.join(format!("shim-{EMBEDDED_DIGEST12}"));

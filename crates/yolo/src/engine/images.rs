@@ -287,7 +287,7 @@ impl Engine {
         Ok(BaseFacts {
             id: image.id.unwrap_or_default(),
             user: config.user.filter(|u| !u.is_empty()),
-            metadata: config.labels.and_then(|l| l.get(METADATA_LABEL).cloned()),
+            metadata: config.labels.and_then(|l| l.get(labels::METADATA).cloned()),
             on_build: config.on_build.unwrap_or_default(),
         })
     }
@@ -352,9 +352,6 @@ pub(crate) struct BaseFacts {
     /// Its `ONBUILD` triggers: the Features' build, `FROM` it, runs them.
     pub(crate) on_build: Vec<String>,
 }
-
-/// The label the reference CLI (and VS Code) reads the image's metadata from.
-pub(crate) const METADATA_LABEL: &str = "devcontainer.metadata";
 
 /// A Features build (`Engine::build_features`).
 pub(crate) struct FeaturesBuild<'a> {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 pub(super) const LOCAL_FOLDER: &str = "devcontainer.local_folder";
 pub(super) const CONFIG_FILE: &str = "devcontainer.config_file";
+/// The label the reference CLI (and VS Code) reads the image's metadata from.
 pub(super) const METADATA: &str = crate::devcontainer::metadata::LABEL;
 pub(super) const MANAGED: &str = "dev.yolo.managed";
 pub(super) const ID: &str = "dev.yolo.id";
@@ -130,7 +131,7 @@ pub(super) fn built_image(build: &BuildSpec, hash: &str, devcontainer_id: &str) 
 pub(super) fn features_image(devcontainer_id: &str, digest: &str, metadata: &str) -> Labels {
     let mut labels = volume(devcontainer_id);
     labels.insert(FEATURES_HASH.into(), digest.to_string());
-    labels.insert(super::images::METADATA_LABEL.into(), metadata.to_string());
+    labels.insert(METADATA.into(), metadata.to_string());
     with_extra(labels)
 }
 

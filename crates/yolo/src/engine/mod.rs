@@ -5,7 +5,7 @@
 //! item names a bollard type.
 //!
 //! It does not decide what to do with what it finds (reuse, restart, recreate): that is
-//! `commands::up`'s plan.
+//! `bring_up::plan.
 
 pub(crate) mod compose;
 mod containers;

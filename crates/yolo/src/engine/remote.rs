@@ -9,7 +9,7 @@
 //! What the remote path needs from Docker is also here: whether a volume exists, a tar copied
 //! into or out of a container's folder (`PUT`/`GET /containers/{id}/archive`, which work on a
 //! created or stopped container too, and see its volumes), and where a volume is mounted.
-//! `commands::remote` decides what to copy and what to do with it.
+//! `remote` decides what to copy and what to do with it.
 
 use super::endpoint::{Endpoint, Environment};
 use super::{is_not_found, message, Engine};

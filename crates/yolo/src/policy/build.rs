@@ -3,10 +3,10 @@
 //! the context is sent to Docker and can be copied into the image.
 
 use super::grants::Need;
-use super::paths::{normalize_path, slash_path};
 use super::Eval;
 use crate::devcontainer::names::image_tag;
 use crate::error::Result;
+use crate::paths::{normalize_path, slash_path};
 use crate::run_spec::{BuildSpec, ImageSource};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,13 +4,13 @@
 //! messages as the devcontainer.json properties, the property named `service "db": privileged`.
 //!
 //! The resolved project is what `docker compose config` prints (files merged, variables and
-//! paths resolved): what is checked is what runs, because `commands::compose` hands Compose that
+//! paths resolved): what is checked is what runs, because `bring_up::compose` hands Compose that
 //! same resolved text (see there). Pure: the YAML comes in as a value.
 
 use super::grants::{normalize_cap, Need};
-use super::paths::normalize_path;
 use super::{Eval, Input};
 use crate::error::{Error, Result};
+use crate::paths::normalize_path;
 use crate::run_spec::{ComposeSpec, RunSpec};
 use serde_yaml_ng::Value;
 use std::path::{Path, PathBuf};
@@ -188,7 +188,7 @@ pub(crate) fn check_services(
                     format!("the host path \"{file}\" does not resolve"),
                 )
             })?;
-            let real = super::paths::real_path(&path);
+            let real = crate::paths::real_path(&path);
             if !eval.in_repository(&path) || !eval.in_repository(&real) {
                 eval.require_host_path(&property, &real, &format!("/run/{kind}/{name}"))?;
             }
@@ -251,12 +251,8 @@ pub(crate) fn check_built_image_names(
 /// environment lacks it: the host's Compose would connect to whatever engine or address the
 /// repository names. Such a key is refused, before Compose runs; the file's other variables
 /// (interpolation, `COMPOSE_PROJECT_NAME`, which yolo's flags override) stay the repository's.
-/// Reads the disk, like `check_env_files`.
-pub(crate) fn check_compose_dotenv(project_dir: &Path) -> Result<()> {
-    let path = project_dir.join(".env");
-    let Ok(text) = crate::digest::read_to_string(&path) else {
-        return Ok(());
-    };
+/// `text`: the file at `path`, read by the caller.
+pub(crate) fn check_compose_dotenv(path: &Path, text: &str) -> Result<()> {
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
         let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
@@ -266,7 +262,7 @@ pub(crate) fn check_compose_dotenv(project_dir: &Path) -> Result<()> {
         let key = key.trim();
         if !line.starts_with('#') && key.to_ascii_uppercase().starts_with("DOCKER_") {
             return Err(Error::Forbidden {
-                file: path.clone(),
+                file: path.to_path_buf(),
                 property: format!("line {}: {key}", index + 1),
                 value: crate::visible::escape_controls(key),
                 reason: "Compose would take it from the repository's .env and connect to the engine or address it names, not yours; remove the line (set DOCKER_HOST or DOCKER_CONTEXT in your own environment to choose the engine)".into(),
@@ -294,14 +290,18 @@ fn normalize_image(name: &str) -> String {
 /// The Compose files with every file their services `extends` from, transitively (first the
 /// given ones): Compose reads them all, and what they hold (an `env_file`, a service's
 /// environment) ends up in the resolved project without their names. Files that cannot be read
-/// are skipped (`compose config` already said what is wrong). Reads the disk.
-pub(crate) fn compose_files_extended(files: &[PathBuf]) -> Vec<PathBuf> {
+/// are skipped (`compose config` already said what is wrong). `read` reads a file for it (the
+/// caller's: this module reads no file itself).
+pub(crate) fn compose_files_extended(
+    files: &[PathBuf],
+    read: impl Fn(&Path) -> Option<String>,
+) -> Vec<PathBuf> {
     let mut all: Vec<PathBuf> = files.to_vec();
     let mut next = 0;
     while next < all.len() && all.len() < 256 {
         let file = all[next].clone();
         next += 1;
-        let Ok(text) = crate::digest::read_to_string(&file) else {
+        let Some(text) = read(&file) else {
             continue;
         };
         let Ok(doc) = serde_yaml_ng::from_str::<Value>(&text) else {
@@ -335,7 +335,7 @@ pub(crate) fn compose_files_extended(files: &[PathBuf]) -> Vec<PathBuf> {
 pub(crate) fn check_extended_files(input: &Input, files: &[PathBuf]) -> Result<Vec<String>> {
     let mut eval = Eval::new(input, &input.flags.grants);
     for path in files {
-        let real = super::paths::real_path(path);
+        let real = crate::paths::real_path(path);
         if eval.in_repository(path) && eval.in_repository(&real) {
             continue;
         }
@@ -369,7 +369,7 @@ pub(crate) fn check_env_files(
             )
         })?;
         // Where a link in the repository really leads is what Compose reads.
-        let real = super::paths::real_path(&path);
+        let real = crate::paths::real_path(&path);
         if !eval.in_repository(&path) || !eval.in_repository(&real) {
             eval.require_host_path(&property, &real, "the container's environment")?;
         }
@@ -465,7 +465,7 @@ impl Eval<'_> {
             if context.starts_with('/') {
                 let path = normalize_path(Path::new(&context)).unwrap_or_default();
                 // The whole folder a link leads to would be sent to Docker.
-                let real = super::paths::real_path(&path);
+                let real = crate::paths::real_path(&path);
                 if !self.in_repository(&path) || !self.in_repository(&real) {
                     let path = real;
                     let value =
@@ -723,7 +723,7 @@ impl Eval<'_> {
             })?;
             // Docker follows a link the agent planted in the repository (`./data -> /`), and
             // creates a missing part under where its parent really leads.
-            let real = super::paths::real_path(&source);
+            let real = crate::paths::real_path(&source);
             if self.in_repository(&source) && self.in_repository(&real) {
                 continue;
             }
@@ -1149,21 +1149,15 @@ mod dotenv_tests {
 
     #[test]
     fn a_dotenv_may_not_choose_the_engine() {
-        let dir = tempfile::tempdir().unwrap();
-        check_compose_dotenv(dir.path()).unwrap();
-        std::fs::write(
-            dir.path().join(".env"),
-            "TAG=1\n# DOCKER_HOST=x\nCOMPOSE_PROJECT_NAME=p\n",
-        )
-        .unwrap();
-        check_compose_dotenv(dir.path()).unwrap();
+        let path = Path::new("/repo/.env");
+        check_compose_dotenv(path, "").unwrap();
+        check_compose_dotenv(path, "TAG=1\n# DOCKER_HOST=x\nCOMPOSE_PROJECT_NAME=p\n").unwrap();
         for line in [
             "DOCKER_HOST=tcp://10.0.0.1:2375",
             "export DOCKER_CONTEXT=evil",
             " docker_cert_path = /x",
         ] {
-            std::fs::write(dir.path().join(".env"), format!("A=1\n{line}\n")).unwrap();
-            let err = check_compose_dotenv(dir.path()).unwrap_err();
+            let err = check_compose_dotenv(path, &format!("A=1\n{line}\n")).unwrap_err();
             assert!(err.to_string().contains("line 2"), "{line}: {err}");
         }
     }

@@ -3,9 +3,10 @@
 //! namespace, so it goes around the build firewall (a repository could, say, copy the cloud
 //! metadata service's answer into the image). Such a source needs the grant `remote-add`.
 //!
-//! Written by hand: the instructions that matter are a small part of the format (the escape
-//! directive, line continuations, comments, the JSON and shell forms, flags, `ONBUILD`), and
-//! no maintained Rust crate parses Dockerfiles into instructions with their sources.
+//! The instructions come from `crate::dockerfile`; the sources of `ADD` (the JSON and shell
+//! forms, flags, `ONBUILD`) are read here.
+
+use crate::dockerfile::{first_word, instructions};
 
 /// An `ADD` source the daemon would download: its line (1-based) and the source as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,22 +15,9 @@ pub(crate) struct RemoteSource {
     pub(crate) source: String,
 }
 
-/// The Dockerfile at `path` (`file`: the config or Compose file that names it, for the error)
-/// asks the daemon to download nothing, or the user grants `remote-add`. An unreadable file
-/// passes: the build says why it cannot read it.
-pub(crate) fn check_remote_adds(
-    path: &std::path::Path,
-    file: &std::path::Path,
-    property: &str,
-    grants: &super::Grants,
-) -> crate::error::Result<()> {
-    match crate::digest::read_to_string(path) {
-        Ok(text) => check_text(&text, &path.display().to_string(), file, property, grants),
-        Err(_) => Ok(()),
-    }
-}
-
-/// `check_remote_adds` for a Dockerfile's text (Compose's `dockerfile_inline`); `shown` names it.
+/// A Dockerfile's text (read by the caller, or Compose's `dockerfile_inline`; `shown` names
+/// it, `file` is the config or Compose file that names it) asks the daemon to download
+/// nothing, or the user grants `remote-add`.
 pub(crate) fn check_text(
     text: &str,
     shown: &str,
@@ -58,9 +46,8 @@ pub(crate) fn check_text(
 
 /// Every remote `ADD` source of `text` (also under `ONBUILD`).
 pub(crate) fn remote_adds(text: &str) -> Vec<RemoteSource> {
-    let escape = escape_char(text);
     let mut found = Vec::new();
-    for (line, _, instruction) in instructions(text, escape) {
+    for (line, _, instruction) in instructions(text) {
         let mut words = instruction.trim_start();
         let mut keyword = first_word(words);
         if keyword.eq_ignore_ascii_case("onbuild") {
@@ -78,65 +65,6 @@ pub(crate) fn remote_adds(text: &str) -> Vec<RemoteSource> {
         }
     }
     found
-}
-
-/// The line (1-based) each `FROM` instruction ends on, continuations included.
-pub(crate) fn from_instruction_ends(text: &str) -> Vec<usize> {
-    let escape = escape_char(text);
-    instructions(text, escape)
-        .into_iter()
-        .filter(|(_, _, body)| first_word(body.trim_start()).eq_ignore_ascii_case("from"))
-        .map(|(_, end, _)| end)
-        .collect()
-}
-
-fn first_word(text: &str) -> &str {
-    text.split_whitespace().next().unwrap_or("")
-}
-
-/// The escape character: `\`, or the one an `# escape=` parser directive at the top names.
-fn escape_char(text: &str) -> char {
-    for line in text.lines() {
-        let trimmed = line.trim();
-        let Some(directive) = trimmed.strip_prefix('#') else {
-            break;
-        };
-        let Some((key, value)) = directive.split_once('=') else {
-            break;
-        };
-        if key.trim().eq_ignore_ascii_case("escape") {
-            if let Some(c) = value.trim().chars().next() {
-                return c;
-            }
-        }
-    }
-    '\\'
-}
-
-/// The instructions with the lines each starts and ends on: continuation lines joined, comment
-/// lines (also inside a continuation) and empty lines dropped.
-fn instructions(text: &str, escape: char) -> Vec<(usize, usize, String)> {
-    let mut out = Vec::new();
-    let mut current: Option<(usize, usize, String)> = None;
-    for (index, raw) in text.lines().enumerate() {
-        let trimmed = raw.trim();
-        if trimmed.starts_with('#') || (trimmed.is_empty() && current.is_none()) {
-            continue;
-        }
-        let (body, continues) = match trimmed.strip_suffix(escape) {
-            Some(body) => (body, true),
-            None => (trimmed, false),
-        };
-        let entry = current.get_or_insert_with(|| (index + 1, index + 1, String::new()));
-        entry.1 = index + 1;
-        entry.2.push(' ');
-        entry.2.push_str(body);
-        if !continues {
-            out.extend(current.take());
-        }
-    }
-    out.extend(current);
-    out
 }
 
 /// The sources of `ADD`'s arguments: every path but the last (the destination), flags left

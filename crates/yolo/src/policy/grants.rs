@@ -3,8 +3,8 @@
 //! into. Which request needs which grant is decided where the request is read (mounts, run args,
 //! ...), not here.
 
-use super::paths::normalize_path;
 use crate::error::{Error, Result};
+use crate::paths::normalize_path;
 use crate::user_config::UserConfig;
 use std::fmt;
 use std::path::{Path, PathBuf};

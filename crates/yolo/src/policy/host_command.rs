@@ -2,7 +2,7 @@
 //! (`--trust-host-commands`, `trust_host_commands = true`, or the `initialize-command` grant) or
 //! the user's answer. The policy passes it on, marking whether it is trusted; the question (or,
 //! with nobody to ask, the refusal) comes where it is about to run
-//! (`commands::approval::confirm_host_command`), so a reused container never asks.
+//! (`session::approval::confirm_host_command`), so a reused container never asks.
 
 use super::Eval;
 use crate::devcontainer::model::LifecycleCommand;

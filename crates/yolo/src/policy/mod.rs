@@ -2,8 +2,11 @@
 //! and flags into a validated `RunSpec`, or a clear `Error::Refused` naming the file, the property,
 //! the value and the grant that would allow it (`Error::Forbidden` when no grant can).
 //!
-//! Pure: no Docker, no file reads. The one exception is `Path::exists` to find the git root of the
-//! workspace (the nearest ancestor holding `.git`), which a repository may mount as its workspace.
+//! No Docker, and no file is read here: the callers read a Dockerfile, a Compose `.env` or the
+//! files a service `extends` and hand in the text (or a reader). What still looks at the disk:
+//! the git root of the workspace (`paths::git_root`, the nearest ancestor holding `.git`), the
+//! host paths a Compose project names resolved through links (`paths::real_path`), and
+//! `protect`'s look at the workspace's `.git` and submodule folders.
 //!
 //! What this module deliberately does not do: resolve symlinks. All path checks are lexical (after
 //! `.`/`..` folding), so the engine must canonicalize bind sources and build contexts before use
@@ -14,7 +17,7 @@
 //! `security` (privileged, capabilities, security options, devices), `namespaces` (`--network`,
 //! `--pid`, ...), `workspace` and `mounts`, `run_args`, `build`, `labels`, `limits`, `ports`,
 //! `firewall`, `host_command` (`initializeCommand`), `compose` (a Compose config's files and every
-//! service of its resolved project), `hash`; `paths` holds the lexical path helpers.
+//! service of its resolved project), `hash`. The path helpers are `crate::paths`.
 //!
 //! Behaviour choices worth knowing (see also the item docs):
 //! - `init: false` is ignored: yolo always runs an init so the agent's orphans are reaped and
@@ -43,7 +46,6 @@ mod limits;
 mod metadata;
 mod mounts;
 mod namespaces;
-mod paths;
 mod ports;
 mod protect;
 mod run_args;
@@ -57,9 +59,7 @@ pub(crate) use compose::{
     check_built_image_names, check_compose_dotenv, check_env_files, check_extended_files,
     check_services, compose_files_extended, ServicesChecked,
 };
-pub(crate) use dockerfile::{
-    check_remote_adds, check_text as check_remote_adds_text, from_instruction_ends,
-};
+pub(crate) use dockerfile::check_text as check_remote_adds;
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;
@@ -67,7 +67,6 @@ pub(crate) use grants::{grant_help, Grant};
 pub(crate) use hash::seal;
 pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, parse_size, LimitLayer};
 pub(crate) use metadata::{config_entry as metadata_config_entry, label as metadata_label};
-pub(crate) use paths::{git_root, normalize_path, slash_path};
 pub(crate) use protect::{
     check_entry as check_read_only_entry, submodule_git_dirs, DEFAULT_READ_ONLY,
 };
@@ -274,7 +273,7 @@ impl<'a> Eval<'a> {
             input,
             grants,
             config: input.config,
-            git_root: git_root(input.workspace),
+            git_root: crate::paths::git_root(input.workspace),
             trust_host_commands: input.flags.trust_host_commands || grants.initialize_command(),
             used: Vec::new(),
             run_limits: LimitLayer::default(),

@@ -3,10 +3,10 @@
 //! `docker-socket`). Binding the repository itself again needs nothing.
 
 use super::grants::Need;
-use super::paths::{is_container_path, normalize_path};
 use super::Eval;
 use crate::devcontainer::model::MountEntry;
 use crate::error::{Error, Result};
+use crate::paths::{is_container_path, normalize_path};
 use crate::run_spec::{Mount, MountKind, RunSpec};
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -17,13 +17,13 @@
 //! submodule's `.git` file (its pointer to that folder, found through `core.worktree`) read-only
 //! too: rewritten, it would send the host's git to a folder the agent filled.
 //!
-//! Not here: creating those folders (a side effect, `commands::up` does it) and the paths the
+//! Not here: creating those folders (a side effect, `bring_up::up` does it) and the paths the
 //! agent may legitimately edit but the host also runs (`.envrc`, `Makefile`): those are flagged
 //! by the file audit, not blocked.
 
-use super::paths::slash_path;
 use super::Eval;
 use crate::error::{Error, Result};
+use crate::paths::slash_path;
 use crate::run_spec::{Mount, MountKind, Protected};
 use std::path::{Component, Path, PathBuf};
 
@@ -280,7 +280,7 @@ fn submodule_pointer(gitdir: &Path) -> Option<PathBuf> {
         };
         if in_core && key.trim().eq_ignore_ascii_case("worktree") {
             let value = value.trim().trim_matches('"');
-            let tree = super::paths::normalize_path(&gitdir.join(value))?;
+            let tree = crate::paths::normalize_path(&gitdir.join(value))?;
             return Some(tree.join(".git"));
         }
     }

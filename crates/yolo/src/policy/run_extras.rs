@@ -10,8 +10,9 @@
 //!   `fs.mqueue.*`), which change nothing outside the container. `net.*` is refused: the agent
 //!   shares its firewall guard's network namespace, so they would retune the guard's network.
 
-use super::{normalize_path, Eval};
+use super::Eval;
 use crate::error::{Error, Result};
+use crate::paths::normalize_path;
 use crate::run_spec::{RunSpec, Ulimit};
 
 const ULIMITS: &[&str] = &[

@@ -2,9 +2,9 @@
 //! (`workspaceFolder`). The repository, or its git root, needs no grant; any other source does.
 
 use super::mounts::{parse_mount_string, valid_volume_name};
-use super::paths::{is_container_path, slash_path};
 use super::Eval;
 use crate::error::{Error, Result};
+use crate::paths::{is_container_path, slash_path};
 use crate::run_spec::{Mount, MountKind};
 use std::path::Path;
 

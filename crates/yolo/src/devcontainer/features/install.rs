@@ -391,7 +391,7 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf, Kind)>) -> R
         let path = entry.path();
         let rel = path
             .strip_prefix(root)
-            .map(crate::policy::slash_path)
+            .map(crate::paths::slash_path)
             .unwrap_or_default();
         let kind = match entry.file_type() {
             Ok(t) if t.is_symlink() => Kind::Link,

@@ -136,7 +136,7 @@ pub(crate) struct FetchEvent {
 
 /// Where Features are cached outside tests: `<data dir>/features`.
 pub(crate) fn default_cache_dir() -> PathBuf {
-    crate::user_config::data_dir().join("features")
+    crate::store::features_cache()
 }
 
 /// Find, fetch and order the config's Features.

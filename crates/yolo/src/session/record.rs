@@ -4,7 +4,7 @@
 use crate::audit::{self, EventKind, Writer};
 use crate::error::Result;
 use crate::project::Project;
-use crate::state::WorkspaceState;
+use crate::session::state::WorkspaceState;
 
 /// A fresh session id: sortable by time, unique.
 pub(crate) fn new_id() -> String {

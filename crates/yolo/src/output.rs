@@ -5,10 +5,10 @@
 //! Not here: the guard's control protocol (`firewall::control`). Its `ok`/`error` envelope
 //! is how the guard answers yolo, not something yolo's users see.
 
-use super::network;
+use crate::bring_up::network;
 use crate::engine::{self, Engine};
 use crate::firewall::control::{Request, Response};
-use crate::state::ExecSettings;
+use crate::session::state::ExecSettings;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

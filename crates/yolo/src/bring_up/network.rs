@@ -275,7 +275,7 @@ fn sensitive_globs(read_only: &[String], watch: &[String]) -> Vec<String> {
     });
     // The folders the watched globs reach into: a link put there (`.cargo -> elsewhere`)
     // changes what the host reads without a change below the folder's own path.
-    let folders = super::watched::folder_patterns(watch);
+    let folders = crate::watched::folder_patterns(watch);
     entries
         .chain(watch.iter().cloned())
         .chain(folders)
@@ -321,7 +321,7 @@ pub(crate) async fn create_guard(
     // the workspace's copy (docs/remote.md).
     let remote = crate::remote::uses_copy(&project.spec);
     let events_volume = remote.then(|| crate::remote::events_volume(&project.spec.devcontainer_id));
-    super::sync::seed(engine, project, &image).await?;
+    crate::commands::sync::seed(engine, project, &image).await?;
     if let Some(volume) = &events_volume {
         engine
             .create_volume(volume, &project.spec.devcontainer_id)
@@ -335,7 +335,7 @@ pub(crate) async fn create_guard(
         ports,
         hostname: project.spec.hostname.clone(),
         extra_hosts: project.spec.extra_hosts.clone(),
-        log_dir: log_dir(&crate::user_config::data_dir())?,
+        log_dir: log_dir(&crate::store::root())?,
         events_volume,
         workspace_volume: remote.then(|| project.spec.workspace_mount.source.clone()),
         workspace: guard_workspace(project),
@@ -345,17 +345,15 @@ pub(crate) async fn create_guard(
         config_dir: if remote {
             // A folder left by a guard of the same name on a local engine would be written
             // instead of the copy this guard reads (`Engine::update_guard_config`).
-            let stale = crate::engine::guard_config_dir_of(
-                &crate::user_config::data_dir(),
-                &guard_name(project),
-            );
+            let stale =
+                crate::engine::guard_config_dir_of(&crate::store::root(), &guard_name(project));
             if stale.exists() {
                 std::fs::remove_dir_all(&stale).map_err(|e| Error::io(&stale, e))?;
             }
             None
         } else {
             Some(crate::engine::guard_config_dir(
-                &crate::user_config::data_dir(),
+                &crate::store::root(),
                 &guard_name(project),
             )?)
         },
@@ -404,8 +402,7 @@ pub(crate) async fn launch_guard(
     config: &GuardConfig,
 ) -> Result<()> {
     let json = serde_json::to_string_pretty(config).map_err(|e| Error::other(e.to_string()))?;
-    let dir =
-        crate::engine::guard_config_dir_of(&crate::user_config::data_dir(), &guard_name(project));
+    let dir = crate::engine::guard_config_dir_of(&crate::store::root(), &guard_name(project));
     engine.update_guard_config(id, &dir, &json).await?;
     engine.start(id).await
 }
@@ -510,7 +507,7 @@ mod tests {
     #[test]
     fn the_sensitive_globs_cover_the_read_only_and_the_watched_lists() {
         let read_only = crate::policy::DEFAULT_READ_ONLY.map(String::from).to_vec();
-        let watch: Vec<String> = crate::commands::watched::DEFAULT_WATCH
+        let watch: Vec<String> = crate::watched::DEFAULT_WATCH
             .iter()
             .map(|g| g.to_string())
             .collect();

@@ -58,7 +58,7 @@ pub(crate) async fn fetch(project: &Project) -> Result<Fetched> {
     };
     let resolution = features::resolve(&request, &progress).await?;
     if let Some(lock) = &resolution.lock_written {
-        super::approval::note_own_write(project, lock)?;
+        crate::session::approval::note_own_write(project, lock)?;
     }
     for warning in &resolution.warnings {
         eprintln!(
@@ -234,7 +234,7 @@ async fn prepare(
         .iter()
         .map(|t| format!("ONBUILD {t}\n"))
         .collect();
-    crate::policy::check_remote_adds_text(
+    crate::policy::check_remote_adds(
         &triggers,
         &format!("the ONBUILD triggers of {base}"),
         &spec.config_file,
@@ -248,9 +248,7 @@ async fn prepare(
     );
     let features = &fetched.features;
     let context = install::context(base, features, &users, project.settings.extra_ca.as_ref())?;
-    let dir = crate::user_config::data_dir()
-        .join("features-build")
-        .join(&spec.devcontainer_id);
+    let dir = crate::store::features_build(&spec.devcontainer_id);
     context.write(&dir, features)?;
     let tar = install::tar_dir(&dir)?;
     let label = install::metadata_label(facts.metadata.as_deref(), features);

@@ -79,7 +79,7 @@ pub(crate) fn slash_path(path: &Path) -> String {
 }
 
 /// Container paths are always absolute (and always `/`-separated, whatever the host).
-pub(super) fn is_container_path(target: &str) -> bool {
+pub(crate) fn is_container_path(target: &str) -> bool {
     target.starts_with('/')
 }
 

@@ -221,10 +221,7 @@ pub(crate) struct Change {
 }
 
 fn baseline_path(devcontainer_id: &str) -> PathBuf {
-    // Not in `workspaces/`, which holds one state file per workspace and nothing else.
-    crate::user_config::data_dir()
-        .join("watched")
-        .join(format!("{devcontainer_id}.json"))
+    crate::store::watched_baseline(devcontainer_id)
 }
 
 impl Baseline {
@@ -262,7 +259,7 @@ impl Baseline {
 
     /// Write atomically, like the workspace state.
     pub(crate) fn save(&self, devcontainer_id: &str) -> Result<()> {
-        crate::state::write_json(&baseline_path(devcontainer_id), self)
+        crate::store::write_json(&baseline_path(devcontainer_id), self)
     }
 
     /// What changed from `self` to `now`, in path order.
@@ -363,9 +360,7 @@ fn compare(old: &Baseline, now: &Baseline, writer: Option<&Writer>) -> Result<Re
 /// machine as the branch `yolo sync` writes: the watched files of that copy as last brought
 /// back (or as the copy was made), kept beside the workspace's own baseline.
 fn copy_baseline_path(devcontainer_id: &str) -> PathBuf {
-    crate::user_config::data_dir()
-        .join("watched")
-        .join(format!("{devcontainer_id}.copy.json"))
+    crate::store::watched_copy_baseline(devcontainer_id)
 }
 
 /// Record what the copy holds as it is made: the next sync compares with it. Only the files a
@@ -375,7 +370,7 @@ pub(crate) fn start_copy(devcontainer_id: &str, root: &Path, patterns: &[String]
     let mut scan = Baseline::scan(root, patterns);
     let on_branch = crate::remote::on_a_branch(root, scan.files.keys())?;
     scan.files.retain(|path, _| on_branch.contains(path));
-    crate::state::write_json(&copy_baseline_path(devcontainer_id), &scan)
+    crate::store::write_json(&copy_baseline_path(devcontainer_id), &scan)
 }
 
 /// The watched files a sync brought onto the branch (`now`, only paths the branch holds)
@@ -402,7 +397,7 @@ pub(crate) fn report_copy(
         }
     };
     let report = compare(&old, now, writer)?;
-    crate::state::write_json(&path, now)?;
+    crate::store::write_json(&path, now)?;
     Ok(report)
 }
 

@@ -2,10 +2,11 @@
 //! the current session and which container's one-time hooks ran (per devcontainerId), and the
 //! approved container definition (per workspace folder, `Approval`).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::store::{self, read_json, write_json};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -78,16 +79,8 @@ pub(crate) struct Approval {
 }
 
 impl Approval {
-    fn path(workspace: &Path) -> PathBuf {
-        use sha2::{Digest, Sha256};
-        let key = hex::encode(Sha256::digest(workspace.as_os_str().as_encoded_bytes()));
-        crate::user_config::data_dir()
-            .join("approvals")
-            .join(format!("{key}.json"))
-    }
-
     pub(crate) fn load(workspace: &Path) -> Result<Approval> {
-        let approval: Approval = read_json(&Approval::path(workspace))?.unwrap_or_default();
+        let approval: Approval = read_json(&store::approval(workspace))?.unwrap_or_default();
         Ok(Approval {
             workspace: workspace.display().to_string(),
             ..approval
@@ -95,57 +88,22 @@ impl Approval {
     }
 
     pub(crate) fn save(&self, workspace: &Path) -> Result<()> {
-        write_json(&Approval::path(workspace), self)
+        write_json(&store::approval(workspace), self)
     }
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
-            let why = format!("unreadable yolo state ({e}); delete the file to start afresh");
-            Error::io(
-                path,
-                std::io::Error::new(std::io::ErrorKind::InvalidData, why),
-            )
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(path, e)),
-    }
-}
-
-/// Write atomically (temp file + rename) so a crash never leaves half a file.
-pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let dir = path.parent().map(PathBuf::from).unwrap_or_default();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    // A name of its own per writer: two yolo processes saving at once must not share one.
-    let tmp = path.with_extension(format!(
-        "json.{}-{}.tmp",
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    ));
-    let text = serde_json::to_string_pretty(value).map_err(|e| Error::other(e.to_string()))?;
-    std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-}
-
-fn path(devcontainer_id: &str) -> PathBuf {
-    crate::user_config::data_dir()
-        .join("workspaces")
-        .join(format!("{devcontainer_id}.json"))
 }
 
 impl WorkspaceState {
     pub(crate) fn load(devcontainer_id: &str) -> Result<WorkspaceState> {
-        Ok(read_json(&path(devcontainer_id))?.unwrap_or_default())
+        Ok(read_json(&store::workspace_state(devcontainer_id))?.unwrap_or_default())
     }
 
     pub(crate) fn save(&self, devcontainer_id: &str) -> Result<()> {
-        write_json(&path(devcontainer_id), self)
+        write_json(&store::workspace_state(devcontainer_id), self)
     }
 
     /// All workspace states (for `yolo audit --list` and `status`).
     pub(crate) fn all() -> Vec<WorkspaceState> {
-        let dir = crate::user_config::data_dir().join("workspaces");
+        let dir = store::workspaces_dir();
         let Ok(entries) = std::fs::read_dir(dir) else {
             return vec![];
         };

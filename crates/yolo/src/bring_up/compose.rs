@@ -36,7 +36,10 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
     let Some(spec) = project.spec.compose.clone() else {
         return Ok(None);
     };
-    policy::check_compose_dotenv(&spec.project_dir)?;
+    let dotenv = spec.project_dir.join(".env");
+    if let Ok(text) = crate::digest::read_to_string(&dotenv) {
+        policy::check_compose_dotenv(&dotenv, &text)?;
+    }
     let cli = Cli::detect().await?;
     let compose = Compose::of(cli, &spec, &project.user.pass_env);
     let text = compose.config().await.map_err(|message| Error::Config {
@@ -80,7 +83,8 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
     policy::check_built_image_names(&spec.files[0], &resolved, &guard_images)?;
     check_builds(&spec, &resolved, &settings.grants)?;
     // Files reached through `extends` are read by Compose too: their env_file entries count.
-    let all_files = policy::compose_files_extended(&spec.files);
+    let all_files =
+        policy::compose_files_extended(&spec.files, |f| crate::digest::read_to_string(f).ok());
     let extended = policy::check_extended_files(&input, &all_files[spec.files.len()..])?;
     for grant in extended
         .into_iter()
@@ -132,7 +136,7 @@ fn check_builds(
             None => continue,
         };
         match inline {
-            Some(text) => policy::check_remote_adds_text(
+            Some(text) => policy::check_remote_adds(
                 text,
                 &format!("{property}.dockerfile_inline"),
                 &spec.files[0],
@@ -141,7 +145,11 @@ fn check_builds(
             )?,
             None => {
                 let path = spec.project_dir.join(context).join(dockerfile);
-                policy::check_remote_adds(&path, &spec.files[0], &property, grants)?;
+                // An unreadable file passes: the build says why it cannot read it.
+                if let Ok(text) = crate::digest::read_to_string(&path) {
+                    let shown = path.display().to_string();
+                    policy::check_remote_adds(&text, &shown, &spec.files[0], &property, grants)?;
+                }
             }
         }
     }
@@ -224,9 +232,7 @@ pub(crate) enum GuardPhase {
 
 /// Where yolo writes the project file: its data folder, never the repository.
 fn project_file_path(devcontainer_id: &str) -> PathBuf {
-    crate::user_config::data_dir()
-        .join("compose")
-        .join(format!("{devcontainer_id}.json"))
+    crate::store::compose_file(devcontainer_id)
 }
 
 /// Bring the project up with the guard named `guard` (made, not started; None with `--network
@@ -274,7 +280,7 @@ where
             network::create_guard(engine, now, true).await?;
         }
         // Volumes a label or a Feature asks for: made (and labelled) before Compose names them.
-        super::up::create_volumes(engine, &now.spec).await?;
+        super::volumes::create(engine, &now.spec).await?;
         let mut plan = file_plan(now, prepared, mode, guard.is_some());
         plan.image = image;
         let started = bring_up(engine, now, prepared, &run, &mut plan, &path, &start_guard).await?;

@@ -15,7 +15,7 @@ use crate::devcontainer::model::LifecycleCommand;
 use crate::error::{Error, Result};
 use crate::project::Project;
 use crate::run_spec::{ImageSource, RunSpec};
-use crate::state::{Approval, ApprovedConfig, WorkspaceState};
+use crate::session::state::{Approval, ApprovedConfig, WorkspaceState};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -220,7 +220,7 @@ fn command_files(command: &LifecycleCommand, root: &Path) -> Vec<PathBuf> {
             .replace("$PWD", ".")
             .replace("$(pwd)", ".");
         for base in dirs.clone() {
-            let Some(path) = crate::policy::normalize_path(&base.join(&word)) else {
+            let Some(path) = crate::paths::normalize_path(&base.join(&word)) else {
                 continue;
             };
             if !path.starts_with(root) {

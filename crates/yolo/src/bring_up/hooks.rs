@@ -11,7 +11,7 @@ use crate::engine::{Engine, ExecRequest, ExecResult, Output};
 use crate::error::{Error, Result};
 use crate::project::{Project, AGENT_STATE_ROOT};
 use crate::run_spec::{self, Hooks};
-use crate::state::{ExecSettings, WorkspaceState};
+use crate::session::state::{ExecSettings, WorkspaceState};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -63,7 +63,7 @@ impl Hook {
 pub(crate) async fn initialize(
     project: &Project,
     writer: &Writer,
-    _approved: super::approval::HostCommandApproval,
+    _approved: crate::session::approval::HostCommandApproval,
 ) -> Result<()> {
     match &project.spec.initialize_command {
         Some(command) => run_on_host(command, &project.spec.workspace, Some(writer)).await,

@@ -1,0 +1,214 @@
+//! Bringing a session up (`yolo up`, and `yolo run` before its agent), one step per file:
+//! - `plan`: what to do with the containers found, pure;
+//! - `act`: the plan carried out, in order; `rollback` undoes a failed or interrupted one;
+//! - `image` (pull, or build behind the guard), `features`, `metadata` (the image's label);
+//! - `compose` (a Compose project's services), `network` (allowlist, guard config, bridges),
+//!   `guard` (the guard container), `agent` (the agent container), `ports`, `volumes`;
+//! - `hooks`: the lifecycle commands, on the host and in the container.
+//!
+//! `up` below is the sequence: the workspace's `Session` (lock, state, watched files), the
+//! image's metadata, approval, Features, Compose, the allowlist, the plan, then `act`.
+
+mod act;
+mod agent;
+pub(crate) mod compose;
+pub(crate) mod features;
+mod guard;
+pub(crate) mod hooks;
+mod image;
+pub(crate) mod metadata;
+pub(crate) mod network;
+mod plan;
+pub(crate) mod ports;
+mod rollback;
+pub(crate) mod volumes;
+
+use crate::agents::Agent;
+use crate::engine::{Engine, Owner};
+use crate::error::{Error, Result};
+use crate::firewall::{mode_name, NetworkMode};
+use crate::interrupt;
+use crate::project::Project;
+use crate::session::{approval, Session};
+use act::Act;
+use plan::{image_label, network_mode, plan, Plan, PlanOptions};
+use rollback::roll_back;
+
+/// What `up` did: printed for humans, and the source of `up --json` (`output::Up`).
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) container_id: String,
+    pub(crate) container_name: String,
+    pub(crate) image: String,
+    pub(crate) workspace_folder: String,
+    pub(crate) remote_user: Option<String>,
+    pub(crate) session: String,
+    /// created, started, running
+    pub(crate) action: String,
+    /// Why the container was started or recreated (none for a first create or a reuse).
+    pub(crate) reason: Option<String>,
+    /// The config changed since the container was made (and `--rebuild` was not given).
+    pub(crate) stale: bool,
+    /// firewall, open or none.
+    pub(crate) network: String,
+}
+
+/// Bring the project's container up; shared by `up` and `run` (which adds its agent, whose
+/// domains join the allowlist).
+///
+/// One `up` at a time per workspace (`lock`): a second waits. A failed or interrupted `up`
+/// removes what it made (`roll_back`).
+///
+/// `project` ends up evaluated with the image's `devcontainer.metadata` label
+/// (`Project::with_metadata`): read before planning when the image is there, so the config hash
+/// is the same on every `up`, and again once a pull or build made it, before the agent
+/// container is created from it.
+pub(crate) async fn up(
+    engine: &Engine,
+    project: &mut Project,
+    agents: &[Agent],
+) -> Result<Outcome> {
+    let mut session = Session::lock(&project.spec.devcontainer_id, "up").await?;
+    let engine = &engine.for_platform(project.spec.platform.as_deref());
+    let image = image_label(&project.spec.image);
+    // What yolo made for this workspace is read alongside the image's label: which containers
+    // are yolo's does not depend on the label (`Owner` is the workspace and its config).
+    let owner = Owner::of(&project.spec);
+    let (merged, found) = tokio::join!(
+        crate::bring_up::metadata::with_image(engine, project, &image),
+        engine.find(&owner)
+    );
+    if let Some(merged) = merged? {
+        *project = merged;
+    }
+    // What changed in the files the host runs since yolo last looked (say, in VS Code between
+    // two runs) goes to the session it happened in.
+    session.report_watched()?;
+    let first_use = approval::first_use(project, &session.state)?;
+    approval::check(project, &mut session.state)?;
+    session.save()?;
+    // The Features, fetched on the host before any container is made; what they ask for meets
+    // the policy with the image's metadata now, so a refusal leaves nothing made or built.
+    let fetched = features::fetch(project).await?;
+    // A Compose project is read and every service checked before anything is made too; the
+    // image whose label counts is then its dev service's (when Compose has made it already).
+    // With an initializeCommand, which may write the Compose files (from a template, say), they
+    // are read again once it has run (`Act::fresh`), as the reference CLI reads them; now only
+    // if they are all there already.
+    let reread_compose =
+        project.spec.initialize_command.is_some() && project.spec.compose.is_some();
+    let missing = project
+        .spec
+        .compose
+        .iter()
+        .flat_map(|c| &c.files)
+        .any(|f| !f.exists());
+    let prepared = if reread_compose && missing {
+        None
+    } else {
+        crate::bring_up::compose::prepare(project).await?
+    };
+    let image = prepared.as_ref().map_or(image, |p| p.dev_image());
+    if !fetched.is_empty() || prepared.is_some() {
+        if let Some(merged) = features::with_metadata(engine, project, &image, &fetched).await? {
+            *project = merged;
+        }
+    }
+    let spec = &project.spec;
+    // Checked before any Docker work, so a bad pattern changes nothing.
+    let allow = network::allowlist(project, &with_default_agent(project, agents))?;
+
+    let found = found?;
+    let mode = network_mode(project.settings.network, found.agent.as_ref());
+    if project.settings.network.is_none() && mode != NetworkMode::default() {
+        eprintln!(
+            "{} {} keeps its network mode {}; pass --network to change it",
+            console::style("yolo:").bold(),
+            spec.container_name,
+            mode_name(mode)
+        );
+    }
+    let options = PlanOptions {
+        mode,
+        rebuild: project.settings.rebuild,
+        config_hash: spec.config_hash.clone(),
+        session_open: session.state.session.is_some(),
+    };
+    let plan = plan(&found, &options);
+    let act = Act {
+        engine,
+        project: &*project,
+        mode,
+        allow: &allow,
+        fetched: &fetched,
+        compose: prepared.as_ref(),
+        reread_compose,
+        first_use,
+    };
+    // From here on a signal is handled: the hooks' commands are stopped in the container
+    // (`Engine::exec`), and what this `up` made is removed.
+    let _handled = interrupt::Handled::enter();
+    // A reuse makes nothing (and stays one Docker call away from done).
+    let before = match plan {
+        Plan::Fresh { .. } => Some(engine.made_for(&Owner::of(spec)).await?),
+        Plan::Reuse { .. } => None,
+    };
+    let session_before = session.state.session.clone();
+    let carried = tokio::select! {
+        // The signal first: one already received must stop `up` before it removes anything.
+        biased;
+        signal = interrupt::received() => Err(Error::interrupted(signal)),
+        ready = act.carry_out(&plan, &mut session.state) => ready,
+    };
+    let mut ready = match (carried, before) {
+        (Ok(ready), _) => ready,
+        (Err(e), Some(before)) => {
+            roll_back(engine, project, &before, &mut session, session_before, &e).await;
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+    };
+    if let Some(merged) = ready.merged.take() {
+        *project = merged;
+    }
+    let project = &*project;
+    let spec = &project.spec;
+
+    let outcome = Outcome {
+        container_id: ready.container_id.clone(),
+        container_name: spec.container_name.clone(),
+        image: ready.image,
+        workspace_folder: spec.workspace_folder.clone(),
+        remote_user: project.remote_user(),
+        session: ready.writer.session().to_string(),
+        action: plan.action().to_string(),
+        reason: plan.reason().map(|r| r.to_string()),
+        stale: plan.stale(),
+        network: mode_name(mode).to_string(),
+    };
+    let result = hooks::in_container(
+        engine,
+        project,
+        &mut session.state,
+        &ready.container_id,
+        &ready.writer,
+    )
+    .await;
+    session.save()?;
+    result?;
+    Ok(outcome)
+}
+
+/// The agents whose domains the allowlist includes: those named, else the repository's default.
+pub(crate) fn with_default_agent(project: &Project, agents: &[Agent]) -> Vec<Agent> {
+    if !agents.is_empty() {
+        return agents.to_vec();
+    }
+    project
+        .spec
+        .default_agent
+        .as_deref()
+        .and_then(|name| crate::agents::resolve(name, &project.user).ok())
+        .into_iter()
+        .collect()
+}

@@ -1,0 +1,138 @@
+//! yolo's data dir, out of the agent's reach: every path yolo keeps there is named here, and
+//! JSON files are read and written here (atomically). Who owns what:
+//!
+//! ```text
+//! <data dir>/                         YOLO_DATA_DIR, else the platform's data folder
+//!   workspaces/<id>.json              a workspace's state (`session::state`)
+//!   workspaces/<id>.lock              its lock (`lock`); network-<name>.lock for the shared network
+//!   approvals/<sha256 of folder>.json what the user approved for a workspace folder
+//!   watched/<id>.json, <id>.copy.json the watched files' baseline, and its remote copy's (`watched`)
+//!   sessions/<session>.jsonl, <session>/  a session's audit log and recordings (`audit`)
+//!   network/                          the guards' own logs and control sockets
+//!   runs/<run>.json                   `yolo run` records
+//!   compose/<id>.json                 the Compose project file yolo hands Compose
+//!   features/, features-build/<id>/   the Features cache, and a Features build's context
+//!   ca/<digest>/                      the user's extra CA certificates, as built into images
+//!   bin/                              the exec audit's shim
+//!   <guard config folders>            `engine::guard_config_dir_of(root, guard)`
+//! ```
+//!
+//! `<id>` is the workspace's devcontainerId.
+
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// The data dir: `YOLO_DATA_DIR`, else the platform data dir.
+pub(crate) fn root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("YOLO_DATA_DIR") {
+        return PathBuf::from(dir);
+    }
+    directories::ProjectDirs::from("", "", "yolo")
+        .map(|d| d.data_dir().to_path_buf())
+        .unwrap_or_else(|| PathBuf::from(".yolo-data"))
+}
+
+/// `workspaces/`: one state file and one lock per workspace, the shared network's lock.
+pub(crate) fn workspaces_dir() -> PathBuf {
+    root().join("workspaces")
+}
+
+pub(crate) fn workspace_state(devcontainer_id: &str) -> PathBuf {
+    workspaces_dir().join(format!("{devcontainer_id}.json"))
+}
+
+pub(crate) fn workspace_lock(devcontainer_id: &str) -> PathBuf {
+    workspaces_dir().join(format!("{devcontainer_id}.lock"))
+}
+
+pub(crate) fn network_lock(name: &str) -> PathBuf {
+    workspaces_dir().join(format!("network-{name}.lock"))
+}
+
+/// Keyed by the folder's path, not the devcontainerId (see `session::state::Approval`).
+pub(crate) fn approval(workspace: &Path) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let key = hex::encode(Sha256::digest(workspace.as_os_str().as_encoded_bytes()));
+    root().join("approvals").join(format!("{key}.json"))
+}
+
+/// Not in `workspaces/`, which holds one state file per workspace and nothing else.
+pub(crate) fn watched_baseline(devcontainer_id: &str) -> PathBuf {
+    root()
+        .join("watched")
+        .join(format!("{devcontainer_id}.json"))
+}
+
+pub(crate) fn watched_copy_baseline(devcontainer_id: &str) -> PathBuf {
+    root()
+        .join("watched")
+        .join(format!("{devcontainer_id}.copy.json"))
+}
+
+pub(crate) fn sessions_dir() -> PathBuf {
+    root().join("sessions")
+}
+
+/// The guards' own files (a guard cannot write the host's session file).
+pub(crate) fn network_dir() -> PathBuf {
+    root().join("network")
+}
+
+pub(crate) fn runs_dir() -> PathBuf {
+    root().join("runs")
+}
+
+/// Where yolo writes a Compose project file: its data folder, never the repository.
+pub(crate) fn compose_file(devcontainer_id: &str) -> PathBuf {
+    root()
+        .join("compose")
+        .join(format!("{devcontainer_id}.json"))
+}
+
+pub(crate) fn features_cache() -> PathBuf {
+    root().join("features")
+}
+
+pub(crate) fn features_build(devcontainer_id: &str) -> PathBuf {
+    root().join("features-build").join(devcontainer_id)
+}
+
+/// `key`: the first hex digits of the certificates' digest.
+pub(crate) fn extra_ca(key: &str) -> PathBuf {
+    root().join("ca").join(key)
+}
+
+pub(crate) fn bin_dir() -> PathBuf {
+    root().join("bin")
+}
+
+/// The JSON file at `path`; `None` when there is none.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+            let why = format!("unreadable yolo state ({e}); delete the file to start afresh");
+            Error::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// Write atomically (temp file + rename) so a crash never leaves half a file.
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let dir = path.parent().map(PathBuf::from).unwrap_or_default();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    // A name of its own per writer: two yolo processes saving at once must not share one.
+    let tmp = path.with_extension(format!(
+        "json.{}-{}.tmp",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::other(e.to_string()))?;
+    std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
