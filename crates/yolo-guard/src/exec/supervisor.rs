@@ -892,19 +892,7 @@ impl Supervisor {
 
     /// Finish the stalled execs whose stop came (without waiting).
     fn collect_stalled(&mut self) {
-        loop {
-            let mut status = 0;
-            // SAFETY: this thread's tracees only, without blocking.
-            let pid = unsafe {
-                libc::waitpid(
-                    -1,
-                    &mut status,
-                    libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
-                )
-            };
-            if pid <= 0 {
-                break;
-            }
+        while let Ok(Some((pid, status))) = wait_tracee(-1, false) {
             self.take_event(pid, status, None);
         }
         if self.stalled.is_empty() {
@@ -1054,21 +1042,19 @@ impl Supervisor {
             if let Some(alarm) = &self.alarm {
                 alarm.arm(left);
             }
-            let mut status = 0;
-            // SAFETY: waits only for this thread's tracees (it has no children).
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
-            let error = std::io::Error::last_os_error();
+            let waited = wait_tracee(-1, true);
             if let Some(alarm) = &self.alarm {
                 alarm.disarm();
             }
-            if pid < 0 {
-                if error.raw_os_error() == Some(libc::EINTR) {
-                    continue;
+            match waited {
+                Ok(Some((pid, status))) => {
+                    if let Some(outcome) = self.take_event(pid, status, Some(tid)) {
+                        return Some(outcome);
+                    }
                 }
-                return Some(Outcome::Gone);
-            }
-            if let Some(outcome) = self.take_event(pid, status, Some(tid)) {
-                return Some(outcome);
+                Ok(None) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(_) => return Some(Outcome::Gone),
             }
         }
     }
@@ -1398,19 +1384,26 @@ fn let_go(tid: i32, signal: i32) {
 fn collect(tid: i32) {
     let until = Instant::now() + Duration::from_millis(100);
     while Instant::now() < until {
-        let mut status = 0;
-        // SAFETY: one of this thread's tracees, without blocking.
-        let pid = unsafe {
-            libc::waitpid(
-                tid,
-                &mut status,
-                libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
-            )
-        };
-        if pid != 0 {
+        if !matches!(wait_tracee(tid, false), Ok(None)) {
             return;
         }
         std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// One `waitpid` for this thread's tracees (`which`: a thread id, or -1 for any of them; the
+/// supervisor thread has no children of its own): `Some((pid, status))` for an event, `None`
+/// for none yet (only without `block`), or the wait's error, read before anything else can
+/// change it (`EINTR` when the [`Alarm`] ended it).
+fn wait_tracee(which: i32, block: bool) -> std::io::Result<Option<(i32, i32)>> {
+    let mut status = 0;
+    let flags = libc::__WALL | libc::__WNOTHREAD | if block { 0 } else { libc::WNOHANG };
+    // SAFETY: waitpid writes one int.
+    let pid = unsafe { libc::waitpid(which, &mut status, flags) };
+    match pid {
+        0 => Ok(None),
+        p if p < 0 => Err(std::io::Error::last_os_error()),
+        p => Ok(Some((p, status))),
     }
 }
 
