@@ -47,6 +47,7 @@ pub(crate) mod test_events {
             dst: "192.0.2.1".into(),
             port: Some(port),
             name: None,
+            sample_of: None,
             count,
             first: None,
             last: None,
@@ -608,6 +609,13 @@ impl<B: Batches> Policy for Guard<B> {
             NetworkMode::Open => Some(Ports::Any),
             NetworkMode::None => None,
         }
+    }
+
+    fn entry(&self, name: &str) -> Option<String> {
+        self.allowlist
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(name)
     }
 
     fn allow(
