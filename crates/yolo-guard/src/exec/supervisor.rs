@@ -790,18 +790,36 @@ impl Supervisor {
                     .and_then(pidfd_ids)
                     .unwrap_or_else(|| procfs::status(pid).unwrap_or_default());
                 let cwd = procfs::readlink(&format!("/proc/{pid}/cwd"));
-                let (argv, path, loader_env) = match procfs::new_image(pid) {
+                let (argv, path, (loader_env, loader_values)) = match procfs::new_image(pid) {
                     Some(image) => (
                         image.argv,
                         image.execfn.unwrap_or_default(),
-                        image.loader_env,
+                        (image.loader_env, image.loader_values),
                     ),
                     None => (
                         procfs::cmdline(pid).unwrap_or_default(),
                         procfs::exec_filename(pid).unwrap_or_default(),
-                        procfs::environ_loader_names(pid),
+                        procfs::environ_loader(pid),
                     ),
                 };
+                // `/etc/ld.so.preload` as the program's loader will see it: one open and read
+                // through its root (nothing read when there is none, the usual case).
+                let root = procfs::root_of(pid);
+                let ld_so_preload = root.as_ref().and_then(procfs::ld_so_preload);
+                let preload_paths = ld_so_preload.clone().unwrap_or_default();
+                // The libraries it is told to preload, opened now, at the stop, as the loader
+                // is about to; hashed off the exec path. Only when some are named.
+                let libraries: Vec<(String, std::io::Result<std::fs::File>)> =
+                    procfs::preloaded_libraries(&preload_paths, &loader_values, &cwd)
+                        .into_iter()
+                        .map(|lib| {
+                            let file = match &root {
+                                Some(root) => procfs::open_in_root(root, &lib),
+                                None => Err(std::io::Error::other("its root is gone")),
+                            };
+                            (lib, file)
+                        })
+                        .collect();
                 let rewritten = before
                     .as_ref()
                     .is_some_and(|(b, _, _)| !same_program_args(b, &argv.0));
@@ -824,7 +842,9 @@ impl Supervisor {
                     rewritten,
                     sha256,
                     loader_env,
-                    ld_so_preload: ld_so_preload(pid),
+                    ld_so_preload: ld_so_preload.is_some(),
+                    ld_so_preload_paths: preload_paths,
+                    loader_values,
                     // Last, right before the let-go: a signal queued during the exec can hold
                     // the program before it reads its arguments.
                     pending_signals: procfs::pending_signals(pid),
@@ -836,7 +856,35 @@ impl Supervisor {
                         sha256: None,
                         changed: false,
                         error: Some(why),
+                        library: None,
                     }));
+                }
+                if written.is_ok() {
+                    for (library, file) in libraries {
+                        let failed = |error: String| digest::Finished {
+                            id,
+                            pid,
+                            sha256: None,
+                            changed: false,
+                            error: Some(error),
+                            library: Some(library.clone()),
+                        };
+                        let known = match file {
+                            Err(e) => Some(failed(format!("open: {e}"))),
+                            Ok(file) => match self.digests.lookup_file(id, pid, file, &library) {
+                                digest::Lookup::Queued => None,
+                                digest::Lookup::Failed(why) => Some(failed(why)),
+                                digest::Lookup::Known(hex) => Some(digest::Finished {
+                                    sha256: Some(hex),
+                                    error: None,
+                                    ..failed(String::new())
+                                }),
+                            },
+                        };
+                        if let Some(done) = known {
+                            let _ = self.log().write(digest_event(done));
+                        }
+                    }
                 }
                 if written.is_err() {
                     // Not on record: it must not run. It is stopped before its first
@@ -952,6 +1000,8 @@ impl Supervisor {
             sha256: None,
             loader_env: Vec::new(),
             ld_so_preload: false,
+            ld_so_preload_paths: Vec::new(),
+            loader_values: Default::default(),
             pending_signals: Vec::new(),
         }));
     }
@@ -1174,6 +1224,8 @@ struct ExecRecord<'a> {
     sha256: Option<String>,
     loader_env: Vec<String>,
     ld_so_preload: bool,
+    ld_so_preload_paths: Vec<String>,
+    loader_values: std::collections::BTreeMap<String, String>,
     pending_signals: Vec<String>,
 }
 
@@ -1184,12 +1236,8 @@ fn digest_event(done: digest::Finished) -> EventKind {
         sha256: done.sha256,
         changed: done.changed,
         error: done.error,
+        library: done.library,
     }
-}
-
-/// Whether `/etc/ld.so.preload` exists in the root `pid` sees (a `stat` through its root link).
-fn ld_so_preload(pid: i32) -> bool {
-    std::fs::symlink_metadata(format!("/proc/{pid}/root/etc/ld.so.preload")).is_ok()
 }
 
 fn exec_event(r: ExecRecord<'_>) -> EventKind {
@@ -1211,6 +1259,8 @@ fn exec_event(r: ExecRecord<'_>) -> EventKind {
         sha256: r.sha256,
         loader_env: r.loader_env,
         ld_so_preload: r.ld_so_preload,
+        ld_so_preload_paths: r.ld_so_preload_paths,
+        loader_values: r.loader_values,
         pending_signals: r.pending_signals,
         exit_code: None,
         duration_ms: None,
@@ -1576,6 +1626,8 @@ mod tests {
             sha256: None,
             loader_env: vec![],
             ld_so_preload: false,
+            ld_so_preload_paths: Vec::new(),
+            loader_values: Default::default(),
             pending_signals: vec![],
         });
         let line = fit(Event::now("s", kind), MAX_RECORD);
