@@ -608,6 +608,17 @@ impl Allowlist {
             .reduce(|a, b| a.union(&b))
     }
 
+    /// The first entry (as listed) that allows `name`: the allowlist entry a lookup is
+    /// credited to. The guard's log keeps a first sighting per entry past its size cap, and
+    /// entries are the user's, so their number is not the agent's to grow.
+    pub fn entry(&self, name: &str) -> Option<String> {
+        let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+        self.patterns
+            .iter()
+            .find(|p| p.matches(&name))
+            .map(Pattern::to_string)
+    }
+
     /// The static network entries, in order.
     pub fn networks(&self) -> Vec<(IpNet, Ports)> {
         self.patterns
@@ -686,6 +697,18 @@ mod tests {
 
     fn only(ports: &[u16]) -> Option<Ports> {
         Some(Ports::Only(ports.to_vec()))
+    }
+
+    #[test]
+    fn a_name_is_credited_to_the_first_entry_that_allows_it() {
+        let a = list(&["api.example.com:443", "*.example.com", "example.org"]);
+        assert_eq!(
+            a.entry("API.example.com.").as_deref(),
+            Some("api.example.com:443")
+        );
+        assert_eq!(a.entry("x.y.example.com").as_deref(), Some("*.example.com"));
+        assert_eq!(a.entry("example.org").as_deref(), Some("example.org"));
+        assert_eq!(a.entry("example.com"), None);
     }
 
     #[test]

@@ -88,6 +88,15 @@ pub enum EventKind {
         answers: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rcode: Option<String>,
+        /// `allowed`: the allowlist entry that allowed the name (absent for a name only
+        /// `--network open` let through, and in logs written before it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        entry: Option<String>,
+        /// Past the log's cap: this record stands for `count` lookups under this allowlist
+        /// entry (`*`: no entry) that were not written one by one (other names, repeats);
+        /// `name` and the rest are the first of them, a sample.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sample_of: Option<String>,
         /// Aggregated record: how many occurrences this record stands for (absent: one).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         count: Option<u64>,
@@ -106,6 +115,11 @@ pub enum EventKind {
         /// The name that last resolved to `dst`, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
+        /// Past the log's cap: this record stands for `count` attempts to destinations in
+        /// this address block (`203.0.0.0/8`) that were not written one by one; `dst`, `port`
+        /// and `name` are the first of them, a sample.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sample_of: Option<String>,
         /// Aggregated record: how many occurrences this record stands for (absent: one).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         count: Option<u64>,
@@ -212,6 +226,16 @@ pub enum EventKind {
         /// linked program loads the libraries it names.
         #[serde(default, skip_serializing_if = "is_false")]
         ld_so_preload: bool,
+        /// What `/etc/ld.so.preload` named, as the guard read it at the exec (once, through
+        /// the program's root): at most 16 entries of at most 256 bytes, from its first 4 KiB.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ld_so_preload_paths: Vec<String>,
+        /// The values of `LD_PRELOAD`, `LD_AUDIT` and `LD_LIBRARY_PATH` in the new program's
+        /// environment, each cut to 1 KiB: the code the loader is told to load, or where to
+        /// look for it. The libraries named by path here and in `ld_so_preload_paths` are
+        /// hashed: `exec_digest` records with `library`.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        loader_values: BTreeMap<String, String>,
         /// Signals pending when the program was let go at its exec (`SIGSTOP`...): it could be
         /// held before reading its arguments, and another process could change them after this
         /// record.
@@ -243,14 +267,20 @@ pub enum EventKind {
         pid: i32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sha256: Option<String>,
-        /// The binary changed (its ctime moved) between the exec and the end of the hash: the
-        /// hash is of what the file held afterwards, not surely of what ran.
+        /// The binary changed (its ctime moved) between the exec and the end of the hash, or
+        /// could have changed unseen (it was changed in the clock tick of the exec and the
+        /// program no longer ran it when the hash ended): the hash is not surely of what ran.
         #[serde(default, skip_serializing_if = "is_false")]
         changed: bool,
-        /// Why there is no hash (the file could not be read, or it is larger than the hasher
-        /// reads).
+        /// Why there is no hash: the file could not be read, or `too large (unhashed): …`
+        /// past the hasher's 64 GiB.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// Not the program's binary: a library the loader was told to preload into it
+        /// (`ld_so_preload_paths`, `LD_PRELOAD`, `LD_AUDIT`), by its path in the program's
+        /// root, opened at the exec. One record per library.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        library: Option<String>,
     },
     /// A process in the agent container runs without the exec filter (something started it
     /// with a plain `docker exec`, or an editor attached): its execs are not recorded.
@@ -473,6 +503,8 @@ mod tests {
                 decision: s(),
                 answers: vec![],
                 rcode: None,
+                entry: None,
+                sample_of: None,
                 count: None,
                 first: None,
                 last: None,
@@ -482,6 +514,7 @@ mod tests {
                 dst: s(),
                 port: None,
                 name: None,
+                sample_of: None,
                 count: None,
                 first: None,
                 last: None,
@@ -528,6 +561,8 @@ mod tests {
                 sha256: None,
                 loader_env: vec![],
                 ld_so_preload: false,
+                ld_so_preload_paths: Vec::new(),
+                loader_values: Default::default(),
                 pending_signals: vec![],
                 exit_code: None,
                 duration_ms: None,
@@ -545,6 +580,7 @@ mod tests {
                 sha256: None,
                 changed: false,
                 error: None,
+                library: None,
             },
             EventKind::Unsupervised {
                 pid: 0,
@@ -607,6 +643,7 @@ mod tests {
             dst: "192.0.2.1".into(),
             port: Some(80),
             name: None,
+            sample_of: None,
             count: Some(1999),
             first: Some(t),
             last: Some(t),

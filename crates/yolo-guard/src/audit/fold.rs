@@ -212,6 +212,8 @@ mod tests {
             decision: decision.into(),
             answers: vec![],
             rcode: Some("REFUSED".into()),
+            entry: None,
+            sample_of: None,
             count: None,
             first: None,
             last: None,

@@ -32,6 +32,7 @@ pub(crate) mod test_events {
             dst: "192.0.2.1".into(),
             port: Some(port),
             name: None,
+            sample_of: None,
             count,
             first: None,
             last: None,

@@ -80,7 +80,7 @@ impl Writer {
         if state.1.may_reserve(kind) {
             return false; // the writer decides whether it still fits the reserve
         }
-        state.1.suppress(kind.name(), kind.count(), Utc::now());
+        state.1.left_out(kind, Utc::now());
         true
     }
 
@@ -142,6 +142,15 @@ impl Writer {
 /// or tried to reach. Each class has a reserve of its own, so a flood of one (connects to
 /// random addresses, lookups of random names under an allowed wildcard) cannot use up another's,
 /// and a flood of anything else (refused names, repeats) uses none.
+///
+/// Within a class, sightings come in groups the agent cannot multiply ([`group`]): allowed
+/// names by the allowlist entry that allowed them (the user's list), blocked destinations by
+/// their address's /8. The first sighting of each group past the cap is always written; the
+/// reserve pays for further distinct names or destinations, and no group may take more of it
+/// than it leaves for the others. What is left out of a group is counted per group and
+/// written as a sample record (its first, `sample_of` and the count) with the `suppressed`
+/// reports, so a flood of random names under one wildcard neither hides the next entry's
+/// lookup nor loses its own count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Reserved {
     /// The first `blocked` record of a destination (protocol, address, port).
@@ -192,6 +201,56 @@ pub fn reserved(kind: &EventKind) -> Option<(Reserved, String)> {
     }
 }
 
+/// The group of a sighting class `kind` belongs to ([`Reserved`]), for any record of it,
+/// folded ones too: `(class, group)`. `None` for what is not grouped (sensitive files, whose
+/// reserve is kept per path alone, and everything that is not a sighting).
+pub fn group(kind: &EventKind) -> Option<(Reserved, String)> {
+    match kind {
+        EventKind::Dns {
+            decision,
+            entry,
+            sample_of: None,
+            ..
+        } if decision == "allowed" => {
+            Some((Reserved::Name, entry.clone().unwrap_or_else(|| "*".into())))
+        }
+        EventKind::Blocked {
+            dst,
+            sample_of: None,
+            ..
+        } => Some((Reserved::Connection, address_block(dst))),
+        _ => None,
+    }
+}
+
+/// The /8 of an address (`203.0.0.0/8`, `2000::/8`): 512 blocks at most, whatever addresses
+/// the agent tries.
+fn address_block(dst: &str) -> String {
+    match dst.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(a)) => format!("{}.0.0.0/8", a.octets()[0]),
+        Ok(std::net::IpAddr::V6(a)) => {
+            let first = a.octets()[0];
+            format!("{}/8", std::net::Ipv6Addr::from(u128::from(first) << 120))
+        }
+        Err(_) => "?".into(),
+    }
+}
+
+/// A group's share of its class's reserve past the cap, and what of it was left out since
+/// its last sample record.
+#[derive(Default)]
+struct Group {
+    /// Its first sighting past the cap is written.
+    sighted: bool,
+    /// Reserve bytes its sightings took.
+    spent: u64,
+    /// The first record left out since the last report, and how many occurrences were.
+    sample: Option<EventKind>,
+    count: u64,
+    first: Option<DateTime<Utc>>,
+    last: Option<DateTime<Utc>>,
+}
+
 /// A session log's size cap: what may still be written, and a tally of what was not.
 pub struct Budget {
     max: u64,
@@ -208,6 +267,8 @@ pub struct Budget {
     /// shortest line entries, so bounded by the cap.
     sighted: HashSet<u64>,
     sighting_key: std::collections::hash_map::RandomState,
+    /// Per group ([`group`]) past the cap: bounded by the allowlist's entries and 512 blocks.
+    groups: BTreeMap<(Reserved, String), Group>,
     tally: BTreeMap<&'static str, Tally>,
     /// When the next round of `suppressed` records may be written, and the wait after it.
     next_report: Option<DateTime<Utc>>,
@@ -230,6 +291,7 @@ impl Budget {
             reserves: BTreeMap::new(),
             sighted: HashSet::new(),
             sighting_key: Default::default(),
+            groups: BTreeMap::new(),
             tally: BTreeMap::new(),
             next_report: None,
             backoff: Duration::seconds(1),
@@ -244,26 +306,69 @@ impl Budget {
         }
         if let Some((class, key)) = reserved(kind) {
             let sighting = self.sighting(class, &key);
-            let first = !self.sighted.contains(&sighting);
-            let left = self.reserve(class);
-            if first && bytes <= *left {
-                *left -= bytes;
+            if !self.sighted.contains(&sighting) && self.fits_reserve(class, kind, bytes) {
                 self.sighted.insert(sighting);
                 return true;
             }
         }
-        self.suppress(kind.name(), kind.count(), now);
+        self.left_out(kind, now);
         false
     }
 
+    /// Whether the sighting `kind` of `class` is written past the cap, and if so charge it:
+    /// the first of its group always (groups are bounded, see [`Reserved`]), others while
+    /// the reserve has room and their group's share stays within what is left for the rest.
+    fn fits_reserve(&mut self, class: Reserved, kind: &EventKind, bytes: u64) -> bool {
+        let left = *self.reserve(class);
+        let Some(key) = group(kind) else {
+            if bytes > left {
+                return false;
+            }
+            *self.reserve(class) -= bytes;
+            return true;
+        };
+        let group = self.groups.entry(key).or_default();
+        let first = !group.sighted;
+        let fair = bytes <= left && group.spent + bytes <= left - bytes;
+        if !(first || fair) {
+            return false;
+        }
+        group.sighted = true;
+        let charged = bytes.min(left);
+        group.spent += charged;
+        *self.reserve(class) -= charged;
+        true
+    }
+
     /// Whether `kind` might still be written past the cap: a first sighting not yet written
-    /// while its class has reserve left.
+    /// while its class has reserve left, or the first of its group.
     pub fn may_reserve(&mut self, kind: &EventKind) -> bool {
         let Some((class, key)) = reserved(kind) else {
             return false;
         };
         let sighting = self.sighting(class, &key);
-        !self.sighted.contains(&sighting) && *self.reserve(class) > 0
+        if self.sighted.contains(&sighting) {
+            return false;
+        }
+        let first_of_group =
+            group(kind).is_some_and(|g| self.groups.get(&g).is_none_or(|g| !g.sighted));
+        first_of_group || *self.reserve(class) > 0
+    }
+
+    /// Count `kind` as not written: in its group's next sample record when it has a group,
+    /// else under its kind in `suppressed`.
+    pub fn left_out(&mut self, kind: &EventKind, now: DateTime<Utc>) {
+        let Some(key) = group(kind) else {
+            self.suppress(kind.name(), kind.count(), now);
+            return;
+        };
+        let group = self.groups.entry(key).or_default();
+        if group.sample.is_none() {
+            group.sample = Some(kind.clone());
+            group.first = Some(kind.folded().and_then(|f| f.first).unwrap_or(now));
+        }
+        group.count += kind.count();
+        group.last = Some(kind.folded().and_then(|f| f.last).unwrap_or(now));
     }
 
     fn reserve(&mut self, class: Reserved) -> &mut u64 {
@@ -306,7 +411,7 @@ impl Budget {
             return vec![];
         }
         let max_bytes = self.max;
-        let out: Vec<EventKind> = self
+        let mut out: Vec<EventKind> = self
             .tally
             .iter_mut()
             .filter(|(_, t)| t.count != t.reported)
@@ -321,6 +426,25 @@ impl Budget {
                 }
             })
             .collect();
+        // Each group's sample record stands for what was left out since the last one, so
+        // readers add up `count` as they do for folded records.
+        for ((_, name), group) in self.groups.iter_mut() {
+            let Some(mut sample) = group.sample.take() else {
+                continue;
+            };
+            let now_or = |t: Option<DateTime<Utc>>| t.unwrap_or(now);
+            sample.set_folded(
+                std::mem::take(&mut group.count),
+                now_or(group.first.take()),
+                now_or(group.last.take()),
+            );
+            if let EventKind::Dns { sample_of, .. } | EventKind::Blocked { sample_of, .. } =
+                &mut sample
+            {
+                *sample_of = Some(name.clone());
+            }
+            out.push(sample);
+        }
         if !out.is_empty() && due {
             self.next_report = Some(now + self.backoff);
             self.backoff = self.backoff * 2;
@@ -360,15 +484,8 @@ mod tests {
         assert!(!budget.admit(&notice(), 1, t0()));
         // The first report comes at once.
         assert_eq!(counts(&budget.reports(t0(), false)), [("notice".into(), 1)]);
-        let folded = EventKind::Blocked {
-            proto: "tcp".into(),
-            dst: "192.0.2.1".into(),
-            port: Some(80),
-            name: None,
-            count: Some(500),
-            first: None,
-            last: None,
-        };
+        let mut folded = dns("f.denied.test", "refused");
+        folded.set_folded(500, t0(), t0());
         assert!(!budget.admit(&folded, 200, t0()));
         assert!(!budget.admit(&notice(), 1, t0()));
         // Not yet due: nothing; due after a second: both changed kinds, with totals so far.
@@ -376,7 +493,7 @@ mod tests {
         let second = t0() + Duration::seconds(1);
         assert_eq!(
             counts(&budget.reports(second, false)),
-            [("blocked".into(), 500), ("notice".into(), 2)]
+            [("dns".into(), 500), ("notice".into(), 2)]
         );
         // Then two seconds; an unchanged kind is not repeated.
         assert!(!budget.admit(&notice(), 1, second));
@@ -407,11 +524,14 @@ mod tests {
         // 100 bytes of reserve (1/16): one 60-byte record fits, the next does not.
         assert!(budget.admit(&blocked(4242), 60, t0()));
         assert!(!budget.admit(&blocked(4243), 60, t0()));
-        // A folded repeat is only counted, reserve or not.
+        // A folded repeat is only counted, reserve or not: in its address block's sample.
         let mut fresh = Budget::new(1600, 1600);
         let folded = crate::audit::test_events::folded(80, 9);
         assert!(!fresh.admit(&folded, 10, t0()));
-        assert_eq!(counts(&fresh.reports(t0(), true)), [("blocked".into(), 9)]);
+        assert_eq!(
+            samples(&fresh.reports(t0(), true)),
+            [("192.0.0.0/8".into(), 9, "192.0.2.1".into())]
+        );
     }
 
     fn dns(name: &str, decision: &str) -> EventKind {
@@ -421,17 +541,58 @@ mod tests {
             decision: decision.into(),
             answers: vec![],
             rcode: None,
+            entry: None,
+            sample_of: None,
             count: None,
             first: None,
             last: None,
         }
     }
 
-    /// Past the cap, refused names are counted and use no reserve; each allowed name is
-    /// written once from a reserve of its own (its next sighting is counted), and connects
-    /// to new destinations have theirs, which a flood of allowed names does not use up.
+    fn allowed(name: &str, entry: &str) -> EventKind {
+        let mut kind = dns(name, "allowed");
+        if let EventKind::Dns { entry: e, .. } = &mut kind {
+            *e = Some(entry.into());
+        }
+        kind
+    }
+
+    /// The sample records among `records`: (group, count, the sample's name or address).
+    fn samples(records: &[EventKind]) -> Vec<(String, u64, String)> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                EventKind::Dns {
+                    sample_of: Some(g),
+                    name,
+                    ..
+                } => Some((g.clone(), r.count(), name.clone())),
+                EventKind::Blocked {
+                    sample_of: Some(g),
+                    dst,
+                    ..
+                } => Some((g.clone(), r.count(), dst.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn suppressed_only(records: &[EventKind]) -> Vec<EventKind> {
+        records
+            .iter()
+            .filter(|r| r.name() == "suppressed")
+            .cloned()
+            .collect()
+    }
+
+    /// Issue 23.3: past the cap, refused names are counted and use no reserve; each allowed
+    /// name is written once (its next sighting is counted). A flood of distinct allowed names
+    /// under one wildcard takes at most half the names' reserve and is then counted, exactly,
+    /// in its entry's sample record: another entry's first lookup, and a few more of its
+    /// names, are still written, and so is the first connect to another address block, which
+    /// a flood of connects in one block cannot keep out either.
     #[test]
-    fn past_the_cap_each_allowed_name_and_destination_is_written_once_from_its_own_reserve() {
+    fn past_the_cap_a_flood_under_one_entry_neither_hides_another_entry_nor_loses_its_count() {
         use crate::audit::test_events::blocked;
         let mut budget = Budget::new(16_000, 16_000);
         assert!(!budget.admit(&notice(), 1, t0()), "the cap is reached");
@@ -440,32 +601,81 @@ mod tests {
             assert!(!budget.may_reserve(&refused));
             assert!(!budget.admit(&refused, 100, t0()));
         }
-        // 1,000 bytes of reserve per class: ten 100-byte allowed names.
-        for i in 0..10 {
-            let name = dns(&format!("n{i}.allowed.test"), "allowed");
-            assert!(budget.may_reserve(&name));
-            assert!(budget.admit(&name, 100, t0()), "allowed name {i}");
-            assert!(!budget.may_reserve(&name), "once");
-            assert!(
-                !budget.admit(&name, 100, t0()),
-                "its next sighting is counted"
+        // 1,000 bytes of reserve per class, 100 bytes a name: the flood's first names are
+        // written, each once, until its entry holds half of what is left.
+        let mut written = 0;
+        for i in 0..10_000 {
+            let name = allowed(&format!("r{i}.allowed.test"), "*.allowed.test");
+            let may = budget.may_reserve(&name);
+            if budget.admit(&name, 100, t0()) {
+                assert!(may);
+                written += 1;
+                assert!(!budget.may_reserve(&name), "once");
+                assert!(!budget.admit(&name, 100, t0()), "its next one is counted");
+            }
+        }
+        assert!((1..=5).contains(&written), "{written} written");
+        // Another entry's first lookup, then its second name: both written.
+        let other = allowed("api.other.test", "api.other.test");
+        assert!(budget.may_reserve(&other));
+        assert!(
+            budget.admit(&other, 100, t0()),
+            "another entry's first sighting"
+        );
+        assert!(budget.admit(&allowed("b.second.test", "*.second.test"), 100, t0()));
+        assert!(budget.admit(&allowed("c.second.test", "*.second.test"), 100, t0()));
+        // A first sighting of an entry is written even with the reserve spent.
+        for i in 0..100 {
+            budget.admit(
+                &allowed(&format!("x{i}.second.test"), "*.second.test"),
+                100,
+                t0(),
             );
         }
-        assert!(!budget.admit(&dns("n10.allowed.test", "allowed"), 100, t0()));
-        // The connections' reserve is untouched by the names'.
-        assert!(budget.admit(&blocked(4242), 100, t0()));
-        assert!(
-            !budget.admit(&blocked(4242), 100, t0()),
-            "one destination once"
-        );
-        assert!(budget.admit(&blocked(4243), 100, t0()));
+        assert!(budget.admit(&allowed("late.test", "late.test"), 100, t0()));
+        // Connects: a flood in one /8 does not keep the first connect to another out.
+        let mut connects = 0;
+        for port in 1..2000 {
+            connects += u64::from(budget.admit(&blocked(port), 100, t0()));
+        }
+        assert!((1..=5).contains(&connects), "{connects}");
+        let elsewhere = EventKind::Blocked {
+            proto: "tcp".into(),
+            dst: "198.51.100.7".into(),
+            port: Some(22),
+            name: None,
+            sample_of: None,
+            count: None,
+            first: None,
+            last: None,
+        };
+        assert!(budget.admit(&elsewhere, 100, t0()));
+        // Counts are exact: the refused and the notice in `suppressed`, each entry's and
+        // block's left-out records in its sample record, named by its first.
+        let reports = budget.reports(t0(), true);
         assert_eq!(
-            counts(&budget.reports(t0(), true)),
-            [
-                ("blocked".into(), 1),
-                ("dns".into(), 10_000 + 10 + 1),
-                ("notice".into(), 1)
-            ]
+            counts(&suppressed_only(&reports)),
+            [("dns".into(), 10_000), ("notice".into(), 1)]
+        );
+        let sampled = samples(&reports);
+        let flood = sampled
+            .iter()
+            .find(|(g, ..)| g == "*.allowed.test")
+            .expect("the flood's sample record");
+        // Every name of the flood not written, and the repeat of each one written.
+        assert_eq!(flood.1, 10_000, "{sampled:?}");
+        assert_eq!(flood.2, "r0.allowed.test");
+        let block = sampled.iter().find(|(g, ..)| g == "192.0.0.0/8").unwrap();
+        assert_eq!((block.1, block.2.as_str()), (1999 - connects, "192.0.2.1"));
+        assert!(!sampled
+            .iter()
+            .any(|(g, ..)| g == "198.0.0.0/8" || g == "late.test"));
+        // The next report stands for what came since, so the records add up.
+        budget.admit(&allowed("r1.allowed.test", "*.allowed.test"), 100, t0());
+        let again = samples(&budget.reports(t0() + Duration::seconds(5), true));
+        assert_eq!(
+            again,
+            [("*.allowed.test".into(), 1, "r1.allowed.test".into())]
         );
     }
 

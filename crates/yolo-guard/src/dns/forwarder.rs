@@ -46,6 +46,11 @@ pub trait Policy: Send + Sync + 'static {
     type Grant: Clone + PartialEq + Send + Sync + 'static;
     /// `None`: refuse the name.
     fn decide(&self, name: &str) -> Option<Self::Grant>;
+    /// The allowlist entry an allowed name is credited to in its `dns` record (the log's
+    /// reserve past its cap is kept per entry); `None`: no entry names it.
+    fn entry(&self, _name: &str) -> Option<String> {
+        None
+    }
     /// Make `elements` reachable for `timeout_secs`; the answer waits for this.
     fn allow(
         &self,
@@ -168,6 +173,8 @@ struct Job<G> {
     name: String,
     qtype: String,
     grant: G,
+    /// The allowlist entry that allowed the name ([`Policy::entry`]).
+    entry: Option<String>,
     /// The largest UDP answer the client takes.
     udp_limit: usize,
     _permit: OwnedSemaphorePermit,
@@ -395,6 +402,7 @@ impl<P: Policy> Forwarder<P> {
             .map_or(512, |e| usize::from(e.max_payload()).max(512));
         Triage::Forward(Job {
             query: packet.to_vec(),
+            entry: self.policy.entry(&name),
             name,
             qtype,
             grant,
@@ -453,13 +461,18 @@ impl<P: Policy> Forwarder<P> {
             }
         }
         let answers = addrs.iter().map(IpAddr::to_string).collect();
-        self.audit(
-            &job.name,
-            &job.qtype,
-            "allowed",
+        self.events.emit(EventKind::Dns {
+            name: job.name.clone(),
+            qtype: job.qtype.clone(),
+            decision: "allowed".into(),
             answers,
-            Some(message.response_code),
-        );
+            rcode: Some(rcode_name(message.response_code)),
+            entry: job.entry.clone(),
+            sample_of: None,
+            count: None,
+            first: None,
+            last: None,
+        });
         // A UDP client gets the truncated answer when the full one is too big for it; it retries
         // over TCP, and the addresses are already in the sets either way.
         let mut reply = match udp_answer {
@@ -614,6 +627,8 @@ impl<P: Policy> Forwarder<P> {
             decision: "malformed".into(),
             answers: vec![],
             rcode: (!rcode.is_empty()).then(|| rcode.to_string()),
+            entry: None,
+            sample_of: None,
             count: None,
             first: None,
             last: None,
@@ -634,6 +649,8 @@ impl<P: Policy> Forwarder<P> {
             decision: decision.to_string(),
             answers,
             rcode: rcode.map(rcode_name),
+            entry: None,
+            sample_of: None,
             count: None,
             first: None,
             last: None,

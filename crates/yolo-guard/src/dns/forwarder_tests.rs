@@ -123,13 +123,16 @@ struct TestPolicy {
 impl Policy for TestPolicy {
     type Grant = ();
     fn decide(&self, name: &str) -> Option<()> {
+        self.entry(name).map(|_| ())
+    }
+    fn entry(&self, name: &str) -> Option<String> {
         self.patterns
             .iter()
-            .any(|p| match p.strip_prefix("*.") {
+            .find(|p| match p.strip_prefix("*.") {
                 Some(suffix) => name.ends_with(&format!(".{suffix}")),
-                None => p == name,
+                None => *p == name,
             })
-            .then_some(())
+            .cloned()
     }
     fn allow(
         &self,

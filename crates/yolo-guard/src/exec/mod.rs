@@ -372,7 +372,7 @@ mod tests {
     }
 
     fn sha256_of(path: &str) -> String {
-        digest::hash_file(&std::fs::File::open(path).unwrap()).unwrap()
+        digest::hash_file(&std::fs::File::open(path).unwrap(), digest::MAX_HASHED).unwrap()
     }
 
     /// The attack run's launcher: a payload renamed over a program's path, exec'd by that path,

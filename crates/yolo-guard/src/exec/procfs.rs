@@ -1,6 +1,7 @@
 //! Reading a process of the agent: its memory (`process_vm_readv`, which needs SYS_PTRACE over
 //! it) and its `/proc` files. Everything is bounded: the agent controls the sizes.
 
+use std::collections::BTreeMap;
 use std::io;
 
 /// At most this many arguments are logged; `argc` then says how many there were.
@@ -106,6 +107,193 @@ pub struct NewImage {
     pub execfn: Option<String>,
     /// The loader variables in its environment, by name ([`is_loader_variable`]).
     pub loader_env: Vec<String>,
+    /// The values of the ones that name code to load ([`VALUED`]).
+    pub loader_values: BTreeMap<String, String>,
+}
+
+/// The loader variables whose values are recorded: they name the code the loader loads
+/// (`LD_PRELOAD`, `LD_AUDIT`) or where it looks for it (`LD_LIBRARY_PATH`).
+pub const VALUED: [&str; 3] = ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"];
+/// Each value is cut to this many bytes.
+pub const MAX_LOADER_VALUE: usize = 1024;
+
+/// The values of the [`VALUED`] variables among NUL-separated `NAME=value` strings; a name
+/// set more than once gets its values joined with `:` (glibc's loader takes the last, musl's
+/// the first: both are named).
+pub fn loader_values(strings: &[u8]) -> BTreeMap<String, String> {
+    let mut values: BTreeMap<String, String> = BTreeMap::new();
+    for entry in strings.split(|&b| b == 0) {
+        let Some(eq) = entry.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let (name, value) = (&entry[..eq], &entry[eq + 1..]);
+        let Some(name) = VALUED.iter().find(|v| v.as_bytes() == name) else {
+            continue;
+        };
+        let value = String::from_utf8_lossy(&value[..value.len().min(MAX_LOADER_VALUE)]);
+        let have = values.entry(name.to_string()).or_default();
+        if have.len() < MAX_LOADER_VALUE {
+            if !have.is_empty() {
+                have.push(':');
+            }
+            have.push_str(&value);
+            let mut cut = have.len().min(MAX_LOADER_VALUE);
+            while !have.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            have.truncate(cut);
+        }
+    }
+    values
+}
+
+/// The values of the [`VALUED`] variables of a program stopped at its exec: `strings` holds
+/// the environment as far as [`environment_strings`] read it (names, not whole values), so the
+/// few entries that are [`VALUED`] are read on their own, whole up to the cut.
+fn valued_entries(pid: i32, env_ptrs: &[u64], strings: &[u8]) -> BTreeMap<String, String> {
+    let Some(&first) = env_ptrs.first() else {
+        return BTreeMap::new();
+    };
+    let mut entries = Vec::new();
+    for &p in env_ptrs {
+        let Some(rest) = p
+            .checked_sub(first)
+            .and_then(|at| strings.get(at as usize..))
+        else {
+            continue;
+        };
+        if !VALUED
+            .iter()
+            .any(|v| rest.starts_with(v.as_bytes()) && rest.get(v.len()) == Some(&b'='))
+        {
+            continue;
+        }
+        if let Ok((entry, _)) = read_cstring(pid, p, MAX_LOADER_VALUE + 32) {
+            entries.extend_from_slice(&entry);
+            entries.push(0);
+        }
+    }
+    loader_values(&entries)
+}
+
+/// The program's root as it sees it (`/proc/<pid>/root`, `O_PATH`: nothing is read), to look
+/// at files there with [`open_in_root`].
+pub fn root_of(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(format!("/proc/{pid}/root"))
+        .ok()
+        .map(std::os::fd::OwnedFd::from)
+}
+
+/// Open `path` as the program whose root is `root` would: `..` and absolute symlinks stay in
+/// that root (`RESOLVE_IN_ROOT`; a plain path through `/proc/<pid>/root` would resolve an
+/// absolute symlink in the guard's own root), and without blocking (a FIFO the agent put
+/// there must not hold the exec stop). Only regular files.
+pub fn open_in_root(root: &std::os::fd::OwnedFd, path: &str) -> io::Result<std::fs::File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let path = std::ffi::CString::new(path.trim_start_matches('/'))
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a zeroed open_how is valid; the fields are set below.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_IN_ROOT;
+    // SAFETY: a valid descriptor, a NUL-terminated path and an open_how of its size.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just opened, ours.
+    let file = unsafe { std::fs::File::from_raw_fd(fd as i32) };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// At most this many entries of `/etc/ld.so.preload` are recorded, each cut to
+/// [`MAX_PRELOAD_ENTRY`] bytes, from its first [`PRELOAD_READ`] bytes.
+pub const MAX_PRELOAD_ENTRIES: usize = 16;
+pub const MAX_PRELOAD_ENTRY: usize = 256;
+const PRELOAD_READ: usize = 4096;
+
+/// `/etc/ld.so.preload` in `root`: `None` when there is none, else what it names (glibc reads
+/// it as a list separated by blanks, tabs, newlines or colons), read once. The read is the
+/// record: a file changed after it is the race docs/security-model.md describes. One that
+/// exists and cannot be read says why in its one entry.
+pub fn ld_so_preload(root: &std::os::fd::OwnedFd) -> Option<Vec<String>> {
+    use std::io::Read;
+    let mut file = match open_in_root(root, "etc/ld.so.preload") {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(vec![format!("(unreadable: {e})")]),
+    };
+    let mut buf = vec![0u8; PRELOAD_READ];
+    let n = match file.read(&mut buf) {
+        Ok(n) => n,
+        Err(e) => return Some(vec![format!("(unreadable: {e})")]),
+    };
+    Some(preload_entries(&buf[..n]))
+}
+
+/// The entries of an `ld.so.preload` text.
+pub fn preload_entries(text: &[u8]) -> Vec<String> {
+    text.split(|b| b" \t\n:".contains(b))
+        .filter(|e| !e.is_empty())
+        .take(MAX_PRELOAD_ENTRIES)
+        .map(|e| String::from_utf8_lossy(&e[..e.len().min(MAX_PRELOAD_ENTRY)]).into_owned())
+        .collect()
+}
+
+/// The libraries named by path that the loader is told to preload: `/etc/ld.so.preload`'s
+/// entries, then `LD_PRELOAD`'s (blank- or colon-separated) and `LD_AUDIT`'s (colon-separated)
+/// that hold a `/` (a bare name is looked up in the library path, not named here); relative
+/// ones under `cwd`. At most [`MAX_PRELOAD_ENTRIES`], each once.
+pub fn preloaded_libraries(
+    ld_so_preload: &[String],
+    values: &BTreeMap<String, String>,
+    cwd: &str,
+) -> Vec<String> {
+    let from_env = |name: &str, separators: &'static [u8]| {
+        values
+            .get(name)
+            .map(|v| {
+                v.split(|c: char| c.is_ascii() && separators.contains(&(c as u8)))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let mut out: Vec<String> = Vec::new();
+    let named = ld_so_preload
+        .iter()
+        .cloned()
+        .chain(from_env("LD_PRELOAD", b" \t:"))
+        .chain(from_env("LD_AUDIT", b":"));
+    for entry in named {
+        if !entry.contains('/') || entry.starts_with('(') {
+            continue;
+        }
+        let path = if entry.starts_with('/') {
+            entry
+        } else {
+            format!("{}/{entry}", cwd.trim_end_matches('/'))
+        };
+        if !out.contains(&path) && out.len() < MAX_PRELOAD_ENTRIES {
+            out.push(path);
+        }
+    }
+    out
 }
 
 /// Environment variables the dynamic loader (glibc's `ld.so`, musl's) acts on to load or find
@@ -148,10 +336,11 @@ pub fn loader_names(strings: &[u8]) -> Vec<String> {
 }
 
 /// The loader variables of `pid`'s environment from `/proc/<pid>/environ` (what the program
-/// started with), for when its stack could not be read directly.
-pub fn environ_loader_names(pid: i32) -> Vec<String> {
+/// started with), for when its stack could not be read directly: names, and values of the
+/// [`VALUED`] ones.
+pub fn environ_loader(pid: i32) -> (Vec<String>, BTreeMap<String, String>) {
     read_bounded(&format!("/proc/{pid}/environ"), 16 << 20)
-        .map(|bytes| loader_names(&bytes))
+        .map(|bytes| (loader_names(&bytes), loader_values(&bytes)))
         .unwrap_or_default()
 }
 
@@ -196,7 +385,14 @@ pub fn new_image(pid: i32) -> Option<NewImage> {
         return None;
     }
     let env_end = 2 + argc + words.get(2 + argc..)?.iter().position(|&w| w == 0)?;
-    let loader_env = loader_names(&environment_strings(pid, &words[2 + argc..env_end])?);
+    let env_ptrs = &words[2 + argc..env_end];
+    let env_strings = environment_strings(pid, env_ptrs)?;
+    let loader_env = loader_names(&env_strings);
+    let loader_values = if loader_env.iter().any(|n| VALUED.contains(&n.as_str())) {
+        valued_entries(pid, env_ptrs, &env_strings)
+    } else {
+        BTreeMap::new()
+    };
     const AT_EXECFN: u64 = 31;
     let execfn_ptr = words
         .get(env_end + 1..)?
@@ -247,6 +443,7 @@ pub fn new_image(pid: i32) -> Option<NewImage> {
         argv: (argv, truncated, argc),
         execfn,
         loader_env,
+        loader_values,
     })
 }
 

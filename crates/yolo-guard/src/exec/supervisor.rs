@@ -791,18 +791,36 @@ impl Supervisor {
                     .and_then(pidfd_ids)
                     .unwrap_or_else(|| procfs::status(pid).unwrap_or_default());
                 let cwd = procfs::readlink(&format!("/proc/{pid}/cwd"));
-                let (argv, path, loader_env) = match procfs::new_image(pid) {
+                let (argv, path, (loader_env, loader_values)) = match procfs::new_image(pid) {
                     Some(image) => (
                         image.argv,
                         image.execfn.unwrap_or_default(),
-                        image.loader_env,
+                        (image.loader_env, image.loader_values),
                     ),
                     None => (
                         procfs::cmdline(pid).unwrap_or_default(),
                         procfs::exec_filename(pid).unwrap_or_default(),
-                        procfs::environ_loader_names(pid),
+                        procfs::environ_loader(pid),
                     ),
                 };
+                // `/etc/ld.so.preload` as the program's loader will see it: one open and read
+                // through its root (nothing read when there is none, the usual case).
+                let root = procfs::root_of(pid);
+                let ld_so_preload = root.as_ref().and_then(procfs::ld_so_preload);
+                let preload_paths = ld_so_preload.clone().unwrap_or_default();
+                // The libraries it is told to preload, opened now, at the stop, as the loader
+                // is about to; hashed off the exec path. Only when some are named.
+                let libraries: Vec<(String, std::io::Result<std::fs::File>)> =
+                    procfs::preloaded_libraries(&preload_paths, &loader_values, &cwd)
+                        .into_iter()
+                        .map(|lib| {
+                            let file = match &root {
+                                Some(root) => procfs::open_in_root(root, &lib),
+                                None => Err(std::io::Error::other("its root is gone")),
+                            };
+                            (lib, file)
+                        })
+                        .collect();
                 let rewritten = before
                     .as_ref()
                     .is_some_and(|(b, _, _)| !same_program_args(b, &argv.0));
@@ -825,7 +843,9 @@ impl Supervisor {
                     rewritten,
                     sha256,
                     loader_env,
-                    ld_so_preload: ld_so_preload(pid),
+                    ld_so_preload: ld_so_preload.is_some(),
+                    ld_so_preload_paths: preload_paths,
+                    loader_values,
                     // Last, right before the let-go: a signal queued during the exec can hold
                     // the program before it reads its arguments.
                     pending_signals: procfs::pending_signals(pid),
@@ -837,7 +857,35 @@ impl Supervisor {
                         sha256: None,
                         changed: false,
                         error: Some(why),
+                        library: None,
                     }));
+                }
+                if written.is_ok() {
+                    for (library, file) in libraries {
+                        let failed = |error: String| digest::Finished {
+                            id,
+                            pid,
+                            sha256: None,
+                            changed: false,
+                            error: Some(error),
+                            library: Some(library.clone()),
+                        };
+                        let known = match file {
+                            Err(e) => Some(failed(format!("open: {e}"))),
+                            Ok(file) => match self.digests.lookup_file(id, pid, file, &library) {
+                                digest::Lookup::Queued => None,
+                                digest::Lookup::Failed(why) => Some(failed(why)),
+                                digest::Lookup::Known(hex) => Some(digest::Finished {
+                                    sha256: Some(hex),
+                                    error: None,
+                                    ..failed(String::new())
+                                }),
+                            },
+                        };
+                        if let Some(done) = known {
+                            let _ = self.log().write(digest_event(done));
+                        }
+                    }
                 }
                 if written.is_err() {
                     // Not on record: it must not run. It is stopped before its first
@@ -893,19 +941,7 @@ impl Supervisor {
 
     /// Finish the stalled execs whose stop came (without waiting).
     fn collect_stalled(&mut self) {
-        loop {
-            let mut status = 0;
-            // SAFETY: this thread's tracees only, without blocking.
-            let pid = unsafe {
-                libc::waitpid(
-                    -1,
-                    &mut status,
-                    libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
-                )
-            };
-            if pid <= 0 {
-                break;
-            }
+        while let Ok(Some((pid, status))) = wait_tracee(-1, false) {
             self.take_event(pid, status, None);
         }
         if self.stalled.is_empty() {
@@ -965,6 +1001,8 @@ impl Supervisor {
             sha256: None,
             loader_env: Vec::new(),
             ld_so_preload: false,
+            ld_so_preload_paths: Vec::new(),
+            loader_values: Default::default(),
             pending_signals: Vec::new(),
         }));
     }
@@ -1055,21 +1093,19 @@ impl Supervisor {
             if let Some(alarm) = &self.alarm {
                 alarm.arm(left);
             }
-            let mut status = 0;
-            // SAFETY: waits only for this thread's tracees (it has no children).
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
-            let error = std::io::Error::last_os_error();
+            let waited = wait_tracee(-1, true);
             if let Some(alarm) = &self.alarm {
                 alarm.disarm();
             }
-            if pid < 0 {
-                if error.raw_os_error() == Some(libc::EINTR) {
-                    continue;
+            match waited {
+                Ok(Some((pid, status))) => {
+                    if let Some(outcome) = self.take_event(pid, status, Some(tid)) {
+                        return Some(outcome);
+                    }
                 }
-                return Some(Outcome::Gone);
-            }
-            if let Some(outcome) = self.take_event(pid, status, Some(tid)) {
-                return Some(outcome);
+                Ok(None) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(_) => return Some(Outcome::Gone),
             }
         }
     }
@@ -1189,6 +1225,8 @@ struct ExecRecord<'a> {
     sha256: Option<String>,
     loader_env: Vec<String>,
     ld_so_preload: bool,
+    ld_so_preload_paths: Vec<String>,
+    loader_values: std::collections::BTreeMap<String, String>,
     pending_signals: Vec<String>,
 }
 
@@ -1199,12 +1237,8 @@ fn digest_event(done: digest::Finished) -> EventKind {
         sha256: done.sha256,
         changed: done.changed,
         error: done.error,
+        library: done.library,
     }
-}
-
-/// Whether `/etc/ld.so.preload` exists in the root `pid` sees (a `stat` through its root link).
-fn ld_so_preload(pid: i32) -> bool {
-    std::fs::symlink_metadata(format!("/proc/{pid}/root/etc/ld.so.preload")).is_ok()
 }
 
 fn exec_event(r: ExecRecord<'_>) -> EventKind {
@@ -1226,6 +1260,8 @@ fn exec_event(r: ExecRecord<'_>) -> EventKind {
         sha256: r.sha256,
         loader_env: r.loader_env,
         ld_so_preload: r.ld_so_preload,
+        ld_so_preload_paths: r.ld_so_preload_paths,
+        loader_values: r.loader_values,
         pending_signals: r.pending_signals,
         exit_code: None,
         duration_ms: None,
@@ -1394,19 +1430,26 @@ fn let_go(tid: i32, signal: i32) {
 fn collect(tid: i32) {
     let until = Instant::now() + Duration::from_millis(100);
     while Instant::now() < until {
-        let mut status = 0;
-        // SAFETY: one of this thread's tracees, without blocking.
-        let pid = unsafe {
-            libc::waitpid(
-                tid,
-                &mut status,
-                libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
-            )
-        };
-        if pid != 0 {
+        if !matches!(wait_tracee(tid, false), Ok(None)) {
             return;
         }
         std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// One `waitpid` for this thread's tracees (`which`: a thread id, or -1 for any of them; the
+/// supervisor thread has no children of its own): `Some((pid, status))` for an event, `None`
+/// for none yet (only without `block`), or the wait's error, read before anything else can
+/// change it (`EINTR` when the [`Alarm`] ended it).
+fn wait_tracee(which: i32, block: bool) -> std::io::Result<Option<(i32, i32)>> {
+    let mut status = 0;
+    let flags = libc::__WALL | libc::__WNOTHREAD | if block { 0 } else { libc::WNOHANG };
+    // SAFETY: waitpid writes one int.
+    let pid = unsafe { libc::waitpid(which, &mut status, flags) };
+    match pid {
+        0 => Ok(None),
+        p if p < 0 => Err(std::io::Error::last_os_error()),
+        p => Ok(Some((p, status))),
     }
 }
 
@@ -1579,6 +1622,8 @@ mod tests {
             sha256: None,
             loader_env: vec![],
             ld_so_preload: false,
+            ld_so_preload_paths: Vec::new(),
+            loader_values: Default::default(),
             pending_signals: vec![],
         });
         let line = fit(Event::now("s", kind), MAX_RECORD);

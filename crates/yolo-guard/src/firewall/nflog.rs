@@ -344,6 +344,7 @@ pub fn blocked_event(packet: Packet, name: Option<String>) -> EventKind {
         dst,
         port,
         name,
+        sample_of: None,
         count: None,
         first: None,
         last: None,

@@ -37,6 +37,13 @@ impl<B: Batches> Policy for Guard<B> {
         }
     }
 
+    fn entry(&self, name: &str) -> Option<String> {
+        self.allowlist
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(name)
+    }
+
     fn allow(
         &self,
         elements: Vec<(IpAddr, Ports)>,

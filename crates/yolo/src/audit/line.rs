@@ -54,19 +54,21 @@ pub(crate) fn describe(event: &Event) -> String {
             qtype,
             decision,
             answers,
+            sample_of,
             count,
             first,
             last,
             ..
         } => {
             format!(
-                "{decision} {name} {qtype}{}{}",
+                "{decision} {name} {qtype}{}{}{}",
                 if answers.is_empty() {
                     String::new()
                 } else {
                     format!(" -> {}", answers.join(", "))
                 },
-                repeats(*count, *first, *last)
+                repeats(*count, *first, *last),
+                sampled(sample_of, "lookups under the allowlist entry")
             )
         }
         EventKind::Blocked {
@@ -74,11 +76,17 @@ pub(crate) fn describe(event: &Event) -> String {
             dst,
             port,
             name,
+            sample_of,
             count,
             first,
             last,
-        }
-        | EventKind::Connection {
+        } => format!(
+            "{}{}{}",
+            destination(proto, dst, *port, name),
+            repeats(*count, *first, *last),
+            sampled(sample_of, "attempts to")
+        ),
+        EventKind::Connection {
             proto,
             dst,
             port,
@@ -122,6 +130,8 @@ pub(crate) fn describe(event: &Event) -> String {
             argv_rewritten,
             loader_env,
             ld_so_preload,
+            ld_so_preload_paths,
+            loader_values,
             pending_signals,
             ..
         } => format!(
@@ -143,7 +153,13 @@ pub(crate) fn describe(event: &Event) -> String {
             } else {
                 ""
             },
-            exec_warnings(loader_env, *ld_so_preload, pending_signals),
+            exec_warnings(
+                loader_env,
+                *ld_so_preload,
+                ld_so_preload_paths,
+                loader_values,
+                pending_signals
+            ),
             // Before the agent's words (cwd, argv), so that they cannot seem to be it.
             exe_shown(argv, exe.as_deref())
                 .map(|exe| format!(
@@ -170,15 +186,23 @@ pub(crate) fn describe(event: &Event) -> String {
             sha256,
             changed,
             error,
+            library,
         } => format!(
-            "pid={pid} exec {id}: {}{}",
+            "pid={pid} exec {id}: {}{}{}",
+            library
+                .as_ref()
+                .map(|l| format!(
+                    "preloaded library {} ",
+                    crate::visible::escape_controls(&shell_words(std::slice::from_ref(l)))
+                ))
+                .unwrap_or_default(),
             match (sha256, error) {
                 (Some(hex), _) => format!("sha256 {hex}"),
                 (None, Some(why)) => format!("no hash ({})", crate::visible::escape_controls(why)),
                 (None, None) => "no hash".into(),
             },
             if *changed {
-                " (the binary changed while it was hashed)"
+                " (the file changed, or may have, while it was hashed: not surely what ran)"
             } else {
                 ""
             }
@@ -298,6 +322,16 @@ pub(crate) fn destination(
     )
 }
 
+/// A sample record past the log's cap says it stands for more than its name or destination.
+fn sampled(sample_of: &Option<String>, what: &str) -> String {
+    match sample_of {
+        Some(group) => {
+            format!(" [the first of the {what} {group} not written one by one past the log's cap]")
+        }
+        None => String::new(),
+    }
+}
+
 fn repeats(
     count: Option<u64>,
     first: Option<chrono::DateTime<chrono::Utc>>,
@@ -340,17 +374,36 @@ pub(crate) fn shell_words(argv: &[String]) -> String {
 pub(crate) fn exec_warnings(
     loader_env: &[String],
     ld_so_preload: bool,
+    ld_so_preload_paths: &[String],
+    loader_values: &std::collections::BTreeMap<String, String>,
     pending_signals: &[String],
 ) -> String {
     let mut notes = String::new();
     if !loader_env.is_empty() {
+        let named: Vec<String> = loader_env
+            .iter()
+            .map(|name| match loader_values.get(name) {
+                Some(value) => format!("{name}={}", shell_words(std::slice::from_ref(value))),
+                None => name.clone(),
+            })
+            .collect();
         notes.push_str(&format!(
             "(loader variables: {}) ",
-            crate::visible::escape_controls(&loader_env.join(" "))
+            crate::visible::escape_controls(&named.join(" "))
         ));
     }
     if ld_so_preload {
-        notes.push_str("(/etc/ld.so.preload exists: its libraries load into this program) ");
+        notes.push_str(&format!(
+            "(/etc/ld.so.preload exists: its libraries load into this program{}) ",
+            if ld_so_preload_paths.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ": {}",
+                    crate::visible::escape_controls(&ld_so_preload_paths.join(" "))
+                )
+            }
+        ));
     }
     if !pending_signals.is_empty() {
         notes.push_str(&format!(

@@ -113,7 +113,7 @@ pub(crate) fn log_cap_reached(session: &str) -> Option<String> {
     }
     let counts: Vec<String> = left_out.iter().map(|(of, n)| format!("{n} {of}")).collect();
     Some(format!(
-        "the session's audit log is full: it reached its size cap of {cap} bytes ([audit] max_session_log), and {} events were only counted, not written; past the cap only the first sighting of each allowed name, blocked destination and sensitive file is written, while a reserve lasts. Raise [audit] max_session_log for the next session",
+        "the session's audit log is full: it reached its size cap of {cap} bytes ([audit] max_session_log), and {} events were only counted, not written; past the cap only first sightings are written: of each allowlist entry and address block always, of each further name, destination and sensitive file while a reserve lasts, the rest counted in sample records. Raise [audit] max_session_log for the next session",
         counts.join(", ")
     ))
 }

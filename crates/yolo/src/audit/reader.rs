@@ -280,6 +280,7 @@ impl Exits {
             id,
             sha256: Some(sha256),
             changed,
+            library: None,
             ..
         } = &event.kind
         {
@@ -334,6 +335,10 @@ impl Exits {
                 }
                 Some(event)
             }
+            // A preloaded library's hash is not the binary's: a line of its own.
+            EventKind::ExecDigest {
+                library: Some(_), ..
+            } => Some(event),
             // A digest that says more than its hash (the binary changed) keeps its line.
             EventKind::ExecDigest { id, .. } => match self.digests.get_mut(id) {
                 Some(digest) if digest.state == Joining::Joined => {
@@ -519,6 +524,7 @@ mod tests {
                     sha256: Some(format!("hash{id}")),
                     changed,
                     error: None,
+                    library: None,
                 },
             )
         };

@@ -663,6 +663,8 @@ mod tests {
             decision: decision.into(),
             answers: vec![],
             rcode: None,
+            entry: None,
+            sample_of: None,
             count,
             first: None,
             last: None,

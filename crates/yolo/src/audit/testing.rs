@@ -57,6 +57,8 @@ impl Exec<'_> {
             sha256: None,
             loader_env: Vec::new(),
             ld_so_preload: false,
+            ld_so_preload_paths: Vec::new(),
+            loader_values: Default::default(),
             pending_signals: Vec::new(),
             exit_code: self.exit_code,
             duration_ms: self.duration_ms,

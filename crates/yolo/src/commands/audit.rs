@@ -318,6 +318,7 @@ mod tests {
             dst: "192.0.2.1".into(),
             port: Some(80),
             name: Some("x.test".into()),
+            sample_of: None,
             count: Some(1999),
             first: Some(at("2025-03-04T10:15:02.5Z")),
             last: Some(at("2025-03-04T10:15:04Z")),

@@ -247,6 +247,15 @@ fn summary_of(events: impl Iterator<Item = audit::Event>, mark: Option<&str>) ->
         // An aggregated record stands for `count` attempts.
         let n = event.kind.count();
         match event.kind {
+            // Past the log's cap: lookups of names under an entry not written one by one.
+            EventKind::Dns {
+                decision,
+                sample_of: Some(entry),
+                ..
+            } if decision == "allowed" => {
+                let key = format!("{entry} (other names, past the log's cap)");
+                *contacted.entry(escape_controls(&key)).or_default() += n
+            }
             EventKind::Dns { name, decision, .. } if decision == "allowed" => {
                 *contacted.entry(escape_controls(&name)).or_default() += n
             }
@@ -486,6 +495,8 @@ mod tests {
                 decision: "refused".into(),
                 answers: vec![],
                 rcode: None,
+                entry: None,
+                sample_of: None,
                 count: None,
                 first: None,
                 last: None,

@@ -1102,7 +1102,7 @@ fn hash_of(t: &Test, exec: &Value) -> String {
     }
     let id = exec["id"].clone();
     let digest = wait_for_event(t, 10, "the exec's digest", |e| {
-        e["kind"] == "exec_digest" && e["id"] == id
+        e["kind"] == "exec_digest" && e["id"] == id && e["library"].is_null()
     });
     digest["sha256"]
         .as_str()
@@ -1143,30 +1143,79 @@ fn a_payload_swapped_over_a_program_is_recorded_by_its_hash() {
     assert_eq!(joined["sha256"], echo, "{audit}");
 }
 
+/// The `exec_digest` record of a library preloaded into `exec` (waited for).
+#[track_caller]
+fn library_digest(t: &Test, exec: &Value, library: &str) -> Value {
+    let id = exec["id"].clone();
+    wait_for_event(t, 10, &format!("the digest of {library}"), |e| {
+        e["kind"] == "exec_digest" && e["id"] == id && e["library"] == library
+    })
+}
+
 /// Loader variables and `/etc/ld.so.preload` (issue 23, item 6): code the agent planted that
-/// would run in every later program, the user's own `yolo exec` included, is on each record.
+/// would run in every later program, the user's own `yolo exec` included, is on each record:
+/// the variables' values, what `/etc/ld.so.preload` named when the program was exec'd, and
+/// each library named by path, by its content's hash (`exec_digest` with `library`).
 #[test]
 fn preloaded_code_is_named_in_every_record_it_reaches() {
     let t = Test::new();
     plain(&t);
     t.up(&[]);
-    attack(
+    let planted_env = attack(
         &t,
-        "LD_PRELOAD=/nonexistent.so /bin/true env-preload; exit 0",
+        "printf env-planted > /tmp/env.so && sha256sum /tmp/env.so && \
+         LD_PRELOAD='/nonexistent.so /tmp/env.so' /bin/true env-preload; exit 0",
     )
-    .ok();
+    .ok()
+    .stdout();
+    let planted_env = planted_env.split_whitespace().next().unwrap().to_string();
     let e = wait_for_exec(&t, &["/bin/true", "env-preload"]);
     assert_eq!(e["loader_env"], serde_json::json!(["LD_PRELOAD"]), "{e}");
-    attack(&t, ": > /etc/ld.so.preload").ok();
+    assert_eq!(
+        e["loader_values"],
+        serde_json::json!({"LD_PRELOAD": "/nonexistent.so /tmp/env.so"}),
+        "{e}"
+    );
+    assert_eq!(
+        library_digest(&t, &e, "/tmp/env.so")["sha256"],
+        planted_env.as_str()
+    );
+    let missing = library_digest(&t, &e, "/nonexistent.so");
+    assert!(missing["sha256"].is_null(), "{missing}");
+    let planted = attack(
+        &t,
+        "printf planted-code > /tmp/planted.so && echo /tmp/planted.so > /etc/ld.so.preload && \
+         sha256sum /tmp/planted.so",
+    )
+    .ok()
+    .stdout();
+    let planted = planted
+        .lines()
+        .find(|l| l.ends_with("/tmp/planted.so"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
     // The user's own exec, after the agent planted the file.
     t.yolo(&["exec", "--", "/bin/echo", "users-own"]).ok();
     let e = wait_for_exec(&t, &["/bin/echo", "users-own"]);
     assert_eq!(e["ld_so_preload"], true, "{e}");
+    assert_eq!(
+        e["ld_so_preload_paths"],
+        serde_json::json!(["/tmp/planted.so"]),
+        "{e}"
+    );
+    assert_eq!(
+        library_digest(&t, &e, "/tmp/planted.so")["sha256"],
+        planted.as_str()
+    );
     let text = t
         .yolo(&["audit", "--kind", "exec", "--grep", "users-own"])
         .ok()
         .stdout();
-    assert!(text.contains("/etc/ld.so.preload exists"), "{text}");
+    assert!(
+        text.contains("/etc/ld.so.preload exists") && text.contains("/tmp/planted.so"),
+        "{text}"
+    );
     attack(&t, "rm /etc/ld.so.preload").ok();
     t.yolo(&["exec", "--", "/bin/echo", "clean-again"]).ok();
     let e = wait_for_exec(&t, &["/bin/echo", "clean-again"]);

@@ -1247,6 +1247,136 @@ print(sent[0], ",".join(names), ",".join(str(r) for r in rcodes))
     );
 }
 
+/// Issue 23.3, the part left open: root in the agent floods distinct names under an allowed
+/// wildcard past the log's cap, then looks up a name of another allowlist entry. Before, the
+/// flood spent the allowed names' reserve and that lookup was only counted. Now the names'
+/// reserve is kept per allowlist entry: every entry's first sighting past the cap is written,
+/// one entry takes at most half of what is left, and what the flood left out is written as a
+/// sample record of its entry with the exact count.
+#[test]
+fn past_the_log_cap_a_flood_of_allowed_names_cannot_hide_another_entrys_lookup() {
+    let s = Session::start_full(
+        "",
+        "[audit]\nmax_session_log = \"64k\"\n",
+        &["*.allowed.test", "*.other.test"],
+        &[],
+    );
+    let attack = r#"
+import os, socket, struct, threading
+
+def query(name, qid):
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    return q + b"\x00" + struct.pack(">HH", 1, 1)
+
+def ask(u, name, qid):
+    for _ in range(3):
+        try:
+            u.sendto(query(name, qid), ("127.0.0.1", 53))
+            while True:
+                answer = u.recv(4096)
+                if answer[:2] == struct.pack(">H", qid):
+                    return answer[3] & 0x0F
+        except socket.timeout:
+            pass
+    return None
+
+# 3,000 distinct names under *.allowed.test from 16 threads: far past a 64 KiB cap and its
+# reserve. Each is asked until answered; `answered` counts the NOERROR answers.
+sent = [0]
+answered = [0]
+lock = threading.Lock()
+def flood(t):
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(2)
+    for i in range(t, 3000, 16):
+        name = "r%d-%s.allowed.test" % (i, os.urandom(4).hex())
+        rcode = ask(u, name, i & 0xFFFF)
+        with lock:
+            sent[0] += 1
+            answered[0] += rcode == 0
+threads = [threading.Thread(target=flood, args=(t,)) for t in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.settimeout(2)
+late = "late-%s.other.test" % os.urandom(3).hex()
+print(sent[0], answered[0], late, ask(u, late, 7))
+"#;
+    let out = s.t.yolo(&["exec", "python3", "-c", attack]).ok().stdout();
+    let words: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(words.len(), 4, "{out}");
+    let (sent, answered): (u64, u64) = (words[0].parse().unwrap(), words[1].parse().unwrap());
+    let late = words[2];
+    assert_eq!(words[3], "0", "the late lookup was answered: {out}");
+    assert_eq!(sent, 3000);
+    assert!(answered > 2900, "{answered} of the flood answered");
+    // The guard writes the final counts and samples when it stops.
+    s.t.yolo(&["down"]).ok();
+    let (events, size) = network_log(&s.t);
+    assert!(
+        suppressed(&events, "dns").is_some()
+            || events
+                .iter()
+                .any(|e| e["kind"] == "dns" && e["sample_of"].is_string()),
+        "the flood filled the log to its cap"
+    );
+    let late_record = events
+        .iter()
+        .find(|e| e["kind"] == "dns" && e["name"] == late && e["decision"] == "allowed");
+    assert!(
+        late_record.is_some_and(|e| e["entry"] == "*.other.test" && e["sample_of"].is_null()),
+        "the other entry's lookup past the cap is not described: {late_record:?}"
+    );
+    let flood: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["kind"] == "dns"
+                && e["decision"] == "allowed"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with(".allowed.test"))
+        })
+        .collect();
+    let samples: Vec<&&Value> = flood
+        .iter()
+        .filter(|e| e["sample_of"] == "*.allowed.test")
+        .collect();
+    assert!(!samples.is_empty(), "no sample record of the flood's entry");
+    // Exact: every answered lookup of the flood is one written record or counted in its
+    // entry's sample records (a lookup asked again after a lost answer may count twice, so
+    // at most the queries sent, retries included, and none in `suppressed`).
+    let recorded: u64 = flood.iter().map(|e| attempts(e)).sum();
+    let dropped: u64 = events
+        .iter()
+        .filter(|e| e["kind"] == "guard" && e["status"] == "events_dropped")
+        .map(|e| e["details"]["kinds"]["dns"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        recorded + dropped >= answered && recorded <= 3 * sent,
+        "{recorded} recorded and {dropped} dropped for {answered} answered"
+    );
+    assert_eq!(
+        suppressed(&events, "dns").unwrap_or(0),
+        0,
+        "allowed lookups are not only counted per kind"
+    );
+    // Within the cap, its reserves and a few lines of first sightings and reports.
+    assert!(
+        size <= (64 << 10) + 3 * (4 << 10) + 16 * 1024,
+        "{size} bytes"
+    );
+    eprintln!(
+        "allowed-name flood of {sent} past a 64 KiB cap: {} written one by one, {} in {} sample records, the other entry's lookup written; log {size} bytes",
+        flood.len() - samples.len(),
+        samples.iter().map(|e| attempts(e)).sum::<u64>(),
+        samples.len()
+    );
+}
+
 /// Issue 7.4, the packet side at full speed: two threads send UDP to a blocked port for 3 s
 /// (hundreds of thousands of packets), then one TCP connect to another port. Every packet is
 /// counted (or its loss reported by `nflog_dropped`), the connect is in the log, and the log
