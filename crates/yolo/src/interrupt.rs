@@ -92,9 +92,9 @@ impl Drop for Handled {
 
 /// After `signal`: the command's own result if it handles the signal and ends within
 /// [`CLEANUP`] (and before a second signal), else [`Error::Interrupted`].
-pub(crate) async fn finish<F>(signal: Signal, command: F) -> crate::Result<i32>
+pub(crate) async fn finish<F>(signal: Signal, command: F) -> crate::error::Result<i32>
 where
-    F: std::future::Future<Output = crate::Result<i32>>,
+    F: std::future::Future<Output = crate::error::Result<i32>>,
 {
     if HANDLERS.load(Ordering::SeqCst) == 0 {
         return Err(Error::interrupted(signal));

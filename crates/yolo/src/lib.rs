@@ -22,6 +22,7 @@ pub(crate) mod paths;
 pub(crate) mod policy;
 pub(crate) mod project;
 pub(crate) mod remote;
+pub(crate) mod remote_copy;
 pub(crate) mod run_spec;
 pub(crate) mod session;
 pub(crate) mod settings;

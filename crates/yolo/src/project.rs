@@ -56,6 +56,15 @@ pub(crate) struct Located {
 }
 
 impl Located {
+    /// Whose containers this workspace's are, for `Engine::find`.
+    pub(crate) fn owner(&self) -> crate::engine::Owner {
+        crate::engine::Owner {
+            workspace: self.workspace.clone(),
+            config_file: self.config_file.clone(),
+            devcontainer_id: self.devcontainer_id.clone(),
+        }
+    }
+
     /// The workspace (default: the current folder, or the nearest folder above it in the
     /// repository that holds a config: `discover::config_root`) and its config (default:
     /// discovered).

@@ -32,15 +32,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The volume holding a workspace's copy: `yolo-workspace-<devcontainerId>`.
-pub(crate) fn workspace_volume(devcontainer_id: &str) -> String {
-    format!("yolo-workspace-{devcontainer_id}")
-}
-
-/// The volume the guard writes its events to with a remote engine: `yolo-events-<id>`.
-pub(crate) fn events_volume(devcontainer_id: &str) -> String {
-    format!("yolo-events-{devcontainer_id}")
-}
+pub(crate) use crate::run_spec::{events_volume, workspace_volume};
 
 /// The guard's event files in `tar` (a download of its log folder, read as it comes), each
 /// written to `dir` unless the copy there is longer (the guard only appends, so the longer copy
@@ -101,12 +93,6 @@ pub(crate) fn branch_name(container_name: &str) -> String {
             .strip_prefix("yolo-")
             .unwrap_or(container_name)
     )
-}
-
-/// Whether `spec` runs on a copy of the repository in its volume (the remote path).
-pub(crate) fn uses_copy(spec: &RunSpec) -> bool {
-    spec.workspace_mount.kind == MountKind::Volume
-        && spec.workspace_mount.source == workspace_volume(&spec.devcontainer_id)
 }
 
 /// The spec for a remote engine: the workspace bind becomes the copy's volume at the same
@@ -344,6 +330,16 @@ fn keep_on_branch(repo: &Path, written: &str, watched: &mut Baseline) -> Result<
         .files
         .retain(|path, _| on_branch.contains(path.as_bytes()));
     Ok(())
+}
+
+/// The watched files of the workspace at `root` as a copy made now holds them: only those a
+/// branch made of the working tree would hold (tracked, or untracked and not ignored), as the
+/// copy's record after each sync, so a file the branch then lacks is one it deletes.
+pub(crate) fn copy_baseline(root: &Path, patterns: &[String]) -> Result<Baseline> {
+    let mut scan = Baseline::scan(root, patterns);
+    let on_branch = on_a_branch(root, scan.files.keys())?;
+    scan.files.retain(|path, _| on_branch.contains(path));
+    Ok(scan)
 }
 
 /// Which of `paths` (relative to the repository at `repo`) a branch made of its working tree

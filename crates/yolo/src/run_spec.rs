@@ -332,3 +332,21 @@ impl Hook {
         commands
     }
 }
+
+/// The volume holding a workspace's copy: `yolo-workspace-<devcontainerId>`.
+pub(crate) fn workspace_volume(devcontainer_id: &str) -> String {
+    format!("yolo-workspace-{devcontainer_id}")
+}
+
+/// The volume the guard writes its events to with a remote engine: `yolo-events-<id>`.
+pub(crate) fn events_volume(devcontainer_id: &str) -> String {
+    format!("yolo-events-{devcontainer_id}")
+}
+
+impl RunSpec {
+    /// Whether this spec runs on a copy of the repository in its volume (the remote path).
+    pub(crate) fn uses_copy(&self) -> bool {
+        self.workspace_mount.kind == MountKind::Volume
+            && self.workspace_mount.source == workspace_volume(&self.devcontainer_id)
+    }
+}

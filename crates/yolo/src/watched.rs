@@ -363,14 +363,10 @@ fn copy_baseline_path(devcontainer_id: &str) -> PathBuf {
     crate::store::watched_copy_baseline(devcontainer_id)
 }
 
-/// Record what the copy holds as it is made: the next sync compares with it. Only the files a
-/// branch made of the working tree would hold (tracked, or untracked and not ignored), as the
-/// copy's record after each sync: a file the branch then lacks is one it deletes.
-pub(crate) fn start_copy(devcontainer_id: &str, root: &Path, patterns: &[String]) -> Result<()> {
-    let mut scan = Baseline::scan(root, patterns);
-    let on_branch = crate::remote::on_a_branch(root, scan.files.keys())?;
-    scan.files.retain(|path, _| on_branch.contains(path));
-    crate::store::write_json(&copy_baseline_path(devcontainer_id), &scan)
+/// Record what the copy holds as it is made (`remote::copy_baseline`): the next sync
+/// compares with it.
+pub(crate) fn start_copy(devcontainer_id: &str, scan: &Baseline) -> Result<()> {
+    crate::store::write_json(&copy_baseline_path(devcontainer_id), scan)
 }
 
 /// The watched files a sync brought onto the branch (`now`, only paths the branch holds)

@@ -27,10 +27,10 @@ impl Act<'_> {
         state.post_start_done_for = None;
         state.save(&spec.devcontainer_id)?;
         // A remote engine: the repository copied into its volume, if new (docs/remote.md).
-        crate::commands::sync::seed(engine, self.project, image).await?;
+        crate::remote_copy::seed(engine, self.project, image).await?;
         volumes::create(self.engine, &self.project.spec).await?;
         let mut spec = self.fit_to_host().await?;
-        if crate::remote::uses_copy(&spec) {
+        if spec.uses_copy() {
             spec.protected = engine.protect_copy(&spec, image).await?;
         }
         engine.create_agent(&spec, image, network, self.mode).await

@@ -218,7 +218,7 @@ pub(crate) fn guard_config(
         control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),
         // In the log folder the host binds from its data folder: not with a remote engine,
         // whose guard logs to a volume there.
-        host_control_socket: (!crate::remote::uses_copy(&project.spec)).then(|| {
+        host_control_socket: (!project.spec.uses_copy()).then(|| {
             PathBuf::from(GUARD_LOG_DIR).join(guard_socket::socket_name(&guard_name(project)))
         }),
         control_uids: host_uid().into_iter().collect(),
@@ -254,7 +254,7 @@ fn host_uid() -> Option<u32> {
 /// volume: `crate::remote`).
 fn file_watch(project: &Project, session: &str, phase: Option<&str>) -> Option<FileWatch> {
     let settings = &project.settings;
-    let watched = guard_workspace(project).is_some() || crate::remote::uses_copy(&project.spec);
+    let watched = guard_workspace(project).is_some() || project.spec.uses_copy();
     if !settings.guard.files || phase.is_some() || !watched {
         return None;
     }
@@ -319,9 +319,9 @@ pub(crate) async fn create_guard(
     }
     // A remote engine: the guard's events go to a volume, its config is copied in, and it sees
     // the workspace's copy (docs/remote.md).
-    let remote = crate::remote::uses_copy(&project.spec);
+    let remote = project.spec.uses_copy();
     let events_volume = remote.then(|| crate::remote::events_volume(&project.spec.devcontainer_id));
-    crate::commands::sync::seed(engine, project, &image).await?;
+    crate::remote_copy::seed(engine, project, &image).await?;
     if let Some(volume) = &events_volume {
         engine
             .create_volume(volume, &project.spec.devcontainer_id)

@@ -177,7 +177,7 @@ fn print(events: impl Iterator<Item = Event>, filter: &Filter, json: bool) -> bo
 async fn collect_remote_events(target: &Target) -> Result<()> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;
-    super::sync::collect_events(&engine, &located).await
+    crate::remote_copy::collect_events(&engine, &located).await
 }
 
 pub(crate) fn latest_session(target: &Target) -> Result<String> {

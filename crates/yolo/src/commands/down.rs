@@ -27,16 +27,16 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
     let remote = crate::engine::remote::remote_reason()?.is_some();
     let mut stopped = None;
     if remote {
-        let taking = super::sync::Taking::from_config();
+        let taking = crate::remote_copy::Taking::from_config();
         stopped = Some(stop(&engine, &located).await);
         let warn = |e: &Error| eprintln!("{} {e}", console::style("warning:").yellow().bold());
-        if let Err(e) = super::sync::collect_events(&engine, &located).await {
+        if let Err(e) = crate::remote_copy::collect_events(&engine, &located).await {
             warn(&e);
         }
         let writer = session.record()?;
         let brought = match taking {
             Ok(taking) => {
-                super::sync::bring_back(&engine, &located, &taking, writer.as_ref()).await
+                crate::remote_copy::bring_back(&engine, &located, &taking, writer.as_ref()).await
             }
             Err(e) => Err(e),
         };
@@ -76,7 +76,7 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
 /// services of a Compose project, unless its `shutdownAction` is `none` (read from the agent's
 /// label: `down` does not read the config).
 async fn stop(engine: &Engine, located: &Located) -> Result<()> {
-    let owner = super::owner(located);
+    let owner = located.owner();
     let Found { agent, guard } = engine.find(&owner).await?;
     if agent.is_none() && guard.is_none() {
         eprintln!("yolo: no container for {}", located.workspace.display());
@@ -121,7 +121,7 @@ async fn remove_all(engine: &Engine, located: &Located, volumes: bool) -> Result
         containers,
         networks,
         volumes: labelled,
-    } = engine.made_for(&super::owner(located)).await?;
+    } = engine.made_for(&located.owner()).await?;
     let own = crate::bring_up::network::own_network(&crate::devcontainer::names::container_name(
         &located.workspace,
         &located.devcontainer_id,

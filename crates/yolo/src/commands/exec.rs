@@ -107,7 +107,7 @@ pub(crate) async fn attach_with_env(
     // Interrupted or failed too: whatever ran may have changed the files the host runs.
     crate::watched::report_and_print(&located.devcontainer_id, writer.as_ref());
     // A remote engine's guard logs to a volume: its events copied here (docs/remote.md).
-    if let Err(e) = super::sync::collect_events(engine, located).await {
+    if let Err(e) = crate::remote_copy::collect_events(engine, located).await {
         eprintln!("{} {e}", console::style("warning:").yellow().bold());
     }
     Ok(result?.exit_code.clamp(0, 255) as i32)
@@ -166,7 +166,7 @@ async fn known_agent(
 }
 
 async fn running_container(engine: &Engine, located: &Located) -> Result<String> {
-    let found = engine.find(&super::owner(located)).await?;
+    let found = engine.find(&located.owner()).await?;
     match found.agent {
         Some(c) if c.running => Ok(c.id),
         Some(_) => Err(Error::NotRunning(format!(

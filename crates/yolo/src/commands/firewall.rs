@@ -138,7 +138,7 @@ pub(crate) async fn show(target: &Target, json: bool) -> Result<i32> {
         let guard = running_guard(&engine, &located).await?;
         let response = network::control(&engine, &guard, &Request::Status).await?;
         let state = Session::read(&located.devcontainer_id)?.state;
-        let agent = engine.find(&super::owner(&located)).await?.agent;
+        let agent = engine.find(&located.owner()).await?.agent;
         let container = agent.map(|c| output::Container::from_found(&c, state.exec.as_ref()));
         output::print(&output::Firewall::from_response(
             container,
@@ -201,7 +201,7 @@ fn record(located: &Located, request: &Request) {
 }
 
 async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
-    let found = engine.find(&super::owner(located)).await?;
+    let found = engine.find(&located.owner()).await?;
     match found.guard {
         Some(g) if g.running => Ok(g.id),
         _ => Err(Error::NotRunning(format!(

@@ -19,7 +19,7 @@ pub(crate) mod sync;
 pub(crate) mod up;
 
 use crate::cli::{Cli, Command};
-use crate::engine::{Engine, Owner};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::project::Located;
 use crate::settings::UpSettings;
@@ -173,14 +173,5 @@ pub(crate) fn engine_soon() -> impl std::future::Future<Output = Result<Engine>>
     async move {
         task.await
             .unwrap_or_else(|e| Err(Error::other(format!("connecting to Docker: {e}"))))
-    }
-}
-
-/// Whose containers a located workspace's are, for `Engine::find`.
-fn owner(located: &Located) -> Owner {
-    Owner {
-        workspace: located.workspace.clone(),
-        config_file: located.config_file.clone(),
-        devcontainer_id: located.devcontainer_id.clone(),
     }
 }

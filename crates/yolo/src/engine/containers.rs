@@ -290,7 +290,7 @@ impl Engine {
         }
         let host_path = super::guard_image::shim_dir()?;
         // A remote engine cannot bind the host folder: the shim goes in a volume.
-        let volume = match crate::remote::uses_copy(spec) {
+        let volume = match spec.uses_copy() {
             true => Some(
                 self.shim_volume(&host_path, &spec.devcontainer_id, image)
                     .await?,
@@ -641,7 +641,7 @@ fn agent_host_config(
     // A copy's protected paths are on the engine's machine, checked there (`protect_copy`):
     // whether this machine has the same paths says nothing, so they are always mounts (which
     // fail rather than make a missing source), as a real remote engine gets them.
-    let on_engine = crate::remote::uses_copy(spec);
+    let on_engine = spec.uses_copy();
     if !on_engine {
         own.extend(protected.iter().cloned());
     }

@@ -64,7 +64,7 @@ pub(crate) struct GuardSpec {
     /// Host folder mounted at GUARD_LOG_DIR.
     pub(crate) log_dir: PathBuf,
     /// A remote engine's: the volume mounted at GUARD_LOG_DIR instead of `log_dir`, which the
-    /// CLI copies back (`commands::sync::collect_events`).
+    /// CLI copies back (`remote_copy::collect_events`).
     pub(crate) events_volume: Option<String>,
     /// A remote engine's: the workspace copy's volume, mounted read-only at
     /// GUARD_WORKSPACE_DIR instead of `workspace` for the file watcher.

@@ -1,0 +1,184 @@
+//! The workspace's copy on a remote engine (`engine::remote`): the agent works on a copy of the
+//! repository in a volume. `seed` makes the copy when the volume is new; `bring_back` brings its
+//! commits and uncommitted files back as the branch `yolo/<name>` of the local repository
+//! (`remote`, which holds the git side), for `yolo sync` and `yolo down`; `collect_events`
+//! copies the guard's events out of their volume.
+//!
+//! The copy is the agent's, so what comes back is bounded (`settings::SyncLimits`: a file too
+//! large is left out and named, an archive too large stops the sync) and streamed from the
+//! engine into a temporary folder, never held in memory; and the files the host runs that it
+//! changed on the branch are flagged as the local path flags them (`watched::report_copy`).
+
+use crate::audit::{EventKind, Writer};
+use crate::devcontainer::names;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::project::{Located, Project};
+use crate::remote::{self, Brought, Returned};
+use crate::settings::SyncLimits;
+use crate::user_config::UserConfig;
+
+/// What a sync takes from the copy and looks at in it, from the user's config.
+pub(crate) struct Taking {
+    pub(crate) limits: SyncLimits,
+    /// `[workspace] watch`.
+    pub(crate) watch: Vec<String>,
+}
+
+impl Taking {
+    pub(crate) fn from_config() -> Result<Taking> {
+        let user = UserConfig::load()?;
+        Ok(Taking {
+            limits: SyncLimits::resolve(&user)?,
+            watch: crate::settings::watch_list(&user)?,
+        })
+    }
+}
+
+/// With a remote engine, the workspace volume made and the repository copied into it, through
+/// a helper container of `image` (an image the engine has: the guard's or the agent's), when
+/// the volume does not exist yet: a kept volume holds the agent's work and is never
+/// overwritten. Called before the first container that mounts it is made (Docker would make
+/// the volume empty, unlabelled).
+pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Result<()> {
+    let spec = &project.spec;
+    let volume = &spec.workspace_mount.source;
+    if !spec.uses_copy() || engine.volume_exists(volume).await? {
+        return Ok(());
+    }
+    let workspace = spec.workspace.clone();
+    let limits = Taking::from_config()?.limits;
+    eprintln!(
+        "{} copying {} into the volume {volume}: the engine is remote",
+        console::style("yolo:").bold(),
+        spec.workspace.display(),
+    );
+    engine.create_volume(volume, &spec.devcontainer_id).await?;
+    let copied = engine
+        .fill_volume_with(volume, &spec.devcontainer_id, image, move |out| {
+            remote::pack_into(&workspace, out, limits)
+        })
+        .await;
+    let skipped = match copied {
+        Ok(skipped) => skipped,
+        Err(e) => {
+            // Half a copy is no copy: the next `up` makes it again.
+            let _ = engine.remove_volume(volume).await;
+            return Err(e);
+        }
+    };
+    for s in &skipped {
+        eprintln!(
+            "{} {} ({}) was left out of the copy: it is larger than {}, the largest file yolo copies to the remote engine ([workspace] sync_max_file); the agent does not see it, and if git tracks it, the branch `yolo sync` writes records it as deleted",
+            console::style("warning:").yellow().bold(),
+            crate::visible::escape_controls(&s.path),
+            remote::size_words(s.size),
+            remote::size_words(limits.max_file)
+        );
+    }
+    // What the copy holds of the files the host runs: the first sync compares with it.
+    let recorded = remote::copy_baseline(&spec.workspace, &project.settings.watch)
+        .and_then(|scan| crate::watched::start_copy(&spec.devcontainer_id, &scan));
+    if let Err(e) = recorded {
+        eprintln!(
+            "{} could not record the files your host runs in the copy: {e}",
+            console::style("warning:").yellow().bold()
+        );
+    }
+    Ok(())
+}
+
+/// The agent's work as the branch, printed with what was left out and the files the host
+/// runs it changed (those also to `writer`'s audit log); `None` when this workspace has no copy
+/// (no agent container mounting the volume).
+pub(crate) async fn bring_back(
+    engine: &Engine,
+    located: &Located,
+    taking: &Taking,
+    writer: Option<&Writer>,
+) -> Result<Option<Brought>> {
+    let volume = remote::workspace_volume(&located.devcontainer_id);
+    let found = engine.find(&located.owner()).await?;
+    let Some(agent) = found.agent else {
+        return Ok(None);
+    };
+    let Some(target) = engine.volume_mount_point(&agent.id, &volume).await? else {
+        return Ok(None);
+    };
+    let branch = remote::branch_name(&names::container_name(
+        &located.workspace,
+        &located.devcontainer_id,
+    ));
+    let repo = located.workspace.clone();
+    let (limits, watch) = (taking.limits, taking.watch.clone());
+    let Returned {
+        brought,
+        skipped,
+        watched,
+    } = engine
+        .download_with(&agent.id, &target, move |tar| {
+            remote::bring_back(&repo, tar, &branch, limits, &watch)
+        })
+        .await?;
+    for s in &skipped {
+        let message = format!(
+            "{} ({}) was left out of the agent's work: it is larger than {}, the largest file `yolo sync` takes ([workspace] sync_max_file); the branch keeps what its commit has there",
+            crate::visible::escape_controls(&s.path),
+            remote::size_words(s.size),
+            remote::size_words(limits.max_file)
+        );
+        eprintln!("{} {message}", console::style("warning:").yellow().bold());
+        if let Some(writer) = writer {
+            writer.write(EventKind::Notice { message })?;
+        }
+    }
+    let branch = match &brought {
+        Brought::Updated { branch, .. } | Brought::UpToDate { branch } => branch.clone(),
+    };
+    match crate::watched::report_copy(&located.devcontainer_id, &watched, writer) {
+        Ok(report) => eprint!(
+            "{}",
+            crate::watched::summary_for_branch(&report.changes, &branch)
+        ),
+        Err(e) => eprintln!(
+            "{} could not check the files your host runs on {branch}: {e}",
+            console::style("warning:").yellow().bold()
+        ),
+    }
+    match &brought {
+        Brought::Updated { branch, commit } => eprintln!(
+            "{} the agent's work is on the branch {branch} ({}); your branch and files are untouched. Look: `git log -p HEAD..{branch}`; take it: `git merge {branch}`",
+            console::style("yolo:").bold(),
+            &commit[..commit.len().min(12)]
+        ),
+        Brought::UpToDate { branch } => eprintln!(
+            "{} {branch} already holds the agent's work",
+            console::style("yolo:").bold()
+        ),
+    }
+    Ok(Some(brought))
+}
+
+/// With a remote engine, the guard's event files (network, execs, files), copied from its
+/// events volume into the local data folder where `yolo audit` and the reports read them. Each
+/// file is the guard's whole log of a session (it only appends), so the longer copy wins. Does
+/// nothing with a local engine (the guard writes the data folder itself).
+pub(crate) async fn collect_events(engine: &Engine, located: &Located) -> Result<()> {
+    if crate::engine::remote::remote_reason()?.is_none() {
+        return Ok(());
+    }
+    let volume = remote::events_volume(&located.devcontainer_id);
+    let Some(guard) = engine.find(&located.owner()).await?.guard else {
+        return Ok(());
+    };
+    let Some(folder) = engine.volume_mount_point(&guard.id, &volume).await? else {
+        return Ok(());
+    };
+    let dir = crate::audit::network_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    engine
+        .download_with(&guard.id, &folder, move |tar| {
+            remote::store_event_files(tar, &dir).map(|_| ())
+        })
+        .await
+}
