@@ -33,4 +33,4 @@ pub(crate) mod testing;
 
 pub use error::{Error, Result};
 pub use firewall::batches::{Batches, Ruleset};
-pub use run::{run, run_with};
+pub use run::{run, run_with, Cause, StartError};
