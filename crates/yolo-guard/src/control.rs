@@ -11,7 +11,7 @@
 use crate::dns::BoxFuture;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
@@ -133,23 +133,47 @@ async fn client(stream: UnixStream, handler: Arc<dyn Handler>) {
     }
 }
 
+/// Why a request got no answer from the guard (an answer that says no is a [`Response`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is not JSON of a request.
+    #[error("bad request: {0}")]
+    BadRequest(#[source] serde_json::Error),
+    /// The socket could not be reached, written or read (the 30 s wait included).
+    #[error("guard control socket {}: {source}", socket.display())]
+    Socket {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// What came back is not a response.
+    #[error("unreadable answer from the guard: {source}: {answer}")]
+    Unreadable {
+        answer: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Send one request to the guard's control socket and wait for the answer.
-pub fn request(socket: &Path, req: &Request) -> Result<Response, String> {
-    let fail = |e: std::io::Error| format!("guard control socket {}: {e}", socket.display());
+pub fn request(socket: &Path, req: &Request) -> Result<Response, Error> {
+    let fail = |source| Error::Socket {
+        socket: socket.to_path_buf(),
+        source,
+    };
     let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(fail)?;
     // `deny` runs nft; a few seconds is generous, forever is not.
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(fail)?;
-    let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(req).map_err(Error::BadRequest)?;
     line.push(b'\n');
     stream.write_all(&line).map_err(fail)?;
     let mut answer = String::new();
     BufReader::new(&stream)
         .read_line(&mut answer)
         .map_err(fail)?;
-    serde_json::from_str(&answer)
-        .map_err(|e| format!("unreadable answer from the guard: {e}: {answer}"))
+    serde_json::from_str(&answer).map_err(|source| Error::Unreadable { answer, source })
 }
 
 /// `yolo-guard ctl '<json>'` inside the guard container: print the response JSON; exit 0 when
@@ -159,14 +183,14 @@ pub fn ctl_main(json_arg: &str) -> i32 {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| yolo_protocol::GUARD_CONTROL_SOCKET.into());
     let response = serde_json::from_str::<Request>(json_arg)
-        .map_err(|e| format!("bad request: {e}"))
+        .map_err(Error::BadRequest)
         .and_then(|req| request(&socket, &req));
     let (response, code) = match response {
         Ok(r) => {
             let code = if r.ok { 0 } else { 1 };
             (r, code)
         }
-        Err(e) => (Response::error(e), 2),
+        Err(e) => (Response::error(e.to_string()), 2),
     };
     println!(
         "{}",
@@ -269,6 +293,37 @@ mod tests {
             1,
             "the refused request never ran"
         );
+    }
+
+    /// Why a request got no answer, by kind: no guard at the socket, or an answer that is not
+    /// a response (a stranger on the socket); both name the socket or the answer.
+    #[test]
+    fn a_request_without_an_answer_says_why_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.sock");
+        match request(&missing, &Request::Status) {
+            Err(e @ Error::Socket { .. }) => {
+                assert!(e.to_string().contains("none.sock"), "{e}");
+                let Error::Socket { source, .. } = e else {
+                    unreachable!()
+                };
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("{other:?}"),
+        }
+        let stranger = dir.path().join("stranger.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&stranger).unwrap();
+        let answer = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&stream).read_line(&mut line).unwrap();
+            stream.write_all(b"hello\n").unwrap();
+        });
+        match request(&stranger, &Request::Status) {
+            Err(Error::Unreadable { answer, .. }) => assert_eq!(answer, "hello\n"),
+            other => panic!("{other:?}"),
+        }
+        answer.join().unwrap();
     }
 
     #[test]

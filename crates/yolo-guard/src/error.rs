@@ -1,5 +1,6 @@
-//! The guard's error: what failed, phrased for the host's user who reads it in the guard's
-//! output (`yolo up` prints it when the guard does not become ready).
+//! The guard's error for its config and files: what failed, phrased for the host's user who
+//! reads it in the guard's output (`yolo up` prints it when the guard does not become ready).
+//! The firewall's failures are `firewall::Error`, a failed start-up step `run::StartError`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// Anything else (nft, sockets, netlink), already phrased for a human.
+    /// Anything else (the file watcher's start), already phrased for a human.
     Other(String),
 }
 

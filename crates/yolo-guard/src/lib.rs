@@ -13,7 +13,11 @@
 //!   netlink (`netlink`), the build's seal, what a deny revokes, the NFLOG reader.
 //! - `audit`: the path of every event to its log: queue, folding, the capped writer.
 //! - `init`: what being PID 1 of the namespace takes: signals, orphans.
-//! - `error`: the guard's error, phrased for the host's user.
+//! - `error`: the guard's error for its config and files, phrased for the host's user.
+//!
+//! Errors are typed by layer, each with a kind and a cause to match on and a message for the
+//! host's user: `firewall::Error`, `run::StartError` (a step of the start-up failed: the agent
+//! will not be started), `control::Error`, `exec::shim::Error`.
 //!
 //! Each layer imports only those below it. Not here: the allowlist grammar and the wire types
 //! (`yolo_protocol`, shared with the CLI). This crate knows nothing of Docker or of the CLI: it
@@ -33,4 +37,4 @@ pub(crate) mod testing;
 
 pub use error::{Error, Result};
 pub use firewall::batches::{Batches, Ruleset};
-pub use run::{run, run_with};
+pub use run::{run, run_with, Cause, StartError};

@@ -1,7 +1,7 @@
 //! What the crate's tests share: the real-kernel tests' throwaway network namespace, whether it
 //! can be had here, and a firewall-mode config.
 
-use crate::firewall::sets;
+use crate::firewall::{self, sets};
 use std::path::Path;
 use std::process::Command;
 use yolo_protocol::{GuardConfig, NetworkMode};
@@ -61,11 +61,15 @@ pub(crate) fn firewall_config(allow: &[&str]) -> GuardConfig {
     }
 }
 
+/// What a real-kernel test's body fails with: any error (a firewall's, an allowlist's, a
+/// message of the test's own), shown by the panic that fails the test.
+pub(crate) type Failure = Box<dyn std::error::Error + Send + Sync>;
+
 /// `f` on a thread inside a throwaway network namespace; `None` (skipped) without root,
 /// `nft` or `ip netns`.
 pub(crate) fn in_netns<T: Send + 'static>(
     tag: &str,
-    f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static,
+    f: impl FnOnce() -> std::result::Result<T, Failure> + Send + 'static,
 ) -> Option<T> {
     if let Err(why) = can_use_netns() {
         skip(why);
@@ -83,7 +87,7 @@ pub(crate) fn in_netns<T: Send + 'static>(
     let path = format!("/run/netns/{name}");
     let result = std::thread::spawn(move || {
         use std::os::fd::AsRawFd;
-        let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+        let file = std::fs::File::open(&path)?;
         // SAFETY: a valid netns fd; only this thread (and the nft it forks) moves.
         if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
             return Err("setns failed".into());
@@ -98,7 +102,7 @@ pub(crate) fn in_netns<T: Send + 'static>(
 }
 
 /// The elements of the dynamic sets (`allow*`), as the kernel lists them.
-pub(crate) fn dynamic_elements() -> std::result::Result<Vec<String>, String> {
+pub(crate) fn dynamic_elements() -> std::result::Result<Vec<String>, firewall::Error> {
     let (elements, _) = sets::summarize(&sets::list_table_value()?);
     Ok(elements
         .into_iter()

@@ -13,7 +13,7 @@ pub(crate) fn nameservers() -> Vec<SocketAddr> {
 /// The agent container shares the guard's /etc/resolv.conf (Docker gives a container that joins
 /// another's network namespace that container's file), so after reading the upstream servers
 /// from it, the guard makes it name itself. Docker's search/options lines are kept.
-pub(crate) fn point_resolver_at_guard() -> std::result::Result<(), String> {
+pub(crate) fn point_resolver_at_guard() -> std::io::Result<()> {
     let path = "/etc/resolv.conf";
     let old = std::fs::read_to_string(path).unwrap_or_default();
     let mut text = String::from(
@@ -26,5 +26,5 @@ pub(crate) fn point_resolver_at_guard() -> std::result::Result<(), String> {
         text.push_str(line);
         text.push('\n');
     }
-    std::fs::write(path, text).map_err(|e| e.to_string())
+    std::fs::write(path, text)
 }

@@ -27,8 +27,8 @@
 //! Landlock's maintainers) does the system calls.
 
 use landlock::{
-    Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
-    ABI,
+    Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError,
+    RulesetStatus, ABI,
 };
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -50,11 +50,29 @@ pub fn close_proc_to_writes() -> Confined {
         Ok(RulesetStatus::NotEnforced) => {
             Confined::Not("the kernel or the engine does not offer Landlock".into())
         }
-        Err(e) => Confined::Not(e),
+        Err(e) => Confined::Not(e.to_string()),
     }
 }
 
-fn try_close() -> Result<RulesetStatus, String> {
+/// Why the ruleset was not installed (a kernel or engine without Landlock answers
+/// `NotEnforced` instead).
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("creating the Landlock ruleset: {0}")]
+    Create(#[source] RulesetError),
+    #[error("listing /: {0}")]
+    ListRoot(#[source] std::io::Error),
+    #[error("granting writes beneath {}: {source}", path.display())]
+    Grant {
+        path: std::path::PathBuf,
+        #[source]
+        source: RulesetError,
+    },
+    #[error("enforcing the Landlock ruleset: {0}")]
+    Enforce(#[source] RulesetError),
+}
+
+fn try_close() -> Result<RulesetStatus, Error> {
     // ABI 1's file-write right is all this needs; newer rights are not handled, so they stay
     // allowed (the ruleset narrows nothing else).
     let write = AccessFs::WriteFile;
@@ -62,8 +80,8 @@ fn try_close() -> Result<RulesetStatus, String> {
     let mut ruleset = Ruleset::default()
         .handle_access(handled)
         .and_then(|r| r.create())
-        .map_err(|e| format!("creating the Landlock ruleset: {e}"))?;
-    let top = std::fs::read_dir("/").map_err(|e| format!("listing /: {e}"))?;
+        .map_err(Error::Create)?;
+    let top = std::fs::read_dir("/").map_err(Error::ListRoot)?;
     for entry in top.flatten() {
         if entry.file_name() == "proc" {
             continue;
@@ -78,11 +96,9 @@ fn try_close() -> Result<RulesetStatus, String> {
         }
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, write))
-            .map_err(|e| format!("granting writes beneath {}: {e}", path.display()))?;
+            .map_err(|source| Error::Grant { path, source })?;
     }
-    let status = ruleset
-        .restrict_self()
-        .map_err(|e| format!("enforcing the Landlock ruleset: {e}"))?;
+    let status = ruleset.restrict_self().map_err(Error::Enforce)?;
     Ok(status.ruleset)
 }
 

@@ -98,15 +98,48 @@ pub enum Supervisor {
 /// How long the shim in a Pod waits for the guard to listen.
 const POD_WAIT: Duration = Duration::from_secs(120);
 
-/// Install the filter and register its listener with the supervisor at `socket` (an abstract
-/// name).
-pub fn supervise(socket: &str, supervisor: &Supervisor, wait: Wait) -> Result<(), String> {
-    // While the shim holds the listener, another process of the agent (same user) must not
-    // be able to copy it (`pidfd_getfd`, ptrace) and answer execs itself. The exec of the
-    // program resets this.
-    // SAFETY: plain prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    let listener = filter::install().map_err(|e| match e.raw_os_error() {
+/// Why the shim does not run the program: nothing of the agent may run unrecorded.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The exec filter could not be installed (an old kernel, a process already supervised).
+    #[error("{}", filter_message(.0))]
+    Filter(#[source] std::io::Error),
+    /// Nobody answers at the supervisor's socket (the guard is gone, or never came up).
+    #[error("the exec audit's supervisor (the guard) is not reachable at @{socket}: {source}")]
+    Unreachable {
+        socket: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The socket is held by a process that is not the supervisor: `peer` is not `expected`.
+    #[error("the exec audit's socket @{socket} is held by process {peer}, {}", not_the_guard(.expected))]
+    Impostor {
+        socket: String,
+        peer: i32,
+        expected: Supervisor,
+    },
+    /// The supervisor took the listener but its acknowledgement never came.
+    #[error("the exec audit's supervisor did not acknowledge: {0}")]
+    NoAcknowledgement(#[source] std::io::Error),
+    /// The supervisor answered something other than its acknowledgement.
+    #[error("the exec audit's supervisor refused: {0}")]
+    Refused(String),
+    /// The program's name or an argument holds a NUL byte, which `execve` cannot pass.
+    #[error("an argument contains a NUL byte")]
+    NulInArgument,
+    /// The supervisor refused the exec: the session's exec log is full.
+    #[error(
+        "{0}: the exec audit refuses programs once the session's exec log is full \
+         ([audit] max_exec_log; `yolo audit --kind guard` shows exec_refused)"
+    )]
+    ExecLogFull(#[source] std::io::Error),
+    /// `execve` failed otherwise (the file's own permissions, its format).
+    #[error("{0}")]
+    Exec(#[source] std::io::Error),
+}
+
+fn filter_message(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
         Some(libc::EINVAL) => format!(
             "cannot install the exec audit's seccomp filter ({e}): it needs Linux 5.19 or later; \
              turn the exec audit off with `[audit] exec = false` in yolo's config"
@@ -116,7 +149,27 @@ pub fn supervise(socket: &str, supervisor: &Supervisor, wait: Wait) -> Result<()
              supervised and may not open a second listener"
         ),
         _ => format!("cannot install the exec audit's seccomp filter: {e}"),
-    })?;
+    }
+}
+
+fn not_the_guard(expected: &Supervisor) -> String {
+    match expected {
+        Supervisor::Pid(pid) => format!("not by the guard (process {pid})"),
+        Supervisor::Guard => {
+            "which lacks the guard's capabilities (NET_ADMIN, SYS_PTRACE)".to_string()
+        }
+    }
+}
+
+/// Install the filter and register its listener with the supervisor at `socket` (an abstract
+/// name).
+pub fn supervise(socket: &str, supervisor: &Supervisor, wait: Wait) -> Result<(), Error> {
+    // While the shim holds the listener, another process of the agent (same user) must not
+    // be able to copy it (`pidfd_getfd`, ptrace) and answer execs itself. The exec of the
+    // program resets this.
+    // SAFETY: plain prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    let listener = filter::install().map_err(Error::Filter)?;
     register_with(&listener, socket, supervisor, wait)
 }
 
@@ -128,7 +181,7 @@ pub fn register(
     socket: &str,
     supervisor_pid: i32,
     wait: Wait,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     register_with(listener, socket, &Supervisor::Pid(supervisor_pid), wait)
 }
 
@@ -137,7 +190,7 @@ fn register_with(
     socket: &str,
     supervisor: &Supervisor,
     wait: Wait,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let (timeout, not_yet) = match wait {
         Wait::Busy => (Duration::from_secs(10), false),
         Wait::Listening(timeout) => (timeout, true),
@@ -158,8 +211,8 @@ fn register_with(
 
 enum Attempt {
     /// The supervisor did not take the descriptor: another connection may.
-    Again(String),
-    Fail(String),
+    Again(Error),
+    Fail(Error),
 }
 
 fn attempt(
@@ -170,8 +223,9 @@ fn attempt(
     not_yet: bool,
 ) -> Result<(), Attempt> {
     use std::io::Read;
-    let unreachable = |e: std::io::Error| {
-        format!("the exec audit's supervisor (the guard) is not reachable at @{socket}: {e}")
+    let unreachable = |source| Error::Unreachable {
+        socket: socket.to_string(),
+        source,
     };
     let stream = wire::connect(socket).map_err(|e| match e.raw_os_error() {
         Some(libc::EAGAIN) => Attempt::Again(unreachable(e)),
@@ -181,20 +235,16 @@ fn attempt(
         _ => Attempt::Fail(unreachable(e)),
     })?;
     let peer = wire::peer_pid(&stream).map_err(|e| Attempt::Fail(unreachable(e)))?;
-    match supervisor {
-        Supervisor::Pid(pid) if peer != *pid => {
-            return Err(Attempt::Fail(format!(
-                "the exec audit's socket @{socket} is held by process {peer}, not by the guard \
-                 (process {pid})"
-            )));
-        }
-        Supervisor::Guard if !holds_guard_caps(peer) => {
-            return Err(Attempt::Fail(format!(
-                "the exec audit's socket @{socket} is held by process {peer}, which lacks the \
-                 guard's capabilities (NET_ADMIN, SYS_PTRACE)"
-            )));
-        }
-        _ => {}
+    let genuine = match supervisor {
+        Supervisor::Pid(pid) => peer == *pid,
+        Supervisor::Guard => holds_guard_caps(peer),
+    };
+    if !genuine {
+        return Err(Attempt::Fail(Error::Impostor {
+            socket: socket.to_string(),
+            peer,
+            expected: *supervisor,
+        }));
     }
     stream
         .set_read_timeout(Some(timeout))
@@ -209,11 +259,9 @@ fn attempt(
     let mut answer = [0u8; 64];
     let mut got = 0;
     while got < answer.len() {
-        let n = (&stream).read(&mut answer[got..]).map_err(|e| {
-            Attempt::Fail(format!(
-                "the exec audit's supervisor did not acknowledge: {e}"
-            ))
-        })?;
+        let n = (&stream)
+            .read(&mut answer[got..])
+            .map_err(|e| Attempt::Fail(Error::NoAcknowledgement(e)))?;
         if n == 0 {
             break;
         }
@@ -226,17 +274,9 @@ fn attempt(
     match answer.trim_end() {
         wire::ACK => Ok(()),
         // Turned away before the descriptor was taken (a dropped connection's is never used).
-        "busy" | "dropped" | "" => Err(Attempt::Again(format!(
-            "the exec audit's supervisor refused: {}",
-            if answer.trim_end().is_empty() {
-                "no answer"
-            } else {
-                answer.trim_end()
-            }
-        ))),
-        other => Err(Attempt::Fail(format!(
-            "the exec audit's supervisor refused: {other}"
-        ))),
+        "" => Err(Attempt::Again(Error::Refused("no answer".into()))),
+        busy @ ("busy" | "dropped") => Err(Attempt::Again(Error::Refused(busy.into()))),
+        other => Err(Attempt::Fail(Error::Refused(other.into()))),
     }
 }
 
@@ -263,10 +303,8 @@ fn effective_caps(status: &str) -> Option<u64> {
 
 /// `execve` PROGRAM, found on PATH when it has no `/` (one exec, not one per PATH entry, so the
 /// log holds what ran rather than the misses of a search).
-fn exec(path: &OsStr, args: &[OsString]) -> Result<std::convert::Infallible, String> {
-    let cstr = |s: &OsStr| {
-        CString::new(s.as_bytes()).map_err(|_| "an argument contains a NUL byte".to_string())
-    };
+fn exec(path: &OsStr, args: &[OsString]) -> Result<std::convert::Infallible, Error> {
+    let cstr = |s: &OsStr| CString::new(s.as_bytes()).map_err(|_| Error::NulInArgument);
     let path_c = cstr(path)?;
     let argv: Vec<CString> = args.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
@@ -287,12 +325,9 @@ fn exec(path: &OsStr, args: &[OsString]) -> Result<std::convert::Infallible, Str
     if error.raw_os_error() == Some(libc::EPERM) {
         // What the supervisor answers when the exec log is full (a file's own permissions
         // give EACCES).
-        return Err(format!(
-            "{error}: the exec audit refuses programs once the session's exec log is full \
-             ([audit] max_exec_log; `yolo audit --kind guard` shows exec_refused)"
-        ));
+        return Err(Error::ExecLogFull(error));
     }
-    Err(format!("{error}"))
+    Err(Error::Exec(error))
 }
 
 fn resolve(program: &OsStr) -> Option<OsString> {
@@ -366,5 +401,42 @@ mod pod_tests {
         assert_eq!(holds_guard_caps(std::process::id() as i32), mine);
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    /// A shim that cannot register says why by kind, and in the words it always printed:
+    /// nobody at the socket, or someone who is not the guard.
+    #[test]
+    fn registering_with_no_supervisor_or_an_impostor_says_which() {
+        let listener: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        let socket = format!("yolo-shim-test-{}", std::process::id());
+        match register(&listener, &socket, 1, Wait::Busy) {
+            Err(e @ Error::Unreachable { .. }) => {
+                assert!(
+                    e.to_string().starts_with(&format!(
+                        "the exec audit's supervisor (the guard) is not reachable at @{socket}: "
+                    )),
+                    "{e}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // This process listens: it is not process 1, so it is not the guard.
+        let _impostor = wire::bind(&socket).unwrap();
+        let me = std::process::id() as i32;
+        match register(&listener, &socket, 1, Wait::Busy) {
+            Err(e @ Error::Impostor { peer, .. }) if peer == me => assert_eq!(
+                e.to_string(),
+                format!(
+                    "the exec audit's socket @{socket} is held by process {me}, not by the guard \
+                     (process 1)"
+                )
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }

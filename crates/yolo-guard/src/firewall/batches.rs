@@ -2,7 +2,7 @@
 //! [`Batches`], so the guard's runtime can be driven in tests by batches of their own, and
 //! [`Ruleset`] is the production one (`ruleset`, pure).
 
-use super::{ruleset, sets};
+use super::{ruleset, sets, Error};
 use nftables::schema::Nftables;
 use std::net::IpAddr;
 use yolo_protocol::allowlist::{Allowlist, Ports};
@@ -13,7 +13,7 @@ use yolo_protocol::GuardConfig;
 pub trait Batches: Send + Sync + 'static {
     fn build(&self, config: &GuardConfig, allow: &Allowlist) -> Nftables<'static>;
     /// Compare what the kernel holds with `expected`, applied before.
-    fn verify(&self, expected: &Nftables<'static>) -> std::result::Result<(), String>;
+    fn verify(&self, expected: &Nftables<'static>) -> Result<(), Error>;
     fn add_addresses(&self, elements: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'static>;
     fn remove_addresses(&self, elements: &[(IpAddr, Ports)]) -> Nftables<'static>;
 }
@@ -25,7 +25,7 @@ impl Batches for Ruleset {
     fn build(&self, config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         ruleset::build(config, allow)
     }
-    fn verify(&self, expected: &Nftables<'static>) -> std::result::Result<(), String> {
+    fn verify(&self, expected: &Nftables<'static>) -> Result<(), Error> {
         sets::verify(expected)
     }
     fn add_addresses(&self, elements: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'static> {

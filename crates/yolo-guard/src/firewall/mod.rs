@@ -8,11 +8,14 @@
 //! - `revoke`: what `yolo deny` takes out of the dynamic sets, pure;
 //! - `seal`: a build's frames stamped at every interface's egress, and (`xsk`) every AF_XDP
 //!   queue held, so an image build cannot send around the ruleset;
-//! - `nflog`: the packets the ruleset refused, read back as `blocked` audit events.
+//! - `nflog`: the packets the ruleset refused, read back as `blocked` audit events;
+//! - `error`: what failed, by kind ([`Error`]): not expressible, refused by the kernel, the
+//!   socket, a verification's difference, the seal's reads.
 //!
 //! Not here: when the table is applied (start-up, `run`) or which names DNS opens (`dns`).
 
 pub(crate) mod batches;
+pub(crate) mod error;
 pub(crate) mod netlink;
 pub(crate) mod nflog;
 pub(crate) mod revoke;
@@ -23,3 +26,5 @@ pub(crate) mod xsk;
 
 #[cfg(test)]
 mod netns_tests;
+
+pub(crate) use error::Error;

@@ -3,15 +3,18 @@
 //! egress (`ruleset::egress`), and every AF_XDP queue held (`xsk`), before the build starts.
 //! Interface discovery (names, IPv4 addresses) lives here because only the seal needs it.
 
-use super::{ruleset, sets, xsk};
+use super::{ruleset, sets, xsk, Error};
 
 /// [`ruleset::egress`] on every interface of the namespace but loopback, with a fresh stamp.
-pub(crate) fn seal_egress() -> std::result::Result<(), String> {
+pub(crate) fn seal_egress() -> Result<(), Error> {
     let addresses = ipv4_addresses()?;
     let mut devices = Vec::new();
     for name in interfaces()? {
         let mac = std::fs::read_to_string(format!("/sys/class/net/{name}/address"))
-            .map_err(|e| format!("cannot read the address of {name}: {e}"))?
+            .map_err(|source| Error::Host {
+                doing: format!("read the address of {name}"),
+                source,
+            })?
             .trim()
             .to_string();
         let ipv4 = addresses
@@ -22,11 +25,12 @@ pub(crate) fn seal_egress() -> std::result::Result<(), String> {
         devices.push(ruleset::Device { name, mac, ipv4 });
     }
     let mut random = [0u8; 8];
-    std::io::Read::read_exact(
-        &mut std::fs::File::open("/dev/urandom").map_err(|e| e.to_string())?,
-        &mut random,
-    )
-    .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut random))
+        .map_err(|source| Error::Host {
+            doing: "read /dev/urandom".into(),
+            source,
+        })?;
     let [m0, m1, m2, m3, p0, p1, p2, p3] = random;
     let stamp = ruleset::Stamp {
         // Never 0: that is what every unstamped packet carries.
@@ -39,7 +43,7 @@ pub(crate) fn seal_egress() -> std::result::Result<(), String> {
 }
 
 /// [`xsk::hold_queues`] on every interface of the namespace but loopback.
-pub(crate) fn hold_xdp_queues() -> std::result::Result<(), String> {
+pub(crate) fn hold_xdp_queues() -> Result<(), Error> {
     for name in interfaces()? {
         xsk::hold_queues(&name)?;
     }
@@ -47,9 +51,12 @@ pub(crate) fn hold_xdp_queues() -> std::result::Result<(), String> {
 }
 
 /// The namespace's interfaces but loopback, sorted.
-fn interfaces() -> std::result::Result<Vec<String>, String> {
+fn interfaces() -> Result<Vec<String>, Error> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
-        .map_err(|e| format!("cannot list the interfaces: {e}"))?
+        .map_err(|source| Error::Host {
+            doing: "list the interfaces".into(),
+            source,
+        })?
         .flatten()
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .filter(|name| name != "lo")
@@ -60,14 +67,14 @@ fn interfaces() -> std::result::Result<Vec<String>, String> {
 
 /// Every IPv4 address of the namespace's interfaces, with the interface's name (`getifaddrs`;
 /// std has no interface list, and one call here is all the guard needs).
-fn ipv4_addresses() -> std::result::Result<Vec<(String, std::net::Ipv4Addr)>, String> {
+fn ipv4_addresses() -> Result<Vec<(String, std::net::Ipv4Addr)>, Error> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list this function frees below.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(format!(
-            "cannot list the addresses: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(Error::Host {
+            doing: "list the addresses".into(),
+            source: std::io::Error::last_os_error(),
+        });
     }
     let mut found = Vec::new();
     let mut at = head;

@@ -4,6 +4,7 @@
 //!
 //! Not here: what the batches contain (that is `ruleset`, pure).
 
+use super::Error;
 use nftables::schema::Nftables;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -14,19 +15,19 @@ pub const TABLE: [&str; 2] = ["inet", "yolo"];
 
 /// Apply `batch` as one atomic netlink transaction. Blocking. (The DNS path's set updates
 /// go over netlink too: `setelem`.)
-pub fn apply(batch: &Nftables<'_>) -> Result<(), String> {
+pub fn apply(batch: &Nftables<'_>) -> Result<(), Error> {
     super::netlink::apply(batch)
 }
 
 /// Read the kernel's tables back over netlink and compare them with `expected`, applied
 /// before (`netlink::verify`).
-pub fn verify(expected: &Nftables<'_>) -> Result<(), String> {
+pub fn verify(expected: &Nftables<'_>) -> Result<(), Error> {
     super::netlink::verify(expected)
 }
 
 /// `inet yolo` as `nft -j list table` would print it (for status: elements with expiry,
 /// counters), read over netlink.
-pub fn list_table_value() -> Result<Value, String> {
+pub fn list_table_value() -> Result<Value, Error> {
     super::netlink::list_table_value(TABLE[1])
 }
 

@@ -9,6 +9,7 @@
 //! Written by hand: this needs four socket options and a bind, not an XDP data path, and no
 //! crate in the tree wraps AF_XDP.
 
+use super::Error;
 use std::os::fd::{FromRawFd, OwnedFd};
 
 const AF_XDP: libc::c_int = 44;
@@ -47,12 +48,14 @@ struct SockaddrXdp {
 
 /// Take every queue of interface `name` with an AF_XDP socket held for the life of the process;
 /// how many. Zero without AF_XDP in the kernel (then nothing can send that way either).
-pub fn hold_queues(name: &str) -> Result<u32, String> {
-    let c_name = std::ffi::CString::new(name).map_err(|_| format!("bad interface {name}"))?;
+pub fn hold_queues(name: &str) -> Result<u32, Error> {
+    // A name with a NUL in it names no interface.
+    let c_name = std::ffi::CString::new(name)
+        .map_err(|_| Error::NoInterface(name.escape_debug().to_string()))?;
     // SAFETY: a valid NUL-terminated string.
     let ifindex = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
     if ifindex == 0 {
-        return Err(format!("no interface {name}"));
+        return Err(Error::NoInterface(name.to_string()));
     }
     let mut held = 0;
     for queue in 0..MAX_QUEUES {
@@ -64,7 +67,13 @@ pub fn hold_queues(name: &str) -> Result<u32, String> {
             }
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) && queue > 0 => break,
             Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) && queue == 0 => return Ok(0),
-            Err(e) => return Err(format!("cannot hold queue {queue} of {name} (AF_XDP): {e}")),
+            Err(source) => {
+                return Err(Error::XdpQueue {
+                    device: name.to_string(),
+                    queue,
+                    source,
+                })
+            }
         }
     }
     Ok(held)

@@ -5,6 +5,7 @@
 use crate::audit::events::{guard_event, Events};
 use crate::dns::names::Resolved;
 use crate::dns::{BoxFuture, Policy};
+use crate::firewall;
 use crate::firewall::batches::Batches;
 use crate::firewall::netlink::setelem;
 use std::net::IpAddr;
@@ -44,11 +45,26 @@ impl<B: Batches> Policy for Guard<B> {
             .entry(name)
     }
 
+    /// The forwarder's side of [`Guard::open`]: it needs only the message (the answer is
+    /// SERVFAIL whatever the kind).
     fn allow(
         &self,
         elements: Vec<(IpAddr, Ports)>,
         timeout_secs: u64,
     ) -> BoxFuture<std::result::Result<(), String>> {
+        let opened = self.open(elements, timeout_secs);
+        Box::pin(async move { opened.await.map_err(|e| e.to_string()) })
+    }
+}
+
+impl<B: Batches> Guard<B> {
+    /// Make `elements` (an allowed name's answer) reachable for `timeout_secs`, but for the
+    /// internal addresses.
+    pub(crate) fn open(
+        &self,
+        elements: Vec<(IpAddr, Ports)>,
+        timeout_secs: u64,
+    ) -> BoxFuture<std::result::Result<(), firewall::Error>> {
         if self.mode != NetworkMode::Firewall {
             return Box::pin(async { Ok(()) });
         }
@@ -98,11 +114,17 @@ mod tests {
                 .build()
                 .map_err(|e| e.to_string())?;
             let elements = vec![("198.51.100.7".parse().unwrap(), Ports::Any)];
-            Ok(runtime.block_on(guard.allow(elements, 60)))
+            Ok(runtime.block_on(guard.open(elements, 60)))
         }) else {
             return;
         };
+        // The kernel's refusal (no such table), not a socket that failed.
         let error = result.expect_err("no table: the update must fail");
-        assert!(error.contains("netlink"), "{error}");
+        assert!(
+            matches!(&error, firewall::Error::KernelRefused { .. }),
+            "{error:?}"
+        );
+        assert_eq!(error.errno(), Some(libc::ENOENT), "{error:?}");
+        assert!(error.to_string().contains("set elements"), "{error}");
     }
 }

@@ -4,19 +4,23 @@
 //! [`GUARD_READY_FILE`] and the line [`yolo_protocol::GUARD_READY_LINE`] on stdout). If any step before that
 //! fails the guard exits non-zero and the host never starts the agent.
 //!
+//! - `error`: why the start-up stopped ([`StartError`]): which step, and its cause by kind;
 //! - `guard`: the running guard's state, and its DNS policy;
 //! - `requests`: what the control requests do to it;
 //! - `serve`: everything that runs once the ruleset holds.
 
+mod error;
 mod guard;
 mod requests;
 mod serve;
+
+pub use error::{Cause, StartError};
 
 use crate::audit::events::{guard_event, Events};
 use crate::audit::writer::Writer;
 use crate::dns::names::Resolved;
 use crate::dns::resolv_conf;
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::firewall::batches::{Batches, Ruleset};
 use crate::firewall::{seal, sets};
 use crate::init;
@@ -28,12 +32,12 @@ use yolo_protocol::allowlist::Allowlist;
 use yolo_protocol::{GuardConfig, NetworkMode, GUARD_READY_FILE};
 
 /// `yolo-guard run --config FILE`.
-pub fn run(config_path: &Path) -> Result<()> {
+pub fn run(config_path: &Path) -> Result<(), StartError> {
     run_with(config_path, Arc::new(Ruleset))
 }
 
 /// [`run`] with the batches given: read the config, enforce, serve until SIGTERM.
-pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<()> {
+pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<(), StartError> {
     let started = Instant::now();
     // Before any thread exists: the signal thread takes them (see `init`).
     init::block_signals();
@@ -79,21 +83,18 @@ fn enforce_and_serve<B: Batches>(
     config: GuardConfig,
     batches: Arc<B>,
     started: Instant,
-) -> Result<()> {
-    let fail = |what: &str, e: String| {
-        Error::other(format!(
-            "yolo-guard: {what}: {e}; the agent will not be started"
-        ))
-    };
+) -> Result<(), StartError> {
     let upstream = if config.upstream.is_empty() {
         resolv_conf::nameservers()
     } else {
         config.upstream.clone()
     };
     if upstream.is_empty() && config.mode != NetworkMode::None {
-        return Err(fail(
+        return Err(StartError::step(
             "no upstream DNS",
-            "GuardConfig.upstream is empty and /etc/resolv.conf names no nameserver".into(),
+            Cause::Refused(
+                "GuardConfig.upstream is empty and /etc/resolv.conf names no nameserver",
+            ),
         ));
     }
     // The ruleset lets the guard's marked sockets reach exactly these.
@@ -111,18 +112,20 @@ fn enforce_and_serve<B: Batches>(
         && !config.published_ports.is_empty()
         && config.gateway.is_none()
     {
-        return Err(fail(
+        return Err(StartError::step(
             "no default route in /proc/net/route",
-            "published ports could be reached by other projects on the shared bridge".into(),
+            Cause::Refused(
+                "published ports could be reached by other projects on the shared bridge",
+            ),
         ));
     }
     let allowlist =
-        Allowlist::parse(&config.allow).map_err(|e| fail("invalid allowlist", e.to_string()))?;
+        Allowlist::parse(&config.allow).map_err(|e| StartError::step("invalid allowlist", e))?;
     let expected = batches.build(&config, &allowlist);
-    sets::apply(&expected).map_err(|e| fail("cannot apply the firewall ruleset", e))?;
+    sets::apply(&expected).map_err(|e| StartError::step("cannot apply the firewall ruleset", e))?;
     batches
         .verify(&expected)
-        .map_err(|e| fail("the firewall ruleset does not verify", e))?;
+        .map_err(|e| StartError::step("the firewall ruleset does not verify", e))?;
     let verify_ms = started.elapsed().as_millis() as u64;
     // An image build's RUN steps share the namespace in the build phase, holding NET_RAW.
     let building = config.mode == NetworkMode::Firewall && config.phase.is_some();
@@ -131,18 +134,19 @@ fn enforce_and_serve<B: Batches>(
     // the build starts, or no build.
     if building {
         seal::hold_xdp_queues().map_err(|e| {
-            fail(
+            StartError::step(
                 "cannot take the interfaces' AF_XDP queues before the build",
-                format!(
-                    "{e}; a guard made by an earlier yolo lacks NET_RAW for it: `yolo up --rebuild` makes it anew"
-                ),
+                e,
+            )
+            .with_hint(
+                "a guard made by an earlier yolo lacks NET_RAW for it: `yolo up --rebuild` makes it anew",
             )
         })?;
     }
 
     if config.mode != NetworkMode::None {
         resolv_conf::point_resolver_at_guard()
-            .map_err(|e| fail("cannot point /etc/resolv.conf at the guard", e))?;
+            .map_err(|e| StartError::step("cannot point /etc/resolv.conf at the guard", e))?;
     }
     let writer = Writer::open(
         &config.audit_path,
@@ -158,7 +162,7 @@ fn enforce_and_serve<B: Batches>(
         .max_blocking_threads(4)
         .enable_all()
         .build()
-        .map_err(|e| fail("cannot start the async runtime", e.to_string()))?;
+        .map_err(|e| StartError::step("cannot start the async runtime", e))?;
     let guard = Arc::new(Guard {
         mode: config.mode,
         allow_internal_answers: config.allow_internal_answers,
@@ -173,16 +177,17 @@ fn enforce_and_serve<B: Batches>(
         // sockets are not, and no other project is on that segment. The log says so.
         guard.events.emit(guard_event(
             "egress_filter_unavailable",
-            [("error", e.clone().into())],
+            [("error", e.to_string().into())],
         ));
         // On the bridge other projects' guards share, a RUN step's forged ARP would reach
         // them: the build does not run.
         if shared_bridge() {
-            return Err(fail(
+            return Err(StartError::step(
                 "cannot seal the build's frames on the bridge other projects share",
-                format!(
-                    "{e}; build with `[build] network = \"none\"`, or on an engine whose kernel has the netdev egress hook (Linux 5.16)"
-                ),
+                e,
+            )
+            .with_hint(
+                "build with `[build] network = \"none\"`, or on an engine whose kernel has the netdev egress hook (Linux 5.16)",
             ));
         }
     }
@@ -198,7 +203,104 @@ fn shared_bridge() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::firewall;
     use crate::testing::firewall_config;
+    use nftables::schema::Nftables;
+    use std::net::IpAddr;
+    use yolo_protocol::allowlist::Ports;
+
+    /// Batches the translator refuses: a ruleset with a statement it has no encoding for.
+    struct Untranslatable;
+
+    impl Batches for Untranslatable {
+        fn build(&self, _: &GuardConfig, _: &Allowlist) -> Nftables<'static> {
+            serde_json::from_value(serde_json::json!({"nftables": [
+                {"add": {"table": {"family": "inet", "name": "yolo"}}},
+                {"add": {"chain": {"family": "inet", "table": "yolo", "name": "output"}}},
+                {"add": {"rule": {"family": "inet", "table": "yolo", "chain": "output",
+                    "expr": [{"masquerade": null}]}}}
+            ]}))
+            .unwrap()
+        }
+        fn verify(&self, _: &Nftables<'static>) -> std::result::Result<(), firewall::Error> {
+            Ok(())
+        }
+        fn add_addresses(&self, _: &[(IpAddr, Ports)], _: u64) -> Nftables<'static> {
+            unreachable!("not started")
+        }
+        fn remove_addresses(&self, _: &[(IpAddr, Ports)]) -> Nftables<'static> {
+            unreachable!("not started")
+        }
+    }
+
+    fn upstream(mut config: GuardConfig) -> GuardConfig {
+        config.upstream = vec!["192.0.2.53:53".parse().unwrap()];
+        config
+    }
+
+    /// A step that fails stops the start-up with that step and its cause by kind, in the
+    /// message the host shows. A ruleset the translator refuses fails before anything is sent
+    /// to the kernel, so this runs without root.
+    #[test]
+    fn a_failed_step_says_which_and_keeps_its_cause_by_kind() {
+        let config = upstream(firewall_config(&["example.com"]));
+        let error = enforce_and_serve(config, Arc::new(Untranslatable), Instant::now())
+            .expect_err("an untranslatable ruleset must not start");
+        match &error {
+            StartError::NotStarted {
+                step,
+                cause: Cause::Firewall(firewall::Error::Translate(what)),
+                hint: None,
+            } => {
+                assert_eq!(step, "cannot apply the firewall ruleset");
+                assert!(what.contains("masquerade"), "{what}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let message = error.to_string();
+        assert!(
+            message.starts_with("yolo-guard: cannot apply the firewall ruleset: rule in chain yolo output: statement masquerade is not supported"),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("; the agent will not be started"),
+            "{message}"
+        );
+
+        let config = upstream(firewall_config(&["bad pattern"]));
+        let error = enforce_and_serve(config, Arc::new(Untranslatable), Instant::now())
+            .expect_err("an invalid allowlist must not start");
+        assert!(
+            matches!(
+                &error,
+                StartError::NotStarted { step, cause: Cause::Allowlist(_), .. } if step == "invalid allowlist"
+            ),
+            "{error:?}"
+        );
+    }
+
+    /// A hint goes after the cause and before the verdict, as the messages always read.
+    #[test]
+    fn a_hint_reads_between_the_cause_and_the_verdict() {
+        let error = StartError::step(
+            "cannot take the interfaces' AF_XDP queues before the build",
+            firewall::Error::XdpQueue {
+                device: "eth0".into(),
+                queue: 3,
+                source: std::io::Error::from_raw_os_error(libc::EPERM),
+            },
+        )
+        .with_hint("`yolo up --rebuild` makes it anew");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "yolo-guard: cannot take the interfaces' AF_XDP queues before the build: cannot \
+                 hold queue 3 of eth0 (AF_XDP): {}; `yolo up --rebuild` makes it anew; the agent \
+                 will not be started",
+                std::io::Error::from_raw_os_error(libc::EPERM)
+            )
+        );
+    }
 
     #[test]
     fn audit_to_stdout_sends_every_log_to_stdout_and_the_files_stay_the_default() {

@@ -6,7 +6,7 @@ use super::guard::Guard;
 use crate::control::{Handler, Request, Response};
 use crate::dns::{BoxFuture, Policy};
 use crate::firewall::batches::Batches;
-use crate::firewall::{revoke, ruleset, sets};
+use crate::firewall::{revoke, ruleset, sets, Error};
 use std::sync::Arc;
 use yolo_protocol::allowlist::Allowlist;
 use yolo_protocol::event::EventKind;
@@ -101,7 +101,7 @@ impl<B: Batches> Guard<B> {
     /// After a deny: take out of the dynamic sets what the allowlist no longer justifies, as
     /// the kernel lists it (a whole address, or only the denied ports of it), and forget the
     /// names that are denied now.
-    fn revoke(&self) -> std::result::Result<revoke::Revocation, String> {
+    fn revoke(&self) -> Result<revoke::Revocation, Error> {
         let names = self.resolved.names_by_address();
         let (elements, _) = sets::summarize(&sets::list_table_value()?);
         let listed: Vec<revoke::Listed> =
@@ -131,7 +131,7 @@ impl<B: Batches> Guard<B> {
     }
 
     /// Static networks live in their own sets: when `changed` names one, refill them.
-    fn refresh_networks(&self, changed: &[String]) -> std::result::Result<(), String> {
+    fn refresh_networks(&self, changed: &[String]) -> Result<(), Error> {
         let networks = Allowlist::parse(changed)
             .map(|a| !a.networks().is_empty())
             .unwrap_or(false);
@@ -149,7 +149,7 @@ impl<B: Batches> Guard<B> {
     fn status(&self) -> Response {
         let (elements, counters) = match sets::list_table_value() {
             Ok(listing) => sets::summarize(&listing),
-            Err(e) => return Response::error(e),
+            Err(e) => return Response::error(e.to_string()),
         };
         Response {
             ok: true,

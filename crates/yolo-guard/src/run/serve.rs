@@ -4,10 +4,10 @@
 
 use super::guard::Guard;
 use super::requests::Control;
+use super::{Cause, StartError};
 use crate::audit::events::{guard_event, Events};
 use crate::audit::writer::Writer;
 use crate::dns::{DnsOptions, Forwarder, Listeners};
-use crate::error::{Error, Result};
 use crate::firewall::batches::Batches;
 use crate::firewall::nflog;
 use crate::{control, exec, files, init};
@@ -25,24 +25,14 @@ pub(super) async fn serve<B: Batches>(
     upstream: Vec<SocketAddr>,
     started: Instant,
     verify_ms: u64,
-) -> Result<()> {
-    let fail = |what: &str, e: String| {
-        Error::other(format!(
-            "yolo-guard: {what}: {e}; the agent will not be started"
-        ))
-    };
+) -> Result<(), StartError> {
     let parse = |s: &str| {
         s.parse::<SocketAddr>()
-            .map_err(|e| fail("bad listen address", e.to_string()))
+            .map_err(|e| StartError::step("bad listen address", e))
     };
     let listeners = Listeners::bind(parse(DNS_LISTEN)?, &[parse(DNS_LISTEN_V6)?])
         .await
-        .map_err(|e| {
-            fail(
-                &format!("cannot listen for DNS on {DNS_LISTEN}"),
-                e.to_string(),
-            )
-        })?;
+        .map_err(|e| StartError::step(format!("cannot listen for DNS on {DNS_LISTEN}"), e))?;
     let listening = listeners.udp_addrs();
     let mut options = DnsOptions::new(upstream.clone());
     options.ttl_floor_secs = config.ttl_floor_secs;
@@ -65,12 +55,12 @@ pub(super) async fn serve<B: Batches>(
     let _trim = tokio::spawn(return_free_memory());
     let _control = control::serve(&config.control_socket, Arc::new(Control(guard.clone())))
         .map_err(|e| {
-            fail(
-                &format!(
+            StartError::step(
+                format!(
                     "cannot bind the control socket {}",
                     config.control_socket.display()
                 ),
-                e.to_string(),
+                e,
             )
         })?;
     // Not fatal: the host falls back to the socket above (through `docker exec`).
@@ -124,7 +114,7 @@ pub(super) async fn serve<B: Batches>(
                 },
                 Arc::clone(&guard.events),
             )
-            .map_err(|e| fail("cannot start the exec supervisor", e.to_string()))?,
+            .map_err(|e| StartError::step("cannot start the exec supervisor", e))?,
         ),
         None => None,
     };
@@ -159,7 +149,7 @@ pub(super) async fn serve<B: Batches>(
         ],
     ));
     write_ready_file()
-        .map_err(|e| fail(&format!("cannot write {GUARD_READY_FILE}"), e.to_string()))?;
+        .map_err(|e| StartError::step(format!("cannot write {GUARD_READY_FILE}"), Cause::Io(e)))?;
     // With the session: the host waits for this start's line, not an earlier run's.
     println!("{GUARD_READY_LINE} {}", config.session);
 

@@ -4,6 +4,7 @@
 
 use super::types::Ty;
 use super::wire::*;
+use crate::firewall::error::Error;
 use serde_json::Value;
 
 /// One NFNL batch under construction, with a description of every message for errors.
@@ -58,16 +59,18 @@ impl Sets {
     }
 }
 
-pub(super) fn family(obj: &Value) -> Result<u8, String> {
+pub(super) fn family(obj: &Value) -> Result<u8, Error> {
     match obj["family"].as_str() {
         Some("inet") => Ok(NFPROTO_INET),
         Some("netdev") => Ok(NFPROTO_NETDEV),
-        other => Err(format!("family {other:?} is not supported")),
+        other => Err(Error::translate(format!(
+            "family {other:?} is not supported"
+        ))),
     }
 }
 
-pub(super) fn text<'a>(obj: &'a Value, key: &str) -> Result<&'a str, String> {
+pub(super) fn text<'a>(obj: &'a Value, key: &str) -> Result<&'a str, Error> {
     obj[key]
         .as_str()
-        .ok_or_else(|| format!("{key} missing in {obj}"))
+        .ok_or_else(|| Error::translate(format!("{key} missing in {obj}")))
 }

@@ -8,28 +8,36 @@ use super::exprs::add_rule;
 use super::socket::send_batch;
 use super::types::{key_type, padded, successor, Ty};
 use super::wire::*;
+use crate::firewall::error::Error;
 use serde_json::Value;
 
 /// Apply `nft` (a batch from `ruleset`) in one atomic netlink transaction. Blocking.
-pub fn apply(nft: &nftables::schema::Nftables<'_>) -> Result<(), String> {
+pub fn apply(nft: &nftables::schema::Nftables<'_>) -> Result<(), Error> {
     let batch = encode(nft)?;
     if batch.acked.is_empty() {
         return Ok(());
     }
-    send_batch(&batch.buf, &batch.acked).map_err(|(seq, e)| {
-        let what = seq
-            .and_then(|s| batch.what.iter().find(|(q, _)| *q == s))
-            .map(|(_, w)| w.as_str());
-        match what {
-            Some(what) => format!("the kernel refused to {what}: {e}"),
-            None => format!("cannot apply the nftables batch over netlink: {e}"),
-        }
+    send_batch(&batch.buf, &batch.acked).map_err(|(seq, source)| match seq {
+        Some(seq) => Error::KernelRefused {
+            what: batch
+                .what
+                .iter()
+                .find(|(q, _)| *q == seq)
+                .map_or("apply the nftables batch", |(_, w)| w.as_str())
+                .to_string(),
+            source,
+        },
+        None => Error::Socket {
+            doing: "cannot apply the nftables batch",
+            source,
+        },
     })
 }
 
 /// The whole batch's messages, begin to end.
-pub(super) fn encode(nft: &nftables::schema::Nftables<'_>) -> Result<Batch, String> {
-    let value = serde_json::to_value(nft).map_err(|e| format!("cannot read the batch: {e}"))?;
+pub(super) fn encode(nft: &nftables::schema::Nftables<'_>) -> Result<Batch, Error> {
+    let value = serde_json::to_value(nft)
+        .map_err(|e| Error::translate(format!("cannot read the batch: {e}")))?;
     let mut batch = Batch::default();
     batch.raw(
         NFNL_MSG_BATCH_BEGIN,
@@ -45,7 +53,7 @@ pub(super) fn encode(nft: &nftables::schema::Nftables<'_>) -> Result<Batch, Stri
             continue;
         };
         let Some((kind, obj)) = body.as_object().and_then(|o| o.iter().next()) else {
-            return Err(format!("cannot translate {object}"));
+            return Err(Error::translate(format!("cannot translate {object}")));
         };
         match (cmd.as_str(), kind.as_str()) {
             ("add", "table") => add_table(&mut batch, obj)?,
@@ -58,9 +66,9 @@ pub(super) fn encode(nft: &nftables::schema::Nftables<'_>) -> Result<Batch, Stri
             ("flush", "chain") => flush_chain(&mut batch, obj)?,
             ("flush", "set") => flush_set(&mut batch, obj)?,
             _ => {
-                return Err(format!(
+                return Err(Error::translate(format!(
                     "cannot translate `{cmd} {kind}` to netlink: {object}"
-                ))
+                )))
             }
         }
     }
@@ -74,7 +82,7 @@ pub(super) fn encode(nft: &nftables::schema::Nftables<'_>) -> Result<Batch, Stri
     Ok(batch)
 }
 
-pub(super) fn add_table(batch: &mut Batch, obj: &Value) -> Result<(), String> {
+pub(super) fn add_table(batch: &mut Batch, obj: &Value) -> Result<(), Error> {
     let mut a = Vec::new();
     let name = text(obj, "name")?;
     string(&mut a, 1, name); // NFTA_TABLE_NAME
@@ -85,7 +93,7 @@ pub(super) fn add_table(batch: &mut Batch, obj: &Value) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn add_chain(batch: &mut Batch, obj: &Value) -> Result<(), String> {
+pub(super) fn add_chain(batch: &mut Batch, obj: &Value) -> Result<(), Error> {
     let mut a = Vec::new();
     let table = text(obj, "table")?;
     let name = text(obj, "name")?;
@@ -98,14 +106,16 @@ pub(super) fn add_chain(batch: &mut Batch, obj: &Value) -> Result<(), String> {
             "forward" => 2,
             "output" => 3,
             "postrouting" => 4,
-            other => return Err(format!("hook {other} is not supported")),
+            other => return Err(Error::translate(format!("hook {other} is not supported"))),
         };
         string(&mut a, 7, obj["type"].as_str().unwrap_or("filter")); // NFTA_CHAIN_TYPE
         let policy = match obj["policy"].as_str() {
             Some("drop") => Some(0),
             Some("accept") => Some(1),
             None => None,
-            Some(other) => return Err(format!("policy {other} is not supported")),
+            Some(other) => {
+                return Err(Error::translate(format!("policy {other} is not supported")))
+            }
         };
         if let Some(policy) = policy {
             be32(&mut a, 5, policy); // NFTA_CHAIN_POLICY
@@ -131,7 +141,7 @@ pub(super) fn add_chain(batch: &mut Batch, obj: &Value) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn flush_chain(batch: &mut Batch, obj: &Value) -> Result<(), String> {
+pub(super) fn flush_chain(batch: &mut Batch, obj: &Value) -> Result<(), Error> {
     let mut a = Vec::new();
     let table = text(obj, "table")?;
     let name = text(obj, "name")?;
@@ -148,7 +158,7 @@ pub(super) fn flush_chain(batch: &mut Batch, obj: &Value) -> Result<(), String> 
     Ok(())
 }
 
-pub(super) fn flush_set(batch: &mut Batch, obj: &Value) -> Result<(), String> {
+pub(super) fn flush_set(batch: &mut Batch, obj: &Value) -> Result<(), Error> {
     let mut a = Vec::new();
     let table = text(obj, "table")?;
     let name = text(obj, "name")?;
@@ -165,7 +175,7 @@ pub(super) fn flush_set(batch: &mut Batch, obj: &Value) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn add_counter(batch: &mut Batch, obj: &Value) -> Result<(), String> {
+pub(super) fn add_counter(batch: &mut Batch, obj: &Value) -> Result<(), Error> {
     let mut a = Vec::new();
     let table = text(obj, "table")?;
     let name = text(obj, "name")?;
@@ -187,7 +197,7 @@ pub(super) fn add_counter(batch: &mut Batch, obj: &Value) -> Result<(), String> 
     Ok(())
 }
 
-pub(super) fn add_set(batch: &mut Batch, sets: &mut Sets, obj: &Value) -> Result<(), String> {
+pub(super) fn add_set(batch: &mut Batch, sets: &mut Sets, obj: &Value) -> Result<(), Error> {
     let table = text(obj, "table")?;
     let name = text(obj, "name")?;
     let types = match &obj["type"] {
@@ -196,14 +206,22 @@ pub(super) fn add_set(batch: &mut Batch, sets: &mut Sets, obj: &Value) -> Result
             .iter()
             .map(|t| Ty::of_name(t.as_str().unwrap_or("?")))
             .collect::<Result<_, _>>()?,
-        other => return Err(format!("set {name}: type {other} is not supported")),
+        other => {
+            return Err(Error::translate(format!(
+                "set {name}: type {other} is not supported"
+            )))
+        }
     };
     let mut flags = 0;
     for f in obj["flags"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
         flags |= match f.as_str() {
             Some("timeout") => NFT_SET_TIMEOUT,
             Some("interval") => NFT_SET_INTERVAL,
-            other => return Err(format!("set {name}: flag {other:?} is not supported")),
+            other => {
+                return Err(Error::translate(format!(
+                    "set {name}: flag {other:?} is not supported"
+                )))
+            }
         };
     }
     if types.len() > 1 && flags & NFT_SET_INTERVAL != 0 {
@@ -244,13 +262,15 @@ pub(super) fn add_set(batch: &mut Batch, sets: &mut Sets, obj: &Value) -> Result
 }
 
 /// An element's key (and, for a range, its last key) from its JSON.
-pub(super) fn element_key(types: &[Ty], v: &Value) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
+pub(super) fn element_key(types: &[Ty], v: &Value) -> Result<(Vec<u8>, Option<Vec<u8>>), Error> {
     let fields: Vec<&Value> = match &v["concat"] {
         Value::Array(items) => items.iter().collect(),
         _ => vec![v],
     };
     if fields.len() != types.len() {
-        return Err(format!("element {v} does not match the set's type"));
+        return Err(Error::translate(format!(
+            "element {v} does not match the set's type"
+        )));
     }
     let mut start = Vec::new();
     let mut end = Vec::new();
@@ -298,7 +318,7 @@ pub(super) fn elements(
     sets: &Sets,
     obj: &Value,
     add: bool,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let table = text(obj, "table")?;
     let name = text(obj, "name")?;
     let (_, flags, types, set_id) = sets
@@ -306,7 +326,9 @@ pub(super) fn elements(
         .cloned()
         .map(|(n, f, t, i)| (n, f, t, Some(i)))
         .or_else(|| known_set(name).map(|(f, t)| (name.to_string(), f, t, None)))
-        .ok_or_else(|| format!("set {name} is not known to the netlink translator"))?;
+        .ok_or_else(|| {
+            Error::translate(format!("set {name} is not known to the netlink translator"))
+        })?;
     // (key, key_end, flags, timeout ms)
     let mut elems: Vec<PendingElem> = Vec::new();
     let mut intervals: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();

@@ -5,6 +5,7 @@
 use super::batch::{family, text, Batch, Sets};
 use super::types::Ty;
 use super::wire::*;
+use crate::firewall::error::Error;
 use serde_json::Value;
 
 /// Rule expressions under construction.
@@ -61,7 +62,7 @@ impl Exprs<'_> {
 
     /// Load what `left` names into registers from `reg` on (with nft's protocol
     /// dependencies); returns the types loaded.
-    fn load(&mut self, left: &Value, reg: u32) -> Result<Vec<Ty>, String> {
+    fn load(&mut self, left: &Value, reg: u32) -> Result<Vec<Ty>, Error> {
         if let Some(meta) = left.get("meta") {
             let key = meta["key"].as_str().unwrap_or("");
             let (num, ty) = match key {
@@ -72,7 +73,7 @@ impl Exprs<'_> {
                 "oif" => (5, Ty::Ifindex),
                 "iifname" => (6, Ty::Ifname),
                 "l4proto" => (16, Ty::L4proto),
-                other => return Err(format!("meta {other} is not supported")),
+                other => return Err(Error::translate(format!("meta {other} is not supported"))),
             };
             self.meta_load(num, reg);
             return Ok(vec![ty]);
@@ -83,7 +84,7 @@ impl Exprs<'_> {
                 .map(Vec::as_slice)
                 .unwrap_or_default();
             if fib["result"] != "type" || flags != [Value::from("saddr")] {
-                return Err(format!("fib {fib} is not supported"));
+                return Err(Error::translate(format!("fib {fib} is not supported")));
             }
             self.expr("fib", |d| {
                 be32(d, 1, reg); // NFTA_FIB_DREG
@@ -94,7 +95,10 @@ impl Exprs<'_> {
         }
         if let Some(ct) = left.get("ct") {
             if ct["key"] != "state" {
-                return Err(format!("ct {} is not supported", ct["key"]));
+                return Err(Error::translate(format!(
+                    "ct {} is not supported",
+                    ct["key"]
+                )));
             }
             self.expr("ct", |d| {
                 be32(d, 2, 0); // NFTA_CT_KEY: state
@@ -117,7 +121,11 @@ impl Exprs<'_> {
                 ("ether", "type") => (0, 12, Ty::EtherType),
                 ("arp", "saddr ether") => (1, 8, Ty::Ether),
                 ("arp", "saddr ip") => (1, 14, Ty::Ipv4),
-                other => return Err(format!("payload {other:?} is not supported")),
+                other => {
+                    return Err(Error::translate(format!(
+                        "payload {other:?} is not supported"
+                    )))
+                }
             };
             // nft's dependency for a link-layer field in a netdev table: an Ethernet device
             // (`meta iiftype`, ARPHRD_ETHER). The `arp` fields' (`meta protocol arp`) comes
@@ -171,7 +179,7 @@ impl Exprs<'_> {
             }
             return Ok(types);
         }
-        Err(format!("cannot match on {left}"))
+        Err(Error::translate(format!("cannot match on {left}")))
     }
 
     fn lookup(&mut self, set: &str, id: Option<u32>, reg: u32, invert: bool) {
@@ -187,7 +195,7 @@ impl Exprs<'_> {
         });
     }
 
-    fn anon_set(&mut self, ty: Ty, items: &[Value]) -> Result<u32, String> {
+    fn anon_set(&mut self, ty: Ty, items: &[Value]) -> Result<u32, Error> {
         self.batch.set_id += 1;
         let id = self.batch.set_id;
         let mut keys = items
@@ -241,9 +249,11 @@ impl Exprs<'_> {
         Ok(id)
     }
 
-    fn statement(&mut self, stmt: &Value, sets: &Sets) -> Result<(), String> {
+    fn statement(&mut self, stmt: &Value, sets: &Sets) -> Result<(), Error> {
         let Some((kind, body)) = stmt.as_object().and_then(|o| o.iter().next()) else {
-            return Err(format!("cannot translate statement {stmt}"));
+            return Err(Error::translate(format!(
+                "cannot translate statement {stmt}"
+            )));
         };
         match kind.as_str() {
             "accept" => self.verdict(1),
@@ -275,7 +285,11 @@ impl Exprs<'_> {
                     (Some("tcp reset"), _) => (1, None),
                     (Some("icmpx"), Some("admin-prohibited")) => (2, Some(3u8)),
                     (Some("icmpx"), Some("port-unreachable") | None) => (2, Some(1)),
-                    other => return Err(format!("reject {other:?} is not supported")),
+                    other => {
+                        return Err(Error::translate(format!(
+                            "reject {other:?} is not supported"
+                        )))
+                    }
                 };
                 self.expr("reject", |d| {
                     be32(d, 1, ty); // NFTA_REJECT_TYPE
@@ -288,11 +302,15 @@ impl Exprs<'_> {
                 let key = match body["key"]["meta"]["key"].as_str() {
                     Some("mark") => 3,
                     Some("priority") => 2,
-                    other => return Err(format!("meta set {other:?} is not supported")),
+                    other => {
+                        return Err(Error::translate(format!(
+                            "meta set {other:?} is not supported"
+                        )))
+                    }
                 };
-                let value = body["value"]
-                    .as_u64()
-                    .ok_or_else(|| format!("meta set value {} is not a number", body["value"]))?;
+                let value = body["value"].as_u64().ok_or_else(|| {
+                    Error::translate(format!("meta set value {} is not a number", body["value"]))
+                })?;
                 self.expr("immediate", |d| {
                     be32(d, 1, REG_1);
                     data_value(d, 2, &(value as u32).to_ne_bytes());
@@ -303,19 +321,25 @@ impl Exprs<'_> {
                 });
             }
             "match" => self.matching(body, sets)?,
-            other => return Err(format!("statement {other} is not supported")),
+            other => {
+                return Err(Error::translate(format!(
+                    "statement {other} is not supported"
+                )))
+            }
         }
         Ok(())
     }
 
-    fn matching(&mut self, m: &Value, sets: &Sets) -> Result<(), String> {
+    fn matching(&mut self, m: &Value, sets: &Sets) -> Result<(), Error> {
         let op = m["op"].as_str().unwrap_or("==");
         let right = &m["right"];
         // An anonymous set on the right: nft loads the left first, then creates the set.
         if let Some(Value::Array(items)) = right.get("set") {
             let types = self.load(&m["left"], REG_1)?;
             let [ty] = types[..] else {
-                return Err("an anonymous set of concatenations is not supported".into());
+                return Err(Error::translate(
+                    "an anonymous set of concatenations is not supported",
+                ));
             };
             if items.len() == 1 {
                 let value = ty.encode(&items[0])?;
@@ -334,7 +358,9 @@ impl Exprs<'_> {
         }
         let types = self.load(&m["left"], REG_1)?;
         let [ty] = types[..] else {
-            return Err(format!("cannot compare a concatenation with {right}"));
+            return Err(Error::translate(format!(
+                "cannot compare a concatenation with {right}"
+            )));
         };
         if ty == Ty::CtState || op == "in" {
             // `ct state { established, related }`: a bit test, as nft writes it.
@@ -355,14 +381,18 @@ impl Exprs<'_> {
         let op = match op {
             "==" => 0,
             "!=" => 1,
-            other => return Err(format!("operator {other} is not supported")),
+            other => {
+                return Err(Error::translate(format!(
+                    "operator {other} is not supported"
+                )))
+            }
         };
         self.cmp(REG_1, op, &value);
         Ok(())
     }
 }
 
-pub(super) fn add_rule(batch: &mut Batch, sets: &Sets, obj: &Value) -> Result<(), String> {
+pub(super) fn add_rule(batch: &mut Batch, sets: &Sets, obj: &Value) -> Result<(), Error> {
     let table = text(obj, "table")?.to_string();
     let chain = text(obj, "chain")?.to_string();
     let family = family(obj)?;
@@ -376,7 +406,7 @@ pub(super) fn add_rule(batch: &mut Batch, sets: &Sets, obj: &Value) -> Result<()
     for stmt in obj["expr"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
         exprs
             .statement(stmt, sets)
-            .map_err(|e| format!("rule in chain {table} {chain}: {e}"))?;
+            .map_err(|e| Error::translate(format!("rule in chain {table} {chain}: {e}")))?;
     }
     let list = exprs.list;
     let mut a = Vec::new();

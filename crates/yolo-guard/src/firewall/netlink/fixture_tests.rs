@@ -260,3 +260,48 @@ fn the_dns_paths_element_batch_encodes_as_nft_sends_it() {
         .expect("one address");
     assert_eq!(messages(&ours.buf), nft);
 }
+
+/// What the translator cannot express is refused by kind (`Translate`) and by name before
+/// anything is sent, so a new kind of rule in `ruleset` cannot be mistranslated or be taken for
+/// the kernel's refusal.
+#[test]
+fn what_the_translator_cannot_express_is_refused_as_translate_naming_it() {
+    use crate::firewall::Error;
+    let table = json!({"add": {"table": {"family": "inet", "name": "t"}}});
+    let chain = json!({"add": {"chain": {"family": "inet", "table": "t", "name": "c"}}});
+    let cases = [
+        // A statement the ruleset never uses.
+        (
+            json!({"add": {"rule": {"family": "inet", "table": "t", "chain": "c",
+                "expr": [{"masquerade": null}]}}}),
+            "statement masquerade is not supported",
+        ),
+        // A set type it has no encoding for.
+        (
+            json!({"add": {"set": {"family": "inet", "table": "t", "name": "s",
+                "type": "ether_addr"}}}),
+            "set type ether_addr is not supported",
+        ),
+        // A value that does not fit its field.
+        (
+            json!({"add": {"rule": {"family": "inet", "table": "t", "chain": "c",
+                "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "ip",
+                "field": "daddr"}}, "right": "not-an-address"}}]}}}),
+            "not-an-address",
+        ),
+        // A family the guard never writes.
+        (
+            json!({"add": {"table": {"family": "bridge", "name": "b"}}}),
+            "family",
+        ),
+    ];
+    for (object, named) in cases {
+        let nft: nftables::schema::Nftables =
+            serde_json::from_value(json!({"nftables": [table, chain, object]})).unwrap();
+        match encode(&nft) {
+            Err(Error::Translate(what)) => assert!(what.contains(named), "{what}"),
+            Err(other) => panic!("{named}: not a translation error: {other:?}"),
+            Ok(_) => panic!("{named}: translated"),
+        }
+    }
+}

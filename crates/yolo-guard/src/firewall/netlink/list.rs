@@ -4,6 +4,7 @@
 use super::socket::dump;
 use super::types::{key_types, predecessor, render_range, Ty};
 use super::wire::*;
+use crate::firewall::error::Error;
 use serde_json::Value;
 
 /// The elements of one set, rendered as `nft -j list` renders them.
@@ -94,7 +95,7 @@ pub(super) fn render_elements(types: &[Ty], flags: u32, raw: &[Vec<u8>]) -> Vec<
 /// The table `table` (family inet: sets with their elements, named counters, rules with
 /// counters) read over netlink in the shape `nft -j list table` prints (what
 /// `sets::summarize` reads).
-pub fn list_table_value(table: &str) -> Result<Value, String> {
+pub fn list_table_value(table: &str) -> Result<Value, Error> {
     let request = table_request(table);
     let mut objects = vec![serde_json::json!({"table": {"family": "inet", "name": table}})];
     for body in dump(NFT_MSG_GETSET, NFPROTO_INET, &request)? {

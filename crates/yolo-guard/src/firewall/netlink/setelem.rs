@@ -26,6 +26,7 @@ use super::wire::{
     NFPROTO_INET, NFT_MSG_DELSETELEM, NFT_MSG_NEWSETELEM, NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE,
     NLM_F_REQUEST,
 };
+use crate::firewall::error::Error;
 use crate::firewall::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT, TABLE};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -44,7 +45,7 @@ const MAX_TIMEOUT_SECS: u64 = u32::MAX as u64;
 
 /// Add `addrs` for `timeout_secs` in one netlink batch; with `refresh` (some may be in the
 /// sets already) as add + delete + add. Blocking: from async code use [`add_async`].
-pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Result<(), String> {
+pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Result<(), Error> {
     match encode(addrs, timeout_secs, refresh) {
         Some(batch) => batch.send(),
         None => Ok(()),
@@ -81,10 +82,8 @@ pub async fn add_async(
     addrs: Vec<(IpAddr, Ports)>,
     timeout_secs: u64,
     refresh: bool,
-) -> Result<(), String> {
-    tokio::task::spawn_blocking(move || add(&addrs, timeout_secs, refresh))
-        .await
-        .map_err(|e| format!("netlink task failed: {e}"))?
+) -> Result<(), Error> {
+    tokio::task::spawn_blocking(move || add(&addrs, timeout_secs, refresh)).await?
 }
 
 /// Keys per dynamic set, without duplicates (a duplicate delete in one batch would fail it).
@@ -191,9 +190,17 @@ impl Batch {
 
     /// Send the batch (ended by [`encode`]) and wait for every acknowledgement; the first
     /// error wins.
-    fn send(self) -> Result<(), String> {
-        send_batch(&self.buf, &self.acked).map_err(|(_, e)| {
-            format!("cannot add set elements in table inet {TABLE} over netlink: {e}")
+    fn send(self) -> Result<(), Error> {
+        // One kind of message per batch: the refusal needs no sequence number to be named.
+        send_batch(&self.buf, &self.acked).map_err(|(seq, source)| match seq {
+            Some(_) => Error::KernelRefused {
+                what: format!("add set elements in table inet {TABLE}"),
+                source,
+            },
+            None => Error::Socket {
+                doing: "cannot add set elements in table inet yolo",
+                source,
+            },
         })
     }
 }

@@ -2,6 +2,7 @@
 //! acknowledged (`send_batch`), and a dump request read to its end (`dump`).
 
 use super::wire::*;
+use crate::firewall::error::Error;
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd;
@@ -64,8 +65,11 @@ pub(crate) fn send_batch(buf: &[u8], acked: &[u32]) -> Result<(), (Option<u32>, 
 }
 
 /// The bodies (after the nfgenmsg) of a dump's answers.
-pub(super) fn dump(kind: u16, family: u8, request: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    let fail = |e: std::io::Error| format!("cannot read the nftables ruleset over netlink: {e}");
+pub(super) fn dump(kind: u16, family: u8, request: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
+    let fail = |source| Error::Socket {
+        doing: "cannot read the nftables ruleset",
+        source,
+    };
     let mut socket = Socket::new(NETLINK_NETFILTER).map_err(fail)?;
     socket.bind_auto().map_err(fail)?;
     let mut msg = Vec::new();
@@ -90,14 +94,17 @@ pub(super) fn dump(kind: u16, family: u8, request: &[u8]) -> Result<Vec<Vec<u8>>
             let msg_len = u32::from_ne_bytes(rest[0..4].try_into().unwrap()) as usize;
             let typ = u16::from_ne_bytes(rest[4..6].try_into().unwrap());
             if msg_len < 16 || msg_len > rest.len() {
-                return Err("a malformed netlink answer".into());
+                return Err(Error::Malformed);
             }
             match typ {
                 NLMSG_DONE => return Ok(bodies),
                 NLMSG_ERROR => {
                     let errno = i32::from_ne_bytes(rest[16..20].try_into().unwrap());
                     if errno != 0 {
-                        return Err(fail(std::io::Error::from_raw_os_error(-errno)));
+                        return Err(Error::KernelRefused {
+                            what: "list the nftables ruleset".into(),
+                            source: std::io::Error::from_raw_os_error(-errno),
+                        });
                     }
                 }
                 _ if msg_len >= 20 => bodies.push(rest[20..msg_len].to_vec()),

@@ -3,6 +3,7 @@
 //! with the user data `nft` stores beside it, and the neighbours of a key that intervals need.
 
 use super::wire::*;
+use crate::firewall::error::Error;
 use serde_json::Value;
 use std::net::IpAddr;
 
@@ -42,30 +43,38 @@ impl Ty {
         }
     }
 
-    pub(super) fn set_type(self) -> Result<u32, String> {
+    pub(super) fn set_type(self) -> Result<u32, Error> {
         Ok(match self {
             Ty::Ipv4 => TYPE_IPADDR,
             Ty::Ipv6 => TYPE_IP6ADDR,
             Ty::L4proto => TYPE_INET_PROTOCOL,
             Ty::Service => TYPE_INET_SERVICE,
             Ty::Icmpv6Type => TYPE_ICMP6_TYPE,
-            other => return Err(format!("no set of {other:?} values is supported")),
+            other => {
+                return Err(Error::translate(format!(
+                    "no set of {other:?} values is supported"
+                )))
+            }
         })
     }
 
-    pub(super) fn of_name(name: &str) -> Result<Ty, String> {
+    pub(super) fn of_name(name: &str) -> Result<Ty, Error> {
         Ok(match name {
             "ipv4_addr" => Ty::Ipv4,
             "ipv6_addr" => Ty::Ipv6,
             "inet_service" => Ty::Service,
             "inet_proto" => Ty::L4proto,
-            other => return Err(format!("set type {other} is not supported")),
+            other => {
+                return Err(Error::translate(format!(
+                    "set type {other} is not supported"
+                )))
+            }
         })
     }
 
     /// The value's bytes, as the kernel compares them.
-    pub(super) fn encode(self, v: &Value) -> Result<Vec<u8>, String> {
-        let bad = || format!("value {v} does not fit {self:?}");
+    pub(super) fn encode(self, v: &Value) -> Result<Vec<u8>, Error> {
+        let bad = || Error::translate(format!("value {v} does not fit {self:?}"));
         let num = v.as_u64();
         let text = v.as_str();
         Ok(match self {
@@ -75,7 +84,7 @@ impl Ty {
                 // SAFETY: a valid NUL-terminated string.
                 let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
                 if index == 0 {
-                    return Err(format!("no interface named {name}"));
+                    return Err(Error::translate(format!("no interface named {name}")));
                 }
                 index.to_ne_bytes().to_vec()
             }
@@ -106,7 +115,7 @@ impl Ty {
                     .ok_or_else(bad)?
                     .split(':')
                     .map(|o| u8::from_str_radix(o, 16).map_err(|_| bad()))
-                    .collect::<Result<Vec<u8>, String>>()?;
+                    .collect::<Result<Vec<u8>, Error>>()?;
                 if octets.len() != 6 {
                     return Err(bad());
                 }
@@ -145,7 +154,7 @@ impl Ty {
                 _ => return Err(bad()),
             }],
             Ty::CtState => {
-                let bit = |s: &str| -> Result<u32, String> {
+                let bit = |s: &str| -> Result<u32, Error> {
                     Ok(match s {
                         "invalid" => 1,
                         "established" => 2,
@@ -157,7 +166,7 @@ impl Ty {
                 };
                 let mask = match v {
                     Value::Array(items) => items.iter().try_fold(0, |m, i| {
-                        Ok::<_, String>(m | bit(i.as_str().ok_or_else(bad)?)?)
+                        Ok::<_, Error>(m | bit(i.as_str().ok_or_else(bad)?)?)
                     })?,
                     _ => bit(text.ok_or_else(bad)?)?,
                 };
@@ -175,7 +184,7 @@ pub(super) fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
 
 /// The key type of a set in nft's encoding, with the user data `nft` stores with it (the key's
 /// byte order and, for a concatenation, its fields), so `nft list` prints it the same.
-pub(super) fn key_type(types: &[Ty]) -> Result<(u32, usize, Vec<u8>), String> {
+pub(super) fn key_type(types: &[Ty]) -> Result<(u32, usize, Vec<u8>), Error> {
     let mut id = 0;
     let mut len = 0;
     for t in types {

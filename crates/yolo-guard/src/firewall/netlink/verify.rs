@@ -7,6 +7,7 @@ use super::batch::Batch;
 use super::encode::encode;
 use super::socket::dump;
 use super::wire::*;
+use crate::firewall::error::Error;
 
 /// One expression: its name and attributes (nested ones kept whole).
 pub(super) type Expr = (String, Vec<(u16, Vec<u8>)>);
@@ -238,7 +239,7 @@ pub(super) fn expected_canon(batch: &Batch) -> (Canon, std::collections::BTreeSe
 pub(super) fn kernel_canon(
     tables: &std::collections::BTreeSet<(u8, String)>,
     want_elements: &[(String, String)],
-) -> Result<Canon, String> {
+) -> Result<Canon, Error> {
     let mut canon = Canon::default();
     for (family, table) in tables {
         let request = table_request(table);
@@ -314,19 +315,24 @@ pub(super) fn kernel_canon(
 /// and policies, the same named sets and counters, each chain's rules expression by expression
 /// (every attribute that was sent, anonymous sets by their elements), and the elements of the
 /// sets the batch refills. Any difference is an error naming it: the guard fails closed.
-pub fn verify(expected: &nftables::schema::Nftables<'_>) -> Result<(), String> {
+pub fn verify(expected: &nftables::schema::Nftables<'_>) -> Result<(), Error> {
     let batch = encode(expected)?;
     let (want, tables) = expected_canon(&batch);
     let refilled: Vec<(String, String)> = want.elements.keys().cloned().collect();
     let have = kernel_canon(&tables, &refilled)?;
     for (key, chain) in &want.chains {
         match have.chains.get(key) {
-            None => return Err(format!("chain {} {} is missing", key.0, key.1)),
+            None => {
+                return Err(Error::VerifyMismatch(format!(
+                    "chain {} {} is missing",
+                    key.0, key.1
+                )))
+            }
             Some(c) if c != chain => {
-                return Err(format!(
+                return Err(Error::VerifyMismatch(format!(
                 "chain {} {} is {c:?} (hook, priority, policy, type, device), expected {chain:?}",
                 key.0, key.1
-            ))
+            )))
             }
             _ => {}
         }
@@ -338,35 +344,41 @@ pub fn verify(expected: &nftables::schema::Nftables<'_>) -> Result<(), String> {
             && !want.chains.contains_key(key)
             && key.1 != crate::firewall::ruleset::CHAIN_STAMP
         {
-            return Err(format!("chain {} {} was not expected", key.0, key.1));
+            return Err(Error::VerifyMismatch(format!(
+                "chain {} {} was not expected",
+                key.0, key.1
+            )));
         }
     }
     for (key, props) in &want.sets {
         match have.sets.get(key) {
             Some(p) if p == props => {}
             other => {
-                return Err(format!(
+                return Err(Error::VerifyMismatch(format!(
                     "set {} {} is {other:?} (flags, key type, key length), expected {props:?}",
                     key.0, key.1
-                ))
+                )))
             }
         }
     }
     for key in &want.counters {
         if !have.counters.contains(key) {
-            return Err(format!("counter {} {} is missing", key.0, key.1));
+            return Err(Error::VerifyMismatch(format!(
+                "counter {} {} is missing",
+                key.0, key.1
+            )));
         }
     }
     for (key, rules) in &want.rules {
         let got = have.rules.get(key).map(Vec::as_slice).unwrap_or(&[]);
         if got.len() != rules.len() {
-            return Err(format!(
+            return Err(Error::VerifyMismatch(format!(
                 "chain {} {} has {} rules, expected {}",
                 key.0,
                 key.1,
                 got.len(),
                 rules.len()
-            ));
+            )));
         }
         for (i, (w, g)) in rules.iter().zip(got).enumerate() {
             let same = w.len() == g.len()
@@ -386,14 +398,14 @@ pub fn verify(expected: &nftables::schema::Nftables<'_>) -> Result<(), String> {
                     .find(|((wn, wd), (gn, gd))| wn != gn || !wd.iter().all(|a| gd.contains(a)))
                     .map(|(w, g)| format!("{w:?} became {g:?}"))
                     .unwrap_or_default();
-                return Err(format!(
+                return Err(Error::VerifyMismatch(format!(
                     "rule {} of chain {} {} differs from what was applied: [{}] became [{}] {diff}",
                     i + 1,
                     key.0,
                     key.1,
                     names(w),
                     names(g)
-                ));
+                )));
             }
         }
     }
@@ -410,13 +422,13 @@ pub fn verify(expected: &nftables::schema::Nftables<'_>) -> Result<(), String> {
         let got = explicit(have.elements.get(key).map(Vec::as_slice).unwrap_or(&[]));
         let elems = explicit(elems);
         if got != elems {
-            return Err(format!(
+            return Err(Error::VerifyMismatch(format!(
                 "set {} {} has {} elements, expected {}",
                 key.0,
                 key.1,
                 got.len(),
                 elems.len()
-            ));
+            )));
         }
     }
     Ok(())

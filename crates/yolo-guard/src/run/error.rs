@@ -1,0 +1,64 @@
+//! Why `yolo-guard run` stopped: the guard's error from before the start-up began (its config,
+//! its log), or a step of the start-up that failed, which means the agent will not be started.
+//! The host shows the message when the guard does not become ready.
+
+use crate::firewall;
+use yolo_protocol::allowlist::PatternError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The config file or the session log (the guard's [`crate::Error`]).
+    #[error(transparent)]
+    Guard(#[from] crate::Error),
+    /// A step of the start-up failed: the guard never says ready and the host never starts the
+    /// agent. `step` says what was being done, `cause` why it failed, `hint` what to do.
+    #[error(
+        "yolo-guard: {step}: {cause}{}; the agent will not be started",
+        .hint.map(|hint| format!("; {hint}")).unwrap_or_default()
+    )]
+    NotStarted {
+        step: String,
+        #[source]
+        cause: Cause,
+        hint: Option<&'static str>,
+    },
+}
+
+/// Why a step of the start-up failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Cause {
+    /// The firewall: a ruleset that cannot be applied or does not verify, a seal not made.
+    #[error(transparent)]
+    Firewall(#[from] firewall::Error),
+    /// A system call (a socket, a file, a thread).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The allowlist of the config.
+    #[error(transparent)]
+    Allowlist(#[from] PatternError),
+    /// A listen address of the guard's own that does not parse.
+    #[error(transparent)]
+    Address(#[from] std::net::AddrParseError),
+    /// A condition the guard refuses to start under, and why.
+    #[error("{0}")]
+    Refused(&'static str),
+}
+
+impl StartError {
+    /// Step `step` failed because of `cause`.
+    pub(crate) fn step(step: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        StartError::NotStarted {
+            step: step.into(),
+            cause: cause.into(),
+            hint: None,
+        }
+    }
+
+    /// The same, with what the user can do about it.
+    pub(crate) fn with_hint(mut self, what_to_do: &'static str) -> Self {
+        if let StartError::NotStarted { hint, .. } = &mut self {
+            *hint = Some(what_to_do);
+        }
+        self
+    }
+}
