@@ -21,7 +21,7 @@
 //! would with a read-only `/proc`.
 //!
 //! Best effort: on a kernel without Landlock, or an engine whose seccomp profile refuses its
-//! system calls (Docker before 23.0), nothing is confined and [`Confined::Not`] says why; the
+//! system calls, nothing is confined and [`Confined::Not`] says why; the
 //! shim runs the program anyway (refusing would stop every exec on those hosts), and
 //! docs/security-model.md names the hosts where the hole stays open. The `landlock` crate (by
 //! Landlock's maintainers) does the system calls.
