@@ -290,7 +290,13 @@ impl fmt::Display for Error {
             Error::Hook { name, code } => write!(f, "{} failed with exit code {code}", v(name)),
             Error::CommandFailed(message) | Error::Conflict(message) => write!(f, "{}", v(message)),
             Error::NotApproved(message) => write!(f, "{}", v(message)),
-            Error::UserConfig { file, message } => write!(f, "{}: {}", p(file), v(message)),
+            // The user's own file: the parser's own lines (the snippet under the message) are
+            // kept as lines, each escaped.
+            Error::UserConfig { file, message } => {
+                let mut lines = message.lines();
+                write!(f, "{}: {}", p(file), v(lines.next().unwrap_or_default()))?;
+                lines.try_for_each(|line| write!(f, "\n{}", v(line)))
+            }
             Error::Io { path, source } => write!(f, "{}: {}", p(path), v(&source.to_string())),
             Error::Interrupted {
                 signal,

@@ -204,9 +204,17 @@ pub(crate) fn pack_into(
             stack.extend(entries);
             tar.append_dir(&dest, &src).map_err(io(&src))?;
         } else if meta.is_file() {
-            // Opened, not looked up again: the header's size is the file's as opened.
-            let mut file = std::fs::File::open(&src).map_err(io(&src))?;
-            tar.append_file(&dest, &mut file).map_err(io(&src))?;
+            // The size checked above, and exactly that many bytes after the header (a file
+            // that grows meanwhile, a live log, is cut there; one that shrinks is padded with
+            // zeros), so the stream stays whole and within the limits.
+            use std::io::Read;
+            let file = std::fs::File::open(&src).map_err(io(&src))?;
+            let mut header = tar::Header::new_gnu();
+            header.set_metadata(&file.metadata().map_err(io(&src))?);
+            header.set_size(size);
+            let exact = file.take(size).chain(std::io::repeat(0)).take(size);
+            tar.append_data(&mut header, &dest, exact)
+                .map_err(io(&src))?;
         } else {
             // A link (stored as a link) or a FIFO, socket or device (its header only).
             tar.append_path_with_name(&src, &dest).map_err(io(&src))?;

@@ -340,6 +340,10 @@ impl Budget {
         true
     }
 
+    /// Fewer bytes than any record a reserve is spent on takes ([`Budget::may_reserve`] must
+    /// not say no to what `fits_reserve` would take).
+    const MIN_RECORD: u64 = 64;
+
     /// Whether `kind` might still be written past the cap: a first sighting not yet written
     /// while its class has reserve left, or the first of its group.
     pub fn may_reserve(&mut self, kind: &EventKind) -> bool {
@@ -350,9 +354,18 @@ impl Budget {
         if self.sighted.contains(&sighting) {
             return false;
         }
-        let first_of_group =
-            group(kind).is_some_and(|g| self.groups.get(&g).is_none_or(|g| !g.sighted));
-        first_of_group || *self.reserve(class) > 0
+        let left = *self.reserve(class);
+        let Some(key) = group(kind) else {
+            return left > 0;
+        };
+        match self.groups.get(&key) {
+            None => true,
+            Some(g) if !g.sighted => true,
+            // The fairness `fits_reserve` applies, for the smallest record: a group that spent
+            // its share is counted here, on the fast path, and never queued, so its flood
+            // cannot crowd another group's first sighting out of the queue.
+            Some(g) => g.spent + Self::MIN_RECORD <= left.saturating_sub(Self::MIN_RECORD),
+        }
     }
 
     /// Count `kind` as not written: in its group's next sample record when it has a group,
@@ -615,6 +628,14 @@ mod tests {
             }
         }
         assert!((1..=5).contains(&written), "{written} written");
+        // Once the entry has spent its share, its further names are counted on the fast path
+        // (`may_reserve` says no), never queued to crowd out another entry's first sighting.
+        let queued = (10_000..20_000)
+            .filter(|i| {
+                budget.may_reserve(&allowed(&format!("r{i}.allowed.test"), "*.allowed.test"))
+            })
+            .count();
+        assert_eq!(queued, 0, "a spent entry's names still go to the queue");
         // Another entry's first lookup, then its second name: both written.
         let other = allowed("api.other.test", "api.other.test");
         assert!(budget.may_reserve(&other));

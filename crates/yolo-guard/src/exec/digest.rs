@@ -258,7 +258,10 @@ fn hash_job(job: Job, cache: &Mutex<HashMap<Identity, String>>, limit: u64) -> F
         ));
         return finished;
     }
-    match hash_file(&job.file, limit) {
+    // At most the size seen at the stop: a file that grew since (a library rewritten, a
+    // binary truncated up to a huge sparse size once its program ended) is `changed`, and
+    // cannot hold a hasher for longer than what was exec'd takes to read.
+    match hash_file(&job.file, job.identity.size) {
         Ok(hex) => {
             let after = Identity::of(&job.file).ok();
             // Unchanged, and a write could not have gone unseen (see the module doc).
@@ -277,6 +280,7 @@ fn hash_job(job: Job, cache: &Mutex<HashMap<Identity, String>>, limit: u64) -> F
             }
             finished.sha256 = Some(hex);
         }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => finished.changed = true,
         Err(e) => finished.error = Some(format!("read: {e}")),
     }
     finished
@@ -310,7 +314,7 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
 }
 
 /// The hex SHA-256 of a file from its start, streamed through one buffer; past `limit` bytes
-/// an error.
+/// an error of kind `InvalidData`.
 pub fn hash_file(file: &File, limit: u64) -> std::io::Result<String> {
     use std::os::unix::fs::FileExt;
     let mut hasher = Sha256::new();
@@ -325,7 +329,10 @@ pub fn hash_file(file: &File, limit: u64) -> std::io::Result<String> {
         hasher.update(&buf[..n]);
         at += n as u64;
         if at > limit {
-            return Err(std::io::Error::other("larger than the hasher reads"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "larger than the hasher reads",
+            ));
         }
     }
     Ok(hex(&hasher.finalize()))
@@ -397,6 +404,27 @@ mod tests {
         let done = hash_job(job, &cache, MAX_HASHED);
         assert!(done.changed);
         assert!(cache.lock().unwrap().is_empty());
+    }
+
+    /// A file that grew after the stop (truncated up to a huge sparse size once its program
+    /// ended, to hold the hasher) is read no further than its size at the stop: `changed`,
+    /// with no hash of what it became.
+    #[test]
+    fn a_file_grown_after_the_stop_is_read_no_further_than_its_size_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lib.so");
+        std::fs::write(&path, b"small").unwrap();
+        let file = File::open(&path).unwrap();
+        let job = job(file, 2, coarse_now(), None);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(256 << 20)
+            .unwrap();
+        let done = hash_job(job, &Mutex::new(HashMap::new()), MAX_HASHED);
+        assert!(done.changed);
+        assert_eq!(done.sha256, None, "what the file became was hashed");
     }
 
     /// Issue 23.4: the first hash of a file changed in the clock tick of its exec. An

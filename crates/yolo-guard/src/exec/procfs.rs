@@ -191,15 +191,19 @@ pub fn root_of(pid: i32) -> Option<std::os::fd::OwnedFd> {
 /// Open `path` as the program whose root is `root` would: `..` and absolute symlinks stay in
 /// that root (`RESOLVE_IN_ROOT`; a plain path through `/proc/<pid>/root` would resolve an
 /// absolute symlink in the guard's own root), and without blocking (a FIFO the agent put
-/// there must not hold the exec stop). Only regular files.
+/// there must not hold the exec stop). Only regular files, and none of procfs or sysfs: in the
+/// shared PID namespace `/proc/self` is the guard, so a link to `/proc/self/environ` would
+/// otherwise make the guard record its own files. The file is first opened as a path only
+/// (`O_PATH`: no device is opened, nothing blocks), checked, and then reopened for reading.
 pub fn open_in_root(root: &std::os::fd::OwnedFd, path: &str) -> io::Result<std::fs::File> {
     use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::fs::OpenOptionsExt;
     let path = std::ffi::CString::new(path.trim_start_matches('/'))
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: a zeroed open_how is valid; the fields are set below.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_IN_ROOT;
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
     // SAFETY: a valid descriptor, a NUL-terminated path and an open_how of its size.
     let fd = unsafe {
         libc::syscall(
@@ -214,11 +218,25 @@ pub fn open_in_root(root: &std::os::fd::OwnedFd, path: &str) -> io::Result<std::
         return Err(io::Error::last_os_error());
     }
     // SAFETY: just opened, ours.
-    let file = unsafe { std::fs::File::from_raw_fd(fd as i32) };
-    if !file.metadata()?.is_file() {
+    let at = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+    // SAFETY: stat and statfs are plain data; the descriptor is valid for the calls.
+    let (mut st, mut fs): (libc::stat, libc::statfs) = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(at.as_raw_fd(), &mut st) } != 0
+        || unsafe { libc::fstatfs(at.as_raw_fd(), &mut fs) } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Err(io::Error::other("not a regular file"));
     }
-    Ok(file)
+    if fs.f_type == libc::PROC_SUPER_MAGIC || fs.f_type == libc::SYSFS_MAGIC {
+        return Err(io::Error::other("a file of procfs or sysfs"));
+    }
+    // Reopened through the guard's own /proc: the same inode, now for reading.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(format!("/proc/self/fd/{}", at.as_raw_fd()))
 }
 
 /// At most this many entries of `/etc/ld.so.preload` are recorded, each cut to
@@ -691,6 +709,28 @@ pub fn exec_filename(pid: i32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `/etc/ld.so.preload` as a link into procfs (in the shared PID namespace `/proc/self` is
+    /// the guard) is refused, through a link or directly; a regular file is read.
+    #[test]
+    fn a_file_looked_at_in_the_programs_root_is_never_one_of_procfs() {
+        let root = root_of(std::process::id() as i32).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("ld.so.preload");
+        std::fs::write(&plain, "/lib/x.so\n").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("/proc/self/environ", &link).unwrap();
+        let text = |p: &std::path::Path| p.to_str().unwrap().to_string();
+        assert!(open_in_root(&root, &text(&plain)).is_ok());
+        for refused in [
+            text(&link),
+            "/proc/self/environ".into(),
+            "/proc/1/maps".into(),
+        ] {
+            let e = open_in_root(&root, &refused).expect_err(&refused);
+            assert!(e.to_string().contains("procfs"), "{refused}: {e}");
+        }
+    }
 
     #[test]
     fn status_gives_the_effective_ids_and_the_filter_count() {

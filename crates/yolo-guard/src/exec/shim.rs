@@ -38,16 +38,39 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Run the shim: never returns on success (PROGRAM replaced it).
 pub fn main(args: &[OsString]) -> i32 {
     match args.first() {
-        Some(flag) if flag == "--pod" => {
-            run(&args[1..], Supervisor::Guard, Wait::Listening(POD_WAIT))
+        Some(flag) if flag == "--pod" => run(
+            &args[1..],
+            Supervisor::Guard,
+            Wait::Listening(POD_WAIT),
+            Confine::Yes,
+        ),
+        // yolo's own stop of a command it ran (`engine::exec`'s stop script): it reads the
+        // marked processes' environment, which Landlock refuses across domains (each shim's
+        // confinement is a domain of its own). Safe to offer: Landlock is inherited, so an
+        // agent process that runs the shim with this stays confined; only a fresh
+        // `docker exec`, which only the host makes, starts outside every domain.
+        Some(flag) if flag == "--unconfined" => {
+            run(&args[1..], Supervisor::Pid(1), Wait::Busy, Confine::No)
         }
-        _ => run(args, Supervisor::Pid(1), Wait::Busy),
+        _ => run(args, Supervisor::Pid(1), Wait::Busy, Confine::Yes),
     }
 }
 
 /// Run the shim as the container's first program: wait for the guard's supervisor.
 pub fn start(args: &[OsString]) -> i32 {
-    run(args, Supervisor::Pid(1), Wait::Listening(START_TIMEOUT))
+    run(
+        args,
+        Supervisor::Pid(1),
+        Wait::Listening(START_TIMEOUT),
+        Confine::Yes,
+    )
+}
+
+/// Whether the program is confined (`confine`) before it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Confine {
+    Yes,
+    No,
 }
 
 /// What a refused connection means.
@@ -60,10 +83,10 @@ pub enum Wait {
     Listening(Duration),
 }
 
-fn run(args: &[OsString], supervisor: Supervisor, wait: Wait) -> i32 {
+fn run(args: &[OsString], supervisor: Supervisor, wait: Wait, confined: Confine) -> i32 {
     let Some(program) = args.first() else {
         eprintln!(
-            "usage: yolo-guard shim [--pod] PROGRAM [ARGS...] | yolo-guard start PROGRAM [ARGS...]"
+            "usage: yolo-guard shim [--pod | --unconfined] PROGRAM [ARGS...] | yolo-guard start PROGRAM [ARGS...]"
         );
         return 64;
     };
@@ -72,7 +95,9 @@ fn run(args: &[OsString], supervisor: Supervisor, wait: Wait) -> i32 {
         return CANNOT_RUN;
     }
     // Best effort (see `confine`): where Landlock is missing, the program runs unconfined.
-    let _ = confine::close_proc_to_writes();
+    if confined == Confine::Yes {
+        let _ = confine::close_proc_to_writes();
+    }
     let Some(path) = resolve(program) else {
         eprintln!("yolo: {}: command not found", program.to_string_lossy());
         return NOT_FOUND;

@@ -31,6 +31,22 @@ use std::time::Instant;
 use yolo_protocol::allowlist::Allowlist;
 use yolo_protocol::{GuardConfig, NetworkMode, GUARD_READY_FILE};
 
+/// The soft limit on open files raised to the hard one. The exec digest's queues hold a file
+/// (and a pidfd) per queued hash, which an exec flood of new binaries fills; at Docker's
+/// default soft limit of 1,024 that would starve DNS sockets, shim registrations and `/proc`
+/// reads of descriptors. The hard limit is the engine's (1,048,576 by default).
+fn raise_open_files() {
+    // SAFETY: rlimit is plain data; get and set with a valid pointer.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 /// `yolo-guard run --config FILE`.
 pub fn run(config_path: &Path) -> Result<(), StartError> {
     run_with(config_path, Arc::new(Ruleset))
@@ -44,6 +60,7 @@ pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<(), S
     // Root in the agent shares this PID namespace: no ptrace, no /proc/1/mem, whatever caps.
     // SAFETY: plain prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    raise_open_files();
     let _ = std::fs::remove_file(GUARD_READY_FILE); // a restarted container is not ready yet
     let text = std::fs::read_to_string(config_path).map_err(|e| Error::io(config_path, e))?;
     let config: GuardConfig = serde_json::from_str(&text).map_err(|e| Error::Config {

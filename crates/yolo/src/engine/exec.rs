@@ -57,10 +57,16 @@ pub(crate) struct ExecRequest {
 impl ExecRequest {
     /// The argv Docker runs: the shim first when supervised.
     fn command(&self, argv: &[String]) -> Vec<String> {
+        self.command_with(&[], argv)
+    }
+
+    /// [`command`](Self::command) with the shim's `flags` before the program.
+    fn command_with(&self, flags: &[&str], argv: &[String]) -> Vec<String> {
         if !self.supervised {
             return argv.to_vec();
         }
         let mut command = vec![SHIM_PATH.to_string(), "shim".into()];
+        command.extend(flags.iter().map(|f| f.to_string()));
         command.extend(argv.iter().cloned());
         command
     }
@@ -283,13 +289,18 @@ impl Engine {
     /// `grep` in the image).
     async fn stop_marked(&self, container: &str, req: &ExecRequest, mark: &str) -> bool {
         let config = CreateExecOptions {
-            cmd: Some(req.command(&[
-                "/bin/sh".to_string(),
-                "-c".into(),
-                STOP_SCRIPT.into(),
-                "yolo-stop".into(),
-                mark.to_string(),
-            ])),
+            // Recorded like any exec, but not confined: the command's processes are in a
+            // Landlock domain of their own, whose environment another domain cannot read.
+            cmd: Some(req.command_with(
+                &["--unconfined"],
+                &[
+                    "/bin/sh".to_string(),
+                    "-c".into(),
+                    STOP_SCRIPT.into(),
+                    "yolo-stop".into(),
+                    mark.to_string(),
+                ],
+            )),
             user: req.user.clone(),
             attach_stdout: Some(true),
             attach_stderr: Some(true),

@@ -200,13 +200,18 @@ pub(crate) async fn agent_log(
 
 fn api_error(action: &str, e: kube::Error) -> Error {
     let hint = match &e {
-        kube::Error::Api(status) if status.code == 403 => {
-            "\n  hint: your account may not create Pods with NET_ADMIN here; docs/kubernetes.md says what the namespace must allow"
-        }
+        kube::Error::Api(status) if status.code == 403 => Some(
+            "your account may not create Pods with NET_ADMIN here; docs/kubernetes.md says what the namespace must allow",
+        ),
         kube::Error::Api(status) if status.code == 404 => {
-            "\n  hint: check the Pod's name and --namespace"
+            Some("check the Pod's name and --namespace")
         }
-        _ => "",
+        _ => None,
     };
-    Error::Unavailable(format!("kubernetes: {action} failed: {e}{hint}"))
+    let error = Error::Unavailable(format!("kubernetes: {action} failed: {e}"));
+    match hint {
+        // Under a heading of its own: a line break inside the message would print escaped.
+        Some(hint) => error.with_lines("hint", [hint]),
+        None => error,
+    }
 }

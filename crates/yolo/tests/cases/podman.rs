@@ -392,7 +392,10 @@ fn keeps_every_protection(t: &Test, podman: &Podman, net: &Internet) {
     // One agent process cannot open another's memory for writing (issue 23, item 5: the
     // argv rewrite after the exec stop). Podman's /proc is writable (yolo mounts it read-only
     // on Docker only), so what refuses it here is the shim's Landlock ruleset.
-    let mem = sh("sleep 30 & v=$!; (exec 3<>/proc/$v/mem) && echo mem:opened; kill $v");
+    // Root first plants what once made the ruleset fail as a whole (a link at / to a
+    // namespace file): the next exec's shim must confine all the same.
+    sh("ln -s /proc/self/ns/net /yolo-planted-ns && ln -s /proc /yolo-planted-proc").ok();
+    let mem = sh("sleep 30 & v=$!; (exec 3<>/proc/$v/mem) && echo mem:opened; (exec 3<>/yolo-planted-proc/$v/mem) && echo mem:opened; kill $v");
     assert!(!mem.stdout().contains("mem:opened"), "{}", text(&mem));
     assert!(text(&mem).contains("Permission denied"), "{}", text(&mem));
     // Killing the guard (PID 1 of the shared namespace) is refused by the kernel.
