@@ -175,6 +175,27 @@ pub struct FileWatch {
     pub max_bytes: u64,
 }
 
+/// The folders `globs` reach into: every leading part of a glob that is not wildcards alone
+/// (`.git/hooks/**` gives `.git` and `.git/hooks`). A link put there changes what the host reads
+/// below it, so the CLI's look and the guard's file watcher both track them as sensitive.
+pub fn folder_patterns(globs: &[String]) -> Vec<String> {
+    let mut folders = Vec::new();
+    for g in globs {
+        let parts: Vec<&str> = g.split('/').collect();
+        for end in 1..parts.len() {
+            let head = &parts[..end];
+            if head.iter().all(|c| c.chars().all(|ch| ch == '*')) {
+                continue;
+            }
+            let folder = head.join("/");
+            if !folders.contains(&folder) {
+                folders.push(folder);
+            }
+        }
+    }
+    folders
+}
+
 /// The abstract Unix socket (`@yolo-exec`) where the guard's exec supervisor takes the seccomp
 /// listeners of the agent's shims. Abstract names belong to the network namespace, which the
 /// agent shares with the guard; the guard binds it before the agent exists.

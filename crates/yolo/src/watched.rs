@@ -631,27 +631,7 @@ const LINKED_DEPTH: usize = 6;
 /// last component and is not wildcards alone (`**/.cargo/config.toml` gives `**/.cargo`;
 /// `.github/workflows/*.yml` gives `.github` and `.github/workflows`).
 fn folder_globs(patterns: &[String]) -> GlobSet {
-    globs(&folder_patterns(patterns))
-}
-
-/// The globs of [`folder_globs`]; the guard's file watcher takes them as sensitive too, so a
-/// watched folder made, removed or replaced by a link is a record of its own.
-pub(crate) fn folder_patterns(patterns: &[String]) -> Vec<String> {
-    let mut folders = Vec::new();
-    for p in patterns {
-        let parts: Vec<&str> = p.split('/').collect();
-        for end in 1..parts.len() {
-            let head = &parts[..end];
-            if head.iter().all(|c| c.chars().all(|ch| ch == '*')) {
-                continue;
-            }
-            let folder = head.join("/");
-            if !folders.contains(&folder) {
-                folders.push(folder);
-            }
-        }
-    }
-    folders
+    globs(&yolo_protocol::folder_patterns(patterns))
 }
 
 fn globs(patterns: &[String]) -> GlobSet {

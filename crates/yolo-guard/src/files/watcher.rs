@@ -186,7 +186,7 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
         .map_err(|e| Error::other(format!("cannot start inotify: {e}")))?;
     let changes = Changes::new(
         sensitive_set(&config.sensitive),
-        sensitive_set(&folder_patterns(&config.sensitive)),
+        sensitive_set(&yolo_protocol::folder_patterns(&config.sensitive)),
     );
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new((Mutex::new(false), Condvar::new()));
@@ -232,27 +232,6 @@ fn sensitive_set(globs: &[String]) -> GlobSet {
         }
     }
     builder.build().unwrap_or_else(|_| GlobSet::empty())
-}
-
-/// The folders the globs reach into, every leading part of a glob that is not wildcards alone
-/// (`.git/hooks/**` gives `.git` and `.git/hooks`): a link put there changes what the host
-/// reads below it, so it is tracked.
-fn folder_patterns(globs: &[String]) -> Vec<String> {
-    let mut folders = Vec::new();
-    for g in globs {
-        let parts: Vec<&str> = g.split('/').collect();
-        for end in 1..parts.len() {
-            let head = &parts[..end];
-            if head.iter().all(|c| c.chars().all(|ch| ch == '*')) {
-                continue;
-            }
-            let folder = head.join("/");
-            if !folders.contains(&folder) {
-                folders.push(folder);
-            }
-        }
-    }
-    folders
 }
 
 /// The workspace as the kernel is asked about it. A path longer than [`SHORT`] (past

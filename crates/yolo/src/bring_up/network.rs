@@ -275,7 +275,7 @@ fn sensitive_globs(read_only: &[String], watch: &[String]) -> Vec<String> {
     });
     // The folders the watched globs reach into: a link put there (`.cargo -> elsewhere`)
     // changes what the host reads without a change below the folder's own path.
-    let folders = crate::watched::folder_patterns(watch);
+    let folders = yolo_protocol::folder_patterns(watch);
     entries
         .chain(watch.iter().cloned())
         .chain(folders)
