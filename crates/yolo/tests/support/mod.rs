@@ -531,9 +531,11 @@ pub fn cleanup_label(label: &str) -> Result<(), String> {
             try_docker(&[kind, "rm", id])?;
         }
     }
+    // `--no-prune`: the untagged layers under a test's image are the build cache other tests
+    // share; pruning them mid-build fails the other test's build ("failed to get digest").
     let images = try_docker(&["images", "-q", "--filter", &filter])?;
     for id in images.lines() {
-        try_docker(&["rmi", "-f", id])?;
+        try_docker(&["rmi", "-f", "--no-prune", id])?;
     }
     Ok(())
 }
