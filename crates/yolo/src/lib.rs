@@ -6,6 +6,7 @@ pub(crate) mod bring_up;
 pub(crate) mod ca;
 pub(crate) mod cli;
 pub(crate) mod commands;
+pub(crate) mod credentials;
 pub(crate) mod devcontainer;
 pub(crate) mod digest;
 pub(crate) mod dockerfile;

@@ -34,6 +34,8 @@ pub(crate) struct UserConfig {
     pub(crate) workspace: UserWorkspace,
     pub(crate) audit: UserAudit,
     pub(crate) terminal: UserTerminal,
+    /// `[credentials.NAME]`: keys the guard adds on the way out (`credentials`).
+    pub(crate) credentials: BTreeMap<String, crate::credentials::UserCredential>,
 }
 
 /// `[terminal]`: what of the container's output reaches the host's terminal.
