@@ -269,7 +269,10 @@ fn check_section(section: &UserCredential) -> std::result::Result<(), String> {
 }
 
 /// The section's value, from its one source: the first line, without surrounding blanks.
-fn read_value(section: &UserCredential, source: &dyn Source) -> std::result::Result<String, String> {
+fn read_value(
+    section: &UserCredential,
+    source: &dyn Source,
+) -> std::result::Result<String, String> {
     let (text, from) = if let Some(var) = &section.from_env {
         let value = source
             .var(var)
@@ -281,7 +284,9 @@ fn read_value(section: &UserCredential, source: &dyn Source) -> std::result::Res
         (text, path.display().to_string())
     } else {
         let argv = section.from_command.as_deref().unwrap_or_default();
-        let text = source.run(argv).map_err(|e| format!("`from_command`: {e}"))?;
+        let text = source
+            .run(argv)
+            .map_err(|e| format!("`from_command`: {e}"))?;
         (text, argv.join(" "))
     };
     let value = text.lines().next().unwrap_or("").trim().to_string();
@@ -392,9 +397,8 @@ mod tests {
 
     #[test]
     fn a_section_without_its_value_or_with_two_sources_is_a_config_error() {
-        let missing = section(
-            "[credentials.a]\nhosts = [\"a.test\"]\nheader = \"x\"\nfrom_env = \"NOPE\"\n",
-        );
+        let missing =
+            section("[credentials.a]\nhosts = [\"a.test\"]\nheader = \"x\"\nfrom_env = \"NOPE\"\n");
         let err = resolve(&missing, Path::new("c.toml"), &[], &fake(&[])).unwrap_err();
         assert_eq!(err.code(), 65);
         assert!(err.to_string().contains("NOPE is not set"), "{err}");
@@ -403,9 +407,8 @@ mod tests {
         );
         let err = resolve(&two, Path::new("c.toml"), &[], &fake(&[("A", "v")])).unwrap_err();
         assert!(err.to_string().contains("exactly one"), "{err}");
-        let header = section(
-            "[credentials.a]\nhosts = [\"a.test\"]\nheader = \"x y\"\nfrom_env = \"A\"\n",
-        );
+        let header =
+            section("[credentials.a]\nhosts = [\"a.test\"]\nheader = \"x y\"\nfrom_env = \"A\"\n");
         let err = resolve(&header, Path::new("c.toml"), &[], &fake(&[("A", "v")])).unwrap_err();
         assert!(err.to_string().contains("not an HTTP header name"), "{err}");
     }
@@ -458,9 +461,18 @@ mod tests {
 
     #[test]
     fn secret_shapes_are_recognised_and_plain_values_are_not() {
-        assert_eq!(secret_shape("sk-ant-api03-abcdefghijklmnop"), Some("an Anthropic key"));
-        assert_eq!(secret_shape("ghp_abcdefghijklmnopqrstuvwxyz"), Some("a GitHub token"));
-        assert_eq!(secret_shape("AKIAABCDEFGHIJKLMNOP"), Some("an AWS access key"));
+        assert_eq!(
+            secret_shape("sk-ant-api03-abcdefghijklmnop"),
+            Some("an Anthropic key")
+        );
+        assert_eq!(
+            secret_shape("ghp_abcdefghijklmnopqrstuvwxyz"),
+            Some("a GitHub token")
+        );
+        assert_eq!(
+            secret_shape("AKIAABCDEFGHIJKLMNOP"),
+            Some("an AWS access key")
+        );
         assert_eq!(
             secret_shape("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n"),
             Some("a private key")

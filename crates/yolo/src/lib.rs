@@ -26,6 +26,7 @@ pub(crate) mod remote;
 pub(crate) mod remote_copy;
 pub(crate) mod run_spec;
 pub(crate) mod session;
+pub(crate) mod session_ca;
 pub(crate) mod settings;
 pub(crate) mod signal;
 pub(crate) mod store;
