@@ -541,3 +541,246 @@ mod rule_texts {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(text: &str) -> HttpRule {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn rules_parse_and_print_in_their_normal_form() {
+        let r = rule("get   /v1/messages");
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.to_string(), "GET /v1/messages");
+        assert_eq!(rule("* /repos/o/r/**").to_string(), "* /repos/o/r/**");
+    }
+
+    #[test]
+    fn bad_rules_say_what_is_wrong() {
+        let cases = [
+            ("GET", "expected a method and a path"),
+            ("GET /a /b", "expected a method and a path"),
+            ("G(T /a", "\"G(T\" is not an HTTP method"),
+            ("GET a/b", "must start with /"),
+            ("GET /a?x=1", "query string is not part of the match"),
+            ("GET /a/b**", "** must be a whole segment"),
+            ("GET /a/../b", ". and .. segments never match"),
+        ];
+        for (text, message) in cases {
+            let err = text.parse::<HttpRule>().unwrap_err().to_string();
+            assert!(err.starts_with(&format!("{text:?}: ")), "{err}");
+            assert!(err.contains(message), "{text}: {err}");
+            assert!(err.contains("\"GET /**\""), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_star_matches_within_one_segment_and_two_stars_any_number() {
+        let r = rule("GET /repos/*/r/**");
+        assert!(r.matches("GET", "/repos/o/r"));
+        assert!(r.matches("GET", "/repos/o/r/"));
+        assert!(r.matches("GET", "/repos/o/r/a/b/c"));
+        assert!(!r.matches("GET", "/repos/o/x/r"));
+        assert!(!r.matches("GET", "/repos/r"));
+        assert!(!r.matches("POST", "/repos/o/r/a"));
+        assert!(rule("* /a").matches("DELETE", "/a"));
+        assert!(!rule("GET /a").matches("GET", "/a/b"));
+        assert!(!rule("GET /a").matches("GET", "/ab"));
+        assert!(rule("GET /v1/*.json").matches("GET", "/v1/x.json"));
+        assert!(!rule("GET /v1/*.json").matches("GET", "/v1/x/y.json"));
+        assert!(rule("GET /a/**/z").matches("GET", "/a/z"));
+        assert!(rule("GET /a/**/z").matches("GET", "/a/b/c/z"));
+        assert!(!rule("GET /a/**/z").matches("GET", "/a/b/c/y"));
+        assert!(rule("GET /**").matches("GET", "/"));
+        assert!(!rule("GET /**").matches("GET", "relative"));
+    }
+
+    #[test]
+    fn a_request_path_is_normalized_or_refused_when_servers_could_disagree() {
+        assert_eq!(
+            normalize_path("/v1/messages?beta=true").unwrap(),
+            "/v1/messages"
+        );
+        assert_eq!(normalize_path("/v1/%6Dessages").unwrap(), "/v1/messages");
+        assert_eq!(normalize_path("/a%3fb").unwrap(), "/a%3Fb");
+        assert_eq!(normalize_path("/caf\u{e9}").unwrap(), "/caf\u{e9}");
+        for bad in [
+            "/a/../admin",
+            "/a/%2e%2E/admin",
+            "/a/./b",
+            "/a%2Fb",
+            "/a%5cb",
+            "/a\\b",
+            "/a%00",
+            "/a%zz",
+            "/a%2",
+            "*",
+            "example.com:443",
+        ] {
+            assert!(normalize_path(bad).is_err(), "{bad}");
+        }
+        // An encoded dot segment is refused, so it cannot slip past a rule to another path.
+        let r = rule("GET /repos/o/r/**");
+        assert!(normalize_path("/repos/o/r/%2e%2e/%2e%2e/x/y").is_err());
+        assert!(r.matches("GET", &normalize_path("/repos/o/%72/issues").unwrap()));
+    }
+
+    #[test]
+    fn push_refs_and_origin_match_as_documented() {
+        let push = GitPush::new("Owner/Repo.git");
+        assert_eq!(push.repository, "/Owner/Repo");
+        assert_eq!(push.refs, vec!["refs/heads/yolo/**".to_string()]);
+        assert!(push.is_origin("/owner/repo"));
+        assert!(push.is_origin("/OWNER/repo.git"));
+        assert!(!push.is_origin("/owner/repo2"));
+        assert!(!push.is_origin("/other/repo"));
+        assert!(push.allows_ref("refs/heads/yolo/x"));
+        assert!(push.allows_ref("refs/heads/yolo/a/b"));
+        assert!(!push.allows_ref("refs/heads/main"));
+        assert!(!push.allows_ref("refs/heads/yolox"));
+        assert!(!push.allows_ref("refs/tags/yolo/x"));
+        assert!(ref_matches("refs/heads/*", "refs/heads/main"));
+        assert!(!ref_matches("refs/heads/*", "refs/heads/a/b"));
+    }
+
+    #[test]
+    fn host_patterns_match_names_addresses_and_ports() {
+        let p = |t: &str| t.parse::<Pattern>().unwrap();
+        assert!(host_matches(
+            &p("api.example.test"),
+            "API.example.test.",
+            Some(443)
+        ));
+        assert!(!host_matches(&p("api.example.test"), "example.test", None));
+        assert!(host_matches(&p("*.example.test"), "a.b.example.test", None));
+        assert!(!host_matches(&p("*.example.test"), "example.test", None));
+        assert!(!host_matches(&p("*.example.test"), "badexample.test", None));
+        assert!(host_matches(
+            &p("example.test:8443"),
+            "example.test",
+            Some(8443)
+        ));
+        assert!(!host_matches(
+            &p("example.test:8443"),
+            "example.test",
+            Some(443)
+        ));
+        assert!(host_matches(&p("10.0.0.0/8"), "10.1.2.3", Some(443)));
+        assert!(host_matches(&p("2001:db8::/32"), "[2001:db8::1]", None));
+        assert!(!host_matches(&p("10.0.0.0/8"), "example.test", None));
+    }
+
+    fn config() -> HttpConfig {
+        serde_json::from_str(
+            r#"{"hosts":[{"host":"github.com","allow":["* /**"],"git_push":{"repository":"/o/r"}},
+                         {"host":"*.example.test","allow":["GET /**","POST /v1/messages"]}],
+                "credentials":[{"name":"anthropic","hosts":["api.anthropic.com"],"header":"x-api-key",
+                                "stand_in":"sk-ant-api03-standin"}]}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_config_reads_and_writes_rules_as_text() {
+        let cfg = config();
+        assert_eq!(
+            cfg.hosts[0].git_push.as_ref().unwrap().refs,
+            default_push_refs()
+        );
+        assert_eq!(cfg.hosts[1].allow[1], rule("POST /v1/messages"));
+        assert_eq!(cfg.credentials[0].value_prefix, "");
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert!(
+            json.contains(r#""allow":["GET /**","POST /v1/messages"]"#),
+            "{json}"
+        );
+        assert!(json.contains(r#""hosts":["api.anthropic.com"]"#), "{json}");
+        assert_eq!(serde_json::from_str::<HttpConfig>(&json).unwrap(), cfg);
+        let bad = r#"{"hosts":[{"host":"a.test","allow":["GET a"]}]}"#;
+        let err = serde_json::from_str::<HttpConfig>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the path must start with /"), "{err}");
+        let bad = r#"{"hosts":[{"host":"*","allow":[]}]}"#;
+        assert!(serde_json::from_str::<HttpConfig>(bad).is_err());
+    }
+
+    #[test]
+    fn inspected_hosts_are_those_with_rules_credentials_or_a_forge_push() {
+        let cfg = config();
+        assert!(cfg.inspects("api.anthropic.com"));
+        assert!(cfg.inspects("github.com"));
+        // github.com's push rule binds its API too.
+        assert!(cfg.inspects("api.github.com"));
+        assert!(cfg.inspects("x.example.test"));
+        assert!(!cfg.inspects("example.test"));
+        assert!(!cfg.inspects("pypi.org"));
+        assert!(!HttpConfig::default().inspects("pypi.org"));
+        let all = HttpConfig {
+            inspect_all: true,
+            ..HttpConfig::default()
+        };
+        assert!(all.inspects("pypi.org"));
+        assert!(HttpConfig::default().is_empty() && !all.is_empty());
+    }
+
+    #[test]
+    fn stand_ins_keep_the_known_prefix_and_the_length() {
+        let random: Vec<u8> = (0..=255u8).cycle().take(400).collect();
+        for (real, prefix) in [
+            (
+                "sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA-BBBB",
+                "sk-ant-api03-",
+            ),
+            (
+                "sk-ant-oat01-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                "sk-ant-oat01-",
+            ),
+            (
+                "sk-proj-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                "sk-proj-",
+            ),
+            ("sk-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "sk-"),
+            ("ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "ghp_"),
+            (
+                "github_pat_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                "github_pat_",
+            ),
+            ("gho_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "gho_"),
+            ("AIzaxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "AIza"),
+            ("plainvaluexxxxxxxxxxxxxxxxxxxxxxx", ""),
+        ] {
+            let need = stand_in_random_len(real);
+            let stand_in = stand_in_for(real, &random[..need]).unwrap();
+            assert!(stand_in.starts_with(prefix), "{stand_in}");
+            assert_eq!(stand_in.len(), real.len(), "{stand_in}");
+            let tail = &stand_in[prefix.len()..];
+            assert!(
+                tail.bytes().all(|b| b.is_ascii_alphanumeric()),
+                "{stand_in}"
+            );
+            assert_ne!(stand_in, real);
+            assert_eq!(stand_in_for(real, &random[..need - 1]), None);
+        }
+        // A short value gets a longer stand-in, so it cannot turn up in a request by chance.
+        let short = stand_in_for("ghp_abc", &random).unwrap();
+        assert_eq!(short.len(), 4 + MIN_STAND_IN_RANDOM);
+        // Other random bytes, another stand-in.
+        let other: Vec<u8> = random
+            .iter()
+            .map(|b| b.wrapping_mul(7).wrapping_add(3))
+            .collect();
+        assert_ne!(stand_in_for("ghp_abc", &other), Some(short));
+    }
+
+    #[test]
+    fn the_allow_hint_quotes_the_rule_for_a_shell() {
+        assert_eq!(
+            allow_hint("api.example.test", "POST", "/v1/it's"),
+            "yolo allow --http 'api.example.test POST /v1/it'\\''s'"
+        );
+    }
+}
