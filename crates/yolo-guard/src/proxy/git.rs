@@ -177,3 +177,148 @@ pub(crate) fn check_commands(pkt_lines: &[u8], push: &GitPush) -> Result<(), Ref
 fn is_oid(text: &str) -> bool {
     matches!(text.len(), 40 | 64) && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: &str = "1111111111111111111111111111111111111111";
+    const NEW: &str = "2222222222222222222222222222222222222222";
+    const ZERO: &str = "0000000000000000000000000000000000000000";
+
+    fn pkt(line: &str) -> Vec<u8> {
+        let mut out = format!("{:04x}", line.len() + 4).into_bytes();
+        out.extend_from_slice(line.as_bytes());
+        out
+    }
+
+    /// A receive-pack body as git writes it: commands, flush, then (here, fake) pack bytes.
+    fn body(commands: &[(&str, &str, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, (old, new, name)) in commands.iter().enumerate() {
+            let caps = if i == 0 {
+                "\0report-status side-band-64k object-format=sha1 agent=git/2.43"
+            } else {
+                ""
+            };
+            out.extend(pkt(&format!("{old} {new} {name}{caps}\n")));
+        }
+        out.extend_from_slice(b"0000PACK\x00\x00\x00\x02");
+        out
+    }
+
+    #[test]
+    fn pushes_are_told_from_fetches_whatever_their_spelling() {
+        let push = |path, query| wants_push(path, query);
+        let commands = |repo: &str| {
+            Some(PushRequest {
+                repository: repo.into(),
+                step: PushStep::Commands,
+            })
+        };
+        assert_eq!(push("/o/r.git/git-receive-pack", None), commands("/o/r"));
+        assert_eq!(push("/o/r/git-receive-pack", None), commands("/o/r"));
+        assert_eq!(push("/o/r.GIT/Git-Receive-Pack/", None), commands("/o/r"));
+        assert_eq!(
+            push("/group/sub/r.git/git-receive-pack", None),
+            commands("/group/sub/r")
+        );
+        let advertise = Some(PushRequest {
+            repository: "/o/r".into(),
+            step: PushStep::Advertise,
+        });
+        assert_eq!(
+            push("/o/r.git/info/refs", Some("service=git-receive-pack")),
+            advertise
+        );
+        assert_eq!(
+            push("/o/r/info/refs", Some("x=1&service=git%2Dreceive%2Dpack")),
+            advertise
+        );
+        // Fetches are not pushes.
+        assert_eq!(push("/o/r.git/git-upload-pack", None), None);
+        assert_eq!(
+            push("/o/r.git/info/refs", Some("service=git-upload-pack")),
+            None
+        );
+        assert_eq!(push("/o/r.git/info/refs", None), None);
+        assert_eq!(push("/", None), None);
+    }
+
+    #[test]
+    fn commands_to_the_named_refs_pass() {
+        let push = GitPush::new("/o/r");
+        let ok = body(&[
+            (ZERO, NEW, "refs/heads/yolo/x"),
+            (OLD, NEW, "refs/heads/yolo/a/b"),
+            (OLD, ZERO, "refs/heads/yolo/old"),
+        ]);
+        assert_eq!(check_commands(&ok, &push), Ok(()));
+        // A shallow clone's push starts with shallow lines.
+        let mut shallow = pkt(&format!("shallow {OLD}"));
+        shallow.extend(body(&[(OLD, NEW, "refs/heads/yolo/x")]));
+        assert_eq!(check_commands(&shallow, &push), Ok(()));
+    }
+
+    #[test]
+    fn a_push_to_another_ref_is_refused_even_among_allowed_ones() {
+        let push = GitPush::new("/o/r");
+        let main = body(&[
+            (OLD, NEW, "refs/heads/yolo/x"),
+            (OLD, NEW, "refs/heads/main"),
+        ]);
+        let refusal = check_commands(&main, &push).unwrap_err();
+        assert_eq!(
+            refusal.reason,
+            "a push may update only refs/heads/yolo/**, not refs/heads/main"
+        );
+        assert!(
+            refusal.body().contains("git_push.refs"),
+            "{}",
+            refusal.body()
+        );
+        let delete = body(&[(OLD, ZERO, "refs/heads/main")]);
+        let refusal = check_commands(&delete, &push).unwrap_err();
+        assert!(refusal.reason.contains("may delete only"), "{refusal:?}");
+        let tag = body(&[(ZERO, NEW, "refs/tags/yolo/v1")]);
+        assert!(check_commands(&tag, &push).is_err());
+        // The user's own refs list opens them.
+        let wide = GitPush {
+            repository: "/o/r".into(),
+            refs: vec!["refs/heads/**".into()],
+        };
+        assert_eq!(check_commands(&main, &wide), Ok(()));
+    }
+
+    #[test]
+    fn what_cannot_be_read_as_commands_is_refused() {
+        let push = GitPush::new("/o/r");
+        let full = body(&[(OLD, NEW, "refs/heads/yolo/x")]);
+        let flush = full.windows(4).position(|w| w == b"0000").unwrap();
+        for (bytes, why) in [
+            (&full[..flush], "end before their flush-pkt"),
+            (&full[..10], "end inside a pkt-line"),
+            (&b"\x1f\x8b\x08\x00gzip"[..], "not git pkt-lines"),
+            (&b"0000"[..], "holds no commands"),
+            (&b"0003"[..], "not git pkt-lines"),
+        ] {
+            let refusal = check_commands(bytes, &push).unwrap_err();
+            assert!(refusal.reason.contains(why), "{why}: {refusal:?}");
+        }
+        let cert = [pkt("push-cert\0report-status\n"), b"0000".to_vec()].concat();
+        assert!(check_commands(&cert, &push)
+            .unwrap_err()
+            .reason
+            .contains("signed push"));
+        let junk = [pkt("hello world refs/heads/yolo/x\n"), b"0000".to_vec()].concat();
+        assert!(check_commands(&junk, &push).is_err());
+        // A second command line that is shallow is not skipped: it is no command.
+        let late = [
+            body(&[(OLD, NEW, "refs/heads/yolo/x")])[..flush].to_vec(),
+            pkt(&format!("shallow {OLD}")),
+            b"0000".to_vec(),
+        ]
+        .concat();
+        assert!(check_commands(&late, &push).is_err());
+    }
+}

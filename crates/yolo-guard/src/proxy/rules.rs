@@ -430,7 +430,8 @@ fn head_contains(req: &RequestHead, needle: &[u8]) -> bool {
     }
     req.headers.iter().any(|(name, value)| {
         let value = value.as_bytes();
-        found(name.as_str().as_bytes())
+        // Header names arrive lowercase, so the stand-in is looked for lowercase there.
+        memchr::memmem::find(name.as_str().as_bytes(), &needle.to_ascii_lowercase()).is_some()
             || found(value)
             || basic_decoded(value).is_some_and(|pair| found(&pair))
     })
@@ -471,5 +472,433 @@ fn percent_decoded(text: &str) -> Vec<u8> {
             return out;
         }
         current = out;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{HeaderMap, Method};
+
+    const KEY_STAND_IN: &str = "sk-ant-api03-StandInStandInStandIn";
+    const KEY_REAL: &str = "sk-ant-api03-RealRealRealRealRealRe";
+    const GH_STAND_IN: &str = "ghp_StandInStandInStandInStandIn0000";
+    const GH_REAL: &str = "ghp_RealRealRealRealRealRealRealRe00";
+
+    fn policy() -> Policy {
+        let cfg: HttpConfig = serde_json::from_value(serde_json::json!({
+            "hosts": [
+                {"host": "github.com", "allow": ["* /**"], "git_push": {"repository": "/o/r"}},
+                {"host": "api.example.test", "allow": ["GET /**", "POST /v1/messages"]},
+                {"host": "*.example.test", "allow": ["GET /public/**"]},
+                {"host": "closed.test", "allow": []},
+            ],
+            "credentials": [
+                {"name": "anthropic", "hosts": ["api.anthropic.com"], "header": "x-api-key",
+                 "stand_in": KEY_STAND_IN},
+                {"name": "github", "hosts": ["github.com", "api.github.com"],
+                 "header": "authorization", "value_prefix": "Bearer ", "stand_in": GH_STAND_IN},
+            ],
+        }))
+        .unwrap();
+        let mut secrets = Secrets::default();
+        secrets.insert("anthropic", KEY_REAL.into());
+        secrets.insert("github", GH_REAL.into());
+        Policy::new(&cfg, &secrets)
+    }
+
+    /// A request to decide: `Req::new("GET", "host", "/path").header(..).decide()`.
+    struct Req {
+        method: Method,
+        host: String,
+        port: u16,
+        path: String,
+        headers: HeaderMap,
+    }
+
+    impl Req {
+        fn new(method: &str, host: &str, path: &str) -> Req {
+            Req {
+                method: method.parse().unwrap(),
+                host: host.into(),
+                port: 443,
+                path: path.into(),
+                headers: HeaderMap::new(),
+            }
+        }
+
+        fn header(mut self, name: &'static str, value: &str) -> Req {
+            self.headers.append(name, value.parse().unwrap());
+            self
+        }
+
+        fn decide_with(&self, policy: &Policy) -> Decision {
+            policy.decide(&RequestHead {
+                host: &self.host,
+                port: self.port,
+                method: &self.method,
+                path_and_query: &self.path,
+                headers: &self.headers,
+            })
+        }
+
+        fn decide(&self) -> Decision {
+            self.decide_with(&policy())
+        }
+
+        fn refused(&self) -> Refusal {
+            match self.decide() {
+                Decision::Refuse(refusal) => refusal,
+                other => panic!("{} {}{}: {other:?}", self.method, self.host, self.path),
+            }
+        }
+
+        /// The rule that forwarded it, and the swapped header's value.
+        fn forwarded(&self) -> (String, Option<(String, String)>) {
+            match self.decide() {
+                Decision::Forward { rule, swap } => (rule, swap.map(shown)),
+                other => panic!("{} {}{}: {other:?}", self.method, self.host, self.path),
+            }
+        }
+    }
+
+    fn shown(swap: Swap) -> (String, String) {
+        (
+            swap.header.to_string(),
+            swap.value.to_str().unwrap().to_string(),
+        )
+    }
+
+    fn basic(pair: &str) -> String {
+        format!("Basic {}", BASE64.encode(pair))
+    }
+
+    #[test]
+    fn the_first_matching_rule_forwards_and_no_match_refuses() {
+        let (rule, swap) = Req::new("GET", "api.example.test", "/v1/models?x=1").forwarded();
+        assert_eq!(rule, "http.\"api.example.test\".allow \"GET /**\"");
+        assert!(swap.is_none());
+        let (rule, _) = Req::new("POST", "api.example.test", "/v1/messages").forwarded();
+        assert_eq!(
+            rule,
+            "http.\"api.example.test\".allow \"POST /v1/messages\""
+        );
+        let refusal = Req::new("POST", "api.example.test", "/v1/files?purpose=x").refused();
+        assert_eq!(refusal.rule, "http.\"api.example.test\".allow");
+        assert_eq!(
+            refusal.reason,
+            "POST /v1/files matches none of GET /**, POST /v1/messages"
+        );
+        assert_eq!(
+            refusal.allow_hint,
+            "yolo allow --http 'api.example.test POST /v1/files'"
+        );
+        assert_eq!(
+            refusal.body(),
+            "Refused by yolo's guard.\nrule: http.\"api.example.test\".allow\n\
+             reason: POST /v1/files matches none of GET /**, POST /v1/messages\n\
+             to allow it: yolo allow --http 'api.example.test POST /v1/files'\n"
+        );
+        assert_eq!(refusal.misuse, None);
+    }
+
+    #[test]
+    fn an_exact_hosts_rules_come_before_a_wildcards_and_a_host_without_rules_is_closed() {
+        // api.example.test has its own rules, which the wildcard's would not allow.
+        Req::new("GET", "API.example.test.", "/private").forwarded();
+        let (rule, _) = Req::new("GET", "cdn.example.test", "/public/a").forwarded();
+        assert_eq!(rule, "http.\"*.example.test\".allow \"GET /public/**\"");
+        Req::new("GET", "cdn.example.test", "/private").refused();
+        let refusal = Req::new("GET", "closed.test", "/").refused();
+        assert_eq!(
+            refusal.reason,
+            "closed.test has no allow rules: every request is refused"
+        );
+        // A host inspected for a credential only, with no rules, forwards.
+        let (rule, swap) = Req::new("GET", "api.anthropic.com", "/v1/models").forwarded();
+        assert_eq!((rule.as_str(), swap), ("inspected", None));
+    }
+
+    #[test]
+    fn a_path_servers_read_two_ways_is_refused_before_the_rules() {
+        let refusal = Req::new("GET", "cdn.example.test", "/public/%2e%2e/private").refused();
+        assert_eq!(refusal.rule, "http path");
+        assert!(refusal.reason.contains(". or .. segment"), "{refusal:?}");
+        Req::new("GET", "cdn.example.test", "/public/..%2Fprivate").refused();
+        Req::new("GET", "cdn.example.test", "/%70ublic/a").forwarded();
+    }
+
+    #[test]
+    fn the_stand_in_becomes_the_real_value_on_its_hosts() {
+        let req = Req::new("POST", "api.anthropic.com", "/v1/messages");
+        let (rule, swap) = req.header("x-api-key", KEY_STAND_IN).forwarded();
+        assert_eq!(rule, "credentials.anthropic");
+        assert_eq!(swap, Some(("x-api-key".into(), KEY_REAL.into())));
+        // With its prefix.
+        let req = Req::new("GET", "api.github.com", "/user");
+        let with_prefix = req.header("authorization", &format!("Bearer {GH_STAND_IN}"));
+        let (_, swap) = with_prefix.forwarded();
+        assert_eq!(swap.unwrap().1, format!("Bearer {GH_REAL}"));
+        // Another scheme of an authorization header (GitHub's `token`).
+        let req = Req::new("GET", "api.github.com", "/user");
+        let (_, swap) = req
+            .header("authorization", &format!("token {GH_STAND_IN}"))
+            .forwarded();
+        assert_eq!(swap.unwrap().1, format!("token {GH_REAL}"));
+        // The swapped value is marked sensitive (hpack never indexes it).
+        let req = Req::new("GET", "api.github.com", "/user");
+        match req
+            .header("authorization", &format!("token {GH_STAND_IN}"))
+            .decide()
+        {
+            Decision::Forward {
+                swap: Some(swap), ..
+            } => assert!(swap.value.is_sensitive()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn git_over_https_gets_the_real_token_in_its_basic_pair() {
+        let req = Req::new(
+            "GET",
+            "github.com",
+            "/o/r.git/info/refs?service=git-upload-pack",
+        );
+        let (_, swap) = req
+            .header(
+                "authorization",
+                &basic(&format!("x-access-token:{GH_STAND_IN}")),
+            )
+            .forwarded();
+        let (header, value) = swap.unwrap();
+        assert_eq!(header, "authorization");
+        assert_eq!(value, basic(&format!("x-access-token:{GH_REAL}")));
+        // The token as the user name (`https://TOKEN@github.com`).
+        let req = Req::new(
+            "GET",
+            "github.com",
+            "/o/r.git/info/refs?service=git-upload-pack",
+        );
+        let (_, swap) = req
+            .header("authorization", &basic(&format!("{GH_STAND_IN}:")))
+            .forwarded();
+        assert_eq!(swap.unwrap().1, basic(&format!("{GH_REAL}:")));
+    }
+
+    #[test]
+    fn another_key_on_a_credentials_host_is_refused() {
+        let other = "sk-ant-api03-SomeoneElsesKeySomeoneEl";
+        let req = Req::new("POST", "api.anthropic.com", "/v1/messages");
+        let refusal = req.header("x-api-key", other).refused();
+        assert_eq!(refusal.rule, "credentials.anthropic");
+        assert!(
+            refusal.reason.contains("not this session's stand-in"),
+            "{refusal:?}"
+        );
+        assert!(!refusal.body().contains(KEY_REAL));
+        // In a Basic pair, too.
+        let req = Req::new("POST", "github.com", "/o/r.git/git-upload-pack");
+        req.header("authorization", &basic("x-access-token:ghp_attackers"))
+            .refused();
+        // Or next to the stand-in in a second header of the same name.
+        let req = Req::new("POST", "api.anthropic.com", "/v1/messages");
+        let refusal = req
+            .header("x-api-key", KEY_STAND_IN)
+            .header("x-api-key", other)
+            .refused();
+        assert!(refusal.reason.contains("several"), "{refusal:?}");
+        // No such header: unauthenticated, forwarded as is.
+        Req::new("GET", "api.anthropic.com", "/").forwarded();
+    }
+
+    #[test]
+    fn a_credential_whose_value_the_guard_lacks_is_refused_not_sent_as_the_stand_in() {
+        let cfg = HttpConfig {
+            credentials: policy()
+                .credentials
+                .iter()
+                .map(|c| c.spec.clone())
+                .collect(),
+            ..HttpConfig::default()
+        };
+        let policy = Policy::new(&cfg, &Secrets::default());
+        let req =
+            Req::new("POST", "api.anthropic.com", "/v1/messages").header("x-api-key", KEY_STAND_IN);
+        match req.decide_with(&policy) {
+            Decision::Refuse(refusal) => {
+                assert!(
+                    refusal.reason.contains("run `yolo up` again"),
+                    "{refusal:?}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_stand_in_anywhere_on_another_host_is_credential_misuse() {
+        let encoded: String = KEY_STAND_IN.bytes().map(|b| format!("%{b:02x}")).collect();
+        let twice = encoded.replace('%', "%25");
+        let cases = [
+            Req::new("POST", "api.example.test", "/v1/messages").header("x-api-key", KEY_STAND_IN),
+            Req::new("GET", "api.example.test", "/x")
+                .header("x-note", &format!("key={KEY_STAND_IN};")),
+            Req::new("GET", "api.example.test", &format!("/x?k={KEY_STAND_IN}")),
+            Req::new("GET", "api.example.test", &format!("/x/{KEY_STAND_IN}")),
+            Req::new("GET", "api.example.test", &format!("/x?k={encoded}")),
+            Req::new("GET", "api.example.test", &format!("/x?k={twice}")),
+            Req::new("GET", "api.example.test", "/x")
+                .header("authorization", &basic(&format!("u:{KEY_STAND_IN}"))),
+            // A host with no rules and no credential of its own, inspected all the same.
+            Req::new("GET", "api.github.com", "/").header("x-api-key", KEY_STAND_IN),
+        ];
+        for req in cases {
+            let refusal = req.refused();
+            assert_eq!(refusal.misuse.as_deref(), Some("anthropic"), "{refusal:?}");
+            assert_eq!(refusal.rule, "credentials.anthropic");
+            assert_eq!(
+                refusal.reason,
+                format!(
+                    "the stand-in of credential anthropic may go only to api.anthropic.com, not to {}",
+                    req.host
+                )
+            );
+        }
+        // In a header's name, which HTTP/2 and the header map lowercase.
+        let name = format!("x-{}", KEY_STAND_IN.to_ascii_lowercase());
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_static("1"),
+        );
+        let req = Req {
+            headers,
+            ..Req::new("GET", "api.example.test", "/")
+        };
+        assert_eq!(req.refused().misuse.as_deref(), Some("anthropic"));
+        // The GitHub token on the model API is misuse too.
+        let req = Req::new("POST", "api.anthropic.com", "/v1/messages")
+            .header("x-api-key", KEY_STAND_IN)
+            .header("x-forward", GH_STAND_IN);
+        assert_eq!(req.refused().misuse.as_deref(), Some("github"));
+    }
+
+    #[test]
+    fn pushes_go_only_to_origin_and_are_checked_by_their_commands() {
+        let req = Req::new(
+            "GET",
+            "github.com",
+            "/o/r.git/info/refs?service=git-receive-pack",
+        );
+        let (rule, _) = req.forwarded();
+        assert_eq!(rule, "http.\"github.com\".git_push");
+        let with_token = Req::new("POST", "github.com", "/O/R.git/git-receive-pack").header(
+            "authorization",
+            &basic(&format!("x-access-token:{GH_STAND_IN}")),
+        );
+        match with_token.decide() {
+            Decision::CheckPush { rule, swap, push } => {
+                assert_eq!(rule, "http.\"github.com\".git_push");
+                assert_eq!(push.repository, "/o/r");
+                assert_eq!(swap.unwrap().credential, "github");
+            }
+            other => panic!("{other:?}"),
+        }
+        for (method, path) in [
+            ("GET", "/evil/exfil.git/info/refs?service=git-receive-pack"),
+            ("POST", "/evil/exfil.git/git-receive-pack"),
+            ("POST", "/o/r-fork/git-receive-pack"),
+            ("POST", "/o/r/../../evil/x/git-receive-pack"),
+        ] {
+            let refusal = Req::new(method, "github.com", path).refused();
+            assert!(
+                refusal.rule == "http.\"github.com\".git_push" || refusal.rule == "http path",
+                "{refusal:?}"
+            );
+        }
+        let refusal = Req::new("POST", "github.com", "/evil/exfil/git-receive-pack").refused();
+        assert_eq!(
+            refusal.reason,
+            "git may push only to /o/r (origin), not to /evil/exfil"
+        );
+        // Fetches from anywhere go by the allow rules.
+        Req::new("POST", "github.com", "/evil/x.git/git-upload-pack").forwarded();
+        // A compressed push body cannot be read before it goes: refused.
+        let gz = Req::new("POST", "github.com", "/o/r.git/git-receive-pack")
+            .header("content-encoding", "gzip");
+        assert!(gz.refused().reason.contains("compressed"));
+    }
+
+    #[test]
+    fn the_forge_api_writes_only_to_origin() {
+        for (method, path) in [
+            ("GET", "/repos/evil/x/contents/a"),
+            ("POST", "/repos/o/r/pulls"),
+            ("PATCH", "/repos/O/R/issues/1"),
+            ("PUT", "/repos/o/r/contents/README.md"),
+            ("POST", "/graphql"),
+            ("GET", "/gists"),
+        ] {
+            Req::new(method, "api.github.com", path).forwarded();
+        }
+        for (method, path) in [
+            ("POST", "/repos/evil/x/issues"),
+            ("PUT", "/repos/evil/x/contents/secret.txt"),
+            ("DELETE", "/repos/o/other"),
+            ("POST", "/repos/o/r-copy/git/refs"),
+            ("POST", "/gists"),
+            ("PATCH", "/gists/abc"),
+            ("POST", "/user/repos"),
+            ("POST", "/orgs/evil/repos"),
+            ("POST", "/user/keys"),
+            ("PROPFIND", "/repos/evil/x"),
+        ] {
+            let refusal = Req::new(method, "api.github.com", path).refused();
+            assert_eq!(
+                refusal.rule, "http.\"github.com\".git_push",
+                "{method} {path}"
+            );
+            assert!(refusal.reason.contains(path), "{refusal:?}");
+        }
+    }
+
+    #[test]
+    fn without_a_push_rule_the_forge_api_is_left_alone() {
+        let cfg = HttpConfig {
+            inspect_all: true,
+            ..HttpConfig::default()
+        };
+        let policy = Policy::new(&cfg, &Secrets::default());
+        let req = Req::new("POST", "api.github.com", "/gists");
+        assert!(matches!(req.decide_with(&policy), Decision::Forward { .. }));
+        let req = Req::new("POST", "github.com", "/evil/x.git/git-receive-pack");
+        assert!(matches!(req.decide_with(&policy), Decision::Forward { .. }));
+        assert!(policy.inspects("pypi.org"));
+    }
+
+    #[test]
+    fn inspected_hosts_follow_the_config() {
+        let policy = policy();
+        for host in [
+            "github.com",
+            "api.github.com",
+            "api.anthropic.com",
+            "x.example.test",
+        ] {
+            assert!(policy.inspects(host), "{host}");
+        }
+        assert!(!policy.inspects("pypi.org"));
+    }
+
+    #[test]
+    fn a_short_stand_in_is_ignored_rather_than_refusing_every_request() {
+        let cfg: HttpConfig = serde_json::from_value(serde_json::json!({
+            "credentials": [{"name": "short", "hosts": ["a.test"], "header": "x-k", "stand_in": "a"}],
+        }))
+        .unwrap();
+        let policy = Policy::new(&cfg, &Secrets::default());
+        let req = Req::new("GET", "b.test", "/a/a").header("x-a", "a");
+        assert!(matches!(req.decide_with(&policy), Decision::Forward { .. }));
     }
 }
