@@ -8,7 +8,7 @@
 
 // Until the transport (the proxy's listener, on its own branch) calls the decision, only the
 // tests do.
-#![allow(dead_code)]
+#![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod credentials;
 pub(crate) mod git;
