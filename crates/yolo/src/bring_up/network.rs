@@ -235,6 +235,7 @@ pub(crate) fn guard_config(
         file_watch: file_watch(project, session, phase),
         local_names: Vec::new(),
         audit_to_stdout: false,
+        http: Default::default(),
         gateway: None,
     }
 }
