@@ -301,6 +301,15 @@ pub struct HostRules {
     /// the pushes `git_push` lets through.
     #[serde(default, with = "rule_texts")]
     pub allow: Vec<HttpRule>,
+    /// The repository's rules for this host (`customizations.yolo.http`), which may narrow what
+    /// `allow` lets through and never widen it: when set, a request must match one of these
+    /// too. Empty: every request is refused.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "narrow_texts"
+    )]
+    pub narrow: Option<Vec<HttpRule>>,
     /// On a forge: the only repository git may push to, and the refs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_push: Option<GitPush>,
@@ -539,6 +548,33 @@ mod rule_texts {
             .iter()
             .map(|t| t.parse().map_err(serde::de::Error::custom))
             .collect()
+    }
+}
+
+/// `Option<Vec<HttpRule>>` as an optional list of rule texts.
+mod narrow_texts {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(
+        rules: &Option<Vec<HttpRule>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match rules {
+            Some(rules) => s.collect_seq(rules.iter().map(HttpRule::to_string)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<HttpRule>>, D::Error> {
+        let texts = Option::<Vec<String>>::deserialize(d)?;
+        texts
+            .map(|texts| {
+                texts
+                    .iter()
+                    .map(|t| t.parse().map_err(serde::de::Error::custom))
+                    .collect()
+            })
+            .transpose()
     }
 }
 

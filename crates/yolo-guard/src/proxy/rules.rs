@@ -217,10 +217,13 @@ impl Policy {
         };
         let allowed = rules.allow.iter().find(|r| r.matches(method, &path));
         match allowed {
-            Some(rule) => Ok(Decision::Forward {
-                rule: format!("http.\"{}\".allow \"{rule}\"", rules.host),
-                swap,
-            }),
+            Some(rule) => {
+                narrowed(rules, &host, method, &path)?;
+                Ok(Decision::Forward {
+                    rule: format!("http.\"{}\".allow \"{rule}\"", rules.host),
+                    swap,
+                })
+            }
             None => Err(Refusal {
                 rule: format!("http.\"{}\".allow", rules.host),
                 reason: if rules.allow.is_empty() {
@@ -294,6 +297,32 @@ impl Policy {
             Some((forge, push))
         })
     }
+}
+
+/// The repository's narrowing rules of `rules` (`customizations.yolo.http`): a request the
+/// user's rules let through must match one of them too, when there are any.
+fn narrowed(rules: &HostRules, host: &str, method: &str, path: &str) -> Result<(), Refusal> {
+    let Some(narrow) = &rules.narrow else {
+        return Ok(());
+    };
+    if narrow.iter().any(|r| r.matches(method, path)) {
+        return Ok(());
+    }
+    let list: Vec<String> = narrow.iter().map(|r| r.to_string()).collect();
+    Err(Refusal {
+        rule: format!("customizations.yolo.http.\"{}\"", rules.host),
+        reason: if narrow.is_empty() {
+            format!("the repository's devcontainer.json allows no request to {host}")
+        } else {
+            format!(
+                "{method} {path} matches none of the repository's rules ({})",
+                list.join(", ")
+            )
+        },
+        misuse: None,
+        allow_hint:
+            "nothing: the repository's devcontainer.json narrows this host; change it there".into(),
+    })
 }
 
 /// With a push rule on GitHub, its API (`api.github.com`) takes writes (every method but GET,
@@ -492,6 +521,7 @@ mod tests {
                 {"host": "api.example.test", "allow": ["GET /**", "POST /v1/messages"]},
                 {"host": "*.example.test", "allow": ["GET /public/**"]},
                 {"host": "closed.test", "allow": []},
+                {"host": "narrowed.test", "allow": ["GET /**", "POST /**"], "narrow": ["GET /docs/**"]},
             ],
             "credentials": [
                 {"name": "anthropic", "hosts": ["api.anthropic.com"], "header": "x-api-key",
@@ -560,6 +590,18 @@ mod tests {
                 other => panic!("{} {}{}: {other:?}", self.method, self.host, self.path),
             }
         }
+    }
+
+    #[test]
+    fn the_repositorys_rules_narrow_the_users_and_never_widen_them() {
+        let (rule, _) = Req::new("GET", "narrowed.test", "/docs/a").forwarded();
+        assert_eq!(rule, "http.\"narrowed.test\".allow \"GET /**\"");
+        // The user allows POST, the repository does not: refused, naming the repository.
+        let refusal = Req::new("POST", "narrowed.test", "/docs/a").refused();
+        assert_eq!(refusal.rule, "customizations.yolo.http.\"narrowed.test\"");
+        // The repository's rules cannot open what the user's do not.
+        Req::new("GET", "narrowed.test", "/other").refused();
+        Req::new("DELETE", "narrowed.test", "/docs/a").refused();
     }
 
     fn shown(swap: Swap) -> (String, String) {
