@@ -15,6 +15,7 @@ pub(crate) mod env_file;
 pub(crate) mod error;
 pub(crate) mod firewall;
 pub(crate) mod fs_at;
+pub(crate) mod http_config;
 pub(crate) mod interrupt;
 pub(crate) mod k8s;
 pub(crate) mod lock;
