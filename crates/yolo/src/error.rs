@@ -673,6 +673,9 @@ mod tests {
             (Error::interrupted(crate::signal::Signal::INT), 130),
             (Error::interrupted(crate::signal::Signal::TERM), 143),
             (Error::other("bug"), 1),
+            (Error::dependency(Dependency::Git, "g"), 69),
+            (Error::step(Step::ContainerExited, "c"), 70),
+            (Error::failed(Failure::Serialize, "s"), 1),
         ];
         for (error, code) in codes {
             assert_eq!(error.code(), code, "{error:?}");
@@ -689,6 +692,116 @@ mod tests {
         let source = error.source().expect("the io error");
         assert_eq!(source.to_string(), "denied");
         assert!(Error::other("x").source().is_none());
+    }
+
+    /// The message a typed error prints is the line the `format!` around its source printed
+    /// before, and the source is there for a caller to inspect instead of the words.
+    #[test]
+    fn a_cause_prints_as_before_and_keeps_its_source() {
+        let missing = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let error = Error::dependency(
+            Dependency::Git,
+            Cause::around("git could not be run (", missing(), "): install git"),
+        );
+        assert_eq!(
+            error.to_string(),
+            format!("git could not be run ({}): install git", missing())
+        );
+        let io = error
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .expect("the io error as the source");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert!(matches!(
+            error,
+            Error::Dependency {
+                on: Dependency::Git,
+                ..
+            }
+        ));
+
+        let error = Error::step(
+            Step::HostCommand,
+            Cause::of("initializeCommand: could not run \"x\"", missing()),
+        );
+        assert_eq!(
+            error.to_string(),
+            "initializeCommand: could not run \"x\": No such file"
+        );
+        let bare = Error::failed(Failure::Serialize, Cause::bare(missing()));
+        assert_eq!(bare.to_string(), "No such file");
+        assert!(bare.source().is_some());
+        let words = Error::failed(Failure::State, "no open session");
+        assert_eq!(words.to_string(), "no open session");
+        assert!(words.source().is_none());
+
+        // Under lines: the kind and the source stay reachable.
+        let lined = Error::dependency(Dependency::Guard, Cause::of("the guard", missing()))
+            .with_lines("guard output", ["starting"]);
+        assert!(matches!(
+            lined.inner(),
+            Error::Dependency {
+                on: Dependency::Guard,
+                ..
+            }
+        ));
+        assert!(lined.source().is_some());
+        assert_eq!(lined.code(), 69);
+    }
+
+    /// ATTACK: the text of a source is the engine's, the container's or a file's; a line
+    /// break or an escape sequence in it cannot start a line of its own or reach the terminal.
+    #[test]
+    fn a_sources_text_is_escaped_like_every_value() {
+        let hostile = std::io::Error::other("gone\nyolo: all clear\x1b[2J");
+        let error = Error::dependency(
+            Dependency::Guard,
+            Cause::around("the guard (", hostile, ")\nsays"),
+        );
+        let text = error.to_string();
+        assert_eq!(text, "the guard (gone\\nyolo: all clear\\x1b[2J)\\nsays");
+        assert!(!text.contains('\n') && !text.contains('\x1b'), "{text}");
+    }
+
+    #[derive(Debug)]
+    struct Marker;
+
+    impl fmt::Display for Marker {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the upload ended")
+        }
+    }
+
+    impl std::error::Error for Marker {}
+
+    /// ATTACK: a caller tells its own marker from other failures by type, inside an io error
+    /// too; a message (a path of the repository) that only reads like the marker is not it.
+    #[test]
+    fn caused_by_finds_the_marker_not_its_words() {
+        let marked = Error::io(
+            "/w/a",
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, Marker),
+        );
+        assert!(marked.caused_by::<Marker>());
+        let in_cause = Error::failed(
+            Failure::Transfer,
+            Cause::of(
+                "copying",
+                std::io::Error::new(std::io::ErrorKind::BrokenPipe, Marker),
+            ),
+        )
+        .with_lines("x", ["y"]);
+        assert!(in_cause.caused_by::<Marker>());
+        let lookalike = Error::dependency(
+            Dependency::SyncLimit,
+            "the repository is larger than 1 GiB (at the upload ended/big.img)",
+        );
+        assert!(!lookalike.caused_by::<Marker>());
+        let worded = Error::io(
+            "/w/the upload ended",
+            std::io::Error::other("the upload ended"),
+        );
+        assert!(!worded.caused_by::<Marker>());
     }
 
     #[test]

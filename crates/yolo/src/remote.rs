@@ -991,10 +991,18 @@ mod tests {
             max_total: 64 << 20,
         };
         let mut tar = with_big_file(1 << 30, "sparse.img");
-        let message = unpack(&mut tar, over.path(), limits)
-            .err()
-            .unwrap()
-            .to_string();
+        let error = unpack(&mut tar, over.path(), limits).err().unwrap();
+        assert!(
+            matches!(
+                error,
+                Error::Dependency {
+                    on: Dependency::SyncLimit,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let message = error.to_string();
         assert!(
             message.contains("larger than 64 MiB (at sparse.img)"),
             "{message}"

@@ -678,6 +678,43 @@ mod tests {
         assert!(Hook::PostAttach.commands(&hooks).is_empty());
     }
 
+    /// initializeCommand whose program is not there: the step is named for a caller, and the
+    /// spawn's own error is the source (its kind, not its words, says "not found").
+    #[test]
+    fn a_host_command_that_cannot_start_is_a_failed_step_with_its_cause() {
+        let command = LifecycleCommand::Args(vec!["/nonexistent/yolo-no-such-program".into()]);
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let error = runtime
+            .block_on(run_on_host(&command, dir.path(), None))
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::StepFailed {
+                    step: Step::HostCommand,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(error.code(), 70);
+        let text = error.to_string();
+        assert!(
+            text.starts_with(
+                "initializeCommand: could not run \"/nonexistent/yolo-no-such-program\" on the host: "
+            ),
+            "{text}"
+        );
+        let io = std::error::Error::source(&error)
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .expect("the spawn's error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    }
+
     #[test]
     fn the_setup_script_is_the_template() {
         assert!(SETUP_SCRIPT.contains("usermod -u \"$uid\""));

@@ -585,6 +585,16 @@ mod tests {
             ] {
                 let err = context("base:1", &features, &users, None).unwrap_err();
                 assert!(err.to_string().contains("is not a user name"), "{err}");
+                assert!(
+                    matches!(
+                        err,
+                        Error::Failed {
+                            what: Failure::InvalidName,
+                            ..
+                        }
+                    ),
+                    "{err:?}"
+                );
             }
         }
         let users = Users::new(None, None, None);
@@ -596,6 +606,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("is not an image name"), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error::Failed {
+                    what: Failure::InvalidName,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]
