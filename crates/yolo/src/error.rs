@@ -393,21 +393,6 @@ impl Error {
         }
     }
 
-    /// The error itself, under the lines `with_lines` added: what a caller matches the kind of.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "no caller matches a kind under lines yet outside the tests"
-        )
-    )]
-    pub(crate) fn inner(&self) -> &Error {
-        match self {
-            Error::WithLines { error, .. } => error.inner(),
-            other => other,
-        }
-    }
-
     /// Whether an error of kind `T` is somewhere in the chain of causes below this one,
     /// inside an `io::Error` too: how a caller tells a marker error of its own from the rest
     /// without reading the message, which may quote a value that only looks like it.
@@ -738,8 +723,11 @@ mod tests {
         // Under lines: the kind and the source stay reachable.
         let lined = Error::dependency(Dependency::Guard, Cause::of("the guard", missing()))
             .with_lines("guard output", ["starting"]);
+        let Error::WithLines { error, .. } = &lined else {
+            panic!("{lined:?}")
+        };
         assert!(matches!(
-            lined.inner(),
+            **error,
             Error::Dependency {
                 on: Dependency::Guard,
                 ..
