@@ -4,7 +4,7 @@
 use crate::agents::Agent;
 use crate::audit::file_log_name;
 use crate::engine::{log_dir, Engine, GuardSpec, Owner, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Failure, Result};
 use crate::firewall::allowlist::Allowlist;
 use crate::firewall::control::{Request, Response, PEER_NOT_SERVED};
 use crate::firewall::guard_socket::{self, CONTROL_TIMEOUT};
@@ -29,13 +29,13 @@ pub(crate) fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<Strin
     preset_names.extend(spec.firewall_presets.iter().cloned());
     let mut sources: Vec<Vec<String>> = Vec::new();
     for name in &preset_names {
-        sources.push(presets::load(name).map_err(Error::other)?);
+        sources.push(presets::load(name).map_err(|m| Error::failed(Failure::Allowlist, m))?);
     }
     sources.push(agents.iter().flat_map(|a| a.domains.clone()).collect());
     sources.push(spec.firewall_allow.clone());
     let refs: Vec<&[String]> = sources.iter().map(Vec::as_slice).collect();
-    let merged =
-        Allowlist::merge(&refs).map_err(|e| Error::other(format!("the merged allowlist: {e}")))?;
+    let merged = Allowlist::merge(&refs)
+        .map_err(|e| Error::failed(Failure::Allowlist, Cause::of("the merged allowlist", e)))?;
     Ok(merged.patterns())
 }
 
@@ -46,12 +46,12 @@ pub(crate) fn build_allowlist(project: &Project, allow: &[String]) -> Result<Vec
     let build = &project.settings.build;
     let mut sources: Vec<Vec<String>> = vec![allow.to_vec()];
     for name in &build.presets {
-        sources.push(presets::load(name).map_err(Error::other)?);
+        sources.push(presets::load(name).map_err(|m| Error::failed(Failure::Allowlist, m))?);
     }
     sources.push(build.allow.clone());
     let refs: Vec<&[String]> = sources.iter().map(Vec::as_slice).collect();
-    let merged =
-        Allowlist::merge(&refs).map_err(|e| Error::other(format!("the build's allowlist: {e}")))?;
+    let merged = Allowlist::merge(&refs)
+        .map_err(|e| Error::failed(Failure::Allowlist, Cause::of("the build's allowlist", e)))?;
     Ok(merged.patterns())
 }
 
@@ -402,7 +402,8 @@ pub(crate) async fn launch_guard(
     id: &str,
     config: &GuardConfig,
 ) -> Result<()> {
-    let json = serde_json::to_string_pretty(config).map_err(|e| Error::other(e.to_string()))?;
+    let json = serde_json::to_string_pretty(config)
+        .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
     let dir = crate::engine::guard_config_dir_of(&crate::store::root(), &guard_name(project));
     engine.update_guard_config(id, &dir, &json).await?;
     engine.start(id).await
@@ -422,7 +423,8 @@ pub(crate) async fn control(
     guard_id: &str,
     request: &Request,
 ) -> Result<Response> {
-    let json = serde_json::to_string(request).map_err(|e| Error::other(e.to_string()))?;
+    let json = serde_json::to_string(request)
+        .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
     if !remote_engine() {
         let name = engine.container_name(guard_id).await?;
         let path = crate::audit::network_dir().join(guard_socket::socket_name(&name));
@@ -431,7 +433,7 @@ pub(crate) async fn control(
             Ok(text) if !not_served(&text) => return answer(&text),
             Ok(_) => {}
             Err(guard_socket::Failure::NoAnswer(why)) => {
-                return Err(Error::Unavailable(format!(
+                return Err(Error::dependency(Dependency::Guard, format!(
                     "the firewall guard {name} did not answer over {}: {why}; check it with `yolo status`, and `yolo up` restarts it",
                     path.display()
                 )))
@@ -456,16 +458,23 @@ fn remote_engine() -> bool {
 /// The guard's one-line answer: its response, or why it refused.
 fn answer(text: &str) -> Result<Response> {
     let response: Response = serde_json::from_str(text.trim()).map_err(|e| {
-        Error::Unavailable(format!(
-            "unreadable answer from the firewall guard ({e}): {}",
-            text.trim()
-        ))
+        Error::dependency(
+            Dependency::Guard,
+            Cause::around(
+                "unreadable answer from the firewall guard (",
+                e,
+                format!("): {}", text.trim()),
+            ),
+        )
     })?;
     if !response.ok {
-        return Err(Error::Unavailable(format!(
-            "the firewall guard refused: {}",
-            response.error.unwrap_or_default()
-        )));
+        return Err(Error::dependency(
+            Dependency::Guard,
+            format!(
+                "the firewall guard refused: {}",
+                response.error.unwrap_or_default()
+            ),
+        ));
     }
     Ok(response)
 }
