@@ -219,6 +219,8 @@ pub(crate) enum Failure {
     Allowlist,
     /// What yolo's own state should hold is not there (no open session).
     State,
+    /// Making a session's secrets: its CA for the guard's proxy, a credential's stand-in.
+    SessionSecret,
 }
 
 /// Why something failed: yolo's words, and the error underneath when there is one, kept as

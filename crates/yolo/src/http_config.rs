@@ -12,7 +12,7 @@
 //! guard over its control socket and nowhere else.
 
 use crate::credentials::Credential;
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -187,8 +187,13 @@ pub(crate) fn build(
     for credential in credentials {
         let mut bytes = vec![0u8; yolo_protocol::http::stand_in_random_len(&credential.real)];
         random(&mut bytes)?;
-        let stand_in = yolo_protocol::http::stand_in_for(&credential.real, &bytes)
-            .ok_or_else(|| Error::Other("too few random bytes for a stand-in".into()))?;
+        let stand_in =
+            yolo_protocol::http::stand_in_for(&credential.real, &bytes).ok_or_else(|| {
+                Error::Failed {
+                    what: Failure::SessionSecret,
+                    cause: "too few random bytes for a stand-in".into(),
+                }
+            })?;
         let hosts = credential
             .hosts
             .iter()
@@ -235,7 +240,10 @@ fn parse_rules(texts: &[String]) -> std::result::Result<Vec<HttpRule>, String> {
 
 /// The host's randomness.
 pub(crate) fn os_random(buf: &mut [u8]) -> Result<()> {
-    getrandom::fill(buf).map_err(|e| Error::Other(format!("cannot read random bytes: {e}")))
+    getrandom::fill(buf).map_err(|e| Error::Failed {
+        what: Failure::SessionSecret,
+        cause: format!("cannot read random bytes for a credential's stand-in: {e}").into(),
+    })
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! A CA that can only sign leaves (path length 0), valid from today for a year; ECDSA P-256
 //! (rcgen's default, what the proxy signs fastest with).
 
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Failure, Result};
 use sha2::{Digest, Sha256};
 
 /// The session CA: its certificate (PEM), and its key (PEM), which `Debug` never shows.
@@ -29,8 +29,9 @@ impl SessionCa {
     /// apart in a certificate viewer).
     pub(crate) fn new(label: &str) -> Result<Self> {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-        let fail = |e: rcgen::Error| {
-            Error::Other(format!("cannot make the session's CA certificate: {e}"))
+        let fail = |e: rcgen::Error| Error::Failed {
+            what: Failure::SessionSecret,
+            cause: Cause::of("cannot make the session's CA certificate", e),
         };
         let key = KeyPair::generate().map_err(fail)?;
         let mut params = CertificateParams::default();
