@@ -1,6 +1,7 @@
 //! The guard's error for its config and files: what failed, phrased for the host's user who
 //! reads it in the guard's output (`yolo up` prints it when the guard does not become ready).
 //! The firewall's failures are `firewall::Error`, a failed start-up step `run::StartError`.
+//! None of them names the program: `line` does, once, where `main` prints one.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -19,6 +20,11 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error as the guard prints it on stderr: the program's name, then the error's message.
+pub fn line(error: &dyn fmt::Display) -> String {
+    format!("yolo-guard: {error}")
+}
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
@@ -49,5 +55,33 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::StartError;
+
+    /// The program's name stands once in what the guard prints, whichever error it is.
+    #[test]
+    fn the_printed_line_names_the_program_once() {
+        let not_started = StartError::step(
+            "cannot write /run/ready",
+            std::io::Error::from_raw_os_error(libc::EACCES),
+        );
+        let config = StartError::from(Error::Config {
+            file: "/etc/yolo/guard.json".into(),
+            message: "missing field `mode`".into(),
+        });
+        for error in [not_started, config] {
+            let line = line(&error);
+            assert!(line.starts_with("yolo-guard: "), "{line}");
+            assert_eq!(line.matches("yolo-guard").count(), 1, "{line}");
+        }
+        assert_eq!(
+            line(&Error::other("the file watcher did not start")),
+            "yolo-guard: the file watcher did not start"
+        );
     }
 }

@@ -13,7 +13,7 @@ pub enum StartError {
     /// A step of the start-up failed: the guard never says ready and the host never starts the
     /// agent. `step` says what was being done, `cause` why it failed, `hint` what to do.
     #[error(
-        "yolo-guard: {step}: {cause}{}; the agent will not be started",
+        "{step}: {cause}{}; the agent will not be started",
         .hint.map(|hint| format!("; {hint}")).unwrap_or_default()
     )]
     NotStarted {
