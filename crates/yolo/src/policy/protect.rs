@@ -17,10 +17,13 @@
 //! submodule's `.git` file (its pointer to that folder, found through `core.worktree`) read-only
 //! too: rewritten, it would send the host's git to a folder the agent filled.
 //!
-//! Not here: creating those folders (a side effect, `bring_up::up` does it) and the paths the
-//! agent may legitimately edit but the host also runs (`.envrc`, `Makefile`): those are flagged
-//! by the file audit, not blocked.
+//! Not here: looking at the disk (what exists, links, the submodules' git folders come in as
+//! `Facts`, read by `policy_facts` below the folders `protected_roots` names), creating those
+//! folders (a side effect, `bring_up::act` does it) and the paths the agent may legitimately
+//! edit but the host also runs (`.envrc`, `Makefile`): those are flagged by the file audit, not
+//! blocked.
 
+use super::facts::Kind;
 use super::Eval;
 use crate::error::{Error, Result};
 use crate::paths::slash_path;
@@ -65,9 +68,12 @@ impl Eval<'_> {
             return Ok(Vec::new());
         }
         let source = PathBuf::from(&mount.source);
-        let mut roots = vec![source.clone()];
-        if self.input.workspace != source && self.input.workspace.starts_with(&source) {
-            roots.push(self.input.workspace.to_path_buf());
+        let roots = protected_roots(&source, self.input.workspace);
+        if let Some(unseen) = roots.iter().find(|r| !self.input.facts.looked.contains(*r)) {
+            return Err(Error::other(format!(
+                "yolo did not look at {} before checking the paths it protects there",
+                unseen.display()
+            )));
         }
         let mut out: Vec<Protected> = Vec::new();
         for root in &roots {
@@ -78,7 +84,7 @@ impl Eval<'_> {
                 let e = e.trim_end_matches('/');
                 e == ".git/modules" || e == ".git"
             });
-            if modules && root.join(".git").is_dir() {
+            if modules && self.is_dir(&root.join(".git")) {
                 self.reopen_submodules(
                     &source,
                     &mount.target,
@@ -108,7 +114,7 @@ impl Eval<'_> {
         let rel = Path::new(entry.trim_end_matches('/'));
         // A worktree's or submodule's `.git` is a file pointing elsewhere: nothing to protect
         // in it here (that folder is not mounted).
-        if rel.starts_with(".git") && !root.join(".git").is_dir() {
+        if rel.starts_with(".git") && !self.is_dir(&root.join(".git")) {
             return Ok(());
         }
         let mut host = root.to_path_buf();
@@ -116,12 +122,12 @@ impl Eval<'_> {
         for (i, part) in components.iter().enumerate() {
             host.push(part);
             let last = i + 1 == components.len();
-            let meta = std::fs::symlink_metadata(&host).ok();
-            if meta.as_ref().is_some_and(|m| m.file_type().is_symlink()) {
+            let kind = self.input.facts.kind(&host);
+            if kind == Some(Kind::Link) {
                 return Err(self.planted_link(&host));
             }
-            let exists = meta.is_some();
-            let is_dir = meta.as_ref().is_some_and(|m| m.is_dir());
+            let exists = kind.is_some();
+            let is_dir = kind == Some(Kind::Dir);
             if !last && exists && !is_dir {
                 return Ok(()); // `.git` is a file (handled above) or a file is in the way.
             }
@@ -161,9 +167,9 @@ impl Eval<'_> {
         depth: usize,
         out: &mut Vec<Protected>,
     ) -> Result<()> {
-        for gitdir in submodule_git_dirs(modules) {
-            self.reject_link(&gitdir)?;
-            push(out, source, target, &gitdir, false, false);
+        for gitdir in self.input.facts.submodules(modules) {
+            self.reject_link(gitdir)?;
+            push(out, source, target, gitdir, false, false);
             for (name, dir) in [
                 ("config", false),
                 ("hooks", true),
@@ -172,14 +178,18 @@ impl Eval<'_> {
             ] {
                 let host = gitdir.join(name);
                 self.reject_link(&host)?;
-                let exists = host.exists();
+                let exists = self.input.facts.kind(&host).is_some();
                 if exists || dir {
                     push(out, source, target, &host, true, !exists);
                 }
             }
             // The pointer and the folders leading to it, anchored like any entry (a folder of
             // the working tree could otherwise be moved aside with the pointer in it).
-            if let Some(rel) = submodule_pointer(&gitdir)
+            if let Some(rel) = self
+                .input
+                .facts
+                .pointers
+                .get(gitdir)
                 .and_then(|p| p.strip_prefix(source).ok().map(Path::to_path_buf))
             {
                 let entry = slash_path(&rel);
@@ -195,10 +205,14 @@ impl Eval<'_> {
     }
 
     fn reject_link(&self, host: &Path) -> Result<()> {
-        match std::fs::symlink_metadata(host) {
-            Ok(m) if m.file_type().is_symlink() => Err(self.planted_link(host)),
+        match self.input.facts.kind(host) {
+            Some(Kind::Link) => Err(self.planted_link(host)),
             _ => Ok(()),
         }
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        self.input.facts.kind(path) == Some(Kind::Dir)
     }
 
     fn planted_link(&self, host: &Path) -> Error {
@@ -212,8 +226,19 @@ impl Eval<'_> {
     }
 }
 
-/// How deep submodules of submodules are followed.
-const MAX_MODULE_DEPTH: usize = 8;
+/// How deep submodules of submodules are followed (and a submodule's name, holding slashes,
+/// searched for below `modules`).
+pub(crate) const MAX_MODULE_DEPTH: usize = 8;
+
+/// The folders whose entries are protected when `source` is mounted: it, and the workspace
+/// when yolo runs in a folder below it.
+pub(crate) fn protected_roots(source: &Path, workspace: &Path) -> Vec<PathBuf> {
+    let mut roots = vec![source.to_path_buf()];
+    if workspace != source && workspace.starts_with(source) {
+        roots.push(workspace.to_path_buf());
+    }
+    roots
+}
 
 /// Add a bind of `host` over itself, replacing an entry with the same target.
 fn push(
@@ -232,59 +257,6 @@ fn push(
         read_only,
         create_dir,
     });
-}
-
-/// The git folders below a `modules` folder: a submodule's name may hold slashes, so a folder
-/// that is not a git folder (no `HEAD`) is searched further down.
-pub(crate) fn submodule_git_dirs(modules: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        let mut dirs: Vec<PathBuf> = entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.path())
-            .collect();
-        dirs.sort();
-        for d in dirs {
-            if d.join("HEAD").is_file() {
-                out.push(d);
-            } else if depth < MAX_MODULE_DEPTH {
-                walk(&d, depth + 1, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(modules, 0, &mut out);
-    out
-}
-
-/// The `.git` file in a submodule's working tree that points at `gitdir`: the working tree is
-/// the `core.worktree` of the git folder's config, relative to the git folder.
-fn submodule_pointer(gitdir: &Path) -> Option<PathBuf> {
-    let config = crate::digest::read_to_string(&gitdir.join("config")).ok()?;
-    let mut in_core = false;
-    for line in config.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_core = line
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .trim()
-                .eq_ignore_ascii_case("core");
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        if in_core && key.trim().eq_ignore_ascii_case("worktree") {
-            let value = value.trim().trim_matches('"');
-            let tree = crate::paths::normalize_path(&gitdir.join(value))?;
-            return Some(tree.join(".git"));
-        }
-    }
-    None
 }
 
 /// Where `host` (below the mounted folder `source`) appears in the container.
@@ -319,6 +291,7 @@ mod tests {
         let mut c = case(with_image(json!({})));
         c.workspace = ws.clone();
         c.config_file = ws.join(".devcontainer/devcontainer.json");
+        c.read_disk = true;
         c.run()
     }
 
@@ -438,6 +411,28 @@ mod tests {
         assert!(value.contains(".vscode"), "{value}");
     }
 
+    /// The policy judges the facts it is handed, and reads nothing itself: a link there is
+    /// refused though the workspace does not exist on this machine.
+    #[test]
+    fn the_facts_alone_decide() {
+        let c = case(with_image(json!({})));
+        let config = serde_json::from_value(c.config.clone()).unwrap();
+        let ws = Path::new(WS);
+        let mut facts = super::super::test_support::nothing_on_disk(&config, ws);
+        for (path, kind) in [(".git", Kind::Dir), (".git/hooks", Kind::Link)] {
+            facts.kinds.insert(ws.join(path), kind);
+        }
+        let (_, value, _) = refused(case(with_image(json!({}))).with_facts(facts.clone()).run());
+        assert!(value.contains(".git/hooks as a symbolic link"), "{value}");
+        // A folder never looked at is not taken for an empty one.
+        facts.looked.clear();
+        let error = case(with_image(json!({})))
+            .with_facts(facts)
+            .run()
+            .unwrap_err();
+        assert!(error.to_string().contains("did not look at"), "{error}");
+    }
+
     #[test]
     fn the_list_is_the_users() {
         let dir = repo(&[".git/hooks/", ".git/config", "tools/run.sh"]);
@@ -446,6 +441,7 @@ mod tests {
         c.workspace = ws.clone();
         c.config_file = ws.join(".devcontainer.json");
         c.user.read_only = vec!["tools/run.sh".into(), "absent-file".into()];
+        c.read_disk = true;
         let got = targets(&c.run().unwrap().protected);
         let want: Vec<_> = [
             ("/workspace/tools", false, false),
