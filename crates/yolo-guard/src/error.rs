@@ -57,31 +57,3 @@ impl std::error::Error for Error {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::run::StartError;
-
-    /// The program's name stands once in what the guard prints, whichever error it is.
-    #[test]
-    fn the_printed_line_names_the_program_once() {
-        let not_started = StartError::step(
-            "cannot write /run/ready",
-            std::io::Error::from_raw_os_error(libc::EACCES),
-        );
-        let config = StartError::from(Error::Config {
-            file: "/etc/yolo/guard.json".into(),
-            message: "missing field `mode`".into(),
-        });
-        for error in [not_started, config] {
-            let line = line(&error);
-            assert!(line.starts_with("yolo-guard: "), "{line}");
-            assert_eq!(line.matches("yolo-guard").count(), 1, "{line}");
-        }
-        assert_eq!(
-            line(&Error::other("the file watcher did not start")),
-            "yolo-guard: the file watcher did not start"
-        );
-    }
-}

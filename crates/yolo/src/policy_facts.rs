@@ -165,3 +165,208 @@ fn submodule_pointer(gitdir: &Path) -> Option<PathBuf> {
     }
     None
 }
+
+/// The walk here against the one `policy::protect` makes over its result: repositories made on
+/// disk, evaluated with the facts read from them.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devcontainer::model::DevContainer;
+    use crate::error::{Error, Result};
+    use crate::policy::{Flags, UserLayer};
+    use crate::run_spec::{Protected, RunSpec};
+
+    /// A workspace on disk with `files` (a trailing `/` makes a folder).
+    fn repo(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            let path = dir.path().join(f.trim_end_matches('/'));
+            if f.ends_with('/') {
+                std::fs::create_dir_all(&path).unwrap();
+            } else {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, "x").unwrap();
+            }
+        }
+        dir
+    }
+
+    fn spec_in(dir: &tempfile::TempDir) -> Result<RunSpec> {
+        let ws = dir.path().canonicalize().unwrap();
+        evaluate_in(&ws, &ws.join(".devcontainer/devcontainer.json"), None)
+    }
+
+    /// An image config in `ws`, evaluated with the facts read there (and `read_only` as the
+    /// user's list, else the default one).
+    fn evaluate_in(
+        ws: &Path,
+        config_file: &Path,
+        read_only: Option<Vec<String>>,
+    ) -> Result<RunSpec> {
+        let config: DevContainer =
+            serde_json::from_value(serde_json::json!({"image": "debian:bookworm-slim"})).unwrap();
+        let mut user = UserLayer::default();
+        if let Some(list) = read_only {
+            user.read_only = list;
+        }
+        let facts = for_evaluation(&config, ws, config_file, &user.read_only);
+        policy::evaluate(&policy::Input {
+            config: &config,
+            config_file,
+            workspace: ws,
+            devcontainer_id: "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdef",
+            user: &user,
+            flags: &Flags::default(),
+            host_ids: Some((1000, 1000)),
+            agent_volumes: vec![],
+            metadata: &[],
+            facts: &facts,
+        })
+    }
+
+    /// A refusal's (property, value).
+    fn refused(result: Result<RunSpec>) -> (String, String, String) {
+        match result {
+            Err(Error::Refused {
+                property, value, ..
+            }) => (property, value, String::new()),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    fn protected_in(dir: &tempfile::TempDir) -> Result<Vec<Protected>> {
+        spec_in(dir).map(|spec| spec.protected)
+    }
+
+    /// Each target, with the default workspace folder (`/workspaces/<temp dir name>`) shown
+    /// as `/workspace`.
+    fn targets(list: &[Protected]) -> Vec<(String, bool, bool)> {
+        let shown = |t: &str| match t.strip_prefix("/workspaces/") {
+            Some(rest) => match rest.split_once('/') {
+                Some((_, below)) => format!("/workspace/{below}"),
+                None => "/workspace".into(),
+            },
+            None => t.to_string(),
+        };
+        list.iter()
+            .map(|p| (shown(&p.target), p.read_only, p.create_dir))
+            .collect()
+    }
+
+    #[test]
+    fn the_defaults_cover_git_the_config_and_editors_with_git_anchored() {
+        let dir = repo(&[
+            ".git/hooks/",
+            ".git/config",
+            ".devcontainer/devcontainer.json",
+        ]);
+        let got = targets(&protected_in(&dir).unwrap());
+        let want = [
+            ("/workspace/.git", false, false),
+            ("/workspace/.git/hooks", true, false),
+            ("/workspace/.git/config", true, false),
+            ("/workspace/.git/info", true, true),
+            ("/workspace/.git/modules", true, true),
+            ("/workspace/.git/worktrees", true, true),
+            ("/workspace/.devcontainer", true, false),
+            ("/workspace/.vscode", true, true),
+            ("/workspace/.idea", true, true),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(t, r, c)| (t.to_string(), *r, *c))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_submodules_git_folder_is_writable_but_what_git_runs_from_it_is_not() {
+        let dir = repo(&[
+            ".git/hooks/",
+            ".git/config",
+            ".git/modules/libs/a/HEAD",
+            ".git/modules/libs/a/objects/",
+            ".git/modules/libs/a/hooks/",
+            ".git/modules/libs/a/modules/b/HEAD",
+            "libs/a/.git",
+            "libs/a/b/.git",
+        ]);
+        std::fs::write(
+            dir.path().join(".git/modules/libs/a/config"),
+            "[core]\n\tbare = false\n\tworktree = ../../../../libs/a\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join(".git/modules/libs/a/modules/b/config"),
+            "[core]\n\tworktree = \"../../../../../../libs/a/b\"\n",
+        )
+        .unwrap();
+        let got = targets(&protected_in(&dir).unwrap());
+        let has = |t: &str, ro: bool| {
+            assert!(
+                got.iter()
+                    .any(|(target, r, _)| target == &format!("/workspace/{t}") && *r == ro),
+                "{t} read_only={ro} in {got:#?}"
+            )
+        };
+        has(".git/modules", true);
+        has(".git/worktrees", true);
+        has(".git/modules/libs/a", false);
+        has(".git/modules/libs/a/config", true);
+        has(".git/modules/libs/a/hooks", true);
+        has(".git/modules/libs/a/info", true);
+        has(".git/modules/libs/a/modules", true);
+        has(".git/modules/libs/a/modules/b", false);
+        has(".git/modules/libs/a/modules/b/config", true);
+        has("libs", false);
+        has("libs/a", false);
+        has("libs/a/.git", true);
+        has("libs/a/b", false);
+        has("libs/a/b/.git", true);
+    }
+
+    #[test]
+    fn a_planted_link_in_a_submodule_is_refused() {
+        let dir = repo(&[".git/hooks/", ".git/config", ".git/modules/a/HEAD"]);
+        std::os::unix::fs::symlink("/etc", dir.path().join(".git/modules/a/hooks")).unwrap();
+        let (_, value, _) = refused(spec_in(&dir));
+        assert!(value.contains("modules/a/hooks"), "{value}");
+    }
+
+    #[test]
+    fn a_worktree_git_file_is_left_alone() {
+        let dir = repo(&[".git", ".devcontainer/devcontainer.json"]);
+        let got = targets(&protected_in(&dir).unwrap());
+        assert!(got.iter().all(|(t, _, _)| !t.contains(".git")), "{got:?}");
+        assert!(got.iter().any(|(t, _, _)| t == "/workspace/.devcontainer"));
+    }
+
+    #[test]
+    fn a_planted_link_is_refused() {
+        let dir = repo(&[".git/hooks/", ".git/config"]);
+        std::os::unix::fs::symlink("/etc", dir.path().join(".vscode")).unwrap();
+        let (property, value, _) = refused(spec_in(&dir));
+        assert_eq!(property, "the workspace");
+        assert!(value.contains(".vscode"), "{value}");
+    }
+
+    #[test]
+    fn the_list_is_the_users() {
+        let dir = repo(&[".git/hooks/", ".git/config", "tools/run.sh"]);
+        let ws = dir.path().canonicalize().unwrap();
+        let read_only = vec!["tools/run.sh".into(), "absent-file".into()];
+        let spec = evaluate_in(&ws, &ws.join(".devcontainer.json"), Some(read_only)).unwrap();
+        let got = targets(&spec.protected);
+        let want: Vec<_> = [
+            ("/workspace/tools", false, false),
+            ("/workspace/tools/run.sh", true, false),
+        ]
+        .iter()
+        .map(|(t, r, c)| (t.to_string(), *r, *c))
+        .collect();
+        assert_eq!(
+            got, want,
+            "an absent file is not invented; .git is not protected"
+        );
+    }
+}

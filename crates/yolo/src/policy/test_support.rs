@@ -28,8 +28,6 @@ pub(super) struct Case {
     pub(super) metadata: Vec<(Origin, Entry)>,
     /// What the disk holds; `None`: nothing below the workspace (`nothing_on_disk`).
     pub(super) facts: Option<Facts>,
-    /// The facts read from the disk (`policy_facts`) instead, for a workspace made on it.
-    pub(super) read_disk: bool,
 }
 
 pub(super) fn case(config: serde_json::Value) -> Case {
@@ -43,7 +41,6 @@ pub(super) fn case(config: serde_json::Value) -> Case {
         config_file: CFG.into(),
         metadata: Vec::new(),
         facts: None,
-        read_disk: false,
     }
 }
 
@@ -93,18 +90,10 @@ impl Case {
             grants: Grants::parse(&self.user_grants, &parsed)?,
             ..self.flags.clone()
         };
-        let facts = if self.read_disk {
-            crate::policy_facts::for_evaluation(
-                &config,
-                &self.workspace,
-                &self.config_file,
-                &self.user.read_only,
-            )
-        } else {
-            self.facts
-                .clone()
-                .unwrap_or_else(|| nothing_on_disk(&config, &self.workspace))
-        };
+        let facts = self
+            .facts
+            .clone()
+            .unwrap_or_else(|| nothing_on_disk(&config, &self.workspace));
         let input = Input {
             config: &config,
             config_file: &self.config_file,

@@ -67,24 +67,14 @@ impl Act<'_> {
         if let AgentStep::Start { image, .. } = agent {
             return Ok(image.clone());
         }
-        let spec = &self.project.spec;
-        let rebuild = self.project.settings.rebuild;
-        let base = self
-            .engine
-            .ensure_image(
-                &spec.image,
-                rebuild,
-                &spec.devcontainer_id,
-                &NetworkAttach::None,
-            )
-            .await?;
+        let base = self.base_image_offline().await?;
         features::install(
             self.engine,
             self.project,
             &base,
             self.fetched,
             &NetworkAttach::None,
-            rebuild,
+            self.project.settings.rebuild,
         )
         .await
     }
