@@ -1,6 +1,7 @@
 //! The guard's error for its config and files: what failed, phrased for the host's user who
 //! reads it in the guard's output (`yolo up` prints it when the guard does not become ready).
 //! The firewall's failures are `firewall::Error`, a failed start-up step `run::StartError`.
+//! None of them names the program: `line` does, once, where `main` prints one.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -19,6 +20,11 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error as the guard prints it on stderr: the program's name, then the error's message.
+pub fn line(error: &dyn fmt::Display) -> String {
+    format!("yolo-guard: {error}")
+}
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

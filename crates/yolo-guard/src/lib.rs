@@ -37,6 +37,6 @@ pub(crate) mod run;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use error::{Error, Result};
+pub use error::{line as error_line, Error, Result};
 pub use firewall::batches::{Batches, Ruleset};
 pub use run::{run, run_with, Cause, StartError};

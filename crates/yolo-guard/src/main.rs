@@ -30,7 +30,7 @@ fn main() {
             match yolo_guard::run(std::path::Path::new(path)) {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("yolo-guard: {e}");
+                    eprintln!("{}", yolo_guard::error_line(&e));
                     1
                 }
             }
@@ -39,7 +39,8 @@ fn main() {
         ["install", dest] => match install(std::path::Path::new(dest)) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("yolo-guard: cannot install itself at {dest}: {e}");
+                let why = format!("cannot install itself at {dest}: {e}");
+                eprintln!("{}", yolo_guard::error_line(&why));
                 1
             }
         },

@@ -1,7 +1,7 @@
 //! What the crate's tests share: the real-kernel tests' throwaway network namespace, whether it
-//! can be had here, and a firewall-mode config.
+//! can be had here, and the guard configs they start from. It imports nothing of the crate, so
+//! the tests of every layer may use it (the firewall's among them).
 
-use crate::firewall::{self, sets};
 use std::path::Path;
 use std::process::Command;
 use yolo_protocol::{GuardConfig, NetworkMode};
@@ -36,12 +36,14 @@ pub(crate) fn can_use_netns() -> Result<(), &'static str> {
     Ok(())
 }
 
-/// A firewall-mode config for the real-kernel tests, with `allow` as its allowlist.
-pub(crate) fn firewall_config(allow: &[&str]) -> GuardConfig {
+/// The config every test starts from, in `mode`: nothing allowed, no upstream, no published
+/// port, no audit of execs or files, the logs to `/dev/null`. A test changes what it is about
+/// with struct update syntax (`GuardConfig { published_ports, ..guard_config(mode) }`).
+pub(crate) fn guard_config(mode: NetworkMode) -> GuardConfig {
     GuardConfig {
         session: "t".into(),
-        mode: NetworkMode::Firewall,
-        allow: allow.iter().map(|p| p.to_string()).collect(),
+        mode,
+        allow: vec![],
         upstream: vec![],
         ttl_floor_secs: 60,
         deny_nxdomain: false,
@@ -59,6 +61,14 @@ pub(crate) fn firewall_config(allow: &[&str]) -> GuardConfig {
         audit_to_stdout: false,
         http: Default::default(),
         gateway: None,
+    }
+}
+
+/// A firewall-mode config for the real-kernel tests, with `allow` as its allowlist.
+pub(crate) fn firewall_config(allow: &[&str]) -> GuardConfig {
+    GuardConfig {
+        allow: allow.iter().map(|p| p.to_string()).collect(),
+        ..guard_config(NetworkMode::Firewall)
     }
 }
 
@@ -100,16 +110,6 @@ pub(crate) fn in_netns<T: Send + 'static>(
         .args(["netns", "del", &name])
         .status();
     Some(result.expect("netns thread").expect("real nft path"))
-}
-
-/// The elements of the dynamic sets (`allow*`), as the kernel lists them.
-pub(crate) fn dynamic_elements() -> std::result::Result<Vec<String>, firewall::Error> {
-    let (elements, _) = sets::summarize(&sets::list_table_value()?);
-    Ok(elements
-        .into_iter()
-        .filter(|e| e.set.starts_with("allow"))
-        .map(|e| e.element)
-        .collect())
 }
 
 /// A contributor who runs `cargo test -p yolo-guard` as a normal user gets a passing run: the

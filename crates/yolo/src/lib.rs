@@ -22,6 +22,7 @@ pub(crate) mod lock;
 pub(crate) mod output;
 pub(crate) mod paths;
 pub(crate) mod policy;
+pub(crate) mod policy_facts;
 pub(crate) mod project;
 pub(crate) mod remote;
 pub(crate) mod remote_copy;

@@ -1,5 +1,6 @@
-//! Lexical path helpers: no symlink is resolved and nothing is read but the existence of `.git`
-//! (see the module docs of `policy` for why the engine must resolve paths itself).
+//! Lexical path helpers: no symlink is resolved and nothing is read (see the module docs of
+//! `policy` for why the engine must resolve paths itself), but for `real_path` and `git_root`,
+//! which `policy_facts` uses to read what the policy is handed.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -27,7 +28,7 @@ pub(crate) fn normalize_path(path: &Path) -> Option<PathBuf> {
 /// resolved through links, the rest appended. A host path a repository names can pass through a
 /// link the agent planted (`./data -> /home/me`), and Docker follows it; a part that does not
 /// exist yet (which Docker would create) is under whatever its existing parent really is. Reads
-/// the disk, unlike the rest of `policy`: the checks that use it are about the host's files.
+/// the disk: `policy_facts` looks before the policy's checks, which get the answer as a fact.
 pub(crate) fn real_path(path: &Path) -> PathBuf {
     real_path_within(path, 40)
 }

@@ -210,6 +210,12 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
         pids: settings.pids,
         allow: settings.allow.clone(),
     };
+    let facts = crate::policy_facts::for_evaluation(
+        &source.config,
+        workspace,
+        config_file,
+        &settings.user.read_only,
+    );
     let mut spec = policy::evaluate(&policy::Input {
         config: &source.config,
         config_file,
@@ -220,6 +226,7 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
         host_ids: host_ids(),
         agent_volumes,
         metadata: &source.substituted,
+        facts: &facts,
     })
     .map_err(|e| point_at_pass_env(e, &source.raw, &source.withheld))?;
     check_after_policy(&mut spec, &settings.grants)

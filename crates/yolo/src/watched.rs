@@ -723,7 +723,9 @@ fn git_redirects(root: &Path) -> Vec<String> {
         return Vec::new();
     }
     let mut dirs = vec![git.clone()];
-    dirs.extend(crate::policy::submodule_git_dirs(&git.join("modules")));
+    dirs.extend(crate::policy_facts::submodule_git_dirs(
+        &git.join("modules"),
+    ));
     let mut paths = Vec::new();
     for dir in &dirs {
         paths.push(dir.join("commondir"));

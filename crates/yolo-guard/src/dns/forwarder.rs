@@ -51,12 +51,28 @@ pub trait Policy: Send + Sync + 'static {
     fn entry(&self, _name: &str) -> Option<String> {
         None
     }
+    /// Why `allow` failed (the guard's: the firewall's error); the forwarder logs it in a
+    /// `set_update_failed` record and answers SERVFAIL.
+    type Error: std::error::Error + Send + 'static;
     /// Make `elements` reachable for `timeout_secs`; the answer waits for this.
     fn allow(
         &self,
         elements: Vec<(IpAddr, Self::Grant)>,
         timeout_secs: u64,
-    ) -> BoxFuture<Result<(), String>>;
+    ) -> BoxFuture<Result<(), Self::Error>>;
+}
+
+/// Why no upstream server answered a query: none configured, or the last one tried failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("no upstream resolver configured")]
+    NoneConfigured,
+    #[error("{server}: {source}")]
+    Failed {
+        server: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -438,7 +454,10 @@ impl<P: Policy> Forwarder<P> {
             Err(e) => {
                 self.events.emit(guard_event(
                     "dns_upstream_error",
-                    [("name", job.name.clone().into()), ("error", e.into())],
+                    [
+                        ("name", job.name.clone().into()),
+                        ("error", e.to_string().into()),
+                    ],
                 ));
                 return servfail();
             }
@@ -455,7 +474,10 @@ impl<P: Policy> Forwarder<P> {
             {
                 self.events.emit(guard_event(
                     "set_update_failed",
-                    [("name", job.name.clone().into()), ("error", e.into())],
+                    [
+                        ("name", job.name.clone().into()),
+                        ("error", e.to_string().into()),
+                    ],
                 ));
                 return servfail();
             }
@@ -490,7 +512,7 @@ impl<P: Policy> Forwarder<P> {
         addrs: &[IpAddr],
         grant: &P::Grant,
         timeout_secs: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), P::Error> {
         let timeout = Duration::from_secs(timeout_secs);
         let now = Instant::now();
         let wanted: Vec<_> = addrs.iter().map(|a| (*a, grant.clone())).collect();
@@ -510,12 +532,12 @@ impl<P: Policy> Forwarder<P> {
         servers: &[SocketAddr],
         query: &[u8],
         transport: Transport,
-    ) -> Result<(Option<Vec<u8>>, Vec<u8>), String> {
+    ) -> Result<(Option<Vec<u8>>, Vec<u8>), UpstreamError> {
         let mut query = query.to_vec();
         // A fresh id per upstream query: the client's may be predictable.
         let id: u16 = rand_id();
         query[..2].copy_from_slice(&id.to_be_bytes());
-        let mut last_error = String::from("no upstream resolver configured");
+        let mut last_error = UpstreamError::NoneConfigured;
         for server in servers {
             let result = match transport {
                 Transport::Udp => match self.udp_exchange(*server, &query, id).await {
@@ -533,7 +555,12 @@ impl<P: Policy> Forwarder<P> {
             };
             match result {
                 Ok(answers) => return Ok(answers),
-                Err(e) => last_error = format!("{server}: {e}"),
+                Err(source) => {
+                    last_error = UpstreamError::Failed {
+                        server: *server,
+                        source,
+                    }
+                }
             }
         }
         Err(last_error)

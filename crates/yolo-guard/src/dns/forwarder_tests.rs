@@ -122,6 +122,7 @@ struct TestPolicy {
 
 impl Policy for TestPolicy {
     type Grant = ();
+    type Error = io::Error;
     fn decide(&self, name: &str) -> Option<()> {
         self.entry(name).map(|_| ())
     }
@@ -138,12 +139,12 @@ impl Policy for TestPolicy {
         &self,
         elements: Vec<(IpAddr, ())>,
         timeout_secs: u64,
-    ) -> BoxFuture<Result<(), String>> {
+    ) -> BoxFuture<Result<(), io::Error>> {
         let addrs = elements.into_iter().map(|(a, _)| a).collect();
         let delay = self.delay;
         let updates = Arc::clone(&self.updates);
         if self.fail {
-            return Box::pin(async { Err("netlink: No such file or directory".to_string()) });
+            return Box::pin(async { Err(io::Error::from_raw_os_error(libc::ENOENT)) });
         }
         // Recorded after the delay, so the timestamp is when the update finished.
         Box::pin(async move {
@@ -525,46 +526,75 @@ async fn a_burst_of_queries_on_one_socket_is_answered_in_full() {
     assert_eq!(answered, BURST);
 }
 
-/// A sender flooding refused names as fast as it can does not keep another sender's query out
-/// (the per-sender queue, `super::fairq`): each probe, asked once with a 1 s timeout while the
-/// flood runs, is answered.
-#[tokio::test]
-async fn a_flooding_sender_does_not_keep_another_senders_query_out() {
-    let h = harness(&["api.allowed.test"], |_, _| {}).await;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flood = {
-        let (dns, stop) = (h.dns, Arc::clone(&stop));
-        std::thread::spawn(move || {
-            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            socket.set_nonblocking(true).unwrap();
-            let mut sent = 0u64;
-            let mut buf = [0u8; 512];
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+/// A flood of refused names sent to `dns` as fast as they go, round-robin from `sockets`
+/// sockets (each a sender of its own), until `stop`; joined, how many queries it sent.
+fn flood_refused(
+    dns: SocketAddr,
+    sockets: usize,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let sockets: Vec<std::net::UdpSocket> = (0..sockets)
+            .map(|_| {
+                let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                s.set_nonblocking(true).unwrap();
+                s
+            })
+            .collect();
+        let mut sent = 0u64;
+        let mut buf = [0u8; 512];
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for socket in &sockets {
                 let q = query(&format!("f{sent}.denied.test."), RecordType::A);
                 if socket.send_to(&q.to_vec().unwrap(), dns).is_ok() {
                     sent += 1;
                 }
                 while socket.recv(&mut buf).is_ok() {}
             }
-            sent
-        })
-    };
+        }
+        sent
+    })
+}
+
+/// Each of `names` asked once of `dns` from a fresh socket, `pause` apart, while a flood from
+/// `sockets` senders runs (from 300 ms before the first): how many were answered within 1 s,
+/// and how many queries the flood sent.
+async fn answered_during_flood(
+    dns: SocketAddr,
+    sockets: usize,
+    names: impl Iterator<Item = String>,
+    pause: Duration,
+) -> (usize, u64) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = flood_refused(dns, sockets, Arc::clone(&stop));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut answered = 0;
-    for _ in 0..10 {
-        let q = query("api.allowed.test.", RecordType::A);
+    for name in names {
+        let q = query(&name, RecordType::A);
         let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        socket.send_to(&q.to_vec().unwrap(), h.dns).await.unwrap();
+        socket.send_to(&q.to_vec().unwrap(), dns).await.unwrap();
         let mut buf = vec![0u8; 4096];
         if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), socket.recv(&mut buf)).await
         {
             answered += 1;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(pause).await;
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let sent = flood.join().unwrap();
     assert!(sent > 10_000, "the flood sent only {sent}");
+    (answered, sent)
+}
+
+/// A sender flooding refused names as fast as it can does not keep another sender's query out
+/// (the per-sender queue, `super::fairq`): each probe, asked once with a 1 s timeout while the
+/// flood runs, is answered.
+#[tokio::test]
+async fn a_flooding_sender_does_not_keep_another_senders_query_out() {
+    let h = harness(&["api.allowed.test"], |_, _| {}).await;
+    let probes = std::iter::repeat_n("api.allowed.test.".to_string(), 10);
+    let (answered, sent) =
+        answered_during_flood(h.dns, 1, probes, Duration::from_millis(100)).await;
     assert_eq!(answered, 10, "probes answered during a flood of {sent}");
 }
 
@@ -575,47 +605,9 @@ async fn a_flooding_sender_does_not_keep_another_senders_query_out() {
 #[tokio::test]
 async fn a_refused_flood_from_many_sockets_does_not_keep_an_allowed_lookup_out() {
     let h = harness(&["*.allowed.test"], |_, _| {}).await;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flood = {
-        let (dns, stop) = (h.dns, Arc::clone(&stop));
-        std::thread::spawn(move || {
-            let sockets: Vec<std::net::UdpSocket> = (0..16)
-                .map(|_| {
-                    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-                    s.set_nonblocking(true).unwrap();
-                    s
-                })
-                .collect();
-            let mut sent = 0u64;
-            let mut buf = [0u8; 512];
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                for socket in &sockets {
-                    let q = query(&format!("f{sent}.denied.test."), RecordType::A);
-                    if socket.send_to(&q.to_vec().unwrap(), dns).is_ok() {
-                        sent += 1;
-                    }
-                    while socket.recv(&mut buf).is_ok() {}
-                }
-            }
-            sent
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut answered = 0;
-    for i in 0..20 {
-        let q = query(&format!("probe-{i}.allowed.test."), RecordType::A);
-        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        socket.send_to(&q.to_vec().unwrap(), h.dns).await.unwrap();
-        let mut buf = vec![0u8; 4096];
-        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), socket.recv(&mut buf)).await
-        {
-            answered += 1;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let sent = flood.join().unwrap();
-    assert!(sent > 10_000, "the flood sent only {sent}");
+    let probes = (0..20).map(|i| format!("probe-{i}.allowed.test."));
+    let (answered, sent) =
+        answered_during_flood(h.dns, 16, probes, Duration::from_millis(50)).await;
     assert_eq!(
         answered, 20,
         "allowed lookups answered during a flood of {sent}"

@@ -221,7 +221,7 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
                 move || {
                     let answer = match register(&stream, &shared, &state) {
                         Ok(()) => wire::ACK.to_string(),
-                        Err(e) => e,
+                        Err(e) => e.to_string(),
                     };
                     let _ = (&stream).write_all(format!("{answer}\n").as_bytes());
                     done();
@@ -272,42 +272,71 @@ impl Pending {
     }
 }
 
+/// Why a shim's registration was refused. Its message is the answer the shim reads on the
+/// wire (`shim::register`): "dropped" means try again on a new connection.
+#[derive(Debug, thiserror::Error)]
+enum RegisterError {
+    /// The connection could not be given a read timeout.
+    #[error("{0}")]
+    Timeout(#[source] std::io::Error),
+    /// The acceptor dropped the connection first (it stayed idle too long).
+    #[error("dropped")]
+    Dropped,
+    #[error("receive: {0}")]
+    Receive(#[source] std::io::Error),
+    #[error("unexpected message")]
+    UnexpectedMessage,
+    #[error("no descriptor")]
+    NoDescriptor,
+    /// The descriptor passed is not a seccomp listener.
+    #[error("not a seccomp listener")]
+    NotSeccomp,
+    /// The peer's pid (`SO_PEERCRED`) could not be read.
+    #[error("{0}")]
+    Peer(#[source] std::io::Error),
+    /// `MAX_LISTENERS` are watched already.
+    #[error("too many listeners")]
+    TooMany,
+    #[error("epoll: {0}")]
+    Epoll(#[source] std::io::Error),
+}
+
 /// Take one shim's listener: check the message and the descriptor, then watch it.
-fn register(stream: &UnixStream, shared: &Shared, state: &AtomicU8) -> Result<(), String> {
+fn register(stream: &UnixStream, shared: &Shared, state: &AtomicU8) -> Result<(), RegisterError> {
     stream
         .set_read_timeout(Some(Duration::from_secs(2)))
-        .map_err(|e| e.to_string())?;
+        .map_err(RegisterError::Timeout)?;
     let mut buf = [0u8; 64];
     let received = wire::recv_fd(stream, &mut buf);
     if state
         .compare_exchange(WAITING, SPOKE, Ordering::SeqCst, Ordering::SeqCst)
         .is_err()
     {
-        return Err("dropped".into());
+        return Err(RegisterError::Dropped);
     }
-    let (n, fd) = received.map_err(|e| format!("receive: {e}"))?;
+    let (n, fd) = received.map_err(RegisterError::Receive)?;
     if &buf[..n] != wire::HELLO {
-        return Err("unexpected message".into());
+        return Err(RegisterError::UnexpectedMessage);
     }
-    let fd = fd.ok_or("no descriptor")?;
+    let fd = fd.ok_or(RegisterError::NoDescriptor)?;
     let what = procfs::readlink(&format!("/proc/self/fd/{}", fd.as_raw_fd()));
     if what != "anon_inode:seccomp notify" {
-        return Err("not a seccomp listener".into());
+        return Err(RegisterError::NotSeccomp);
     }
-    let peer = wire::peer_pid(stream).map_err(|e| e.to_string())?;
+    let peer = wire::peer_pid(stream).map_err(RegisterError::Peer)?;
     if let Some(filters) = procfs::status(peer).ok().and_then(|s| s.seccomp_filters) {
         let mut threshold = shared.threshold.lock().unwrap_or_else(|p| p.into_inner());
         *threshold = Some(threshold.map_or(filters, |t| t.min(filters)));
     }
     let mut listeners = shared.listeners.lock().unwrap_or_else(|p| p.into_inner());
     if listeners.len() >= MAX_LISTENERS {
-        return Err("too many listeners".into());
+        return Err(RegisterError::TooMany);
     }
     let raw = fd.as_raw_fd();
     listeners.insert(raw, fd);
     epoll_add(&shared.epoll, raw, TAG_LISTENER | raw as u64).map_err(|e| {
         listeners.remove(&raw);
-        format!("epoll: {e}")
+        RegisterError::Epoll(e)
     })
 }
 

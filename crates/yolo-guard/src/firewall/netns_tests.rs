@@ -5,7 +5,8 @@
 use super::batches::{Batches, Ruleset};
 use super::netlink::setelem;
 use super::{nflog, sets, xsk};
-use crate::testing::{dynamic_elements, firewall_config, in_netns};
+use crate::firewall::sets::dynamic_elements;
+use crate::testing::{firewall_config, in_netns};
 use std::time::Instant;
 use yolo_protocol::allowlist::{Allowlist, Ports};
 use yolo_protocol::NFLOG_GROUP;

@@ -3,7 +3,7 @@
 //! Contract:
 //! - `build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static>`: flush-and-create
 //!   batch for table `inet yolo`.
-//! - (tests only) `verify(expected: &Nftables, listed: &Nftables) -> Result<(), String>`:
+//! - (tests only) `verify(expected: &Nftables, listed: &Nftables) -> Result<(), Error>`:
 //!   compare what `nft -j list table inet yolo` shows with what was applied; the guard itself
 //!   verifies over netlink (`netlink::verify`).
 //! - `add_addresses(&[(IpAddr, Ports)], timeout_secs) -> Nftables<'static>`: delete+add of
@@ -850,7 +850,7 @@ mod nft_listing {
     /// the named counters, per chain the same rules in order — each reduced to its verdict, set
     /// references, named counter and log group — and the number of static set elements.
     /// The last output rule being the refusal (or the `open` accept) follows from the rule list.
-    pub fn verify(expected: &Nftables, listed: &Nftables) -> Result<(), String> {
+    pub fn verify(expected: &Nftables, listed: &Nftables) -> Result<(), crate::firewall::Error> {
         let want = summarize(expected);
         let have = summarize(listed);
         let mut problems = Vec::new();
@@ -886,10 +886,10 @@ mod nft_listing {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(format!(
+            Err(crate::firewall::Error::VerifyMismatch(format!(
                 "the firewall differs from what was applied: {}",
                 problems.join("; ")
-            ))
+            )))
         }
     }
 
@@ -1036,26 +1036,8 @@ mod tests {
 
     fn config(mode: NetworkMode, published_ports: Vec<u16>) -> GuardConfig {
         GuardConfig {
-            session: "test".into(),
-            mode,
-            allow: Vec::new(),
-            upstream: Vec::new(),
-            ttl_floor_secs: 60,
-            deny_nxdomain: false,
             published_ports,
-            audit_path: PathBuf::from("/tmp/audit.jsonl"),
-            control_socket: PathBuf::from("/tmp/guard.sock"),
-            host_control_socket: None,
-            control_uids: vec![],
-            allow_internal_answers: false,
-            max_session_log: yolo_protocol::DEFAULT_MAX_SESSION_LOG,
-            phase: None,
-            exec_audit: None,
-            file_watch: None,
-            local_names: vec![],
-            audit_to_stdout: false,
-            http: Default::default(),
-            gateway: None,
+            ..crate::testing::guard_config(mode)
         }
     }
 
@@ -1654,24 +1636,24 @@ mod tests {
         let fewer = Nftables {
             objects: fewer.into(),
         };
-        let err = verify(&expected, &fewer).unwrap_err();
+        let err = verify(&expected, &fewer).unwrap_err().to_string();
         assert!(err.contains("chain input has"), "{err}");
 
         let open = build(&config(NetworkMode::Open, vec![8080]), &allowlist());
-        let err = verify(&expected, &open).unwrap_err();
+        let err = verify(&expected, &open).unwrap_err().to_string();
         assert!(
             err.contains("chain output is") && err.contains("policy"),
             "{err}"
         );
 
         let other_allow = build(&cfg, &Allowlist::default());
-        let err = verify(&expected, &other_allow).unwrap_err();
+        let err = verify(&expected, &other_allow).unwrap_err().to_string();
         assert!(err.contains("set net4 has 0 elements, expected 2"), "{err}");
 
         let empty = Nftables {
             objects: Vec::new().into(),
         };
-        let err = verify(&expected, &empty).unwrap_err();
+        let err = verify(&expected, &empty).unwrap_err().to_string();
         assert!(err.contains("table inet yolo is missing"), "{err}");
     }
 
@@ -1705,7 +1687,7 @@ mod tests {
     struct Netns(String);
 
     impl Netns {
-        fn create() -> Result<Netns, String> {
+        fn create() -> Result<Netns, CommandError> {
             static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
             let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = format!("yolo-fwtest-{}-{n}", std::process::id());
@@ -1713,13 +1695,13 @@ mod tests {
             Ok(Netns(name))
         }
 
-        fn exec(&self, argv: &[&str], stdin: Option<&str>) -> Result<String, String> {
+        fn exec(&self, argv: &[&str], stdin: Option<&str>) -> Result<String, CommandError> {
             let mut args = vec!["netns", "exec", &self.0];
             args.extend_from_slice(argv);
             run("ip", &args, stdin)
         }
 
-        fn apply(&self, nft: &Nftables) -> Result<String, String> {
+        fn apply(&self, nft: &Nftables) -> Result<String, CommandError> {
             self.exec(&["nft", "-j", "-f", "-"], Some(&to_json(nft)))
         }
 
@@ -1764,26 +1746,47 @@ mod tests {
         }
     }
 
-    fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+    /// Why a program the real-kernel tests run (`ip`, `nft`) failed.
+    #[derive(Debug, thiserror::Error)]
+    enum CommandError {
+        #[error("{program}: {source}")]
+        Spawn {
+            program: String,
+            source: std::io::Error,
+        },
+        #[error("{0}")]
+        Io(#[from] std::io::Error),
+        #[error("{program} {args:?}: {stderr}")]
+        Failed {
+            program: String,
+            args: Vec<String>,
+            stderr: String,
+        },
+    }
+
+    fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, CommandError> {
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("{program}: {e}"))?;
+            .map_err(|source| CommandError::Spawn {
+                program: program.into(),
+                source,
+            })?;
         if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(input.as_bytes())
-                .map_err(|e| e.to_string())?;
+            pipe.write_all(input.as_bytes())?;
         }
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        let out = child.wait_with_output()?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(format!(
-                "{program} {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            Err(CommandError::Failed {
+                program: program.into(),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
         }
     }
 
@@ -1874,9 +1877,10 @@ mod tests {
         // Tampering is noticed.
         ns.exec(&["nft", "flush", "chain", "inet", TABLE, CHAIN_INPUT], None)
             .unwrap();
-        assert!(verify(&expected, &ns.listed_table())
-            .unwrap_err()
-            .contains("chain input"));
+        assert!(matches!(
+            verify(&expected, &ns.listed_table()),
+            Err(crate::firewall::Error::VerifyMismatch(what)) if what.contains("chain input")
+        ));
     }
 
     /// Run `f` on a thread that entered `ns`'s network namespace (setns is per thread).
@@ -2144,13 +2148,19 @@ mod tests {
                 None,
             )
         };
-        let local = connect("127.0.0.1").unwrap_err();
+        // What bash said of the connection: a program that ran and failed (not one that
+        // could not be run).
+        let stderr = |result: Result<String, CommandError>| match result {
+            Err(CommandError::Failed { stderr, .. }) => stderr,
+            other => panic!("expected the connection to fail: {other:?}"),
+        };
+        let local = stderr(connect("127.0.0.1"));
         assert!(local.contains("refused"), "{local}");
         let before = counter(
             &ns.list(&["counters", "table", "inet", TABLE]),
             COUNTER_BLOCKED,
         );
-        let docker = connect("127.0.0.11").unwrap_err();
+        let docker = stderr(connect("127.0.0.11"));
         assert!(
             !docker.contains("timed out") && !docker.is_empty(),
             "{docker}"

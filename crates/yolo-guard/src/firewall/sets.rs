@@ -136,6 +136,18 @@ fn counter_of(counter: &Value) -> Counter {
     }
 }
 
+/// The elements of the dynamic sets (`allow*`), as the kernel lists them (for the real-kernel
+/// tests of what a request or a DNS answer put there).
+#[cfg(test)]
+pub(crate) fn dynamic_elements() -> Result<Vec<String>, Error> {
+    let (elements, _) = summarize(&list_table_value()?);
+    Ok(elements
+        .into_iter()
+        .filter(|e| e.set.starts_with("allow"))
+        .map(|e| e.element)
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

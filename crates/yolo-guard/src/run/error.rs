@@ -7,13 +7,13 @@ use yolo_protocol::allowlist::PatternError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The config file or the session log (the guard's [`crate::Error`]).
+    /// The config file or the session log (the guard's [`crate::error::Error`]).
     #[error(transparent)]
-    Guard(#[from] crate::Error),
+    Guard(#[from] crate::error::Error),
     /// A step of the start-up failed: the guard never says ready and the host never starts the
     /// agent. `step` says what was being done, `cause` why it failed, `hint` what to do.
     #[error(
-        "yolo-guard: {step}: {cause}{}; the agent will not be started",
+        "{step}: {cause}{}; the agent will not be started",
         .hint.map(|hint| format!("; {hint}")).unwrap_or_default()
     )]
     NotStarted {
@@ -60,5 +60,33 @@ impl StartError {
             *hint = Some(what_to_do);
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{line, Error};
+
+    /// The program's name stands once in what the guard prints, whichever error it is.
+    #[test]
+    fn the_printed_line_names_the_program_once() {
+        let not_started = StartError::step(
+            "cannot write /run/ready",
+            std::io::Error::from_raw_os_error(libc::EACCES),
+        );
+        let config = StartError::from(Error::Config {
+            file: "/etc/yolo/guard.json".into(),
+            message: "missing field `mode`".into(),
+        });
+        for error in [not_started, config] {
+            let line = line(&error);
+            assert!(line.starts_with("yolo-guard: "), "{line}");
+            assert_eq!(line.matches("yolo-guard").count(), 1, "{line}");
+        }
+        assert_eq!(
+            line(&Error::other("the file watcher did not start")),
+            "yolo-guard: the file watcher did not start"
+        );
     }
 }

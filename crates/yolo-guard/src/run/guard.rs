@@ -45,15 +45,15 @@ impl<B: Batches> Policy for Guard<B> {
             .entry(name)
     }
 
-    /// The forwarder's side of [`Guard::open`]: it needs only the message (the answer is
-    /// SERVFAIL whatever the kind).
+    type Error = firewall::Error;
+
+    /// The forwarder's side of [`Guard::open`].
     fn allow(
         &self,
         elements: Vec<(IpAddr, Ports)>,
         timeout_secs: u64,
-    ) -> BoxFuture<std::result::Result<(), String>> {
-        let opened = self.open(elements, timeout_secs);
-        Box::pin(async move { opened.await.map_err(|e| e.to_string()) })
+    ) -> BoxFuture<std::result::Result<(), firewall::Error>> {
+        self.open(elements, timeout_secs)
     }
 }
 

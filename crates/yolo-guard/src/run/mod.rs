@@ -276,7 +276,7 @@ mod tests {
         }
         let message = error.to_string();
         assert!(
-            message.starts_with("yolo-guard: cannot apply the firewall ruleset: rule in chain yolo output: statement masquerade is not supported"),
+            message.starts_with("cannot apply the firewall ruleset: rule in chain yolo output: statement masquerade is not supported"),
             "{message}"
         );
         assert!(
@@ -311,7 +311,7 @@ mod tests {
         assert_eq!(
             error.to_string(),
             format!(
-                "yolo-guard: cannot take the interfaces' AF_XDP queues before the build: cannot \
+                "cannot take the interfaces' AF_XDP queues before the build: cannot \
                  hold queue 3 of eth0 (AF_XDP): {}; `yolo up --rebuild` makes it anew; the agent \
                  will not be started",
                 std::io::Error::from_raw_os_error(libc::EPERM)

@@ -168,7 +168,8 @@ mod tests {
     use crate::audit::events::Events;
     use crate::dns::names::Resolved;
     use crate::firewall::batches::Ruleset;
-    use crate::testing::{dynamic_elements, firewall_config, in_netns};
+    use crate::firewall::sets::dynamic_elements;
+    use crate::testing::{firewall_config, in_netns};
     use std::net::IpAddr;
     use std::sync::RwLock;
     use std::time::Instant;

@@ -1,14 +1,14 @@
 //! Carrying out a plan (`plan`): reuse what runs, or open a new session and bring everything
 //! up in order. The steps live in the files named after them (`image`, `guard`, `agent`,
-//! `compose`); this file holds the order.
+//! `compose`), the three ways the containers come up in `strategy`; this file holds the order.
 
 use super::plan::image_label;
 use super::plan::{AgentStep, GuardStep, Plan};
-use super::{features, hooks, network};
+use super::{features, hooks};
 use crate::audit::{EventKind, Writer};
 use crate::engine::{Engine, NetworkAttach};
 use crate::error::{Error, Failure, Result};
-use crate::firewall::{mode_name, NetworkMode, PHASE_BUILD};
+use crate::firewall::{mode_name, NetworkMode};
 use crate::project::Project;
 use crate::run_spec::RunSpec;
 use crate::session::state::WorkspaceState;
@@ -66,15 +66,15 @@ impl Act<'_> {
     }
 
     /// Open a new session and (re)start everything in order: the old containers out, the
-    /// agent's image (built behind the guard), the guard with this session's config (verified),
-    /// the agent joined to it.
+    /// session opened, `initializeCommand` run, then the containers by one of the strategies
+    /// (`strategy`): a Compose project, an image built behind the guard, or an image made
+    /// first.
     pub(super) async fn fresh(
         &self,
         agent: &AgentStep,
         guard: &GuardStep,
         state: &mut WorkspaceState,
     ) -> Result<Ready> {
-        let spec = &self.project.spec;
         // initializeCommand is about to run: the only moment to ask (or, with nobody to ask
         // and no trust, refuse) — before anything is removed, opened or built.
         let approved = approval::confirm_host_command(self.project)?;
@@ -82,164 +82,96 @@ impl Act<'_> {
         // An agent that was still running until now (its guard was down, or yolo lost its
         // session) could have rewritten an input while the user read the prompt: compared
         // again now that it is stopped, before anything of it runs on the host.
-        if spec.initialize_command.is_some() {
+        if self.project.spec.initialize_command.is_some() {
             approval::check(self.project, state)?;
         }
         let image_name = match agent {
             AgentStep::Start { image, .. } => image.clone(),
-            _ => image_label(&spec.image),
+            _ => image_label(&self.project.spec.image),
         };
+        let writer = self.open_session(&image_name, state)?;
+        hooks::initialize(self.project, &writer, approved).await?;
+        let reread = self.compose_after_initialize(state).await?;
+        self.make_protected_folders()?;
+        // After the host's own initializeCommand: what it writes is not the agent's doing.
+        self.watch()?;
+        if let Some(prepared) = reread.as_ref().or(self.compose) {
+            return self
+                .fresh_compose(prepared, guard, writer, image_name, state)
+                .await;
+        }
+        let new_image = !matches!(agent, AgentStep::Start { .. });
+        let behind_guard = new_image && self.build_needs_network().await?;
+        if new_image {
+            features::record(&writer, self.fetched)?;
+        }
+        if behind_guard {
+            self.fresh_behind_guard(agent, guard, writer, state).await
+        } else {
+            self.fresh_image_first(agent, guard, writer, state).await
+        }
+    }
+
+    /// The new session's record, opened for `image_name` (the one before closed).
+    fn open_session(&self, image_name: &str, state: &mut WorkspaceState) -> Result<Writer> {
         let writer = record::open(
             self.project,
             state,
-            &image_name,
+            image_name,
             mode_name(self.mode),
             self.allow,
             "closed by a new start",
         )?;
-        state.save(&spec.devcontainer_id)?;
-        hooks::initialize(self.project, &writer, approved).await?;
-        let reread;
-        let compose = if self.reread_compose {
-            // Checked by the policy first: a refused file is not recorded as approved.
-            reread = crate::bring_up::compose::prepare(self.project).await?;
-            if self.first_use {
-                // The first use approves what it uses, the generated files included.
-                for file in spec.compose.iter().flat_map(|c| &c.files) {
-                    approval::note_own_write(self.project, file)?;
-                }
-            } else {
-                // What the command wrote can follow from files the agent writes: a change
-                // to the Compose files is shown and asked about like any other.
-                approval::check(self.project, state)?;
+        state.save(&self.project.spec.devcontainer_id)?;
+        Ok(writer)
+    }
+
+    /// The Compose project read and checked again after initializeCommand (when `up` said so),
+    /// which may have written its files.
+    async fn compose_after_initialize(
+        &self,
+        state: &mut WorkspaceState,
+    ) -> Result<Option<crate::bring_up::compose::Prepared>> {
+        if !self.reread_compose {
+            return Ok(None);
+        }
+        // Checked by the policy first: a refused file is not recorded as approved.
+        let reread = crate::bring_up::compose::prepare(self.project).await?;
+        if self.first_use {
+            // The first use approves what it uses, the generated files included.
+            for file in self.project.spec.compose.iter().flat_map(|c| &c.files) {
+                approval::note_own_write(self.project, file)?;
             }
-            reread.as_ref()
         } else {
-            self.compose
-        };
-        // The protected folders the repository lacks: made here, by the user, empty, so the
-        // agent cannot be the one to create them (policy::protect); before the guard starts,
-        // so its file watcher does not record yolo's own doing as the session's.
-        for path in spec.protected.iter().filter(|p| p.create_dir) {
+            // What the command wrote can follow from files the agent writes: a change to the
+            // Compose files is shown and asked about like any other.
+            approval::check(self.project, state)?;
+        }
+        Ok(reread)
+    }
+
+    /// The protected folders the repository lacks: made here, by the user, empty, so the agent
+    /// cannot be the one to create them (policy::protect); before the guard starts, so its file
+    /// watcher does not record yolo's own doing as the session's.
+    fn make_protected_folders(&self) -> Result<()> {
+        for path in self.project.spec.protected.iter().filter(|p| p.create_dir) {
             std::fs::create_dir_all(&path.host).map_err(|e| Error::io(&path.host, e))?;
         }
-        // After the host's own initializeCommand: what it writes is not the agent's doing.
-        self.watch()?;
-        if let Some(prepared) = compose {
-            features::record(&writer, self.fetched)?;
-            let started = self.fresh_compose(prepared, guard, &writer, state).await?;
-            if let Some(why) = started.audit_off {
-                writer.write(EventKind::Notice {
-                    message: format!("the exec audit is off in this session: {why}"),
-                })?;
-            }
-            return Ok(Ready {
-                container_id: started.id,
-                image: image_name,
-                writer,
-                merged: started.merged,
-            });
-        }
+        Ok(())
+    }
+
+    /// Whether the new image's build (its own or the Features') runs steps that may reach the
+    /// network, so it is built behind the guard: not with `[build] network = "none"`.
+    async fn build_needs_network(&self) -> Result<bool> {
         let settings = &self.project.settings;
-        let new_image = !matches!(agent, AgentStep::Start { .. });
-        let behind_guard = new_image
-            && !settings.build.no_network
-            && (self
-                .engine
-                .build_needed(&spec.image, settings.rebuild)
-                .await?
-                || self.features_build_needed().await?);
-        if new_image {
-            features::record(&writer, self.fetched)?;
+        if settings.build.no_network {
+            return Ok(false);
         }
-        // The image's metadata, once the image is there, shapes the container: `merged` and
-        // `act` (this start with it) from then on. A refusal here fails the `up`, whose roll
-        // back removes what was made.
-        let merged: Option<Project>;
-        let act: Act;
-        let (guard_id, image) = if behind_guard {
-            let (guard_id, image) = self.build_behind_guard(guard, &writer).await?;
-            merged = self.with_image_metadata(&image).await?;
-            act = self.with(merged.as_ref());
-            let guard_id = match guard_id {
-                Some(id) => act.guard_after_build(spec, id, &writer, state).await?,
-                None => None,
-            };
-            (guard_id, image)
-        } else {
-            // A pull, an offline build or nothing: the image first, so a failing pull or build
-            // leaves no guard behind. A build here has no network (`[build] network = "none"`).
-            let image = match agent {
-                AgentStep::Start { image, .. } => image.clone(),
-                _ => {
-                    let base = self
-                        .engine
-                        .ensure_image(
-                            &spec.image,
-                            settings.rebuild,
-                            &spec.devcontainer_id,
-                            &NetworkAttach::None,
-                        )
-                        .await?;
-                    features::install(
-                        self.engine,
-                        self.project,
-                        &base,
-                        self.fetched,
-                        &NetworkAttach::None,
-                        settings.rebuild,
-                    )
-                    .await?
-                }
-            };
-            merged = self.with_image_metadata(&image).await?;
-            act = self.with(merged.as_ref());
-            // The guard made (not started) first: the agent is created while it starts. A
-            // new agent whose first program is the shim's `start` is started as soon as the
-            // guard runs (it needs the guard's namespaces, nothing more): that program waits
-            // for the guard's supervisor, which opens last, once the firewall holds. Any other
-            // agent starts only once the guard says it is ready.
-            let guard_id = act.make_guard(guard, false).await?;
-            let network = guard_id
-                .clone()
-                .map_or(NetworkAttach::None, NetworkAttach::Container);
-            let (launched, made) = tokio::join!(
-                act.launch_guard(guard_id.as_deref(), &writer),
-                act.make_agent(agent, &image, &network, state)
-            );
-            launched?;
-            let (id, waits) = made?;
-            if let Some(guard_id) = &guard_id {
-                state.allowlist = Some(act.allow.to_vec());
-                let ready = network::wait_guard(self.engine, guard_id, writer.session());
-                if waits {
-                    let (ready, started) = tokio::join!(ready, self.engine.start(&id));
-                    ready?;
-                    started?;
-                } else {
-                    ready.await?;
-                    self.engine.start(&id).await?;
-                }
-            } else {
-                self.engine.start(&id).await?;
-            }
-            act.note_audit_off(&writer, &network)?;
-            return Ok(Ready {
-                container_id: id,
-                image,
-                writer,
-                merged,
-            });
-        };
-        let network = guard_id.map_or(NetworkAttach::None, NetworkAttach::Container);
-        let container_id = act.agent(agent, &image, &network, state).await?;
-        act.note_audit_off(&writer, &network)?;
-        Ok(Ready {
-            container_id,
-            image,
-            writer,
-            merged,
-        })
+        Ok(self
+            .engine
+            .build_needed(&self.project.spec.image, settings.rebuild)
+            .await?
+            || self.features_build_needed().await?)
     }
 
     /// What goes before a new session: removed what is recreated or not needed, stopped a
@@ -305,81 +237,5 @@ pub(super) fn exec_audit_off(spec: &RunSpec, network: &NetworkAttach) -> Option<
         Some("`[audit] exec = false` in yolo's config")
     } else {
         None
-    }
-}
-
-impl Act<'_> {
-    /// A Compose project in place of the agent's image and container: the guard made (or kept),
-    /// started by `compose::start` once attached to the project's networks, with the
-    /// siblings' subnets and names allowed on top of this session's allowlist.
-    pub(super) async fn fresh_compose(
-        &self,
-        prepared: &crate::bring_up::compose::Prepared,
-        guard: &GuardStep,
-        writer: &Writer,
-        state: &mut WorkspaceState,
-    ) -> Result<crate::bring_up::compose::Started> {
-        // By name from here on: `compose::start` may make it again.
-        let guard_id = match guard {
-            GuardStep::Start { id, running } => {
-                if *running {
-                    self.engine.stop(id).await?;
-                }
-                Some(network::guard_name(self.project))
-            }
-            GuardStep::Recreate { .. } | GuardStep::Create => {
-                // A Compose guard runs the services' builds whenever one is needed.
-                network::create_guard(self.engine, self.project, true).await?;
-                Some(network::guard_name(self.project))
-            }
-            GuardStep::Remove { .. } | GuardStep::Nothing => None,
-        };
-        let start_guard = |phase: crate::bring_up::compose::GuardPhase| {
-            let guard_id = guard_id.clone();
-            async move {
-                let Some(id) = guard_id else {
-                    return Ok(());
-                };
-                let (allow, names, published, phase) = match phase {
-                    crate::bring_up::compose::GuardPhase::Build => (
-                        self.build_allow(writer)?,
-                        Vec::new(),
-                        None,
-                        Some(PHASE_BUILD),
-                    ),
-                    crate::bring_up::compose::GuardPhase::Session {
-                        extra,
-                        names,
-                        published,
-                    } => {
-                        let mut allow = self.allow.to_vec();
-                        allow.extend(extra);
-                        (allow, names, Some(published), None)
-                    }
-                };
-                let mut config =
-                    network::guard_config(self.project, self.mode, writer.session(), allow, phase);
-                config.local_names = names;
-                if let Some(published) = published {
-                    config.published_ports = published;
-                }
-                network::start_guard(self.engine, self.project, &id, &config).await
-            }
-        };
-        let started = crate::bring_up::compose::start(
-            self.engine,
-            self.project,
-            prepared,
-            self.fetched,
-            self.mode,
-            guard_id.as_deref(),
-            start_guard,
-        )
-        .await?;
-        if guard_id.is_some() {
-            // The siblings' patterns stay out: a live sync must never deny them.
-            state.allowlist = Some(self.allow.to_vec());
-        }
-        Ok(started)
     }
 }

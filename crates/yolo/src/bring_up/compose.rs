@@ -69,18 +69,25 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
         grants: settings.grants.clone(),
         ..Default::default()
     };
-    let input = policy::Input {
+    let workspace = &project.spec.workspace;
+    let input = |facts| policy::Input {
         config: &scratch,
         config_file: &spec.files[0],
-        workspace: &project.spec.workspace,
+        workspace,
         devcontainer_id: &project.spec.devcontainer_id,
         user: &settings.user,
         flags: &flags,
         host_ids: None,
         agent_volumes: Vec::new(),
         metadata: &[],
+        facts,
     };
-    let mut checked = policy::check_services(&input, &spec, &resolved)?;
+    // Where every host path a check meets really leads, looked at before it runs.
+    let facts = crate::policy_facts::for_compose(
+        workspace,
+        policy::compose_host_paths(workspace, &resolved),
+    );
+    let mut checked = policy::check_services(&input(&facts), &spec, &resolved)?;
     let guard = &settings.guard;
     let guard_images = [guard.image.as_deref(), Some(guard.base_image.as_str())];
     policy::check_built_image_names(&spec.files[0], &resolved, &guard_images)?;
@@ -88,10 +95,19 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
     // Files reached through `extends` are read by Compose too: their env_file entries count.
     let all_files =
         policy::compose_files_extended(&spec.files, |f| crate::digest::read_to_string(f).ok());
-    let extended = policy::check_extended_files(&input, &all_files[spec.files.len()..])?;
+    let extended = &all_files[spec.files.len()..];
+    let env_files = env_files(&all_files)?;
+    let facts = crate::policy_facts::for_compose(
+        workspace,
+        extended
+            .iter()
+            .cloned()
+            .chain(env_files.iter().map(|(_, _, path)| path.clone())),
+    );
+    let extended = policy::check_extended_files(&input(&facts), extended)?;
     for grant in extended
         .into_iter()
-        .chain(policy::check_env_files(&input, &env_files(&all_files)?)?)
+        .chain(policy::check_env_files(&input(&facts), &env_files)?)
     {
         if !checked.grants_used.contains(&grant) {
             checked.grants_used.push(grant);

@@ -33,18 +33,22 @@ impl Act<'_> {
         if self.fetched.is_empty() {
             return Ok(false);
         }
-        let spec = &self.project.spec;
+        let base = self.base_image_offline().await?;
         let rebuild = self.project.settings.rebuild;
-        let base = self
-            .engine
+        features::build_needed(self.engine, self.project, &base, self.fetched, rebuild).await
+    }
+
+    /// The base image (before the Features), pulled or built with no network for its steps.
+    pub(super) async fn base_image_offline(&self) -> Result<String> {
+        let spec = &self.project.spec;
+        self.engine
             .ensure_image(
                 &spec.image,
-                rebuild,
+                self.project.settings.rebuild,
                 &spec.devcontainer_id,
                 &NetworkAttach::None,
             )
-            .await?;
-        features::build_needed(self.engine, self.project, &base, self.fetched, rebuild).await
+            .await
     }
 
     /// Build the image with its RUN steps in the guard's network namespace (`none` without a

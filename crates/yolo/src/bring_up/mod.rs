@@ -1,6 +1,8 @@
 //! Bringing a session up (`yolo up`, and `yolo run` before its agent), one step per file:
 //! - `plan`: what to do with the containers found, pure;
-//! - `act`: the plan carried out, in order; `rollback` undoes a failed or interrupted one;
+//! - `act`: the plan carried out, in order, by one of the `strategy` files (a Compose project,
+//!   an image built behind the guard, or an image made first); `rollback` undoes a failed or
+//!   interrupted one;
 //! - `image` (pull, or build behind the guard), `features`, `metadata` (the image's label);
 //! - `compose` (a Compose project's services), `network` (allowlist, guard config, bridges),
 //!   `guard` (the guard container), `agent` (the agent container), `ports`, `volumes`;
@@ -21,6 +23,7 @@ pub(crate) mod network;
 mod plan;
 pub(crate) mod ports;
 mod rollback;
+mod strategy;
 pub(crate) mod volumes;
 
 use crate::agents::Agent;

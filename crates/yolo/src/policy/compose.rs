@@ -5,7 +5,8 @@
 //!
 //! The resolved project is what `docker compose config` prints (files merged, variables and
 //! paths resolved): what is checked is what runs, because `bring_up::compose` hands Compose that
-//! same resolved text (see there). Pure: the YAML comes in as a value.
+//! same resolved text (see there). Pure: the YAML comes in as a value, and where the host paths
+//! it names really lead in the `Facts` (`compose_host_paths` lists them for the caller).
 
 use super::grants::{normalize_cap, Need};
 use super::{Eval, Input};
@@ -68,6 +69,17 @@ impl Eval<'_> {
             self.require(Need::HostMount(path.clone()), property, &value, reason)?;
         }
         Ok(path)
+    }
+
+    /// What a grant must name when `path` leads outside the repository: lexically, or through
+    /// a link (where it really leads, from the `Facts`; not known counts as outside). `None`:
+    /// it stays inside.
+    fn leads_outside(&self, path: &Path) -> Option<PathBuf> {
+        match self.input.facts.real_path(path) {
+            Some(real) if self.in_repository(path) && self.in_repository(real) => None,
+            Some(real) => Some(real.to_path_buf()),
+            None => Some(path.to_path_buf()),
+        }
     }
 
     fn in_repository(&self, path: &Path) -> bool {
@@ -172,26 +184,16 @@ pub(crate) fn check_services(
         }
     }
     // A secret or config from a file is that host file mounted into the services using it.
-    for kind in ["secrets", "configs"] {
-        let Some(entries) = resolved.get(kind).and_then(Value::as_mapping) else {
-            continue;
-        };
-        for (name, entry) in entries {
-            let Some(file) = entry.get("file").map(scalar) else {
-                continue;
-            };
-            let name = scalar(name);
-            let property = format!("{kind} \"{name}\": file");
-            let path = normalize_path(&input.workspace.join(&file)).ok_or_else(|| {
-                eval.config_error(
-                    &property,
-                    format!("the host path \"{file}\" does not resolve"),
-                )
-            })?;
-            let real = crate::paths::real_path(&path);
-            if !eval.in_repository(&path) || !eval.in_repository(&real) {
-                eval.require_host_path(&property, &real, &format!("/run/{kind}/{name}"))?;
-            }
+    for (kind, name, file) in secret_files(resolved) {
+        let property = format!("{kind} \"{name}\": file");
+        let path = normalize_path(&input.workspace.join(&file)).ok_or_else(|| {
+            eval.config_error(
+                &property,
+                format!("the host path \"{file}\" does not resolve"),
+            )
+        })?;
+        if let Some(real) = eval.leads_outside(&path) {
+            eval.require_host_path(&property, &real, &format!("/run/{kind}/{name}"))?;
         }
     }
     checked.grants_used = eval.used.clone();
@@ -335,10 +337,9 @@ pub(crate) fn compose_files_extended(
 pub(crate) fn check_extended_files(input: &Input, files: &[PathBuf]) -> Result<Vec<String>> {
     let mut eval = Eval::new(input, &input.flags.grants);
     for path in files {
-        let real = crate::paths::real_path(path);
-        if eval.in_repository(path) && eval.in_repository(&real) {
+        let Some(real) = eval.leads_outside(path) else {
             continue;
-        }
+        };
         let value = format!("the host file {} outside the repository", real.display());
         let reason = "Compose would copy the settings of its services (their environment among them) into this project";
         eval.require(
@@ -369,12 +370,89 @@ pub(crate) fn check_env_files(
             )
         })?;
         // Where a link in the repository really leads is what Compose reads.
-        let real = crate::paths::real_path(&path);
-        if !eval.in_repository(&path) || !eval.in_repository(&real) {
+        if let Some(real) = eval.leads_outside(&path) {
             eval.require_host_path(&property, &real, "the container's environment")?;
         }
     }
     Ok(eval.used.clone())
+}
+
+/// The host paths the services' check follows through links (`Facts::real_paths`), folded:
+/// the files of secrets and configs, the sources of bind mounts, the build contexts. The
+/// caller looks where each leads before `check_services`.
+pub(crate) fn compose_host_paths(workspace: &Path, resolved: &Value) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = secret_files(resolved)
+        .into_iter()
+        .filter_map(|(_, _, file)| normalize_path(&workspace.join(file)))
+        .collect();
+    let services = resolved.get("services").and_then(Value::as_mapping);
+    for (_, service) in services.into_iter().flatten() {
+        for (source, _) in bind_volumes(service) {
+            paths.extend(normalize_path(&workspace.join(source)));
+        }
+        paths.extend(build_context(service));
+    }
+    paths
+}
+
+/// The secrets and configs read from a host file: (kind, name, file as resolved).
+fn secret_files(resolved: &Value) -> Vec<(&'static str, String, String)> {
+    let mut files = Vec::new();
+    for kind in ["secrets", "configs"] {
+        let Some(entries) = resolved.get(kind).and_then(Value::as_mapping) else {
+            continue;
+        };
+        for (name, entry) in entries {
+            if let Some(file) = entry.get("file").map(scalar) {
+                files.push((kind, scalar(name), file));
+            }
+        }
+    }
+    files
+}
+
+/// A service's bind mounts: (host source as written, target).
+fn bind_volumes(service: &Value) -> Vec<(String, String)> {
+    let Some(Value::Sequence(volumes)) = service.get("volumes") else {
+        return Vec::new();
+    };
+    let mut binds = Vec::new();
+    for volume in volumes {
+        let (kind, source, target) = match volume {
+            Value::String(text) => {
+                let mut parts = text.splitn(3, ':');
+                let first = parts.next().unwrap_or_default().to_string();
+                match parts.next() {
+                    Some(target) if first.starts_with('/') || first.starts_with('.') => {
+                        ("bind".to_string(), first, target.to_string())
+                    }
+                    Some(target) => ("volume".to_string(), first, target.to_string()),
+                    None => ("volume".to_string(), String::new(), first),
+                }
+            }
+            other => (
+                other.get("type").map(scalar).unwrap_or_default(),
+                other.get("source").map(scalar).unwrap_or_default(),
+                other.get("target").map(scalar).unwrap_or_default(),
+            ),
+        };
+        if kind == "bind" {
+            binds.push((source, target));
+        }
+    }
+    binds
+}
+
+/// A service's build context on the host, folded: resolved to an absolute path by `compose
+/// config` (a URL is Docker's to fetch, and no host folder).
+fn build_context(service: &Value) -> Option<PathBuf> {
+    let context = service.get("build").and_then(|b| match b {
+        Value::String(s) => Some(s.clone()),
+        other => other.get("context").map(scalar),
+    })?;
+    context
+        .starts_with('/')
+        .then(|| normalize_path(Path::new(&context)).unwrap_or_default())
 }
 
 /// A string or the items of a list, as strings (`cap_add: [A, B]`, `devices: ["/dev/x"]`).
@@ -457,28 +535,16 @@ impl Eval<'_> {
             self.check_sibling_sysctls(name, service)?;
         }
         self.check_service_volumes(name, service)?;
-        if let Some(context) = get("build").and_then(|b| match b {
-            Value::String(s) => Some(s.clone()),
-            other => other.get("context").map(scalar),
-        }) {
-            // Resolved to an absolute path by `compose config`; a URL is Docker's to fetch.
-            if context.starts_with('/') {
-                let path = normalize_path(Path::new(&context)).unwrap_or_default();
-                // The whole folder a link leads to would be sent to Docker.
-                let real = crate::paths::real_path(&path);
-                if !self.in_repository(&path) || !self.in_repository(&real) {
-                    let path = real;
-                    let value =
-                        format!("the host folder {} outside the repository", path.display());
-                    let reason = "files outside the repository could be copied into the image";
-                    self.require(
-                        Need::HostMount(path),
-                        &property("build.context"),
-                        &value,
-                        reason,
-                    )?;
-                }
-            }
+        // The whole folder a link leads to would be sent to Docker.
+        if let Some(path) = build_context(service).and_then(|p| self.leads_outside(&p)) {
+            let value = format!("the host folder {} outside the repository", path.display());
+            let reason = "files outside the repository could be copied into the image";
+            self.require(
+                Need::HostMount(path),
+                &property("build.context"),
+                &value,
+                reason,
+            )?;
         }
         Ok(())
     }
@@ -690,31 +756,7 @@ impl Eval<'_> {
     /// `docker-socket`), as `mounts` in devcontainer.json do.
     fn check_service_volumes(&mut self, name: &str, service: &Value) -> Result<()> {
         let property = format!("service \"{name}\": volumes");
-        let Some(Value::Sequence(volumes)) = service.get("volumes") else {
-            return Ok(());
-        };
-        for volume in volumes {
-            let (kind, source, target) = match volume {
-                Value::String(text) => {
-                    let mut parts = text.splitn(3, ':');
-                    let first = parts.next().unwrap_or_default().to_string();
-                    match parts.next() {
-                        Some(target) if first.starts_with('/') || first.starts_with('.') => {
-                            ("bind".to_string(), first, target.to_string())
-                        }
-                        Some(target) => ("volume".to_string(), first, target.to_string()),
-                        None => ("volume".to_string(), String::new(), first),
-                    }
-                }
-                other => (
-                    other.get("type").map(scalar).unwrap_or_default(),
-                    other.get("source").map(scalar).unwrap_or_default(),
-                    other.get("target").map(scalar).unwrap_or_default(),
-                ),
-            };
-            if kind != "bind" {
-                continue;
-            }
+        for (source, target) in bind_volumes(service) {
             let source = normalize_path(&self.input.workspace.join(&source)).ok_or_else(|| {
                 self.config_error(
                     &property,
@@ -723,11 +765,9 @@ impl Eval<'_> {
             })?;
             // Docker follows a link the agent planted in the repository (`./data -> /`), and
             // creates a missing part under where its parent really leads.
-            let real = crate::paths::real_path(&source);
-            if self.in_repository(&source) && self.in_repository(&real) {
-                continue;
+            if let Some(real) = self.leads_outside(&source) {
+                self.require_host_path(&property, &real, &target)?;
             }
-            self.require_host_path(&property, &real, &target)?;
         }
         Ok(())
     }
@@ -759,7 +799,7 @@ impl Eval<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::test_support::*;
-    use super::super::{Flags, Grant, Grants, Input, UserLayer};
+    use super::super::{Facts, Flags, Grant, Grants, Input, UserLayer};
     use super::*;
     use crate::devcontainer::model::DevContainer;
     use serde_json::json;
@@ -823,9 +863,26 @@ mod tests {
         assert_grant_text(&grant, "host-mount=/srv/compose.yml");
     }
 
-    /// `check_services` over a resolved project (YAML), with `grants`.
+    /// `check_services` over a resolved project (YAML), with `grants`; no host path it names
+    /// passes through a link.
     fn check(yaml: &str, grants: &[&str]) -> Result<ServicesChecked> {
+        check_with_links(yaml, grants, &[])
+    }
+
+    /// The same, where the host paths `links` name lead elsewhere (path, where it leads).
+    fn check_with_links(
+        yaml: &str,
+        grants: &[&str],
+        links: &[(&str, &str)],
+    ) -> Result<ServicesChecked> {
         let resolved: Value = serde_yaml_ng::from_str(yaml).unwrap();
+        let mut facts = Facts::default();
+        for path in compose_host_paths(Path::new(WS), &resolved) {
+            facts.real_paths.insert(path.clone(), path);
+        }
+        for (path, real) in links {
+            facts.real_paths.insert(path.into(), real.into());
+        }
         let scratch = DevContainer {
             image: Some("compose".into()),
             ..Default::default()
@@ -846,6 +903,7 @@ mod tests {
             host_ids: None,
             agent_volumes: vec![],
             metadata: &[],
+            facts: &facts,
         };
         let spec = ComposeSpec {
             files: vec![file.clone()],
@@ -981,6 +1039,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(checked.egress, ["db"]);
+    }
+
+    /// A path of the repository that a link leads out of needs the grant its real place
+    /// would.
+    #[test]
+    fn a_link_out_of_the_repository_is_judged_where_it_leads() {
+        let yaml = format!("{APP}  db:\n    volumes:\n    - ./data:/data\n");
+        let data = format!("{WS}/data");
+        let (property, value, grant) =
+            refusal(check_with_links(&yaml, &[], &[(&data, "/home/me/.ssh")]));
+        assert_eq!(property, "service \"db\": volumes");
+        assert!(value.contains("/home/me/.ssh"), "{value}");
+        assert_grant_text(&grant, "host-mount=/home/me/.ssh");
+        check_with_links(&yaml, &[], &[(&data, &format!("{WS}/real-data"))]).unwrap();
+        let resolved: Value = serde_yaml_ng::from_str(&yaml).unwrap();
+        assert!(compose_host_paths(Path::new(WS), &resolved).contains(&PathBuf::from(&data)));
     }
 
     #[test]

@@ -2,11 +2,11 @@
 //! and flags into a validated `RunSpec`, or a clear `Error::Refused` naming the file, the property,
 //! the value and the grant that would allow it (`Error::Forbidden` when no grant can).
 //!
-//! No Docker, and no file is read here: the callers read a Dockerfile, a Compose `.env` or the
-//! files a service `extends` and hand in the text (or a reader). What still looks at the disk:
-//! the git root of the workspace (`paths::git_root`, the nearest ancestor holding `.git`), the
-//! host paths a Compose project names resolved through links (`paths::real_path`), and
-//! `protect`'s look at the workspace's `.git` and submodule folders.
+//! No Docker, and nothing here looks at the disk: the callers read a Dockerfile, a Compose `.env`
+//! or the files a service `extends` and hand in the text (or a reader), and what the checks
+//! need to know of the host's files comes in as `Facts` (`facts`), read before by
+//! `crate::policy_facts`: the workspace's git root, where the host paths a Compose project names
+//! really lead, and what `protect` looks at in the workspace's `.git` and submodule folders.
 //!
 //! What this module deliberately does not do: resolve symlinks. All path checks are lexical (after
 //! `.`/`..` folding), so the engine must canonicalize bind sources and build contexts before use
@@ -37,6 +37,7 @@ mod base;
 mod build;
 mod compose;
 mod dockerfile;
+mod facts;
 mod firewall;
 mod grants;
 mod hash;
@@ -60,17 +61,20 @@ pub(crate) use compose::{
     check_services, compose_files_extended, ServicesChecked,
 };
 pub(crate) use dockerfile::check_text as check_remote_adds;
+pub(crate) use facts::{Facts, Kind};
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
 pub(crate) use build::OUTSIDE_DOCKERFILE;
+pub(crate) use compose::compose_host_paths;
 pub(crate) use grants::{grant_help, Grant};
 pub(crate) use hash::seal;
 pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, parse_size, LimitLayer};
 pub(crate) use metadata::{config_entry as metadata_config_entry, label as metadata_label};
 pub(crate) use protect::{
-    check_entry as check_read_only_entry, submodule_git_dirs, DEFAULT_READ_ONLY,
+    check_entry as check_read_only_entry, protected_roots, DEFAULT_READ_ONLY, MAX_MODULE_DEPTH,
 };
 pub(crate) use workspace::default_workspace_target;
+pub(crate) use workspace::workspace_source;
 
 use crate::devcontainer::metadata::{Entry, Origin};
 use crate::devcontainer::model::{DevContainer, YoloCustomization};
@@ -161,6 +165,8 @@ pub(crate) struct Input<'a> {
     /// Image metadata entries (the image's label, then the Features'), already substituted,
     /// merged before devcontainer.json's own properties (`metadata`).
     pub(crate) metadata: &'a [(Origin, Entry)],
+    /// What the checks need to know of the host's files, read before (`policy_facts`).
+    pub(crate) facts: &'a Facts,
 }
 
 /// Check the repository's requests against the user's grants and build the `RunSpec`.
@@ -273,7 +279,7 @@ impl<'a> Eval<'a> {
             input,
             grants,
             config: input.config,
-            git_root: crate::paths::git_root(input.workspace),
+            git_root: input.facts.git_root.clone(),
             trust_host_commands: input.flags.trust_host_commands || grants.initialize_command(),
             used: Vec::new(),
             run_limits: LimitLayer::default(),

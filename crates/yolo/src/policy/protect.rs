@@ -17,10 +17,13 @@
 //! submodule's `.git` file (its pointer to that folder, found through `core.worktree`) read-only
 //! too: rewritten, it would send the host's git to a folder the agent filled.
 //!
-//! Not here: creating those folders (a side effect, `bring_up::up` does it) and the paths the
-//! agent may legitimately edit but the host also runs (`.envrc`, `Makefile`): those are flagged
-//! by the file audit, not blocked.
+//! Not here: looking at the disk (what exists, links, the submodules' git folders come in as
+//! `Facts`, read by `policy_facts` below the folders `protected_roots` names), creating those
+//! folders (a side effect, `bring_up::act` does it) and the paths the agent may legitimately
+//! edit but the host also runs (`.envrc`, `Makefile`): those are flagged by the file audit, not
+//! blocked.
 
+use super::facts::Kind;
 use super::Eval;
 use crate::error::{Error, Result};
 use crate::paths::slash_path;
@@ -65,9 +68,12 @@ impl Eval<'_> {
             return Ok(Vec::new());
         }
         let source = PathBuf::from(&mount.source);
-        let mut roots = vec![source.clone()];
-        if self.input.workspace != source && self.input.workspace.starts_with(&source) {
-            roots.push(self.input.workspace.to_path_buf());
+        let roots = protected_roots(&source, self.input.workspace);
+        if let Some(unseen) = roots.iter().find(|r| !self.input.facts.looked.contains(*r)) {
+            return Err(Error::other(format!(
+                "yolo did not look at {} before checking the paths it protects there",
+                unseen.display()
+            )));
         }
         let mut out: Vec<Protected> = Vec::new();
         for root in &roots {
@@ -78,7 +84,7 @@ impl Eval<'_> {
                 let e = e.trim_end_matches('/');
                 e == ".git/modules" || e == ".git"
             });
-            if modules && root.join(".git").is_dir() {
+            if modules && self.is_dir(&root.join(".git")) {
                 self.reopen_submodules(
                     &source,
                     &mount.target,
@@ -108,7 +114,7 @@ impl Eval<'_> {
         let rel = Path::new(entry.trim_end_matches('/'));
         // A worktree's or submodule's `.git` is a file pointing elsewhere: nothing to protect
         // in it here (that folder is not mounted).
-        if rel.starts_with(".git") && !root.join(".git").is_dir() {
+        if rel.starts_with(".git") && !self.is_dir(&root.join(".git")) {
             return Ok(());
         }
         let mut host = root.to_path_buf();
@@ -116,12 +122,12 @@ impl Eval<'_> {
         for (i, part) in components.iter().enumerate() {
             host.push(part);
             let last = i + 1 == components.len();
-            let meta = std::fs::symlink_metadata(&host).ok();
-            if meta.as_ref().is_some_and(|m| m.file_type().is_symlink()) {
+            let kind = self.input.facts.kind(&host);
+            if kind == Some(Kind::Link) {
                 return Err(self.planted_link(&host));
             }
-            let exists = meta.is_some();
-            let is_dir = meta.as_ref().is_some_and(|m| m.is_dir());
+            let exists = kind.is_some();
+            let is_dir = kind == Some(Kind::Dir);
             if !last && exists && !is_dir {
                 return Ok(()); // `.git` is a file (handled above) or a file is in the way.
             }
@@ -161,9 +167,9 @@ impl Eval<'_> {
         depth: usize,
         out: &mut Vec<Protected>,
     ) -> Result<()> {
-        for gitdir in submodule_git_dirs(modules) {
-            self.reject_link(&gitdir)?;
-            push(out, source, target, &gitdir, false, false);
+        for gitdir in self.input.facts.submodules(modules) {
+            self.reject_link(gitdir)?;
+            push(out, source, target, gitdir, false, false);
             for (name, dir) in [
                 ("config", false),
                 ("hooks", true),
@@ -172,14 +178,18 @@ impl Eval<'_> {
             ] {
                 let host = gitdir.join(name);
                 self.reject_link(&host)?;
-                let exists = host.exists();
+                let exists = self.input.facts.kind(&host).is_some();
                 if exists || dir {
                     push(out, source, target, &host, true, !exists);
                 }
             }
             // The pointer and the folders leading to it, anchored like any entry (a folder of
             // the working tree could otherwise be moved aside with the pointer in it).
-            if let Some(rel) = submodule_pointer(&gitdir)
+            if let Some(rel) = self
+                .input
+                .facts
+                .pointers
+                .get(gitdir)
                 .and_then(|p| p.strip_prefix(source).ok().map(Path::to_path_buf))
             {
                 let entry = slash_path(&rel);
@@ -195,10 +205,14 @@ impl Eval<'_> {
     }
 
     fn reject_link(&self, host: &Path) -> Result<()> {
-        match std::fs::symlink_metadata(host) {
-            Ok(m) if m.file_type().is_symlink() => Err(self.planted_link(host)),
+        match self.input.facts.kind(host) {
+            Some(Kind::Link) => Err(self.planted_link(host)),
             _ => Ok(()),
         }
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        self.input.facts.kind(path) == Some(Kind::Dir)
     }
 
     fn planted_link(&self, host: &Path) -> Error {
@@ -212,8 +226,19 @@ impl Eval<'_> {
     }
 }
 
-/// How deep submodules of submodules are followed.
-const MAX_MODULE_DEPTH: usize = 8;
+/// How deep submodules of submodules are followed (and a submodule's name, holding slashes,
+/// searched for below `modules`).
+pub(crate) const MAX_MODULE_DEPTH: usize = 8;
+
+/// The folders whose entries are protected when `source` is mounted: it, and the workspace
+/// when yolo runs in a folder below it.
+pub(crate) fn protected_roots(source: &Path, workspace: &Path) -> Vec<PathBuf> {
+    let mut roots = vec![source.to_path_buf()];
+    if workspace != source && workspace.starts_with(source) {
+        roots.push(workspace.to_path_buf());
+    }
+    roots
+}
 
 /// Add a bind of `host` over itself, replacing an entry with the same target.
 fn push(
@@ -234,59 +259,6 @@ fn push(
     });
 }
 
-/// The git folders below a `modules` folder: a submodule's name may hold slashes, so a folder
-/// that is not a git folder (no `HEAD`) is searched further down.
-pub(crate) fn submodule_git_dirs(modules: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        let mut dirs: Vec<PathBuf> = entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.path())
-            .collect();
-        dirs.sort();
-        for d in dirs {
-            if d.join("HEAD").is_file() {
-                out.push(d);
-            } else if depth < MAX_MODULE_DEPTH {
-                walk(&d, depth + 1, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(modules, 0, &mut out);
-    out
-}
-
-/// The `.git` file in a submodule's working tree that points at `gitdir`: the working tree is
-/// the `core.worktree` of the git folder's config, relative to the git folder.
-fn submodule_pointer(gitdir: &Path) -> Option<PathBuf> {
-    let config = crate::digest::read_to_string(&gitdir.join("config")).ok()?;
-    let mut in_core = false;
-    for line in config.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_core = line
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .trim()
-                .eq_ignore_ascii_case("core");
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        if in_core && key.trim().eq_ignore_ascii_case("worktree") {
-            let value = value.trim().trim_matches('"');
-            let tree = crate::paths::normalize_path(&gitdir.join(value))?;
-            return Some(tree.join(".git"));
-        }
-    }
-    None
-}
-
 /// Where `host` (below the mounted folder `source`) appears in the container.
 fn container_path(source: &Path, target: &str, host: &Path) -> String {
     let rel = slash_path(host.strip_prefix(source).unwrap_or(host));
@@ -299,165 +271,26 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A workspace on disk with `files` (a trailing `/` makes a folder).
-    fn repo(files: &[&str]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for f in files {
-            let path = dir.path().join(f.trim_end_matches('/'));
-            if f.ends_with('/') {
-                std::fs::create_dir_all(&path).unwrap();
-            } else {
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                std::fs::write(&path, "x").unwrap();
-            }
+    /// The policy judges the facts it is handed, and reads nothing itself: a link there is
+    /// refused though the workspace does not exist on this machine.
+    #[test]
+    fn the_facts_alone_decide() {
+        let c = case(with_image(json!({})));
+        let config = serde_json::from_value(c.config.clone()).unwrap();
+        let ws = Path::new(WS);
+        let mut facts = super::super::test_support::nothing_on_disk(&config, ws);
+        for (path, kind) in [(".git", Kind::Dir), (".git/hooks", Kind::Link)] {
+            facts.kinds.insert(ws.join(path), kind);
         }
-        dir
-    }
-
-    fn spec_in(dir: &tempfile::TempDir) -> Result<crate::run_spec::RunSpec> {
-        let ws = dir.path().canonicalize().unwrap();
-        let mut c = case(with_image(json!({})));
-        c.workspace = ws.clone();
-        c.config_file = ws.join(".devcontainer/devcontainer.json");
-        c.run()
-    }
-
-    fn protected_in(dir: &tempfile::TempDir) -> Result<Vec<Protected>> {
-        spec_in(dir).map(|spec| spec.protected)
-    }
-
-    /// Each target, with the default workspace folder (`/workspaces/<temp dir name>`) shown
-    /// as `/workspace`.
-    fn targets(list: &[Protected]) -> Vec<(String, bool, bool)> {
-        let shown = |t: &str| match t.strip_prefix("/workspaces/") {
-            Some(rest) => match rest.split_once('/') {
-                Some((_, below)) => format!("/workspace/{below}"),
-                None => "/workspace".into(),
-            },
-            None => t.to_string(),
-        };
-        list.iter()
-            .map(|p| (shown(&p.target), p.read_only, p.create_dir))
-            .collect()
-    }
-
-    #[test]
-    fn the_defaults_cover_git_the_config_and_editors_with_git_anchored() {
-        let dir = repo(&[
-            ".git/hooks/",
-            ".git/config",
-            ".devcontainer/devcontainer.json",
-        ]);
-        let got = targets(&protected_in(&dir).unwrap());
-        let want = [
-            ("/workspace/.git", false, false),
-            ("/workspace/.git/hooks", true, false),
-            ("/workspace/.git/config", true, false),
-            ("/workspace/.git/info", true, true),
-            ("/workspace/.git/modules", true, true),
-            ("/workspace/.git/worktrees", true, true),
-            ("/workspace/.devcontainer", true, false),
-            ("/workspace/.vscode", true, true),
-            ("/workspace/.idea", true, true),
-        ];
-        let want: Vec<_> = want
-            .iter()
-            .map(|(t, r, c)| (t.to_string(), *r, *c))
-            .collect();
-        assert_eq!(got, want);
-    }
-
-    #[test]
-    fn a_submodules_git_folder_is_writable_but_what_git_runs_from_it_is_not() {
-        let dir = repo(&[
-            ".git/hooks/",
-            ".git/config",
-            ".git/modules/libs/a/HEAD",
-            ".git/modules/libs/a/objects/",
-            ".git/modules/libs/a/hooks/",
-            ".git/modules/libs/a/modules/b/HEAD",
-            "libs/a/.git",
-            "libs/a/b/.git",
-        ]);
-        std::fs::write(
-            dir.path().join(".git/modules/libs/a/config"),
-            "[core]\n\tbare = false\n\tworktree = ../../../../libs/a\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join(".git/modules/libs/a/modules/b/config"),
-            "[core]\n\tworktree = \"../../../../../../libs/a/b\"\n",
-        )
-        .unwrap();
-        let got = targets(&protected_in(&dir).unwrap());
-        let has = |t: &str, ro: bool| {
-            assert!(
-                got.iter()
-                    .any(|(target, r, _)| target == &format!("/workspace/{t}") && *r == ro),
-                "{t} read_only={ro} in {got:#?}"
-            )
-        };
-        has(".git/modules", true);
-        has(".git/worktrees", true);
-        has(".git/modules/libs/a", false);
-        has(".git/modules/libs/a/config", true);
-        has(".git/modules/libs/a/hooks", true);
-        has(".git/modules/libs/a/info", true);
-        has(".git/modules/libs/a/modules", true);
-        has(".git/modules/libs/a/modules/b", false);
-        has(".git/modules/libs/a/modules/b/config", true);
-        has("libs", false);
-        has("libs/a", false);
-        has("libs/a/.git", true);
-        has("libs/a/b", false);
-        has("libs/a/b/.git", true);
-    }
-
-    #[test]
-    fn a_planted_link_in_a_submodule_is_refused() {
-        let dir = repo(&[".git/hooks/", ".git/config", ".git/modules/a/HEAD"]);
-        std::os::unix::fs::symlink("/etc", dir.path().join(".git/modules/a/hooks")).unwrap();
-        let (_, value, _) = refused(spec_in(&dir));
-        assert!(value.contains("modules/a/hooks"), "{value}");
-    }
-
-    #[test]
-    fn a_worktree_git_file_is_left_alone() {
-        let dir = repo(&[".git", ".devcontainer/devcontainer.json"]);
-        let got = targets(&protected_in(&dir).unwrap());
-        assert!(got.iter().all(|(t, _, _)| !t.contains(".git")), "{got:?}");
-        assert!(got.iter().any(|(t, _, _)| t == "/workspace/.devcontainer"));
-    }
-
-    #[test]
-    fn a_planted_link_is_refused() {
-        let dir = repo(&[".git/hooks/", ".git/config"]);
-        std::os::unix::fs::symlink("/etc", dir.path().join(".vscode")).unwrap();
-        let (property, value, _) = refused(spec_in(&dir));
-        assert_eq!(property, "the workspace");
-        assert!(value.contains(".vscode"), "{value}");
-    }
-
-    #[test]
-    fn the_list_is_the_users() {
-        let dir = repo(&[".git/hooks/", ".git/config", "tools/run.sh"]);
-        let ws = dir.path().canonicalize().unwrap();
-        let mut c = case(with_image(json!({})));
-        c.workspace = ws.clone();
-        c.config_file = ws.join(".devcontainer.json");
-        c.user.read_only = vec!["tools/run.sh".into(), "absent-file".into()];
-        let got = targets(&c.run().unwrap().protected);
-        let want: Vec<_> = [
-            ("/workspace/tools", false, false),
-            ("/workspace/tools/run.sh", true, false),
-        ]
-        .iter()
-        .map(|(t, r, c)| (t.to_string(), *r, *c))
-        .collect();
-        assert_eq!(
-            got, want,
-            "an absent file is not invented; .git is not protected"
-        );
+        let (_, value, _) = refused(case(with_image(json!({}))).with_facts(facts.clone()).run());
+        assert!(value.contains(".git/hooks as a symbolic link"), "{value}");
+        // A folder never looked at is not taken for an empty one.
+        facts.looked.clear();
+        let error = case(with_image(json!({})))
+            .with_facts(facts)
+            .run()
+            .unwrap_err();
+        assert!(error.to_string().contains("did not look at"), "{error}");
     }
 
     #[test]

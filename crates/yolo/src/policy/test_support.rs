@@ -1,7 +1,7 @@
 //! The fluent test case of every policy test: `case(json).grant(..).run()` evaluates a
 //! devcontainer.json (as JSON) with grants, user config and flags; the helpers unpack results.
 
-use super::{evaluate, Flags, Grant, Grants, Input, UserLayer};
+use super::{evaluate, Facts, Flags, Grant, Grants, Input, UserLayer};
 use crate::devcontainer::metadata::{Entry, Origin};
 use crate::devcontainer::model::DevContainer;
 use crate::error::{Error, Result};
@@ -26,6 +26,8 @@ pub(super) struct Case {
     pub(super) config_file: PathBuf,
     /// Image metadata entries merged before the config.
     pub(super) metadata: Vec<(Origin, Entry)>,
+    /// What the disk holds; `None`: nothing below the workspace (`nothing_on_disk`).
+    pub(super) facts: Option<Facts>,
 }
 
 pub(super) fn case(config: serde_json::Value) -> Case {
@@ -38,12 +40,33 @@ pub(super) fn case(config: serde_json::Value) -> Case {
         workspace: WS.into(),
         config_file: CFG.into(),
         metadata: Vec::new(),
+        facts: None,
+    }
+}
+
+/// The facts of a workspace with nothing in it and no git root: its folders looked at, no
+/// protected path there yet.
+pub(super) fn nothing_on_disk(config: &DevContainer, workspace: &std::path::Path) -> Facts {
+    let source = super::workspace_source(config, workspace);
+    Facts {
+        looked: source
+            .map(|s| super::protected_roots(&s, workspace))
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        ..Facts::default()
     }
 }
 
 impl Case {
     pub(super) fn grant(mut self, grants: &[&str]) -> Self {
         self.grants = grants.iter().map(|g| g.to_string()).collect();
+        self
+    }
+
+    /// What the disk holds, for this case.
+    pub(super) fn with_facts(mut self, facts: Facts) -> Self {
+        self.facts = Some(facts);
         self
     }
 
@@ -67,6 +90,10 @@ impl Case {
             grants: Grants::parse(&self.user_grants, &parsed)?,
             ..self.flags.clone()
         };
+        let facts = self
+            .facts
+            .clone()
+            .unwrap_or_else(|| nothing_on_disk(&config, &self.workspace));
         let input = Input {
             config: &config,
             config_file: &self.config_file,
@@ -77,6 +104,7 @@ impl Case {
             host_ids: Some((1000, 1000)),
             agent_volumes: vec![("yolo-claude-x".into(), "/home/node/.claude".into())],
             metadata: &self.metadata,
+            facts: &facts,
         };
         evaluate(&input)
     }

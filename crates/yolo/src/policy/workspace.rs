@@ -3,10 +3,11 @@
 
 use super::mounts::{parse_mount_string, valid_volume_name};
 use super::Eval;
+use crate::devcontainer::model::DevContainer;
 use crate::error::{Error, Result};
-use crate::paths::{is_container_path, slash_path};
+use crate::paths::{is_container_path, normalize_path, slash_path};
 use crate::run_spec::{Mount, MountKind};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 impl Eval<'_> {
     /// The workspace bind and the folder commands run in.
@@ -80,6 +81,20 @@ impl Eval<'_> {
             read_only: req.read_only,
         })
     }
+}
+
+/// The host folder the workspace mount binds (`Eval::workspace`), for the caller to look at
+/// before evaluating (`Facts`): `workspaceMount`'s source, else the workspace; `None` for a
+/// volume, or a `workspaceMount` the evaluation refuses anyway.
+pub(crate) fn workspace_source(config: &DevContainer, workspace: &Path) -> Option<PathBuf> {
+    let Some(text) = &config.workspace_mount else {
+        return Some(workspace.to_path_buf());
+    };
+    let req = parse_mount_string(text).ok()?;
+    if req.kind != MountKind::Bind {
+        return None;
+    }
+    normalize_path(Path::new(&req.source))
 }
 
 /// Where the workspace is mounted without a `workspaceMount`: `/workspaces/<folder name>`, as
@@ -202,16 +217,20 @@ mod tests {
 
     #[test]
     fn workspace_mount_of_git_root_is_allowed() {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join(".git")).unwrap();
-        let workspace = root.path().join("sub");
+        let root = std::path::Path::new("/home/me/src/repo");
+        let workspace = root.join("sub");
         let mut c = case(with_image(json!({
-            "workspaceMount": format!("source={},target=/repo,type=bind", root.path().display())
+            "workspaceMount": format!("source={},target=/repo,type=bind", root.display())
         })));
         c.workspace = workspace.clone();
         c.config_file = workspace.join(".devcontainer/devcontainer.json");
+        let config = serde_json::from_value(c.config.clone()).unwrap();
+        c.facts = Some(crate::policy::Facts {
+            git_root: Some(root.to_path_buf()),
+            ..nothing_on_disk(&config, &workspace)
+        });
         let spec = c.run().unwrap();
-        assert_eq!(spec.workspace_mount.source, root.path().to_string_lossy());
+        assert_eq!(spec.workspace_mount.source, root.to_string_lossy());
         assert_eq!(spec.workspace_folder, "/repo/sub");
         assert!(spec.grants_used.is_empty());
     }
