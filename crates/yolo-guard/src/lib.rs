@@ -31,6 +31,7 @@ pub mod exec;
 pub(crate) mod files;
 pub(crate) mod firewall;
 pub mod init;
+pub(crate) mod proxy;
 pub(crate) mod run;
 #[cfg(test)]
 pub(crate) mod testing;
