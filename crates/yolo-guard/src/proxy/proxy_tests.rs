@@ -187,9 +187,7 @@ async fn start_host(host_ca: &Ca, gate: Arc<Notify>) {
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let gate = Arc::clone(&gate);
-                        async move {
-                            Ok::<_, std::convert::Infallible>(host_service(req, gate).await)
-                        }
+                        async move { Ok::<_, std::convert::Infallible>(host_service(req, gate).await) }
                     });
                     let builder =
                         hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -221,7 +219,10 @@ fn network() -> Result<(), crate::testing::Failure> {
         Ok(())
     };
     run("ip", &["link", "set", "lo", "up"])?;
-    run("ip", &["addr", "add", &format!("{HOST_ADDR}/32"), "dev", "lo"])?;
+    run(
+        "ip",
+        &["addr", "add", &format!("{HOST_ADDR}/32"), "dev", "lo"],
+    )?;
     run("nft", &["add table ip proxytest"])?;
     run(
         "nft",
@@ -315,7 +316,10 @@ fn host_addr(port: u16) -> SocketAddr {
 }
 
 fn get(path: &str, host: &str) -> Request<Empty<Bytes>> {
-    Request::get(path).header("host", host).body(Empty::new()).unwrap()
+    Request::get(path)
+        .header("host", host)
+        .body(Empty::new())
+        .unwrap()
 }
 
 async fn h1_sender<I>(io: I) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>>
@@ -344,7 +348,8 @@ fn in_proxy_netns<T: Send + 'static>(
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        Ok(runtime.block_on(tokio::time::timeout(Duration::from_secs(60), body()))?)
+        Ok(runtime
+            .block_on(async { tokio::time::timeout(Duration::from_secs(60), body()).await })?)
     })
 }
 
@@ -360,7 +365,10 @@ fn a_get_is_forwarded_and_its_body_streams() {
                 .await
                 .unwrap();
             let mut sender = h1_sender(tls).await;
-            let response = sender.send_request(get("/hello?q=secret", HOST)).await.unwrap();
+            let response = sender
+                .send_request(get("/hello?q=secret", HOST))
+                .await
+                .unwrap();
             let seen = text(response).await;
             let response = sender.send_request(get("/stream", HOST)).await.unwrap();
             let mut body = response.into_body();
@@ -380,15 +388,20 @@ fn a_get_is_forwarded_and_its_body_streams() {
     }) else {
         return;
     };
-    assert_eq!(
-        seen,
-        format!("version=HTTP/1.1 path=/hello key=the-real-value host={HOST}")
+    // The agent spoke HTTP/1.1; the proxy's own connection took HTTP/2 where the host offered it.
+    assert!(
+        seen.ends_with(&format!("path=/hello key=the-real-value host={HOST}")),
+        "{seen}"
     );
     assert_eq!(&first[..], b"first\n");
     assert_eq!(&rest[..], b"rest\n");
     let hello = &exchanges[0];
     assert_eq!(
-        (hello.method.as_str(), hello.host.as_str(), hello.path.as_str()),
+        (
+            hello.method.as_str(),
+            hello.host.as_str(),
+            hello.path.as_str()
+        ),
         ("GET", HOST, "/hello"),
         "the query string is cut"
     );
@@ -425,7 +438,10 @@ fn http2_is_negotiated_on_both_sides() {
     };
     assert_eq!(alpn.as_deref(), Some(&b"h2"[..]));
     assert_eq!(version, Version::HTTP_2);
-    assert!(seen.starts_with("version=HTTP/2.0 path=/h2 key=the-real-value"), "{seen}");
+    assert!(
+        seen.starts_with("version=HTTP/2.0 path=/h2 key=the-real-value"),
+        "{seen}"
+    );
 }
 
 /// An Upgrade (what WebSocket does) becomes a byte pipe to the host once it said 101.
@@ -493,7 +509,11 @@ fn a_request_for_another_host_than_the_sni_is_misdirected() {
                 .await
                 .unwrap();
             let mut sender = h1_sender(tls).await;
-            let h1 = sender.send_request(get("/x", OTHER)).await.unwrap().status();
+            let h1 = sender
+                .send_request(get("/x", OTHER))
+                .await
+                .unwrap()
+                .status();
             let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
                 .await
                 .unwrap();
@@ -530,8 +550,13 @@ fn a_direct_connection_and_an_unbound_sni_are_refused() {
             let s = setup(true).await;
             let proxy = SocketAddr::from(([127, 0, 0, 1], PROXY_TLS));
             let direct = tls_client(&s.session_ca, proxy, HOST, &[b"http/1.1"]).await;
-            let unbound =
-                tls_client(&s.session_ca, host_addr(443), "evil.example", &[b"http/1.1"]).await;
+            let unbound = tls_client(
+                &s.session_ca,
+                host_addr(443),
+                "evil.example",
+                &[b"http/1.1"],
+            )
+            .await;
             tokio::time::sleep(Duration::from_millis(50)).await;
             let refused = s.log.refused.lock().unwrap().clone();
             (direct.is_ok(), unbound.is_ok(), refused)
@@ -540,9 +565,14 @@ fn a_direct_connection_and_an_unbound_sni_are_refused() {
         return;
     };
     assert!(!direct, "a direct connection got a TLS session");
-    assert!(!unbound, "an SNI not answered with that address got a TLS session");
     assert!(
-        refused.iter().any(|r| r.reason.contains("direct connection")),
+        !unbound,
+        "an SNI not answered with that address got a TLS session"
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.reason.contains("direct connection")),
         "{refused:?}"
     );
     assert!(
