@@ -884,6 +884,29 @@ pub fn add_addresses(addrs: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'
     batch.to_nftables()
 }
 
+/// Mark resolved addresses of inspected names as inspected for `timeout_secs`: add, delete,
+/// add with the timeout, as [`add_addresses`] does (a refresh on every kernel).
+pub fn add_inspected(addrs: &[IpAddr], timeout_secs: u64) -> Nftables<'static> {
+    let timeout = timeout_secs.clamp(1, MAX_TIMEOUT_SECS) as u32;
+    let mut batch = Batch::new();
+    for (set, v4) in [(SET_INSPECT4, true), (SET_INSPECT6, false)] {
+        let elems: BTreeSet<IpAddr> = addrs
+            .iter()
+            .filter(|a| a.is_ipv4() == v4)
+            .copied()
+            .collect();
+        if elems.is_empty() {
+            continue;
+        }
+        let elems: Vec<_> = elems.iter().map(|a| s(&a.to_string())).collect();
+        let timed = with_timeout(&elems, timeout);
+        batch.add(element(set, timed.clone()));
+        batch.delete(element(set, elems));
+        batch.add(element(set, timed));
+    }
+    batch.to_nftables()
+}
+
 /// Forget resolved addresses (`yolo deny`). Absent elements are fine: each is added first.
 /// Established connections are not cut; conntrack keeps them until they close.
 pub fn remove_addresses(addrs: &[(IpAddr, Ports)]) -> Nftables<'static> {

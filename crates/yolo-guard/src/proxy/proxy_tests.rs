@@ -1,14 +1,16 @@
 //! The proxy's transport against real sockets, each test in a throwaway network namespace
 //! (root, `nft`, `ip netns`; skipped without them unless `YOLO_REQUIRE_NETNS` is set). The
 //! "real host" is a hyper server with a certificate from a test CA of its own, on an address
-//! added to the namespace's loopback; an nft `nat` rule redirects connections to it on 443 and
-//! 80 to the proxy, except the proxy's own marked ones, as the guard's ruleset does. Clients
-//! trust the session CA only.
+//! added to the namespace's loopback and put in the inspected set; the guard's own ruleset
+//! redirects connections to it on 443 and 80 to the proxy, except the proxy's own marked ones.
+//! Clients trust the session CA only.
 
 use super::names::Inspected;
 use super::serve::{Exchange, Head, Proxy, Record, Refused, Rules, Verdict};
 use super::tls::{SessionCa, Upstream};
-use crate::testing::in_netns;
+use crate::firewall::batches::{Batches, Ruleset};
+use crate::firewall::{ruleset, sets};
+use crate::testing::{firewall_config, in_netns};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
@@ -23,15 +25,18 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
+use yolo_protocol::allowlist::Allowlist;
 
 /// The inspected host's address, on the namespace's loopback.
 const HOST_ADDR: &str = "198.51.100.10";
 const HOST: &str = "api.inspected.test";
 /// Another inspected name the guard answered with the same address (a CDN's shared front).
 const OTHER: &str = "other.inspected.test";
-const PROXY_TLS: u16 = 15443;
-const PROXY_PLAIN: u16 = 15080;
-const MARK: u32 = 0x5a5a;
+const PROXY_TLS: u16 = ruleset::PROXY_PORT_TLS;
+const PROXY_PLAIN: u16 = ruleset::PROXY_PORT_HTTP;
+/// The guard's socket mark, which the ruleset neither redirects nor refuses towards
+/// inspected addresses on 443 and 80.
+const MARK: u32 = yolo_protocol::GUARD_MARK;
 type TestBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
 
 struct Ca {
@@ -208,8 +213,9 @@ async fn start_host(host_ca: &Ca, gate: Arc<Notify>) {
     }
 }
 
-/// The namespace as the guard's ruleset makes it: loopback up, the host's address on it,
-/// and the redirect of unmarked TCP to that address's 443 and 80 to the proxy's ports.
+/// The namespace as the guard makes it: loopback up, the host's address on it, the guard's
+/// own ruleset applied (its `redirect` chain sends unmarked TCP to an inspected address on 443
+/// and 80 to the proxy's ports) and the host's address in the inspected set, as DNS puts it.
 fn network() -> Result<(), crate::testing::Failure> {
     let run = |program: &str, args: &[&str]| -> Result<(), crate::testing::Failure> {
         let status = std::process::Command::new(program).args(args).status()?;
@@ -223,19 +229,12 @@ fn network() -> Result<(), crate::testing::Failure> {
         "ip",
         &["addr", "add", &format!("{HOST_ADDR}/32"), "dev", "lo"],
     )?;
-    run("nft", &["add table ip proxytest"])?;
-    run(
-        "nft",
-        &["add chain ip proxytest out { type nat hook output priority -100; }"],
-    )?;
-    for (port, to) in [(443, PROXY_TLS), (80, PROXY_PLAIN)] {
-        run(
-            "nft",
-            &[&format!(
-                "add rule ip proxytest out meta mark != {MARK} ip daddr {HOST_ADDR} tcp dport {port} redirect to :{to}"
-            )],
-        )?;
-    }
+    let config = firewall_config(&[HOST, OTHER]);
+    let allow = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
+    let expected = Ruleset.build(&config, &allow);
+    sets::apply(&expected)?;
+    Ruleset.verify(&expected)?;
+    sets::apply(&ruleset::add_inspected(&[HOST_ADDR.parse().unwrap()], 300))?;
     Ok(())
 }
 
