@@ -4,10 +4,12 @@
 //! going, terminates TLS for the SNI name with the session CA, asks the rules about each
 //! request and forwards it over a verified connection of its own.
 //!
+//! - `audit`: the proxy's records as `http`, `credential_misuse` and `blocked` events;
 //! - `names`: which inspected names the guard answered with which addresses;
 //! - `tls`: the session CA's leaves towards the agent, the verified client towards the hosts;
 //! - `serve`: the transport (listeners, HTTP/1.1 and HTTP/2, streaming, upgrades).
 
+pub(crate) mod audit;
 pub(crate) mod names;
 pub(crate) mod serve;
 pub(crate) mod tls;
