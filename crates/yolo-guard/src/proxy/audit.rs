@@ -6,7 +6,6 @@
 
 use super::serve::{Exchange, Record, Refused};
 use crate::audit::events::Events;
-use std::sync::Arc;
 use yolo_protocol::event::EventKind;
 
 impl Record for Events {
@@ -54,12 +53,6 @@ pub(crate) fn http_event(exchange: Exchange) -> EventKind {
         first: None,
         last: None,
     }
-}
-
-/// The guard's events as the proxy's record.
-#[allow(dead_code)]
-pub(crate) fn record(events: Arc<Events>) -> Arc<dyn Record> {
-    events
 }
 
 #[cfg(test)]

@@ -417,7 +417,12 @@ impl Conn {
         };
         let body = Recorded {
             inner: body,
-            done: Some((exchange, started, tally, Arc::clone(&self.proxy.record))),
+            done: Some(Pending {
+                exchange,
+                started,
+                tally,
+                record: Arc::clone(&self.proxy.record),
+            }),
         }
         .map_err(BoxError::from)
         .boxed();
@@ -677,12 +682,26 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
 /// client went away mid-stream): bytes and duration are then final.
 struct Recorded<B> {
     inner: B,
-    done: Option<(Exchange, Instant, Arc<Tally>, Arc<dyn Record>)>,
+    done: Option<Pending>,
+}
+
+/// A request's record waiting for its response to end.
+struct Pending {
+    exchange: Exchange,
+    started: Instant,
+    tally: Arc<Tally>,
+    record: Arc<dyn Record>,
 }
 
 impl<B> Recorded<B> {
     fn finish(&mut self) {
-        if let Some((mut exchange, started, tally, record)) = self.done.take() {
+        if let Some(Pending {
+            mut exchange,
+            started,
+            tally,
+            record,
+        }) = self.done.take()
+        {
             exchange.bytes_up = tally.up.load(Ordering::Relaxed);
             exchange.bytes_down = tally.down.load(Ordering::Relaxed);
             exchange.duration_ms = started.elapsed().as_millis() as u64;
