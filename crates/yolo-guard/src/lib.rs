@@ -11,7 +11,7 @@
 //! - `files`: the file audit: the workspace watcher.
 //! - `firewall`: the `inet yolo` table (`ruleset`, pure), sent to the kernel and read back over
 //!   netlink (`netlink`), the build's seal, what a deny revokes, the NFLOG reader.
-//! - `proxy`: the HTTP proxy of inspected hosts: its rules, git pushes, credentials.
+//! - `proxy`: the HTTP proxy for inspected hosts (TLS with the session CA, hyper, the rules).
 //! - `audit`: the path of every event to its log: queue, folding, the capped writer.
 //! - `init`: what being PID 1 of the namespace takes: signals, orphans.
 //! - `error`: the guard's error for its config and files, phrased for the host's user.
@@ -32,7 +32,10 @@ pub mod exec;
 pub(crate) mod files;
 pub(crate) mod firewall;
 pub mod init;
-mod proxy;
+// Not started by `run` yet: it needs the session CA and the credentials, which a control
+// request will bring (issue 25, the CLI side); until then only its tests run it.
+#[allow(dead_code)]
+pub(crate) mod proxy;
 pub(crate) mod run;
 #[cfg(test)]
 pub(crate) mod testing;

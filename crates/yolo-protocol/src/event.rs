@@ -334,6 +334,44 @@ pub enum EventKind {
         /// The size of its files.
         bytes: u64,
     },
+    /// A request on an inspected host, as the guard's proxy handled it (forwarded or refused).
+    /// Written by the guard.
+    Http {
+        method: String,
+        host: String,
+        /// The request's path, the query string cut (it often carries tokens).
+        path: String,
+        /// The status the agent got: the host's, or the proxy's own (403 refused by a rule,
+        /// 421 another host than the connection's, 502 the host could not be reached or its
+        /// certificate was not trusted).
+        status: u16,
+        /// Body bytes each way (the agent's request body, the response body).
+        bytes_up: u64,
+        bytes_down: u64,
+        duration_ms: u64,
+        /// The rule that decided (`connect`, `host`: the proxy's own refusals).
+        rule: String,
+        /// The credential whose real value the proxy put in: its name, never its value.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credential: Option<String>,
+        /// Aggregated record: how many requests this record stands for (absent: one); the
+        /// sizes and duration are the first one's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first: Option<DateTime<Utc>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last: Option<DateTime<Utc>>,
+    },
+    /// A credential's stand-in sent to a host that is not one of that credential's: refused.
+    /// Written by the guard, besides the request's `http` record.
+    CredentialMisuse {
+        /// The credential's name.
+        credential: String,
+        host: String,
+        method: String,
+        path: String,
+    },
     /// Something yolo wants on record that fits no other kind (warnings, refusals).
     Notice {
         message: String,
@@ -369,6 +407,8 @@ impl EventKind {
         "unsupervised",
         "file",
         "feature_fetch",
+        "http",
+        "credential_misuse",
         "notice",
         "suppressed",
     ];
@@ -391,6 +431,8 @@ impl EventKind {
             EventKind::Unsupervised { .. } => "unsupervised",
             EventKind::File { .. } => "file",
             EventKind::FeatureFetch { .. } => "feature_fetch",
+            EventKind::Http { .. } => "http",
+            EventKind::CredentialMisuse { .. } => "credential_misuse",
             EventKind::Notice { .. } => "notice",
             EventKind::Suppressed { .. } => "suppressed",
         }
@@ -420,6 +462,9 @@ impl EventKind {
             }
             | EventKind::File {
                 count, first, last, ..
+            }
+            | EventKind::Http {
+                count, first, last, ..
             } => Some(Folded {
                 count: *count,
                 first: *first,
@@ -442,6 +487,9 @@ impl EventKind {
             count, first, last, ..
         }
         | EventKind::File {
+            count, first, last, ..
+        }
+        | EventKind::Http {
             count, first, last, ..
         } = self
         {

@@ -57,7 +57,7 @@ impl Fold {
         if !foldable(&kind) {
             return Some(kind);
         }
-        let key = serde_json::to_vec(&kind).unwrap_or_default();
+        let key = serde_json::to_vec(&key_of(&kind)).unwrap_or_default();
         if let Some(entry) = self.keys.get_mut(&key) {
             if entry.pending == 0 {
                 entry.first = now;
@@ -108,6 +108,28 @@ impl Fold {
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.keys.len()
+    }
+}
+
+/// What makes two events the same attempt: the whole event, but for an `http` record its
+/// sizes and duration, which differ from one request to the next (a flood of the same request
+/// folds; the aggregated record keeps the first one's numbers).
+fn key_of(kind: &EventKind) -> std::borrow::Cow<'_, EventKind> {
+    match kind {
+        EventKind::Http { .. } => {
+            let mut key = kind.clone();
+            if let EventKind::Http {
+                bytes_up,
+                bytes_down,
+                duration_ms,
+                ..
+            } = &mut key
+            {
+                (*bytes_up, *bytes_down, *duration_ms) = (0, 0, 0);
+            }
+            std::borrow::Cow::Owned(key)
+        }
+        _ => std::borrow::Cow::Borrowed(kind),
     }
 }
 

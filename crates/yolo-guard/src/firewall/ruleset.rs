@@ -53,6 +53,19 @@ pub const STATIC_SETS: [&str; 4] = [SET_NET4, SET_NET6, SET_NET4_PORT, SET_NET6_
 /// holds NET_RAW, which allows SO_MARK since Linux 5.17) gets no further than the resolver.
 pub const SET_UPSTREAM4: &str = "upstream4";
 pub const SET_UPSTREAM6: &str = "upstream6";
+/// Dynamic sets of inspected addresses (the guard's answers for names with credentials or
+/// method/path rules): the agent's TCP to them on 443 and 80 is redirected to the proxy, and
+/// nothing else of the agent's reaches them unless an allow entry names that port (those
+/// ports go to `allow*_port` as usual).
+pub const SET_INSPECT4: &str = "inspect4";
+pub const SET_INSPECT6: &str = "inspect6";
+/// The `nat` chain that sends the agent's connections to inspected addresses to the proxy.
+pub const CHAIN_REDIRECT: &str = "redirect";
+/// The proxy's ports in the guard's namespace: what was going to 443 (TLS) and to 80.
+pub const PROXY_PORT_TLS: u16 = 3443;
+pub const PROXY_PORT_HTTP: u16 = 3080;
+/// The ports the proxy takes over on an inspected address, with the proxy port for each.
+pub const INSPECTED_PORTS: [(u16, u16); 2] = [(443, PROXY_PORT_TLS), (80, PROXY_PORT_HTTP)];
 const UPSTREAM_SETS: [&str; 2] = [SET_UPSTREAM4, SET_UPSTREAM6];
 
 /// Named counters for `yolo firewall`: new connections let through by the allowlist (and the
@@ -111,6 +124,15 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         batch.add(NfListObject::Chain(base_chain(name, hook, policy)));
         batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(name))));
     }
+    // Before the filter chain (dstnat priority): the filter chain then sees the redirected
+    // connection going to loopback.
+    batch.add(NfListObject::Chain(Chain {
+        _type: Some(NfChainType::NAT),
+        prio: Some(-100),
+        policy: Some(NfChainPolicy::Accept),
+        ..base_chain(CHAIN_REDIRECT, NfHook::Output, NfChainPolicy::Accept)
+    }));
+    batch.add_cmd(NfCmd::Flush(FlushObject::Chain(chain_ref(CHAIN_REDIRECT))));
     flush_static_sets(&mut batch);
     for name in UPSTREAM_SETS {
         batch.add_cmd(NfCmd::Flush(FlushObject::Set(Box::new(set_ref(name)))));
@@ -120,6 +142,9 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
     }
     for expr in input_rules(config) {
         batch.add(rule(CHAIN_INPUT, expr));
+    }
+    for expr in redirect_rules(config.mode) {
+        batch.add(rule(CHAIN_REDIRECT, expr));
     }
     fill_static_sets(&mut batch, allow);
     for (set, elems) in upstream_elements(&config.upstream) {
@@ -309,6 +334,8 @@ fn all_sets() -> Vec<Set<'static>> {
         set_def(SET_NET6_PORT, &[V6, InetService], &interval),
         set_def(SET_UPSTREAM4, &[V4, InetService], &[]),
         set_def(SET_UPSTREAM6, &[V6, InetService], &[]),
+        set_def(SET_INSPECT4, &[V4], &dynamic),
+        set_def(SET_INSPECT6, &[V6], &dynamic),
     ]
 }
 
@@ -431,6 +458,23 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
             accept(),
         ]);
     }
+    // The proxy's own connections (marked like DNS's) to inspected addresses, on the ports it
+    // serves; the agent's never get here, the `redirect` chain sent them to loopback.
+    let inspected_ports = Expression::Named(NamedExpression::Set(
+        INSPECTED_PORTS
+            .iter()
+            .map(|(p, _)| SetItem::Element(Expression::Number(u32::from(*p))))
+            .collect(),
+    ));
+    for (ip, set) in [("ip", SET_INSPECT4), ("ip6", SET_INSPECT6)] {
+        rules.push(vec![
+            is(meta(MetaKey::Mark), Expression::Number(socket_mark())),
+            is(payload(ip, "daddr"), set_lookup(set)),
+            is(payload("tcp", "dport"), inspected_ports.clone()),
+            counter(COUNTER_ACCEPTED),
+            accept(),
+        ]);
+    }
     rules.extend([
         vec![is(meta(MetaKey::Oif), s("lo")), accept()],
         vec![established(), accept()],
@@ -480,6 +524,33 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
             rules.push(vec![counter(COUNTER_UNLISTED), accept()]);
         }
         _ => rules.extend(refuse_rest()),
+    }
+    rules
+}
+
+/// The `redirect` chain: unmarked TCP to an inspected address on 443 or 80 goes to the
+/// proxy's port on loopback (`redirect`); the proxy reads where it was going with
+/// SO_ORIGINAL_DST. The guard's marked sockets (the proxy's own connections) pass unchanged.
+/// Nothing in `none` mode, where nothing is inspected.
+fn redirect_rules(mode: NetworkMode) -> Vec<Stmts> {
+    if mode == NetworkMode::None {
+        return Vec::new();
+    }
+    let mut rules = Vec::new();
+    for (ip, set) in [("ip", SET_INSPECT4), ("ip6", SET_INSPECT6)] {
+        for (port, proxy) in INSPECTED_PORTS {
+            rules.push(vec![
+                not(meta(MetaKey::Mark), Expression::Number(socket_mark())),
+                is(payload(ip, "daddr"), set_lookup(set)),
+                is(payload("tcp", "dport"), Expression::Number(u32::from(port))),
+                Statement::Redirect(Some(stmt::NAT {
+                    addr: None,
+                    family: None,
+                    port: Some(Expression::Number(u32::from(proxy))),
+                    flags: None,
+                })),
+            ]);
+        }
     }
     rules
 }
@@ -813,6 +884,31 @@ pub fn add_addresses(addrs: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'
     batch.to_nftables()
 }
 
+/// Mark resolved addresses of inspected names as inspected for `timeout_secs`: add, delete,
+/// add with the timeout, as [`add_addresses`] does (a refresh on every kernel). Used by the
+/// proxy's tests; the DNS path takes it once the guard starts the proxy.
+#[cfg_attr(not(test), allow(dead_code))]
+pub fn add_inspected(addrs: &[IpAddr], timeout_secs: u64) -> Nftables<'static> {
+    let timeout = timeout_secs.clamp(1, MAX_TIMEOUT_SECS) as u32;
+    let mut batch = Batch::new();
+    for (set, v4) in [(SET_INSPECT4, true), (SET_INSPECT6, false)] {
+        let elems: BTreeSet<IpAddr> = addrs
+            .iter()
+            .filter(|a| a.is_ipv4() == v4)
+            .copied()
+            .collect();
+        if elems.is_empty() {
+            continue;
+        }
+        let elems: Vec<_> = elems.iter().map(|a| s(&a.to_string())).collect();
+        let timed = with_timeout(&elems, timeout);
+        batch.add(element(set, timed.clone()));
+        batch.delete(element(set, elems));
+        batch.add(element(set, timed));
+    }
+    batch.to_nftables()
+}
+
 /// Forget resolved addresses (`yolo deny`). Absent elements are fine: each is added first.
 /// Established connections are not cut; conntrack keeps them until they close.
 pub fn remove_addresses(addrs: &[(IpAddr, Ports)]) -> Nftables<'static> {
@@ -1116,12 +1212,16 @@ mod tests {
             .iter()
             .filter(|c| c.1 == "chain" && c.0 == "add")
             .collect();
-        assert_eq!(chains.len(), 2);
+        assert_eq!(chains.len(), 3);
+        // The proxy's redirect: a nat chain before the filter chains (dstnat priority).
+        assert_eq!(chains[2].2["type"], "nat");
+        assert_eq!(chains[2].2["hook"], "output");
+        assert_eq!(chains[2].2["prio"], -100);
         assert_eq!(chains[0].2["policy"], "drop");
         assert_eq!(chains[0].2["hook"], "output");
         assert_eq!(chains[1].2["policy"], "drop");
         assert_eq!(chains[1].2["hook"], "input");
-        // Both chains and all static sets are flushed before rules and elements are added.
+        // The chains and all static sets are flushed before rules and elements are added.
         let flushed: Vec<_> = cmds
             .iter()
             .filter(|c| c.0 == "flush")
@@ -1132,6 +1232,7 @@ mod tests {
             [
                 "output",
                 "input",
+                "redirect",
                 "net4",
                 "net6",
                 "net4_port",
@@ -1229,7 +1330,11 @@ mod tests {
             .filter(|r| r.to_string().contains(r#""mark""#) && has(r, "accept"))
             .map(|r| r.to_string())
             .collect();
-        assert_eq!(marked.len(), 2, "{marked:?}");
+        // ... and the proxy's connections to inspected addresses on the ports it serves.
+        assert_eq!(marked.len(), 4, "{marked:?}");
+        for (rule, set) in marked[2..].iter().zip(["@inspect4", "@inspect6"]) {
+            assert!(rule.contains(set) && rule.contains("[443,80]"), "{rule}");
+        }
         for (rule, set) in marked.iter().zip(["@upstream4", "@upstream6"]) {
             assert!(rule.contains(r#""op":"==""#), "{rule}");
             assert!(
@@ -1637,7 +1742,7 @@ mod tests {
             objects: fewer.into(),
         };
         let err = verify(&expected, &fewer).unwrap_err().to_string();
-        assert!(err.contains("chain input has"), "{err}");
+        assert!(err.contains("chain redirect has"), "{err}");
 
         let open = build(&config(NetworkMode::Open, vec![8080]), &allowlist());
         let err = verify(&expected, &open).unwrap_err().to_string();

@@ -1,15 +1,26 @@
 //! The guard's HTTP proxy for the hosts that need more than the address allowlist: those with a
-//! credential to put in place, or with method and path rules (issue 25).
+//! credential to put in place, or with method and path rules (issue 25). The ruleset's `nat`
+//! chain redirects the agent's TCP to an inspected address on 443 and 80 to the proxy's ports
+//! in the guard's (shared) namespace; the proxy checks where it was going, terminates TLS for
+//! the SNI name with the session CA, asks the rules about each request and forwards it over a
+//! verified connection of its own.
 //!
 //! - `rules`: the decision over one request's head (forward, swap a credential, check a push
 //!   first, or refuse with a 403 body). Pure.
 //! - `git`: git smart HTTP: which requests are pushes, and the receive-pack commands' refs.
 //! - `credentials`: the real values, in memory only.
+//! - `audit`: the proxy's records as `http`, `credential_misuse` and `blocked` events;
+//! - `names`: which inspected names the guard answered with which addresses;
+//! - `tls`: the session CA's leaves towards the agent, the verified client towards the hosts;
+//! - `serve`: the transport (listeners, HTTP/1.1 and HTTP/2, streaming, upgrades).
 
-// Until the transport (the proxy's listener, on its own branch) calls the decision, only the
-// tests do.
-#![cfg_attr(not(test), allow(dead_code))]
-
+pub(crate) mod audit;
 pub(crate) mod credentials;
 pub(crate) mod git;
+pub(crate) mod names;
 pub(crate) mod rules;
+pub(crate) mod serve;
+pub(crate) mod tls;
+
+#[cfg(test)]
+mod proxy_tests;

@@ -255,6 +255,40 @@ pub(crate) fn describe(event: &Event) -> String {
             crate::visible::escape_controls(digest),
             if *cached { ", from the cache" } else { "" }
         ),
+        EventKind::Http {
+            method,
+            host,
+            path,
+            status,
+            bytes_up,
+            bytes_down,
+            duration_ms,
+            rule,
+            credential,
+            ..
+        } => format!(
+            "{} {}{} -> {status} ({bytes_up} B up, {bytes_down} B down, {duration_ms} ms, rule {}{})",
+            crate::visible::escape_controls(method),
+            crate::visible::escape_controls(host),
+            crate::visible::escape_controls(path),
+            crate::visible::escape_controls(rule),
+            credential
+                .as_deref()
+                .map(|c| format!(", credential {}", crate::visible::escape_controls(c)))
+                .unwrap_or_default()
+        ),
+        EventKind::CredentialMisuse {
+            credential,
+            host,
+            method,
+            path,
+        } => format!(
+            "the stand-in of credential {} sent to {} ({} {}): refused",
+            crate::visible::escape_controls(credential),
+            crate::visible::escape_controls(host),
+            crate::visible::escape_controls(method),
+            crate::visible::escape_controls(path)
+        ),
         EventKind::Notice { message } => message.clone(),
         EventKind::Suppressed {
             of,

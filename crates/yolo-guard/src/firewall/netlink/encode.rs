@@ -417,6 +417,8 @@ pub(super) fn known_set(name: &str) -> Option<(u32, Vec<Ty>)> {
         n if n == SET_NET6_PORT => (NFT_SET_INTERVAL | NFT_SET_CONCAT, v6p),
         n if n == SET_UPSTREAM4 => (0, v4p),
         n if n == SET_UPSTREAM6 => (0, v6p),
+        n if n == SET_INSPECT4 => (NFT_SET_TIMEOUT, vec![Ty::Ipv4]),
+        n if n == SET_INSPECT6 => (NFT_SET_TIMEOUT, vec![Ty::Ipv6]),
         _ => return None,
     })
 }

@@ -320,6 +320,22 @@ impl Exprs<'_> {
                     be32(d, 3, REG_1); // NFTA_META_SREG
                 });
             }
+            "redirect" => {
+                let port = body["port"]
+                    .as_u64()
+                    .ok_or_else(|| Error::translate(format!("redirect {body} names no port")))?;
+                self.expr("immediate", |d| {
+                    be32(d, 1, REG_1);
+                    data_value(d, 2, &(port as u16).to_be_bytes());
+                });
+                // What the kernel lists back: both registers and the flag it sets itself
+                // (NF_NAT_RANGE_PROTO_SPECIFIED), so the verification compares like with like.
+                self.expr("redir", |d| {
+                    be32(d, 1, REG_1); // NFTA_REDIR_REG_PROTO_MIN
+                    be32(d, 2, REG_1); // NFTA_REDIR_REG_PROTO_MAX
+                    be32(d, 3, 2); // NFTA_REDIR_FLAGS
+                });
+            }
             "match" => self.matching(body, sets)?,
             other => {
                 return Err(Error::translate(format!(
