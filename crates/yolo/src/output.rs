@@ -265,6 +265,31 @@ pub(crate) fn print(value: &impl Serialize) {
     );
 }
 
+/// A table of `N` columns, each as wide as its widest cell, the last one unpadded.
+pub(crate) fn print_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; N]| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            }
+        }
+        out
+    };
+    println!("{}", line(header));
+    for row in rows {
+        println!("{}", line(row.each_ref().map(String::as_str)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

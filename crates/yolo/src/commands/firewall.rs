@@ -230,7 +230,7 @@ const TOP_PROGRAMS: usize = 5;
 const TOP_SENSITIVE: usize = 5;
 
 /// The summary of these events (those of the run), its heading with `mark` when there is one
-/// (`run::closing_mark`).
+/// (`commands::run::closing_mark`).
 fn summary_of(events: impl Iterator<Item = audit::Event>, mark: Option<&str>) -> String {
     let mut programs: BTreeMap<String, u64> = BTreeMap::new();
     let mut files_changed: u64 = 0;

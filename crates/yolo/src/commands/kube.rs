@@ -87,18 +87,18 @@ pub(crate) async fn execute(
     let session = serde_json::from_str::<yolo_protocol::GuardConfig>(&plan.guard_config)
         .map(|c| c.session)
         .unwrap_or_default();
-    let mut run = super::runs::RunRecord::new(
+    let mut run = crate::session::runs::RunRecord::new(
         &located.workspace,
         Some(&located.config_file),
         ("kube", plan.command.clone()),
-        &super::runs::Where {
+        &crate::session::runs::Where {
             container: &plan.name,
             session: &session,
             network: crate::firewall::mode_name(project.settings.network.unwrap_or_default()),
         },
         true,
     );
-    run.kube = Some(super::runs::KubeRun {
+    run.kube = Some(crate::session::runs::KubeRun {
         namespace: namespace.clone(),
         pod: plan.name.clone(),
         context,
@@ -106,7 +106,7 @@ pub(crate) async fn execute(
     });
     run.save()?;
     // Applied again under the same name, the Pod is a new one: the earlier records of it end.
-    super::runs::replaced_by(&run)?;
+    crate::session::runs::replaced_by(&run)?;
     println!("{}", run.id);
     eprintln!(
         "{} Pod {name} applied in namespace {namespace}; `kubectl exec -it -n {namespace} {name} -c {agent} -- {shim} shim --pod /bin/sh` to use it (through the exec audit's shim), `yolo audit --kube {name} -n {namespace}` for its audit",

@@ -1,11 +1,11 @@
 //! `yolo run <agent>`: `up` if needed, then the agent in unattended mode, attached.
 
-use super::runs::{self, RunRecord};
 use crate::agents;
 use crate::cli::Target;
 use crate::engine::{Engine, ExecRequest, Output};
 use crate::error::{Error, Result};
 use crate::project::{Project, AGENT_STATE_ROOT};
+use crate::session::runs::{self, RunRecord};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 use std::io::Write;

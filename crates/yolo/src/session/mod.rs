@@ -6,6 +6,7 @@
 
 pub(crate) mod approval;
 pub(crate) mod record;
+pub(crate) mod runs;
 pub(crate) mod state;
 
 use crate::audit::Writer;
