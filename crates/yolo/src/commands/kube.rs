@@ -4,7 +4,7 @@
 //! only the last step differs: `k8s::render` instead of the engine. Without `--apply` the YAML
 //! goes to stdout. `yolo audit --kube POD` reads the events back from the guard's log.
 
-use super::audit::Filter;
+use crate::audit::filter::Filter;
 use crate::cli::{KubeFlags, Target};
 use crate::error::{Error, Result};
 use crate::k8s::render::{self, PodPlan, Workspace};

@@ -96,7 +96,7 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             ..
         } => {
             let _ = target;
-            let filter = audit::Filter {
+            let filter = crate::audit::filter::Filter {
                 kinds,
                 since,
                 grep,
@@ -122,7 +122,7 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             list,
             ..
         } => {
-            let filter = audit::Filter {
+            let filter = crate::audit::filter::Filter {
                 kinds,
                 since,
                 grep,

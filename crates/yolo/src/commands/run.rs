@@ -93,7 +93,7 @@ async fn run_agent(
         // The guard writes its events from a queue: give the last ones a moment to land.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         // The names in it are the agent's: escaped where the summary puts them.
-        let summary = super::firewall::summary(session, started, mark.as_deref());
+        let summary = crate::audit::summary::summary(session, started, mark.as_deref());
         let mut err = std::io::stderr().lock();
         if mark.is_some() {
             // The agent's output has ended: its terminal state undone, and the screen below

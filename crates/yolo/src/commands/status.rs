@@ -5,7 +5,7 @@
 use crate::engine::{self, ProjectNetwork, Role};
 use crate::error::Result;
 use crate::firewall::mode_name;
-use crate::output::{self, Container, Leftover, Limits, Network};
+use crate::output::{self, Leftover, Limits, Network};
 use crate::session::state::WorkspaceState;
 use std::collections::BTreeSet;
 
@@ -28,7 +28,7 @@ pub(crate) async fn execute(json: bool) -> Result<i32> {
             network = network.ask_allowlist(&engine, guard).await;
         }
         rows.push(output::Status {
-            container: Some(Container::from_found(c, state.exec.as_ref())),
+            container: Some(state.container_view(c)),
             session: state.session.clone(),
             status: Some(c.status.clone()),
             limits: Some(Limits {

@@ -32,7 +32,7 @@ pub(crate) async fn execute(
 /// `up --json` (docs/json-output.md): the container and network objects `status` and
 /// `firewall` show too, built the same way.
 async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<crate::output::Up> {
-    use crate::output::{Container, Network, Up};
+    use crate::output::{Network, Up};
     let spec = &project.spec;
     let found = engine.find(&Owner::of(spec)).await?;
     let agent = found.agent.ok_or_else(|| {
@@ -43,7 +43,7 @@ async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<
     })?;
     let state = Session::read(&spec.devcontainer_id)?.state;
     Ok(Up {
-        container: Container::from_found(&agent, state.exec.as_ref()),
+        container: state.container_view(&agent),
         session: o.session.clone(),
         action: o.action.clone(),
         reason: o.reason.clone(),

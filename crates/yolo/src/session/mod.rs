@@ -5,6 +5,7 @@
 //! `Session::read` (one that only looks or runs in it).
 
 pub(crate) mod approval;
+pub(crate) mod firewall;
 pub(crate) mod record;
 pub(crate) mod runs;
 pub(crate) mod state;
