@@ -9,6 +9,7 @@ pub(crate) mod firewall;
 pub(crate) mod record;
 pub(crate) mod runs;
 pub(crate) mod state;
+pub(crate) mod status;
 
 use crate::audit::Writer;
 use crate::error::Result;
