@@ -19,6 +19,7 @@ mod image;
 pub(crate) mod metadata;
 pub(crate) mod network;
 mod plan;
+pub(crate) mod pod;
 pub(crate) mod ports;
 mod rollback;
 pub(crate) mod volumes;
