@@ -1,8 +1,60 @@
-//! Which events `yolo audit` prints and how: a session's events chosen by kind, time and
-//! text, each as one line (`line::render`) or its JSON.
+//! What `yolo audit` reads and prints: a session's log read as one timeline (`SessionLog`),
+//! its events chosen by kind, time and text (`Filter`), each as one line (`line::render`) or
+//! its JSON.
 
 use super::line::render;
-use super::Event;
+use super::{reader, Event};
+use crate::error::{Error, Result};
+
+/// A session's log as `yolo audit` reads it, never whole at once (docs/performance.md): what
+/// is in it already, one timeline in which each exec carries its exit; then, when following,
+/// what comes as it is written, an exit on its own line when it happens.
+pub(crate) struct SessionLog {
+    tail: reader::Tail,
+    exits: reader::Exits,
+    keep_exits: bool,
+}
+
+impl SessionLog {
+    /// The log of `session`, read for `filter`.
+    pub(crate) fn open(session: &str, filter: &Filter) -> Result<SessionLog> {
+        let files = super::session_files(session);
+        if !files.iter().any(|f| f.exists()) {
+            return Err(Error::NotFound(format!(
+                "no audit log for session {session}; `yolo audit --list` shows the sessions"
+            )));
+        }
+        let mut tail = reader::Tail::new(files.clone());
+        if !filter.kinds.is_empty() {
+            tail = tail.only_containing(filter.needles());
+        }
+        let keep_exits = filter
+            .kinds
+            .iter()
+            .any(|k| k == "exec_exit" || k == "exec_digest");
+        let exits = if filter.joins() {
+            reader::Exits::scan(&files)
+        } else {
+            reader::Exits::none()
+        };
+        Ok(SessionLog {
+            tail,
+            exits,
+            keep_exits,
+        })
+    }
+
+    /// What is in the log now, each exec with its exit.
+    pub(crate) fn past(&mut self) -> impl Iterator<Item = Event> + '_ {
+        let (exits, keep) = (&mut self.exits, self.keep_exits);
+        self.tail.poll().filter_map(move |e| exits.join(e, keep))
+    }
+
+    /// What was written since the last read, as it is.
+    pub(crate) fn new_events(&mut self) -> impl Iterator<Item = Event> + '_ {
+        self.tail.poll()
+    }
+}
 
 /// Which events `yolo audit` prints.
 #[derive(Debug, Default)]

@@ -1,11 +1,11 @@
 //! `yolo audit`: a plain viewer of a session's events, with `--kind` filters and `--follow`.
 
-use crate::audit::filter::Filter;
+use crate::audit::filter::{Filter, SessionLog};
 use crate::audit::{self, Event};
 use crate::cli::Target;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::session::state::WorkspaceState;
-use crate::session::Session;
+use crate::session::{Hold, Session};
 use std::time::Duration;
 
 pub(crate) async fn execute(
@@ -28,36 +28,14 @@ pub(crate) async fn execute(
         }
     }
     if list {
-        return list_sessions(target);
+        return list_sessions(target).await;
     }
     let session = match session {
         Some(s) => s,
-        None => latest_session(target)?,
+        None => latest_session(target).await?,
     };
-    let files = audit::session_files(&session);
-    if !files.iter().any(|f| f.exists()) {
-        return Err(Error::NotFound(format!(
-            "no audit log for session {session}; `yolo audit --list` shows the sessions"
-        )));
-    }
-    // Read as it is printed, never the whole log at once (docs/performance.md).
-    let mut tail = audit::reader::Tail::new(files.clone());
-    if !filter.kinds.is_empty() {
-        tail = tail.only_containing(filter.needles());
-    }
-    // What is already in the log is one timeline: each exec carries its exit. Later events
-    // (--follow) print as they come, an exit on its own line when it happens.
-    let keep_exits = filter
-        .kinds
-        .iter()
-        .any(|k| k == "exec_exit" || k == "exec_digest");
-    let mut exits = if filter.joins() {
-        audit::reader::Exits::scan(&files)
-    } else {
-        audit::reader::Exits::none()
-    };
-    let past = tail.poll().filter_map(|e| exits.join(e, keep_exits));
-    if !print(past, &filter, json) {
+    let mut log = SessionLog::open(&session, &filter)?;
+    if !print(log.past(), &filter, json) {
         return Ok(0);
     }
     // --follow ends with Ctrl-C, or when stdout closes.
@@ -71,7 +49,7 @@ pub(crate) async fn execute(
                 let _ = collect_remote_events(target).await;
             }
             filter.live = true;
-            if !print(tail.poll(), &filter, json) {
+            if !print(log.new_events(), &filter, json) {
                 return Ok(0);
             }
         }
@@ -111,20 +89,15 @@ async fn collect_remote_events(target: &Target) -> Result<()> {
     crate::remote_copy::collect_events(&engine, &located).await
 }
 
-pub(crate) fn latest_session(target: &Target) -> Result<String> {
-    let located = super::locate(target)?;
-    let state = Session::read(&located.devcontainer_id)?.state;
-    state.sessions.last().cloned().ok_or_else(|| {
-        Error::NotFound(format!(
-            "no sessions yet for {}; start one with `yolo up`",
-            located.workspace.display()
-        ))
-    })
+/// The workspace's latest session (`yolo audit`, `replay` and `report` without `--session`).
+pub(crate) async fn latest_session(target: &Target) -> Result<String> {
+    Session::open(target, Hold::Read).await?.latest()
 }
 
-fn list_sessions(target: &Target) -> Result<i32> {
+async fn list_sessions(target: &Target) -> Result<i32> {
+    // Outside a workspace: every workspace's sessions.
     let states = match super::locate(target) {
-        Ok(located) => vec![Session::read(&located.devcontainer_id)?.state],
+        Ok(located) => vec![Session::at(located, Hold::Read).await?.state],
         Err(_) => WorkspaceState::all(),
     };
     for state in states {

@@ -7,19 +7,23 @@ use crate::cli::Target;
 use crate::engine::{Engine, Found, Made, Role};
 use crate::error::{Error, Result};
 use crate::project::Located;
-use crate::session::Session;
+use crate::session::{Hold, Session};
 
 pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Result<i32> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;
-    let id = &located.devcontainer_id;
-    let mut session = if remove {
+    let hold = if remove {
         // What --remove takes away does not depend on the state.
-        Session::lock_afresh_if_unreadable(id, "down", "removing by labels").await?
+        Hold::LockAfresh {
+            command: "down",
+            why: "removing by labels",
+        }
     } else {
-        Session::lock(id, "down").await?
+        Hold::Lock("down")
     };
+    let mut session = Session::at(located, hold).await?;
     session.report_watched()?;
+    let located = session.located.clone();
     // A remote engine's copy: the agent stops first (it must not change the copy while it is
     // read, nor keep running when the sync fails), then its work comes back before anything
     // goes; a conflict stops `down --remove --volumes` (nothing is lost: run `yolo sync` once

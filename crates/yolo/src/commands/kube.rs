@@ -9,6 +9,7 @@ use crate::cli::{KubeFlags, Target};
 use crate::error::{Error, Result};
 use crate::k8s::render;
 use crate::project::Project;
+use crate::session::{Hold, Session};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 use std::path::Path;
@@ -78,7 +79,7 @@ pub(crate) async fn execute(
         return Ok(0);
     };
     // What runs unattended in the cluster is what the user approved, as for `yolo up`.
-    let mut stored = crate::session::Session::read(&project.spec.devcontainer_id)?;
+    let mut stored = Session::at(located.clone(), Hold::Read).await?;
     crate::session::approval::check(&project, &mut stored.state)?;
     stored.save()?;
     let uid = crate::k8s::client::apply(&client, &namespace, &config_map, &pod).await?;

@@ -6,6 +6,7 @@ use crate::engine::{Engine, ExecRequest, Output};
 use crate::error::{Error, Result};
 use crate::project::{Project, AGENT_STATE_ROOT};
 use crate::session::runs::{self, RunRecord};
+use crate::session::{Hold, Session};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 use std::io::Write;
@@ -88,7 +89,8 @@ async fn run_agent(
             console::style("yolo:").bold()
         );
     }
-    let code = super::exec::attach_with_env(engine, located, "agent", argv, env).await?;
+    let held = Session::at(located.clone(), Hold::Read).await?;
+    let code = crate::bring_up::attach::attach(engine, held, "agent", argv, env).await?;
     if network != "none" {
         // The guard writes its events from a queue: give the last ones a moment to land.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -6,7 +6,7 @@ use crate::cli::Target;
 use crate::engine::{Engine, Owner};
 use crate::error::{Error, Result};
 use crate::project::Project;
-use crate::session::Session;
+use crate::session::{Hold, Session};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 
@@ -41,7 +41,9 @@ async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<
             o.container_name
         ))
     })?;
-    let state = Session::read(&spec.devcontainer_id)?.state;
+    let state = Session::at(project.located().clone(), Hold::Read)
+        .await?
+        .state;
     Ok(Up {
         container: state.container_view(&agent),
         session: o.session.clone(),

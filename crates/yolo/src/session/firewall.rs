@@ -9,14 +9,14 @@ use crate::firewall::allowlist::{Allowlist, Pattern, Ports};
 use crate::firewall::control::{Request, Response};
 use crate::output;
 use crate::project::Located;
-use crate::session::Session;
+use crate::session::{Hold, Session};
 
 /// Ask the workspace's running guard, and record on the host that the user asked.
 pub(crate) async fn request(located: &Located, request: &Request) -> Result<Response> {
     let engine = Engine::connect().await?;
     let guard = running_guard(&engine, located).await?;
     let response = engine.control(&guard, request).await?;
-    record(located, request);
+    record(located, request).await;
     Ok(response)
 }
 
@@ -26,7 +26,7 @@ pub(crate) async fn view(located: &Located) -> Result<output::Firewall> {
     let engine = Engine::connect().await?;
     let guard = running_guard(&engine, located).await?;
     let response = engine.control(&guard, &Request::Status).await?;
-    let state = Session::read(&located.devcontainer_id)?.state;
+    let state = Session::at(located.clone(), Hold::Read).await?.state;
     let agent = engine.find(&located.owner()).await?.agent;
     let container = agent.map(|c| state.container_view(&c));
     Ok(output::Firewall::from_response(
@@ -120,13 +120,14 @@ fn join(ports: &[u16]) -> String {
 }
 
 /// The host's own record of who asked (the guard records what it did).
-fn record(located: &Located, request: &Request) {
+async fn record(located: &Located, request: &Request) {
     let (action, patterns) = match request {
         Request::Allow { patterns } => ("allow requested", patterns.clone()),
         Request::Deny { patterns } => ("deny requested", patterns.clone()),
         Request::Status => return,
     };
-    let Ok(Ok(Some(writer))) = Session::read(&located.devcontainer_id).map(|s| s.record()) else {
+    let session = Session::at(located.clone(), Hold::Read).await;
+    let Ok(Ok(Some(writer))) = session.map(|s| s.record()) else {
         return;
     };
     let _ = writer.write(EventKind::Firewall {
