@@ -115,9 +115,9 @@ fn network_for(
 ) -> Network {
     match named {
         Some(name) => Network::Named(name.to_string()),
-        None if own_bridge_reason(engine.is_podman(), spec, builds).is_some() => {
-            Network::Own(own_network(&spec.container_name))
-        }
+        None if own_bridge_reason(engine.is_podman(), spec, builds).is_some() => Network::Own(
+            crate::devcontainer::names::own_network(&spec.container_name),
+        ),
         None => Network::Shared(shared_network()),
     }
 }
@@ -184,11 +184,6 @@ pub(crate) fn shared_network() -> String {
         d if d.is_empty() => "yolo-guards".to_string(),
         d => format!("yolo-guards-{d}"),
     }
-}
-
-/// The network yolo creates (and `down --remove` deletes) for a project container.
-pub(crate) fn own_network(container_name: &str) -> String {
-    format!("{container_name}-net")
 }
 
 pub(crate) fn guard_config(

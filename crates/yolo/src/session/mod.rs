@@ -10,6 +10,7 @@ pub(crate) mod record;
 pub(crate) mod runs;
 pub(crate) mod state;
 pub(crate) mod status;
+pub(crate) mod teardown;
 
 use crate::audit::Writer;
 use crate::cli::Target;
