@@ -10,7 +10,7 @@
 //! image's metadata, approval, Features, Compose, the allowlist, the plan, then `act`.
 
 mod act;
-mod agent;
+pub(crate) mod agent;
 pub(crate) mod attach;
 pub(crate) mod compose;
 pub(crate) mod features;

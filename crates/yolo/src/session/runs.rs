@@ -200,8 +200,66 @@ impl RunRecord {
         self.save()
     }
 
+    /// `run --detach`: the keeper (`yolo keep ID`) started in a session of its own, without
+    /// a terminal, its output to the run's log; its process id on the record, and returned.
+    pub(crate) fn start_keeper(&mut self) -> Result<u32> {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::process::CommandExt;
+        self.save()?;
+        let log = self.log_path();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&log)
+            .map_err(|e| Error::io(&log, e))?;
+        let err = file.try_clone().map_err(|e| Error::io(&log, e))?;
+        let me = std::env::current_exe()
+            .map_err(|e| Error::other(format!("finding yolo itself: {e}")))?;
+        let mut command = std::process::Command::new(me);
+        command
+            .args(["keep", &self.id])
+            .stdin(std::process::Stdio::null())
+            .stdout(file)
+            .stderr(err);
+        // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| Error::other(format!("starting the detached run's keeper: {e}")))?;
+        self.pid = Some(child.id());
+        self.save()?;
+        Ok(child.id())
+    }
+
     pub(crate) fn log_path(&self) -> PathBuf {
         dir().join(format!("{}.log", self.id))
+    }
+}
+
+/// The record of run `id` for its keeper (`yolo keep ID`), once it names this process:
+/// `start_keeper` writes the keeper's id once it has it, and until then the record is not the
+/// keeper's to finish (after 5 s it goes on all the same).
+pub(crate) async fn claim(id: &str) -> Result<RunRecord> {
+    let me = std::process::id();
+    let mut waited = 0;
+    loop {
+        let record = find(Some(id), None)?;
+        if record.id != id {
+            return Err(Error::NotFound(format!("no agent run {id:?}")));
+        }
+        if record.pid == Some(me) || waited >= 100 {
+            return Ok(record);
+        }
+        waited += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 
