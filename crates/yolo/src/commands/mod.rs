@@ -86,33 +86,9 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
         }
         Command::Audit {
             target,
-            kube: Some(pod),
+            kube,
             namespace,
             kube_log,
-            kinds,
-            since,
-            grep,
-            json,
-            ..
-        } => {
-            let _ = target;
-            let filter = crate::audit::filter::Filter {
-                kinds,
-                since,
-                grep,
-                live: false,
-            };
-            kube::audit(
-                &pod,
-                namespace.as_deref(),
-                kube_log.as_deref(),
-                &filter,
-                json,
-            )
-            .await
-        }
-        Command::Audit {
-            target,
             session,
             kinds,
             since,
@@ -120,7 +96,6 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             follow,
             json,
             list,
-            ..
         } => {
             let filter = crate::audit::filter::Filter {
                 kinds,
@@ -128,7 +103,13 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
                 grep,
                 live: false,
             };
-            audit::execute(&target, session, filter, follow, json, list).await
+            match kube {
+                Some(pod) => {
+                    let log = kube_log.as_deref();
+                    kube::audit(&pod, namespace.as_deref(), log, &filter, json).await
+                }
+                None => audit::execute(&target, session, filter, follow, json, list).await,
+            }
         }
         Command::Replay {
             target,
