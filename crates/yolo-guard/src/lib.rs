@@ -11,6 +11,7 @@
 //! - `files`: the file audit: the workspace watcher.
 //! - `firewall`: the `inet yolo` table (`ruleset`, pure), sent to the kernel and read back over
 //!   netlink (`netlink`), the build's seal, what a deny revokes, the NFLOG reader.
+//! - `proxy`: the HTTP proxy of inspected hosts: its rules, git pushes, credentials.
 //! - `audit`: the path of every event to its log: queue, folding, the capped writer.
 //! - `init`: what being PID 1 of the namespace takes: signals, orphans.
 //! - `error`: the guard's error for its config and files, phrased for the host's user.
@@ -31,6 +32,7 @@ pub mod exec;
 pub(crate) mod files;
 pub(crate) mod firewall;
 pub mod init;
+mod proxy;
 pub(crate) mod run;
 #[cfg(test)]
 pub(crate) mod testing;

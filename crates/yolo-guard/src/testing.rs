@@ -57,6 +57,7 @@ pub(crate) fn firewall_config(allow: &[&str]) -> GuardConfig {
         file_watch: None,
         local_names: vec![],
         audit_to_stdout: false,
+        http: Default::default(),
         gateway: None,
     }
 }

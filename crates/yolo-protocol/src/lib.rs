@@ -1,5 +1,6 @@
 //! What the yolo CLI on the host and the guard in its container share: the guard's config, the
-//! control requests and responses, the audit event schema and the allowlist grammar.
+//! control requests and responses, the audit event schema, the allowlist grammar and the HTTP
+//! proxy's rules (`http`).
 //!
 //! No I/O here (no sockets, no files, no Docker): both sides build on these values, and either
 //! can change how it talks without the other noticing, as long as these types stay.
@@ -7,6 +8,7 @@
 pub mod allowlist;
 pub mod control;
 pub mod event;
+pub mod http;
 
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
@@ -93,6 +95,10 @@ pub struct GuardConfig {
     /// for Docker.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub audit_to_stdout: bool,
+    /// The guard's HTTP proxy: the hosts it inspects, their method and path rules, the
+    /// credentials it swaps in. A config without it inspects nothing.
+    #[serde(default, skip_serializing_if = "http::HttpConfig::is_empty")]
+    pub http: http::HttpConfig,
     /// The namespace's default route, which the guard reads at its start (never from the
     /// file): on its interface, published ports are accepted from the gateway alone, so another
     /// container on the same bridge (another project's guard, where the guards share one:

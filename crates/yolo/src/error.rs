@@ -57,13 +57,40 @@ pub(crate) enum Error {
     },
     /// Nothing of this workspace runs that the command could act on (exec, shell, allow, ...).
     NotRunning(String),
-    /// Docker answered, but something yolo needs there does not work: the firewall guard (not
-    /// ready, refused a request), the agent's program in the image.
+    /// Something yolo depends on does not work or cannot do what is asked: the firewall guard,
+    /// git or Compose on this machine, a Kubernetes cluster, what a remote engine cannot do.
+    /// `on` names it for a caller to match on; `cause` says what happened and what to do.
+    Dependency {
+        #[cfg_attr(
+            not(test),
+            expect(
+                dead_code,
+                reason = "no caller matches on it yet outside the tests; the sites in commands/ and session/ are next"
+            )
+        )]
+        on: Dependency,
+        cause: Cause,
+    },
+    /// Legacy form of `Dependency`, a message only: left for the sites in commands/ and
+    /// session/, which move to `Dependency` in a pass of their own.
     Unavailable(String),
     /// A lifecycle hook or host command failed.
     Hook { name: String, code: i64 },
-    /// A command of the project failed other than by a hook's exit code: initializeCommand
-    /// could not start, the container stopped right after it started, the agent's setup failed.
+    /// A step of the project failed other than by a hook's exit code: `step` says which
+    /// (initializeCommand could not start, the container stopped right after it started, the
+    /// agent's setup failed), `cause` what happened.
+    StepFailed {
+        #[cfg_attr(
+            not(test),
+            expect(
+                dead_code,
+                reason = "no caller matches on it yet outside the tests; the sites in commands/ and session/ are next"
+            )
+        )]
+        step: Step,
+        cause: Cause,
+    },
+    /// Legacy form of `StepFailed`, a message only (commands/ and session/, for now).
     CommandFailed(String),
     /// The user declined a prompt, or a prompt was needed in a non-interactive run.
     NotApproved(String),
@@ -85,7 +112,20 @@ pub(crate) enum Error {
     /// `yolo sync` would overwrite something of the user's (a branch with commits of its own,
     /// the checked-out branch); resolve it and run again.
     Conflict(String),
-    /// Anything else, already phrased for a human.
+    /// yolo could not do its own part of the work (write its own data, pack an archive, carry a
+    /// copy to the engine) or met a value it cannot use: `what` says which, `cause` how.
+    Failed {
+        #[cfg_attr(
+            not(test),
+            expect(
+                dead_code,
+                reason = "no caller matches on it yet outside the tests; the sites in commands/ and session/ are next"
+            )
+        )]
+        what: Failure,
+        cause: Cause,
+    },
+    /// Legacy form of `Failed`, a message only (commands/ and session/, for now).
     Other(String),
     /// `error`, then lines of text it quotes (a container's last output, the configs found),
     /// each on its own indented line under `heading`. The one way an error spans lines: a
@@ -98,6 +138,165 @@ pub(crate) enum Error {
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What `Error::Dependency` found not working: the thing yolo depends on, for a caller to
+/// match on (the message says the rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dependency {
+    /// The firewall guard: not ready, no answer, refused a request, its events unreadable.
+    Guard,
+    /// A guard (or the exec audit's shim) for the engine's platform: this yolo carries none.
+    GuardBinary,
+    /// The shared guard network named in the config is not one yolo made.
+    GuardNetwork,
+    /// Docker Compose on this machine (`docker compose` or `docker-compose`).
+    Compose,
+    /// git on this machine, which the remote engine's copy comes back through.
+    Git,
+    /// `ssh`, which reaches an `ssh://` engine.
+    Ssh,
+    /// The docker CLI's config or context that names the engine.
+    DockerContext,
+    /// What a remote engine cannot do: bind host folders, run a Compose project, make the
+    /// copy's paths read-only on its volume driver or engine.
+    RemoteEngine,
+    /// The copy of the workspace in the remote engine's volume: a path that cannot be named,
+    /// an image volume over it, a copy that cannot be unpacked safely, its `.git` gone.
+    WorkspaceCopy,
+    /// The workspace or its copy is larger than `[workspace] sync_max_total`.
+    SyncLimit,
+    /// The engine dropped a resource limit yolo requires.
+    Limits,
+    /// The image lacks what the config needs (a command to run).
+    Image,
+    /// The agent's program is not installed in the image.
+    #[expect(
+        dead_code,
+        reason = "for commands/run.rs, converted after the move to session/"
+    )]
+    AgentProgram,
+    /// A Kubernetes cluster: none configured, or it failed or did not answer.
+    Kubernetes,
+    /// A Dev Container Feature cannot be fetched or read (a registry, a URL, a folder).
+    Feature,
+}
+
+/// Which step of the project `Error::StepFailed` is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// A command of the config run on the host (`initializeCommand`) could not start or be
+    /// waited for.
+    HostCommand,
+    /// The container stopped right after it started.
+    ContainerExited,
+    /// A command could not start in the container: its working folder is not there.
+    WorkingFolder,
+    /// The agent's setup in the container failed.
+    #[expect(
+        dead_code,
+        reason = "for commands/run.rs, converted after the move to session/"
+    )]
+    AgentSetup,
+}
+
+/// What yolo itself could not do, in `Error::Failed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Writing its own data as JSON or YAML.
+    Serialize,
+    /// Packing an archive in memory (the guard's config, the shim, a folder).
+    Archive,
+    /// Carrying an archive to or from the engine: the stream or its task stopped.
+    Transfer,
+    /// A background task or a process of yolo's own (itself, ssh, the keeper) ended or could
+    /// not start.
+    Process,
+    /// Compose printed a project yolo cannot read.
+    ComposeProject,
+    /// A name yolo is handed is not one (a branch, a user, an image): it is not used.
+    InvalidName,
+    /// The allowlist: a preset that cannot be loaded, patterns that do not merge.
+    Allowlist,
+    /// What yolo's own state should hold is not there (no open session).
+    State,
+    /// Making a session's secrets: its CA for the guard's proxy, a credential's stand-in.
+    SessionSecret,
+}
+
+/// Why something failed: yolo's words, and the error underneath when there is one, kept as
+/// the error's `source()` for a caller to inspect (an `io::ErrorKind`, a status) rather than
+/// read out of the message. Shown as `before`, the source's own text, `after`: the same line a
+/// `format!` around the source would give.
+#[derive(Debug)]
+pub(crate) struct Cause {
+    before: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    after: String,
+}
+
+impl Cause {
+    /// `context`, then `: ` and the text of `source`.
+    pub(crate) fn of(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Cause::around(format!("{}: ", context.into()), source, "")
+    }
+
+    /// `before`, the text of `source`, `after`: for a sentence that goes on past the source.
+    pub(crate) fn around(
+        before: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+        after: impl Into<String>,
+    ) -> Self {
+        Cause {
+            before: before.into(),
+            source: Some(Box::new(source)),
+            after: after.into(),
+        }
+    }
+
+    /// Only the text of `source`.
+    pub(crate) fn bare(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Cause::around("", source, "")
+    }
+
+    /// The error underneath, if any.
+    pub(crate) fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Words only: nothing underneath.
+impl From<String> for Cause {
+    fn from(text: String) -> Self {
+        Cause {
+            before: text,
+            source: None,
+            after: String::new(),
+        }
+    }
+}
+
+impl From<&str> for Cause {
+    fn from(text: &str) -> Self {
+        Cause::from(text.to_string())
+    }
+}
+
+/// Each part escaped (the source's text is often the engine's or the container's): the
+/// escaping is per character, so this is the escaping of the whole line.
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", escape_controls(&self.before))?;
+        if let Some(source) = &self.source {
+            write!(f, "{}", escape_controls(&source.to_string()))?;
+        }
+        write!(f, "{}", escape_controls(&self.after))
+    }
+}
 
 /// `text` as one shell word: as it is when it holds only characters no shell treats specially,
 /// else in single quotes (a grant's value can be a path the repository chose).
@@ -123,13 +322,16 @@ impl Error {
             | Error::RefusedMany { .. }
             | Error::Forbidden { .. }
             | Error::NotApproved(_) => 77,
-            Error::Docker { .. } | Error::NotRunning(_) | Error::Unavailable(_) => 69,
-            Error::Hook { .. } | Error::CommandFailed(_) => 70,
+            Error::Docker { .. }
+            | Error::NotRunning(_)
+            | Error::Dependency { .. }
+            | Error::Unavailable(_) => 69,
+            Error::Hook { .. } | Error::StepFailed { .. } | Error::CommandFailed(_) => 70,
             Error::Exists(_) => 73,
             Error::Conflict(_) => 75,
             Error::Io { .. } => 74,
             Error::Interrupted { signal, .. } => signal.exit_code(),
-            Error::Other(_) => 1,
+            Error::Failed { .. } | Error::Other(_) => 1,
             Error::WithLines { error, .. } => error.code(),
         }
     }
@@ -167,6 +369,43 @@ impl Error {
 
     pub(crate) fn other(message: impl Into<String>) -> Self {
         Error::Other(message.into())
+    }
+
+    /// `on` does not work: `cause` says how.
+    pub(crate) fn dependency(on: Dependency, cause: impl Into<Cause>) -> Self {
+        Error::Dependency {
+            on,
+            cause: cause.into(),
+        }
+    }
+
+    /// `step` of the project failed: `cause` says how.
+    pub(crate) fn step(step: Step, cause: impl Into<Cause>) -> Self {
+        Error::StepFailed {
+            step,
+            cause: cause.into(),
+        }
+    }
+
+    /// yolo could not do `what`: `cause` says how.
+    pub(crate) fn failed(what: Failure, cause: impl Into<Cause>) -> Self {
+        Error::Failed {
+            what,
+            cause: cause.into(),
+        }
+    }
+
+    /// Whether an error of kind `T` is somewhere in the chain of causes below this one,
+    /// inside an `io::Error` too: how a caller tells a marker error of its own from the rest
+    /// without reading the message, which may quote a value that only looks like it.
+    pub(crate) fn caused_by<T: std::error::Error + 'static>(&self) -> bool {
+        use std::error::Error as _;
+        std::iter::successors(self.source(), |e| (*e).source()).any(|e| {
+            e.is::<T>()
+                || e.downcast_ref::<std::io::Error>()
+                    .and_then(std::io::Error::get_ref)
+                    .is_some_and(|inner| inner.is::<T>())
+        })
     }
 
     /// This error with `lines` it quotes (each escaped, one per line) under `heading`.
@@ -287,6 +526,10 @@ impl fmt::Display for Error {
                 Ok(())
             }
             Error::NotRunning(message) | Error::Unavailable(message) => write!(f, "{}", v(message)),
+            // The cause escapes its parts itself.
+            Error::Dependency { cause, .. }
+            | Error::StepFailed { cause, .. }
+            | Error::Failed { cause, .. } => write!(f, "{cause}"),
             Error::Hook { name, code } => write!(f, "{} failed with exit code {code}", v(name)),
             Error::CommandFailed(message) | Error::Conflict(message) => write!(f, "{}", v(message)),
             Error::NotApproved(message) => write!(f, "{}", v(message)),
@@ -333,6 +576,10 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Dependency { cause, .. }
+            | Error::StepFailed { cause, .. }
+            | Error::Failed { cause, .. } => cause.source(),
+            Error::WithLines { error, .. } => error.source(),
             _ => None,
         }
     }
@@ -413,6 +660,9 @@ mod tests {
             (Error::interrupted(crate::signal::Signal::INT), 130),
             (Error::interrupted(crate::signal::Signal::TERM), 143),
             (Error::other("bug"), 1),
+            (Error::dependency(Dependency::Git, "g"), 69),
+            (Error::step(Step::ContainerExited, "c"), 70),
+            (Error::failed(Failure::Serialize, "s"), 1),
         ];
         for (error, code) in codes {
             assert_eq!(error.code(), code, "{error:?}");
@@ -429,6 +679,119 @@ mod tests {
         let source = error.source().expect("the io error");
         assert_eq!(source.to_string(), "denied");
         assert!(Error::other("x").source().is_none());
+    }
+
+    /// The message a typed error prints is the line the `format!` around its source printed
+    /// before, and the source is there for a caller to inspect instead of the words.
+    #[test]
+    fn a_cause_prints_as_before_and_keeps_its_source() {
+        let missing = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let error = Error::dependency(
+            Dependency::Git,
+            Cause::around("git could not be run (", missing(), "): install git"),
+        );
+        assert_eq!(
+            error.to_string(),
+            format!("git could not be run ({}): install git", missing())
+        );
+        let io = error
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .expect("the io error as the source");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert!(matches!(
+            error,
+            Error::Dependency {
+                on: Dependency::Git,
+                ..
+            }
+        ));
+
+        let error = Error::step(
+            Step::HostCommand,
+            Cause::of("initializeCommand: could not run \"x\"", missing()),
+        );
+        assert_eq!(
+            error.to_string(),
+            "initializeCommand: could not run \"x\": No such file"
+        );
+        let bare = Error::failed(Failure::Serialize, Cause::bare(missing()));
+        assert_eq!(bare.to_string(), "No such file");
+        assert!(bare.source().is_some());
+        let words = Error::failed(Failure::State, "no open session");
+        assert_eq!(words.to_string(), "no open session");
+        assert!(words.source().is_none());
+
+        // Under lines: the kind and the source stay reachable.
+        let lined = Error::dependency(Dependency::Guard, Cause::of("the guard", missing()))
+            .with_lines("guard output", ["starting"]);
+        let Error::WithLines { error, .. } = &lined else {
+            panic!("{lined:?}")
+        };
+        assert!(matches!(
+            **error,
+            Error::Dependency {
+                on: Dependency::Guard,
+                ..
+            }
+        ));
+        assert!(lined.source().is_some());
+        assert_eq!(lined.code(), 69);
+    }
+
+    /// ATTACK: the text of a source is the engine's, the container's or a file's; a line
+    /// break or an escape sequence in it cannot start a line of its own or reach the terminal.
+    #[test]
+    fn a_sources_text_is_escaped_like_every_value() {
+        let hostile = std::io::Error::other("gone\nyolo: all clear\x1b[2J");
+        let error = Error::dependency(
+            Dependency::Guard,
+            Cause::around("the guard (", hostile, ")\nsays"),
+        );
+        let text = error.to_string();
+        assert_eq!(text, "the guard (gone\\nyolo: all clear\\x1b[2J)\\nsays");
+        assert!(!text.contains('\n') && !text.contains('\x1b'), "{text}");
+    }
+
+    #[derive(Debug)]
+    struct Marker;
+
+    impl fmt::Display for Marker {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the upload ended")
+        }
+    }
+
+    impl std::error::Error for Marker {}
+
+    /// ATTACK: a caller tells its own marker from other failures by type, inside an io error
+    /// too; a message (a path of the repository) that only reads like the marker is not it.
+    #[test]
+    fn caused_by_finds_the_marker_not_its_words() {
+        let marked = Error::io(
+            "/w/a",
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, Marker),
+        );
+        assert!(marked.caused_by::<Marker>());
+        let in_cause = Error::failed(
+            Failure::Transfer,
+            Cause::of(
+                "copying",
+                std::io::Error::new(std::io::ErrorKind::BrokenPipe, Marker),
+            ),
+        )
+        .with_lines("x", ["y"]);
+        assert!(in_cause.caused_by::<Marker>());
+        let lookalike = Error::dependency(
+            Dependency::SyncLimit,
+            "the repository is larger than 1 GiB (at the upload ended/big.img)",
+        );
+        assert!(!lookalike.caused_by::<Marker>());
+        let worded = Error::io(
+            "/w/the upload ended",
+            std::io::Error::other("the upload ended"),
+        );
+        assert!(!worded.caused_by::<Marker>());
     }
 
     #[test]

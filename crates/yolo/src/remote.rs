@@ -24,7 +24,7 @@
 //! Written by hand over the `git` program rather than a git library: the user's git is what
 //! will read the result, and `git fetch`/`commit-tree` are the stable interface to it.
 
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Failure, Result};
 use crate::run_spec::{Mount, MountKind, RunSpec};
 use crate::settings::SyncLimits;
 use crate::watched::Baseline;
@@ -41,9 +41,10 @@ pub(crate) use crate::run_spec::{events_volume, workspace_volume};
 /// Each file goes through a temporary file beside its place, never through memory whole.
 pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<String>> {
     let bad = |e: std::io::Error| {
-        Error::Unavailable(format!(
-            "the guard's events from the engine cannot be read: {e}"
-        ))
+        Error::dependency(
+            Dependency::Guard,
+            Cause::of("the guard's events from the engine cannot be read", e),
+        )
     };
     let mut stored = Vec::new();
     let mut archive = tar::Archive::new(tar);
@@ -101,14 +102,14 @@ pub(crate) fn branch_name(container_name: &str) -> String {
 /// Any other host bind is refused, named.
 pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Result<()> {
     if let Some(bind) = spec.mounts.iter().find(|m| m.kind == MountKind::Bind) {
-        return Err(Error::Unavailable(format!(
+        return Err(Error::dependency(Dependency::RemoteEngine, format!(
             "{why}, so the host folder {} cannot be mounted at {} (a bind mount from devcontainer.json, a grant or the extra CA setting); remove it, or use a local engine (YOLO_REMOTE=0 if the engine shares this disk)",
             crate::visible::escape_controls(&bind.source),
             bind.target
         )));
     }
     if spec.compose.is_some() {
-        return Err(Error::Unavailable(format!(
+        return Err(Error::dependency(Dependency::RemoteEngine, format!(
             "{why}: a Compose project (dockerComposeFile) is not supported with a remote engine yet; its files and bind mounts are read on this machine"
         )));
     }
@@ -118,7 +119,7 @@ pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Resu
         return Ok(());
     }
     if Path::new(&mount.source) != workspace {
-        return Err(Error::Unavailable(format!(
+        return Err(Error::dependency(Dependency::RemoteEngine, format!(
             "{why}: the workspace is copied into a volume, and workspaceMount binds {} instead of the repository {}; remove workspaceMount or run yolo in that folder",
             crate::visible::escape_controls(&mount.source),
             workspace.display()
@@ -188,7 +189,7 @@ pub(crate) fn pack_into(
         }
         let size = if meta.is_file() { meta.len() } else { 0 };
         if tar.get_ref().written + size + 1024 > limits.max_total {
-            return Err(Error::Unavailable(format!(
+            return Err(Error::dependency(Dependency::SyncLimit, format!(
                 "the repository is larger than {} (at {}), the most yolo copies into the remote engine's volume ([workspace] sync_max_total); nothing was copied. Remove what is large from the folder, or raise sync_max_total in your yolo config",
                 size_words(limits.max_total),
                 shown()
@@ -324,10 +325,13 @@ fn keep_on_branch(repo: &Path, written: &str, watched: &mut Baseline) -> Result<
         .output()
         .map_err(git_missing)?;
     if !out.status.success() {
-        return Err(Error::Unavailable(format!(
-            "git cannot list the files of the agent's work: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+        return Err(Error::dependency(
+            Dependency::Git,
+            format!(
+                "git cannot list the files of the agent's work: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
     }
     let on_branch: std::collections::HashSet<&[u8]> = out
         .stdout
@@ -373,11 +377,14 @@ pub(crate) fn on_a_branch<'a>(
         .output()
         .map_err(git_missing)?;
     if !out.status.success() {
-        return Err(Error::Unavailable(format!(
-            "git cannot list the files of {}: {}",
-            repo.display(),
-            crate::visible::escape_controls(String::from_utf8_lossy(&out.stderr).trim())
-        )));
+        return Err(Error::dependency(
+            Dependency::Git,
+            format!(
+                "git cannot list the files of {}: {}",
+                repo.display(),
+                crate::visible::escape_controls(String::from_utf8_lossy(&out.stderr).trim())
+            ),
+        ));
     }
     Ok(out
         .stdout
@@ -396,9 +403,10 @@ fn check_branch(repo: &Path, branch: &str) -> Result<()> {
         .status
         .success();
     if !ok || branch.contains("..") {
-        return Err(Error::other(format!(
-            "\"{branch}\" is not a valid branch name"
-        )));
+        return Err(Error::failed(
+            Failure::InvalidName,
+            format!("\"{branch}\" is not a valid branch name"),
+        ));
     }
     if !repo.join(".git").exists() {
         return Err(not_a_repository(repo, "the engine is remote"));
@@ -440,9 +448,13 @@ impl Read for Capped<'_> {
 /// past `max_total` stops everything.
 fn unpack(tar: &mut dyn Read, dest: &Path, limits: SyncLimits) -> Result<Unpacked> {
     let bad = |e: std::io::Error| {
-        Error::Unavailable(format!(
-            "the copy of the workspace the engine sent back cannot be unpacked safely: {e}"
-        ))
+        Error::dependency(
+            Dependency::WorkspaceCopy,
+            Cause::of(
+                "the copy of the workspace the engine sent back cannot be unpacked safely",
+                e,
+            ),
+        )
     };
     let mut capped = Capped {
         inner: tar,
@@ -454,7 +466,7 @@ fn unpack(tar: &mut dyn Read, dest: &Path, limits: SyncLimits) -> Result<Unpacke
     let mut skipped = Vec::new();
     let unpacked = unpack_entries(&mut capped, dest, limits, &mut current, &mut skipped);
     if capped.over {
-        return Err(Error::Unavailable(format!(
+        return Err(Error::dependency(Dependency::SyncLimit, format!(
             "the copy of the workspace is larger than {} (at {}), the most `yolo sync` reads of it ([workspace] sync_max_total); nothing was brought back. Remove what is large from the copy (`yolo exec -- du -ah . | sort -h | tail`), or raise sync_max_total in your yolo config",
             size_words(limits.max_total),
             crate::visible::escape_controls(&current)
@@ -580,13 +592,15 @@ fn writable(dir: &Path) -> Result<()> {
 /// Remove what git would run or follow from the returned `.git`, and give it a config of ours.
 fn sanitize_git_dir(git_dir: &Path) -> Result<()> {
     let meta = std::fs::symlink_metadata(git_dir).map_err(|_| {
-        Error::Unavailable(
-            "the workspace copy has no .git folder any more (the agent removed it); nothing to bring back".into(),
+        Error::dependency(
+            Dependency::WorkspaceCopy,
+            "the workspace copy has no .git folder any more (the agent removed it); nothing to bring back",
         )
     })?;
     if !meta.is_dir() {
-        return Err(Error::Unavailable(
-            "the workspace copy's .git is not a folder (a file or a link, made in the container); yolo does not follow it".into(),
+        return Err(Error::dependency(
+            Dependency::WorkspaceCopy,
+            "the workspace copy's .git is not a folder (a file or a link, made in the container); yolo does not follow it",
         ));
     }
     for name in [
@@ -645,10 +659,13 @@ fn fetch_head(repo: &Path, git_dir: &Path, incoming: &str) -> Result<String> {
         .output()
         .map_err(git_missing)?;
     if !fetched.status.success() {
-        return Err(Error::Unavailable(format!(
-            "the agent's commits could not be read from the copy of the repository: {}",
-            String::from_utf8_lossy(&fetched.stderr).trim()
-        )));
+        return Err(Error::dependency(
+            Dependency::Git,
+            format!(
+                "the agent's commits could not be read from the copy of the repository: {}",
+                String::from_utf8_lossy(&fetched.stderr).trim()
+            ),
+        ));
     }
     rev_parse(repo, &format!("{incoming}^{{commit}}"))
 }
@@ -667,11 +684,14 @@ fn worktree_tree(repo: &Path, tree: &Path, head: &str, skipped: &[Skipped]) -> R
             .output()
             .map_err(git_missing)?;
         if !out.status.success() {
-            return Err(Error::Unavailable(format!(
-                "recording the agent's uncommitted files failed (git {}): {}",
-                args.first().unwrap_or(&""),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            return Err(Error::dependency(
+                Dependency::Git,
+                format!(
+                    "recording the agent's uncommitted files failed (git {}): {}",
+                    args.first().unwrap_or(&""),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            ));
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
@@ -747,10 +767,13 @@ fn advance(repo: &Path, branch: &str, head: &str, tree: &str) -> Result<Brought>
         ));
         let out = git(repo).args(&args).output().map_err(git_missing)?;
         if !out.status.success() {
-            return Err(Error::Unavailable(format!(
-                "recording the agent's uncommitted files failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            return Err(Error::dependency(
+                Dependency::Git,
+                format!(
+                    "recording the agent's uncommitted files failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            ));
         }
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
@@ -781,10 +804,13 @@ fn only_snapshots(repo: &Path, head: &str, tip: &str) -> Result<bool> {
         .output()
         .map_err(git_missing)?;
     if !out.status.success() {
-        return Err(Error::Unavailable(format!(
-            "git cannot compare the branch with the agent's work: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+        return Err(Error::dependency(
+            Dependency::Git,
+            format!(
+                "git cannot compare the branch with the agent's work: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -806,7 +832,10 @@ fn rev_parse(repo: &Path, what: &str) -> Result<String> {
         .output()
         .map_err(git_missing)?;
     if !out.status.success() {
-        return Err(Error::Unavailable(format!("git cannot find {what}")));
+        return Err(Error::dependency(
+            Dependency::Git,
+            format!("git cannot find {what}"),
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
@@ -833,9 +862,14 @@ fn git(repo: &Path) -> Command {
 }
 
 fn git_missing(e: std::io::Error) -> Error {
-    Error::Unavailable(format!(
-        "git could not be run ({e}): with a remote engine yolo brings the agent's work back as a git branch, which needs git on this machine"
-    ))
+    Error::dependency(
+        Dependency::Git,
+        Cause::around(
+            "git could not be run (",
+            e,
+            "): with a remote engine yolo brings the agent's work back as a git branch, which needs git on this machine",
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -957,10 +991,18 @@ mod tests {
             max_total: 64 << 20,
         };
         let mut tar = with_big_file(1 << 30, "sparse.img");
-        let message = unpack(&mut tar, over.path(), limits)
-            .err()
-            .unwrap()
-            .to_string();
+        let error = unpack(&mut tar, over.path(), limits).err().unwrap();
+        assert!(
+            matches!(
+                error,
+                Error::Dependency {
+                    on: Dependency::SyncLimit,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let message = error.to_string();
         assert!(
             message.contains("larger than 64 MiB (at sparse.img)"),
             "{message}"

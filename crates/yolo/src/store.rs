@@ -19,7 +19,7 @@
 //!
 //! `<id>` is the workspace's devcontainerId.
 
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Failure, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -132,7 +132,8 @@ pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
         std::process::id(),
         uuid::Uuid::new_v4().simple()
     ));
-    let text = serde_json::to_string_pretty(value).map_err(|e| Error::other(e.to_string()))?;
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
     std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }

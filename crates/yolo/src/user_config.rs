@@ -34,6 +34,10 @@ pub(crate) struct UserConfig {
     pub(crate) workspace: UserWorkspace,
     pub(crate) audit: UserAudit,
     pub(crate) terminal: UserTerminal,
+    /// `[credentials.NAME]`: keys the guard adds on the way out (`credentials`).
+    pub(crate) credentials: BTreeMap<String, crate::credentials::UserCredential>,
+    /// `[http."HOST"]`: method and path rules of a host the guard's proxy inspects.
+    pub(crate) http: BTreeMap<String, crate::http_config::UserHttpHost>,
 }
 
 /// `[terminal]`: what of the container's output reaches the host's terminal.
@@ -112,6 +116,9 @@ pub(crate) struct UserFirewall {
     /// Put every project's guard on this Docker network (made if missing) instead of the
     /// shared bridge or one of the project's own.
     pub(crate) docker_network: Option<String>,
+    /// `"all"`: every HTTPS host goes through the guard's proxy, not only those with rules or
+    /// a credential.
+    pub(crate) inspect: Option<String>,
 }
 
 /// `[build]`: what image builds (Dockerfile RUN steps) may reach besides the project's

@@ -1054,6 +1054,7 @@ mod tests {
             file_watch: None,
             local_names: vec![],
             audit_to_stdout: false,
+            http: Default::default(),
             gateway: None,
         }
     }

@@ -7,7 +7,7 @@ use super::plan::{AgentStep, GuardStep, Plan};
 use super::{features, hooks, network};
 use crate::audit::{EventKind, Writer};
 use crate::engine::{Engine, NetworkAttach};
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use crate::firewall::{mode_name, NetworkMode, PHASE_BUILD};
 use crate::project::Project;
 use crate::run_spec::RunSpec;
@@ -49,8 +49,8 @@ impl Act<'_> {
                 guard,
                 ..
             } => {
-                let writer =
-                    record::current(state)?.ok_or_else(|| Error::other("no open session"))?;
+                let writer = record::current(state)?
+                    .ok_or_else(|| Error::failed(Failure::State, "no open session"))?;
                 if let Some(guard) = guard {
                     self.sync_allowlist(guard, state).await?;
                 }

@@ -14,7 +14,7 @@ use super::network;
 use crate::devcontainer::model::DevContainer;
 use crate::engine::compose::{self, Cli, Compose, FilePlan};
 use crate::engine::{Engine, NetworkAttach};
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Failure, Result};
 use crate::firewall::NetworkMode;
 use crate::policy::{self, ServicesChecked};
 use crate::project::Project;
@@ -50,10 +50,13 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
         message: format!("{} cannot read the Compose files: {message}", cli.name()),
     })?;
     let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).map_err(|e| {
-        Error::other(format!(
-            "{} printed a project yolo cannot read: {e}",
-            cli.name()
-        ))
+        Error::failed(
+            Failure::ComposeProject,
+            Cause::of(
+                format!("{} printed a project yolo cannot read", cli.name()),
+                e,
+            ),
+        )
     })?;
     let settings = &project.settings;
     // The grant checks take an evaluation's input; only the grants, the workspace and the file
@@ -349,7 +352,8 @@ fn write_file(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    let text = serde_json::to_string_pretty(&file).map_err(|e| Error::other(e.to_string()))?;
+    let text = serde_json::to_string_pretty(&file)
+        .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
     std::fs::write(path, text).map_err(|e| Error::io(path, e))
 }
 

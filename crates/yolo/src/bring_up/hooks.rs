@@ -8,7 +8,7 @@ use crate::audit::{EventKind, Writer};
 use crate::devcontainer::model::LifecycleCommand;
 use crate::devcontainer::substitute;
 use crate::engine::{Engine, ExecRequest, ExecResult, Output};
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Result, Step};
 use crate::project::{Project, AGENT_STATE_ROOT};
 use crate::run_spec::{self, Hooks};
 use crate::session::state::{ExecSettings, WorkspaceState};
@@ -191,7 +191,7 @@ async fn stopped(engine: &Engine, project: &Project, id: &str) -> Error {
         .map(|i| i.exit_code)
         .unwrap_or_default();
     let logs = engine.logs_tail(id, 10).await;
-    Error::CommandFailed(format!(
+    Error::step(Step::ContainerExited, format!(
         "the container {} stopped right after it started (exit code {code}); {}",
         project.spec.container_name,
         if project.spec.override_command {
@@ -561,15 +561,19 @@ async fn run_on_host(
             .stderr(std::process::Stdio::piped())
             .spawn()
             .map_err(|e| {
-                Error::CommandFailed(format!(
-                    "{name}: could not run {program:?} on the host: {e}"
-                ))
+                Error::step(
+                    Step::HostCommand,
+                    Cause::of(format!("{name}: could not run {program:?} on the host"), e),
+                )
             })?;
         let group = ProcessGroup(child.id());
         let out = tokio::spawn(print_lines(name.clone(), child.stdout.take()));
         let err = tokio::spawn(print_lines(name.clone(), child.stderr.take()));
         let status = child.wait().await.map_err(|e| {
-            Error::CommandFailed(format!("{name}: waiting for {program:?} on the host: {e}"))
+            Error::step(
+                Step::HostCommand,
+                Cause::of(format!("{name}: waiting for {program:?} on the host"), e),
+            )
         })?;
         group.finished();
         // What is left to print, but not forever: a process the command left in the background
@@ -672,6 +676,43 @@ mod tests {
         };
         assert_eq!(Hook::PostStart.commands(&hooks).len(), 1);
         assert!(Hook::PostAttach.commands(&hooks).is_empty());
+    }
+
+    /// initializeCommand whose program is not there: the step is named for a caller, and the
+    /// spawn's own error is the source (its kind, not its words, says "not found").
+    #[test]
+    fn a_host_command_that_cannot_start_is_a_failed_step_with_its_cause() {
+        let command = LifecycleCommand::Args(vec!["/nonexistent/yolo-no-such-program".into()]);
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let error = runtime
+            .block_on(run_on_host(&command, dir.path(), None))
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::StepFailed {
+                    step: Step::HostCommand,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(error.code(), 70);
+        let text = error.to_string();
+        assert!(
+            text.starts_with(
+                "initializeCommand: could not run \"/nonexistent/yolo-no-such-program\" on the host: "
+            ),
+            "{text}"
+        );
+        let io = std::error::Error::source(&error)
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .expect("the spawn's error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::agents::Agent;
 use crate::audit::file_log_name;
 use crate::engine::{log_dir, Engine, GuardSpec, Owner, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Failure, Result};
 use crate::firewall::allowlist::Allowlist;
 use crate::firewall::guard_socket;
 use crate::firewall::{presets, FileWatch, GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET};
@@ -28,13 +28,13 @@ pub(crate) fn allowlist(project: &Project, agents: &[Agent]) -> Result<Vec<Strin
     preset_names.extend(spec.firewall_presets.iter().cloned());
     let mut sources: Vec<Vec<String>> = Vec::new();
     for name in &preset_names {
-        sources.push(presets::load(name).map_err(Error::other)?);
+        sources.push(presets::load(name).map_err(|m| Error::failed(Failure::Allowlist, m))?);
     }
     sources.push(agents.iter().flat_map(|a| a.domains.clone()).collect());
     sources.push(spec.firewall_allow.clone());
     let refs: Vec<&[String]> = sources.iter().map(Vec::as_slice).collect();
-    let merged =
-        Allowlist::merge(&refs).map_err(|e| Error::other(format!("the merged allowlist: {e}")))?;
+    let merged = Allowlist::merge(&refs)
+        .map_err(|e| Error::failed(Failure::Allowlist, Cause::of("the merged allowlist", e)))?;
     Ok(merged.patterns())
 }
 
@@ -45,12 +45,12 @@ pub(crate) fn build_allowlist(project: &Project, allow: &[String]) -> Result<Vec
     let build = &project.settings.build;
     let mut sources: Vec<Vec<String>> = vec![allow.to_vec()];
     for name in &build.presets {
-        sources.push(presets::load(name).map_err(Error::other)?);
+        sources.push(presets::load(name).map_err(|m| Error::failed(Failure::Allowlist, m))?);
     }
     sources.push(build.allow.clone());
     let refs: Vec<&[String]> = sources.iter().map(Vec::as_slice).collect();
-    let merged =
-        Allowlist::merge(&refs).map_err(|e| Error::other(format!("the build's allowlist: {e}")))?;
+    let merged = Allowlist::merge(&refs)
+        .map_err(|e| Error::failed(Failure::Allowlist, Cause::of("the build's allowlist", e)))?;
     Ok(merged.patterns())
 }
 
@@ -229,6 +229,7 @@ pub(crate) fn guard_config(
         file_watch: file_watch(project, session, phase),
         local_names: Vec::new(),
         audit_to_stdout: false,
+        http: Default::default(),
         gateway: None,
     }
 }
@@ -395,7 +396,8 @@ pub(crate) async fn launch_guard(
     id: &str,
     config: &GuardConfig,
 ) -> Result<()> {
-    let json = serde_json::to_string_pretty(config).map_err(|e| Error::other(e.to_string()))?;
+    let json = serde_json::to_string_pretty(config)
+        .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
     let dir = crate::engine::guard_config_dir_of(&crate::store::root(), &guard_name(project));
     engine.update_guard_config(id, &dir, &json).await?;
     engine.start(id).await

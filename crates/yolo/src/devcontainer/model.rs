@@ -217,6 +217,10 @@ pub(crate) struct YoloCustomization {
     pub(crate) firewall: FirewallRequest,
     /// The agent `yolo run` uses when none is named.
     pub(crate) agent: Option<String>,
+    /// `{"HOST": ["GET /**", ...]}`: method and path rules that narrow what the user's config
+    /// lets through to a host (`http_config`); never widen it.
+    #[serde(default)]
+    pub(crate) http: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]

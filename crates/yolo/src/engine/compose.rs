@@ -11,7 +11,7 @@
 
 use super::labels;
 use super::{message, Engine};
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Failure, Result};
 use crate::firewall::NetworkMode;
 use crate::policy::{ServicesChecked, DEFAULT_CAPS};
 use crate::run_spec::{ComposeSpec, Limits, MountKind, RunSpec};
@@ -57,8 +57,9 @@ impl Cli {
         if works("docker-compose", &["version"]).await {
             return Ok(Cli::Standalone);
         }
-        Err(Error::Unavailable(
-            "this config runs Docker Compose (\"dockerComposeFile\"), but neither `docker compose` nor `docker-compose` is installed; install the Compose plugin (Debian/Ubuntu: `apt-get install docker-compose-plugin` from Docker's repository, or `apt-get install docker-compose`), then run `yolo up` again".into(),
+        Err(Error::dependency(
+            Dependency::Compose,
+            "this config runs Docker Compose (\"dockerComposeFile\"), but neither `docker compose` nor `docker-compose` is installed; install the Compose plugin (Debian/Ubuntu: `apt-get install docker-compose-plugin` from Docker's repository, or `apt-get install docker-compose`), then run `yolo up` again",
         ))
     }
 
@@ -222,7 +223,12 @@ impl Compose {
             .stderr(Stdio::piped())
             .output()
             .await
-            .map_err(|e| Error::Unavailable(format!("cannot run {}: {e}", self.cli.name())))?;
+            .map_err(|e| {
+                Error::dependency(
+                    Dependency::Compose,
+                    Cause::of(format!("cannot run {}", self.cli.name()), e),
+                )
+            })?;
         // Compose's progress lines; shown, they say what is being built and started.
         for line in String::from_utf8_lossy(&output.stderr)
             .lines()
@@ -357,14 +363,21 @@ const DEV_DROPPED: &[&str] = &[
 /// container is, every network of the project internal (the `compose-egress` services also on
 /// a network with egress), and yolo's labels (and `YOLO_LABELS`) on everything it makes.
 pub(crate) fn project_file(resolved: &serde_yaml_ng::Value, plan: &FilePlan) -> Result<Value> {
-    let mut project: Value = serde_json::to_value(resolved)
-        .map_err(|e| Error::other(format!("the resolved Compose project: {e}")))?;
+    let mut project: Value = serde_json::to_value(resolved).map_err(|e| {
+        Error::failed(
+            Failure::ComposeProject,
+            Cause::of("the resolved Compose project", e),
+        )
+    })?;
     let owner = super::Owner::of(plan.spec);
     let project_labels = labels::service(&owner);
     let volume_labels = labels::volume(&owner.devcontainer_id);
-    let root = project
-        .as_object_mut()
-        .ok_or_else(|| Error::other("the resolved Compose project is not a mapping"))?;
+    let root = project.as_object_mut().ok_or_else(|| {
+        Error::failed(
+            Failure::ComposeProject,
+            "the resolved Compose project is not a mapping",
+        )
+    })?;
     // The newest format of the file's major version (each minor only adds keys): what yolo
     // sets needs `build.labels` and `build.network` (2.4, 3.4).
     let version = match root.get("version").and_then(Value::as_str) {
@@ -434,11 +447,19 @@ pub(crate) fn project_file(resolved: &serde_yaml_ng::Value, plan: &FilePlan) -> 
     let services = root
         .get_mut("services")
         .and_then(Value::as_object_mut)
-        .ok_or_else(|| Error::other("the resolved Compose project has no services"))?;
+        .ok_or_else(|| {
+            Error::failed(
+                Failure::ComposeProject,
+                "the resolved Compose project has no services",
+            )
+        })?;
     for (name, service) in services.iter_mut() {
-        let service = service
-            .as_object_mut()
-            .ok_or_else(|| Error::other(format!("Compose service {name} is not a mapping")))?;
+        let service = service.as_object_mut().ok_or_else(|| {
+            Error::failed(
+                Failure::ComposeProject,
+                format!("Compose service {name} is not a mapping"),
+            )
+        })?;
         if build_labels_ok {
             label_build(service, &volume_labels);
         }

@@ -5,7 +5,7 @@ use super::types::{
     Container, ContainerDetails, Found, Made, NetworkAttach, Owner, ProjectNetwork, Role,
 };
 use super::{is_not_found, labels, message, Engine};
-use crate::error::{Error, Result};
+use crate::error::{Dependency, Error, Result};
 use crate::firewall::NetworkMode;
 use crate::run_spec::{Limits, PortPublish, RunSpec};
 use bollard::models::{
@@ -264,7 +264,7 @@ impl Engine {
                     "\n  (and {name} could not be removed: {e}; `yolo down --remove` removes it)"
                 ),
             };
-            return Err(Error::Unavailable(format!(
+            return Err(Error::dependency(Dependency::Limits, format!(
                 "{what} (rootless Podman on cgroup v1, or without the cgroup controllers delegated to your user, drops them without an error); \
                  yolo does not run an agent unlimited unless told to. Give the engine the controllers (docs/podman.md, \"Limits\"), or set `required = false` under [limits] in {} to run without them{left}",
                 crate::user_config::UserConfig::path().display()
@@ -332,7 +332,7 @@ impl Engine {
             )
         };
         if entrypoint.is_empty() && cmd.is_empty() {
-            return Err(Error::Unavailable(format!(
+            return Err(Error::dependency(Dependency::Image, format!(
                 "the image {image} names no command to run and the config sets `overrideCommand: false`; give the image a CMD or remove the setting"
             )));
         }

@@ -8,7 +8,7 @@
 //! Only the choice is made here, from values (`Environment`) so it is tested without Docker;
 //! `Engine::connect` connects to it.
 
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -97,10 +97,14 @@ fn current_context(config_dir: Option<&Path>) -> Result<Option<String>> {
         Err(e) => return Err(Error::io(&path, e)),
     };
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Unavailable(format!(
-            "{}: not valid JSON ({e}); the docker CLI cannot read it either",
-            path.display()
-        ))
+        Error::dependency(
+            Dependency::DockerContext,
+            Cause::around(
+                format!("{}: not valid JSON (", path.display()),
+                e,
+                "); the docker CLI cannot read it either",
+            ),
+        )
     })?;
     Ok(value["currentContext"]
         .as_str()
@@ -113,10 +117,16 @@ fn read_context(config_dir: &Path, name: &str) -> Result<Endpoint> {
     let meta = config_dir.join("contexts/meta").join(&id).join("meta.json");
     let text = std::fs::read_to_string(&meta).map_err(|_| no_context(name, config_dir))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Unavailable(format!(
-            "the Docker context \"{name}\" ({}) is not valid JSON: {e}",
-            meta.display()
-        ))
+        Error::dependency(
+            Dependency::DockerContext,
+            Cause::of(
+                format!(
+                    "the Docker context \"{name}\" ({}) is not valid JSON",
+                    meta.display()
+                ),
+                e,
+            ),
+        )
     })?;
     let docker = &value["Endpoints"]["docker"];
     let host = docker["Host"]

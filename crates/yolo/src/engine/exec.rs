@@ -2,7 +2,7 @@
 //! with plain pipes, with each line prefixed by a hook's name, or captured.
 
 use super::{message, Engine};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Step};
 use crate::interrupt;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
@@ -249,7 +249,7 @@ impl Engine {
         if exit_code == 126 && inspect.pid.unwrap_or(0) == 0 {
             if let Some(cwd) = req.cwd.as_deref() {
                 if !self.folder_exists(container, cwd).await {
-                    return Err(Error::CommandFailed(format!(
+                    return Err(Error::step(Step::WorkingFolder, format!(
                         "cannot run {} in the container: its working folder {} does not exist there; it is the config's \"workspaceFolder\": check that a mount makes it (\"workspaceMount\", or in a Compose config the dev service's volumes)",
                         short(&req.argv),
                         crate::visible::escape_controls(cwd),

@@ -7,7 +7,7 @@ use super::guard_image::{self, GuardSource, Platform, GUARD_BINARY};
 use super::hardening::{self, hardened_host_config, Hardening};
 use super::types::{NetworkAttach, Owner, ProjectNetwork};
 use super::{is_not_found, labels, message, Engine};
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Failure, Result};
 use crate::run_spec::{Limits, Mount, MountKind, PortPublish};
 use bollard::models::{ContainerCreateBody, HostConfig, NetworkCreateRequest};
 use bollard::query_parameters::{
@@ -328,7 +328,7 @@ impl Engine {
         let ipv6 = network.enable_ipv6.unwrap_or(false);
         let internal = network.internal.unwrap_or(false);
         if network.driver.as_deref() != Some("bridge") || icc != Some("false") || ipv6 || internal {
-            return Err(Error::Unavailable(format!(
+            return Err(Error::dependency(Dependency::GuardNetwork, format!(
                 "the network {name} is not one yolo made (driver {}, {ICC} {}, IPv6 {ipv6}, internal {internal}), and yolo puts every project's guard on it; remove it with `docker network rm {name}`, or name another network in [firewall] docker_network",
                 network.driver.as_deref().unwrap_or("none"),
                 icc.unwrap_or("not set"),
@@ -407,7 +407,9 @@ impl Engine {
             std::fs::write(&temp, config_json).map_err(|e| Error::io(&temp, e))?;
             return std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e));
         }
-        let pack = |e: std::io::Error| Error::other(format!("packing the guard's config: {e}"));
+        let pack = |e: std::io::Error| {
+            Error::failed(Failure::Archive, Cause::of("packing the guard's config", e))
+        };
         let mut tar = tar::Builder::new(Vec::new());
         let path = GUARD_CONFIG_PATH.trim_start_matches('/');
         guard_image::append(&mut tar, path, 0o644, config_json.as_bytes()).map_err(pack)?;
@@ -457,9 +459,9 @@ impl Engine {
         if ready {
             return Ok(());
         }
-        Err(Error::Unavailable(
-            "the firewall guard did not become ready, so nothing of the agent was run (fail closed)."
-                .into(),
+        Err(Error::dependency(
+            Dependency::Guard,
+            "the firewall guard did not become ready, so nothing of the agent was run (fail closed).",
         )
         .with_lines("guard output", seen))
     }
@@ -481,7 +483,7 @@ impl Engine {
         };
         let exec = self.exec(id, &req, Output::Capture);
         let result = tokio::time::timeout(limit, exec).await.map_err(|_| {
-            Error::Unavailable(format!(
+            Error::dependency(Dependency::Guard, format!(
                 "the firewall guard did not answer within {} s (`docker exec {id} {GUARD_BINARY} ctl`); \
                  check it with `yolo status`, and `yolo up` restarts it",
                 limit.as_secs_f64()
@@ -490,10 +492,13 @@ impl Engine {
         let text = String::from_utf8_lossy(&result.captured).into_owned();
         // 1: the guard answered and refused; the caller reads why from the answer.
         if !matches!(result.exit_code, 0 | 1) {
-            return Err(Error::Unavailable(format!(
-                "the firewall guard could not take the request: {}",
-                crate::visible::escape_controls(text.trim())
-            )));
+            return Err(Error::dependency(
+                Dependency::Guard,
+                format!(
+                    "the firewall guard could not take the request: {}",
+                    crate::visible::escape_controls(text.trim())
+                ),
+            ));
         }
         Ok(text)
     }

@@ -3,7 +3,7 @@
 //! `firewall` and by `yolo status --json`.
 
 use super::Engine;
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Failure, Result};
 use crate::firewall::control::{Request, Response, PEER_NOT_SERVED};
 use crate::firewall::guard_socket::{self, CONTROL_TIMEOUT};
 
@@ -14,7 +14,8 @@ impl Engine {
     /// engine's file sharing). Each way ends within [`CONTROL_TIMEOUT`] with an error that
     /// says so.
     pub(crate) async fn control(&self, guard_id: &str, request: &Request) -> Result<Response> {
-        let json = serde_json::to_string(request).map_err(|e| Error::other(e.to_string()))?;
+        let json = serde_json::to_string(request)
+            .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
         if !remote_engine() {
             let name = self.container_name(guard_id).await?;
             let path = crate::audit::network_dir().join(guard_socket::socket_name(&name));
@@ -23,7 +24,7 @@ impl Engine {
                 Ok(text) if !not_served(&text) => return answer(&text),
                 Ok(_) => {}
                 Err(guard_socket::Failure::NoAnswer(why)) => {
-                    return Err(Error::Unavailable(format!(
+                    return Err(Error::dependency(Dependency::Guard, format!(
                         "the firewall guard {name} did not answer over {}: {why}; check it with `yolo status`, and `yolo up` restarts it",
                         path.display()
                     )))
@@ -49,16 +50,23 @@ fn remote_engine() -> bool {
 /// The guard's one-line answer: its response, or why it refused.
 fn answer(text: &str) -> Result<Response> {
     let response: Response = serde_json::from_str(text.trim()).map_err(|e| {
-        Error::Unavailable(format!(
-            "unreadable answer from the firewall guard ({e}): {}",
-            text.trim()
-        ))
+        Error::dependency(
+            Dependency::Guard,
+            Cause::around(
+                "unreadable answer from the firewall guard (",
+                e,
+                format!("): {}", text.trim()),
+            ),
+        )
     })?;
     if !response.ok {
-        return Err(Error::Unavailable(format!(
-            "the firewall guard refused: {}",
-            response.error.unwrap_or_default()
-        )));
+        return Err(Error::dependency(
+            Dependency::Guard,
+            format!(
+                "the firewall guard refused: {}",
+                response.error.unwrap_or_default()
+            ),
+        ));
     }
     Ok(response)
 }

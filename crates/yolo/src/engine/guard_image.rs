@@ -18,7 +18,7 @@
 //! bases), leaving those a container still uses.
 
 use super::labels;
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Failure, Result};
 use std::collections::BTreeMap;
 
 /// `yolo-guard` for the CLI's own target; empty when the CLI was built for a host with no Linux
@@ -117,7 +117,7 @@ pub(crate) fn select(
     if carried.source && engine.os == "linux" {
         return Ok(GuardSource::FromSource);
     }
-    Err(Error::Unavailable(format!(
+    Err(Error::dependency(Dependency::GuardBinary, format!(
         "this yolo carries no firewall guard for a {engine} engine{}; name a guard image built for it with guard_image = \"...\" in your yolo config (see docs/architecture.md, \"The guard binary\")",
         match &carried.binary_for {
             Some(p) => format!(" (only one for {p})"),
@@ -198,8 +198,9 @@ pub(crate) fn shim_dir() -> Result<std::path::PathBuf> {
     #[cfg(unix)]
     use std::os::unix::fs::PermissionsExt;
     if EMBEDDED.is_empty() {
-        return Err(Error::Unavailable(
-            "this yolo carries no Linux guard binary to use as the exec audit's shim; turn the exec audit off with `[audit] exec = false` in yolo's config".into(),
+        return Err(Error::dependency(
+            Dependency::GuardBinary,
+            "this yolo carries no Linux guard binary to use as the exec audit's shim; turn the exec audit off with `[audit] exec = false` in yolo's config",
         ));
     }
     let bin = crate::store::bin_dir();
@@ -253,7 +254,12 @@ fn digest12(bytes: &[u8]) -> String {
 
 /// The build context (a tar) for a source that needs a build.
 pub(crate) fn context(source: &GuardSource) -> Result<Option<Vec<u8>>> {
-    let pack = |e: std::io::Error| Error::other(format!("packing the guard image context: {e}"));
+    let pack = |e: std::io::Error| {
+        Error::failed(
+            Failure::Archive,
+            Cause::of("packing the guard image context", e),
+        )
+    };
     let mut tar = tar::Builder::new(Vec::new());
     let dockerfile = match source {
         GuardSource::Configured(_) => return Ok(None),

@@ -32,7 +32,7 @@ pub(crate) use types::{
     Report, Role,
 };
 
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Failure, Result};
 use bollard::Docker;
 
 /// A connected Docker client whose API version was negotiated with the engine.
@@ -59,7 +59,7 @@ impl Engine {
             let host = endpoint.host.clone();
             let (tunnel, local) = tokio::task::spawn_blocking(move || remote::Tunnel::open(&host))
                 .await
-                .map_err(|e| Error::other(format!("starting ssh: {e}")))??;
+                .map_err(|e| Error::failed(Failure::Process, Cause::of("starting ssh", e)))??;
             endpoint.host = local;
             Some(std::sync::Arc::new(tunnel))
         } else {

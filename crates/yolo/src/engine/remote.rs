@@ -13,7 +13,7 @@
 
 use super::endpoint::{Endpoint, Environment};
 use super::{is_not_found, message, Engine};
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Failure, Result};
 use crate::run_spec::{Protected, RunSpec};
 use bollard::query_parameters::{
     DownloadFromContainerOptions, InspectContainerOptions, UploadToContainerOptions,
@@ -101,7 +101,8 @@ impl Engine {
             .map_or(yolo_protocol::SHIM_PATH, |(_, name)| name);
         let shim =
             std::fs::read(host_dir.join(file)).map_err(|e| Error::io(host_dir.join(file), e))?;
-        let pack = |e: std::io::Error| Error::other(format!("packing the shim: {e}"));
+        let pack =
+            |e: std::io::Error| Error::failed(Failure::Archive, Cause::of("packing the shim", e));
         let mut tar = tar::Builder::new(Vec::new());
         super::guard_image::append(&mut tar, file, 0o555, &shim).map_err(pack)?;
         let tar = tar.into_inner().map_err(pack)?;
@@ -121,8 +122,12 @@ impl Engine {
     ) -> Result<()> {
         let volume = name.to_string();
         self.fill_volume_with(name, devcontainer_id, image, move |out| {
-            out.write_all(&tar)
-                .map_err(|e| Error::other(format!("copying into the volume {volume}: {e}")))
+            out.write_all(&tar).map_err(|e| {
+                Error::failed(
+                    Failure::Transfer,
+                    Cause::of(format!("copying into the volume {volume}"), e),
+                )
+            })
         })
         .await
     }
@@ -164,7 +169,7 @@ impl Engine {
             .map_err(|e| Error::docker(format!("inspecting volume {volume}"), message(&e)))?;
         let root = found.mountpoint.trim_end_matches('/').to_string();
         if !root.starts_with('/') {
-            return Err(Error::Unavailable(format!(
+            return Err(Error::dependency(Dependency::RemoteEngine, format!(
                 "the volume {volume} has no folder on the engine's machine (driver {}), so its protected paths ({}) cannot be made read-only; use the local volume driver, or take them out of [workspace] read_only",
                 found.driver,
                 spec.protected[0].target
@@ -173,7 +178,7 @@ impl Engine {
         if self.is_podman() {
             // Podman's archive stat follows the last component and fills `linkTarget` for
             // every path, so the check below could neither see a link nor pass a folder.
-            return Err(Error::Unavailable(format!(
+            return Err(Error::dependency(Dependency::RemoteEngine, format!(
                 "a remote Podman engine cannot show yolo whether the copy's protected paths ({}...) are links, so they cannot be made read-only safely; use a remote Docker Engine, Podman on this machine, or take the paths out of [workspace] read_only (docs/remote.md)",
                 spec.protected[0].target
             )));
@@ -191,7 +196,7 @@ impl Engine {
         let mut out = Vec::new();
         'paths: for p in &spec.protected {
             let Some(rel) = copy_relative(&spec.workspace, &p.host) else {
-                return Err(Error::Unavailable(format!(
+                return Err(Error::dependency(Dependency::WorkspaceCopy, format!(
                     "the protected path {} cannot be named to the engine (not UTF-8, or outside the repository), so it cannot be made read-only in the copy; rename it, or take it out of [workspace] read_only",
                     p.host.display()
                 )));
@@ -270,7 +275,12 @@ impl Engine {
 
     /// An empty folder `rel` in the copy, owned and moded as the one this machine has.
     async fn make_folder(&self, id: &str, workspace: &Path, rel: &str) -> Result<()> {
-        let pack = |e: std::io::Error| Error::other(format!("packing the folder {rel}: {e}"));
+        let pack = |e: std::io::Error| {
+            Error::failed(
+                Failure::Archive,
+                Cause::of(format!("packing the folder {rel}"), e),
+            )
+        };
         let mut tar = tar::Builder::new(Vec::new());
         let mut header = tar::Header::new_gnu();
         header.set_size(0);
@@ -347,7 +357,7 @@ impl Engine {
         if details.is_err() || !others.is_empty() {
             self.remove_container(&id, true).await?;
             details?;
-            return Err(Error::Unavailable(format!(
+            return Err(Error::dependency(Dependency::WorkspaceCopy, format!(
                 "the image {image} declares volumes ({}) that would hide part of the copy in volume {name} from yolo; remove those VOLUME lines from the image",
                 others.join(", ")
             )));
@@ -402,8 +412,12 @@ impl Engine {
             let failed = tx.clone();
             let mut out = std::io::BufWriter::with_capacity(256 << 10, Pipe(tx));
             let written = write(&mut out).and_then(|t| {
-                std::io::Write::flush(&mut out)
-                    .map_err(|e| Error::other(format!("copying into the container: {e}")))?;
+                std::io::Write::flush(&mut out).map_err(|e| {
+                    Error::failed(
+                        Failure::Transfer,
+                        Cause::of("copying into the container", e),
+                    )
+                })?;
                 Ok(t)
             });
             if written.is_err() {
@@ -422,12 +436,17 @@ impl Engine {
             .upload_to_container(id, Some(options), bollard::body_try_stream(body))
             .await
             .map_err(|e| Error::docker(action, message(&e)));
-        let written = writer
-            .await
-            .map_err(|e| Error::other(format!("writing into {folder} stopped: {e}")))?;
+        let written = writer.await.map_err(|e| {
+            Error::failed(
+                Failure::Transfer,
+                Cause::of(format!("writing into {folder} stopped"), e),
+            )
+        })?;
         match (written, uploaded) {
             // The writer's own failure says why (a limit), unless it only saw the upload end.
-            (Err(e), Err(up)) if e.to_string().contains(PIPE_CLOSED) => Err(up),
+            // Told by the marker in its cause, never by its words: the writer's error can quote
+            // a path of the repository, which may read "the upload ended" too.
+            (Err(e), Err(up)) if e.caused_by::<UploadEnded>() => Err(up),
             (Err(e), _) => Err(e),
             (Ok(_), Err(up)) => Err(up),
             (Ok(t), Ok(())) => Ok(t),
@@ -471,7 +490,10 @@ impl Engine {
         drop(tx);
         drop(stream);
         let read = reader.await.map_err(|e| {
-            Error::other(format!("reading {folder} from the container stopped: {e}"))
+            Error::failed(
+                Failure::Transfer,
+                Cause::of(format!("reading {folder} from the container stopped"), e),
+            )
         })?;
         match failed {
             Some(said) => Err(Error::docker(
@@ -493,8 +515,18 @@ impl Engine {
     }
 }
 
-/// What `Pipe` says when the upload it feeds has ended.
-const PIPE_CLOSED: &str = "the upload ended";
+/// The cause of `Pipe`'s error once the upload it feeds has ended: what `upload_with` tells
+/// the writer's failure "the upload went first" by.
+#[derive(Debug)]
+struct UploadEnded;
+
+impl std::fmt::Display for UploadEnded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the upload ended")
+    }
+}
+
+impl std::error::Error for UploadEnded {}
 
 /// The blocking writer side of `upload_with`: each write a chunk of the body, waiting while
 /// eight are in flight.
@@ -504,7 +536,7 @@ impl std::io::Write for Pipe {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0
             .blocking_send(Ok(bytes::Bytes::copy_from_slice(buf)))
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, PIPE_CLOSED))?;
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, UploadEnded))?;
         Ok(buf.len())
     }
 
@@ -594,14 +626,17 @@ impl Tunnel {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
         let child = cmd.spawn().map_err(|e| {
-            Error::Unavailable(if e.kind() == std::io::ErrorKind::NotFound {
-                format!(
-                    "DOCKER_HOST={} needs the ssh client, and there is no `ssh` on PATH: install OpenSSH's client (Debian: `apt-get install openssh-client`), or forward the engine's socket yourself and set DOCKER_HOST=unix:///path/to/the/forwarded.sock",
-                    crate::visible::escape_controls(host)
-                )
-            } else {
-                format!("ssh could not be started for DOCKER_HOST={host}: {e}")
-            })
+            Error::dependency(
+                Dependency::Ssh,
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    Cause::from(format!(
+                        "DOCKER_HOST={} needs the ssh client, and there is no `ssh` on PATH: install OpenSSH's client (Debian: `apt-get install openssh-client`), or forward the engine's socket yourself and set DOCKER_HOST=unix:///path/to/the/forwarded.sock",
+                        crate::visible::escape_controls(host)
+                    ))
+                } else {
+                    Cause::of(format!("ssh could not be started for DOCKER_HOST={host}"), e)
+                },
+            )
         })?;
         let mut tunnel = Tunnel { child, _dir: dir };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -631,10 +666,13 @@ impl Tunnel {
                 });
             }
             if std::time::Instant::now() > deadline {
-                return Err(Error::Unavailable(format!(
-                    "ssh to {} did not forward the engine's socket within 30 s",
-                    crate::visible::escape_controls(host)
-                )));
+                return Err(Error::dependency(
+                    Dependency::Ssh,
+                    format!(
+                        "ssh to {} did not forward the engine's socket within 30 s",
+                        crate::visible::escape_controls(host)
+                    ),
+                ));
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }

@@ -3,7 +3,7 @@
 //! `yolo kube --apply` updates rather than fails), reads the guard's log for
 //! `yolo audit --kube`, and the Pod's phase and agent log for `yolo ps` and `yolo logs`.
 
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Result};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, LogParams, Patch, PatchParams};
 use kube::Client;
@@ -26,25 +26,28 @@ pub(crate) async fn connect(
     context: Option<&str>,
     purpose: Purpose<'_>,
 ) -> Result<(Client, String)> {
+    let (what, instead) = match purpose {
+        Purpose::Apply => (
+            "to apply to".to_string(),
+            ", or leave out --apply and apply the printed YAML yourself (`yolo kube | kubectl apply -f -`)",
+        ),
+        Purpose::Audit => ("to read the guard's log from".to_string(), ""),
+        Purpose::Pod(pod) => (format!("to ask about Pod {pod}"), ""),
+    };
+    let none = format!("no Kubernetes cluster {what}: ");
     let config = match context {
-        None => kube::Config::infer().await.map_err(|e| e.to_string()),
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| Cause::around(none, e, "")),
         Some(context) => kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions {
             context: Some(context.to_string()),
             ..Default::default()
         })
         .await
-        .map_err(|e| format!("context {context}: {e}")),
+        .map_err(|e| Cause::around(format!("{none}context {context}: "), e, "")),
     };
-    let config = config.map_err(|e| {
-        let (what, instead) = match purpose {
-            Purpose::Apply => (
-                "to apply to".to_string(),
-                ", or leave out --apply and apply the printed YAML yourself (`yolo kube | kubectl apply -f -`)",
-            ),
-            Purpose::Audit => ("to read the guard's log from".to_string(), ""),
-            Purpose::Pod(pod) => (format!("to ask about Pod {pod}"), ""),
-        };
-        Error::Unavailable(format!("no Kubernetes cluster {what}: {e}")).with_lines(
+    let config = config.map_err(|cause| {
+        Error::dependency(Dependency::Kubernetes, cause).with_lines(
             "hint",
             [format!(
                 "point KUBECONFIG (or ~/.kube/config) at your cluster{instead}"
@@ -54,8 +57,12 @@ pub(crate) async fn connect(
     let namespace = namespace
         .map(str::to_string)
         .unwrap_or_else(|| config.default_namespace.clone());
-    let client = Client::try_from(config)
-        .map_err(|e| Error::Unavailable(format!("cannot make a Kubernetes client: {e}")))?;
+    let client = Client::try_from(config).map_err(|e| {
+        Error::dependency(
+            Dependency::Kubernetes,
+            Cause::of("cannot make a Kubernetes client", e),
+        )
+    })?;
     Ok((client, namespace))
 }
 
@@ -71,20 +78,24 @@ pub(crate) fn current_context() -> Option<String> {
 pub(crate) async fn cluster_dns(client: &Client) -> Result<std::net::SocketAddr> {
     use k8s_openapi::api::core::v1::Service;
     let services: Api<Service> = Api::namespaced(client.clone(), "kube-system");
-    let missing = |why: String| {
-        Error::Unavailable(format!(
-            "cannot find the cluster's DNS for the guard ({why}); pass --upstream-dns with your cluster DNS Service's address"
-        ))
-    };
-    let service = services
-        .get("kube-dns")
-        .await
-        .map_err(|e| missing(format!("kube-system/kube-dns: {e}")))?;
+    let before = "cannot find the cluster's DNS for the guard (";
+    let after = "); pass --upstream-dns with your cluster DNS Service's address";
+    let service = services.get("kube-dns").await.map_err(|e| {
+        Error::dependency(
+            Dependency::Kubernetes,
+            Cause::around(format!("{before}kube-system/kube-dns: "), e, after),
+        )
+    })?;
     let ip = service
         .spec
         .and_then(|s| s.cluster_ip)
         .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
-        .ok_or_else(|| missing("kube-system/kube-dns has no cluster IP".into()))?;
+        .ok_or_else(|| {
+            Error::dependency(
+                Dependency::Kubernetes,
+                format!("{before}kube-system/kube-dns has no cluster IP{after}"),
+            )
+        })?;
     Ok(std::net::SocketAddr::new(ip, 53))
 }
 
@@ -180,9 +191,13 @@ pub(crate) async fn agent_log(
         ..Default::default()
     };
     let reading = |e: std::io::Error| {
-        Error::Unavailable(format!(
-            "kubernetes: reading the agent's log of Pod {pod}: {e}"
-        ))
+        Error::dependency(
+            Dependency::Kubernetes,
+            Cause::of(
+                format!("kubernetes: reading the agent's log of Pod {pod}"),
+                e,
+            ),
+        )
     };
     let mut stream = pods
         .log_stream(pod, &params)
@@ -208,7 +223,10 @@ fn api_error(action: &str, e: kube::Error) -> Error {
         }
         _ => None,
     };
-    let error = Error::Unavailable(format!("kubernetes: {action} failed: {e}"));
+    let error = Error::dependency(
+        Dependency::Kubernetes,
+        Cause::of(format!("kubernetes: {action} failed"), e),
+    );
     match hint {
         // Under a heading of its own: a line break inside the message would print escaped.
         Some(hint) => error.with_lines("hint", [hint]),

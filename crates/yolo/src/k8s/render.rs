@@ -5,7 +5,7 @@
 //! Nothing here talks to a cluster (`client` does) or decides policy.
 
 use crate::engine::guard_image::GUARD_BINARY;
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Failure, Result};
 use crate::run_spec::{MountKind, RunSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
@@ -148,7 +148,7 @@ pub(crate) fn to_yaml(config_map: &ConfigMap, pod: &Pod) -> Result<String> {
 /// k8s-openapi's objects serialize with their `apiVersion` and `kind`.
 fn yaml<T: serde::Serialize>(value: &T) -> Result<String> {
     serde_yaml_ng::to_string(value)
-        .map_err(|e| Error::other(format!("writing the Pod's YAML: {e}")))
+        .map_err(|e| Error::failed(Failure::Serialize, Cause::of("writing the Pod's YAML", e)))
 }
 
 fn hardened(add: &[&str]) -> SecurityContext {

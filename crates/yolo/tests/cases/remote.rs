@@ -714,3 +714,24 @@ fn the_first_copy_streams_a_huge_sparse_file_within_the_sync_limits() {
         .ok()
         .assert_stdout_contains("all:");
 }
+
+/// ATTACK: a hostile repository names its large file so that the copy's error reads like the
+/// end of the upload ("the upload ended"), which yolo once told by those words and then showed
+/// the engine's upload error instead. The reason (the limit, and the file) is still what
+/// `up` says.
+#[test]
+fn a_path_that_reads_like_the_uploads_end_does_not_hide_why_the_copy_stopped() {
+    let forward = Forward::start();
+    let t = remote_test(&forward);
+    t.devcontainer(&format!(r#"{{"image": "{BASE_IMAGE}"}}"#));
+    t.file(".gitignore", "*.img\n");
+    commit_all(&t);
+    std::fs::File::create(t.workspace.join("the upload ended.img"))
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    t.user_config("[workspace]\nsync_max_file = \"4g\"\nsync_max_total = \"1g\"\n");
+    t.yolo(&["up"]).fails_with(69).assert_stderr_contains(
+        "the repository is larger than 1 GiB (at the upload ended.img), the most yolo copies",
+    );
+}

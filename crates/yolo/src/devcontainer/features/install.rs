@@ -18,7 +18,7 @@
 
 use super::Resolved;
 use crate::devcontainer::metadata::Entry;
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -105,17 +105,20 @@ pub(crate) fn context(
         ("remoteUser", &users.remote_user),
     ] {
         if !is_user_name(user) {
-            return Err(Error::Other(format!(
+            return Err(Error::failed(Failure::InvalidName, format!(
                 "{what} \"{}\" is not a user name (letters, digits, '_', '.', '-', optionally \":group\"); Features cannot be installed for it",
                 crate::visible::escape_controls(user)
             )));
         }
     }
     if base.is_empty() || base.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(Error::Other(format!(
-            "the base image \"{}\" is not an image name; Features cannot be installed on it",
-            crate::visible::escape_controls(base)
-        )));
+        return Err(Error::failed(
+            Failure::InvalidName,
+            format!(
+                "the base image \"{}\" is not an image name; Features cannot be installed on it",
+                crate::visible::escape_controls(base)
+            ),
+        ));
     }
     let mut generated = BTreeMap::new();
     let mut folders = Vec::new();
@@ -582,6 +585,16 @@ mod tests {
             ] {
                 let err = context("base:1", &features, &users, None).unwrap_err();
                 assert!(err.to_string().contains("is not a user name"), "{err}");
+                assert!(
+                    matches!(
+                        err,
+                        Error::Failed {
+                            what: Failure::InvalidName,
+                            ..
+                        }
+                    ),
+                    "{err:?}"
+                );
             }
         }
         let users = Users::new(None, None, None);
@@ -593,6 +606,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("is not an image name"), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error::Failed {
+                    what: Failure::InvalidName,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod tests;
 pub(crate) use lock::LockMode;
 
 use super::metadata::Entry;
-use crate::error::{Error, Result};
+use crate::error::{Dependency, Error, Result};
 use options::FeatureJson;
 use order::{Ident, Node, SourceId};
 use reference::Source;
@@ -532,8 +532,8 @@ fn config_error(file: &Path, property: &str, message: String) -> Error {
 }
 
 fn unavailable(config: &Path, named: &str, message: String) -> Error {
-    Error::Unavailable(format!(
-        "{}: \"features\": {named}: {message}",
-        config.display()
-    ))
+    Error::dependency(
+        Dependency::Feature,
+        format!("{}: \"features\": {named}: {message}", config.display()),
+    )
 }
