@@ -79,7 +79,7 @@ pub(crate) struct UpFlags {
 }
 
 /// The flags of `kube` besides those of `up`: where the Pod's images and workspace come from,
-/// and whether to apply it. Checked here (conflicts, shapes), resolved in `commands::kube`.
+/// and whether to apply it. Checked here (conflicts, shapes), resolved in `commands::kube` and `bring_up::pod`.
 #[derive(Debug, Clone, Args, Default)]
 pub(crate) struct KubeFlags {
     /// Create (or update) the Pod in the cluster of your kubeconfig instead of printing it

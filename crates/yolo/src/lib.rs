@@ -32,6 +32,7 @@ pub(crate) mod session_ca;
 pub(crate) mod settings;
 pub(crate) mod signal;
 pub(crate) mod store;
+pub(crate) mod templates;
 pub(crate) mod terminal;
 pub(crate) mod user_config;
 pub(crate) mod values;

@@ -5,10 +5,8 @@
 //! Not here: the guard's control protocol (`firewall::control`). Its `ok`/`error` envelope
 //! is how the guard answers yolo, not something yolo's users see.
 
-use crate::bring_up::network;
 use crate::engine::{self, Engine};
 use crate::firewall::control::{Request, Response};
-use crate::session::state::ExecSettings;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -31,18 +29,21 @@ pub(crate) struct Container {
 }
 
 impl Container {
-    /// A listed container; folder and user from what `yolo up` saved for `exec`, when it
-    /// was saved for this very container.
-    pub(crate) fn from_found(c: &engine::Container, exec: Option<&ExecSettings>) -> Container {
-        let exec = exec.filter(|e| e.container == c.id);
+    /// A listed container, with the folder and user `yolo up` saved for `exec` in it
+    /// (`WorkspaceState::container_view`).
+    pub(crate) fn from_found(
+        c: &engine::Container,
+        workspace_folder: Option<String>,
+        remote_user: Option<String>,
+    ) -> Container {
         Container {
             id: c.id.clone(),
             name: c.name.clone(),
             image: c.image.clone(),
             state: c.state.clone(),
             workspace: c.workspace.clone().unwrap_or_default(),
-            workspace_folder: exec.map(|e| e.cwd.clone()),
-            remote_user: exec.and_then(|e| e.user.clone()),
+            workspace_folder,
+            remote_user,
         }
     }
 }
@@ -85,7 +86,8 @@ impl Network {
         let Some(g) = guard.filter(|g| g.running && self.mode != "none") else {
             return self;
         };
-        let allowlist = network::control(engine, &g.id, &Request::Status)
+        let allowlist = engine
+            .control(&g.id, &Request::Status)
             .await
             .ok()
             .and_then(|r| r.patterns);
@@ -265,60 +267,36 @@ pub(crate) fn print(value: &impl Serialize) {
     );
 }
 
+/// A table of `N` columns, each as wide as its widest cell, the last one unpadded.
+pub(crate) fn print_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; N]| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            }
+        }
+        out
+    };
+    println!("{}", line(header));
+    for row in rows {
+        println!("{}", line(row.each_ref().map(String::as_str)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::firewall::control::{Counter as WireCounter, SetElement};
     use serde_json::json;
-
-    fn summary() -> engine::Container {
-        engine::Container {
-            id: "abc123".into(),
-            name: "yolo-repo-12345678".into(),
-            role: engine::Role::Agent,
-            running: true,
-            state: "running".into(),
-            status: "Up 3 minutes".into(),
-            image: "debian:bookworm-slim".into(),
-            devcontainer_id: Some("id".into()),
-            workspace: Some("/home/me/repo".into()),
-            config_hash: None,
-            network: None,
-            volumes: vec![],
-            ports: vec![],
-        }
-    }
-
-    fn exec(container: &str) -> ExecSettings {
-        ExecSettings {
-            probed_env: None,
-            probe: Default::default(),
-            container: container.into(),
-            user: Some("dev".into()),
-            cwd: "/workspace".into(),
-            remote_env: BTreeMap::new(),
-        }
-    }
-
-    #[test]
-    fn a_container_reads_the_same_wherever_it_is_shown() {
-        let c = Container::from_found(&summary(), Some(&exec("abc123")));
-        assert_eq!(
-            serde_json::to_value(&c).unwrap(),
-            json!({
-                "id": "abc123",
-                "name": "yolo-repo-12345678",
-                "image": "debian:bookworm-slim",
-                "state": "running",
-                "workspace": "/home/me/repo",
-                "workspace_folder": "/workspace",
-                "remote_user": "dev"
-            })
-        );
-        // Settings saved for an earlier container of the workspace are not this one's.
-        let other = Container::from_found(&summary(), Some(&exec("old")));
-        assert_eq!((other.workspace_folder, other.remote_user), (None, None));
-    }
 
     #[test]
     fn the_firewall_output_has_no_protocol_envelope() {

@@ -167,6 +167,11 @@ impl Project {
         })
     }
 
+    /// The workspace and config file it was loaded from (its `Session`'s key).
+    pub(crate) fn located(&self) -> &Located {
+        &self.source.located
+    }
+
     /// devcontainer.json as read and substituted (its `features`, for `bring_up::features`).
     pub(crate) fn config(&self) -> &DevContainer {
         &self.source.config

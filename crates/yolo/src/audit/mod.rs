@@ -4,9 +4,11 @@
 
 pub(crate) use yolo_protocol::event;
 pub(crate) mod cast;
+pub(crate) mod filter;
 pub(crate) mod line;
 pub(crate) mod reader;
 pub(crate) mod report;
+pub(crate) mod summary;
 #[cfg(test)]
 pub(crate) mod testing;
 pub(crate) mod writer;

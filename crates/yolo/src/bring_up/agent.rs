@@ -1,11 +1,14 @@
 //! The agent container: made from the image with the guard's network namespace, its limits
-//! fitted to the host, the watched files' baseline taken before it runs.
+//! fitted to the host, the watched files' baseline taken before it runs; and, for `yolo run`,
+//! the agent's program checked in it (`prepare`).
 
 use super::act::Act;
 use super::plan::AgentStep;
 use super::volumes;
-use crate::engine::NetworkAttach;
-use crate::error::Result;
+use crate::agents;
+use crate::engine::{Engine, ExecRequest, NetworkAttach, Output};
+use crate::error::{Error, Result};
+use crate::project::AGENT_STATE_ROOT;
 use crate::run_spec::{MountKind, RunSpec};
 use crate::session::state::WorkspaceState;
 use crate::watched;
@@ -77,5 +80,47 @@ impl Act<'_> {
         let (id, _) = self.make_agent(step, image, network, state).await?;
         self.engine.start(&id).await?;
         Ok(id)
+    }
+}
+
+/// Check the agent's program is in the image, and link its state folder to its volume.
+pub(crate) async fn prepare(
+    engine: &Engine,
+    container: &str,
+    user: Option<&str>,
+    agent: &agents::Agent,
+) -> Result<()> {
+    let program = agent.command.first().cloned().unwrap_or_default();
+    let script = r#"command -v "$1" >/dev/null 2>&1 || exit 127
+state="$2"; link="$HOME/$3"
+if [ -d "$state" ] && [ ! -e "$link" ] && [ ! -L "$link" ]; then mkdir -p "$(dirname "$link")" && ln -s "$state" "$link"; fi
+exit 0"#;
+    let request = ExecRequest {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            script.into(),
+            "yolo-prepare".into(),
+            program.clone(),
+            format!("{AGENT_STATE_ROOT}/{}", agent.name),
+            agent.state_dir.clone(),
+        ],
+        user: user.map(str::to_string),
+        supervised: engine.inspect(container).await?.supervised,
+        ..Default::default()
+    };
+    let result = engine.exec(container, &request, Output::Capture).await?;
+    match result.exit_code {
+        0 => Ok(()),
+        127 => Err(Error::Unavailable(format!(
+            "{program:?} ({}) is not installed in the container image; {}",
+            agent.name, agent.install_hint
+        ))),
+        code => Err(Error::CommandFailed(format!(
+            "preparing {} failed (exit {code}): {}",
+            agent.name,
+            // The container's words, in yolo's line: shown, newlines too.
+            crate::visible::escape_controls(String::from_utf8_lossy(&result.captured).trim())
+        ))),
     }
 }

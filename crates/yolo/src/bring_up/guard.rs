@@ -110,10 +110,14 @@ impl Act<'_> {
             .cloned()
             .collect();
         if !added.is_empty() {
-            network::control(self.engine, guard, &Request::Allow { patterns: added }).await?;
+            self.engine
+                .control(guard, &Request::Allow { patterns: added })
+                .await?;
         }
         if !removed.is_empty() {
-            network::control(self.engine, guard, &Request::Deny { patterns: removed }).await?;
+            self.engine
+                .control(guard, &Request::Deny { patterns: removed })
+                .await?;
         }
         state.allowlist = Some(now.to_vec());
         Ok(())

@@ -12,7 +12,8 @@
 //! image's metadata, approval, Features, Compose, the allowlist, the plan, then `act`.
 
 mod act;
-mod agent;
+pub(crate) mod agent;
+pub(crate) mod attach;
 pub(crate) mod compose;
 pub(crate) mod features;
 mod guard;
@@ -21,6 +22,7 @@ mod image;
 pub(crate) mod metadata;
 pub(crate) mod network;
 mod plan;
+pub(crate) mod pod;
 pub(crate) mod ports;
 mod rollback;
 mod strategy;
@@ -32,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::firewall::{mode_name, NetworkMode};
 use crate::interrupt;
 use crate::project::Project;
-use crate::session::{approval, Session};
+use crate::session::{approval, Hold, Session};
 use act::Act;
 use plan::{image_label, network_mode, plan, Plan, PlanOptions};
 use rollback::roll_back;
@@ -71,7 +73,7 @@ pub(crate) async fn up(
     project: &mut Project,
     agents: &[Agent],
 ) -> Result<Outcome> {
-    let mut session = Session::lock(&project.spec.devcontainer_id, "up").await?;
+    let mut session = Session::at(project.located().clone(), Hold::Lock("up")).await?;
     let engine = &engine.for_platform(project.spec.platform.as_deref());
     let image = image_label(&project.spec.image);
     // What yolo made for this workspace is read alongside the image's label: which containers

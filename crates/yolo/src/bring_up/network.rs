@@ -4,10 +4,9 @@
 use crate::agents::Agent;
 use crate::audit::file_log_name;
 use crate::engine::{log_dir, Engine, GuardSpec, Owner, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR};
-use crate::error::{Cause, Dependency, Error, Failure, Result};
+use crate::error::{Cause, Error, Failure, Result};
 use crate::firewall::allowlist::Allowlist;
-use crate::firewall::control::{Request, Response, PEER_NOT_SERVED};
-use crate::firewall::guard_socket::{self, CONTROL_TIMEOUT};
+use crate::firewall::guard_socket;
 use crate::firewall::{presets, FileWatch, GuardConfig, NetworkMode, GUARD_CONTROL_SOCKET};
 use crate::project::Project;
 use std::net::SocketAddr;
@@ -116,9 +115,9 @@ fn network_for(
 ) -> Network {
     match named {
         Some(name) => Network::Named(name.to_string()),
-        None if own_bridge_reason(engine.is_podman(), spec, builds).is_some() => {
-            Network::Own(own_network(&spec.container_name))
-        }
+        None if own_bridge_reason(engine.is_podman(), spec, builds).is_some() => Network::Own(
+            crate::devcontainer::names::own_network(&spec.container_name),
+        ),
         None => Network::Shared(shared_network()),
     }
 }
@@ -185,11 +184,6 @@ pub(crate) fn shared_network() -> String {
         d if d.is_empty() => "yolo-guards".to_string(),
         d => format!("yolo-guards-{d}"),
     }
-}
-
-/// The network yolo creates (and `down --remove` deletes) for a project container.
-pub(crate) fn own_network(container_name: &str) -> String {
-    format!("{container_name}-net")
 }
 
 pub(crate) fn guard_config(
@@ -414,71 +408,6 @@ pub(crate) async fn wait_guard(engine: &Engine, id: &str, session: &str) -> Resu
     engine.wait_guard_ready(id, session, READY_TIMEOUT).await
 }
 
-/// Send a control request to a running guard: over its socket in the log folder when this
-/// host reaches it (no process in the namespace the agent shares), else through `docker exec`
-/// (a remote engine; a guard made by an earlier yolo; sockets that do not cross the engine's
-/// file sharing). Each way ends within [`CONTROL_TIMEOUT`] with an error that says so.
-pub(crate) async fn control(
-    engine: &Engine,
-    guard_id: &str,
-    request: &Request,
-) -> Result<Response> {
-    let json = serde_json::to_string(request)
-        .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
-    if !remote_engine() {
-        let name = engine.container_name(guard_id).await?;
-        let path = crate::audit::network_dir().join(guard_socket::socket_name(&name));
-        match guard_socket::ask(&path, &json, CONTROL_TIMEOUT).await {
-            // Not served (a user namespace that maps this user elsewhere): the exec below.
-            Ok(text) if !not_served(&text) => return answer(&text),
-            Ok(_) => {}
-            Err(guard_socket::Failure::NoAnswer(why)) => {
-                return Err(Error::dependency(Dependency::Guard, format!(
-                    "the firewall guard {name} did not answer over {}: {why}; check it with `yolo status`, and `yolo up` restarts it",
-                    path.display()
-                )))
-            }
-            Err(guard_socket::Failure::Unreachable) => {}
-        }
-    }
-    answer(&engine.guard_ctl(guard_id, &json, CONTROL_TIMEOUT).await?)
-}
-
-/// Whether the guard's answer says its host socket does not serve this user.
-fn not_served(text: &str) -> bool {
-    serde_json::from_str::<Response>(text.trim())
-        .is_ok_and(|r| !r.ok && r.error.is_some_and(|e| e.starts_with(PEER_NOT_SERVED)))
-}
-
-/// Whether the engine is on another machine, whose guards' log folder is a volume there.
-fn remote_engine() -> bool {
-    crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some())
-}
-
-/// The guard's one-line answer: its response, or why it refused.
-fn answer(text: &str) -> Result<Response> {
-    let response: Response = serde_json::from_str(text.trim()).map_err(|e| {
-        Error::dependency(
-            Dependency::Guard,
-            Cause::around(
-                "unreadable answer from the firewall guard (",
-                e,
-                format!("): {}", text.trim()),
-            ),
-        )
-    })?;
-    if !response.ok {
-        return Err(Error::dependency(
-            Dependency::Guard,
-            format!(
-                "the firewall guard refused: {}",
-                response.error.unwrap_or_default()
-            ),
-        ));
-    }
-    Ok(response)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,26 +483,6 @@ mod tests {
         ] {
             assert!(!set.is_match(path), "{path}");
         }
-    }
-
-    #[test]
-    fn a_refusing_or_garbled_guard_is_unavailable_with_its_reason() {
-        let ok = answer("{\"ok\":true,\"patterns\":[\"a.test\"]}\n").unwrap();
-        assert_eq!(ok.patterns, Some(vec!["a.test".to_string()]));
-        let refused = answer(r#"{"ok":false,"error":"nft failed"}"#).unwrap_err();
-        assert_eq!(refused.code(), 69);
-        assert_eq!(
-            refused.to_string(),
-            "the firewall guard refused: nft failed"
-        );
-        let garbled = answer("oops").unwrap_err();
-        assert_eq!(garbled.code(), 69);
-        assert!(
-            garbled
-                .to_string()
-                .starts_with("unreadable answer from the firewall guard ("),
-            "{garbled}"
-        );
     }
 
     #[test]

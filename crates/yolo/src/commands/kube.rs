@@ -4,12 +4,12 @@
 //! only the last step differs: `k8s::render` instead of the engine. Without `--apply` the YAML
 //! goes to stdout. `yolo audit --kube POD` reads the events back from the guard's log.
 
-use super::audit::Filter;
+use crate::audit::filter::Filter;
 use crate::cli::{KubeFlags, Target};
 use crate::error::{Error, Result};
-use crate::k8s::render::{self, PodPlan, Workspace};
+use crate::k8s::render;
 use crate::project::Project;
-use crate::run_spec::{ImageSource, RunSpec};
+use crate::session::{Hold, Session};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 use std::path::Path;
@@ -72,14 +72,14 @@ pub(crate) async fn execute(
         settings.upstream_dns = Some(crate::k8s::client::cluster_dns(client).await?);
     }
     let project = Project::load(&located, settings, user)?;
-    let plan = plan(&project, &flags)?;
+    let plan = crate::bring_up::pod::plan(&project, &flags)?;
     let (config_map, pod) = render::render(&project.spec, &plan, crate::policy::DEFAULT_CAPS)?;
     let Some((client, namespace)) = cluster else {
         print!("{}", render::to_yaml(&config_map, &pod)?);
         return Ok(0);
     };
     // What runs unattended in the cluster is what the user approved, as for `yolo up`.
-    let mut stored = crate::session::Session::read(&project.spec.devcontainer_id)?;
+    let mut stored = Session::at(located.clone(), Hold::Read).await?;
     crate::session::approval::check(&project, &mut stored.state)?;
     stored.save()?;
     let uid = crate::k8s::client::apply(&client, &namespace, &config_map, &pod).await?;
@@ -87,18 +87,18 @@ pub(crate) async fn execute(
     let session = serde_json::from_str::<yolo_protocol::GuardConfig>(&plan.guard_config)
         .map(|c| c.session)
         .unwrap_or_default();
-    let mut run = super::runs::RunRecord::new(
+    let mut run = crate::session::runs::RunRecord::new(
         &located.workspace,
         Some(&located.config_file),
         ("kube", plan.command.clone()),
-        &super::runs::Where {
+        &crate::session::runs::Where {
             container: &plan.name,
             session: &session,
             network: crate::firewall::mode_name(project.settings.network.unwrap_or_default()),
         },
         true,
     );
-    run.kube = Some(super::runs::KubeRun {
+    run.kube = Some(crate::session::runs::KubeRun {
         namespace: namespace.clone(),
         pod: plan.name.clone(),
         context,
@@ -106,7 +106,7 @@ pub(crate) async fn execute(
     });
     run.save()?;
     // Applied again under the same name, the Pod is a new one: the earlier records of it end.
-    super::runs::replaced_by(&run)?;
+    crate::session::runs::replaced_by(&run)?;
     println!("{}", run.id);
     eprintln!(
         "{} Pod {name} applied in namespace {namespace}; `kubectl exec -it -n {namespace} {name} -c {agent} -- {shim} shim --pod /bin/sh` to use it (through the exec audit's shim), `yolo audit --kube {name} -n {namespace}` for its audit",
@@ -116,195 +116,6 @@ pub(crate) async fn execute(
         shim = yolo_protocol::SHIM_PATH,
     );
     Ok(0)
-}
-
-/// Everything the Pod is made of, decided before anything is printed or applied.
-fn plan(project: &Project, flags: &KubeFlags) -> Result<PodPlan> {
-    let spec = &project.spec;
-    let agent_image = refuse_unmappable(project, flags)?;
-    let mode = project.settings.network.unwrap_or_default();
-    if project.settings.upstream_dns.is_none() {
-        return Err(Error::Usage(
-            "yolo kube without --apply needs the cluster's DNS resolver for the guard: pass --upstream-dns ADDR (e.g. the kube-dns Service's address: `kubectl -n kube-system get svc kube-dns -o jsonpath='{.spec.clusterIP}'`) or set upstream_dns in yolo's config".into(),
-        ));
-    }
-    let guard_config = guard_config(project, mode)?;
-    let workspace = workspace(spec, flags, &agent_image)?;
-    let command = if !flags.command.is_empty() {
-        flags.command.clone()
-    } else if spec.override_command {
-        crate::engine::keep_alive()
-    } else {
-        return Err(Error::Usage(format!(
-            "{}: \"overrideCommand\" is false, so the agent container runs the image's own command, which yolo kube cannot read from a registry; give the command after `--` (yolo kube -- COMMAND ARGS...)",
-            spec.config_file.display()
-        )));
-    };
-    Ok(PodPlan {
-        name: flags
-            .name
-            .clone()
-            .unwrap_or_else(|| pod_name(&spec.container_name)),
-        namespace: flags.namespace.clone(),
-        agent_image,
-        guard_image: guard_image(project, flags)?,
-        guard_config,
-        workspace,
-        command,
-        exec_audit: true,
-    })
-}
-
-/// The guard's config for the ConfigMap: the one `yolo up` makes, with the Pod's differences.
-fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result<String> {
-    let agents = crate::bring_up::with_default_agent(project, &[]);
-    let allow = crate::bring_up::network::allowlist(project, &agents)?;
-    let session = crate::session::record::new_id();
-    let mut config = crate::bring_up::network::guard_config(project, mode, &session, allow, None);
-    // The Pod's log is the audit log: no host folder to write to, none to watch (the
-    // workspace lives in the Pod).
-    config.audit_to_stdout = true;
-    config.audit_path = yolo_protocol::STDOUT_PATH.into();
-    config.file_watch = None;
-    // `kubectl exec` is the way in; no host folder holds a socket.
-    config.host_control_socket = None;
-    config.control_uids = vec![];
-    // Always on in a Pod, whatever the mode: a Pod starts its containers without waiting for
-    // each other, and the shim is what holds the agent back until the guard's supervisor
-    // listens, which it does only once the ruleset is in and verified.
-    if !project.spec.exec_audit {
-        eprintln!(
-            "{} `[audit] exec = false` does not apply to yolo kube: the exec audit's shim is what keeps the agent from starting before the firewall",
-            console::style("note:").yellow()
-        );
-    }
-    config.exec_audit = Some(yolo_protocol::ExecAudit {
-        log_path: yolo_protocol::STDOUT_PATH.into(),
-        max_bytes: project.settings.guard.max_exec_log,
-        allow_traced: project.settings.guard.allow_traced_exec,
-    });
-    serde_json::to_string_pretty(&config)
-        .map_err(|e| Error::other(format!("writing the guard's config: {e}")))
-}
-
-/// What a Pod cannot be: a Compose project, an image built on this machine, host folders and
-/// host namespaces. Each is refused with what to do instead. Returns the agent's image.
-fn refuse_unmappable(project: &Project, flags: &KubeFlags) -> Result<String> {
-    let spec = &project.spec;
-    let unsupported = |property: &str, message: String| Error::Unsupported {
-        file: spec.config_file.clone(),
-        property: property.into(),
-        message,
-    };
-    if spec.compose.is_some() {
-        return Err(unsupported(
-            "dockerComposeFile",
-            "yolo kube renders one Pod, not a Compose project; run the services in the cluster yourself and use a config with an \"image\"".into(),
-        ));
-    }
-    let has_features = project
-        .config()
-        .features
-        .as_ref()
-        .is_some_and(|f| f.as_object().is_some_and(|o| !o.is_empty()));
-    let image = match (&flags.image, &spec.image) {
-        (Some(image), _) => image.clone(),
-        (None, ImageSource::Build(_)) => {
-            return Err(unsupported(
-                "build",
-                "yolo kube does not build images: build it (`yolo up`), push it to a registry your cluster pulls from, and pass --image REGISTRY/IMAGE".into(),
-            ))
-        }
-        (None, ImageSource::Image(image)) => image.clone(),
-    };
-    if flags.image.is_none() && has_features {
-        return Err(unsupported(
-            "features",
-            "Features are installed by an image build on this machine: build it (`yolo up`), push the image to a registry your cluster pulls from, and pass --image REGISTRY/IMAGE".into(),
-        ));
-    }
-    if let Some((name, value)) = spec.host_modes.iter().next() {
-        return Err(Error::Usage(format!(
-            "the granted --{name} {value} has no Pod equivalent; leave out that grant for yolo kube"
-        )));
-    }
-    if let Some(device) = spec.devices.first() {
-        return Err(Error::Usage(format!(
-            "the granted device {device} has no Pod equivalent; leave out that grant for yolo kube"
-        )));
-    }
-    Ok(image)
-}
-
-/// The guard image: `--guard-image`, the user's `guard_image`, or the tag yolo builds locally
-/// (which the cluster then must be able to pull: docs/kubernetes.md).
-fn guard_image(project: &Project, flags: &KubeFlags) -> Result<String> {
-    use crate::engine::guard_image::{select, tag, Carried, Platform};
-    if let Some(image) = &flags.guard_image {
-        return Ok(image.clone());
-    }
-    let source = select(
-        project.settings.guard.image.as_deref(),
-        &Carried::this_build(),
-        &Platform::of_this_build(),
-    )?;
-    Ok(tag(&source))
-}
-
-/// The workspace: the claim the user named, or a clone of the repository's remote.
-fn workspace(spec: &RunSpec, flags: &KubeFlags, agent_image: &str) -> Result<Workspace> {
-    if let Some(claim) = &flags.pvc {
-        return Ok(Workspace::Claim(claim.clone()));
-    }
-    let url = match &flags.repo {
-        Some(url) => url.clone(),
-        None => git(&spec.workspace, &["remote", "get-url", "origin"]).ok_or_else(|| {
-            Error::Usage(format!(
-                "{} has no `origin` remote for the Pod to clone; pass --repo URL, or --pvc NAME for a volume that holds the workspace",
-                spec.workspace.display()
-            ))
-        })?,
-    };
-    let branch = flags
-        .branch
-        .clone()
-        .or_else(|| git(&spec.workspace, &["symbolic-ref", "--short", "-q", "HEAD"]));
-    Ok(Workspace::Clone {
-        url,
-        branch,
-        image: flags
-            .git_image
-            .clone()
-            .unwrap_or_else(|| agent_image.to_string()),
-    })
-}
-
-/// `git -C dir ARGS` printed a line: that line.
-fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !text.is_empty()).then_some(text)
-}
-
-/// A container name made a Kubernetes name: lowercase, `-` for anything else, at most 63.
-fn pod_name(container_name: &str) -> String {
-    let mapped: String = container_name
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    let cut: String = mapped.chars().take(63).collect();
-    let name = cut.trim_matches('-').to_string();
-    if name.is_empty() {
-        "yolo".into()
-    } else {
-        name
-    }
 }
 
 /// `yolo audit --kube POD`: the events in the guard's log, filtered and printed as `yolo
@@ -317,38 +128,11 @@ pub(crate) async fn audit(
     filter: &Filter,
     json: bool,
 ) -> Result<i32> {
-    let text = match log {
-        Some(path) if path == Path::new("-") => {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-                .map_err(|e| Error::io("stdin", e))?;
-            text
-        }
-        Some(path) => std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?,
-        None => {
-            let (client, namespace) =
-                crate::k8s::client::connect(namespace, None, crate::k8s::client::Purpose::Audit)
-                    .await?;
-            crate::k8s::client::guard_log(&client, &namespace, pod).await?
-        }
-    };
-    let events = crate::audit::reader::join_exits(crate::k8s::events_from_log(&text), false);
+    let events = crate::k8s::guard_events(pod, namespace, log).await?;
     for event in &events {
         if let Some(line) = filter.line(event, json) {
             println!("{line}");
         }
     }
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn container_names_become_kubernetes_names() {
-        assert_eq!(pod_name("yolo-My_Repo-1a2b"), "yolo-my-repo-1a2b");
-        assert_eq!(pod_name("__"), "yolo");
-        assert_eq!(pod_name(&"a".repeat(80)).len(), 63);
-    }
 }

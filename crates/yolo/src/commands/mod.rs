@@ -86,33 +86,9 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
         }
         Command::Audit {
             target,
-            kube: Some(pod),
+            kube,
             namespace,
             kube_log,
-            kinds,
-            since,
-            grep,
-            json,
-            ..
-        } => {
-            let _ = target;
-            let filter = audit::Filter {
-                kinds,
-                since,
-                grep,
-                live: false,
-            };
-            kube::audit(
-                &pod,
-                namespace.as_deref(),
-                kube_log.as_deref(),
-                &filter,
-                json,
-            )
-            .await
-        }
-        Command::Audit {
-            target,
             session,
             kinds,
             since,
@@ -120,27 +96,32 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             follow,
             json,
             list,
-            ..
         } => {
-            let filter = audit::Filter {
+            let filter = crate::audit::filter::Filter {
                 kinds,
                 since,
                 grep,
                 live: false,
             };
-            audit::execute(&target, session, filter, follow, json, list).await
+            match kube {
+                Some(pod) => {
+                    let log = kube_log.as_deref();
+                    kube::audit(&pod, namespace.as_deref(), log, &filter, json).await
+                }
+                None => audit::execute(&target, session, filter, follow, json, list).await,
+            }
         }
         Command::Replay {
             target,
             session,
             speed,
             raw,
-        } => replay::execute(&target, session, speed, raw),
+        } => replay::execute(&target, session, speed, raw).await,
         Command::Report {
             target,
             session,
             output,
-        } => report::execute(&target, session, output),
+        } => report::execute(&target, session, output).await,
         Command::Allow { target, patterns } => firewall::allow(&target, patterns).await,
         Command::Deny { target, patterns } => firewall::deny(&target, patterns).await,
         Command::Firewall { target, json } => firewall::show(&target, json).await,

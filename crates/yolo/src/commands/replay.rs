@@ -13,7 +13,7 @@ use std::time::Duration;
 /// The longest pause played: an agent thinking for minutes need not be watched in full.
 const MAX_WAIT: Duration = Duration::from_secs(2);
 
-pub(crate) fn execute(
+pub(crate) async fn execute(
     target: &Target,
     session: Option<String>,
     speed: f64,
@@ -21,7 +21,7 @@ pub(crate) fn execute(
 ) -> Result<i32> {
     let session = match session {
         Some(s) => checked(s)?,
-        None => super::audit::latest_session(target)?,
+        None => super::audit::latest_session(target).await?,
     };
     let casts = cast::list(&session);
     if casts.is_empty() {

@@ -6,14 +6,14 @@ use crate::cli::Target;
 use crate::error::{Error, Result};
 use std::path::PathBuf;
 
-pub(crate) fn execute(
+pub(crate) async fn execute(
     target: &Target,
     session: Option<String>,
     output: Option<PathBuf>,
 ) -> Result<i32> {
     let session = match session {
         Some(s) => super::replay::checked(s)?,
-        None => super::audit::latest_session(target)?,
+        None => super::audit::latest_session(target).await?,
     };
     let files = audit::session_files(&session);
     if !files.iter().any(|f| f.exists()) {

@@ -4,15 +4,17 @@
 
 use crate::error::{Error, Result};
 use crate::remote_copy::{bring_back, collect_events, Taking};
+use crate::session::{Hold, Session};
 
 pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
     let located = super::locate(target)?;
     let taking = Taking::from_config()?;
     let engine = super::engine().await?;
-    let session = crate::session::Session::lock(&located.devcontainer_id, "sync").await?;
+    let session = Session::at(located, Hold::Lock("sync")).await?;
+    let located = &session.located;
     let writer = session.record()?;
-    collect_events(&engine, &located).await?;
-    match bring_back(&engine, &located, &taking, writer.as_ref()).await? {
+    collect_events(&engine, located).await?;
+    match bring_back(&engine, located, &taking, writer.as_ref()).await? {
         Some(_) => Ok(0),
         None => Err(Error::NotRunning(format!(
             "nothing to sync for {}: yolo has no copy of it in a volume (the engine is local, or `yolo up` has not run with the remote engine)",

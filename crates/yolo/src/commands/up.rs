@@ -6,7 +6,7 @@ use crate::cli::Target;
 use crate::engine::{Engine, Owner};
 use crate::error::{Error, Result};
 use crate::project::Project;
-use crate::session::Session;
+use crate::session::{Hold, Session};
 use crate::settings::UpSettings;
 use crate::user_config::UserConfig;
 
@@ -32,7 +32,7 @@ pub(crate) async fn execute(
 /// `up --json` (docs/json-output.md): the container and network objects `status` and
 /// `firewall` show too, built the same way.
 async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<crate::output::Up> {
-    use crate::output::{Container, Network, Up};
+    use crate::output::{Network, Up};
     let spec = &project.spec;
     let found = engine.find(&Owner::of(spec)).await?;
     let agent = found.agent.ok_or_else(|| {
@@ -41,9 +41,11 @@ async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<
             o.container_name
         ))
     })?;
-    let state = Session::read(&spec.devcontainer_id)?.state;
+    let state = Session::at(project.located().clone(), Hold::Read)
+        .await?
+        .state;
     Ok(Up {
-        container: Container::from_found(&agent, state.exec.as_ref()),
+        container: state.container_view(&agent),
         session: o.session.clone(),
         action: o.action.clone(),
         reason: o.reason.clone(),

@@ -19,6 +19,11 @@ pub(crate) fn image_tag(workspace: &Path, devcontainer_id: &str) -> String {
     )
 }
 
+/// The network yolo creates (and `down --remove` deletes) for a project container.
+pub(crate) fn own_network(container_name: &str) -> String {
+    format!("{container_name}-net")
+}
+
 /// Named volume holding an agent's state for a workspace: `yolo-<agent>-<devcontainerId>`.
 pub(crate) fn state_volume(agent: &str, devcontainer_id: &str) -> String {
     format!("yolo-{agent}-{devcontainer_id}")

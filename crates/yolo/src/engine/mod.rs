@@ -12,6 +12,7 @@ mod containers;
 mod endpoint;
 mod exec;
 mod guard;
+mod guard_control;
 pub(crate) mod guard_image;
 mod hardening;
 mod images;

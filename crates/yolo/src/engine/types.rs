@@ -183,6 +183,31 @@ pub(crate) struct Report {
     pub(crate) host: HostFacts,
 }
 
+impl Report {
+    /// Whether the engine's API is at least `major.minor`.
+    pub(crate) fn api_at_least(&self, major: u32, minor: u32) -> bool {
+        let mut parts = self
+            .api_version
+            .split('.')
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        (a, b) >= (major, minor)
+    }
+
+    /// Whether the kernel is at least `major.minor`; None when its release is unreadable.
+    pub(crate) fn kernel_at_least(&self, major: u32, minor: u32) -> Option<bool> {
+        kernel_at_least(&self.kernel, major, minor)
+    }
+}
+
+/// Whether a kernel release (`6.1.0-18-amd64`) is at least `major.minor`; None when unreadable.
+fn kernel_at_least(release: &str, major: u32, minor: u32) -> Option<bool> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let have_major: u32 = parts.next()?.parse().ok()?;
+    let have_minor: u32 = parts.next()?.parse().ok()?;
+    Some((have_major, have_minor) >= (major, minor))
+}
+
 /// What the engine's machine has, for fitting a container's limits to it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct HostFacts {
@@ -217,6 +242,15 @@ impl HostFacts {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert_eq!(kernel_at_least("6.1.0-18-amd64", 5, 19), Some(true));
+        assert_eq!(kernel_at_least("5.19.0", 5, 19), Some(true));
+        assert_eq!(kernel_at_least("5.15.0-91-generic", 5, 19), Some(false));
+        assert_eq!(kernel_at_least("4.19.0", 5, 19), Some(false));
+        assert_eq!(kernel_at_least("", 5, 19), None);
+    }
+
     use super::*;
 
     #[test]

@@ -43,7 +43,7 @@ pub(crate) enum Workspace {
     Claim(String),
 }
 
-/// What the Pod is made of besides the `RunSpec`: decided by `commands::kube` from the flags.
+/// What the Pod is made of besides the `RunSpec`: decided by `bring_up::pod` from the flags.
 #[derive(Debug, Clone)]
 pub(crate) struct PodPlan {
     pub(crate) name: String,

@@ -1,69 +1,92 @@
 //! One workspace's session: what yolo keeps for it in the user's data dir (`state`, laid out by
 //! `crate::store`), its lock, the session's audit record (`record`) and what the user approved
 //! (`approval`). Every command that works on a workspace holds it as one `Session`, taken from
-//! `Session::lock` (a command that makes or removes containers: `up`, `down`, `sync`) or
-//! `Session::read` (one that only looks or runs in it).
+//! `Session::open` (or `Session::at` for a workspace located already), locked (`Hold::Lock`) for
+//! a command that makes or removes containers (`up`, `down`, `sync`).
 
 pub(crate) mod approval;
+pub(crate) mod firewall;
 pub(crate) mod record;
+pub(crate) mod runs;
 pub(crate) mod state;
+pub(crate) mod status;
+pub(crate) mod teardown;
 
 use crate::audit::Writer;
+use crate::cli::Target;
 use crate::error::Result;
 use crate::lock::{self, WorkspaceLock};
+use crate::project::Located;
 use state::WorkspaceState;
 
-/// One workspace's stored session, as a command holds it: its state, and its lock while the
-/// command may change the workspace's containers.
+/// One workspace's stored session, as a command holds it: the workspace, its state, and its
+/// lock while the command may change the workspace's containers.
 #[derive(Debug)]
 pub(crate) struct Session {
-    /// The workspace's devcontainerId: the key of everything stored for it.
-    id: String,
+    /// The workspace and its config; its devcontainerId is the key of everything stored for it.
+    pub(crate) located: Located,
     pub(crate) state: WorkspaceState,
     _lock: Option<WorkspaceLock>,
 }
 
-impl Session {
-    /// For `command` (`up`, `down`, `sync`), which makes, changes or removes the workspace's
-    /// containers: wait for the workspace's lock (one such yolo at a time), then load the state.
-    pub(crate) async fn lock(devcontainer_id: &str, command: &str) -> Result<Session> {
-        let lock = lock::acquire(devcontainer_id, command).await?;
-        Ok(Session {
-            id: devcontainer_id.to_string(),
-            state: WorkspaceState::load(devcontainer_id)?,
-            _lock: Some(lock),
-        })
-    }
-
-    /// `lock`, for a command whose work does not depend on the state (`down --remove` removes
-    /// by labels): an unreadable state is a warning, and a fresh one replaces it.
-    pub(crate) async fn lock_afresh_if_unreadable(
-        devcontainer_id: &str,
-        command: &str,
-        why: &str,
-    ) -> Result<Session> {
-        let lock = lock::acquire(devcontainer_id, command).await?;
-        let state = WorkspaceState::load(devcontainer_id).unwrap_or_else(|e| {
-            eprintln!(
-                "{} {e}; {why} and starting yolo's state for this workspace afresh",
-                console::style("warning:").yellow().bold()
-            );
-            WorkspaceState::default()
-        });
-        Ok(Session {
-            id: devcontainer_id.to_string(),
-            state,
-            _lock: Some(lock),
-        })
-    }
-
+/// How a command holds its workspace's session.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Hold<'a> {
     /// For a command that reads the state or runs in the workspace's container without making
     /// or removing any (`exec`, `firewall`, `audit`, `kube`): no lock.
-    pub(crate) fn read(devcontainer_id: &str) -> Result<Session> {
+    Read,
+    /// For `command` (`up`, `down`, `sync`), which makes, changes or removes the workspace's
+    /// containers: wait for the workspace's lock (one such yolo at a time).
+    Lock(&'a str),
+    /// `Lock`, for a command whose work does not depend on the state (`down --remove` removes
+    /// by labels): an unreadable state is a warning (`why` says what goes on), and a fresh one
+    /// replaces it.
+    LockAfresh { command: &'a str, why: &'a str },
+}
+
+impl Session {
+    /// The session of the workspace `target` names (`--workspace`, `--config`): located, held
+    /// as `hold` says, its state loaded. Every workspace command takes its session here.
+    pub(crate) async fn open(target: &Target, hold: Hold<'_>) -> Result<Session> {
+        let located = Located::find(target.workspace.as_deref(), target.config.as_deref())?;
+        Session::at(located, hold).await
+    }
+
+    /// `open`, for a workspace located already (`up`'s project, a run's record).
+    pub(crate) async fn at(located: Located, hold: Hold<'_>) -> Result<Session> {
+        let id = located.devcontainer_id.as_str();
+        let (state, lock) = match hold {
+            Hold::Read => (WorkspaceState::load(id)?, None),
+            Hold::Lock(command) => {
+                let lock = lock::acquire(id, command).await?;
+                (WorkspaceState::load(id)?, Some(lock))
+            }
+            Hold::LockAfresh { command, why } => {
+                let lock = lock::acquire(id, command).await?;
+                let state = WorkspaceState::load(id).unwrap_or_else(|e| {
+                    eprintln!(
+                        "{} {e}; {why} and starting yolo's state for this workspace afresh",
+                        console::style("warning:").yellow().bold()
+                    );
+                    WorkspaceState::default()
+                });
+                (state, Some(lock))
+            }
+        };
         Ok(Session {
-            id: devcontainer_id.to_string(),
-            state: WorkspaceState::load(devcontainer_id)?,
-            _lock: None,
+            located,
+            state,
+            _lock: lock,
+        })
+    }
+
+    /// The workspace's latest session, open or closed.
+    pub(crate) fn latest(&self) -> Result<String> {
+        self.state.sessions.last().cloned().ok_or_else(|| {
+            crate::error::Error::NotFound(format!(
+                "no sessions yet for {}; start one with `yolo up`",
+                self.located.workspace.display()
+            ))
         })
     }
 
@@ -75,7 +98,7 @@ impl Session {
     /// What changed in the files the host runs since yolo last looked, written to the open
     /// session's log and printed (`crate::watched`).
     pub(crate) fn report_watched(&self) -> Result<()> {
-        crate::watched::report_and_print(&self.id, self.record()?.as_ref());
+        crate::watched::report_and_print(&self.located.devcontainer_id, self.record()?.as_ref());
         Ok(())
     }
 
@@ -85,6 +108,6 @@ impl Session {
     }
 
     pub(crate) fn save(&self) -> Result<()> {
-        self.state.save(&self.id)
+        self.state.save(&self.located.devcontainer_id)
     }
 }

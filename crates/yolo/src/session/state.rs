@@ -93,6 +93,17 @@ impl Approval {
 }
 
 impl WorkspaceState {
+    /// A listed container as `--json` shows it; folder and user from what `yolo up` saved for
+    /// `exec`, when it was saved for this very container.
+    pub(crate) fn container_view(&self, c: &crate::engine::Container) -> crate::output::Container {
+        let exec = self.exec.as_ref().filter(|e| e.container == c.id);
+        crate::output::Container::from_found(
+            c,
+            exec.map(|e| e.cwd.clone()),
+            exec.and_then(|e| e.user.clone()),
+        )
+    }
+
     pub(crate) fn load(devcontainer_id: &str) -> Result<WorkspaceState> {
         Ok(read_json(&store::workspace_state(devcontainer_id))?.unwrap_or_default())
     }
@@ -114,5 +125,64 @@ impl WorkspaceState {
             .filter_map(|e| std::fs::read_to_string(e.path()).ok())
             .filter_map(|t| serde_json::from_str(&t).ok())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn summary() -> crate::engine::Container {
+        crate::engine::Container {
+            id: "abc123".into(),
+            name: "yolo-repo-12345678".into(),
+            role: crate::engine::Role::Agent,
+            running: true,
+            state: "running".into(),
+            status: "Up 3 minutes".into(),
+            image: "debian:bookworm-slim".into(),
+            devcontainer_id: Some("id".into()),
+            workspace: Some("/home/me/repo".into()),
+            config_hash: None,
+            network: None,
+            volumes: vec![],
+            ports: vec![],
+        }
+    }
+
+    fn exec(container: &str) -> ExecSettings {
+        ExecSettings {
+            probed_env: None,
+            probe: Default::default(),
+            container: container.into(),
+            user: Some("dev".into()),
+            cwd: "/workspace".into(),
+            remote_env: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_container_reads_the_same_wherever_it_is_shown() {
+        let with = |container| WorkspaceState {
+            exec: Some(exec(container)),
+            ..WorkspaceState::default()
+        };
+        let c = with("abc123").container_view(&summary());
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!({
+                "id": "abc123",
+                "name": "yolo-repo-12345678",
+                "image": "debian:bookworm-slim",
+                "state": "running",
+                "workspace": "/home/me/repo",
+                "workspace_folder": "/workspace",
+                "remote_user": "dev"
+            })
+        );
+        // Settings saved for an earlier container of the workspace are not this one's.
+        let other = with("old").container_view(&summary());
+        assert_eq!((other.workspace_folder, other.remote_user), (None, None));
     }
 }

@@ -1,4 +1,4 @@
-//! Agent runs: `yolo run --detach`, `yolo ps`, `yolo logs` (commands/runs.rs).
+//! Agent runs: `yolo run --detach`, `yolo ps`, `yolo logs` (commands/runs.rs, session/runs.rs).
 
 use crate::support::Test;
 
