@@ -11,6 +11,10 @@
 //! Also here: [`secret_shape`], which tells `up`/`run` that a value handed to the agent as is
 //! looks like a key that could be declared as a credential instead.
 
+// Checked and tested, not yet used by a session: `settings::refuse_unwired_http` refuses a
+// config that asks for it until the session side of issue 25 hands it to the guard.
+#![cfg_attr(not(test), expect(dead_code))]
+
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -442,6 +446,22 @@ mod tests {
         .unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].hosts, ["proxy.test"]);
+    }
+
+    #[test]
+    fn the_host_runs_a_program_without_a_shell_and_says_why_it_failed() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(Host.run(&argv(&["echo", "a;b"])).unwrap(), "a;b\n");
+        let err = Host
+            .run(&argv(&["sh", "-c", "echo no >&2; exit 3"]))
+            .unwrap_err();
+        assert!(err.contains("no"), "{err}");
+        assert!(Host
+            .run(&argv(&["/nonexistent/prog"]))
+            .unwrap_err()
+            .contains("cannot run"));
+        assert!(Host.run(&[]).is_err());
+        assert!(Host.var("PATH").is_some());
     }
 
     #[test]

@@ -65,15 +65,12 @@ pub(crate) enum Error {
             not(test),
             expect(
                 dead_code,
-                reason = "no caller matches on it yet outside the tests; the sites in commands/ and session/ are next"
+                reason = "no caller matches on a kind yet outside the tests; it is there for the first that needs to"
             )
         )]
         on: Dependency,
         cause: Cause,
     },
-    /// Legacy form of `Dependency`, a message only: left for the sites in commands/ and
-    /// session/, which move to `Dependency` in a pass of their own.
-    Unavailable(String),
     /// A lifecycle hook or host command failed.
     Hook { name: String, code: i64 },
     /// A step of the project failed other than by a hook's exit code: `step` says which
@@ -84,14 +81,12 @@ pub(crate) enum Error {
             not(test),
             expect(
                 dead_code,
-                reason = "no caller matches on it yet outside the tests; the sites in commands/ and session/ are next"
+                reason = "no caller matches on a kind yet outside the tests; it is there for the first that needs to"
             )
         )]
         step: Step,
         cause: Cause,
     },
-    /// Legacy form of `StepFailed`, a message only (commands/ and session/, for now).
-    CommandFailed(String),
     /// The user declined a prompt, or a prompt was needed in a non-interactive run.
     NotApproved(String),
     /// The user's own config file is invalid.
@@ -119,14 +114,12 @@ pub(crate) enum Error {
             not(test),
             expect(
                 dead_code,
-                reason = "no caller matches on it yet outside the tests; the sites in commands/ and session/ are next"
+                reason = "no caller matches on a kind yet outside the tests; it is there for the first that needs to"
             )
         )]
         what: Failure,
         cause: Cause,
     },
-    /// Legacy form of `Failed`, a message only (commands/ and session/, for now).
-    Other(String),
     /// `error`, then lines of text it quotes (a container's last output, the configs found),
     /// each on its own indented line under `heading`. The one way an error spans lines: a
     /// line break inside any other value is shown escaped.
@@ -170,10 +163,6 @@ pub(crate) enum Dependency {
     /// The image lacks what the config needs (a command to run).
     Image,
     /// The agent's program is not installed in the image.
-    #[expect(
-        dead_code,
-        reason = "for commands/run.rs, converted after the move to session/"
-    )]
     AgentProgram,
     /// A Kubernetes cluster: none configured, or it failed or did not answer.
     Kubernetes,
@@ -192,10 +181,6 @@ pub(crate) enum Step {
     /// A command could not start in the container: its working folder is not there.
     WorkingFolder,
     /// The agent's setup in the container failed.
-    #[expect(
-        dead_code,
-        reason = "for commands/run.rs, converted after the move to session/"
-    )]
     AgentSetup,
 }
 
@@ -322,16 +307,13 @@ impl Error {
             | Error::RefusedMany { .. }
             | Error::Forbidden { .. }
             | Error::NotApproved(_) => 77,
-            Error::Docker { .. }
-            | Error::NotRunning(_)
-            | Error::Dependency { .. }
-            | Error::Unavailable(_) => 69,
-            Error::Hook { .. } | Error::StepFailed { .. } | Error::CommandFailed(_) => 70,
+            Error::Docker { .. } | Error::NotRunning(_) | Error::Dependency { .. } => 69,
+            Error::Hook { .. } | Error::StepFailed { .. } => 70,
             Error::Exists(_) => 73,
             Error::Conflict(_) => 75,
             Error::Io { .. } => 74,
             Error::Interrupted { signal, .. } => signal.exit_code(),
-            Error::Failed { .. } | Error::Other(_) => 1,
+            Error::Failed { .. } => 1,
             Error::WithLines { error, .. } => error.code(),
         }
     }
@@ -365,10 +347,6 @@ impl Error {
             signal,
             stopped: None,
         }
-    }
-
-    pub(crate) fn other(message: impl Into<String>) -> Self {
-        Error::Other(message.into())
     }
 
     /// `on` does not work: `cause` says how.
@@ -525,13 +503,13 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
-            Error::NotRunning(message) | Error::Unavailable(message) => write!(f, "{}", v(message)),
+            Error::NotRunning(message) => write!(f, "{}", v(message)),
             // The cause escapes its parts itself.
             Error::Dependency { cause, .. }
             | Error::StepFailed { cause, .. }
             | Error::Failed { cause, .. } => write!(f, "{cause}"),
             Error::Hook { name, code } => write!(f, "{} failed with exit code {code}", v(name)),
-            Error::CommandFailed(message) | Error::Conflict(message) => write!(f, "{}", v(message)),
+            Error::Conflict(message) => write!(f, "{}", v(message)),
             Error::NotApproved(message) => write!(f, "{}", v(message)),
             // The user's own file: the parser's own lines (the snippet under the message) are
             // kept as lines, each escaped.
@@ -556,7 +534,7 @@ impl fmt::Display for Error {
                     v(what)
                 )
             }
-            Error::Usage(message) | Error::Other(message) => write!(f, "{}", v(message)),
+            Error::Usage(message) => write!(f, "{}", v(message)),
             Error::WithLines {
                 error,
                 heading,
@@ -649,9 +627,15 @@ mod tests {
             (Error::NotFound("n".into()), 66),
             (Error::docker("pulling", "no"), 69),
             (Error::NotRunning("n".into()), 69),
-            (Error::Unavailable("u".into()), 69),
+            (Error::dependency(Dependency::Guard, "u"), 69),
             (hook, 70),
-            (Error::CommandFailed("c".into()), 70),
+            (
+                Error::StepFailed {
+                    step: Step::AgentSetup,
+                    cause: "c".into(),
+                },
+                70,
+            ),
             (Error::Exists("f".into()), 73),
             (Error::Conflict("c".into()), 75),
             (Error::io("f", io()), 74),
@@ -659,7 +643,13 @@ mod tests {
             (Error::NotApproved("n".into()), 77),
             (Error::interrupted(crate::signal::Signal::INT), 130),
             (Error::interrupted(crate::signal::Signal::TERM), 143),
-            (Error::other("bug"), 1),
+            (
+                Error::Failed {
+                    what: Failure::State,
+                    cause: "bug".into(),
+                },
+                1,
+            ),
             (Error::dependency(Dependency::Git, "g"), 69),
             (Error::step(Step::ContainerExited, "c"), 70),
             (Error::failed(Failure::Serialize, "s"), 1),
@@ -678,7 +668,12 @@ mod tests {
         assert_eq!(error.to_string(), "/x/state.json: denied");
         let source = error.source().expect("the io error");
         assert_eq!(source.to_string(), "denied");
-        assert!(Error::other("x").source().is_none());
+        assert!(Error::Failed {
+            what: Failure::State,
+            cause: "x".into(),
+        }
+        .source()
+        .is_none());
     }
 
     /// The message a typed error prints is the line the `format!` around its source printed

@@ -206,6 +206,34 @@ fn log_size(setting: &str, text: Option<&str>, default: u64, hint: &str) -> Resu
     }
 }
 
+/// `[credentials.*]`, `[http.*]` and `[firewall] inspect` are read and checked, but this yolo
+/// does not hand them to the guard yet (issue 25: the guard's proxy is built, the session's
+/// side is not). A config that asks for them is refused rather than run without the
+/// protection it asks for: the key would reach the agent as before.
+fn refuse_unwired_http(user: &UserConfig) -> Result<()> {
+    let asked = user
+        .credentials
+        .keys()
+        .map(|name| format!("[credentials.{name}]"))
+        .chain(user.http.keys().map(|host| format!("[http.\"{host}\"]")))
+        .chain(
+            user.firewall
+                .inspect
+                .iter()
+                .map(|_| "[firewall] inspect".to_string()),
+        )
+        .next();
+    match asked {
+        None => Ok(()),
+        Some(what) => Err(Error::UserConfig {
+            file: UserConfig::path(),
+            message: format!(
+                "{what}: this version of yolo does not apply HTTP rules or credentials yet (the guard's proxy is built, a session does not use it yet); remove the section, or the key would still reach the agent as before"
+            ),
+        }),
+    }
+}
+
 impl UpSettings {
     /// Merge parsed flags with the user's config. Errors name the config file and setting.
     pub(crate) fn resolve(flags: &UpFlags, user: &UserConfig) -> Result<UpSettings> {
@@ -221,6 +249,7 @@ impl UpSettings {
                 .map_err(|m| config_error("firewall.upstream_dns", m))?,
         };
         check_agent_domains(user)?;
+        refuse_unwired_http(user)?;
         let trust_host_commands =
             flags.trust_host_commands || user.trust_host_commands || grants.initialize_command();
         let accept_config = flags.accept_config || grants.config_change();
@@ -529,6 +558,22 @@ mod tests {
         // An enum lists its choices.
         let err = flags(&["--network", "host"]).unwrap_err().to_string();
         assert!(err.contains("firewall") && err.contains("open"), "{err}");
+    }
+
+    #[test]
+    fn credentials_and_http_rules_are_refused_until_a_session_applies_them() {
+        let text = "[credentials.k]\nhosts = [\"api.example.test\"]\nheader = \"x-api-key\"\nfrom_env = \"K\"\n";
+        let user: UserConfig = toml::from_str(text).unwrap();
+        let err = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap_err();
+        assert_eq!(err.code(), 65);
+        assert!(err.to_string().contains("[credentials.k]"), "{err}");
+        let user: UserConfig =
+            toml::from_str("[http.\"api.example.test\"]\nallow = [\"GET /**\"]\n").unwrap();
+        let err = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap_err();
+        assert!(
+            err.to_string().contains("does not apply HTTP rules"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -112,15 +112,23 @@ exit 0"#;
     let result = engine.exec(container, &request, Output::Capture).await?;
     match result.exit_code {
         0 => Ok(()),
-        127 => Err(Error::Unavailable(format!(
-            "{program:?} ({}) is not installed in the container image; {}",
-            agent.name, agent.install_hint
-        ))),
-        code => Err(Error::CommandFailed(format!(
-            "preparing {} failed (exit {code}): {}",
-            agent.name,
-            // The container's words, in yolo's line: shown, newlines too.
-            crate::visible::escape_controls(String::from_utf8_lossy(&result.captured).trim())
-        ))),
+        127 => Err(Error::Dependency {
+            on: crate::error::Dependency::AgentProgram,
+            cause: format!(
+                "{program:?} ({}) is not installed in the container image; {}",
+                agent.name, agent.install_hint
+            )
+            .into(),
+        }),
+        code => Err(Error::StepFailed {
+            step: crate::error::Step::AgentSetup,
+            cause: format!(
+                "preparing {} failed (exit {code}): {}",
+                agent.name,
+                // The container's words, in yolo's line: shown, newlines too.
+                crate::visible::escape_controls(String::from_utf8_lossy(&result.captured).trim())
+            )
+            .into(),
+        }),
     }
 }

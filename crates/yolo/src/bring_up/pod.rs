@@ -75,8 +75,10 @@ fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result
         max_bytes: project.settings.guard.max_exec_log,
         allow_traced: project.settings.guard.allow_traced_exec,
     });
-    serde_json::to_string_pretty(&config)
-        .map_err(|e| Error::other(format!("writing the guard's config: {e}")))
+    serde_json::to_string_pretty(&config).map_err(|e| Error::Failed {
+        what: crate::error::Failure::Serialize,
+        cause: crate::error::Cause::of("writing the guard's config", e),
+    })
 }
 
 /// What a Pod cannot be: a Compose project, an image built on this machine, host folders and

@@ -152,7 +152,11 @@ pub(crate) async fn engine() -> Result<Engine> {
 pub(crate) fn engine_soon() -> impl std::future::Future<Output = Result<Engine>> {
     let task = tokio::spawn(Engine::connect());
     async move {
-        task.await
-            .unwrap_or_else(|e| Err(Error::other(format!("connecting to Docker: {e}"))))
+        task.await.unwrap_or_else(|e| {
+            Err(Error::Failed {
+                what: crate::error::Failure::Process,
+                cause: crate::error::Cause::of("connecting to Docker", e),
+            })
+        })
     }
 }

@@ -15,7 +15,10 @@ pub(crate) async fn ps(all_runs: bool, json: bool) -> Result<i32> {
             .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&items).map_err(|e| Error::other(e.to_string()))?
+            serde_json::to_string_pretty(&items).map_err(|e| Error::Failed {
+                what: crate::error::Failure::Serialize,
+                cause: crate::error::Cause::bare(e),
+            })?
         );
         return Ok(0);
     }

@@ -837,7 +837,7 @@ mod tests {
         assert_eq!(property.as_deref(), Some("customizations.yolo.bogus"));
         assert_eq!(
             message,
-            "unknown property `bogus`, expected one of `limits`, `firewall`, `agent`"
+            "unknown property `bogus`, expected one of `limits`, `firewall`, `agent`, `http`"
         );
         assert_eq!((line, column), (Some(1), Some(67)));
         let (_, _, property, _) = config_err(

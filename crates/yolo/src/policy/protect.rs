@@ -70,10 +70,14 @@ impl Eval<'_> {
         let source = PathBuf::from(&mount.source);
         let roots = protected_roots(&source, self.input.workspace);
         if let Some(unseen) = roots.iter().find(|r| !self.input.facts.looked.contains(*r)) {
-            return Err(Error::other(format!(
-                "yolo did not look at {} before checking the paths it protects there",
-                unseen.display()
-            )));
+            return Err(Error::Failed {
+                what: crate::error::Failure::State,
+                cause: format!(
+                    "yolo did not look at {} before checking the paths it protects there",
+                    unseen.display()
+                )
+                .into(),
+            });
         }
         let mut out: Vec<Protected> = Vec::new();
         for root in &roots {

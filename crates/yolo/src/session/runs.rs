@@ -18,7 +18,7 @@
 //! Environment values the agent needs (API keys named in its preset's `env`) are never written
 //! to the record: the keeper inherits them from the `yolo run --detach` that started it.
 
-use crate::error::{Error, Result};
+use crate::error::{Cause, Dependency, Error, Failure, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -185,7 +185,10 @@ impl RunRecord {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let path = dir.join(format!("{}.json", self.id));
         let temp = dir.join(format!(".{}.json.{}", self.id, std::process::id()));
-        let text = serde_json::to_string_pretty(self).map_err(|e| Error::other(e.to_string()))?;
+        let text = serde_json::to_string_pretty(self).map_err(|e| Error::Failed {
+            what: Failure::Serialize,
+            cause: Cause::bare(e),
+        })?;
         std::fs::write(&temp, text).map_err(|e| Error::io(&temp, e))?;
         std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))
     }
@@ -214,8 +217,10 @@ impl RunRecord {
             .open(&log)
             .map_err(|e| Error::io(&log, e))?;
         let err = file.try_clone().map_err(|e| Error::io(&log, e))?;
-        let me = std::env::current_exe()
-            .map_err(|e| Error::other(format!("finding yolo itself: {e}")))?;
+        let me = std::env::current_exe().map_err(|e| Error::Failed {
+            what: Failure::Process,
+            cause: Cause::of("finding yolo itself", e),
+        })?;
         let mut command = std::process::Command::new(me);
         command
             .args(["keep", &self.id])
@@ -231,9 +236,10 @@ impl RunRecord {
                 Ok(())
             });
         }
-        let child = command
-            .spawn()
-            .map_err(|e| Error::other(format!("starting the detached run's keeper: {e}")))?;
+        let child = command.spawn().map_err(|e| Error::Failed {
+            what: Failure::Process,
+            cause: Cause::of("starting the detached run's keeper", e),
+        })?;
         self.pid = Some(child.id());
         self.save()?;
         Ok(child.id())
@@ -370,9 +376,10 @@ async fn current_state(run: &RunRecord) -> RunState {
         tokio::time::timeout(std::time::Duration::from_secs(10), asked)
             .await
             .unwrap_or_else(|_| {
-                Err(Error::Unavailable(
-                    "its cluster did not answer within 10 s".into(),
-                ))
+                Err(Error::Dependency {
+                    on: Dependency::Kubernetes,
+                    cause: "its cluster did not answer within 10 s".into(),
+                })
             })
     };
     match asked.await {
