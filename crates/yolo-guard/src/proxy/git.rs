@@ -8,7 +8,7 @@
 //! optional `shallow <oid>` list, the commands `<old-oid> <new-oid> <ref>\0<capabilities>` then
 //! `<old-oid> <new-oid> <ref>`, a flush-pkt `0000`, then the pack.
 
-use super::rules::Refusal;
+use super::refusal::Refusal;
 use yolo_protocol::http::GitPush;
 
 /// Which step of a push a request is, and to which repository (`/owner/repo`, no `.git`).

@@ -21,6 +21,7 @@
 
 use super::credentials::{Secret, Secrets};
 use super::git::{self, PushStep};
+use super::refusal::Refusal;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_ENCODING};
@@ -70,28 +71,6 @@ impl std::fmt::Debug for Swap {
             .field("credential", &self.credential)
             .field("header", &self.header)
             .finish_non_exhaustive()
-    }
-}
-
-/// Why a request is refused: the proxy answers 403 with [`Refusal::body`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
-    /// The config entry that decided (`http."api.example.test".allow`, `credentials.NAME`).
-    pub rule: String,
-    pub reason: String,
-    /// `credential_misuse`: the credential whose stand-in went where it may not.
-    pub misuse: Option<String>,
-    /// What the user could run or change to let such a request through.
-    pub allow_hint: String,
-}
-
-impl Refusal {
-    /// The 403's body: short text an agent can pass on to its user.
-    pub fn body(&self) -> String {
-        format!(
-            "Refused by yolo's guard.\nrule: {}\nreason: {}\nto allow it: {}\n",
-            self.rule, self.reason, self.allow_hint
-        )
     }
 }
 
