@@ -885,9 +885,9 @@ pub fn add_addresses(addrs: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'
 }
 
 /// Mark resolved addresses of inspected names as inspected for `timeout_secs`: add, delete,
-/// add with the timeout, as [`add_addresses`] does (a refresh on every kernel). Used by the
-/// proxy's tests; the DNS path takes it once the guard starts the proxy.
-#[cfg_attr(not(test), allow(dead_code))]
+/// add with the timeout, as [`add_addresses`] does (a refresh on every kernel). The proxy's
+/// tests use it; the DNS path adds the same elements over netlink (`setelem`).
+#[cfg(test)]
 pub fn add_inspected(addrs: &[IpAddr], timeout_secs: u64) -> Nftables<'static> {
     let timeout = timeout_secs.clamp(1, MAX_TIMEOUT_SECS) as u32;
     let mut batch = Batch::new();

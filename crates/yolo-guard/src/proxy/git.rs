@@ -173,6 +173,26 @@ pub(crate) fn check_commands(pkt_lines: &[u8], push: &GitPush) -> Result<(), Ref
     Ok(())
 }
 
+/// Whether `body` (the start of a receive-pack request) holds its commands whole: up to the
+/// flush-pkt, or far enough to see it is not pkt-lines (which [`check_commands`] refuses).
+pub(crate) fn commands_complete(body: &[u8]) -> bool {
+    let mut at = 0;
+    loop {
+        let Some(len) = body.get(at..at + 4) else {
+            return false;
+        };
+        let len = std::str::from_utf8(len)
+            .ok()
+            .and_then(|h| usize::from_str_radix(h, 16).ok());
+        match len {
+            Some(0) => return true,
+            Some(n) if n >= 4 => at += n,
+            // Not a pkt-line length: nothing more to wait for.
+            _ => return true,
+        }
+    }
+}
+
 /// A SHA-1 or SHA-256 object name in lowercase hex.
 fn is_oid(text: &str) -> bool {
     matches!(text.len(), 40 | 64) && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))

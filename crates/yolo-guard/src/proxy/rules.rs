@@ -83,7 +83,6 @@ struct Credential {
 
 /// The rules of the session's inspected hosts, with the real credential values.
 pub(crate) struct Policy {
-    inspect_all: bool,
     hosts: Vec<HostRules>,
     credentials: Vec<Credential>,
 }
@@ -105,19 +104,9 @@ impl Policy {
             })
             .collect();
         Policy {
-            inspect_all: cfg.inspect_all,
             hosts: cfg.hosts.clone(),
             credentials,
         }
-    }
-
-    pub fn inspects(&self, host: &str) -> bool {
-        let cfg = HttpConfig {
-            inspect_all: self.inspect_all,
-            hosts: self.hosts.clone(),
-            credentials: self.credentials.iter().map(|c| c.spec.clone()).collect(),
-        };
-        cfg.inspects(host)
     }
 
     pub fn decide(&self, req: &RequestHead) -> Decision {
@@ -493,7 +482,7 @@ mod tests {
     const GH_STAND_IN: &str = "ghp_StandInStandInStandInStandIn0000";
     const GH_REAL: &str = "ghp_RealRealRealRealRealRealRealRe00";
 
-    fn policy() -> Policy {
+    fn config() -> HttpConfig {
         let cfg: HttpConfig = serde_json::from_value(serde_json::json!({
             "hosts": [
                 {"host": "github.com", "allow": ["* /**"], "git_push": {"repository": "/o/r"}},
@@ -510,6 +499,11 @@ mod tests {
             ],
         }))
         .unwrap();
+        cfg
+    }
+
+    fn policy() -> Policy {
+        let cfg = config();
         let mut secrets = Secrets::default();
         secrets.insert("anthropic", KEY_REAL.into());
         secrets.insert("github", GH_REAL.into());
@@ -895,12 +889,12 @@ mod tests {
         assert!(matches!(req.decide_with(&policy), Decision::Forward { .. }));
         let req = Req::new("POST", "github.com", "/evil/x.git/git-receive-pack");
         assert!(matches!(req.decide_with(&policy), Decision::Forward { .. }));
-        assert!(policy.inspects("pypi.org"));
+        assert!(cfg.inspects("pypi.org"));
     }
 
     #[test]
     fn inspected_hosts_follow_the_config() {
-        let policy = policy();
+        let policy = config();
         for host in [
             "github.com",
             "api.github.com",
