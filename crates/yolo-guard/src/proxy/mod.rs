@@ -25,4 +25,4 @@ pub(crate) mod serve;
 pub(crate) mod tls;
 
 #[cfg(test)]
-mod proxy_tests;
+pub(crate) mod proxy_tests;

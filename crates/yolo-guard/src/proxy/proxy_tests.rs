@@ -38,13 +38,13 @@ const PROXY_PLAIN: u16 = ruleset::PROXY_PORT_HTTP;
 const MARK: u32 = yolo_protocol::GUARD_MARK;
 type TestBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
 
-struct Ca {
-    issuer: Issuer<'static, KeyPair>,
-    pem: String,
-    key_pem: String,
+pub(crate) struct Ca {
+    pub(crate) issuer: Issuer<'static, KeyPair>,
+    pub(crate) pem: String,
+    pub(crate) key_pem: String,
 }
 
-fn ca(name: &str) -> Ca {
+pub(crate) fn ca(name: &str) -> Ca {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.distinguished_name.push(DnType::CommonName, name);
@@ -279,7 +279,7 @@ async fn setup(upstream_trusts_host: bool) -> Setup {
 }
 
 /// A TLS client trusting only `ca`, connected to `addr` with `sni` and `alpn`.
-async fn tls_client(
+pub(crate) async fn tls_client(
     ca: &Ca,
     addr: SocketAddr,
     sni: &str,

@@ -11,6 +11,8 @@
 
 mod error;
 mod guard;
+#[cfg(test)]
+mod proxy_path_tests;
 mod requests;
 mod serve;
 
