@@ -706,3 +706,51 @@ impl tokio::io::AsyncWrite for Trickle {
         std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+/// Fail closed: until the session's secrets arrive, an inspected connection gets no TLS and no
+/// request through, and the refusal says why; once they arrive, the same request passes.
+#[test]
+fn without_the_sessions_secrets_every_inspected_connection_is_refused() {
+    let Some((before, refused, after)) = in_proxy_netns("proxy-unarmed", || {
+        Box::pin(async {
+            let host_ca = ca("test host CA");
+            start_host(&host_ca, Arc::new(Notify::new())).await;
+            let session_ca = ca("yolo session CA");
+            let names = Arc::new(Inspected::default());
+            let until = Instant::now() + Duration::from_secs(300);
+            names.record(HOST, &[HOST_ADDR.parse().unwrap()], until);
+            let log = Arc::new(Log::default());
+            let proxy = Arc::new(Proxy::new(
+                http_config(),
+                Upstream::from_pem(&[host_ca.pem.as_bytes()]).unwrap(),
+                names,
+                log.clone(),
+                Some(MARK),
+            ));
+            let tls = TcpListener::bind(("127.0.0.1", PROXY_TLS)).await.unwrap();
+            tokio::spawn(Arc::clone(&proxy).serve_tls(tls));
+            let before = tls_client(&session_ca, host_addr(443), HOST, &[b"http/1.1"])
+                .await
+                .map(|_| ());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let refused = log.refused.lock().unwrap().clone();
+            proxy.arm(secrets(&session_ca)).unwrap();
+            let tls = tls_client(&session_ca, host_addr(443), HOST, &[b"http/1.1"])
+                .await
+                .unwrap();
+            let mut sender = h1_sender(tls).await;
+            let after = text(sender.send_request(get("/armed", HOST)).await.unwrap()).await;
+            (before, refused, after)
+        })
+    }) else {
+        return;
+    };
+    assert!(before.is_err(), "no TLS before the secrets");
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.reason.contains("secrets are missing")),
+        "{refused:?}"
+    );
+    assert!(after.contains("path=/armed key=the-real-value"), "{after}");
+}
