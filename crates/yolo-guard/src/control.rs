@@ -216,7 +216,9 @@ mod tests {
                     patterns: Some(patterns),
                     ..Default::default()
                 },
-                Request::Deny { .. } => Response::error("nothing to deny"),
+                Request::Deny { .. } | Request::ProxySecrets(_) => {
+                    Response::error("nothing to deny")
+                }
                 Request::Status => Response {
                     ok: true,
                     mode: Some(NetworkMode::Firewall),

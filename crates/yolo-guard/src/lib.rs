@@ -32,9 +32,6 @@ pub mod exec;
 pub(crate) mod files;
 pub(crate) mod firewall;
 pub mod init;
-// Not started by `run` yet: it needs the session CA and the credentials, which a control
-// request will bring (issue 25, the CLI side); until then only its tests run it.
-#[allow(dead_code)]
 pub(crate) mod proxy;
 pub(crate) mod run;
 #[cfg(test)]

@@ -60,6 +60,7 @@ pub(crate) fn guard_config(mode: NetworkMode) -> GuardConfig {
         local_names: vec![],
         audit_to_stdout: false,
         http: Default::default(),
+        http_roots_pem: None,
         gateway: None,
     }
 }

@@ -1,7 +1,8 @@
 //! The guard's control protocol: one JSON line per request and per response over the guard's
 //! Unix socket. The host reaches it with `docker exec <guard> yolo-guard ctl '<json>'`.
 //!
-//! Requests: `{"op":"allow","patterns":[..]}`, `{"op":"deny","patterns":[..]}`, `{"op":"status"}`.
+//! Requests: `{"op":"allow","patterns":[..]}`, `{"op":"deny","patterns":[..]}`, `{"op":"status"}`,
+//! `{"op":"proxysecrets","ca_cert_pem":"..","ca_key_pem":"..","credentials":[["name","value"]]}`.
 //! Responses: `{"ok":true,..}` or `{"ok":false,"error":".."}`.
 
 use crate::NetworkMode;
@@ -17,6 +18,36 @@ pub enum Request {
     Deny { patterns: Vec<String> },
     /// The effective allowlist, the dynamic set elements and the counters.
     Status,
+    /// The session's secrets for the HTTP proxy, sent by `yolo up`/`run` after the guard is
+    /// ready (again after a guard restart): the session CA that signs the proxy's leaves, and
+    /// the real value of each credential by name. The guard keeps them in memory only and
+    /// replaces the previous ones; until they arrive it refuses every inspected connection.
+    /// Never logged: `Debug` shows the certificate and the names, not the key or the values.
+    #[serde(rename = "proxysecrets")]
+    ProxySecrets(ProxySecrets),
+}
+
+/// See [`Request::ProxySecrets`].
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProxySecrets {
+    /// The session CA's certificate, PEM.
+    pub ca_cert_pem: String,
+    /// Its PKCS#8 private key, PEM.
+    pub ca_key_pem: String,
+    /// `(credential name, real value)`, names as in `GuardConfig.http.credentials`.
+    #[serde(default)]
+    pub credentials: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ProxySecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.credentials.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("ProxySecrets")
+            .field("ca_cert_pem", &self.ca_cert_pem)
+            .field("ca_key_pem", &"<hidden>")
+            .field("credentials", &names)
+            .finish()
+    }
 }
 
 /// How the guard's error begins when its socket in the host's folder does not serve the peer
@@ -72,4 +103,30 @@ pub struct SetElement {
 pub struct Counter {
     pub packets: u64,
     pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxy_secrets_round_trip_and_their_debug_hides_key_and_values() {
+        let request = Request::ProxySecrets(ProxySecrets {
+            ca_cert_pem: "-----BEGIN CERTIFICATE-----".into(),
+            ca_key_pem: "-----BEGIN PRIVATE KEY-----KEYBYTES".into(),
+            credentials: vec![("anthropic".into(), "sk-ant-REALVALUE".into())],
+        });
+        let text = serde_json::to_string(&request).unwrap();
+        assert!(text.starts_with(r#"{"op":"proxysecrets","#), "{text}");
+        assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), request);
+        let shown = format!("{request:?}");
+        assert!(
+            !shown.contains("KEYBYTES") && !shown.contains("REALVALUE"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("anthropic") && shown.contains("<hidden>"),
+            "{shown}"
+        );
+    }
 }

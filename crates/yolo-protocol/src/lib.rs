@@ -99,6 +99,14 @@ pub struct GuardConfig {
     /// credentials it swaps in. A config without it inspects nothing.
     #[serde(default, skip_serializing_if = "http::HttpConfig::is_empty")]
     pub http: http::HttpConfig,
+    /// The certificates the proxy trusts on its own connections to the inspected hosts, as
+    /// one PEM text: the host's trusted roots plus the user's `extra_ca`, which the CLI reads
+    /// and puts here (in the config rather than a file, so the guard needs no further mount
+    /// and a restarted guard has them at once; they are public). Only these: the agent's trust
+    /// store plays no part, and a host whose certificate they do not verify is refused.
+    /// `None` with a non-empty `http`: the guard does not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_roots_pem: Option<String>,
     /// The namespace's default route, which the guard reads at its start (never from the
     /// file): on its interface, published ports are accepted from the gateway alone, so another
     /// container on the same bridge (another project's guard, where the guards share one:

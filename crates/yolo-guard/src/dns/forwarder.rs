@@ -51,6 +51,9 @@ pub trait Policy: Send + Sync + 'static {
     fn entry(&self, _name: &str) -> Option<String> {
         None
     }
+    /// The guard answered `name` with `addrs`, valid until `expires` (called for every
+    /// answer with addresses, after `allow`, before the answer goes out).
+    fn answered(&self, _name: &str, _addrs: &[IpAddr], _expires: Instant) {}
     /// Why `allow` failed (the guard's: the firewall's error); the forwarder logs it in a
     /// `set_update_failed` record and answers SERVFAIL.
     type Error: std::error::Error + Send + 'static;
@@ -522,6 +525,7 @@ impl<P: Policy> Forwarder<P> {
             self.resolved.pushed(&stale, timeout, now);
         }
         self.resolved.record(name, addrs, now + timeout);
+        self.policy.answered(name, addrs, now + timeout);
         Ok(())
     }
 

@@ -475,6 +475,23 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
             accept(),
         ]);
     }
+    // The agent's connections the `redirect` chain sent to the proxy: their destination is
+    // loopback now, but `oif` still names the interface of the original route (the output
+    // hook keeps the device it was called with when NAT reroutes), so `oif lo` below misses
+    // them. A packet to a loopback address cannot leave the namespace, whichever rule takes it.
+    let proxy_ports = Expression::Named(NamedExpression::Set(
+        INSPECTED_PORTS
+            .iter()
+            .map(|(_, p)| SetItem::Element(Expression::Number(u32::from(*p))))
+            .collect(),
+    ));
+    for (ip, loopback) in [("ip", "127.0.0.1"), ("ip6", "::1")] {
+        rules.push(vec![
+            is(payload(ip, "daddr"), s(loopback)),
+            is(payload("tcp", "dport"), proxy_ports.clone()),
+            accept(),
+        ]);
+    }
     rules.extend([
         vec![is(meta(MetaKey::Oif), s("lo")), accept()],
         vec![established(), accept()],
@@ -885,9 +902,9 @@ pub fn add_addresses(addrs: &[(IpAddr, Ports)], timeout_secs: u64) -> Nftables<'
 }
 
 /// Mark resolved addresses of inspected names as inspected for `timeout_secs`: add, delete,
-/// add with the timeout, as [`add_addresses`] does (a refresh on every kernel). Used by the
-/// proxy's tests; the DNS path takes it once the guard starts the proxy.
-#[cfg_attr(not(test), allow(dead_code))]
+/// add with the timeout, as [`add_addresses`] does (a refresh on every kernel). The proxy's
+/// tests use it; the DNS path adds the same elements over netlink (`setelem`).
+#[cfg(test)]
 pub fn add_inspected(addrs: &[IpAddr], timeout_secs: u64) -> Nftables<'static> {
     let timeout = timeout_secs.clamp(1, MAX_TIMEOUT_SECS) as u32;
     let mut batch = Batch::new();
@@ -1280,7 +1297,7 @@ mod tests {
     }
 
     #[test]
-    fn no_rule_names_an_address_besides_docker_dns() {
+    fn no_rule_names_an_address_besides_docker_dns_and_loopback() {
         // Gateways, private ranges, link-local and other containers are reachable only through
         // the allowlist's sets, never through a literal in a rule.
         for mode in [NetworkMode::Firewall, NetworkMode::Open, NetworkMode::None] {
@@ -1294,8 +1311,12 @@ mod tests {
                     .iter()
                     .filter(|s| s.split('/').next().unwrap().parse::<IpAddr>().is_ok())
                     .collect();
+                // Loopback's own addresses (the proxy's redirected connections) lead nowhere
+                // outside the namespace.
                 assert!(
-                    addrs.iter().all(|a| *a == "127.0.0.11"),
+                    addrs
+                        .iter()
+                        .all(|a| ["127.0.0.11", "127.0.0.1", "::1"].contains(&a.as_str())),
                     "{mode:?} {addrs:?}"
                 );
             }

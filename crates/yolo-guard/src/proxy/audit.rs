@@ -2,10 +2,11 @@
 //! the network events): each request an `http` event, a stand-in sent where it may not go a
 //! `credential_misuse` event as well, and a connection refused before any HTTP (not
 //! redirected, an address no inspected name has, an SNI the guard never answered with that
-//! address) a `blocked` event for its destination.
+//! address, the session's secrets not there yet) a `blocked` event for its destination and a
+//! `guard` event `proxy_refused` that says why.
 
 use super::serve::{Exchange, Record, Refused};
-use crate::audit::events::Events;
+use crate::audit::events::{guard_event, Events};
 use yolo_protocol::event::EventKind;
 
 impl Record for Events {
@@ -22,6 +23,21 @@ impl Record for Events {
     }
 
     fn refused(&self, refused: Refused) {
+        self.emit(guard_event(
+            "proxy_refused",
+            [
+                (
+                    "dst",
+                    refused
+                        .destination
+                        .map(|d| d.to_string())
+                        .unwrap_or_default()
+                        .into(),
+                ),
+                ("name", refused.name.clone().into()),
+                ("reason", refused.reason.clone().into()),
+            ],
+        ));
         self.emit(EventKind::Blocked {
             proto: "tcp".into(),
             dst: refused

@@ -8,7 +8,7 @@
 //! optional `shallow <oid>` list, the commands `<old-oid> <new-oid> <ref>\0<capabilities>` then
 //! `<old-oid> <new-oid> <ref>`, a flush-pkt `0000`, then the pack.
 
-use super::rules::Refusal;
+use super::refusal::Refusal;
 use yolo_protocol::http::GitPush;
 
 /// Which step of a push a request is, and to which repository (`/owner/repo`, no `.git`).
@@ -171,6 +171,26 @@ pub(crate) fn check_commands(pkt_lines: &[u8], push: &GitPush) -> Result<(), Ref
         return Err(refuse("the push request holds no commands".into()));
     }
     Ok(())
+}
+
+/// Whether `body` (the start of a receive-pack request) holds its commands whole: up to the
+/// flush-pkt, or far enough to see it is not pkt-lines (which [`check_commands`] refuses).
+pub(crate) fn commands_complete(body: &[u8]) -> bool {
+    let mut at = 0;
+    loop {
+        let Some(len) = body.get(at..at + 4) else {
+            return false;
+        };
+        let len = std::str::from_utf8(len)
+            .ok()
+            .and_then(|h| usize::from_str_radix(h, 16).ok());
+        match len {
+            Some(0) => return true,
+            Some(n) if n >= 4 => at += n,
+            // Not a pkt-line length: nothing more to wait for.
+            _ => return true,
+        }
+    }
 }
 
 /// A SHA-1 or SHA-256 object name in lowercase hex.

@@ -7,6 +7,7 @@
 //!
 //! - `rules`: the decision over one request's head (forward, swap a credential, check a push
 //!   first, or refuse with a 403 body). Pure.
+//! - `refusal`: why a request is refused, and the 403's body (shared by `rules` and `git`).
 //! - `git`: git smart HTTP: which requests are pushes, and the receive-pack commands' refs.
 //! - `credentials`: the real values, in memory only.
 //! - `audit`: the proxy's records as `http`, `credential_misuse` and `blocked` events;
@@ -18,9 +19,10 @@ pub(crate) mod audit;
 pub(crate) mod credentials;
 pub(crate) mod git;
 pub(crate) mod names;
+pub(crate) mod refusal;
 pub(crate) mod rules;
 pub(crate) mod serve;
 pub(crate) mod tls;
 
 #[cfg(test)]
-mod proxy_tests;
+pub(crate) mod proxy_tests;

@@ -6,15 +6,14 @@
 //! Clients trust the session CA only.
 
 use super::names::Inspected;
-use super::serve::{Exchange, Head, Proxy, Record, Refused, Rules, Verdict};
-use super::tls::{SessionCa, Upstream};
+use super::serve::{Exchange, Proxy, Record, Refused};
+use super::tls::Upstream;
 use crate::firewall::batches::{Batches, Ruleset};
 use crate::firewall::{ruleset, sets};
 use crate::testing::{firewall_config, in_netns};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
@@ -39,13 +38,13 @@ const PROXY_PLAIN: u16 = ruleset::PROXY_PORT_HTTP;
 const MARK: u32 = yolo_protocol::GUARD_MARK;
 type TestBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
 
-struct Ca {
-    issuer: Issuer<'static, KeyPair>,
-    pem: String,
-    key_pem: String,
+pub(crate) struct Ca {
+    pub(crate) issuer: Issuer<'static, KeyPair>,
+    pub(crate) pem: String,
+    pub(crate) key_pem: String,
 }
 
-fn ca(name: &str) -> Ca {
+pub(crate) fn ca(name: &str) -> Ca {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.distinguished_name.push(DnType::CommonName, name);
@@ -79,28 +78,27 @@ impl Record for Log {
     }
 }
 
-/// Rules for the transport's tests: DELETE refused, everything else forwarded with the
-/// credential's header set.
-struct TestRules;
+/// The stand-in the test clients hold, and the real value the host must see in its place.
+const STAND_IN: &str = "stand-in-0123456789abcdef";
+const REAL: &str = "the-real-value";
 
-impl Rules for TestRules {
-    fn decide(&self, head: &Head<'_>) -> Verdict {
-        if head.method == hyper::Method::DELETE {
-            return Verdict::Refuse {
-                status: StatusCode::FORBIDDEN,
-                rule: "test:no-delete".into(),
-                body: "refused by test:no-delete\n".into(),
-                misuse: None,
-            };
-        }
-        Verdict::Forward {
-            rule: "test:all".into(),
-            set: vec![(
-                HeaderName::from_static("x-api-key"),
-                HeaderValue::from_static("the-real-value"),
-            )],
-            credential: Some("example".into()),
-        }
+/// The rules for the transport's tests: the credential `example` for both names, swapped in
+/// `x-api-key`; on HOST, every method but DELETE.
+fn http_config() -> yolo_protocol::http::HttpConfig {
+    serde_json::from_value(serde_json::json!({
+        "hosts": [{"host": HOST, "allow": ["GET /**", "POST /**", "PUT /**"]}],
+        "credentials": [{"name": "example", "hosts": [HOST, OTHER], "header": "x-api-key",
+                         "stand_in": STAND_IN}],
+    }))
+    .unwrap()
+}
+
+/// The session's secrets as `yolo up` sends them.
+fn secrets(session_ca: &Ca) -> yolo_protocol::control::ProxySecrets {
+    yolo_protocol::control::ProxySecrets {
+        ca_cert_pem: session_ca.pem.clone(),
+        ca_key_pem: session_ca.key_pem.clone(),
+        credentials: vec![("example".into(), REAL.into())],
     }
 }
 
@@ -261,14 +259,14 @@ async fn setup(upstream_trusts_host: bool) -> Setup {
     names.record(HOST, &[addr], until);
     names.record(OTHER, &[addr], until);
     let log = Arc::new(Log::default());
-    let proxy = Arc::new(Proxy {
-        ca: SessionCa::from_pem(&session_ca.pem, &session_ca.key_pem).unwrap(),
-        upstream: Upstream::from_pem(&[trusted.as_bytes()]).unwrap(),
+    let proxy = Arc::new(Proxy::new(
+        http_config(),
+        Upstream::from_pem(&[trusted.as_bytes()]).unwrap(),
         names,
-        rules: Arc::new(TestRules),
-        record: log.clone(),
-        mark: Some(MARK),
-    });
+        log.clone(),
+        Some(MARK),
+    ));
+    proxy.arm(secrets(&session_ca)).unwrap();
     let tls = TcpListener::bind(("127.0.0.1", PROXY_TLS)).await.unwrap();
     let plain = TcpListener::bind(("127.0.0.1", PROXY_PLAIN)).await.unwrap();
     tokio::spawn(Arc::clone(&proxy).serve_tls(tls));
@@ -281,7 +279,7 @@ async fn setup(upstream_trusts_host: bool) -> Setup {
 }
 
 /// A TLS client trusting only `ca`, connected to `addr` with `sni` and `alpn`.
-async fn tls_client(
+pub(crate) async fn tls_client(
     ca: &Ca,
     addr: SocketAddr,
     sni: &str,
@@ -314,9 +312,11 @@ fn host_addr(port: u16) -> SocketAddr {
     SocketAddr::new(HOST_ADDR.parse().unwrap(), port)
 }
 
+/// A GET as the agent sends it: with the stand-in of `example`.
 fn get(path: &str, host: &str) -> Request<Empty<Bytes>> {
     Request::get(path)
         .header("host", host)
+        .header("x-api-key", STAND_IN)
         .body(Empty::new())
         .unwrap()
 }
@@ -426,6 +426,7 @@ fn http2_is_negotiated_on_both_sides() {
                     .unwrap();
             tokio::spawn(conn);
             let request = Request::get(format!("https://{HOST}/h2"))
+                .header("x-api-key", STAND_IN)
                 .body(Empty::<Bytes>::new())
                 .unwrap();
             let response = sender.send_request(request).await.unwrap();
@@ -633,7 +634,11 @@ fn a_split_client_hello_is_read_whole_and_connect_and_refusals_stay_here() {
     assert!(seen.contains("path=/split"), "{seen}");
     assert_eq!(connect, StatusCode::FORBIDDEN);
     assert_eq!(delete.0, StatusCode::FORBIDDEN);
-    assert!(delete.1.contains("test:no-delete"), "{}", delete.1);
+    assert!(
+        delete.1.contains(&format!("rule: http.\"{HOST}\".allow")),
+        "{}",
+        delete.1
+    );
 }
 
 /// Port 80: the same path without TLS; the Host header must be a name the guard answered
@@ -700,4 +705,52 @@ impl tokio::io::AsyncWrite for Trickle {
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
+}
+
+/// Fail closed: until the session's secrets arrive, an inspected connection gets no TLS and no
+/// request through, and the refusal says why; once they arrive, the same request passes.
+#[test]
+fn without_the_sessions_secrets_every_inspected_connection_is_refused() {
+    let Some((before, refused, after)) = in_proxy_netns("proxy-unarmed", || {
+        Box::pin(async {
+            let host_ca = ca("test host CA");
+            start_host(&host_ca, Arc::new(Notify::new())).await;
+            let session_ca = ca("yolo session CA");
+            let names = Arc::new(Inspected::default());
+            let until = Instant::now() + Duration::from_secs(300);
+            names.record(HOST, &[HOST_ADDR.parse().unwrap()], until);
+            let log = Arc::new(Log::default());
+            let proxy = Arc::new(Proxy::new(
+                http_config(),
+                Upstream::from_pem(&[host_ca.pem.as_bytes()]).unwrap(),
+                names,
+                log.clone(),
+                Some(MARK),
+            ));
+            let tls = TcpListener::bind(("127.0.0.1", PROXY_TLS)).await.unwrap();
+            tokio::spawn(Arc::clone(&proxy).serve_tls(tls));
+            let before = tls_client(&session_ca, host_addr(443), HOST, &[b"http/1.1"])
+                .await
+                .map(|_| ());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let refused = log.refused.lock().unwrap().clone();
+            proxy.arm(secrets(&session_ca)).unwrap();
+            let tls = tls_client(&session_ca, host_addr(443), HOST, &[b"http/1.1"])
+                .await
+                .unwrap();
+            let mut sender = h1_sender(tls).await;
+            let after = text(sender.send_request(get("/armed", HOST)).await.unwrap()).await;
+            (before, refused, after)
+        })
+    }) else {
+        return;
+    };
+    assert!(before.is_err(), "no TLS before the secrets");
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.reason.contains("secrets are missing")),
+        "{refused:?}"
+    );
+    assert!(after.contains("path=/armed key=the-real-value"), "{after}");
 }

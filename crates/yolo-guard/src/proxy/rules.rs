@@ -21,6 +21,7 @@
 
 use super::credentials::{Secret, Secrets};
 use super::git::{self, PushStep};
+use super::refusal::Refusal;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_ENCODING};
@@ -73,28 +74,6 @@ impl std::fmt::Debug for Swap {
     }
 }
 
-/// Why a request is refused: the proxy answers 403 with [`Refusal::body`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
-    /// The config entry that decided (`http."api.example.test".allow`, `credentials.NAME`).
-    pub rule: String,
-    pub reason: String,
-    /// `credential_misuse`: the credential whose stand-in went where it may not.
-    pub misuse: Option<String>,
-    /// What the user could run or change to let such a request through.
-    pub allow_hint: String,
-}
-
-impl Refusal {
-    /// The 403's body: short text an agent can pass on to its user.
-    pub fn body(&self) -> String {
-        format!(
-            "Refused by yolo's guard.\nrule: {}\nreason: {}\nto allow it: {}\n",
-            self.rule, self.reason, self.allow_hint
-        )
-    }
-}
-
 /// A credential with its real value (`None`: the guard has not been given it yet).
 struct Credential {
     spec: CredentialSpec,
@@ -104,7 +83,6 @@ struct Credential {
 
 /// The rules of the session's inspected hosts, with the real credential values.
 pub(crate) struct Policy {
-    inspect_all: bool,
     hosts: Vec<HostRules>,
     credentials: Vec<Credential>,
 }
@@ -126,19 +104,9 @@ impl Policy {
             })
             .collect();
         Policy {
-            inspect_all: cfg.inspect_all,
             hosts: cfg.hosts.clone(),
             credentials,
         }
-    }
-
-    pub fn inspects(&self, host: &str) -> bool {
-        let cfg = HttpConfig {
-            inspect_all: self.inspect_all,
-            hosts: self.hosts.clone(),
-            credentials: self.credentials.iter().map(|c| c.spec.clone()).collect(),
-        };
-        cfg.inspects(host)
     }
 
     pub fn decide(&self, req: &RequestHead) -> Decision {
@@ -514,7 +482,7 @@ mod tests {
     const GH_STAND_IN: &str = "ghp_StandInStandInStandInStandIn0000";
     const GH_REAL: &str = "ghp_RealRealRealRealRealRealRealRe00";
 
-    fn policy() -> Policy {
+    fn config() -> HttpConfig {
         let cfg: HttpConfig = serde_json::from_value(serde_json::json!({
             "hosts": [
                 {"host": "github.com", "allow": ["* /**"], "git_push": {"repository": "/o/r"}},
@@ -531,6 +499,11 @@ mod tests {
             ],
         }))
         .unwrap();
+        cfg
+    }
+
+    fn policy() -> Policy {
+        let cfg = config();
         let mut secrets = Secrets::default();
         secrets.insert("anthropic", KEY_REAL.into());
         secrets.insert("github", GH_REAL.into());
@@ -916,12 +889,12 @@ mod tests {
         assert!(matches!(req.decide_with(&policy), Decision::Forward { .. }));
         let req = Req::new("POST", "github.com", "/evil/x.git/git-receive-pack");
         assert!(matches!(req.decide_with(&policy), Decision::Forward { .. }));
-        assert!(policy.inspects("pypi.org"));
+        assert!(cfg.inspects("pypi.org"));
     }
 
     #[test]
     fn inspected_hosts_follow_the_config() {
-        let policy = policy();
+        let policy = config();
         for host in [
             "github.com",
             "api.github.com",

@@ -9,7 +9,10 @@
 //! it reaches this code, and the upstream request is written anew by hyper from the parsed
 //! head (never the agent's bytes), so the host sees exactly what the rules judged.
 
+use super::credentials::Secrets;
+use super::git;
 use super::names::{normalize, Inspected};
+use super::rules::{Decision, Policy, RequestHead, Swap};
 use super::tls::{SessionCa, Upstream, ALPN_H2};
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -18,16 +21,20 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
+use yolo_protocol::control::ProxySecrets;
+use yolo_protocol::http::HttpConfig;
+use zeroize::Zeroize;
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
@@ -35,39 +42,15 @@ pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
 /// How long a client may take to send its ClientHello, and the proxy to reach the host.
 const HANDSHAKE: Duration = Duration::from_secs(15);
 
-/// What the rules say of one request (the transport's view of `rules::Decision`).
-#[derive(Debug, Clone)]
-pub(crate) enum Verdict {
-    /// Forward, with `set` headers put in place (a credential's real value), crediting `rule`.
-    Forward {
-        rule: String,
-        set: Vec<(HeaderName, HeaderValue)>,
-        credential: Option<String>,
-    },
-    /// Answer `status` with `body` and forward nothing.
-    Refuse {
-        status: StatusCode,
-        rule: String,
-        body: String,
-        /// A credential's stand-in sent where it does not belong (`credential_misuse`).
-        misuse: Option<String>,
-    },
-}
+/// How much of a push's body the proxy holds back to read its commands (up to the flush-pkt
+/// that ends them) before anything goes upstream. Real pushes' commands take a few hundred
+/// bytes per ref; a request whose commands do not end within this is refused, never
+/// forwarded unread.
+pub(crate) const PUSH_COMMANDS_CAP: usize = 64 * 1024;
 
-/// The head of a request as the rules see it: the host is the SNI name (or the Host header on
-/// port 80), checked against the original address before the rules are asked.
-#[derive(Debug, Clone)]
-pub(crate) struct Head<'a> {
-    pub(crate) method: &'a Method,
-    pub(crate) host: &'a str,
-    pub(crate) path: &'a str,
-    pub(crate) headers: &'a HeaderMap,
-}
-
-/// The rules, as the transport asks them.
-pub(crate) trait Rules: Send + Sync + 'static {
-    fn decide(&self, head: &Head<'_>) -> Verdict;
-}
+/// Why every inspected connection is refused until `yolo up`/`run` sent the session's secrets.
+pub(crate) const NO_SECRETS: &str =
+    "the session's secrets are missing: the guard has no session CA or credentials yet (`yolo up` sends them)";
 
 /// One request's record, for the audit log (`http` events): written when its response body
 /// ends or is dropped.
@@ -101,11 +84,20 @@ pub(crate) trait Record: Send + Sync + 'static {
     fn refused(&self, refused: Refused);
 }
 
-pub(crate) struct Proxy {
+/// What the proxy gets from the session after the start (the `proxysecrets` control
+/// request): the CA that signs its leaves, and the rules with the real credential values.
+pub(crate) struct Armed {
     pub(crate) ca: SessionCa,
+    pub(crate) policy: Policy,
+}
+
+pub(crate) struct Proxy {
+    /// The session's HTTP rules, as the guard's config has them.
+    pub(crate) config: HttpConfig,
+    /// `None` until the secrets arrive: every inspected connection is refused ([`NO_SECRETS`]).
+    pub(crate) armed: RwLock<Option<Arc<Armed>>>,
     pub(crate) upstream: Upstream,
     pub(crate) names: Arc<Inspected>,
-    pub(crate) rules: Arc<dyn Rules>,
     pub(crate) record: Arc<dyn Record>,
     /// SO_MARK of the proxy's upstream sockets: the ruleset lets them out and does not
     /// redirect them back.
@@ -113,6 +105,46 @@ pub(crate) struct Proxy {
 }
 
 impl Proxy {
+    /// A proxy for `config` that refuses everything until [`Proxy::arm`].
+    pub(crate) fn new(
+        config: HttpConfig,
+        upstream: Upstream,
+        names: Arc<Inspected>,
+        record: Arc<dyn Record>,
+        mark: Option<u32>,
+    ) -> Proxy {
+        Proxy {
+            config,
+            armed: RwLock::new(None),
+            upstream,
+            names,
+            record,
+            mark,
+        }
+    }
+
+    /// Take the session's secrets, in place of any earlier ones (dropped and wiped); the
+    /// request's own copies of the key and the values are wiped here as well.
+    pub(crate) fn arm(&self, mut secrets: ProxySecrets) -> Result<(), String> {
+        let ca = SessionCa::from_pem(&secrets.ca_cert_pem, &secrets.ca_key_pem);
+        secrets.ca_key_pem.zeroize();
+        let mut values = Secrets::default();
+        for (name, value) in &mut secrets.credentials {
+            values.insert(name, std::mem::take(value));
+            value.zeroize();
+        }
+        let armed = Armed {
+            ca: ca?,
+            policy: Policy::new(&self.config, &values),
+        };
+        *self.armed.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(armed));
+        Ok(())
+    }
+
+    fn armed(&self) -> Option<Arc<Armed>> {
+        self.armed.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Serve TLS (what was going to port 443) on `listener` until the task is dropped.
     pub(crate) async fn serve_tls(self: Arc<Self>, listener: TcpListener) {
         self.serve(listener, true).await
@@ -156,6 +188,11 @@ impl Proxy {
             name: name.map(str::to_string),
             reason,
         };
+        // Fail closed: without the session's CA there is no TLS to offer, and without its
+        // credentials no request the rules could judge as the user configured them.
+        let Some(armed) = self.armed() else {
+            return Err(refuse(None, NO_SECRETS.into()));
+        };
         if !tls {
             let conn = Arc::new(Conn {
                 proxy: Arc::clone(self),
@@ -185,7 +222,7 @@ impl Proxy {
                 ),
             ));
         }
-        let config = self
+        let config = armed
             .ca
             .server_config(&sni)
             .map_err(|e| refuse(Some(&sni), e))?;
@@ -262,7 +299,7 @@ struct Conn {
 }
 
 impl Conn {
-    async fn handle(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
+    async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
         let method = req.method().clone();
         let path = req.uri().path().to_string();
@@ -296,44 +333,74 @@ impl Conn {
                 started,
             );
         }
-        let verdict = self.proxy.rules.decide(&Head {
-            method: &method,
+        // The rules of now: secrets sent again apply to the next request.
+        let Some(armed) = self.proxy.armed() else {
+            exchange.rule = "secrets".into();
+            return self.answer(
+                exchange,
+                StatusCode::FORBIDDEN,
+                format!("yolo: refused: {NO_SECRETS}\n"),
+                started,
+            );
+        };
+        let decision = armed.policy.decide(&RequestHead {
             host: &host,
-            path: &path,
+            port: self.destination.port(),
+            method: &method,
+            path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
             headers: req.headers(),
         });
-        let set = match verdict {
-            Verdict::Refuse {
-                status,
-                rule,
-                body,
-                misuse,
-            } => {
-                exchange.rule = rule;
-                exchange.misuse = misuse;
-                return self.answer(exchange, status, body, started);
+        let (swap, push) = match decision {
+            Decision::Refuse(refusal) => {
+                exchange.rule = refusal.rule.clone();
+                exchange.misuse = refusal.misuse.clone();
+                return self.answer(exchange, StatusCode::FORBIDDEN, refusal.body(), started);
             }
-            Verdict::Forward {
-                rule,
-                set,
-                credential,
-            } => {
+            Decision::Forward { rule, swap } => {
                 exchange.rule = rule;
-                exchange.credential = credential;
-                set
+                (swap, None)
+            }
+            Decision::CheckPush { rule, swap, push } => {
+                exchange.rule = rule;
+                (swap, Some(push))
             }
         };
+        exchange.credential = swap.as_ref().map(|s| s.credential.clone());
+        let (req, held) = match push {
+            None => (req, VecDeque::new()),
+            Some(push) => match hold_push_commands(req).await {
+                Ok((req, held, commands)) => {
+                    if let Err(refusal) = git::check_commands(&commands, &push) {
+                        exchange.rule = refusal.rule.clone();
+                        return self.answer(
+                            exchange,
+                            StatusCode::FORBIDDEN,
+                            refusal.body(),
+                            started,
+                        );
+                    }
+                    (req, held)
+                }
+                Err((status, why)) => {
+                    return self.answer(exchange, status, why, started);
+                }
+            },
+        };
+        let mut req = req;
         let upgrade =
             req.version() == Version::HTTP_11 && req.headers().contains_key(header::UPGRADE);
         let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers, upgrade);
-        for (name, value) in set {
-            parts.headers.insert(name, value);
+        if let Some(Swap { header, value, .. }) = swap {
+            // `insert` replaces every copy of the header: the host sees the real value once.
+            let mut value = value;
+            value.set_sensitive(true);
+            parts.headers.insert(header, value);
         }
         let tally = Arc::new(Tally::default());
         let body = Counted {
-            inner: body,
+            inner: Held { held, inner: body },
             count: Arc::clone(&tally),
             up: true,
         }
@@ -552,6 +619,84 @@ impl Conn {
             return Ok(Sender::H2(sender));
         }
         h1(tls).await
+    }
+}
+
+/// Reads a push's body up to the end of its commands (the flush-pkt), at most
+/// [`PUSH_COMMANDS_CAP`] bytes: the request with the rest of its body, the frames read (to be
+/// sent first), and their data, which the commands are at the start of.
+async fn hold_push_commands(
+    req: Request<Incoming>,
+) -> Result<(Request<Incoming>, VecDeque<Frame<Bytes>>, Vec<u8>), (StatusCode, String)> {
+    let (parts, mut body) = req.into_parts();
+    let mut held = VecDeque::new();
+    let mut data = Vec::new();
+    while !git::commands_complete(&data) {
+        if data.len() > PUSH_COMMANDS_CAP {
+            return Err((
+                StatusCode::FORBIDDEN,
+                format!(
+                    "yolo: refused: the push's commands do not end within {PUSH_COMMANDS_CAP} bytes, which the guard reads before forwarding\n"
+                ),
+            ));
+        }
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Some(bytes) = frame.data_ref() {
+                    data.extend_from_slice(bytes);
+                }
+                held.push_back(frame);
+            }
+            // The body ended (check_commands refuses what it cannot read whole).
+            None => break,
+            Some(Err(e)) => {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    format!("yolo: the push's body could not be read: {e}\n"),
+                ))
+            }
+        }
+    }
+    Ok((Request::from_parts(parts, body), held, data))
+}
+
+/// A request body whose first frames were read already: those, then the rest as it comes.
+struct Held<B> {
+    held: VecDeque<Frame<Bytes>>,
+    inner: B,
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Held<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        if let Some(frame) = self.held.pop_front() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.held.is_empty() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let held: u64 = self
+            .held
+            .iter()
+            .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+            .sum();
+        let inner = self.inner.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower() + held);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + held);
+        }
+        hint
     }
 }
 

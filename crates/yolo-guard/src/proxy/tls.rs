@@ -10,7 +10,6 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// Leaf configurations kept at once; past it the cache starts over (an agent that asks for
@@ -91,19 +90,9 @@ pub(crate) struct Upstream {
 }
 
 impl Upstream {
-    /// Trust exactly the certificates in `bundles` (PEM files: the system's roots, the user's
+    /// Trust exactly the certificates in `pems` (PEM texts: the system's roots, the user's
     /// extra CAs). An empty result is an error: a proxy that trusts nothing refuses every
     /// host, which is a configuration mistake to say at the start, not per request.
-    pub(crate) fn from_pem_files(bundles: &[&Path]) -> Result<Upstream, String> {
-        let mut pems = Vec::new();
-        for path in bundles {
-            let text = std::fs::read(path)
-                .map_err(|e| format!("cannot read the CA bundle {}: {e}", path.display()))?;
-            pems.push(text);
-        }
-        Upstream::from_pem(&pems.iter().map(Vec::as_slice).collect::<Vec<_>>())
-    }
-
     pub(crate) fn from_pem(pems: &[&[u8]]) -> Result<Upstream, String> {
         let mut roots = RootCertStore::empty();
         for pem in pems {

@@ -39,6 +39,9 @@ pub enum Cause {
     /// A listen address of the guard's own that does not parse.
     #[error(transparent)]
     Address(#[from] std::net::AddrParseError),
+    /// The HTTP proxy's configuration (its trusted roots), as the TLS library read it.
+    #[error("{0}")]
+    Proxy(String),
     /// A condition the guard refuses to start under, and why.
     #[error("{0}")]
     Refused(&'static str),

@@ -1,6 +1,10 @@
 //! The running guard's state, shared by DNS and the control socket: the live allowlist, the
-//! batches that enforce it, and what DNS taught the guard. As DNS's [`Policy`] it decides what a
-//! name may reach and opens the answer's addresses in the dynamic sets.
+//! batches that enforce it, what DNS taught the guard, and the HTTP proxy. As DNS's [`Policy`]
+//! it decides what a name may reach and opens the answer's addresses in the dynamic sets: an
+//! inspected name's (one the proxy takes: a credential's host, one with method/path rules, any
+//! with `inspect_all`) go to the inspected sets, whose 443 and 80 the ruleset sends to the
+//! proxy, and to the allow sets only with the ports an allow entry names (`host:22`), never
+//! with all ports.
 
 use crate::audit::events::{guard_event, Events};
 use crate::dns::names::Resolved;
@@ -8,8 +12,11 @@ use crate::dns::{BoxFuture, Policy};
 use crate::firewall;
 use crate::firewall::batches::Batches;
 use crate::firewall::netlink::setelem;
+use crate::proxy::names::Inspected;
+use crate::proxy::serve::Proxy;
 use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 use yolo_protocol::allowlist::{is_internal_address, Allowlist, Ports};
 use yolo_protocol::NetworkMode;
 
@@ -19,22 +26,56 @@ pub(crate) struct Guard<B> {
     pub(crate) allow_internal_answers: bool,
     pub(crate) allowlist: RwLock<Allowlist>,
     pub(crate) batches: Arc<B>,
-    pub(crate) resolved: Arc<Resolved<Ports>>,
+    pub(crate) resolved: Arc<Resolved<Grant>>,
     pub(crate) events: Arc<Events>,
+    /// The HTTP proxy, when the config inspects anything (`GuardConfig::http`).
+    pub(crate) proxy: Option<Arc<Proxy>>,
+    /// Which inspected names DNS answered with which addresses (the proxy's binding check).
+    pub(crate) inspected: Arc<Inspected>,
+}
+
+/// What an allowed name's answer opens.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Grant {
+    /// The ports in the allow sets; `None`: none (an inspected name without an allow entry
+    /// that names ports).
+    pub(crate) ports: Option<Ports>,
+    /// The addresses go to the inspected sets: 443 and 80 to the proxy.
+    pub(crate) inspect: bool,
+}
+
+impl Grant {
+    /// All that `ports` opens, for a name the proxy does not inspect.
+    pub(crate) fn open(ports: Ports) -> Grant {
+        Grant {
+            ports: Some(ports),
+            inspect: false,
+        }
+    }
 }
 
 impl<B: Batches> Policy for Guard<B> {
-    type Grant = Ports;
+    type Grant = Grant;
 
-    fn decide(&self, name: &str) -> Option<Ports> {
-        match self.mode {
-            NetworkMode::Firewall => self
-                .allowlist
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .lookup(name),
-            NetworkMode::Open => Some(Ports::Any),
-            NetworkMode::None => None,
+    fn decide(&self, name: &str) -> Option<Grant> {
+        let ports = self.ports(name)?;
+        if !self.inspects(name) {
+            return Some(Grant::open(ports));
+        }
+        Some(Grant {
+            // All ports would let the agent past the proxy on any port but 443 and 80; the
+            // ports an entry names (`host:22`) stay open as the user asked.
+            ports: match ports {
+                Ports::Any => None,
+                only => Some(only),
+            },
+            inspect: true,
+        })
+    }
+
+    fn answered(&self, name: &str, addrs: &[IpAddr], expires: Instant) {
+        if self.inspects(name) {
+            self.inspected.record(name, addrs, expires);
         }
     }
 
@@ -50,7 +91,7 @@ impl<B: Batches> Policy for Guard<B> {
     /// The forwarder's side of [`Guard::open`].
     fn allow(
         &self,
-        elements: Vec<(IpAddr, Ports)>,
+        elements: Vec<(IpAddr, Grant)>,
         timeout_secs: u64,
     ) -> BoxFuture<std::result::Result<(), firewall::Error>> {
         self.open(elements, timeout_secs)
@@ -58,14 +99,35 @@ impl<B: Batches> Policy for Guard<B> {
 }
 
 impl<B: Batches> Guard<B> {
+    /// The ports the allowlist gives `name` (`None`: refused), whether or not it is inspected.
+    pub(crate) fn ports(&self, name: &str) -> Option<Ports> {
+        match self.mode {
+            NetworkMode::Firewall => self
+                .allowlist
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .lookup(name),
+            NetworkMode::Open => Some(Ports::Any),
+            NetworkMode::None => None,
+        }
+    }
+
+    /// Whether the proxy takes `name`'s connections (none without a proxy).
+    pub(crate) fn inspects(&self, name: &str) -> bool {
+        self.proxy
+            .as_ref()
+            .is_some_and(|proxy| proxy.config.inspects(name))
+    }
+
     /// Make `elements` (an allowed name's answer) reachable for `timeout_secs`, but for the
-    /// internal addresses.
+    /// internal addresses: the allow sets in `firewall` mode (`open` lets everything out
+    /// anyway), the inspected sets in both.
     pub(crate) fn open(
         &self,
-        elements: Vec<(IpAddr, Ports)>,
+        elements: Vec<(IpAddr, Grant)>,
         timeout_secs: u64,
     ) -> BoxFuture<std::result::Result<(), firewall::Error>> {
-        if self.mode != NetworkMode::Firewall {
+        if self.mode == NetworkMode::None {
             return Box::pin(async { Ok(()) });
         }
         // An allowed name resolving to a private, loopback or link-local address is DNS
@@ -86,7 +148,22 @@ impl<B: Batches> Guard<B> {
         // Over netlink, one batch per answer: no `nft` process on the DNS path. Addresses never
         // pushed take the fast add-only batch; a possible refresh takes add + delete + add.
         let refresh = elements.iter().any(|(a, _)| self.resolved.was_pushed(a));
-        Box::pin(setelem::add_async(elements, timeout_secs, refresh))
+        let inspected: Vec<IpAddr> = elements
+            .iter()
+            .filter(|(_, g)| g.inspect)
+            .map(|(a, _)| *a)
+            .collect();
+        let allowed: Vec<(IpAddr, Ports)> = elements
+            .into_iter()
+            .filter(|_| self.mode == NetworkMode::Firewall)
+            .filter_map(|(a, g)| Some((a, g.ports?)))
+            .collect();
+        Box::pin(setelem::add_async(
+            allowed,
+            inspected,
+            timeout_secs,
+            refresh,
+        ))
     }
 }
 
@@ -109,11 +186,13 @@ mod tests {
                 batches: Arc::new(Ruleset),
                 resolved: Arc::new(Resolved::default()),
                 events: Events::channel().0,
+                proxy: None,
+                inspected: Arc::default(),
             };
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .build()
                 .map_err(|e| e.to_string())?;
-            let elements = vec![("198.51.100.7".parse().unwrap(), Ports::Any)];
+            let elements = vec![("198.51.100.7".parse().unwrap(), Grant::open(Ports::Any))];
             Ok(runtime.block_on(guard.open(elements, 60)))
         }) else {
             return;

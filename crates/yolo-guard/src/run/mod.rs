@@ -11,6 +11,8 @@
 
 mod error;
 mod guard;
+#[cfg(test)]
+mod proxy_path_tests;
 mod requests;
 mod serve;
 
@@ -24,6 +26,9 @@ use crate::error::Error;
 use crate::firewall::batches::{Batches, Ruleset};
 use crate::firewall::{seal, sets};
 use crate::init;
+use crate::proxy::names::Inspected;
+use crate::proxy::serve::{Proxy, Record};
+use crate::proxy::tls::Upstream;
 use guard::Guard;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -180,6 +185,8 @@ fn enforce_and_serve<B: Batches>(
         .enable_all()
         .build()
         .map_err(|e| StartError::step("cannot start the async runtime", e))?;
+    let inspected = Arc::new(Inspected::default());
+    let proxy = proxy(&config, &inspected, &events)?;
     let guard = Arc::new(Guard {
         mode: config.mode,
         allow_internal_answers: config.allow_internal_answers,
@@ -187,6 +194,8 @@ fn enforce_and_serve<B: Batches>(
         batches,
         resolved: Arc::new(Resolved::default()),
         events: Arc::clone(&events),
+        proxy,
+        inspected,
     });
     if let Some(Err(e)) = sealed {
         // On a bridge of the project's own, not fatal (an older kernel has no egress hook):
@@ -209,6 +218,40 @@ fn enforce_and_serve<B: Batches>(
         }
     }
     runtime.block_on(serve::serve(config, guard, upstream, started, verify_ms))
+}
+
+/// The HTTP proxy when the config inspects anything (and the network is not `none`), with the
+/// roots it verifies the hosts against; it refuses every connection until the session's
+/// secrets arrive over the control socket. Roots that are missing or hold no certificate stop
+/// the start: a proxy that can verify no host would only refuse.
+fn proxy(
+    config: &GuardConfig,
+    inspected: &Arc<Inspected>,
+    events: &Arc<Events>,
+) -> Result<Option<Arc<Proxy>>, StartError> {
+    if config.http.is_empty() || config.mode == NetworkMode::None {
+        return Ok(None);
+    }
+    let Some(roots) = &config.http_roots_pem else {
+        return Err(StartError::step(
+            "no trusted roots for the HTTP proxy",
+            Cause::Refused("GuardConfig.http inspects hosts but http_roots_pem is not set"),
+        ));
+    };
+    let upstream = Upstream::from_pem(&[roots.as_bytes()]).map_err(|e| {
+        StartError::step(
+            "the HTTP proxy's trusted roots are unusable",
+            Cause::Proxy(e),
+        )
+    })?;
+    let record: Arc<dyn Record> = Arc::clone(events) as Arc<dyn Record>;
+    Ok(Some(Arc::new(Proxy::new(
+        config.http.clone(),
+        upstream,
+        Arc::clone(inspected),
+        record,
+        Some(crate::firewall::ruleset::socket_mark()),
+    ))))
 }
 
 /// Whether this guard's container was made on the bridge other projects' guards share

@@ -25,6 +25,7 @@ impl<B: Batches> Handler for Control<B> {
                 Request::Allow { patterns } => guard.allow_patterns(patterns),
                 Request::Deny { patterns } => guard.deny_patterns(patterns),
                 Request::Status => guard.status(),
+                Request::ProxySecrets(secrets) => guard.proxy_secrets(secrets),
             })
             .await
             .unwrap_or_else(|e| Response::error(format!("the request failed: {e}")))
@@ -111,7 +112,7 @@ impl<B: Batches> Guard<B> {
             Some(
                 names
                     .iter()
-                    .filter_map(|name| self.decide(name))
+                    .filter_map(|name| self.decide(name)?.ports)
                     .reduce(|a, b| a.union(&b)),
             )
         });
@@ -126,6 +127,9 @@ impl<B: Batches> Guard<B> {
             )?;
         }
         self.resolved.forget(|name| self.decide(name).is_none());
+        // The proxy refuses a denied inspected name's connections from now on, though its
+        // addresses stay in the inspected sets until they expire.
+        self.inspected.forget(|name| self.decide(name).is_none());
         self.resolved.unpush(&revocation.addresses());
         Ok(revocation)
     }
@@ -144,6 +148,29 @@ impl<B: Batches> Guard<B> {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         sets::apply(&ruleset::static_networks(&allow))
+    }
+
+    /// The session's secrets for the proxy: kept in memory, in place of the earlier ones.
+    fn proxy_secrets(&self, secrets: yolo_protocol::control::ProxySecrets) -> Response {
+        let Some(proxy) = &self.proxy else {
+            return Response::error(
+                "this guard runs no HTTP proxy (its config inspects no host): nothing to take the secrets",
+            );
+        };
+        let names: Vec<String> = secrets.credentials.iter().map(|(n, _)| n.clone()).collect();
+        match proxy.arm(secrets) {
+            Ok(()) => {
+                self.events.emit(crate::audit::events::guard_event(
+                    "proxy_secrets",
+                    [("credentials", names.into())],
+                ));
+                Response {
+                    ok: true,
+                    ..Default::default()
+                }
+            }
+            Err(e) => Response::error(format!("the proxy's secrets are refused: {e}")),
+        }
     }
 
     fn status(&self) -> Response {
@@ -191,13 +218,15 @@ mod tests {
                 batches: Arc::new(Ruleset),
                 resolved: Arc::new(Resolved::default()),
                 events: Events::channel().0,
+                proxy: None,
+                inspected: Arc::default(),
             };
             let until = Instant::now() + std::time::Duration::from_secs(300);
             let svc: IpAddr = "198.51.100.7".parse().unwrap();
             let wide: IpAddr = "198.51.100.8".parse().unwrap();
             guard.resolved.record("svc.test", &[svc], until);
             guard.resolved.record("x.wide.test", &[wide], until);
-            sets::apply(&Ruleset.add_addresses(&[(svc, guard.decide("svc.test").unwrap())], 300))?;
+            sets::apply(&Ruleset.add_addresses(&[(svc, guard.ports("svc.test").unwrap())], 300))?;
             sets::apply(&Ruleset.add_addresses(&[(wide, Ports::Any)], 300))?;
             let port = guard.deny_patterns(vec!["svc.test:8080".into()]);
             let after_port = dynamic_elements()?;

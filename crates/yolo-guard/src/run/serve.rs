@@ -10,11 +10,14 @@ use crate::audit::writer::Writer;
 use crate::dns::{DnsOptions, Forwarder, Listeners};
 use crate::firewall::batches::Batches;
 use crate::firewall::nflog;
+use crate::firewall::ruleset::{PROXY_PORT_HTTP, PROXY_PORT_TLS};
+use crate::proxy::serve::Proxy;
 use crate::{control, exec, files, init};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
 use yolo_protocol::{
     GuardConfig, DNS_LISTEN, DNS_LISTEN_V6, GUARD_READY_FILE, GUARD_READY_LINE, NFLOG_GROUP,
 };
@@ -52,6 +55,10 @@ pub(super) async fn serve<B: Batches>(
         Arc::clone(&guard.events),
     ));
     let _dns = forwarder.serve(listeners);
+    let _proxy = match &guard.proxy {
+        Some(proxy) => Some(start_proxy(proxy, &guard.events).await?),
+        None => None,
+    };
     let _trim = tokio::spawn(return_free_memory());
     let _control = control::serve(&config.control_socket, Arc::new(Control(guard.clone())))
         .map_err(|e| {
@@ -145,6 +152,7 @@ pub(super) async fn serve<B: Batches>(
                     .into(),
             ),
             ("exec_audit", exec.is_some().into()),
+            ("proxy", guard.proxy.is_some().into()),
             ("pid", std::process::id().into()),
         ],
     ));
@@ -174,6 +182,57 @@ pub(super) async fn serve<B: Batches>(
         ],
     ));
     Ok(())
+}
+
+/// The proxy's listeners, where the ruleset's `redirect` chain sends the agent's connections to
+/// inspected addresses: on IPv4 loopback (fatal if it fails) and IPv6 loopback (not fatal: a
+/// namespace without IPv6 has no IPv6 connection to redirect, and one that could not be served
+/// is refused, as the redirect leads nowhere). The tasks end when the returned handles drop.
+async fn start_proxy(
+    proxy: &Arc<Proxy>,
+    events: &Arc<Events>,
+) -> Result<Vec<AbortOnDrop>, StartError> {
+    let mut tasks = Vec::new();
+    for (port, tls) in [(PROXY_PORT_TLS, true), (PROXY_PORT_HTTP, false)] {
+        for addr in [
+            IpAddr::from(Ipv4Addr::LOCALHOST),
+            IpAddr::from(Ipv6Addr::LOCALHOST),
+        ] {
+            let listener = match TcpListener::bind((addr, port)).await {
+                Ok(listener) => listener,
+                Err(e) if addr.is_ipv4() => {
+                    return Err(StartError::step(
+                        format!("cannot listen for the HTTP proxy on {addr}:{port}"),
+                        e,
+                    ))
+                }
+                Err(e) => {
+                    events.emit(guard_event(
+                        "proxy_ipv6_unavailable",
+                        [("port", port.into()), ("error", e.to_string().into())],
+                    ));
+                    continue;
+                }
+            };
+            let proxy = Arc::clone(proxy);
+            let task = if tls {
+                tokio::spawn(proxy.serve_tls(listener))
+            } else {
+                tokio::spawn(proxy.serve_plain(listener))
+            };
+            tasks.push(AbortOnDrop(task));
+        }
+    }
+    Ok(tasks)
+}
+
+/// A spawned task that ends with its handle.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn write_ready_file() -> std::io::Result<()> {

@@ -230,6 +230,7 @@ pub(crate) fn guard_config(
         local_names: Vec::new(),
         audit_to_stdout: false,
         http: Default::default(),
+        http_roots_pem: None,
         gateway: None,
     }
 }

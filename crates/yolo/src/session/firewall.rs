@@ -124,7 +124,7 @@ async fn record(located: &Located, request: &Request) {
     let (action, patterns) = match request {
         Request::Allow { patterns } => ("allow requested", patterns.clone()),
         Request::Deny { patterns } => ("deny requested", patterns.clone()),
-        Request::Status => return,
+        Request::Status | Request::ProxySecrets(_) => return,
     };
     let session = Session::at(located.clone(), Hold::Read).await;
     let Ok(Ok(Some(writer))) = session.map(|s| s.record()) else {

@@ -27,7 +27,9 @@ use super::wire::{
     NLM_F_REQUEST,
 };
 use crate::firewall::error::Error;
-use crate::firewall::ruleset::{SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT, TABLE};
+use crate::firewall::ruleset::{
+    SET_ALLOW4, SET_ALLOW4_PORT, SET_ALLOW6, SET_ALLOW6_PORT, SET_INSPECT4, SET_INSPECT6, TABLE,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use yolo_protocol::allowlist::Ports;
@@ -45,16 +47,45 @@ const MAX_TIMEOUT_SECS: u64 = u32::MAX as u64;
 
 /// Add `addrs` for `timeout_secs` in one netlink batch; with `refresh` (some may be in the
 /// sets already) as add + delete + add. Blocking: from async code use [`add_async`].
+#[cfg(test)]
 pub fn add(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Result<(), Error> {
-    match encode(addrs, timeout_secs, refresh) {
+    add_with_inspected(addrs, &[], timeout_secs, refresh)
+}
+
+/// [`add`], and `inspected` into the inspected sets (`inspect4`/`inspect6`: the addresses of
+/// names the proxy inspects), in the same atomic batch.
+pub fn add_with_inspected(
+    addrs: &[(IpAddr, Ports)],
+    inspected: &[IpAddr],
+    timeout_secs: u64,
+    refresh: bool,
+) -> Result<(), Error> {
+    match encode_with_inspected(addrs, inspected, timeout_secs, refresh) {
         Some(batch) => batch.send(),
         None => Ok(()),
     }
 }
 
 /// The whole batch for [`add`], begin to end; `None` when there is nothing to add.
+#[cfg(test)]
 pub(super) fn encode(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool) -> Option<Batch> {
-    let by_set = keys(addrs);
+    encode_with_inspected(addrs, &[], timeout_secs, refresh)
+}
+
+fn encode_with_inspected(
+    addrs: &[(IpAddr, Ports)],
+    inspected: &[IpAddr],
+    timeout_secs: u64,
+    refresh: bool,
+) -> Option<Batch> {
+    let mut by_set = keys(addrs);
+    for addr in inspected {
+        let (set, octets) = match addr {
+            IpAddr::V4(a) => (SET_INSPECT4, a.octets().to_vec()),
+            IpAddr::V6(a) => (SET_INSPECT6, a.octets().to_vec()),
+        };
+        by_set.entry(set).or_default().insert(octets);
+    }
     if by_set.is_empty() {
         return None;
     }
@@ -77,13 +108,17 @@ pub(super) fn encode(addrs: &[(IpAddr, Ports)], timeout_secs: u64, refresh: bool
     Some(batch)
 }
 
-/// [`add`] off the async runtime's threads.
+/// [`add_with_inspected`] off the async runtime's threads.
 pub async fn add_async(
     addrs: Vec<(IpAddr, Ports)>,
+    inspected: Vec<IpAddr>,
     timeout_secs: u64,
     refresh: bool,
 ) -> Result<(), Error> {
-    tokio::task::spawn_blocking(move || add(&addrs, timeout_secs, refresh)).await?
+    tokio::task::spawn_blocking(move || {
+        add_with_inspected(&addrs, &inspected, timeout_secs, refresh)
+    })
+    .await?
 }
 
 /// Keys per dynamic set, without duplicates (a duplicate delete in one batch would fail it).
