@@ -96,7 +96,7 @@ impl Podman {
             std::thread::sleep(std::time::Duration::from_secs(1));
         }
         let saved = saved.expect("tried");
-        let _ = docker(&["rmi", "--no-prune", &name]);
+        let _ = docker(&["rmi", &name]);
         assert!(
             saved.status.success(),
             "loading {image} into podman: {}",

@@ -16,7 +16,9 @@ fn image_with_label(t: &Test, name: &str, label: &str) -> String {
         "FROM {BASE_IMAGE}\nRUN useradd --create-home --uid 1000 dev\nLABEL devcontainer.metadata='{label}'\n"
     );
     let mut build = Command::new("docker")
-        .args(["build", "-q", "-t", &tag, "--label"])
+        // `--no-cache`: layers of its own, so another test's clean-up pruning a shared cached
+        // layer cannot fail this build mid-way ("failed to get digest").
+        .args(["build", "--no-cache", "-q", "-t", &tag, "--label"])
         .arg(format!("{LABEL}={}", t.id))
         .arg("-")
         .stdin(Stdio::piped())

@@ -531,11 +531,11 @@ pub fn cleanup_label(label: &str) -> Result<(), String> {
             try_docker(&[kind, "rm", id])?;
         }
     }
-    // `--no-prune`: the untagged layers under a test's image are the build cache other tests
-    // share; pruning them mid-build fails the other test's build ("failed to get digest").
+    // Pruned with their untagged parents: a build cache left behind would let a later run's
+    // build skip the RUN steps a test watches (a build-phase lookup, a download).
     let images = try_docker(&["images", "-q", "--filter", &filter])?;
     for id in images.lines() {
-        try_docker(&["rmi", "-f", "--no-prune", id])?;
+        try_docker(&["rmi", "-f", id])?;
     }
     Ok(())
 }
