@@ -179,9 +179,13 @@ fn other_containers_and_private_ranges_stay_closed_and_the_ruleset_says_so() {
         assert!(!text.contains(needle), "{needle} in the ruleset: {text}");
     }
     // Every accepting rule matches only loopback, the guard's mark, conntrack, neighbour
-    // discovery, TCP/UDP, or one of the allow sets: never an address or a prefix literal.
+    // discovery, TCP/UDP, ports, or one of the sets: never an address or a prefix literal
+    // other than loopback's (the proxy's redirected connections keep their original
+    // interface, so they are accepted by loopback address and the proxy's ports).
     let benign = [
         "lo",
+        "127.0.0.1",
+        "::1",
         "tcp",
         "udp",
         "established",
@@ -213,8 +217,15 @@ fn other_containers_and_private_ranges_stay_closed_and_the_ruleset_says_so() {
             if let Some(m) = m.get("match") {
                 // The guard's socket mark is drawn at random each start: any number there.
                 let mark = m["left"]["meta"]["key"] == "mark" && m["right"].is_number();
+                // A port or a set of ports (the proxy's, 80/443 of inspected hosts).
+                let port = |v: &Value| v.is_number();
+                let ports = m["left"]["payload"]["field"] == "dport"
+                    && (port(&m["right"])
+                        || m["right"]["set"]
+                            .as_array()
+                            .is_some_and(|items| items.iter().all(port)));
                 assert!(
-                    mark || ok_right(&m["right"]),
+                    mark || ports || ok_right(&m["right"]),
                     "accept rule matches {m}: {rule}"
                 );
             }
