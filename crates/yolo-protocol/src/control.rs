@@ -75,6 +75,10 @@ pub struct Response {
     pub elements: Vec<SetElement>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, Counter>,
+    /// `status` of a guard that runs an HTTP proxy: whether it holds the session's secrets
+    /// (false after a restart, until `yolo up`/`run` sends them again); absent without a proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_armed: Option<bool>,
 }
 
 impl Response {

@@ -141,6 +141,12 @@ impl Proxy {
         Ok(())
     }
 
+    /// Whether it holds the session's secrets (`status` tells the host, which sends them again
+    /// to a guard that lost them in a restart).
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed().is_some()
+    }
+
     fn armed(&self) -> Option<Arc<Armed>> {
         self.armed.read().unwrap_or_else(|p| p.into_inner()).clone()
     }

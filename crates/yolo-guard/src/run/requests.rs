@@ -184,6 +184,7 @@ impl<B: Batches> Guard<B> {
             patterns: Some(self.patterns()),
             elements,
             counters,
+            proxy_armed: self.proxy.as_ref().map(|p| p.is_armed()),
             ..Default::default()
         }
     }
