@@ -68,6 +68,8 @@ pub(crate) struct Exchange {
     pub(crate) credential: Option<String>,
     /// The stand-in's credential when it was sent where it may not go.
     pub(crate) misuse: Option<String>,
+    /// The proxy refused it (its own 403), not the host.
+    pub(crate) refused: bool,
 }
 
 /// A connection the proxy refused before any HTTP: why, and where it was going.
@@ -320,6 +322,7 @@ impl Conn {
             rule: String::new(),
             credential: None,
             misuse: None,
+            refused: false,
         };
         let host = match self.host(&req) {
             Ok(host) => host,
@@ -574,6 +577,7 @@ impl Conn {
         started: Instant,
     ) -> Response<ProxyBody> {
         exchange.status = status.as_u16();
+        exchange.refused = status == StatusCode::FORBIDDEN;
         exchange.duration_ms = started.elapsed().as_millis() as u64;
         self.proxy.record.exchange(exchange);
         let mut response = Response::new(

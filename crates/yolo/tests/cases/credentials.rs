@@ -198,6 +198,22 @@ command = ["sh", "-c", {script}]
     let text = misuse.to_string();
     assert!(text.contains("example"), "{text}");
     assert!(!text.contains(&real) && !text.contains(stand_in), "{text}");
+    // `yolo audit --kind http` lists the requests, the run's summary counts the refused ones.
+    let audit = t.yolo(&["audit", "--kind", "http"]).ok().stdout();
+    assert!(
+        audit.contains(&format!("GET {API}/with-stand-in -> 200 ("))
+            && audit.contains("credential example"),
+        "{audit}"
+    );
+    assert!(
+        audit.contains(&format!("GET {MIRROR}/leak -> 403 refused by the guard")),
+        "{audit}"
+    );
+    assert!(
+        run.stderr().contains("requests refused (HTTP): 2"),
+        "{}",
+        run.describe()
+    );
     // The host's own files: the real value is in none of yolo's (its state, the logs, the
     // guard's config), the stand-in only where `run` reads it.
     let mut found = Vec::new();
