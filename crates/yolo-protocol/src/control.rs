@@ -25,6 +25,13 @@ pub enum Request {
     /// Never logged: `Debug` shows the certificate and the names, not the key or the values.
     #[serde(rename = "proxysecrets")]
     ProxySecrets(ProxySecrets),
+    /// Add method/path rules (`HOST METHOD /path`, `http::parse_host_rule`) to the running
+    /// proxy's rules of an inspected host that has rules (`yolo allow --http`).
+    #[serde(rename = "allowhttp")]
+    AllowHttp { rules: Vec<String> },
+    /// Take such rules away (`yolo deny --http`).
+    #[serde(rename = "denyhttp")]
+    DenyHttp { rules: Vec<String> },
 }
 
 /// See [`Request::ProxySecrets`].

@@ -26,6 +26,8 @@ impl<B: Batches> Handler for Control<B> {
                 Request::Deny { patterns } => guard.deny_patterns(patterns),
                 Request::Status => guard.status(),
                 Request::ProxySecrets(secrets) => guard.proxy_secrets(secrets),
+                Request::AllowHttp { rules } => guard.http_rules(&rules, true),
+                Request::DenyHttp { rules } => guard.http_rules(&rules, false),
             })
             .await
             .unwrap_or_else(|e| Response::error(format!("the request failed: {e}")))
@@ -170,6 +172,34 @@ impl<B: Batches> Guard<B> {
                 }
             }
             Err(e) => Response::error(format!("the proxy's secrets are refused: {e}")),
+        }
+    }
+
+    /// `yolo allow --http` / `deny --http`: each `HOST METHOD /path` added to (or taken from)
+    /// the proxy's rules of that host; the first that cannot be, an error naming it (those
+    /// before it are applied).
+    fn http_rules(&self, rules: &[String], add: bool) -> Response {
+        let Some(proxy) = &self.proxy else {
+            return Response::error(
+                "this session inspects no HTTP host: give the host rules in your config ([http.\"HOST\"] allow = [...]) and start a new session",
+            );
+        };
+        for text in rules {
+            let (host, rule) = match yolo_protocol::http::parse_host_rule(text) {
+                Ok(parsed) => parsed,
+                Err(e) => return Response::error(e),
+            };
+            match proxy.change_rule(&host, &rule, add) {
+                Ok(section) => self.events.emit(crate::audit::events::guard_event(
+                    if add { "http_allow" } else { "http_deny" },
+                    [("host", section.into()), ("rule", rule.to_string().into())],
+                )),
+                Err(e) => return Response::error(e),
+            }
+        }
+        Response {
+            ok: true,
+            ..Default::default()
         }
     }
 
