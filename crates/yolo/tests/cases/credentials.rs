@@ -214,6 +214,33 @@ command = ["sh", "-c", {script}]
         "{}",
         run.describe()
     );
+    // `yolo allow --http` opens what a rule refused, on the running session; `deny --http`
+    // closes it again.
+    let upload = || {
+        t.yolo(&[
+            "exec",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "10",
+            "-X",
+            "POST",
+            &format!("https://{MIRROR}/upload"),
+        ])
+        .stdout()
+    };
+    assert_eq!(upload(), "403");
+    let rule = format!("{MIRROR} POST /upload");
+    t.yolo(&["allow", "--http", &rule]).ok();
+    assert_eq!(upload(), "200");
+    t.yolo(&["deny", "--http", &rule]).ok();
+    assert_eq!(upload(), "403");
+    t.yolo(&["deny", "--http", &rule])
+        .assert_stderr_contains("hold no POST /upload");
     // The host's own files: the real value is in none of yolo's (its state, the logs, the
     // guard's config), the stand-in only where `run` reads it.
     let mut found = Vec::new();
