@@ -216,9 +216,10 @@ mod tests {
                     patterns: Some(patterns),
                     ..Default::default()
                 },
-                Request::Deny { .. } | Request::ProxySecrets(_) => {
-                    Response::error("nothing to deny")
-                }
+                Request::Deny { .. }
+                | Request::ProxySecrets(_)
+                | Request::AllowHttp { .. }
+                | Request::DenyHttp { .. } => Response::error("nothing to deny"),
                 Request::Status => Response {
                     ok: true,
                     mode: Some(NetworkMode::Firewall),

@@ -25,6 +25,13 @@ pub enum Request {
     /// Never logged: `Debug` shows the certificate and the names, not the key or the values.
     #[serde(rename = "proxysecrets")]
     ProxySecrets(ProxySecrets),
+    /// Add method/path rules (`HOST METHOD /path`, `http::parse_host_rule`) to the running
+    /// proxy's rules of an inspected host that has rules (`yolo allow --http`).
+    #[serde(rename = "allowhttp")]
+    AllowHttp { rules: Vec<String> },
+    /// Take such rules away (`yolo deny --http`).
+    #[serde(rename = "denyhttp")]
+    DenyHttp { rules: Vec<String> },
 }
 
 /// See [`Request::ProxySecrets`].
@@ -75,6 +82,10 @@ pub struct Response {
     pub elements: Vec<SetElement>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, Counter>,
+    /// `status` of a guard that runs an HTTP proxy: whether it holds the session's secrets
+    /// (false after a restart, until `yolo up`/`run` sends them again); absent without a proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_armed: Option<bool>,
 }
 
 impl Response {

@@ -354,6 +354,10 @@ pub enum EventKind {
         /// The credential whose real value the proxy put in: its name, never its value.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         credential: Option<String>,
+        /// The guard's proxy refused the request (its own 403, the rule in `rule`), rather
+        /// than the host answering `status` (absent: false).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        refused: bool,
         /// Aggregated record: how many requests this record stands for (absent: one); the
         /// sizes and duration are the first one's.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -664,6 +668,7 @@ mod tests {
                 duration_ms: 0,
                 rule: s(),
                 credential: None,
+                refused: false,
                 count: None,
                 first: None,
                 last: None,

@@ -499,6 +499,23 @@ fn known_prefix(real: &str) -> &'static str {
         .unwrap_or("")
 }
 
+/// `HOST METHOD /path` (what [`allow_hint`] writes): the host and the rule.
+pub fn parse_host_rule(text: &str) -> Result<(String, HttpRule), String> {
+    let shape = "give HOST METHOD /path, e.g. 'api.example.com POST /v1/files'";
+    let (host, rule) = text
+        .trim()
+        .split_once(char::is_whitespace)
+        .ok_or_else(|| format!("{text:?}: {shape}"))?;
+    let host = host.trim().to_ascii_lowercase();
+    host.parse::<Pattern>()
+        .map_err(|e| format!("{text:?}: the host: {e}; {shape}"))?;
+    let rule = rule
+        .trim()
+        .parse::<HttpRule>()
+        .map_err(|e| format!("{text:?}: {e}"))?;
+    Ok((host, rule))
+}
+
 /// The `yolo allow` that would open a refused request, for its 403 body and the audit log.
 pub fn allow_hint(host: &str, method: &str, path: &str) -> String {
     let rule = format!("{host} {method} {path}");

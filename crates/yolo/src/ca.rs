@@ -322,6 +322,12 @@ fn to_pem(der: &[u8]) -> String {
     out
 }
 
+/// The host's trusted roots (PEM): the guard's proxy verifies the real hosts against them
+/// (and the extra certificates, `ExtraCa::bundle`, when the user gave any).
+pub(crate) fn host_roots_pem() -> String {
+    host_roots().iter().map(|d| to_pem(d)).collect()
+}
+
 /// The host's trusted roots (none when they cannot be read: the extra ones then stand alone).
 fn host_roots() -> Vec<CertificateDer<'static>> {
     rustls_native_certs::load_native_certs().certs

@@ -325,8 +325,13 @@ pub(crate) enum Command {
         /// What to allow: example.com, *.example.com (subdomains), example.com:443 or
         /// example.com:80,443 (only those ports), 10.0.0.5, 10.0.0.0/8, 10.0.0.0/8:5432,
         /// [2001:db8::1]:443
-        #[arg(required = true, value_name = "PATTERN", value_parser = values::parse_pattern)]
+        #[arg(required_unless_present = "http", value_name = "PATTERN", value_parser = values::parse_pattern)]
         patterns: Vec<String>,
+        /// A method and path rule for an inspected host that has rules, in the running
+        /// proxy: 'HOST METHOD /path' (what a refused request's 403 body names), e.g.
+        /// --http 'api.example.com POST /v1/files'
+        #[arg(long, value_name = "'HOST METHOD /path'", value_parser = values::parse_http_rule)]
+        http: Vec<String>,
     },
     /// Remove entries, or ports of entries, from a running session's allowlist
     Deny {
@@ -336,8 +341,12 @@ pub(crate) enum Command {
         /// ports; example.com:443 takes that port out of the entries that list it
         /// (example.com:80,443 keeps 80). An entry allowed on every port cannot lose one: deny
         /// the name, then allow the ports to keep
-        #[arg(required = true, value_name = "PATTERN", value_parser = values::parse_pattern)]
+        #[arg(required_unless_present = "http", value_name = "PATTERN", value_parser = values::parse_pattern)]
         patterns: Vec<String>,
+        /// Take a method and path rule out of an inspected host's rules in the running proxy:
+        /// 'HOST METHOD /path', as `allow --http` takes it
+        #[arg(long, value_name = "'HOST METHOD /path'", value_parser = values::parse_http_rule)]
+        http: Vec<String>,
     },
     /// Show the effective allowlist, set contents and counters
     Firewall {
@@ -395,6 +404,21 @@ mod tests {
     #[test]
     fn the_definitions_are_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn allow_and_deny_take_http_rules_as_host_method_path() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["yolo"][..], args].concat());
+        for verb in ["allow", "deny"] {
+            assert!(parse(&[verb, "--http", "api.example.com POST /v1/files"]).is_ok());
+            assert!(parse(&[verb, "a.test", "--http", "a.test GET /**"]).is_ok());
+            let err = parse(&[verb, "--http", "api.example.com"]).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+            assert!(err.to_string().contains("HOST METHOD /path"), "{err}");
+            assert!(parse(&[verb, "--http", "a.test GET /a/b**"]).is_err());
+            // Neither a pattern nor a rule: nothing to do.
+            assert!(parse(&[verb]).is_err());
+        }
     }
 
     #[test]

@@ -11,10 +11,6 @@
 //! Also here: [`secret_shape`], which tells `up`/`run` that a value handed to the agent as is
 //! looks like a key that could be declared as a credential instead.
 
-// Checked and tested, not yet used by a session: `settings::refuse_unwired_http` refuses a
-// config that asks for it until the session side of issue 25 hands it to the guard.
-#![cfg_attr(not(test), expect(dead_code))]
-
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -116,6 +112,11 @@ const PRESETS: &[Preset] = &[
         value_prefix: "",
     },
 ];
+
+/// The host variables the presets read.
+pub(crate) fn preset_vars() -> impl Iterator<Item = &'static str> {
+    PRESETS.iter().map(|p| p.var)
+}
 
 /// A credential ready for the session: its real value read, its stand-in not made yet.
 #[derive(Clone, PartialEq, Eq)]

@@ -11,10 +11,6 @@
 //! The result is public but for [`HttpSession::secrets`] (the real values), which go to the
 //! guard over its control socket and nowhere else.
 
-// Checked and tested, not yet used by a session: `settings::refuse_unwired_http` refuses a
-// config that asks for it until the session side of issue 25 hands it to the guard.
-#![cfg_attr(not(test), expect(dead_code))]
-
 use crate::credentials::Credential;
 use crate::error::{Error, Failure, Result};
 use serde::Deserialize;

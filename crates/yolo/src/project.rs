@@ -240,6 +240,9 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
     if let Some(ca) = &settings.extra_ca {
         apply_extra_ca(&mut spec, ca)?;
     }
+    if crate::http_session::may_inspect(user, &crate::http_session::repo_http(&source.config)) {
+        apply_session_ca(&mut spec, settings.extra_ca.as_ref())?;
+    }
     // With an engine on another machine the repository is copied into a volume (`remote`).
     if let Some(why) = crate::engine::remote::remote_reason()? {
         crate::remote::to_volume(&mut spec, workspace, &why)?;
@@ -278,6 +281,26 @@ fn apply_extra_ca(spec: &mut RunSpec, ca: &crate::ca::ExtraCa) -> Result<()> {
                 .map(|(path, text)| (path.clone(), text.to_string()))
                 .collect(),
         }));
+    }
+    policy::seal(spec);
+    Ok(())
+}
+
+/// A session that may use the guard's HTTP proxy: the agent binds the workspace's CA folder
+/// where it trusts the extra CA certificates instead (the same files, plus the session CA's
+/// certificate once `up` made it, `http_session`). Bound, never built into an image: the
+/// session CA changes with each session, the folder (and so the container's config) does not.
+fn apply_session_ca(spec: &mut RunSpec, extra: Option<&crate::ca::ExtraCa>) -> Result<()> {
+    let dir = crate::http_session::write_ca_files(&spec.devcontainer_id, extra, None)?;
+    spec.mounts.retain(|m| m.target != crate::ca::DIR);
+    spec.mounts.push(crate::run_spec::Mount {
+        kind: crate::run_spec::MountKind::Bind,
+        source: dir.display().to_string(),
+        target: crate::ca::DIR.into(),
+        read_only: true,
+    });
+    for (name, value) in crate::ca::env() {
+        spec.container_env.insert(name.into(), value);
     }
     policy::seal(spec);
     Ok(())

@@ -7,10 +7,6 @@
 //! A CA that can only sign leaves (path length 0), valid from today for a year; ECDSA P-256
 //! (rcgen's default, what the proxy signs fastest with).
 
-// Checked and tested, not yet used by a session: `settings::refuse_unwired_http` refuses a
-// config that asks for it until the session side of issue 25 hands it to the guard.
-#![cfg_attr(not(test), expect(dead_code))]
-
 use crate::error::{Cause, Error, Failure, Result};
 use sha2::{Digest, Sha256};
 

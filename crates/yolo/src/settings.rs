@@ -206,34 +206,6 @@ fn log_size(setting: &str, text: Option<&str>, default: u64, hint: &str) -> Resu
     }
 }
 
-/// `[credentials.*]`, `[http.*]` and `[firewall] inspect` are read and checked, but this yolo
-/// does not hand them to the guard yet (issue 25: the guard's proxy is built, the session's
-/// side is not). A config that asks for them is refused rather than run without the
-/// protection it asks for: the key would reach the agent as before.
-fn refuse_unwired_http(user: &UserConfig) -> Result<()> {
-    let asked = user
-        .credentials
-        .keys()
-        .map(|name| format!("[credentials.{name}]"))
-        .chain(user.http.keys().map(|host| format!("[http.\"{host}\"]")))
-        .chain(
-            user.firewall
-                .inspect
-                .iter()
-                .map(|_| "[firewall] inspect".to_string()),
-        )
-        .next();
-    match asked {
-        None => Ok(()),
-        Some(what) => Err(Error::UserConfig {
-            file: UserConfig::path(),
-            message: format!(
-                "{what}: this version of yolo does not apply HTTP rules or credentials yet (the guard's proxy is built, a session does not use it yet); remove the section, or the key would still reach the agent as before"
-            ),
-        }),
-    }
-}
-
 impl UpSettings {
     /// Merge parsed flags with the user's config. Errors name the config file and setting.
     pub(crate) fn resolve(flags: &UpFlags, user: &UserConfig) -> Result<UpSettings> {
@@ -249,7 +221,9 @@ impl UpSettings {
                 .map_err(|m| config_error("firewall.upstream_dns", m))?,
         };
         check_agent_domains(user)?;
-        refuse_unwired_http(user)?;
+        // Checked before any Docker work; the sections themselves when `up` reads the
+        // credentials (`http_session::prepare`).
+        crate::http_session::inspect_all(user)?;
         let trust_host_commands =
             flags.trust_host_commands || user.trust_host_commands || grants.initialize_command();
         let accept_config = flags.accept_config || grants.config_change();
@@ -561,19 +535,14 @@ mod tests {
     }
 
     #[test]
-    fn credentials_and_http_rules_are_refused_until_a_session_applies_them() {
-        let text = "[credentials.k]\nhosts = [\"api.example.test\"]\nheader = \"x-api-key\"\nfrom_env = \"K\"\n";
+    fn credentials_and_http_rules_are_taken_and_a_bad_inspect_is_refused() {
+        let text = "[credentials.k]\nhosts = [\"api.example.test\"]\nheader = \"x-api-key\"\nfrom_env = \"K\"\n[http.\"api.example.test\"]\nallow = [\"GET /**\"]\n";
         let user: UserConfig = toml::from_str(text).unwrap();
+        UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap();
+        let user: UserConfig = toml::from_str("[firewall]\ninspect = \"some\"\n").unwrap();
         let err = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap_err();
         assert_eq!(err.code(), 65);
-        assert!(err.to_string().contains("[credentials.k]"), "{err}");
-        let user: UserConfig =
-            toml::from_str("[http.\"api.example.test\"]\nallow = [\"GET /**\"]\n").unwrap();
-        let err = UpSettings::resolve(&flags(&[]).unwrap(), &user).unwrap_err();
-        assert!(
-            err.to_string().contains("does not apply HTTP rules"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("[firewall] inspect"), "{err}");
     }
 
     #[test]

@@ -103,6 +103,13 @@ pub(crate) fn extra_ca(key: &str) -> PathBuf {
     root().join("ca").join(key)
 }
 
+/// The certificates a workspace's agent trusts while its sessions use the guard's proxy: the
+/// extra ones and the current session CA's (`http_session`). One folder per workspace, so the
+/// container's mount stays the same while its files change with each session.
+pub(crate) fn session_ca(devcontainer_id: &str) -> PathBuf {
+    root().join("session-ca").join(devcontainer_id)
+}
+
 pub(crate) fn bin_dir() -> PathBuf {
     root().join("bin")
 }

@@ -56,6 +56,11 @@ pub(crate) fn parse_memory(text: &str) -> std::result::Result<i64, String> {
 
 /// `--allow PATTERN`, `yolo allow`/`deny PATTERN`: one allowlist entry, checked now, kept as
 /// typed (trimmed).
+/// `HOST METHOD /path` for `yolo allow --http` / `deny --http`, checked as the guard reads it.
+pub(crate) fn parse_http_rule(text: &str) -> std::result::Result<String, String> {
+    yolo_protocol::http::parse_host_rule(text).map(|_| text.trim().to_string())
+}
+
 pub(crate) fn parse_pattern(text: &str) -> std::result::Result<String, String> {
     text.parse::<Pattern>()
         .map(|_| text.trim().to_string())

@@ -65,6 +65,7 @@ pub(crate) fn http_event(exchange: Exchange) -> EventKind {
         duration_ms: exchange.duration_ms,
         rule: exchange.rule,
         credential: exchange.credential,
+        refused: exchange.refused,
         count: None,
         first: None,
         last: None,
@@ -89,6 +90,7 @@ mod tests {
             rule: "credential:anthropic".into(),
             credential: None,
             misuse: Some("anthropic".into()),
+            refused: true,
         });
         let kinds: Vec<&str> = rx.try_iter().map(|k| k.name()).collect();
         assert_eq!(kinds, ["credential_misuse", "http"]);

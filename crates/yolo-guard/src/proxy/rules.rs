@@ -240,6 +240,44 @@ impl Policy {
             .filter(move |c| c.allows(host, port))
     }
 
+    /// `yolo allow --http` (`add`) or `deny --http` on a running session: `rule` put first in
+    /// (or taken out of) the `allow` list of the rules `host` gets (on port 443). A host with no
+    /// rules takes every request already (a credential's host, `inspect = "all"`): it gets none
+    /// here, which would refuse everything else on it.
+    pub(crate) fn change_rule(
+        &mut self,
+        host: &str,
+        rule: &yolo_protocol::http::HttpRule,
+        add: bool,
+    ) -> Result<String, String> {
+        let index = self
+            .rules_of(host, 443)
+            .and_then(|found| self.hosts.iter().position(|r| std::ptr::eq(r, found)))
+            .ok_or_else(|| {
+                format!(
+                    "{host} has no method and path rules in this session, so its proxy takes every request already (but what a credential refuses); give it some in your config with [http.\"{host}\"] allow = [...]"
+                )
+            })?;
+        let rules = &mut self.hosts[index];
+        let section = rules.host.to_string();
+        if add {
+            if !rules.allow.contains(rule) {
+                rules.allow.insert(0, rule.clone());
+            }
+        } else {
+            let before = rules.allow.len();
+            rules.allow.retain(|r| r != rule);
+            if rules.allow.len() == before {
+                let list: Vec<String> = rules.allow.iter().map(|r| r.to_string()).collect();
+                return Err(format!(
+                    "the rules of {section} hold no {rule}; they are: {}",
+                    list.join(", ")
+                ));
+            }
+        }
+        Ok(section)
+    }
+
     /// The rules of `host`: an exact name's before a wildcard's, the first of each.
     fn rules_of(&self, host: &str, port: u16) -> Option<&HostRules> {
         let matching = || {
@@ -915,5 +953,42 @@ mod tests {
         let policy = Policy::new(&cfg, &Secrets::default());
         let req = Req::new("GET", "b.test", "/a/a").header("x-a", "a");
         assert!(matches!(req.decide_with(&policy), Decision::Forward { .. }));
+    }
+
+    /// `yolo allow --http` opens the request a rule refused, on the host's own rules (an
+    /// exact name's, else the wildcard's); `deny --http` closes it again; a host without rules
+    /// gets none (which would refuse the rest).
+    #[test]
+    fn rules_changed_while_the_session_runs_apply_to_the_next_request() {
+        let mut live = policy();
+        let upload = Req::new("POST", "api.example.test", "/v1/files");
+        assert!(matches!(upload.decide_with(&live), Decision::Refuse(_)));
+        let rule: yolo_protocol::http::HttpRule = "POST /v1/files".parse().unwrap();
+        let section = live.change_rule("api.example.test", &rule, true).unwrap();
+        assert_eq!(section, "api.example.test");
+        assert!(matches!(
+            upload.decide_with(&live),
+            Decision::Forward { .. }
+        ));
+        live.change_rule("api.example.test", &rule, false).unwrap();
+        assert!(matches!(upload.decide_with(&live), Decision::Refuse(_)));
+        let err = live
+            .change_rule("api.example.test", &rule, false)
+            .unwrap_err();
+        assert!(err.contains("hold no POST /v1/files"), "{err}");
+        // A name under the wildcard: the wildcard's rules.
+        let rule: yolo_protocol::http::HttpRule = "GET /private/**".parse().unwrap();
+        let section = live.change_rule("docs.example.test", &rule, true).unwrap();
+        assert_eq!(section, "*.example.test");
+        let private = Req::new("GET", "docs.example.test", "/private/x");
+        assert!(matches!(
+            private.decide_with(&live),
+            Decision::Forward { .. }
+        ));
+        // A credential's host without rules takes every request: nothing to add to.
+        let err = live
+            .change_rule("api.anthropic.com", &rule, true)
+            .unwrap_err();
+        assert!(err.contains("has no method and path rules"), "{err}");
     }
 }

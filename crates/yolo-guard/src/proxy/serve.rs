@@ -33,7 +33,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
 use yolo_protocol::control::ProxySecrets;
-use yolo_protocol::http::HttpConfig;
+use yolo_protocol::http::{HttpConfig, HttpRule};
 use zeroize::Zeroize;
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -68,6 +68,8 @@ pub(crate) struct Exchange {
     pub(crate) credential: Option<String>,
     /// The stand-in's credential when it was sent where it may not go.
     pub(crate) misuse: Option<String>,
+    /// The proxy refused it (its own 403), not the host.
+    pub(crate) refused: bool,
 }
 
 /// A connection the proxy refused before any HTTP: why, and where it was going.
@@ -88,7 +90,8 @@ pub(crate) trait Record: Send + Sync + 'static {
 /// request): the CA that signs its leaves, and the rules with the real credential values.
 pub(crate) struct Armed {
     pub(crate) ca: SessionCa,
-    pub(crate) policy: Policy,
+    /// The rules, which `yolo allow --http`/`deny --http` change while the session runs.
+    pub(crate) policy: RwLock<Policy>,
 }
 
 pub(crate) struct Proxy {
@@ -96,6 +99,8 @@ pub(crate) struct Proxy {
     pub(crate) config: HttpConfig,
     /// `None` until the secrets arrive: every inspected connection is refused ([`NO_SECRETS`]).
     pub(crate) armed: RwLock<Option<Arc<Armed>>>,
+    /// `(host, rule, added)`: the rules changed while the session runs, in order.
+    changes: std::sync::Mutex<Vec<(String, HttpRule, bool)>>,
     pub(crate) upstream: Upstream,
     pub(crate) names: Arc<Inspected>,
     pub(crate) record: Arc<dyn Record>,
@@ -116,6 +121,7 @@ impl Proxy {
         Proxy {
             config,
             armed: RwLock::new(None),
+            changes: Default::default(),
             upstream,
             names,
             record,
@@ -135,10 +141,53 @@ impl Proxy {
         }
         let armed = Armed {
             ca: ca?,
-            policy: Policy::new(&self.config, &values),
+            policy: RwLock::new(self.with_changes(Policy::new(&self.config, &values))),
         };
         *self.armed.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(armed));
         Ok(())
+    }
+
+    /// Add (`add`) or take away a rule of `host` while the session runs (`yolo allow --http`,
+    /// `deny --http`): in the rules of now, and in those that secrets sent again make. The
+    /// section the rule went to, or why not.
+    pub(crate) fn change_rule(
+        &self,
+        host: &str,
+        rule: &HttpRule,
+        add: bool,
+    ) -> Result<String, String> {
+        let mut changes = self.changes.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked on the config's rules with the earlier changes, which the live ones are.
+        let mut check = Policy::new(&self.config, &Secrets::default());
+        for (host, rule, add) in changes.iter() {
+            let _ = check.change_rule(host, rule, *add);
+        }
+        let section = check.change_rule(host, rule, add)?;
+        changes.push((host.to_string(), rule.clone(), add));
+        if let Some(armed) = self.armed() {
+            let mut policy = armed.policy.write().unwrap_or_else(|p| p.into_inner());
+            let _ = policy.change_rule(host, rule, add);
+        }
+        Ok(section)
+    }
+
+    /// `policy` with the changes made while the session runs.
+    fn with_changes(&self, mut policy: Policy) -> Policy {
+        for (host, rule, add) in self
+            .changes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = policy.change_rule(host, rule, *add);
+        }
+        policy
+    }
+
+    /// Whether it holds the session's secrets (`status` tells the host, which sends them again
+    /// to a guard that lost them in a restart).
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed().is_some()
     }
 
     fn armed(&self) -> Option<Arc<Armed>> {
@@ -314,6 +363,7 @@ impl Conn {
             rule: String::new(),
             credential: None,
             misuse: None,
+            refused: false,
         };
         let host = match self.host(&req) {
             Ok(host) => host,
@@ -343,13 +393,17 @@ impl Conn {
                 started,
             );
         };
-        let decision = armed.policy.decide(&RequestHead {
-            host: &host,
-            port: self.destination.port(),
-            method: &method,
-            path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
-            headers: req.headers(),
-        });
+        let decision = armed
+            .policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .decide(&RequestHead {
+                host: &host,
+                port: self.destination.port(),
+                method: &method,
+                path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+                headers: req.headers(),
+            });
         let (swap, push) = match decision {
             Decision::Refuse(refusal) => {
                 exchange.rule = refusal.rule.clone();
@@ -568,6 +622,7 @@ impl Conn {
         started: Instant,
     ) -> Response<ProxyBody> {
         exchange.status = status.as_u16();
+        exchange.refused = status == StatusCode::FORBIDDEN;
         exchange.duration_ms = started.elapsed().as_millis() as u64;
         self.proxy.record.exchange(exchange);
         let mut response = Response::new(

@@ -26,6 +26,8 @@ impl<B: Batches> Handler for Control<B> {
                 Request::Deny { patterns } => guard.deny_patterns(patterns),
                 Request::Status => guard.status(),
                 Request::ProxySecrets(secrets) => guard.proxy_secrets(secrets),
+                Request::AllowHttp { rules } => guard.http_rules(&rules, true),
+                Request::DenyHttp { rules } => guard.http_rules(&rules, false),
             })
             .await
             .unwrap_or_else(|e| Response::error(format!("the request failed: {e}")))
@@ -173,6 +175,34 @@ impl<B: Batches> Guard<B> {
         }
     }
 
+    /// `yolo allow --http` / `deny --http`: each `HOST METHOD /path` added to (or taken from)
+    /// the proxy's rules of that host; the first that cannot be, an error naming it (those
+    /// before it are applied).
+    fn http_rules(&self, rules: &[String], add: bool) -> Response {
+        let Some(proxy) = &self.proxy else {
+            return Response::error(
+                "this session inspects no HTTP host: give the host rules in your config ([http.\"HOST\"] allow = [...]) and start a new session",
+            );
+        };
+        for text in rules {
+            let (host, rule) = match yolo_protocol::http::parse_host_rule(text) {
+                Ok(parsed) => parsed,
+                Err(e) => return Response::error(e),
+            };
+            match proxy.change_rule(&host, &rule, add) {
+                Ok(section) => self.events.emit(crate::audit::events::guard_event(
+                    if add { "http_allow" } else { "http_deny" },
+                    [("host", section.into()), ("rule", rule.to_string().into())],
+                )),
+                Err(e) => return Response::error(e),
+            }
+        }
+        Response {
+            ok: true,
+            ..Default::default()
+        }
+    }
+
     fn status(&self) -> Response {
         let (elements, counters) = match sets::list_table_value() {
             Ok(listing) => sets::summarize(&listing),
@@ -184,6 +214,7 @@ impl<B: Batches> Guard<B> {
             patterns: Some(self.patterns()),
             elements,
             counters,
+            proxy_armed: self.proxy.as_ref().map(|p| p.is_armed()),
             ..Default::default()
         }
     }

@@ -265,12 +265,14 @@ pub(crate) fn describe(event: &Event) -> String {
             duration_ms,
             rule,
             credential,
+            refused,
             ..
         } => format!(
-            "{} {}{} -> {status} ({bytes_up} B up, {bytes_down} B down, {duration_ms} ms, rule {}{})",
+            "{} {}{} -> {status}{} ({bytes_up} B up, {bytes_down} B down, {duration_ms} ms, rule {}{})",
             crate::visible::escape_controls(method),
             crate::visible::escape_controls(host),
             crate::visible::escape_controls(path),
+            if *refused { " refused by the guard" } else { "" },
             crate::visible::escape_controls(rule),
             credential
                 .as_deref()

@@ -31,6 +31,7 @@ fn summary_of(events: impl Iterator<Item = Event>, mark: Option<&str>) -> String
     let mut contacted: BTreeMap<String, u64> = BTreeMap::new();
     let mut refused: BTreeMap<String, u64> = BTreeMap::new();
     let mut blocked: BTreeMap<String, u64> = BTreeMap::new();
+    let mut http_refused: BTreeMap<String, u64> = BTreeMap::new();
     // Cumulative per kind: the last record of each kind has the total.
     let mut suppressed: BTreeMap<String, u64> = BTreeMap::new();
     // Every name here is the agent's (it chose what to look up, run and write): escaped where
@@ -65,6 +66,16 @@ fn summary_of(events: impl Iterator<Item = Event>, mark: Option<&str>) -> String
                 let destination = line::destination(&proto, &dst, port, &name);
                 *blocked.entry(escape_controls(&destination)).or_default() += n
             }
+            EventKind::Http {
+                method,
+                host,
+                path,
+                refused: true,
+                ..
+            } => {
+                let request = format!("{method} {host}{path}");
+                *http_refused.entry(escape_controls(&request)).or_default() += n
+            }
             EventKind::Suppressed { of, count, .. } => {
                 let total = suppressed.entry(of).or_default();
                 *total = (*total).max(count);
@@ -96,6 +107,7 @@ fn summary_of(events: impl Iterator<Item = Event>, mark: Option<&str>) -> String
         ("domains resolved (allowed)", &contacted),
         ("domains refused", &refused),
         ("connections blocked", &blocked),
+        ("requests refused (HTTP)", &http_refused),
     ] {
         out.push_str(&format!("  {title}: {}\n", map.len()));
         let mut items: Vec<_> = map.iter().collect();
@@ -228,6 +240,7 @@ mod tests {
   domains resolved (allowed): 0
   domains refused: 0
   connections blocked: 0
+  requests refused (HTTP): 0
   programs run: 8
     git (2x)
     a (1x)
@@ -240,6 +253,44 @@ mod tests {
     .envrc
     Makefile
 "
+        );
+    }
+
+    fn http(path: &str, status: u16, refused: bool, count: Option<u64>) -> EventKind {
+        EventKind::Http {
+            method: "POST".into(),
+            host: "api.example.test".into(),
+            path: path.into(),
+            status,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 1,
+            rule: "http.\"api.example.test\".allow".into(),
+            credential: None,
+            refused,
+            count,
+            first: None,
+            last: None,
+        }
+    }
+
+    /// Requests the guard's proxy refused are counted (a folded record for all it stands
+    /// for); a 403 of the host itself, and forwarded requests, are not.
+    #[test]
+    fn the_summary_counts_the_requests_the_guard_refused() {
+        let kinds = vec![
+            http("/v1/files", 403, true, None),
+            http("/v1/files", 403, true, Some(3)),
+            http("/v1/upload", 403, true, None),
+            http("/v1/messages", 200, false, None),
+            http("/v1/private", 403, false, None),
+        ];
+        let text = summary_of(kinds.into_iter().map(|k| Event::now("s", k)), None);
+        assert!(
+            text.contains(
+                "  requests refused (HTTP): 2\n    POST api.example.test/v1/files (4x)\n    POST api.example.test/v1/upload (1x)\n"
+            ),
+            "{text}"
         );
     }
 

@@ -38,6 +38,8 @@ pub(super) struct Act<'a> {
     pub(super) reread_compose: bool,
     /// This `up` is the workspace's first (`approval::first_use`).
     pub(super) first_use: bool,
+    /// The session's HTTP settings for the guard's proxy, when it inspects any host.
+    pub(super) http: Option<&'a crate::http_session::Prepared>,
 }
 
 impl Act<'_> {
@@ -213,6 +215,7 @@ impl Act<'_> {
             compose: self.compose,
             reread_compose: self.reread_compose,
             first_use: self.first_use,
+            http: self.http,
         }
     }
 

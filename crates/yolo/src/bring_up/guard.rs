@@ -40,9 +40,26 @@ impl Act<'_> {
             return Ok(false);
         };
         let allow = self.allow.to_vec();
-        let config = network::guard_config(self.project, self.mode, writer.session(), allow, None);
+        let config = self.guard_config(writer, allow, None);
         network::launch_guard(self.engine, self.project, id, &config).await?;
         Ok(true)
+    }
+
+    /// The guard's config for this session (`phase`: an image build's, which inspects nothing:
+    /// its proxy is the session's alone).
+    pub(super) fn guard_config(
+        &self,
+        writer: &Writer,
+        allow: Vec<String>,
+        phase: Option<&str>,
+    ) -> crate::firewall::GuardConfig {
+        let mut config =
+            network::guard_config(self.project, self.mode, writer.session(), allow, phase);
+        if let (Some(http), None) = (self.http, phase) {
+            config.http = http.session.config.clone();
+            config.http_roots_pem = Some(http.roots_pem.clone());
+        }
+        config
     }
 
     pub(super) fn warn_if_guard_down(&self, reason: &Reason) {
@@ -82,7 +99,7 @@ impl Act<'_> {
         let Some(id) = self.make_guard(step, phase.is_some()).await? else {
             return Ok(None);
         };
-        let config = network::guard_config(self.project, self.mode, writer.session(), allow, phase);
+        let config = self.guard_config(writer, allow, phase);
         network::start_guard(self.engine, self.project, &id, &config).await?;
         Ok(Some(id))
     }

@@ -140,6 +140,12 @@ pub(crate) async fn up(
         session_open: session.state.session.is_some(),
     };
     let plan = plan(&found, &options);
+    // The credentials are read on the host now, before any Docker work: a bad section changes
+    // nothing. Without a guard (`--network none`) nothing is inspected.
+    let http = match mode {
+        NetworkMode::None => None,
+        _ => crate::http_session::prepare(project, agents)?,
+    };
     let act = Act {
         engine,
         project: &*project,
@@ -149,6 +155,7 @@ pub(crate) async fn up(
         compose: prepared.as_ref(),
         reread_compose,
         first_use,
+        http: http.as_ref(),
     };
     // From here on a signal is handled: the hooks' commands are stopped in the container
     // (`Engine::exec`), and what this `up` made is removed.
@@ -178,6 +185,34 @@ pub(crate) async fn up(
     }
     let project = &*project;
     let spec = &project.spec;
+    let fresh = matches!(plan, Plan::Fresh { .. });
+    match &http {
+        Some(prepared) => {
+            // The guard is ready: its proxy gets the session's secrets (a kept guard only if a
+            // restart lost them), before any hook of the container runs.
+            let guard = engine.find(&Owner::of(spec)).await?.guard;
+            if let Some(guard) = guard.filter(|g| g.running) {
+                crate::http_session::after_up(
+                    engine,
+                    project,
+                    &guard.id,
+                    fresh,
+                    prepared,
+                    &mut session.state,
+                )
+                .await?;
+            }
+        }
+        None if fresh => session.state.http = None,
+        None => {}
+    }
+    session.save()?;
+    let warnings: Vec<String> = spec
+        .container_env
+        .iter()
+        .filter_map(|(var, value)| crate::http_session::secret_warning(var, value))
+        .collect();
+    crate::http_session::warn(&warnings, Some(&ready.writer));
 
     let outcome = Outcome {
         container_id: ready.container_id.clone(),

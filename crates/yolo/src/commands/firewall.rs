@@ -8,8 +8,28 @@ use crate::session::firewall;
 
 /// `yolo allow`: the patterns were checked by clap (`values::parse_pattern`), so a typo is a
 /// usage error before any Docker work.
-pub(crate) async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32> {
+pub(crate) async fn allow(
+    target: &Target,
+    patterns: Vec<String>,
+    http: Vec<String>,
+) -> Result<i32> {
     let located = super::locate(target)?;
+    if !http.is_empty() {
+        firewall::request(
+            &located,
+            &Request::AllowHttp {
+                rules: http.clone(),
+            },
+        )
+        .await?;
+        eprintln!(
+            "yolo: allowed {} (effective now, no restart; for this session only)",
+            http.join(", ")
+        );
+    }
+    if patterns.is_empty() {
+        return Ok(0);
+    }
     let request = Request::Allow {
         patterns: patterns.clone(),
     };
@@ -22,8 +42,24 @@ pub(crate) async fn allow(target: &Target, patterns: Vec<String>) -> Result<i32>
 }
 
 /// `yolo deny`: the patterns were checked by clap, like `allow`'s.
-pub(crate) async fn deny(target: &Target, patterns: Vec<String>) -> Result<i32> {
+pub(crate) async fn deny(target: &Target, patterns: Vec<String>, http: Vec<String>) -> Result<i32> {
     let located = super::locate(target)?;
+    if !http.is_empty() {
+        firewall::request(
+            &located,
+            &Request::DenyHttp {
+                rules: http.clone(),
+            },
+        )
+        .await?;
+        eprintln!(
+            "yolo: denied {} (effective now, no restart; for this session only)",
+            http.join(", ")
+        );
+    }
+    if patterns.is_empty() {
+        return Ok(0);
+    }
     let request = Request::Deny {
         patterns: patterns.clone(),
     };

@@ -122,8 +122,16 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             session,
             output,
         } => report::execute(&target, session, output).await,
-        Command::Allow { target, patterns } => firewall::allow(&target, patterns).await,
-        Command::Deny { target, patterns } => firewall::deny(&target, patterns).await,
+        Command::Allow {
+            target,
+            patterns,
+            http,
+        } => firewall::allow(&target, patterns, http).await,
+        Command::Deny {
+            target,
+            patterns,
+            http,
+        } => firewall::deny(&target, patterns, http).await,
         Command::Firewall { target, json } => firewall::show(&target, json).await,
         Command::Completions { shell } => completions::execute(shell),
     }

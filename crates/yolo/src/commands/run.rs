@@ -76,11 +76,20 @@ async fn run_agent(
     network: &str,
     session: &str,
 ) -> Result<i32> {
-    let env: Vec<String> = agent
-        .env
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
-        .collect();
+    let held = Session::at(located.clone(), Hold::Read).await?;
+    // The stand-ins of this session's credentials in place of their real values; what else
+    // the agent lists goes as is, with a warning when it looks like a key.
+    let stand_ins = held
+        .state
+        .http
+        .as_ref()
+        .map(|h| h.agent_env.clone())
+        .unwrap_or_default();
+    let (env, warnings) =
+        crate::http_session::agent_env(&agent.env, &stand_ins, &|k| std::env::var(k).ok());
+    let writer = crate::session::record::current(&held.state)?;
+    crate::http_session::warn(&warnings, writer.as_ref());
+    let env: Vec<String> = env.into_iter().map(|(k, v)| format!("{k}={v}")).collect();
     let started = chrono::Utc::now();
     let mark = (network != "none").then(closing_mark).flatten();
     if let Some(mark) = &mark {
@@ -89,7 +98,6 @@ async fn run_agent(
             console::style("yolo:").bold()
         );
     }
-    let held = Session::at(located.clone(), Hold::Read).await?;
     let code = crate::bring_up::attach::attach(engine, held, "agent", argv, env).await?;
     if network != "none" {
         // The guard writes its events from a queue: give the last ones a moment to land.

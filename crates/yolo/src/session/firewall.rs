@@ -124,6 +124,8 @@ async fn record(located: &Located, request: &Request) {
     let (action, patterns) = match request {
         Request::Allow { patterns } => ("allow requested", patterns.clone()),
         Request::Deny { patterns } => ("deny requested", patterns.clone()),
+        Request::AllowHttp { rules } => ("allow --http requested", rules.clone()),
+        Request::DenyHttp { rules } => ("deny --http requested", rules.clone()),
         Request::Status | Request::ProxySecrets(_) => return,
     };
     let session = Session::at(located.clone(), Hold::Read).await;

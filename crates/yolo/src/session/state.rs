@@ -29,6 +29,20 @@ pub(crate) struct WorkspaceState {
     pub(crate) exec: Option<ExecSettings>,
     /// The allowlist the running guard was given (live `yolo allow`s come on top).
     pub(crate) allowlist: Option<Vec<String>>,
+    /// What the running guard's proxy was started with, when it inspects HTTP
+    /// (`http_session`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) http: Option<HttpState>,
+}
+
+/// The public side of a session's credentials: never a real value.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct HttpState {
+    /// `(variable, stand-in)`: what `run` hands the agent in place of the real values.
+    pub(crate) agent_env: Vec<(String, String)>,
+    /// The credentials the guard's config names (the secrets it is sent are these).
+    pub(crate) credentials: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

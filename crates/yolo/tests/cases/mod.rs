@@ -4,6 +4,7 @@ mod builds;
 mod cli;
 mod compose;
 mod containment;
+mod credentials;
 mod display;
 mod errors;
 mod everyday;

@@ -82,8 +82,7 @@ impl Act<'_> {
                         (allow, names, Some(published), None)
                     }
                 };
-                let mut config =
-                    network::guard_config(self.project, self.mode, writer.session(), allow, phase);
+                let mut config = self.guard_config(writer, allow, phase);
                 config.local_names = names;
                 if let Some(published) = published {
                     config.published_ports = published;

