@@ -148,10 +148,9 @@ impl Forge {
 
     /// The oid of `refname` in `repo`, if it exists.
     fn oid(&self, repo: &str, refname: &str) -> Option<String> {
-        self.refs(repo).iter().find_map(|l| {
-            l.strip_prefix(&format!("{refname} "))
-                .map(str::to_string)
-        })
+        self.refs(repo)
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("{refname} ")).map(str::to_string))
     }
 
     /// The requests the server received, as `METHOD PATH?QUERY STATUS user=U`.
@@ -184,7 +183,12 @@ fn run_on_forge(refs: Option<&str>, script: &str) -> (Test, Internet, Forge, Run
         assert!(out.status.success(), "git {args:?}: {out:?}");
     };
     git(&["init", "-q"]);
-    git(&["remote", "add", "origin", &format!("https://{FORGE}/o/r.git")]);
+    git(&[
+        "remote",
+        "add",
+        "origin",
+        &format!("https://{FORGE}/o/r.git"),
+    ]);
     t.devcontainer(&format!(r#"{{"image": "{GIT_IMAGE}"}}"#));
     let push = match refs {
         None => "git_push = {}".to_string(),
@@ -279,7 +283,9 @@ try push-big git push origin HEAD:refs/heads/yolo/big
 echo "lone=$(git rev-parse lone)""#;
     let (t, _net, forge, run, real) = run_on_forge(None, script);
     let out = run.stdout();
-    let seed = forge.oid("x/other", "refs/heads/main").expect("other's main");
+    let seed = forge
+        .oid("x/other", "refs/heads/main")
+        .expect("other's main");
 
     // The agent holds a stand-in; the server, which checks the real password, let it in.
     let stand_in = field(&out, "stand-in");
