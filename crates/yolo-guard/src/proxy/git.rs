@@ -100,7 +100,15 @@ pub(crate) fn rule_name(forge: &str) -> String {
 /// creates, updates or deletes must match `push.refs`. `pkt_lines` is the body up to and
 /// including the flush-pkt that ends the commands (more is ignored); a body that ends before
 /// it, or that is not pkt-lines (a compressed or signed push), is refused rather than guessed.
-pub(crate) fn check_commands(pkt_lines: &[u8], push: &GitPush) -> Result<(), Refusal> {
+/// `ended`: the body holds nothing more than `pkt_lines`.
+///
+/// A body that is a flush-pkt alone, and nothing after it, passes: git sends it as a probe
+/// (of the credentials) before a push too big for its post buffer (`http.postBuffer`, 1 MiB),
+/// and a receive-pack with no command changes no ref and reads no pack.
+pub(crate) fn check_commands(pkt_lines: &[u8], push: &GitPush, ended: bool) -> Result<(), Refusal> {
+    if ended && pkt_lines == FLUSH {
+        return Ok(());
+    }
     let refuse = |reason: String| Refusal {
         rule: "git_push.refs".into(),
         reason,
@@ -193,6 +201,9 @@ pub(crate) fn commands_complete(body: &[u8]) -> bool {
     }
 }
 
+/// The flush-pkt, which ends the commands.
+const FLUSH: &[u8] = b"0000";
+
 /// A SHA-1 or SHA-256 object name in lowercase hex.
 fn is_oid(text: &str) -> bool {
     matches!(text.len(), 40 | 64) && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -273,11 +284,11 @@ mod tests {
             (OLD, NEW, "refs/heads/yolo/a/b"),
             (OLD, ZERO, "refs/heads/yolo/old"),
         ]);
-        assert_eq!(check_commands(&ok, &push), Ok(()));
+        assert_eq!(check_commands(&ok, &push, false), Ok(()));
         // A shallow clone's push starts with shallow lines.
         let mut shallow = pkt(&format!("shallow {OLD}"));
         shallow.extend(body(&[(OLD, NEW, "refs/heads/yolo/x")]));
-        assert_eq!(check_commands(&shallow, &push), Ok(()));
+        assert_eq!(check_commands(&shallow, &push, false), Ok(()));
     }
 
     #[test]
@@ -287,7 +298,7 @@ mod tests {
             (OLD, NEW, "refs/heads/yolo/x"),
             (OLD, NEW, "refs/heads/main"),
         ]);
-        let refusal = check_commands(&main, &push).unwrap_err();
+        let refusal = check_commands(&main, &push, false).unwrap_err();
         assert_eq!(
             refusal.reason,
             "a push may update only refs/heads/yolo/**, not refs/heads/main"
@@ -298,16 +309,22 @@ mod tests {
             refusal.body()
         );
         let delete = body(&[(OLD, ZERO, "refs/heads/main")]);
-        let refusal = check_commands(&delete, &push).unwrap_err();
+        let refusal = check_commands(&delete, &push, false).unwrap_err();
         assert!(refusal.reason.contains("may delete only"), "{refusal:?}");
         let tag = body(&[(ZERO, NEW, "refs/tags/yolo/v1")]);
-        assert!(check_commands(&tag, &push).is_err());
+        assert!(check_commands(&tag, &push, false).is_err());
         // The user's own refs list opens them.
         let wide = GitPush {
             repository: "/o/r".into(),
             refs: vec!["refs/heads/**".into()],
         };
-        assert_eq!(check_commands(&main, &wide), Ok(()));
+        assert_eq!(check_commands(&main, &wide, false), Ok(()));
+    }
+
+    #[test]
+    fn gits_probe_before_a_big_push_passes_alone() {
+        let push = GitPush::new("/o/r");
+        assert_eq!(check_commands(b"0000", &push, true), Ok(()));
     }
 
     #[test]
@@ -322,16 +339,19 @@ mod tests {
             (&b"0000"[..], "holds no commands"),
             (&b"0003"[..], "not git pkt-lines"),
         ] {
-            let refusal = check_commands(bytes, &push).unwrap_err();
+            let refusal = check_commands(bytes, &push, false).unwrap_err();
             assert!(refusal.reason.contains(why), "{why}: {refusal:?}");
         }
+        // Not even git's probe, but whole: a flush-pkt with more after it, or not known to end.
+        assert!(check_commands(b"0000PACK", &push, true).is_err());
+        assert!(check_commands(b"0000", &push, false).is_err());
         let cert = [pkt("push-cert\0report-status\n"), b"0000".to_vec()].concat();
-        assert!(check_commands(&cert, &push)
+        assert!(check_commands(&cert, &push, false)
             .unwrap_err()
             .reason
             .contains("signed push"));
         let junk = [pkt("hello world refs/heads/yolo/x\n"), b"0000".to_vec()].concat();
-        assert!(check_commands(&junk, &push).is_err());
+        assert!(check_commands(&junk, &push, false).is_err());
         // A second command line that is shallow is not skipped: it is no command.
         let late = [
             body(&[(OLD, NEW, "refs/heads/yolo/x")])[..flush].to_vec(),
@@ -339,6 +359,6 @@ mod tests {
             b"0000".to_vec(),
         ]
         .concat();
-        assert!(check_commands(&late, &push).is_err());
+        assert!(check_commands(&late, &push, false).is_err());
     }
 }

@@ -423,8 +423,8 @@ impl Conn {
         let (req, held) = match push {
             None => (req, VecDeque::new()),
             Some(push) => match hold_push_commands(req).await {
-                Ok((req, held, commands)) => {
-                    if let Err(refusal) = git::check_commands(&commands, &push) {
+                Ok((req, held, commands, ended)) => {
+                    if let Err(refusal) = git::check_commands(&commands, &push, ended) {
                         exchange.rule = refusal.rule.clone();
                         return self.answer(
                             exchange,
@@ -679,14 +679,17 @@ impl Conn {
 
 /// Reads a push's body up to the end of its commands (the flush-pkt), at most
 /// [`PUSH_COMMANDS_CAP`] bytes: the request with the rest of its body, the frames read (to be
-/// sent first), and their data, which the commands are at the start of.
+/// sent first), their data, which the commands are at the start of, and whether the body ended
+/// there. A body that is a flush-pkt so far (git's probe) is read to its end, so that
+/// `check_commands` knows whether anything follows it.
 async fn hold_push_commands(
     req: Request<Incoming>,
-) -> Result<(Request<Incoming>, VecDeque<Frame<Bytes>>, Vec<u8>), (StatusCode, String)> {
+) -> Result<(Request<Incoming>, VecDeque<Frame<Bytes>>, Vec<u8>, bool), (StatusCode, String)> {
     let (parts, mut body) = req.into_parts();
     let mut held = VecDeque::new();
     let mut data = Vec::new();
-    while !git::commands_complete(&data) {
+    let mut ended = false;
+    while !git::commands_complete(&data) || (data == b"0000" && !body.is_end_stream()) {
         if data.len() > PUSH_COMMANDS_CAP {
             return Err((
                 StatusCode::FORBIDDEN,
@@ -703,7 +706,10 @@ async fn hold_push_commands(
                 held.push_back(frame);
             }
             // The body ended (check_commands refuses what it cannot read whole).
-            None => break,
+            None => {
+                ended = true;
+                break;
+            }
             Some(Err(e)) => {
                 return Err((
                     StatusCode::BAD_REQUEST,
@@ -712,7 +718,8 @@ async fn hold_push_commands(
             }
         }
     }
-    Ok((Request::from_parts(parts, body), held, data))
+    let ended = ended || body.is_end_stream();
+    Ok((Request::from_parts(parts, body), held, data, ended))
 }
 
 /// A request body whose first frames were read already: those, then the rest as it comes.

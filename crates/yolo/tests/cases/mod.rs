@@ -14,6 +14,7 @@ mod exit_codes;
 mod extra_ca;
 mod features;
 mod files;
+mod git_push;
 mod guard_image;
 mod hooks;
 mod images;
