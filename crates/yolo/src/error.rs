@@ -285,7 +285,7 @@ impl fmt::Display for Cause {
 
 /// `text` as one shell word: as it is when it holds only characters no shell treats specially,
 /// else in single quotes (a grant's value can be a path the repository chose).
-fn shell_word(text: &str) -> String {
+pub(crate) fn shell_word(text: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "_-=:/.,@+%".contains(c);
     if !text.is_empty() && text.chars().all(plain) {
         text.to_string()

@@ -1,6 +1,12 @@
 //! Mounts a repository asks for (`mounts`, and `-v`, `--mount`, `--tmpfs` in runArgs): named
 //! volumes and tmpfs freely, host binds only with `host-mount` (and the Docker socket only with
-//! `docker-socket`). Binding the repository itself again needs nothing.
+//! `docker-socket`), declined without. Two kinds of bind need nothing:
+//! - the repository itself, or a path in it, at any target: nothing new is exposed, and every
+//!   protected path the bind exposes gets its read-only overlay at the new target too (a bind
+//!   of a path inside a protected one is read-only as a whole). Where the path really leads is
+//!   a fact (`Facts::real_path`): a link out of the repository is a host bind like any other.
+//! - `/etc/localtime` and `/etc/timezone`, always read-only: the host's time zone, nothing
+//!   more.
 
 use super::grants::Need;
 use super::Eval;
@@ -10,6 +16,9 @@ use crate::paths::{is_container_path, normalize_path};
 use crate::run_spec::{Mount, MountKind, RunSpec};
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+/// Host files any container may read: the time zone (bound read-only whatever was asked).
+const HARMLESS_HOST_FILES: [&str; 2] = ["/etc/localtime", "/etc/timezone"];
 
 /// Sockets that hand out root on the host to whoever can write to them.
 const DOCKER_SOCKETS: [&str; 2] = ["/var/run/docker.sock", "/run/docker.sock"];
@@ -170,6 +179,37 @@ pub(super) fn parse_volume_arg(text: &str) -> Result<MountRequest, MountError> {
     })
 }
 
+/// The host paths of every bind a config and its metadata entries ask for (mounts, `-v`,
+/// `--mount`), folded: where they really lead is a fact `policy_facts` reads before the policy
+/// judges them (`Eval::inside_repository`). What does not parse is left to the policy's error.
+pub(crate) fn bind_sources(
+    config: &crate::devcontainer::model::DevContainer,
+    entries: &[(
+        crate::devcontainer::metadata::Origin,
+        crate::devcontainer::metadata::Entry,
+    )],
+) -> Vec<PathBuf> {
+    let mounts = entries
+        .iter()
+        .flat_map(|(_, e)| &e.mounts)
+        .chain(&config.mounts)
+        .filter_map(|m| match m {
+            MountEntry::Text(text) => parse_mount_string(text).ok(),
+            MountEntry::Object(o) => mount_kind(&o.kind).ok().map(|kind| MountRequest {
+                kind,
+                source: o.source.clone().unwrap_or_default(),
+                target: o.target.clone(),
+                read_only: false,
+            }),
+        });
+    let run_args = super::run_args::mount_requests(&config.run_args);
+    mounts
+        .chain(run_args)
+        .filter(|m| m.kind == MountKind::Bind)
+        .filter_map(|m| normalize_path(Path::new(&m.source)))
+        .collect()
+}
+
 /// Docker volume names: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
 pub(super) fn valid_volume_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -203,33 +243,90 @@ impl Eval<'_> {
         })
     }
 
-    /// A bind of a host path other than the workspace: the socket needs `docker-socket`, any
-    /// other path `host-mount` (and a folder holding the socket needs both).
+    /// A bind of a host path other than the workspace, where it cannot be left out: refused
+    /// without its grant (`allow_host_path`).
     pub(super) fn require_host_path(
         &mut self,
         property: &str,
         source: &Path,
         target: &str,
     ) -> Result<()> {
+        self.strictly(|eval| eval.allow_host_path(property, source, target))
+            .map(|_| ())
+    }
+
+    /// A bind of a host path other than the workspace: the socket needs `docker-socket`, any
+    /// other path `host-mount` (and a folder holding the socket needs both); `false`: declined.
+    fn allow_host_path(&mut self, property: &str, source: &Path, target: &str) -> Result<bool> {
         let value = format!(
             "a bind mount of the host's {} at {target}",
             source.display()
         );
         if is_docker_socket(source) || contains_docker_socket(source) {
             let reason = "the Docker socket gives root on the host";
-            self.require(Need::DockerSocket, property, &value, reason)?;
+            if !self.allow(Need::DockerSocket, property, &value, reason)? {
+                return Ok(false);
+            }
             if is_docker_socket(source) {
-                return Ok(());
+                return Ok(true);
             }
         }
         let reason =
             "yolo mounts only the repository, to keep other host files out of the agent's reach";
-        self.require(
+        self.allow(
             Need::HostMount(source.to_path_buf()),
             property,
             &value,
             reason,
         )
+    }
+
+    /// Where a bind source inside the repository really leads, when that is inside it too;
+    /// `None` for a source outside, or one whose links lead out (or were not looked at).
+    fn inside_repository(&self, source: &Path) -> Option<PathBuf> {
+        let roots: Vec<&Path> = [Some(self.input.workspace), self.git_root.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !roots.iter().any(|r| source.starts_with(r)) {
+            return None;
+        }
+        if source == self.input.workspace {
+            return Some(source.to_path_buf());
+        }
+        let real = self.input.facts.real_path(source)?;
+        roots
+            .iter()
+            .any(|r| real.starts_with(r))
+            .then(|| real.to_path_buf())
+    }
+
+    /// A bind of `source` (in the repository) at `target`: every protected path it exposes,
+    /// and the folders leading to one, get their overlay at the new target as well; a source
+    /// in a read-only path makes the whole bind read-only.
+    fn protect_again(&self, spec: &mut RunSpec, source: &Path, target: &str) -> bool {
+        let inside_read_only = spec
+            .protected
+            .iter()
+            .any(|p| p.read_only && source.starts_with(&p.host));
+        let again: Vec<crate::run_spec::Protected> = spec
+            .protected
+            .iter()
+            .filter(|p| p.host != source && p.host.starts_with(source))
+            .map(|p| {
+                let rel = crate::paths::slash_path(p.host.strip_prefix(source).unwrap_or(&p.host));
+                crate::run_spec::Protected {
+                    target: format!("{}/{rel}", target.trim_end_matches('/')),
+                    ..p.clone()
+                }
+            })
+            .collect();
+        for p in again {
+            if !spec.protected.iter().any(|known| known.target == p.target) {
+                spec.protected.push(p);
+            }
+        }
+        inside_read_only
     }
 
     /// The metadata entries' mounts, then devcontainer.json's; of two with one target, the
@@ -276,6 +373,7 @@ impl Eval<'_> {
             let message = format!("the target \"{}\" must be an absolute path", req.target);
             return Err(self.config_error(property, message));
         }
+        let mut read_only = req.read_only;
         let source = match req.kind {
             MountKind::Tmpfs => String::new(),
             MountKind::Volume if req.source.is_empty() || valid_volume_name(&req.source) => {
@@ -288,18 +386,25 @@ impl Eval<'_> {
             }
             MountKind::Bind => {
                 let source = self.host_path(property, &req.source)?;
-                // Binding the repository again elsewhere exposes nothing new.
-                if source != self.input.workspace {
-                    self.require_host_path(property, &source, &req.target)?;
+                if let Some(real) = self.inside_repository(&source) {
+                    // The repository again elsewhere exposes nothing new, with its overlays.
+                    read_only |= self.protect_again(spec, &real, &req.target);
+                    real.to_string_lossy().into_owned()
+                } else if HARMLESS_HOST_FILES.iter().any(|f| source == Path::new(f)) {
+                    read_only = true;
+                    source.to_string_lossy().into_owned()
+                } else if self.allow_host_path(property, &source, &req.target)? {
+                    source.to_string_lossy().into_owned()
+                } else {
+                    return Ok(());
                 }
-                source.to_string_lossy().into_owned()
             }
         };
         let mount = Mount {
             kind: req.kind,
             source,
             target: req.target,
-            read_only: req.read_only,
+            read_only,
         };
         push_mount(spec, mount);
         Ok(())

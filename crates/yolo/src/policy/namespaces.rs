@@ -16,6 +16,12 @@ impl Eval<'_> {
         value: &str,
     ) -> Result<()> {
         let shares = value == "host" || value.starts_with("container:");
+        if flag == "network" && shares && self.declines() {
+            // Left out, the container joins its guard's namespace as every other does.
+            let reason = format!("no grant allows it: {HOST_NETWORK_REFUSED}");
+            self.decline(property, &format!("--network={value}"), &reason, None);
+            return Ok(());
+        }
         if flag == "network" {
             return Err(self.network(property, value, shares));
         }
@@ -46,8 +52,9 @@ impl Eval<'_> {
                 "without a user namespace the container's root is the host's root",
             ),
         };
-        self.require(need, property, &format!("--{flag}={value}"), reason)?;
-        spec.host_modes.insert(flag.into(), value.into());
+        if self.allow(need, property, &format!("--{flag}={value}"), reason)? {
+            spec.host_modes.insert(flag.into(), value.into());
+        }
         Ok(())
     }
 

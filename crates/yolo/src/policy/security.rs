@@ -1,11 +1,12 @@
-//! The requests that switch parts of the sandbox off: `privileged`, `capAdd`, `securityOpt` (and
-//! their runArgs spellings) and `--device`. Each needs its grant; `no-new-privileges` is what
-//! yolo sets anyway and passes without one.
+//! The requests that switch parts of the sandbox off or reach the host's hardware: `privileged`,
+//! `capAdd`, `securityOpt` (and their runArgs spellings), `--device`, and GPUs (`--gpus`,
+//! `--runtime=nvidia`, `hostRequirements.gpu`). Each needs its grant, and is declined without it
+//! (`Eval::allow`); `no-new-privileges` is what yolo sets anyway and passes without one.
 
 use super::grants::{normalize_cap, Need};
 use super::Eval;
 use crate::error::Result;
-use crate::run_spec::RunSpec;
+use crate::run_spec::{Gpus, RunSpec};
 
 impl Eval<'_> {
     pub(super) fn apply_security(&mut self, spec: &mut RunSpec) -> Result<()> {
@@ -23,8 +24,9 @@ impl Eval<'_> {
 
     pub(super) fn grant_privileged(&mut self, spec: &mut RunSpec, property: &str) -> Result<()> {
         let reason = "a privileged container can take over the host";
-        self.require(Need::Privileged, property, "privileged mode", reason)?;
-        spec.privileged = true;
+        if self.allow(Need::Privileged, property, "privileged mode", reason)? {
+            spec.privileged = true;
+        }
         Ok(())
     }
 
@@ -39,13 +41,13 @@ impl Eval<'_> {
             return Err(self.config_error(property, format!("\"{cap}\" is not a capability name")));
         }
         let reason = "yolo drops every capability so the agent cannot escape its sandbox";
-        self.require(
+        let granted = self.allow(
             Need::Cap(cap.clone()),
             property,
             &format!("capability {cap}"),
             reason,
         )?;
-        if !spec.cap_add.contains(&cap) {
+        if granted && !spec.cap_add.contains(&cap) {
             spec.cap_add.push(cap);
         }
         Ok(())
@@ -63,8 +65,8 @@ impl Eval<'_> {
         }
         let reason = "security options can switch off the sandbox (seccomp, AppArmor, SELinux)";
         let value = format!("security option {opt}");
-        self.require(Need::SecurityOpt(opt.into()), property, &value, reason)?;
-        if !spec.security_opt.iter().any(|o| o == opt) {
+        let granted = self.allow(Need::SecurityOpt(opt.into()), property, &value, reason)?;
+        if granted && !spec.security_opt.iter().any(|o| o == opt) {
             spec.security_opt.push(opt.into());
         }
         Ok(())
@@ -80,17 +82,104 @@ impl Eval<'_> {
             return Err(self.config_error(property, "--device needs a device path"));
         }
         let reason = "a host device gives the container direct access to hardware";
-        self.require(
+        let granted = self.allow(
             Need::Device,
             property,
             &format!("the host device {device}"),
             reason,
         )?;
-        if !spec.devices.iter().any(|d| d == device) {
+        if granted && !spec.devices.iter().any(|d| d == device) {
             spec.devices.push(device.into());
         }
         Ok(())
     }
+}
+
+impl Eval<'_> {
+    /// GPUs `asked` for by `property`: with a `gpu` grant, the engine's device request (the
+    /// largest of several asks); without, declined (or refused).
+    pub(super) fn grant_gpus(
+        &mut self,
+        spec: &mut RunSpec,
+        property: &str,
+        value: &str,
+        asked: Gpus,
+    ) -> Result<()> {
+        let Some((gpus, grant)) = self.grants.gpus(&asked) else {
+            let reason = "a GPU gives the container the host's GPU driver and device files";
+            self.allow(Need::Gpu, property, value, reason)?;
+            return Ok(());
+        };
+        let grant = grant.to_string();
+        self.record_use(grant);
+        spec.gpus = Some(match (spec.gpus.take(), gpus) {
+            (Some(Gpus::All), _) | (_, Gpus::All) => Gpus::All,
+            (Some(Gpus::Count(a)), Gpus::Count(b)) => Gpus::Count(a.max(b)),
+            (None, gpus) => gpus,
+        });
+        Ok(())
+    }
+
+    /// `hostRequirements.gpu` (the metadata entries' and devcontainer.json's): `true` or an
+    /// object asks for a GPU; `"optional"` takes one only when granted, and is otherwise left
+    /// out (declined with a note even under `requests = "refuse"`: the config says it runs
+    /// without).
+    pub(super) fn apply_host_gpus(&mut self, spec: &mut RunSpec) -> Result<()> {
+        let asks: Vec<(String, serde_json::Value)> = self
+            .host_requirement_entries()
+            .into_iter()
+            .filter_map(|(property, h)| h.gpu.clone().map(|g| (format!("{property}.gpu"), g)))
+            .collect();
+        for (property, gpu) in asks {
+            match gpu {
+                serde_json::Value::Bool(false) | serde_json::Value::Null => {}
+                serde_json::Value::String(s) if s == "optional" => {
+                    if self.grants.gpus(&Gpus::All).is_some() {
+                        self.grant_gpus(spec, &property, "an optional GPU", Gpus::All)?;
+                    } else {
+                        let reason = "a GPU gives the container the host's GPU driver and device files; the config runs without one";
+                        let grant = super::grants::Need::Gpu.narrowest().to_string();
+                        self.decline(&property, "an optional GPU", reason, Some(grant));
+                    }
+                }
+                serde_json::Value::Bool(true) | serde_json::Value::Object(_) => {
+                    self.grant_gpus(spec, &property, "a GPU", Gpus::All)?;
+                }
+                other => {
+                    return Err(self.config_error(
+                        &property,
+                        format!("{other} is not true, false, \"optional\" or an object"),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `--gpus VALUE` as `docker run` reads it: `all`, a count, `device=ID[,ID]` (as many GPUs as
+/// IDs: yolo asks the engine for a count), or `count=N[,capabilities=...]`.
+pub(super) fn parse_gpus_arg(text: &str) -> Option<Gpus> {
+    let text = text.trim().trim_matches('"');
+    if let Some(gpus) = super::grants::parse_gpus(text) {
+        return Some(gpus);
+    }
+    let mut out = None;
+    for part in text.split(',') {
+        match part.split_once('=') {
+            Some(("count", n)) => out = super::grants::parse_gpus(n),
+            Some(("device", _)) => out = Some(Gpus::Count(1)),
+            Some(("capabilities" | "driver", _)) => {}
+            // The rest of a `device=0,1` list.
+            None if out.is_some() && !part.is_empty() => {
+                if let Some(Gpus::Count(n)) = out {
+                    out = Some(Gpus::Count(n + 1));
+                }
+            }
+            _ => return None,
+        }
+    }
+    out
 }
 
 /// `no-new-privileges`, `no-new-privileges=true`, `no-new-privileges:true`: what yolo sets anyway.

@@ -64,6 +64,12 @@ impl Case {
         self
     }
 
+    /// With `[policy] requests = "refuse"`: what needs a grant stops the evaluation.
+    pub(super) fn refusing(mut self) -> Self {
+        self.user.requests = super::Requests::Refuse;
+        self
+    }
+
     /// What the disk holds, for this case.
     pub(super) fn with_facts(mut self, facts: Facts) -> Self {
         self.facts = Some(facts);
@@ -150,6 +156,14 @@ pub(super) fn refused(result: Result<RunSpec>) -> (String, String, String) {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+/// The requests a spec left out: (property, value, grant).
+pub(super) fn declined(spec: &RunSpec) -> Vec<(String, String, Option<String>)> {
+    spec.declined
+        .iter()
+        .map(|d| (d.property.clone(), d.value.clone(), d.grant.clone()))
+        .collect()
 }
 
 /// Unpacks a config error: (property, message).
