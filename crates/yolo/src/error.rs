@@ -451,7 +451,23 @@ impl fmt::Display for Error {
                 v(grant)
             ),
             Error::RefusedMany { refusals, grants } => {
-                write!(f, "{} requests need a grant:", refusals.len())?;
+                let forbidden = refusals
+                    .iter()
+                    .filter(|e| matches!(e, Error::Forbidden { .. }))
+                    .count();
+                let grantable = refusals.len() - forbidden;
+                let requests = |n: usize| if n == 1 { "request" } else { "requests" };
+                match (forbidden, grantable) {
+                    (0, 1) => write!(f, "1 request needs a grant:")?,
+                    (0, n) => write!(f, "{n} requests need a grant:")?,
+                    (n, 0) => write!(f, "{n} {} no grant allows:", requests(n))?,
+                    (n, m) => write!(
+                        f,
+                        "{n} {} no grant allows, and {m} that {} a grant:",
+                        requests(n),
+                        if m == 1 { "needs" } else { "need" }
+                    )?,
+                }
                 for refusal in refusals {
                     write!(f, "\n  - {refusal}")?;
                 }

@@ -517,20 +517,20 @@ mod tests {
 
     #[test]
     fn host_bind_is_refused_then_granted_by_path() {
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": ["source=/home/me/.ssh,target=/root/.ssh,type=bind"]}),
         ));
         let (property, value, grant) = refused(c.run());
         assert_eq!(property, "mounts[0]");
         assert!(value.contains("/home/me/.ssh at /root/.ssh"), "{value}");
         assert_grant_text(&grant, "host-mount=/home/me/.ssh");
-        let spec = case(c.config.clone())
+        let spec = rcase(c.config.clone())
             .grant(&["host-mount=/home/me"])
             .run()
             .unwrap();
         assert_eq!(spec.mounts[0].source, "/home/me/.ssh");
         assert_eq!(spec.grants_used, ["host-mount=/home/me"]);
-        assert!(case(c.config.clone())
+        assert!(rcase(c.config.clone())
             .grant(&["host-mount=/home/me/data"])
             .run()
             .is_err());
@@ -538,24 +538,24 @@ mod tests {
 
     #[test]
     fn host_bind_object_form_and_dotdot_escape_are_refused() {
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": [{"type": "bind", "source": "/etc", "target": "/e"}]}),
         ));
         assert_eq!(refused(c.run()).0, "mounts[0]");
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": ["type=bind,source=/data/../home/me/.ssh,target=/s"]}),
         ));
         let (_, value, _) = refused(c.grant(&["host-mount=/data"]).run());
         assert!(value.contains("/home/me/.ssh"), "{value}");
         let (property, _) = config_err(
-            case(with_image(
+            rcase(with_image(
                 json!({"mounts": ["type=bind,source=rel,target=/s"]}),
             ))
             .run(),
         );
         assert_eq!(property, "mounts[0]");
         let (_, message) = config_err(
-            case(with_image(
+            rcase(with_image(
                 json!({"mounts": ["type=volume,source=a/b,target=/s"]}),
             ))
             .run(),
@@ -574,24 +574,24 @@ mod tests {
 
     #[test]
     fn docker_socket_needs_its_own_grant() {
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": ["source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind"]}),
         ));
         let (_, value, grant) = refused(c.run());
         assert!(value.contains("docker.sock"));
         assert_grant_text(&grant, "docker-socket");
-        assert!(case(c.config.clone()).grant(&["host-mount"]).run().is_err());
-        let spec = case(c.config.clone())
+        assert!(rcase(c.config.clone()).grant(&["host-mount"]).run().is_err());
+        let spec = rcase(c.config.clone())
             .grant(&["docker-socket"])
             .run()
             .unwrap();
         assert_eq!(spec.grants_used, ["docker-socket"]);
         // A folder holding the socket hands it over too.
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": ["source=/run,target=/hostrun,type=bind"]}),
         ));
         assert_grant_text(&refused(c.grant(&["host-mount"]).run()).2, "docker-socket");
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"runArgs": ["-v", "/run/user/1000/docker.sock:/d.sock"]}),
         ));
         assert_grant_text(&refused(c.run()).2, "docker-socket");

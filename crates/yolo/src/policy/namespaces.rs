@@ -91,7 +91,19 @@ mod tests {
             (&["-e", "A=1", "--network=container:db"], "runArgs[2]"),
         ];
         for (args, at) in cases {
-            let error = run_args(args).grant(&["privileged"]).run().unwrap_err();
+            // Declined by default: the container stays in its guard's namespace.
+            let spec = run_args(args).grant(&["privileged"]).run().unwrap();
+            assert!(!spec.host_modes.contains_key("network"), "{args:?}");
+            let [d] = spec.declined.as_slice() else {
+                panic!("{args:?}: {:?}", spec.declined);
+            };
+            assert_eq!((d.property.as_str(), d.grant.as_ref()), (*at, None));
+            assert!(d.reason.contains("no grant allows it"), "{}", d.reason);
+            let error = run_args(args)
+                .refusing()
+                .grant(&["privileged"])
+                .run()
+                .unwrap_err();
             let Error::Forbidden {
                 property, value, ..
             } = &error
@@ -105,7 +117,7 @@ mod tests {
             assert!(
                 message.contains("host-network cannot be granted")
                     && message.contains("owns the container's network namespace")
-                    && message.contains("yolo up --network open"),
+                    && message.contains("yolo up --network open` once it is gone"),
                 "{message}"
             );
             assert!(!message.contains("--grant"), "{message}");

@@ -535,16 +535,47 @@ mod tests {
                 "host-mount=/srv",
             ),
             (&["--device", "/dev/kvm"], "runArgs[0]", "device"),
+            (&["--gpus", "all"], "runArgs[0]", "gpu"),
+            (&["--runtime=nvidia"], "runArgs[0]", "gpu"),
         ];
+        let bare = run_args(&[]).run().unwrap();
         for (args, property, grant_name) in cases {
-            let (p, value, grant) = refused(run_args(args).run());
+            // Refused under `requests = "refuse"`...
+            let (p, value, grant) = refused(run_args(args).refusing().run());
             assert_eq!(&p, property, "{args:?}");
             assert!(!value.is_empty());
             assert_grant_text(&grant, grant_name);
-            assert!(
-                run_args(args).grant(&[grant_name]).run().is_ok(),
+            // ...declined by default: named with its grant, and nothing of it in the spec.
+            let spec = run_args(args).run().unwrap();
+            assert_eq!(
+                declined(&spec),
+                [(p.clone(), value.clone(), Some(grant_name.to_string()))],
                 "{args:?}"
             );
+            assert_eq!(
+                (
+                    spec.privileged,
+                    &spec.cap_add,
+                    &spec.security_opt,
+                    &spec.host_modes,
+                    &spec.mounts,
+                    &spec.devices,
+                    &spec.gpus
+                ),
+                (
+                    bare.privileged,
+                    &bare.cap_add,
+                    &bare.security_opt,
+                    &bare.host_modes,
+                    &bare.mounts,
+                    &bare.devices,
+                    &bare.gpus
+                ),
+                "{args:?}: a declined request reached the spec"
+            );
+            let granted = run_args(args).grant(&[grant_name]).run().unwrap();
+            assert!(granted.declined.is_empty(), "{args:?}");
+            assert_ne!(granted.config_hash, spec.config_hash, "{args:?}");
         }
     }
 

@@ -194,7 +194,7 @@ mod tests {
     }
 
     fn run_args_err(args: &[&str]) -> String {
-        case(args).run().unwrap_err().to_string()
+        case(args).refusing().run().unwrap_err().to_string()
     }
 
     #[test]

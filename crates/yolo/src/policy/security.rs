@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn privileged_is_refused_then_granted() {
-        let c = case(with_image(json!({"privileged": true})));
+        let c = rcase(with_image(json!({"privileged": true})));
         let (property, value, grant) = refused(c.run());
         assert_eq!(property, "privileged");
         assert_eq!(value, "privileged mode");
@@ -210,24 +210,24 @@ mod tests {
 
     #[test]
     fn cap_add_is_refused_normalized_then_granted() {
-        let c = case(with_image(json!({"capAdd": ["NET_RAW", "CAP_SYS_PTRACE"]})));
+        let c = rcase(with_image(json!({"capAdd": ["NET_RAW", "CAP_SYS_PTRACE"]})));
         let (property, value, grant) = refused(c.run());
         assert_eq!(property, "capAdd[0]");
         assert_eq!(value, "capability NET_RAW");
         assert_grant_text(&grant, "cap-add=NET_RAW");
         let (property, value, _) =
-            refused(case(c.config.clone()).grant(&["cap-add=net_raw"]).run());
+            refused(rcase(c.config.clone()).grant(&["cap-add=net_raw"]).run());
         assert_eq!(
             (property.as_str(), value.as_str()),
             ("capAdd[1]", "capability SYS_PTRACE")
         );
-        let spec = case(c.config.clone())
+        let spec = rcase(c.config.clone())
             .grant(&["cap-add=NET_RAW", "cap-add=sys_ptrace"])
             .run()
             .unwrap();
         assert_eq!(spec.cap_add, ["NET_RAW", "SYS_PTRACE"]);
         assert_eq!(spec.grants_used, ["cap-add=NET_RAW", "cap-add=SYS_PTRACE"]);
-        let spec = case(c.config.clone()).grant(&["cap-add"]).run().unwrap();
+        let spec = rcase(c.config.clone()).grant(&["cap-add"]).run().unwrap();
         assert_eq!(spec.grants_used, ["cap-add"]);
     }
 
@@ -235,7 +235,7 @@ mod tests {
     /// the flags that allow them all; what no grant allows ends the list.
     #[test]
     fn every_refusal_of_a_config_is_listed_at_once() {
-        let c = case(with_image(json!({
+        let c = rcase(with_image(json!({
             "capAdd": ["SYS_PTRACE"],
             "securityOpt": ["seccomp=unconfined"],
             "privileged": true
@@ -265,7 +265,7 @@ mod tests {
             "{text}"
         );
         // Granted all at once, it runs.
-        let spec = case(c.config.clone())
+        let spec = rcase(c.config.clone())
             .grant(&[
                 "privileged",
                 "cap-add=SYS_PTRACE",
@@ -274,9 +274,9 @@ mod tests {
             .run()
             .unwrap();
         assert!(spec.privileged);
-        // What no grant allows, met past the grants, is the last entry (with no grant of its
-        // own), so that granting the list is not followed by one more refusal.
-        let c = case(with_image(json!({
+        // What no grant allows, met past the grants, is in the list too, and first (with no
+        // grant of its own): granting the rest would not help while it stays.
+        let c = rcase(with_image(json!({
             "capAdd": ["SYS_PTRACE"],
             "runArgs": ["--network", "host"]
         })));
@@ -285,34 +285,51 @@ mod tests {
         };
         assert_eq!(grants, ["cap-add=SYS_PTRACE"]);
         assert!(matches!(
-            refusals.last(),
+            refusals.first(),
             Some(crate::error::Error::Forbidden { .. })
         ));
+        let text = crate::error::Error::RefusedMany { refusals, grants }.to_string();
+        assert!(
+            text.starts_with("1 request no grant allows, and 1 that needs a grant:\n  - "),
+            "{text}"
+        );
+        assert!(text.contains("--network=host"), "{text}");
+        // One of each kind reads in the singular.
+        let one = crate::error::Error::RefusedMany {
+            refusals: vec![refused_error(rcase(with_image(json!({"privileged": true}))))],
+            grants: vec!["privileged".into()],
+        }
+        .to_string();
+        assert!(one.starts_with("1 request needs a grant:"), "{one}");
         // One refusal stays a refusal of its own.
-        let (property, _, _) = refused(case(with_image(json!({"privileged": true}))).run());
+        let (property, _, _) = refused(rcase(with_image(json!({"privileged": true}))).run());
         assert_eq!(property, "privileged");
         assert!(matches!(
-            case(with_image(json!({"privileged": true}))).run(),
+            rcase(with_image(json!({"privileged": true}))).run(),
             Err(crate::error::Error::Refused { .. })
         ));
     }
 
+    fn refused_error(c: super::super::test_support::Case) -> crate::error::Error {
+        c.run().unwrap_err()
+    }
+
     #[test]
     fn security_opt_is_refused_except_no_new_privileges() {
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"securityOpt": ["no-new-privileges:true", "seccomp=unconfined"]}),
         ));
         let (property, value, grant) = refused(c.run());
         assert_eq!(property, "securityOpt[1]");
         assert_eq!(value, "security option seccomp=unconfined");
         assert_grant_text(&grant, "security-opt=seccomp=unconfined");
-        let spec = case(c.config.clone())
+        let spec = rcase(c.config.clone())
             .grant(&["security-opt"])
             .run()
             .unwrap();
         assert_eq!(spec.security_opt, ["seccomp=unconfined"]);
         let (_, value, _) = refused(
-            case(with_image(
+            rcase(with_image(
                 json!({"securityOpt": ["no-new-privileges=false"]}),
             ))
             .run(),

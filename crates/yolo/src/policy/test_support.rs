@@ -185,3 +185,13 @@ pub(super) fn assert_grant_text(grant: &str, name: &str) {
 pub(super) fn run_args(args: &[&str]) -> Case {
     case(with_image(serde_json::json!({ "runArgs": args })))
 }
+
+/// `case` under `[policy] requests = "refuse"`: the tests that pin a refusal.
+pub(super) fn rcase(config: serde_json::Value) -> Case {
+    case(config).refusing()
+}
+
+/// `run_args` under `[policy] requests = "refuse"`.
+pub(super) fn rrun_args(args: &[&str]) -> Case {
+    run_args(args).refusing()
+}
