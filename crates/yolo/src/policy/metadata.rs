@@ -397,6 +397,26 @@ mod tests {
     }
 
     #[test]
+    fn a_features_privileged_is_declined_naming_it() {
+        let spec = case(with_image(json!({})))
+            .entry(
+                feature(DIND),
+                json!({"privileged": true, "capAdd": ["SYS_ADMIN"]}),
+            )
+            .run()
+            .unwrap();
+        assert!(!spec.privileged && spec.cap_add.is_empty());
+        let properties: Vec<String> = declined(&spec).into_iter().map(|d| d.0).collect();
+        assert_eq!(
+            properties,
+            [
+                format!("privileged (asked by Feature \"{DIND}\")"),
+                format!("capAdd[0] (asked by Feature \"{DIND}\")")
+            ]
+        );
+    }
+
+    #[test]
     fn a_features_privileged_is_refused_naming_it_then_granted() {
         let c = rcase(with_image(json!({}))).entry(feature(DIND), json!({"privileged": true}));
         let (property, value, grant) = refused(c.run());

@@ -443,6 +443,7 @@ fn push_mount(spec: &mut RunSpec, mount: Mount) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::facts::{Facts, Kind};
     use super::super::test_support::*;
     use super::*;
     use serde_json::json;
@@ -573,6 +574,126 @@ mod tests {
     }
 
     #[test]
+    fn the_time_zone_files_are_bound_read_only_without_a_grant() {
+        let spec = ok(with_image(json!({"mounts": [
+            "source=/etc/localtime,target=/etc/localtime,type=bind",
+            {"type": "bind", "source": "/etc/timezone", "target": "/etc/timezone"}
+        ]})));
+        for file in ["/etc/localtime", "/etc/timezone"] {
+            let m = spec.mounts.iter().find(|m| m.source == file).unwrap();
+            assert!(m.read_only, "{m:?}");
+        }
+        assert!(spec.declined.is_empty() && spec.grants_used.is_empty());
+        // Only those files: the folder holding them is a host mount like any other.
+        let spec = ok(with_image(
+            json!({"mounts": ["source=/etc,target=/e,type=bind"]}),
+        ));
+        assert!(!spec.mounts.iter().any(|m| m.source == "/etc"));
+        assert_eq!(declined(&spec)[0].2.as_deref(), Some("host-mount=/etc"));
+    }
+
+    /// The facts of a workspace with `.git/hooks` and `.devcontainer`, and where the bind
+    /// sources in `links` really lead.
+    fn repository_facts(config: &serde_json::Value, links: &[(&str, &str)]) -> Facts {
+        let config: crate::devcontainer::model::DevContainer =
+            serde_json::from_value(config.clone()).unwrap();
+        let ws = Path::new(WS);
+        let mut facts = nothing_on_disk(&config, ws);
+        for (path, kind) in [
+            (".git", Kind::Dir),
+            (".git/hooks", Kind::Dir),
+            (".git/config", Kind::File),
+            (".devcontainer", Kind::Dir),
+        ] {
+            facts.kinds.insert(ws.join(path), kind);
+        }
+        for source in super::bind_sources(&config, &[]) {
+            facts.real_paths.insert(source.clone(), source);
+        }
+        for (path, real) in links {
+            facts
+                .real_paths
+                .insert(PathBuf::from(path), PathBuf::from(real));
+        }
+        facts
+    }
+
+    #[test]
+    fn a_bind_inside_the_repository_needs_no_grant_and_keeps_its_overlays() {
+        let config = with_image(json!({"mounts": [
+            format!("type=bind,source={WS},target=/again"),
+            format!("type=bind,source={WS}/.git,target=/g"),
+            format!("type=bind,source={WS}/.git/hooks/sub,target=/h"),
+            format!("type=bind,source={WS}/src,target=/src"),
+        ]}));
+        let spec = case(config.clone())
+            .with_facts(repository_facts(&config, &[]))
+            .run()
+            .unwrap();
+        assert!(spec.declined.is_empty() && spec.grants_used.is_empty());
+        let overlay = |target: &str| {
+            spec.protected
+                .iter()
+                .find(|p| p.target == target)
+                .map(|p| (p.host.clone(), p.read_only))
+        };
+        let ws = Path::new(WS);
+        // The whole repository again: each read-only path at the new place too.
+        assert_eq!(
+            overlay("/again/.git/hooks"),
+            Some((ws.join(".git/hooks"), true))
+        );
+        assert_eq!(
+            overlay("/again/.git/config"),
+            Some((ws.join(".git/config"), true))
+        );
+        assert_eq!(
+            overlay("/again/.devcontainer"),
+            Some((ws.join(".devcontainer"), true))
+        );
+        // The folder leading to them is anchored (bound over itself) there as well.
+        assert_eq!(overlay("/again/.git"), Some((ws.join(".git"), false)));
+        // A folder holding a read-only path: the path read-only below the new target.
+        assert_eq!(overlay("/g/hooks"), Some((ws.join(".git/hooks"), true)));
+        // A path inside one: the bind is read-only as a whole.
+        let bind = |target: &str| spec.mounts.iter().find(|m| m.target == target).unwrap();
+        assert!(bind("/h").read_only);
+        assert!(!bind("/src").read_only && !bind("/g").read_only);
+        assert!(!spec.protected.iter().any(|p| p.target.starts_with("/src/")));
+    }
+
+    #[test]
+    fn a_bind_in_the_repository_that_links_out_is_a_host_bind() {
+        let config = with_image(json!({"mounts": [
+            format!("type=bind,source={WS}/keys,target=/k"),
+        ]}));
+        let facts = repository_facts(&config, &[(&format!("{WS}/keys"), "/home/me/.ssh")]);
+        let spec = case(config.clone())
+            .with_facts(facts.clone())
+            .run()
+            .unwrap();
+        assert!(
+            !spec.mounts.iter().any(|m| m.target == "/k"),
+            "{:?}",
+            spec.mounts
+        );
+        assert_eq!(declined(&spec)[0].0, "mounts[0]");
+        let (_, value, grant) = refused(
+            case(config.clone())
+                .with_facts(facts.clone())
+                .refusing()
+                .run(),
+        );
+        assert!(value.contains(&format!("{WS}/keys")), "{value}");
+        assert_grant_text(&grant, &format!("host-mount={WS}/keys"));
+        // Not looked at: not taken for inside either.
+        let mut unseen = facts;
+        unseen.real_paths.clear();
+        let spec = case(config).with_facts(unseen).run().unwrap();
+        assert!(!spec.mounts.iter().any(|m| m.target == "/k"));
+    }
+
+    #[test]
     fn docker_socket_needs_its_own_grant() {
         let c = rcase(with_image(
             json!({"mounts": ["source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind"]}),
@@ -580,7 +701,10 @@ mod tests {
         let (_, value, grant) = refused(c.run());
         assert!(value.contains("docker.sock"));
         assert_grant_text(&grant, "docker-socket");
-        assert!(rcase(c.config.clone()).grant(&["host-mount"]).run().is_err());
+        assert!(rcase(c.config.clone())
+            .grant(&["host-mount"])
+            .run()
+            .is_err());
         let spec = rcase(c.config.clone())
             .grant(&["docker-socket"])
             .run()

@@ -296,7 +296,9 @@ mod tests {
         assert!(text.contains("--network=host"), "{text}");
         // One of each kind reads in the singular.
         let one = crate::error::Error::RefusedMany {
-            refusals: vec![refused_error(rcase(with_image(json!({"privileged": true}))))],
+            refusals: vec![refused_error(rcase(with_image(
+                json!({"privileged": true}),
+            )))],
             grants: vec!["privileged".into()],
         }
         .to_string();
@@ -308,6 +310,54 @@ mod tests {
             rcase(with_image(json!({"privileged": true}))).run(),
             Err(crate::error::Error::Refused { .. })
         ));
+    }
+
+    #[test]
+    fn gpus_are_granted_counted_and_otherwise_declined() {
+        use crate::run_spec::Gpus;
+        let gpus =
+            |args: &[&str], grants: &[&str]| run_args(args).grant(grants).run().unwrap().gpus;
+        assert_eq!(gpus(&["--gpus", "all"], &["gpu"]), Some(Gpus::All));
+        assert_eq!(gpus(&["--gpus", "all"], &["gpu=2"]), Some(Gpus::Count(2)));
+        assert_eq!(gpus(&["--gpus=3"], &["gpu=2"]), Some(Gpus::Count(2)));
+        assert_eq!(gpus(&["--gpus", "1"], &["gpu=all"]), Some(Gpus::Count(1)));
+        assert_eq!(
+            gpus(&["--gpus", "\"device=0,1\""], &["gpu"]),
+            Some(Gpus::Count(2))
+        );
+        assert_eq!(gpus(&["--runtime", "nvidia"], &["gpu"]), Some(Gpus::All));
+        assert_eq!(gpus(&["--gpus", "all"], &[]), None);
+        let spec = ok(with_image(json!({"hostRequirements": {"gpu": true}})));
+        assert_eq!(spec.gpus, None);
+        assert_eq!(
+            declined(&spec),
+            [(
+                "hostRequirements.gpu".to_string(),
+                "a GPU".to_string(),
+                Some("gpu".to_string())
+            )]
+        );
+        let spec = case(with_image(
+            json!({"hostRequirements": {"gpu": {"cores": 2}}}),
+        ))
+        .grant(&["gpu"])
+        .run()
+        .unwrap();
+        assert_eq!(
+            (spec.gpus, spec.grants_used),
+            (Some(Gpus::All), vec!["gpu".to_string()])
+        );
+        // "optional" runs without one: declined with a note even when refusing.
+        let spec = rcase(with_image(json!({"hostRequirements": {"gpu": "optional"}})))
+            .run()
+            .unwrap();
+        assert_eq!((spec.gpus, spec.declined.len()), (None, 1));
+        let (property, _, grant) =
+            refused(rcase(with_image(json!({"hostRequirements": {"gpu": true}}))).run());
+        assert_eq!(property, "hostRequirements.gpu");
+        assert_grant_text(&grant, "gpu");
+        assert!("gpu=0".parse::<super::super::Grant>().is_err());
+        assert!("gpu=some".parse::<super::super::Grant>().is_err());
     }
 
     fn refused_error(c: super::super::test_support::Case) -> crate::error::Error {
