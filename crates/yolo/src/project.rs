@@ -412,15 +412,21 @@ pub(crate) const SAFE_LOCAL_ENV: &[&str] = &[
 fn point_at_pass_env(err: Error, raw: &DevContainer, withheld: &[String]) -> Error {
     if let Error::RefusedMany { refusals, grants } = err {
         // A refusal pointed at `pass_env` takes its grant out of the "all at once" list.
+        // The grants are those of the `Refused` entries, in their order; what no grant allows
+        // has none.
         let mut kept = Vec::new();
+        let mut grants = grants.into_iter();
         let refusals = refusals
             .into_iter()
-            .zip(grants)
-            .map(|(refusal, grant)| {
+            .map(|refusal| {
+                if !matches!(refusal, Error::Refused { .. }) {
+                    return refusal;
+                }
+                let grant = grants.next();
                 let before = refusal.to_string();
                 let pointed = point_at_pass_env(refusal, raw, withheld);
                 if pointed.to_string() == before {
-                    kept.push(grant);
+                    kept.extend(grant);
                 }
                 pointed
             })

@@ -287,13 +287,13 @@ fn print_declined(declined: &[crate::run_spec::Declined]) {
         return;
     }
     let n = declined.len();
-    let (requests, were) = if n == 1 {
-        ("request", "was")
+    let (requests, were, them) = if n == 1 {
+        ("request", "was", "it")
     } else {
-        ("requests", "were")
+        ("requests", "were", "them")
     };
     let mut block = format!(
-        "{} {n} {requests} of the repository {were} declined; the container runs without them:",
+        "{} {n} {requests} of the repository {were} declined; the container runs without {them}:",
         console::style("yolo:").bold()
     );
     for d in declined {

@@ -744,6 +744,25 @@ pub(super) mod tests {
     use super::*;
     use crate::run_spec::{Hooks, ImageSource, Limits, Mount, MountKind, PortPublish};
 
+    #[test]
+    fn granted_gpus_are_the_engines_device_request() {
+        let mut spec = spec();
+        let none = agent_host_config(&spec, &NetworkAttach::None, None);
+        assert!(none.device_requests.is_none());
+        spec.gpus = Some(crate::run_spec::Gpus::Count(2));
+        let host = agent_host_config(&spec, &NetworkAttach::None, None);
+        let requests = host.device_requests.unwrap();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].count, Some(2));
+        assert_eq!(
+            requests[0].capabilities,
+            Some(vec![vec!["gpu".to_string()]])
+        );
+        spec.gpus = Some(crate::run_spec::Gpus::All);
+        let host = agent_host_config(&spec, &NetworkAttach::None, None);
+        assert_eq!(host.device_requests.unwrap()[0].count, Some(-1));
+    }
+
     pub(in crate::engine) fn spec() -> RunSpec {
         let bind = |source: &str, target: &str| Mount {
             kind: MountKind::Bind,

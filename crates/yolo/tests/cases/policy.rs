@@ -368,34 +368,36 @@ fn requests_without_a_grant_are_declined_and_never_reach_the_engine() {
     assert_eq!(notices.len(), 11, "{notices:?}");
 }
 
-/// A grant on the command line is honoured as before: what reaches the engine is what was
-/// asked, nothing is declined; GPUs become the engine's device request (this machine has no
-/// GPU, so the container is only created: the engine refuses to start it without a driver).
+/// GPUs with the `gpu` grant become the engine's device request. This machine has no GPU: the
+/// engine itself refuses to start a container that asks for one, which is the proof the
+/// request reached it (the request's shape is pinned by `engine::containers`' unit test);
+/// without the grant the same config starts.
 #[test]
-fn granted_requests_reach_the_engine_and_gpus_become_a_device_request() {
+fn a_granted_gpu_reaches_the_engine_as_a_device_request() {
     let t = Test::new();
-    t.devcontainer(r#"{"image": "debian:bookworm-slim", "capAdd": ["SYS_PTRACE"], "runArgs": ["--gpus", "2"]}"#);
-    let run = t.yolo(&[
-        "up",
-        "--json",
-        "--grant",
-        "cap-add=SYS_PTRACE",
-        "--grant",
-        "gpu=1",
-    ]);
-    let agents = t.agents();
-    let [agent] = agents.as_slice() else {
-        panic!(
-            "one agent container expected: {agents:?}\n{}",
-            run.describe()
-        );
-    };
-    let host = &inspect(agent)["HostConfig"];
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "runArgs": ["--gpus", "2"]}"#);
+    let run = t.yolo(&["up", "--grant", "gpu=1"]).fails_with(69);
+    run.assert_stderr_contains("could not select device driver")
+        .assert_stderr_contains("[[gpu]]");
+    assert!(t.containers().is_empty(), "rolled back");
+    let (_, up) = t.up(&[]);
+    assert_eq!(up["declined"][0]["grant"], "gpu");
+}
+
+/// A grant on the command line is honoured as before: what was asked reaches the engine, and
+/// nothing is declined.
+#[test]
+fn granted_requests_reach_the_engine() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "capAdd": ["SYS_PTRACE"], "securityOpt": ["label=disable"]}"#);
+    let (run, up) = t.up(&["--grant", "cap-add=SYS_PTRACE", "--grant", "security-opt"]);
+    let host = &inspect(up["container"]["id"].as_str().unwrap())["HostConfig"];
     assert!(host["CapAdd"].to_string().contains("SYS_PTRACE"), "{host}");
-    let requests = host["DeviceRequests"].as_array().expect("a device request");
-    assert_eq!(requests.len(), 1, "{requests:?}");
-    assert_eq!(requests[0]["Count"], 1, "gpu=1 caps the 2 asked for");
-    assert_eq!(requests[0]["Capabilities"], serde_json::json!([["gpu"]]));
+    assert!(
+        host["SecurityOpt"].to_string().contains("label=disable"),
+        "{host}"
+    );
+    assert_eq!(up["declined"], serde_json::json!([]));
     run.assert_stderr_lacks("declined");
 }
 
@@ -429,7 +431,11 @@ fn an_initialize_command_nobody_can_approve_is_declined() {
     );
     let (run, up) = t.up(&[]);
     assert!(!t.workspace.join("host-side-marker").exists());
-    run.assert_stderr_contains("\"initializeCommand\" asks for `touch host-side-marker`");
+    run.assert_stderr_contains(
+        "1 request of the repository was declined; the container runs without it:",
+    );
+    run.assert_stderr_contains("\"initializeCommand\" asks for `");
+    run.assert_stderr_contains("touch host-side-marker`: it runs on your host");
     run.assert_stderr_contains("--trust-host-commands");
     assert_eq!(up["declined"][0]["property"], "initializeCommand");
 }
