@@ -190,8 +190,3 @@ pub(super) fn run_args(args: &[&str]) -> Case {
 pub(super) fn rcase(config: serde_json::Value) -> Case {
     case(config).refusing()
 }
-
-/// `run_args` under `[policy] requests = "refuse"`.
-pub(super) fn rrun_args(args: &[&str]) -> Case {
-    run_args(args).refusing()
-}
