@@ -616,6 +616,12 @@ mod tests {
             (&["--gpus", "many"], "runArgs[0]", "a count"),
             (&["--runtime", "runsc"], "runArgs[0]", "default runtime"),
             (&["-e", "AWS_SECRET"], "runArgs[0]", "copy the host's"),
+            // One space between the flag and the name, however it was written.
+            (
+                &["-e AWS_SECRET"],
+                "runArgs[0]",
+                "-e AWS_SECRET would copy the host's AWS_SECRET into",
+            ),
             (
                 &["--network", "mynet"],
                 "runArgs[0]",
