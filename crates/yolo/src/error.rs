@@ -285,7 +285,7 @@ impl fmt::Display for Cause {
 
 /// `text` as one shell word: as it is when it holds only characters no shell treats specially,
 /// else in single quotes (a grant's value can be a path the repository chose).
-fn shell_word(text: &str) -> String {
+pub(crate) fn shell_word(text: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "_-=:/.,@+%".contains(c);
     if !text.is_empty() && text.chars().all(plain) {
         text.to_string()
@@ -451,7 +451,23 @@ impl fmt::Display for Error {
                 v(grant)
             ),
             Error::RefusedMany { refusals, grants } => {
-                write!(f, "{} requests need a grant:", refusals.len())?;
+                let forbidden = refusals
+                    .iter()
+                    .filter(|e| matches!(e, Error::Forbidden { .. }))
+                    .count();
+                let grantable = refusals.len() - forbidden;
+                let requests = |n: usize| if n == 1 { "request" } else { "requests" };
+                match (forbidden, grantable) {
+                    (0, 1) => write!(f, "1 request needs a grant:")?,
+                    (0, n) => write!(f, "{n} requests need a grant:")?,
+                    (n, 0) => write!(f, "{n} {} no grant allows:", requests(n))?,
+                    (n, m) => write!(
+                        f,
+                        "{n} {} no grant allows, and {m} that {} a grant:",
+                        requests(n),
+                        if m == 1 { "needs" } else { "need" }
+                    )?,
+                }
                 for refusal in refusals {
                     write!(f, "\n  - {refusal}")?;
                 }

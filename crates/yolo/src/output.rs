@@ -116,6 +116,9 @@ pub(crate) struct Up {
     /// The config changed since the container was made (and `--rebuild` was not given).
     pub(crate) stale: bool,
     pub(crate) network: Network,
+    /// The repository's requests the container was made without, each with the grant that
+    /// would honour it (docs/json-output.md).
+    pub(crate) declined: Vec<crate::run_spec::Declined>,
 }
 
 /// One entry of `yolo status --json`: an agent container, or a workspace that has only

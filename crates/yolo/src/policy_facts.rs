@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 /// below the workspace mount's source (`read_only`, and the config file when it lies there).
 pub(crate) fn for_evaluation(
     config: &crate::devcontainer::model::DevContainer,
+    entries: &[(
+        crate::devcontainer::metadata::Origin,
+        crate::devcontainer::metadata::Entry,
+    )],
     workspace: &Path,
     config_file: &Path,
     read_only: &[String],
@@ -26,6 +30,11 @@ pub(crate) fn for_evaluation(
     };
     if let Some(source) = policy::workspace_source(config, workspace) {
         look_protected(&mut facts, &source, workspace, config_file, read_only);
+    }
+    // Where each bind in the repository really leads: a planted link out of it is a host bind.
+    for path in policy::bind_sources(config, entries) {
+        let real = crate::paths::real_path(&path);
+        facts.real_paths.insert(path, real);
     }
     facts
 }
@@ -209,7 +218,7 @@ mod tests {
         if let Some(list) = read_only {
             user.read_only = list;
         }
-        let facts = for_evaluation(&config, ws, config_file, &user.read_only);
+        let facts = for_evaluation(&config, &[], ws, config_file, &user.read_only);
         policy::evaluate(&policy::Input {
             config: &config,
             config_file,

@@ -217,6 +217,7 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
     };
     let facts = crate::policy_facts::for_evaluation(
         &source.config,
+        &source.substituted,
         workspace,
         config_file,
         &settings.user.read_only,
@@ -251,7 +252,68 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
         &source.metadata,
         policy::metadata_config_entry(&source.raw_json),
     );
+    let text = std::fs::read_to_string(config_file).unwrap_or_default();
+    for declined in &mut spec.declined {
+        if declined.file == *config_file {
+            declined.line = property_line(&text, &declined.property);
+        }
+        point_declined_at_pass_env(declined, &source.raw, &source.withheld);
+    }
     Ok(spec)
+}
+
+/// The line of devcontainer.json where `property` (`capAdd[0]`, `hostRequirements.gpu`) is
+/// set: that of its top-level key. `None` for a property a metadata entry asked for (its words
+/// are not in the file) or a key not found as written.
+fn property_line(text: &str, property: &str) -> Option<usize> {
+    if property.contains(" (asked by ") {
+        return None;
+    }
+    let key = property
+        .split(['[', '.'])
+        .next()
+        .filter(|k| !k.is_empty())?;
+    let quoted = format!("\"{key}\"");
+    let mut from = 0;
+    while let Some(at) = text[from..].find(&quoted).map(|i| i + from) {
+        let after = text[at + quoted.len()..].trim_start();
+        if after.starts_with(':') {
+            return Some(text[..at].matches('\n').count() + 1);
+        }
+        from = at + quoted.len();
+    }
+    None
+}
+
+/// A declined host bind built from a variable yolo withheld: the note says what to set, as a
+/// refusal of it does (`point_at_pass_env`).
+fn point_declined_at_pass_env(
+    declined: &mut crate::run_spec::Declined,
+    raw: &DevContainer,
+    withheld: &[String],
+) {
+    let Some(grant) = declined.grant.clone() else {
+        return;
+    };
+    let refusal = Error::Refused {
+        file: declined.file.clone(),
+        property: declined.property.clone(),
+        value: declined.value.clone(),
+        reason: declined.reason.clone(),
+        grant: grant.clone(),
+    };
+    if let Error::Refused {
+        reason,
+        grant: hint,
+        ..
+    } = point_at_pass_env(refusal, raw, withheld)
+    {
+        if hint != grant {
+            declined.reason = reason;
+            declined.grant = None;
+            declined.hint = Some(hint);
+        }
+    }
 }
 
 /// The user's extra CA certificates in the spec: their files (in yolo's data folder) bound
@@ -350,15 +412,21 @@ pub(crate) const SAFE_LOCAL_ENV: &[&str] = &[
 fn point_at_pass_env(err: Error, raw: &DevContainer, withheld: &[String]) -> Error {
     if let Error::RefusedMany { refusals, grants } = err {
         // A refusal pointed at `pass_env` takes its grant out of the "all at once" list.
+        // The grants are those of the `Refused` entries, in their order; what no grant allows
+        // has none.
         let mut kept = Vec::new();
+        let mut grants = grants.into_iter();
         let refusals = refusals
             .into_iter()
-            .zip(grants)
-            .map(|(refusal, grant)| {
+            .map(|refusal| {
+                if !matches!(refusal, Error::Refused { .. }) {
+                    return refusal;
+                }
+                let grant = grants.next();
                 let before = refusal.to_string();
                 let pointed = point_at_pass_env(refusal, raw, withheld);
                 if pointed.to_string() == before {
-                    kept.push(grant);
+                    kept.extend(grant);
                 }
                 pointed
             })
@@ -405,6 +473,15 @@ fn point_at_pass_env(err: Error, raw: &DevContainer, withheld: &[String]) -> Err
         .map(|n| format!("\"{}\"", crate::visible::escape_controls(n)))
         .collect::<Vec<_>>()
         .join(", ");
+    // The path the repository meant, with the host's values: the grant it will need is said
+    // now, not on the next run.
+    let then = match meant_host_path(raw, &property) {
+        Some(path) => format!(
+            ", and grant the path that makes: --grant host-mount={}",
+            crate::visible::escape_controls(&path.display().to_string())
+        ),
+        None => ", then run yolo again to see the host-mount grant the real path needs".into(),
+    };
     Error::Refused {
         file,
         property,
@@ -417,10 +494,76 @@ fn point_at_pass_env(err: Error, raw: &DevContainer, withheld: &[String]) -> Err
                 .join(", ")
         ),
         grant: format!(
-            "first let the config read the variable with pass_env = [{list}] in {}, then run yolo again to see the host-mount grant the real path needs",
+            "let the config read the variable with pass_env = [{list}] in {}{then}",
             UserConfig::path().display()
         ),
     }
+}
+
+/// The host path of the bind `property` (`mounts[0]`, `runArgs[3]`) names, with the
+/// `${localEnv:...}` it is built from replaced by the host's values (what it would be once
+/// the user passes them); `None` when that cannot be told.
+fn meant_host_path(raw: &DevContainer, property: &str) -> Option<PathBuf> {
+    use crate::devcontainer::model::MountEntry;
+    let index = |name: &str| -> Option<usize> {
+        property
+            .strip_prefix(name)?
+            .strip_prefix('[')?
+            .strip_suffix(']')?
+            .parse()
+            .ok()
+    };
+    let text = if let Some(i) = index("mounts") {
+        match raw.mounts.get(i)? {
+            MountEntry::Text(text) => text
+                .split(',')
+                .find_map(|p| {
+                    p.trim()
+                        .strip_prefix("source=")
+                        .or(p.trim().strip_prefix("src="))
+                })?
+                .to_string(),
+            MountEntry::Object(o) => o.source.clone()?,
+        }
+    } else {
+        let i = index("runArgs")?;
+        let arg = raw.run_args.get(i)?;
+        let value = match arg.split_once('=') {
+            Some((_, v)) if arg.starts_with("--") => v.to_string(),
+            _ => raw.run_args.get(i + 1)?.clone(),
+        };
+        match value.split(',').find_map(|p| {
+            p.trim()
+                .strip_prefix("source=")
+                .or(p.trim().strip_prefix("src="))
+        }) {
+            Some(source) => source.to_string(),
+            None => value.split(':').next()?.to_string(),
+        }
+    };
+    let replaced = substitute_host_env(&text)?;
+    crate::paths::normalize_path(Path::new(&replaced))
+}
+
+/// `text` with each `${localEnv:NAME[:DEFAULT]}` replaced by the host's value (the default
+/// when unset); `None` when one is unset without a default.
+fn substitute_host_env(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("${localEnv:") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "${localEnv:".len()..];
+        let end = after.find('}')?;
+        let (name, default) = match after[..end].split_once(':') {
+            Some((n, d)) => (n, Some(d)),
+            None => (&after[..end], None),
+        };
+        let value = std::env::var(name).ok().or(default.map(str::to_string))?;
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 /// Substitute host-side variables. `${containerWorkspaceFolder}` depends on `workspaceFolder`,

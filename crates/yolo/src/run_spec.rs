@@ -7,6 +7,37 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// One request of the repository yolo declined: left out of the container, named to the user
+/// (`up` prints them, `up --json` and the session log carry them).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct Declined {
+    /// The file that asked (devcontainer.json, or the one the property names).
+    pub(crate) file: PathBuf,
+    /// The line of the property in `file`, where yolo found it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) line: Option<usize>,
+    /// `capAdd[0]`, `runArgs[3]`, `privileged (asked by Feature "x")`...
+    pub(crate) property: String,
+    /// What it asked for, in words (`capability SYS_PTRACE`).
+    pub(crate) value: String,
+    /// Why yolo does not honour it without a grant.
+    pub(crate) reason: String,
+    /// The grant that would honour it, as typed after `--grant`; `None`: no grant can (or
+    /// `hint` says what to do first).
+    pub(crate) grant: Option<String>,
+    /// What to do instead, when a grant alone would not do (a path built from a variable yolo
+    /// withheld: which one to pass, and the grant of the path it then makes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) hint: Option<String>,
+}
+
+/// The GPUs a container gets: the engine's device request of the `gpu` capability.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub(crate) enum Gpus {
+    All,
+    Count(u32),
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub(crate) struct RunSpec {
     /// The host folder yolo was started for (canonical).
@@ -124,6 +155,14 @@ pub(crate) struct RunSpec {
     /// What the policy accepted and ignores, for the user (`--name`).
     #[serde(skip)]
     pub(crate) notes: Vec<String>,
+    /// The repository's requests yolo left out for want of a grant (`[policy] requests =
+    /// "decline"`, the default): none of them reaches the engine. Not hashed: a declined
+    /// request does not shape the container.
+    #[serde(skip)]
+    pub(crate) declined: Vec<Declined>,
+    /// GPUs granted (`--grant gpu[=N|all]`): the engine's device request, `None` for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gpus: Option<Gpus>,
     /// A Compose config (`dockerComposeFile` + `service`): the agent runs in that service, which
     /// Compose creates; `image` is then only its label.
     #[serde(default, skip_serializing_if = "Option::is_none")]

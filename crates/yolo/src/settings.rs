@@ -361,6 +361,16 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
         Some("none") => None,
         Some(text) => Some(policy::check_disk(text).map_err(|e| config_error("limits.disk", e))?),
     };
+    let requests = match user.policy.requests.as_deref() {
+        None | Some("decline") => policy::Requests::Decline,
+        Some("refuse") => policy::Requests::Refuse,
+        Some(other) => {
+            return Err(config_error(
+                "policy.requests",
+                format!("\"{other}\" is not \"decline\" or \"refuse\""),
+            ))
+        }
+    };
     Ok(UserLayer {
         limits,
         allow,
@@ -369,6 +379,7 @@ fn user_layer(user: &UserConfig) -> Result<UserLayer> {
         disk_bytes,
         exec_audit: user.audit.exec.unwrap_or(true),
         limits_required: l.required.unwrap_or(true),
+        requests,
     })
 }
 
@@ -631,6 +642,7 @@ mod tests {
                 disk_bytes: Some(policy::DEFAULT_DISK),
                 exec_audit: true,
                 limits_required: true,
+                requests: policy::Requests::Decline,
             }
         );
         assert_eq!(

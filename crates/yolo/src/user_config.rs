@@ -38,6 +38,16 @@ pub(crate) struct UserConfig {
     pub(crate) credentials: BTreeMap<String, crate::credentials::UserCredential>,
     /// `[http."HOST"]`: method and path rules of a host the guard's proxy inspects.
     pub(crate) http: BTreeMap<String, crate::http_config::UserHttpHost>,
+    pub(crate) policy: UserPolicy,
+}
+
+/// `[policy]`: how the repository's requests are judged.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct UserPolicy {
+    /// What becomes of a request yolo honours only with a grant, when none is given:
+    /// "decline" (unset: left out, named) or "refuse" (the `up` stops).
+    pub(crate) requests: Option<String>,
 }
 
 /// `[terminal]`: what of the container's output reaches the host's terminal.

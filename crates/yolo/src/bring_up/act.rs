@@ -92,7 +92,9 @@ impl Act<'_> {
             _ => image_label(&self.project.spec.image),
         };
         let writer = self.open_session(&image_name, state)?;
-        hooks::initialize(self.project, &writer, approved).await?;
+        if let Some(approved) = approved {
+            hooks::initialize(self.project, &writer, approved).await?;
+        }
         let reread = self.compose_after_initialize(state).await?;
         self.make_protected_folders()?;
         // After the host's own initializeCommand: what it writes is not the agent's doing.

@@ -56,6 +56,9 @@ pub(crate) struct Outcome {
     pub(crate) stale: bool,
     /// firewall, open or none.
     pub(crate) network: String,
+    /// The repository's requests the container was made without (`policy`, and an
+    /// `initializeCommand` nobody could approve).
+    pub(crate) declined: Vec<crate::run_spec::Declined>,
 }
 
 /// Bring the project's container up; shared by `up` and `run` (which adds its agent, whose
@@ -186,6 +189,19 @@ pub(crate) async fn up(
     let project = &*project;
     let spec = &project.spec;
     let fresh = matches!(plan, Plan::Fresh { .. });
+    let mut declined = spec.declined.clone();
+    if fresh {
+        declined.extend(approval::host_command_declined(project));
+    }
+    print_declined(&declined);
+    // The session record says what its container was made without.
+    if fresh {
+        for d in &declined {
+            ready.writer.write(crate::audit::EventKind::Notice {
+                message: format!("declined: {}", declined_line(d)),
+            })?;
+        }
+    }
     match &http {
         Some(prepared) => {
             // The guard is ready: its proxy gets the session's secrets (a kept guard only if a
@@ -225,6 +241,7 @@ pub(crate) async fn up(
         reason: plan.reason().map(|r| r.to_string()),
         stale: plan.stale(),
         network: mode_name(mode).to_string(),
+        declined,
     };
     let result = hooks::in_container(
         engine,
@@ -237,6 +254,70 @@ pub(crate) async fn up(
     session.save()?;
     result?;
     Ok(outcome)
+}
+
+/// One declined request on one line: where, what, why, and the grant that would honour it.
+fn declined_line(d: &crate::run_spec::Declined) -> String {
+    use crate::visible::escape_controls as v;
+    let at = match d.line {
+        Some(line) => format!("{}:{line}", d.file.display()),
+        None => d.file.display().to_string(),
+    };
+    let honour = match (&d.grant, &d.hint) {
+        (_, Some(hint)) => format!("; to honour it: {}", v(hint)),
+        (Some(grant), None) => format!(
+            "; to honour it: --grant {}",
+            v(&crate::error::shell_word(grant))
+        ),
+        (None, None) => String::new(),
+    };
+    format!(
+        "{}: \"{}\" asks for {}: {}{honour}",
+        v(&at),
+        v(&d.property),
+        v(&d.value),
+        v(&d.reason)
+    )
+}
+
+/// The one block `up` prints for what the container was made without, with the flags that
+/// would honour all the grantable ones at once.
+fn print_declined(declined: &[crate::run_spec::Declined]) {
+    if declined.is_empty() {
+        return;
+    }
+    let n = declined.len();
+    let (requests, were, them) = if n == 1 {
+        ("request", "was", "it")
+    } else {
+        ("requests", "were", "them")
+    };
+    let mut block = format!(
+        "{} {n} {requests} of the repository {were} declined; the container runs without {them}:",
+        console::style("yolo:").bold()
+    );
+    for d in declined {
+        block.push_str(&format!("\n  - {}", declined_line(d)));
+    }
+    let mut grants: Vec<String> = Vec::new();
+    for grant in declined
+        .iter()
+        .filter(|d| d.hint.is_none())
+        .filter_map(|d| d.grant.as_ref())
+    {
+        let flag = format!("--grant {}", crate::error::shell_word(grant));
+        if !grants.contains(&flag) {
+            grants.push(flag);
+        }
+    }
+    if !grants.is_empty() {
+        block.push_str(&format!(
+            "\n  to honour them: yolo up {} (or [policy] requests = \"refuse\" in {} to stop instead)",
+            crate::visible::escape_controls(&grants.join(" ")),
+            crate::user_config::UserConfig::path().display()
+        ));
+    }
+    eprintln!("{block}");
 }
 
 /// The agents whose domains the allowlist includes: those named, else the repository's default.

@@ -99,6 +99,16 @@ fn print_report(r: &Report) -> usize {
         r.runtimes.join(", "),
         r.default_runtime
     );
+    // Advice, not a problem: most engines have no GPU, and a config asking for one starts
+    // without it (declined) unless `--grant gpu`.
+    match r.gpu_runtime() {
+        Some(runtime) => println!(
+            "✓ GPU runtime {runtime}: `--grant gpu` gives a container the GPUs its config asks for"
+        ),
+        None => println!(
+            "  no GPU runtime (nvidia) in the engine: a config's GPU request is declined, and `--grant gpu` would make the engine refuse to start the container"
+        ),
+    }
     println!(
         "✓ cgroup driver {} (v{})",
         r.cgroup_driver, r.cgroup_version

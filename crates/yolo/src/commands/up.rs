@@ -50,6 +50,7 @@ async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<
         action: o.action.clone(),
         reason: o.reason.clone(),
         stale: o.stale,
+        declined: o.declined.clone(),
         network: Network::of(&o.network, found.guard.as_ref())
             .ask_allowlist(engine, found.guard.as_ref())
             .await,

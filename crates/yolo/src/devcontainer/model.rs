@@ -150,6 +150,10 @@ pub(crate) struct HostRequirements {
     /// e.g. "4gb", "512mb".
     pub(crate) memory: Option<String>,
     pub(crate) storage: Option<String>,
+    /// `true`, `"optional"` or `{cores, memory}`: judged by `policy::security` (the `gpu`
+    /// grant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu: Option<serde_json::Value>,
 }
 
 /// A lifecycle command in the spec's three forms.

@@ -700,10 +700,26 @@ fn agent_host_config(
             .map(|bytes| HashMap::from([("size".to_string(), bytes.to_string())])),
         devices: (!spec.devices.is_empty())
             .then(|| spec.devices.iter().map(|d| device(d)).collect()),
+        device_requests: spec.gpus.as_ref().map(|gpus| vec![gpu_request(gpus)]),
         readonly_paths: shim
             .filter(|plan| plan.proc_readonly)
             .map(|_| PROC_READONLY.iter().map(|p| p.to_string()).collect()),
         ..hardened_host_config(&hardening)
+    }
+}
+
+/// `--gpus`: the device request `docker run --gpus` makes (the `gpu` capability, which the
+/// engine hands to the runtime that claims it, NVIDIA's). `-1` is the engine's "all".
+fn gpu_request(gpus: &crate::run_spec::Gpus) -> bollard::models::DeviceRequest {
+    let count = match gpus {
+        crate::run_spec::Gpus::All => -1,
+        crate::run_spec::Gpus::Count(n) => i64::from(*n),
+    };
+    bollard::models::DeviceRequest {
+        driver: Some(String::new()),
+        count: Some(count),
+        capabilities: Some(vec![vec!["gpu".to_string()]]),
+        ..Default::default()
     }
 }
 
@@ -727,6 +743,25 @@ fn device(text: &str) -> DeviceMapping {
 pub(super) mod tests {
     use super::*;
     use crate::run_spec::{Hooks, ImageSource, Limits, Mount, MountKind, PortPublish};
+
+    #[test]
+    fn granted_gpus_are_the_engines_device_request() {
+        let mut spec = spec();
+        let none = agent_host_config(&spec, &NetworkAttach::None, None);
+        assert!(none.device_requests.is_none());
+        spec.gpus = Some(crate::run_spec::Gpus::Count(2));
+        let host = agent_host_config(&spec, &NetworkAttach::None, None);
+        let requests = host.device_requests.unwrap();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].count, Some(2));
+        assert_eq!(
+            requests[0].capabilities,
+            Some(vec![vec!["gpu".to_string()]])
+        );
+        spec.gpus = Some(crate::run_spec::Gpus::All);
+        let host = agent_host_config(&spec, &NetworkAttach::None, None);
+        assert_eq!(host.device_requests.unwrap()[0].count, Some(-1));
+    }
 
     pub(in crate::engine) fn spec() -> RunSpec {
         let bind = |source: &str, target: &str| Mount {
@@ -796,6 +831,8 @@ pub(super) mod tests {
             platform: None,
             env_files: vec![],
             notes: vec![],
+            declined: vec![],
+            gpus: None,
         }
     }
 

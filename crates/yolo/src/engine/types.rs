@@ -184,6 +184,15 @@ pub(crate) struct Report {
 }
 
 impl Report {
+    /// The engine's runtime that serves GPU device requests (NVIDIA's), if it has one: what a
+    /// `gpu` grant needs (`docker info`'s Runtimes).
+    pub(crate) fn gpu_runtime(&self) -> Option<&str> {
+        self.runtimes
+            .iter()
+            .map(String::as_str)
+            .find(|r| r.contains("nvidia"))
+    }
+
     /// Whether the engine's API is at least `major.minor`.
     pub(crate) fn api_at_least(&self, major: u32, minor: u32) -> bool {
         let mut parts = self
@@ -252,6 +261,33 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_gpu_runtime_is_nvidias_among_the_engines() {
+        let report = |runtimes: &[&str]| Report {
+            version: "27".into(),
+            api_version: "1.47".into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            runtimes: runtimes.iter().map(|r| r.to_string()).collect(),
+            default_runtime: "runc".into(),
+            cgroup_driver: "systemd".into(),
+            cgroup_version: "2".into(),
+            pids_limit: None,
+            memory_limit: None,
+            kernel: "6.1.0".into(),
+            host: HostFacts {
+                cpus: 2,
+                storage_driver: "overlay2".into(),
+                backing_fs: None,
+            },
+        };
+        assert_eq!(
+            report(&["io.containerd.runc.v2", "runc"]).gpu_runtime(),
+            None
+        );
+        assert_eq!(report(&["runc", "nvidia"]).gpu_runtime(), Some("nvidia"));
+    }
 
     #[test]
     fn disk_limits_where_the_storage_driver_has_them() {

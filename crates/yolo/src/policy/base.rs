@@ -73,6 +73,8 @@ impl Eval<'_> {
             platform: None,
             env_files: Vec::new(),
             notes: super::workspace::volume_note(&workspace_mount_note),
+            declined: Vec::new(),
+            gpus: None,
             compose,
         })
     }

@@ -161,7 +161,7 @@ pub(crate) fn check_services(
         // The grant checks record what they allow in a spec; this one is thrown away (the
         // Compose file keeps the service's own words, checked here).
         let mut scratch = eval.base_spec()?;
-        eval.check_service(name, service, dev, &mut scratch, &mut checked)?;
+        eval.strictly(|eval| eval.check_service(name, service, dev, &mut scratch, &mut checked))?;
         if !dev {
             eval.check_dev_namespace(name, service, services, &compose.service)?;
         }

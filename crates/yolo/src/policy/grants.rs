@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::paths::normalize_path;
+use crate::run_spec::Gpus;
 use crate::user_config::UserConfig;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,9 @@ pub(crate) enum Grant {
     HostUts,
     Device,
     DockerSocket,
+    /// GPUs (`--gpus`, `--runtime=nvidia`, `hostRequirements.gpu`): as many as the repository
+    /// asks (`None`), every one, or at most this many.
+    Gpu(Option<Gpus>),
     /// Accept a changed container definition (used by the approval step, not by `evaluate`).
     ConfigChange,
     /// Run `initializeCommand` on the host (same as `trust_host_commands`).
@@ -113,6 +117,11 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
         "bind the Docker socket (root on the host)",
     ),
     name(
+        "gpu",
+        Some("N|all"),
+        "pass the host's GPUs as the repository asks, all of them, or at most N (--gpus, --runtime=nvidia, hostRequirements.gpu)",
+    ),
+    name(
         "config-change",
         None,
         "accept a changed container definition (config, Dockerfile, host scripts) without asking",
@@ -143,7 +152,7 @@ pub(crate) const GRANT_NAMES: &[GrantName] = &[
 const NOT_GRANTABLE: &[(&str, &str)] = &[("host-network", HOST_NETWORK_REFUSED)];
 
 /// Why a container of yolo never gets another network namespace than its guard's.
-pub(crate) const HOST_NETWORK_REFUSED: &str = "yolo's firewall guard owns the container's network namespace (the agent joins the guard's), so the container cannot use the host's or another container's network; remove it, or run `yolo up --network open` for no filtering (still audited)";
+pub(crate) const HOST_NETWORK_REFUSED: &str = "yolo's firewall guard owns the container's network namespace (the agent joins the guard's), so the container cannot use the host's or another container's network; remove the option from the config (the default [policy] requests = \"decline\" leaves it out for you), and if the agent needs the network unfiltered, run `yolo up --network open` once it is gone (still audited)";
 
 /// `--help` text: one grant per line with its meaning.
 pub(crate) fn grant_help() -> String {
@@ -175,6 +184,9 @@ pub(crate) enum GrantError {
     RelativePath {
         text: String,
     },
+    NotACount {
+        text: String,
+    },
     NotGrantable {
         word: &'static str,
         reason: &'static str,
@@ -197,6 +209,12 @@ impl fmt::Display for GrantError {
             ),
             GrantError::RelativePath { text } => {
                 write!(f, "grant \"{text}\": the path must be absolute")
+            }
+            GrantError::NotACount { text } => {
+                write!(
+                    f,
+                    "grant \"{text}\": the value is a number of GPUs (1 or more) or \"all\""
+                )
             }
             GrantError::NotGrantable { word, reason } => {
                 write!(f, "{word} cannot be granted: {reason}")
@@ -257,6 +275,14 @@ impl FromStr for Grant {
             "host-uts" => plain(Grant::HostUts),
             "device" => plain(Grant::Device),
             "docker-socket" => plain(Grant::DockerSocket),
+            "gpu" => match value {
+                None => Ok(Grant::Gpu(None)),
+                Some(count) => parse_gpus(count)
+                    .map(|g| Grant::Gpu(Some(g)))
+                    .ok_or_else(|| GrantError::NotACount {
+                        text: text.to_string(),
+                    }),
+            },
             "config-change" => plain(Grant::ConfigChange),
             "initialize-command" => plain(Grant::InitializeCommand),
             "compose-egress" => Ok(Grant::ComposeEgress(value.map(str::to_string))),
@@ -285,6 +311,9 @@ impl fmt::Display for Grant {
             Grant::HostUts => f.write_str("host-uts"),
             Grant::Device => f.write_str("device"),
             Grant::DockerSocket => f.write_str("docker-socket"),
+            Grant::Gpu(None) => f.write_str("gpu"),
+            Grant::Gpu(Some(Gpus::All)) => f.write_str("gpu=all"),
+            Grant::Gpu(Some(Gpus::Count(n))) => write!(f, "gpu={n}"),
             Grant::ConfigChange => f.write_str("config-change"),
             Grant::InitializeCommand => f.write_str("initialize-command"),
             Grant::ComposeEgress(None) => f.write_str("compose-egress"),
@@ -354,6 +383,22 @@ impl Grants {
         Some(hosts)
     }
 
+    /// The GPUs a request for `asked` gets, `None` when no `gpu` grant covers it: as asked
+    /// under a plain `gpu`, at most the grant's count under `gpu=N`.
+    pub(crate) fn gpus(&self, asked: &Gpus) -> Option<(Gpus, &Grant)> {
+        self.0.iter().find_map(|g| match g {
+            Grant::Gpu(None) | Grant::Gpu(Some(Gpus::All)) => Some((asked.clone(), g)),
+            Grant::Gpu(Some(Gpus::Count(max))) => Some((
+                match asked {
+                    Gpus::All => Gpus::Count(*max),
+                    Gpus::Count(n) => Gpus::Count((*n).min(*max)),
+                },
+                g,
+            )),
+            _ => None,
+        })
+    }
+
     /// Some `host-mount` grant, of any path.
     pub(crate) fn any_host_mount(&self) -> bool {
         self.0.iter().any(|g| matches!(g, Grant::HostMount(_)))
@@ -383,6 +428,7 @@ pub(super) enum Need {
     HostUts,
     Device,
     DockerSocket,
+    Gpu,
     /// A Compose service (not the dev service) on a network with egress.
     ComposeEgress(String),
 }
@@ -401,7 +447,8 @@ impl Need {
             | (Need::HostUserns, Grant::HostUserns)
             | (Need::HostUts, Grant::HostUts)
             | (Need::Device, Grant::Device)
-            | (Need::DockerSocket, Grant::DockerSocket) => true,
+            | (Need::DockerSocket, Grant::DockerSocket)
+            | (Need::Gpu, Grant::Gpu(_)) => true,
             (Need::ComposeEgress(s), Grant::ComposeEgress(g)) => g.as_ref().is_none_or(|g| g == s),
             _ => false,
         }
@@ -420,6 +467,7 @@ impl Need {
             Need::HostUts => Grant::HostUts,
             Need::Device => Grant::Device,
             Need::DockerSocket => Grant::DockerSocket,
+            Need::Gpu => Grant::Gpu(None),
             Need::ComposeEgress(s) => Grant::ComposeEgress(Some(s.clone())),
         }
     }
@@ -431,6 +479,14 @@ pub(super) fn grant_hint(grant: &Grant) -> String {
         "--grant {grant}, or grants = [\"{grant}\"] in {}",
         UserConfig::path().display()
     )
+}
+
+/// `all`, or a count of GPUs (1 or more).
+pub(super) fn parse_gpus(text: &str) -> Option<Gpus> {
+    match text.trim() {
+        "all" => Some(Gpus::All),
+        n => n.parse::<u32>().ok().filter(|n| *n > 0).map(Gpus::Count),
+    }
 }
 
 /// `CAP_SYS_PTRACE`, `sys_ptrace` -> `SYS_PTRACE`.
@@ -483,7 +539,8 @@ mod tests {
             assert_eq!(grant.to_string(), name.word);
             assert!(!name.meaning.is_empty());
             if name.value.is_some() {
-                let narrow = format!("{}=/x", name.word);
+                let sample = if name.word == "gpu" { "2" } else { "/x" };
+                let narrow = format!("{}={sample}", name.word);
                 assert!(narrow.parse::<Grant>().is_ok(), "{narrow}");
             }
         }

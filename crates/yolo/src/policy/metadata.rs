@@ -397,8 +397,28 @@ mod tests {
     }
 
     #[test]
+    fn a_features_privileged_is_declined_naming_it() {
+        let spec = case(with_image(json!({})))
+            .entry(
+                feature(DIND),
+                json!({"privileged": true, "capAdd": ["SYS_ADMIN"]}),
+            )
+            .run()
+            .unwrap();
+        assert!(!spec.privileged && spec.cap_add.is_empty());
+        let properties: Vec<String> = declined(&spec).into_iter().map(|d| d.0).collect();
+        assert_eq!(
+            properties,
+            [
+                format!("privileged (asked by Feature \"{DIND}\")"),
+                format!("capAdd[0] (asked by Feature \"{DIND}\")")
+            ]
+        );
+    }
+
+    #[test]
     fn a_features_privileged_is_refused_naming_it_then_granted() {
-        let c = case(with_image(json!({}))).entry(feature(DIND), json!({"privileged": true}));
+        let c = rcase(with_image(json!({}))).entry(feature(DIND), json!({"privileged": true}));
         let (property, value, grant) = refused(c.run());
         assert_eq!(
             property,
@@ -410,7 +430,7 @@ mod tests {
         assert!(spec.privileged);
         assert_eq!(spec.grants_used, ["privileged"]);
         // OR: the config's `false` does not take it back.
-        let c = case(with_image(json!({"privileged": false})))
+        let c = rcase(with_image(json!({"privileged": false})))
             .entry(image_entry(0), json!({"privileged": true}));
         let (property, _, _) = refused(c.run());
         assert!(
@@ -421,7 +441,7 @@ mod tests {
 
     #[test]
     fn capabilities_and_security_options_are_a_union_each_granted() {
-        let c = case(with_image(json!({"capAdd": ["NET_RAW"]})))
+        let c = rcase(with_image(json!({"capAdd": ["NET_RAW"]})))
             .entry(image_entry(0), json!({"capAdd": ["SYS_PTRACE", "NET_RAW"]}))
             .entry(feature("f"), json!({"securityOpt": ["seccomp=unconfined"]}));
         let (property, value, _) = refused(c.clone().grant(&["cap-add=NET_RAW"]).run());
@@ -464,7 +484,7 @@ mod tests {
     #[test]
     fn an_entrys_host_bind_is_refused_naming_it_unless_overridden_or_granted() {
         let bind = json!({"mounts": ["source=/home/me/.ssh,target=/root/.ssh,type=bind"]});
-        let c = case(with_image(json!({}))).entry(image_entry(0), bind.clone());
+        let c = rcase(with_image(json!({}))).entry(image_entry(0), bind.clone());
         let (property, value, grant) = refused(c.run());
         assert_eq!(
             property,
@@ -474,7 +494,7 @@ mod tests {
         assert_grant_text(&grant, "host-mount=/home/me/.ssh");
         assert!(c.clone().grant(&["host-mount=/home/me/.ssh"]).run().is_ok());
         // The config's own mount of that target wins, and so nothing is asked.
-        let spec = case(with_image(
+        let spec = rcase(with_image(
             json!({"mounts": ["source=keys,target=/root/.ssh,type=volume"]}),
         ))
         .entry(image_entry(0), bind)

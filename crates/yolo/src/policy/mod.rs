@@ -23,8 +23,15 @@
 //! - `init: false` is ignored: yolo always runs an init so the agent's orphans are reaped and
 //!   signals reach it.
 //! - `--name` in runArgs is refused: yolo names its containers so it can find them again.
-//! - `--network host`/`container:NAME` is refused and no grant allows it: the firewall guard owns
-//!   the container's network namespace.
+//! - A request yolo honours only with a grant, without which the container still starts
+//!   (capabilities, security options, `privileged`, devices, GPUs, host binds, the Docker socket,
+//!   shared namespaces, `--env-file` outside the repository, `net.*` sysctls, host networking)
+//!   is declined by default: left out of the `RunSpec` and listed in `RunSpec::declined`
+//!   (`allow`). `[policy] requests = "refuse"` refuses it instead, as do the checks whose
+//!   requests cannot be left out without changing what the container is (`strictly`): a Compose
+//!   service's (Compose runs its file as written), the workspace mount, a build context.
+//! - `--network host`/`container:NAME` is declined, or refused, and no grant allows it: the
+//!   firewall guard owns the container's network namespace.
 //! - `--workdir`/`-w`, `--rm`, `--cap-drop` and `--init` in runArgs are accepted and ignored:
 //!   yolo runs every command in `workspaceFolder`, manages the container's lifetime, drops every
 //!   capability and always sets an init.
@@ -70,6 +77,7 @@ pub(crate) use grants::{grant_help, Grant};
 pub(crate) use hash::seal;
 pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, parse_size, LimitLayer};
 pub(crate) use metadata::{config_entry as metadata_config_entry, label as metadata_label};
+pub(crate) use mounts::bind_sources;
 pub(crate) use protect::{
     check_entry as check_read_only_entry, protected_roots, DEFAULT_READ_ONLY, MAX_MODULE_DEPTH,
 };
@@ -79,7 +87,7 @@ pub(crate) use workspace::workspace_source;
 use crate::devcontainer::metadata::{Entry, Origin};
 use crate::devcontainer::model::{DevContainer, YoloCustomization};
 use crate::error::{Error, Result};
-use crate::run_spec::{ImageSource, PortPublish, RunSpec};
+use crate::run_spec::{Declined, ImageSource, PortPublish, RunSpec};
 use grants::{grant_hint, Need};
 use std::path::{Path, PathBuf};
 
@@ -95,6 +103,17 @@ pub(crate) struct Flags {
     pub(crate) memory: Option<i64>,
     pub(crate) pids: Option<i64>,
     pub(crate) allow: Vec<String>,
+}
+
+/// `[policy] requests`: what becomes of a request yolo honours only with a grant, when none is
+/// given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Requests {
+    /// Left out of the container, and named to the user (the default).
+    #[default]
+    Decline,
+    /// The whole `up` stops, naming the grants.
+    Refuse,
 }
 
 /// What the user's config file adds, already parsed and checked by `settings` (where a bad
@@ -115,6 +134,8 @@ pub(crate) struct UserLayer {
     pub(crate) exec_audit: bool,
     /// `[limits] required` (default true): an engine that drops a limit fails the `up`.
     pub(crate) limits_required: bool,
+    /// `[policy] requests` (default decline).
+    pub(crate) requests: Requests,
 }
 
 /// Capabilities an ordinary dev container needs, added back after dropping all (the engine's
@@ -146,6 +167,7 @@ impl Default for UserLayer {
             disk_bytes: Some(DEFAULT_DISK),
             exec_audit: true,
             limits_required: true,
+            requests: Requests::Decline,
         }
     }
 }
@@ -172,8 +194,8 @@ pub(crate) struct Input<'a> {
 /// Check the repository's requests against the user's grants and build the `RunSpec`.
 /// Nothing is half-applied because nothing here has side effects. A config refused for lack of
 /// a grant is evaluated again as if it were granted, so that one error lists every grant the
-/// config needs (`Error::RefusedMany`), not one more on each run; what no grant allows ends
-/// the list, as its last entry.
+/// config needs (`Error::RefusedMany`), not one more on each run; what no grant allows opens
+/// the list.
 pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
     let (first, need) = match evaluate_with(input, &input.flags.grants) {
         (Ok(spec), _) => return Ok(spec),
@@ -205,6 +227,8 @@ pub(crate) fn evaluate(input: &Input) -> Result<RunSpec> {
     if refusals.len() == 1 {
         return Err(refusals.remove(0));
     }
+    // What no grant allows comes first: granting the rest would not help while it stays.
+    refusals.sort_by_key(|e| !matches!(e, Error::Forbidden { .. }));
     Err(Error::RefusedMany {
         refusals,
         grants: needed.iter().map(|g| g.to_string()).collect(),
@@ -237,6 +261,7 @@ impl Eval<'_> {
         self.apply_metadata_security(&mut spec)?;
         self.apply_mounts(&mut spec)?;
         self.apply_run_args(&mut spec)?;
+        self.apply_host_gpus(&mut spec)?;
         // The platform `build.options` built for is the container's too, unless runArgs name one.
         if let (None, ImageSource::Build(build)) = (&spec.platform, &spec.image) {
             spec.platform = build.platform.clone();
@@ -245,6 +270,7 @@ impl Eval<'_> {
         spec.ports = self.ports(&spec)?;
         spec.initialize_command = self.initialize_command()?;
         spec.grants_used = self.used.clone();
+        spec.declined = self.declined.clone();
         // The shim registers with the guard, PID 1 of a namespace the agent joins: not possible
         // in the host's PID namespace (a granted `--pid host`). (Nor without a guard, in
         // `--network none`: the engine leaves the shim out there.)
@@ -271,6 +297,10 @@ struct Eval<'a> {
     run_ports: Vec<(String, PortPublish)>,
     /// The grant a refusal asked for (`require`).
     refused: Option<Grant>,
+    /// The requests left out so far (`allow`).
+    declined: Vec<Declined>,
+    /// Above 0 inside a check whose requests cannot be left out (`strictly`).
+    strict: u32,
 }
 
 impl<'a> Eval<'a> {
@@ -285,6 +315,8 @@ impl<'a> Eval<'a> {
             run_limits: LimitLayer::default(),
             run_ports: Vec::new(),
             refused: None,
+            declined: Vec::new(),
+            strict: 0,
         }
     }
 
@@ -322,6 +354,47 @@ impl<'a> Eval<'a> {
                 Err(refused)
             }
         }
+    }
+
+    /// Whether `need` is granted (the grant remembered). If not: declined (`Ok(false)`, and the
+    /// caller leaves the request out) where requests are declined, else refused.
+    fn allow(&mut self, need: Need, property: &str, value: &str, reason: &str) -> Result<bool> {
+        if self.grants.find(&need).is_none() && self.declines() {
+            let grant = need.narrowest().to_string();
+            self.decline(property, value, reason, Some(grant));
+            return Ok(false);
+        }
+        self.require(need, property, value, reason).map(|()| true)
+    }
+
+    /// Whether a request this evaluation does not honour is left out rather than refused.
+    fn declines(&self) -> bool {
+        self.strict == 0 && self.input.user.requests == Requests::Decline
+    }
+
+    /// Note a request left out; `grant`: the one that would honour it (`None`: none can).
+    fn decline(&mut self, property: &str, value: &str, reason: &str, grant: Option<String>) {
+        let declined = Declined {
+            file: self.file(),
+            line: None,
+            property: property.to_string(),
+            value: value.to_string(),
+            reason: reason.to_string(),
+            grant,
+            hint: None,
+        };
+        if !self.declined.contains(&declined) {
+            self.declined.push(declined);
+        }
+    }
+
+    /// Run `check` with every request it meets refused, not declined: what it judges reaches
+    /// the engine as written (a Compose file), or the container is not what it says without it.
+    fn strictly<T>(&mut self, check: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.strict += 1;
+        let result = check(self);
+        self.strict -= 1;
+        result
     }
 
     fn record_use(&mut self, name: String) {

@@ -1,6 +1,12 @@
 //! Mounts a repository asks for (`mounts`, and `-v`, `--mount`, `--tmpfs` in runArgs): named
 //! volumes and tmpfs freely, host binds only with `host-mount` (and the Docker socket only with
-//! `docker-socket`). Binding the repository itself again needs nothing.
+//! `docker-socket`), declined without. Two kinds of bind need nothing:
+//! - the repository itself, or a path in it, at any target: nothing new is exposed, and every
+//!   protected path the bind exposes gets its read-only overlay at the new target too (a bind
+//!   of a path inside a protected one is read-only as a whole). Where the path really leads is
+//!   a fact (`Facts::real_path`): a link out of the repository is a host bind like any other.
+//! - `/etc/localtime` and `/etc/timezone`, always read-only: the host's time zone, nothing
+//!   more.
 
 use super::grants::Need;
 use super::Eval;
@@ -10,6 +16,9 @@ use crate::paths::{is_container_path, normalize_path};
 use crate::run_spec::{Mount, MountKind, RunSpec};
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+/// Host files any container may read: the time zone (bound read-only whatever was asked).
+const HARMLESS_HOST_FILES: [&str; 2] = ["/etc/localtime", "/etc/timezone"];
 
 /// Sockets that hand out root on the host to whoever can write to them.
 const DOCKER_SOCKETS: [&str; 2] = ["/var/run/docker.sock", "/run/docker.sock"];
@@ -170,6 +179,37 @@ pub(super) fn parse_volume_arg(text: &str) -> Result<MountRequest, MountError> {
     })
 }
 
+/// The host paths of every bind a config and its metadata entries ask for (mounts, `-v`,
+/// `--mount`), folded: where they really lead is a fact `policy_facts` reads before the policy
+/// judges them (`Eval::inside_repository`). What does not parse is left to the policy's error.
+pub(crate) fn bind_sources(
+    config: &crate::devcontainer::model::DevContainer,
+    entries: &[(
+        crate::devcontainer::metadata::Origin,
+        crate::devcontainer::metadata::Entry,
+    )],
+) -> Vec<PathBuf> {
+    let mounts = entries
+        .iter()
+        .flat_map(|(_, e)| &e.mounts)
+        .chain(&config.mounts)
+        .filter_map(|m| match m {
+            MountEntry::Text(text) => parse_mount_string(text).ok(),
+            MountEntry::Object(o) => mount_kind(&o.kind).ok().map(|kind| MountRequest {
+                kind,
+                source: o.source.clone().unwrap_or_default(),
+                target: o.target.clone(),
+                read_only: false,
+            }),
+        });
+    let run_args = super::run_args::mount_requests(&config.run_args);
+    mounts
+        .chain(run_args)
+        .filter(|m| m.kind == MountKind::Bind)
+        .filter_map(|m| normalize_path(Path::new(&m.source)))
+        .collect()
+}
+
 /// Docker volume names: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
 pub(super) fn valid_volume_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -203,33 +243,90 @@ impl Eval<'_> {
         })
     }
 
-    /// A bind of a host path other than the workspace: the socket needs `docker-socket`, any
-    /// other path `host-mount` (and a folder holding the socket needs both).
+    /// A bind of a host path other than the workspace, where it cannot be left out: refused
+    /// without its grant (`allow_host_path`).
     pub(super) fn require_host_path(
         &mut self,
         property: &str,
         source: &Path,
         target: &str,
     ) -> Result<()> {
+        self.strictly(|eval| eval.allow_host_path(property, source, target))
+            .map(|_| ())
+    }
+
+    /// A bind of a host path other than the workspace: the socket needs `docker-socket`, any
+    /// other path `host-mount` (and a folder holding the socket needs both); `false`: declined.
+    fn allow_host_path(&mut self, property: &str, source: &Path, target: &str) -> Result<bool> {
         let value = format!(
             "a bind mount of the host's {} at {target}",
             source.display()
         );
         if is_docker_socket(source) || contains_docker_socket(source) {
             let reason = "the Docker socket gives root on the host";
-            self.require(Need::DockerSocket, property, &value, reason)?;
+            if !self.allow(Need::DockerSocket, property, &value, reason)? {
+                return Ok(false);
+            }
             if is_docker_socket(source) {
-                return Ok(());
+                return Ok(true);
             }
         }
         let reason =
             "yolo mounts only the repository, to keep other host files out of the agent's reach";
-        self.require(
+        self.allow(
             Need::HostMount(source.to_path_buf()),
             property,
             &value,
             reason,
         )
+    }
+
+    /// Where a bind source inside the repository really leads, when that is inside it too;
+    /// `None` for a source outside, or one whose links lead out (or were not looked at).
+    fn inside_repository(&self, source: &Path) -> Option<PathBuf> {
+        let roots: Vec<&Path> = [Some(self.input.workspace), self.git_root.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !roots.iter().any(|r| source.starts_with(r)) {
+            return None;
+        }
+        if source == self.input.workspace {
+            return Some(source.to_path_buf());
+        }
+        let real = self.input.facts.real_path(source)?;
+        roots
+            .iter()
+            .any(|r| real.starts_with(r))
+            .then(|| real.to_path_buf())
+    }
+
+    /// A bind of `source` (in the repository) at `target`: every protected path it exposes,
+    /// and the folders leading to one, get their overlay at the new target as well; a source
+    /// in a read-only path makes the whole bind read-only.
+    fn protect_again(&self, spec: &mut RunSpec, source: &Path, target: &str) -> bool {
+        let inside_read_only = spec
+            .protected
+            .iter()
+            .any(|p| p.read_only && source.starts_with(&p.host));
+        let again: Vec<crate::run_spec::Protected> = spec
+            .protected
+            .iter()
+            .filter(|p| p.host != source && p.host.starts_with(source))
+            .map(|p| {
+                let rel = crate::paths::slash_path(p.host.strip_prefix(source).unwrap_or(&p.host));
+                crate::run_spec::Protected {
+                    target: format!("{}/{rel}", target.trim_end_matches('/')),
+                    ..p.clone()
+                }
+            })
+            .collect();
+        for p in again {
+            if !spec.protected.iter().any(|known| known.target == p.target) {
+                spec.protected.push(p);
+            }
+        }
+        inside_read_only
     }
 
     /// The metadata entries' mounts, then devcontainer.json's; of two with one target, the
@@ -276,6 +373,7 @@ impl Eval<'_> {
             let message = format!("the target \"{}\" must be an absolute path", req.target);
             return Err(self.config_error(property, message));
         }
+        let mut read_only = req.read_only;
         let source = match req.kind {
             MountKind::Tmpfs => String::new(),
             MountKind::Volume if req.source.is_empty() || valid_volume_name(&req.source) => {
@@ -288,18 +386,25 @@ impl Eval<'_> {
             }
             MountKind::Bind => {
                 let source = self.host_path(property, &req.source)?;
-                // Binding the repository again elsewhere exposes nothing new.
-                if source != self.input.workspace {
-                    self.require_host_path(property, &source, &req.target)?;
+                if let Some(real) = self.inside_repository(&source) {
+                    // The repository again elsewhere exposes nothing new, with its overlays.
+                    read_only |= self.protect_again(spec, &real, &req.target);
+                    real.to_string_lossy().into_owned()
+                } else if HARMLESS_HOST_FILES.iter().any(|f| source == Path::new(f)) {
+                    read_only = true;
+                    source.to_string_lossy().into_owned()
+                } else if self.allow_host_path(property, &source, &req.target)? {
+                    source.to_string_lossy().into_owned()
+                } else {
+                    return Ok(());
                 }
-                source.to_string_lossy().into_owned()
             }
         };
         let mount = Mount {
             kind: req.kind,
             source,
             target: req.target,
-            read_only: req.read_only,
+            read_only,
         };
         push_mount(spec, mount);
         Ok(())
@@ -338,6 +443,7 @@ fn push_mount(spec: &mut RunSpec, mount: Mount) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::facts::{Facts, Kind};
     use super::super::test_support::*;
     use super::*;
     use serde_json::json;
@@ -412,20 +518,20 @@ mod tests {
 
     #[test]
     fn host_bind_is_refused_then_granted_by_path() {
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": ["source=/home/me/.ssh,target=/root/.ssh,type=bind"]}),
         ));
         let (property, value, grant) = refused(c.run());
         assert_eq!(property, "mounts[0]");
         assert!(value.contains("/home/me/.ssh at /root/.ssh"), "{value}");
         assert_grant_text(&grant, "host-mount=/home/me/.ssh");
-        let spec = case(c.config.clone())
+        let spec = rcase(c.config.clone())
             .grant(&["host-mount=/home/me"])
             .run()
             .unwrap();
         assert_eq!(spec.mounts[0].source, "/home/me/.ssh");
         assert_eq!(spec.grants_used, ["host-mount=/home/me"]);
-        assert!(case(c.config.clone())
+        assert!(rcase(c.config.clone())
             .grant(&["host-mount=/home/me/data"])
             .run()
             .is_err());
@@ -433,24 +539,24 @@ mod tests {
 
     #[test]
     fn host_bind_object_form_and_dotdot_escape_are_refused() {
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": [{"type": "bind", "source": "/etc", "target": "/e"}]}),
         ));
         assert_eq!(refused(c.run()).0, "mounts[0]");
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": ["type=bind,source=/data/../home/me/.ssh,target=/s"]}),
         ));
         let (_, value, _) = refused(c.grant(&["host-mount=/data"]).run());
         assert!(value.contains("/home/me/.ssh"), "{value}");
         let (property, _) = config_err(
-            case(with_image(
+            rcase(with_image(
                 json!({"mounts": ["type=bind,source=rel,target=/s"]}),
             ))
             .run(),
         );
         assert_eq!(property, "mounts[0]");
         let (_, message) = config_err(
-            case(with_image(
+            rcase(with_image(
                 json!({"mounts": ["type=volume,source=a/b,target=/s"]}),
             ))
             .run(),
@@ -468,25 +574,148 @@ mod tests {
     }
 
     #[test]
+    fn the_time_zone_files_are_bound_read_only_without_a_grant() {
+        let spec = ok(with_image(json!({"mounts": [
+            "source=/etc/localtime,target=/etc/localtime,type=bind",
+            {"type": "bind", "source": "/etc/timezone", "target": "/etc/timezone"}
+        ]})));
+        for file in ["/etc/localtime", "/etc/timezone"] {
+            let m = spec.mounts.iter().find(|m| m.source == file).unwrap();
+            assert!(m.read_only, "{m:?}");
+        }
+        assert!(spec.declined.is_empty() && spec.grants_used.is_empty());
+        // Only those files: the folder holding them is a host mount like any other.
+        let spec = ok(with_image(
+            json!({"mounts": ["source=/etc,target=/e,type=bind"]}),
+        ));
+        assert!(!spec.mounts.iter().any(|m| m.source == "/etc"));
+        assert_eq!(declined(&spec)[0].2.as_deref(), Some("host-mount=/etc"));
+    }
+
+    /// The facts of a workspace with `.git/hooks` and `.devcontainer`, and where the bind
+    /// sources in `links` really lead.
+    fn repository_facts(config: &serde_json::Value, links: &[(&str, &str)]) -> Facts {
+        let config: crate::devcontainer::model::DevContainer =
+            serde_json::from_value(config.clone()).unwrap();
+        let ws = Path::new(WS);
+        let mut facts = nothing_on_disk(&config, ws);
+        for (path, kind) in [
+            (".git", Kind::Dir),
+            (".git/hooks", Kind::Dir),
+            (".git/config", Kind::File),
+            (".devcontainer", Kind::Dir),
+        ] {
+            facts.kinds.insert(ws.join(path), kind);
+        }
+        for source in super::bind_sources(&config, &[]) {
+            facts.real_paths.insert(source.clone(), source);
+        }
+        for (path, real) in links {
+            facts
+                .real_paths
+                .insert(PathBuf::from(path), PathBuf::from(real));
+        }
+        facts
+    }
+
+    #[test]
+    fn a_bind_inside_the_repository_needs_no_grant_and_keeps_its_overlays() {
+        let config = with_image(json!({"mounts": [
+            format!("type=bind,source={WS},target=/again"),
+            format!("type=bind,source={WS}/.git,target=/g"),
+            format!("type=bind,source={WS}/.git/hooks/sub,target=/h"),
+            format!("type=bind,source={WS}/src,target=/src"),
+        ]}));
+        let spec = case(config.clone())
+            .with_facts(repository_facts(&config, &[]))
+            .run()
+            .unwrap();
+        assert!(spec.declined.is_empty() && spec.grants_used.is_empty());
+        let overlay = |target: &str| {
+            spec.protected
+                .iter()
+                .find(|p| p.target == target)
+                .map(|p| (p.host.clone(), p.read_only))
+        };
+        let ws = Path::new(WS);
+        // The whole repository again: each read-only path at the new place too.
+        assert_eq!(
+            overlay("/again/.git/hooks"),
+            Some((ws.join(".git/hooks"), true))
+        );
+        assert_eq!(
+            overlay("/again/.git/config"),
+            Some((ws.join(".git/config"), true))
+        );
+        assert_eq!(
+            overlay("/again/.devcontainer"),
+            Some((ws.join(".devcontainer"), true))
+        );
+        // The folder leading to them is anchored (bound over itself) there as well.
+        assert_eq!(overlay("/again/.git"), Some((ws.join(".git"), false)));
+        // A folder holding a read-only path: the path read-only below the new target.
+        assert_eq!(overlay("/g/hooks"), Some((ws.join(".git/hooks"), true)));
+        // A path inside one: the bind is read-only as a whole.
+        let bind = |target: &str| spec.mounts.iter().find(|m| m.target == target).unwrap();
+        assert!(bind("/h").read_only);
+        assert!(!bind("/src").read_only && !bind("/g").read_only);
+        assert!(!spec.protected.iter().any(|p| p.target.starts_with("/src/")));
+    }
+
+    #[test]
+    fn a_bind_in_the_repository_that_links_out_is_a_host_bind() {
+        let config = with_image(json!({"mounts": [
+            format!("type=bind,source={WS}/keys,target=/k"),
+        ]}));
+        let facts = repository_facts(&config, &[(&format!("{WS}/keys"), "/home/me/.ssh")]);
+        let spec = case(config.clone())
+            .with_facts(facts.clone())
+            .run()
+            .unwrap();
+        assert!(
+            !spec.mounts.iter().any(|m| m.target == "/k"),
+            "{:?}",
+            spec.mounts
+        );
+        assert_eq!(declined(&spec)[0].0, "mounts[0]");
+        let (_, value, grant) = refused(
+            case(config.clone())
+                .with_facts(facts.clone())
+                .refusing()
+                .run(),
+        );
+        assert!(value.contains(&format!("{WS}/keys")), "{value}");
+        assert_grant_text(&grant, &format!("host-mount={WS}/keys"));
+        // Not looked at: not taken for inside either.
+        let mut unseen = facts;
+        unseen.real_paths.clear();
+        let spec = case(config).with_facts(unseen).run().unwrap();
+        assert!(!spec.mounts.iter().any(|m| m.target == "/k"));
+    }
+
+    #[test]
     fn docker_socket_needs_its_own_grant() {
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": ["source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind"]}),
         ));
         let (_, value, grant) = refused(c.run());
         assert!(value.contains("docker.sock"));
         assert_grant_text(&grant, "docker-socket");
-        assert!(case(c.config.clone()).grant(&["host-mount"]).run().is_err());
-        let spec = case(c.config.clone())
+        assert!(rcase(c.config.clone())
+            .grant(&["host-mount"])
+            .run()
+            .is_err());
+        let spec = rcase(c.config.clone())
             .grant(&["docker-socket"])
             .run()
             .unwrap();
         assert_eq!(spec.grants_used, ["docker-socket"]);
         // A folder holding the socket hands it over too.
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"mounts": ["source=/run,target=/hostrun,type=bind"]}),
         ));
         assert_grant_text(&refused(c.grant(&["host-mount"]).run()).2, "docker-socket");
-        let c = case(with_image(
+        let c = rcase(with_image(
             json!({"runArgs": ["-v", "/run/user/1000/docker.sock:/d.sock"]}),
         ));
         assert_grant_text(&refused(c.run()).2, "docker-socket");

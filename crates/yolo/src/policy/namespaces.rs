@@ -16,6 +16,12 @@ impl Eval<'_> {
         value: &str,
     ) -> Result<()> {
         let shares = value == "host" || value.starts_with("container:");
+        if flag == "network" && shares && self.declines() {
+            // Left out, the container joins its guard's namespace as every other does.
+            let reason = format!("no grant allows it: {HOST_NETWORK_REFUSED}");
+            self.decline(property, &format!("--network={value}"), &reason, None);
+            return Ok(());
+        }
         if flag == "network" {
             return Err(self.network(property, value, shares));
         }
@@ -46,8 +52,9 @@ impl Eval<'_> {
                 "without a user namespace the container's root is the host's root",
             ),
         };
-        self.require(need, property, &format!("--{flag}={value}"), reason)?;
-        spec.host_modes.insert(flag.into(), value.into());
+        if self.allow(need, property, &format!("--{flag}={value}"), reason)? {
+            spec.host_modes.insert(flag.into(), value.into());
+        }
         Ok(())
     }
 
@@ -84,7 +91,19 @@ mod tests {
             (&["-e", "A=1", "--network=container:db"], "runArgs[2]"),
         ];
         for (args, at) in cases {
-            let error = run_args(args).grant(&["privileged"]).run().unwrap_err();
+            // Declined by default: the container stays in its guard's namespace.
+            let spec = run_args(args).grant(&["privileged"]).run().unwrap();
+            assert!(!spec.host_modes.contains_key("network"), "{args:?}");
+            let [d] = spec.declined.as_slice() else {
+                panic!("{args:?}: {:?}", spec.declined);
+            };
+            assert_eq!((d.property.as_str(), d.grant.as_ref()), (*at, None));
+            assert!(d.reason.contains("no grant allows it"), "{}", d.reason);
+            let error = run_args(args)
+                .refusing()
+                .grant(&["privileged"])
+                .run()
+                .unwrap_err();
             let Error::Forbidden {
                 property, value, ..
             } = &error
@@ -98,7 +117,7 @@ mod tests {
             assert!(
                 message.contains("host-network cannot be granted")
                     && message.contains("owns the container's network namespace")
-                    && message.contains("yolo up --network open"),
+                    && message.contains("yolo up --network open` once it is gone"),
                 "{message}"
             );
             assert!(!message.contains("--grant"), "{message}");

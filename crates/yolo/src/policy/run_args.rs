@@ -67,6 +67,8 @@ const RUN_FLAGS: &[RunFlag] = &[
     flag(&["sysctl"], None, Arity::Value),
     flag(&["platform"], None, Arity::Value),
     flag(&["env-file"], None, Arity::Value),
+    flag(&["gpus"], None, Arity::Value),
+    flag(&["runtime"], None, Arity::Value),
 ];
 
 /// One parsed `runArgs` option: its index in `runArgs`, canonical long name, and value.
@@ -188,6 +190,20 @@ fn parse_run_args(args: &[String]) -> Result<Vec<RunArg>, RunArgsError> {
     Ok(out)
 }
 
+/// The `-v` and `--mount` requests of `args`, for `mounts::bind_sources` (nothing when they do
+/// not parse: the policy says why).
+pub(super) fn mount_requests(args: &[String]) -> Vec<MountRequest> {
+    parse_run_args(args)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|arg| match (arg.flag, arg.value.as_deref()) {
+            ("volume", Some(v)) => parse_volume_arg(v).ok(),
+            ("mount", Some(v)) => parse_mount_string(v).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
 fn split_run_flag(
     index: usize,
     text: &str,
@@ -255,9 +271,12 @@ impl Eval<'_> {
         let error = |e: &dyn std::error::Error| self.config_error(property, e);
         match flag {
             "env" => {
-                let (k, v) = text.split_once('=').ok_or_else(|| self.config_error(property, format!(
-                    "-e {text} would copy the host's {text} into the container; give it a value (NAME=VALUE)"
-                )))?;
+                let (k, v) = text.split_once('=').ok_or_else(|| {
+                    let name = text.trim();
+                    self.config_error(property, format!(
+                        "-e {name} would copy the host's {name} into the container; give it a value (NAME=VALUE)"
+                    ))
+                })?;
                 if k.is_empty() {
                     return Err(
                         self.config_error(property, format!("-e \"{text}\" has no variable name"))
@@ -309,6 +328,25 @@ impl Eval<'_> {
             "cap-add" => self.grant_cap(spec, property, &text)?,
             "security-opt" => self.grant_security_opt(spec, property, &text)?,
             "device" => self.grant_device(spec, property, &text)?,
+            "gpus" => {
+                let gpus = super::security::parse_gpus_arg(&text).ok_or_else(|| {
+                    self.config_error(property, format!(
+                        "--gpus \"{text}\": expected all, a count, device=ID[,ID] or count=N"
+                    ))
+                })?;
+                self.grant_gpus(spec, property, &format!("--gpus {}", text.trim()), gpus)?
+            }
+            // NVIDIA's runtime is how older setups ask for the GPUs; any other runtime would
+            // run the container outside the engine's usual isolation, which yolo cannot judge.
+            "runtime" if text.trim() == "nvidia" => {
+                self.grant_gpus(spec, property, "--runtime=nvidia", crate::run_spec::Gpus::All)?
+            }
+            "runtime" => {
+                return Err(self.config_error(property, format!(
+                    "--runtime {}: yolo runs the container with the engine's default runtime; only --runtime=nvidia (GPUs, with --grant gpu) is accepted",
+                    text.trim()
+                )))
+            }
             "network" | "pid" | "ipc" | "uts" | "userns" => {
                 self.grant_namespace(spec, property, flag, &text)?
             }
@@ -497,16 +535,47 @@ mod tests {
                 "host-mount=/srv",
             ),
             (&["--device", "/dev/kvm"], "runArgs[0]", "device"),
+            (&["--gpus", "all"], "runArgs[0]", "gpu"),
+            (&["--runtime=nvidia"], "runArgs[0]", "gpu"),
         ];
+        let bare = run_args(&[]).run().unwrap();
         for (args, property, grant_name) in cases {
-            let (p, value, grant) = refused(run_args(args).run());
+            // Refused under `requests = "refuse"`...
+            let (p, value, grant) = refused(run_args(args).refusing().run());
             assert_eq!(&p, property, "{args:?}");
             assert!(!value.is_empty());
             assert_grant_text(&grant, grant_name);
-            assert!(
-                run_args(args).grant(&[grant_name]).run().is_ok(),
+            // ...declined by default: named with its grant, and nothing of it in the spec.
+            let spec = run_args(args).run().unwrap();
+            assert_eq!(
+                declined(&spec),
+                [(p.clone(), value.clone(), Some(grant_name.to_string()))],
                 "{args:?}"
             );
+            assert_eq!(
+                (
+                    spec.privileged,
+                    &spec.cap_add,
+                    &spec.security_opt,
+                    &spec.host_modes,
+                    &spec.mounts,
+                    &spec.devices,
+                    &spec.gpus
+                ),
+                (
+                    bare.privileged,
+                    &bare.cap_add,
+                    &bare.security_opt,
+                    &bare.host_modes,
+                    &bare.mounts,
+                    &bare.devices,
+                    &bare.gpus
+                ),
+                "{args:?}: a declined request reached the spec"
+            );
+            let granted = run_args(args).grant(&[grant_name]).run().unwrap();
+            assert!(granted.declined.is_empty(), "{args:?}");
+            assert_ne!(granted.config_hash, spec.config_hash, "{args:?}");
         }
     }
 
@@ -539,8 +608,20 @@ mod tests {
     fn forbidden_run_args_are_config_errors() {
         let cases: &[(&[&str], &str, &str)] = &[
             (&["--foo"], "runArgs[0]", "--env (-e)"),
-            (&["-e", "A=1", "--gpus", "all"], "runArgs[2]", "No grant"),
+            (
+                &["-e", "A=1", "--oom-kill-disable"],
+                "runArgs[2]",
+                "No grant",
+            ),
+            (&["--gpus", "many"], "runArgs[0]", "a count"),
+            (&["--runtime", "runsc"], "runArgs[0]", "default runtime"),
             (&["-e", "AWS_SECRET"], "runArgs[0]", "copy the host's"),
+            // One space between the flag and the name, however it was written.
+            (
+                &["-e AWS_SECRET"],
+                "runArgs[0]",
+                "-e AWS_SECRET would copy the host's AWS_SECRET into",
+            ),
             (
                 &["--network", "mynet"],
                 "runArgs[0]",

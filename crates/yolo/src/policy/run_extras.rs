@@ -104,6 +104,11 @@ impl Eval<'_> {
                 let (name, value) = text
                     .split_once('=')
                     .ok_or_else(|| self.config_error(property, format!("--sysctl \"{text}\" needs NAME=VALUE")))?;
+                if name.starts_with("net.") && self.declines() {
+                    let reason = "the container shares its firewall guard's network namespace, so a net.* sysctl would retune the guard's network, which yolo owns; no grant allows it";
+                    self.decline(property, &format!("--sysctl {text}"), reason, None);
+                    return Ok(true);
+                }
                 if name.starts_with("net.") {
                     return Err(Error::Forbidden {
                         file: self.input.config_file.to_path_buf(),
@@ -153,12 +158,15 @@ impl Eval<'_> {
                 "the host file {} as the container's environment",
                 path.display()
             );
-            self.require(
+            let granted = self.allow(
                 super::grants::Need::HostMount(path.clone()),
                 property,
                 &value,
                 "yolo reads only repository files into the container, to keep other host files out of the agent's reach",
             )?;
+            if !granted {
+                return Ok(());
+            }
         }
         spec.env_files.push((property.to_string(), path));
         Ok(())
@@ -186,7 +194,7 @@ mod tests {
     }
 
     fn run_args_err(args: &[&str]) -> String {
-        case(args).run().unwrap_err().to_string()
+        case(args).refusing().run().unwrap_err().to_string()
     }
 
     #[test]

@@ -64,6 +64,12 @@ impl Case {
         self
     }
 
+    /// With `[policy] requests = "refuse"`: what needs a grant stops the evaluation.
+    pub(super) fn refusing(mut self) -> Self {
+        self.user.requests = super::Requests::Refuse;
+        self
+    }
+
     /// What the disk holds, for this case.
     pub(super) fn with_facts(mut self, facts: Facts) -> Self {
         self.facts = Some(facts);
@@ -152,6 +158,14 @@ pub(super) fn refused(result: Result<RunSpec>) -> (String, String, String) {
     }
 }
 
+/// The requests a spec left out: (property, value, grant).
+pub(super) fn declined(spec: &RunSpec) -> Vec<(String, String, Option<String>)> {
+    spec.declined
+        .iter()
+        .map(|d| (d.property.clone(), d.value.clone(), d.grant.clone()))
+        .collect()
+}
+
 /// Unpacks a config error: (property, message).
 pub(super) fn config_err(result: Result<RunSpec>) -> (String, String) {
     match result {
@@ -170,4 +184,9 @@ pub(super) fn assert_grant_text(grant: &str, name: &str) {
 /// A case whose config is only an image and these runArgs.
 pub(super) fn run_args(args: &[&str]) -> Case {
     case(with_image(serde_json::json!({ "runArgs": args })))
+}
+
+/// `case` under `[policy] requests = "refuse"`: the tests that pin a refusal.
+pub(super) fn rcase(config: serde_json::Value) -> Case {
+    case(config).refusing()
 }

@@ -497,15 +497,55 @@ fn ask(project: &Project, change: &str) -> Result<()> {
 /// `hooks::initialize` will not run the command without it.
 pub(crate) struct HostCommandApproval(());
 
+/// `initializeCommand` when nobody can be asked about it (no terminal, no trust) and requests
+/// are declined: it does not run, and this says so.
+pub(crate) fn host_command_declined(project: &Project) -> Option<crate::run_spec::Declined> {
+    let command = project.spec.initialize_command.as_ref()?;
+    let nobody = !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal();
+    if project.settings.trust_host_commands
+        || !nobody
+        || project.settings.user.requests != crate::policy::Requests::Decline
+    {
+        return None;
+    }
+    Some(crate::run_spec::Declined {
+        file: project.spec.config_file.clone(),
+        line: None,
+        property: "initializeCommand".into(),
+        value: format!("`{}`", shown_command(command)),
+        reason: "it runs on your host, outside the container, and there is no terminal to ask in"
+            .into(),
+        grant: None,
+        hint: Some(format!(
+            "--trust-host-commands, --grant initialize-command, or trust_host_commands = true in {}",
+            crate::user_config::UserConfig::path().display()
+        )),
+    })
+}
+
+fn shown_command(command: &crate::devcontainer::model::LifecycleCommand) -> String {
+    command
+        .commands("initializeCommand")
+        .into_iter()
+        .map(|(_, argv)| argv.join(" "))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Right before `initializeCommand` would run on the host: go on when the user trusts host
-/// commands, else ask in a terminal; refuse (77) when nobody can be asked or the answer is no.
-/// Asked only on the path that runs it (a new start), never when a running container is reused.
-pub(crate) fn confirm_host_command(project: &Project) -> Result<HostCommandApproval> {
+/// commands, else ask in a terminal; with nobody to ask, decline it (`None`: it does not run,
+/// `host_command_declined`) or, under `[policy] requests = "refuse"`, refuse (77); refuse when
+/// the answer is no. Asked only on the path that runs it (a new start), never when a running
+/// container is reused.
+pub(crate) fn confirm_host_command(project: &Project) -> Result<Option<HostCommandApproval>> {
     let Some(command) = &project.spec.initialize_command else {
-        return Ok(HostCommandApproval(()));
+        return Ok(Some(HostCommandApproval(())));
     };
     if project.settings.trust_host_commands {
-        return Ok(HostCommandApproval(()));
+        return Ok(Some(HostCommandApproval(())));
+    }
+    if host_command_declined(project).is_some() {
+        return Ok(None);
     }
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         let shown = command
@@ -541,7 +581,7 @@ pub(crate) fn confirm_host_command(project: &Project) -> Result<HostCommandAppro
             "initializeCommand not approved; nothing was started".into(),
         ));
     }
-    Ok(HostCommandApproval(()))
+    Ok(Some(HostCommandApproval(())))
 }
 
 #[cfg(test)]

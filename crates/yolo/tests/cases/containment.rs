@@ -500,3 +500,80 @@ fn what_would_redirect_the_hosts_git_is_flagged_loudly() {
         "{flagged:?}"
     );
 }
+
+/// The repository binds its own folders again at other targets (no grant needed): every
+/// protected path they expose stays read-only there, so root in the agent cannot reach a hook,
+/// the git config or the dev container definition through the second view. A folder of the
+/// repository that is a link out of it is a host bind, declined.
+#[test]
+fn root_cannot_write_a_protected_path_through_a_second_bind_of_the_repository() {
+    let t = Test::new();
+    std::fs::create_dir_all(t.workspace.join(".git/hooks")).unwrap();
+    t.file(".git/config", "[core]\n\tbare = false\n");
+    let outside = t.root().join("outside-secrets");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("id_rsa"), "secret").unwrap();
+    std::os::unix::fs::symlink(&outside, t.workspace.join("keys")).unwrap();
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "mounts": [
+  "source=${localWorkspaceFolder},target=/again,type=bind",
+  "source=${localWorkspaceFolder}/.git,target=/g,type=bind",
+  "source=${localWorkspaceFolder}/.devcontainer,target=/dc,type=bind",
+  "source=${localWorkspaceFolder}/keys,target=/k,type=bind"
+]}"#,
+    );
+    let config_before = std::fs::read(t.workspace.join(".git/config")).unwrap();
+    let devcontainer_before =
+        std::fs::read(t.workspace.join(".devcontainer/devcontainer.json")).unwrap();
+    let (run, up) = t.up(&[]);
+    assert_eq!(attack(&t, "id -u"), 0, "the attacks run as root");
+    // The second views are there, and writable where nothing is protected.
+    assert_eq!(
+        attack(&t, "echo x > /again/work.txt && test -d /g/hooks"),
+        0
+    );
+    for (what, script) in [
+        (
+            "a hook through the second view",
+            "echo evil > /again/.git/hooks/pre-commit",
+        ),
+        (
+            "a hook through .git bound alone",
+            "echo evil > /g/hooks/pre-commit",
+        ),
+        (
+            "the git config",
+            "echo '[core] fsmonitor = x' >> /again/.git/config",
+        ),
+        (
+            "the git config through .git",
+            "echo '[core] fsmonitor = x' >> /g/config",
+        ),
+        ("a moved hooks folder", "mv /g/hooks /g/hooks-aside"),
+        (
+            "the dev container config",
+            "echo '{}' > /again/.devcontainer/devcontainer.json",
+        ),
+        (
+            "the dev container folder bound alone",
+            "echo '{}' > /dc/devcontainer.json",
+        ),
+        ("a remount", "mount -o remount,rw /g/hooks"),
+    ] {
+        assert_ne!(attack(&t, script), 0, "root wrote {what}");
+    }
+    assert!(!t.workspace.join(".git/hooks/pre-commit").exists());
+    assert!(!t.workspace.join(".git/hooks-aside").exists());
+    assert_eq!(
+        std::fs::read(t.workspace.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read(t.workspace.join(".devcontainer/devcontainer.json")).unwrap(),
+        devcontainer_before
+    );
+    // The link out of the repository was not followed.
+    assert_ne!(attack(&t, "cat /k/id_rsa"), 0);
+    run.assert_stderr_contains("\"mounts[3]\"");
+    assert!(up["declined"].to_string().contains("mounts[3]"), "{up}");
+}

@@ -1,6 +1,10 @@
-//! The repository asks, the user grants: refused settings and their grants.
+//! The repository asks, the user grants: what yolo declines by default (the container starts
+//! without it), refuses under `[policy] requests = "refuse"`, and honours with a grant.
 
 use crate::support::*;
+
+/// The user's choice of today's behaviour: a request that needs a grant stops the `up`.
+const REFUSE: &str = "[policy]\nrequests = \"refuse\"\n";
 
 fn refused(config: &str, expect: &[&str]) -> Test {
     refused_with(77, config, expect)
@@ -8,6 +12,7 @@ fn refused(config: &str, expect: &[&str]) -> Test {
 
 fn refused_with(code: i32, config: &str, expect: &[&str]) -> Test {
     let t = Test::new();
+    t.user_config(REFUSE);
     t.devcontainer(config);
     let run = t.yolo(&["up"]).fails_with(code);
     for e in expect {
@@ -112,6 +117,7 @@ fn initialize_command_is_refused_without_trust_and_runs_on_the_host_with_it() {
 #[test]
 fn initialize_command_is_asked_about_only_when_it_would_run() {
     let t = Test::new();
+    t.user_config(REFUSE);
     t.devcontainer(
         r#"{"image": "debian:bookworm-slim", "initializeCommand": "echo ran >> host-side-runs"}"#,
     );
@@ -235,4 +241,201 @@ fn host_networking_cannot_replace_the_firewall_and_cannot_be_granted() {
         run.stderr()
     );
     assert!(t.containers().is_empty());
+}
+
+/// Everything a repository asks for that only a grant honours, at once: the container starts
+/// without any of it (what reaches the engine says so), and `up` names each request once, with
+/// its grant, in its output, `--json` and the session record.
+#[test]
+fn requests_without_a_grant_are_declined_and_never_reach_the_engine() {
+    let t = Test::new();
+    t.devcontainer(
+        r#"{
+  "image": "debian:bookworm-slim",
+  "privileged": true,
+  "capAdd": ["SYS_PTRACE"],
+  "securityOpt": ["seccomp=unconfined", "label=disable"],
+  "mounts": [
+    "source=/etc,target=/host-etc,type=bind",
+    "source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind",
+    "source=/etc/localtime,target=/etc/localtime,type=bind"
+  ],
+  "runArgs": ["--network=host", "--device", "/dev/fuse", "--pid=host", "--gpus", "all"],
+  "hostRequirements": {"gpu": true}
+}"#,
+    );
+    let (run, up) = t.up(&[]);
+    let id = up["container"]["id"].as_str().unwrap().to_string();
+    let host = &inspect(&id)["HostConfig"];
+    assert_eq!(host["Privileged"], false);
+    let caps = host["CapAdd"].to_string();
+    assert!(!caps.contains("SYS_PTRACE"), "{caps}");
+    let opts = host["SecurityOpt"].to_string();
+    assert!(
+        !opts.contains("seccomp=unconfined") && !opts.contains("label=disable"),
+        "{opts}"
+    );
+    assert!(
+        host["NetworkMode"]
+            .as_str()
+            .unwrap()
+            .starts_with("container:"),
+        "{host}"
+    );
+    assert!(
+        host["PidMode"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("container:"),
+        "{host}"
+    );
+    assert!(
+        host["Devices"].as_array().is_none_or(|d| d.is_empty()),
+        "{host}"
+    );
+    assert!(
+        host["DeviceRequests"]
+            .as_array()
+            .is_none_or(|d| d.is_empty()),
+        "{host}"
+    );
+    let mounts = inspect(&id)["Mounts"].to_string();
+    assert!(
+        !mounts.contains("/host-etc") && !mounts.contains("docker.sock"),
+        "{mounts}"
+    );
+    // The time zone needs no grant, and is read-only.
+    let zone = inspect(&id)["Mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["Destination"] == "/etc/localtime")
+        .cloned()
+        .expect("the time zone is bound");
+    assert_eq!(zone["RW"], false);
+
+    let declined = up["declined"].as_array().unwrap();
+    let named: Vec<(&str, Option<&str>)> = declined
+        .iter()
+        .map(|d| (d["property"].as_str().unwrap(), d["grant"].as_str()))
+        .collect();
+    for expected in [
+        ("privileged", Some("privileged")),
+        ("capAdd[0]", Some("cap-add=SYS_PTRACE")),
+        ("securityOpt[0]", Some("security-opt=seccomp=unconfined")),
+        ("securityOpt[1]", Some("security-opt=label=disable")),
+        ("mounts[0]", Some("host-mount=/etc")),
+        ("mounts[1]", Some("docker-socket")),
+        ("runArgs[0]", None),
+        ("runArgs[1]", Some("device")),
+        ("runArgs[3]", Some("host-pid")),
+        ("runArgs[4]", Some("gpu")),
+        ("hostRequirements.gpu", Some("gpu")),
+    ] {
+        assert!(named.contains(&expected), "{expected:?} in {named:?}");
+    }
+    assert_eq!(named.len(), 11, "{named:?}");
+    assert_eq!(declined[0]["line"], 3, "the line of \"privileged\"");
+    assert!(declined[0]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("devcontainer.json"));
+    // One block, before the container is used, with the flags that honour them.
+    let err = run.stderr();
+    assert_eq!(
+        err.matches("11 requests of the repository were declined")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("devcontainer.json:3: \"privileged\" asks for privileged mode"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--grant privileged --grant cap-add=SYS_PTRACE"),
+        "{err}"
+    );
+    assert!(err.contains("[policy] requests = \"refuse\""), "{err}");
+    // The session record carries them.
+    let notices: Vec<String> = t
+        .events()
+        .iter()
+        .filter(|e| e["kind"] == "notice")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .filter(|m| m.starts_with("declined: "))
+        .collect();
+    assert_eq!(notices.len(), 11, "{notices:?}");
+}
+
+/// GPUs with the `gpu` grant become the engine's device request. This machine has no GPU: the
+/// engine itself refuses to start a container that asks for one, which is the proof the
+/// request reached it (the request's shape is pinned by `engine::containers`' unit test);
+/// without the grant the same config starts.
+#[test]
+fn a_granted_gpu_reaches_the_engine_as_a_device_request() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "runArgs": ["--gpus", "2"]}"#);
+    let run = t.yolo(&["up", "--grant", "gpu=1"]).fails_with(69);
+    run.assert_stderr_contains("could not select device driver")
+        .assert_stderr_contains("[[gpu]]");
+    assert!(t.containers().is_empty(), "rolled back");
+    let (_, up) = t.up(&[]);
+    assert_eq!(up["declined"][0]["grant"], "gpu");
+}
+
+/// A grant on the command line is honoured as before: what was asked reaches the engine, and
+/// nothing is declined.
+#[test]
+fn granted_requests_reach_the_engine() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "capAdd": ["SYS_PTRACE"], "securityOpt": ["label=disable"]}"#);
+    let (run, up) = t.up(&["--grant", "cap-add=SYS_PTRACE", "--grant", "security-opt"]);
+    let host = &inspect(up["container"]["id"].as_str().unwrap())["HostConfig"];
+    assert!(host["CapAdd"].to_string().contains("SYS_PTRACE"), "{host}");
+    assert!(
+        host["SecurityOpt"].to_string().contains("label=disable"),
+        "{host}"
+    );
+    assert_eq!(up["declined"], serde_json::json!([]));
+    run.assert_stderr_lacks("declined");
+}
+
+/// Under `requests = "refuse"` a request no grant allows is listed first, in the one list of
+/// everything the config needs, and its hint is not itself refused.
+#[test]
+fn what_no_grant_allows_opens_the_list_of_refusals() {
+    let t = Test::new();
+    t.user_config(REFUSE);
+    t.devcontainer(r#"{"image": "debian:bookworm-slim", "capAdd": ["SYS_PTRACE"], "runArgs": ["--network=host"]}"#);
+    let run = t.yolo(&["up"]).fails_with(77);
+    let err = run.stderr();
+    assert!(
+        err.contains("1 request no grant allows, and 1 that needs a grant:"),
+        "{err}"
+    );
+    let host = err.find("--network=host").unwrap();
+    let cap = err.find("capability SYS_PTRACE").unwrap();
+    assert!(host < cap, "{err}");
+    assert!(err.contains("once it is gone"), "{err}");
+    assert!(t.containers().is_empty());
+}
+
+/// With nobody to ask, `initializeCommand` is declined: it does not run on the host, the
+/// container starts, and the note says how to let it run.
+#[test]
+fn an_initialize_command_nobody_can_approve_is_declined() {
+    let t = Test::new();
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "initializeCommand": "touch host-side-marker"}"#,
+    );
+    let (run, up) = t.up(&[]);
+    assert!(!t.workspace.join("host-side-marker").exists());
+    run.assert_stderr_contains(
+        "1 request of the repository was declined; the container runs without it:",
+    );
+    run.assert_stderr_contains("\"initializeCommand\" asks for `");
+    run.assert_stderr_contains("touch host-side-marker`: it runs on your host");
+    run.assert_stderr_contains("--trust-host-commands");
+    assert_eq!(up["declined"][0]["property"], "initializeCommand");
 }
