@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The guard's HTTP proxy (issue 25) against the same requests without inspection, in one run:
+# one HTTPS server (nginx, HTTP/1.1 and HTTP/2, a CA of the benchmark's own given to yolo as
+# `extra_ca`) behind two names, `inspected.http.bench.test` (an [http] allow rule: the proxy
+# terminates TLS and forwards) and `direct.http.bench.test` (only allowlisted: the address
+# allowlist, no proxy). From inside the agent container (`yolo exec`), for each name: latency of
+# requests on one kept-alive connection, of requests on a new TLS connection, the download
+# rate of a big file, and the time to the first byte of a streamed response; then the guard's
+# resident memory with the proxy idle, before and after the load. Added = inspected - direct.
+# `bash bench/bench.sh` runs it last; `SECTIONS=http bash bench/bench.sh` (or this script)
+# runs it alone. Same requirements and clean-up as bench.sh. Knobs: KEEPALIVE (requests on one
+# connection, 2000), NEW (new connections, 200), STREAMS (10), BIG (download size, 1G),
+# ROUNDS (each name measured this many times, alternating; 2).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+KEEPALIVE=${KEEPALIVE:-2000} NEW=${NEW:-200} STREAMS=${STREAMS:-10} BIG=${BIG:-1G} ROUNDS=${ROUNDS:-2}
+. "$here/common.sh"
+section() { printf '\n== %s\n' "$*"; }
+INSPECTED=inspected.http.bench.test DIRECT=direct.http.bench.test
+NET=yolo-bench-http-net
+
+docker build -q -t yolo-bench-tools:1 "$here/images" >/dev/null
+docker build -q -t yolo-bench-http:1 "$here/images/http" >/dev/null
+
+# The server's CA and a leaf for both names.
+certs=$tmp/certs; mkdir -p "$certs"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=yolo bench CA" \
+  -keyout "$certs/ca.key" -out "$certs/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$INSPECTED" \
+  -keyout "$certs/server.key" -out "$certs/server.csr" 2>/dev/null
+printf 'subjectAltName=DNS:%s,DNS:%s\nextendedKeyUsage=serverAuth\n' "$INSPECTED" "$DIRECT" > "$certs/ext"
+openssl x509 -req -in "$certs/server.csr" -CA "$certs/ca.pem" -CAkey "$certs/ca.key" -CAcreateserial \
+  -days 2 -extfile "$certs/ext" -out "$certs/server.pem" 2>/dev/null
+chmod 644 "$certs"/*
+
+docker network create --label dev.yolo.bench=1 "$NET" >/dev/null
+docker run -d --label dev.yolo.bench=1 --network "$NET" --name yolo-bench-https -v "$certs:/certs:ro" \
+  yolo-bench-http:1 sh -c "truncate -s $BIG /srv/big && (python3 /usr/local/bin/stream.py 1 &) && exec nginx -g 'daemon off;'" >/dev/null
+server_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' yolo-bench-https)
+docker run -d --label dev.yolo.bench=1 --network "$NET" --name yolo-bench-http-dns yolo-bench-tools:1 \
+  dnsmasq -k --no-resolv --no-hosts --address=/http.bench.test/"$server_ip" --local-ttl=3600 >/dev/null
+dns_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' yolo-bench-http-dns)
+cat > "$YOLO_CONFIG_DIR/config.toml" <<TOML
+extra_ca = ["$certs/ca.pem"]
+[http."$INSPECTED"]
+allow = ["GET /**"]
+[firewall]
+docker_network = "$NET"
+allow_internal_answers = true
+allow = ["*.http.bench.test"]
+upstream_dns = "$dns_ip"
+TOML
+echo '{"image": "yolo-bench-http:1"}' > "$tmp/ws/.devcontainer/devcontainer.json"
+"$YOLO" up >/dev/null
+guard=$(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.role=guard --filter network="$NET" | head -1)
+# The guard's PID 1 is `yolo-guard run` itself, or (under Docker's init) its one child.
+init_pid=$(docker inspect -f '{{.State.Pid}}' "$guard")
+gpid=$init_pid
+grep -q yolo-guard /proc/"$gpid"/comm || gpid=$(awk '{print $1}' /proc/"$init_pid"/task/"$init_pid"/children)
+memory() { awk '/^(VmRSS|VmHWM)/ {printf "%s %.1f MiB  ", $1, $2/1024} END {print ""}' /proc/"$gpid"/status; }
+
+section "guard memory, proxy idle, before any request"
+memory | tee "$tmp/mem-before"
+
+results=$tmp/results.jsonl
+for round in $(seq 1 "$ROUNDS"); do
+  for host in "$DIRECT" "$INSPECTED"; do
+    section "round $round: $host (latency: $KEEPALIVE kept-alive requests, $NEW new connections, $STREAMS streams)"
+    "$YOLO" exec python3 /usr/local/bin/httpbench.py "$host" "$KEEPALIVE" "$NEW" "$STREAMS" | tee -a "$results"
+    section "round $round: $host (download of $BIG)"
+    rate=$("$YOLO" exec curl -sS --fail -o /dev/null -w '%{speed_download}' "https://$host/big")
+    echo "{\"host\": \"$host\", \"download_bps\": $rate}" | tee -a "$results"
+  done
+done
+
+section "guard memory, proxy idle, after the load (3 s later)"
+sleep 3
+memory | tee "$tmp/mem-after"
+
+section "HTTP proxy: inspected vs direct (medians over $ROUNDS rounds)"
+python3 - "$results" "$INSPECTED" "$DIRECT" "$tmp/mem-before" "$tmp/mem-after" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ins, dire = sys.argv[2], sys.argv[3]
+def med(host, key):
+    vals = [r[key] for r in rows if r["host"] == host and key in r]
+    return statistics.median(vals)
+print(f"{'figure':34} {'direct':>11} {'inspected':>11} {'added':>10} {'ratio':>6}  target")
+def line(name, key, target, scale=1e-3, unit="ms"):
+    d, i = med(dire, key) * scale, med(ins, key) * scale
+    print(f"{name:34} {d:8.2f} {unit:2} {i:8.2f} {unit:2} {i - d:+7.2f} {unit:2} {i / d:5.2f}x  {target}")
+line("kept-alive request, p50", "keepalive_p50", "added <= 1 ms")
+line("kept-alive request, p90", "keepalive_p90", "")
+line("new TLS connection + request, p50", "new_p50", "added <= 3 ms")
+line("new TLS connection + request, p90", "new_p90", "")
+line("stream: first byte of the body, p50", "stream_first_p50", "not held back (~0, not ~1000 ms)")
+line("stream: whole response, p50", "stream_whole_p50", "")
+d, i = med(dire, "download_bps") / 1e6, med(ins, "download_bps") / 1e6
+print(f"{'download':34} {d:8.1f} MB/s {i:6.1f} MB/s {'':10} {i / d:5.2f}x  inspected >= 200 MB/s")
+print("guard before the load:", open(sys.argv[4]).read().strip())
+print("guard after the load: ", open(sys.argv[5]).read().strip(), " target: VmRSS < 16 MiB idle")
+PY
