@@ -57,6 +57,10 @@ guard=$(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.rol
 init_pid=$(docker inspect -f '{{.State.Pid}}' "$guard")
 gpid=$init_pid
 grep -q yolo-guard /proc/"$gpid"/comm || gpid=$(awk '{print $1}' /proc/"$init_pid"/task/"$init_pid"/children)
+# The guard's CPU time (user + system, in clock ticks): what the proxy costs, apart from the
+# machine's load, which moves the latencies and rates.
+hz=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' /proc/"$gpid"/stat; }
 memory() { awk '/^(VmRSS|VmHWM)/ {printf "%s %.1f MiB  ", $1, $2/1024} END {print ""}' /proc/"$gpid"/status; }
 
 section "guard memory, proxy idle, before any request"
@@ -66,10 +70,15 @@ results=$tmp/results.jsonl
 for round in $(seq 1 "$ROUNDS"); do
   for host in "$DIRECT" "$INSPECTED"; do
     section "round $round: $host (latency: $KEEPALIVE kept-alive requests, $NEW new connections, $STREAMS streams)"
+    c0=$(cpu)
     "$YOLO" exec python3 /usr/local/bin/httpbench.py "$host" "$KEEPALIVE" "$NEW" "$STREAMS" | tee -a "$results"
+    c1=$(cpu)
     section "round $round: $host (download of $BIG)"
-    rate=$("$YOLO" exec curl -sS --fail -o /dev/null -w '%{speed_download}' "https://$host/big")
-    echo "{\"host\": \"$host\", \"download_bps\": $rate}" | tee -a "$results"
+    rate=$("$YOLO" exec curl -sS --fail -o /dev/null -w '%{speed_download} %{size_download}' "https://$host/big")
+    c2=$(cpu)
+    echo "{\"host\": \"$host\", \"download_bps\": ${rate% *}, \"download_bytes\": ${rate#* },
+      \"guard_cpu_latency_s\": $(((c1 - c0) * 1000 / hz))e-3, \"guard_cpu_download_s\": $(((c2 - c1) * 1000 / hz))e-3}" \
+      | tr -d '\n' | tee -a "$results"; echo | tee -a "$results"
   done
 done
 
@@ -78,12 +87,12 @@ sleep 3
 memory | tee "$tmp/mem-after"
 
 section "HTTP proxy: inspected vs direct (medians over $ROUNDS rounds)"
-python3 - "$results" "$INSPECTED" "$DIRECT" "$tmp/mem-before" "$tmp/mem-after" <<'PY'
+python3 - "$results" "$INSPECTED" "$DIRECT" "$tmp/mem-before" "$tmp/mem-after" "$KEEPALIVE" "$NEW" "$STREAMS" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 ins, dire = sys.argv[2], sys.argv[3]
 def med(host, key):
-    vals = [r[key] for r in rows if r["host"] == host and key in r]
+    vals = [r[key] for r in rows if r["host"] == host and key in r] or [0]
     return statistics.median(vals)
 print(f"{'figure':34} {'direct':>11} {'inspected':>11} {'added':>10} {'ratio':>6}  target")
 def line(name, key, target, scale=1e-3, unit="ms"):
@@ -97,6 +106,12 @@ line("stream: first byte of the body, p50", "stream_first_p50", "not held back (
 line("stream: whole response, p50", "stream_whole_p50", "")
 d, i = med(dire, "download_bps") / 1e6, med(ins, "download_bps") / 1e6
 print(f"{'download':34} {d:8.1f} MB/s {i:6.1f} MB/s {'':10} {i / d:5.2f}x  inspected >= 200 MB/s")
+for host in (dire, ins):
+    # What the guard's one thread spends (the direct name's is the guard idle alongside).
+    per_gb = med(host, "guard_cpu_download_s") / (med(host, "download_bytes") / 1e9)
+    n = int(sys.argv[6]) + int(sys.argv[7]) + int(sys.argv[8])
+    per_req = med(host, "guard_cpu_latency_s") / n * 1e6
+    print(f"guard CPU, {host:26}: {per_gb:6.2f} s per GB downloaded, {per_req:6.0f} us per request")
 print("guard before the load:", open(sys.argv[4]).read().strip())
 print("guard after the load: ", open(sys.argv[5]).read().strip(), " target: VmRSS < 16 MiB idle")
 PY
