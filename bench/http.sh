@@ -10,10 +10,11 @@
 # `bash bench/bench.sh` runs it last; `SECTIONS=http bash bench/bench.sh` (or this script)
 # runs it alone. Same requirements and clean-up as bench.sh. Knobs: KEEPALIVE (requests on one
 # connection, 2000), NEW (new connections, 200), STREAMS (10), BIG (download size, 1G),
-# ROUNDS (each name measured this many times, alternating; 2).
+# ROUNDS (each name measured this many times, alternating; 2), SERVER_H2=0 (the server offers
+# HTTP/1.1 only).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-KEEPALIVE=${KEEPALIVE:-2000} NEW=${NEW:-200} STREAMS=${STREAMS:-10} BIG=${BIG:-1G} ROUNDS=${ROUNDS:-2}
+SERVER_H2=${SERVER_H2:-1} KEEPALIVE=${KEEPALIVE:-2000} NEW=${NEW:-200} STREAMS=${STREAMS:-10} BIG=${BIG:-1G} ROUNDS=${ROUNDS:-2}
 . "$here/common.sh"
 section() { printf '\n== %s\n' "$*"; }
 INSPECTED=inspected.http.bench.test DIRECT=direct.http.bench.test
@@ -34,12 +35,18 @@ openssl x509 -req -in "$certs/server.csr" -CA "$certs/ca.pem" -CAkey "$certs/ca.
 chmod 644 "$certs"/*
 
 docker network create --label dev.yolo.bench=1 "$NET" >/dev/null
-docker run -d --label dev.yolo.bench=1 --network "$NET" --name yolo-bench-https -v "$certs:/certs:ro" \
-  yolo-bench-http:1 sh -c "truncate -s $BIG /srv/big && (python3 /usr/local/bin/stream.py 1 &) && exec nginx -g 'daemon off;'" >/dev/null
-server_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' yolo-bench-https)
+# Two instances of the same server, one per name: the guard inspects by address (its redirect
+# sends every connection to an inspected address to the proxy), so the direct name needs an
+# address of its own, as two real hosts have.
+for which in inspected direct; do
+  docker run -d --label dev.yolo.bench=1 --network "$NET" --name "yolo-bench-https-$which" -v "$certs:/certs:ro" \
+    yolo-bench-http:1 sh -c "{ [ $SERVER_H2 = 1 ] || sed -i 's/ http2 / /' /etc/nginx/nginx.conf; } && truncate -s $BIG /srv/big && (python3 /usr/local/bin/stream.py 1 &) && exec nginx -g 'daemon off;'" >/dev/null
+done
+ip_of() { docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$1"; }
 docker run -d --label dev.yolo.bench=1 --network "$NET" --name yolo-bench-http-dns yolo-bench-tools:1 \
-  dnsmasq -k --no-resolv --no-hosts --address=/http.bench.test/"$server_ip" --local-ttl=3600 >/dev/null
-dns_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' yolo-bench-http-dns)
+  dnsmasq -k --no-resolv --no-hosts --address=/"$INSPECTED"/"$(ip_of yolo-bench-https-inspected)" \
+  --address=/"$DIRECT"/"$(ip_of yolo-bench-https-direct)" --local-ttl=3600 >/dev/null
+dns_ip=$(ip_of yolo-bench-http-dns)
 cat > "$YOLO_CONFIG_DIR/config.toml" <<TOML
 extra_ca = ["$certs/ca.pem"]
 [http."$INSPECTED"]
@@ -102,6 +109,7 @@ line("kept-alive request, p50", "keepalive_p50", "added <= 1 ms")
 line("kept-alive request, p90", "keepalive_p90", "")
 line("new TLS connection + request, p50", "new_p50", "added <= 3 ms")
 line("new TLS connection + request, p90", "new_p90", "")
+print("new connections that failed (direct, inspected):", sum(r.get("new_failed", 0) for r in rows if r["host"] == dire), sum(r.get("new_failed", 0) for r in rows if r["host"] == ins))
 line("stream: first byte of the body, p50", "stream_first_p50", "not held back (~0, not ~1000 ms)")
 line("stream: whole response, p50", "stream_whole_p50", "")
 d, i = med(dire, "download_bps") / 1e6, med(ins, "download_bps") / 1e6

@@ -707,6 +707,23 @@ fn the_host_connection_is_kept_for_the_agent_connections_next_requests() {
                     tls_counts.push(accepted());
                 }
             }
+            // An agent speaking HTTP/2: one host connection (HTTP/2 too) for all its requests.
+            let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
+                .await
+                .unwrap();
+            let (mut h2, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            for path in ["/a", "/b", "/c"] {
+                let request = Request::get(format!("https://{HOST}{path}"))
+                    .header("x-api-key", STAND_IN)
+                    .body(Empty::<Bytes>::new())
+                    .unwrap();
+                seen.push(text(h2.send_request(request).await.unwrap()).await);
+                tls_counts.push(accepted());
+            }
             let before = accepted();
             let tcp = TcpStream::connect(host_addr(80)).await.unwrap();
             let mut sender = h1_sender(tcp).await;
@@ -727,7 +744,8 @@ fn the_host_connection_is_kept_for_the_agent_connections_next_requests() {
         "{seen:?}"
     );
     // One host connection per agent connection: the second agent connection opens its own.
-    assert_eq!(tls_counts, [1, 1, 1, 2, 2, 2]);
+    assert_eq!(tls_counts, [1, 1, 1, 2, 2, 2, 3, 3, 3]);
+    assert!(seen[6].starts_with("version=HTTP/2.0"), "{seen:?}");
     // HTTP/1.1: kept until the host closes it after /close, then a new one is kept.
     assert_eq!(plain_counts, [1, 1, 1, 2, 2]);
 }
