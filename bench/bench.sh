@@ -4,8 +4,16 @@
 # image is made from); YOLO=/path/to/yolo picks another build. Everything it creates carries the
 # label dev.yolo.bench=1 and is removed at the end (images are kept).
 # Traffic stays on this machine: the "internet" is our own containers.
+# SECTIONS picks what runs: "core" (everything below) and "http" (bench/http.sh, the guard's
+# HTTP proxy against the same requests without inspection), both by default;
+# `SECTIONS=http bash bench/bench.sh` runs the proxy's alone.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+SECTIONS=${SECTIONS:-core http}
+if [[ " $SECTIONS " != *" core "* ]]; then
+  if [[ " $SECTIONS " == *" http "* ]]; then exec bash "$here/http.sh"; fi
+  exit 0
+fi
 RUNS=${RUNS:-20}
 . "$here/common.sh"
 
@@ -93,3 +101,10 @@ gpid=$init_pid
 grep -q yolo-guard /proc/"$gpid"/comm || gpid=$(awk '{print $1}' /proc/"$init_pid"/task/"$init_pid"/children)
 tr '\0' ' ' < /proc/"$gpid"/cmdline; echo
 grep -E "VmRSS|VmHWM" /proc/"$gpid"/status
+
+if [[ " $SECTIONS " == *" http "* ]]; then
+  # Its own session, network and servers (and the same clean-up): this one's go first.
+  "$YOLO" down --remove >/dev/null 2>&1 || true
+  section "HTTP proxy (bench/http.sh)"
+  bash "$here/http.sh"
+fi

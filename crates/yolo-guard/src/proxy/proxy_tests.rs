@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -150,6 +151,15 @@ async fn host_service(req: Request<Incoming>, gate: Arc<Notify>) -> Response<Tes
                 .body(Empty::new().map_err(|never| match never {}).boxed())
                 .unwrap()
         }
+        // The host ends the connection after this answer (as at its keep-alive timeout).
+        "/close" => Response::builder()
+            .header("connection", "close")
+            .body(
+                Full::new(Bytes::from(seen))
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
+            .unwrap(),
         _ => Response::new(
             Full::new(Bytes::from(seen))
                 .map_err(|never| match never {})
@@ -158,8 +168,9 @@ async fn host_service(req: Request<Incoming>, gate: Arc<Notify>) -> Response<Tes
     }
 }
 
-/// Serve the real host on `HOST_ADDR:443` (TLS, a leaf from `host_ca`) and `:80`.
-async fn start_host(host_ca: &Ca, gate: Arc<Notify>) {
+/// Serve the real host on `HOST_ADDR:443` (TLS, a leaf from `host_ca`) and `:80`, counting
+/// the connections it accepts in `accepted`.
+async fn start_host(host_ca: &Ca, gate: Arc<Notify>, accepted: Arc<AtomicUsize>) {
     let key = KeyPair::generate().unwrap();
     let params = CertificateParams::new(vec![HOST.to_string(), OTHER.to_string()]).unwrap();
     let cert = params.signed_by(&key, &host_ca.issuer).unwrap();
@@ -180,11 +191,13 @@ async fn start_host(host_ca: &Ca, gate: Arc<Notify>) {
         let listener = TcpListener::bind((HOST_ADDR, port)).await.unwrap();
         let acceptor = acceptor.clone();
         let gate = Arc::clone(&gate);
+        let accepted = Arc::clone(&accepted);
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
+                accepted.fetch_add(1, Ordering::SeqCst);
                 let acceptor = acceptor.clone();
                 let gate = Arc::clone(&gate);
                 tokio::spawn(async move {
@@ -240,13 +253,16 @@ struct Setup {
     session_ca: Ca,
     log: Arc<Log>,
     gate: Arc<Notify>,
+    /// Connections the real host accepted.
+    accepted: Arc<AtomicUsize>,
 }
 
 /// The network, the real host and the proxy in front of it, trusting `upstream_ca`.
 async fn setup(upstream_trusts_host: bool) -> Setup {
     let host_ca = ca("test host CA");
     let gate = Arc::new(Notify::new());
-    start_host(&host_ca, Arc::clone(&gate)).await;
+    let accepted = Arc::new(AtomicUsize::new(0));
+    start_host(&host_ca, Arc::clone(&gate), Arc::clone(&accepted)).await;
     let session_ca = ca("yolo session CA");
     let trusted = if upstream_trusts_host {
         host_ca.pem.clone()
@@ -275,6 +291,7 @@ async fn setup(upstream_trusts_host: bool) -> Setup {
         session_ca,
         log,
         gate,
+        accepted,
     }
 }
 
@@ -668,6 +685,71 @@ fn plain_http_is_forwarded_for_an_answered_host_only() {
     assert_eq!(unbound, StatusCode::FORBIDDEN);
 }
 
+/// The proxy keeps its connection to the host between one agent connection's requests (a new
+/// TLS handshake per request cost ~2 ms each, bench/http.sh), over HTTP/2 (443) and HTTP/1.1
+/// (80), and opens a new one when the host closed the kept one; another agent connection
+/// never gets the first one's (each is bound to the name and address it was checked for).
+#[test]
+fn the_host_connection_is_kept_for_the_agent_connections_next_requests() {
+    let Some((tls_counts, plain_counts, seen)) = in_proxy_netns("proxy-keep", || {
+        Box::pin(async {
+            let s = setup(true).await;
+            let accepted = || s.accepted.load(Ordering::SeqCst);
+            let mut seen = Vec::new();
+            let mut tls_counts = Vec::new();
+            for _ in 0..2 {
+                let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"http/1.1"])
+                    .await
+                    .unwrap();
+                let mut sender = h1_sender(tls).await;
+                for path in ["/a", "/b", "/c"] {
+                    seen.push(text(sender.send_request(get(path, HOST)).await.unwrap()).await);
+                    tls_counts.push(accepted());
+                }
+            }
+            // An agent speaking HTTP/2: one host connection (HTTP/2 too) for all its requests.
+            let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
+                .await
+                .unwrap();
+            let (mut h2, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            for path in ["/a", "/b", "/c"] {
+                let request = Request::get(format!("https://{HOST}{path}"))
+                    .header("x-api-key", STAND_IN)
+                    .body(Empty::<Bytes>::new())
+                    .unwrap();
+                seen.push(text(h2.send_request(request).await.unwrap()).await);
+                tls_counts.push(accepted());
+            }
+            let before = accepted();
+            let tcp = TcpStream::connect(host_addr(80)).await.unwrap();
+            let mut sender = h1_sender(tcp).await;
+            let mut plain_counts = Vec::new();
+            for path in ["/a", "/b", "/close", "/c", "/d"] {
+                seen.push(text(sender.send_request(get(path, HOST)).await.unwrap()).await);
+                // Let the host's close reach the proxy, as between real requests.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                plain_counts.push(accepted() - before);
+            }
+            (tls_counts, plain_counts, seen)
+        })
+    }) else {
+        return;
+    };
+    assert!(
+        seen.iter().all(|s| s.contains("key=the-real-value")),
+        "{seen:?}"
+    );
+    // One host connection per agent connection: the second agent connection opens its own.
+    assert_eq!(tls_counts, [1, 1, 1, 2, 2, 2, 3, 3, 3]);
+    assert!(seen[6].starts_with("version=HTTP/2.0"), "{seen:?}");
+    // HTTP/1.1: kept until the host closes it after /close, then a new one is kept.
+    assert_eq!(plain_counts, [1, 1, 1, 2, 2]);
+}
+
 /// A stream that writes at most 7 bytes per call: with TCP_NODELAY each goes out as a
 /// segment of its own.
 struct Trickle {
@@ -714,7 +796,7 @@ fn without_the_sessions_secrets_every_inspected_connection_is_refused() {
     let Some((before, refused, after)) = in_proxy_netns("proxy-unarmed", || {
         Box::pin(async {
             let host_ca = ca("test host CA");
-            start_host(&host_ca, Arc::new(Notify::new())).await;
+            start_host(&host_ca, Arc::new(Notify::new()), Arc::default()).await;
             let session_ca = ca("yolo session CA");
             let names = Arc::new(Inspected::default());
             let until = Instant::now() + Duration::from_secs(300);

@@ -247,6 +247,7 @@ impl Proxy {
                 proxy: Arc::clone(self),
                 destination,
                 sni: None,
+                kept: Default::default(),
             });
             serve_http(TokioIo::new(stream), conn).await;
             return Ok(());
@@ -283,6 +284,7 @@ impl Proxy {
             proxy: Arc::clone(self),
             destination,
             sni: Some(sni),
+            kept: Default::default(),
         });
         serve_http(TokioIo::new(tls), conn).await;
         Ok(())
@@ -338,6 +340,9 @@ where
     let _ = builder.serve_connection_with_upgrades(io, service).await;
 }
 
+/// Upstream connections one agent connection keeps open for its next requests.
+const KEPT_PER_CONN: usize = 4;
+
 /// One agent connection: where it was going, under which name, and the proxy's connections
 /// to that place.
 struct Conn {
@@ -345,6 +350,14 @@ struct Conn {
     destination: SocketAddr,
     /// `None` on port 80.
     sni: Option<String>,
+    /// The proxy's connections to `destination` (for `sni`) kept alive between this agent
+    /// connection's requests: a new TCP connection and TLS handshake per request cost about
+    /// 2 ms of added latency on a kept-alive connection (bench/http.sh). They belong to this
+    /// agent connection alone and end with it, so a kept connection is always to the address
+    /// and under the name this connection was checked for; nothing is shared across agent
+    /// connections. At most [`KEPT_PER_CONN`] (HTTP/2: one, shared by concurrent requests;
+    /// HTTP/1.1: one per request in flight, taken while in use).
+    kept: std::sync::Mutex<Vec<Sender>>,
 }
 
 impl Conn {
@@ -460,53 +473,53 @@ impl Conn {
         }
         .map_err(BoxError::from)
         .boxed();
-        let sender = match self.sender(&host, upgrade).await {
-            Ok(sender) => sender,
-            Err(why) => {
-                return self.answer(exchange, StatusCode::BAD_GATEWAY, why, started);
-            }
+        // An Upgrade becomes a tunnel of its own: always a new connection, never kept.
+        let kept = if upgrade { None } else { self.take_kept() };
+        let reused = kept.is_some();
+        let mut sender = match kept {
+            Some(sender) => sender,
+            None => match self.sender(&host, upgrade).await {
+                Ok(sender) => sender,
+                Err(why) => {
+                    return self.answer(exchange, StatusCode::BAD_GATEWAY, why, started);
+                }
+            },
         };
-        // The host's form of the target: origin-form for HTTP/1.1, absolute for HTTP/2
-        // (hyper writes `:scheme` and `:authority` from it).
-        let path_and_query = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_string();
         let scheme = if self.sni.is_some() { "https" } else { "http" };
-        parts.uri = match &sender {
-            Sender::H2(_) => Uri::builder()
-                .scheme(scheme)
-                .authority(host.as_str())
-                .path_and_query(path_and_query)
-                .build(),
-            Sender::H1(_) => Uri::builder().path_and_query(path_and_query).build(),
-        }
-        .unwrap_or_default();
-        match &sender {
-            Sender::H2(_) => {
-                parts.version = Version::HTTP_2;
-                parts.headers.remove(header::HOST);
-            }
-            Sender::H1(_) => {
-                parts.version = Version::HTTP_11;
-                if let Ok(value) = HeaderValue::from_str(&host) {
-                    parts.headers.insert(header::HOST, value);
+        let mut upstream_req = Request::from_parts(parts, body);
+        let mut response = sender
+            .send(for_sender(upstream_req, &sender, &host, scheme))
+            .await;
+        // A kept connection the host closed before this request went out (its keep-alive
+        // timeout): the request comes back unsent, and goes on a new connection.
+        if reused {
+            if let Err(back) = &mut response {
+                if let Some(req) = back.take_message() {
+                    upstream_req = req;
+                    sender = match self.sender(&host, upgrade).await {
+                        Ok(sender) => sender,
+                        Err(why) => {
+                            return self.answer(exchange, StatusCode::BAD_GATEWAY, why, started);
+                        }
+                    };
+                    response = sender
+                        .send(for_sender(upstream_req, &sender, &host, scheme))
+                        .await;
                 }
             }
         }
-        let upstream_req = Request::from_parts(parts, body);
-        let response = match sender {
-            Sender::H2(mut s) => s.send_request(upstream_req).await,
-            Sender::H1(mut s) => s.send_request(upstream_req).await,
-        };
         let mut response = match response {
-            Ok(response) => response,
+            Ok(response) => {
+                if !upgrade {
+                    self.keep(sender);
+                }
+                response
+            }
             Err(e) => {
                 return self.answer(
                     exchange,
                     StatusCode::BAD_GATEWAY,
-                    format!("yolo: the request to {host} failed: {e}\n"),
+                    format!("yolo: the request to {host} failed: {}\n", e.error()),
                     started,
                 )
             }
@@ -638,10 +651,31 @@ impl Conn {
         response
     }
 
-    /// A connection to the original address for this request: a fresh one per request
-    /// (hyper's client connections are cheap; the pool would be a second source of truth on
-    /// which name a connection was opened for). TLS is verified against the configured roots
-    /// only; a failure is the answer, never a fallback.
+    /// A kept connection that can take a request now: the HTTP/2 one (shared), or an idle
+    /// HTTP/1.1 one (taken out until its response came). Closed ones are dropped.
+    fn take_kept(&self) -> Option<Sender> {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.retain(|s| !s.is_closed());
+        let ready = kept.iter().position(Sender::is_ready)?;
+        match &kept[ready] {
+            Sender::H2(s) => Some(Sender::H2(s.clone())),
+            Sender::H1(_) => Some(kept.swap_remove(ready)),
+        }
+    }
+
+    /// Keep `sender` for the next requests (an HTTP/1.1 connection becomes ready again when
+    /// its response has been read), unless enough are kept already.
+    fn keep(&self, sender: Sender) {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let h2_kept = kept.iter().any(|s| matches!(s, Sender::H2(_)));
+        if kept.len() < KEPT_PER_CONN && !(h2_kept && matches!(sender, Sender::H2(_))) {
+            kept.push(sender);
+        }
+    }
+
+    /// A new connection to the original address, for this agent connection's requests (kept
+    /// by [`Conn::keep`]). TLS is verified against the configured roots only; a failure is
+    /// the answer, never a fallback.
     async fn sender(&self, host: &str, upgrade: bool) -> Result<Sender, String> {
         let tcp = connect(self.destination, self.proxy.mark)
             .await
@@ -765,6 +799,70 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Held<B> {
 enum Sender {
     H1(hyper::client::conn::http1::SendRequest<ProxyBody>),
     H2(hyper::client::conn::http2::SendRequest<ProxyBody>),
+}
+
+type Sent = Result<Response<Incoming>, hyper::client::conn::TrySendError<Request<ProxyBody>>>;
+
+impl Sender {
+    fn is_closed(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_ready(),
+            Sender::H2(s) => s.is_ready(),
+        }
+    }
+
+    /// Send `req`; on an error before it was written, the error gives it back.
+    async fn send(&mut self, req: Request<ProxyBody>) -> Sent {
+        match self {
+            Sender::H1(s) => s.try_send_request(req).await,
+            Sender::H2(s) => s.try_send_request(req).await,
+        }
+    }
+}
+
+/// `req` in the form the host's connection takes: origin-form and a Host header for
+/// HTTP/1.1, the absolute form for HTTP/2 (hyper writes `:scheme` and `:authority` from it).
+fn for_sender(
+    req: Request<ProxyBody>,
+    sender: &Sender,
+    host: &str,
+    scheme: &str,
+) -> Request<ProxyBody> {
+    let (mut parts, body) = req.into_parts();
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    parts.uri = match sender {
+        Sender::H2(_) => Uri::builder()
+            .scheme(scheme)
+            .authority(host)
+            .path_and_query(path_and_query)
+            .build(),
+        Sender::H1(_) => Uri::builder().path_and_query(path_and_query).build(),
+    }
+    .unwrap_or_default();
+    match sender {
+        Sender::H2(_) => {
+            parts.version = Version::HTTP_2;
+            parts.headers.remove(header::HOST);
+        }
+        Sender::H1(_) => {
+            parts.version = Version::HTTP_11;
+            if let Ok(value) = HeaderValue::from_str(host) {
+                parts.headers.insert(header::HOST, value);
+            }
+        }
+    }
+    Request::from_parts(parts, body)
 }
 
 async fn h1<I>(io: I) -> Result<Sender, String>
