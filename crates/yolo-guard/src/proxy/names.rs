@@ -33,9 +33,12 @@ enum Kind {
     Passed(Ports),
 }
 
+/// The names answered with one address: what each is, and until when.
+type Names = HashMap<String, (Kind, Instant)>;
+
 #[derive(Default)]
 pub(crate) struct Inspected {
-    by_addr: Mutex<HashMap<IpAddr, HashMap<String, (Kind, Instant)>>>,
+    by_addr: Mutex<HashMap<IpAddr, Names>>,
 }
 
 impl Inspected {
@@ -120,9 +123,8 @@ impl Inspected {
         let mut map = self.by_addr.lock().unwrap_or_else(|p| p.into_inner());
         let mut released = Vec::new();
         for (addr, names) in map.iter_mut() {
-            let inspected = |names: &HashMap<String, (Kind, Instant)>| {
-                names.values().any(|(kind, _)| *kind == Kind::Inspected)
-            };
+            let inspected =
+                |names: &Names| names.values().any(|(kind, _)| *kind == Kind::Inspected);
             let before = inspected(names);
             names.retain(|name, _| !denied(name));
             if before && !inspected(names) {
