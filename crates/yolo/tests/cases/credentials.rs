@@ -241,6 +241,72 @@ command = ["sh", "-c", {script}]
     assert_eq!(upload(), "403");
     t.yolo(&["deny", "--http", &rule])
         .assert_stderr_contains("hold no POST /upload");
+    // `yolo exec` gets the agent's stand-in (never the real value), and the request works.
+    let probe = format!(
+        r#"echo "exec-var=$EXAMPLE_KEY"; echo "exec-own=$(curl -sS -o /dev/null -w '%{{http_code}}' --max-time 10 -H "x-api-key: $EXAMPLE_KEY" https://{API}/from-exec)""#
+    );
+    let exec = t.yolo(&["exec", "sh", "-c", &probe]);
+    let exec_out = exec.stdout();
+    assert_eq!(
+        field(&exec_out, "exec-var"),
+        stand_in,
+        "{}",
+        exec.describe()
+    );
+    assert_eq!(field(&exec_out, "exec-own"), "200", "{}", exec.describe());
+    let from_exec = received(&server);
+    let from_exec = from_exec
+        .iter()
+        .find(|r| r["path"] == "/from-exec")
+        .unwrap_or_else(|| panic!("the server never saw exec's request: {from_exec:?}"));
+    assert_eq!(from_exec["key"], real.as_str(), "{from_exec}");
+
+    // A guard that restarts comes back refusing every inspected connection (no secrets: its
+    // `status` says so) and takes the agent's processes with it; the next `yolo up` is a new
+    // session that sends the secrets again, with the config's rules (the live `allow --http`
+    // of the old session is gone: docs/configuration.md).
+    let guard = guard_of(&t);
+    t.yolo(&["allow", "--http", &rule]).ok();
+    docker(&["restart", &guard]);
+    let status = docker(&[
+        "exec",
+        &guard,
+        "/usr/local/bin/yolo-guard",
+        "ctl",
+        r#"{"op":"status"}"#,
+    ]);
+    assert!(status.contains(r#""proxy_armed":false"#), "{status}");
+    let mut up = vec!["up".to_string()];
+    up.extend(net.up_flags(&["*.allowed.test"]));
+    let up: Vec<&str> = up.iter().map(String::as_str).collect();
+    t.yolo(&up).ok();
+    let status = docker(&[
+        "exec",
+        &guard_of(&t),
+        "/usr/local/bin/yolo-guard",
+        "ctl",
+        r#"{"op":"status"}"#,
+    ]);
+    assert!(status.contains(r#""proxy_armed":true"#), "{status}");
+    let again = t.yolo(&[
+        "exec",
+        "sh",
+        "-c",
+        &probe.replace("/from-exec", "/after-restart"),
+    ]);
+    let again_out = again.stdout();
+    assert_ne!(
+        field(&again_out, "exec-var"),
+        stand_in,
+        "a new session, a new stand-in"
+    );
+    assert_eq!(field(&again_out, "exec-own"), "200", "{}", again.describe());
+    assert_eq!(
+        upload(),
+        "403",
+        "the old session's live rule is not carried over"
+    );
+
     // The host's own files: the real value is in none of yolo's (its state, the logs, the
     // guard's config), the stand-in only where `run` reads it.
     let mut found = Vec::new();
