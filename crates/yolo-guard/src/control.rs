@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 pub use yolo_protocol::control::{Request, Response};
+use zeroize::{Zeroize, Zeroizing};
 
 /// Longest request line; anything longer is answered with an error and the connection closed.
 const MAX_LINE: usize = 1 << 20;
@@ -103,33 +104,85 @@ async fn refuse(stream: UnixStream, uid: Option<u32>) {
 }
 
 async fn client(stream: UnixStream, handler: Arc<dyn Handler>) {
-    let (read, mut write) = stream.into_split();
-    let mut lines = tokio::io::BufReader::new(read);
-    let mut line = Vec::new();
+    let (mut read, mut write) = stream.into_split();
+    let mut lines = LineBuffer::default();
+    let mut chunk = Zeroizing::new([0u8; 4096]);
     loop {
-        line.clear();
-        let mut limited = (&mut lines).take(MAX_LINE as u64 + 1);
-        let read = limited.read_until(b'\n', &mut line);
-        let Ok(read) = tokio::time::timeout(CLIENT_IDLE, read).await else {
-            return;
+        let line = loop {
+            if let Some(line) = lines.next_line() {
+                break Some(line);
+            }
+            if lines.len() > MAX_LINE {
+                break None;
+            }
+            let read = tokio::time::timeout(CLIENT_IDLE, read.read(&mut chunk[..])).await;
+            match read {
+                Ok(Ok(n)) if n > 0 => lines.push(&chunk[..n]),
+                _ => return,
+            }
         };
-        let too_long = line.len() > MAX_LINE;
-        let response = match read {
-            Ok(0) | Err(_) => return,
-            Ok(_) if too_long => Response::error("request too long"),
-            Ok(_) => match serde_json::from_slice::<Request>(&line) {
+        let response = match &line {
+            None => Response::error("request too long"),
+            Some(line) => match serde_json::from_slice::<Request>(line) {
                 Ok(request) => handler.handle(request).await,
                 Err(e) => Response::error(format!("bad request: {e}")),
             },
         };
+        drop(line);
         let Ok(mut out) = serde_json::to_vec(&response) else {
             return;
         };
         out.push(b'\n');
         let written = tokio::time::timeout(CLIENT_IDLE, write.write_all(&out)).await;
-        if !matches!(written, Ok(Ok(()))) || too_long {
+        if !matches!(written, Ok(Ok(()))) || lines.len() > MAX_LINE {
             return;
         }
+    }
+}
+
+/// The bytes read from a control client and not yet taken as a line. A request may carry the
+/// session's secrets (`proxysecrets`), so no copy is left behind: a line taken out is wiped
+/// from the buffer, a buffer that grows wipes the allocation it leaves, and the whole buffer is
+/// wiped when dropped; the line itself is wiped when the caller drops it.
+#[derive(Default)]
+struct LineBuffer {
+    /// Initialized to its full length (so all of it can be wiped); `used` bytes of it hold data.
+    buf: Vec<u8>,
+    used: usize,
+}
+
+impl LineBuffer {
+    fn len(&self) -> usize {
+        self.used
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        let needed = self.used + data.len();
+        if needed > self.buf.len() {
+            let mut bigger = vec![0u8; needed.max(self.buf.len() * 2).max(4096)];
+            bigger[..self.used].copy_from_slice(&self.buf[..self.used]);
+            self.buf.zeroize();
+            self.buf = bigger;
+        }
+        self.buf[self.used..needed].copy_from_slice(data);
+        self.used = needed;
+    }
+
+    /// The first whole line (with its `\n`), taken out of the buffer, if there is one.
+    fn next_line(&mut self) -> Option<Zeroizing<Vec<u8>>> {
+        let end = memchr::memchr(b'\n', &self.buf[..self.used])? + 1;
+        let line = Zeroizing::new(self.buf[..end].to_vec());
+        self.buf.copy_within(end..self.used, 0);
+        let rest = self.used - end;
+        self.buf[rest..self.used].zeroize();
+        self.used = rest;
+        Some(line)
+    }
+}
+
+impl Drop for LineBuffer {
+    fn drop(&mut self) {
+        self.buf.zeroize();
     }
 }
 
@@ -166,8 +219,7 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, Error> {
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(fail)?;
-    let mut line = serde_json::to_vec(req).map_err(Error::BadRequest)?;
-    line.push(b'\n');
+    let line = req.to_line().map_err(Error::BadRequest)?;
     stream.write_all(&line).map_err(fail)?;
     let mut answer = String::new();
     BufReader::new(&stream)
@@ -178,10 +230,26 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, Error> {
 
 /// `yolo-guard ctl '<json>'` inside the guard container: print the response JSON; exit 0 when
 /// it says ok, 1 when the guard refused, 2 when the request could not be made.
+///
+/// `json_arg` [`yolo_protocol::CTL_FROM_ENV`]: the request is in the environment (the session's
+/// secrets, which must not show in an argv the agent can read); the process then makes itself
+/// non-dumpable first, so that not even a process of its own uid without its capabilities reads
+/// its memory or environment.
 pub fn ctl_main(json_arg: &str) -> i32 {
     let socket = std::env::var_os("YOLO_GUARD_CONTROL")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| yolo_protocol::GUARD_CONTROL_SOCKET.into());
+    let from_env;
+    let json_arg = if json_arg == yolo_protocol::CTL_FROM_ENV {
+        // SAFETY: prctl with constant arguments changes only this process's flag.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        from_env =
+            Zeroizing::new(std::env::var(yolo_protocol::CTL_REQUEST_ENV).unwrap_or_default());
+        std::env::remove_var(yolo_protocol::CTL_REQUEST_ENV);
+        from_env.as_str()
+    } else {
+        json_arg
+    };
     let response = serde_json::from_str::<Request>(json_arg)
         .map_err(Error::BadRequest)
         .and_then(|req| request(&socket, &req));
@@ -228,6 +296,37 @@ mod tests {
             };
             Box::pin(async move { response })
         }
+    }
+
+    /// A request's bytes leave no copy in the connection's buffer: not after the line was
+    /// taken, not in the allocation a growing buffer left, and the line itself is wiped.
+    #[test]
+    fn the_line_buffer_is_wiped_of_a_taken_line() {
+        let secret = b"sk-ant-REALVALUE-0123456789";
+        // Longer than the first allocation, so that the buffer grows (and moves) on the way;
+        // the rest after the line is short, so it does not happen to overwrite the secret.
+        let mut request = br#"{"op":"proxysecrets","ca_cert_pem":""#.to_vec();
+        request.extend_from_slice(&[b'C'; 5000]);
+        request.extend_from_slice(br#"","credentials":[["a",""#);
+        request.extend_from_slice(secret);
+        request.extend_from_slice(b"\"]]}\n{\"op\":\"st");
+        let mut lines = LineBuffer::default();
+        for piece in request.chunks(700) {
+            lines.push(piece);
+        }
+        let contains = |hay: &[u8]| hay.windows(secret.len()).any(|w| w == secret);
+        let line = lines.next_line().expect("a whole line");
+        assert!(contains(&line));
+        assert!(
+            !contains(&lines.buf),
+            "the taken line must be wiped from the buffer (all of it, not only the used part)"
+        );
+        assert!(lines.buf[..lines.used].starts_with(b"{\"op\":\"st"));
+        assert!(lines.next_line().is_none());
+        // The line wipes itself on drop: Zeroizing, whose wipe is the zeroize crate's.
+        let mut line = line;
+        line.zeroize();
+        assert!(!contains(&line));
     }
 
     #[test]

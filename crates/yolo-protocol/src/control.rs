@@ -8,6 +8,7 @@
 use crate::NetworkMode;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use zeroize::{Zeroize, Zeroizing};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
@@ -54,6 +55,44 @@ impl std::fmt::Debug for ProxySecrets {
             .field("ca_key_pem", &"<hidden>")
             .field("credentials", &names)
             .finish()
+    }
+}
+
+/// The key and the values are wiped when the request is dropped, whichever way it went (armed,
+/// refused, never sent).
+impl Drop for ProxySecrets {
+    fn drop(&mut self) {
+        self.ca_key_pem.zeroize();
+        for (_, value) in &mut self.credentials {
+            value.zeroize();
+        }
+    }
+}
+
+impl Request {
+    /// The request as one JSON line (with its `\n`), in a buffer wiped when dropped. Written
+    /// into an allocation of the exact size (measured by a first pass), so no copy of a secret
+    /// is left behind in a buffer that grew and was freed.
+    pub fn to_line(&self) -> Result<Zeroizing<Vec<u8>>, serde_json::Error> {
+        let mut counted = Counter::default();
+        serde_json::to_writer(&mut CountingWriter(&mut counted.bytes), self)?;
+        let mut line = Zeroizing::new(Vec::with_capacity(counted.bytes as usize + 1));
+        serde_json::to_writer(&mut *line, self)?;
+        line.push(b'\n');
+        Ok(line)
+    }
+}
+
+/// Counts what is written, keeps nothing.
+struct CountingWriter<'a>(&'a mut u64);
+
+impl std::io::Write for CountingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        *self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -139,5 +178,10 @@ mod tests {
             shown.contains("anthropic") && shown.contains("<hidden>"),
             "{shown}"
         );
+        // The line: the JSON and its newline, in a buffer that never grew (no copy left in a
+        // freed one).
+        let line = request.to_line().unwrap();
+        assert_eq!(&line[..], format!("{text}\n").as_bytes());
+        assert_eq!(line.capacity(), line.len());
     }
 }

@@ -242,6 +242,15 @@ pub const GUARD_READY_LINE: &str = "yolo-guard ready";
 /// `YOLO_GUARD_CONTROL` names another. Put this path in `GuardConfig.control_socket`.
 pub const GUARD_CONTROL_SOCKET: &str = "/run/yolo/control.sock";
 
+/// `yolo-guard ctl --from-env`: the request is in [`CTL_REQUEST_ENV`], not in the argv. The host
+/// sends the session's secrets this way when it must go through `docker exec`: the agent shares
+/// the guard's PID namespace and reads every process's argv (`/proc/PID/cmdline`), but not the
+/// environment of a process holding capabilities it lacks.
+pub const CTL_FROM_ENV: &str = "--from-env";
+
+/// See [`CTL_FROM_ENV`].
+pub const CTL_REQUEST_ENV: &str = "YOLO_GUARD_CTL_REQUEST";
+
 /// The nameservers of a resolv.conf. In a container on a user network that is Docker's embedded
 /// DNS, 127.0.0.11, which the ruleset lets only guard-marked packets reach.
 pub fn resolv_conf_nameservers(text: &str) -> Vec<SocketAddr> {

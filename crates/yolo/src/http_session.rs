@@ -251,6 +251,22 @@ async fn arm(
     Ok(())
 }
 
+/// What `exec` and `shell` hand their command: the stand-ins of the session's credentials
+/// (`VAR=stand-in`), the same `run` gives its agent, so that a tool started by hand in the
+/// container works through the guard's proxy as the agent does; never a real value.
+pub(crate) fn stand_in_env(state: &crate::session::state::WorkspaceState) -> Vec<String> {
+    state
+        .http
+        .as_ref()
+        .map(|h| {
+            h.agent_env
+                .iter()
+                .map(|(var, stand_in)| format!("{var}={stand_in}"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What `run` hands its agent: each of `vars` set on the host, with the stand-in in place of a
 /// credential's real value, and each stand-in of a credential whose variable the agent does
 /// not list; and a warning for each value handed as is that looks like a secret.

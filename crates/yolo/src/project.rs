@@ -368,6 +368,28 @@ fn apply_session_ca(spec: &mut RunSpec, extra: Option<&crate::ca::ExtraCa>) -> R
     Ok(())
 }
 
+impl Project {
+    /// The project as a Pod has it (`yolo kube`): without the session CA's folder, which only
+    /// a guard with an HTTP proxy fills and which a cluster's nodes do not have (a Pod's guard
+    /// runs none: `bring_up::pod` refuses what would need one). The user's extra CA
+    /// certificates, which share the mount, stay (and `k8s::render` says what to do instead).
+    pub(crate) fn without_session_ca(&mut self) {
+        if self.settings.extra_ca.is_some() {
+            return;
+        }
+        let spec = &mut self.spec;
+        let before = spec.mounts.len();
+        spec.mounts.retain(|m| m.target != crate::ca::DIR);
+        if spec.mounts.len() == before {
+            return;
+        }
+        for (name, _) in crate::ca::env() {
+            spec.container_env.remove(name);
+        }
+        policy::seal(spec);
+    }
+}
+
 /// A workspace holding yolo's own config or data folder (yolo run in `$HOME`) would let the
 /// agent rewrite `config.toml` (grant itself anything) or the audit log: refused.
 fn refuse_yolos_own_folders(workspace: &Path, config_file: &Path) -> Result<()> {

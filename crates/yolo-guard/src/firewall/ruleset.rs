@@ -926,6 +926,27 @@ pub fn add_inspected(addrs: &[IpAddr], timeout_secs: u64) -> Nftables<'static> {
     batch.to_nftables()
 }
 
+/// Take addresses out of the inspected sets (`yolo deny` of the last inspected name answered
+/// with them): their 443 and 80 go where the allow sets say again, no longer to the proxy.
+/// Absent elements are fine: each is added first.
+pub fn remove_inspected(addrs: &[IpAddr]) -> Nftables<'static> {
+    let mut batch = Batch::new();
+    for (set, v4) in [(SET_INSPECT4, true), (SET_INSPECT6, false)] {
+        let elems: BTreeSet<IpAddr> = addrs
+            .iter()
+            .filter(|a| a.is_ipv4() == v4)
+            .copied()
+            .collect();
+        if elems.is_empty() {
+            continue;
+        }
+        let elems: Vec<_> = elems.iter().map(|a| s(&a.to_string())).collect();
+        batch.add(element(set, with_timeout(&elems, 1)));
+        batch.delete(element(set, elems));
+    }
+    batch.to_nftables()
+}
+
 /// Forget resolved addresses (`yolo deny`). Absent elements are fine: each is added first.
 /// Established connections are not cut; conntrack keeps them until they close.
 pub fn remove_addresses(addrs: &[(IpAddr, Ports)]) -> Nftables<'static> {

@@ -11,7 +11,8 @@
 //! - `git`: git smart HTTP: which requests are pushes, and the receive-pack commands' refs.
 //! - `credentials`: the real values, in memory only.
 //! - `audit`: the proxy's records as `http`, `credential_misuse` and `blocked` events;
-//! - `names`: which inspected names the guard answered with which addresses;
+//! - `names`: which names the guard answered with which addresses;
+//! - `passthrough`: a non-inspected host at an inspected address, spliced through untouched;
 //! - `tls`: the session CA's leaves towards the agent, the verified client towards the hosts;
 //! - `serve`: the transport (listeners, HTTP/1.1 and HTTP/2, streaming, upgrades).
 
@@ -19,6 +20,7 @@ pub(crate) mod audit;
 pub(crate) mod credentials;
 pub(crate) mod git;
 pub(crate) mod names;
+pub(crate) mod passthrough;
 pub(crate) mod refusal;
 pub(crate) mod rules;
 pub(crate) mod serve;

@@ -12,6 +12,7 @@
 use super::credentials::Secrets;
 use super::git;
 use super::names::{normalize, Inspected};
+use super::passthrough::{plain_host, splice, Replay};
 use super::rules::{Decision, Policy, RequestHead, Swap};
 use super::tls::{SessionCa, Upstream, ALPN_H2};
 use bytes::Bytes;
@@ -237,23 +238,35 @@ impl Proxy {
             name: name.map(str::to_string),
             reason,
         };
-        // Fail closed: without the session's CA there is no TLS to offer, and without its
-        // credentials no request the rules could judge as the user configured them.
-        let Some(armed) = self.armed() else {
-            return Err(refuse(None, NO_SECRETS.into()));
-        };
         if !tls {
+            let mut io = Replay::recording(stream);
+            if let Some(host) = plain_host(&mut io, HANDSHAKE).await {
+                if self.pass_through(&host, destination) {
+                    let (first, stream) = io.into_parts();
+                    let _ = splice(stream, first, destination, self.mark).await;
+                    return Ok(());
+                }
+            }
+            io.rewind();
+            // Fail closed: without the session's credentials no request could be judged as
+            // the user configured them.
+            let Some(_armed) = self.armed() else {
+                return Err(refuse(None, NO_SECRETS.into()));
+            };
             let conn = Arc::new(Conn {
                 proxy: Arc::clone(self),
                 destination,
                 sni: None,
                 kept: Default::default(),
             });
-            serve_http(TokioIo::new(stream), conn).await;
+            serve_http(TokioIo::new(io), conn).await;
             return Ok(());
         }
-        let acceptor = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
-        let start = tokio::time::timeout(HANDSHAKE, acceptor)
+        let acceptor = LazyConfigAcceptor::new(
+            rustls::server::Acceptor::default(),
+            Replay::recording(stream),
+        );
+        let mut start = tokio::time::timeout(HANDSHAKE, acceptor)
             .await
             .map_err(|_| refuse(None, "no ClientHello in time".into()))?
             .map_err(|e| refuse(None, format!("not a TLS ClientHello: {e}")))?;
@@ -264,6 +277,11 @@ impl Proxy {
             ));
         };
         if !self.names.answered(&sni, destination.ip()) {
+            if self.pass_through(&sni, destination) {
+                let (first, stream) = start.io.into_parts();
+                let _ = splice(stream, first, destination, self.mark).await;
+                return Ok(());
+            }
             return Err(refuse(
                 Some(&sni),
                 format!(
@@ -272,6 +290,12 @@ impl Proxy {
                 ),
             ));
         }
+        start.io.stop();
+        // Fail closed: without the session's CA there is no TLS to offer, and without its
+        // credentials no request the rules could judge as the user configured them.
+        let Some(armed) = self.armed() else {
+            return Err(refuse(Some(&sni), NO_SECRETS.into()));
+        };
         let config = armed
             .ca
             .server_config(&sni)
@@ -288,6 +312,13 @@ impl Proxy {
         });
         serve_http(TokioIo::new(tls), conn).await;
         Ok(())
+    }
+
+    /// Whether `name`'s connection to `destination` passes through untouched: the guard
+    /// answered it with that address as an allowed name it does not inspect, on that port.
+    fn pass_through(&self, name: &str, destination: SocketAddr) -> bool {
+        self.names
+            .passes(name, destination.ip(), destination.port())
     }
 
     /// Where the agent's connection was going before the redirect. Refused: a connection

@@ -76,6 +76,12 @@ impl<B: Batches> Policy for Guard<B> {
     fn answered(&self, name: &str, addrs: &[IpAddr], expires: Instant) {
         if self.inspects(name) {
             self.inspected.record(name, addrs, expires);
+        } else if self.proxy.is_some() {
+            // An address it shares with an inspected name sends its 443 and 80 to the proxy,
+            // which passes them through for a name the guard answered with it.
+            if let Some(ports) = self.ports(name) {
+                self.inspected.record_passed(name, ports, addrs, expires);
+            }
         }
     }
 

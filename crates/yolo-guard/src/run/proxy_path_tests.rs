@@ -49,6 +49,8 @@ const HOST_ADDR: &str = "198.51.100.20";
 /// Another inspected host (method rules only), allowed besides on port 8022 by its entry.
 const OTHER: &str = "other.wire.test";
 const OTHER_ADDR: &str = "198.51.100.21";
+/// An allowed host the proxy does not inspect, at HOST's address (a CDN's edge serving both).
+const CDN: &str = "cdn.wire.test";
 const STAND_IN: &str = "stand-in-wire-0123456789abcdef";
 const REAL: &str = "real-value-wire-fedcba9876543210";
 const ZERO: &str = "0000000000000000000000000000000000000000";
@@ -69,8 +71,9 @@ fn run(program: &str, args: &[&str]) -> Result<(), Failure> {
 struct HostNetns(String);
 
 impl HostNetns {
-    fn make() -> Result<HostNetns, Failure> {
-        let name = format!("yolo-guardtest-wirehost-{}", std::process::id());
+    /// `tag`: the test's own, so that tests running at once get namespaces of their own.
+    fn make(tag: &str) -> Result<HostNetns, Failure> {
+        let name = format!("yolo-guardtest-{tag}-{}", std::process::id());
         run("ip", &["netns", "add", &name])?;
         let netns = HostNetns(name);
         let n = netns.0.as_str();
@@ -99,8 +102,9 @@ impl HostNetns {
     /// Serve the host in its namespace on a thread of its own until `stop` is sent.
     fn serve(&self, host_ca: &Ca, seen: Seen) -> Result<tokio::sync::oneshot::Sender<()>, Failure> {
         let key = KeyPair::generate()?;
-        let cert = CertificateParams::new(vec![HOST.to_string(), OTHER.to_string()])?
-            .signed_by(&key, &host_ca.issuer)?;
+        let cert =
+            CertificateParams::new(vec![HOST.to_string(), OTHER.to_string(), CDN.to_string()])?
+                .signed_by(&key, &host_ca.issuer)?;
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -133,7 +137,21 @@ impl HostNetns {
             runtime.block_on(async move {
                 let tls = TcpListener::bind(("0.0.0.0", 443)).await.unwrap();
                 let line = TcpListener::bind(("0.0.0.0", 8022)).await.unwrap();
+                let plain = TcpListener::bind(("0.0.0.0", 80)).await.unwrap();
                 let _ = ready_tx.send(());
+                let plain_seen = Arc::clone(&seen);
+                tokio::spawn(async move {
+                    while let Ok((stream, _)) = plain.accept().await {
+                        let seen = Arc::clone(&plain_seen);
+                        let service = hyper::service::service_fn(move |req| {
+                            host_service(req, Arc::clone(&seen))
+                        });
+                        tokio::spawn(
+                            hyper::server::conn::http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), service),
+                        );
+                    }
+                });
                 tokio::spawn(async move {
                     while let Ok((mut stream, _)) = line.accept().await {
                         let _ = stream.write_all(b"port 8022\n").await;
@@ -208,7 +226,7 @@ async fn upstream_dns() -> SocketAddr {
             reply.add_queries(query.queries.iter().cloned());
             if let Some(q) = query.queries.first() {
                 let ip = match q.name().to_ascii().trim_end_matches('.') {
-                    HOST => Some(HOST_ADDR),
+                    HOST | CDN => Some(HOST_ADDR),
                     OTHER => Some(OTHER_ADDR),
                     _ => None,
                 };
@@ -241,7 +259,7 @@ async fn resolve(dns: SocketAddr, name: &str) -> Vec<IpAddr> {
 /// The session's config: HOST with a credential, a push rule and method rules; OTHER with
 /// method rules, allowed on 443 and 8022 by its entry.
 fn config(dns: SocketAddr) -> yolo_protocol::GuardConfig {
-    let mut config = firewall_config(&[HOST, &format!("{OTHER}:443,8022")]);
+    let mut config = firewall_config(&[HOST, &format!("{OTHER}:443,8022"), CDN]);
     config.upstream = vec![dns];
     config.allow_internal_answers = true;
     config.http = serde_json::from_value(serde_json::json!({
@@ -256,13 +274,16 @@ fn config(dns: SocketAddr) -> yolo_protocol::GuardConfig {
     config
 }
 
+/// The guard as its control socket sees it.
+type TestGuard = Arc<Guard<Ruleset>>;
+
 /// The guard's parts as `run` wires them, serving DNS on loopback; returns its DNS address.
 async fn start_guard(
     config: &yolo_protocol::GuardConfig,
     host_ca: &Ca,
     session_ca: &Ca,
     events: Arc<Events>,
-) -> Result<(SocketAddr, Vec<tokio::task::JoinHandle<()>>), Failure> {
+) -> Result<(SocketAddr, Vec<tokio::task::JoinHandle<()>>, TestGuard), Failure> {
     let allowlist = Allowlist::parse(&config.allow).map_err(|e| e.to_string())?;
     let expected = Ruleset.build(config, &allowlist);
     sets::apply(&expected)?;
@@ -313,7 +334,7 @@ async fn start_guard(
         let _serving = serving;
         std::future::pending::<()>().await
     }));
-    Ok((dns, tasks))
+    Ok((dns, tasks, guard))
 }
 
 /// One request over a fresh TLS connection to `addr` with `sni`, trusting the session CA.
@@ -399,7 +420,7 @@ struct Found {
 #[test]
 fn an_inspected_name_goes_from_dns_through_the_redirect_to_the_proxys_rules() {
     let Some(found) = in_netns("wire", || {
-        let netns = HostNetns::make()?;
+        let netns = HostNetns::make("wirehost")?;
         let host_ca = ca("wire host CA");
         let session_ca = ca("wire session CA");
         let seen: Seen = Arc::default();
@@ -411,7 +432,7 @@ fn an_inspected_name_goes_from_dns_through_the_redirect_to_the_proxys_rules() {
         let found = runtime.block_on(async {
             let dns = upstream_dns().await;
             let config = config(dns);
-            let (dns, _tasks) = start_guard(&config, &host_ca, &session_ca, events).await?;
+            let (dns, _tasks, _guard) = start_guard(&config, &host_ca, &session_ca, events).await?;
             let host_addrs = resolve(dns, HOST).await;
             let other_addrs = resolve(dns, OTHER).await;
             let (listed, _) = sets::summarize(&sets::list_table_value()?);
@@ -594,4 +615,201 @@ fn an_inspected_name_goes_from_dns_through_the_redirect_to_the_proxys_rules() {
         found.other_8022,
         "port 8022 of {OTHER} is named by its allow entry"
     );
+}
+
+/// One plain request to `addr`:80 naming `host`: the status and body, `None` when the
+/// connection fails.
+async fn send_plain(addr: IpAddr, host: &str, path: &str) -> Option<(StatusCode, String)> {
+    let tcp = tokio::time::timeout(
+        Duration::from_secs(3),
+        TcpStream::connect(SocketAddr::new(addr, 80)),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .ok()?;
+    tokio::spawn(conn);
+    let response = tokio::time::timeout(
+        Duration::from_secs(3),
+        sender.send_request(request("GET", host, path, None, b"")),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let status = response.status();
+    let body = response.into_body().collect().await.ok()?.to_bytes();
+    Some((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// One request over TLS to `addr`:443 with `sni`, trusting `ca` only: `None` when the
+/// connection or the handshake fails.
+async fn send_trusting(
+    ca: &Ca,
+    addr: IpAddr,
+    sni: &str,
+    path: &str,
+) -> Option<(StatusCode, String)> {
+    let tls = tokio::time::timeout(
+        Duration::from_secs(3),
+        tls_client(ca, SocketAddr::new(addr, 443), sni, &[b"http/1.1"]),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .ok()?;
+    tokio::spawn(conn);
+    let response = sender
+        .send_request(request("GET", sni, path, None, b""))
+        .await
+        .ok()?;
+    let status = response.status();
+    let body = response.into_body().collect().await.ok()?.to_bytes();
+    Some((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+#[derive(Debug)]
+struct Shared {
+    cdn_addrs: Vec<IpAddr>,
+    /// CDN over TLS, trusting the host's own CA: passed through, the host's certificate.
+    cdn_tls: Option<(StatusCode, String)>,
+    /// CDN over TLS, trusting the session CA: the proxy does not terminate it.
+    cdn_tls_session_ca: Option<(StatusCode, String)>,
+    cdn_plain: Option<(StatusCode, String)>,
+    /// A name the guard never answered, with HOST's address: still refused.
+    stranger_tls: Option<(StatusCode, String)>,
+    stranger_plain: Option<(StatusCode, String)>,
+    /// HOST itself on the shared address: inspected as before.
+    host_tls: Option<(StatusCode, String)>,
+    /// After `deny OTHER`: its address (answered before the deny) over TLS.
+    other_after_deny: Option<(StatusCode, String)>,
+    inspect_before: Vec<String>,
+    inspect_after: Vec<String>,
+    seen: Vec<String>,
+}
+
+/// A CDN's edge serving an inspected and a non-inspected host: the inspected set takes the
+/// address, so the non-inspected host's 443 and 80 reach the proxy, which passes them through
+/// untouched (the host's own certificate, no rules) for the name the guard answered with that
+/// address, and refuses any other name. A `deny` of an inspected name takes its addresses out
+/// of the inspected sets and the proxy's names at once.
+#[test]
+fn a_shared_address_passes_a_non_inspected_name_through_and_a_deny_releases_an_address() {
+    let Some(found) = in_netns("wire-shared", || {
+        let netns = HostNetns::make("sharedhost")?;
+        let host_ca = ca("wire host CA");
+        let session_ca = ca("wire session CA");
+        let seen: Seen = Arc::default();
+        let stop = netns.serve(&host_ca, Arc::clone(&seen))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (events, _rx) = Events::channel();
+        let found = runtime.block_on(async {
+            let dns = upstream_dns().await;
+            let config = config(dns);
+            let (dns, _tasks, guard) = start_guard(&config, &host_ca, &session_ca, events).await?;
+            let host_addrs = resolve(dns, HOST).await;
+            let cdn_addrs = resolve(dns, CDN).await;
+            let other_addrs = resolve(dns, OTHER).await;
+            let inspect_set = || -> Result<Vec<String>, Failure> {
+                let (listed, _) = sets::summarize(&sets::list_table_value()?);
+                let mut inspect: Vec<String> = listed
+                    .into_iter()
+                    .filter(|e| e.set == "inspect4")
+                    .map(|e| e.element)
+                    .collect();
+                inspect.sort();
+                Ok(inspect)
+            };
+            let inspect_before = inspect_set()?;
+            let shared = host_addrs[0];
+            let cdn_tls = send_trusting(&host_ca, shared, CDN, "/cdn-tls").await;
+            let cdn_tls_session_ca = send_trusting(&session_ca, shared, CDN, "/cdn-mitm").await;
+            let cdn_plain = send_plain(shared, CDN, "/cdn-plain").await;
+            let stranger_tls = send_trusting(&host_ca, shared, "evil.wire.test", "/x").await;
+            let stranger_plain = send_plain(shared, "evil.wire.test", "/y").await;
+            let host_tls = send_trusting(&session_ca, shared, HOST, "/host").await;
+            let denied = guard.deny_patterns(vec![format!("{OTHER}:443,8022")]);
+            if !denied.ok {
+                return Err(format!("deny: {denied:?}").into());
+            }
+            let other_after_deny =
+                send_trusting(&session_ca, other_addrs[0], OTHER, "/after-deny").await;
+            let inspect_after = inspect_set()?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok::<_, Failure>(Shared {
+                cdn_addrs,
+                cdn_tls,
+                cdn_tls_session_ca,
+                cdn_plain,
+                stranger_tls,
+                stranger_plain,
+                host_tls,
+                other_after_deny,
+                inspect_before,
+                inspect_after,
+                seen: seen.lock().unwrap().clone(),
+            })
+        })?;
+        let _ = stop.send(());
+        Ok(found)
+    }) else {
+        return;
+    };
+    let shared: IpAddr = HOST_ADDR.parse().unwrap();
+    assert_eq!(found.cdn_addrs, [shared]);
+    let served = |r: &Option<(StatusCode, String)>| matches!(r, Some((StatusCode::OK, body)) if body == "served\n");
+    // Passed through: the host's own certificate (the client trusts only the host's CA), and
+    // the host saw the request as sent.
+    assert!(served(&found.cdn_tls), "{:?}", found.cdn_tls);
+    assert!(
+        found.cdn_tls_session_ca.is_none(),
+        "the proxy must not terminate a non-inspected name's TLS: {:?}",
+        found.cdn_tls_session_ca
+    );
+    assert!(served(&found.cdn_plain), "{:?}", found.cdn_plain);
+    let seen = found.seen.join("\n");
+    assert!(seen.contains(&format!("{CDN} GET /cdn-tls")), "{seen}");
+    assert!(seen.contains(&format!("{CDN} GET /cdn-plain")), "{seen}");
+    // A name the guard never answered: refused on both ports, never at the host.
+    assert!(!served(&found.stranger_tls), "{:?}", found.stranger_tls);
+    assert!(
+        matches!(
+            &found.stranger_plain,
+            None | Some((StatusCode::FORBIDDEN, _))
+        ),
+        "{:?}",
+        found.stranger_plain
+    );
+    assert!(!seen.contains("evil.wire.test"), "{seen}");
+    // The inspected name on the shared address is still the proxy's (session CA, credential).
+    assert!(served(&found.host_tls), "{:?}", found.host_tls);
+    assert!(seen.contains(&format!("{HOST} GET /host")), "{seen}");
+    // The deny: OTHER's address leaves the inspected set, and a new connection to it is
+    // refused at once.
+    assert!(
+        found.inspect_before.contains(&OTHER_ADDR.to_string()),
+        "{:?}",
+        found.inspect_before
+    );
+    assert!(
+        !found.inspect_after.contains(&OTHER_ADDR.to_string()),
+        "a denied inspected name's address must leave the inspected set: {:?}",
+        found.inspect_after
+    );
+    assert!(
+        found.inspect_after.contains(&HOST_ADDR.to_string()),
+        "{:?}",
+        found.inspect_after
+    );
+    assert!(
+        found.other_after_deny.is_none(),
+        "{:?}",
+        found.other_after_deny
+    );
+    assert!(!seen.contains("/after-deny"), "{seen}");
 }

@@ -68,7 +68,7 @@ impl<B: Batches> Guard<B> {
         }
     }
 
-    fn deny_patterns(&self, patterns: Vec<String>) -> Response {
+    pub(crate) fn deny_patterns(&self, patterns: Vec<String>) -> Response {
         let removed = self
             .allowlist
             .write()
@@ -129,9 +129,14 @@ impl<B: Batches> Guard<B> {
             )?;
         }
         self.resolved.forget(|name| self.decide(name).is_none());
-        // The proxy refuses a denied inspected name's connections from now on, though its
-        // addresses stay in the inspected sets until they expire.
-        self.inspected.forget(|name| self.decide(name).is_none());
+        // The proxy refuses a denied inspected name's connections from now on (also to an
+        // address answered before the deny), and an address no inspected name holds any more
+        // leaves the inspected sets: a non-inspected name sharing it is no longer sent to the
+        // proxy.
+        let released = self.inspected.forget(|name| self.decide(name).is_none());
+        if !released.is_empty() {
+            sets::apply(&ruleset::remove_inspected(&released))?;
+        }
         self.resolved.unpush(&revocation.addresses());
         Ok(revocation)
     }

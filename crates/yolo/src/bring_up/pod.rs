@@ -20,6 +20,7 @@ pub(crate) fn plan(project: &Project, flags: &KubeFlags) -> Result<PodPlan> {
             "yolo kube without --apply needs the cluster's DNS resolver for the guard: pass --upstream-dns ADDR (e.g. the kube-dns Service's address: `kubectl -n kube-system get svc kube-dns -o jsonpath='{.spec.clusterIP}'`) or set upstream_dns in yolo's config".into(),
         ));
     }
+    refuse_http(project)?;
     let guard_config = guard_config(project, mode)?;
     let workspace = workspace(spec, flags, &agent_image)?;
     let command = if !flags.command.is_empty() {
@@ -79,6 +80,56 @@ fn guard_config(project: &Project, mode: crate::firewall::NetworkMode) -> Result
         what: crate::error::Failure::Serialize,
         cause: crate::error::Cause::of("writing the guard's config", e),
     })
+}
+
+/// The Pod's guard runs no HTTP proxy yet (no session CA, no control socket the host reaches
+/// to hand it the real values): credentials and method/path rules cannot apply in a Pod.
+/// Refused before anything is rendered, rather than a Pod that reaches those hosts without
+/// their rules or that holds a key: a credential's real value would have to go into the Pod
+/// (its spec, the agent's environment), where the agent and whoever reads the Pod see it.
+/// Likewise a value of the agent's environment (`containerEnv`, `${localEnv:..}` included) that
+/// looks like a key. The agent presets' variables are not handed to a Pod at all (yolo kube
+/// passes no host variable), so their keys stay out without configuration.
+fn refuse_http(project: &Project) -> Result<()> {
+    let user = &project.user;
+    let file = crate::user_config::UserConfig::path();
+    let what = if let Some(name) = user.credentials.keys().next() {
+        Some(format!("[credentials.{name}]"))
+    } else if let Some(host) = user.http.keys().next() {
+        Some(format!("[http.\"{host}\"]"))
+    } else if user.firewall.inspect.is_some() {
+        Some("[firewall] inspect".to_string())
+    } else {
+        None
+    };
+    if let Some(what) = what {
+        return Err(Error::UserConfig {
+            file,
+            message: format!(
+                "{what}: yolo kube does not support credentials or HTTP rules (the Pod's guard runs no HTTP proxy); the Pod would reach those hosts without their rules, and a credential's real value would have to go into the Pod, where the agent reads it. Use `yolo up` for this project, or a config without [credentials]/[http] for yolo kube (YOLO_CONFIG=PATH)"
+            ),
+        });
+    }
+    let spec = &project.spec;
+    if !crate::http_session::repo_http(project.config()).is_empty() {
+        return Err(Error::Unsupported {
+            file: spec.config_file.clone(),
+            property: "customizations.yolo.http".into(),
+            message: "yolo kube does not support HTTP rules (the Pod's guard runs no HTTP proxy): the Pod would reach those hosts without them; use `yolo up`, or remove them for yolo kube".into(),
+        });
+    }
+    for (var, value) in &spec.container_env {
+        if let Some(shape) = crate::credentials::secret_shape(value) {
+            return Err(Error::Unsupported {
+                file: spec.config_file.clone(),
+                property: format!("containerEnv.{var}"),
+                message: format!(
+                    "{var} holds what looks like {shape}: yolo kube would write it into the Pod's spec, where the agent and whoever reads the Pod see it, and the Pod's guard cannot keep it outside (no HTTP proxy in a Pod); remove it for yolo kube, or use `yolo up` with a [credentials] section"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What a Pod cannot be: a Compose project, an image built on this machine, host folders and

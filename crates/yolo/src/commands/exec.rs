@@ -1,6 +1,7 @@
 //! `yolo exec` and `yolo shell`: a command in the running container as the remote user, in the
 //! workspace folder (`bring_up::attach`); a TTY when stdin is a terminal; the command's exit
-//! code is ours.
+//! code is ours. Like `run`'s agent, the command gets the stand-ins of the session's
+//! credentials (`http_session::stand_in_env`), never their real values.
 
 use crate::bring_up::attach::attach;
 use crate::cli::Target;
@@ -11,7 +12,8 @@ pub(crate) async fn execute(target: &Target, argv: Vec<String>) -> Result<i32> {
     let engine = super::engine_soon();
     let session = Session::open(target, Hold::Read).await?;
     let engine = engine.await?;
-    attach(&engine, session, "exec", argv, vec![]).await
+    let env = crate::http_session::stand_in_env(&session.state);
+    attach(&engine, session, "exec", argv, env).await
 }
 
 pub(crate) async fn shell(target: &Target) -> Result<i32> {
@@ -23,5 +25,6 @@ pub(crate) async fn shell(target: &Target) -> Result<i32> {
         "-c".into(),
         r#"s=$(getent passwd "$(id -un)" 2>/dev/null | cut -d: -f7); [ -x "$s" ] || s=$(command -v bash || echo /bin/sh); exec "$s" -l"#.into(),
     ];
-    attach(&engine, session, "shell", argv, vec![]).await
+    let env = crate::http_session::stand_in_env(&session.state);
+    attach(&engine, session, "shell", argv, env).await
 }

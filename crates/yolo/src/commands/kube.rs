@@ -71,7 +71,8 @@ pub(crate) async fn execute(
     if let (Some((client, _)), None) = (&cluster, settings.upstream_dns) {
         settings.upstream_dns = Some(crate::k8s::client::cluster_dns(client).await?);
     }
-    let project = Project::load(&located, settings, user)?;
+    let mut project = Project::load(&located, settings, user)?;
+    project.without_session_ca();
     let plan = crate::bring_up::pod::plan(&project, &flags)?;
     let (config_map, pod) = render::render(&project.spec, &plan, crate::policy::DEFAULT_CAPS)?;
     let Some((client, namespace)) = cluster else {

@@ -475,11 +475,26 @@ impl Engine {
         &self,
         id: &str,
         request: &str,
+        secret: bool,
         limit: Duration,
     ) -> Result<String> {
-        let req = ExecRequest {
-            argv: vec![GUARD_BINARY.into(), "ctl".into(), request.into()],
-            ..Default::default()
+        // A request with secrets goes in the exec's environment, never its argv: the agent
+        // shares the guard's PID namespace and reads every argv there.
+        let req = if secret {
+            ExecRequest {
+                argv: vec![
+                    GUARD_BINARY.into(),
+                    "ctl".into(),
+                    yolo_protocol::CTL_FROM_ENV.into(),
+                ],
+                env: vec![format!("{}={request}", yolo_protocol::CTL_REQUEST_ENV)],
+                ..Default::default()
+            }
+        } else {
+            ExecRequest {
+                argv: vec![GUARD_BINARY.into(), "ctl".into(), request.into()],
+                ..Default::default()
+            }
         };
         let exec = self.exec(id, &req, Output::Capture);
         let result = tokio::time::timeout(limit, exec).await.map_err(|_| {

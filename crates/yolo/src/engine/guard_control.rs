@@ -14,12 +14,14 @@ impl Engine {
     /// engine's file sharing). Each way ends within [`CONTROL_TIMEOUT`] with an error that
     /// says so.
     pub(crate) async fn control(&self, guard_id: &str, request: &Request) -> Result<Response> {
-        let json = serde_json::to_string(request)
+        // Wiped when dropped: a `proxysecrets` request carries the session's secrets.
+        let line = request
+            .to_line()
             .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
         if !remote_engine() {
             let name = self.container_name(guard_id).await?;
             let path = crate::audit::network_dir().join(guard_socket::socket_name(&name));
-            match guard_socket::ask(&path, &json, CONTROL_TIMEOUT).await {
+            match guard_socket::ask(&path, &line, CONTROL_TIMEOUT).await {
                 // Not served (a user namespace that maps this user elsewhere): the exec below.
                 Ok(text) if !not_served(&text) => return answer(&text),
                 Ok(_) => {}
@@ -32,7 +34,14 @@ impl Engine {
                 Err(guard_socket::Failure::Unreachable) => {}
             }
         }
-        answer(&self.guard_ctl(guard_id, &json, CONTROL_TIMEOUT).await?)
+        let json = std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(&line))
+            .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
+        let secret = matches!(request, Request::ProxySecrets(_));
+        answer(
+            &self
+                .guard_ctl(guard_id, json, secret, CONTROL_TIMEOUT)
+                .await?,
+        )
     }
 }
 

@@ -32,7 +32,8 @@ pub(crate) enum Failure {
 }
 
 /// Send `line` (one JSON request) to the socket at `path`; the answer's line.
-pub(crate) async fn ask(path: &Path, line: &str, limit: Duration) -> Result<String, Failure> {
+/// `line`: the request's JSON with its newline.
+pub(crate) async fn ask(path: &Path, line: &[u8], limit: Duration) -> Result<String, Failure> {
     let connect = connect(path);
     let mut stream = match tokio::time::timeout(limit, connect).await {
         Ok(Ok(stream)) => stream,
@@ -45,7 +46,7 @@ pub(crate) async fn ask(path: &Path, line: &str, limit: Duration) -> Result<Stri
         }
     };
     let exchange = async {
-        stream.write_all(format!("{line}\n").as_bytes()).await?;
+        stream.write_all(line).await?;
         let mut answer = String::new();
         BufReader::new(&mut stream).read_line(&mut answer).await?;
         Ok::<_, std::io::Error>(answer)
@@ -106,13 +107,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.control.sock");
         runtime().block_on(async {
-            match ask(&path, "{}", Duration::from_millis(200)).await {
+            match ask(&path, b"{}\n", Duration::from_millis(200)).await {
                 Err(Failure::Unreachable) => {}
                 other => panic!("{other:?}"),
             }
             let _listener = UnixListener::bind(&path).unwrap();
             let started = std::time::Instant::now();
-            match ask(&path, "{}", Duration::from_millis(300)).await {
+            match ask(&path, b"{}\n", Duration::from_millis(300)).await {
                 Err(Failure::NoAnswer(why)) => {
                     assert_eq!(why, "it did not answer within 0.3 s")
                 }
@@ -144,7 +145,7 @@ mod tests {
                 write.write_all(b"{\"ok\":true}\n").await.unwrap();
                 line
             });
-            let answer = ask(&path, "{\"op\":\"status\"}", Duration::from_secs(5))
+            let answer = ask(&path, b"{\"op\":\"status\"}\n", Duration::from_secs(5))
                 .await
                 .unwrap();
             assert_eq!(answer, "{\"ok\":true}\n");

@@ -14,6 +14,8 @@ const HTTPS_IMAGE: &str = "yolo-test-https:1";
 /// The credential's host and another inspected host, both names of the test server.
 const API: &str = "api.allowed.test";
 const MIRROR: &str = "mirror.allowed.test";
+/// An allowed name that is not inspected, answered with the same address (a CDN's edge).
+const PLAIN: &str = "plain.allowed.test";
 
 /// A CA of the server's own, and a leaf for both names: `ca.pem`, `server.pem`, `server.key`
 /// in `dir`.
@@ -28,7 +30,7 @@ fn server_certificates(dir: &std::path::Path) {
     let ca = params.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(params, ca_key);
     let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec![API.to_string(), MIRROR.to_string()])
+    let leaf = CertificateParams::new(vec![API.to_string(), MIRROR.to_string(), PLAIN.to_string()])
         .unwrap()
         .signed_by(&key, &issuer)
         .unwrap();
@@ -135,6 +137,7 @@ fn the_agent_holds_a_stand_in_and_the_guard_adds_the_real_key_only_where_it_belo
     let ip = ip_of(&server, &net.network);
     net.set_answer(API, &ip);
     net.set_answer(MIRROR, &ip);
+    net.set_answer(PLAIN, &ip);
 
     let real = format!("realkey-{}-0123456789abcdef", t.id);
     let (first, second) = real.split_at(real.len() / 2);
@@ -241,6 +244,94 @@ command = ["sh", "-c", {script}]
     assert_eq!(upload(), "403");
     t.yolo(&["deny", "--http", &rule])
         .assert_stderr_contains("hold no POST /upload");
+    // `yolo exec` gets the agent's stand-in (never the real value), and the request works.
+    let probe = format!(
+        r#"echo "exec-var=$EXAMPLE_KEY"; echo "exec-own=$(curl -sS -o /dev/null -w '%{{http_code}}' --max-time 10 -H "x-api-key: $EXAMPLE_KEY" https://{API}/from-exec)""#
+    );
+    let exec = t.yolo(&["exec", "sh", "-c", &probe]);
+    let exec_out = exec.stdout();
+    assert_eq!(
+        field(&exec_out, "exec-var"),
+        stand_in,
+        "{}",
+        exec.describe()
+    );
+    assert_eq!(field(&exec_out, "exec-own"), "200", "{}", exec.describe());
+    let from_exec = received(&server);
+    let from_exec = from_exec
+        .iter()
+        .find(|r| r["path"] == "/from-exec")
+        .unwrap_or_else(|| panic!("the server never saw exec's request: {from_exec:?}"));
+    assert_eq!(from_exec["key"], real.as_str(), "{from_exec}");
+
+    // The not inspected name at the inspected address: passed through untouched (the server's
+    // own certificate, which the agent trusts as an extra CA; the server sees it as sent).
+    let plain = t.yolo(&[
+        "exec",
+        "curl",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--max-time",
+        "10",
+        &format!("https://{PLAIN}/passed-through"),
+    ]);
+    assert_eq!(plain.stdout(), "200", "{}", plain.describe());
+    let seen = received(&server);
+    assert!(
+        seen.iter()
+            .any(|r| r["path"] == "/passed-through" && r["host"] == PLAIN),
+        "{seen:?}"
+    );
+
+    // A guard that restarts comes back refusing every inspected connection (no secrets: its
+    // `status` says so) and takes the agent's processes with it; the next `yolo up` is a new
+    // session that sends the secrets again, with the config's rules (the live `allow --http`
+    // of the old session is gone: docs/configuration.md).
+    let guard = guard_of(&t);
+    t.yolo(&["allow", "--http", &rule]).ok();
+    docker(&["restart", &guard]);
+    let status = docker(&[
+        "exec",
+        &guard,
+        "/usr/local/bin/yolo-guard",
+        "ctl",
+        r#"{"op":"status"}"#,
+    ]);
+    assert!(status.contains(r#""proxy_armed":false"#), "{status}");
+    let mut up = vec!["up".to_string()];
+    up.extend(net.up_flags(&["*.allowed.test"]));
+    let up: Vec<&str> = up.iter().map(String::as_str).collect();
+    t.yolo(&up).ok();
+    let status = docker(&[
+        "exec",
+        &guard_of(&t),
+        "/usr/local/bin/yolo-guard",
+        "ctl",
+        r#"{"op":"status"}"#,
+    ]);
+    assert!(status.contains(r#""proxy_armed":true"#), "{status}");
+    let again = t.yolo(&[
+        "exec",
+        "sh",
+        "-c",
+        &probe.replace("/from-exec", "/after-restart"),
+    ]);
+    let again_out = again.stdout();
+    assert_ne!(
+        field(&again_out, "exec-var"),
+        stand_in,
+        "a new session, a new stand-in"
+    );
+    assert_eq!(field(&again_out, "exec-own"), "200", "{}", again.describe());
+    assert_eq!(
+        upload(),
+        "403",
+        "the old session's live rule is not carried over"
+    );
+
     // The host's own files: the real value is in none of yolo's (its state, the logs, the
     // guard's config), the stand-in only where `run` reads it.
     let mut found = Vec::new();

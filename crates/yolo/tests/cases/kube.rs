@@ -802,3 +802,42 @@ fn the_pod_clones_the_repository_s_remote_and_branch() {
     );
     assert_eq!(command[6], "https://git.example/team/repo.git");
 }
+
+/// ATTACK (a hostile repository): `yolo kube` has no HTTP proxy in its Pod, so it must never
+/// write a key into the Pod. A repository that asks for the host's key in `containerEnv`
+/// (`${localEnv:ANTHROPIC_API_KEY}`, which the user passes) is refused with exit 65 before any
+/// YAML, the key nowhere in the output; credentials or HTTP rules in the user's config are refused the same way (they
+/// could not apply in the Pod). The agent preset's variable set on the host alone is no key in
+/// the Pod: yolo kube hands the agent no host variable.
+#[test]
+fn yolo_kube_refuses_credentials_and_never_writes_a_key_into_the_pod() {
+    let mut t = Test::without_docker();
+    let key = format!("sk-ant-api03-{}-realkey0123456789", t.id);
+    t.env("ANTHROPIC_API_KEY", &key);
+    let kube = ["kube", "--upstream-dns", "192.0.2.53", "--pvc", "ws"];
+    // The preset's variable on the host: a Pod without it.
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    let yaml = t.yolo(&kube).ok().stdout();
+    assert!(!yaml.contains(&key), "the key went into the Pod:\n{yaml}");
+    // The repository asks for it by name (yolo withholds the host's variable from a repository
+    // unless you pass it: you did here).
+    t.user_config("pass_env = [\"ANTHROPIC_API_KEY\"]\n");
+    t.devcontainer(
+        r#"{"image": "debian:bookworm-slim", "containerEnv": {"MY_KEY": "${localEnv:ANTHROPIC_API_KEY}"}}"#,
+    );
+    let refused = t.yolo(&kube).fails_with(65);
+    refused
+        .assert_stderr_contains("containerEnv.MY_KEY")
+        .assert_stderr_contains("into the Pod");
+    assert!(!refused.stdout().contains(&key), "{}", refused.describe());
+    assert!(!refused.stderr().contains(&key), "{}", refused.describe());
+    // The user's credentials: refused, saying why.
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.user_config(
+        "[credentials.example]\nhosts = [\"api.example.test\"]\nheader = \"x-api-key\"\nfrom_env = \"ANTHROPIC_API_KEY\"\nagent_env = \"EXAMPLE_KEY\"\n",
+    );
+    t.yolo(&kube)
+        .fails_with(65)
+        .assert_stderr_contains("[credentials.example]")
+        .assert_stderr_contains("yolo kube does not support credentials");
+}
