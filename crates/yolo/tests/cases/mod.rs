@@ -16,6 +16,7 @@ mod features;
 mod files;
 mod guard_image;
 mod hooks;
+mod http_attacks;
 mod images;
 mod kube;
 mod layout;
