@@ -4,10 +4,13 @@
 //! connection to the original address. Bodies stream both ways frame by frame; an Upgrade
 //! (WebSocket) becomes two byte pipes joined once both sides said 101.
 //!
-//! Request smuggling is left to hyper's parser, which is strict: a request with both
-//! Content-Length and Transfer-Encoding, or two differing Content-Lengths, is rejected before
-//! it reaches this code, and the upstream request is written anew by hyper from the parsed
-//! head (never the agent's bytes), so the host sees exactly what the rules judged.
+//! Request smuggling is left to hyper's parser, which is strict: two differing
+//! Content-Lengths or a malformed header name (`Transfer-Encoding : chunked`) are rejected
+//! (400) before they reach this code; a request with both Transfer-Encoding and
+//! Content-Length is read by its Transfer-Encoding (RFC 9112 6.3) and its connection closed
+//! after the response, so no bytes after it are read as another request. The upstream request
+//! is written anew by hyper from the parsed head (never the agent's bytes), so the host sees
+//! exactly what the rules judged (tests/cases/http_attacks.rs checks the host's record).
 
 use super::credentials::Secrets;
 use super::git;

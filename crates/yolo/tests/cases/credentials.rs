@@ -4,77 +4,16 @@
 //! host's environment, and an agent (`yolo run`) that, as root in its container, looks for the
 //! real value everywhere and tries to use its stand-in elsewhere.
 
+use crate::support::https::*;
 use crate::support::net::*;
 use crate::support::*;
 use std::time::Duration;
-
-/// The test server's image (python3 with its ssl and http.server modules).
-const HTTPS_IMAGE: &str = "yolo-test-https:1";
 
 /// The credential's host and another inspected host, both names of the test server.
 const API: &str = "api.allowed.test";
 const MIRROR: &str = "mirror.allowed.test";
 /// An allowed name that is not inspected, answered with the same address (a CDN's edge).
 const PLAIN: &str = "plain.allowed.test";
-
-/// A CA of the server's own, and a leaf for both names: `ca.pem`, `server.pem`, `server.key`
-/// in `dir`.
-fn server_certificates(dir: &std::path::Path) {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "yolo credentials test server CA");
-    let ca_key = KeyPair::generate().unwrap();
-    let ca = params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec![API.to_string(), MIRROR.to_string(), PLAIN.to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(dir.join("server.pem"), leaf.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
-}
-
-/// The server: HTTPS on 443, each request's method, host, path and `x-api-key` printed as a
-/// `REQ {json}` line (its `docker logs`), answered 200.
-const SERVER: &str = r#"
-import http.server, json, ssl
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def answer(self):
-        n = int(self.headers.get("content-length") or 0)
-        if n:
-            self.rfile.read(n)
-        seen = {"method": self.command, "host": self.headers.get("host"), "path": self.path,
-                "key": self.headers.get("x-api-key")}
-        print("REQ " + json.dumps(seen), flush=True)
-        body = ("served " + self.path + "\n").encode()
-        self.send_response(200)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    do_GET = do_POST = answer
-    def log_message(self, *args):
-        pass
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain("/certs/server.pem", "/certs/server.key")
-server = http.server.ThreadingHTTPServer(("0.0.0.0", 443), H)
-server.socket = ctx.wrap_socket(server.socket, server_side=True)
-server.serve_forever()
-"#;
-
-/// The requests the server received.
-fn received(server: &str) -> Vec<serde_json::Value> {
-    docker(&["logs", server])
-        .lines()
-        .filter_map(|l| l.strip_prefix("REQ "))
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
 
 /// What the agent does, as root in its container: prints its variable, uses the stand-in on
 /// the credential's host, sends it to another inspected host, sends someone else's key, and
@@ -97,14 +36,6 @@ echo done
     )
 }
 
-/// The answer of `name=` in the agent's output.
-fn field<'a>(out: &'a str, name: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}=")))
-        .unwrap_or_else(|| panic!("no {name}= in the agent's output:\n{out}"))
-        .trim()
-}
-
 /// ATTACK: root in the agent container holds only a stand-in. The real value (read on the
 /// host from `from_env`) is in no file and no process's environment in the container; the
 /// agent's variable holds a stand-in, which the guard swaps for the real value on the
@@ -114,30 +45,13 @@ fn field<'a>(out: &'a str, name: &str) -> &'a str {
 fn the_agent_holds_a_stand_in_and_the_guard_adds_the_real_key_only_where_it_belongs() {
     let mut t = Test::new();
     let net = Internet::new(&t);
-    ensure_image(HTTPS_IMAGE, "https.Dockerfile");
+    let ca = TestCa::new("yolo credentials test server CA");
     let certs = tempfile::tempdir().unwrap();
-    server_certificates(certs.path());
-    let server = format!("yolo-{}-https", t.id);
-    docker(&[
-        "run",
-        "-d",
-        "--name",
-        &server,
-        "--label",
-        &format!("{LABEL}={}", t.id),
-        "--network",
-        &net.network,
-        "-v",
-        &format!("{}:/certs:ro", certs.path().display()),
-        HTTPS_IMAGE,
-        "python3",
-        "-c",
-        SERVER,
-    ]);
-    let ip = ip_of(&server, &net.network);
-    net.set_answer(API, &ip);
-    net.set_answer(MIRROR, &ip);
-    net.set_answer(PLAIN, &ip);
+    let ca_file = ca.write(certs.path(), "ca.pem");
+    let server = HttpsServer::start(&t, &net, "https", &ca, &[API, MIRROR, PLAIN]);
+    net.set_answer(API, &server.ip);
+    net.set_answer(MIRROR, &server.ip);
+    net.set_answer(PLAIN, &server.ip);
 
     let real = format!("realkey-{}-0123456789abcdef", t.id);
     let (first, second) = real.split_at(real.len() / 2);
@@ -155,7 +69,7 @@ allow = ["GET /**"]
 [agents.probe]
 command = ["sh", "-c", {script}]
 "#,
-        ca = certs.path().join("ca.pem").display(),
+        ca = ca_file.display(),
         script = serde_json::to_string(&probe_script(first, second)).unwrap(),
     )));
     let mut args = vec!["run".to_string(), "probe".to_string()];
@@ -179,7 +93,7 @@ command = ["sh", "-c", {script}]
 
     // The stand-in works on the credential's host, where the real value arrives.
     assert_eq!(field(&out, "own"), "200", "{}", run.describe());
-    let seen = received(&server);
+    let seen = server.received();
     let own = seen
         .iter()
         .find(|r| r["path"] == "/with-stand-in")
@@ -257,7 +171,7 @@ command = ["sh", "-c", {script}]
         exec.describe()
     );
     assert_eq!(field(&exec_out, "exec-own"), "200", "{}", exec.describe());
-    let from_exec = received(&server);
+    let from_exec = server.received();
     let from_exec = from_exec
         .iter()
         .find(|r| r["path"] == "/from-exec")
@@ -279,7 +193,7 @@ command = ["sh", "-c", {script}]
         &format!("https://{PLAIN}/passed-through"),
     ]);
     assert_eq!(plain.stdout(), "200", "{}", plain.describe());
-    let seen = received(&server);
+    let seen = server.received();
     assert!(
         seen.iter()
             .any(|r| r["path"] == "/passed-through" && r["host"] == PLAIN),
@@ -335,30 +249,10 @@ command = ["sh", "-c", {script}]
     // The host's own files: the real value is in none of yolo's (its state, the logs, the
     // guard's config), the stand-in only where `run` reads it.
     let mut found = Vec::new();
-    for entry in walk(t.root()) {
+    for entry in files_below(t.root()) {
         if std::fs::read_to_string(&entry).is_ok_and(|text| text.contains(&real)) {
             found.push(entry);
         }
     }
     assert!(found.is_empty(), "yolo wrote the real value to {found:?}");
-}
-
-/// Every file below `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => stack.push(path),
-                Ok(kind) if kind.is_file() => out.push(path),
-                _ => {}
-            }
-        }
-    }
-    out
 }

@@ -17,6 +17,7 @@ mod files;
 mod git_push;
 mod guard_image;
 mod hooks;
+mod http_attacks;
 mod images;
 mod kube;
 mod layout;

@@ -8,6 +8,7 @@
 
 #![allow(dead_code)]
 
+pub mod https;
 pub mod net;
 pub mod registry;
 
@@ -673,4 +674,24 @@ pub fn greet_through_port(t: &Test, port: u16, greeting: &str, host_port: u16) -
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     said
+}
+
+/// Every file below `dir`.
+pub fn files_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => stack.push(path),
+                Ok(kind) if kind.is_file() => out.push(path),
+                _ => {}
+            }
+        }
+    }
+    out
 }
