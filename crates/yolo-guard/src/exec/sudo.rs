@@ -7,7 +7,8 @@
 //!   fresh abstract socket, forks the hook's command as USER (as `docker exec --user` would)
 //!   with `YOLO_SUDO` naming the socket and a folder holding `sudo` (a link to this program)
 //!   first on its `PATH`, and serves requests until that command exits: then the socket and
-//!   the folder go, and root commands still running are killed.
+//!   the folder go, and root commands still running are killed (each runs in a process group
+//!   of its own, killed whole).
 //! - `sudo ARGS` (this program called by that name) forwards its argv, folder, environment and
 //!   its stdin/stdout/stderr (`SCM_RIGHTS`) to the broker, which runs the command as root with
 //!   that very stdio, and exits with its status.
@@ -203,7 +204,7 @@ pub fn client(args: &[OsString]) -> i32 {
         }
     };
     let Some(socket) = std::env::var_os(SOCKET_VAR) else {
-        eprintln!("sudo: yolo gives root only to the repository's lifecycle hooks while they run (no-new-privileges keeps every other process from becoming root); `[agent] sudo = true` in yolo's config gives it to the agent");
+        eprintln!("sudo: yolo gives root only to the repository's lifecycle hooks while they run (no-new-privileges keeps every other process from becoming root); run root steps in the Dockerfile or a hook");
         return 1;
     };
     let request = Request {
@@ -419,8 +420,11 @@ fn serve(user: &str, program: &[String]) -> io::Result<i32> {
     // The hook is over: nobody may ask again, and what it started as root ends with it.
     drop(listener);
     let _ = std::fs::remove_dir_all(&folder);
-    for child in running.lock().unwrap_or_else(|p| p.into_inner()).iter_mut() {
-        let _ = child.kill();
+    for child in running.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        // SAFETY: kill(2) on the process group the broker made for this command.
+        unsafe {
+            libc::kill(-(child.id() as i32), libc::SIGKILL);
+        }
     }
     for thread in served {
         let _ = thread.join();
@@ -510,7 +514,9 @@ fn answer(
         })
         .stdin(stdin)
         .stdout(stdout)
-        .stderr(stderr);
+        .stderr(stderr)
+        // A group of its own, so the hook's end takes what it started too.
+        .process_group(0);
     let started = chrono::Utc::now();
     let clock = std::time::Instant::now();
     let done = |code: i32| {
