@@ -100,8 +100,9 @@ NOT_HERE = {
     "image-metadata": "localFeatureB asks for `privileged`, which this host's Docker (a sandbox) "
     "cannot run: `docker run --privileged` fails here",
 }
-SUDO = ("its postCreateCommand runs `sudo`, which yolo's `no-new-privileges` stops by design "
-        "(the agent's user cannot become root in the container); the reference CLI sets no such flag")
+SUDO = ("its postCreateCommand runs `sudo tee /postCreateCommand.txt`: yolo's `sudo` for hooks "
+        "runs it as root, but the exec audit's Landlock confinement refuses writing a file made "
+        "later directly in `/` (docs/security-model.md), for root too")
 NOTES = {
     "dockerfile-without-features": SUDO,
     "compose-Dockerfile-without-features": SUDO,

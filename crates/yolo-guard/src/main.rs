@@ -5,14 +5,25 @@
 //! and `start PROGRAM [ARGS...]` (the same shim as the agent container's first program: it
 //! waits for the guard to be ready instead of failing at once), and `install DEST` (copy this
 //! program to DEST, executable: how a Pod's init container hands the shim to the agent, since
-//! the guard image has no `cp` or any other program).
+//! the guard image has no `cp` or any other program). `sudo-hook --user USER -- PROGRAM...` runs
+//! a lifecycle hook with a root broker for its `sudo`, and called as `sudo` this program is that
+//! `sudo` (see `exec::sudo`).
 
 const USAGE: &str = "usage: yolo-guard run --config FILE | yolo-guard ctl '<request json>' | \
                      yolo-guard shim PROGRAM [ARGS...] | yolo-guard start PROGRAM [ARGS...] | \
                      yolo-guard install DEST | yolo-guard --version";
 
 fn main() {
-    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut all = std::env::args_os();
+    let argv0 = all.next().unwrap_or_default();
+    let raw: Vec<std::ffi::OsString> = all.collect();
+    // The `sudo` a lifecycle hook finds first on its PATH is a link to this program.
+    if yolo_guard::exec::sudo::called_as_sudo(&argv0) {
+        std::process::exit(yolo_guard::exec::sudo::client(&raw));
+    }
+    if raw.first().is_some_and(|verb| verb == "sudo-hook") {
+        std::process::exit(yolo_guard::exec::sudo::broker(&raw[1..]));
+    }
     if raw.first().is_some_and(|verb| verb == "shim") {
         std::process::exit(yolo_guard::exec::shim::main(&raw[1..]));
     }

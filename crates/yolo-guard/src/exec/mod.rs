@@ -8,6 +8,7 @@ pub mod filter;
 pub(crate) mod procfs;
 mod reader;
 pub mod shim;
+pub mod sudo;
 pub mod supervisor;
 pub mod wire;
 

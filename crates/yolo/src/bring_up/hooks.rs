@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 /// host uid, `$3` host gid (empty: keep), `$4` agent state root.
 const SETUP_SCRIPT: &str = include_str!("../../../../templates/agent/setup.sh");
 
+/// The variable that hands a hook's sudo broker its records' mark (`Runner::brokered`).
+const SUDO_MARK_VAR: &str = "YOLO_SUDO_MARK";
+
 /// How long a container whose setup failed may take to be seen stopped.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
@@ -454,13 +457,27 @@ impl Runner<'_> {
 
     async fn run_hook_command(&self, name: &str, argv: &[String]) -> Result<()> {
         let request = self.request(argv.to_vec(), false, false);
-        let result = self
-            .run("hook", name, &request, Output::Prefixed(name.to_string()))
-            .await?;
+        let result = match self.brokered(&request) {
+            Some((brokered, mark)) => {
+                let output = Output::Recorded {
+                    name: name.to_string(),
+                    mark,
+                };
+                let result = self
+                    .run_as("hook", name, &brokered, &request, output)
+                    .await?;
+                self.record_sudo(name, &result.records)?;
+                result
+            }
+            None => {
+                self.run("hook", name, &request, Output::Prefixed(name.to_string()))
+                    .await?
+            }
+        };
         if result.exit_code != 0 {
-            if mentions_sudo(argv) {
+            if mentions_sudo(argv) && !self.supervised {
                 eprintln!(
-                    "{} {name} runs sudo, and yolo starts every container with no-new-privileges, which no grant lifts: sudo and other setuid programs cannot become root in it; run that step as root instead: in the Dockerfile (RUN), or with \"remoteUser\": \"root\" for the whole config",
+                    "{} {name} runs sudo, and yolo starts every container with no-new-privileges, which no grant lifts: sudo and other setuid programs cannot become root in it, and yolo's own sudo for hooks needs the exec audit (`[audit] exec`), which is off; run that step as root instead: in the Dockerfile (RUN), or with \"remoteUser\": \"root\" for the whole config",
                     console::style("note:").yellow()
                 );
             }
@@ -468,6 +485,81 @@ impl Runner<'_> {
                 name: name.to_string(),
                 code: result.exit_code,
             });
+        }
+        Ok(())
+    }
+
+    /// A hook of a non-root user, with `sudo` brokered: the same command run as root through
+    /// `yolo-guard sudo-hook`, which runs it as the user with its own `sudo` first on the
+    /// `PATH` and serves that `sudo` (root commands, for the hook's processes only, while it
+    /// runs: see `yolo_guard::exec::sudo`). The broker is the exec audit's shim program, so
+    /// only in a supervised container (elsewhere the image's sudo meets no-new-privileges).
+    /// Also the mark the broker puts before its records on stderr, passed in its environment
+    /// (a root process's, which the hook's user cannot read), so the hook cannot forge one.
+    fn brokered(&self, request: &ExecRequest) -> Option<(ExecRequest, String)> {
+        let user = request.user.as_deref()?;
+        if !self.supervised || matches!(user, "" | "root" | "0") || user.starts_with("0:") {
+            return None;
+        }
+        let mark = format!("\u{1e}yolo-sudo-{} ", uuid::Uuid::new_v4().simple());
+        let mut argv = vec![
+            yolo_protocol::SHIM_PATH.to_string(),
+            "sudo-hook".into(),
+            "--user".into(),
+            user.to_string(),
+            "--".into(),
+        ];
+        argv.extend(request.argv.iter().cloned());
+        let mut env = request.env.clone();
+        env.push(format!("{SUDO_MARK_VAR}={mark}"));
+        Some((
+            ExecRequest {
+                argv,
+                user: Some("root".into()),
+                env,
+                ..request.clone()
+            },
+            mark,
+        ))
+    }
+
+    /// The broker's records in the audit log: each root command as a `command` event of
+    /// source `sudo` named for the hook that asked, each refusal as a notice.
+    fn record_sudo(&self, hook: &str, records: &[String]) -> Result<()> {
+        let Some(writer) = self.writer else {
+            return Ok(());
+        };
+        for record in records {
+            let Ok(record) = serde_json::from_str::<serde_json::Value>(record) else {
+                continue;
+            };
+            let text = |key: &str| record[key].as_str().unwrap_or_default().to_string();
+            if let Some(why) = record["refused"].as_str() {
+                writer.write(EventKind::Notice {
+                    message: format!("{hook}: sudo refused to process {}: {why}", record["pid"]),
+                })?;
+                continue;
+            }
+            let argv = record["argv"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|v| v.as_str().unwrap_or_default().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            writer.write(EventKind::Command {
+                source: "sudo".into(),
+                name: hook.into(),
+                argv,
+                user: "root".into(),
+                cwd: text("cwd"),
+                started: chrono::DateTime::parse_from_rfc3339(&text("started"))
+                    .map(|t| t.with_timezone(&chrono::Utc))
+                    .unwrap_or_else(|_| chrono::Utc::now()),
+                exit_code: record["exit_code"].as_i64(),
+                duration_ms: record["duration_ms"].as_u64().unwrap_or(0),
+            })?;
         }
         Ok(())
     }
@@ -492,11 +584,23 @@ impl Runner<'_> {
         request: &ExecRequest,
         output: Output,
     ) -> Result<ExecResult> {
+        self.run_as(source, name, request, request, output).await
+    }
+
+    /// Run `request`, audited as `shown` (a hook as written, not its broker's command line).
+    async fn run_as(
+        &self,
+        source: &str,
+        name: &str,
+        request: &ExecRequest,
+        shown: &ExecRequest,
+        output: Output,
+    ) -> Result<ExecResult> {
         let started = chrono::Utc::now();
         let clock = Instant::now();
         let result = self.engine.exec(&self.container, request, output).await;
         let exit_code = result.as_ref().ok().map(|r| r.exit_code);
-        self.audit(source, name, request, started, exit_code, clock)?;
+        self.audit(source, name, shown, started, exit_code, clock)?;
         result.map_err(|e| match e {
             // A hook is named by its property, not its command line.
             Error::Interrupted {

@@ -24,6 +24,28 @@ pub(crate) fn own_network(container_name: &str) -> String {
     format!("{container_name}-net")
 }
 
+/// The Compose project name of a project container, exactly as Compose will use it: the
+/// container's name with what Compose drops dropped, so the networks, containers and images
+/// Compose names after the project (`<project>_default`, `<project>_db_1`) are found under it.
+/// docker-compose 1.29 (`get_project_name`) lowercases and removes every character but
+/// `[-_a-z0-9]`; Compose v2 (compose-go `NormalizeProjectName`) does the same and trims leading
+/// `-`/`_`, and refuses a `--project-name` that is not `^[a-z0-9][a-z0-9_-]*$`: this name is
+/// one both take unchanged. Without it a workspace folder like `My.App` gave yolo the project
+/// `yolo-my.app-…` while Compose made `yolo-myapp-…`.
+pub(crate) fn compose_project(container_name: &str) -> String {
+    let kept: String = container_name
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_".contains(*c))
+        .collect();
+    let kept = kept.trim_start_matches(['-', '_']);
+    if kept.is_empty() {
+        "workspace".into()
+    } else {
+        kept.into()
+    }
+}
+
 /// Named volume holding an agent's state for a workspace: `yolo-<agent>-<devcontainerId>`.
 pub(crate) fn state_volume(agent: &str, devcontainer_id: &str) -> String {
     format!("yolo-{agent}-{devcontainer_id}")
@@ -98,6 +120,27 @@ mod tests {
             image_tag(Path::new("/x/My..Repo_"), ID),
             "yolo-my-repo-0123456789ab:latest"
         );
+    }
+
+    /// What docker-compose 1.29 and Compose v2 make of the name, checked by the rule both
+    /// follow (`[a-z0-9][a-z0-9_-]*`, unchanged by either's normalisation).
+    #[test]
+    fn the_compose_project_is_the_name_compose_keeps() {
+        let name = container_name(Path::new("/x/My.App"), "AbCdEfGhIj");
+        assert_eq!(name, "yolo-my.app-abcdefgh");
+        assert_eq!(compose_project(&name), "yolo-myapp-abcdefgh");
+        assert_eq!(compose_project("yolo-a_b-1"), "yolo-a_b-1");
+        assert_eq!(compose_project("_.Ex.Com"), "excom");
+        assert_eq!(compose_project("..."), "workspace");
+        for folder in ["/x/example.com", "/x/Héllo World!", "/x/a__b", "/x/ÄÖ"] {
+            let project = compose_project(&container_name(Path::new(folder), "1"));
+            let v1: String = project
+                .chars()
+                .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_".contains(*c))
+                .collect();
+            assert_eq!(v1, project, "{folder}");
+            assert!(project.starts_with(|c: char| c.is_ascii_alphanumeric()));
+        }
     }
 
     #[test]

@@ -85,6 +85,10 @@ pub(crate) enum Output {
     },
     /// Our stderr, each line prefixed with `[name] ` (lifecycle hooks).
     Prefixed(String),
+    /// As `Prefixed`, but the lines of stderr holding `mark` (a secret only the hook's root
+    /// broker knows, `bring_up::hooks`) are records, not output: what follows the mark is
+    /// returned in `ExecResult::records` and not shown.
+    Recorded { name: String, mark: String },
     /// Kept in memory and returned (stdout and stderr together).
     Capture,
 }
@@ -114,6 +118,8 @@ impl std::fmt::Debug for Recording {
 pub(crate) struct ExecResult {
     pub(crate) exit_code: i64,
     pub(crate) captured: Vec<u8>,
+    /// With `Output::Recorded`: the records, in order.
+    pub(crate) records: Vec<String>,
 }
 
 impl Engine {
@@ -260,6 +266,7 @@ impl Engine {
         Ok(ExecResult {
             exit_code,
             captured: sink.captured,
+            records: sink.records,
         })
     }
 
@@ -394,6 +401,7 @@ fn own_output_fits(len: usize) -> bool {
 struct Sink {
     output: Output,
     captured: Vec<u8>,
+    records: Vec<String>,
     pending_out: Vec<u8>,
     pending_err: Vec<u8>,
     /// The filters of our stdout and stderr, for those that are a terminal.
@@ -417,6 +425,7 @@ impl Sink {
         Sink {
             output,
             captured: Vec::new(),
+            records: Vec::new(),
             pending_out: Vec::new(),
             pending_err: Vec::new(),
             screens: [
@@ -457,7 +466,7 @@ impl Sink {
                     None => write_own(bytes, to_stderr),
                 }
             }
-            Output::Prefixed(_) => {
+            Output::Prefixed(_) | Output::Recorded { .. } => {
                 let pending = if to_stderr {
                     &mut self.pending_err
                 } else {
@@ -475,13 +484,32 @@ impl Sink {
     }
 
     fn emit_lines(&mut self, all: bool) {
-        let Output::Prefixed(name) = &self.output else {
-            return;
+        let (name, mark) = match &self.output {
+            Output::Prefixed(name) => (name, None),
+            Output::Recorded { name, mark } => (name, Some(mark.as_bytes())),
+            _ => return,
         };
         let mut err = std::io::stderr().lock();
-        for pending in [&mut self.pending_out, &mut self.pending_err] {
+        for (is_err, pending) in [
+            (false, &mut self.pending_out),
+            (true, &mut self.pending_err),
+        ] {
             while let Some(pos) = pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=pos).collect();
+                let mut line: Vec<u8> = pending.drain(..=pos).collect();
+                // A record may follow what the hook wrote without a newline on the same
+                // stream: that part is output, the rest the record.
+                if let Some(at) = mark
+                    .filter(|_| is_err)
+                    .and_then(|m| memchr::memmem::find(&line, m).map(|at| (at, m.len())))
+                {
+                    let record = String::from_utf8_lossy(&line[at.0 + at.1..]);
+                    self.records.push(record.trim().to_string());
+                    line.truncate(at.0);
+                    if line.is_empty() {
+                        continue;
+                    }
+                    line.push(b'\n');
+                }
                 let _ = write!(err, "{}", crate::visible::prefixed_line(name, &line));
             }
             // Output without a newline is shown in pieces rather than held without end (the
@@ -547,6 +575,20 @@ mod tests {
             sink.out(&chunk);
         }
         assert!(sink.pending_out.len() < MAX_PENDING_LINE);
+    }
+
+    /// A hook's root broker's records are taken out of its stderr, also after output without
+    /// a newline; the same text on stdout, or without the mark, is output.
+    #[test]
+    fn records_are_taken_out_of_a_hooks_stderr() {
+        let mut sink = Sink::new(Output::Recorded {
+            name: "postCreateCommand".into(),
+            mark: "M4RK ".into(),
+        });
+        sink.err(b"partial M4RK {\"a\":1}\nM4RK {\"b\":2}\nplain\n");
+        sink.out(b"M4RK {\"forged\":1}\n");
+        sink.flush();
+        assert_eq!(sink.records, [r#"{"a":1}"#, r#"{"b":2}"#]);
     }
 
     /// Output kept in memory (the probe of a shell whose startup file prints without end)

@@ -42,7 +42,7 @@ impl Eval<'_> {
         Ok(Some(ComposeSpec {
             files: paths,
             project_dir,
-            project_name: container_name.to_string(),
+            project_name: crate::devcontainer::names::compose_project(container_name),
             service: service.clone(),
             run_services: c.run_services.clone(),
         }))
@@ -831,7 +831,10 @@ mod tests {
             ]
         );
         assert_eq!(c.project_dir, PathBuf::from(format!("{WS}/.devcontainer")));
-        assert_eq!(c.project_name, spec.container_name);
+        assert_eq!(
+            c.project_name,
+            crate::devcontainer::names::compose_project(&spec.container_name)
+        );
         assert_eq!(
             (c.service.as_str(), c.run_services),
             ("app", Some(vec!["db".into()]))

@@ -56,17 +56,15 @@ pub(crate) async fn remove_all(engine: &Engine, located: &Located, volumes: bool
         networks,
         volumes: labelled,
     } = engine.made_for(&located.owner()).await?;
-    let own = crate::devcontainer::names::own_network(&crate::devcontainer::names::container_name(
-        &located.workspace,
-        &located.devcontainer_id,
-    ));
-    let own_project =
-        crate::devcontainer::names::container_name(&located.workspace, &located.devcontainer_id);
+    use crate::devcontainer::names;
+    let container = names::container_name(&located.workspace, &located.devcontainer_id);
+    let own = names::own_network(&container);
+    let own_project = names::compose_project(&container);
     let networks: Vec<_> = networks
         .into_iter()
         .filter(|n| {
             n.name == own
-                // A Compose project's, named after the project (the agent's name).
+                // A Compose project's, named after the project (`names::compose_project`).
                 || n.name.starts_with(&format!("{own_project}_"))
                 || containers
                     .iter()

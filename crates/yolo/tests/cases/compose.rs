@@ -914,3 +914,50 @@ fn a_network_of_another_project_is_never_joined() {
     assert!(t.containers().is_empty(), "{:?}", t.containers());
     let _ = try_docker(&["network", "rm", &planted]);
 }
+
+/// A workspace folder whose name has a dot and capitals (`My.App`): Compose drops the dot
+/// from the project name (`yolo-myapp-…`, not the container's `yolo-my.app-…`), and yolo
+/// finds everything under Compose's spelling: the guard joins the project's network, the
+/// agent reaches the sibling `db` by name, and `down --remove` leaves nothing behind (the
+/// `_default` network was left, and listed by `yolo status` as a leftover).
+#[test]
+fn a_dotted_upper_case_workspace_folder_finds_the_project_compose_made() {
+    let mut t = Test::new();
+    t.workspace = t.root().join("My.App");
+    std::fs::create_dir_all(&t.workspace).unwrap();
+    project(&t, &format!("{APP}{DB}"), CONFIG);
+    let (_, up) = t.up(&[]);
+    let name = up["container"]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("yolo-my.app-"), "{name}");
+    let compose_name = name.replace('.', "");
+
+    // Compose's own name for the project, and its default network, which the guard is on.
+    let db = inspect(&service_container(&t, "db"));
+    assert_eq!(
+        db["Config"]["Labels"]["com.docker.compose.project"], compose_name,
+        "{}",
+        db["Config"]["Labels"]
+    );
+    let default = format!("{compose_name}_default");
+    assert!(
+        db["NetworkSettings"]["Networks"].get(&default).is_some(),
+        "{}",
+        db["NetworkSettings"]["Networks"]
+    );
+    let guard = inspect(&net::guard_of(&t));
+    assert!(
+        guard["NetworkSettings"]["Networks"].get(&default).is_some(),
+        "the guard joins {default}: {}",
+        guard["NetworkSettings"]["Networks"]
+    );
+    assert_eq!(reach_db(&t), "hello from db\n");
+
+    t.yolo(&["down", "--remove"]).ok();
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    assert_eq!(t.project_networks().trim(), "", "networks left");
+    // (`yolo status` lists every workspace's: other tests' may be there.)
+    t.yolo(&["status"])
+        .ok()
+        .assert_stdout_lacks(&compose_name)
+        .assert_stdout_lacks(&name);
+}

@@ -194,24 +194,141 @@ fn a_non_root_user_can_write_the_agents_state_folders() {
     .assert_stdout("dev\nwrote\n");
 }
 
-/// Every container has no-new-privileges: a hook's sudo cannot become root (the real sudo,
-/// allowed without a password), and the failure says why and what to do instead.
-#[test]
-fn sudo_in_a_hook_cannot_become_root_and_the_error_says_why() {
-    let t = Test::new();
+/// A Dockerfile config whose remote user `dev` is not root and has no sudo of its own.
+fn non_root_user(t: &Test, hooks: &str) {
     t.file(
         ".devcontainer/Dockerfile",
-        "FROM debian:bookworm-slim\nRUN apt-get update -qq && apt-get install -y -qq --no-install-recommends sudo >/dev/null && rm -rf /var/lib/apt/lists/*\nRUN useradd --create-home --uid 1000 dev && echo 'dev ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/dev\n",
+        &format!(
+            "FROM {BASE_IMAGE}\nLABEL yolo.test={}\nRUN useradd --create-home --uid 1000 dev\n",
+            t.id
+        ),
     );
-    t.devcontainer(
-        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev",
-            "postCreateCommand": "sudo id -u > /tmp/became"}"#,
+    t.devcontainer(&format!(
+        r#"{{"build": {{"dockerfile": "Dockerfile"}}, "remoteUser": "dev", {hooks}}}"#
+    ));
+}
+
+/// Every container has no-new-privileges, so the image's sudo cannot become root; a hook's
+/// `sudo` is yolo's broker instead: the command runs as root, in the exec audit, and yolo's
+/// audit log has it as a `sudo` command named for the hook that asked.
+#[test]
+fn sudo_in_a_hook_runs_as_root_and_is_recorded_with_the_hook() {
+    let t = Test::new();
+    non_root_user(
+        &t,
+        r#""postCreateCommand": "sudo touch /root/x && sudo -E sh -c 'id -u > /etc/became' && id -u > /tmp/me && sudo -u postgres true; echo $? > /tmp/other-user""#,
     );
-    t.user_config(&mirror_for_builds());
-    t.yolo(&["up"])
-        .fails_with(70)
-        .assert_stderr_contains("postCreateCommand failed")
-        .assert_stderr_contains("no-new-privileges");
+    t.up(&[]);
+    t.yolo(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "cat /etc/became /tmp/me /tmp/other-user",
+    ])
+    .ok()
+    .assert_stdout("0\n1000\n1\n");
+    let sudo = t
+        .events()
+        .into_iter()
+        .filter(|e| e["kind"] == "command" && e["source"] == "sudo")
+        .collect::<Vec<_>>();
+    assert_eq!(sudo.len(), 2, "{sudo:?}");
+    assert_eq!(sudo[0]["name"], "postCreateCommand");
+    assert_eq!(sudo[0]["argv"], serde_json::json!(["touch", "/root/x"]));
+    assert_eq!(sudo[0]["user"], "root");
+    assert_eq!(sudo[0]["exit_code"], 0);
+    // The hook itself is on record as written, as the user.
+    let hook = t
+        .events()
+        .into_iter()
+        .find(|e| e["kind"] == "command" && e["name"] == "postCreateCommand")
+        .expect("the hook's record");
+    assert_eq!(hook["user"], "dev");
+    assert_eq!(hook["source"], "hook");
+    // The guard's exec audit saw the root command too.
+    net::wait_event(&t, std::time::Duration::from_secs(10), |e| {
+        e["kind"] == "exec" && e["argv"] == serde_json::json!(["touch", "/root/x"]) && e["uid"] == 0
+    })
+    .expect("the root command is in the exec log");
+    // The agent has no sudo at all.
+    t.yolo(&["exec", "--", "sh", "-c", "sudo id -u"])
+        .fails_with(127);
+}
+
+/// ATTACK: a hook leaves processes behind that ask for root: one detached while the hook still
+/// runs (its parent gone, it hangs under PID 1), one after the hook ended. Both are refused;
+/// the hook's own `sudo` in between works.
+#[test]
+fn processes_a_hook_leaves_behind_get_no_root() {
+    let t = Test::new();
+    non_root_user(
+        &t,
+        r#""postCreateCommand": "sh -c '(sleep 1; sudo touch /etc/during; echo $? > /tmp/during) >/dev/null 2>&1 &'; (sleep 5; sudo touch /etc/after; echo $? > /tmp/after) >/dev/null 2>&1 & sleep 3; sudo touch /etc/hook; echo $? > /tmp/hook""#,
+    );
+    t.up(&[]);
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let script = "for f in hook during after; do cat /tmp/$f 2>/dev/null || echo none; done; ls /etc/during /etc/after 2>&1 | grep -c 'No such file'";
+    let mut seen = String::new();
+    for _ in 0..20 {
+        seen = t.yolo(&["exec", "--", "sh", "-c", script]).stdout();
+        if !seen.contains("none") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    // The hook's own sudo worked; the one left behind during the hook was refused (1); the
+    // one after it found no broker (1) or, its folder gone, no `sudo` at all (127).
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines.len(), 4, "{seen}");
+    assert_eq!((lines[0], lines[1], lines[3]), ("0", "1", "2"), "{seen}");
+    assert!(matches!(lines[2], "1" | "127"), "{seen}");
+    let notices = t
+        .events()
+        .into_iter()
+        .filter(|e| e["kind"] == "notice")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect::<Vec<_>>();
+    assert!(
+        notices
+            .iter()
+            .any(|m| m.starts_with("postCreateCommand: sudo refused to process")),
+        "{notices:?}"
+    );
+}
+
+/// ATTACK: the agent (a `yolo exec` process of the same user) finds the broker of a hook
+/// that is running (its socket's name and `sudo`), and asks it for root: refused, it is no
+/// process of the hook.
+#[test]
+fn the_agent_cannot_use_a_running_hooks_sudo() {
+    let t = Test::new();
+    non_root_user(
+        &t,
+        r#""postAttachCommand": "if [ -e /tmp/first ]; then echo $YOLO_SUDO > /tmp/name; command -v sudo > /tmp/bin; sleep 15; else touch /tmp/first; fi""#,
+    );
+    t.up(&[]);
+    let mut again = t
+        .command(&["up"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let attack = "[ -s /tmp/name ] || exit 9; YOLO_SUDO=$(cat /tmp/name) $(cat /tmp/bin) touch /etc/agent-was-root";
+    let mut run = t.yolo(&["exec", "--", "sh", "-c", attack]);
+    for _ in 0..40 {
+        if run.code() != 9 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        run = t.yolo(&["exec", "--", "sh", "-c", attack]);
+    }
+    run.fails_with(1)
+        .assert_stderr_contains("only the lifecycle hook's own processes may use sudo");
+    t.yolo(&["exec", "--", "test", "-e", "/etc/agent-was-root"])
+        .fails_with(1);
+    let _ = again.wait();
 }
 
 /// A `workspaceFolder` no mount makes: the engine's own words ("chdir to cwd ... set in
