@@ -507,12 +507,22 @@ fn build_error(build: &BuildSpec, msg: String, tail: &VecDeque<String>) -> Error
         }
     }
     let hint = crate::ca::certificate_hint(&text, build.extra_ca.is_some())
+        .or_else(|| buildkit_hint(&text))
         .unwrap_or_else(|| "fix the Dockerfile, then run `yolo up --rebuild`".into());
     Error::Docker {
         action: format!("building {} from {}", build.tag, build.context.display()),
         message: text,
         hint: Some(hint),
     }
+}
+
+/// The classic builder's words for syntax only BuildKit knows (what `dockerfile_lower` does not
+/// lower, say a newer instruction): the Dockerfile is not broken, it needs BuildKit.
+fn buildkit_hint(text: &str) -> Option<String> {
+    let needs = text.contains("requires BuildKit")
+        || text.contains("unknown instruction")
+        || text.contains("unknown flag");
+    needs.then(|| "the Dockerfile uses BuildKit syntax that yolo does not lower for the classic builder, which it builds with so that RUN steps stay behind its firewall; build the image yourself with BuildKit (`docker buildx build -t NAME ...`) and name it in devcontainer.json (\"image\": \"NAME\")".into())
 }
 
 /// Hash of what decides the build and is cheap to read: the BuildSpec and the Dockerfile text.
@@ -690,7 +700,12 @@ fn append_lowered(
                         continue;
                     }
                     let below = entry.path().strip_prefix(&real).unwrap_or(Path::new(""));
-                    let name = Path::new(&file.name).join(below);
+                    // (`join("")` would end the name with a `/`, a folder's to the engine.)
+                    let name = if below.as_os_str().is_empty() {
+                        std::path::PathBuf::from(&file.name)
+                    } else {
+                        Path::new(&file.name).join(below)
+                    };
                     let mut header = tar::Header::new_gnu();
                     let meta = std::fs::symlink_metadata(entry.path())
                         .map_err(|e| Error::io(entry.path(), e))?;
