@@ -10,6 +10,7 @@ pub(crate) mod credentials;
 pub(crate) mod devcontainer;
 pub(crate) mod digest;
 pub(crate) mod dockerfile;
+pub(crate) mod dockerfile_lower;
 pub(crate) mod engine;
 pub(crate) mod env_file;
 pub(crate) mod error;

@@ -727,7 +727,16 @@ fn check_after_policy(spec: &mut RunSpec, grants: &policy::Grants) -> Result<()>
     // An unreadable file passes: the build says why it cannot read it.
     if let Ok(text) = crate::digest::read_to_string(&real) {
         let shown = real.display().to_string();
-        policy::check_remote_adds(&text, &shown, config_file, "build.dockerfile", grants)?;
+        policy::check_remote_adds(&text, &shown, config_file, "build.dockerfile", grants, true)?;
+        // BuildKit syntax yolo cannot lower for the classic builder: refused now, not by the
+        // builder's `unknown instruction` halfway through the build.
+        if let Err(found) = crate::dockerfile_lower::lower(&text) {
+            return Err(Error::Unsupported {
+                file: config_file.clone(),
+                property: "build.dockerfile".into(),
+                message: crate::dockerfile_lower::refusal_message(&shown, &found),
+            });
+        }
     }
     match real.strip_prefix(&build.context) {
         Ok(rel) if !rel.as_os_str().is_empty() => {

@@ -121,6 +121,32 @@ pub(crate) async fn prepare(project: &Project) -> Result<Option<Prepared>> {
     }))
 }
 
+/// A Compose service's Dockerfile uses no BuildKit syntax: Compose builds run with the classic
+/// builder (its RUN steps behind the guard), and yolo lowers BuildKit syntax only for the
+/// Dockerfile of devcontainer.json's `build` (which it sends to Docker itself). Refused before
+/// anything starts, each use named, rather than by the builder's `unknown instruction`.
+fn needs_no_buildkit(
+    text: &str,
+    shown: &str,
+    file: &std::path::Path,
+    property: &str,
+) -> Result<()> {
+    let lines = match crate::dockerfile_lower::lower(text) {
+        Ok(lowered) if !lowered.changed => return Ok(()),
+        Ok(lowered) => lowered.uses,
+        Err(found) => found.iter().map(|f| f.line).collect(),
+    };
+    let shown_lines: Vec<String> = lines.iter().map(|l| format!("{shown}:{l}")).collect();
+    Err(crate::error::Error::Unsupported {
+        file: file.to_path_buf(),
+        property: property.to_string(),
+        message: format!(
+            "the service's Dockerfile uses BuildKit syntax ({}), which Docker's classic builder cannot run; yolo builds Compose services with the classic builder so that their RUN steps stay behind its firewall, and lowers BuildKit syntax only for a devcontainer.json \"build\" Dockerfile. Build the service's image yourself with BuildKit (`docker compose build`), give the service that \"image\" instead of \"build\", or use devcontainer.json's \"build\" for the agent's container",
+            shown_lines.join(", ")
+        ),
+    })
+}
+
 /// Every service's Dockerfile (its file, or `dockerfile_inline`) downloads nothing through the
 /// daemon (`ADD <url>`) unless the user grants `remote-add`.
 fn check_builds(
@@ -155,19 +181,36 @@ fn check_builds(
             None => continue,
         };
         match inline {
-            Some(text) => policy::check_remote_adds(
+            Some(text) => needs_no_buildkit(
                 text,
                 &format!("{property}.dockerfile_inline"),
                 &spec.files[0],
                 &property,
-                grants,
-            )?,
+            )
+            .and_then(|()| {
+                policy::check_remote_adds(
+                    text,
+                    &format!("{property}.dockerfile_inline"),
+                    &spec.files[0],
+                    &property,
+                    grants,
+                    false,
+                )
+            })?,
             None => {
                 let path = spec.project_dir.join(context).join(dockerfile);
                 // An unreadable file passes: the build says why it cannot read it.
                 if let Ok(text) = crate::digest::read_to_string(&path) {
                     let shown = path.display().to_string();
-                    policy::check_remote_adds(&text, &shown, &spec.files[0], &property, grants)?;
+                    needs_no_buildkit(&text, &shown, &spec.files[0], &property)?;
+                    policy::check_remote_adds(
+                        &text,
+                        &shown,
+                        &spec.files[0],
+                        &property,
+                        grants,
+                        false,
+                    )?;
                 }
             }
         }

@@ -240,6 +240,7 @@ async fn prepare(
         &spec.config_file,
         "features",
         &project.settings.grants,
+        false,
     )?;
     let users = install::Users::new(
         facts.user.as_deref(),

@@ -136,10 +136,20 @@ impl Engine {
         devcontainer_id: &str,
         network: &NetworkAttach,
     ) -> Result<()> {
-        let tar = context_tar(build)?;
-        let dockerfile = match build.extra_ca {
-            None => build.dockerfile.clone(),
-            Some(_) => CA_DOCKERFILE.to_string(),
+        let lowered = lowered(build)?;
+        for note in lowered.iter().flat_map(|l| &l.notes) {
+            eprintln!(
+                "{} {}: {}",
+                console::style("note:").yellow(),
+                build.dockerfile,
+                crate::visible::escape_controls(note)
+            );
+        }
+        let tar = context_tar(build, lowered.as_ref())?;
+        let dockerfile = match (&build.extra_ca, &lowered) {
+            (Some(_), _) => CA_DOCKERFILE.to_string(),
+            (None, Some(_)) => crate::dockerfile_lower::DOCKERFILE.to_string(),
+            (None, None) => build.dockerfile.clone(),
         };
         let options = BuildImageOptions {
             dockerfile,
@@ -497,12 +507,22 @@ fn build_error(build: &BuildSpec, msg: String, tail: &VecDeque<String>) -> Error
         }
     }
     let hint = crate::ca::certificate_hint(&text, build.extra_ca.is_some())
+        .or_else(|| buildkit_hint(&text))
         .unwrap_or_else(|| "fix the Dockerfile, then run `yolo up --rebuild`".into());
     Error::Docker {
         action: format!("building {} from {}", build.tag, build.context.display()),
         message: text,
         hint: Some(hint),
     }
+}
+
+/// The classic builder's words for syntax only BuildKit knows (what `dockerfile_lower` does not
+/// lower, say a newer instruction): the Dockerfile is not broken, it needs BuildKit.
+fn buildkit_hint(text: &str) -> Option<String> {
+    let needs = text.contains("requires BuildKit")
+        || text.contains("unknown instruction")
+        || text.contains("unknown flag");
+    needs.then(|| "the Dockerfile uses BuildKit syntax that yolo does not lower for the classic builder, which it builds with so that RUN steps stay behind its firewall; build the image yourself with BuildKit (`docker buildx build -t NAME ...`) and name it in devcontainer.json (\"image\": \"NAME\")".into())
 }
 
 /// Hash of what decides the build and is cheap to read: the BuildSpec and the Dockerfile text.
@@ -519,9 +539,36 @@ fn build_hash(build: &BuildSpec) -> Result<String> {
     Ok(hex::encode(hasher.finalize()))
 }
 
+/// The build's Dockerfile with its BuildKit syntax lowered for the classic builder
+/// (`dockerfile_lower`), when it has any. What cannot be lowered was refused when the project
+/// was read; a Dockerfile changed since is refused here, before anything is built.
+fn lowered(build: &BuildSpec) -> Result<Option<crate::dockerfile_lower::Lowered>> {
+    let path = dockerfile_path(build);
+    let text = crate::digest::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    match crate::dockerfile_lower::lower(&text) {
+        Ok(lowered) => Ok(lowered.changed.then_some(lowered)),
+        Err(found) => Err(Error::Unsupported {
+            file: path.clone(),
+            property: "build.dockerfile".into(),
+            message: crate::dockerfile_lower::refusal_message(&path.display().to_string(), &found),
+        }),
+    }
+}
+
+fn dockerfile_path(build: &BuildSpec) -> std::path::PathBuf {
+    build
+        .dockerfile_outside
+        .clone()
+        .unwrap_or_else(|| build.context.join(&build.dockerfile))
+}
+
 /// A tar of the build context that honours `.dockerignore` (patterns anchored at the context
-/// root, as Docker reads them). The Dockerfile is always included.
-fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
+/// root, as Docker reads them). The Dockerfile is always included; so are the lowered
+/// Dockerfile and its files, when the Dockerfile had BuildKit syntax.
+fn context_tar(
+    build: &BuildSpec,
+    lowered: Option<&crate::dockerfile_lower::Lowered>,
+) -> Result<Vec<u8>> {
     let root = &build.context;
     if !root.is_dir() {
         return Err(Error::Config {
@@ -563,14 +610,20 @@ fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
         tar.append_file(&build.dockerfile, &mut file)
             .map_err(|e| Error::io(outside, e))?;
     }
+    if let Some(lowered) = lowered {
+        append_lowered(&mut tar, root, &ignore, lowered)?;
+    }
     if let Some(ca) = &build.extra_ca {
         // The user's CA certificates, and the Dockerfile that trusts them after every FROM,
-        // built in place of the repository's (whose text it keeps otherwise).
-        let path = build
-            .dockerfile_outside
-            .clone()
-            .unwrap_or_else(|| root.join(&build.dockerfile));
-        let text = crate::digest::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        // built in place of the repository's (whose text it keeps otherwise, lowered when it
+        // had BuildKit syntax).
+        let text = match lowered {
+            Some(lowered) => lowered.text.clone(),
+            None => {
+                let path = dockerfile_path(build);
+                crate::digest::read_to_string(&path).map_err(|e| Error::io(&path, e))?
+            }
+        };
         let rewritten = crate::ca::rewrite_dockerfile(&text);
         let files = ca
             .files
@@ -586,6 +639,101 @@ fn context_tar(build: &BuildSpec) -> Result<Vec<u8>> {
         }
     }
     tar.into_inner().map_err(|e| Error::io(root, e))
+}
+
+/// The lowered Dockerfile and the files it copies (heredocs; the context's files again, with
+/// the mode of a `--chmod`) added to the context's tar. A context file is read only when it is
+/// inside the context for real (no link leading out: a repository's Dockerfile must not send
+/// the host's files to Docker) and not excluded by `.dockerignore`; links inside a copied
+/// folder go in as links.
+fn append_lowered(
+    tar: &mut tar::Builder<Vec<u8>>,
+    root: &Path,
+    ignore: &ignore::gitignore::Gitignore,
+    lowered: &crate::dockerfile_lower::Lowered,
+) -> Result<()> {
+    use crate::dockerfile_lower::Content;
+    let data = |tar: &mut tar::Builder<Vec<u8>>, name: &str, bytes: &[u8], mode: u32| {
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(mode);
+        header.set_size(bytes.len() as u64);
+        tar.append_data(&mut header, name, bytes)
+            .map_err(|e| Error::io(root, e))
+    };
+    data(
+        tar,
+        crate::dockerfile_lower::DOCKERFILE,
+        lowered.text.as_bytes(),
+        0o644,
+    )?;
+    let real_root = root.canonicalize().map_err(|e| Error::io(root, e))?;
+    for file in &lowered.files {
+        match &file.content {
+            Content::Data(bytes) => data(tar, &file.name, bytes, file.mode.unwrap_or(0o644))?,
+            Content::Context(rel) => {
+                let path = root.join(rel);
+                let real = path.canonicalize().map_err(|e| Error::io(&path, e))?;
+                if !real.starts_with(&real_root) || real == real_root {
+                    return Err(Error::Unsupported {
+                        file: path.clone(),
+                        property: "build.dockerfile".into(),
+                        message: format!(
+                            "a COPY --chmod source, {rel}, leads outside the build context (through a link); yolo sends nothing from outside the context to Docker"
+                        ),
+                    });
+                }
+                let walker = ignore::WalkBuilder::new(&real)
+                    .standard_filters(false)
+                    .follow_links(false)
+                    .build();
+                for entry in walker {
+                    let entry = entry.map_err(|e| Error::io(&path, std::io::Error::other(e)))?;
+                    let Ok(inner) = entry.path().strip_prefix(&real_root) else {
+                        continue;
+                    };
+                    let kind = entry.file_type();
+                    let is_dir = kind.is_some_and(|t| t.is_dir());
+                    if ignore
+                        .matched_path_or_any_parents(inner, is_dir)
+                        .is_ignore()
+                    {
+                        continue;
+                    }
+                    let below = entry.path().strip_prefix(&real).unwrap_or(Path::new(""));
+                    // (`join("")` would end the name with a `/`, a folder's to the engine.)
+                    let name = if below.as_os_str().is_empty() {
+                        std::path::PathBuf::from(&file.name)
+                    } else {
+                        Path::new(&file.name).join(below)
+                    };
+                    let mut header = tar::Header::new_gnu();
+                    let meta = std::fs::symlink_metadata(entry.path())
+                        .map_err(|e| Error::io(entry.path(), e))?;
+                    header.set_metadata(&meta);
+                    if !meta.file_type().is_symlink() {
+                        if let Some(mode) = file.mode {
+                            header.set_mode(mode);
+                        }
+                    }
+                    if meta.is_file() {
+                        let f = std::fs::File::open(entry.path())
+                            .map_err(|e| Error::io(entry.path(), e))?;
+                        tar.append_data(&mut header, &name, f)
+                            .map_err(|e| Error::io(entry.path(), e))?;
+                    } else if meta.file_type().is_symlink() {
+                        let target = std::fs::read_link(entry.path())
+                            .map_err(|e| Error::io(entry.path(), e))?;
+                        tar.append_link(&mut header, &name, target)
+                            .map_err(|e| Error::io(entry.path(), e))?;
+                    } else if meta.is_dir() {
+                        tar.append_data(&mut header, &name, std::io::empty())
+                            .map_err(|e| Error::io(entry.path(), e))?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The name of the rewritten Dockerfile in a context with the user's CA certificates.

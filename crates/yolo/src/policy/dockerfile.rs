@@ -13,22 +13,30 @@ use crate::dockerfile::{first_word, instructions};
 pub(crate) struct RemoteSource {
     pub(crate) line: usize,
     pub(crate) source: String,
+    /// The ADD has `--checksum`.
+    pub(crate) checksum: bool,
 }
 
 /// A Dockerfile's text (read by the caller, or Compose's `dockerfile_inline`; `shown` names
 /// it, `file` is the config or Compose file that names it) asks the daemon to download
-/// nothing, or the user grants `remote-add`.
+/// nothing, or the user grants `remote-add`. With `lowered` (the text goes through
+/// `dockerfile_lower`), an `ADD --checksum` of an http(s) URL is downloaded by a RUN step behind
+/// the firewall, not by the daemon, so it needs no grant.
 pub(crate) fn check_text(
     text: &str,
     shown: &str,
     file: &std::path::Path,
     property: &str,
     grants: &super::Grants,
+    lowered: bool,
 ) -> crate::error::Result<()> {
     if grants.remote_add() {
         return Ok(());
     }
-    let Some(first) = remote_adds(text).into_iter().next() else {
+    let Some(first) = remote_adds(text)
+        .into_iter()
+        .find(|r| !(lowered && r.checksum && r.source.starts_with("http")))
+    else {
         return Ok(());
     };
     Err(crate::error::Error::Refused {
@@ -58,9 +66,17 @@ pub(crate) fn remote_adds(text: &str) -> Vec<RemoteSource> {
             continue;
         }
         let args = words[keyword.len()..].trim();
+        let checksum = args
+            .split_whitespace()
+            .take_while(|w| w.starts_with("--"))
+            .any(|w| w.to_ascii_lowercase().starts_with("--checksum="));
         for source in sources(args) {
             if is_remote(&source) {
-                found.push(RemoteSource { line, source });
+                found.push(RemoteSource {
+                    line,
+                    source,
+                    checksum,
+                });
             }
         }
     }

@@ -673,3 +673,146 @@ fn a_compose_services_add_from_a_url_needs_the_grant_too() {
         .assert_stderr_contains("--grant remote-add");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
 }
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+#[test]
+fn a_dockerfile_with_buildkit_syntax_is_lowered_and_its_heredoc_steps_stay_behind_the_firewall() {
+    // Under the classic builder this Dockerfile fails with `unknown instruction`; yolo lowers
+    // it. The heredoc RUN is a lowered step: it must be behind the guard like any other.
+    let t = Test::new();
+    let net = Internet::new(&t);
+    let (bridge_ip, bridge_body) = server_on_the_default_bridge(&t);
+    let served = format!("{}\n", net.allowed.body);
+    let text = format!(
+        "# syntax=docker/dockerfile:1.7\n\
+         FROM {AGENT_IMAGE}\n\
+         RUN <<EOF\n\
+         set -e\n\
+         ({allowed}) > /allowed.txt 2>&1\n\
+         ({denied}) > /denied.txt 2>&1\n\
+         ({bridge}) > /bridge.txt 2>&1\n\
+         echo 'it''s 100% \\ \"here\"' > /quoted.txt\n\
+         EOF\n\
+         RUN <<-'EOT' bash\n\
+         \tif [[ -n \"$BASH_VERSION\" ]]; then echo bash > /shell.txt; fi\n\
+         \tEOT\n\
+         RUN --mount=type=cache,target=/root/.cache --mount=type=bind,source=tool.sh,target=/tmp/mounted.sh \\\n\
+         \x20   cp /tmp/mounted.sh /mounted.txt\n\
+         COPY --link --chmod=750 tool.sh /usr/local/bin/tool\n\
+         COPY <<'EOF' /etc/greeting\n\
+         hello $USER\n\
+         EOF\n\
+         ADD --checksum=sha256:{sum} http://www.allowed.test/ /downloads/\n",
+        allowed = fetch("http://www.allowed.test/"),
+        denied = fetch("http://www.denied.test/"),
+        bridge = fetch(&format!("http://{bridge_ip}/")),
+        sum = sha256_hex(&served),
+    );
+    t.file(".devcontainer/Dockerfile", &text);
+    t.file(".devcontainer/tool.sh", "#!/bin/sh\necho tool\n");
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.user_config(&net.user_config(""));
+    let run = up(&t, &net, &["*.allowed.test"], &[]).ok();
+    run.assert_stderr_contains("`# syntax=docker/dockerfile:1.7` ignored")
+        .assert_stderr_contains("`RUN --mount=type=cache` dropped");
+
+    assert!(read(&t, "/allowed.txt").contains(&net.allowed.body));
+    for (file, body) in [
+        ("/denied.txt", &net.denied.body),
+        ("/bridge.txt", &bridge_body),
+    ] {
+        let seen = read(&t, file);
+        assert!(
+            seen.contains("BLOCKED") && !seen.contains(body.as_str()),
+            "{file}: the lowered step got through: {seen}"
+        );
+    }
+    assert_blocked_in_the_build(&t, &bridge_ip);
+    assert_eq!(read(&t, "/quoted.txt"), "its 100% \\ \"here\"\n");
+    assert_eq!(read(&t, "/shell.txt"), "bash\n");
+    assert_eq!(read(&t, "/mounted.txt"), "#!/bin/sh\necho tool\n");
+    assert_eq!(read(&t, "/etc/greeting"), "hello $USER\n");
+    t.yolo(&["exec", "tool"]).ok().assert_stdout("tool\n");
+    let mode = t
+        .yolo(&["exec", "stat", "-c", "%a", "/usr/local/bin/tool"])
+        .ok();
+    mode.assert_stdout("750\n");
+    assert_eq!(read(&t, "/downloads/download"), served);
+}
+
+#[test]
+fn an_add_checksum_is_downloaded_behind_the_firewall_not_by_the_daemon() {
+    // Lowered, `ADD --checksum` needs no `remote-add` grant because a RUN step downloads it in
+    // the guard's namespace: the host's loopback service that the daemon would reach is out of
+    // its reach (before the lowering the daemon fetched any ADD URL, hence the grant).
+    let t = Test::new();
+    ensure_image(AGENT_IMAGE, "agent.Dockerfile");
+    let secret = "host-only secret";
+    let (port, _) = host_loopback_server(secret);
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {AGENT_IMAGE}\nADD --checksum=sha256:{} http://127.0.0.1:{port}/secret /from-the-host\n",
+            sha256_hex(secret)
+        ),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    let run = t.yolo(&["up"]);
+    assert_ne!(run.code(), 0, "{}", run.describe());
+    assert_ne!(
+        run.code(),
+        77,
+        "refused instead of lowered: {}",
+        run.describe()
+    );
+    run.assert_stderr_contains("curl");
+    assert!(!run.stdout().contains(secret) && !run.stderr().contains(secret));
+    assert!(t.agents().is_empty(), "{:?}", t.agents());
+}
+
+#[test]
+fn buildkit_syntax_yolo_cannot_lower_is_refused_before_the_build_with_its_lines() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BASE_IMAGE}\nRUN --mount=type=secret,id=npm,required=true cat /run/secrets/npm\nCOPY --chmod=u+x a /a\n"
+        ),
+    );
+    t.devcontainer(r#"{"build": {"dockerfile": "Dockerfile"}}"#);
+    t.yolo(&["up"])
+        .fails_with(65)
+        .assert_stderr_contains("BuildKit features that yolo cannot run behind its build firewall")
+        .assert_stderr_contains("Dockerfile:2: `RUN --mount=type=secret,required=true`")
+        .assert_stderr_contains("Dockerfile:3: `COPY --chmod=u+x`")
+        .assert_stderr_contains("docker buildx build")
+        .assert_stderr_lacks("fix the Dockerfile");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
+#[test]
+fn a_compose_services_buildkit_dockerfile_is_named_before_anything_starts() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {BASE_IMAGE}\nRUN <<EOF\necho hi\nEOF\n"),
+    );
+    t.file(
+        ".devcontainer/compose.yml",
+        "services:\n  app:\n    build: .\n    command: [\"sleep\", \"infinity\"]\n    volumes:\n      - ..:/workspaces/repo\n",
+    );
+    t.devcontainer(
+        r#"{"dockerComposeFile": "compose.yml", "service": "app", "workspaceFolder": "/workspaces/repo"}"#,
+    );
+    t.yolo(&["up"])
+        .fails_with(65)
+        .assert_stderr_contains("services.app.build")
+        .assert_stderr_contains("Dockerfile:2")
+        .assert_stderr_contains("uses BuildKit syntax")
+        .assert_stderr_lacks("fix the Dockerfile");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
