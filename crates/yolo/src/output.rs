@@ -119,6 +119,17 @@ pub(crate) struct Up {
     /// The repository's requests the container was made without, each with the grant that
     /// would honour it (docs/json-output.md).
     pub(crate) declined: Vec<crate::run_spec::Declined>,
+    /// The credentials the guard adds on their hosts while the agent holds stand-ins
+    /// (docs/json-output.md): names and hosts, never a value.
+    pub(crate) credentials: Vec<KeptOutside>,
+}
+
+/// A credential kept outside the agent container: its name in the user's config (or the
+/// preset's) and the hosts its real value may go to.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct KeptOutside {
+    pub(crate) name: String,
+    pub(crate) hosts: Vec<String>,
 }
 
 /// One entry of `yolo status --json`: an agent container, or a workspace that has only

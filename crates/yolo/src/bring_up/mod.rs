@@ -59,6 +59,31 @@ pub(crate) struct Outcome {
     /// The repository's requests the container was made without (`policy`, and an
     /// `initializeCommand` nobody could approve).
     pub(crate) declined: Vec<crate::run_spec::Declined>,
+    /// The credentials the guard adds on their hosts, the agent holding stand-ins (issue 25):
+    /// their names and hosts, never a value.
+    pub(crate) credentials: Vec<crate::output::KeptOutside>,
+}
+
+/// The credentials this session's guard holds (those its config names, as the state kept
+/// them), with their hosts, for `up` to say which keys stay outside.
+fn kept_outside(
+    prepared: Option<&crate::http_session::Prepared>,
+    state: Option<&crate::session::state::HttpState>,
+) -> Vec<crate::output::KeptOutside> {
+    let (Some(prepared), Some(state)) = (prepared, state) else {
+        return Vec::new();
+    };
+    prepared
+        .session
+        .config
+        .credentials
+        .iter()
+        .filter(|c| state.credentials.contains(&c.name))
+        .map(|c| crate::output::KeptOutside {
+            name: c.name.clone(),
+            hosts: c.hosts.iter().map(|h| h.to_string()).collect(),
+        })
+        .collect()
 }
 
 /// Bring the project's container up; shared by `up` and `run` (which adds its agent, whose
@@ -223,6 +248,7 @@ pub(crate) async fn up(
         None => {}
     }
     session.save()?;
+    let credentials = kept_outside(http.as_ref(), session.state.http.as_ref());
     let warnings: Vec<String> = spec
         .container_env
         .iter()
@@ -242,6 +268,7 @@ pub(crate) async fn up(
         stale: plan.stale(),
         network: mode_name(mode).to_string(),
         declined,
+        credentials,
     };
     let result = hooks::in_container(
         engine,

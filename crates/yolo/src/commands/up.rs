@@ -51,6 +51,7 @@ async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<
         reason: o.reason.clone(),
         stale: o.stale,
         declined: o.declined.clone(),
+        credentials: o.credentials.clone(),
         network: Network::of(&o.network, found.guard.as_ref())
             .ask_allowlist(engine, found.guard.as_ref())
             .await,
@@ -73,6 +74,18 @@ fn print_outcome(o: &Outcome) {
         escape_controls(&o.image),
         escape_controls(&o.workspace_folder)
     );
+    if !o.credentials.is_empty() {
+        let kept: Vec<String> = o
+            .credentials
+            .iter()
+            .map(|c| format!("{} ({})", c.name, c.hosts.join(", ")))
+            .collect();
+        eprintln!(
+            "{} keys kept outside the container: {}; the agent holds stand-ins, the guard adds the real values on those hosts only",
+            console::style("yolo:").bold(),
+            kept.join("; ")
+        );
+    }
     if o.stale {
         eprintln!(
             "{} the dev container config changed since this container was created; run `yolo up --rebuild` to recreate it",

@@ -218,7 +218,11 @@ command = ["sh", "-c", {script}]
     let mut up = vec!["up".to_string()];
     up.extend(net.up_flags(&["*.allowed.test"]));
     let up: Vec<&str> = up.iter().map(String::as_str).collect();
-    t.yolo(&up).ok();
+    let again_up = t.yolo(&up).ok();
+    // `up` says which keys stay outside, with their hosts.
+    again_up.assert_stderr_contains(&format!(
+        "keys kept outside the container: example ({API})"
+    ));
     let status = docker(&[
         "exec",
         &guard_of(&t),
