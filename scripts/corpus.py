@@ -18,8 +18,9 @@ This machine is offline and no stand-in images are made: the outcome says how fa
 - network: yolo's checks passed (the config parsed, the policy made the run spec, declining
   what it does not honour) and the engine or yolo was then asked for something only the network
   gives (an image pull, a Feature from its registry, a download in a build step);
-- engine: yolo's checks passed and the engine stopped for another reason (a file of the
-  repository that is not in the corpus, a build step failing);
+- engine: yolo handed the config to the engine or to docker-compose, which stopped for another
+  reason (a file of the repository that is not in the corpus, such as an uncommitted env file; a
+  Compose form this docker-compose version rejects; a build step failing);
 - policy: yolo refused the config (exit 77);
 - config: yolo rejected the config (exit 65);
 - failed: anything else (a timeout, another exit), with its message.
@@ -123,6 +124,10 @@ def classify(code, out: str, err: str) -> tuple[str, str]:
     why = compat.last_error(text)
     if code == 77:
         return "policy", why
+    if "docker-compose cannot read the Compose files" in text:
+        # Compose's own reading (an env file the repository does not commit, a form this
+        # docker-compose version rejects): the reference CLI stops there too.
+        return "engine", why
     if code == 65:
         return "config", why
     if NETWORK.search(text):
@@ -157,9 +162,9 @@ def run_entry(yolo: Path, entry: Path, rel: str, run_label: str, timeout: int) -
         code, out, err = compat.run([str(yolo), "up", "--accept-config", *base],
                                     timeout=timeout, env=env)
         status, why = classify(code, out, err)
-        declined = len(re.findall(r"^\s+- .* asks for ", err, re.M))
-        return {"status": status, "why": why, "declined": declined,
-                "seconds": round(time.monotonic() - t0)}
+        # Paths of the scratch copy, shown relative to the repository.
+        why = why.replace(f"{copy}/", "").replace(str(copy), ".")
+        return {"status": status, "why": why, "seconds": round(time.monotonic() - t0)}
     finally:
         compat.run([str(yolo), "down", "--remove", "--volumes", *base], timeout=120, env=env)
         compat.cleanup(copy, run_label, before)
@@ -189,14 +194,14 @@ def render(rows: list[dict], meta: str) -> str:
         f"- stopped by yolo's policy: {count['policy']}; config rejected: {count['config']}; "
         f"other failures: {count['failed']}.",
         "",
-        "| Repository | Kind | Asks for | Outcome | Declined | What stopped it |",
-        "|---|---|---|---|---|---|",
+        "| Repository | Kind | Asks for | Outcome | What stopped it |",
+        "|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
             f"| [{r['repo']}](https://github.com/{r['repo']}) | {r['kind']} | "
             f"{compat.cell(', '.join(r['asks']) or '-')} | {r['status']} | "
-            f"{r['declined'] or ''} | {compat.cell(r['why'] or '', 140)} |"
+            f"{compat.cell(r['why'] or '', 160)} |"
         )
     return "\n".join(out)
 
@@ -236,7 +241,7 @@ def main():
                 config = {}
         row = {"repo": repo, "kind": kind_of(config), "asks": asks(config)}
         if not rel:
-            row.update(status="config", why="no devcontainer.json", declined=0)
+            row.update(status="config", why="no devcontainer.json")
         else:
             row.update(run_entry(yolo, entry, rel, run_label, args.timeout))
         print(f"corpus: {repo}: {row['status']} {row['why'][:160]}", flush=True)

@@ -325,6 +325,35 @@ fn a_service_built_by_compose_builds_behind_the_guard_and_carries_the_labels() {
     assert_eq!(images, name);
 }
 
+/// `forwardPorts` naming a sibling (`"db:7000"`, as VS Code forwards it) no longer stops `up`:
+/// the port is not published on the host (the guard has no relay to another container), the
+/// JSON and the printed block say so and where to reach it, and it is reachable there.
+#[test]
+fn a_forward_of_a_siblings_port_is_accepted_with_a_note() {
+    let t = Test::new();
+    let config = r#"{
+        "dockerComposeFile": "compose.yml",
+        "service": "app",
+        "workspaceFolder": "/workspaces/repo",
+        "forwardPorts": ["db:7000"],
+        "portsAttributes": {"db:7000": {"label": "the database"}}
+    }"#;
+    project(&t, &format!("{APP}{DB}"), config);
+    let (run, up) = t.up(&[]);
+    let declined = up["declined"].as_array().expect("declined list");
+    assert_eq!(declined.len(), 1, "{up}");
+    assert_eq!(declined[0]["property"], "forwardPorts[0]");
+    assert_eq!(declined[0]["value"], "port 7000 of db");
+    assert!(declined[0]["grant"].is_null(), "{up}");
+    let hint = declined[0]["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("db:7000"), "{hint}");
+    assert!(run.stderr().contains("\"forwardPorts[0]\" asks for port 7000 of db"), "{}", run.stderr());
+    // Nothing published for it on the host; the sibling answers where the note says.
+    let guard = inspect(&net::guard_of(&t));
+    assert_eq!(guard["HostConfig"]["PortBindings"].as_object().map_or(0, |m| m.len()), 0);
+    assert!(reach_db(&t).contains("hello from db"));
+}
+
 #[test]
 fn run_services_limits_what_starts() {
     let t = Test::new();
