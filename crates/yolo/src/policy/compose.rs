@@ -106,6 +106,9 @@ pub(crate) struct ServicesChecked {
     pub(crate) dev_privileged: bool,
     /// The grants that allowed something, as the user typed them.
     pub(crate) grants_used: Vec<String>,
+    /// What the dev service asked for and its container is made without (its capabilities,
+    /// security options, `privileged`): yolo writes those of the dev service itself.
+    pub(crate) declined: Vec<crate::run_spec::Declined>,
 }
 
 /// Check every service of the resolved project (`resolved`, what `compose config` printed) and
@@ -161,6 +164,14 @@ pub(crate) fn check_services(
         // The grant checks record what they allow in a spec; this one is thrown away (the
         // Compose file keeps the service's own words, checked here).
         let mut scratch = eval.base_spec()?;
+        if dev {
+            // The dev service's capabilities, security options and `privileged` never reach
+            // the engine as written (`engine::compose::dev_service` sets them: yolo's set and
+            // what was granted), so a request without a grant is declined like capAdd.
+            eval.check_hardening(name, service, dev, &mut scratch)?;
+        } else {
+            eval.strictly(|eval| eval.check_hardening(name, service, dev, &mut scratch))?;
+        }
         eval.strictly(|eval| eval.check_service(name, service, dev, &mut scratch, &mut checked))?;
         if !dev {
             eval.check_dev_namespace(name, service, services, &compose.service)?;
@@ -197,6 +208,7 @@ pub(crate) fn check_services(
         }
     }
     checked.grants_used = eval.used.clone();
+    checked.declined = eval.declined.clone();
     Ok(checked)
 }
 
@@ -477,13 +489,13 @@ fn scalar(value: &Value) -> String {
 }
 
 impl Eval<'_> {
-    fn check_service(
+    /// A service's `privileged`, `cap_add` and `security_opt`.
+    fn check_hardening(
         &mut self,
         name: &str,
         service: &Value,
         dev: bool,
         scratch: &mut RunSpec,
-        checked: &mut ServicesChecked,
     ) -> Result<()> {
         let property = |key: &str| format!("service \"{name}\": {key}");
         let get = |key: &str| service.get(key);
@@ -501,6 +513,19 @@ impl Eval<'_> {
         for opt in strings(get("security_opt")) {
             self.grant_security_opt(scratch, &property("security_opt"), &opt)?;
         }
+        Ok(())
+    }
+
+    fn check_service(
+        &mut self,
+        name: &str,
+        service: &Value,
+        dev: bool,
+        scratch: &mut RunSpec,
+        checked: &mut ServicesChecked,
+    ) -> Result<()> {
+        let property = |key: &str| format!("service \"{name}\": {key}");
+        let get = |key: &str| service.get(key);
         for device in strings(get("devices")) {
             self.grant_device(scratch, &property("devices"), &device)?;
         }
@@ -869,6 +894,18 @@ mod tests {
         check_with_links(yaml, grants, &[])
     }
 
+    /// The same with `[policy] requests = "refuse"`.
+    fn check_refusing(yaml: &str, grants: &[&str]) -> Result<ServicesChecked> {
+        REFUSING.with(|r| r.set(true));
+        let result = check_with_links(yaml, grants, &[]);
+        REFUSING.with(|r| r.set(false));
+        result
+    }
+
+    thread_local! {
+        static REFUSING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
     /// The same, where the host paths `links` name lead elsewhere (path, where it leads).
     fn check_with_links(
         yaml: &str,
@@ -893,12 +930,16 @@ mod tests {
             ..Default::default()
         };
         let file = PathBuf::from(format!("{WS}/.devcontainer/compose.yml"));
+        let mut user = UserLayer::default();
+        if REFUSING.with(|r| r.get()) {
+            user.requests = super::super::Requests::Refuse;
+        }
         let input = Input {
             config: &scratch,
             config_file: &file,
             workspace: Path::new(WS),
             devcontainer_id: ID,
-            user: &UserLayer::default(),
+            user: &user,
             flags: &flags,
             host_ids: None,
             agent_volumes: vec![],
@@ -994,15 +1035,27 @@ mod tests {
             "{forbidden:?}"
         );
         assert!(check(&format!("{APP}  db:\n    volumes_from: ['app']\n"), &[]).is_ok());
-        // The dev service too, and what it was granted goes to its hardening.
-        let yaml = "services:\n  app:\n    cap_add: [SYS_PTRACE, CHOWN]\n    privileged: true\n";
+        // The dev service too, and what it was granted goes to its hardening; what was not is
+        // declined (yolo writes the dev service's capabilities itself), or refused when the
+        // user chose `[policy] requests = "refuse"`.
+        let yaml = "services:\n  app:\n    cap_add: [SYS_PTRACE, CHOWN]\n    privileged: true\n    security_opt: [seccomp=unconfined]\n";
+        let checked = check(yaml, &["cap-add"]).unwrap();
+        assert_eq!(checked.dev_cap_add, ["SYS_PTRACE"]);
+        assert!(!checked.dev_privileged);
+        assert!(checked.dev_security_opt.is_empty());
+        let declined: Vec<_> = checked.declined.iter().map(|d| d.property.as_str()).collect();
         assert_eq!(
-            refusal(check(yaml, &["cap-add"])).0,
+            declined,
+            ["service \"app\": privileged", "service \"app\": security_opt"]
+        );
+        assert_eq!(
+            refusal(check_refusing(yaml, &["cap-add"])).0,
             "service \"app\": privileged"
         );
-        let checked = check(yaml, &["cap-add", "privileged"]).unwrap();
+        let checked = check(yaml, &["cap-add", "privileged", "security-opt"]).unwrap();
         assert_eq!(checked.dev_cap_add, ["SYS_PTRACE"]);
         assert!(checked.dev_privileged);
+        assert!(checked.declined.is_empty());
         // A named volume bound to a host folder is a host mount.
         let yaml = format!("{APP}volumes:\n  data:\n    driver_opts:\n      type: none\n      o: bind\n      device: /srv/data\n");
         assert_eq!(

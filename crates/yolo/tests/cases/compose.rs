@@ -354,6 +354,42 @@ fn a_forward_of_a_siblings_port_is_accepted_with_a_note() {
     assert!(reach_db(&t).contains("hello from db"));
 }
 
+/// The dev service's own `cap_add`/`security_opt`/`privileged` (VS Code's debugging pair,
+/// common in Compose templates) no longer stop `up`: declined, and the container really runs
+/// without them (yolo writes the dev service's hardening itself).
+#[test]
+fn the_dev_services_capabilities_are_declined_and_never_reach_the_engine() {
+    let t = Test::new();
+    let app = format!(
+        "{APP}    cap_add: [SYS_PTRACE]\n    security_opt: [\"seccomp:unconfined\"]\n    privileged: true\n"
+    );
+    project(&t, &format!("{app}{DB}"), CONFIG);
+    let (_, up) = t.up(&[]);
+    let declined: Vec<String> = up["declined"]
+        .as_array()
+        .expect("declined list")
+        .iter()
+        .map(|d| d["property"].as_str().unwrap_or_default().to_string())
+        .collect();
+    for property in ["privileged", "cap_add", "security_opt"] {
+        assert!(
+            declined.contains(&format!("service \"app\": {property}")),
+            "{property}: {declined:?}"
+        );
+    }
+    let dev = inspect(up["container"]["id"].as_str().expect("container id"));
+    let host = &dev["HostConfig"];
+    assert_eq!(host["Privileged"], false);
+    assert!(!host["CapAdd"].to_string().contains("SYS_PTRACE"), "{host}");
+    assert!(!host["SecurityOpt"].to_string().contains("unconfined"), "{host}");
+    assert!(host["SecurityOpt"].to_string().contains("no-new-privileges"), "{host}");
+    // And from inside: no CAP_SYS_PTRACE (bit 19) in the bounding set.
+    let status = t.yolo(&["exec", "--", "grep", "CapBnd", "/proc/self/status"]).ok().stdout();
+    let bits = u64::from_str_radix(status.split_whitespace().last().unwrap_or("0"), 16).unwrap();
+    assert_eq!(bits & (1 << 19), 0, "{status}");
+    assert!(reach_db(&t).contains("hello from db"));
+}
+
 #[test]
 fn run_services_limits_what_starts() {
     let t = Test::new();
