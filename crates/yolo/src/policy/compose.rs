@@ -109,6 +109,9 @@ pub(crate) struct ServicesChecked {
     /// What the dev service asked for and its container is made without (its capabilities,
     /// security options, `privileged`): yolo writes those of the dev service itself.
     pub(crate) declined: Vec<crate::run_spec::Declined>,
+    /// The targets of the dev service's binds of host paths outside the repository that were
+    /// declined: left out of the service yolo writes (`engine::compose::dev_service`).
+    pub(crate) dev_declined_binds: Vec<String>,
 }
 
 /// Check every service of the resolved project (`resolved`, what `compose config` printed) and
@@ -169,6 +172,8 @@ pub(crate) fn check_services(
             // the engine as written (`engine::compose::dev_service` sets them: yolo's set and
             // what was granted), so a request without a grant is declined like capAdd.
             eval.check_hardening(name, service, dev, &mut scratch)?;
+            // Its binds too: yolo writes the dev service's volumes and leaves a declined one out.
+            checked.dev_declined_binds = eval.check_dev_volumes(name, service)?;
         } else {
             eval.strictly(|eval| eval.check_hardening(name, service, dev, &mut scratch))?;
         }
@@ -559,7 +564,9 @@ impl Eval<'_> {
             self.check_sibling_network(name, service, checked)?;
             self.check_sibling_sysctls(name, service)?;
         }
-        self.check_service_volumes(name, service)?;
+        if !dev {
+            self.check_service_volumes(name, service)?;
+        }
         // The whole folder a link leads to would be sent to Docker.
         if let Some(path) = build_context(service).and_then(|p| self.leads_outside(&p)) {
             let value = format!("the host folder {} outside the repository", path.display());
@@ -795,6 +802,27 @@ impl Eval<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The dev service's binds, as `check_service_volumes` but declined where requests are
+    /// declined; the targets of the declined ones.
+    fn check_dev_volumes(&mut self, name: &str, service: &Value) -> Result<Vec<String>> {
+        let property = format!("service \"{name}\": volumes");
+        let mut declined = Vec::new();
+        for (source, target) in bind_volumes(service) {
+            let source = normalize_path(&self.input.workspace.join(&source)).ok_or_else(|| {
+                self.config_error(
+                    &property,
+                    format!("the host path \"{source}\" does not resolve"),
+                )
+            })?;
+            if let Some(real) = self.leads_outside(&source) {
+                if !self.allow_host_path(&property, &real, &target)? {
+                    declined.push(target);
+                }
+            }
+        }
+        Ok(declined)
     }
 
     /// A named volume whose driver options bind a host folder (`type: none, o: bind, device:

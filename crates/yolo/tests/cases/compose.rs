@@ -355,13 +355,15 @@ fn a_forward_of_a_siblings_port_is_accepted_with_a_note() {
 }
 
 /// The dev service's own `cap_add`/`security_opt`/`privileged` (VS Code's debugging pair,
-/// common in Compose templates) no longer stop `up`: declined, and the container really runs
-/// without them (yolo writes the dev service's hardening itself).
+/// common in Compose templates) and its binds of host paths outside the repository (the Docker
+/// socket, `~/.ssh`) no longer stop `up`: declined, and the container really runs without them
+/// (yolo writes the dev service's hardening and volumes itself).
 #[test]
 fn the_dev_services_capabilities_are_declined_and_never_reach_the_engine() {
     let t = Test::new();
+    // Its binds of the Docker socket and of a host folder outside the repository too.
     let app = format!(
-        "{APP}    cap_add: [SYS_PTRACE]\n    security_opt: [\"seccomp:unconfined\"]\n    privileged: true\n"
+        "{APP}      - /var/run/docker.sock:/var/run/docker.sock\n      - /etc:/host-etc:ro\n    cap_add: [SYS_PTRACE]\n    security_opt: [\"seccomp:unconfined\"]\n    privileged: true\n"
     );
     project(&t, &format!("{app}{DB}"), CONFIG);
     let (_, up) = t.up(&[]);
@@ -371,7 +373,7 @@ fn the_dev_services_capabilities_are_declined_and_never_reach_the_engine() {
         .iter()
         .map(|d| d["property"].as_str().unwrap_or_default().to_string())
         .collect();
-    for property in ["privileged", "cap_add", "security_opt"] {
+    for property in ["privileged", "cap_add", "security_opt", "volumes"] {
         assert!(
             declined.contains(&format!("service \"app\": {property}")),
             "{property}: {declined:?}"
@@ -387,6 +389,13 @@ fn the_dev_services_capabilities_are_declined_and_never_reach_the_engine() {
     let status = t.yolo(&["exec", "--", "grep", "CapBnd", "/proc/self/status"]).ok().stdout();
     let bits = u64::from_str_radix(status.split_whitespace().last().unwrap_or("0"), 16).unwrap();
     assert_eq!(bits & (1 << 19), 0, "{status}");
+    let mounts = dev["Mounts"].to_string();
+    assert!(!mounts.contains("docker.sock"), "{mounts}");
+    assert!(!mounts.contains("/host-etc"), "{mounts}");
+    t.yolo(&["exec", "--", "test", "-e", "/var/run/docker.sock"])
+        .fails_with(1);
+    // The repository's own bind stays.
+    t.yolo(&["exec", "--", "test", "-d", "/workspaces/repo/.devcontainer"]).ok();
     assert!(reach_db(&t).contains("hello from db"));
 }
 
