@@ -773,9 +773,8 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         _ => Vec::new(),
     };
     // The binds of host paths the policy declined (`ServicesChecked::dev_declined_binds`).
-    volumes.retain(|v| {
-        volume_target(v).is_none_or(|t| !plan.checked.dev_declined_binds.contains(&t))
-    });
+    volumes
+        .retain(|v| volume_target(v).is_none_or(|t| !plan.checked.dev_declined_binds.contains(&t)));
     for m in &spec.mounts {
         let ro = if m.read_only { ":ro" } else { "" };
         match m.kind {

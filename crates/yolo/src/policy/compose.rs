@@ -1071,10 +1071,17 @@ mod tests {
         assert_eq!(checked.dev_cap_add, ["SYS_PTRACE"]);
         assert!(!checked.dev_privileged);
         assert!(checked.dev_security_opt.is_empty());
-        let declined: Vec<_> = checked.declined.iter().map(|d| d.property.as_str()).collect();
+        let declined: Vec<_> = checked
+            .declined
+            .iter()
+            .map(|d| d.property.as_str())
+            .collect();
         assert_eq!(
             declined,
-            ["service \"app\": privileged", "service \"app\": security_opt"]
+            [
+                "service \"app\": privileged",
+                "service \"app\": security_opt"
+            ]
         );
         assert_eq!(
             refusal(check_refusing(yaml, &["cap-add"])).0,

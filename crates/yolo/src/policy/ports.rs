@@ -272,7 +272,11 @@ mod tests {
                 "forwardPorts": [3000, "db:5432", "cache:6379"],
                 "portsAttributes": {"db:5432": {"label": "Postgres"}}
             })));
-            let c = if requests == "refuse" { c.refusing() } else { c };
+            let c = if requests == "refuse" {
+                c.refusing()
+            } else {
+                c
+            };
             let spec = c.run().unwrap();
             assert_eq!(
                 spec.ports,

@@ -347,10 +347,20 @@ fn a_forward_of_a_siblings_port_is_accepted_with_a_note() {
     assert!(declined[0]["grant"].is_null(), "{up}");
     let hint = declined[0]["hint"].as_str().unwrap_or_default();
     assert!(hint.contains("db:7000"), "{hint}");
-    assert!(run.stderr().contains("\"forwardPorts[0]\" asks for port 7000 of db"), "{}", run.stderr());
+    assert!(
+        run.stderr()
+            .contains("\"forwardPorts[0]\" asks for port 7000 of db"),
+        "{}",
+        run.stderr()
+    );
     // Nothing published for it on the host; the sibling answers where the note says.
     let guard = inspect(&net::guard_of(&t));
-    assert_eq!(guard["HostConfig"]["PortBindings"].as_object().map_or(0, |m| m.len()), 0);
+    assert_eq!(
+        guard["HostConfig"]["PortBindings"]
+            .as_object()
+            .map_or(0, |m| m.len()),
+        0
+    );
     assert!(reach_db(&t).contains("hello from db"));
 }
 
@@ -383,10 +393,21 @@ fn the_dev_services_capabilities_are_declined_and_never_reach_the_engine() {
     let host = &dev["HostConfig"];
     assert_eq!(host["Privileged"], false);
     assert!(!host["CapAdd"].to_string().contains("SYS_PTRACE"), "{host}");
-    assert!(!host["SecurityOpt"].to_string().contains("unconfined"), "{host}");
-    assert!(host["SecurityOpt"].to_string().contains("no-new-privileges"), "{host}");
+    assert!(
+        !host["SecurityOpt"].to_string().contains("unconfined"),
+        "{host}"
+    );
+    assert!(
+        host["SecurityOpt"]
+            .to_string()
+            .contains("no-new-privileges"),
+        "{host}"
+    );
     // And from inside: no CAP_SYS_PTRACE (bit 19) in the bounding set.
-    let status = t.yolo(&["exec", "--", "grep", "CapBnd", "/proc/self/status"]).ok().stdout();
+    let status = t
+        .yolo(&["exec", "--", "grep", "CapBnd", "/proc/self/status"])
+        .ok()
+        .stdout();
     let bits = u64::from_str_radix(status.split_whitespace().last().unwrap_or("0"), 16).unwrap();
     assert_eq!(bits & (1 << 19), 0, "{status}");
     let mounts = dev["Mounts"].to_string();
@@ -395,7 +416,8 @@ fn the_dev_services_capabilities_are_declined_and_never_reach_the_engine() {
     t.yolo(&["exec", "--", "test", "-e", "/var/run/docker.sock"])
         .fails_with(1);
     // The repository's own bind stays.
-    t.yolo(&["exec", "--", "test", "-d", "/workspaces/repo/.devcontainer"]).ok();
+    t.yolo(&["exec", "--", "test", "-d", "/workspaces/repo/.devcontainer"])
+        .ok();
     assert!(reach_db(&t).contains("hello from db"));
 }
 
