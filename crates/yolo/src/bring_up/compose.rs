@@ -29,6 +29,13 @@ pub(crate) struct Prepared {
     checked: ServicesChecked,
 }
 
+impl Prepared {
+    /// What the dev service asked for and its container is made without.
+    pub(crate) fn declined(&self) -> &[crate::run_spec::Declined] {
+        &self.checked.declined
+    }
+}
+
 /// For a Compose config: find the Compose CLI, resolve the project with it and check every
 /// service against the user's grants. Nothing is made; an invalid file is a config error naming
 /// it, with Compose's own words.

@@ -215,6 +215,12 @@ pub(crate) async fn up(
     let spec = &project.spec;
     let fresh = matches!(plan, Plan::Fresh { .. });
     let mut declined = spec.declined.clone();
+    // What the Compose dev service asked for and its container was made without.
+    for d in prepared.iter().flat_map(|p| p.declined()) {
+        if !declined.contains(d) {
+            declined.push(d.clone());
+        }
+    }
     if fresh {
         declined.extend(approval::host_command_declined(project));
     }

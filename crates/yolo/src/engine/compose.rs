@@ -661,6 +661,18 @@ fn string_list(service: &Map<String, Value>, key: &str) -> Vec<String> {
     }
 }
 
+/// A service volume's target: `SOURCE:TARGET[:MODE]`, `TARGET`, or the long form's `target`.
+fn volume_target(volume: &Value) -> Option<String> {
+    match volume {
+        Value::String(text) => {
+            let mut parts = text.split(':');
+            let first = parts.next()?;
+            Some(parts.next().unwrap_or(first).to_string())
+        }
+        other => other.get("target")?.as_str().map(str::to_string),
+    }
+}
+
 fn push_unique(list: &mut Vec<String>, item: String) {
     if !list.contains(&item) {
         list.push(item);
@@ -760,6 +772,9 @@ fn dev_service(service: &mut Map<String, Value>, plan: &FilePlan) {
         Some(Value::Array(items)) => items,
         _ => Vec::new(),
     };
+    // The binds of host paths the policy declined (`ServicesChecked::dev_declined_binds`).
+    volumes
+        .retain(|v| volume_target(v).is_none_or(|t| !plan.checked.dev_declined_binds.contains(&t)));
     for m in &spec.mounts {
         let ro = if m.read_only { ":ro" } else { "" };
         match m.kind {

@@ -106,6 +106,12 @@ pub(crate) struct ServicesChecked {
     pub(crate) dev_privileged: bool,
     /// The grants that allowed something, as the user typed them.
     pub(crate) grants_used: Vec<String>,
+    /// What the dev service asked for and its container is made without (its capabilities,
+    /// security options, `privileged`): yolo writes those of the dev service itself.
+    pub(crate) declined: Vec<crate::run_spec::Declined>,
+    /// The targets of the dev service's binds of host paths outside the repository that were
+    /// declined: left out of the service yolo writes (`engine::compose::dev_service`).
+    pub(crate) dev_declined_binds: Vec<String>,
 }
 
 /// Check every service of the resolved project (`resolved`, what `compose config` printed) and
@@ -161,6 +167,16 @@ pub(crate) fn check_services(
         // The grant checks record what they allow in a spec; this one is thrown away (the
         // Compose file keeps the service's own words, checked here).
         let mut scratch = eval.base_spec()?;
+        if dev {
+            // The dev service's capabilities, security options and `privileged` never reach
+            // the engine as written (`engine::compose::dev_service` sets them: yolo's set and
+            // what was granted), so a request without a grant is declined like capAdd.
+            eval.check_hardening(name, service, dev, &mut scratch)?;
+            // Its binds too: yolo writes the dev service's volumes and leaves a declined one out.
+            checked.dev_declined_binds = eval.check_dev_volumes(name, service)?;
+        } else {
+            eval.strictly(|eval| eval.check_hardening(name, service, dev, &mut scratch))?;
+        }
         eval.strictly(|eval| eval.check_service(name, service, dev, &mut scratch, &mut checked))?;
         if !dev {
             eval.check_dev_namespace(name, service, services, &compose.service)?;
@@ -197,6 +213,7 @@ pub(crate) fn check_services(
         }
     }
     checked.grants_used = eval.used.clone();
+    checked.declined = eval.declined.clone();
     Ok(checked)
 }
 
@@ -477,13 +494,13 @@ fn scalar(value: &Value) -> String {
 }
 
 impl Eval<'_> {
-    fn check_service(
+    /// A service's `privileged`, `cap_add` and `security_opt`.
+    fn check_hardening(
         &mut self,
         name: &str,
         service: &Value,
         dev: bool,
         scratch: &mut RunSpec,
-        checked: &mut ServicesChecked,
     ) -> Result<()> {
         let property = |key: &str| format!("service \"{name}\": {key}");
         let get = |key: &str| service.get(key);
@@ -501,6 +518,19 @@ impl Eval<'_> {
         for opt in strings(get("security_opt")) {
             self.grant_security_opt(scratch, &property("security_opt"), &opt)?;
         }
+        Ok(())
+    }
+
+    fn check_service(
+        &mut self,
+        name: &str,
+        service: &Value,
+        dev: bool,
+        scratch: &mut RunSpec,
+        checked: &mut ServicesChecked,
+    ) -> Result<()> {
+        let property = |key: &str| format!("service \"{name}\": {key}");
+        let get = |key: &str| service.get(key);
         for device in strings(get("devices")) {
             self.grant_device(scratch, &property("devices"), &device)?;
         }
@@ -534,7 +564,9 @@ impl Eval<'_> {
             self.check_sibling_network(name, service, checked)?;
             self.check_sibling_sysctls(name, service)?;
         }
-        self.check_service_volumes(name, service)?;
+        if !dev {
+            self.check_service_volumes(name, service)?;
+        }
         // The whole folder a link leads to would be sent to Docker.
         if let Some(path) = build_context(service).and_then(|p| self.leads_outside(&p)) {
             let value = format!("the host folder {} outside the repository", path.display());
@@ -772,6 +804,27 @@ impl Eval<'_> {
         Ok(())
     }
 
+    /// The dev service's binds, as `check_service_volumes` but declined where requests are
+    /// declined; the targets of the declined ones.
+    fn check_dev_volumes(&mut self, name: &str, service: &Value) -> Result<Vec<String>> {
+        let property = format!("service \"{name}\": volumes");
+        let mut declined = Vec::new();
+        for (source, target) in bind_volumes(service) {
+            let source = normalize_path(&self.input.workspace.join(&source)).ok_or_else(|| {
+                self.config_error(
+                    &property,
+                    format!("the host path \"{source}\" does not resolve"),
+                )
+            })?;
+            if let Some(real) = self.leads_outside(&source) {
+                if !self.allow_host_path(&property, &real, &target)? {
+                    declined.push(target);
+                }
+            }
+        }
+        Ok(declined)
+    }
+
     /// A named volume whose driver options bind a host folder (`type: none, o: bind, device:
     /// /path`) is a host mount under another name.
     fn check_volume(&mut self, name: &str, volume: &Value) -> Result<()> {
@@ -872,6 +925,18 @@ mod tests {
         check_with_links(yaml, grants, &[])
     }
 
+    /// The same with `[policy] requests = "refuse"`.
+    fn check_refusing(yaml: &str, grants: &[&str]) -> Result<ServicesChecked> {
+        REFUSING.with(|r| r.set(true));
+        let result = check_with_links(yaml, grants, &[]);
+        REFUSING.with(|r| r.set(false));
+        result
+    }
+
+    thread_local! {
+        static REFUSING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
     /// The same, where the host paths `links` name lead elsewhere (path, where it leads).
     fn check_with_links(
         yaml: &str,
@@ -896,12 +961,16 @@ mod tests {
             ..Default::default()
         };
         let file = PathBuf::from(format!("{WS}/.devcontainer/compose.yml"));
+        let mut user = UserLayer::default();
+        if REFUSING.with(|r| r.get()) {
+            user.requests = super::super::Requests::Refuse;
+        }
         let input = Input {
             config: &scratch,
             config_file: &file,
             workspace: Path::new(WS),
             devcontainer_id: ID,
-            user: &UserLayer::default(),
+            user: &user,
             flags: &flags,
             host_ids: None,
             agent_volumes: vec![],
@@ -997,15 +1066,34 @@ mod tests {
             "{forbidden:?}"
         );
         assert!(check(&format!("{APP}  db:\n    volumes_from: ['app']\n"), &[]).is_ok());
-        // The dev service too, and what it was granted goes to its hardening.
-        let yaml = "services:\n  app:\n    cap_add: [SYS_PTRACE, CHOWN]\n    privileged: true\n";
+        // The dev service too, and what it was granted goes to its hardening; what was not is
+        // declined (yolo writes the dev service's capabilities itself), or refused when the
+        // user chose `[policy] requests = "refuse"`.
+        let yaml = "services:\n  app:\n    cap_add: [SYS_PTRACE, CHOWN]\n    privileged: true\n    security_opt: [seccomp=unconfined]\n";
+        let checked = check(yaml, &["cap-add"]).unwrap();
+        assert_eq!(checked.dev_cap_add, ["SYS_PTRACE"]);
+        assert!(!checked.dev_privileged);
+        assert!(checked.dev_security_opt.is_empty());
+        let declined: Vec<_> = checked
+            .declined
+            .iter()
+            .map(|d| d.property.as_str())
+            .collect();
         assert_eq!(
-            refusal(check(yaml, &["cap-add"])).0,
+            declined,
+            [
+                "service \"app\": privileged",
+                "service \"app\": security_opt"
+            ]
+        );
+        assert_eq!(
+            refusal(check_refusing(yaml, &["cap-add"])).0,
             "service \"app\": privileged"
         );
-        let checked = check(yaml, &["cap-add", "privileged"]).unwrap();
+        let checked = check(yaml, &["cap-add", "privileged", "security-opt"]).unwrap();
         assert_eq!(checked.dev_cap_add, ["SYS_PTRACE"]);
         assert!(checked.dev_privileged);
+        assert!(checked.declined.is_empty());
         // A named volume bound to a host folder is a host mount.
         let yaml = format!("{APP}volumes:\n  data:\n    driver_opts:\n      type: none\n      o: bind\n      device: /srv/data\n");
         assert_eq!(

@@ -512,10 +512,18 @@ mod tests {
             .unwrap();
         let ports: Vec<u16> = spec.ports.iter().map(|p| p.container).collect();
         assert_eq!(ports, [8080, 9000, 3000]);
-        let c =
-            case(with_image(json!({}))).entry(feature("f"), json!({"forwardPorts": ["db:5432"]}));
+        let c = case(with_image(json!({}))).entry(feature("f"), json!({"forwardPorts": ["db:x"]}));
         let (property, _) = config_err(c.run());
         assert_eq!(property, "forwardPorts[0] (asked by Feature \"f\")");
+        // Another service's port, asked by a Feature: noted with the Feature named.
+        let c =
+            case(with_image(json!({}))).entry(feature("f"), json!({"forwardPorts": ["db:5432"]}));
+        let spec = c.run().unwrap();
+        assert!(spec.ports.is_empty());
+        assert_eq!(
+            declined(&spec)[0].0,
+            "forwardPorts[0] (asked by Feature \"f\")"
+        );
     }
 
     #[test]

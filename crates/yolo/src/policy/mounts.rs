@@ -257,7 +257,12 @@ impl Eval<'_> {
 
     /// A bind of a host path other than the workspace: the socket needs `docker-socket`, any
     /// other path `host-mount` (and a folder holding the socket needs both); `false`: declined.
-    fn allow_host_path(&mut self, property: &str, source: &Path, target: &str) -> Result<bool> {
+    pub(super) fn allow_host_path(
+        &mut self,
+        property: &str,
+        source: &Path,
+        target: &str,
+    ) -> Result<bool> {
         let value = format!(
             "a bind mount of the host's {} at {target}",
             source.display()

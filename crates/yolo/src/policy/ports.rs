@@ -1,5 +1,8 @@
 //! Published ports: `forwardPorts`, `appPort` and `-p` in runArgs. The host side always binds
-//! 127.0.0.1, and only this container's ports can be forwarded.
+//! 127.0.0.1, and only this container's ports are published. A `forwardPorts` entry naming
+//! another host (`"db:5432"`, a Compose sibling, as VS Code forwards it) is accepted and left
+//! out with a note in `RunSpec::declined`: the guard publishes the ports of the network
+//! namespace it shares with the agent, and has no relay to another container's.
 
 use super::Eval;
 use crate::devcontainer::model::{AppPort, PortEntry};
@@ -14,7 +17,6 @@ pub(super) enum PortError {
     NotTcp { text: String },
     NotLocal { text: String, ip: String },
     Form { text: String },
-    OtherHost { text: String, host: String },
 }
 
 impl fmt::Display for PortError {
@@ -33,10 +35,6 @@ impl fmt::Display for PortError {
             PortError::Form { text } => write!(
                 f,
                 "\"{text}\" is not PORT, HOST:CONTAINER or IP:HOST:CONTAINER"
-            ),
-            PortError::OtherHost { text, host } => write!(
-                f,
-                "\"{text}\": yolo forwards only ports of this container, not of {host}"
             ),
         }
     }
@@ -86,11 +84,17 @@ fn is_local_address(host: &str) -> bool {
 impl Eval<'_> {
     /// forwardPorts, then appPort, then `-p` runArgs; repeats dropped, and one host port may
     /// not point at two container ports.
-    pub(super) fn ports(&self, spec: &RunSpec) -> Result<Vec<PortPublish>> {
+    pub(super) fn ports(&mut self, spec: &RunSpec) -> Result<Vec<PortPublish>> {
         let mut requested: Vec<(String, PortPublish)> = Vec::new();
+        let mut elsewhere: Vec<(String, String, u16)> = Vec::new();
         for (property, entry) in self.forward_port_entries() {
-            let port = forward_port(entry, spec).map_err(|e| self.config_error(&property, e))?;
-            requested.push((property, port));
+            match forward_port(entry, spec).map_err(|e| self.config_error(&property, e))? {
+                Forward::Own(port) => requested.push((property, port)),
+                Forward::Other { host, port } => elsewhere.push((property, host, port)),
+            }
+        }
+        for (property, host, port) in elsewhere {
+            self.decline_other_host(&property, &host, port);
         }
         let app: Vec<(String, &PortEntry)> = match &self.config.app_port {
             None => Vec::new(),
@@ -116,6 +120,23 @@ impl Eval<'_> {
         self.merge_ports(requested)
     }
 
+    /// A forward of another container's port: not published, noted with what to do instead.
+    /// Not a refusal in either `[policy] requests` mode: leaving it out weakens nothing.
+    fn decline_other_host(&mut self, property: &str, host: &str, port: u16) {
+        self.decline(
+            property,
+            &format!("port {port} of {host}"),
+            "yolo publishes only the dev container's own ports on the host",
+            None,
+        );
+        if let Some(last) = self.declined.last_mut() {
+            last.hint = Some(format!(
+                "reach it from inside the container as {host}:{port}, or publish it in the \
+                 Compose file (`ports:` of {host})"
+            ));
+        }
+    }
+
     fn merge_ports(&self, requested: Vec<(String, PortPublish)>) -> Result<Vec<PortPublish>> {
         let mut out: Vec<PortPublish> = Vec::new();
         for (property, port) in requested {
@@ -137,31 +158,42 @@ impl Eval<'_> {
     }
 }
 
-/// A number, or `"host:port"` where host is this container (the spec allows naming other
-/// Compose services, which yolo cannot reach).
-fn forward_port(entry: &PortEntry, spec: &RunSpec) -> Result<PortPublish, PortError> {
+/// A `forwardPorts` entry: a port of this container, or of another host the container reaches
+/// (a Compose service).
+enum Forward {
+    Own(PortPublish),
+    Other { host: String, port: u16 },
+}
+
+/// A number, or `"host:port"`: host is this container (localhost, its hostname or name) or
+/// another one (the spec allows naming other Compose services).
+fn forward_port(entry: &PortEntry, spec: &RunSpec) -> Result<Forward, PortError> {
     let port = match entry {
         PortEntry::Number(n) => parse_port(&n.to_string())?,
         PortEntry::Text(text) => match text.rsplit_once(':') {
             None => parse_port(text)?,
             Some((host, port)) => {
+                let port = parse_port(port)?;
                 let own = is_local_address(host)
                     || spec.hostname.as_deref() == Some(host)
                     || host == spec.container_name;
+                if host.is_empty() || host.contains(':') {
+                    return Err(PortError::Form { text: text.clone() });
+                }
                 if !own {
-                    return Err(PortError::OtherHost {
-                        text: text.clone(),
+                    return Ok(Forward::Other {
                         host: host.into(),
+                        port,
                     });
                 }
-                parse_port(port)?
+                port
             }
         },
     };
-    Ok(PortPublish {
+    Ok(Forward::Own(PortPublish {
         host: port,
         container: port,
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -219,7 +251,8 @@ mod tests {
     fn bad_ports_are_config_errors() {
         let cases = [
             (json!({"forwardPorts": [0]}), "forwardPorts[0]"),
-            (json!({"forwardPorts": ["db:5432"]}), "forwardPorts[0]"),
+            (json!({"forwardPorts": ["db:http"]}), "forwardPorts[0]"),
+            (json!({"forwardPorts": [":5432"]}), "forwardPorts[0]"),
             (json!({"forwardPorts": [1, "x:y:z"]}), "forwardPorts[1]"),
             (json!({"appPort": "80:http"}), "appPort"),
             (json!({"appPort": [80, "53/udp"]}), "appPort[1]"),
@@ -229,6 +262,45 @@ mod tests {
         for (config, property) in cases {
             let (p, _) = config_err(case(with_image(config.clone())).run());
             assert_eq!(p, property, "{config}");
+        }
+    }
+
+    #[test]
+    fn another_services_port_is_noted_not_published() {
+        for requests in ["decline", "refuse"] {
+            let c = case(with_image(json!({
+                "forwardPorts": [3000, "db:5432", "cache:6379"],
+                "portsAttributes": {"db:5432": {"label": "Postgres"}}
+            })));
+            let c = if requests == "refuse" {
+                c.refusing()
+            } else {
+                c
+            };
+            let spec = c.run().unwrap();
+            assert_eq!(
+                spec.ports,
+                [PortPublish {
+                    host: 3000,
+                    container: 3000
+                }],
+                "{requests}"
+            );
+            let notes: Vec<_> = spec
+                .declined
+                .iter()
+                .map(|d| (d.property.as_str(), d.value.as_str(), d.grant.clone()))
+                .collect();
+            assert_eq!(
+                notes,
+                [
+                    ("forwardPorts[1]", "port 5432 of db", None),
+                    ("forwardPorts[2]", "port 6379 of cache", None)
+                ],
+                "{requests}"
+            );
+            let hint = spec.declined[0].hint.as_deref().unwrap();
+            assert!(hint.contains("db:5432"), "{hint}");
         }
     }
 }

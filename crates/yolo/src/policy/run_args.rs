@@ -45,6 +45,10 @@ const RUN_FLAGS: &[RunFlag] = &[
     flag(&["add-host"], None, Arity::Value),
     flag(&["shm-size"], None, Arity::Value),
     flag(&["init"], None, Arity::Switch),
+    // `-it`, copied from a `docker run` line: yolo makes the container's terminals itself (the
+    // agent's and the hooks' come through exec), so these change nothing and are accepted.
+    flag(&["interactive"], Some('i'), Arity::Switch),
+    flag(&["tty"], Some('t'), Arity::Switch),
     flag(&["user"], Some('u'), Arity::Value),
     flag(&["workdir"], Some('w'), Arity::Value),
     flag(&["publish"], Some('p'), Arity::Value),
@@ -161,12 +165,22 @@ fn accepted_run_flags() -> String {
         .join(", ")
 }
 
-/// Parse `runArgs` the way `docker run` does: `--flag=value`, `--flag value`, `-e X`, `-eX`.
+/// Parse `runArgs` the way `docker run` does: `--flag=value`, `--flag value`, `-e X`, `-eX`,
+/// and short switches grouped (`-it`).
 fn parse_run_args(args: &[String]) -> Result<Vec<RunArg>, RunArgsError> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let index = i;
+        if let Some(switches) = grouped_switches(&args[i]) {
+            out.extend(switches.into_iter().map(|flag| RunArg {
+                index,
+                flag,
+                value: None,
+            }));
+            i += 1;
+            continue;
+        }
         let (spec, inline) = split_run_flag(index, &args[i])?;
         let value = match (spec.arity, inline) {
             (Arity::Switch, v) => v,
@@ -200,6 +214,23 @@ pub(super) fn mount_requests(args: &[String]) -> Vec<MountRequest> {
             ("volume", Some(v)) => parse_volume_arg(v).ok(),
             ("mount", Some(v)) => parse_mount_string(v).ok(),
             _ => None,
+        })
+        .collect()
+}
+
+/// `-it`: two or more short switches in one word, each a known one; their long names.
+fn grouped_switches(text: &str) -> Option<Vec<&'static str>> {
+    let letters = text.strip_prefix('-').filter(|s| !s.starts_with('-'))?;
+    if letters.chars().count() < 2 {
+        return None;
+    }
+    letters
+        .chars()
+        .map(|c| {
+            RUN_FLAGS
+                .iter()
+                .find(|f| f.short == Some(c) && f.arity == Arity::Switch)
+                .map(|f| f.names[0])
         })
         .collect()
 }
@@ -350,7 +381,7 @@ impl Eval<'_> {
             "network" | "pid" | "ipc" | "uts" | "userns" => {
                 self.grant_namespace(spec, property, flag, &text)?
             }
-            "init" | "rm" => {
+            "init" | "rm" | "interactive" | "tty" => {
                 switch_on(value.as_deref()).map_err(|e| error(&e))?;
             }
             // Accepted, no effect: see the module docs of `policy`.
@@ -439,7 +470,22 @@ mod tests {
             "network"
         );
         assert_eq!(parse_run_args(&["-e".into()]).unwrap_err().index(), 0);
-        assert!(parse_run_args(&["-it".into()]).is_err());
+        // `-it` from a `docker run` line: two switches, accepted and without effect.
+        let it: Vec<_> = parse_run_args(&["-it".into(), "--tty=false".into()])
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.index, a.flag, a.value))
+            .collect();
+        assert_eq!(
+            it,
+            [
+                (0, "interactive", None),
+                (0, "tty", None),
+                (1, "tty", Some("false".into()))
+            ]
+        );
+        assert!(parse_run_args(&["-ix".into()]).is_err());
+        assert!(parse_run_args(&["-ie".into()]).is_err());
     }
 
     #[test]

@@ -325,6 +325,102 @@ fn a_service_built_by_compose_builds_behind_the_guard_and_carries_the_labels() {
     assert_eq!(images, name);
 }
 
+/// `forwardPorts` naming a sibling (`"db:7000"`, as VS Code forwards it) no longer stops `up`:
+/// the port is not published on the host (the guard has no relay to another container), the
+/// JSON and the printed block say so and where to reach it, and it is reachable there.
+#[test]
+fn a_forward_of_a_siblings_port_is_accepted_with_a_note() {
+    let t = Test::new();
+    let config = r#"{
+        "dockerComposeFile": "compose.yml",
+        "service": "app",
+        "workspaceFolder": "/workspaces/repo",
+        "forwardPorts": ["db:7000"],
+        "portsAttributes": {"db:7000": {"label": "the database"}}
+    }"#;
+    project(&t, &format!("{APP}{DB}"), config);
+    let (run, up) = t.up(&[]);
+    let declined = up["declined"].as_array().expect("declined list");
+    assert_eq!(declined.len(), 1, "{up}");
+    assert_eq!(declined[0]["property"], "forwardPorts[0]");
+    assert_eq!(declined[0]["value"], "port 7000 of db");
+    assert!(declined[0]["grant"].is_null(), "{up}");
+    let hint = declined[0]["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("db:7000"), "{hint}");
+    assert!(
+        run.stderr()
+            .contains("\"forwardPorts[0]\" asks for port 7000 of db"),
+        "{}",
+        run.stderr()
+    );
+    // Nothing published for it on the host; the sibling answers where the note says.
+    let guard = inspect(&net::guard_of(&t));
+    assert_eq!(
+        guard["HostConfig"]["PortBindings"]
+            .as_object()
+            .map_or(0, |m| m.len()),
+        0
+    );
+    assert!(reach_db(&t).contains("hello from db"));
+}
+
+/// The dev service's own `cap_add`/`security_opt`/`privileged` (VS Code's debugging pair,
+/// common in Compose templates) and its binds of host paths outside the repository (the Docker
+/// socket, `~/.ssh`) no longer stop `up`: declined, and the container really runs without them
+/// (yolo writes the dev service's hardening and volumes itself).
+#[test]
+fn the_dev_services_capabilities_are_declined_and_never_reach_the_engine() {
+    let t = Test::new();
+    // Its binds of the Docker socket and of a host folder outside the repository too.
+    let app = format!(
+        "{APP}      - /var/run/docker.sock:/var/run/docker.sock\n      - /etc:/host-etc:ro\n    cap_add: [SYS_PTRACE]\n    security_opt: [\"seccomp:unconfined\"]\n    privileged: true\n"
+    );
+    project(&t, &format!("{app}{DB}"), CONFIG);
+    let (_, up) = t.up(&[]);
+    let declined: Vec<String> = up["declined"]
+        .as_array()
+        .expect("declined list")
+        .iter()
+        .map(|d| d["property"].as_str().unwrap_or_default().to_string())
+        .collect();
+    for property in ["privileged", "cap_add", "security_opt", "volumes"] {
+        assert!(
+            declined.contains(&format!("service \"app\": {property}")),
+            "{property}: {declined:?}"
+        );
+    }
+    let dev = inspect(up["container"]["id"].as_str().expect("container id"));
+    let host = &dev["HostConfig"];
+    assert_eq!(host["Privileged"], false);
+    assert!(!host["CapAdd"].to_string().contains("SYS_PTRACE"), "{host}");
+    assert!(
+        !host["SecurityOpt"].to_string().contains("unconfined"),
+        "{host}"
+    );
+    assert!(
+        host["SecurityOpt"]
+            .to_string()
+            .contains("no-new-privileges"),
+        "{host}"
+    );
+    // And from inside: no CAP_SYS_PTRACE (bit 19) in the bounding set.
+    let status = t
+        .yolo(&["exec", "--", "grep", "CapBnd", "/proc/self/status"])
+        .ok()
+        .stdout();
+    let bits = u64::from_str_radix(status.split_whitespace().last().unwrap_or("0"), 16).unwrap();
+    assert_eq!(bits & (1 << 19), 0, "{status}");
+    let mounts = dev["Mounts"].to_string();
+    assert!(!mounts.contains("docker.sock"), "{mounts}");
+    assert!(!mounts.contains("/host-etc"), "{mounts}");
+    t.yolo(&["exec", "--", "test", "-e", "/var/run/docker.sock"])
+        .fails_with(1);
+    // The repository's own bind stays.
+    t.yolo(&["exec", "--", "test", "-d", "/workspaces/repo/.devcontainer"])
+        .ok();
+    assert!(reach_db(&t).contains("hello from db"));
+}
+
 #[test]
 fn run_services_limits_what_starts() {
     let t = Test::new();
