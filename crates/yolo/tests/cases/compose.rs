@@ -728,6 +728,8 @@ chmod +x /usr/local/share/hello-init.sh"#,
 #[test]
 fn a_feature_of_the_dev_service_asking_for_privileged_is_refused_by_name() {
     let t = Test::new();
+    // Declining is the default (issue 26); under `requests = "refuse"` the request stops `up`.
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     t.feature(
         "dind",
         r#"{"id": "dind", "privileged": true}"#,
