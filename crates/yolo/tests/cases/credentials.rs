@@ -220,9 +220,7 @@ command = ["sh", "-c", {script}]
     let up: Vec<&str> = up.iter().map(String::as_str).collect();
     let again_up = t.yolo(&up).ok();
     // `up` says which keys stay outside, with their hosts.
-    again_up.assert_stderr_contains(&format!(
-        "keys kept outside the container: example ({API})"
-    ));
+    again_up.assert_stderr_contains(&format!("keys kept outside the container: example ({API})"));
     let status = docker(&[
         "exec",
         &guard_of(&t),
