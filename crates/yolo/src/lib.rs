@@ -17,6 +17,7 @@ pub(crate) mod error;
 pub(crate) mod firewall;
 pub(crate) mod fs_at;
 pub(crate) mod http_config;
+pub(crate) mod http_scope;
 pub(crate) mod http_session;
 pub(crate) mod interrupt;
 pub(crate) mod k8s;

@@ -241,7 +241,7 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
     if let Some(ca) = &settings.extra_ca {
         apply_extra_ca(&mut spec, ca)?;
     }
-    if crate::http_session::may_inspect(user, &crate::http_session::repo_http(&source.config)) {
+    if crate::http_scope::may_inspect(user, &crate::http_scope::repo_http(&source.config)) {
         apply_session_ca(&mut spec, settings.extra_ca.as_ref())?;
     }
     // With an engine on another machine the repository is copied into a volume (`remote`).
@@ -350,10 +350,10 @@ fn apply_extra_ca(spec: &mut RunSpec, ca: &crate::ca::ExtraCa) -> Result<()> {
 
 /// A session that may use the guard's HTTP proxy: the agent binds the workspace's CA folder
 /// where it trusts the extra CA certificates instead (the same files, plus the session CA's
-/// certificate once `up` made it, `http_session`). Bound, never built into an image: the
+/// certificate once `up` made it, `http_session`; the files: `http_scope`). Bound, never built into an image: the
 /// session CA changes with each session, the folder (and so the container's config) does not.
 fn apply_session_ca(spec: &mut RunSpec, extra: Option<&crate::ca::ExtraCa>) -> Result<()> {
-    let dir = crate::http_session::write_ca_files(&spec.devcontainer_id, extra, None)?;
+    let dir = crate::http_scope::write_ca_files(&spec.devcontainer_id, extra, None)?;
     spec.mounts.retain(|m| m.target != crate::ca::DIR);
     spec.mounts.push(crate::run_spec::Mount {
         kind: crate::run_spec::MountKind::Bind,
@@ -760,4 +760,21 @@ fn resolve(config_file: &Path, property: &str, path: &Path) -> Result<PathBuf> {
         property: Some(property.into()),
         message: format!("{}: {e}", path.display()),
     })
+}
+
+/// The agents whose domains the allowlist includes: those named, else the repository's default.
+pub(crate) fn with_default_agent(
+    project: &Project,
+    agents: &[crate::agents::Agent],
+) -> Vec<crate::agents::Agent> {
+    if !agents.is_empty() {
+        return agents.to_vec();
+    }
+    project
+        .spec
+        .default_agent
+        .as_deref()
+        .and_then(|name| crate::agents::resolve(name, &project.user).ok())
+        .into_iter()
+        .collect()
 }

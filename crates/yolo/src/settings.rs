@@ -222,8 +222,8 @@ impl UpSettings {
         };
         check_agent_domains(user)?;
         // Checked before any Docker work; the sections themselves when `up` reads the
-        // credentials (`http_session::prepare`).
-        crate::http_session::inspect_all(user)?;
+        // credentials (`http_session::prepare`; `http_scope`).
+        crate::http_scope::inspect_all(user)?;
         let trust_host_commands =
             flags.trust_host_commands || user.trust_host_commands || grants.initialize_command();
         let accept_config = flags.accept_config || grants.config_change();

@@ -18,6 +18,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod credentials;
+pub(crate) mod dial;
 pub(crate) mod git;
 pub(crate) mod names;
 pub(crate) mod passthrough;

@@ -183,7 +183,7 @@ pub(crate) async fn splice(
     destination: SocketAddr,
     mark: Option<u32>,
 ) -> io::Result<()> {
-    let mut upstream = super::serve::connect(destination, mark).await?;
+    let mut upstream = super::dial::connect(destination, mark).await?;
     upstream.write_all(&first).await?;
     tokio::io::copy_bidirectional(&mut stream, &mut upstream).await?;
     Ok(())

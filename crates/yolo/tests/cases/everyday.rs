@@ -41,6 +41,8 @@ fn a_mount_from_a_withheld_variable_points_at_pass_env_not_at_an_empty_path() {
     let mut t = Test::without_docker();
     let home = t.root().display().to_string();
     t.env("HOME", &home);
+    // Refused before Docker (declining, the default, would go on to start the container).
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     t.devcontainer(
         r#"{"image": "debian:bookworm-slim", "mounts": ["source=${localEnv:HOME}/.ssh,target=/home/dev/.ssh,type=bind"]}"#,
     );
@@ -60,7 +62,7 @@ fn a_mount_from_a_withheld_variable_points_at_pass_env_not_at_an_empty_path() {
         .assert_stderr_lacks("localEnv");
 
     // With HOME passed, the hint names the real path.
-    t.user_config("pass_env = [\"HOME\"]\n");
+    t.user_config("pass_env = [\"HOME\"]\n[policy]\nrequests = \"refuse\"\n");
     let ssh = format!("host-mount={}/.ssh", t.root().display());
     t.yolo(&["up"])
         .fails_with(77)
@@ -308,6 +310,8 @@ fn run_args_that_would_reach_past_the_container_are_refused() {
     let outside = t.root().join("outside.env");
     std::fs::write(&outside, "SECRET=1\n").unwrap();
     std::os::unix::fs::symlink(&outside, t.workspace.join("linked.env")).unwrap();
+    // Refused before Docker (declining, the default, would go on to start the container).
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "runArgs": ["--env-file", "linked.env"]}"#);
     t.yolo(&["up"])
         .fails_with(77)

@@ -117,12 +117,12 @@ fn allow_and_deny_with_a_bad_pattern_are_usage_errors_before_docker() {
         t.yolo(&[command, "bad pattern"])
             .fails_with(64)
             .assert_stderr(&format!(
-                "error: invalid value 'bad pattern' for '<PATTERN>...': \"bad pattern\": invalid character ' ' in a domain name; {forms}\n\nFor more information, try '--help'.\n"
+                "error: invalid value 'bad pattern' for '[PATTERN]...': \"bad pattern\": invalid character ' ' in a domain name; {forms}\n\nFor more information, try '--help'.\n"
             ));
         t.yolo(&[command, "example.com", "*."])
             .fails_with(64)
             .assert_stderr(&format!(
-                "error: invalid value '*.' for '<PATTERN>...': \"*.\": empty domain name; {forms}\n\nFor more information, try '--help'.\n"
+                "error: invalid value '*.' for '[PATTERN]...': \"*.\": empty domain name; {forms}\n\nFor more information, try '--help'.\n"
             ));
     }
 }

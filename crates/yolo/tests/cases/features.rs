@@ -131,6 +131,8 @@ fn a_feature_asking_for_privileged_is_refused_unless_granted() {
     t.devcontainer(&format!(
         r#"{{"image": "{BASE_IMAGE}", "features": {{"./dind": {{}}}}}}"#
     ));
+    // Refused under `requests = "refuse"` (declined by default: policy::requests_without_a_grant_are_declined_and_never_reach_the_engine).
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     t.yolo(&["up"])
         .fails_with(77)
         .assert_stderr_contains("Feature \"./dind\"")
