@@ -457,6 +457,8 @@ fn up_status_and_firewall_json_share_one_shape() {
         [
             "action",
             "container",
+            "credentials",
+            "declined",
             "network",
             "reason",
             "session",

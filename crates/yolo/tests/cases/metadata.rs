@@ -200,6 +200,8 @@ fn a_labels_hook_runs_as_its_own_entry_with_the_images_name() {
 #[test]
 fn a_labels_privileged_or_capability_is_refused_naming_the_image_until_granted() {
     let t = Test::new();
+    // Refused under `requests = "refuse"` (declined by default).
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     let image = image_with_label(&t, "priv", r#"[{}, {"privileged": true}]"#);
     t.devcontainer(&format!(r#"{{"image": "{image}"}}"#));
     t.yolo(&["up"])
@@ -229,8 +231,10 @@ fn a_labels_privileged_or_capability_is_refused_naming_the_image_until_granted()
 #[test]
 fn a_label_asking_a_host_bind_in_a_built_image_is_refused_and_the_up_undone() {
     // The image is built by this `up` (its label read only afterwards): the refusal comes after
-    // the guard and the image were made, and the roll back removes what this `up` made.
+    // the guard and the image were made, and the roll back removes what this `up` made. Under
+    // `requests = "refuse"` (declined by default).
     let t = Test::new();
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     t.file(
         ".devcontainer/Dockerfile",
         &format!(

@@ -120,8 +120,11 @@ fn compose_project(t: &Test, services: &str) {
 #[test]
 fn a_compose_bind_through_a_link_in_the_repository_needs_host_mount() {
     // `./data` is in the repository by name; it is a link to a host folder, and Docker follows
-    // it: the folder would be mounted into the dev service without a grant.
+    // it: the folder would be mounted into the dev service without a grant. Refused under
+    // `requests = "refuse"`; by default the bind is declined, never written into the service
+    // (compose::the_dev_services_capabilities_are_declined_and_never_reach_the_engine).
     let t = Test::new();
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     compose_project(
         &t,
         r#"
