@@ -14,9 +14,13 @@
 //! - `names`: which names the guard answered with which addresses;
 //! - `passthrough`: a non-inspected host at an inspected address, spliced through untouched;
 //! - `tls`: the session CA's leaves towards the agent, the verified client towards the hosts;
+//! - `body`: the bodies passed on (a push's held start, counted, small frames joined);
+//! - `upstream`: the proxy's connections to the host (HTTP/1.1 unless HTTP/2 is needed, kept
+//!   per agent connection);
 //! - `serve`: the transport (listeners, HTTP/1.1 and HTTP/2, streaming, upgrades).
 
 pub(crate) mod audit;
+pub(crate) mod body;
 pub(crate) mod credentials;
 pub(crate) mod dial;
 pub(crate) mod git;
@@ -26,6 +30,7 @@ pub(crate) mod refusal;
 pub(crate) mod rules;
 pub(crate) mod serve;
 pub(crate) mod tls;
+pub(crate) mod upstream;
 
 #[cfg(test)]
 pub(crate) mod proxy_tests;

@@ -8,6 +8,7 @@
 use super::names::Inspected;
 use super::serve::{Exchange, Proxy, Record, Refused};
 use super::tls::Upstream;
+use super::upstream::HTTP1_PER_CONN;
 use crate::firewall::batches::{Batches, Ruleset};
 use crate::firewall::{ruleset, sets};
 use crate::testing::{firewall_config, in_netns};
@@ -107,8 +108,12 @@ fn secrets(session_ca: &Ca) -> yolo_protocol::control::ProxySecrets {
 /// `/upgrade` with 101 and an echo of the bytes after it; anything else with what it saw.
 async fn host_service(req: Request<Incoming>, gate: Arc<Notify>) -> Response<TestBody> {
     let seen = format!(
-        "version={:?} path={} key={} host={}",
+        "version={:?} te={} path={} key={} host={}",
         req.version(),
+        req.headers()
+            .get("te")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-"),
         req.uri().path(),
         req.headers()
             .get("x-api-key")
@@ -427,10 +432,12 @@ fn a_get_is_forwarded_and_its_body_streams() {
     assert_eq!(exchanges[1].bytes_down, 11);
 }
 
-/// HTTP/2 through ALPN: the agent's side and the host's side both speak it.
+/// HTTP/2 through ALPN towards the agent; towards the host HTTP/1.1 (fewer, bigger reads: see
+/// `upstream`), unless the request needs HTTP/2: one that asks for trailers (gRPC) goes over
+/// HTTP/2 with its `te: trailers`.
 #[test]
-fn http2_is_negotiated_on_both_sides() {
-    let Some((alpn, version, seen)) = in_proxy_netns("proxy-h2", || {
+fn an_http2_agent_is_served_http2_and_the_host_gets_http2_only_when_the_request_needs_it() {
+    let Some((alpn, versions, seen)) = in_proxy_netns("proxy-h2", || {
         Box::pin(async {
             let s = setup(true).await;
             let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
@@ -442,23 +449,80 @@ fn http2_is_negotiated_on_both_sides() {
                     .await
                     .unwrap();
             tokio::spawn(conn);
-            let request = Request::get(format!("https://{HOST}/h2"))
-                .header("x-api-key", STAND_IN)
-                .body(Empty::<Bytes>::new())
-                .unwrap();
-            let response = sender.send_request(request).await.unwrap();
-            let version = response.version();
-            (alpn, version, text(response).await)
+            let (mut versions, mut seen) = (Vec::new(), Vec::new());
+            for te in [None, Some("trailers")] {
+                let mut request =
+                    Request::get(format!("https://{HOST}/h2")).header("x-api-key", STAND_IN);
+                if let Some(te) = te {
+                    request = request.header("te", te);
+                }
+                let request = request.body(Empty::<Bytes>::new()).unwrap();
+                let response = sender.send_request(request).await.unwrap();
+                versions.push(response.version());
+                seen.push(text(response).await);
+            }
+            (alpn, versions, seen)
         })
     }) else {
         return;
     };
     assert_eq!(alpn.as_deref(), Some(&b"h2"[..]));
-    assert_eq!(version, Version::HTTP_2);
+    assert_eq!(versions, [Version::HTTP_2, Version::HTTP_2]);
     assert!(
-        seen.starts_with("version=HTTP/2.0 path=/h2 key=the-real-value"),
-        "{seen}"
+        seen[0].starts_with("version=HTTP/1.1 te=- path=/h2 key=the-real-value"),
+        "{seen:?}"
     );
+    assert!(
+        seen[1].starts_with("version=HTTP/2.0 te=trailers path=/h2 key=the-real-value"),
+        "{seen:?}"
+    );
+}
+
+/// An HTTP/2 agent's requests at once: HTTP/1.1 connections to the host up to
+/// [`HTTP1_PER_CONN`], and the rest share one HTTP/2 connection, never a connection each.
+#[test]
+fn requests_at_once_open_at_most_the_http1_cap_and_then_share_one_http2_connection() {
+    let Some((opened, bodies)) = in_proxy_netns("proxy-h2-many", || {
+        Box::pin(async {
+            let s = setup(true).await;
+            let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
+                .await
+                .unwrap();
+            let (mut sender, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            // Each `/stream` answer stays open (its first chunk sent) until the gate opens.
+            let mut responses = Vec::new();
+            for _ in 0..HTTP1_PER_CONN + 4 {
+                let request = Request::get(format!("https://{HOST}/stream"))
+                    .header("x-api-key", STAND_IN)
+                    .body(Empty::<Bytes>::new())
+                    .unwrap();
+                responses.push(sender.send_request(request).await.unwrap());
+            }
+            let opened = s.accepted.load(Ordering::SeqCst);
+            // Open the gate for every answer, also one not yet waiting at it.
+            let gate = Arc::clone(&s.gate);
+            let opener = tokio::spawn(async move {
+                loop {
+                    gate.notify_waiters();
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            });
+            let mut bodies = Vec::new();
+            for response in responses {
+                bodies.push(text(response).await);
+            }
+            opener.abort();
+            (opened, bodies)
+        })
+    }) else {
+        return;
+    };
+    assert_eq!(opened, HTTP1_PER_CONN + 1);
+    assert!(bodies.iter().all(|b| b == "first\nrest\n"), "{bodies:?}");
 }
 
 /// An Upgrade (what WebSocket does) becomes a byte pipe to the host once it said 101.
@@ -680,7 +744,7 @@ fn plain_http_is_forwarded_for_an_answered_host_only() {
     };
     assert_eq!(
         seen,
-        format!("version=HTTP/1.1 path=/plain key=the-real-value host={HOST}")
+        format!("version=HTTP/1.1 te=- path=/plain key=the-real-value host={HOST}")
     );
     assert_eq!(unbound, StatusCode::FORBIDDEN);
 }
@@ -707,7 +771,7 @@ fn the_host_connection_is_kept_for_the_agent_connections_next_requests() {
                     tls_counts.push(accepted());
                 }
             }
-            // An agent speaking HTTP/2: one host connection (HTTP/2 too) for all its requests.
+            // An agent speaking HTTP/2: one host connection for all its requests one by one.
             let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
                 .await
                 .unwrap();
@@ -745,7 +809,7 @@ fn the_host_connection_is_kept_for_the_agent_connections_next_requests() {
     );
     // One host connection per agent connection: the second agent connection opens its own.
     assert_eq!(tls_counts, [1, 1, 1, 2, 2, 2, 3, 3, 3]);
-    assert!(seen[6].starts_with("version=HTTP/2.0"), "{seen:?}");
+    assert!(seen[6].starts_with("version=HTTP/1.1"), "{seen:?}");
     // HTTP/1.1: kept until the host closes it after /close, then a new one is kept.
     assert_eq!(plain_counts, [1, 1, 1, 2, 2]);
 }

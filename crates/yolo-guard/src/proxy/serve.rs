@@ -12,35 +12,33 @@
 //! is written anew by hyper from the parsed head (never the agent's bytes), so the host sees
 //! exactly what the rules judged (tests/cases/http_attacks.rs checks the host's record).
 
+use super::body::{BoxError, Coalesced, Counted, Held, ProxyBody, Tally};
 use super::credentials::Secrets;
 use super::git;
 use super::names::{normalize, Inspected};
 use super::passthrough::{plain_host, splice, Replay};
 use super::rules::{Decision, Policy, RequestHead, Swap};
-use super::tls::{SessionCa, Upstream, ALPN_H2};
+use super::tls::{SessionCa, Upstream};
+use super::upstream::{Pool, Sender, Want};
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode, Uri, Version};
+use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
+use tokio_rustls::LazyConfigAcceptor;
 use yolo_protocol::control::ProxySecrets;
 use yolo_protocol::http::{HttpConfig, HttpRule};
 use zeroize::Zeroize;
-
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
 
 /// How long a client may take to send its ClientHello (reaching the host: `dial`).
 const HANDSHAKE: Duration = Duration::from_secs(15);
@@ -259,7 +257,7 @@ impl Proxy {
                 proxy: Arc::clone(self),
                 destination,
                 sni: None,
-                kept: Default::default(),
+                upstream: Pool::new(destination, None),
             });
             serve_http(TokioIo::new(io), conn).await;
             return Ok(());
@@ -309,8 +307,8 @@ impl Proxy {
         let conn = Arc::new(Conn {
             proxy: Arc::clone(self),
             destination,
+            upstream: Pool::new(destination, Some(sni.clone())),
             sni: Some(sni),
-            kept: Default::default(),
         });
         serve_http(TokioIo::new(tls), conn).await;
         Ok(())
@@ -373,9 +371,6 @@ where
     let _ = builder.serve_connection_with_upgrades(io, service).await;
 }
 
-/// Upstream connections one agent connection keeps open for its next requests.
-const KEPT_PER_CONN: usize = 4;
-
 /// One agent connection: where it was going, under which name, and the proxy's connections
 /// to that place.
 struct Conn {
@@ -383,14 +378,8 @@ struct Conn {
     destination: SocketAddr,
     /// `None` on port 80.
     sni: Option<String>,
-    /// The proxy's connections to `destination` (for `sni`) kept alive between this agent
-    /// connection's requests: a new TCP connection and TLS handshake per request cost about
-    /// 2 ms of added latency on a kept-alive connection (bench/http.sh). They belong to this
-    /// agent connection alone and end with it, so a kept connection is always to the address
-    /// and under the name this connection was checked for; nothing is shared across agent
-    /// connections. At most [`KEPT_PER_CONN`] (HTTP/2: one, shared by concurrent requests;
-    /// HTTP/1.1: one per request in flight, taken while in use).
-    kept: std::sync::Mutex<Vec<Sender>>,
+    /// The proxy's connections to `destination` (for `sni`), this agent connection's alone.
+    upstream: Pool,
 }
 
 impl Conn {
@@ -507,11 +496,12 @@ impl Conn {
         .map_err(BoxError::from)
         .boxed();
         // An Upgrade becomes a tunnel of its own: always a new connection, never kept.
-        let kept = if upgrade { None } else { self.take_kept() };
+        let want = Want::of(&parts.headers, upgrade);
+        let kept = self.upstream.take(want);
         let reused = kept.is_some();
         let mut sender = match kept {
             Some(sender) => sender,
-            None => match self.sender(&host, upgrade).await {
+            None => match self.connect(&host, want).await {
                 Ok(sender) => sender,
                 Err(why) => {
                     return self.answer(exchange, StatusCode::BAD_GATEWAY, why, started);
@@ -519,32 +509,28 @@ impl Conn {
             },
         };
         let scheme = if self.sni.is_some() { "https" } else { "http" };
-        let mut upstream_req = Request::from_parts(parts, body);
         let mut response = sender
-            .send(for_sender(upstream_req, &sender, &host, scheme))
+            .send(Request::from_parts(parts, body), &host, scheme)
             .await;
         // A kept connection the host closed before this request went out (its keep-alive
         // timeout): the request comes back unsent, and goes on a new connection.
         if reused {
             if let Err(back) = &mut response {
                 if let Some(req) = back.take_message() {
-                    upstream_req = req;
-                    sender = match self.sender(&host, upgrade).await {
+                    sender = match self.connect(&host, want).await {
                         Ok(sender) => sender,
                         Err(why) => {
                             return self.answer(exchange, StatusCode::BAD_GATEWAY, why, started);
                         }
                     };
-                    response = sender
-                        .send(for_sender(upstream_req, &sender, &host, scheme))
-                        .await;
+                    response = sender.send(req, &host, scheme).await;
                 }
             }
         }
         let mut response = match response {
             Ok(response) => {
                 if !upgrade {
-                    self.keep(sender);
+                    self.upstream.keep(sender);
                 }
                 response
             }
@@ -578,7 +564,7 @@ impl Conn {
             parts.status == StatusCode::SWITCHING_PROTOCOLS,
         );
         let body = Counted {
-            inner: body,
+            inner: Coalesced::new(body),
             count: Arc::clone(&tally),
             up: false,
         };
@@ -684,63 +670,11 @@ impl Conn {
         response
     }
 
-    /// A kept connection that can take a request now: the HTTP/2 one (shared), or an idle
-    /// HTTP/1.1 one (taken out until its response came). Closed ones are dropped.
-    fn take_kept(&self) -> Option<Sender> {
-        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        kept.retain(|s| !s.is_closed());
-        let ready = kept.iter().position(Sender::is_ready)?;
-        match &kept[ready] {
-            Sender::H2(s) => Some(Sender::H2(s.clone())),
-            Sender::H1(_) => Some(kept.swap_remove(ready)),
-        }
-    }
-
-    /// Keep `sender` for the next requests (an HTTP/1.1 connection becomes ready again when
-    /// its response has been read), unless enough are kept already.
-    fn keep(&self, sender: Sender) {
-        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        let h2_kept = kept.iter().any(|s| matches!(s, Sender::H2(_)));
-        if kept.len() < KEPT_PER_CONN && !(h2_kept && matches!(sender, Sender::H2(_))) {
-            kept.push(sender);
-        }
-    }
-
-    /// A new connection to the original address, for this agent connection's requests (kept
-    /// by [`Conn::keep`]). TLS is verified against the configured roots only; a failure is
-    /// the answer, never a fallback.
-    async fn sender(&self, host: &str, upgrade: bool) -> Result<Sender, String> {
-        let tcp = super::dial::connect(self.destination, self.proxy.mark)
+    /// A new connection to the host for a request wanting `want`.
+    async fn connect(&self, host: &str, want: Want) -> Result<Sender, String> {
+        self.upstream
+            .connect(&self.proxy.upstream, self.proxy.mark, host, want)
             .await
-            .map_err(|e| format!("yolo: cannot reach {host} at {}: {e}\n", self.destination))?;
-        let Some(sni) = &self.sni else {
-            return h1(tcp).await;
-        };
-        let config = if upgrade {
-            Arc::clone(&self.proxy.upstream.http1)
-        } else {
-            Arc::clone(&self.proxy.upstream.any)
-        };
-        let name = rustls_pki_types::ServerName::try_from(sni.clone())
-            .map_err(|e| format!("yolo: {sni:?} is not a server name: {e}\n"))?;
-        let tls = tokio::time::timeout(HANDSHAKE, TlsConnector::from(config).connect(name, tcp))
-            .await
-            .map_err(|_| format!("yolo: the TLS handshake with {host} timed out\n"))?
-            .map_err(|e| {
-                format!(
-                    "yolo: refused: the certificate of {host} ({}) is not trusted by the guard: {e}\n",
-                    self.destination
-                )
-            })?;
-        if tls.get_ref().1.alpn_protocol() == Some(ALPN_H2) {
-            let (sender, conn) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                    .await
-                    .map_err(|e| format!("yolo: HTTP/2 with {host} failed: {e}\n"))?;
-            tokio::spawn(conn);
-            return Ok(Sender::H2(sender));
-        }
-        h1(tls).await
     }
 }
 
@@ -789,126 +723,6 @@ async fn hold_push_commands(
     Ok((Request::from_parts(parts, body), held, data, ended))
 }
 
-/// A request body whose first frames were read already: those, then the rest as it comes.
-struct Held<B> {
-    held: VecDeque<Frame<Bytes>>,
-    inner: B,
-}
-
-impl<B: Body<Data = Bytes> + Unpin> Body for Held<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        if let Some(frame) = self.held.pop_front() {
-            return Poll::Ready(Some(Ok(frame)));
-        }
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.held.is_empty() && self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        let held: u64 = self
-            .held
-            .iter()
-            .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
-            .sum();
-        let inner = self.inner.size_hint();
-        let mut hint = SizeHint::new();
-        hint.set_lower(inner.lower() + held);
-        if let Some(upper) = inner.upper() {
-            hint.set_upper(upper + held);
-        }
-        hint
-    }
-}
-
-enum Sender {
-    H1(hyper::client::conn::http1::SendRequest<ProxyBody>),
-    H2(hyper::client::conn::http2::SendRequest<ProxyBody>),
-}
-
-type Sent = Result<Response<Incoming>, hyper::client::conn::TrySendError<Request<ProxyBody>>>;
-
-impl Sender {
-    fn is_closed(&self) -> bool {
-        match self {
-            Sender::H1(s) => s.is_closed(),
-            Sender::H2(s) => s.is_closed(),
-        }
-    }
-
-    fn is_ready(&self) -> bool {
-        match self {
-            Sender::H1(s) => s.is_ready(),
-            Sender::H2(s) => s.is_ready(),
-        }
-    }
-
-    /// Send `req`; on an error before it was written, the error gives it back.
-    async fn send(&mut self, req: Request<ProxyBody>) -> Sent {
-        match self {
-            Sender::H1(s) => s.try_send_request(req).await,
-            Sender::H2(s) => s.try_send_request(req).await,
-        }
-    }
-}
-
-/// `req` in the form the host's connection takes: origin-form and a Host header for
-/// HTTP/1.1, the absolute form for HTTP/2 (hyper writes `:scheme` and `:authority` from it).
-fn for_sender(
-    req: Request<ProxyBody>,
-    sender: &Sender,
-    host: &str,
-    scheme: &str,
-) -> Request<ProxyBody> {
-    let (mut parts, body) = req.into_parts();
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    parts.uri = match sender {
-        Sender::H2(_) => Uri::builder()
-            .scheme(scheme)
-            .authority(host)
-            .path_and_query(path_and_query)
-            .build(),
-        Sender::H1(_) => Uri::builder().path_and_query(path_and_query).build(),
-    }
-    .unwrap_or_default();
-    match sender {
-        Sender::H2(_) => {
-            parts.version = Version::HTTP_2;
-            parts.headers.remove(header::HOST);
-        }
-        Sender::H1(_) => {
-            parts.version = Version::HTTP_11;
-            if let Ok(value) = HeaderValue::from_str(host) {
-                parts.headers.insert(header::HOST, value);
-            }
-        }
-    }
-    Request::from_parts(parts, body)
-}
-
-async fn h1<I>(io: I) -> Result<Sender, String>
-where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-        .await
-        .map_err(|e| format!("yolo: HTTP/1.1 with the host failed: {e}\n"))?;
-    tokio::spawn(conn.with_upgrades());
-    Ok(Sender::H1(sender))
-}
-
 /// `value` (an authority or Host header) as a lowercase name, when its port is
 /// `default_port` or absent; `None` for another port.
 fn host_of(value: &str, default_port: u16) -> Option<String> {
@@ -926,6 +740,14 @@ fn host_of(value: &str, default_port: u16) -> Option<String> {
 /// Headers of one hop (RFC 9110 7.6.1), which the proxy's own connection replaces; an
 /// Upgrade keeps `connection` and `upgrade`, which are the request.
 fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    // `te: trailers` says the client reads trailers (gRPC needs it), and is the one value
+    // HTTP/2 lets through (RFC 9113 8.2.2): kept as just that.
+    let trailers = headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("trailers"));
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -948,54 +770,12 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     ] {
         headers.remove(name);
     }
+    if trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
     if !upgrade {
         headers.remove(header::CONNECTION);
         headers.remove(header::UPGRADE);
-    }
-}
-
-/// Bytes each way of one request.
-#[derive(Default)]
-struct Tally {
-    up: AtomicU64,
-    down: AtomicU64,
-}
-
-/// A body passed through frame by frame, counting its data.
-struct Counted<B> {
-    inner: B,
-    count: Arc<Tally>,
-    up: bool,
-}
-
-impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                let counter = if self.up {
-                    &self.count.up
-                } else {
-                    &self.count.down
-                };
-                counter.fetch_add(data.len() as u64, Ordering::Relaxed);
-            }
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

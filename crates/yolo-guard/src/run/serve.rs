@@ -56,7 +56,7 @@ pub(super) async fn serve<B: Batches>(
     ));
     let _dns = forwarder.serve(listeners);
     let _proxy = match &guard.proxy {
-        Some(proxy) => Some(start_proxy(proxy, &guard.events).await?),
+        Some(proxy) => Some(start_proxy(proxy, &guard.events)?),
         None => None,
     };
     let _trim = tokio::spawn(return_free_memory());
@@ -184,26 +184,44 @@ pub(super) async fn serve<B: Batches>(
     Ok(())
 }
 
+/// The proxy's threads: one agent download is two connections (the host's and the agent's),
+/// each decrypted or encrypted by its own task, and on two threads those run side by side
+/// instead of taking turns on the guard's one (bench/http.sh: the download rate through an
+/// inspected host). DNS and the rest of the guard stay on their one thread.
+const PROXY_THREADS: usize = 2;
+
 /// The proxy's listeners, where the ruleset's `redirect` chain sends the agent's connections to
 /// inspected addresses: on IPv4 loopback (fatal if it fails) and IPv6 loopback (not fatal: a
 /// namespace without IPv6 has no IPv6 connection to redirect, and one that could not be served
-/// is refused, as the redirect leads nowhere). The tasks end when the returned handles drop.
-async fn start_proxy(
-    proxy: &Arc<Proxy>,
-    events: &Arc<Events>,
-) -> Result<Vec<AbortOnDrop>, StartError> {
-    let mut tasks = Vec::new();
+/// is refused, as the redirect leads nowhere), served on a runtime of the proxy's own
+/// ([`PROXY_THREADS`]). The proxy stops when the returned value drops.
+fn start_proxy(proxy: &Arc<Proxy>, events: &Arc<Events>) -> Result<ProxyRuntime, StartError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(PROXY_THREADS)
+        .max_blocking_threads(2)
+        .thread_name("yolo-proxy")
+        .enable_all()
+        .build()
+        .map_err(|e| StartError::step("cannot start the proxy's runtime", Cause::Io(e)))?;
+    let mut running = ProxyRuntime {
+        runtime: Some(runtime),
+        tasks: Vec::new(),
+    };
     for (port, tls) in [(PROXY_PORT_TLS, true), (PROXY_PORT_HTTP, false)] {
         for addr in [
             IpAddr::from(Ipv4Addr::LOCALHOST),
             IpAddr::from(Ipv6Addr::LOCALHOST),
         ] {
-            let listener = match TcpListener::bind((addr, port)).await {
+            let bound = std::net::TcpListener::bind((addr, port)).and_then(|listener| {
+                listener.set_nonblocking(true)?;
+                Ok(listener)
+            });
+            let listener = match bound {
                 Ok(listener) => listener,
                 Err(e) if addr.is_ipv4() => {
                     return Err(StartError::step(
                         format!("cannot listen for the HTTP proxy on {addr}:{port}"),
-                        e,
+                        Cause::Io(e),
                     ))
                 }
                 Err(e) => {
@@ -214,16 +232,42 @@ async fn start_proxy(
                     continue;
                 }
             };
+            let runtime = running.runtime.as_ref().expect("set above");
+            let listener = {
+                let _inside = runtime.enter();
+                TcpListener::from_std(listener).map_err(|e| {
+                    StartError::step(
+                        format!("cannot listen for the HTTP proxy on {addr}:{port}"),
+                        Cause::Io(e),
+                    )
+                })?
+            };
             let proxy = Arc::clone(proxy);
             let task = if tls {
-                tokio::spawn(proxy.serve_tls(listener))
+                runtime.spawn(proxy.serve_tls(listener))
             } else {
-                tokio::spawn(proxy.serve_plain(listener))
+                runtime.spawn(proxy.serve_plain(listener))
             };
-            tasks.push(AbortOnDrop(task));
+            running.tasks.push(AbortOnDrop(task));
         }
     }
-    Ok(tasks)
+    Ok(running)
+}
+
+/// The proxy's runtime and its listeners' tasks: dropped, the listeners stop and the runtime's
+/// threads end in the background (a runtime dropped inside another's task would panic).
+struct ProxyRuntime {
+    runtime: Option<tokio::runtime::Runtime>,
+    tasks: Vec<AbortOnDrop>,
+}
+
+impl Drop for ProxyRuntime {
+    fn drop(&mut self) {
+        self.tasks.clear();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// A spawned task that ends with its handle.
