@@ -478,6 +478,80 @@ fn an_http2_agent_is_served_http2_and_the_host_gets_http2_only_when_the_request_
     );
 }
 
+/// HTTP/2 to HTTP/1.1 smuggling: an HTTP/2 request whose body runs past its content-length
+/// with a second request in it, sent at once and (so the request is already on its way to the
+/// host) after a pause. The host must never see that second request, which the rules never
+/// judged: not on the request's own connection, and not as the answer to the agent's next
+/// request on the kept one.
+#[test]
+fn a_request_smuggled_past_an_http2_content_length_never_reaches_the_host() {
+    let Some((answers, paths)) = in_proxy_netns("proxy-h2-smuggle", || {
+        Box::pin(async {
+            let s = setup(true).await;
+            let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
+                .await
+                .unwrap();
+            let (mut sender, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            let smuggled = format!(
+                "\r\n\r\nGET /smuggled HTTP/1.1\r\nhost: {HOST}\r\nx-api-key: {STAND_IN}\r\n\r\n"
+            );
+            let mut answers = Vec::new();
+            for pause in [None, Some(Duration::from_millis(200))] {
+                let (mut tx, body) =
+                    http_body_util::channel::Channel::<Bytes, hyper::Error>::new(4);
+                let rest = smuggled.clone();
+                tokio::spawn(async move {
+                    let _ = tx.send_data(Bytes::from_static(b"hello")).await;
+                    if let Some(pause) = pause {
+                        tokio::time::sleep(pause).await;
+                    }
+                    let _ = tx.send_data(Bytes::from(rest)).await;
+                });
+                let request = Request::post(format!("https://{HOST}/first"))
+                    .header("x-api-key", STAND_IN)
+                    .header("content-length", "5")
+                    .body(body)
+                    .unwrap();
+                answers.push(match sender.send_request(request).await {
+                    Ok(response) => text(response).await,
+                    Err(e) => format!("refused: {e}"),
+                });
+                let request = Request::get(format!("https://{HOST}/second"))
+                    .header("x-api-key", STAND_IN)
+                    .body(http_body_util::channel::Channel::<Bytes, hyper::Error>::new(1).1)
+                    .unwrap();
+                answers.push(text(sender.send_request(request).await.unwrap()).await);
+            }
+            // Let the records be written (a body that ends or is dropped).
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let paths: Vec<String> = s
+                .log
+                .exchanges
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|e| e.path.clone())
+                .collect();
+            (answers, paths)
+        })
+    }) else {
+        return;
+    };
+    // The paused attempt reached the proxy and went on to the host (the test's own client
+    // did not stop it): the body past its length is what must not follow it.
+    assert!(paths.contains(&"/first".to_string()), "{paths:?}");
+    assert!(
+        answers.iter().all(|a| !a.contains("smuggled")),
+        "{answers:?}"
+    );
+    assert!(answers[1].contains("path=/second"), "{answers:?}");
+    assert!(answers[3].contains("path=/second"), "{answers:?}");
+}
+
 /// An HTTP/2 agent's requests at once: HTTP/1.1 connections to the host up to
 /// [`HTTP1_PER_CONN`], and the rest share one HTTP/2 connection, never a connection each.
 #[test]
