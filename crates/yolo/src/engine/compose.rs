@@ -412,6 +412,15 @@ pub(crate) fn project_file(resolved: &serde_yaml_ng::Value, plan: &FilePlan) -> 
             });
         }
         let network = network.as_object_mut().expect("made an object above");
+        // A name of the repository's own is declined by policy (`check_network`): the network
+        // keeps the name Compose gives it, `<project>_<key>`.
+        let own = format!("{}_{name}", plan.compose.project_name);
+        if network
+            .get("name")
+            .is_some_and(|n| n.as_str() != Some(own.as_str()))
+        {
+            network.remove("name");
+        }
         wall(network);
         merge_labels(network, &volume_labels);
     }
@@ -1168,11 +1177,12 @@ mod tests {
 
     #[test]
     fn the_project_file_joins_the_dev_service_to_the_guard_and_closes_every_network() {
-        let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(
-            "version: '3'\nservices:\n  app:\n    image: x\n    networks: [front]\n    ports: ['8080:80']\n    hostname: dev\n    environment: [B=2]\n  db:\n    build: /repo/db\n    networks: [front]\n  cache:\n    image: y\nnetworks:\n  front: {}\nvolumes:\n  data: {}\n",
-        )
-        .unwrap();
         let spec = spec();
+        let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(&format!(
+            "version: '3'\nservices:\n  app:\n    image: x\n    networks: [front]\n    ports: ['8080:80']\n    hostname: dev\n    environment: [B=2]\n  db:\n    build: /repo/db\n    networks: [front, back]\n  cache:\n    image: y\nnetworks:\n  front: {{}}\n  back:\n    name: dev-network\n  own:\n    name: {}_own\nvolumes:\n  data: {{}}\n",
+            spec.container_name
+        ))
+        .unwrap();
         let compose = ComposeSpec {
             files: vec!["/repo/.devcontainer/compose.yml".into()],
             project_dir: "/repo/.devcontainer".into(),
@@ -1214,6 +1224,14 @@ mod tests {
         for name in ["front", "default"] {
             assert_eq!(file["networks"][name]["internal"], true, "{name}");
         }
+        // A name of the repository's own (declined by policy) is left out: Compose names the
+        // network `<project>_back`, never joining one that exists under `dev-network`; its
+        // own name for a network stays.
+        assert!(file["networks"]["back"].get("name").is_none());
+        assert_eq!(
+            file["networks"]["own"]["name"],
+            json!(format!("{}_own", spec.container_name))
+        );
         assert!(file["networks"][EGRESS_NETWORK].get("internal").is_none());
         assert!(file["volumes"]["data"]["labels"]["dev.yolo.managed"].is_string());
         // With the shim, it starts the service's command.

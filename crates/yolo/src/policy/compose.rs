@@ -591,8 +591,9 @@ impl Eval<'_> {
     /// makes the host answer on it).
     fn check_network(&mut self, project: &str, name: &str, network: &Value) -> Result<()> {
         let property = |key: &str| format!("network \"{name}\": {key}");
+        let file = self.file();
         let forbidden = |property: String, value: String, reason: &str| Error::Forbidden {
-            file: self.file(),
+            file: file.clone(),
             property,
             value,
             reason: reason.into(),
@@ -615,12 +616,24 @@ impl Eval<'_> {
         // Compose names a network `<project>_<key>`; `compose config` of the v2 plugin prints
         // that name itself.
         if let Some(given) = get("name").map(scalar) {
-            if given != format!("{project}_{name}") {
-                return Err(forbidden(
-                    property("name"),
-                    format!("the network named \"{given}\""),
-                    "Compose joins a network that already exists under that name, which may be another project's (another yolo session's internal network); remove \"name\" (yolo names the project's networks itself)",
-                ));
+            let own = format!("{project}_{name}");
+            if given != own {
+                let value = format!("the network named \"{given}\"");
+                let why = "Compose joins a network that already exists under that name, which may be another project's (another yolo session's internal network)";
+                if !self.declines() {
+                    return Err(forbidden(
+                        property("name"),
+                        value,
+                        &format!(
+                            "{why}; remove \"name\" (yolo names the project's networks itself)"
+                        ),
+                    ));
+                }
+                // Left out of the project file yolo writes (`engine::compose::project_file`):
+                // the network is the project's own under Compose's own name for it.
+                let reason =
+                    format!("{why}; it is named {own}, as Compose names it without \"name\"");
+                self.decline(&property("name"), &value, &reason, None);
             }
         }
         if let Some(driver) = get("driver").map(scalar).filter(|d| d != "bridge") {
@@ -1175,11 +1188,28 @@ mod tests {
     #[test]
     fn no_spelling_of_a_network_leads_outside_the_project() {
         let net = |body: &str| format!("networks:\n  shared:\n{body}");
-        for (body, property) in [
-            (
-                "    name: yolo-other-0abc_default\n",
+        // Another network's name: declined (the project file keeps Compose's own name for it,
+        // `engine::compose::project_file`), refused under `requests = "refuse"`.
+        let named = format!("{APP}{}", net("    name: yolo-other-0abc_default\n"));
+        let checked = check(&named, &[]).unwrap();
+        let declined: Vec<_> = checked
+            .declined
+            .iter()
+            .map(|d| (d.property.as_str(), d.value.as_str(), d.grant.is_none()))
+            .collect();
+        assert_eq!(
+            declined,
+            [(
                 "network \"shared\": name",
-            ),
+                "the network named \"yolo-other-0abc_default\"",
+                true
+            )]
+        );
+        assert!(matches!(
+            check_refusing(&named, &[]),
+            Err(Error::Forbidden { property, .. }) if property == "network \"shared\": name"
+        ));
+        for (body, property) in [
             ("    external: true\n", "network \"shared\": external"),
             (
                 "    external:\n      name: x\n",

@@ -28,6 +28,13 @@ impl Eval<'_> {
         if !shares {
             return match (flag, value) {
                 ("ipc", "private" | "shareable" | "none") => Ok(()),
+                // Another engine's mode (Podman's `--userns=keep-id`, `ns:PATH`): the container
+                // keeps the namespace yolo gives it, so it starts without.
+                _ if self.declines() => {
+                    let reason = format!("yolo gives the container its own {flag} namespace and knows no other mode of it (\"host\" and \"container:NAME\" need a grant)");
+                    self.decline(property, &format!("--{flag}={value}"), &reason, None);
+                    Ok(())
+                }
                 _ => Err(self.config_error(
                     property,
                     format!("--{flag} {value}: yolo accepts only \"host\" or \"container:NAME\" here (with a grant)"),

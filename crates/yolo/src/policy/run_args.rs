@@ -302,12 +302,17 @@ impl Eval<'_> {
         let error = |e: &dyn std::error::Error| self.config_error(property, e);
         match flag {
             "env" => {
-                let (k, v) = text.split_once('=').ok_or_else(|| {
+                let Some((k, v)) = text.split_once('=') else {
                     let name = text.trim();
-                    self.config_error(property, format!(
-                        "-e {name} would copy the host's {name} into the container; give it a value (NAME=VALUE)"
-                    ))
-                })?;
+                    let why = format!("-e {name} would copy the host's {name} into the container");
+                    if self.declines() {
+                        // The container starts without it, as with the host's variable unset.
+                        let reason = format!("{why}, which may hold a secret; set it in \"containerEnv\" or give it a value (-e {name}=VALUE)");
+                        self.decline(property, &format!("-e {name}"), &reason, None);
+                        return Ok(());
+                    }
+                    return Err(self.config_error(property, format!("{why}; give it a value (NAME=VALUE)")));
+                };
                 if k.is_empty() {
                     return Err(
                         self.config_error(property, format!("-e \"{text}\" has no variable name"))
@@ -661,19 +666,11 @@ mod tests {
             ),
             (&["--gpus", "many"], "runArgs[0]", "a count"),
             (&["--runtime", "runsc"], "runArgs[0]", "default runtime"),
-            (&["-e", "AWS_SECRET"], "runArgs[0]", "copy the host's"),
-            // One space between the flag and the name, however it was written.
-            (
-                &["-e AWS_SECRET"],
-                "runArgs[0]",
-                "-e AWS_SECRET would copy the host's AWS_SECRET into",
-            ),
             (
                 &["--network", "mynet"],
                 "runArgs[0]",
                 "manages the container's network",
             ),
-            (&["--pid", "weird"], "runArgs[0]", "\"host\""),
             (&["--ulimit", "rtprio=99"], "runArgs[0]", "priority"),
             (&["--label", "dev.yolo.id=evil"], "runArgs[0]", "reserved"),
             (
@@ -693,6 +690,47 @@ mod tests {
         for (args, property, needle) in cases {
             let (p, message) = config_err(run_args(args).grant(&["privileged", "host-pid"]).run());
             assert_eq!(&p, property, "{args:?}");
+            assert!(message.contains(needle), "{args:?}: {message}");
+        }
+    }
+
+    /// Requests no grant can honour and the container starts without: a bare `-e NAME` (the
+    /// host's variable, maybe a secret) and another engine's namespace mode (Podman's
+    /// `--userns=keep-id`). Declined by default with no grant named; config errors under
+    /// `requests = "refuse"`.
+    #[test]
+    fn a_host_variable_copy_and_another_engines_namespace_mode_are_declined() {
+        let cases: &[(&[&str], &str, &str)] = &[
+            (&["-e", "AWS_SECRET"], "-e AWS_SECRET", "copy the host's"),
+            // One space between the flag and the name, however it was written.
+            (
+                &["-e AWS_SECRET"],
+                "-e AWS_SECRET",
+                "-e AWS_SECRET would copy the host's AWS_SECRET into",
+            ),
+            (&["--userns=keep-id"], "--userns=keep-id", "\"host\""),
+            (&["--pid", "weird"], "--pid=weird", "\"host\""),
+        ];
+        let bare = run_args(&[]).run().unwrap();
+        for (args, value, needle) in cases {
+            let spec = run_args(args).run().unwrap();
+            assert_eq!(
+                declined(&spec),
+                [("runArgs[0]".to_string(), value.to_string(), None)],
+                "{args:?}"
+            );
+            assert!(
+                spec.declined[0].reason.contains(needle),
+                "{args:?}: {}",
+                spec.declined[0].reason
+            );
+            assert_eq!(
+                (&spec.container_env, &spec.host_modes),
+                (&bare.container_env, &bare.host_modes),
+                "{args:?}: a declined request reached the spec"
+            );
+            let (p, message) = config_err(run_args(args).refusing().run());
+            assert_eq!(p, "runArgs[0]", "{args:?}");
             assert!(message.contains(needle), "{args:?}: {message}");
         }
     }

@@ -936,9 +936,11 @@ fn a_sibling_cannot_reach_the_host() {
 
 /// Attack: a repository's Compose file names another yolo project's internal network, with
 /// `name:` (Compose joins a network that exists under that name) or as `external`; its
-/// sibling would sit next to the other project's services. Refused before anything is made.
-/// A network made outside the project under the very name Compose gives the project's own is
-/// found by its labels after Compose created the containers, and the start is undone.
+/// sibling would sit next to the other project's services. `name:` is declined (the network is
+/// the project's own, under Compose's own name for it), or refused under `requests =
+/// "refuse"`; the others are refused before anything is made. A network made outside the
+/// project under the very name Compose gives the project's own is found by its labels after
+/// Compose created the containers, and the start is undone.
 #[test]
 fn a_network_of_another_project_is_never_joined() {
     let other = Test::new();
@@ -954,6 +956,36 @@ fn a_network_of_another_project_is_never_joined() {
 
     let t = Test::new();
     let probe = format!("{PROBE}    networks: [shared]\n");
+    let compose = |spelling: &str| {
+        format!("version: \"3.8\"\nservices:{APP}{probe}networks:\n  shared:\n{spelling}")
+    };
+    // Declined by default: the project starts, the probe on a network of its own.
+    t.file(
+        ".devcontainer/compose.yml",
+        &compose(&format!("    name: {theirs}\n")),
+    );
+    t.devcontainer(CONFIG);
+    let (_, up) = t.up(&["--accept-config"]);
+    let declined = up["declined"].to_string();
+    assert!(
+        declined.contains("network \\\"shared\\\": name"),
+        "{declined}"
+    );
+    let probe_networks: Vec<String> = inspect(&service_container(&t, "probe"))["NetworkSettings"]
+        ["Networks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert!(!probe_networks.contains(&theirs), "{probe_networks:?}");
+    assert!(
+        probe_networks.iter().any(|n| n.ends_with("_shared")),
+        "{probe_networks:?}"
+    );
+    t.yolo(&["down", "--remove"]).ok();
+    // Refused under `requests = "refuse"`, as the other spellings always are.
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
     for (spelling, property) in [
         (format!("    name: {theirs}\n"), "network \"shared\": name"),
         (
@@ -965,10 +997,7 @@ fn a_network_of_another_project_is_never_joined() {
             "network \"shared\": driver_opts.com.docker.network.bridge.name",
         ),
     ] {
-        t.file(
-            ".devcontainer/compose.yml",
-            &format!("version: \"3.8\"\nservices:{APP}{probe}networks:\n  shared:\n{spelling}"),
-        );
+        t.file(".devcontainer/compose.yml", &compose(&spelling));
         t.devcontainer(CONFIG);
         t.yolo(&["up", "--accept-config"])
             .fails_with(77)
