@@ -57,6 +57,48 @@ pub fn close_proc_to_writes() -> Confined {
     }
 }
 
+/// The same ruleset, made now and installed later in a child between fork and exec: the
+/// hook's sudo broker (`exec::sudo`), which runs unconfined itself, confines what it starts.
+/// Made in the parent (listing `/` and building the ruleset allocate); installing it is two
+/// system calls, safe in a forked child of a threaded parent.
+pub struct Prepared(Option<landlock::RulesetCreated>);
+
+impl Prepared {
+    /// Made now; `None` (nothing to install) where it cannot be, as [`close_proc_to_writes`]
+    /// runs the program unconfined there.
+    pub fn new() -> Prepared {
+        let made = grantable(Path::new("/"))
+            .map_err(Error::ListRoot)
+            .and_then(|top| ruleset_for(&top));
+        Prepared(made.ok())
+    }
+
+    /// Install it on the calling thread and its future children (once; later calls do
+    /// nothing). Best effort, like [`close_proc_to_writes`].
+    pub fn enforce(&mut self) {
+        if let Some(ruleset) = self.0.take() {
+            let _ = ruleset.restrict_self();
+        }
+    }
+}
+
+impl Default for Prepared {
+    fn default() -> Self {
+        Prepared::new()
+    }
+}
+
+/// Whether `/proc` is mounted read-only here (the engine's `ReadonlyPaths`, which yolo sets where
+/// it is safe: `engine::containers::PROC_READONLY`). Then no process of the container can open
+/// a procfs file for writing, Landlock or not: root in the container cannot remount it
+/// without CAP_SYS_ADMIN.
+pub fn proc_is_read_only() -> bool {
+    let path = c"/proc";
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a statvfs the call fills.
+    unsafe { libc::statvfs(path.as_ptr(), &mut stat) == 0 && stat.f_flag & libc::ST_RDONLY != 0 }
+}
+
 /// Why the ruleset was not installed (a kernel or engine without Landlock answers
 /// `NotEnforced` instead).
 #[derive(Debug, thiserror::Error)]

@@ -256,6 +256,47 @@ fn sudo_in_a_hook_runs_as_root_and_is_recorded_with_the_hook() {
         .fails_with(127);
 }
 
+/// The broker confines the hook's own command as the shim confines every program (Landlock:
+/// no write open of a procfs file, and, as its cost, none in a top-level folder made after it
+/// started); a root command is confined too unless `/proc` is read-only, where that wall holds
+/// already. So `sudo tee /postCreateCommand.txt` (the reference CLI's own test configs) works
+/// there, and no root command of a hook can open another process's memory for writing.
+#[test]
+fn a_hooks_root_command_writes_at_the_top_and_still_cannot_write_process_memory() {
+    let t = Test::new();
+    non_root_user(
+        &t,
+        r#""postCreateCommand": "echo top | sudo tee /at-top.txt >/dev/null; echo $? > /tmp/top; sudo install -d -o dev /later; (echo x > /later/f) 2>/dev/null; echo $? > /tmp/later; sudo sh -c 'exec 3>/proc/1/mem' 2>/dev/null; echo $? > /tmp/mem; grep -c ' /proc proc ro' /proc/mounts > /tmp/proc-ro""#,
+    );
+    t.up(&[]);
+    let seen = t
+        .yolo(&[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "cat /tmp/top /tmp/later /tmp/mem /tmp/proc-ro; cat /at-top.txt 2>/dev/null || echo none",
+        ])
+        .ok()
+        .stdout();
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines.len(), 5, "{seen}");
+    let proc_read_only = lines[3] != "0";
+    // The hook's own command is confined: the folder root made for it later takes no write.
+    assert_ne!(lines[1], "0", "the hook's command was not confined: {seen}");
+    // No root command of the hook opens another process's memory for writing.
+    assert_ne!(
+        lines[2], "0",
+        "a root command opened /proc/1/mem for writing: {seen}"
+    );
+    if proc_read_only {
+        assert_eq!((lines[0], lines[4]), ("0", "top"), "{seen}");
+    } else {
+        // Landlock is the only wall there, and keeps its cost.
+        assert_eq!(lines[4], "none", "{seen}");
+    }
+}
+
 /// ATTACK: a hook leaves processes behind that ask for root: one detached while the hook still
 /// runs (its parent gone, it hangs under PID 1), one after the hook ended. Both are refused;
 /// the hook's own `sudo` in between works.
