@@ -13,7 +13,7 @@ use super::labels;
 use super::{message, Engine};
 use crate::error::{Cause, Dependency, Error, Failure, Result};
 use crate::firewall::NetworkMode;
-use crate::policy::{ServicesChecked, DEFAULT_CAPS};
+use crate::policy::{Hardening, ServicesChecked, DEFAULT_CAPS};
 use crate::run_spec::{ComposeSpec, Limits, MountKind, RunSpec};
 use bollard::models::{ContainerUpdateBody, NetworkConnectRequest};
 use bollard::query_parameters::{InspectNetworkOptions, ListNetworksOptions};
@@ -481,6 +481,9 @@ pub(crate) fn project_file(resolved: &serde_yaml_ng::Value, plan: &FilePlan) -> 
             dev_service(service, plan);
         } else {
             merge_labels(service, &project_labels);
+            if let Some(granted) = plan.checked.siblings.get(name) {
+                honoured(service, granted);
+            }
             sibling(service);
             if plan.checked.egress.contains(name) {
                 add_network(service, EGRESS_NETWORK);
@@ -519,6 +522,24 @@ const SIBLING_SYSCTLS: &[(&str, &str)] = &[
     ("net.ipv6.conf.all.disable_ipv6", "1"),
     ("net.ipv6.conf.default.disable_ipv6", "1"),
 ];
+
+/// A sibling's capabilities, security options and `privileged` as policy honoured them: what
+/// it asked for without a grant was declined (`policy::compose::check_services`).
+fn honoured(service: &mut Map<String, Value>, granted: &Hardening) {
+    for (key, values) in [
+        ("cap_add", &granted.cap_add),
+        ("security_opt", &granted.security_opt),
+    ] {
+        if values.is_empty() {
+            service.remove(key);
+        } else {
+            service.insert(key.into(), json!(values));
+        }
+    }
+    if !granted.privileged {
+        service.remove("privileged");
+    }
+}
 
 /// A service other than the dev service: without `NET_RAW` unless it was granted (a packet
 /// socket sends frames the host's bridge takes in for any address of the host, past every
@@ -1179,7 +1200,7 @@ mod tests {
     fn the_project_file_joins_the_dev_service_to_the_guard_and_closes_every_network() {
         let spec = spec();
         let resolved: serde_yaml_ng::Value = serde_yaml_ng::from_str(&format!(
-            "version: '3'\nservices:\n  app:\n    image: x\n    networks: [front]\n    ports: ['8080:80']\n    hostname: dev\n    environment: [B=2]\n  db:\n    build: /repo/db\n    networks: [front, back]\n  cache:\n    image: y\nnetworks:\n  front: {{}}\n  back:\n    name: dev-network\n  own:\n    name: {}_own\nvolumes:\n  data: {{}}\n",
+            "version: '3'\nservices:\n  app:\n    image: x\n    networks: [front]\n    ports: ['8080:80']\n    hostname: dev\n    environment: [B=2]\n  db:\n    build: /repo/db\n    networks: [front, back]\n    privileged: true\n    cap_add: [SYS_NICE, SYS_ADMIN]\n    security_opt: [seccomp=unconfined]\n  cache:\n    image: y\nnetworks:\n  front: {{}}\n  back:\n    name: dev-network\n  own:\n    name: {}_own\nvolumes:\n  data: {{}}\n",
             spec.container_name
         ))
         .unwrap();
@@ -1192,6 +1213,15 @@ mod tests {
         };
         let checked = ServicesChecked {
             egress: vec!["cache".into()],
+            siblings: [(
+                "db".to_string(),
+                Hardening {
+                    cap_add: vec!["SYS_NICE".into()],
+                    security_opt: vec![],
+                    privileged: false,
+                },
+            )]
+            .into(),
             ..Default::default()
         };
         let plan = plan(&spec, &compose, &checked);
@@ -1214,6 +1244,14 @@ mod tests {
         assert!(app["labels"]["devcontainer.local_folder"].is_string());
         // The siblings: labelled, on internal networks; the granted one on the egress one too.
         assert_eq!(file["services"]["db"]["labels"]["dev.yolo.role"], "service");
+        // What a sibling asked for is written as policy honoured it: the granted capability,
+        // not the declined ones, nor `privileged` or a security option without a grant.
+        let db = &file["services"]["db"];
+        assert_eq!(db["cap_add"], json!(["SYS_NICE"]));
+        assert!(
+            db.get("privileged").is_none() && db.get("security_opt").is_none(),
+            "{db}"
+        );
         assert_eq!(file["services"]["db"]["build"]["context"], "/repo/db");
         assert!(file["services"]["db"]["build"]["labels"]["dev.yolo.managed"].is_string());
         assert_eq!(file["services"]["db"]["build"]["network"], "container:g");

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::paths::normalize_path;
 use crate::run_spec::{ComposeSpec, RunSpec};
 use serde_yaml_ng::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 impl Eval<'_> {
@@ -112,6 +113,19 @@ pub(crate) struct ServicesChecked {
     /// The targets of the dev service's binds of host paths outside the repository that were
     /// declined: left out of the service yolo writes (`engine::compose::dev_service`).
     pub(crate) dev_declined_binds: Vec<String>,
+    /// Each other service's capabilities, security options and `privileged` as yolo writes
+    /// them: what was granted (a request without a grant is declined, as the dev service's).
+    pub(crate) siblings: BTreeMap<String, Hardening>,
+}
+
+/// A service's hardening requests that were honoured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Hardening {
+    /// Capability names, without `CAP_`.
+    pub(crate) cap_add: Vec<String>,
+    /// As written (trimmed): the granted ones and `no-new-privileges`.
+    pub(crate) security_opt: Vec<String>,
+    pub(crate) privileged: bool,
 }
 
 /// Check every service of the resolved project (`resolved`, what `compose config` printed) and
@@ -175,7 +189,22 @@ pub(crate) fn check_services(
             // Its binds too: yolo writes the dev service's volumes and leaves a declined one out.
             checked.dev_declined_binds = eval.check_dev_volumes(name, service)?;
         } else {
-            eval.strictly(|eval| eval.check_hardening(name, service, dev, &mut scratch))?;
+            // A sibling's too: the project file keeps only what was granted
+            // (`engine::compose::project_file`), so its container starts without the rest.
+            eval.check_hardening(name, service, dev, &mut scratch)?;
+            let security_opt = strings(service.get("security_opt"))
+                .iter()
+                .map(|o| o.trim().to_string())
+                .filter(|o| {
+                    super::security::keeps_no_new_privileges(o) || scratch.security_opt.contains(o)
+                })
+                .collect();
+            let hardening = Hardening {
+                cap_add: scratch.cap_add.clone(),
+                security_opt,
+                privileged: scratch.privileged,
+            };
+            checked.siblings.insert(name.to_string(), hardening);
         }
         eval.strictly(|eval| eval.check_service(name, service, dev, &mut scratch, &mut checked))?;
         if !dev {
@@ -1014,16 +1043,69 @@ mod tests {
 
     const APP: &str = "services:\n  app:\n    image: x\n    volumes:\n    - /home/me/src/My Repo:/workspaces/repo:rw\n";
 
+    /// A sibling's capabilities, security options and `privileged`: declined without a grant
+    /// (the project file keeps only what was granted, `engine::compose::project_file`),
+    /// honoured with one, refused under `requests = "refuse"`.
     #[test]
-    fn every_service_meets_the_grants() {
+    fn a_siblings_hardening_requests_are_declined_without_a_grant() {
         let cases = [
-            ("  db:\n    privileged: true\n", "service \"db\": privileged", "privileged"),
-            ("  db:\n    cap_add: [NET_ADMIN]\n", "service \"db\": cap_add", "cap-add=NET_ADMIN"),
             (
-                "  db:\n    security_opt: [seccomp=unconfined]\n",
+                "  db:\n    privileged: true\n",
+                "service \"db\": privileged",
+                "privileged",
+            ),
+            (
+                "  db:\n    cap_add: [NET_ADMIN]\n",
+                "service \"db\": cap_add",
+                "cap-add=NET_ADMIN",
+            ),
+            (
+                "  db:\n    security_opt: [seccomp=unconfined, no-new-privileges:true]\n",
                 "service \"db\": security_opt",
                 "security-opt=seccomp=unconfined",
             ),
+        ];
+        for (service, property, grant) in cases {
+            let yaml = format!("{APP}{service}");
+            let checked = check(&yaml, &[]).unwrap_or_else(|e| panic!("{service}: {e}"));
+            let declined: Vec<_> = checked
+                .declined
+                .iter()
+                .map(|d| (d.property.as_str(), d.grant.as_deref()))
+                .collect();
+            assert_eq!(declined, [(property, Some(grant))], "{service}");
+            let kept = &checked.siblings["db"];
+            assert!(
+                kept.cap_add.is_empty() && !kept.privileged,
+                "{service}: {kept:?}"
+            );
+            assert!(
+                kept.security_opt
+                    .iter()
+                    .all(|o| o == "no-new-privileges:true"),
+                "{kept:?}"
+            );
+            let (got, _, hint) = refusal(check_refusing(&yaml, &[]));
+            assert_eq!(got, property, "{service}");
+            assert_grant_text(&hint, grant);
+            let checked = check(&yaml, &[grant]).unwrap_or_else(|e| panic!("{grant}: {e}"));
+            assert_eq!(checked.grants_used, [grant.to_string()], "{service}");
+            assert!(checked.declined.is_empty(), "{service}");
+            let kept = &checked.siblings["db"];
+            assert!(
+                kept.privileged
+                    || kept.cap_add == ["NET_ADMIN"]
+                    || kept
+                        .security_opt
+                        .contains(&"seccomp=unconfined".to_string()),
+                "{service}: {kept:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_service_meets_the_grants() {
+        let cases = [
             ("  db:\n    devices: [/dev/fuse]\n", "service \"db\": devices", "device"),
             ("  db:\n    pid: host\n", "service \"db\": pid", "host-pid"),
             ("  db:\n    ipc: host\n", "service \"db\": ipc", "host-ipc"),

@@ -66,7 +66,7 @@ mod workspace;
 
 pub(crate) use compose::{
     check_built_image_names, check_compose_dotenv, check_env_files, check_extended_files,
-    check_services, compose_files_extended, ServicesChecked,
+    check_services, compose_files_extended, Hardening, ServicesChecked,
 };
 pub(crate) use dockerfile::check_text as check_remote_adds;
 pub(crate) use facts::{Facts, Kind};

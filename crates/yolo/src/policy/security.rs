@@ -183,7 +183,7 @@ pub(super) fn parse_gpus_arg(text: &str) -> Option<Gpus> {
 }
 
 /// `no-new-privileges`, `no-new-privileges=true`, `no-new-privileges:true`: what yolo sets anyway.
-fn keeps_no_new_privileges(opt: &str) -> bool {
+pub(super) fn keeps_no_new_privileges(opt: &str) -> bool {
     matches!(
         opt.strip_prefix("no-new-privileges"),
         Some("" | "=true" | ":true")

@@ -211,12 +211,27 @@ fn the_dev_service_runs_behind_the_guard_and_reaches_its_sibling_by_name() {
     assert_eq!(nets.trim(), "", "networks left");
 }
 
+/// A sibling's `privileged` (and capabilities, security options) without a grant is declined:
+/// the project starts, that container unprivileged, and `up` names it with the grant. Under
+/// `requests = "refuse"` it stops `up`, as do a sibling's host binds and host network always.
 #[test]
-fn a_privileged_sibling_is_refused_without_a_grant() {
+fn a_privileged_sibling_is_declined_without_a_grant_and_refused_on_request() {
     let t = Test::new();
-    let db = "\n  db:\n    image: debian:bookworm-slim\n    privileged: true\n";
+    let db = "\n  db:\n    image: debian:bookworm-slim\n    command: sleep infinity\n    privileged: true\n    cap_add: [SYS_ADMIN]\n";
     project(&t, &format!("{APP}{db}"), CONFIG);
-    t.yolo(&["up"])
+    let (_, up) = t.up(&[]);
+    let declined = up["declined"].to_string();
+    assert!(declined.contains("privileged"), "{declined}");
+    assert!(declined.contains("cap-add=SYS_ADMIN"), "{declined}");
+    let host_config = inspect(&service_container(&t, "db"))["HostConfig"].clone();
+    assert_eq!(host_config["Privileged"], false, "{host_config}");
+    assert!(
+        !host_config["CapAdd"].to_string().contains("SYS_ADMIN"),
+        "{host_config}"
+    );
+    t.yolo(&["down", "--remove"]).ok();
+    t.user_config("[policy]\nrequests = \"refuse\"\n");
+    t.yolo(&["up", "--accept-config"])
         .fails_with(77)
         .assert_stderr_contains("service \"db\": privileged")
         .assert_stderr_contains("--grant privileged");
