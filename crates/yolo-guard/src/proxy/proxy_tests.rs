@@ -354,6 +354,24 @@ where
     sender
 }
 
+/// An agent connection speaking HTTP/2 to the inspected host (through the proxy).
+async fn h2_agent<B>(session_ca: &Ca) -> hyper::client::conn::http2::SendRequest<B>
+where
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let tls = tls_client(session_ca, host_addr(443), HOST, &[b"h2"])
+        .await
+        .unwrap();
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
 async fn text(response: Response<Incoming>) -> String {
     let body = response.into_body().collect().await.unwrap().to_bytes();
     String::from_utf8_lossy(&body).into_owned()
@@ -488,14 +506,7 @@ fn a_request_smuggled_past_an_http2_content_length_never_reaches_the_host() {
     let Some((answers, paths)) = in_proxy_netns("proxy-h2-smuggle", || {
         Box::pin(async {
             let s = setup(true).await;
-            let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
-                .await
-                .unwrap();
-            let (mut sender, conn) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                    .await
-                    .unwrap();
-            tokio::spawn(conn);
+            let mut sender = h2_agent(&s.session_ca).await;
             let smuggled = format!(
                 "\r\n\r\nGET /smuggled HTTP/1.1\r\nhost: {HOST}\r\nx-api-key: {STAND_IN}\r\n\r\n"
             );
@@ -559,14 +570,7 @@ fn requests_at_once_open_at_most_the_http1_cap_and_then_share_one_http2_connecti
     let Some((opened, bodies)) = in_proxy_netns("proxy-h2-many", || {
         Box::pin(async {
             let s = setup(true).await;
-            let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
-                .await
-                .unwrap();
-            let (mut sender, conn) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                    .await
-                    .unwrap();
-            tokio::spawn(conn);
+            let mut sender = h2_agent(&s.session_ca).await;
             // Each `/stream` answer stays open (its first chunk sent) until the gate opens.
             let mut responses = Vec::new();
             for _ in 0..HTTP1_PER_CONN + 4 {
@@ -669,14 +673,7 @@ fn a_request_for_another_host_than_the_sni_is_misdirected() {
                 .await
                 .unwrap()
                 .status();
-            let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
-                .await
-                .unwrap();
-            let (mut sender, conn) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                    .await
-                    .unwrap();
-            tokio::spawn(conn);
+            let mut sender = h2_agent(&s.session_ca).await;
             let request = Request::get(format!("https://{OTHER}/x"))
                 .body(Empty::<Bytes>::new())
                 .unwrap();
@@ -846,14 +843,7 @@ fn the_host_connection_is_kept_for_the_agent_connections_next_requests() {
                 }
             }
             // An agent speaking HTTP/2: one host connection for all its requests one by one.
-            let tls = tls_client(&s.session_ca, host_addr(443), HOST, &[b"h2"])
-                .await
-                .unwrap();
-            let (mut h2, conn) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                    .await
-                    .unwrap();
-            tokio::spawn(conn);
+            let mut h2 = h2_agent(&s.session_ca).await;
             for path in ["/a", "/b", "/c"] {
                 let request = Request::get(format!("https://{HOST}{path}"))
                     .header("x-api-key", STAND_IN)

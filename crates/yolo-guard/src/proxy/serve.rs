@@ -19,7 +19,7 @@ use super::names::{normalize, Inspected};
 use super::passthrough::{plain_host, splice, Replay};
 use super::rules::{Decision, Policy, RequestHead, Swap};
 use super::tls::{SessionCa, Upstream};
-use super::upstream::{Pool, Sender, Want};
+use super::upstream::{asks_for_trailers, Pool, Sender, Want};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -742,12 +742,7 @@ fn host_of(value: &str, default_port: u16) -> Option<String> {
 fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     // `te: trailers` says the client reads trailers (gRPC needs it), and is the one value
     // HTTP/2 lets through (RFC 9113 8.2.2): kept as just that.
-    let trailers = headers
-        .get_all(header::TE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("trailers"));
+    let trailers = asks_for_trailers(headers);
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()

@@ -46,12 +46,7 @@ pub(crate) enum Want {
 impl Want {
     /// What `headers` of a request that is (`upgrade`) or is not an Upgrade need.
     pub(crate) fn of(headers: &HeaderMap, upgrade: bool) -> Want {
-        let trailers = headers
-            .get_all(header::TE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case("trailers"));
+        let trailers = asks_for_trailers(headers);
         let grpc = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -64,6 +59,16 @@ impl Want {
             Want::Http1
         }
     }
+}
+
+/// Whether a request's `te` names `trailers`: its client reads trailers (gRPC needs them).
+pub(crate) fn asks_for_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
 }
 
 /// The proxy's connections to one agent connection's destination (for its name), kept alive
