@@ -23,7 +23,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, BufRead, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
@@ -696,39 +696,7 @@ fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result
 /// The request line and the descriptors sent with its first bytes.
 fn recv_with_fds(stream: &UnixStream) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut buf = vec![0u8; 64 * 1024];
-    // SAFETY: pure size computation.
-    let space = unsafe { libc::CMSG_SPACE((8 * std::mem::size_of::<RawFd>()) as u32) } as usize;
-    let mut control = vec![0u8; space];
-    let mut fds = Vec::new();
-    // SAFETY: as in `wire::recv_fd`: the kernel writes at most `msg_controllen` bytes of control
-    // data, and each descriptor passed is taken into an OwnedFd exactly once.
-    let n = unsafe {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = space as _;
-        let n = libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg) as *const RawFd;
-                let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                for i in 0..bytes / std::mem::size_of::<RawFd>() {
-                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-        }
-        n as usize
-    };
+    let (n, fds) = super::wire::recv_fds(stream, &mut buf, 8)?;
     buf.truncate(n);
     // The rest of the line, if it did not come in one piece.
     let mut reader = io::BufReader::new(stream);

@@ -79,15 +79,26 @@ pub fn send_fd(stream: &UnixStream, bytes: &[u8], fd: RawFd) -> io::Result<()> {
 
 /// Receive up to `buf.len()` bytes and at most one descriptor (others are closed).
 pub fn recv_fd(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    // Room for a few descriptors, so extra ones arrive (and are closed) rather than truncate.
+    let (n, fds) = recv_fds(stream, buf, 4)?;
+    Ok((n, fds.into_iter().next()))
+}
+
+/// Receive up to `buf.len()` bytes and the descriptors sent with them, with room for `room`
+/// (more are closed by the kernel, which truncates the control data).
+pub fn recv_fds(
+    stream: &UnixStream,
+    buf: &mut [u8],
+    room: usize,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    // Room for a few descriptors, so extra ones arrive (and are closed) rather than truncate.
     // SAFETY: pure size computation.
-    let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE((room * std::mem::size_of::<RawFd>()) as u32) } as usize;
     let mut control = vec![0u8; space];
-    let mut first = None;
+    let mut fds = Vec::new();
     // SAFETY: as in `send_fd`; the kernel writes at most `msg_controllen` bytes of control data,
     // and every descriptor it passed is taken into an OwnedFd exactly once.
     let n = unsafe {
@@ -106,15 +117,12 @@ pub fn recv_fd(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option
                 let data = libc::CMSG_DATA(cmsg) as *const RawFd;
                 let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                 for i in 0..bytes / std::mem::size_of::<RawFd>() {
-                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
-                    if first.is_none() {
-                        first = Some(fd);
-                    }
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                 }
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
         n as usize
     };
-    Ok((n, first))
+    Ok((n, fds))
 }
