@@ -101,11 +101,16 @@ NOT_HERE = {
     "cannot run: `docker run --privileged` fails here",
 }
 SUDO = ("its postCreateCommand runs `sudo tee /postCreateCommand.txt`: yolo's `sudo` for hooks "
-        "runs it as root, but the exec audit's Landlock confinement refuses writing a file made "
-        "later directly in `/` (docs/security-model.md), for root too")
+        "runs it as root; where `/proc` is read-only (here, a single container) the root command "
+        "is not Landlock-confined and writes the file")
+SUDO_COMPOSE = ("its postCreateCommand runs `sudo tee /postCreateCommand.txt`: yolo's `sudo` for "
+                "hooks runs it as root, but a Compose service cannot have a read-only `/proc` "
+                "(Compose has no `ReadonlyPaths`), so Landlock is the only wall there and keeps "
+                "its cost for root too: no file made later directly in `/` "
+                "(docs/security-model.md)")
 NOTES = {
     "dockerfile-without-features": SUDO,
-    "compose-Dockerfile-without-features": SUDO,
+    "compose-Dockerfile-without-features": SUDO_COMPOSE,
     "image-containerEnv-issue": "the compose file mounts `../..` at /workspaces, so "
     "`workspaceFolder` /workspaces/cli exists only in the reference's own checkout; here the "
     "probe's working folder is missing",

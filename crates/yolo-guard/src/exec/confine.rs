@@ -23,6 +23,9 @@
 //! write their own `/proc/self/...` settings (`oom_score_adj`, `uid_map`) get EACCES, as they
 //! would with a read-only `/proc`.
 //!
+//! Where it is left out: where `/proc` is mounted read-only ([`needed`]), no procfs file can be
+//! opened for writing anyway, so the shim does not install it there and its cost goes too.
+//!
 //! Best effort: on a kernel without Landlock, or an engine whose seccomp profile refuses its
 //! system calls, nothing is confined and [`Confined::Not`] says why; the
 //! shim runs the program anyway (refusing would stop every exec on those hosts), and
@@ -57,35 +60,13 @@ pub fn close_proc_to_writes() -> Confined {
     }
 }
 
-/// The same ruleset, made now and installed later in a child between fork and exec: the
-/// hook's sudo broker (`exec::sudo`), which runs unconfined itself, confines what it starts.
-/// Made in the parent (listing `/` and building the ruleset allocate); installing it is two
-/// system calls, safe in a forked child of a threaded parent.
-pub struct Prepared(Option<landlock::RulesetCreated>);
-
-impl Prepared {
-    /// Made now; `None` (nothing to install) where it cannot be, as [`close_proc_to_writes`]
-    /// runs the program unconfined there.
-    pub fn new() -> Prepared {
-        let made = grantable(Path::new("/"))
-            .map_err(Error::ListRoot)
-            .and_then(|top| ruleset_for(&top));
-        Prepared(made.ok())
-    }
-
-    /// Install it on the calling thread and its future children (once; later calls do
-    /// nothing). Best effort, like [`close_proc_to_writes`].
-    pub fn enforce(&mut self) {
-        if let Some(ruleset) = self.0.take() {
-            let _ = ruleset.restrict_self();
-        }
-    }
-}
-
-impl Default for Prepared {
-    fn default() -> Self {
-        Prepared::new()
-    }
+/// Whether a program here needs the ruleset: not where `/proc` is read-only, where no procfs
+/// file can be opened for writing anyway and the ruleset would only cost what it costs (no
+/// new file directly in `/`: `echo > /postCreateCommand.txt`, as the reference CLI's own test
+/// configs do). Docker without AppArmor or SELinux mounts it so for yolo; with either, and on
+/// Podman and Kubernetes, `/proc` is writable and the ruleset is the wall.
+pub fn needed() -> bool {
+    !proc_is_read_only()
 }
 
 /// Whether `/proc` is mounted read-only here (the engine's `ReadonlyPaths`, which yolo sets where

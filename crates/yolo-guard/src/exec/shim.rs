@@ -94,8 +94,9 @@ fn run(args: &[OsString], supervisor: Supervisor, wait: Wait, confined: Confine)
         eprintln!("yolo: {message}; not running {}", program.to_string_lossy());
         return CANNOT_RUN;
     }
-    // Best effort (see `confine`): where Landlock is missing, the program runs unconfined.
-    if confined == Confine::Yes {
+    // Best effort (see `confine`): where Landlock is missing, the program runs unconfined;
+    // where `/proc` is read-only, it needs no confinement (`confine::needed`).
+    if confined == Confine::Yes && confine::needed() {
         let _ = confine::close_proc_to_writes();
     }
     let Some(path) = resolve(program) else {

@@ -375,12 +375,7 @@ fn serve(user: &str, program: &[String]) -> io::Result<i32> {
         command.env("USER", &who.name).env("LOGNAME", &who.name);
     }
     let (uid, gid, groups) = (who.uid, who.gid, who.groups.clone());
-    // The broker runs outside the shim's Landlock confinement (`--unconfined`), so that a root
-    // command may be left outside it where that wall is not needed (`root_command`); the
-    // hook's own command is always confined, as the shim would have.
-    let mut confined = super::confine::Prepared::new();
-    // SAFETY: only async-signal-safe calls (setgroups, setgid, setuid, prctl and
-    // landlock_restrict_self) between fork and exec.
+    // SAFETY: only async-signal-safe calls (setgroups, setgid, setuid) between fork and exec.
     unsafe {
         command.pre_exec(move || {
             if libc::setgroups(groups.len(), groups.as_ptr()) != 0
@@ -389,7 +384,6 @@ fn serve(user: &str, program: &[String]) -> io::Result<i32> {
             {
                 return Err(io::Error::last_os_error());
             }
-            confined.enforce();
             Ok(())
         });
     }
@@ -523,20 +517,7 @@ fn answer(
         .stderr(stderr)
         // A group of its own, so the hook's end takes what it started too.
         .process_group(0);
-    // Confined as the shim confines, unless `/proc` is read-only here: then no procfs file
-    // can be opened for writing anyway, and the confinement would only cost what it costs
-    // (no new file directly in `/`: `sudo tee /postCreateCommand.txt`, as the reference
-    // CLI's own test configs do).
-    if !super::confine::proc_is_read_only() {
-        let mut confined = super::confine::Prepared::new();
-        // SAFETY: prctl and landlock_restrict_self only, between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                confined.enforce();
-                Ok(())
-            });
-        }
-    }
+
     let started = chrono::Utc::now();
     let clock = std::time::Instant::now();
     let done = |code: i32| {

@@ -517,9 +517,6 @@ impl Runner<'_> {
                 argv,
                 user: Some("root".into()),
                 env,
-                // The broker confines the hook's command itself, and a root command unless
-                // `/proc` is read-only (where the confinement would only cost a new file in `/`).
-                unconfined: true,
                 ..request.clone()
             },
             mark,
@@ -576,7 +573,6 @@ impl Runner<'_> {
             tty,
             stdin,
             supervised: self.supervised,
-            unconfined: false,
         }
     }
 

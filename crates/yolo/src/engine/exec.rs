@@ -52,21 +52,12 @@ pub(crate) struct ExecRequest {
     /// Start through the exec audit's shim (`ContainerDetails::supervised`): the container's
     /// every command must, or the guard records it as unsupervised.
     pub(crate) supervised: bool,
-    /// With `supervised`: the shim leaves the program outside its Landlock confinement. Only
-    /// for the hooks' sudo broker, yolo's own program, which confines what it starts itself
-    /// (`yolo_guard::exec::sudo`).
-    pub(crate) unconfined: bool,
 }
 
 impl ExecRequest {
     /// The argv Docker runs: the shim first when supervised.
     fn command(&self, argv: &[String]) -> Vec<String> {
-        let flags: &[&str] = if self.unconfined {
-            &["--unconfined"]
-        } else {
-            &[]
-        };
-        self.command_with(flags, argv)
+        self.command_with(&[], argv)
     }
 
     /// [`command`](Self::command) with the shim's `flags` before the program.

@@ -256,13 +256,14 @@ fn sudo_in_a_hook_runs_as_root_and_is_recorded_with_the_hook() {
         .fails_with(127);
 }
 
-/// The broker confines the hook's own command as the shim confines every program (Landlock:
-/// no write open of a procfs file, and, as its cost, none in a top-level folder made after it
-/// started); a root command is confined too unless `/proc` is read-only, where that wall holds
-/// already. So `sudo tee /postCreateCommand.txt` (the reference CLI's own test configs) works
-/// there, and no root command of a hook can open another process's memory for writing.
+/// ATTACK and cost: the shim confines every program with Landlock (no write open of a procfs
+/// file, so one process cannot rewrite another's memory) where `/proc` is writable; where the
+/// engine mounts it read-only that wall holds already, and the confinement is left out with its
+/// cost (no new file directly in `/`). So `sudo tee /postCreateCommand.txt` in a hook (the
+/// reference CLI's own test configs) works there, and neither a hook's root command nor the
+/// agent's root ever opens another process's memory for writing.
 #[test]
-fn a_hooks_root_command_writes_at_the_top_and_still_cannot_write_process_memory() {
+fn a_program_writes_at_the_top_only_where_proc_is_read_only_and_never_writes_process_memory() {
     let t = Test::new();
     non_root_user(
         &t,
@@ -282,18 +283,40 @@ fn a_hooks_root_command_writes_at_the_top_and_still_cannot_write_process_memory(
     let lines: Vec<&str> = seen.lines().collect();
     assert_eq!(lines.len(), 5, "{seen}");
     let proc_read_only = lines[3] != "0";
-    // The hook's own command is confined: the folder root made for it later takes no write.
-    assert_ne!(lines[1], "0", "the hook's command was not confined: {seen}");
     // No root command of the hook opens another process's memory for writing.
     assert_ne!(
         lines[2], "0",
         "a root command opened /proc/1/mem for writing: {seen}"
     );
+    // The agent's root neither, as a program `yolo exec` starts (a config of user root).
+    let agent = Test::new();
+    agent.devcontainer(&format!(r#"{{"image": "{BASE_IMAGE}"}}"#));
+    agent.up(&[]);
+    let root = agent
+        .yolo(&[
+            "exec",
+            "sh",
+            "-c",
+            "id -u; (exec 3>/proc/1/mem) 2>/dev/null; echo $?; (echo x > /from-exec) 2>/dev/null; echo $?",
+        ])
+        .ok()
+        .stdout();
+    let root: Vec<&str> = root.lines().skip_while(|l| *l != "0").skip(1).collect();
+    assert_eq!(root.len(), 2, "{root:?}");
+    assert_ne!(
+        root[0], "0",
+        "the agent's root opened /proc/1/mem for writing"
+    );
     if proc_read_only {
-        assert_eq!((lines[0], lines[4]), ("0", "top"), "{seen}");
+        // No confinement, and none of its cost.
+        assert_eq!((lines[0], lines[1], lines[4]), ("0", "0", "top"), "{seen}");
+        assert_eq!(root[1], "0", "{root:?}");
     } else {
-        // Landlock is the only wall there, and keeps its cost.
+        // Landlock is the wall there, and keeps its cost: the hook's own command cannot write
+        // in a top-level folder made after it started, nor a root command a new file at `/`.
+        assert_ne!(lines[1], "0", "the hook's command was not confined: {seen}");
         assert_eq!(lines[4], "none", "{seen}");
+        assert_ne!(root[1], "0", "{root:?}");
     }
 }
 
