@@ -23,7 +23,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, BufRead, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
@@ -247,7 +247,7 @@ fn ask(socket: &OsString, request: &Request) -> io::Result<Reply> {
     let stream = UnixStream::connect_addr(&SocketAddr::from_abstract_name(socket.as_bytes())?)?;
     let mut line = serde_json::to_vec(request)?;
     line.push(b'\n');
-    send_with_fds(&stream, &line, &[0, 1, 2])?;
+    super::wire::send_fds(&stream, &line, &[0, 1, 2])?;
     let mut answer = String::new();
     io::BufReader::new(&stream).read_line(&mut answer)?;
     serde_json::from_str(&answer).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
@@ -643,35 +643,6 @@ fn parent(pid: i32) -> Option<i32> {
         .lines()
         .find_map(|l| l.strip_prefix("PPid:"))
         .and_then(|v| v.trim().parse().ok())
-}
-
-fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    let size = std::mem::size_of_val(fds) as u32;
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(size) } as usize;
-    let mut control = vec![0u8; space];
-    // SAFETY: every pointer set below outlives the sendmsg call; the control buffer is
-    // CMSG_SPACE bytes for `fds`.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = space as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(size) as _;
-        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(cmsg) as *mut RawFd, fds.len());
-        if libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// The request line and the descriptors sent with its first bytes.

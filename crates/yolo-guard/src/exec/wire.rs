@@ -50,15 +50,21 @@ pub fn peer_pid(stream: &UnixStream) -> io::Result<i32> {
 
 /// Send `bytes` with `fd` attached.
 pub fn send_fd(stream: &UnixStream, bytes: &[u8], fd: RawFd) -> io::Result<()> {
+    send_fds(stream, bytes, &[fd])
+}
+
+/// Send `bytes` with `fds` attached.
+pub fn send_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
     let mut iov = libc::iovec {
         iov_base: bytes.as_ptr() as *mut libc::c_void,
         iov_len: bytes.len(),
     };
+    let size = std::mem::size_of_val(fds);
     // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE(size as u32) } as usize;
     let mut control = vec![0u8; space];
     // SAFETY: zeroed msghdr is valid; every pointer set below outlives the sendmsg call, and the
-    // control buffer is CMSG_SPACE bytes for one descriptor.
+    // control buffer is CMSG_SPACE bytes for `fds`, copied in as bytes (no alignment assumed).
     unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
@@ -68,8 +74,8 @@ pub fn send_fd(stream: &UnixStream, bytes: &[u8], fd: RawFd) -> io::Result<()> {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd);
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size as u32) as _;
+        std::ptr::copy_nonoverlapping(fds.as_ptr() as *const u8, libc::CMSG_DATA(cmsg), size);
         if libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) < 0 {
             return Err(io::Error::last_os_error());
         }
