@@ -7,7 +7,8 @@
 //! program to DEST, executable: how a Pod's init container hands the shim to the agent, since
 //! the guard image has no `cp` or any other program). `sudo-hook --user USER -- PROGRAM...` runs
 //! a lifecycle hook with a root broker for its `sudo`, and called as `sudo` this program is that
-//! `sudo` (see `exec::sudo`).
+//! `sudo` (see `exec::sudo`); `sudo-sweep --since SECONDS` ends the root processes such a hook
+//! left when its broker could not.
 
 const USAGE: &str = "usage: yolo-guard run --config FILE | yolo-guard ctl '<request json>' | \
                      yolo-guard shim PROGRAM [ARGS...] | yolo-guard start PROGRAM [ARGS...] | \
@@ -23,6 +24,9 @@ fn main() {
     }
     if raw.first().is_some_and(|verb| verb == "sudo-hook") {
         std::process::exit(yolo_guard::exec::sudo::broker(&raw[1..]));
+    }
+    if raw.first().is_some_and(|verb| verb == "sudo-sweep") {
+        std::process::exit(yolo_guard::exec::sudo::sweep_main(&raw[1..]));
     }
     if raw.first().is_some_and(|verb| verb == "shim") {
         std::process::exit(yolo_guard::exec::shim::main(&raw[1..]));

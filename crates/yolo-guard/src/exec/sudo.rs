@@ -40,6 +40,8 @@ pub const SOCKET_VAR: &str = "YOLO_SUDO";
 pub const MARK_VAR: &str = "YOLO_SUDO_MARK";
 /// Root's `PATH`, as Debian's sudo sets it (`secure_path`).
 const SECURE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// The longest request line read (argv and environment), a bound on the broker's memory.
+const MAX_REQUEST: usize = 4 << 20;
 /// How many parents a caller may have below the hook's command (a loop guard).
 const MAX_DEPTH: usize = 4096;
 /// Variables a root command keeps from its caller without `-E`.
@@ -349,6 +351,15 @@ pub fn broker(args: &[OsString]) -> i32 {
 }
 
 fn serve(user: &str, program: &[String]) -> io::Result<i32> {
+    // Orphans of the hook's commands come to the broker rather than to PID 1, so a root command
+    // that leaves its process group (`setsid`, a daemon's double fork) is still found at the
+    // end; and the broker is not dumpable, so its root commands (without CAP_SYS_PTRACE) cannot
+    // read its environment (the records' mark) or trace it.
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let who =
         identity(user, &read("/etc/passwd"), &read("/etc/group")).map_err(io::Error::other)?;
@@ -364,6 +375,12 @@ fn serve(user: &str, program: &[String]) -> io::Result<i32> {
         _ => format!("{}:{SECURE_PATH}", folder.display()),
     };
     let mark: Option<Arc<str>> = std::env::var(MARK_VAR).ok().map(Arc::from);
+    // When the broker started, before any root command can: where yolo's own sweep starts if
+    // the broker ends without its own (`sweep_main`).
+    let me = std::process::id() as i32;
+    if let Some(started) = process(me).map(|p| p.start) {
+        record(mark.as_deref(), serde_json::json!({ "started": started }));
+    }
     let mut command = Command::new(&program[0]);
     command
         .args(&program[1..])
@@ -429,10 +446,142 @@ fn serve(user: &str, program: &[String]) -> io::Result<i32> {
     for thread in served {
         let _ = thread.join();
     }
+    let ended = sweep(|pid, table| pid != me && below(pid, me, table));
+    if ended > 0 {
+        eprintln!("yolo: sudo: ended {ended} root process(es) the hook's commands left running (root lasts as long as the hook)");
+    }
+    record(mark.as_deref(), serde_json::json!({ "swept": ended }));
     use std::os::unix::process::ExitStatusExt;
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// One process as `/proc/PID/stat` and `status` show it.
+struct Process {
+    pid: i32,
+    ppid: i32,
+    /// Clock ticks after boot.
+    start: u64,
+    /// Root in any of its uids, or a capability in its permitted, effective or ambient set:
+    /// what could act as root, or become root again (`PR_SET_KEEPCAPS`). Without either,
+    /// no-new-privileges keeps a process from ever regaining root.
+    privileged: bool,
+    zombie: bool,
+}
+
+fn processes() -> Vec<Process> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(process)
+        .collect()
+}
+
+fn process(pid: i32) -> Option<Process> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's name in parentheses: state, ppid, ... starttime is field 22.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let root = field("Uid:").split_whitespace().any(|u| u == "0");
+    let capable = ["CapPrm:", "CapEff:", "CapAmb:"]
+        .iter()
+        .any(|c| u64::from_str_radix(&field(c), 16).unwrap_or(0) != 0);
+    Some(Process {
+        pid,
+        ppid: fields.get(1)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+        privileged: root || capable,
+        zombie: fields.first() == Some(&"Z"),
+    })
+}
+
+/// Whether `pid` hangs below `ancestor` in `table`.
+fn below(pid: i32, ancestor: i32, table: &[Process]) -> bool {
+    let mut at = pid;
+    for _ in 0..MAX_DEPTH {
+        match table.iter().find(|p| p.pid == at) {
+            Some(p) if p.ppid == ancestor => return true,
+            Some(p) if p.ppid > 1 => at = p.ppid,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Kill every privileged, living process `chosen` picks, round after round until none is
+/// left (a process killed may have forked just before), reaping what comes to this one.
+/// Returns how many were killed.
+fn sweep(chosen: impl Fn(i32, &[Process]) -> bool) -> usize {
+    let mut ended = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        reap();
+        let table = processes();
+        let found: Vec<i32> = table
+            .iter()
+            .filter(|p| p.privileged && !p.zombie && chosen(p.pid, &table))
+            .map(|p| p.pid)
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        for pid in found {
+            // SAFETY: kill(2) with integer arguments.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            ended.insert(pid);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    reap();
+    ended.len()
+}
+
+/// Reap this process's ended children (orphans that came to it as a subreaper).
+fn reap() {
+    let mut status = 0;
+    // SAFETY: waitpid with a valid out-pointer, never blocking.
+    while unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } > 0 {}
+}
+
+/// `yolo-guard sudo-sweep --since TICKS`: what yolo runs when a hook's broker did not report
+/// its own sweep (it was killed, by one of its root commands perhaps): kill every privileged
+/// process of this container (this mount namespace) that started at or after TICKS (the
+/// broker's own start, in clock ticks after boot, from its first record), except this one and
+/// its parents. Prints how many.
+pub fn sweep_main(args: &[OsString]) -> i32 {
+    let from = match args {
+        [flag, ticks] if flag == "--since" => ticks.to_str().and_then(|s| s.parse::<u64>().ok()),
+        _ => None,
+    };
+    let Some(from) = from else {
+        eprintln!("usage: yolo-guard sudo-sweep --since TICKS");
+        return 64;
+    };
+    let namespace = |pid: i32| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
+    let mine = namespace(std::process::id() as i32);
+    let me = std::process::id() as i32;
+    let ended = sweep(|pid, table| {
+        let Some(p) = table.iter().find(|p| p.pid == pid) else {
+            return false;
+        };
+        p.start >= from
+            && pid != me
+            && !below(me, pid, table)
+            && mine.is_some()
+            && namespace(pid) == mine
+    });
+    println!("{ended}");
+    0
 }
 
 /// A root-owned folder holding `sudo`, a link to this program, for the hook's `PATH`.
@@ -472,22 +621,34 @@ fn answer(
         line.push(b'\n');
         (&*stream).write_all(&line)
     };
-    let pid = super::wire::peer_pid(&stream)?;
-    if !descends_from(pid, root) {
+    let refuse = |pid: i32| {
         eprintln!("yolo: sudo refused to process {pid}: not a process of this hook");
         record(
             mark,
             serde_json::json!({"refused": "not a process of the hook", "pid": pid}),
         );
-        return reply(
+        reply(
             &stream,
             Reply {
                 code: None,
                 refused: Some("only the lifecycle hook's own processes may use sudo, and only while the hook runs".into()),
             },
-        );
+        )
+    };
+    // Who connected, and then who sent the request: not the same process when the connection
+    // was handed on or taken from a hook's process (`pidfd_getfd` by the same user).
+    let pid = super::wire::peer_pid(&stream)?;
+    if !descends_from(pid, root) {
+        return refuse(pid);
     }
-    let (bytes, fds) = recv_with_fds(&stream)?;
+    super::wire::pass_credentials(&stream)?;
+    // A connection that never sends must not hold the broker past the hook's end.
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let (bytes, fds, sender) = recv_request(&stream)?;
+    match sender {
+        Some(sender) if descends_from(sender, root) => {}
+        other => return refuse(other.unwrap_or(0)),
+    }
     let request: Request = serde_json::from_slice(&bytes)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let [stdin, stdout, stderr]: [OwnedFd; 3] = fds
@@ -645,21 +806,25 @@ fn parent(pid: i32) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// The request line and the descriptors sent with its first bytes.
-fn recv_with_fds(stream: &UnixStream) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+/// The request line, the descriptors sent with its first bytes, and the one process that
+/// sent all of it (`None` when two did, or the kernel named none).
+fn recv_request(stream: &UnixStream) -> io::Result<(Vec<u8>, Vec<OwnedFd>, Option<i32>)> {
     let mut buf = vec![0u8; 64 * 1024];
-    let (n, fds) = super::wire::recv_fds(stream, &mut buf, 8)?;
+    let (n, fds, mut sender) = super::wire::recv_fds(stream, &mut buf, 8)?;
     buf.truncate(n);
-    // The rest of the line, if it did not come in one piece.
-    let mut reader = io::BufReader::new(stream);
-    while !buf.ends_with(b"\n") {
-        let mut more = Vec::new();
-        if reader.read_until(b'\n', &mut more)? == 0 {
+    // The rest of the line, if it did not come in one piece: from the same sender only.
+    while n > 0 && !buf.ends_with(b"\n") && buf.len() <= MAX_REQUEST {
+        let mut more = vec![0u8; 64 * 1024];
+        let (m, _extra, from) = super::wire::recv_fds(stream, &mut more, 1)?;
+        if m == 0 {
             break;
         }
-        buf.extend(more);
+        if from != sender {
+            sender = None;
+        }
+        buf.extend_from_slice(&more[..m]);
     }
-    Ok((buf, fds))
+    Ok((buf, fds, sender))
 }
 
 /// Whether this program was called as `sudo` (the link in the hook's `PATH`).
@@ -672,6 +837,55 @@ pub fn called_as_sudo(argv0: &std::ffi::OsStr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection made by this process, written to by another (as when a descriptor of it was
+    /// handed on, or taken with `pidfd_getfd`): the request's sender is the writer; bytes of two
+    /// writers have no sender.
+    #[test]
+    fn a_requests_sender_is_the_process_that_wrote_it_not_the_one_that_connected() {
+        use std::os::fd::AsRawFd;
+        let write_from_child = |end: &UnixStream, text: &str| {
+            let fd = end.as_raw_fd();
+            let mut child = Command::new("sh");
+            child.args(["-c", &format!("printf '{text}' >&3")]);
+            // SAFETY: dup2 and fcntl only, between fork and exec.
+            unsafe {
+                child.pre_exec(move || {
+                    let moved = if fd == 3 {
+                        libc::fcntl(3, libc::F_SETFD, 0)
+                    } else {
+                        libc::dup2(fd, 3)
+                    };
+                    if moved < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let mut child = child.spawn().unwrap();
+            let pid = child.id() as i32;
+            assert!(child.wait().unwrap().success());
+            pid
+        };
+        let (ours, broker) = UnixStream::pair().unwrap();
+        assert_eq!(
+            super::super::wire::peer_pid(&broker).unwrap(),
+            std::process::id() as i32
+        );
+        super::super::wire::pass_credentials(&broker).unwrap();
+        let writer = write_from_child(&ours, "{}\\n");
+        let (line, fds, sender) = recv_request(&broker).unwrap();
+        assert_eq!((line.as_slice(), fds.len()), (&b"{}\n"[..], 0));
+        assert_eq!(sender, Some(writer));
+
+        // Half a line from the child, the rest from this process: no one sender.
+        write_from_child(&ours, "{\"a\":");
+        std::thread::sleep(Duration::from_millis(50));
+        (&ours).write_all(b"1}\n").unwrap();
+        let (line, _, sender) = recv_request(&broker).unwrap();
+        assert_eq!(line, b"{\"a\":1}\n");
+        assert_eq!(sender, None);
+    }
 
     fn run(args: &[&str]) -> Parsed {
         parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())

@@ -86,25 +86,53 @@ pub fn send_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<
 /// Receive up to `buf.len()` bytes and at most one descriptor (others are closed).
 pub fn recv_fd(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
     // Room for a few descriptors, so extra ones arrive (and are closed) rather than truncate.
-    let (n, fds) = recv_fds(stream, buf, 4)?;
+    let (n, fds, _) = recv_fds(stream, buf, 4)?;
     Ok((n, fds.into_iter().next()))
 }
 
+/// Have the kernel attach the sender's credentials to every message read from `stream`
+/// (`SO_PASSCRED`): `recv_fds` then returns the pid of the process that sent those very bytes,
+/// which `SO_PEERCRED` (the process that connected) is not when a descriptor of the connection
+/// was passed on or taken (`pidfd_getfd`).
+pub fn pass_credentials(stream: &UnixStream) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt with a pointer to an int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            &on as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Receive up to `buf.len()` bytes and the descriptors sent with them, with room for `room`
-/// (more are closed by the kernel, which truncates the control data).
+/// (more are closed by the kernel, which truncates the control data); and, after
+/// `pass_credentials`, the pid of the sender of these bytes (a stream read never joins the
+/// bytes of two senders then).
 pub fn recv_fds(
     stream: &UnixStream,
     buf: &mut [u8],
     room: usize,
-) -> io::Result<(usize, Vec<OwnedFd>)> {
+) -> io::Result<(usize, Vec<OwnedFd>, Option<i32>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
     // SAFETY: pure size computation.
-    let space = unsafe { libc::CMSG_SPACE((room * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let space = unsafe {
+        libc::CMSG_SPACE((room * std::mem::size_of::<RawFd>()) as u32)
+            + libc::CMSG_SPACE(std::mem::size_of::<libc::ucred>() as u32)
+    } as usize;
     let mut control = vec![0u8; space];
     let mut fds = Vec::new();
+    let mut sender = None;
     // SAFETY: as in `send_fd`; the kernel writes at most `msg_controllen` bytes of control data,
     // and every descriptor it passed is taken into an OwnedFd exactly once.
     let n = unsafe {
@@ -125,10 +153,16 @@ pub fn recv_fds(
                 for i in 0..bytes / std::mem::size_of::<RawFd>() {
                     fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                 }
+            } else if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                && (*cmsg).cmsg_type == libc::SCM_CREDENTIALS
+            {
+                let cred: libc::ucred =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::ucred);
+                sender = Some(cred.pid);
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
         n as usize
     };
-    Ok((n, fds))
+    Ok((n, fds, sender))
 }

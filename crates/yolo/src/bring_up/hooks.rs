@@ -448,14 +448,33 @@ impl Runner<'_> {
                 .iter()
                 .map(|(name, argv)| self.run_hook_command(name, argv));
             let results = futures_util::future::join_all(runs).await;
-            for result in results {
+            // A broker that did not end its hook's root processes itself (killed, perhaps by
+            // one of them): once the parallel commands are all over, yolo does.
+            let unswept = results.iter().filter_map(|(_, since)| *since).min();
+            if let Some(since) = unswept {
+                self.sweep(since).await?;
+            }
+            for (result, _) in results {
                 result?;
             }
         }
         Ok(())
     }
 
-    async fn run_hook_command(&self, name: &str, argv: &[String]) -> Result<()> {
+    /// One hook command; with it, when its sudo broker started but did not report that it
+    /// ended the root processes the command left, the broker's start (for `sweep`).
+    async fn run_hook_command(&self, name: &str, argv: &[String]) -> (Result<()>, Option<u64>) {
+        let mut unswept = None;
+        let result = self.hook_command(name, argv, &mut unswept).await;
+        (result, unswept)
+    }
+
+    async fn hook_command(
+        &self,
+        name: &str,
+        argv: &[String],
+        unswept: &mut Option<u64>,
+    ) -> Result<()> {
         let request = self.request(argv.to_vec(), false, false);
         let result = match self.brokered(&request) {
             Some((brokered, mark)) => {
@@ -466,7 +485,7 @@ impl Runner<'_> {
                 let result = self
                     .run_as("hook", name, &brokered, &request, output)
                     .await?;
-                self.record_sudo(name, &result.records)?;
+                *unswept = self.record_sudo(name, &result.records)?;
                 result
             }
             None => {
@@ -524,13 +543,32 @@ impl Runner<'_> {
     }
 
     /// The broker's records in the audit log: each root command as a `command` event of
-    /// source `sudo` named for the hook that asked, each refusal as a notice.
-    fn record_sudo(&self, hook: &str, records: &[String]) -> Result<()> {
-        let Some(writer) = self.writer else {
-            return Ok(());
-        };
+    /// source `sudo` named for the hook that asked, each refusal as a notice, root processes
+    /// it ended as a notice. The broker's start (its first record) when it did not report that
+    /// sweep, its last act.
+    fn record_sudo(&self, hook: &str, records: &[String]) -> Result<Option<u64>> {
+        let mut started = None;
+        let mut swept = false;
         for record in records {
             let Ok(record) = serde_json::from_str::<serde_json::Value>(record) else {
+                continue;
+            };
+            if let Some(ticks) = record["started"].as_u64() {
+                started = Some(ticks);
+                continue;
+            }
+            if let Some(ended) = record["swept"].as_u64() {
+                swept = true;
+                if ended > 0 {
+                    if let Some(writer) = self.writer {
+                        writer.write(EventKind::Notice {
+                            message: format!("{hook}: sudo ended {ended} root process(es) its commands left running"),
+                        })?;
+                    }
+                }
+                continue;
+            }
+            let Some(writer) = self.writer else {
                 continue;
             };
             let text = |key: &str| record[key].as_str().unwrap_or_default().to_string();
@@ -560,6 +598,35 @@ impl Runner<'_> {
                 exit_code: record["exit_code"].as_i64(),
                 duration_ms: record["duration_ms"].as_u64().unwrap_or(0),
             })?;
+        }
+        Ok(started.filter(|_| !swept))
+    }
+
+    /// End the root processes started in the container since a broker started (`since`, clock
+    /// ticks after boot; `yolo-guard sudo-sweep`): what a hook's broker does itself at the
+    /// hook's end, done by yolo when a broker could not (it was killed). Root in the container
+    /// lasts as long as the hook.
+    async fn sweep(&self, since: u64) -> Result<()> {
+        let request = ExecRequest {
+            argv: vec![
+                yolo_protocol::SHIM_PATH.to_string(),
+                "sudo-sweep".into(),
+                "--since".into(),
+                since.to_string(),
+            ],
+            user: Some("root".into()),
+            ..self.request(Vec::new(), false, false)
+        };
+        let result = self
+            .run("yolo", "sudo-sweep", &request, Output::Capture)
+            .await?;
+        let ended = String::from_utf8_lossy(&result.captured).trim().to_string();
+        let message = format!(
+            "a hook's sudo broker ended early, so yolo ended the root processes started since the hook began: {ended}"
+        );
+        eprintln!("{} {message}", console::style("note:").yellow());
+        if let Some(writer) = self.writer {
+            writer.write(EventKind::Notice { message })?;
         }
         Ok(())
     }

@@ -409,3 +409,133 @@ fn a_workspace_folder_that_is_not_there_is_named_with_the_fix() {
         .assert_stderr_contains("its working folder /nowhere/x does not exist there")
         .assert_stderr_contains("\"workspaceFolder\"");
 }
+
+/// The command lines of the container's processes that start with `prefix`, one per line.
+fn processes_named(t: &Test, prefix: &str) -> String {
+    let script = format!(
+        "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); u=$(awk '/^Uid:/ {{print $2}}' $p/status 2>/dev/null); case \"$c\" in '{prefix}'*) echo \"$u $c\";; esac; done"
+    );
+    t.yolo(&["exec", "--", "sh", "-c", &script]).ok().stdout()
+}
+
+/// ATTACK: a hook's root commands try to outlive it, to keep root for later: one leaves its
+/// process group (`setsid`), one ignores SIGTERM and SIGHUP in a subshell. Both end with the
+/// hook (the broker is their subreaper and ends every privileged process below it); what the
+/// hook's user left running, without root, keeps running; the audit log says what was ended.
+#[test]
+fn root_processes_a_hook_leaves_running_end_with_the_hook() {
+    let t = Test::new();
+    non_root_user(
+        &t,
+        r#""postCreateCommand": "sudo sh -c 'setsid sleep 1001 </dev/null >/dev/null 2>&1 &'; sudo sh -c '(trap \"\" TERM HUP; sleep 1002) </dev/null >/dev/null 2>&1 &'; (sleep 1003 </dev/null >/dev/null 2>&1 &)""#,
+    );
+    t.up(&[]);
+    let left = processes_named(&t, "sleep 100");
+    assert!(!left.contains("sleep 1001"), "{left}");
+    assert!(!left.contains("sleep 1002"), "{left}");
+    assert!(
+        left.contains("1000 sleep 1003"),
+        "the user's own process: {left}"
+    );
+    let notices: Vec<String> = t
+        .events()
+        .into_iter()
+        .filter(|e| e["kind"] == "notice")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|m| m.starts_with("postCreateCommand: sudo ended")),
+        "{notices:?}"
+    );
+}
+
+/// ATTACK: a root command kills the hook's broker (root may signal root) so that nobody is
+/// left to end it, and leaves a process behind. yolo sees the broker end without its sweep and
+/// ends the root processes started since the hook began; the hook fails with the broker's
+/// status.
+#[test]
+fn a_root_command_that_kills_its_broker_still_loses_root_when_the_hook_ends() {
+    let t = Test::new();
+    non_root_user(
+        &t,
+        r#""postCreateCommand": "sudo sh -c 'setsid sleep 1004 </dev/null >/dev/null 2>&1 & sleep 0.5; kill -9 $PPID'""#,
+    );
+    t.yolo(&["up"])
+        .fails_with(70)
+        .assert_stderr_contains("yolo ended the root processes started since the hook began: 1");
+    let left = processes_named(&t, "sleep 100");
+    assert!(!left.contains("sleep 1004"), "{left}");
+}
+
+/// ATTACK: the agent takes a hook's connection to its sudo broker (`pidfd_getfd`, which the
+/// kernel allows the same user on the hook's processes) after the hook's process connected and
+/// before it asked, and sends its own request on it. Docker's seccomp profile refuses
+/// `pidfd_getfd` (EPERM); where an engine's allows it, the broker looks at who sent the
+/// request, not who connected, and refuses (`exec::sudo` tests that part without an engine).
+#[test]
+fn the_agent_cannot_ask_on_a_connection_taken_from_a_hook() {
+    const HOLD: &str = r#"
+import os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\0" + os.environ["YOLO_SUDO"])
+open("/tmp/holder.new", "w").write(f"{os.getpid()} {s.fileno()}")
+os.rename("/tmp/holder.new", "/tmp/holder")
+time.sleep(20)
+"#;
+    const TAKE: &str = r#"
+import ctypes, json, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid, fd = map(int, open("/tmp/holder").read().split())
+pidfd = libc.syscall(434, pid, 0)  # pidfd_open
+taken = libc.syscall(438, pidfd, fd, 0)  # pidfd_getfd
+if taken < 0:
+    print(f"getfd:{ctypes.get_errno()}")
+    sys.exit(0)
+s = socket.socket(fileno=taken)
+line = json.dumps({"argv": ["touch", "/etc/agent-was-root"], "cwd": "/", "env": [], "keep_env": False}) + "\n"
+socket.send_fds(s, [line.encode()], [0, 1, 2])
+print(s.recv(4096).decode().strip())
+"#;
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BASE_IMAGE}\nLABEL yolo.test={}\nRUN apt-get update && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*\nRUN useradd --create-home --uid 1000 dev\n",
+            t.id
+        ),
+    );
+    t.devcontainer(
+        r#"{"build": {"dockerfile": "Dockerfile"}, "remoteUser": "dev", "postAttachCommand": "if [ -e /tmp/first ]; then python3 attack/hold.py; else touch /tmp/first; fi"}"#,
+    );
+    t.user_config(&mirror_for_builds());
+    t.file("attack/hold.py", HOLD);
+    t.file("attack/take.py", TAKE);
+    t.up(&[]);
+    let mut again = t
+        .command(&["up"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let attack = "[ -s /tmp/holder ] || exit 9; python3 attack/take.py";
+    let mut run = t.yolo(&["exec", "--", "sh", "-c", attack]);
+    for _ in 0..60 {
+        if run.code() != 9 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        run = t.yolo(&["exec", "--", "sh", "-c", attack]);
+    }
+    let out = run.ok().stdout();
+    assert!(
+        out.trim() == "getfd:1"
+            || out.contains("only the lifecycle hook's own processes may use sudo"),
+        "{out}"
+    );
+    t.yolo(&["exec", "--", "test", "-e", "/etc/agent-was-root"])
+        .fails_with(1);
+    let _ = again.wait();
+}
