@@ -61,6 +61,7 @@ pub(crate) fn guard_config(mode: NetworkMode) -> GuardConfig {
         audit_to_stdout: false,
         http: Default::default(),
         http_roots_pem: None,
+        relays: Vec::new(),
         gateway: None,
     }
 }

@@ -107,12 +107,26 @@ pub struct GuardConfig {
     /// `None` with a non-empty `http`: the guard does not start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_roots_pem: Option<String>,
+    /// Ports of a Compose sibling forwarded through the guard (`forwardPorts: ["db:5432"]`):
+    /// the guard listens on `listen` in the namespace it shares with the agent (published on
+    /// the host like the container's own ports, and in `published_ports`) and relays each
+    /// connection to the sibling, looked up through its own DNS as the agent's names are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relays: Vec<Relay>,
     /// The namespace's default route, which the guard reads at its start (never from the
     /// file): on its interface, published ports are accepted from the gateway alone, so another
     /// container on the same bridge (another project's guard, where the guards share one:
     /// docs/architecture.md) cannot reach them by address.
     #[serde(skip)]
     pub gateway: Option<Gateway>,
+}
+
+/// One forward of a sibling's port (`GuardConfig::relays`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relay {
+    pub listen: u16,
+    pub host: String,
+    pub port: u16,
 }
 
 /// A default route: the interface and its IPv4 gateway (`GuardConfig::gateway`).

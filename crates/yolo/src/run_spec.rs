@@ -92,6 +92,11 @@ pub(crate) struct RunSpec {
     #[serde(skip)]
     pub(crate) limits_required: bool,
     pub(crate) ports: Vec<PortPublish>,
+    /// Compose siblings' ports forwarded through the guard (`forwardPorts: ["db:5432"]`), each
+    /// also in `ports` (the guard publishes it and relays to the sibling); checked against the
+    /// project's services when it starts (`bring_up::compose`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) relays: Vec<SiblingPort>,
     /// Labels set on the container (devcontainer.*, yolo's own, and safe `--label` runArgs).
     pub(crate) labels: BTreeMap<String, String>,
     pub(crate) hostname: Option<String>,
@@ -334,6 +339,15 @@ pub(crate) struct PortPublish {
     /// Port on the host's 127.0.0.1.
     pub(crate) host: u16,
     pub(crate) container: u16,
+}
+
+/// One `forwardPorts` entry naming a Compose sibling (`RunSpec::relays`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub(crate) struct SiblingPort {
+    /// The property that asked, for notes (`forwardPorts[1]`).
+    pub(crate) property: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
 }
 
 /// The lifecycle hooks that run in the container, each a list: the spec collects a hook from

@@ -13,6 +13,7 @@ mod error;
 mod guard;
 #[cfg(test)]
 mod proxy_path_tests;
+mod relay;
 mod requests;
 mod serve;
 

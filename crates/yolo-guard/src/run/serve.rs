@@ -55,6 +55,7 @@ pub(super) async fn serve<B: Batches>(
         Arc::clone(&guard.events),
     ));
     let _dns = forwarder.serve(listeners);
+    let _relays = super::relay::spawn(&config.relays, parse(DNS_LISTEN)?, &guard.events).await;
     let _proxy = match &guard.proxy {
         Some(proxy) => Some(start_proxy(proxy, &guard.events)?),
         None => None,

@@ -295,6 +295,8 @@ pub(crate) enum GuardPhase {
     Session {
         extra: Vec<String>,
         names: Vec<String>,
+        /// The siblings' ports the guard relays (`RunSpec::relays` naming a service).
+        relays: Vec<yolo_protocol::Relay>,
         published: Vec<u16>,
     },
 }
@@ -567,9 +569,33 @@ where
         }
         extra.extend(siblings.iter().cloned());
     }
+    let mut relays = Vec::new();
+    for sibling in &spec.relays {
+        if siblings.contains(&sibling.host) && guard.is_some() {
+            relays.push(yolo_protocol::Relay {
+                listen: sibling.port,
+                host: sibling.host.clone(),
+                port: sibling.port,
+            });
+        } else {
+            eprintln!(
+                "{} {}: port {} of {} is not forwarded: {}",
+                console::style("note:").yellow(),
+                sibling.property,
+                sibling.port,
+                sibling.host,
+                if guard.is_some() {
+                    "the Compose project has no such service"
+                } else {
+                    "there is no guard to relay it"
+                }
+            );
+        }
+    }
     start_guard(GuardPhase::Session {
         extra,
         names: siblings,
+        relays,
         published: spec.ports.iter().map(|p| p.container).collect(),
     })
     .await?;

@@ -231,6 +231,7 @@ pub(crate) fn guard_config(
         audit_to_stdout: false,
         http: Default::default(),
         http_roots_pem: None,
+        relays: Vec::new(),
         gateway: None,
     }
 }

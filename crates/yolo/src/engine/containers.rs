@@ -804,6 +804,7 @@ pub(super) mod tests {
                 host: 18080,
                 container: 8080,
             }],
+            relays: Vec::new(),
             labels: BTreeMap::from([
                 ("team".into(), "core".into()),
                 (labels::LOCAL_FOLDER.into(), "/elsewhere".into()),

@@ -47,6 +47,7 @@ impl Eval<'_> {
             disk_bytes: self.input.user.disk_bytes,
             limits_required: self.input.user.limits_required,
             ports: Vec::new(),
+            relays: Vec::new(),
             labels: Default::default(),
             hostname: None,
             extra_hosts: Vec::new(),

@@ -268,7 +268,7 @@ impl Eval<'_> {
             spec.platform = build.platform.clone();
         }
         (spec.limits, spec.cpus_chosen_by) = self.limits()?;
-        spec.ports = self.ports(&spec)?;
+        (spec.ports, spec.relays) = self.ports(&spec)?;
         spec.initialize_command = self.initialize_command()?;
         spec.grants_used = self.used.clone();
         spec.declined = self.declined.clone();

@@ -1,13 +1,14 @@
 //! Published ports: `forwardPorts`, `appPort` and `-p` in runArgs. The host side always binds
-//! 127.0.0.1, and only this container's ports are published. A `forwardPorts` entry naming
-//! another host (`"db:5432"`, a Compose sibling, as VS Code forwards it) is accepted and left
-//! out with a note in `RunSpec::declined`: the guard publishes the ports of the network
-//! namespace it shares with the agent, and has no relay to another container's.
+//! 127.0.0.1. A `forwardPorts` entry naming another host (`"db:5432"`, as VS Code forwards a
+//! Compose sibling's) is, in a Compose config, forwarded through the guard: published like the
+//! container's own ports, and relayed by the guard to the sibling (`RunSpec::relays`; the
+//! project's services are checked when it starts). Elsewhere it names nothing the guard can
+//! reach, and is left out with a note in `RunSpec::declined`.
 
 use super::Eval;
 use crate::devcontainer::model::{AppPort, PortEntry};
 use crate::error::Result;
-use crate::run_spec::{PortPublish, RunSpec};
+use crate::run_spec::{PortPublish, RunSpec, SiblingPort};
 use std::fmt;
 
 /// Why a port request is not usable.
@@ -84,7 +85,8 @@ fn is_local_address(host: &str) -> bool {
 impl Eval<'_> {
     /// forwardPorts, then appPort, then `-p` runArgs; repeats dropped, and one host port may
     /// not point at two container ports.
-    pub(super) fn ports(&mut self, spec: &RunSpec) -> Result<Vec<PortPublish>> {
+    /// With them, the siblings' ports relayed through the guard (Compose configs).
+    pub(super) fn ports(&mut self, spec: &RunSpec) -> Result<(Vec<PortPublish>, Vec<SiblingPort>)> {
         let mut requested: Vec<(String, PortPublish)> = Vec::new();
         let mut elsewhere: Vec<(String, String, u16)> = Vec::new();
         for (property, entry) in self.forward_port_entries() {
@@ -92,9 +94,6 @@ impl Eval<'_> {
                 Forward::Own(port) => requested.push((property, port)),
                 Forward::Other { host, port } => elsewhere.push((property, host, port)),
             }
-        }
-        for (property, host, port) in elsewhere {
-            self.decline_other_host(&property, &host, port);
         }
         let app: Vec<(String, &PortEntry)> = match &self.config.app_port {
             None => Vec::new(),
@@ -117,18 +116,46 @@ impl Eval<'_> {
             requested.push((property, port));
         }
         requested.extend(self.run_ports.iter().cloned());
-        self.merge_ports(requested)
+        let mut relays: Vec<SiblingPort> = Vec::new();
+        for (property, host, port) in elsewhere {
+            // The guard listens on the sibling's port number in the namespace it shares with
+            // the agent: not where one of the container's own ports is.
+            let taken = requested
+                .iter()
+                .any(|(_, p)| p.container == port || p.host == port)
+                || relays.iter().any(|r| r.port == port);
+            if self.config.docker_compose_file.is_some() && !taken {
+                relays.push(SiblingPort {
+                    property,
+                    host,
+                    port,
+                });
+            } else {
+                self.decline_other_host(&property, &host, port, taken);
+            }
+        }
+        requested.extend(relays.iter().map(|r| {
+            (
+                r.property.clone(),
+                PortPublish {
+                    host: r.port,
+                    container: r.port,
+                },
+            )
+        }));
+        Ok((self.merge_ports(requested)?, relays))
     }
 
-    /// A forward of another container's port: not published, noted with what to do instead.
-    /// Not a refusal in either `[policy] requests` mode: leaving it out weakens nothing.
-    fn decline_other_host(&mut self, property: &str, host: &str, port: u16) {
-        self.decline(
-            property,
-            &format!("port {port} of {host}"),
-            "yolo publishes only the dev container's own ports on the host",
-            None,
-        );
+    /// A forward of another host's port the guard cannot relay: not published, noted with
+    /// what to do instead. Not a refusal in either `[policy] requests` mode: leaving it out
+    /// weakens nothing.
+    fn decline_other_host(&mut self, property: &str, host: &str, port: u16, taken: bool) {
+        let reason = if taken {
+            "the dev container's own forwarded ports already use that port number"
+        } else {
+            "only a Compose config's sibling services can be forwarded through the guard"
+        };
+        self.decline(property, &format!("port {port} of {host}"), reason, None);
         if let Some(last) = self.declined.last_mut() {
             last.hint = Some(format!(
                 "reach it from inside the container as {host}:{port}, or publish it in the \
@@ -302,5 +329,43 @@ mod tests {
             let hint = spec.declined[0].hint.as_deref().unwrap();
             assert!(hint.contains("db:5432"), "{hint}");
         }
+    }
+
+    /// In a Compose config, a sibling's port is published and relayed by the guard, unless
+    /// the container's own forwarded ports use its number.
+    #[test]
+    fn a_compose_siblings_port_is_relayed_through_the_guard() {
+        let spec = ok(json!({
+            "dockerComposeFile": "compose.yml",
+            "service": "app",
+            "workspaceFolder": "/workspaces/repo",
+            "forwardPorts": [3000, "db:5432", "cache:3000", "db:5432"],
+        }));
+        let relays: Vec<_> = spec
+            .relays
+            .iter()
+            .map(|r| (r.property.as_str(), r.host.as_str(), r.port))
+            .collect();
+        assert_eq!(relays, [("forwardPorts[1]", "db", 5432)]);
+        let published: Vec<_> = spec.ports.iter().map(|p| (p.host, p.container)).collect();
+        assert_eq!(published, [(3000, 3000), (5432, 5432)]);
+        let notes: Vec<_> = spec
+            .declined
+            .iter()
+            .map(|d| (d.property.as_str(), d.reason.as_str()))
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                (
+                    "forwardPorts[2]",
+                    "the dev container's own forwarded ports already use that port number"
+                ),
+                (
+                    "forwardPorts[3]",
+                    "the dev container's own forwarded ports already use that port number"
+                )
+            ]
+        );
     }
 }

@@ -65,25 +65,28 @@ impl Act<'_> {
                 let Some(id) = guard_id else {
                     return Ok(());
                 };
-                let (allow, names, published, phase) = match phase {
+                let (allow, names, published, relays, phase) = match phase {
                     GuardPhase::Build => (
                         self.build_allow(writer)?,
                         Vec::new(),
                         None,
+                        Vec::new(),
                         Some(PHASE_BUILD),
                     ),
                     GuardPhase::Session {
                         extra,
                         names,
+                        relays,
                         published,
                     } => {
                         let mut allow = self.allow.to_vec();
                         allow.extend(extra);
-                        (allow, names, Some(published), None)
+                        (allow, names, Some(published), relays, None)
                     }
                 };
                 let mut config = self.guard_config(writer, allow, phase);
                 config.local_names = names;
+                config.relays = relays;
                 if let Some(published) = published {
                     config.published_ports = published;
                 }
