@@ -104,10 +104,9 @@ SUDO = ("its postCreateCommand runs `sudo tee /postCreateCommand.txt`: yolo's `s
         "runs it as root; where `/proc` is read-only (here, a single container) the root command "
         "is not Landlock-confined and writes the file")
 SUDO_COMPOSE = ("its postCreateCommand runs `sudo tee /postCreateCommand.txt`: yolo's `sudo` for "
-                "hooks runs it as root, but a Compose service cannot have a read-only `/proc` "
-                "(Compose has no `ReadonlyPaths`), so Landlock is the only wall there and keeps "
-                "its cost for root too: no file made later directly in `/` "
-                "(docs/security-model.md)")
+                "hooks runs it as root; Compose has no `ReadonlyPaths`, so yolo makes the dev "
+                "service's container again with a read-only `/proc`, and the root command is "
+                "not Landlock-confined there either")
 NOTES = {
     "dockerfile-without-features": SUDO,
     "compose-Dockerfile-without-features": SUDO_COMPOSE,

@@ -459,7 +459,7 @@ async fn dev_start(
         let image = engine.image_command(image).await?;
         let Some(command) = compose::dev_command(service, image) else {
             return Ok(Err(format!(
-                "yolo cannot tell what the service \"{name}\" runs (its image is not here yet, or its entrypoint or command is a string rather than a list)"
+                "yolo cannot tell what the service \"{name}\" runs (its image is not here yet, or its entrypoint or command is a string that does not split into words)"
             )));
         };
         command
@@ -539,6 +539,11 @@ where
     let args = with(&create);
     run.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .await?;
+    // The agent's `/proc` read-only, as for a single container (`ShimPlan::proc_readonly`):
+    // Compose has no setting for it, so yolo makes the dev service's container again with it.
+    if plan.shim.is_some() && engine.read_only_proc_is_safe().await {
+        engine.compose_read_only_proc(&spec.container_name).await?;
+    }
     // What Compose joined, read back: only the project's own networks, walled.
     let attachments = engine.compose_attachments(&run.project).await?;
     if let Some(a) = compose::foreign_attachment(

@@ -326,6 +326,8 @@ pub(crate) fn dev_command(
                 .map(|i| i.as_str().map(str::to_string))
                 .collect::<Option<Vec<String>>>()
                 .map(Some),
+            // A string is split as Compose splits it (shell words, no shell).
+            Some(serde_yaml_ng::Value::String(text)) => shlex::split(text).map(Some),
             Some(_) => None,
         }
     };
@@ -1058,6 +1060,51 @@ impl Engine {
         }
     }
 
+    /// Make the dev service's container again with the agent's read-only `/proc`
+    /// ([`PROC_READONLY`](super::containers::PROC_READONLY)), which a Compose file cannot ask
+    /// for: the container Compose created (`up --no-start`) is removed, and one with its very
+    /// config, labels and host config (the guard's network and PID namespaces among them) is
+    /// created under its name, so Compose takes it for its own and `up --no-recreate` starts
+    /// it. Nothing is done to a container that has it already, or that runs.
+    pub(crate) async fn compose_read_only_proc(&self, name: &str) -> Result<()> {
+        let info = self.inspect_raw(name).await?;
+        let mut host = info.host_config.unwrap_or_default();
+        let has = host
+            .readonly_paths
+            .as_ref()
+            .is_some_and(|paths| paths.iter().any(|p| p == "/proc"));
+        if has || info.state.and_then(|s| s.running) == Some(true) {
+            return Ok(());
+        }
+        host.readonly_paths = Some(
+            super::containers::PROC_READONLY
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+        );
+        let remade =
+            |why: String| Error::docker(format!("making {name} again with a read-only /proc"), why);
+        // The inspected config and the create body are the same object of Docker's API.
+        let config = serde_json::to_value(info.config.unwrap_or_default())
+            .map_err(|e| remade(e.to_string()))?;
+        let mut body: bollard::models::ContainerCreateBody =
+            serde_json::from_value(config).map_err(|e| remade(e.to_string()))?;
+        // What Docker fills in from the namespace it joins, and refuses to be given with it.
+        if host
+            .network_mode
+            .as_deref()
+            .is_some_and(|m| m.starts_with("container:"))
+        {
+            body.hostname = None;
+            body.domainname = None;
+            body.exposed_ports = None;
+        }
+        body.host_config = Some(host);
+        self.remove_container(name, true).await?;
+        self.create(name, None, body).await.map_err(remade)?;
+        Ok(())
+    }
+
     /// The value of the label `key` on a container.
     pub(crate) async fn container_label(&self, id: &str, key: &str) -> Result<Option<String>> {
         let info = self.inspect_raw(id).await?;
@@ -1411,8 +1458,19 @@ mod tests {
             dev_command(&yaml("entrypoint: [/bin/app]"), image.clone()),
             Some((strings(&["/bin/app"]), vec![]))
         );
+        // A string is split into words as Compose splits it; one it could not split is unknown.
         assert_eq!(
-            dev_command(&yaml("command: sleep infinity"), image.clone()),
+            dev_command(
+                &yaml(r#"command: sh -c 'echo "a b"; sleep infinity'"#),
+                image.clone()
+            ),
+            Some((
+                strings(&["/init"]),
+                strings(&["sh", "-c", r#"echo "a b"; sleep infinity"#])
+            ))
+        );
+        assert_eq!(
+            dev_command(&yaml(r#"command: "sleep 'infinity""#), image.clone()),
             None
         );
         assert_eq!(dev_command(&yaml("image: x"), None), None);

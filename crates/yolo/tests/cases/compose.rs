@@ -1120,3 +1120,48 @@ fn a_dotted_upper_case_workspace_folder_finds_the_project_compose_made() {
         .assert_stdout_lacks(&compose_name)
         .assert_stdout_lacks(&name);
 }
+
+/// The reference CLI's `compose-Dockerfile-without-features`: a non-root dev service built by
+/// Compose whose hook writes a file directly in `/` through sudo. The dev service's `/proc` is
+/// read-only as a single container's is (yolo makes Compose's container again with it), so
+/// the shim needs no Landlock there and the write works; the agent still cannot open another
+/// process's memory for writing; a second `up` keeps the container.
+#[test]
+fn a_dev_services_proc_is_read_only_so_a_hooks_sudo_may_write_at_the_top() {
+    let t = Test::new();
+    t.file(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {BASE_IMAGE}\nLABEL yolo.test={}\nRUN useradd --create-home --uid 1000 dev\n",
+            t.id
+        ),
+    );
+    let config = r#"{
+        "dockerComposeFile": "compose.yml",
+        "service": "app",
+        "workspaceFolder": "/workspaces/repo",
+        "remoteUser": "dev",
+        "postCreateCommand": "echo top | sudo tee /postCreateCommand.txt"
+    }"#;
+    project(&t, &format!("{BUILT_APP}{DB}"), config);
+    t.up(&[]);
+    let id = t
+        .yolo(&["exec", "--", "cat", "/postCreateCommand.txt"])
+        .ok();
+    assert_eq!(id.stdout(), "top\n");
+    t.yolo(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "grep -c ' /proc proc ro' /proc/mounts",
+    ])
+    .ok()
+    .assert_stdout("1\n");
+    t.yolo(&["exec", "--", "sh", "-c", "exec 3>/proc/1/mem"])
+        .fails_with(2);
+    let before = t.containers();
+    t.up(&[]);
+    assert_eq!(t.containers(), before);
+    assert!(reach_db(&t).contains("hello from db"));
+}
