@@ -391,6 +391,11 @@ pub enum EventKind {
         /// The cap, in bytes.
         max_bytes: u64,
     },
+    /// A writer's last record in its file (`crate::chain`): how many records come before it
+    /// in the file, so that `yolo audit verify` sees a cut at the end.
+    ChainEnd {
+        records: u64,
+    },
 }
 
 impl EventKind {
@@ -415,6 +420,7 @@ impl EventKind {
         "credential_misuse",
         "notice",
         "suppressed",
+        "chain_end",
     ];
 
     /// The `kind` tag, for filtering.
@@ -439,6 +445,7 @@ impl EventKind {
             EventKind::CredentialMisuse { .. } => "credential_misuse",
             EventKind::Notice { .. } => "notice",
             EventKind::Suppressed { .. } => "suppressed",
+            EventKind::ChainEnd { .. } => "chain_end",
         }
     }
 
@@ -687,6 +694,7 @@ mod tests {
                 last: Utc::now(),
                 max_bytes: 0,
             },
+            EventKind::ChainEnd { records: 0 },
         ]
     }
 

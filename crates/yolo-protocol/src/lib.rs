@@ -6,6 +6,7 @@
 //! can change how it talks without the other noticing, as long as these types stay.
 
 pub mod allowlist;
+pub mod chain;
 pub mod control;
 pub mod event;
 pub mod http;

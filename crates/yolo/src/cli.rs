@@ -22,6 +22,19 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// `yolo audit`'s subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum AuditAction {
+    /// Check that a session's log files are what their writers wrote: every record in its
+    /// file's hash chain, none changed, removed, moved or cut off at the end; names the first
+    /// record that is not (exit 1 then)
+    Verify {
+        /// Session id (default: the workspace's latest; `yolo audit --list` shows them)
+        #[arg(value_name = "SESSION")]
+        session: Option<String>,
+    },
+}
+
 #[derive(Debug, Clone, Args, Default)]
 pub(crate) struct Target {
     /// Repository folder (default: the current directory)
@@ -288,6 +301,8 @@ pub(crate) enum Command {
         /// List sessions instead of events
         #[arg(long)]
         list: bool,
+        #[command(subcommand)]
+        action: Option<AuditAction>,
     },
     /// Play the terminal `yolo run` and `yolo shell` recorded in a session (asciicast v2 files
     /// in the session's folder, which asciinema plays too)

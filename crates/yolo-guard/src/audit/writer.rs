@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use yolo_protocol::chain::Appender;
 use yolo_protocol::event::{Event, EventKind};
 
 pub struct Writer {
@@ -23,7 +23,8 @@ pub struct Writer {
     /// Stamped on every event (`GuardConfig::phase`).
     phase: Option<String>,
     path: PathBuf,
-    state: Mutex<(File, Budget)>,
+    /// The file, its size cap and its hash chain (`yolo_protocol::chain`).
+    state: Mutex<(File, Budget, Appender)>,
     /// Past the cap: callers count their events here instead of queueing them.
     full: AtomicBool,
 }
@@ -37,16 +38,21 @@ impl Writer {
         }
         let file = OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        // A restarted guard continues the same session's file, and its budget.
+        // A restarted guard continues the same session's file, its budget and its chain.
         let used = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(Writer {
             session: session.to_string(),
             phase: None,
             path: path.to_path_buf(),
-            state: Mutex::new((file, Budget::new(max_bytes.unwrap_or(u64::MAX), used))),
+            state: Mutex::new((
+                file,
+                Budget::new(max_bytes.unwrap_or(u64::MAX), used),
+                Appender::new(),
+            )),
             full: AtomicBool::new(false),
         })
     }
@@ -61,13 +67,36 @@ impl Writer {
         let event = Event::now(&self.session, kind).in_phase(self.phase.as_deref());
         let line = event.to_line();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (file, budget) = &mut *state;
-        if budget.admit(&event.kind, line.len() as u64, event.ts) {
-            return file.write_all(&line).map_err(|e| Error::io(&self.path, e));
+        let (file, budget, chain) = &mut *state;
+        if budget.admit(&event.kind, sealed_len(&line), event.ts) {
+            return self.seal(file, chain, &line);
         }
         self.full.store(true, Ordering::Relaxed);
         let due = budget.reports(event.ts, false);
-        self.append(file, due)
+        self.append(file, chain, due)
+    }
+
+    /// The last record of this writer: how many come before it in the file, so `yolo audit
+    /// verify` sees a cut at the end. Written past the cap too.
+    pub fn close(&self) -> Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (file, _, chain) = &mut *state;
+        let (session, phase) = (&self.session, self.phase.as_deref());
+        chain
+            .append_with(file, |records| {
+                Event::now(session, EventKind::ChainEnd { records })
+                    .in_phase(phase)
+                    .to_line()
+            })
+            .map(|_| ())
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn seal(&self, file: &File, chain: &mut Appender, line: &[u8]) -> Result<()> {
+        chain
+            .append(file, line)
+            .map(|_| ())
+            .map_err(|e| Error::io(&self.path, e))
     }
 
     /// Past the cap, count `kind` as not written and say so (`true`); else `false`. Lets a
@@ -106,36 +135,40 @@ impl Writer {
         .in_phase(self.phase.as_deref());
         let line = event.to_line();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (file, budget) = &mut *state;
-        if budget.take(line.len() as u64) {
-            return file.write_all(&line).map_err(|e| Error::io(&self.path, e));
+        let (file, budget, chain) = &mut *state;
+        if budget.take(sealed_len(&line)) {
+            return self.seal(file, chain, &line);
         }
         self.full.store(true, Ordering::Relaxed);
         for (of, n) in dropped {
             budget.suppress(of, n, event.ts);
         }
         let due = budget.reports(event.ts, false);
-        self.append(file, due)
+        self.append(file, chain, due)
     }
 
     /// Due `suppressed` records (call it now and then); with `last`, every changed count.
     pub fn report_suppressed(&self, last: bool) -> Result<()> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (file, budget) = &mut *state;
+        let (file, budget, chain) = &mut *state;
         let due = budget.reports(Utc::now(), last);
-        self.append(file, due)
+        self.append(file, chain, due)
     }
 
-    fn append(&self, file: &mut File, kinds: Vec<EventKind>) -> Result<()> {
+    fn append(&self, file: &File, chain: &mut Appender, kinds: Vec<EventKind>) -> Result<()> {
         for kind in kinds {
             let line = Event::now(&self.session, kind)
                 .in_phase(self.phase.as_deref())
                 .to_line();
-            file.write_all(&line)
-                .map_err(|e| Error::io(&self.path, e))?;
+            self.seal(file, chain, &line)?;
         }
         Ok(())
     }
+}
+
+/// The size a line takes in the file once sealed.
+fn sealed_len(line: &[u8]) -> u64 {
+    (line.len() + yolo_protocol::chain::SEAL_LEN) as u64
 }
 
 /// What a reserve past the cap is kept for: the first sighting of something the agent reached
@@ -725,7 +758,8 @@ mod tests {
         assert_eq!(written + last.kind.count(), 1000);
         // The cap, plus the suppressed records themselves (two: the first and the last).
         assert_eq!(lines.len() as u64, written + 2, "{text}");
-        assert!(text.len() < 1000 + 2 * 200, "{}", text.len());
+        let sealed = yolo_protocol::chain::SEAL_LEN;
+        assert!(text.len() < 1000 + 2 * (200 + sealed), "{}", text.len());
         // A reopened writer (a restarted guard) keeps to the same budget.
         let again = Writer::open(&path, "s", Some(1000)).unwrap();
         again.write(notice()).unwrap();

@@ -65,11 +65,17 @@ pub struct Options {
 pub struct Handle {
     pub socket: String,
     stop: Arc<AtomicBool>,
+    log: Arc<Mutex<ExecLog>>,
 }
 
 impl Handle {
+    /// Stop, and close the exec log with its `chain_end` record (nothing is written after it).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = log.close() {
+            eprintln!("yolo-guard: cannot close the exec log: {e}");
+        }
     }
 }
 
@@ -131,6 +137,7 @@ pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
     {
         let shared = Arc::clone(&shared);
         let stop = Arc::clone(&stop);
+        let log = Arc::clone(&log);
         std::thread::Builder::new()
             .name("yolo-exec".into())
             .spawn(move || {
@@ -139,7 +146,7 @@ pub fn start(options: Options, events: Arc<Events>) -> std::io::Result<Handle> {
                 supervisor.run(&stop)
             })?;
     }
-    Ok(Handle { socket, stop })
+    Ok(Handle { socket, stop, log })
 }
 
 /// What the accepting thread and the supervisor thread share.
@@ -367,6 +374,10 @@ fn epoll_del(epoll: &OwnedFd, fd: RawFd) {
 /// The exec log: appended one line per `write`, refused past its cap.
 struct ExecLog {
     file: File,
+    /// The hash chain (`yolo_protocol::chain`).
+    chain: yolo_protocol::chain::Appender,
+    /// Closed by `Handle::stop`: later writes are refused.
+    closed: bool,
     size: u64,
     max: u64,
     session: String,
@@ -380,11 +391,14 @@ impl ExecLog {
         }
         let file = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&options.log_path)?;
         let size = file.metadata()?.len();
         Ok(ExecLog {
             file,
+            chain: yolo_protocol::chain::Appender::new(),
+            closed: false,
             size,
             max: options.max_bytes,
             session: options.session.clone(),
@@ -403,11 +417,28 @@ impl ExecLog {
             Event::now(&self.session, kind).in_phase(self.phase.as_deref()),
             MAX_RECORD,
         );
-        if self.size + line.len() as u64 > self.max {
+        if self.closed {
+            return Err(std::io::Error::other("the exec log is closed"));
+        }
+        if self.size + (line.len() + yolo_protocol::chain::SEAL_LEN) as u64 > self.max {
             return Err(std::io::Error::other("the exec log reached its cap"));
         }
-        self.file.write_all(&line)?;
-        self.size += line.len() as u64;
+        self.size += self.chain.append(&self.file, &line)? as u64;
+        Ok(())
+    }
+
+    /// The last record: how many come before it (past the cap too).
+    fn close(&mut self) -> std::io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        let (session, phase) = (self.session.clone(), self.phase.clone());
+        self.chain.append_with(&self.file, |records| {
+            Event::now(&session, EventKind::ChainEnd { records })
+                .in_phase(phase.as_deref())
+                .to_line()
+        })?;
         Ok(())
     }
 }

@@ -430,6 +430,7 @@ impl Run {
                 let _ = self.writer.report_suppressed(stopping);
             }
             if stopping {
+                let _ = self.writer.close();
                 return;
             }
         }

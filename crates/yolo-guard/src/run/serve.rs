@@ -182,6 +182,7 @@ pub(super) async fn serve<B: Batches>(
             ("folded", guard.events.folded().into()),
         ],
     ));
+    let _ = stopped.close();
     Ok(())
 }
 

@@ -303,6 +303,9 @@ pub(crate) fn describe(event: &Event) -> String {
             first.format("%H:%M:%S%.3f"),
             last.format("%H:%M:%S%.3f")
         ),
+        EventKind::ChainEnd { records } => {
+            format!("end of this writer's records ({records} before it in the file; `yolo audit verify` checks them)")
+        }
     };
     // What the guard saw while an image build's RUN steps shared its namespace.
     let phase = event

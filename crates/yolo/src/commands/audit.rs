@@ -1,9 +1,9 @@
 //! `yolo audit`: a plain viewer of a session's events, with `--kind` filters and `--follow`.
 
 use crate::audit::filter::{Filter, SessionLog};
-use crate::audit::{self, Event};
+use crate::audit::{self, Event, EventKind};
 use crate::cli::Target;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::session::state::WorkspaceState;
 use crate::session::{Hold, Session};
 use std::time::Duration;
@@ -112,4 +112,75 @@ async fn list_sessions(target: &Target) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `yolo audit verify [SESSION]`: each of the session's files checked against its hash chain
+/// (`yolo_protocol::chain`), one line per file; exit 1 when one is not intact. A file of a
+/// session that has ended must end with its writer's closing record; one that does not was
+/// cut short (or its writer did not stop cleanly: a guard killed rather than stopped).
+pub(crate) async fn verify(target: &Target, session: Option<String>) -> Result<i32> {
+    use yolo_protocol::chain::{self, Verdict};
+    let session = match session {
+        Some(s) => super::replay::checked(s)?,
+        None => latest_session(target).await?,
+    };
+    let files = crate::audit::session_files(&session);
+    if !files.iter().any(|f| f.exists()) {
+        return Err(Error::NotFound(format!(
+            "no audit log for session {session}; `yolo audit --list` shows the sessions"
+        )));
+    }
+    let read =
+        |path: &std::path::Path| std::fs::read_to_string(path).map_err(|e| Error::io(path, e));
+    let ended = files[0].exists()
+        && crate::audit::reader::parse(&read(&files[0])?)
+            .0
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::SessionStop { .. }));
+    let mut broken = 0;
+    println!(
+        "session {session}{}",
+        if ended { " (ended)" } else { " (open)" }
+    );
+    for path in &files {
+        if !path.exists() {
+            continue;
+        }
+        let shown = path.display();
+        let line = match chain::verify(&read(path)?) {
+            Verdict::Intact {
+                records,
+                closed: true,
+            } => {
+                format!("intact: {records} records, closed by its writer")
+            }
+            Verdict::Intact {
+                records,
+                closed: false,
+            } if ended => {
+                broken += 1;
+                format!("CUT SHORT: {records} records intact, but the session ended and the file does not end with its writer's closing record (its end was removed, or its writer was killed rather than stopped)")
+            }
+            Verdict::Intact { records, .. } => {
+                format!("intact so far: {records} records (its writer is still writing)")
+            }
+            Verdict::Unsealed { records } => {
+                format!("not sealed: {records} records written before yolo chained its logs, nothing to check")
+            }
+            Verdict::Broken { line, why } => {
+                broken += 1;
+                format!("BROKEN at line {line}: {why}")
+            }
+            Verdict::Miscounted {
+                line,
+                counted,
+                found,
+            } => {
+                broken += 1;
+                format!("BROKEN at line {line}: its writer's closing record counts {counted} records before it, the file has {found} (records removed or added)")
+            }
+        };
+        println!("{shown}: {line}");
+    }
+    Ok(if broken == 0 { 0 } else { 1 })
 }

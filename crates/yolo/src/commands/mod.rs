@@ -96,7 +96,11 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             follow,
             json,
             list,
+            action,
         } => {
+            if let Some(crate::cli::AuditAction::Verify { session }) = action {
+                return audit::verify(&target, session).await;
+            }
             let filter = crate::audit::filter::Filter {
                 kinds,
                 since,

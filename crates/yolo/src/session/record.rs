@@ -27,6 +27,7 @@ pub(crate) fn open(
         writer.write(EventKind::SessionStop {
             reason: reason_for_close.into(),
         })?;
+        writer.close()?;
     }
     let id = new_id();
     let spec = &project.spec;
@@ -63,6 +64,7 @@ pub(crate) fn close(state: &mut WorkspaceState, reason: &str) -> Result<()> {
         writer.write(EventKind::SessionStop {
             reason: reason.into(),
         })?;
+        writer.close()?;
     }
     state.session = None;
     Ok(())
