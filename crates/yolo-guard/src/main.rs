@@ -7,7 +7,7 @@
 //! program to DEST, executable: how a Pod's init container hands the shim to the agent, since
 //! the guard image has no `cp` or any other program). `sudo-hook --user USER -- PROGRAM...` runs
 //! a lifecycle hook with a root broker for its `sudo`, and called as `sudo` this program is that
-//! `sudo` (see `exec::sudo`); `sudo-sweep --since SECONDS` ends the root processes such a hook
+//! `sudo` (see `exec::sudo`); `sudo-sweep --since TICKS` ends the root processes such a hook
 //! left when its broker could not.
 
 const USAGE: &str = "usage: yolo-guard run --config FILE | yolo-guard ctl '<request json>' | \

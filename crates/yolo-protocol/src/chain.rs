@@ -11,14 +11,13 @@
 //! access to the host's data folder (docs/audit-log.md, "What the chain proves").
 //!
 //! The functions are pure; [`Appender`], which the CLI's and the guard's writers share so the
-//! chain is kept one way, is this crate's one piece of file I/O: it appends under an exclusive
+//! chain is kept one way, is this crate's one piece of file I/O (std only): it appends under an exclusive
 //! `flock` of the file and first catches up with what other processes appended, so two
 //! processes writing one file (two `yolo exec`s; a guard restarted in a session) keep one chain.
 
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
 /// Where a writer's chain stands in its file: the end it last saw, the lines up to there and
@@ -79,23 +78,31 @@ impl Appender {
     }
 }
 
-/// An exclusive `flock`, released when dropped.
+/// An exclusive lock of the file (`File::lock`: `flock` on Linux), released when dropped.
 struct Lock<'a>(&'a File);
 
 impl<'a> Lock<'a> {
     fn take(file: &'a File) -> io::Result<Lock<'a>> {
-        // SAFETY: flock on a descriptor the caller keeps open.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(io::Error::last_os_error());
+        match file.lock() {
+            Ok(()) => Ok(Lock(file)),
+            // A file system without locks (some network ones): the records are still written,
+            // one writer at a time within this process, as before the chain.
+            Err(e)
+                if e.kind() == io::ErrorKind::Unsupported || e.raw_os_error() == Some(ENOLCK) =>
+            {
+                Ok(Lock(file))
+            }
+            Err(e) => Err(e),
         }
-        Ok(Lock(file))
     }
 }
 
+/// Linux's "no locks available".
+const ENOLCK: i32 = 37;
+
 impl Drop for Lock<'_> {
     fn drop(&mut self) {
-        // SAFETY: as above.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        let _ = self.0.unlock();
     }
 }
 
@@ -157,8 +164,9 @@ pub fn last_chain(tail: &[u8]) -> Option<String> {
 /// What checking one file found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Every line links to the one before; `closed`: it ends with a `chain_end` record whose
-    /// count matches.
+    /// Every line links to the one before; `closed`: a writer closed it with a `chain_end`
+    /// record whose count matches (lines may follow it: a `yolo run` still writing its last
+    /// records after `yolo down` closed the session, a guard started again).
     Intact { records: u64, closed: bool },
     /// No line carries a chain (written before yolo sealed its logs).
     Unsealed { records: u64 },
@@ -193,12 +201,8 @@ pub fn verify(text: &str) -> Verdict {
             records += 1;
             continue;
         };
-        if !sealed_any && records > 0 {
-            return Verdict::Broken {
-                line: 1,
-                why: "lines without a chain come before the sealed ones",
-            };
-        }
+        // Lines without a chain may come first: a session's file written on by a yolo from
+        // before the chain, then by this one (its chain starts afresh, from "").
         sealed_any = true;
         if link(&prev, body.as_bytes()) != hash {
             return Verdict::Broken {
@@ -207,7 +211,6 @@ pub fn verify(text: &str) -> Verdict {
             };
         }
         prev = hash.to_string();
-        closed = false;
         if let Ok(value) = serde_json::from_str::<serde_json::Value>(&body) {
             if value["kind"] == "chain_end" {
                 let counted = value["records"].as_u64().unwrap_or(u64::MAX);
@@ -304,6 +307,28 @@ mod tests {
             verify(&miscounted),
             Verdict::Miscounted { line: 2, .. }
         ));
+        // A cut after the closing record: still closed (what came after it cannot be told).
+        let after = file(&[
+            lines[0],
+            r#"{"kind":"chain_end","records":1}"#,
+            r#"{"kind":"late"}"#,
+        ]);
+        assert_eq!(
+            verify(&after),
+            Verdict::Intact {
+                records: 3,
+                closed: true
+            }
+        );
+        // Lines from before the chain, then sealed ones (a yolo upgraded mid-session).
+        let upgraded = format!("{{\"old\":1}}\n{}", file(&[lines[0]]));
+        assert_eq!(
+            verify(&upgraded),
+            Verdict::Intact {
+                records: 2,
+                closed: false
+            }
+        );
         // Old files: no chain at all.
         assert_eq!(
             verify("{\"a\":1}\n{\"b\":2}\n"),

@@ -246,6 +246,12 @@ pub const PHASE_BUILD: &str = "build";
 
 /// Where the guard listens for DNS (the agent's resolver); also `[::1]:53` when IPv6 exists.
 pub const DNS_LISTEN: &str = "127.0.0.1:53";
+/// Where the guard's HTTP proxy listens for the agent's redirected TLS and plain HTTP.
+pub const PROXY_PORT_TLS: u16 = 3443;
+pub const PROXY_PORT_HTTP: u16 = 3080;
+/// The ports the guard itself listens on in the namespace it shares with the agent: DNS and
+/// the proxy. A relay (`Relay::listen`) never takes one.
+pub const GUARD_PORTS: [u16; 3] = [53, PROXY_PORT_TLS, PROXY_PORT_HTTP];
 pub const DNS_LISTEN_V6: &str = "[::1]:53";
 /// Created by the guard once the ruleset is verified and DNS answers (for a look by hand:
 /// `docker exec <guard> test -e /run/yolo/ready`); the host waits for [`GUARD_READY_LINE`].

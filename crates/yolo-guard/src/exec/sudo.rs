@@ -17,7 +17,8 @@
 //! share the guard's PID namespace with the broker) and walks its parents: only a process whose
 //! line of parents reaches the hook's command is served. The agent's own processes (`yolo exec`,
 //! `run`, started by other `docker exec`s) never reach it, nor does a process the hook left
-//! behind (its parent gone, it hangs under PID 1), even while the hook still runs. Every root
+//! behind (its parent gone, it hangs under the broker, a subreaper), even while the hook
+//! still runs. Every root
 //! command is an exec of the broker's tree, so the guard's exec audit records it like any other;
 //! the broker also prints one line per request, so the hook's output says what ran as root.
 
@@ -247,6 +248,9 @@ pub fn client(args: &[OsString]) -> i32 {
 
 fn ask(socket: &OsString, request: &Request) -> io::Result<Reply> {
     let stream = UnixStream::connect_addr(&SocketAddr::from_abstract_name(socket.as_bytes())?)?;
+    // The kernel attaches the sender's credentials to what a socket with this option sends,
+    // whether or not the broker's end has it yet (it checks the sender: `recv_request`).
+    super::wire::pass_credentials(&stream)?;
     let mut line = serde_json::to_vec(request)?;
     line.push(b'\n');
     super::wire::send_fds(&stream, &line, &[0, 1, 2])?;
@@ -369,6 +373,8 @@ fn serve(user: &str, program: &[String]) -> io::Result<i32> {
     let name = format!("yolo-sudo-{token}");
     let listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)?;
     listener.set_nonblocking(true)?;
+    // Accepted connections inherit it: credentials come with a request's very first bytes.
+    super::wire::pass_credentials(&listener)?;
     let folder = link_folder(&token)?;
     let path = match std::env::var("PATH") {
         Ok(p) if !p.is_empty() => format!("{}:{p}", folder.display()),
@@ -415,11 +421,16 @@ fn serve(user: &str, program: &[String]) -> io::Result<i32> {
         }
     };
     let root = hook.id() as i32;
-    let running: Arc<Mutex<Vec<Child>>> = Arc::default();
+    let running: Arc<Mutex<Running>> = Arc::default();
     let mut served = Vec::new();
+    let mut rounds = 0u64;
     let status = loop {
         if let Some(status) = hook.try_wait()? {
             break status;
+        }
+        rounds += 1;
+        if rounds.is_multiple_of(40) {
+            reap_orphans(me, root, &running);
         }
         match listener.accept() {
             Ok((stream, _)) => {
@@ -434,27 +445,62 @@ fn serve(user: &str, program: &[String]) -> io::Result<i32> {
             Err(e) => return Err(e),
         }
     };
-    // The hook is over: nobody may ask again, and what it started as root ends with it.
+    // The hook is over: nobody may ask again (a request answered from now on starts nothing),
+    // and what it started as root ends with it.
     drop(listener);
     let _ = std::fs::remove_dir_all(&folder);
-    for child in running.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-        // SAFETY: kill(2) on the process group the broker made for this command.
-        unsafe {
-            libc::kill(-(child.id() as i32), libc::SIGKILL);
+    {
+        let mut running = running.lock().unwrap_or_else(|p| p.into_inner());
+        running.closed = true;
+        for child in &running.children {
+            // SAFETY: kill(2) on the process group the broker made for this command.
+            unsafe {
+                libc::kill(-(child.id() as i32), libc::SIGKILL);
+            }
         }
     }
     for thread in served {
         let _ = thread.join();
     }
-    let ended = sweep(|pid, table| pid != me && below(pid, me, table));
+    let (ended, complete) = sweep(|pid, table| pid != me && below(pid, me, table));
     if ended > 0 {
         eprintln!("yolo: sudo: ended {ended} root process(es) the hook's commands left running (root lasts as long as the hook)");
     }
-    record(mark.as_deref(), serde_json::json!({ "swept": ended }));
+    record(
+        mark.as_deref(),
+        serde_json::json!({ "swept": ended, "complete": complete }),
+    );
     use std::os::unix::process::ExitStatusExt;
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// The root commands running now; `closed` once the hook has ended (none may start then).
+#[derive(Default)]
+struct Running {
+    children: Vec<Child>,
+    closed: bool,
+}
+
+/// Reap the orphans that came to the broker (a subreaper) and ended while the hook runs, so a
+/// long hook's daemons do not pile up as zombies; never the hook itself or a root command
+/// (their own waits take those).
+fn reap_orphans(me: i32, hook: i32, running: &Mutex<Running>) {
+    let busy: Vec<i32> = running
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .children
+        .iter()
+        .map(|c| c.id() as i32)
+        .collect();
+    for p in processes() {
+        if p.ppid == me && p.zombie && p.pid != hook && !busy.contains(&p.pid) {
+            let mut status = 0;
+            // SAFETY: waitpid on one ended child with a valid out-pointer.
+            unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
+        }
+    }
 }
 
 /// One process as `/proc/PID/stat` and `status` show it.
@@ -467,6 +513,8 @@ struct Process {
     /// what could act as root, or become root again (`PR_SET_KEEPCAPS`). Without either,
     /// no-new-privileges keeps a process from ever regaining root.
     privileged: bool,
+    /// Ended, not yet reaped: state `Z` with no thread left (a process whose main thread
+    /// exited while others run shows `Z` too, and is alive).
     zombie: bool,
 }
 
@@ -502,7 +550,7 @@ fn process(pid: i32) -> Option<Process> {
         ppid: fields.get(1)?.parse().ok()?,
         start: fields.get(19)?.parse().ok()?,
         privileged: root || capable,
-        zombie: fields.first() == Some(&"Z"),
+        zombie: fields.first() == Some(&"Z") && field("Threads:").parse::<u32>().unwrap_or(0) <= 1,
     })
 }
 
@@ -519,31 +567,41 @@ fn below(pid: i32, ancestor: i32, table: &[Process]) -> bool {
     false
 }
 
-/// Kill every privileged, living process `chosen` picks, round after round until none is
-/// left (a process killed may have forked just before), reaping what comes to this one.
-/// Returns how many were killed.
-fn sweep(chosen: impl Fn(i32, &[Process]) -> bool) -> usize {
-    let mut ended = std::collections::BTreeSet::new();
+/// Kill every privileged, living process `chosen` picks: each is stopped as it is found (a
+/// stopped process cannot fork), round after round until a round finds none it has not
+/// stopped, then all are killed and what comes to this process is reaped. Returns how many,
+/// and whether the rounds ran out before (a process forking faster than they stop it; the
+/// caller treats that as a failure).
+fn sweep(chosen: impl Fn(i32, &[Process]) -> bool) -> (usize, bool) {
+    let mut found = std::collections::BTreeSet::new();
+    let mut complete = false;
     for _ in 0..200 {
         reap();
         let table = processes();
-        let found: Vec<i32> = table
+        let new: Vec<i32> = table
             .iter()
-            .filter(|p| p.privileged && !p.zombie && chosen(p.pid, &table))
+            .filter(|p| {
+                p.privileged && !p.zombie && !found.contains(&p.pid) && chosen(p.pid, &table)
+            })
             .map(|p| p.pid)
             .collect();
-        if found.is_empty() {
+        if new.is_empty() {
+            complete = true;
             break;
         }
-        for pid in found {
+        for pid in new {
             // SAFETY: kill(2) with integer arguments.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            ended.insert(pid);
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            found.insert(pid);
         }
-        std::thread::sleep(Duration::from_millis(10));
     }
+    for pid in &found {
+        // SAFETY: kill(2) with integer arguments.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    std::thread::sleep(Duration::from_millis(20));
     reap();
-    ended.len()
+    (found.len(), complete)
 }
 
 /// Reap this process's ended children (orphans that came to it as a subreaper).
@@ -567,21 +625,29 @@ pub fn sweep_main(args: &[OsString]) -> i32 {
         eprintln!("usage: yolo-guard sudo-sweep --since TICKS");
         return 64;
     };
-    let namespace = |pid: i32| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
-    let mine = namespace(std::process::id() as i32);
+    // This container's processes by their cgroup, which anyone may read (a process can hide
+    // its namespaces from a reader without CAP_SYS_PTRACE by making itself not dumpable, not
+    // its cgroup; and the container cannot move a process to another: cgroupfs is read-only
+    // in it). One whose cgroup cannot be read counts as this container's.
+    let cgroup = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok();
     let me = std::process::id() as i32;
-    let ended = sweep(|pid, table| {
+    let mine = cgroup(me);
+    let (ended, complete) = sweep(|pid, table| {
         let Some(p) = table.iter().find(|p| p.pid == pid) else {
             return false;
         };
         p.start >= from
             && pid != me
             && !below(me, pid, table)
-            && mine.is_some()
-            && namespace(pid) == mine
+            && cgroup(pid).is_none_or(|c| Some(c) == mine)
     });
     println!("{ended}");
-    0
+    if complete {
+        0
+    } else {
+        eprintln!("yolo-guard: root processes kept forking faster than they could be stopped");
+        1
+    }
 }
 
 /// A root-owned folder holding `sudo`, a link to this program, for the hook's `PATH`.
@@ -612,7 +678,7 @@ fn link_folder(token: &str) -> io::Result<std::path::PathBuf> {
 fn answer(
     stream: UnixStream,
     root: i32,
-    running: &Mutex<Vec<Child>>,
+    running: &Mutex<Running>,
     mark: Option<&str>,
 ) -> io::Result<()> {
     stream.set_nonblocking(false)?;
@@ -700,9 +766,17 @@ fn answer(
             },
         )
     };
+    // Started and listed under the lock the hook's end takes: a request answered after the
+    // hook ended starts nothing.
+    let mut list = running.lock().unwrap_or_else(|p| p.into_inner());
+    if list.closed {
+        drop(list);
+        return refuse(pid);
+    }
     let child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
+            drop(list);
             let code = if e.kind() == io::ErrorKind::NotFound {
                 127
             } else {
@@ -713,10 +787,8 @@ fn answer(
         }
     };
     let id = child.id();
-    running
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(child);
+    list.children.push(child);
+    drop(list);
     // Wait without holding the lock, so the broker can kill it when the hook ends.
     let mut status = 0;
     // SAFETY: waitpid on our own child's pid with a valid out-pointer.
@@ -724,6 +796,7 @@ fn answer(
     running
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+        .children
         .retain(|c| c.id() != id);
     let code = if rc < 0 {
         1
@@ -780,7 +853,7 @@ fn root_env(request: &Request) -> Vec<(String, String)> {
 }
 
 /// Whether `pid`'s line of parents reaches `root` (the hook's command). A process the hook
-/// left behind hangs under PID 1 once its parent is gone, and never does.
+/// left behind hangs under the broker (a subreaper) once its parent is gone, and never does.
 fn descends_from(pid: i32, root: i32) -> bool {
     let mut at = pid;
     for _ in 0..MAX_DEPTH {

@@ -94,12 +94,12 @@ pub fn recv_fd(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Option
 /// (`SO_PASSCRED`): `recv_fds` then returns the pid of the process that sent those very bytes,
 /// which `SO_PEERCRED` (the process that connected) is not when a descriptor of the connection
 /// was passed on or taken (`pidfd_getfd`).
-pub fn pass_credentials(stream: &UnixStream) -> io::Result<()> {
+pub fn pass_credentials(socket: &impl AsRawFd) -> io::Result<()> {
     let on: libc::c_int = 1;
     // SAFETY: setsockopt with a pointer to an int of the size given.
     let rc = unsafe {
         libc::setsockopt(
-            stream.as_raw_fd(),
+            socket.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_PASSCRED,
             &on as *const libc::c_int as *const libc::c_void,

@@ -62,8 +62,7 @@ pub const SET_INSPECT6: &str = "inspect6";
 /// The `nat` chain that sends the agent's connections to inspected addresses to the proxy.
 pub const CHAIN_REDIRECT: &str = "redirect";
 /// The proxy's ports in the guard's namespace: what was going to 443 (TLS) and to 80.
-pub const PROXY_PORT_TLS: u16 = 3443;
-pub const PROXY_PORT_HTTP: u16 = 3080;
+pub use yolo_protocol::{PROXY_PORT_HTTP, PROXY_PORT_TLS};
 /// The ports the proxy takes over on an inspected address, with the proxy port for each.
 pub const INSPECTED_PORTS: [(u16, u16); 2] = [(443, PROXY_PORT_TLS), (80, PROXY_PORT_HTTP)];
 const UPSTREAM_SETS: [&str; 2] = [SET_UPSTREAM4, SET_UPSTREAM6];

@@ -108,18 +108,40 @@ async fn lookup(dns: SocketAddr, name: &str) -> io::Result<Vec<IpAddr>> {
     fn invalid(e: impl std::fmt::Display) -> io::Error {
         io::Error::new(io::ErrorKind::InvalidData, e.to_string())
     }
+    let question = Query::query(Name::from_ascii(name).map_err(invalid)?, RecordType::A);
     let mut query = Message::query();
     query.metadata.recursion_desired = true;
-    query.add_query(Query::query(
-        Name::from_ascii(name).map_err(invalid)?,
-        RecordType::A,
-    ));
+    // A random id, on a connected socket, and the answer must match both: the agent shares
+    // this loopback and could otherwise race in an answer of its own.
+    let id = u16::from_ne_bytes(rand_bytes());
+    query.metadata.id = id;
+    query.add_query(question.clone());
     let socket = UdpSocket::bind("127.0.0.1:0").await?;
-    socket
-        .send_to(&query.to_vec().map_err(invalid)?, dns)
-        .await?;
+    socket.connect(dns).await?;
+    socket.send(&query.to_vec().map_err(invalid)?).await?;
     let mut buf = vec![0u8; 4096];
-    let len = socket.recv(&mut buf).await?;
-    let answer = Message::from_vec(&buf[..len]).map_err(invalid)?;
-    Ok(addresses(&answer).0)
+    loop {
+        let len = socket.recv(&mut buf).await?;
+        let Ok(answer) = Message::from_vec(&buf[..len]) else {
+            continue;
+        };
+        let asked = |q: &Query| {
+            q.query_type() == RecordType::A
+                && q.name()
+                    .to_ascii()
+                    .trim_end_matches('.')
+                    .eq_ignore_ascii_case(name.trim_end_matches('.'))
+        };
+        if answer.metadata.id == id && answer.queries.first().is_some_and(asked) {
+            return Ok(addresses(&answer).0);
+        }
+    }
+}
+
+/// Two random bytes from the kernel (the query's id).
+fn rand_bytes() -> [u8; 2] {
+    let mut bytes = [0u8; 2];
+    // SAFETY: getrandom into a buffer of the length given.
+    unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    bytes
 }

@@ -3,7 +3,7 @@
 //! its JSON.
 
 use super::line::render;
-use super::{reader, Event};
+use super::{reader, Event, EventKind};
 use crate::error::{Error, Result};
 
 /// A session's log as `yolo audit` reads it, never whole at once (docs/performance.md): what
@@ -74,6 +74,11 @@ impl Filter {
     /// The line to print for `event`, if it passes.
     pub(crate) fn line(&self, event: &Event, json: bool) -> Option<String> {
         if !self.kinds.is_empty() && !self.kinds.iter().any(|k| self.takes(k, event)) {
+            return None;
+        }
+        // The hash chain's closing records are for `yolo audit verify`, not the timeline
+        // (`--json` and `--kind chain_end` show them).
+        if !json && self.kinds.is_empty() && matches!(event.kind, EventKind::ChainEnd { .. }) {
             return None;
         }
         if self.since.is_some_and(|since| last_time(event) < since) {

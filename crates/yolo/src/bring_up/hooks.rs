@@ -558,7 +558,9 @@ impl Runner<'_> {
                 continue;
             }
             if let Some(ended) = record["swept"].as_u64() {
-                swept = true;
+                // A sweep whose rounds ran out (processes forking faster than it stopped
+                // them) counts as none: yolo sweeps again.
+                swept = record["complete"].as_bool().unwrap_or(true);
                 if ended > 0 {
                     if let Some(writer) = self.writer {
                         writer.write(EventKind::Notice {
@@ -621,6 +623,12 @@ impl Runner<'_> {
             .run("yolo", "sudo-sweep", &request, Output::Capture)
             .await?;
         let ended = String::from_utf8_lossy(&result.captured).trim().to_string();
+        if result.exit_code != 0 {
+            return Err(Error::Hook {
+                name: format!("ending the root processes a hook left running ({ended})"),
+                code: result.exit_code,
+            });
+        }
         let message = format!(
             "a hook's sudo broker ended early, so yolo ended the root processes started since the hook began: {ended}"
         );

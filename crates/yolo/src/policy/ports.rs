@@ -123,7 +123,8 @@ impl Eval<'_> {
             let taken = requested
                 .iter()
                 .any(|(_, p)| p.container == port || p.host == port)
-                || relays.iter().any(|r| r.port == port);
+                || relays.iter().any(|r| r.port == port)
+                || yolo_protocol::GUARD_PORTS.contains(&port);
             if self.config.docker_compose_file.is_some() && !taken {
                 relays.push(SiblingPort {
                     property,
@@ -151,7 +152,7 @@ impl Eval<'_> {
     /// weakens nothing.
     fn decline_other_host(&mut self, property: &str, host: &str, port: u16, taken: bool) {
         let reason = if taken {
-            "the dev container's own forwarded ports already use that port number"
+            "the dev container's own forwarded ports, or the guard's DNS or proxy, already use that port number"
         } else {
             "only a Compose config's sibling services can be forwarded through the guard"
         };
@@ -339,7 +340,7 @@ mod tests {
             "dockerComposeFile": "compose.yml",
             "service": "app",
             "workspaceFolder": "/workspaces/repo",
-            "forwardPorts": [3000, "db:5432", "cache:3000", "db:5432"],
+            "forwardPorts": [3000, "db:5432", "cache:3000", "db:5432", "web:3443"],
         }));
         let relays: Vec<_> = spec
             .relays
@@ -359,11 +360,15 @@ mod tests {
             [
                 (
                     "forwardPorts[2]",
-                    "the dev container's own forwarded ports already use that port number"
+                    "the dev container's own forwarded ports, or the guard's DNS or proxy, already use that port number"
                 ),
                 (
                     "forwardPorts[3]",
-                    "the dev container's own forwarded ports already use that port number"
+                    "the dev container's own forwarded ports, or the guard's DNS or proxy, already use that port number"
+                ),
+                (
+                    "forwardPorts[4]",
+                    "the dev container's own forwarded ports, or the guard's DNS or proxy, already use that port number"
                 )
             ]
         );

@@ -452,21 +452,24 @@ fn root_processes_a_hook_leaves_running_end_with_the_hook() {
 }
 
 /// ATTACK: a root command kills the hook's broker (root may signal root) so that nobody is
-/// left to end it, and leaves a process behind. yolo sees the broker end without its sweep and
-/// ends the root processes started since the hook began; the hook fails with the broker's
-/// status.
+/// left to end it, and leaves two processes behind, one of them not dumpable (so a reader
+/// without CAP_SYS_PTRACE cannot see its namespaces). yolo sees the broker end without its
+/// sweep and ends the root processes started since the hook began, both; the hook fails with
+/// the broker's status.
 #[test]
 fn a_root_command_that_kills_its_broker_still_loses_root_when_the_hook_ends() {
     let t = Test::new();
     non_root_user(
         &t,
-        r#""postCreateCommand": "sudo sh -c 'setsid sleep 1004 </dev/null >/dev/null 2>&1 & sleep 0.5; kill -9 $PPID'""#,
+        r#""postCreateCommand": "sudo sh -c 'setsid sleep 1004 </dev/null >/dev/null 2>&1 & setsid perl -e \"syscall(157, 4, 0); sleep 1005\" </dev/null >/dev/null 2>&1 & sleep 0.5; kill -9 $PPID'""#,
     );
     t.yolo(&["up"])
         .fails_with(70)
-        .assert_stderr_contains("yolo ended the root processes started since the hook began: 1");
+        .assert_stderr_contains("yolo ended the root processes started since the hook began: 2");
     let left = processes_named(&t, "sleep 100");
     assert!(!left.contains("sleep 1004"), "{left}");
+    let left = processes_named(&t, "perl");
+    assert!(!left.contains("1005"), "{left}");
 }
 
 /// ATTACK: the agent takes a hook's connection to its sudo broker (`pidfd_getfd`, which the

@@ -70,7 +70,7 @@ fn three_crates_each_with_the_dependencies_of_its_layer() {
     let protocol = dependencies(&meta, "yolo-protocol");
     for dep in &protocol {
         assert!(
-            ["serde", "serde_json", "chrono", "zeroize"].contains(&dep.as_str()),
+            ["serde", "serde_json", "chrono", "zeroize", "sha2", "hex"].contains(&dep.as_str()),
             "yolo-protocol does no I/O and pulls no runtime: {dep}"
         );
     }
