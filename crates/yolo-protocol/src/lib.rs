@@ -32,6 +32,16 @@ pub enum NetworkMode {
     Open,
     /// No network at all but loopback.
     None,
+    /// Open like [`NetworkMode::Open`], to learn the allowlist: every name is recorded, and
+    /// `yolo firewall suggest` turns the session's log into the smallest allowlist.
+    Learn,
+}
+
+impl NetworkMode {
+    /// Nothing is filtered: `open`, and `learn`.
+    pub fn is_open(self) -> bool {
+        matches!(self, NetworkMode::Open | NetworkMode::Learn)
+    }
 }
 
 /// Everything the guard needs, written by the host CLI as JSON into the guard container.

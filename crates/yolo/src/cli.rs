@@ -35,6 +35,35 @@ pub(crate) enum AuditAction {
     },
 }
 
+/// `yolo firewall`'s subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum FirewallAction {
+    /// Print the smallest allowlist that would have let a session do what it did (a
+    /// `--network learn` session: everything it used; a firewall session: what it was refused),
+    /// presets recognised, names grouped by domain, unusual ports kept
+    Suggest {
+        /// Session id (default: the workspace's latest; `yolo audit --list` shows them)
+        #[arg(value_name = "SESSION")]
+        session: Option<String>,
+        /// Also save it: `user` adds it to your config's [firewall]; `repo` to
+        /// devcontainer.json's customizations.yolo.firewall, for the team to review
+        #[arg(long, value_name = "WHERE")]
+        write: Option<SuggestTarget>,
+        /// Print as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Where `yolo firewall suggest --write` saves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SuggestTarget {
+    /// Your user config (config.toml), [firewall] presets and allow
+    User,
+    /// The repository's devcontainer.json, customizations.yolo.firewall
+    Repo,
+}
+
 #[derive(Debug, Clone, Args, Default)]
 pub(crate) struct Target {
     /// Repository folder (default: the current directory)
@@ -136,6 +165,8 @@ pub(crate) enum NetworkArg {
     Open,
     /// No network at all but loopback
     None,
+    /// Open, to learn the allowlist: every name recorded for `yolo firewall suggest`
+    Learn,
 }
 
 impl From<NetworkArg> for NetworkMode {
@@ -144,6 +175,7 @@ impl From<NetworkArg> for NetworkMode {
             NetworkArg::Firewall => NetworkMode::Firewall,
             NetworkArg::Open => NetworkMode::Open,
             NetworkArg::None => NetworkMode::None,
+            NetworkArg::Learn => NetworkMode::Learn,
         }
     }
 }
@@ -370,6 +402,8 @@ pub(crate) enum Command {
         /// Print as JSON (shape in docs/json-output.md)
         #[arg(long)]
         json: bool,
+        #[command(subcommand)]
+        action: Option<FirewallAction>,
     },
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish)
     ///

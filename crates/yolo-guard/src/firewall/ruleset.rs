@@ -113,7 +113,7 @@ pub fn build(config: &GuardConfig, allow: &Allowlist) -> Nftables<'static> {
         }));
     }
     let output_policy = match config.mode {
-        NetworkMode::Open => NfChainPolicy::Accept,
+        NetworkMode::Open | NetworkMode::Learn => NfChainPolicy::Accept,
         NetworkMode::Firewall | NetworkMode::None => NfChainPolicy::Drop,
     };
     for (name, hook, policy) in [
@@ -535,7 +535,7 @@ fn output_rules(mode: NetworkMode) -> Vec<Stmts> {
         ]);
     }
     match mode {
-        NetworkMode::Open => {
+        NetworkMode::Open | NetworkMode::Learn => {
             rules.push(log(LOG_PREFIX_UNLISTED));
             rules.push(vec![counter(COUNTER_UNLISTED), accept()]);
         }

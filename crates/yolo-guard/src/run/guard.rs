@@ -113,7 +113,7 @@ impl<B: Batches> Guard<B> {
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
                 .lookup(name),
-            NetworkMode::Open => Some(Ports::Any),
+            NetworkMode::Open | NetworkMode::Learn => Some(Ports::Any),
             NetworkMode::None => None,
         }
     }

@@ -131,7 +131,7 @@ impl Act<'_> {
                 self.note_build_additions(&allow, writer)?;
                 Ok(allow)
             }
-            NetworkMode::Open | NetworkMode::None => Ok(self.allow.to_vec()),
+            NetworkMode::Open | NetworkMode::Learn | NetworkMode::None => Ok(self.allow.to_vec()),
         }
     }
 

@@ -161,6 +161,12 @@ pub(crate) async fn up(
             mode_name(mode)
         );
     }
+    if mode == NetworkMode::Learn {
+        eprintln!(
+            "{} network learn: nothing is filtered and every name the agent looks up is recorded; `yolo firewall suggest` turns the session into an allowlist",
+            console::style("yolo:").bold(),
+        );
+    }
     let options = PlanOptions {
         mode,
         rebuild: project.settings.rebuild,

@@ -83,7 +83,7 @@ fn print(events: impl Iterator<Item = Event>, filter: &Filter, json: bool) -> bo
     out.flush().is_ok()
 }
 
-async fn collect_remote_events(target: &Target) -> Result<()> {
+pub(super) async fn collect_remote_events(target: &Target) -> Result<()> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;
     crate::remote_copy::collect_events(&engine, &located).await

@@ -1,7 +1,8 @@
 //! `yolo allow`, `yolo deny` and `yolo firewall`: change or show a running session's allowlist
-//! through the guard's control socket (`session::firewall`), without restarting anything.
+//! through the guard's control socket (`session::firewall`), without restarting anything; and
+//! `yolo firewall suggest`, which reads a session's log (`firewall::suggest`).
 
-use crate::cli::Target;
+use crate::cli::{SuggestTarget, Target};
 use crate::error::{Error, Result};
 use crate::firewall::control::Request;
 use crate::session::firewall;
@@ -124,4 +125,125 @@ pub(crate) async fn show(target: &Target, json: bool) -> Result<i32> {
         );
     }
     Ok(0)
+}
+
+/// `yolo firewall suggest [SESSION] [--write user|repo] [--json]`: the smallest allowlist for
+/// what a session did (`firewall::suggest`), printed, and saved where `--write` says.
+pub(crate) async fn suggest(
+    target: &Target,
+    session: Option<String>,
+    write: Option<SuggestTarget>,
+    json: bool,
+) -> Result<i32> {
+    use crate::firewall::suggest;
+    if crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some()) {
+        // A remote engine's guard logs to a volume: what it has, copied here first.
+        let _ = super::audit::collect_remote_events(target).await;
+    }
+    let session = match session {
+        Some(s) => super::replay::checked(s)?,
+        None => super::audit::latest_session(target).await?,
+    };
+    let mut events = Vec::new();
+    for path in crate::audit::session_files(&session) {
+        match std::fs::read_to_string(&path) {
+            Ok(text) => events.extend(crate::audit::reader::parse(&text).0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+    }
+    if events.is_empty() {
+        return Err(Error::NotFound(format!(
+            "no audit log for session {session}; `yolo audit --list` shows the sessions"
+        )));
+    }
+    let found = suggest::suggest(&session, &events);
+    if json {
+        crate::output::print(&found);
+    } else {
+        print!("{}", found.to_toml());
+    }
+    let Some(place) = write else {
+        if !found.is_empty() && !json {
+            eprintln!("yolo: `yolo firewall suggest --write user` saves it to your config; `--write repo` to devcontainer.json for the team");
+        }
+        return Ok(0);
+    };
+    let (presets, allow) = (found.preset_names(), found.patterns());
+    let (path, edited) = match place {
+        SuggestTarget::User => {
+            let path = crate::user_config::UserConfig::path();
+            let text = read_or_empty(&path)?;
+            let edited = suggest::write_user(&text, &presets, &allow).map_err(|message| {
+                Error::UserConfig {
+                    file: path.clone(),
+                    message,
+                }
+            })?;
+            // What is written must load: checked before it replaces the file.
+            if let Some(new) = &edited {
+                toml::from_str::<crate::user_config::UserConfig>(new).map_err(|e| {
+                    Error::UserConfig {
+                        file: path.clone(),
+                        message: format!("the edited config would not load: {e}"),
+                    }
+                })?;
+            }
+            (path, edited)
+        }
+        SuggestTarget::Repo => {
+            let path = super::locate(target)?.config_file;
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            let edited =
+                suggest::write_repo(&text, &presets, &allow).map_err(|message| Error::Config {
+                    file: path.clone(),
+                    line: None,
+                    column: None,
+                    property: Some("customizations.yolo.firewall".into()),
+                    message,
+                })?;
+            (path, edited)
+        }
+    };
+    match edited {
+        None => eprintln!("yolo: {} already has all of it", path.display()),
+        Some(text) => {
+            replace(&path, &text)?;
+            let next = match place {
+                SuggestTarget::User => "the next `yolo up` uses it",
+                SuggestTarget::Repo => {
+                    "review and commit it; the next `yolo up` asks you to approve the changed config"
+                }
+            };
+            eprintln!("yolo: saved to {} ({next})", path.display());
+        }
+    }
+    Ok(0)
+}
+
+fn read_or_empty(path: &std::path::Path) -> Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// Write `text` over `path` whole or not at all (a temporary file renamed over it), keeping
+/// the file's permissions.
+fn replace(path: &std::path::Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
+    tmp.write_all(text.as_bytes())
+        .map_err(|e| Error::io(tmp.path(), e))?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
+    }
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
 }

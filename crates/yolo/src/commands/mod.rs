@@ -136,7 +136,21 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             patterns,
             http,
         } => firewall::deny(&target, patterns, http).await,
-        Command::Firewall { target, json } => firewall::show(&target, json).await,
+        Command::Firewall {
+            target,
+            json,
+            action: None,
+        } => firewall::show(&target, json).await,
+        Command::Firewall {
+            target,
+            action:
+                Some(crate::cli::FirewallAction::Suggest {
+                    session,
+                    write,
+                    json,
+                }),
+            ..
+        } => firewall::suggest(&target, session, write, json).await,
         Command::Completions { shell } => completions::execute(shell),
     }
 }

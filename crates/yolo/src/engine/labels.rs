@@ -170,9 +170,14 @@ fn mode_name(mode: NetworkMode) -> &'static str {
 
 /// A `dev.yolo.network` value back to its mode.
 pub(super) fn network_mode(text: &str) -> Option<NetworkMode> {
-    [NetworkMode::Firewall, NetworkMode::Open, NetworkMode::None]
-        .into_iter()
-        .find(|m| mode_name(*m) == text)
+    [
+        NetworkMode::Firewall,
+        NetworkMode::Open,
+        NetworkMode::None,
+        NetworkMode::Learn,
+    ]
+    .into_iter()
+    .find(|m| mode_name(*m) == text)
 }
 
 fn with_extra(mut labels: Labels) -> Labels {
@@ -223,7 +228,12 @@ mod tests {
 
     #[test]
     fn network_modes_read_back_from_their_label() {
-        for mode in [NetworkMode::Firewall, NetworkMode::Open, NetworkMode::None] {
+        for mode in [
+            NetworkMode::Firewall,
+            NetworkMode::Open,
+            NetworkMode::None,
+            NetworkMode::Learn,
+        ] {
             assert_eq!(network_mode(mode_name(mode)), Some(mode));
         }
         assert_eq!(network_mode("bridge"), None);

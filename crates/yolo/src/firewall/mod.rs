@@ -4,6 +4,7 @@
 
 pub(crate) mod guard_socket;
 pub(crate) mod presets;
+pub(crate) mod suggest;
 
 pub(crate) use yolo_protocol::allowlist;
 pub(crate) use yolo_protocol::control;
@@ -17,6 +18,7 @@ pub(crate) fn mode_name(mode: NetworkMode) -> &'static str {
     match mode {
         NetworkMode::Firewall => "firewall",
         NetworkMode::Open => "open",
+        NetworkMode::Learn => "learn",
         NetworkMode::None => "none",
     }
 }

@@ -22,6 +22,7 @@ mod http_attacks;
 mod images;
 mod kube;
 mod layout;
+mod learn;
 mod leftovers;
 mod lifecycle;
 mod metadata;
