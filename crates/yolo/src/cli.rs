@@ -33,6 +33,13 @@ pub(crate) enum AuditAction {
         #[arg(value_name = "SESSION")]
         session: Option<String>,
     },
+    /// Ship a session's events as they are written to `[audit] otlp_endpoint` and `ocsf_file`
+    /// until it stops (`up` starts it in the background)
+    #[command(hide = true)]
+    Ship {
+        #[arg(value_name = "SESSION")]
+        session: String,
+    },
 }
 
 /// `yolo firewall`'s subcommands.
@@ -333,6 +340,10 @@ pub(crate) enum Command {
         /// List sessions instead of events
         #[arg(long)]
         list: bool,
+        /// Print the session as OCSF records (one JSON object per line) or as one OpenTelemetry
+        /// logs request (OTLP's JSON mapping), for a SIEM or a collector; filters apply
+        #[arg(long, value_name = "FORMAT", default_value = "text", conflicts_with_all = ["follow", "json", "list", "kube"])]
+        format: crate::audit::export::Format,
         #[command(subcommand)]
         action: Option<AuditAction>,
     },

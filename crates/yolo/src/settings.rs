@@ -55,6 +55,8 @@ pub(crate) struct UpSettings {
     pub(crate) build: BuildSettings,
     /// `--extra-ca`, else the config's `extra_ca`: read and checked.
     pub(crate) extra_ca: Option<crate::ca::ExtraCa>,
+    /// `[audit] otlp_endpoint` and `ocsf_file`: where the session's events are shipped.
+    pub(crate) export: crate::audit::export::ship::Sinks,
 }
 
 /// The allowlist presets image builds get unless `[build] presets` says otherwise: the package
@@ -243,6 +245,7 @@ impl UpSettings {
             watch: watch_list(user)?,
             build: BuildSettings::resolve(user)?,
             extra_ca: extra_ca(flags, user)?,
+            export: export_sinks(&user.audit)?,
         })
     }
 }
@@ -319,6 +322,45 @@ impl GuardSettings {
 }
 
 /// A bad value in the user's config: exit 65, naming the file and the setting.
+/// `[audit] otlp_endpoint` (an http(s) URL) and `ocsf_file` (a path, `~/` expanded; its folder
+/// must exist), checked before anything runs.
+fn export_sinks(
+    audit: &crate::user_config::UserAudit,
+) -> Result<crate::audit::export::ship::Sinks> {
+    use crate::audit::export::ship;
+    if let Some(endpoint) = &audit.otlp_endpoint {
+        ship::check_endpoint(endpoint).map_err(|m| config_error("audit.otlp_endpoint", m))?;
+    }
+    let ocsf_file = match audit.ocsf_file.as_deref() {
+        None => None,
+        Some(text) => {
+            let path = match text.strip_prefix("~/") {
+                Some(rest) => directories::BaseDirs::new()
+                    .map(|b| b.home_dir().join(rest))
+                    .unwrap_or_else(|| std::path::PathBuf::from(text)),
+                None => std::path::PathBuf::from(text),
+            };
+            let folder_exists = path
+                .parent()
+                .is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
+            if !path.is_absolute() || !folder_exists {
+                return Err(config_error(
+                    "audit.ocsf_file",
+                    format!(
+                        "{:?} must be an absolute path (or ~/...) in a folder that exists",
+                        crate::visible::escape_controls(text)
+                    ),
+                ));
+            }
+            Some(path)
+        }
+    };
+    Ok(ship::Sinks {
+        otlp_endpoint: audit.otlp_endpoint.clone(),
+        ocsf_file,
+    })
+}
+
 fn config_error(setting: &str, message: impl std::fmt::Display) -> Error {
     Error::UserConfig {
         file: UserConfig::path(),

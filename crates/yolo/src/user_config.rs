@@ -76,6 +76,11 @@ pub(crate) struct UserAudit {
     /// An exec by a process the agent's own debugger traces: "refuse" (unset) or "record"
     /// (it runs, recorded as unconfirmed).
     pub(crate) traced_exec: Option<String>,
+    /// Ship the session's events to an OpenTelemetry collector (OTLP over HTTP, logs):
+    /// `http://HOST:PORT`.
+    pub(crate) otlp_endpoint: Option<String>,
+    /// Append the session's events as OCSF records (JSON lines) to this file.
+    pub(crate) ocsf_file: Option<String>,
 }
 
 /// `[workspace]`: how the repository is mounted.

@@ -4,6 +4,7 @@
 
 pub(crate) use yolo_protocol::event;
 pub(crate) mod cast;
+pub(crate) mod export;
 pub(crate) mod filter;
 pub(crate) mod line;
 pub(crate) mod reader;

@@ -102,6 +102,19 @@ impl Tail {
         }
     }
 
+    /// Go on from `offsets` (what [`Tail::offsets`] gave earlier, file by file; missing ones
+    /// from the start).
+    pub(crate) fn resume(&mut self, offsets: &[u64]) {
+        for ((_, at), offset) in self.files.iter_mut().zip(offsets) {
+            *at = *offset;
+        }
+    }
+
+    /// How far each file has been read, in bytes.
+    pub(crate) fn offsets(&self) -> Vec<u64> {
+        self.files.iter().map(|(_, at)| *at).collect()
+    }
+
     /// Only lines containing one of `needles` are parsed (a quick pass over the bytes for a
     /// `--kind` filter: a `dns` event's line holds `"dns"`); the caller still checks the event.
     pub(crate) fn only_containing(mut self, needles: impl IntoIterator<Item = String>) -> Tail {

@@ -220,6 +220,21 @@ pub(crate) async fn up(
     let project = &*project;
     let spec = &project.spec;
     let fresh = matches!(plan, Plan::Fresh { .. });
+    // The session's events shipped as they happen (`[audit] otlp_endpoint`, `ocsf_file`): a
+    // process of its own that reads the log; one that runs already for the session keeps it.
+    if project.settings.export.any() {
+        let shipper = crate::audit::export::ship::spawn(
+            ready.writer.session(),
+            &spec.workspace,
+            &spec.config_file,
+        );
+        if let Err(e) = shipper {
+            eprintln!(
+                "{} the audit export could not start: {e}; the local log is kept as always",
+                console::style("warning:").yellow().bold()
+            );
+        }
+    }
     let mut declined = spec.declined.clone();
     // What the Compose dev service asked for and its container was made without.
     for d in prepared.iter().flat_map(|p| p.declined()) {

@@ -59,6 +59,7 @@ pub(crate) async fn execute(
     for gap in [
         audit::file_watch_gap(&session),
         audit::log_cap_reached(&session),
+        audit::export::ship::Status::load(&session).and_then(|s| s.losses()),
     ]
     .into_iter()
     .flatten()
@@ -183,4 +184,73 @@ pub(crate) async fn verify(target: &Target, session: Option<String>) -> Result<i
         println!("{shown}: {line}");
     }
     Ok(if broken == 0 { 0 } else { 1 })
+}
+
+/// `yolo audit --format ocsf|otlp-json [--session ID]`: the session's events (those the
+/// filters let through), every file merged by time, in a format a SIEM or a collector takes
+/// (`audit::export`).
+pub(crate) async fn export(
+    target: &Target,
+    session: Option<String>,
+    filter: &Filter,
+    format: crate::audit::export::Format,
+) -> Result<i32> {
+    use crate::audit::export;
+    if crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some()) {
+        let _ = collect_remote_events(target).await;
+    }
+    let session = match session {
+        Some(s) => super::replay::checked(s)?,
+        None => latest_session(target).await?,
+    };
+    let mut events = Vec::new();
+    for path in crate::audit::session_files(&session) {
+        match std::fs::read_to_string(&path) {
+            Ok(text) => events.extend(crate::audit::reader::parse(&text).0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+    }
+    if events.is_empty() {
+        return Err(Error::NotFound(format!(
+            "no audit log for session {session}; `yolo audit --list` shows the sessions"
+        )));
+    }
+    // Every file in its own order, merged by time (a stable sort keeps ties in file order).
+    events.sort_by_key(|e| e.ts);
+    let context = export::Context {
+        workspace: export::workspace_of(&events),
+        session,
+    };
+    let events: Vec<Event> = events
+        .into_iter()
+        .filter(|e| filter.line(e, true).is_some())
+        .collect();
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // A closed stdout (`| head`) ends it quietly.
+    let _ = out.write_all(export::render(format, &context, &events).as_bytes());
+    Ok(0)
+}
+
+/// `yolo audit ship SESSION` (hidden): the background shipper `up` starts
+/// (`audit::export::ship`). Its settings are the user config's, read now.
+pub(crate) async fn ship(target: &Target, session: String) -> Result<i32> {
+    use crate::audit::export::ship;
+    let session = super::replay::checked(session)?;
+    let user = crate::user_config::UserConfig::load()?;
+    let sinks = ship::Sinks {
+        otlp_endpoint: user.audit.otlp_endpoint.clone(),
+        ocsf_file: user.audit.ocsf_file.as_ref().map(std::path::PathBuf::from),
+    };
+    if !sinks.any() {
+        return Ok(0);
+    }
+    let workspace = super::locate(target)
+        .map(|l| l.workspace.display().to_string())
+        .unwrap_or_default();
+    ship::run(crate::audit::export::Context { workspace, session }, sinks)
+        .await
+        .map_err(|e| Error::io(crate::audit::sessions_dir(), e))?;
+    Ok(0)
 }

@@ -96,10 +96,17 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             follow,
             json,
             list,
+            format,
             action,
         } => {
-            if let Some(crate::cli::AuditAction::Verify { session }) = action {
-                return audit::verify(&target, session).await;
+            match action {
+                Some(crate::cli::AuditAction::Verify { session }) => {
+                    return audit::verify(&target, session).await
+                }
+                Some(crate::cli::AuditAction::Ship { session }) => {
+                    return audit::ship(&target, session).await
+                }
+                None => {}
             }
             let filter = crate::audit::filter::Filter {
                 kinds,
@@ -107,6 +114,9 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
                 grep,
                 live: false,
             };
+            if format != crate::audit::export::Format::Text {
+                return audit::export(&target, session, &filter, format).await;
+            }
             match kube {
                 Some(pod) => {
                     let log = kube_log.as_deref();

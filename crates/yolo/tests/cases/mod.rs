@@ -12,6 +12,7 @@ mod everyday;
 mod exec;
 mod exec_audit;
 mod exit_codes;
+mod export;
 mod extra_ca;
 mod features;
 mod files;

@@ -10,6 +10,7 @@
 
 pub mod https;
 pub mod net;
+pub mod otlp;
 pub mod registry;
 
 use std::path::{Path, PathBuf};

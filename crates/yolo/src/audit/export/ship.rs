@@ -1,0 +1,438 @@
+//! `yolo audit ship SESSION` (hidden; `up` starts it in the background when the user config
+//! has `[audit] otlp_endpoint` or `ocsf_file`): follows the session's log files as `yolo audit
+//! --follow` does and sends each new event on, until the session stops.
+//!
+//! Why it cannot slow the agent or lose a local record: it only reads the files the guard and
+//! the CLI write, in a process of its own; nothing that writes the log waits for it. Between
+//! its reader and each sender is a bounded queue ([`QUEUE`] records): when a collector is slow
+//! or gone and the queue is full, new records are dropped from the export (never from the
+//! log) and counted. A batch the collector refuses or does not answer within [`SEND_TIMEOUT`]
+//! counts as failed. The counts, and how far each file was read, are in the session folder's
+//! `export.json` ([`Status`]), rewritten every 2 s and at the end: `yolo audit` warns when
+//! records were dropped or failed, and a shipper started again for the same session (a second
+//! `up`) goes on from where the last one was. One shipper per session (a lock on
+//! `export.lock`).
+
+use super::{ocsf, otlp, Context};
+use crate::audit::reader::Tail;
+use crate::audit::EventKind;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Records waiting for each sender at most.
+pub(crate) const QUEUE: usize = 10_000;
+/// Records per OTLP request at most.
+const BATCH: usize = 512;
+/// How long a batch waits for more records.
+const LINGER: Duration = Duration::from_secs(1);
+/// How long one OTLP request may take before it counts as failed.
+pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// After the session stopped: how long the guard's last records are waited for.
+const SETTLE: Duration = Duration::from_secs(3);
+/// At the end: how long the senders may take to empty their queues.
+const DRAIN: Duration = Duration::from_secs(15);
+
+/// Where the events go.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Sinks {
+    /// OTLP/HTTP collector: `http(s)://HOST:PORT`, `/v1/logs` appended unless given.
+    pub(crate) otlp_endpoint: Option<String>,
+    /// A file OCSF records are appended to, one per line.
+    pub(crate) ocsf_file: Option<PathBuf>,
+}
+
+impl Sinks {
+    pub(crate) fn any(&self) -> bool {
+        self.otlp_endpoint.is_some() || self.ocsf_file.is_some()
+    }
+}
+
+/// The counts of one sink.
+#[derive(Debug, Default, Serialize, Deserialize, Clone, PartialEq)]
+pub(crate) struct SinkStatus {
+    pub(crate) target: String,
+    /// Records the sink took (the collector answered 2xx; the file was written).
+    pub(crate) sent: u64,
+    /// Records left out of the export because its queue was full.
+    pub(crate) dropped: u64,
+    /// Records in batches the collector refused or did not answer (or the file did not take).
+    pub(crate) failed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_error: Option<String>,
+}
+
+/// `export.json` in the session's folder.
+#[derive(Debug, Default, Serialize, Deserialize, Clone, PartialEq)]
+pub(crate) struct Status {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) otlp: Option<SinkStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ocsf: Option<SinkStatus>,
+    /// How far each of the session's files was read (bytes), in `session_files` order.
+    #[serde(default)]
+    pub(crate) offsets: Vec<u64>,
+    /// The session stopped and everything read was handed on (or counted).
+    #[serde(default)]
+    pub(crate) done: bool,
+}
+
+impl Status {
+    pub(crate) fn path(session: &str) -> PathBuf {
+        crate::audit::session_dir(session).join("export.json")
+    }
+
+    pub(crate) fn load(session: &str) -> Option<Status> {
+        let text = std::fs::read_to_string(Status::path(session)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn save(&self, session: &str) {
+        let path = Status::path(session);
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_vec_pretty(self).unwrap_or_default();
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+
+    /// What `yolo audit` warns about: records the export lost.
+    pub(crate) fn losses(&self) -> Option<String> {
+        let lost: Vec<String> = [("OpenTelemetry", &self.otlp), ("OCSF", &self.ocsf)]
+            .into_iter()
+            .filter_map(|(name, s)| {
+                let s = s.as_ref()?;
+                (s.dropped + s.failed > 0).then(|| {
+                    format!(
+                        "{name} export to {}: {} records dropped (queue full), {} failed{}",
+                        s.target,
+                        s.dropped,
+                        s.failed,
+                        s.last_error
+                            .as_deref()
+                            .map(|e| format!(" (last error: {e})"))
+                            .unwrap_or_default()
+                    )
+                })
+            })
+            .collect();
+        (!lost.is_empty()).then(|| format!("{}; the local log has every record", lost.join("; ")))
+    }
+}
+
+/// The counters a sender and the reader share.
+#[derive(Default)]
+struct Counts {
+    /// In the queue now.
+    queued: AtomicU64,
+    sent: AtomicU64,
+    dropped: AtomicU64,
+    failed: AtomicU64,
+    last_error: std::sync::Mutex<Option<String>>,
+}
+
+impl Counts {
+    fn status(&self, target: &str) -> SinkStatus {
+        SinkStatus {
+            target: target.to_string(),
+            sent: self.sent.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+
+    fn failed(&self, n: u64, error: String) {
+        self.failed.fetch_add(n, Ordering::Relaxed);
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(error);
+        }
+    }
+}
+
+/// The URL OTLP/HTTP logs are posted to.
+pub(crate) fn logs_url(endpoint: &str) -> String {
+    let trimmed = endpoint.trim_end_matches('/');
+    if trimmed.ends_with("/v1/logs") {
+        trimmed.to_string()
+    } else {
+        format!("{trimmed}/v1/logs")
+    }
+}
+
+/// Check `[audit] otlp_endpoint`: an `http://` or `https://` URL with a host.
+pub(crate) fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    let url =
+        reqwest::Url::parse(endpoint).map_err(|e| format!("{endpoint:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "{endpoint:?} is not an http:// or https:// URL with a host (OTLP over HTTP, like http://127.0.0.1:4318)"
+        ));
+    }
+    Ok(())
+}
+
+/// One sink's end of the reader: its queue, counts and sending task.
+struct Sink<T> {
+    target: String,
+    tx: Option<mpsc::Sender<T>>,
+    counts: Arc<Counts>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<T> Sink<T> {
+    fn new(
+        target: String,
+        old: Option<&SinkStatus>,
+        start: impl FnOnce(mpsc::Receiver<T>, Arc<Counts>) -> tokio::task::JoinHandle<()>,
+    ) -> Sink<T> {
+        let counts = Arc::new(Counts::default());
+        if let Some(old) = old {
+            counts.sent.store(old.sent, Ordering::Relaxed);
+            counts.dropped.store(old.dropped, Ordering::Relaxed);
+            counts.failed.store(old.failed, Ordering::Relaxed);
+        }
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let task = start(rx, Arc::clone(&counts));
+        Sink {
+            target,
+            tx: Some(tx),
+            counts,
+            task,
+        }
+    }
+
+    /// Queue `record`, or count it dropped when the queue is full.
+    fn offer(&self, record: T) {
+        let queued = self
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(record).is_ok());
+        if queued {
+            self.counts.queued.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn status(&self) -> SinkStatus {
+        self.counts.status(&self.target)
+    }
+
+    /// Close the queue and let the sender empty it until `deadline`; what it could not send
+    /// by then counts as failed.
+    async fn finish(&mut self, deadline: tokio::time::Instant) {
+        self.tx = None;
+        if tokio::time::timeout_at(deadline, &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+            let left = self.counts.queued.swap(0, Ordering::Relaxed);
+            self.counts.failed(
+                left,
+                "the collector did not take them before the session ended".into(),
+            );
+        }
+    }
+}
+
+/// Follow `session`'s files and ship every event to `sinks` until the session stops.
+pub(crate) async fn run(context: Context, sinks: Sinks) -> std::io::Result<()> {
+    let session = context.session.clone();
+    let dir = crate::audit::session_dir(&session);
+    std::fs::create_dir_all(&dir)?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("export.lock"))?;
+    if lock.try_lock().is_err() {
+        return Ok(()); // another shipper has this session
+    }
+    let before = Status::load(&session).unwrap_or_default();
+    if before.done {
+        return Ok(());
+    }
+    let mut tail = Tail::new(crate::audit::session_files(&session));
+    tail.resume(&before.offsets);
+
+    let mut otlp = sinks.otlp_endpoint.as_ref().map(|endpoint| {
+        let url = logs_url(endpoint);
+        let context = context.clone();
+        Sink::new(endpoint.clone(), before.otlp.as_ref(), move |rx, counts| {
+            tokio::spawn(send_otlp(url, context, rx, counts))
+        })
+    });
+    let mut ocsf = sinks.ocsf_file.as_ref().map(|path| {
+        let path = path.clone();
+        Sink::new(
+            path.display().to_string(),
+            before.ocsf.as_ref(),
+            move |rx, counts| tokio::spawn(write_ocsf(path, rx, counts)),
+        )
+    });
+    let status = |tail: &Tail, otlp: &Option<Sink<_>>, ocsf: &Option<Sink<String>>, done| Status {
+        otlp: otlp.as_ref().map(Sink::status),
+        ocsf: ocsf.as_ref().map(Sink::status),
+        offsets: tail.offsets(),
+        done,
+    };
+
+    let mut stopped: Option<Instant> = None;
+    let mut saved = Instant::now();
+    loop {
+        let mut seen = false;
+        for event in tail.poll() {
+            seen = true;
+            if matches!(event.kind, EventKind::SessionStop { .. }) {
+                stopped.get_or_insert_with(Instant::now);
+            }
+            if let Some(sink) = &otlp {
+                sink.offer(otlp::record(&event));
+            }
+            if let Some(sink) = &ocsf {
+                sink.offer(ocsf::record(&context, &event).to_string());
+            }
+        }
+        if saved.elapsed() >= Duration::from_secs(2) {
+            if !dir.exists() {
+                // The data folder was removed (the session with it): nothing left to follow.
+                return Ok(());
+            }
+            status(&tail, &otlp, &ocsf, false).save(&session);
+            saved = Instant::now();
+        }
+        match stopped {
+            Some(at) if !seen && at.elapsed() >= SETTLE => break,
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    let deadline = tokio::time::Instant::now() + DRAIN;
+    if let Some(sink) = &mut otlp {
+        sink.finish(deadline).await;
+    }
+    if let Some(sink) = &mut ocsf {
+        sink.finish(deadline).await;
+    }
+    status(&tail, &otlp, &ocsf, true).save(&session);
+    Ok(())
+}
+
+/// The OTLP sender: batches of up to [`BATCH`] records (or what came within [`LINGER`]),
+/// posted as protobuf; a batch that fails is counted, not retried (the next one may work).
+async fn send_otlp(
+    url: String,
+    context: Context,
+    mut rx: mpsc::Receiver<opentelemetry_proto::tonic::logs::v1::LogRecord>,
+    counts: Arc<Counts>,
+) {
+    let client = match reqwest::Client::builder()
+        .timeout(SEND_TIMEOUT)
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            counts.failed(0, e.to_string());
+            return;
+        }
+    };
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        let until = tokio::time::Instant::now() + LINGER;
+        while batch.len() < BATCH {
+            match tokio::time::timeout_at(until, rx.recv()).await {
+                Ok(Some(record)) => batch.push(record),
+                _ => break,
+            }
+        }
+        let n = batch.len() as u64;
+        let body = otlp::encode(&otlp::request(&context, batch));
+        let sent = client
+            .post(&url)
+            .header("content-type", "application/x-protobuf")
+            .body(body)
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => {
+                counts.sent.fetch_add(n, Ordering::Relaxed);
+            }
+            Ok(r) => counts.failed(n, format!("the collector answered {}", r.status())),
+            Err(e) => counts.failed(n, with_sources(&e)),
+        }
+        // Out of the queue only now: a batch cut off at the end is counted with what is left.
+        counts.queued.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// An error and its causes, one line (reqwest's own message is only the outermost).
+fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+/// The OCSF writer: appends each record as a line.
+async fn write_ocsf(path: PathBuf, mut rx: mpsc::Receiver<String>, counts: Arc<Counts>) {
+    use tokio::io::AsyncWriteExt;
+    let opened = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .await;
+    let mut file = match opened {
+        Ok(f) => f,
+        Err(e) => {
+            let error = format!("{}: {e}", path.display());
+            while let Some(_record) = rx.recv().await {
+                counts.queued.fetch_sub(1, Ordering::Relaxed);
+                counts.failed(1, error.clone());
+            }
+            return;
+        }
+    };
+    while let Some(mut line) = rx.recv().await {
+        line.push('\n');
+        match file.write_all(line.as_bytes()).await {
+            Ok(()) => {
+                counts.sent.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => counts.failed(1, format!("{}: {e}", path.display())),
+        }
+        counts.queued.fetch_sub(1, Ordering::Relaxed);
+    }
+    let _ = file.flush().await;
+}
+
+/// Start the shipper for `session` in the background, detached from this terminal (it
+/// outlives `up`), its own errors in the session folder's `export.log`.
+pub(crate) fn spawn(session: &str, workspace: &Path, config_file: &Path) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let dir = crate::audit::session_dir(session);
+    std::fs::create_dir_all(&dir)?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("export.log"))?;
+    std::process::Command::new(std::env::current_exe()?)
+        .args(["audit", "ship", session, "--workspace"])
+        .arg(workspace)
+        .arg("--config")
+        .arg(config_file)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()?;
+    Ok(())
+}
