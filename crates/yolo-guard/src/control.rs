@@ -287,7 +287,9 @@ mod tests {
                 Request::Deny { .. }
                 | Request::ProxySecrets(_)
                 | Request::AllowHttp { .. }
-                | Request::DenyHttp { .. } => Response::error("nothing to deny"),
+                | Request::DenyHttp { .. }
+                | Request::Pending
+                | Request::Decide { .. } => Response::error("nothing to deny"),
                 Request::Status => Response {
                     ok: true,
                     mode: Some(NetworkMode::Firewall),

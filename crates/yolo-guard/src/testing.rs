@@ -47,6 +47,7 @@ pub(crate) fn guard_config(mode: NetworkMode) -> GuardConfig {
         upstream: vec![],
         ttl_floor_secs: 60,
         deny_nxdomain: false,
+        ask_timeout_secs: None,
         published_ports: vec![],
         audit_path: "/dev/null".into(),
         control_socket: "/dev/null".into(),

@@ -33,6 +33,32 @@ pub enum Request {
     /// Take such rules away (`yolo deny --http`).
     #[serde(rename = "denyhttp")]
     DenyHttp { rules: Vec<String> },
+    /// The questions held for the user's answer (`[firewall] on_refused = "ask"`).
+    Pending,
+    /// Answer a held question: `allow` adds its name to the session's allowlist and lets the
+    /// held lookups through; otherwise they are refused. `by` and `how` go into its record.
+    Decide {
+        id: u64,
+        allow: bool,
+        by: String,
+        #[serde(default)]
+        how: String,
+    },
+}
+
+/// A question the guard holds for the user's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    pub id: u64,
+    /// `dns`.
+    pub what: String,
+    pub name: String,
+    pub qtype: String,
+    pub asked: chrono::DateTime<chrono::Utc>,
+    /// Seconds until it is refused unanswered.
+    pub expires_secs: u64,
+    /// Lookups of the name waiting on it.
+    pub waiting: u32,
 }
 
 /// See [`Request::ProxySecrets`].
@@ -125,6 +151,9 @@ pub struct Response {
     /// (false after a restart, until `yolo up`/`run` sends them again); absent without a proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_armed: Option<bool>,
+    /// `pending`: the held questions; `decide`: the one answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingApproval>,
 }
 
 impl Response {

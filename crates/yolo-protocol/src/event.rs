@@ -396,6 +396,24 @@ pub enum EventKind {
     ChainEnd {
         records: u64,
     },
+    /// A question held for the user's answer (`[firewall] on_refused = "ask"`): a DNS lookup of
+    /// a name outside the allowlist, and what became of it.
+    Approval {
+        /// The pending question's id (`yolo approvals`, `yolo allow --pending ID`).
+        id: u64,
+        /// `dns`.
+        what: String,
+        name: String,
+        /// `asked`, `allowed`, `denied`, `timed_out`.
+        decision: String,
+        /// Who decided: the host user and the command (absent for `asked` and `timed_out`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        /// How an allow holds: `session` (this session's allowlist), `user config`,
+        /// `devcontainer.json`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        how: Option<String>,
+    },
 }
 
 impl EventKind {
@@ -421,6 +439,7 @@ impl EventKind {
         "notice",
         "suppressed",
         "chain_end",
+        "approval",
     ];
 
     /// The `kind` tag, for filtering.
@@ -446,6 +465,7 @@ impl EventKind {
             EventKind::Notice { .. } => "notice",
             EventKind::Suppressed { .. } => "suppressed",
             EventKind::ChainEnd { .. } => "chain_end",
+            EventKind::Approval { .. } => "approval",
         }
     }
 
@@ -695,6 +715,14 @@ mod tests {
                 max_bytes: 0,
             },
             EventKind::ChainEnd { records: 0 },
+            EventKind::Approval {
+                id: 1,
+                what: s(),
+                name: s(),
+                decision: s(),
+                by: None,
+                how: None,
+            },
         ]
     }
 

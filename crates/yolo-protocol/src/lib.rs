@@ -57,6 +57,10 @@ pub struct GuardConfig {
     pub ttl_floor_secs: u64,
     /// Answer denied names NXDOMAIN instead of REFUSED.
     pub deny_nxdomain: bool,
+    /// `[firewall] on_refused = "ask"`: a lookup of a name outside the allowlist is held this
+    /// many seconds for the user's answer (`yolo approvals`); `None`: refused at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_timeout_secs: Option<u64>,
     /// Ports published on the host (input accepted).
     pub published_ports: Vec<u16>,
     /// Where to append audit events (bind-mounted session log).

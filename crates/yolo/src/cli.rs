@@ -37,6 +37,7 @@ pub(crate) enum AuditAction {
     /// until it stops (`up` starts it in the background)
     #[command(hide = true)]
     Ship {
+        /// Session id
         #[arg(value_name = "SESSION")]
         session: String,
     },
@@ -121,6 +122,10 @@ pub(crate) struct UpFlags {
     /// Network mode (default: firewall)
     #[arg(long, value_enum, value_name = "MODE")]
     pub(crate) network: Option<NetworkArg>,
+    /// Hold a lookup of a name outside the allowlist for your answer instead of refusing it
+    /// (`yolo approvals`, `yolo allow --pending ID`); as `[firewall] on_refused = "ask"`
+    #[arg(long)]
+    pub(crate) ask: bool,
     /// Trust these CA certificates (a PEM file or a folder of .crt/.pem files; repeatable) in
     /// image builds and the container: for a proxy that intercepts TLS
     #[arg(long = "extra-ca", value_name = "PATH")]
@@ -383,13 +388,21 @@ pub(crate) enum Command {
         /// What to allow: example.com, *.example.com (subdomains), example.com:443 or
         /// example.com:80,443 (only those ports), 10.0.0.5, 10.0.0.0/8, 10.0.0.0/8:5432,
         /// [2001:db8::1]:443
-        #[arg(required_unless_present = "http", value_name = "PATTERN", value_parser = values::parse_pattern)]
+        #[arg(required_unless_present_any = ["http", "pending"], value_name = "PATTERN", value_parser = values::parse_pattern)]
         patterns: Vec<String>,
         /// A method and path rule for an inspected host that has rules, in the running
         /// proxy: 'HOST METHOD /path' (what a refused request's 403 body names), e.g.
         /// --http 'api.example.com POST /v1/files'
         #[arg(long, value_name = "'HOST METHOD /path'", value_parser = values::parse_http_rule)]
         http: Vec<String>,
+        /// Answer a held question (`yolo approvals` lists them): its name joins this
+        /// session's allowlist and the held lookups go through
+        #[arg(long, value_name = "ID", conflicts_with_all = ["patterns", "http"])]
+        pending: Option<u64>,
+        /// With --pending: also save the name, to your config's [firewall] allow (`user`) or
+        /// to devcontainer.json's customizations.yolo.firewall (`repo`, for the team to review)
+        #[arg(long, value_name = "WHERE", requires = "pending")]
+        save: Option<SuggestTarget>,
     },
     /// Remove entries, or ports of entries, from a running session's allowlist
     Deny {
@@ -399,12 +412,24 @@ pub(crate) enum Command {
         /// ports; example.com:443 takes that port out of the entries that list it
         /// (example.com:80,443 keeps 80). An entry allowed on every port cannot lose one: deny
         /// the name, then allow the ports to keep
-        #[arg(required_unless_present = "http", value_name = "PATTERN", value_parser = values::parse_pattern)]
+        #[arg(required_unless_present_any = ["http", "pending"], value_name = "PATTERN", value_parser = values::parse_pattern)]
         patterns: Vec<String>,
         /// Take a method and path rule out of an inspected host's rules in the running proxy:
         /// 'HOST METHOD /path', as `allow --http` takes it
         #[arg(long, value_name = "'HOST METHOD /path'", value_parser = values::parse_http_rule)]
         http: Vec<String>,
+        /// Refuse a held question (`yolo approvals` lists them) now
+        #[arg(long, value_name = "ID", conflicts_with_all = ["patterns", "http"])]
+        pending: Option<u64>,
+    },
+    /// List the questions the firewall holds for your answer (`--ask`, `[firewall] on_refused
+    /// = "ask"`): answer with `yolo allow --pending ID` or `yolo deny --pending ID`
+    Approvals {
+        #[command(flatten)]
+        target: Target,
+        /// Print as JSON
+        #[arg(long)]
+        json: bool,
     },
     /// Show the effective allowlist, set contents and counters
     Firewall {

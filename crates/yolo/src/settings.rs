@@ -146,7 +146,16 @@ pub(crate) struct GuardSettings {
     pub(crate) files: bool,
     /// `[audit] traced_exec = "record"`: a traced process's exec runs, unconfirmed.
     pub(crate) allow_traced_exec: bool,
+    /// `[firewall] on_refused = "ask"` (or `--ask`): seconds a lookup of a name outside the
+    /// allowlist is held for the user's answer; `None`: refused at once.
+    pub(crate) ask_timeout_secs: Option<u64>,
 }
+
+/// Seconds a held lookup waits for the user's answer unless `[firewall] ask_timeout` says.
+pub(crate) const DEFAULT_ASK_TIMEOUT: u64 = 30;
+/// At most: resolvers give up long before (glibc after 5 s a try); a longer hold only keeps
+/// the question on the list.
+const MAX_ASK_TIMEOUT: u64 = 600;
 
 /// Seconds an answered address stays open at least, whatever TTL its answer had.
 const DEFAULT_TTL_FLOOR: u64 = 300;
@@ -167,6 +176,7 @@ impl Default for GuardSettings {
             max_exec_log: DEFAULT_MAX_EXEC_LOG,
             files: true,
             allow_traced_exec: false,
+            ask_timeout_secs: None,
         }
     }
 }
@@ -241,7 +251,10 @@ impl UpSettings {
             user: user_layer(user)?,
             upstream_dns,
             network: flags.network.map(NetworkMode::from),
-            guard: GuardSettings::resolve(user)?,
+            guard: GuardSettings {
+                ask_timeout_secs: ask_timeout(&user.firewall, flags.ask)?,
+                ..GuardSettings::resolve(user)?
+            },
             watch: watch_list(user)?,
             build: BuildSettings::resolve(user)?,
             extra_ca: extra_ca(flags, user)?,
@@ -304,6 +317,7 @@ impl GuardSettings {
             max_session_log: max_session_log(user.audit.max_session_log.as_deref())?,
             max_exec_log: max_exec_log(user.audit.max_exec_log.as_deref())?,
             files: user.audit.files.unwrap_or(true),
+            ask_timeout_secs: ask_timeout(f, false)?,
             allow_traced_exec: match user.audit.traced_exec.as_deref() {
                 None | Some("refuse") => false,
                 Some("record") => true,
@@ -322,6 +336,31 @@ impl GuardSettings {
 }
 
 /// A bad value in the user's config: exit 65, naming the file and the setting.
+/// `[firewall] on_refused` (`"refuse"` or `"ask"`; `--ask` says `"ask"`) and `ask_timeout`.
+fn ask_timeout(f: &crate::user_config::UserFirewall, ask_flag: bool) -> Result<Option<u64>> {
+    let ask = match f.on_refused.as_deref() {
+        None | Some("refuse") => ask_flag,
+        Some("ask") => true,
+        Some(other) => {
+            return Err(config_error(
+                "firewall.on_refused",
+                format!(
+                    "\"{}\" is neither \"refuse\" nor \"ask\"",
+                    crate::visible::escape_controls(other)
+                ),
+            ))
+        }
+    };
+    let secs = f.ask_timeout.unwrap_or(DEFAULT_ASK_TIMEOUT);
+    if !(1..=MAX_ASK_TIMEOUT).contains(&secs) {
+        return Err(config_error(
+            "firewall.ask_timeout",
+            format!("{secs} seconds: between 1 and {MAX_ASK_TIMEOUT}; the default is {DEFAULT_ASK_TIMEOUT}"),
+        ));
+    }
+    Ok(ask.then_some(secs))
+}
+
 /// `[audit] otlp_endpoint` (an http(s) URL) and `ocsf_file` (a path, `~/` expanded; its folder
 /// must exist), checked before anything runs.
 fn export_sinks(
@@ -644,6 +683,24 @@ mod tests {
     }
 
     #[test]
+    fn ask_comes_from_the_config_or_the_flag_and_bad_values_are_named() {
+        assert_eq!(resolved("").unwrap().guard.ask_timeout_secs, None);
+        let user: UserConfig = toml::from_str("").unwrap();
+        let asked = UpSettings::resolve(&flags(&["--ask"]).unwrap(), &user).unwrap();
+        assert_eq!(asked.guard.ask_timeout_secs, Some(DEFAULT_ASK_TIMEOUT));
+        let err = resolved("[firewall]\non_refused = \"maybe\"\n").unwrap_err().to_string();
+        assert!(err.contains("firewall.on_refused"), "{err}");
+        let err = resolved("[firewall]\non_refused = \"ask\"\nask_timeout = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("firewall.ask_timeout"), "{err}");
+        let err = resolved("[audit]\notlp_endpoint = \"collector:4318\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("audit.otlp_endpoint"), "{err}");
+    }
+
+    #[test]
     fn the_whole_user_config_is_resolved_typed() {
         let s = resolved(
             r#"
@@ -660,6 +717,8 @@ mod tests {
             deny_with_nxdomain = true
             allow_internal_answers = true
             docker_network = "my-net"
+            on_refused = "ask"
+            ask_timeout = 12
             [agents.mine]
             command = ["mine"]
             domains = ["api.mine.example"]
@@ -700,6 +759,7 @@ mod tests {
                 max_exec_log: DEFAULT_MAX_EXEC_LOG,
                 files: false,
                 allow_traced_exec: true,
+                ask_timeout_secs: Some(12),
             }
         );
         // Left out: the defaults.

@@ -126,6 +126,11 @@ pub(crate) struct UserFirewall {
     pub(crate) ttl_floor: Option<u64>,
     /// Answer denied names with NXDOMAIN instead of REFUSED.
     pub(crate) deny_with_nxdomain: bool,
+    /// `"refuse"` (unset) or `"ask"`: hold a lookup of a name outside the allowlist for the
+    /// user's answer (`yolo approvals`).
+    pub(crate) on_refused: Option<String>,
+    /// Seconds a held lookup waits for the answer (default 30).
+    pub(crate) ask_timeout: Option<u64>,
     /// Open private/loopback/link-local answers of allowed names (internal services).
     pub(crate) allow_internal_answers: bool,
     /// Put every project's guard on this Docker network (made if missing) instead of the

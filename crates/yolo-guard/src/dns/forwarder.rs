@@ -177,6 +177,8 @@ pub struct Forwarder<P: Policy> {
     mark_warned: AtomicBool,
     /// Pooled UDP sockets per upstream server, opened on first use.
     pools: std::sync::Mutex<HashMap<SocketAddr, Arc<UpstreamPool>>>,
+    /// `ask`: refused names are held for the user's answer ([`super::ask`]).
+    approvals: Option<Arc<super::ask::Approvals>>,
 }
 
 /// What to do with one query after the cheap, synchronous checks.
@@ -185,6 +187,15 @@ enum Triage<G> {
     Reply(Option<Vec<u8>>),
     /// An allowed name: ask upstream.
     Forward(Job<G>),
+    /// A name outside the allowlist, held for the user's answer ([`Forwarder::held`]).
+    Hold(Hold),
+}
+
+struct Hold {
+    held: super::ask::Held,
+    query: Vec<u8>,
+    name: String,
+    qtype: String,
 }
 
 struct Job<G> {
@@ -221,7 +232,14 @@ impl<P: Policy> Forwarder<P> {
             in_flight,
             mark_warned: AtomicBool::new(false),
             pools: std::sync::Mutex::new(HashMap::new()),
+            approvals: None,
         }
+    }
+
+    /// Hold refused names for the user's answer instead of refusing them at once.
+    pub fn with_approvals(mut self, approvals: Arc<super::ask::Approvals>) -> Self {
+        self.approvals = Some(approvals);
+        self
     }
 
     /// Serve on `listeners` until the returned tasks are aborted.
@@ -308,7 +326,56 @@ impl<P: Policy> Forwarder<P> {
                     let _ = socket.send_to(&reply, peer).await;
                 });
             }
+            Triage::Hold(hold) => {
+                let this = Arc::clone(self);
+                let socket = Arc::clone(socket);
+                tokio::spawn(async move {
+                    if let Some(reply) = this.held(hold, Transport::Udp).await {
+                        let _ = socket.send_to(&reply, peer).await;
+                    }
+                });
+            }
         }
+    }
+
+    /// Wait for the user's answer to a held lookup: allowed, it is triaged again (its name
+    /// is in the allowlist now) and forwarded; denied or unanswered by the deadline, refused.
+    async fn held(&self, hold: Hold, transport: Transport) -> Option<Vec<u8>> {
+        let approvals = self.approvals.as_ref()?;
+        let id = hold.held.id;
+        let deadline = tokio::time::Instant::from_std(hold.held.deadline);
+        let allowed = matches!(
+            tokio::time::timeout_at(deadline, hold.held.answer).await,
+            Ok(Ok(true))
+        );
+        approvals.done_waiting();
+        if !allowed {
+            approvals.expire(id);
+            return self.refuse(&hold.query, &hold.name, &hold.qtype);
+        }
+        match self.triage_with(&hold.query, false) {
+            Triage::Reply(reply) => reply,
+            Triage::Forward(job) => Some(self.forward(job, transport).await),
+            // Allowed and then denied again before this ran: refused as it stands.
+            Triage::Hold(_) => self.refuse(&hold.query, &hold.name, &hold.qtype),
+        }
+    }
+
+    /// The refusal of `query`, audited.
+    fn refuse(&self, query: &[u8], name: &str, qtype: &str) -> Option<Vec<u8>> {
+        let rcode = if self.options.deny_nxdomain {
+            ResponseCode::NXDomain
+        } else {
+            ResponseCode::Refused
+        };
+        self.audit(name, qtype, "refused", vec![], Some(rcode));
+        let id = u16::from_be_bytes([*query.first()?, *query.get(1)?]);
+        Some(
+            Message::from_vec(query)
+                .ok()
+                .and_then(|m| refusal(&m, rcode))
+                .unwrap_or_else(|| header_only(id, query, rcode)),
+        )
     }
 
     /// Queries dropped unanswered because one sender (or all) had too many waiting: said in
@@ -364,6 +431,10 @@ impl<P: Policy> Forwarder<P> {
                 Triage::Reply(Some(reply)) => reply,
                 Triage::Reply(None) => return Ok(()),
                 Triage::Forward(job) => self.forward(job, Transport::Tcp).await,
+                Triage::Hold(hold) => match self.held(hold, Transport::Tcp).await {
+                    Some(reply) => reply,
+                    None => return Ok(()),
+                },
             };
             let Ok(reply_len) = u16::try_from(reply.len()) else {
                 return Ok(());
@@ -376,6 +447,11 @@ impl<P: Policy> Forwarder<P> {
     }
 
     fn triage(&self, packet: &[u8]) -> Triage<P::Grant> {
+        self.triage_with(packet, true)
+    }
+
+    /// [`Forwarder::triage`]; `may_hold`: a refused name may be held for the user's answer.
+    fn triage_with(&self, packet: &[u8], may_hold: bool) -> Triage<P::Grant> {
         // Without an id there is nothing to answer; a response (QR set) is never answered, so
         // two servers cannot be made to ping-pong through us.
         if packet.len() < 2 || (packet.len() > 2 && packet[2] & 0x80 != 0) {
@@ -401,6 +477,16 @@ impl<P: Policy> Forwarder<P> {
         let name = normalize(&question.name().to_ascii());
         let qtype = question.query_type().to_string();
         let Some(grant) = self.policy.decide(&name) else {
+            if let Some(approvals) = self.approvals.as_ref().filter(|_| may_hold) {
+                if let Some(held) = approvals.ask(&name, &qtype) {
+                    return Triage::Hold(Hold {
+                        held,
+                        query: packet.to_vec(),
+                        name,
+                        qtype,
+                    });
+                }
+            }
             let rcode = if self.options.deny_nxdomain {
                 ResponseCode::NXDomain
             } else {

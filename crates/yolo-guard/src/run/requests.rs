@@ -11,8 +11,12 @@ use std::sync::Arc;
 use yolo_protocol::allowlist::Allowlist;
 use yolo_protocol::event::EventKind;
 
-/// The control socket's handler: the running guard, shared.
-pub(crate) struct Control<B>(pub(crate) Arc<Guard<B>>);
+/// The control socket's handler: the running guard, shared, and its held questions (with
+/// `[firewall] on_refused = "ask"`).
+pub(crate) struct Control<B>(
+    pub(crate) Arc<Guard<B>>,
+    pub(crate) Option<Arc<crate::dns::ask::Approvals>>,
+);
 
 impl<B: Batches> Handler for Control<B> {
     /// On a blocking thread: a request's set changes and listings wait on the kernel (and a
@@ -20,8 +24,20 @@ impl<B: Batches> Handler for Control<B> {
     /// with them.
     fn handle(&self, request: Request) -> BoxFuture<Response> {
         let guard = Arc::clone(&self.0);
+        let approvals = self.1.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || match request {
+                Request::Pending => Response {
+                    ok: true,
+                    pending: approvals.as_ref().map(|a| a.list()).unwrap_or_default(),
+                    ..Default::default()
+                },
+                Request::Decide {
+                    id,
+                    allow,
+                    by,
+                    how,
+                } => decide(&guard, approvals.as_deref(), id, allow, &by, &how),
                 Request::Allow { patterns } => guard.allow_patterns(patterns),
                 Request::Deny { patterns } => guard.deny_patterns(patterns),
                 Request::Status => guard.status(),
@@ -32,6 +48,46 @@ impl<B: Batches> Handler for Control<B> {
             .await
             .unwrap_or_else(|e| Response::error(format!("the request failed: {e}")))
         })
+    }
+}
+
+/// Answer held question `id`: an allow puts its name in the allowlist first (as `yolo allow`
+/// does, in the same `firewall` record), so the held lookups, triaged again, go through.
+fn decide<B: Batches>(
+    guard: &Guard<B>,
+    approvals: Option<&crate::dns::ask::Approvals>,
+    id: u64,
+    allow: bool,
+    by: &str,
+    how: &str,
+) -> Response {
+    let Some(approvals) = approvals else {
+        return Response::error(
+            "this session does not hold questions (start it with `--ask` or `[firewall] on_refused = \"ask\"`)",
+        );
+    };
+    let gone = || {
+        Response::error(format!(
+            "no question {id} is waiting (answered, or refused when its time ran out); `yolo approvals` lists those that are"
+        ))
+    };
+    if allow {
+        let Some(name) = approvals.name_of(id) else {
+            return gone();
+        };
+        let allowed = guard.allow_patterns(vec![name]);
+        if !allowed.ok {
+            return allowed;
+        }
+    }
+    match approvals.decide(id, allow, by, how) {
+        Some(decided) => Response {
+            ok: true,
+            pending: vec![decided],
+            patterns: Some(guard.patterns()),
+            ..Default::default()
+        },
+        None => gone(),
     }
 }
 

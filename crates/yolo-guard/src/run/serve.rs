@@ -48,12 +48,27 @@ pub(super) async fn serve<B: Batches>(
             .collect();
         options.local_upstream = vec![parse(yolo_protocol::DOCKER_DNS)?];
     }
-    let forwarder = Arc::new(Forwarder::new(
+    // `[firewall] on_refused = "ask"`: refused names held for the user's answer (only where
+    // names are refused at all).
+    let approvals = config
+        .ask_timeout_secs
+        .filter(|_| config.mode == yolo_protocol::NetworkMode::Firewall)
+        .map(|secs| {
+            Arc::new(crate::dns::ask::Approvals::new(
+                std::time::Duration::from_secs(secs),
+                Arc::clone(&guard.events),
+            ))
+        });
+    let mut forwarder = Forwarder::new(
         options,
         Arc::clone(&guard),
         Arc::clone(&guard.resolved),
         Arc::clone(&guard.events),
-    ));
+    );
+    if let Some(approvals) = &approvals {
+        forwarder = forwarder.with_approvals(Arc::clone(approvals));
+    }
+    let forwarder = Arc::new(forwarder);
     let _dns = forwarder.serve(listeners);
     let _relays = super::relay::spawn(&config.relays, parse(DNS_LISTEN)?, &guard.events).await;
     let _proxy = match &guard.proxy {
@@ -61,7 +76,7 @@ pub(super) async fn serve<B: Batches>(
         None => None,
     };
     let _trim = tokio::spawn(return_free_memory());
-    let _control = control::serve(&config.control_socket, Arc::new(Control(guard.clone())))
+    let _control = control::serve(&config.control_socket, Arc::new(Control(guard.clone(), approvals.clone())))
         .map_err(|e| {
             StartError::step(
                 format!(
@@ -73,7 +88,7 @@ pub(super) async fn serve<B: Batches>(
         })?;
     // Not fatal: the host falls back to the socket above (through `docker exec`).
     let _host_control = config.host_control_socket.as_ref().and_then(|path| {
-        let handler = Arc::new(Control(guard.clone()));
+        let handler = Arc::new(Control(guard.clone(), approvals.clone()));
         control::serve_host(path, &config.control_uids, handler)
             .map_err(|e| {
                 guard.events.emit(guard_event(

@@ -306,6 +306,27 @@ pub(crate) fn describe(event: &Event) -> String {
         EventKind::ChainEnd { records } => {
             format!("end of this writer's records ({records} before it in the file; `yolo audit verify` checks them)")
         }
+        EventKind::Approval {
+            id,
+            what,
+            name,
+            decision,
+            by,
+            how,
+        } => {
+            let name = crate::visible::escape_controls(name);
+            match decision.as_str() {
+                "asked" => format!("held {what} {name} for your answer (question {id}: `yolo approvals`)"),
+                "timed_out" => format!("refused {what} {name}: question {id} was not answered in time"),
+                other => format!(
+                    "{other} {what} {name} (question {id}){}{}",
+                    by.as_deref()
+                        .map(|b| format!(" by {}", crate::visible::escape_controls(b)))
+                        .unwrap_or_default(),
+                    how.as_deref().map(|h| format!(", {h}")).unwrap_or_default()
+                ),
+            }
+        }
     };
     // What the guard saw while an image build's RUN steps shared its namespace.
     let phase = event

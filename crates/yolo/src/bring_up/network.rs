@@ -207,6 +207,7 @@ pub(crate) fn guard_config(
         upstream,
         ttl_floor_secs: guard.ttl_floor_secs,
         deny_nxdomain: guard.deny_nxdomain,
+        ask_timeout_secs: guard.ask_timeout_secs,
         published_ports: project.spec.ports.iter().map(|p| p.container).collect(),
         audit_path: PathBuf::from(GUARD_LOG_DIR).join(format!("{session}.jsonl")),
         control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),

@@ -170,11 +170,19 @@ pub(crate) async fn suggest(
         return Ok(0);
     };
     let (presets, allow) = (found.preset_names(), found.patterns());
+    save(target, place, &presets, &allow)?;
+    Ok(0)
+}
+
+/// Add `presets` and `allow` to the user config (`User`) or to devcontainer.json's
+/// `customizations.yolo.firewall` (`Repo`), comments kept, and say where.
+fn save(target: &Target, place: SuggestTarget, presets: &[String], allow: &[String]) -> Result<()> {
+    use crate::firewall::suggest;
     let (path, edited) = match place {
         SuggestTarget::User => {
             let path = crate::user_config::UserConfig::path();
             let text = read_or_empty(&path)?;
-            let edited = suggest::write_user(&text, &presets, &allow).map_err(|message| {
+            let edited = suggest::write_user(&text, presets, allow).map_err(|message| {
                 Error::UserConfig {
                     file: path.clone(),
                     message,
@@ -195,7 +203,7 @@ pub(crate) async fn suggest(
             let path = super::locate(target)?.config_file;
             let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
             let edited =
-                suggest::write_repo(&text, &presets, &allow).map_err(|message| Error::Config {
+                suggest::write_repo(&text, presets, allow).map_err(|message| Error::Config {
                     file: path.clone(),
                     line: None,
                     column: None,
@@ -217,6 +225,81 @@ pub(crate) async fn suggest(
             };
             eprintln!("yolo: saved to {} ({next})", path.display());
         }
+    }
+    Ok(())
+}
+
+/// `yolo approvals [--json]`: the questions the running guard holds for an answer.
+pub(crate) async fn approvals(target: &Target, json: bool) -> Result<i32> {
+    let located = super::locate(target)?;
+    let response = firewall::request(&located, &Request::Pending).await?;
+    if json {
+        crate::output::print(&response.pending);
+        return Ok(0);
+    }
+    if response.pending.is_empty() {
+        println!("no question waits for an answer");
+        return Ok(0);
+    }
+    for p in &response.pending {
+        println!(
+            "{:>4}  {} {} ({}, {} waiting, refused in {}s)",
+            p.id,
+            p.what,
+            crate::visible::escape_controls(&p.name),
+            p.qtype,
+            p.waiting,
+            p.expires_secs
+        );
+    }
+    eprintln!("yolo: `yolo allow --pending ID [--save user|repo]` lets it through; `yolo deny --pending ID` refuses it now");
+    Ok(0)
+}
+
+/// Who answers a held question, for its record: the host user and the command.
+fn decider(command: &str) -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        // SAFETY: getuid cannot fail and touches no memory.
+        .unwrap_or_else(|_| format!("uid {}", unsafe { libc::getuid() }));
+    format!("{user} ({command})")
+}
+
+/// `yolo allow --pending ID [--save user|repo]` and `yolo deny --pending ID`.
+pub(crate) async fn decide(
+    target: &Target,
+    id: u64,
+    allow: bool,
+    save_to: Option<SuggestTarget>,
+) -> Result<i32> {
+    let located = super::locate(target)?;
+    let how = match save_to {
+        None => "session",
+        Some(SuggestTarget::User) => "user config",
+        Some(SuggestTarget::Repo) => "devcontainer.json",
+    };
+    let command = if allow { "yolo allow --pending" } else { "yolo deny --pending" };
+    let response = firewall::request(
+        &located,
+        &Request::Decide {
+            id,
+            allow,
+            by: decider(command),
+            how: how.into(),
+        },
+    )
+    .await?;
+    let Some(decided) = response.pending.first() else {
+        return Err(Error::Usage(format!("the guard answered question {id} without its name")));
+    };
+    let name = crate::visible::escape_controls(&decided.name);
+    if !allow {
+        eprintln!("yolo: refused {name} (its {} waiting lookups get REFUSED)", decided.waiting);
+        return Ok(0);
+    }
+    eprintln!("yolo: allowed {name} for this session (effective now)");
+    if let Some(place) = save_to {
+        save(target, place, &[], std::slice::from_ref(&decided.name))?;
     }
     Ok(0)
 }

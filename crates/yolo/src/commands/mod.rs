@@ -138,14 +138,28 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
         } => report::execute(&target, session, output).await,
         Command::Allow {
             target,
+            pending: Some(id),
+            save,
+            ..
+        } => firewall::decide(&target, id, true, save).await,
+        Command::Allow {
+            target,
             patterns,
             http,
+            ..
         } => firewall::allow(&target, patterns, http).await,
+        Command::Deny {
+            target,
+            pending: Some(id),
+            ..
+        } => firewall::decide(&target, id, false, None).await,
         Command::Deny {
             target,
             patterns,
             http,
+            ..
         } => firewall::deny(&target, patterns, http).await,
+        Command::Approvals { target, json } => firewall::approvals(&target, json).await,
         Command::Firewall {
             target,
             json,

@@ -126,7 +126,9 @@ async fn record(located: &Located, request: &Request) {
         Request::Deny { patterns } => ("deny requested", patterns.clone()),
         Request::AllowHttp { rules } => ("allow --http requested", rules.clone()),
         Request::DenyHttp { rules } => ("deny --http requested", rules.clone()),
-        Request::Status | Request::ProxySecrets(_) => return,
+        Request::Status | Request::ProxySecrets(_) | Request::Pending | Request::Decide { .. } => {
+            return
+        }
     };
     let session = Session::at(located.clone(), Hold::Read).await;
     let Ok(Ok(Some(writer))) = session.map(|s| s.record()) else {

@@ -1,5 +1,6 @@
 mod agents_e2e;
 mod approval;
+mod ask;
 mod audit_chain;
 mod builds;
 mod cli;

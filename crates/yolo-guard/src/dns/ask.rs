@@ -1,0 +1,275 @@
+//! Approve as you go (`[firewall] on_refused = "ask"`): a lookup of a name outside the
+//! allowlist is held, not refused, while the user is asked (`yolo approvals`, `yolo allow
+//! --pending ID`, `yolo deny --pending ID`, over the host's control socket, which the agent
+//! cannot reach). Lookups of a name already held wait on the same question. Unanswered within
+//! the timeout, they are refused as without `ask`.
+//!
+//! What the agent could do with it is bounded: at most [`MAX_PENDING`] names are held at once
+//! and [`MAX_WAITING`] lookups wait in all; past either, a lookup is refused at once, as
+//! without `ask` (a flood of made-up names fills the user's list no further and holds no more
+//! of the guard's memory). A held lookup sends nothing upstream until the user allows it.
+//! Every question and its end is an `approval` record: asked, then allowed or denied (with
+//! who and how) or timed out.
+
+use crate::audit::events::Events;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use yolo_protocol::control::PendingApproval;
+use yolo_protocol::event::EventKind;
+
+/// Names held at once at most.
+pub const MAX_PENDING: usize = 32;
+/// Lookups waiting at once at most (all names).
+pub const MAX_WAITING: usize = 256;
+
+/// The held questions of one guard.
+pub struct Approvals {
+    timeout: Duration,
+    events: Arc<Events>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    pending: BTreeMap<u64, Pending>,
+    waiting: usize,
+}
+
+struct Pending {
+    name: String,
+    qtype: String,
+    asked: chrono::DateTime<chrono::Utc>,
+    deadline: Instant,
+    waiters: Vec<oneshot::Sender<bool>>,
+}
+
+/// What a held lookup waits on: `true` once its name is allowed.
+pub struct Held {
+    pub id: u64,
+    pub answer: oneshot::Receiver<bool>,
+    pub deadline: Instant,
+}
+
+impl Approvals {
+    pub fn new(timeout: Duration, events: Arc<Events>) -> Approvals {
+        Approvals {
+            timeout,
+            events,
+            state: Mutex::new(State {
+                next_id: 1,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hold a lookup of `name`: a new question, or a wait on the one already asked. `None`:
+    /// over the limits, refuse it now.
+    pub fn ask(&self, name: &str, qtype: &str) -> Option<Held> {
+        // Only a plain host name is offered: an allow adds it to the allowlist as it is, and a
+        // name like `*.com` would be a wildcard there.
+        let plain = !name.is_empty()
+            && name.contains('.')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
+        if !plain {
+            return None;
+        }
+        let mut state = self.lock();
+        if state.waiting >= MAX_WAITING {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        if let Some((id, pending)) = state.pending.iter_mut().find(|(_, p)| p.name == name) {
+            pending.waiters.push(tx);
+            let held = Held {
+                id: *id,
+                answer: rx,
+                deadline: pending.deadline,
+            };
+            state.waiting += 1;
+            return Some(held);
+        }
+        if state.pending.len() >= MAX_PENDING {
+            return None;
+        }
+        let id = state.next_id;
+        state.next_id += 1;
+        let deadline = Instant::now() + self.timeout;
+        state.pending.insert(
+            id,
+            Pending {
+                name: name.to_string(),
+                qtype: qtype.to_string(),
+                asked: chrono::Utc::now(),
+                deadline,
+                waiters: vec![tx],
+            },
+        );
+        state.waiting += 1;
+        drop(state);
+        self.record(id, name, "asked", None, None);
+        Some(Held {
+            id,
+            answer: rx,
+            deadline,
+        })
+    }
+
+    /// A held lookup stopped waiting (answered or timed out).
+    pub fn done_waiting(&self) {
+        let mut state = self.lock();
+        state.waiting = state.waiting.saturating_sub(1);
+    }
+
+    /// The question `id` ran out of time: refused, said once.
+    pub fn expire(&self, id: u64) {
+        let gone = {
+            let mut state = self.lock();
+            match state.pending.get(&id) {
+                Some(p) if p.deadline <= Instant::now() => state.pending.remove(&id),
+                _ => None,
+            }
+        };
+        if let Some(pending) = gone {
+            for waiter in pending.waiters {
+                let _ = waiter.send(false);
+            }
+            self.record(id, &pending.name, "timed_out", None, None);
+        }
+    }
+
+    /// The questions held now.
+    pub fn list(&self) -> Vec<PendingApproval> {
+        let now = Instant::now();
+        self.lock()
+            .pending
+            .iter()
+            .map(|(id, p)| view(*id, p, now))
+            .collect()
+    }
+
+    /// The name question `id` is about, if it is still held.
+    pub fn name_of(&self, id: u64) -> Option<String> {
+        self.lock().pending.get(&id).map(|p| p.name.clone())
+    }
+
+    /// Answer question `id`: its lookups go on (`allow`; the caller has allowed the name
+    /// first) or are refused. `None`: no such question held (answered, or timed out).
+    pub fn decide(&self, id: u64, allow: bool, by: &str, how: &str) -> Option<PendingApproval> {
+        let pending = self.lock().pending.remove(&id)?;
+        let shown = view(id, &pending, Instant::now());
+        for waiter in pending.waiters {
+            let _ = waiter.send(allow);
+        }
+        let how = (allow && !how.is_empty()).then(|| how.to_string());
+        self.record(
+            id,
+            &pending.name,
+            if allow { "allowed" } else { "denied" },
+            Some(by.to_string()),
+            how,
+        );
+        Some(shown)
+    }
+
+    fn record(
+        &self,
+        id: u64,
+        name: &str,
+        decision: &str,
+        by: Option<String>,
+        how: Option<String>,
+    ) {
+        self.events.emit(EventKind::Approval {
+            id,
+            what: "dns".into(),
+            name: name.to_string(),
+            decision: decision.into(),
+            by,
+            how,
+        });
+    }
+}
+
+fn view(id: u64, p: &Pending, now: Instant) -> PendingApproval {
+    PendingApproval {
+        id,
+        what: "dns".into(),
+        name: p.name.clone(),
+        qtype: p.qtype.clone(),
+        asked: p.asked,
+        expires_secs: p.deadline.saturating_duration_since(now).as_secs(),
+        waiting: p.waiters.len() as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn approvals(timeout: Duration) -> Approvals {
+        let (events, rx) = Events::channel();
+        std::mem::forget(rx); // the records are not what these tests check
+        Approvals::new(timeout, events)
+    }
+
+    #[tokio::test]
+    async fn lookups_of_one_name_share_a_question_and_an_allow_lets_them_all_go() {
+        let a = approvals(Duration::from_secs(30));
+        let first = a.ask("x.test", "A").unwrap();
+        let second = a.ask("x.test", "AAAA").unwrap();
+        assert_eq!(first.id, second.id);
+        assert_eq!(a.list().len(), 1);
+        assert_eq!(a.list()[0].waiting, 2);
+        let decided = a.decide(first.id, true, "me", "session").unwrap();
+        assert_eq!(decided.name, "x.test");
+        assert!(first.answer.await.unwrap());
+        assert!(second.answer.await.unwrap());
+        assert!(a.list().is_empty());
+        assert!(a.decide(first.id, false, "me", "").is_none(), "answered once");
+        assert!(a.ask("*.test", "A").is_none(), "a wildcard is never offered");
+        assert!(a.ask("localhost", "A").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_denied_or_expired_question_refuses_its_lookups() {
+        let a = approvals(Duration::from_millis(10));
+        let held = a.ask("y.test", "A").unwrap();
+        a.decide(held.id, false, "me", "").unwrap();
+        assert!(!held.answer.await.unwrap());
+        let held = a.ask("z.test", "A").unwrap();
+        a.expire(held.id); // too early: still held
+        assert_eq!(a.list().len(), 1);
+        std::thread::sleep(Duration::from_millis(20));
+        a.expire(held.id);
+        assert!(!held.answer.await.unwrap());
+        assert!(a.list().is_empty());
+    }
+
+    #[test]
+    fn a_flood_of_names_is_capped() {
+        let a = approvals(Duration::from_secs(30));
+        let held: Vec<Held> = (0..MAX_PENDING)
+            .map(|i| a.ask(&format!("n{i}.test"), "A").unwrap())
+            .collect();
+        assert!(a.ask("one-more.test", "A").is_none());
+        // More lookups of a held name still wait, up to the total.
+        let mut more = Vec::new();
+        while let Some(h) = a.ask("n0.test", "A") {
+            more.push(h);
+        }
+        assert_eq!(held.len() + more.len(), MAX_WAITING);
+        for _ in 0..more.len() {
+            a.done_waiting();
+        }
+        assert!(a.ask("n0.test", "A").is_some());
+    }
+}

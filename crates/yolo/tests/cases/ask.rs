@@ -1,0 +1,150 @@
+//! Approve as you go (issue 27, item 1): with `--ask`, a lookup of a name outside the
+//! allowlist is held while the user is asked; `yolo approvals` lists it from another terminal,
+//! `yolo allow --pending ID` lets it through (and can save it), `yolo deny --pending ID`
+//! refuses it now, and an unanswered one is refused when its time runs out. Every question and
+//! answer is in the log. Root in the agent cannot make the guard hold more than its limits.
+
+use crate::support::net::*;
+use crate::support::*;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// Poll `yolo approvals --json` until a question about `name` is listed; it.
+fn wait_question(t: &Test, name: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let listed: Value =
+            serde_json::from_str(&t.yolo(&["approvals", "--json"]).ok().stdout()).unwrap();
+        if let Some(q) = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == name)
+        {
+            return q.clone();
+        }
+        assert!(Instant::now() < deadline, "no question about {name}: {listed}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A session with `--ask`, questions held `timeout` seconds.
+fn ask_session(timeout: u64) -> (Test, Internet) {
+    let t = Test::new();
+    let net = Internet::new(&t);
+    t.devcontainer(&format!(r#"{{"image": "{AGENT_IMAGE}"}}"#));
+    t.user_config(&format!("{}ask_timeout = {timeout}\n", net.user_config("")));
+    let mut flags = net.up_flags(&["*.allowed.test"]);
+    flags.push("--ask".into());
+    let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+    t.up(&refs);
+    (t, net)
+}
+
+#[test]
+fn a_held_lookup_is_answered_from_another_terminal_and_saved() {
+    let (t, net) = ask_session(40);
+    std::thread::scope(|scope| {
+        let agent = scope.spawn(|| {
+            t.yolo(&["exec", "dig", "+short", "+tries=1", "+time=35", "x.denied.test"])
+                .stdout()
+        });
+        let question = wait_question(&t, "x.denied.test");
+        assert_eq!(question["what"], "dns");
+        let id = question["id"].as_u64().unwrap().to_string();
+        t.yolo(&["approvals"])
+            .ok()
+            .assert_stdout_contains("x.denied.test");
+        t.yolo(&["allow", "--pending", &id, "--save", "user"])
+            .ok()
+            .assert_stderr_contains("allowed x.denied.test");
+        let answer = agent.join().unwrap();
+        assert!(answer.contains(&net.denied.host.ip), "{answer}");
+    });
+    // The question and its answer are on record, with who answered and how.
+    let events = t.events();
+    let approval = |decision: &str| {
+        events
+            .iter()
+            .find(|e| e["kind"] == "approval" && e["decision"] == decision)
+            .cloned()
+    };
+    assert_eq!(approval("asked").expect("asked")["name"], "x.denied.test");
+    let allowed = approval("allowed").expect("allowed");
+    assert!(
+        allowed["by"].as_str().unwrap().contains("yolo allow --pending"),
+        "{allowed}"
+    );
+    assert_eq!(allowed["how"], "user config");
+    // Saved for the next session, and allowed for this one.
+    let config: toml::Value =
+        toml::from_str(&std::fs::read_to_string(t.config_dir.join("config.toml")).unwrap())
+            .unwrap();
+    assert!(config["firewall"]["allow"]
+        .as_array()
+        .unwrap()
+        .contains(&toml::Value::from("x.denied.test")));
+    t.yolo(&["firewall"]).ok().assert_stdout_contains("x.denied.test");
+    // A question answered twice is an error that says why.
+    t.yolo(&["deny", "--pending", "1"])
+        .fails_with(69)
+        .assert_stderr_contains("no question 1 is waiting");
+}
+
+#[test]
+fn a_denied_or_unanswered_lookup_is_refused() {
+    let (t, _net) = ask_session(3);
+    std::thread::scope(|scope| {
+        let agent = scope.spawn(|| {
+            let started = Instant::now();
+            let out = t
+                .yolo(&["exec", "dig", "+tries=1", "+time=30", "y.denied.test"])
+                .stdout();
+            (out, started.elapsed())
+        });
+        let id = wait_question(&t, "y.denied.test")["id"].as_u64().unwrap();
+        t.yolo(&["deny", "--pending", &id.to_string()])
+            .ok()
+            .assert_stderr_contains("refused y.denied.test");
+        let (out, took) = agent.join().unwrap();
+        assert!(out.contains("status: REFUSED"), "{out}");
+        assert!(took < Duration::from_secs(3), "answered at the deny: {took:?}");
+    });
+    // Nobody answers: refused when the 3 s run out.
+    let started = Instant::now();
+    let out = t
+        .yolo(&["exec", "dig", "+tries=1", "+time=30", "z.denied.test"])
+        .stdout();
+    assert!(out.contains("status: REFUSED"), "{out}");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(15),
+        "{took:?}"
+    );
+    let events = t.events();
+    assert!(events.iter().any(|e| e["kind"] == "approval"
+        && e["decision"] == "timed_out"
+        && e["name"] == "z.denied.test"));
+    assert!(events.iter().any(|e| e["kind"] == "approval"
+        && e["decision"] == "denied"
+        && e["name"] == "y.denied.test"));
+}
+
+#[test]
+fn root_in_the_agent_cannot_hold_more_than_the_guards_limits() {
+    let (t, net) = ask_session(20);
+    // 40 made-up names at once, and a wildcard-looking one: at most 32 are held, the rest
+    // refused at once; an allowed name still resolves meanwhile.
+    let script = "for i in $(seq 40); do dig +tries=1 +time=25 n$i.denied.test > /tmp/d$i 2>&1 & done; \
+                  dig +tries=1 +time=5 '*.denied.test' > /tmp/star 2>&1; \
+                  sleep 2; dig +short +tries=1 +time=5 www.allowed.test; \
+                  grep -l 'status: REFUSED' /tmp/d* | wc -l; grep -c 'status: REFUSED' /tmp/star";
+    let out = t.yolo(&["exec", "sh", "-c", script]).ok().stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(out.contains(&net.allowed.host.ip), "{out}");
+    assert_eq!(lines[lines.len() - 2], "8", "40 names, 32 held: {out}");
+    assert_eq!(lines[lines.len() - 1], "1", "a wildcard is never offered: {out}");
+    let listed: Value =
+        serde_json::from_str(&t.yolo(&["approvals", "--json"]).ok().stdout()).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 32, "{listed}");
+}
