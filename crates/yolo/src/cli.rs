@@ -422,6 +422,19 @@ pub(crate) enum Command {
         #[arg(long, value_name = "ID", conflicts_with_all = ["patterns", "http"])]
         pending: Option<u64>,
     },
+    /// One live view of a session: the questions waiting for your answer on top (a/s/d keys),
+    /// then programs run, files changed and network and HTTP decisions as they happen, with
+    /// counts; after the session ended, a browser of its log
+    Watch {
+        #[command(flatten)]
+        target: Target,
+        /// Session id (default: the workspace's latest; `yolo audit --list` shows them)
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Print the screen once (80×24) and exit
+        #[arg(long)]
+        once: bool,
+    },
     /// List the questions the firewall holds for your answer (`--ask`, `[firewall] on_refused
     /// = "ask"`): answer with `yolo allow --pending ID` or `yolo deny --pending ID`
     Approvals {

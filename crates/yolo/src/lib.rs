@@ -40,6 +40,7 @@ pub(crate) mod terminal;
 pub(crate) mod user_config;
 pub(crate) mod values;
 pub(crate) mod visible;
+pub(crate) mod watch;
 pub(crate) mod watched;
 
 pub(crate) use error::{Error, Result};

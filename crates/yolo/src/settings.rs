@@ -688,7 +688,9 @@ mod tests {
         let user: UserConfig = toml::from_str("").unwrap();
         let asked = UpSettings::resolve(&flags(&["--ask"]).unwrap(), &user).unwrap();
         assert_eq!(asked.guard.ask_timeout_secs, Some(DEFAULT_ASK_TIMEOUT));
-        let err = resolved("[firewall]\non_refused = \"maybe\"\n").unwrap_err().to_string();
+        let err = resolved("[firewall]\non_refused = \"maybe\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("firewall.on_refused"), "{err}");
         let err = resolved("[firewall]\non_refused = \"ask\"\nask_timeout = 0\n")
             .unwrap_err()

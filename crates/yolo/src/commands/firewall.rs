@@ -170,13 +170,18 @@ pub(crate) async fn suggest(
         return Ok(0);
     };
     let (presets, allow) = (found.preset_names(), found.patterns());
-    save(target, place, &presets, &allow)?;
+    eprintln!("yolo: {}", save(target, place, &presets, &allow)?);
     Ok(0)
 }
 
 /// Add `presets` and `allow` to the user config (`User`) or to devcontainer.json's
-/// `customizations.yolo.firewall` (`Repo`), comments kept, and say where.
-fn save(target: &Target, place: SuggestTarget, presets: &[String], allow: &[String]) -> Result<()> {
+/// `customizations.yolo.firewall` (`Repo`), comments kept; what was done, in words.
+pub(crate) fn save(
+    target: &Target,
+    place: SuggestTarget,
+    presets: &[String],
+    allow: &[String],
+) -> Result<String> {
     use crate::firewall::suggest;
     let (path, edited) = match place {
         SuggestTarget::User => {
@@ -213,8 +218,8 @@ fn save(target: &Target, place: SuggestTarget, presets: &[String], allow: &[Stri
             (path, edited)
         }
     };
-    match edited {
-        None => eprintln!("yolo: {} already has all of it", path.display()),
+    Ok(match edited {
+        None => format!("{} already has all of it", path.display()),
         Some(text) => {
             replace(&path, &text)?;
             let next = match place {
@@ -223,10 +228,9 @@ fn save(target: &Target, place: SuggestTarget, presets: &[String], allow: &[Stri
                     "review and commit it; the next `yolo up` asks you to approve the changed config"
                 }
             };
-            eprintln!("yolo: saved to {} ({next})", path.display());
+            format!("saved to {} ({next})", path.display())
         }
-    }
-    Ok(())
+    })
 }
 
 /// `yolo approvals [--json]`: the questions the running guard holds for an answer.
@@ -272,13 +276,31 @@ pub(crate) async fn decide(
     allow: bool,
     save_to: Option<SuggestTarget>,
 ) -> Result<i32> {
+    for line in answer(target, id, allow, save_to).await? {
+        eprintln!("yolo: {line}");
+    }
+    Ok(0)
+}
+
+/// Answer held question `id` (and save an allowed name where `save_to` says); what was done,
+/// line by line. Shared with `yolo watch`'s keys.
+pub(crate) async fn answer(
+    target: &Target,
+    id: u64,
+    allow: bool,
+    save_to: Option<SuggestTarget>,
+) -> Result<Vec<String>> {
     let located = super::locate(target)?;
     let how = match save_to {
         None => "session",
         Some(SuggestTarget::User) => "user config",
         Some(SuggestTarget::Repo) => "devcontainer.json",
     };
-    let command = if allow { "yolo allow --pending" } else { "yolo deny --pending" };
+    let command = if allow {
+        "yolo allow --pending"
+    } else {
+        "yolo deny --pending"
+    };
     let response = firewall::request(
         &located,
         &Request::Decide {
@@ -290,18 +312,27 @@ pub(crate) async fn decide(
     )
     .await?;
     let Some(decided) = response.pending.first() else {
-        return Err(Error::Usage(format!("the guard answered question {id} without its name")));
+        return Err(Error::Usage(format!(
+            "the guard answered question {id} without its name"
+        )));
     };
     let name = crate::visible::escape_controls(&decided.name);
     if !allow {
-        eprintln!("yolo: refused {name} (its {} waiting lookups get REFUSED)", decided.waiting);
-        return Ok(0);
+        return Ok(vec![format!(
+            "refused {name} (its {} waiting lookups get REFUSED)",
+            decided.waiting
+        )]);
     }
-    eprintln!("yolo: allowed {name} for this session (effective now)");
+    let mut said = vec![format!("allowed {name} for this session (effective now)")];
     if let Some(place) = save_to {
-        save(target, place, &[], std::slice::from_ref(&decided.name))?;
+        said.push(save(
+            target,
+            place,
+            &[],
+            std::slice::from_ref(&decided.name),
+        )?);
     }
-    Ok(0)
+    Ok(said)
 }
 
 fn read_or_empty(path: &std::path::Path) -> Result<String> {

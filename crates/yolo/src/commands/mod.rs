@@ -160,6 +160,11 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             ..
         } => firewall::deny(&target, patterns, http).await,
         Command::Approvals { target, json } => firewall::approvals(&target, json).await,
+        Command::Watch {
+            target,
+            session,
+            once,
+        } => crate::watch::run(&target, session, once).await,
         Command::Firewall {
             target,
             json,

@@ -23,7 +23,10 @@ fn wait_question(t: &Test, name: &str) -> Value {
         {
             return q.clone();
         }
-        assert!(Instant::now() < deadline, "no question about {name}: {listed}");
+        assert!(
+            Instant::now() < deadline,
+            "no question about {name}: {listed}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -46,8 +49,15 @@ fn a_held_lookup_is_answered_from_another_terminal_and_saved() {
     let (t, net) = ask_session(40);
     std::thread::scope(|scope| {
         let agent = scope.spawn(|| {
-            t.yolo(&["exec", "dig", "+short", "+tries=1", "+time=35", "x.denied.test"])
-                .stdout()
+            t.yolo(&[
+                "exec",
+                "dig",
+                "+short",
+                "+tries=1",
+                "+time=35",
+                "x.denied.test",
+            ])
+            .stdout()
         });
         let question = wait_question(&t, "x.denied.test");
         assert_eq!(question["what"], "dns");
@@ -55,6 +65,14 @@ fn a_held_lookup_is_answered_from_another_terminal_and_saved() {
         t.yolo(&["approvals"])
             .ok()
             .assert_stdout_contains("x.denied.test");
+        // The live view has it on top, in an 80x24 screen.
+        let screen = t.yolo(&["watch", "--once"]).ok().stdout();
+        assert!(
+            screen.contains(&format!("{id} dns x.denied.test (A, 1 waiting")),
+            "{screen}"
+        );
+        assert!(screen.contains("network firewall  open"), "{screen}");
+        assert_eq!(screen.lines().count(), 24);
         t.yolo(&["allow", "--pending", &id, "--save", "user"])
             .ok()
             .assert_stderr_contains("allowed x.denied.test");
@@ -72,7 +90,10 @@ fn a_held_lookup_is_answered_from_another_terminal_and_saved() {
     assert_eq!(approval("asked").expect("asked")["name"], "x.denied.test");
     let allowed = approval("allowed").expect("allowed");
     assert!(
-        allowed["by"].as_str().unwrap().contains("yolo allow --pending"),
+        allowed["by"]
+            .as_str()
+            .unwrap()
+            .contains("yolo allow --pending"),
         "{allowed}"
     );
     assert_eq!(allowed["how"], "user config");
@@ -84,7 +105,9 @@ fn a_held_lookup_is_answered_from_another_terminal_and_saved() {
         .as_array()
         .unwrap()
         .contains(&toml::Value::from("x.denied.test")));
-    t.yolo(&["firewall"]).ok().assert_stdout_contains("x.denied.test");
+    t.yolo(&["firewall"])
+        .ok()
+        .assert_stdout_contains("x.denied.test");
     // A question answered twice is an error that says why.
     t.yolo(&["deny", "--pending", "1"])
         .fails_with(69)
@@ -108,7 +131,10 @@ fn a_denied_or_unanswered_lookup_is_refused() {
             .assert_stderr_contains("refused y.denied.test");
         let (out, took) = agent.join().unwrap();
         assert!(out.contains("status: REFUSED"), "{out}");
-        assert!(took < Duration::from_secs(3), "answered at the deny: {took:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "answered at the deny: {took:?}"
+        );
     });
     // Nobody answers: refused when the 3 s run out.
     let started = Instant::now();
@@ -135,7 +161,8 @@ fn root_in_the_agent_cannot_hold_more_than_the_guards_limits() {
     let (t, net) = ask_session(20);
     // 40 made-up names at once, and a wildcard-looking one: at most 32 are held, the rest
     // refused at once; an allowed name still resolves meanwhile.
-    let script = "for i in $(seq 40); do dig +tries=1 +time=25 n$i.denied.test > /tmp/d$i 2>&1 & done; \
+    let script =
+        "for i in $(seq 40); do dig +tries=1 +time=25 n$i.denied.test > /tmp/d$i 2>&1 & done; \
                   dig +tries=1 +time=5 '*.denied.test' > /tmp/star 2>&1; \
                   sleep 2; dig +short +tries=1 +time=5 www.allowed.test; \
                   grep -l 'status: REFUSED' /tmp/d* | wc -l; grep -c 'status: REFUSED' /tmp/star";
@@ -143,7 +170,11 @@ fn root_in_the_agent_cannot_hold_more_than_the_guards_limits() {
     let lines: Vec<&str> = out.lines().collect();
     assert!(out.contains(&net.allowed.host.ip), "{out}");
     assert_eq!(lines[lines.len() - 2], "8", "40 names, 32 held: {out}");
-    assert_eq!(lines[lines.len() - 1], "1", "a wildcard is never offered: {out}");
+    assert_eq!(
+        lines[lines.len() - 1],
+        "1",
+        "a wildcard is never offered: {out}"
+    );
     let listed: Value =
         serde_json::from_str(&t.yolo(&["approvals", "--json"]).ok().stdout()).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 32, "{listed}");

@@ -271,6 +271,18 @@ fn the_collector_and_the_ocsf_file_see_every_kind_of_event() {
     let request: ExportLogsServiceRequest = serde_json::from_str(&json).expect(&json);
     let http = &request.resource_logs[0].scope_logs[0].log_records;
     assert!(!http.is_empty() && http.iter().all(|r| r.event_name == "yolo.http"));
+
+    // The live view, after the end: a browser of the log with its counts.
+    let screen = t
+        .yolo(&["watch", "--once", "--session", &session])
+        .ok()
+        .stdout();
+    assert!(screen.contains("ended (browsing its log)"), "{screen}");
+    assert!(screen.contains("blocked 1"), "{screen}");
+    assert!(
+        screen.contains("the session's guard is not running"),
+        "{screen}"
+    );
     drop(server);
 }
 
