@@ -180,14 +180,7 @@ impl Approvals {
         Some(shown)
     }
 
-    fn record(
-        &self,
-        id: u64,
-        name: &str,
-        decision: &str,
-        by: Option<String>,
-        how: Option<String>,
-    ) {
+    fn record(&self, id: u64, name: &str, decision: &str, by: Option<String>, how: Option<String>) {
         self.events.emit(EventKind::Approval {
             id,
             what: "dns".into(),
@@ -234,8 +227,14 @@ mod tests {
         assert!(first.answer.await.unwrap());
         assert!(second.answer.await.unwrap());
         assert!(a.list().is_empty());
-        assert!(a.decide(first.id, false, "me", "").is_none(), "answered once");
-        assert!(a.ask("*.test", "A").is_none(), "a wildcard is never offered");
+        assert!(
+            a.decide(first.id, false, "me", "").is_none(),
+            "answered once"
+        );
+        assert!(
+            a.ask("*.test", "A").is_none(),
+            "a wildcard is never offered"
+        );
         assert!(a.ask("localhost", "A").is_none());
     }
 

@@ -32,12 +32,9 @@ impl<B: Batches> Handler for Control<B> {
                     pending: approvals.as_ref().map(|a| a.list()).unwrap_or_default(),
                     ..Default::default()
                 },
-                Request::Decide {
-                    id,
-                    allow,
-                    by,
-                    how,
-                } => decide(&guard, approvals.as_deref(), id, allow, &by, &how),
+                Request::Decide { id, allow, by, how } => {
+                    decide(&guard, approvals.as_deref(), id, allow, &by, &how)
+                }
                 Request::Allow { patterns } => guard.allow_patterns(patterns),
                 Request::Deny { patterns } => guard.deny_patterns(patterns),
                 Request::Status => guard.status(),

@@ -76,16 +76,19 @@ pub(super) async fn serve<B: Batches>(
         None => None,
     };
     let _trim = tokio::spawn(return_free_memory());
-    let _control = control::serve(&config.control_socket, Arc::new(Control(guard.clone(), approvals.clone())))
-        .map_err(|e| {
-            StartError::step(
-                format!(
-                    "cannot bind the control socket {}",
-                    config.control_socket.display()
-                ),
-                e,
-            )
-        })?;
+    let _control = control::serve(
+        &config.control_socket,
+        Arc::new(Control(guard.clone(), approvals.clone())),
+    )
+    .map_err(|e| {
+        StartError::step(
+            format!(
+                "cannot bind the control socket {}",
+                config.control_socket.display()
+            ),
+            e,
+        )
+    })?;
     // Not fatal: the host falls back to the socket above (through `docker exec`).
     let _host_control = config.host_control_socket.as_ref().and_then(|path| {
         let handler = Arc::new(Control(guard.clone(), approvals.clone()));
