@@ -49,6 +49,26 @@ pub(crate) fn session_files(session: &str) -> Vec<PathBuf> {
     ]
 }
 
+/// Every event of `session`'s files, file after file, each in its order (`yolo audit
+/// --format`, `yolo firewall suggest`); a missing file is no events, a session without any is
+/// `NotFound`.
+pub(crate) fn read_session(session: &str) -> crate::error::Result<Vec<Event>> {
+    let mut events = Vec::new();
+    for path in session_files(session) {
+        match std::fs::read_to_string(&path) {
+            Ok(text) => events.extend(reader::parse(&text).0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(crate::error::Error::io(&path, e)),
+        }
+    }
+    if events.is_empty() {
+        return Err(crate::error::Error::NotFound(format!(
+            "no audit log for session {session}; `yolo audit --list` shows the sessions"
+        )));
+    }
+    Ok(events)
+}
+
 /// The guard's exec log of a session, in `network_dir()` (the guard sees it under its log dir).
 pub(crate) fn exec_log_name(session: &str) -> String {
     format!("{session}.exec.jsonl")

@@ -203,19 +203,7 @@ pub(crate) async fn export(
         Some(s) => super::replay::checked(s)?,
         None => latest_session(target).await?,
     };
-    let mut events = Vec::new();
-    for path in crate::audit::session_files(&session) {
-        match std::fs::read_to_string(&path) {
-            Ok(text) => events.extend(crate::audit::reader::parse(&text).0),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(&path, e)),
-        }
-    }
-    if events.is_empty() {
-        return Err(Error::NotFound(format!(
-            "no audit log for session {session}; `yolo audit --list` shows the sessions"
-        )));
-    }
+    let mut events = crate::audit::read_session(&session)?;
     // Every file in its own order, merged by time (a stable sort keeps ties in file order).
     events.sort_by_key(|e| e.ts);
     let context = export::Context {

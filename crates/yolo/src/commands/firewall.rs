@@ -144,19 +144,7 @@ pub(crate) async fn suggest(
         Some(s) => super::replay::checked(s)?,
         None => super::audit::latest_session(target).await?,
     };
-    let mut events = Vec::new();
-    for path in crate::audit::session_files(&session) {
-        match std::fs::read_to_string(&path) {
-            Ok(text) => events.extend(crate::audit::reader::parse(&text).0),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(&path, e)),
-        }
-    }
-    if events.is_empty() {
-        return Err(Error::NotFound(format!(
-            "no audit log for session {session}; `yolo audit --list` shows the sessions"
-        )));
-    }
+    let events = crate::audit::read_session(&session)?;
     let found = suggest::suggest(&session, &events);
     if json {
         crate::output::print(&found);

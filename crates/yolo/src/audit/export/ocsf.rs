@@ -204,12 +204,8 @@ fn classify(kind: &EventKind) -> (u32, u32, u32, Map<String, Value>) {
             name,
             count,
             ..
-        } => {
-            endpoint(&mut f, proto, dst, *port, name.as_deref(), *count);
-            disposition(&mut f, true);
-            (4001, 4, 1)
         }
-        EventKind::Blocked {
+        | EventKind::Blocked {
             proto,
             dst,
             port,
@@ -217,9 +213,11 @@ fn classify(kind: &EventKind) -> (u32, u32, u32, Map<String, Value>) {
             count,
             ..
         } => {
+            let allowed = matches!(kind, EventKind::Connection { .. });
             endpoint(&mut f, proto, dst, *port, name.as_deref(), *count);
-            disposition(&mut f, false);
-            (4001, 4, 5)
+            disposition(&mut f, allowed);
+            // Open (1), or Refuse (5).
+            (4001, 4, if allowed { 1 } else { 5 })
         }
         EventKind::Dns {
             name,
