@@ -363,7 +363,7 @@ fn ask_timeout(f: &crate::user_config::UserFirewall, ask_flag: bool) -> Result<O
 
 /// `[audit] otlp_endpoint` (an http(s) URL) and `ocsf_file` (a path, `~/` expanded; its folder
 /// must exist), checked before anything runs.
-fn export_sinks(
+pub(crate) fn export_sinks(
     audit: &crate::user_config::UserAudit,
 ) -> Result<crate::audit::export::ship::Sinks> {
     use crate::audit::export::ship;

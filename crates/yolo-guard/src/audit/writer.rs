@@ -166,6 +166,15 @@ impl Writer {
     }
 }
 
+/// A record of something the user decided, written whatever the cap.
+fn user_decision(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Approval { decision, .. } => decision == "allowed" || decision == "denied",
+        EventKind::Firewall { .. } => true,
+        _ => false,
+    }
+}
+
 /// The size a line takes in the file once sealed.
 fn sealed_len(line: &[u8]) -> u64 {
     (line.len() + yolo_protocol::chain::SEAL_LEN) as u64
@@ -335,6 +344,12 @@ impl Budget {
     /// it stands for) under its kind.
     pub fn admit(&mut self, kind: &EventKind, bytes: u64, now: DateTime<Utc>) -> bool {
         if self.take(bytes) {
+            return true;
+        }
+        // The user's own decisions (an answered question, an allowlist change) are written
+        // past the cap: a person makes them, so they cannot flood it, and the agent's flood
+        // must not hide them.
+        if user_decision(kind) {
             return true;
         }
         if let Some((class, key)) = reserved(kind) {

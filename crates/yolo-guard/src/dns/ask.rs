@@ -24,6 +24,19 @@ pub const MAX_PENDING: usize = 32;
 /// Lookups waiting at once at most (all names).
 pub const MAX_WAITING: usize = 256;
 
+/// A name an allow may add to the allowlist as an exact host: letters, digits, `-`, `_` and
+/// dots, a dot at least, and a last label with a letter. Not a `*` label (a wildcard there),
+/// not an address literal like `169.254.169.254` (a network entry: direct connections to the
+/// cloud's metadata or the host's network).
+pub fn plain_host_name(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or_default();
+    name.contains('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+        && last.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
 /// The held questions of one guard.
 pub struct Approvals {
     timeout: Duration,
@@ -44,6 +57,18 @@ struct Pending {
     asked: chrono::DateTime<chrono::Utc>,
     deadline: Instant,
     waiters: Vec<oneshot::Sender<bool>>,
+}
+
+/// A question off the list, being answered.
+pub struct Taken {
+    id: u64,
+    pending: Pending,
+}
+
+impl Taken {
+    pub fn name(&self) -> &str {
+        &self.pending.name
+    }
 }
 
 /// What a held lookup waits on: `true` once its name is allowed.
@@ -74,12 +99,7 @@ impl Approvals {
     pub fn ask(&self, name: &str, qtype: &str) -> Option<Held> {
         // Only a plain host name is offered: an allow adds it to the allowlist as it is, and a
         // name like `*.com` would be a wildcard there.
-        let plain = !name.is_empty()
-            && name.contains('.')
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
-        if !plain {
+        if !plain_host_name(name) {
             return None;
         }
         let mut state = self.lock();
@@ -156,15 +176,17 @@ impl Approvals {
             .collect()
     }
 
-    /// The name question `id` is about, if it is still held.
-    pub fn name_of(&self, id: u64) -> Option<String> {
-        self.lock().pending.get(&id).map(|p| p.name.clone())
+    /// Take question `id` off the list for an answer (so it cannot time out meanwhile);
+    /// `None`: no such question held (answered, or timed out). Then [`Approvals::answer`].
+    pub fn take(&self, id: u64) -> Option<Taken> {
+        let pending = self.lock().pending.remove(&id)?;
+        Some(Taken { id, pending })
     }
 
-    /// Answer question `id`: its lookups go on (`allow`; the caller has allowed the name
-    /// first) or are refused. `None`: no such question held (answered, or timed out).
-    pub fn decide(&self, id: u64, allow: bool, by: &str, how: &str) -> Option<PendingApproval> {
-        let pending = self.lock().pending.remove(&id)?;
+    /// Answer a taken question: its lookups go on (`allow`; the caller has allowed the name
+    /// first) or are refused; the record says who and how.
+    pub fn answer(&self, taken: Taken, allow: bool, by: &str, how: &str) -> PendingApproval {
+        let Taken { id, pending } = taken;
         let shown = view(id, &pending, Instant::now());
         for waiter in pending.waiters {
             let _ = waiter.send(allow);
@@ -177,7 +199,14 @@ impl Approvals {
             Some(by.to_string()),
             how,
         );
-        Some(shown)
+        shown
+    }
+
+    /// [`Approvals::take`] and [`Approvals::answer`] at once.
+    #[cfg(test)]
+    pub fn decide(&self, id: u64, allow: bool, by: &str, how: &str) -> Option<PendingApproval> {
+        let taken = self.take(id)?;
+        Some(self.answer(taken, allow, by, how))
     }
 
     fn record(&self, id: u64, name: &str, decision: &str, by: Option<String>, how: Option<String>) {
@@ -236,6 +265,11 @@ mod tests {
             "a wildcard is never offered"
         );
         assert!(a.ask("localhost", "A").is_none());
+        assert!(
+            a.ask("169.254.169.254", "A").is_none(),
+            "an address is never offered"
+        );
+        assert!(a.ask("10.0.0.1.", "A").is_none());
     }
 
     #[tokio::test]

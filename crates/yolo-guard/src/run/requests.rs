@@ -68,23 +68,28 @@ fn decide<B: Batches>(
             "no question {id} is waiting (answered, or refused when its time ran out); `yolo approvals` lists those that are"
         ))
     };
+    // Off the list first: it cannot time out between the allowlist's change and the answer.
+    let Some(taken) = approvals.take(id) else {
+        return gone();
+    };
     if allow {
-        let Some(name) = approvals.name_of(id) else {
-            return gone();
+        // Checked again here: only a plain host name becomes an exact entry.
+        let name = taken.name().to_string();
+        let allowed = if crate::dns::ask::plain_host_name(&name) {
+            guard.allow_patterns(vec![name])
+        } else {
+            Response::error(format!("{name:?} is not a plain host name"))
         };
-        let allowed = guard.allow_patterns(vec![name]);
         if !allowed.ok {
+            approvals.answer(taken, false, by, "");
             return allowed;
         }
     }
-    match approvals.decide(id, allow, by, how) {
-        Some(decided) => Response {
-            ok: true,
-            pending: vec![decided],
-            patterns: Some(guard.patterns()),
-            ..Default::default()
-        },
-        None => gone(),
+    Response {
+        ok: true,
+        pending: vec![approvals.answer(taken, allow, by, how)],
+        patterns: Some(guard.patterns()),
+        ..Default::default()
     }
 }
 

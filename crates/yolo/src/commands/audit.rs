@@ -227,14 +227,23 @@ pub(crate) async fn ship(target: &Target, session: String) -> Result<i32> {
     use crate::audit::export::ship;
     let session = super::replay::checked(session)?;
     let user = crate::user_config::UserConfig::load()?;
-    let sinks = ship::Sinks {
-        otlp_endpoint: user.audit.otlp_endpoint.clone(),
-        ocsf_file: user.audit.ocsf_file.as_ref().map(std::path::PathBuf::from),
-    };
+    // Checked and expanded as `up` did (`~/`, absolute, its folder there): never a path
+    // relative to wherever this process runs.
+    let mut sinks = crate::settings::export_sinks(&user.audit)?;
+    let located = super::locate(target).ok();
+    if let (Some(path), Some(located)) = (&sinks.ocsf_file, &located) {
+        if ship::inside(path, &located.workspace) {
+            eprintln!(
+                "yolo: not writing OCSF records to {}: it is inside the workspace, which the agent can change",
+                path.display()
+            );
+            sinks.ocsf_file = None;
+        }
+    }
     if !sinks.any() {
         return Ok(0);
     }
-    let workspace = super::locate(target)
+    let workspace = located
         .map(|l| l.workspace.display().to_string())
         .unwrap_or_default();
     ship::run(crate::audit::export::Context { workspace, session }, sinks)

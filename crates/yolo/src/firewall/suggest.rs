@@ -154,7 +154,9 @@ pub(crate) fn suggest(session: &str, events: &[Event]) -> Suggestion {
         }
     }
     let (presets, rest) = by_preset(names);
-    let mut allow = by_domain(rest);
+    // A wildcard only for what a session used, never for what it was refused: refused names
+    // are all the agent's choice.
+    let mut allow = by_domain(rest, if everything { WILDCARD_AT } else { usize::MAX });
     allow.extend(addresses.into_iter().map(|((dst, port), n)| {
         let pattern = if dst.contains(':') {
             format!("[{dst}]:{port}")
@@ -202,6 +204,9 @@ fn note_connection(
                 .or_default() += count;
         }
         Some(_) => {}
+        // The host, its containers, the cloud's metadata: never suggested, whatever the
+        // agent tried to reach (the guard keeps them out of reach by design).
+        None if internal(dst) => {}
         None => *addresses.entry((dst.to_string(), port)).or_default() += count,
     }
 }
@@ -210,11 +215,27 @@ fn normal(name: &str) -> String {
     name.trim_end_matches('.').to_ascii_lowercase()
 }
 
-/// A name an allowlist entry could be for (module doc: what is left out).
+fn internal(dst: &str) -> bool {
+    dst.parse::<std::net::IpAddr>()
+        .map_or(true, |a| yolo_protocol::allowlist::is_internal_address(&a))
+}
+
+/// A name an exact allowlist entry could be for (module doc: what is left out). The agent
+/// chooses the names it looks up, so only a plain host name under a registrable domain
+/// passes: not a `*` label (it would be written as a wildcard), not an address literal (a
+/// network entry), not a public suffix itself (`co.uk`).
 fn wanted_name(name: &str) -> bool {
     let name = name.trim_end_matches('.').to_ascii_lowercase();
-    name.contains('.')
+    let plain = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
+    let last = name.rsplit('.').next().unwrap_or_default();
+    plain
+        && name.contains('.')
         && !name.ends_with(".arpa")
+        && name.parse::<std::net::IpAddr>().is_err()
+        && last.bytes().any(|b| b.is_ascii_alphabetic())
+        && psl::domain_str(&name).is_some()
         && Allowlist::parse(std::slice::from_ref(&name)).is_ok()
 }
 
@@ -265,7 +286,7 @@ fn registrable(name: &str) -> String {
 }
 
 /// The names no preset covers, as entries grouped by registrable domain (module doc).
-fn by_domain(names: BTreeMap<String, Use>) -> Vec<Entry> {
+fn by_domain(names: BTreeMap<String, Use>, wildcard_at: usize) -> Vec<Entry> {
     let mut groups: BTreeMap<String, Vec<(String, Use)>> = BTreeMap::new();
     for (name, used) in names {
         groups
@@ -295,7 +316,7 @@ fn by_domain(names: BTreeMap<String, Use>) -> Vec<Entry> {
             });
         }
         let below: Vec<&(String, Use)> = web.iter().filter(|(n, _)| *n != domain).collect();
-        if below.len() >= WILDCARD_AT {
+        if below.len() >= wildcard_at {
             group.push(Entry {
                 pattern: format!("*.{domain}"),
                 domain: domain.clone(),
@@ -571,8 +592,12 @@ mod tests {
             dns("many.test", "allowed"),
             dns("db", "allowed"),                   // a Compose sibling
             dns("4.3.2.1.in-addr.arpa", "allowed"), // a reverse lookup
-            connection(None, "192.0.2.9", 8443),
-            connection(None, "192.0.2.53", 53),
+            connection(None, "93.184.216.34", 8443),
+            connection(None, "93.184.216.53", 53),
+            connection(None, "169.254.169.254", 80), // the cloud's metadata: never
+            dns("*.co.uk", "allowed"),               // a literal `*` label: never a wildcard
+            dns("169.254.169.254", "allowed"),       // an address as a name
+            dns("co.uk", "allowed"),                 // a public suffix
         ];
         let s = suggest("s", &events);
         assert_eq!(s.scope, "used");
@@ -590,7 +615,7 @@ mod tests {
                 "*.many.test",
                 "many.test",
                 "db.other.co.uk:5432",
-                "192.0.2.9:8443",
+                "93.184.216.34:8443",
             ]
         );
         let text = s.to_toml();
@@ -608,6 +633,9 @@ mod tests {
             start("firewall"),
             dns("pypi.org", "allowed"),
             dns("evil.example", "refused"),
+            dns("a.refused.example", "refused"),
+            dns("b.refused.example", "refused"),
+            dns("c.refused.example", "refused"),
             event(EventKind::Blocked {
                 proto: "tcp".into(),
                 dst: "10.1.1.1".into(),
@@ -622,7 +650,16 @@ mod tests {
         let s = suggest("s", &events);
         assert_eq!(s.scope, "refused");
         assert_eq!(s.preset_names(), ["github"]);
-        assert_eq!(s.patterns(), ["evil.example"]);
+        // Refused names are the agent's choice: never folded into a wildcard.
+        assert_eq!(
+            s.patterns(),
+            [
+                "evil.example",
+                "a.refused.example",
+                "b.refused.example",
+                "c.refused.example"
+            ]
+        );
         assert!(s.to_toml().contains("what its firewall refused"));
     }
 

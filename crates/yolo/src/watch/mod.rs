@@ -33,6 +33,11 @@ impl Watched {
         }
     }
 
+    /// The ids of the held questions, to see when the list changed.
+    fn ids(&self) -> Vec<u64> {
+        self.pending.iter().map(|p| p.id).collect()
+    }
+
     fn read(&mut self) {
         for event in self.tail.poll() {
             self.model.apply(&event);
@@ -100,10 +105,17 @@ async fn interact(
 ) -> Result<()> {
     use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
     let mut asked_at = Instant::now();
+    // When the list of questions last changed: an answer key right after is not taken (the
+    // question under the cursor may not be the one the user read).
+    let mut changed_at = Instant::now();
     loop {
         watched.read();
         if asked_at.elapsed() >= Duration::from_secs(1) {
+            let before = watched.ids();
             screen.live = watched.refresh(target).await;
+            if watched.ids() != before {
+                changed_at = Instant::now();
+            }
             asked_at = Instant::now();
         }
         terminal
@@ -135,11 +147,14 @@ async fn interact(
                 None
             }
             KeyCode::Up if !watched.pending.is_empty() => {
-                screen.question = screen.question.saturating_sub(1);
+                let at = view::selected(&watched.pending, screen.question).saturating_sub(1);
+                screen.question = Some(watched.pending[at].id);
                 None
             }
             KeyCode::Down if !watched.pending.is_empty() => {
-                screen.question = (screen.question + 1).min(watched.pending.len() - 1);
+                let at = (view::selected(&watched.pending, screen.question) + 1)
+                    .min(watched.pending.len() - 1);
+                screen.question = Some(watched.pending[at].id);
                 None
             }
             KeyCode::Up | KeyCode::PageUp => {
@@ -158,7 +173,15 @@ async fn interact(
         let Some((allow, save)) = decision else {
             continue;
         };
-        let Some(question) = watched.pending.get(screen.question) else {
+        if changed_at.elapsed() < Duration::from_secs(1) {
+            screen.status =
+                "the questions just changed: look again, then press the key again".into();
+            continue;
+        }
+        let Some(question) = watched
+            .pending
+            .get(view::selected(&watched.pending, screen.question))
+        else {
             screen.status = "no question is waiting".into();
             continue;
         };

@@ -18,8 +18,9 @@ pub(crate) const TABS: [&str; 3] = ["1 Programs", "2 Files", "3 Network"];
 #[derive(Debug, Default)]
 pub(crate) struct Screen {
     pub(crate) tab: usize,
-    /// The selected question.
-    pub(crate) question: usize,
+    /// The selected question, by id (an index would move to another question when one above
+    /// it ends, which the agent can time).
+    pub(crate) question: Option<u64>,
     /// How far the list is scrolled (rows from the newest).
     pub(crate) scroll: usize,
     /// The last thing a key did (or why it could not).
@@ -77,18 +78,22 @@ pub(crate) fn draw(frame: &mut Frame, model: &Model, pending: &[PendingApproval]
         let items: Vec<ListItem> = pending
             .iter()
             .map(|p| {
+                // The registrable domain first: a long name cut at the edge still shows whose
+                // it is.
+                let name = crate::visible::escape_controls(&p.name);
+                let domain = psl::domain_str(&p.name).unwrap_or(&p.name);
                 ListItem::new(format!(
-                    "{:>3} dns {} ({}, {} waiting, {}s left)",
+                    "{:>3} dns [{}] {name} ({}, {} waiting, {}s left)",
                     p.id,
-                    crate::visible::escape_controls(&p.name),
+                    crate::visible::escape_controls(domain),
                     p.qtype,
                     p.waiting,
                     p.expires_secs
                 ))
             })
             .collect();
-        let mut state =
-            ListState::default().with_selected(Some(screen.question.min(pending.len() - 1)));
+        let selected = selected(pending, screen.question);
+        let mut state = ListState::default().with_selected(Some(selected));
         frame.render_stateful_widget(
             List::new(items)
                 .block(
@@ -155,6 +160,12 @@ pub(crate) fn draw(frame: &mut Frame, model: &Model, pending: &[PendingApproval]
 
 static EMPTY: std::collections::VecDeque<Row> = std::collections::VecDeque::new();
 
+/// The index of question `id` in `pending`, or the first.
+pub(crate) fn selected(pending: &[PendingApproval], id: Option<u64>) -> usize {
+    id.and_then(|id| pending.iter().position(|p| p.id == id))
+        .unwrap_or(0)
+}
+
 /// The screen drawn once into a `width`×`height` buffer, as text lines (`yolo watch --once`).
 pub(crate) fn text(
     model: &Model,
@@ -211,7 +222,7 @@ mod tests {
         assert!(shown.lines().all(|l| l.chars().count() <= 80));
         assert!(shown.contains("network firewall  open"), "{shown}");
         assert!(
-            shown.contains("7 dns pypi.org (A, 2 waiting, 25s left)"),
+            shown.contains("7 dns [pypi.org] pypi.org (A, 2 waiting, 25s left)"),
             "{shown}"
         );
         assert!(shown.contains("dns evil.test refused"), "{shown}");

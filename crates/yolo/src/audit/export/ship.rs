@@ -25,8 +25,13 @@ use tokio::sync::mpsc;
 
 /// Records waiting for each sender at most.
 pub(crate) const QUEUE: usize = 10_000;
+/// Bytes waiting for each sender at most: an exec record can carry 128 KiB of arguments, so
+/// a count alone would let a flood of long command lines hold gigabytes.
+pub(crate) const QUEUE_BYTES: u64 = 64 << 20;
 /// Records per OTLP request at most.
 const BATCH: usize = 512;
+/// Bytes per OTLP request at most (collectors refuse large bodies; 4 MiB is gRPC's default).
+const BATCH_BYTES: usize = 4 << 20;
 /// How long a batch waits for more records.
 const LINGER: Duration = Duration::from_secs(1);
 /// How long one OTLP request may take before it counts as failed.
@@ -126,8 +131,9 @@ impl Status {
 /// The counters a sender and the reader share.
 #[derive(Default)]
 struct Counts {
-    /// In the queue now.
+    /// In the queue now (records, bytes).
     queued: AtomicU64,
+    queued_bytes: AtomicU64,
     sent: AtomicU64,
     dropped: AtomicU64,
     failed: AtomicU64,
@@ -151,6 +157,15 @@ impl Counts {
             *last = Some(error);
         }
     }
+}
+
+/// Whether `path` is in `workspace` (the agent can write there: a link planted at the path
+/// would send the records into a file the host runs). Compared by the folders as they are on
+/// disk, links resolved.
+pub(crate) fn inside(path: &Path, workspace: &Path) -> bool {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let folder = path.parent().map(real).unwrap_or_default();
+    folder.starts_with(real(workspace))
 }
 
 /// The URL OTLP/HTTP logs are posted to.
@@ -178,7 +193,7 @@ pub(crate) fn check_endpoint(endpoint: &str) -> Result<(), String> {
 /// One sink's end of the reader: its queue, counts and sending task.
 struct Sink<T> {
     target: String,
-    tx: Option<mpsc::Sender<T>>,
+    tx: Option<mpsc::Sender<(T, u64)>>,
     counts: Arc<Counts>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -187,7 +202,7 @@ impl<T> Sink<T> {
     fn new(
         target: String,
         old: Option<&SinkStatus>,
-        start: impl FnOnce(mpsc::Receiver<T>, Arc<Counts>) -> tokio::task::JoinHandle<()>,
+        start: impl FnOnce(mpsc::Receiver<(T, u64)>, Arc<Counts>) -> tokio::task::JoinHandle<()>,
     ) -> Sink<T> {
         let counts = Arc::new(Counts::default());
         if let Some(old) = old {
@@ -205,14 +220,17 @@ impl<T> Sink<T> {
         }
     }
 
-    /// Queue `record`, or count it dropped when the queue is full.
-    fn offer(&self, record: T) {
-        let queued = self
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.try_send(record).is_ok());
+    /// Queue `record` (`bytes` long), or count it dropped when the queue is full.
+    fn offer(&self, record: T, bytes: u64) {
+        let room = self.counts.queued_bytes.load(Ordering::Relaxed) + bytes <= QUEUE_BYTES;
+        let queued = room
+            && self
+                .tx
+                .as_ref()
+                .is_some_and(|tx| tx.try_send((record, bytes)).is_ok());
         if queued {
             self.counts.queued.fetch_add(1, Ordering::Relaxed);
+            self.counts.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
         } else {
             self.counts.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -222,10 +240,9 @@ impl<T> Sink<T> {
         self.counts.status(&self.target)
     }
 
-    /// Close the queue and let the sender empty it until `deadline`; what it could not send
-    /// by then counts as failed.
-    async fn finish(&mut self, deadline: tokio::time::Instant) {
-        self.tx = None;
+    /// Wait for the sender (its queue closed: `tx` dropped) to empty it until `deadline`;
+    /// what it could not send by then counts as failed.
+    async fn wait(&mut self, deadline: tokio::time::Instant) {
         if tokio::time::timeout_at(deadline, &mut self.task)
             .await
             .is_err()
@@ -292,10 +309,14 @@ pub(crate) async fn run(context: Context, sinks: Sinks) -> std::io::Result<()> {
                 stopped.get_or_insert_with(Instant::now);
             }
             if let Some(sink) = &otlp {
-                sink.offer(otlp::record(&event));
+                let record = otlp::record(&event);
+                let bytes = prost::Message::encoded_len(&record) as u64;
+                sink.offer(record, bytes);
             }
             if let Some(sink) = &ocsf {
-                sink.offer(ocsf::record(&context, &event).to_string());
+                let line = ocsf::record(&context, &event).to_string();
+                let bytes = line.len() as u64;
+                sink.offer(line, bytes);
             }
         }
         if saved.elapsed() >= Duration::from_secs(2) {
@@ -311,12 +332,19 @@ pub(crate) async fn run(context: Context, sinks: Sinks) -> std::io::Result<()> {
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
+    // Both queues closed first, so both senders drain within the same DRAIN.
     let deadline = tokio::time::Instant::now() + DRAIN;
     if let Some(sink) = &mut otlp {
-        sink.finish(deadline).await;
+        sink.tx = None;
     }
     if let Some(sink) = &mut ocsf {
-        sink.finish(deadline).await;
+        sink.tx = None;
+    }
+    if let Some(sink) = &mut otlp {
+        sink.wait(deadline).await;
+    }
+    if let Some(sink) = &mut ocsf {
+        sink.wait(deadline).await;
     }
     status(&tail, &otlp, &ocsf, true).save(&session);
     Ok(())
@@ -327,7 +355,7 @@ pub(crate) async fn run(context: Context, sinks: Sinks) -> std::io::Result<()> {
 async fn send_otlp(
     url: String,
     context: Context,
-    mut rx: mpsc::Receiver<opentelemetry_proto::tonic::logs::v1::LogRecord>,
+    mut rx: mpsc::Receiver<(opentelemetry_proto::tonic::logs::v1::LogRecord, u64)>,
     counts: Arc<Counts>,
 ) {
     let client = match reqwest::Client::builder()
@@ -341,12 +369,16 @@ async fn send_otlp(
             return;
         }
     };
-    while let Some(first) = rx.recv().await {
+    while let Some((first, first_bytes)) = rx.recv().await {
         let mut batch = vec![first];
+        let mut bytes = first_bytes;
         let until = tokio::time::Instant::now() + LINGER;
-        while batch.len() < BATCH {
+        while batch.len() < BATCH && (bytes as usize) < BATCH_BYTES {
             match tokio::time::timeout_at(until, rx.recv()).await {
-                Ok(Some(record)) => batch.push(record),
+                Ok(Some((record, size))) => {
+                    batch.push(record);
+                    bytes += size;
+                }
                 _ => break,
             }
         }
@@ -367,6 +399,7 @@ async fn send_otlp(
         }
         // Out of the queue only now: a batch cut off at the end is counted with what is left.
         counts.queued.fetch_sub(n, Ordering::Relaxed);
+        counts.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
     }
 }
 
@@ -383,35 +416,43 @@ fn with_sources(error: &dyn std::error::Error) -> String {
 }
 
 /// The OCSF writer: appends each record as a line.
-async fn write_ocsf(path: PathBuf, mut rx: mpsc::Receiver<String>, counts: Arc<Counts>) {
+async fn write_ocsf(path: PathBuf, mut rx: mpsc::Receiver<(String, u64)>, counts: Arc<Counts>) {
     use tokio::io::AsyncWriteExt;
+    // Not through a link: the file is the user's, named in their config.
     let opened = tokio::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .await;
     let mut file = match opened {
         Ok(f) => f,
         Err(e) => {
             let error = format!("{}: {e}", path.display());
-            while let Some(_record) = rx.recv().await {
+            while let Some((_, bytes)) = rx.recv().await {
                 counts.queued.fetch_sub(1, Ordering::Relaxed);
+                counts.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 counts.failed(1, error.clone());
             }
             return;
         }
     };
-    while let Some(mut line) = rx.recv().await {
+    while let Some((mut line, bytes)) = rx.recv().await {
         line.push('\n');
-        match file.write_all(line.as_bytes()).await {
+        // Flushed each time: `sent` means in the file, not in a buffer.
+        let written = match file.write_all(line.as_bytes()).await {
+            Ok(()) => file.flush().await,
+            Err(e) => Err(e),
+        };
+        match written {
             Ok(()) => {
                 counts.sent.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => counts.failed(1, format!("{}: {e}", path.display())),
         }
         counts.queued.fetch_sub(1, Ordering::Relaxed);
+        counts.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
     }
-    let _ = file.flush().await;
 }
 
 /// Start the shipper for `session` in the background, detached from this terminal (it
@@ -432,7 +473,32 @@ pub(crate) fn spawn(session: &str, workspace: &Path, config_file: &Path) -> std:
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log)
+        .current_dir("/")
         .process_group(0)
         .spawn()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_in_the_workspace_is_seen_through_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("logs")).unwrap();
+        std::os::unix::fs::symlink(ws.join("logs"), dir.path().join("outside")).unwrap();
+        assert!(inside(&ws.join("logs/ocsf.jsonl"), &ws));
+        assert!(inside(&dir.path().join("outside/ocsf.jsonl"), &ws));
+        assert!(!inside(&dir.path().join("ocsf.jsonl"), &ws));
+    }
+
+    #[test]
+    fn the_logs_url_is_the_endpoint_with_v1_logs_once() {
+        assert_eq!(logs_url("http://c:4318"), "http://c:4318/v1/logs");
+        assert_eq!(logs_url("http://c:4318/v1/logs/"), "http://c:4318/v1/logs");
+        assert!(check_endpoint("ftp://c").is_err());
+        assert!(check_endpoint("http://127.0.0.1:4318").is_ok());
+    }
 }
