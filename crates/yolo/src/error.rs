@@ -283,6 +283,19 @@ impl fmt::Display for Cause {
     }
 }
 
+/// An error and its causes on one line, `outer: inner: ...` (an HTTP client's own message is
+/// often only the outermost, "error sending request").
+pub(crate) fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
 /// `text` as one shell word: as it is when it holds only characters no shell treats specially,
 /// else in single quotes (a grant's value can be a path the repository chose).
 pub(crate) fn shell_word(text: &str) -> String {

@@ -395,24 +395,12 @@ async fn send_otlp(
                 counts.sent.fetch_add(n, Ordering::Relaxed);
             }
             Ok(r) => counts.failed(n, format!("the collector answered {}", r.status())),
-            Err(e) => counts.failed(n, with_sources(&e)),
+            Err(e) => counts.failed(n, crate::error::with_sources(&e)),
         }
         // Out of the queue only now: a batch cut off at the end is counted with what is left.
         counts.queued.fetch_sub(n, Ordering::Relaxed);
         counts.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
     }
-}
-
-/// An error and its causes, one line (reqwest's own message is only the outermost).
-fn with_sources(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
 }
 
 /// The OCSF writer: appends each record as a line.

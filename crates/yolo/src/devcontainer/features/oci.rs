@@ -288,22 +288,14 @@ fn explain(
         E::RequestError(e) if e.is_connect() || e.is_timeout() => format!(
             "cannot reach the registry {registry} ({}); check the network, or pin the Feature \
              in devcontainer-lock.json so the cached copy is used",
-            source_chain(e)
+            crate::error::with_sources(e)
         ),
-        E::RequestError(e) => format!("request to {registry} failed: {}", source_chain(e)),
+        E::RequestError(e) => format!(
+            "request to {registry} failed: {}",
+            crate::error::with_sources(e)
+        ),
         _ => format!("{registry}: {error}"),
     }
-}
-
-fn source_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
 }
 
 #[cfg(test)]

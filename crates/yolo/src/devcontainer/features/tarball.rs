@@ -44,7 +44,7 @@ pub(crate) async fn fetch(
         .get(url)
         .send()
         .await
-        .map_err(|e| format!("cannot fetch it: {}", chain(&e)))?;
+        .map_err(|e| format!("cannot fetch it: {}", crate::error::with_sources(&e)))?;
     if !response.status().is_success() {
         return Err(format!("the server answered {}", response.status()));
     }
@@ -52,7 +52,7 @@ pub(crate) async fn fetch(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| format!("cannot fetch it: {}", chain(&e)))?
+        .map_err(|e| format!("cannot fetch it: {}", crate::error::with_sources(&e)))?
     {
         body.extend_from_slice(&chunk);
         if body.len() > MAX_BYTES {
@@ -80,17 +80,6 @@ pub(crate) async fn fetch(
         dir,
         bytes: body.len() as u64,
     })
-}
-
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
 }
 
 /// Redirects followed (at most 10), but not to a local host the user did not allow: a public
