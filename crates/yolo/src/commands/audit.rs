@@ -84,7 +84,7 @@ fn print(events: impl Iterator<Item = Event>, filter: &Filter, json: bool) -> bo
     out.flush().is_ok()
 }
 
-pub(super) async fn collect_remote_events(target: &Target) -> Result<()> {
+async fn collect_remote_events(target: &Target) -> Result<()> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;
     crate::remote_copy::collect_events(&engine, &located).await
@@ -93,6 +93,22 @@ pub(super) async fn collect_remote_events(target: &Target) -> Result<()> {
 /// The workspace's latest session (`yolo audit`, `replay` and `report` without `--session`).
 pub(crate) async fn latest_session(target: &Target) -> Result<String> {
     Session::open(target, Hold::Read).await?.latest()
+}
+
+/// The session a command names (checked as an id), else the workspace's latest.
+pub(crate) async fn chosen_session(target: &Target, session: Option<String>) -> Result<String> {
+    match session {
+        Some(s) => super::replay::checked(s),
+        None => latest_session(target).await,
+    }
+}
+
+/// With a remote engine, the guard's latest events copied here first (they are in a volume
+/// there); a failure leaves what was copied before.
+pub(crate) async fn collect_if_remote(target: &Target) {
+    if crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some()) {
+        let _ = collect_remote_events(target).await;
+    }
 }
 
 async fn list_sessions(target: &Target) -> Result<i32> {
@@ -121,10 +137,7 @@ async fn list_sessions(target: &Target) -> Result<i32> {
 /// cut short (or its writer did not stop cleanly: a guard killed rather than stopped).
 pub(crate) async fn verify(target: &Target, session: Option<String>) -> Result<i32> {
     use yolo_protocol::chain::{self, Verdict};
-    let session = match session {
-        Some(s) => super::replay::checked(s)?,
-        None => latest_session(target).await?,
-    };
+    let session = chosen_session(target, session).await?;
     let files = crate::audit::session_files(&session);
     if !files.iter().any(|f| f.exists()) {
         return Err(Error::NotFound(format!(
@@ -196,13 +209,8 @@ pub(crate) async fn export(
     format: crate::audit::export::Format,
 ) -> Result<i32> {
     use crate::audit::export;
-    if crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some()) {
-        let _ = collect_remote_events(target).await;
-    }
-    let session = match session {
-        Some(s) => super::replay::checked(s)?,
-        None => latest_session(target).await?,
-    };
+    collect_if_remote(target).await;
+    let session = chosen_session(target, session).await?;
     let mut events = crate::audit::read_session(&session)?;
     // Every file in its own order, merged by time (a stable sort keeps ties in file order).
     events.sort_by_key(|e| e.ts);

@@ -136,14 +136,8 @@ pub(crate) async fn suggest(
     json: bool,
 ) -> Result<i32> {
     use crate::firewall::suggest;
-    if crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some()) {
-        // A remote engine's guard logs to a volume: what it has, copied here first.
-        let _ = super::audit::collect_remote_events(target).await;
-    }
-    let session = match session {
-        Some(s) => super::replay::checked(s)?,
-        None => super::audit::latest_session(target).await?,
-    };
+    super::audit::collect_if_remote(target).await;
+    let session = super::audit::chosen_session(target, session).await?;
     let events = crate::audit::read_session(&session)?;
     let found = suggest::suggest(&session, &events);
     if json {

@@ -19,10 +19,7 @@ pub(crate) async fn execute(
     speed: f64,
     raw: bool,
 ) -> Result<i32> {
-    let session = match session {
-        Some(s) => checked(s)?,
-        None => super::audit::latest_session(target).await?,
-    };
+    let session = super::audit::chosen_session(target, session).await?;
     let casts = cast::list(&session);
     if casts.is_empty() {
         return Err(Error::NotFound(format!(

@@ -11,10 +11,7 @@ pub(crate) async fn execute(
     session: Option<String>,
     output: Option<PathBuf>,
 ) -> Result<i32> {
-    let session = match session {
-        Some(s) => super::replay::checked(s)?,
-        None => super::audit::latest_session(target).await?,
-    };
+    let session = super::audit::chosen_session(target, session).await?;
     let files = audit::session_files(&session);
     if !files.iter().any(|f| f.exists()) {
         return Err(Error::NotFound(format!(

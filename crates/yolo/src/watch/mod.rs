@@ -73,10 +73,7 @@ impl Watched {
 
 /// `yolo watch [--session ID] [--once]`.
 pub(crate) async fn run(target: &Target, session: Option<String>, once: bool) -> Result<i32> {
-    let session = match session {
-        Some(s) => crate::commands::replay::checked(s)?,
-        None => crate::commands::audit::latest_session(target).await?,
-    };
+    let session = crate::commands::audit::chosen_session(target, session).await?;
     let mut watched = Watched::new(&session);
     watched.read();
     let mut screen = Screen {
