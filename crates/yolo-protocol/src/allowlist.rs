@@ -644,6 +644,19 @@ impl Allowlist {
     }
 }
 
+/// A name an allow may add to the allowlist as an exact host: letters, digits, `-`, `_` and
+/// dots, a dot at least, and a last label with a letter. Not a `*` label (a wildcard there),
+/// not an address literal like `169.254.169.254` (a network entry: direct connections to the
+/// cloud's metadata or the host's network).
+pub fn plain_host_name(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or_default();
+    name.contains('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+        && last.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
 /// Addresses a public name should never resolve to: loopback, private, link-local (cloud
 /// metadata), CGNAT, multicast, unspecified, documentation/benchmark ranges, ULA. The guard
 /// should not add these to the dynamic sets for a name match (DNS rebinding to the host or to

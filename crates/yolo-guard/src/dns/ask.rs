@@ -24,19 +24,6 @@ pub const MAX_PENDING: usize = 32;
 /// Lookups waiting at once at most (all names).
 pub const MAX_WAITING: usize = 256;
 
-/// A name an allow may add to the allowlist as an exact host: letters, digits, `-`, `_` and
-/// dots, a dot at least, and a last label with a letter. Not a `*` label (a wildcard there),
-/// not an address literal like `169.254.169.254` (a network entry: direct connections to the
-/// cloud's metadata or the host's network).
-pub fn plain_host_name(name: &str) -> bool {
-    let last = name.rsplit('.').next().unwrap_or_default();
-    name.contains('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
-        && last.bytes().any(|b| b.is_ascii_alphabetic())
-}
-
 /// The held questions of one guard.
 pub struct Approvals {
     timeout: Duration,
@@ -99,7 +86,7 @@ impl Approvals {
     pub fn ask(&self, name: &str, qtype: &str) -> Option<Held> {
         // Only a plain host name is offered: an allow adds it to the allowlist as it is, and a
         // name like `*.com` would be a wildcard there.
-        if !plain_host_name(name) {
+        if !yolo_protocol::allowlist::plain_host_name(name) {
             return None;
         }
         let mut state = self.lock();

@@ -75,7 +75,7 @@ fn decide<B: Batches>(
     if allow {
         // Checked again here: only a plain host name becomes an exact entry.
         let name = taken.name().to_string();
-        let allowed = if crate::dns::ask::plain_host_name(&name) {
+        let allowed = if yolo_protocol::allowlist::plain_host_name(&name) {
             guard.allow_patterns(vec![name])
         } else {
             Response::error(format!("{name:?} is not a plain host name"))

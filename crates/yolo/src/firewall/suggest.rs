@@ -226,15 +226,8 @@ fn internal(dst: &str) -> bool {
 /// network entry), not a public suffix itself (`co.uk`).
 fn wanted_name(name: &str) -> bool {
     let name = name.trim_end_matches('.').to_ascii_lowercase();
-    let plain = name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
-    let last = name.rsplit('.').next().unwrap_or_default();
-    plain
-        && name.contains('.')
+    yolo_protocol::allowlist::plain_host_name(&name)
         && !name.ends_with(".arpa")
-        && name.parse::<std::net::IpAddr>().is_err()
-        && last.bytes().any(|b| b.is_ascii_alphabetic())
         && psl::domain_str(&name).is_some()
         && Allowlist::parse(std::slice::from_ref(&name)).is_ok()
 }
