@@ -7,7 +7,7 @@ pub(crate) mod ocsf;
 pub(crate) mod otlp;
 pub(crate) mod ship;
 
-use crate::audit::Event;
+use crate::audit::{Event, EventKind};
 
 /// Who the records are about: the resource of OTLP, the device of OCSF.
 #[derive(Debug, Clone)]
@@ -42,12 +42,25 @@ pub(crate) fn render(format: Format, context: &Context, events: &[Event]) -> Str
     }
 }
 
+/// A refusal: a lookup refused, a packet blocked, an HTTP request refused, a credential
+/// misused, a process outside the exec audit. OTLP's WARN severity, OCSF's higher one.
+pub(crate) fn is_refusal(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Dns { decision, .. } => decision != "allowed",
+        EventKind::Blocked { .. }
+        | EventKind::CredentialMisuse { .. }
+        | EventKind::Unsupervised { .. } => true,
+        EventKind::Http { refused, .. } => *refused,
+        _ => false,
+    }
+}
+
 /// The workspace a session's log names (its `session_start`), for the records' context.
 pub(crate) fn workspace_of(events: &[Event]) -> String {
     events
         .iter()
         .find_map(|e| match &e.kind {
-            crate::audit::EventKind::SessionStart { workspace, .. } => Some(workspace.clone()),
+            EventKind::SessionStart { workspace, .. } => Some(workspace.clone()),
             _ => None,
         })
         .unwrap_or_default()

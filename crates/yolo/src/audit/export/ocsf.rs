@@ -76,16 +76,10 @@ fn raw_fields(event: &Event) -> Value {
     raw
 }
 
-/// A refusal, a block or a misuse: shown with a higher severity.
+/// A refusal (`export::is_refusal`), or an exec the supervisor refused: shown with a higher
+/// severity.
 fn is_denied(kind: &EventKind) -> bool {
-    match kind {
-        EventKind::Dns { decision, .. } => decision != "allowed",
-        EventKind::Blocked { .. } | EventKind::CredentialMisuse { .. } => true,
-        EventKind::Http { refused, .. } => *refused,
-        EventKind::Exec { result, .. } => result == "refused",
-        EventKind::Unsupervised { .. } => true,
-        _ => false,
-    }
+    super::is_refusal(kind) || matches!(kind, EventKind::Exec { result, .. } if result == "refused")
 }
 
 /// Class, category, activity and the class's own attributes.

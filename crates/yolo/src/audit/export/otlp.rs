@@ -6,7 +6,7 @@
 //! as protobuf for OTLP/HTTP (`encode`), or in OTLP's JSON mapping (`--format otlp-json`).
 
 use super::Context;
-use crate::audit::{Event, EventKind};
+use crate::audit::Event;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
     any_value, AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList,
@@ -59,14 +59,7 @@ pub(crate) fn record(event: &Event) -> LogRecord {
         .filter(|(_, value)| !value.is_null())
         .map(|(key, value)| pair(key.clone(), any(value)))
         .collect();
-    let warn = match &event.kind {
-        EventKind::Dns { decision, .. } => decision != "allowed",
-        EventKind::Blocked { .. }
-        | EventKind::CredentialMisuse { .. }
-        | EventKind::Unsupervised { .. } => true,
-        EventKind::Http { refused, .. } => *refused,
-        _ => false,
-    };
+    let warn = super::is_refusal(&event.kind);
     let nanos =
         |t: chrono::DateTime<chrono::Utc>| t.timestamp_nanos_opt().unwrap_or(0).max(0) as u64;
     LogRecord {
