@@ -22,14 +22,21 @@ struct Watched {
     model: Model,
     tail: Tail,
     pending: Vec<PendingApproval>,
+    /// The workspace whose guard is asked, found once (`None`: outside one; no questions).
+    located: Option<crate::project::Located>,
 }
 
 impl Watched {
-    fn new(session: &str) -> Watched {
+    fn new(session: &str, target: &Target) -> Watched {
         Watched {
             model: Model::new(session),
             tail: Tail::new(crate::audit::session_files(session)),
             pending: Vec::new(),
+            located: crate::project::Located::find(
+                target.workspace.as_deref(),
+                target.config.as_deref(),
+            )
+            .ok(),
         }
     }
 
@@ -46,18 +53,12 @@ impl Watched {
 
     /// Ask the guard for its held questions; false when it cannot be asked (no session
     /// running, or no guard).
-    async fn refresh(&mut self, target: &Target) -> bool {
-        if self.model.ended {
+    async fn refresh(&mut self) -> bool {
+        let Some(located) = self.located.as_ref().filter(|_| !self.model.ended) else {
             self.pending.clear();
             return false;
-        }
-        let asked = async {
-            let located = crate::project::Located::find(
-                target.workspace.as_deref(),
-                target.config.as_deref(),
-            )?;
-            crate::session::firewall::request(&located, &Request::Pending).await
         };
+        let asked = crate::session::firewall::request(located, &Request::Pending);
         match tokio::time::timeout(Duration::from_secs(3), asked).await {
             Ok(Ok(response)) => {
                 self.pending = response.pending;
@@ -74,10 +75,10 @@ impl Watched {
 /// `yolo watch [--session ID] [--once]`.
 pub(crate) async fn run(target: &Target, session: Option<String>, once: bool) -> Result<i32> {
     let session = crate::commands::audit::chosen_session(target, session).await?;
-    let mut watched = Watched::new(&session);
+    let mut watched = Watched::new(&session, target);
     watched.read();
     let mut screen = Screen {
-        live: watched.refresh(target).await,
+        live: watched.refresh().await,
         ..Default::default()
     };
     if once {
@@ -109,7 +110,7 @@ async fn interact(
         watched.read();
         if asked_at.elapsed() >= Duration::from_secs(1) {
             let before = watched.ids();
-            screen.live = watched.refresh(target).await;
+            screen.live = watched.refresh().await;
             if watched.ids() != before {
                 changed_at = Instant::now();
             }
@@ -187,7 +188,7 @@ async fn interact(
                 Ok(said) => said.join("; "),
                 Err(e) => e.to_string(),
             };
-        screen.live = watched.refresh(target).await;
+        screen.live = watched.refresh().await;
         asked_at = Instant::now();
     }
 }
