@@ -66,12 +66,17 @@ pub(crate) async fn received() -> Signal {
 /// The `n`th signal received (1-based).
 async fn nth(n: usize) -> Signal {
     let mut rx = channel().subscribe();
-    let seen = match rx.wait_for(|(count, _)| *count >= n).await {
-        Ok(seen) => seen.1,
+    // The value is copied out before any other wait, so the future holds no lock across one
+    // (and can run on any thread).
+    let seen = rx
+        .wait_for(|(count, _)| *count >= n)
+        .await
+        .map(|seen| seen.1);
+    match seen {
+        Ok(seen) => seen.unwrap_or(Signal::INT),
         // The sender lives in a static: never dropped.
-        Err(_) => return std::future::pending().await,
-    };
-    seen.unwrap_or(Signal::INT)
+        Err(_) => std::future::pending().await,
+    }
 }
 
 /// While alive, the code holding it stops what it started itself when a signal comes.

@@ -71,11 +71,22 @@ pub(crate) async fn attach(
     // sequences stay filtered.
     let host_sequences =
         crate::user_config::UserConfig::load().is_ok_and(|user| user.terminal.pass_host_sequences);
+    // The held questions' prompt, on the agent's terminal (`watch::prompt`).
+    let prompt = match (tty, source) {
+        (true, "agent") => crate::watch::prompt::Prompt::start(engine, located).await,
+        _ => None,
+    };
     let output = Output::Attached {
         recording,
         host_sequences,
+        overlay: prompt
+            .clone()
+            .map(|p| p as std::sync::Arc<dyn crate::engine::Overlay>),
     };
     let result = runner.run(source, &name, &request, output).await;
+    if let Some(prompt) = &prompt {
+        prompt.finish();
+    }
     // Interrupted or failed too: whatever ran may have changed the files the host runs.
     crate::watched::report_and_print(&located.devcontainer_id, writer.as_ref());
     // A remote engine's guard logs to a volume: its events copied here (docs/remote.md).

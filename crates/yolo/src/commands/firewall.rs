@@ -5,6 +5,7 @@
 use crate::cli::{SuggestTarget, Target};
 use crate::error::{Error, Result};
 use crate::firewall::control::Request;
+use crate::project::Located;
 use crate::session::firewall;
 
 /// `yolo allow`: the patterns were checked by clap (`values::parse_pattern`), so a typo is a
@@ -152,14 +153,16 @@ pub(crate) async fn suggest(
         return Ok(0);
     };
     let (presets, allow) = (found.preset_names(), found.patterns());
-    eprintln!("yolo: {}", save(target, place, &presets, &allow)?);
+    let config_file = || super::locate(target).map(|l| l.config_file);
+    eprintln!("yolo: {}", save(config_file, place, &presets, &allow)?);
     Ok(0)
 }
 
 /// Add `presets` and `allow` to the user config (`User`) or to devcontainer.json's
 /// `customizations.yolo.firewall` (`Repo`), comments kept; what was done, in words.
+/// `config_file` finds devcontainer.json (asked only for `Repo`).
 pub(crate) fn save(
-    target: &Target,
+    config_file: impl FnOnce() -> Result<std::path::PathBuf>,
     place: SuggestTarget,
     presets: &[String],
     allow: &[String],
@@ -187,7 +190,7 @@ pub(crate) fn save(
             (path, edited)
         }
         SuggestTarget::Repo => {
-            let path = super::locate(target)?.config_file;
+            let path = config_file()?;
             let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
             let edited =
                 suggest::write_repo(&text, presets, allow).map_err(|message| Error::Config {
@@ -258,37 +261,39 @@ pub(crate) async fn decide(
     allow: bool,
     save_to: Option<SuggestTarget>,
 ) -> Result<i32> {
-    for line in answer(target, id, allow, save_to).await? {
+    let located = super::locate(target)?;
+    let via = if allow {
+        "yolo allow --pending"
+    } else {
+        "yolo deny --pending"
+    };
+    for line in answer(&located, id, allow, save_to, via).await? {
         eprintln!("yolo: {line}");
     }
     Ok(0)
 }
 
 /// Answer held question `id` (and save an allowed name where `save_to` says); what was done,
-/// line by line. Shared with `yolo watch`'s keys.
+/// line by line. Shared with `yolo watch`'s keys and `yolo run`'s prompt; `via` names the
+/// command or key that answered, for the record.
 pub(crate) async fn answer(
-    target: &Target,
+    located: &Located,
     id: u64,
     allow: bool,
     save_to: Option<SuggestTarget>,
+    via: &str,
 ) -> Result<Vec<String>> {
-    let located = super::locate(target)?;
     let how = match save_to {
         None => "session",
         Some(SuggestTarget::User) => "user config",
         Some(SuggestTarget::Repo) => "devcontainer.json",
     };
-    let command = if allow {
-        "yolo allow --pending"
-    } else {
-        "yolo deny --pending"
-    };
     let response = firewall::request(
-        &located,
+        located,
         &Request::Decide {
             id,
             allow,
-            by: decider(command),
+            by: decider(via),
             how: how.into(),
         },
     )
@@ -307,8 +312,9 @@ pub(crate) async fn answer(
     }
     let mut said = vec![format!("allowed {name} for this session (effective now)")];
     if let Some(place) = save_to {
+        let config_file = || Ok(located.config_file.clone());
         said.push(save(
-            target,
+            config_file,
             place,
             &[],
             std::slice::from_ref(&decided.name),

@@ -82,6 +82,9 @@ pub(crate) enum Output {
     Attached {
         recording: Option<Recording>,
         host_sequences: bool,
+        /// What yolo draws on the terminal's last row over the command (the held questions'
+        /// prompt of `yolo run`, `ask_prompt`), with a TTY only.
+        overlay: Option<std::sync::Arc<dyn Overlay>>,
     },
     /// Our stderr, each line prefixed with `[name] ` (lifecycle hooks).
     Prefixed(String),
@@ -91,6 +94,21 @@ pub(crate) enum Output {
     Recorded { name: String, mark: String },
     /// Kept in memory and returned (stdout and stderr together).
     Capture,
+}
+
+/// Something yolo draws on an attached terminal's last row while a command runs there (the
+/// held questions' prompt of `yolo run`, `ask_prompt`): it may take keys from the input, and a
+/// row from the command's terminal, which is then sized one row shorter.
+pub(crate) trait Overlay: Send + Sync + std::fmt::Debug {
+    /// The bytes of `input` that go on to the command (the rest were the overlay's keys).
+    fn input(&self, input: &[u8]) -> Vec<u8>;
+    /// The command wrote to the terminal (the overlay draws itself again once it is quiet).
+    fn output(&self);
+    /// Rows of the terminal the command does not get now.
+    fn rows_taken(&self) -> u16;
+    /// Woken when [`rows_taken`](Self::rows_taken) changes (the command's terminal is sized
+    /// again).
+    fn changed(&self) -> &tokio::sync::Notify;
 }
 
 /// Where a copy of a command's output goes: any writer (the caller's asciicast recorder).
@@ -178,26 +196,49 @@ impl Engine {
         };
 
         let _raw = if req.tty { RawMode::enable() } else { None };
+        let overlay = match &output {
+            Output::Attached {
+                overlay: Some(overlay),
+                ..
+            } if req.tty => Some(overlay.clone()),
+            _ => None,
+        };
+        // Aborted when this returns: they outlive nothing of the command.
+        let mut tasks = Tasks::default();
         if req.tty {
-            self.resize(&created.id).await;
+            self.resize(&created.id, overlay.as_deref()).await;
             // SIGWINCH says the terminal changed size; Windows has no such signal (its
-            // console is sized once, at the start).
+            // console is sized once, at the start). The overlay taking or giving back its row
+            // sizes the command's terminal again too.
             #[cfg(unix)]
             {
                 let engine = self.clone();
                 let id = created.id.clone();
-                tokio::spawn(async move {
+                let overlay = overlay.clone();
+                tasks.0.push(tokio::spawn(async move {
                     use tokio::signal::unix::{signal, SignalKind};
                     let Ok(mut winch) = signal(SignalKind::window_change()) else {
                         return;
                     };
-                    while winch.recv().await.is_some() {
-                        engine.resize(&id).await;
+                    loop {
+                        match &overlay {
+                            Some(o) => tokio::select! {
+                                got = winch.recv() => if got.is_none() { return },
+                                () = o.changed().notified() => {}
+                            },
+                            None => {
+                                if winch.recv().await.is_none() {
+                                    return;
+                                }
+                            }
+                        }
+                        engine.resize(&id, overlay.as_deref()).await;
                     }
-                });
+                }));
             }
         }
         if req.stdin {
+            let overlay = overlay.clone();
             tokio::spawn(async move {
                 let mut stdin = tokio::io::stdin();
                 let mut buf = vec![0u8; 8192];
@@ -205,7 +246,14 @@ impl Engine {
                     match stdin.read(&mut buf).await {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
-                            if input.write_all(&buf[..n]).await.is_err() {
+                            let passed = match &overlay {
+                                Some(o) => o.input(&buf[..n]),
+                                None => buf[..n].to_vec(),
+                            };
+                            if passed.is_empty() {
+                                continue;
+                            }
+                            if input.write_all(&passed).await.is_err() {
                                 return;
                             }
                             let _ = input.flush().await;
@@ -329,12 +377,27 @@ impl Engine {
         )
     }
 
-    async fn resize(&self, exec_id: &str) {
+    /// Size the command's terminal as ours, less the rows the overlay takes.
+    async fn resize(&self, exec_id: &str, overlay: Option<&dyn Overlay>) {
         if let Ok((width, height)) = crossterm::terminal::size() {
+            let taken = overlay.map_or(0, |o| o.rows_taken());
+            let height = height.saturating_sub(taken).max(1);
             let _ = self
                 .docker
                 .resize_exec(exec_id, ResizeExecOptions { height, width })
                 .await;
+        }
+    }
+}
+
+/// Tasks aborted when dropped.
+#[derive(Default)]
+struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
         }
     }
 }
@@ -464,6 +527,13 @@ impl Sink {
                         write_own(&shown, to_stderr);
                     }
                     None => write_own(bytes, to_stderr),
+                }
+                if let Output::Attached {
+                    overlay: Some(overlay),
+                    ..
+                } = &self.output
+                {
+                    overlay.output();
                 }
             }
             Output::Prefixed(_) | Output::Recorded { .. } => {

@@ -21,7 +21,7 @@ pub(crate) mod remote;
 mod types;
 
 pub(crate) use containers::keep_alive;
-pub(crate) use exec::{cap_own_output, ExecRequest, ExecResult, Output, Recording};
+pub(crate) use exec::{cap_own_output, ExecRequest, ExecResult, Output, Overlay, Recording};
 pub(crate) use guard::{
     config_dir as guard_config_dir, config_dir_of as guard_config_dir_of, log_dir, GuardSpec,
     DEFAULT_BASE, GUARD_LOG_DIR, GUARD_WORKSPACE_DIR,

@@ -140,7 +140,7 @@ async fn record(located: &Located, request: &Request) {
     });
 }
 
-async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
+pub(crate) async fn running_guard(engine: &Engine, located: &Located) -> Result<String> {
     let found = engine.find(&located.owner()).await?;
     match found.guard {
         Some(g) if g.running => Ok(g.id),

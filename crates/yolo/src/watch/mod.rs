@@ -6,6 +6,7 @@
 //! approvals` does. `--once` prints the screen once, 80×24, and exits (scripts, tests).
 
 pub(crate) mod model;
+pub(crate) mod prompt;
 pub(crate) mod view;
 
 use crate::audit::reader::Tail;
@@ -90,14 +91,13 @@ pub(crate) async fn run(target: &Target, session: Option<String>, once: bool) ->
     }
     let mut terminal =
         ratatui::try_init().map_err(|e| crate::error::Error::io("the terminal", e))?;
-    let outcome = interact(&mut terminal, target, &mut watched, &mut screen).await;
+    let outcome = interact(&mut terminal, &mut watched, &mut screen).await;
     ratatui::restore();
     outcome.map(|()| 0)
 }
 
 async fn interact(
     terminal: &mut ratatui::DefaultTerminal,
-    target: &Target,
     watched: &mut Watched,
     screen: &mut Screen,
 ) -> Result<()> {
@@ -183,8 +183,16 @@ async fn interact(
             screen.status = "no question is waiting".into();
             continue;
         };
+        let Some(located) = watched.located.as_ref() else {
+            continue;
+        };
+        let via = if allow {
+            "yolo watch, key a"
+        } else {
+            "yolo watch, key d"
+        };
         screen.status =
-            match crate::commands::firewall::answer(target, question.id, allow, save).await {
+            match crate::commands::firewall::answer(located, question.id, allow, save, via).await {
                 Ok(said) => said.join("; "),
                 Err(e) => e.to_string(),
             };

@@ -33,10 +33,18 @@ fn wait_question(t: &Test, name: &str) -> Value {
 
 /// A session with `--ask`, questions held `timeout` seconds.
 fn ask_session(timeout: u64) -> (Test, Internet) {
+    ask_session_with(timeout, "")
+}
+
+/// The same, with `extra` at the top of the user config.
+fn ask_session_with(timeout: u64, extra: &str) -> (Test, Internet) {
     let t = Test::new();
     let net = Internet::new(&t);
     t.devcontainer(&format!(r#"{{"image": "{AGENT_IMAGE}"}}"#));
-    t.user_config(&format!("{}ask_timeout = {timeout}\n", net.user_config("")));
+    t.user_config(&format!(
+        "{}ask_timeout = {timeout}\n",
+        net.user_config(extra)
+    ));
     let mut flags = net.up_flags(&["*.allowed.test"]);
     flags.push("--ask".into());
     let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
@@ -182,4 +190,142 @@ fn root_in_the_agent_cannot_hold_more_than_the_guards_limits() {
     let listed: Value =
         serde_json::from_str(&t.yolo(&["approvals", "--json"]).ok().stdout()).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 32, "{listed}");
+}
+
+/// `yolo run` on a pseudo-terminal of 24 rows and 100 columns (`script`), its input a pipe
+/// the test types into; what it printed so far is in the returned buffer.
+struct OnATerminal {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl OnATerminal {
+    fn start(t: &Test, args: &str) -> OnATerminal {
+        use std::io::Read;
+        use std::process::{Command, Stdio};
+        let yolo = env!("CARGO_BIN_EXE_yolo");
+        let envs: Vec<(std::ffi::OsString, std::ffi::OsString)> = t
+            .command(&[])
+            .get_envs()
+            .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())))
+            .collect();
+        let mut child = Command::new("script")
+            .args([
+                "-qfec",
+                &format!("stty rows 24 cols 100; exec {yolo} {args}"),
+                "/dev/null",
+            ])
+            .current_dir(&t.workspace)
+            .envs(envs)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("script (bsdutils)");
+        let input = child.stdin.take().unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let output = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = output.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        OnATerminal {
+            child,
+            input,
+            output,
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.output.lock().unwrap()).into_owned()
+    }
+
+    /// Wait until the output holds `what`.
+    fn wait_for(&self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.text().contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "never printed {what:?}: {}",
+                self.text().escape_debug()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn type_keys(&mut self, keys: &[u8]) {
+        use std::io::Write;
+        self.input.write_all(keys).unwrap();
+        self.input.flush().unwrap();
+    }
+
+    fn wait(mut self) -> (Option<i32>, String) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                std::thread::sleep(Duration::from_millis(200));
+                return (status.code(), self.text());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("yolo run did not end: {}", self.text().escape_debug());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn a_held_lookup_is_answered_from_the_prompt_of_an_attached_run() {
+    // The agent looks a name up, then says how big its terminal is and types back what it
+    // reads: keys the prompt did not take reach it.
+    let agent = r#"[agents.asker]
+command = ["sh", "-c", "dig +short +tries=1 +time=25 x.denied.test; echo rows-cols $(stty size); read line; echo agent-read-$line"]
+"#;
+    let (t, net) = ask_session_with(30, agent);
+    let mut run = OnATerminal::start(&t, "run asker");
+    // The last row names the question and how to answer, without a word to the agent.
+    run.wait_for("the agent looks up x.denied.test");
+    run.wait_for("Ctrl-] then a allow");
+    assert!(
+        run.text().contains("\x1b[1;23r\x1b[24;1H"),
+        "drawn on the last row, the agent's output scrolling above it: {}",
+        run.text().escape_debug()
+    );
+    run.type_keys(b"\x1d");
+    run.wait_for("x.denied.test: a allow once");
+    run.type_keys(b"a");
+    run.wait_for("allowed x.denied.test for this session");
+    run.wait_for("rows-cols 23 100");
+    // Keys without Ctrl-] are the agent's, also while the row is shown.
+    run.type_keys(b"typed\r");
+    let (code, text) = run.wait();
+    assert_eq!(code, Some(0), "{}", text.escape_debug());
+    assert!(
+        text.contains(&net.denied.host.ip),
+        "the lookup was let through: {}",
+        text.escape_debug()
+    );
+    assert!(text.contains("agent-read-typed"), "{}", text.escape_debug());
+    let events = t.events();
+    let allowed = events
+        .iter()
+        .find(|e| e["kind"] == "approval" && e["decision"] == "allowed")
+        .expect("the answer is on record");
+    assert_eq!(allowed["name"], "x.denied.test");
+    assert!(
+        allowed["by"]
+            .as_str()
+            .unwrap()
+            .contains("yolo run's prompt"),
+        "{allowed}"
+    );
+    assert_eq!(allowed["how"], "session");
 }
