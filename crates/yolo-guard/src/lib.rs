@@ -24,6 +24,7 @@
 //! (`yolo_protocol`, shared with the CLI). This crate knows nothing of Docker or of the CLI: it
 //! reads its config file and serves.
 
+pub(crate) mod ask;
 pub(crate) mod audit;
 pub mod control;
 pub(crate) mod dns;

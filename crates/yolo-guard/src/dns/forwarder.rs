@@ -178,7 +178,7 @@ pub struct Forwarder<P: Policy> {
     /// Pooled UDP sockets per upstream server, opened on first use.
     pools: std::sync::Mutex<HashMap<SocketAddr, Arc<UpstreamPool>>>,
     /// `ask`: refused names are held for the user's answer ([`super::ask`]).
-    approvals: Option<Arc<super::ask::Approvals>>,
+    approvals: Option<Arc<crate::ask::Approvals>>,
 }
 
 /// What to do with one query after the cheap, synchronous checks.
@@ -192,7 +192,7 @@ enum Triage<G> {
 }
 
 struct Hold {
-    held: super::ask::Held,
+    held: crate::ask::Held,
     query: Vec<u8>,
     name: String,
     qtype: String,
@@ -237,7 +237,7 @@ impl<P: Policy> Forwarder<P> {
     }
 
     /// Hold refused names for the user's answer instead of refusing them at once.
-    pub fn with_approvals(mut self, approvals: Arc<super::ask::Approvals>) -> Self {
+    pub fn with_approvals(mut self, approvals: Arc<crate::ask::Approvals>) -> Self {
         self.approvals = Some(approvals);
         self
     }

@@ -10,7 +10,6 @@
 //! Not here: which names are allowed (the allowlist, `yolo_protocol::allowlist`) or how
 //! addresses get into the kernel's sets (`firewall`).
 
-pub(crate) mod ask;
 mod fairq;
 pub(crate) mod forwarder;
 pub(crate) mod names;

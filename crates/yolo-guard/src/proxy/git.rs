@@ -113,6 +113,7 @@ pub(crate) fn check_commands(pkt_lines: &[u8], push: &GitPush, ended: bool) -> R
         rule: "git_push.refs".into(),
         reason,
         misuse: None,
+        lift: None,
         allow_hint: format!(
             "add the ref to git_push.refs (now {}) of the forge in your user config",
             push.refs.join(", ")

@@ -11,6 +11,11 @@ pub(crate) struct Refusal {
     pub misuse: Option<String>,
     /// What the user could run or change to let such a request through.
     pub allow_hint: String,
+    /// The rule that would let exactly this request through (`HOST METHOD /path`), where the
+    /// host's own allow rules refused it and the user may be asked (`[firewall] on_refused =
+    /// "ask"`, `ask::http_question`); `None` for every other refusal (a misused stand-in, the
+    /// repository's narrowing, a push, a path not in its plain form).
+    pub lift: Option<String>,
 }
 
 impl Refusal {

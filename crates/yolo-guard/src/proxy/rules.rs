@@ -123,6 +123,7 @@ impl Policy {
             rule: "http path".into(),
             reason,
             misuse: None,
+            lift: None,
             allow_hint: "nothing: send the path in its plain form".into(),
         })?;
         let query = req.path_and_query.split_once('?').map(|(_, q)| q);
@@ -147,6 +148,7 @@ impl Policy {
                             push.repository, wanted.repository
                         ),
                         misuse: None,
+                        lift: None,
                         allow_hint: format!(
                             "nothing: pushes go only to the repository's origin ({})",
                             push.repository
@@ -160,6 +162,7 @@ impl Policy {
                             rule,
                             reason: "a compressed push cannot be checked by the guard".into(),
                             misuse: None,
+                            lift: None,
                             allow_hint: "nothing: push without Content-Encoding".into(),
                         })
                     }
@@ -201,6 +204,7 @@ impl Policy {
                     format!("{method} {path} matches none of {}", list.join(", "))
                 },
                 misuse: None,
+                lift: crate::ask::http_question(&host, method, &path),
                 allow_hint: allow_hint(&host, method, &path),
             }),
         }
@@ -221,6 +225,7 @@ impl Policy {
                         credential.hosts()
                     ),
                     misuse: Some(name.clone()),
+                    lift: None,
                     allow_hint: format!(
                         "add {host} to credentials.{name}.hosts in your user config, if the real value may go there"
                     ),
@@ -326,6 +331,7 @@ fn narrowed(rules: &HostRules, host: &str, method: &str, path: &str) -> Result<(
             )
         },
         misuse: None,
+        lift: None,
         allow_hint:
             "nothing: the repository's devcontainer.json narrows this host; change it there".into(),
     })
@@ -362,6 +368,7 @@ fn forge_write_refusal(
             push.repository, push.repository
         ),
         misuse: None,
+        lift: None,
         allow_hint: format!(
             "nothing: with git_push on {forge}, the API writes only to the repository's origin"
         ),
@@ -388,6 +395,7 @@ impl Credential {
             rule: format!("credentials.{name}"),
             reason,
             misuse: None,
+            lift: None,
             allow_hint: format!(
                 "nothing: on {} the {} header carries only this session's stand-in of {name}",
                 self.hosts(),

@@ -108,6 +108,9 @@ pub(crate) struct Proxy {
     /// SO_MARK of the proxy's upstream sockets: the ruleset lets them out and does not
     /// redirect them back.
     pub(crate) mark: Option<u32>,
+    /// With `[firewall] on_refused = "ask"`: where a request the host's rules refuse is held
+    /// for the user's answer (`ask`), set once when the guard starts.
+    approvals: std::sync::OnceLock<Arc<crate::ask::Approvals>>,
 }
 
 impl Proxy {
@@ -127,7 +130,34 @@ impl Proxy {
             names,
             record,
             mark,
+            approvals: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Hold what the hosts' rules refuse for the user's answer (`ask`).
+    pub(crate) fn ask_with(&self, approvals: Arc<crate::ask::Approvals>) {
+        let _ = self.approvals.set(approvals);
+    }
+
+    /// Hold a refused request for the user's answer, when it may be lifted and they are asked;
+    /// whether it was allowed (its rule added, by the control request that allowed it).
+    async fn allowed_when_asked(&self, refusal: &super::refusal::Refusal) -> bool {
+        let (Some(approvals), Some(rule)) = (self.approvals.get(), refusal.lift.as_deref()) else {
+            return false;
+        };
+        let Some(held) = approvals.ask_http(rule) else {
+            return false;
+        };
+        let deadline = tokio::time::Instant::from_std(held.deadline);
+        let allowed = matches!(
+            tokio::time::timeout_at(deadline, held.answer).await,
+            Ok(Ok(true))
+        );
+        approvals.done_waiting();
+        if !allowed {
+            approvals.expire(held.id);
+        }
+        allowed
     }
 
     /// Take the session's secrets, in place of any earlier ones (dropped and wiped); the
@@ -428,17 +458,26 @@ impl Conn {
                 started,
             );
         };
-        let decision = armed
-            .policy
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .decide(&RequestHead {
-                host: &host,
-                port: self.destination.port(),
-                method: &method,
-                path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
-                headers: req.headers(),
-            });
+        let decide = |req: &Request<Incoming>| {
+            armed
+                .policy
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .decide(&RequestHead {
+                    host: &host,
+                    port: self.destination.port(),
+                    method: &method,
+                    path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+                    headers: req.headers(),
+                })
+        };
+        let mut decision = decide(&req);
+        // Asked and allowed: decided again, with the rule the answer added.
+        if let Decision::Refuse(refusal) = &decision {
+            if self.proxy.allowed_when_asked(refusal).await {
+                decision = decide(&req);
+            }
+        }
         let (swap, push) = match decision {
             Decision::Refuse(refusal) => {
                 exchange.rule = refusal.rule.clone();

@@ -15,7 +15,7 @@ use yolo_protocol::event::EventKind;
 /// `[firewall] on_refused = "ask"`).
 pub(crate) struct Control<B>(
     pub(crate) Arc<Guard<B>>,
-    pub(crate) Option<Arc<crate::dns::ask::Approvals>>,
+    pub(crate) Option<Arc<crate::ask::Approvals>>,
 );
 
 impl<B: Batches> Handler for Control<B> {
@@ -49,10 +49,11 @@ impl<B: Batches> Handler for Control<B> {
 }
 
 /// Answer held question `id`: an allow puts its name in the allowlist first (as `yolo allow`
-/// does, in the same `firewall` record), so the held lookups, triaged again, go through.
+/// does, in the same `firewall` record), or a held request's rule in its host's rules (as
+/// `yolo allow --http`), so the held lookups or requests, decided again, go through.
 fn decide<B: Batches>(
     guard: &Guard<B>,
-    approvals: Option<&crate::dns::ask::Approvals>,
+    approvals: Option<&crate::ask::Approvals>,
     id: u64,
     allow: bool,
     by: &str,
@@ -73,12 +74,16 @@ fn decide<B: Batches>(
         return gone();
     };
     if allow {
-        // Checked again here: only a plain host name becomes an exact entry.
         let name = taken.name().to_string();
-        let allowed = if yolo_protocol::allowlist::plain_host_name(&name) {
-            guard.allow_patterns(vec![name])
-        } else {
-            Response::error(format!("{name:?} is not a plain host name"))
+        let allowed = match taken.what() {
+            // The rule that lets exactly the held request through, added as `yolo allow
+            // --http` adds it (checked when asked: `ask::http_question`).
+            "http" => guard.http_rules(std::slice::from_ref(&name), true),
+            // Checked again here: only a plain host name becomes an exact entry.
+            _ if yolo_protocol::allowlist::plain_host_name(&name) => {
+                guard.allow_patterns(vec![name])
+            }
+            _ => Response::error(format!("{name:?} is not a plain host name")),
         };
         if !allowed.ok {
             approvals.answer(taken, false, by, "");

@@ -54,7 +54,7 @@ pub(super) async fn serve<B: Batches>(
         .ask_timeout_secs
         .filter(|_| config.mode == yolo_protocol::NetworkMode::Firewall)
         .map(|secs| {
-            Arc::new(crate::dns::ask::Approvals::new(
+            Arc::new(crate::ask::Approvals::new(
                 std::time::Duration::from_secs(secs),
                 Arc::clone(&guard.events),
             ))
@@ -67,6 +67,9 @@ pub(super) async fn serve<B: Batches>(
     );
     if let Some(approvals) = &approvals {
         forwarder = forwarder.with_approvals(Arc::clone(approvals));
+        if let Some(proxy) = &guard.proxy {
+            proxy.ask_with(Arc::clone(approvals));
+        }
     }
     let forwarder = Arc::new(forwarder);
     let _dns = forwarder.serve(listeners);

@@ -231,12 +231,16 @@ pub(crate) async fn approvals(target: &Target, json: bool) -> Result<i32> {
         return Ok(0);
     }
     for p in &response.pending {
+        let qtype = if p.qtype.is_empty() {
+            String::new()
+        } else {
+            format!("{}, ", p.qtype)
+        };
         println!(
-            "{:>4}  {} {} ({}, {} waiting, refused in {}s)",
+            "{:>4}  {} {} ({qtype}{} waiting, refused in {}s)",
             p.id,
             p.what,
             crate::visible::escape_controls(&p.name),
-            p.qtype,
             p.waiting,
             p.expires_secs
         );
@@ -311,16 +315,62 @@ pub(crate) async fn answer(
         )]);
     }
     let mut said = vec![format!("allowed {name} for this session (effective now)")];
-    if let Some(place) = save_to {
-        let config_file = || Ok(located.config_file.clone());
-        said.push(save(
-            config_file,
-            place,
-            &[],
-            std::slice::from_ref(&decided.name),
-        )?);
+    match (save_to, decided.what.as_str()) {
+        (None, _) => {}
+        (Some(place), "http") => said.push(save_http(place, &decided.name)),
+        (Some(place), _) => {
+            let config_file = || Ok(located.config_file.clone());
+            said.push(save(
+                config_file,
+                place,
+                &[],
+                std::slice::from_ref(&decided.name),
+            )?);
+        }
     }
     Ok(said)
+}
+
+/// Save a held request's rule (`HOST METHOD /path`) where it lasts: the user config's
+/// `[http."PATTERN"]` that covers the host. What was done, in words; the allow for this
+/// session stands either way.
+fn save_http(place: SuggestTarget, rule: &str) -> String {
+    let not_saved = |why: String| {
+        format!(
+            "not saved: {why}; to keep it, add it to the `allow` list of [http.\"HOST\"] in your config"
+        )
+    };
+    if place == SuggestTarget::Repo {
+        return not_saved(
+            "the repository's rules (customizations.yolo.http) can only narrow what your config allows"
+                .into(),
+        );
+    }
+    let Some((host, rule)) = rule.split_once(' ') else {
+        return not_saved(format!("{rule:?} is not HOST METHOD /path"));
+    };
+    let path = crate::user_config::UserConfig::path();
+    let edited = read_or_empty(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| crate::firewall::suggest::write_user_http(&text, host, rule))
+        .and_then(|edited| match &edited {
+            // What is written must load: checked before it replaces the file.
+            Some(new) => toml::from_str::<crate::user_config::UserConfig>(new)
+                .map(|_| edited.clone())
+                .map_err(|e| format!("the edited config would not load: {e}")),
+            None => Ok(None),
+        });
+    match edited {
+        Ok(None) => format!("{} already has {rule} for {host}", path.display()),
+        Ok(Some(text)) => match replace(&path, &text) {
+            Ok(()) => format!(
+                "saved {rule} for {host} to {} (the next session uses it)",
+                path.display()
+            ),
+            Err(e) => not_saved(e.to_string()),
+        },
+        Err(why) => not_saved(why),
+    }
 }
 
 fn read_or_empty(path: &std::path::Path) -> Result<String> {

@@ -469,6 +469,50 @@ pub(crate) fn write_user(
     Ok(changed.then(|| doc.to_string()))
 }
 
+/// The user config's text with `rule` (`METHOD /path`) added to the `allow` list of the
+/// `[http."PATTERN"]` table that covers `host` (its exact name first, else the first pattern
+/// that matches it), comments kept; `None` when it is there already. An error when no table
+/// covers the host (a new one would replace the rules another pattern gives it).
+pub(crate) fn write_user_http(
+    text: &str,
+    host: &str,
+    rule: &str,
+) -> Result<Option<String>, String> {
+    use yolo_protocol::allowlist::Pattern;
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| e.to_string())?;
+    let http = doc
+        .get_mut("http")
+        .and_then(|h| h.as_table_like_mut())
+        .ok_or_else(|| format!("your config has no [http.\"{host}\"] section to add it to"))?;
+    let keys: Vec<String> = http.iter().map(|(k, _)| k.to_string()).collect();
+    let covers = |key: &String| {
+        key.parse::<Pattern>()
+            .is_ok_and(|p| yolo_protocol::http::host_matches(&p, host, None))
+    };
+    let key = keys
+        .iter()
+        .find(|k| k.as_str() == host)
+        .or_else(|| keys.iter().find(|k| covers(k)))
+        .ok_or_else(|| format!("no [http.\"PATTERN\"] section of your config covers {host}"))?
+        .clone();
+    let table = http
+        .get_mut(&key)
+        .and_then(|t| t.as_table_like_mut())
+        .ok_or_else(|| format!("[http.\"{key}\"] is not a table"))?;
+    let array = table
+        .entry("allow")
+        .or_insert(toml_edit::value(toml_edit::Array::new()))
+        .as_array_mut()
+        .ok_or_else(|| format!("[http.\"{key}\"] allow is not a list"))?;
+    if array.iter().any(|x| x.as_str() == Some(rule)) {
+        return Ok(None);
+    }
+    array.push(rule);
+    Ok(Some(doc.to_string()))
+}
+
 /// devcontainer.json's text with `presets` and `allow` added to `customizations.yolo.firewall`
 /// (comments and layout kept); `None` when it has them all.
 pub(crate) fn write_repo(
@@ -705,5 +749,42 @@ mod tests {
         assert!(v["customizations"]["vscode"].is_object());
         assert_eq!(write_repo(&out, &["pypi".into()], &[]), Ok(None));
         assert!(write_repo("[1]", &[], &["a.test".into()]).is_err());
+    }
+
+    #[test]
+    fn an_http_rule_is_saved_to_the_section_that_covers_its_host() {
+        let text = "# mine\n[http.\"*.example.test\"]\nallow = [\"GET /**\"] # reads\n";
+        let edited = write_user_http(text, "api.example.test", "POST /v1/files")
+            .unwrap()
+            .unwrap();
+        assert!(
+            edited.contains("# mine") && edited.contains("# reads"),
+            "{edited}"
+        );
+        let parsed: toml::Value = toml::from_str(&edited).unwrap();
+        assert_eq!(
+            parsed["http"]["*.example.test"]["allow"],
+            toml::Value::from(vec!["GET /**", "POST /v1/files"])
+        );
+        assert_eq!(
+            write_user_http(&edited, "api.example.test", "POST /v1/files").unwrap(),
+            None,
+            "there already"
+        );
+        // An exact section wins over a pattern.
+        let both = format!("{text}[http.\"api.example.test\"]\nallow = []\n");
+        let parsed: toml::Value = toml::from_str(
+            &write_user_http(&both, "api.example.test", "PUT /x")
+                .unwrap()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            parsed["http"]["api.example.test"]["allow"],
+            toml::Value::from(vec!["PUT /x"])
+        );
+        // No section covers the host: not written (a new one would replace another's rules).
+        assert!(write_user_http(text, "other.test", "GET /").is_err());
+        assert!(write_user_http("", "other.test", "GET /").is_err());
     }
 }

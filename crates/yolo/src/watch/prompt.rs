@@ -114,8 +114,13 @@ impl State {
                     0 => String::new(),
                     n => format!(" (+{n} more)"),
                 };
+                let asks = if q.what == "http" {
+                    "asks"
+                } else {
+                    "looks up"
+                };
                 format!(
-                    "yolo: the agent looks up {}{more}, refused in {}s · Ctrl-] then a allow, s save, r save for the team, d refuse",
+                    "yolo: the agent {asks} {}{more}, refused in {}s · Ctrl-] then a allow, s save, r save for the team, d refuse",
                     crate::visible::escape_controls(&q.name),
                     q.expires_secs
                 )

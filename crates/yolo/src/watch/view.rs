@@ -80,13 +80,20 @@ pub(crate) fn draw(frame: &mut Frame, model: &Model, pending: &[PendingApproval]
             .map(|p| {
                 // The registrable domain first: a long name cut at the edge still shows whose
                 // it is.
+                // it is. An `http` question is `HOST METHOD /path`: the host's domain.
                 let name = crate::visible::escape_controls(&p.name);
-                let domain = psl::domain_str(&p.name).unwrap_or(&p.name);
+                let host = p.name.split(' ').next().unwrap_or_default();
+                let domain = psl::domain_str(host).unwrap_or(host);
+                let qtype = if p.qtype.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}, ", p.qtype)
+                };
                 ListItem::new(format!(
-                    "{:>3} dns [{}] {name} ({}, {} waiting, {}s left)",
+                    "{:>3} {} [{}] {name} ({qtype}{} waiting, {}s left)",
                     p.id,
+                    crate::visible::escape_controls(&p.what),
                     crate::visible::escape_controls(domain),
-                    p.qtype,
                     p.waiting,
                     p.expires_secs
                 ))

@@ -4,6 +4,7 @@
 //! refuses it now, and an unanswered one is refused when its time runs out. Every question and
 //! answer is in the log. Root in the agent cannot make the guard hold more than its limits.
 
+use crate::support::https::*;
 use crate::support::net::*;
 use crate::support::*;
 use serde_json::Value;
@@ -328,4 +329,104 @@ command = ["sh", "-c", "dig +short +tries=1 +time=25 x.denied.test; echo rows-co
         "{allowed}"
     );
     assert_eq!(allowed["how"], "session");
+}
+
+/// A request an inspected host's rules refuse is held too: `yolo approvals` names the rule that
+/// would let exactly it through, an allow adds that rule (and `--save user` writes it into the
+/// section of the user's config that covers the host), and the held request then reaches the
+/// host. Wildcards are never offered: a refused path with `*` is refused at once.
+#[test]
+fn a_request_its_rules_refuse_is_held_and_answered() {
+    const HOST: &str = "files.allowed.test";
+    let t = Test::new();
+    let net = Internet::new(&t);
+    let ca = TestCa::new("yolo ask test server CA");
+    let certs = tempfile::tempdir().unwrap();
+    let ca_file = ca.write(certs.path(), "ca.pem");
+    let server = HttpsServer::start(&t, &net, "https", &ca, &[HOST]);
+    net.set_answer(HOST, &server.ip);
+    t.devcontainer(&format!(r#"{{"image": "{AGENT_IMAGE}"}}"#));
+    t.user_config(&format!(
+        "{}ask_timeout = 30\n",
+        net.user_config(&format!(
+            "extra_ca = [\"{}\"]\n[http.\"*.allowed.test\"]\nallow = [\"GET /**\"]\n",
+            ca_file.display()
+        ))
+    ));
+    let mut flags = net.up_flags(&["*.allowed.test"]);
+    flags.push("--ask".into());
+    let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+    t.up(&refs);
+    let post = |path: &str| {
+        t.yolo(&[
+            "exec",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "40",
+            "-X",
+            "POST",
+            &format!("https://{HOST}{path}"),
+        ])
+        .stdout()
+    };
+    let rule = format!("{HOST} POST /v1/upload");
+    std::thread::scope(|scope| {
+        let agent = scope.spawn(|| post("/v1/upload"));
+        let question = wait_question(&t, &rule);
+        assert_eq!(question["what"], "http");
+        let id = question["id"].as_u64().unwrap().to_string();
+        t.yolo(&["approvals"])
+            .ok()
+            .assert_stdout_contains(&format!("http {rule} (1 waiting"));
+        t.yolo(&["allow", "--pending", &id, "--save", "user"])
+            .ok()
+            .assert_stderr_contains(&format!("allowed {rule}"))
+            .assert_stderr_contains("saved POST /v1/upload");
+        assert_eq!(agent.join().unwrap(), "200", "the held request went on");
+    });
+    assert!(
+        server.received().iter().any(|r| r["path"] == "/v1/upload"),
+        "the host saw it"
+    );
+    // Allowed for the session: the next one is not asked.
+    assert_eq!(post("/v1/upload"), "200");
+    // Saved where the host's rules are.
+    let config: toml::Value =
+        toml::from_str(&std::fs::read_to_string(t.config_dir.join("config.toml")).unwrap())
+            .unwrap();
+    assert_eq!(
+        config["http"]["*.allowed.test"]["allow"],
+        toml::Value::from(vec!["GET /**", "POST /v1/upload"])
+    );
+    // ATTACK: a path the rule grammar reads as a wildcard is never offered; refused at once.
+    let started = Instant::now();
+    assert_eq!(post("/v1/*"), "403");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let listed: Value =
+        serde_json::from_str(&t.yolo(&["approvals", "--json"]).ok().stdout()).unwrap();
+    assert_eq!(listed, serde_json::json!([]), "nothing held: {listed}");
+    // A denied one is refused with the proxy's 403.
+    std::thread::scope(|scope| {
+        let agent = scope.spawn(|| post("/v2/other"));
+        let question = wait_question(&t, &format!("{HOST} POST /v2/other"));
+        let id = question["id"].as_u64().unwrap().to_string();
+        t.yolo(&["deny", "--pending", &id]).ok();
+        assert_eq!(agent.join().unwrap(), "403");
+    });
+    let events = t.events();
+    let decided: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["kind"] == "approval" && e["what"] == "http")
+        .map(|e| (e["decision"].as_str().unwrap(), e["name"].as_str().unwrap()))
+        .collect();
+    assert!(decided.contains(&("allowed", rule.as_str())), "{decided:?}");
+    assert!(
+        decided.contains(&("denied", &*format!("{HOST} POST /v2/other"))),
+        "{decided:?}"
+    );
 }

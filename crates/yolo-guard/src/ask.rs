@@ -1,13 +1,21 @@
-//! Approve as you go (`[firewall] on_refused = "ask"`): a lookup of a name outside the
-//! allowlist is held, not refused, while the user is asked (`yolo approvals`, `yolo allow
-//! --pending ID`, `yolo deny --pending ID`, over the host's control socket, which the agent
-//! cannot reach). Lookups of a name already held wait on the same question. Unanswered within
-//! the timeout, they are refused as without `ask`.
+//! Approve as you go (`[firewall] on_refused = "ask"`): what the guard would refuse is held,
+//! not refused, while the user is asked (`yolo approvals`, `yolo allow --pending ID`, `yolo
+//! deny --pending ID`, `yolo run`'s prompt, over the host's control socket, which the agent
+//! cannot reach). Two kinds of question:
+//! - `dns`: a lookup of a name outside the allowlist (the forwarder holds it). An allow puts
+//!   the name in the allowlist.
+//! - `http`: a request to an inspected host that its method/path rules refuse (the proxy holds
+//!   it, its body unread). The question is the rule that would let exactly it through,
+//!   `HOST METHOD /path` (no wildcard: a path or method with `*` is not offered), and an allow
+//!   adds that rule, as `yolo allow --http` does.
 //!
-//! What the agent could do with it is bounded: at most [`MAX_PENDING`] names are held at once
-//! and [`MAX_WAITING`] lookups wait in all; past either, a lookup is refused at once, as
-//! without `ask` (a flood of made-up names fills the user's list no further and holds no more
-//! of the guard's memory). A held lookup sends nothing upstream until the user allows it.
+//! Lookups of a name (requests of a rule) already held wait on the same question. Unanswered
+//! within the timeout, they are refused as without `ask`.
+//!
+//! What the agent could do with it is bounded: at most [`MAX_PENDING`] questions are held at
+//! once and [`MAX_WAITING`] lookups and requests wait in all; past either, they are refused at
+//! once, as without `ask` (a flood of made-up names fills the user's list no further and holds
+//! no more of the guard's memory). Nothing held is sent upstream until the user allows it.
 //! Every question and its end is an `approval` record: asked, then allowed or denied (with
 //! who and how) or timed out.
 
@@ -39,6 +47,8 @@ struct State {
 }
 
 struct Pending {
+    /// `dns` or `http`.
+    what: &'static str,
     name: String,
     qtype: String,
     asked: chrono::DateTime<chrono::Utc>,
@@ -56,6 +66,32 @@ impl Taken {
     pub fn name(&self) -> &str {
         &self.pending.name
     }
+
+    /// `dns` or `http`.
+    pub fn what(&self) -> &'static str {
+        self.pending.what
+    }
+}
+
+/// The longest request line offered as a question (longer ones are refused at once).
+const MAX_RULE: usize = 1024;
+
+/// The rule a held request's question offers, `HOST METHOD /path`, when it allows exactly
+/// that request: a plain host name, and no `*` in the method or the path (which the rule
+/// grammar reads as a wildcard). `None`: not offered.
+pub fn http_question(host: &str, method: &str, path: &str) -> Option<String> {
+    let rule = format!("{host} {method} {path}");
+    let plain = yolo_protocol::allowlist::plain_host_name(host)
+        && !method.contains('*')
+        && !path.contains('*')
+        && path.starts_with('/')
+        && rule.len() <= MAX_RULE
+        && !rule
+            .chars()
+            .any(|c| c.is_whitespace() && c != ' ' || c.is_control());
+    let (parsed_host, parsed) = yolo_protocol::http::parse_host_rule(&rule).ok()?;
+    (plain && parsed_host == host && parsed.to_string() == format!("{method} {path}"))
+        .then_some(rule)
 }
 
 /// What a held lookup waits on: `true` once its name is allowed.
@@ -89,12 +125,25 @@ impl Approvals {
         if !yolo_protocol::allowlist::plain_host_name(name) {
             return None;
         }
+        self.hold("dns", name, qtype)
+    }
+
+    /// Hold a request its host's rules refuse: the question is `rule` ([`http_question`]).
+    pub fn ask_http(&self, rule: &str) -> Option<Held> {
+        self.hold("http", rule, "")
+    }
+
+    fn hold(&self, what: &'static str, name: &str, qtype: &str) -> Option<Held> {
         let mut state = self.lock();
         if state.waiting >= MAX_WAITING {
             return None;
         }
         let (tx, rx) = oneshot::channel();
-        if let Some((id, pending)) = state.pending.iter_mut().find(|(_, p)| p.name == name) {
+        if let Some((id, pending)) = state
+            .pending
+            .iter_mut()
+            .find(|(_, p)| p.what == what && p.name == name)
+        {
             pending.waiters.push(tx);
             let held = Held {
                 id: *id,
@@ -113,6 +162,7 @@ impl Approvals {
         state.pending.insert(
             id,
             Pending {
+                what,
                 name: name.to_string(),
                 qtype: qtype.to_string(),
                 asked: chrono::Utc::now(),
@@ -122,7 +172,7 @@ impl Approvals {
         );
         state.waiting += 1;
         drop(state);
-        self.record(id, name, "asked", None, None);
+        self.record(id, what, name, "asked", None, None);
         Some(Held {
             id,
             answer: rx,
@@ -149,7 +199,7 @@ impl Approvals {
             for waiter in pending.waiters {
                 let _ = waiter.send(false);
             }
-            self.record(id, &pending.name, "timed_out", None, None);
+            self.record(id, pending.what, &pending.name, "timed_out", None, None);
         }
     }
 
@@ -181,6 +231,7 @@ impl Approvals {
         let how = (allow && !how.is_empty()).then(|| how.to_string());
         self.record(
             id,
+            pending.what,
             &pending.name,
             if allow { "allowed" } else { "denied" },
             Some(by.to_string()),
@@ -196,10 +247,18 @@ impl Approvals {
         Some(self.answer(taken, allow, by, how))
     }
 
-    fn record(&self, id: u64, name: &str, decision: &str, by: Option<String>, how: Option<String>) {
+    fn record(
+        &self,
+        id: u64,
+        what: &str,
+        name: &str,
+        decision: &str,
+        by: Option<String>,
+        how: Option<String>,
+    ) {
         self.events.emit(EventKind::Approval {
             id,
-            what: "dns".into(),
+            what: what.into(),
             name: name.to_string(),
             decision: decision.into(),
             by,
@@ -211,7 +270,7 @@ impl Approvals {
 fn view(id: u64, p: &Pending, now: Instant) -> PendingApproval {
     PendingApproval {
         id,
-        what: "dns".into(),
+        what: p.what.into(),
         name: p.name.clone(),
         qtype: p.qtype.clone(),
         asked: p.asked,
@@ -272,6 +331,42 @@ mod tests {
         a.expire(held.id);
         assert!(!held.answer.await.unwrap());
         assert!(a.list().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_held_request_asks_for_exactly_its_rule_and_shares_the_limits() {
+        let a = approvals(Duration::from_secs(30));
+        let rule = http_question("api.test", "POST", "/v1/files").unwrap();
+        assert_eq!(rule, "api.test POST /v1/files");
+        let first = a.ask_http(&rule).unwrap();
+        let second = a.ask_http(&rule).unwrap();
+        assert_eq!(first.id, second.id, "one question for one rule");
+        // A lookup of the same text is another question.
+        assert_ne!(a.ask("api.test", "A").unwrap().id, first.id);
+        assert_eq!(a.list().iter().filter(|p| p.what == "http").count(), 1);
+        let taken = a.take(first.id).unwrap();
+        assert_eq!((taken.what(), taken.name()), ("http", rule.as_str()));
+        a.answer(taken, true, "me", "session");
+        assert!(first.answer.await.unwrap());
+        // Nothing that the rule grammar would read as more than the request is offered.
+        for (host, method, path) in [
+            ("api.test", "GET", "/v1/*"),
+            ("api.test", "GET", "/v1/**"),
+            ("api.test", "*", "/v1"),
+            ("*.test", "GET", "/"),
+            ("10.0.0.1", "GET", "/"),
+            ("api.test", "GET", "v1"),
+            ("api.test", "GET", "/a\tb"),
+        ] {
+            let path = path.replace("\\t", "\t");
+            assert_eq!(
+                http_question(host, method, &path),
+                None,
+                "{host} {method} {path}"
+            );
+        }
+        let long = format!("/{}", "a".repeat(MAX_RULE));
+        assert_eq!(http_question("api.test", "GET", &long), None);
     }
 
     #[test]
