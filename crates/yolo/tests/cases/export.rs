@@ -337,3 +337,59 @@ fn a_bad_export_setting_is_named_before_anything_runs() {
         .fails_with(65)
         .assert_stderr_contains("audit.ocsf_file");
 }
+
+/// A shipper killed with records still in its queue (`kill -9`, a shut-down machine) saved
+/// only the offsets up to which records were handed on: the next one (the next `up`) sends
+/// them again, so the collector gets every record at least once, and none is skipped.
+#[test]
+fn a_shipper_killed_with_records_queued_leaves_them_to_the_next() {
+    let t = Test::new();
+    let hang = Collector::start(Mode::Hang);
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.user_config(&format!("[audit]\notlp_endpoint = \"{}\"\n", hang.endpoint));
+    t.up(&[]);
+    let session = session_of(&t);
+    t.yolo(&["exec", "sh", "-c", "for i in $(seq 50); do /bin/true; done"])
+        .ok();
+    // Read and queued (the collector holds the first batch): the status is written every 2 s.
+    let status_path = t
+        .data_dir
+        .join("sessions")
+        .join(&session)
+        .join("export.json");
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(status_path.exists(), "the shipper wrote its status");
+    let killed = std::process::Command::new("pkill")
+        .args(["-KILL", "-f", &format!("audit ship {session}")])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "the shipper was running");
+    let status: Value =
+        serde_json::from_str(&std::fs::read_to_string(&status_path).unwrap()).unwrap();
+    assert_eq!(status["done"], false, "{status}");
+    // The next `up` of the session starts a shipper that goes on from there.
+    let collector = Collector::start(Mode::Answer);
+    t.user_config(&format!(
+        "[audit]\notlp_endpoint = \"{}\"\n",
+        collector.endpoint
+    ));
+    t.up(&[]);
+    assert_eq!(session_of(&t), session, "the same session");
+    t.yolo(&["down"]).ok();
+    let status = wait_done(&t, &session, Duration::from_secs(60));
+    let sent: usize = collector
+        .requests()
+        .iter()
+        .flat_map(|r| &r.resource_logs)
+        .flat_map(|r| &r.scope_logs)
+        .flat_map(|s| &s.log_records)
+        .filter(|r| r.event_name == "yolo.exec")
+        .count();
+    let local = local_events(&t, &session);
+    let execs = local.iter().filter(|e| e["kind"] == "exec").count();
+    assert!(execs >= 50, "{execs}");
+    assert!(
+        sent >= execs,
+        "every exec reached the collector after the restart: {sent} of {execs} ({status})"
+    );
+}

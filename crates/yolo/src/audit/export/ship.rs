@@ -12,6 +12,11 @@
 //! records were dropped or failed, and a shipper started again for the same session (a second
 //! `up`) goes on from where the last one was. One shipper per session (a lock on
 //! `export.lock`).
+//!
+//! Where it goes on from: the offsets saved are those up to which every record was handed on
+//! (sent, failed or dropped, and counted), not those read ([`Settled`]). A shipper killed with
+//! records in its queues (the machine shut down, `kill -9`) leaves them unsaved, and the next
+//! one sends them again: a record may reach the collector twice, none is lost uncounted.
 
 use super::{ocsf, otlp, Context};
 use crate::audit::reader::Tail;
@@ -138,9 +143,18 @@ struct Counts {
     dropped: AtomicU64,
     failed: AtomicU64,
     last_error: std::sync::Mutex<Option<String>>,
+    /// The number of the last record the sender finished (sent, or counted as failed).
+    done: AtomicU64,
 }
 
 impl Counts {
+    /// Records up to number `seq` (`n` of them, `bytes` long) left the queue.
+    fn finished(&self, seq: u64, n: u64, bytes: u64) {
+        self.done.fetch_max(seq, Ordering::Release);
+        self.queued.fetch_sub(n, Ordering::Release);
+        self.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
     fn status(&self, target: &str) -> SinkStatus {
         SinkStatus {
             target: target.to_string(),
@@ -190,19 +204,24 @@ pub(crate) fn check_endpoint(endpoint: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A record in a sink's queue: its size in bytes and its number in the reader's order.
+type Queued<T> = (T, u64, u64);
+
 /// One sink's end of the reader: its queue, counts and sending task.
 struct Sink<T> {
     target: String,
-    tx: Option<mpsc::Sender<(T, u64)>>,
+    tx: Option<mpsc::Sender<Queued<T>>>,
     counts: Arc<Counts>,
     task: tokio::task::JoinHandle<()>,
+    /// The number of the last record offered.
+    offered: u64,
 }
 
 impl<T> Sink<T> {
     fn new(
         target: String,
         old: Option<&SinkStatus>,
-        start: impl FnOnce(mpsc::Receiver<(T, u64)>, Arc<Counts>) -> tokio::task::JoinHandle<()>,
+        start: impl FnOnce(mpsc::Receiver<Queued<T>>, Arc<Counts>) -> tokio::task::JoinHandle<()>,
     ) -> Sink<T> {
         let counts = Arc::new(Counts::default());
         if let Some(old) = old {
@@ -217,17 +236,19 @@ impl<T> Sink<T> {
             tx: Some(tx),
             counts,
             task,
+            offered: 0,
         }
     }
 
-    /// Queue `record` (`bytes` long), or count it dropped when the queue is full.
-    fn offer(&self, record: T, bytes: u64) {
+    /// Queue `record` (`bytes` long, number `seq`), or count it dropped when the queue is full.
+    fn offer(&mut self, record: T, bytes: u64, seq: u64) {
+        self.offered = seq;
         let room = self.counts.queued_bytes.load(Ordering::Relaxed) + bytes <= QUEUE_BYTES;
         let queued = room
             && self
                 .tx
                 .as_ref()
-                .is_some_and(|tx| tx.try_send((record, bytes)).is_ok());
+                .is_some_and(|tx| tx.try_send((record, bytes, seq)).is_ok());
         if queued {
             self.counts.queued.fetch_add(1, Ordering::Relaxed);
             self.counts.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -238,6 +259,18 @@ impl<T> Sink<T> {
 
     fn status(&self) -> SinkStatus {
         self.counts.status(&self.target)
+    }
+
+    /// The number up to which every record offered was handed on and counted: all of them
+    /// when the queue is empty, else up to the last one the sender finished (it takes them in
+    /// order; a record dropped before that was counted when it was dropped).
+    fn handled(&self) -> u64 {
+        // `queued` is lowered after `done` is raised: an empty queue means all were finished.
+        if self.counts.queued.load(Ordering::Acquire) == 0 {
+            self.offered
+        } else {
+            self.counts.done.load(Ordering::Acquire)
+        }
     }
 
     /// Wait for the sender (its queue closed: `tx` dropped) to empty it until `deadline`;
@@ -292,39 +325,55 @@ pub(crate) async fn run(context: Context, sinks: Sinks) -> std::io::Result<()> {
             move |rx, counts| tokio::spawn(write_ocsf(path, rx, counts)),
         )
     });
-    let status = |tail: &Tail, otlp: &Option<Sink<_>>, ocsf: &Option<Sink<String>>, done| Status {
-        otlp: otlp.as_ref().map(Sink::status),
-        ocsf: ocsf.as_ref().map(Sink::status),
-        offsets: tail.offsets(),
-        done,
-    };
+    let status =
+        |offsets: Vec<u64>, otlp: &Option<Sink<_>>, ocsf: &Option<Sink<String>>, done| Status {
+            otlp: otlp.as_ref().map(Sink::status),
+            ocsf: ocsf.as_ref().map(Sink::status),
+            offsets,
+            done,
+        };
 
     let mut stopped: Option<Instant> = None;
     let mut saved = Instant::now();
+    let mut seq = 0u64;
+    let mut settled = Settled::new(tail.offsets());
     loop {
         let mut seen = false;
         for event in tail.poll() {
             seen = true;
+            seq += 1;
             if matches!(event.kind, EventKind::SessionStop { .. }) {
                 stopped.get_or_insert_with(Instant::now);
             }
-            if let Some(sink) = &otlp {
+            if let Some(sink) = &mut otlp {
                 let record = otlp::record(&event);
                 let bytes = prost::Message::encoded_len(&record) as u64;
-                sink.offer(record, bytes);
+                sink.offer(record, bytes, seq);
             }
-            if let Some(sink) = &ocsf {
+            if let Some(sink) = &mut ocsf {
                 let line = ocsf::record(&context, &event).to_string();
                 let bytes = line.len() as u64;
-                sink.offer(line, bytes);
+                sink.offer(line, bytes, seq);
             }
+        }
+        if seen {
+            settled.read(seq, tail.offsets());
         }
         if saved.elapsed() >= Duration::from_secs(2) {
             if !dir.exists() {
                 // The data folder was removed (the session with it): nothing left to follow.
                 return Ok(());
             }
-            status(&tail, &otlp, &ocsf, false).save(&session);
+            let handled = [
+                otlp.as_ref().map(Sink::handled),
+                ocsf.as_ref().map(Sink::handled),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(seq);
+            let offsets = settled.handled(handled).to_vec();
+            status(offsets, &otlp, &ocsf, false).save(&session);
             saved = Instant::now();
         }
         match stopped {
@@ -346,8 +395,42 @@ pub(crate) async fn run(context: Context, sinks: Sinks) -> std::io::Result<()> {
     if let Some(sink) = &mut ocsf {
         sink.wait(deadline).await;
     }
-    status(&tail, &otlp, &ocsf, true).save(&session);
+    // Every record read was handed on or counted by now.
+    status(tail.offsets(), &otlp, &ocsf, true).save(&session);
     Ok(())
+}
+
+/// How far the files were read when record number `seq` was the last one read, for the
+/// offsets to save: those of the last point up to which every record was handed on.
+struct Settled {
+    /// The offsets saved (every record before them handed on).
+    at: Vec<u64>,
+    /// Later points, oldest first: `(last record's number, offsets after it)`.
+    later: std::collections::VecDeque<(u64, Vec<u64>)>,
+}
+
+impl Settled {
+    fn new(offsets: Vec<u64>) -> Settled {
+        Settled {
+            at: offsets,
+            later: Default::default(),
+        }
+    }
+
+    /// Records up to `seq` were read, and the files up to `offsets`.
+    fn read(&mut self, seq: u64, offsets: Vec<u64>) {
+        self.later.push_back((seq, offsets));
+    }
+
+    /// Every record up to `handled` was handed on: the offsets that may be saved.
+    fn handled(&mut self, handled: u64) -> &[u64] {
+        while self.later.front().is_some_and(|(seq, _)| *seq <= handled) {
+            if let Some((_, offsets)) = self.later.pop_front() {
+                self.at = offsets;
+            }
+        }
+        &self.at
+    }
 }
 
 /// The OTLP sender: batches of up to [`BATCH`] records (or what came within [`LINGER`]),
@@ -355,7 +438,7 @@ pub(crate) async fn run(context: Context, sinks: Sinks) -> std::io::Result<()> {
 async fn send_otlp(
     url: String,
     context: Context,
-    mut rx: mpsc::Receiver<(opentelemetry_proto::tonic::logs::v1::LogRecord, u64)>,
+    mut rx: mpsc::Receiver<Queued<opentelemetry_proto::tonic::logs::v1::LogRecord>>,
     counts: Arc<Counts>,
 ) {
     let client = match reqwest::Client::builder()
@@ -369,15 +452,17 @@ async fn send_otlp(
             return;
         }
     };
-    while let Some((first, first_bytes)) = rx.recv().await {
+    while let Some((first, first_bytes, first_seq)) = rx.recv().await {
         let mut batch = vec![first];
         let mut bytes = first_bytes;
+        let mut last = first_seq;
         let until = tokio::time::Instant::now() + LINGER;
         while batch.len() < BATCH && (bytes as usize) < BATCH_BYTES {
             match tokio::time::timeout_at(until, rx.recv()).await {
-                Ok(Some((record, size))) => {
+                Ok(Some((record, size, seq))) => {
                     batch.push(record);
                     bytes += size;
+                    last = seq;
                 }
                 _ => break,
             }
@@ -398,13 +483,12 @@ async fn send_otlp(
             Err(e) => counts.failed(n, crate::error::with_sources(&e)),
         }
         // Out of the queue only now: a batch cut off at the end is counted with what is left.
-        counts.queued.fetch_sub(n, Ordering::Relaxed);
-        counts.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        counts.finished(last, n, bytes);
     }
 }
 
 /// The OCSF writer: appends each record as a line.
-async fn write_ocsf(path: PathBuf, mut rx: mpsc::Receiver<(String, u64)>, counts: Arc<Counts>) {
+async fn write_ocsf(path: PathBuf, mut rx: mpsc::Receiver<Queued<String>>, counts: Arc<Counts>) {
     use tokio::io::AsyncWriteExt;
     // Not through a link: the file is the user's, named in their config.
     let opened = tokio::fs::OpenOptions::new()
@@ -417,15 +501,14 @@ async fn write_ocsf(path: PathBuf, mut rx: mpsc::Receiver<(String, u64)>, counts
         Ok(f) => f,
         Err(e) => {
             let error = format!("{}: {e}", path.display());
-            while let Some((_, bytes)) = rx.recv().await {
-                counts.queued.fetch_sub(1, Ordering::Relaxed);
-                counts.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            while let Some((_, bytes, seq)) = rx.recv().await {
                 counts.failed(1, error.clone());
+                counts.finished(seq, 1, bytes);
             }
             return;
         }
     };
-    while let Some((mut line, bytes)) = rx.recv().await {
+    while let Some((mut line, bytes, seq)) = rx.recv().await {
         line.push('\n');
         // Flushed each time: `sent` means in the file, not in a buffer.
         let written = match file.write_all(line.as_bytes()).await {
@@ -438,8 +521,7 @@ async fn write_ocsf(path: PathBuf, mut rx: mpsc::Receiver<(String, u64)>, counts
             }
             Err(e) => counts.failed(1, format!("{}: {e}", path.display())),
         }
-        counts.queued.fetch_sub(1, Ordering::Relaxed);
-        counts.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        counts.finished(seq, 1, bytes);
     }
 }
 
@@ -480,6 +562,48 @@ mod tests {
         assert!(inside(&ws.join("logs/ocsf.jsonl"), &ws));
         assert!(inside(&dir.path().join("outside/ocsf.jsonl"), &ws));
         assert!(!inside(&dir.path().join("ocsf.jsonl"), &ws));
+    }
+
+    #[test]
+    fn the_offsets_saved_are_those_up_to_which_every_record_was_handed_on() {
+        let mut settled = Settled::new(vec![10, 0]);
+        settled.read(3, vec![40, 0]);
+        settled.read(5, vec![40, 70]);
+        settled.read(9, vec![90, 70]);
+        assert_eq!(settled.handled(0), [10, 0], "nothing handed on yet");
+        assert_eq!(
+            settled.handled(4),
+            [40, 0],
+            "records 4 and 5 are still queued"
+        );
+        assert_eq!(settled.handled(4), [40, 0]);
+        assert_eq!(settled.handled(9), [90, 70]);
+        assert_eq!(settled.handled(12), [90, 70], "nothing newer was read");
+    }
+
+    #[tokio::test]
+    async fn a_sink_has_handed_on_what_its_sender_finished_or_all_when_its_queue_is_empty() {
+        let (release, wait) = tokio::sync::oneshot::channel::<()>();
+        let mut sink: Sink<String> = Sink::new("test".into(), None, move |mut rx, counts| {
+            tokio::spawn(async move {
+                let _ = wait.await;
+                while let Some((_, bytes, seq)) = rx.recv().await {
+                    counts.sent.fetch_add(1, Ordering::Relaxed);
+                    counts.finished(seq, 1, bytes);
+                    if seq == 2 {
+                        return;
+                    }
+                }
+            })
+        });
+        assert_eq!(sink.handled(), 0);
+        for seq in 1..=3 {
+            sink.offer(format!("record {seq}"), 8, seq);
+        }
+        assert_eq!(sink.handled(), 0, "all three still queued");
+        release.send(()).unwrap();
+        (&mut sink.task).await.unwrap();
+        assert_eq!(sink.handled(), 2, "the third is still queued");
     }
 
     #[test]
