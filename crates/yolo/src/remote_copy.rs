@@ -159,6 +159,29 @@ pub(crate) async fn bring_back(
     Ok(Some(brought))
 }
 
+/// [`collect_events`] every `every` until the returned task is dropped (the audit shipper,
+/// which follows the local copies); a failed copy is tried again at the next round.
+pub(crate) fn keep_collecting(located: Located, every: std::time::Duration) -> AbortOnDrop {
+    AbortOnDrop(tokio::spawn(async move {
+        let Ok(engine) = Engine::connect().await else {
+            return;
+        };
+        loop {
+            let _ = collect_events(&engine, &located).await;
+            tokio::time::sleep(every).await;
+        }
+    }))
+}
+
+/// A task aborted when this is dropped.
+pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// With a remote engine, the guard's event files (network, execs, files), copied from its
 /// events volume into the local data folder where `yolo audit` and the reports read them. Each
 /// file is the guard's whole log of a session (it only appends), so the longer copy wins. Does

@@ -252,10 +252,19 @@ pub(crate) async fn ship(target: &Target, session: String) -> Result<i32> {
         return Ok(0);
     }
     let workspace = located
+        .as_ref()
         .map(|l| l.workspace.display().to_string())
         .unwrap_or_default();
+    // A remote engine's guard writes its events into a volume there: copied here while the
+    // session runs, so they ship as they happen (not only when a command ends or `down`).
+    let _collecting = located
+        .filter(|_| crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some()))
+        .map(|located| crate::remote_copy::keep_collecting(located, REMOTE_COLLECT));
     ship::run(crate::audit::export::Context { workspace, session }, sinks)
         .await
         .map_err(|e| Error::io(crate::audit::sessions_dir(), e))?;
     Ok(0)
 }
+
+/// How often the shipper copies a remote engine's guard events here.
+const REMOTE_COLLECT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -735,3 +735,43 @@ fn a_path_that_reads_like_the_uploads_end_does_not_hide_why_the_copy_stopped() {
         "the repository is larger than 1 GiB (at the upload ended.img), the most yolo copies",
     );
 }
+
+/// On a remote engine the guard writes its events into a volume there; the audit shipper
+/// copies them while the session runs, so an OTLP collector gets the agent's programs as they
+/// run, not only when the command ends or at `down`. The agent's `cat` comes 8 s after the
+/// start, past every copy `up` itself makes.
+#[test]
+fn a_remote_guards_events_are_shipped_while_the_session_runs() {
+    use crate::support::otlp::{Collector, Mode};
+    let forward = Forward::start();
+    let t = remote_test(&forward);
+    let collector = Collector::start(Mode::Answer);
+    t.devcontainer(&format!(r#"{{"image": "{BASE_IMAGE}"}}"#));
+    t.user_config(&format!(
+        "[audit]\notlp_endpoint = \"{}\"\n[agents.worker]\ncommand = [\"sh\", \"-c\", \"sleep 8; cat README.md; sleep 40\"]\ndomains = []\n",
+        collector.endpoint
+    ));
+    commit_all(&t);
+    let started = std::time::Instant::now();
+    t.yolo(&["run", "--detach", "worker"]).ok();
+    let shipped_cat = || {
+        collector
+            .requests()
+            .iter()
+            .flat_map(|r| &r.resource_logs)
+            .flat_map(|r| &r.scope_logs)
+            .flat_map(|s| &s.log_records)
+            .any(|r| {
+                r.event_name == "yolo.exec"
+                    && format!("{:?}", r.attributes).contains("StringValue(\"README.md\")")
+            })
+    };
+    while !shipped_cat() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the agent's `cat` was not shipped while it ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    t.yolo(&["down"]).ok();
+}
