@@ -186,10 +186,10 @@ async fn interact(
         let Some(located) = watched.located.as_ref() else {
             continue;
         };
-        let via = if allow {
-            "yolo watch, key a"
-        } else {
-            "yolo watch, key d"
+        let via = match (allow, save) {
+            (true, None) => "yolo watch, key a",
+            (true, Some(_)) => "yolo watch, key s",
+            (false, _) => "yolo watch, key d",
         };
         screen.status =
             match crate::commands::firewall::answer(located, question.id, allow, save, via).await {

@@ -248,6 +248,28 @@ impl OnATerminal {
         String::from_utf8_lossy(&self.output.lock().unwrap()).into_owned()
     }
 
+    /// The screen as a terminal of 24 rows and 100 columns shows it now (a full-screen program
+    /// such as `yolo watch` writes only the cells that changed, so its words are not whole in
+    /// the bytes).
+    fn screen(&self) -> String {
+        let mut parser = vt100::Parser::new(24, 100, 0);
+        parser.process(&self.output.lock().unwrap());
+        parser.screen().contents()
+    }
+
+    /// Wait until the screen shows `what`.
+    fn wait_on_screen(&self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.screen().contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "never showed {what:?}:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Wait until the output holds `what`.
     fn wait_for(&self, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -428,5 +450,63 @@ fn a_request_its_rules_refuse_is_held_and_answered() {
     assert!(
         decided.contains(&("denied", &*format!("{HOST} POST /v2/other"))),
         "{decided:?}"
+    );
+}
+
+#[test]
+fn a_held_lookup_is_answered_with_the_keys_of_yolo_watch() {
+    let (t, net) = ask_session(40);
+    std::thread::scope(|scope| {
+        let agent = scope.spawn(|| {
+            t.yolo(&[
+                "exec",
+                "dig",
+                "+short",
+                "+tries=1",
+                "+time=35",
+                "x.denied.test",
+            ])
+            .stdout()
+        });
+        wait_question(&t, "x.denied.test");
+        let mut watch = OnATerminal::start(&t, "watch");
+        watch.wait_on_screen("x.denied.test");
+        // A key right after the list changed is not taken (the agent can time its questions):
+        // typed as soon as the question shows, it is refused with a word, unless the machine
+        // was so slow that the second had passed (then it is the answer).
+        watch.type_keys(b"a");
+        let allowed = "allowed x.denied.test for this session";
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = watch.screen();
+            if screen.contains("the questions just changed") {
+                std::thread::sleep(Duration::from_millis(1200));
+                watch.type_keys(b"a");
+                break;
+            }
+            if screen.contains(allowed) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the key did nothing:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        watch.wait_on_screen(allowed);
+        watch.type_keys(b"q");
+        let (code, _) = watch.wait();
+        assert_eq!(code, Some(0));
+        let answer = agent.join().unwrap();
+        assert!(answer.contains(&net.denied.host.ip), "{answer}");
+    });
+    let events = t.events();
+    let allowed = events
+        .iter()
+        .find(|e| e["kind"] == "approval" && e["decision"] == "allowed")
+        .expect("the answer is on record");
+    assert!(
+        allowed["by"]
+            .as_str()
+            .unwrap()
+            .contains("yolo watch, key a"),
+        "{allowed}"
     );
 }
