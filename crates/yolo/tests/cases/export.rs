@@ -393,3 +393,61 @@ fn a_shipper_killed_with_records_queued_leaves_them_to_the_next() {
         "every exec reached the collector after the restart: {sent} of {execs} ({status})"
     );
 }
+
+/// ATTACK: an `ocsf_file` the user put inside the repository is a file the agent controls. Root
+/// in the agent replaces it with a link to a file of the host's user (where appended lines
+/// would run, or be read as config), and the next session's shipper starts with the link in
+/// place; it never writes there: it refuses any path in the workspace (links resolved), and
+/// opens its file without following a link, and the host's file is untouched.
+#[test]
+fn an_ocsf_file_in_the_workspace_is_never_written_through_the_agents_link() {
+    let t = Test::new();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim.rc");
+    std::fs::write(&victim, "precious\n").unwrap();
+    t.file("logs/.keep", "");
+    let ocsf_file = t.workspace.join("logs").join("ocsf.jsonl");
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.user_config(&format!(
+        "[audit]\nocsf_file = \"{}\"\n",
+        ocsf_file.display()
+    ));
+    t.up(&[]);
+    let session = session_of(&t);
+    let plant = format!(
+        "rm -f logs/ocsf.jsonl; ln -s {} logs/ocsf.jsonl; for i in 1 2 3; do /bin/true; done",
+        victim.display()
+    );
+    t.yolo(&["exec", "sh", "-c", &plant]).ok();
+    // The link is there when the next session's shipper starts.
+    t.yolo(&["down"]).ok();
+    t.up(&[]);
+    let session = session_of(&t);
+    t.yolo(&["exec", "sh", "-c", "for i in 1 2 3; do /bin/true; done"])
+        .ok();
+    // Time for a shipper to write the session's records, then its end.
+    std::thread::sleep(Duration::from_secs(3));
+    t.yolo(&["down"]).ok();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious\n",
+        "the host's file was written through the agent's link"
+    );
+    let log = std::fs::read_to_string(
+        t.data_dir
+            .join("sessions")
+            .join(&session)
+            .join("export.log"),
+    )
+    .unwrap_or_default();
+    assert!(log.contains("inside the workspace"), "{log}");
+    assert!(
+        !t.data_dir
+            .join("sessions")
+            .join(&session)
+            .join("export.json")
+            .exists(),
+        "no sink ran"
+    );
+}
