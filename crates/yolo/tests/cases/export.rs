@@ -413,7 +413,7 @@ fn an_ocsf_file_in_the_workspace_is_never_written_through_the_agents_link() {
         ocsf_file.display()
     ));
     t.up(&[]);
-    let session = session_of(&t);
+    let first = session_of(&t);
     let plant = format!(
         "rm -f logs/ocsf.jsonl; ln -s {} logs/ocsf.jsonl; for i in 1 2 3; do /bin/true; done",
         victim.display()
@@ -423,6 +423,7 @@ fn an_ocsf_file_in_the_workspace_is_never_written_through_the_agents_link() {
     t.yolo(&["down"]).ok();
     t.up(&[]);
     let session = session_of(&t);
+    assert_ne!(session, first, "a new session");
     t.yolo(&["exec", "sh", "-c", "for i in 1 2 3; do /bin/true; done"])
         .ok();
     // Time for a shipper to write the session's records, then its end.
