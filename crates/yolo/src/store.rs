@@ -131,16 +131,28 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<O
 
 /// Write atomically (temp file + rename) so a crash never leaves half a file.
 pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let dir = path.parent().map(PathBuf::from).unwrap_or_default();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    // A name of its own per writer: two yolo processes saving at once must not share one.
-    let tmp = path.with_extension(format!(
-        "json.{}-{}.tmp",
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    ));
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
-    std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    replace(path, text.as_bytes()).map_err(|e| Error::io(path, e))
+}
+
+/// Put `bytes` in place of `path` whole or not at all: a temporary file of its own in the same
+/// folder (two writers at once never share one), with the old file's permissions (new files
+/// are the user's only), renamed over it. The folder is made when missing. Every file yolo
+/// rewrites goes through here: its state, the Features cache, the export's status, the user's
+/// config and devcontainer.json when `--save`/`--write` edit them.
+pub(crate) fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        std::fs::set_permissions(tmp.path(), meta.permissions())?;
+    }
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

@@ -381,21 +381,7 @@ fn read_or_empty(path: &std::path::Path) -> Result<String> {
     }
 }
 
-/// Write `text` over `path` whole or not at all (a temporary file renamed over it), keeping
-/// the file's permissions.
+/// Write `text` over `path` whole or not at all (`store::replace`).
 fn replace(path: &std::path::Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
-    tmp.write_all(text.as_bytes())
-        .map_err(|e| Error::io(tmp.path(), e))?;
-    if let Ok(meta) = std::fs::metadata(path) {
-        let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
-    }
-    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
-    Ok(())
+    crate::store::replace(path, text.as_bytes()).map_err(|e| Error::io(path, e))
 }

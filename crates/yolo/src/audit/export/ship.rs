@@ -101,12 +101,8 @@ impl Status {
     }
 
     fn save(&self, session: &str) {
-        let path = Status::path(session);
-        let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_vec_pretty(self).unwrap_or_default();
-        if std::fs::write(&tmp, text).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
-        }
+        let _ = crate::store::replace(&Status::path(session), &text);
     }
 
     /// What `yolo audit` warns about: records the export lost.

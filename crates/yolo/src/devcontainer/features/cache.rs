@@ -51,7 +51,7 @@ impl Cache {
         let path = self
             .path("manifests", digest, ".json")
             .ok_or_else(bad_digest)?;
-        write_atomic(&path, bytes)
+        crate::store::replace(&path, bytes)
     }
 
     /// The extracted folder of a blob, when cached.
@@ -62,7 +62,7 @@ impl Cache {
     /// Keep `bytes` (whose digest the caller verified) and extract them; returns the folder.
     pub(crate) fn put_blob(&self, digest: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
         let blob = self.path("blobs", digest, "").ok_or_else(bad_digest)?;
-        write_atomic(&blob, bytes)?;
+        crate::store::replace(&blob, bytes)?;
         let dir = self.path("features", digest, "").ok_or_else(bad_digest)?;
         if dir.is_dir() {
             return Ok(dir);
@@ -110,15 +110,6 @@ fn temp_sibling(path: &Path) -> std::io::Result<PathBuf> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     Ok(parent.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple())))
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = temp_sibling(path)?;
-    std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
 }
 
 /// Extract a tar (gzip-compressed or not) into `dir`. Entries that would land outside it are
