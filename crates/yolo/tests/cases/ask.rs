@@ -32,6 +32,12 @@ fn wait_question(t: &Test, name: &str) -> Value {
     }
 }
 
+/// The agent looks `name` up, waiting up to 35 s for the answer; what `dig +short` printed.
+fn held_lookup(t: &Test, name: &str) -> String {
+    t.yolo(&["exec", "dig", "+short", "+tries=1", "+time=35", name])
+        .stdout()
+}
+
 /// A session with `--ask`, questions held `timeout` seconds.
 fn ask_session(timeout: u64) -> (Test, Internet) {
     ask_session_with(timeout, "")
@@ -57,17 +63,7 @@ fn ask_session_with(timeout: u64, extra: &str) -> (Test, Internet) {
 fn a_held_lookup_is_answered_from_another_terminal_and_saved() {
     let (t, net) = ask_session(40);
     std::thread::scope(|scope| {
-        let agent = scope.spawn(|| {
-            t.yolo(&[
-                "exec",
-                "dig",
-                "+short",
-                "+tries=1",
-                "+time=35",
-                "x.denied.test",
-            ])
-            .stdout()
-        });
+        let agent = scope.spawn(|| held_lookup(&t, "x.denied.test"));
         let question = wait_question(&t, "x.denied.test");
         assert_eq!(question["what"], "dns");
         let id = question["id"].as_u64().unwrap().to_string();
@@ -457,17 +453,7 @@ fn a_request_its_rules_refuse_is_held_and_answered() {
 fn a_held_lookup_is_answered_with_the_keys_of_yolo_watch() {
     let (t, net) = ask_session(40);
     std::thread::scope(|scope| {
-        let agent = scope.spawn(|| {
-            t.yolo(&[
-                "exec",
-                "dig",
-                "+short",
-                "+tries=1",
-                "+time=35",
-                "x.denied.test",
-            ])
-            .stdout()
-        });
+        let agent = scope.spawn(|| held_lookup(&t, "x.denied.test"));
         wait_question(&t, "x.denied.test");
         let mut watch = OnATerminal::start(&t, "watch");
         watch.wait_on_screen("x.denied.test");
