@@ -77,11 +77,15 @@ impl Taken {
 const MAX_RULE: usize = 1024;
 
 /// The rule a held request's question offers, `HOST METHOD /path`, when it allows exactly
-/// that request: a plain host name, and no `*` in the method or the path (which the rule
-/// grammar reads as a wildcard). `None`: not offered.
+/// that request: a plain host name (with `:port` off the HTTPS port), and no `*` in the
+/// method or the path (which the rule grammar reads as a wildcard). `None`: not offered.
 pub fn http_question(host: &str, method: &str, path: &str) -> Option<String> {
     let rule = format!("{host} {method} {path}");
-    let plain = yolo_protocol::allowlist::plain_host_name(host)
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.parse::<u16>().is_ok_and(|p| p != 0) => name,
+        _ => host,
+    };
+    let plain = yolo_protocol::allowlist::plain_host_name(name)
         && !method.contains('*')
         && !path.contains('*')
         && path.starts_with('/')

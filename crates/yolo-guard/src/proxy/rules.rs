@@ -204,8 +204,8 @@ impl Policy {
                     format!("{method} {path} matches none of {}", list.join(", "))
                 },
                 misuse: None,
-                lift: crate::ask::http_question(&host, method, &path),
-                allow_hint: allow_hint(&host, method, &path),
+                lift: crate::ask::http_question(&host_port(&host, req.port), method, &path),
+                allow_hint: allow_hint(&host_port(&host, req.port), method, &path),
             }),
         }
     }
@@ -246,23 +246,22 @@ impl Policy {
     }
 
     /// `yolo allow --http` (`add`) or `deny --http` on a running session: `rule` put first in
-    /// (or taken out of) the `allow` list of the rules `host` gets (on port 443). A host with no
-    /// rules takes every request already (a credential's host, `inspect = "all"`): it gets none
-    /// here, which would refuse everything else on it.
+    /// (or taken out of) the `allow` list of the rules `host` gets. `host` is what the user
+    /// named: `name` or `name:port` (the port a request goes to, 443 when not given), or a
+    /// wildcard or network that is itself a section of the config.
+    ///
+    /// A change for one host never reaches another: when the host's rules are a wildcard's
+    /// (or a wider network's), the host first gets a section of its own, a copy of those
+    /// rules (same ports, narrowing and push rule), and the change goes there. A host with no
+    /// rules takes every request already (a credential's host, `inspect = "all"`): it gets
+    /// none here, which would refuse everything else on it.
     pub(crate) fn change_rule(
         &mut self,
         host: &str,
         rule: &yolo_protocol::http::HttpRule,
         add: bool,
     ) -> Result<String, String> {
-        let index = self
-            .rules_of(host, 443)
-            .and_then(|found| self.hosts.iter().position(|r| std::ptr::eq(r, found)))
-            .ok_or_else(|| {
-                format!(
-                    "{host} has no method and path rules in this session, so its proxy takes every request already (but what a credential refuses); give it some in your config with [http.\"{host}\"] allow = [...]"
-                )
-            })?;
+        let index = self.section_of(host)?;
         let rules = &mut self.hosts[index];
         let section = rules.host.to_string();
         if add {
@@ -281,6 +280,60 @@ impl Policy {
             }
         }
         Ok(section)
+    }
+
+    /// The index of the section a change for `host` goes to ([`Policy::change_rule`]), made
+    /// for it when its rules are a wider pattern's.
+    fn section_of(&mut self, host: &str) -> Result<usize, String> {
+        use yolo_protocol::allowlist::{Pattern, Ports};
+        let no_rules = || {
+            format!(
+                "{host} has no method and path rules in this session, so its proxy takes every request already (but what a credential refuses); give it some in your config with [http.\"{host}\"] allow = [...]"
+            )
+        };
+        let wanted: Pattern = host.parse().map_err(|e| format!("{e}"))?;
+        let port_of = |ports: &Ports| match ports {
+            Ports::Only(ports) if ports.len() == 1 => ports[0],
+            _ => 443,
+        };
+        let (name, port) = match &wanted {
+            Pattern::Exact { name, ports } => (name.clone(), port_of(ports)),
+            Pattern::Network { net, ports } if net.is_host() => {
+                (net.addr.to_string(), port_of(ports))
+            }
+            // A wildcard or network named as such: that section, as it is.
+            _ => {
+                return self
+                    .hosts
+                    .iter()
+                    .position(|r| r.host == wanted)
+                    .ok_or_else(no_rules)
+            }
+        };
+        let found = self.rules_of(&name, port).ok_or_else(no_rules)?;
+        let own = match &found.host {
+            Pattern::Exact { .. } => true,
+            Pattern::Network { net, .. } => net.is_host(),
+            Pattern::Wildcard { .. } => false,
+        };
+        let index = self
+            .hosts
+            .iter()
+            .position(|r| std::ptr::eq(r, found))
+            .expect("found among the hosts");
+        if own {
+            return Ok(index);
+        }
+        let mut copy = self.hosts[index].clone();
+        let ports = copy.host.ports().clone();
+        copy.host = match wanted {
+            Pattern::Exact { name, .. } => Pattern::Exact { name, ports },
+            Pattern::Network { net, .. } => Pattern::Network { net, ports },
+            Pattern::Wildcard { .. } => unreachable!("a wildcard returned above"),
+        };
+        // First: an address's own section wins over a wider network listed before it.
+        self.hosts.insert(0, copy);
+        Ok(0)
     }
 
     /// The rules of `host`: an exact name's before a wildcard's, the first of each.
@@ -307,6 +360,14 @@ impl Policy {
                 .find_map(|r| r.git_push.as_ref())?;
             Some((forge, push))
         })
+    }
+}
+
+/// The host as a rule names it: `name`, or `name:port` off the HTTPS port.
+fn host_port(host: &str, port: u16) -> String {
+    match port {
+        443 => host.to_string(),
+        port => format!("{host}:{port}"),
     }
 }
 
@@ -984,15 +1045,45 @@ mod tests {
             .change_rule("api.example.test", &rule, false)
             .unwrap_err();
         assert!(err.contains("hold no POST /v1/files"), "{err}");
-        // A name under the wildcard: the wildcard's rules.
+        // A name under the wildcard gets a section of its own, a copy of the wildcard's
+        // rules: the other names under it are not opened.
         let rule: yolo_protocol::http::HttpRule = "GET /private/**".parse().unwrap();
         let section = live.change_rule("docs.example.test", &rule, true).unwrap();
-        assert_eq!(section, "*.example.test");
+        assert_eq!(section, "docs.example.test");
         let private = Req::new("GET", "docs.example.test", "/private/x");
         assert!(matches!(
             private.decide_with(&live),
             Decision::Forward { .. }
         ));
+        for host in ["other.example.test", "a.docs.example.test"] {
+            let elsewhere = Req::new("GET", host, "/private/x");
+            assert!(
+                matches!(elsewhere.decide_with(&live), Decision::Refuse(_)),
+                "{host}"
+            );
+        }
+        let public = Req::new("GET", "docs.example.test", "/public/x");
+        assert!(matches!(
+            public.decide_with(&live),
+            Decision::Forward { .. }
+        ));
+        // Named as such, the wildcard's own section changes.
+        let rule: yolo_protocol::http::HttpRule = "GET /wide/**".parse().unwrap();
+        let section = live.change_rule("*.example.test", &rule, true).unwrap();
+        assert_eq!(section, "*.example.test");
+        let wide = Req::new("GET", "other.example.test", "/wide/x");
+        assert!(matches!(wide.decide_with(&live), Decision::Forward { .. }));
+        // Off port 443 the question names the port, and a change for it finds the host's
+        // rules on that port.
+        let mut odd = Req::new("POST", "api.example.test", "/v1/odd");
+        odd.port = 8443;
+        let Decision::Refuse(refusal) = odd.decide_with(&live) else {
+            panic!("refused")
+        };
+        assert_eq!(
+            refusal.lift.as_deref(),
+            Some("api.example.test:8443 POST /v1/odd")
+        );
         // A credential's host without rules takes every request: nothing to add to.
         let err = live
             .change_rule("api.anthropic.com", &rule, true)

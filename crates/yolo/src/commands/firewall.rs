@@ -331,8 +331,9 @@ pub(crate) async fn answer(
     Ok(said)
 }
 
-/// Save a held request's rule (`HOST METHOD /path`) where it lasts: the user config's
-/// `[http."PATTERN"]` that covers the host. What was done, in words; the allow for this
+/// Save a held request's rule (`HOST METHOD /path`) where it lasts: the host's own
+/// `[http."HOST"]` in the user config (made from the wildcard that covers it, when that is
+/// all there is: `suggest::write_user_http`). What was done, in words; the allow for this
 /// session stands either way.
 fn save_http(place: SuggestTarget, rule: &str) -> String {
     let not_saved = |why: String| {

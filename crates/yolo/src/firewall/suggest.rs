@@ -469,16 +469,30 @@ pub(crate) fn write_user(
     Ok(changed.then(|| doc.to_string()))
 }
 
-/// The user config's text with `rule` (`METHOD /path`) added to the `allow` list of the
-/// `[http."PATTERN"]` table that covers `host` (its exact name first, else the first pattern
-/// that matches it), comments kept; `None` when it is there already. An error when no table
-/// covers the host (a new one would replace the rules another pattern gives it).
+/// The user config's text with `rule` (`METHOD /path`) added for `host` (`name` or
+/// `name:port`, as the guard's question names it), comments kept; `None` when it is there
+/// already.
+///
+/// It goes to the `allow` list of the `[http."PATTERN"]` table that is the host's own: its
+/// exact name, else another exact pattern that covers it (`name:443,8443`). When only a
+/// wildcard or a network covers the host, the host gets a table of its own, a copy of that
+/// one (its ports, rules and settings) with the rule added, so the rule opens this host and
+/// no other the wildcard covers (as the guard does for the session). An error when no table
+/// covers the host (a new one would replace the rules another part of the config gives it).
 pub(crate) fn write_user_http(
     text: &str,
     host: &str,
     rule: &str,
 ) -> Result<Option<String>, String> {
-    use yolo_protocol::allowlist::Pattern;
+    use yolo_protocol::allowlist::{Pattern, Ports};
+    let (name, port) = match host.parse::<Pattern>() {
+        Ok(Pattern::Exact {
+            name,
+            ports: Ports::Only(ports),
+        }) if ports.len() == 1 => (name, Some(ports[0])),
+        Ok(Pattern::Exact { name, .. }) => (name, None),
+        _ => return Err(format!("{host:?} is not a host name")),
+    };
     let mut doc: toml_edit::DocumentMut = text
         .parse()
         .map_err(|e: toml_edit::TomlError| e.to_string())?;
@@ -486,17 +500,37 @@ pub(crate) fn write_user_http(
         .get_mut("http")
         .and_then(|h| h.as_table_like_mut())
         .ok_or_else(|| format!("your config has no [http.\"{host}\"] section to add it to"))?;
-    let keys: Vec<String> = http.iter().map(|(k, _)| k.to_string()).collect();
-    let covers = |key: &String| {
-        key.parse::<Pattern>()
-            .is_ok_and(|p| yolo_protocol::http::host_matches(&p, host, None))
-    };
-    let key = keys
+    let sections: Vec<(String, Pattern)> = http
         .iter()
-        .find(|k| k.as_str() == host)
-        .or_else(|| keys.iter().find(|k| covers(k)))
+        .filter_map(|(k, _)| Some((k.to_string(), k.parse::<Pattern>().ok()?)))
+        .filter(|(_, p)| yolo_protocol::http::host_matches(p, &name, port.or(Some(443))))
+        .collect();
+    let own = |p: &Pattern| matches!(p, Pattern::Exact { .. });
+    let (key, pattern) = sections
+        .iter()
+        .find(|(_, p)| own(p))
+        .or_else(|| sections.first())
         .ok_or_else(|| format!("no [http.\"PATTERN\"] section of your config covers {host}"))?
         .clone();
+    let key = if own(&pattern) {
+        key
+    } else {
+        let mine = Pattern::Exact {
+            name,
+            ports: pattern.ports().clone(),
+        }
+        .to_string();
+        let mut copy = http
+            .get(&key)
+            .and_then(|t| t.as_table())
+            .ok_or_else(|| format!("[http.\"{key}\"] is not a table"))?
+            .clone();
+        // Written after the rest (a copy keeps the original's place and comments).
+        copy.set_position(None);
+        copy.decor_mut().clear();
+        http.insert(&mine, toml_edit::Item::Table(copy));
+        mine
+    };
     let table = http
         .get_mut(&key)
         .and_then(|t| t.as_table_like_mut())
@@ -761,10 +795,22 @@ mod tests {
             edited.contains("# mine") && edited.contains("# reads"),
             "{edited}"
         );
+        // Under a wildcard, the host gets a copy of its rules with the new one: the
+        // wildcard's own list is left as it was, so no other name under it is opened.
         let parsed: toml::Value = toml::from_str(&edited).unwrap();
         assert_eq!(
             parsed["http"]["*.example.test"]["allow"],
-            toml::Value::from(vec!["GET /**", "POST /v1/files"])
+            toml::Value::from(vec!["GET /**"]),
+            "{edited}"
+        );
+        assert_eq!(
+            parsed["http"]["api.example.test"]["allow"],
+            toml::Value::from(vec!["GET /**", "POST /v1/files"]),
+            "{edited}"
+        );
+        assert!(
+            toml::from_str::<crate::user_config::UserConfig>(&edited).is_ok(),
+            "{edited}"
         );
         assert_eq!(
             write_user_http(&edited, "api.example.test", "POST /v1/files").unwrap(),
@@ -783,6 +829,19 @@ mod tests {
             parsed["http"]["api.example.test"]["allow"],
             toml::Value::from(vec!["PUT /x"])
         );
+        // A port: the wildcard's ports go with the copy.
+        let ports = "[http.\"*.example.test:8443\"]\nallow = []\n";
+        let parsed: toml::Value = toml::from_str(
+            &write_user_http(ports, "api.example.test:8443", "GET /x")
+                .unwrap()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            parsed["http"]["api.example.test:8443"]["allow"],
+            toml::Value::from(vec!["GET /x"])
+        );
+        assert!(write_user_http(ports, "api.example.test", "GET /x").is_err());
         // No section covers the host: not written (a new one would replace another's rules).
         assert!(write_user_http(text, "other.test", "GET /").is_err());
         assert!(write_user_http("", "other.test", "GET /").is_err());

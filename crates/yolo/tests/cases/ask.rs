@@ -356,13 +356,15 @@ command = ["sh", "-c", "dig +short +tries=1 +time=25 x.denied.test; echo rows-co
 #[test]
 fn a_request_its_rules_refuse_is_held_and_answered() {
     const HOST: &str = "files.allowed.test";
+    const NEIGHBOUR: &str = "other.allowed.test";
     let t = Test::new();
     let net = Internet::new(&t);
     let ca = TestCa::new("yolo ask test server CA");
     let certs = tempfile::tempdir().unwrap();
     let ca_file = ca.write(certs.path(), "ca.pem");
-    let server = HttpsServer::start(&t, &net, "https", &ca, &[HOST]);
+    let server = HttpsServer::start(&t, &net, "https", &ca, &[HOST, NEIGHBOUR]);
     net.set_answer(HOST, &server.ip);
+    net.set_answer(NEIGHBOUR, &server.ip);
     t.devcontainer(&format!(r#"{{"image": "{AGENT_IMAGE}"}}"#));
     t.user_config(&format!(
         "{}ask_timeout = 30\n",
@@ -375,7 +377,7 @@ fn a_request_its_rules_refuse_is_held_and_answered() {
     flags.push("--ask".into());
     let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
     t.up(&refs);
-    let post = |path: &str| {
+    let post_to = |host: &str, path: &str| {
         t.yolo(&[
             "exec",
             "curl",
@@ -388,10 +390,11 @@ fn a_request_its_rules_refuse_is_held_and_answered() {
             "40",
             "-X",
             "POST",
-            &format!("https://{HOST}{path}"),
+            &format!("https://{host}{path}"),
         ])
         .stdout()
     };
+    let post = |path: &str| post_to(HOST, path);
     let rule = format!("{HOST} POST /v1/upload");
     std::thread::scope(|scope| {
         let agent = scope.spawn(|| post("/v1/upload"));
@@ -413,13 +416,34 @@ fn a_request_its_rules_refuse_is_held_and_answered() {
     );
     // Allowed for the session: the next one is not asked.
     assert_eq!(post("/v1/upload"), "200");
-    // Saved where the host's rules are.
+    // Saved as the host's own rules, a copy of the wildcard's with the new one; the
+    // wildcard's are left as they were.
     let config: toml::Value =
         toml::from_str(&std::fs::read_to_string(t.config_dir.join("config.toml")).unwrap())
             .unwrap();
     assert_eq!(
-        config["http"]["*.allowed.test"]["allow"],
+        config["http"][HOST]["allow"],
         toml::Value::from(vec!["GET /**", "POST /v1/upload"])
+    );
+    assert_eq!(
+        config["http"]["*.allowed.test"]["allow"],
+        toml::Value::from(vec!["GET /**"])
+    );
+    // ATTACK: the allow was for one host; another name under the same wildcard is not
+    // opened by it (held and asked again, then refused).
+    std::thread::scope(|scope| {
+        let agent = scope.spawn(|| post_to(NEIGHBOUR, "/v1/upload"));
+        let question = wait_question(&t, &format!("{NEIGHBOUR} POST /v1/upload"));
+        let id = question["id"].as_u64().unwrap().to_string();
+        t.yolo(&["deny", "--pending", &id]).ok();
+        assert_eq!(agent.join().unwrap(), "403", "{NEIGHBOUR} was opened too");
+    });
+    assert!(
+        !server
+            .received()
+            .iter()
+            .any(|r| r["path"] == "/v1/upload" && r["host"] == NEIGHBOUR),
+        "{NEIGHBOUR} got the upload"
     );
     // ATTACK: a path the rule grammar reads as a wildcard is never offered; refused at once.
     let started = Instant::now();
