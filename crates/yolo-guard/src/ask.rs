@@ -98,11 +98,39 @@ pub fn http_question(host: &str, method: &str, path: &str) -> Option<String> {
         .then_some(rule)
 }
 
-/// What a held lookup waits on: `true` once its name is allowed.
+/// What a held lookup or request waits on: [`Held::wait`] for the answer. Its place among
+/// the [`MAX_WAITING`] is given back when it is dropped, however that happens: answered, timed
+/// out, or the wait itself dropped (the client reset its HTTP/2 stream or went away), so a
+/// client that gives up holds nothing.
 pub struct Held {
     pub id: u64,
-    pub answer: oneshot::Receiver<bool>,
+    answer: oneshot::Receiver<bool>,
     pub deadline: Instant,
+    approvals: Arc<Approvals>,
+}
+
+impl Held {
+    /// `true` once allowed; `false` when denied or unanswered by the deadline (the question is
+    /// then refused for all who wait on it, and recorded as timed out).
+    pub async fn wait(mut self) -> bool {
+        let deadline = tokio::time::Instant::from_std(self.deadline);
+        matches!(
+            tokio::time::timeout_at(deadline, &mut self.answer).await,
+            Ok(Ok(true))
+        )
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        {
+            let mut state = self.approvals.lock();
+            state.waiting = state.waiting.saturating_sub(1);
+        }
+        if self.deadline <= Instant::now() {
+            self.approvals.expire(self.id);
+        }
+    }
 }
 
 impl Approvals {
@@ -123,7 +151,7 @@ impl Approvals {
 
     /// Hold a lookup of `name`: a new question, or a wait on the one already asked. `None`:
     /// over the limits, refuse it now.
-    pub fn ask(&self, name: &str, qtype: &str) -> Option<Held> {
+    pub fn ask(self: &Arc<Self>, name: &str, qtype: &str) -> Option<Held> {
         // Only a plain host name is offered: an allow adds it to the allowlist as it is, and a
         // name like `*.com` would be a wildcard there.
         if !yolo_protocol::allowlist::plain_host_name(name) {
@@ -133,11 +161,12 @@ impl Approvals {
     }
 
     /// Hold a request its host's rules refuse: the question is `rule` ([`http_question`]).
-    pub fn ask_http(&self, rule: &str) -> Option<Held> {
+    pub fn ask_http(self: &Arc<Self>, rule: &str) -> Option<Held> {
         self.hold("http", rule, "")
     }
 
-    fn hold(&self, what: &'static str, name: &str, qtype: &str) -> Option<Held> {
+    fn hold(self: &Arc<Self>, what: &'static str, name: &str, qtype: &str) -> Option<Held> {
+        self.purge();
         let mut state = self.lock();
         if state.waiting >= MAX_WAITING {
             return None;
@@ -148,14 +177,11 @@ impl Approvals {
             .iter_mut()
             .find(|(_, p)| p.what == what && p.name == name)
         {
+            pending.waiters.retain(|w| !w.is_closed());
             pending.waiters.push(tx);
-            let held = Held {
-                id: *id,
-                answer: rx,
-                deadline: pending.deadline,
-            };
+            let (id, deadline) = (*id, pending.deadline);
             state.waiting += 1;
-            return Some(held);
+            return Some(self.held(id, rx, deadline));
         }
         if state.pending.len() >= MAX_PENDING {
             return None;
@@ -177,21 +203,20 @@ impl Approvals {
         state.waiting += 1;
         drop(state);
         self.record(id, what, name, "asked", None, None);
-        Some(Held {
-            id,
-            answer: rx,
-            deadline,
-        })
+        Some(self.held(id, rx, deadline))
     }
 
-    /// A held lookup stopped waiting (answered or timed out).
-    pub fn done_waiting(&self) {
-        let mut state = self.lock();
-        state.waiting = state.waiting.saturating_sub(1);
+    fn held(self: &Arc<Self>, id: u64, answer: oneshot::Receiver<bool>, deadline: Instant) -> Held {
+        Held {
+            id,
+            answer,
+            deadline,
+            approvals: Arc::clone(self),
+        }
     }
 
     /// The question `id` ran out of time: refused, said once.
-    pub fn expire(&self, id: u64) {
+    fn expire(&self, id: u64) {
         let gone = {
             let mut state = self.lock();
             match state.pending.get(&id) {
@@ -200,15 +225,42 @@ impl Approvals {
             }
         };
         if let Some(pending) = gone {
-            for waiter in pending.waiters {
-                let _ = waiter.send(false);
-            }
-            self.record(id, pending.what, &pending.name, "timed_out", None, None);
+            self.timed_out(id, pending);
         }
+    }
+
+    /// Every question past its deadline, refused: those whose waits all went away before it
+    /// are ended here, so none stays on the list (nor holds a place among the
+    /// [`MAX_PENDING`]).
+    fn purge(&self) {
+        let now = Instant::now();
+        let gone: Vec<(u64, Pending)> = {
+            let mut state = self.lock();
+            let due: Vec<u64> = state
+                .pending
+                .iter()
+                .filter(|(_, p)| p.deadline <= now)
+                .map(|(id, _)| *id)
+                .collect();
+            due.into_iter()
+                .filter_map(|id| Some((id, state.pending.remove(&id)?)))
+                .collect()
+        };
+        for (id, pending) in gone {
+            self.timed_out(id, pending);
+        }
+    }
+
+    fn timed_out(&self, id: u64, pending: Pending) {
+        for waiter in pending.waiters {
+            let _ = waiter.send(false);
+        }
+        self.record(id, pending.what, &pending.name, "timed_out", None, None);
     }
 
     /// The questions held now.
     pub fn list(&self) -> Vec<PendingApproval> {
+        self.purge();
         let now = Instant::now();
         self.lock()
             .pending
@@ -220,6 +272,7 @@ impl Approvals {
     /// Take question `id` off the list for an answer (so it cannot time out meanwhile);
     /// `None`: no such question held (answered, or timed out). Then [`Approvals::answer`].
     pub fn take(&self, id: u64) -> Option<Taken> {
+        self.purge();
         let pending = self.lock().pending.remove(&id)?;
         Some(Taken { id, pending })
     }
@@ -279,7 +332,8 @@ fn view(id: u64, p: &Pending, now: Instant) -> PendingApproval {
         qtype: p.qtype.clone(),
         asked: p.asked,
         expires_secs: p.deadline.saturating_duration_since(now).as_secs(),
-        waiting: p.waiters.len() as u32,
+        // Those whose client is still there.
+        waiting: p.waiters.iter().filter(|w| !w.is_closed()).count() as u32,
     }
 }
 
@@ -287,27 +341,28 @@ fn view(id: u64, p: &Pending, now: Instant) -> PendingApproval {
 mod tests {
     use super::*;
 
-    fn approvals(timeout: Duration) -> Approvals {
+    fn approvals(timeout: Duration) -> Arc<Approvals> {
         let (events, rx) = Events::channel();
         std::mem::forget(rx); // the records are not what these tests check
-        Approvals::new(timeout, events)
+        Arc::new(Approvals::new(timeout, events))
     }
 
     #[tokio::test]
     async fn lookups_of_one_name_share_a_question_and_an_allow_lets_them_all_go() {
         let a = approvals(Duration::from_secs(30));
         let first = a.ask("x.test", "A").unwrap();
+        let first_id = first.id;
         let second = a.ask("x.test", "AAAA").unwrap();
         assert_eq!(first.id, second.id);
         assert_eq!(a.list().len(), 1);
         assert_eq!(a.list()[0].waiting, 2);
         let decided = a.decide(first.id, true, "me", "session").unwrap();
         assert_eq!(decided.name, "x.test");
-        assert!(first.answer.await.unwrap());
-        assert!(second.answer.await.unwrap());
+        assert!(first.wait().await);
+        assert!(second.wait().await);
         assert!(a.list().is_empty());
         assert!(
-            a.decide(first.id, false, "me", "").is_none(),
+            a.decide(first_id, false, "me", "").is_none(),
             "answered once"
         );
         assert!(
@@ -327,13 +382,11 @@ mod tests {
         let a = approvals(Duration::from_millis(10));
         let held = a.ask("y.test", "A").unwrap();
         a.decide(held.id, false, "me", "").unwrap();
-        assert!(!held.answer.await.unwrap());
+        assert!(!held.wait().await);
         let held = a.ask("z.test", "A").unwrap();
         a.expire(held.id); // too early: still held
         assert_eq!(a.list().len(), 1);
-        std::thread::sleep(Duration::from_millis(20));
-        a.expire(held.id);
-        assert!(!held.answer.await.unwrap());
+        assert!(!held.wait().await, "unanswered by the deadline");
         assert!(a.list().is_empty());
     }
 
@@ -351,7 +404,7 @@ mod tests {
         let taken = a.take(first.id).unwrap();
         assert_eq!((taken.what(), taken.name()), ("http", rule.as_str()));
         a.answer(taken, true, "me", "session");
-        assert!(first.answer.await.unwrap());
+        assert!(first.wait().await);
         // Nothing that the rule grammar would read as more than the request is offered.
         for (host, method, path) in [
             ("api.test", "GET", "/v1/*"),
@@ -371,6 +424,13 @@ mod tests {
         }
         let long = format!("/{}", "a".repeat(MAX_RULE));
         assert_eq!(http_question("api.test", "GET", &long), None);
+        // Off port 443 the rule names the port.
+        assert_eq!(
+            http_question("api.test:8443", "GET", "/x").as_deref(),
+            Some("api.test:8443 GET /x")
+        );
+        assert_eq!(http_question("api.test:0", "GET", "/x"), None);
+        assert_eq!(http_question("api.test:x", "GET", "/x"), None);
     }
 
     #[test]
@@ -386,9 +446,37 @@ mod tests {
             more.push(h);
         }
         assert_eq!(held.len() + more.len(), MAX_WAITING);
-        for _ in 0..more.len() {
-            a.done_waiting();
-        }
+        // Waits that went away (a client that reset its stream) give their places back.
+        drop(more);
         assert!(a.ask("n0.test", "A").is_some());
+    }
+
+    /// ATTACK: the agent opens held requests and drops them before any answer, over and
+    /// over. Each gives its place back at once; a question whose waits all went away is shown
+    /// with none waiting, and leaves the list at its deadline, though nobody waits to see it.
+    #[tokio::test]
+    async fn waits_that_go_away_hold_nothing() {
+        let a = approvals(Duration::from_millis(300));
+        for _ in 0..MAX_WAITING * 4 {
+            let held = a.ask_http("api.test POST /gone").expect("a place");
+            drop(held);
+        }
+        assert_eq!(a.lock().waiting, 0);
+        let listed = a.list();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].waiting, 0, "{listed:?}");
+        // A wait dropped mid-way (its future cancelled) gives its place back too.
+        let held = a.ask_http("api.test POST /gone").unwrap();
+        let _ = tokio::time::timeout(Duration::from_millis(10), held.wait()).await;
+        assert_eq!(a.lock().waiting, 0);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(a.list().is_empty(), "ended at its deadline");
+        // Questions of names nobody waits on any more cannot fill the list for good.
+        for i in 0..MAX_PENDING {
+            drop(a.ask(&format!("g{i}.test"), "A").unwrap());
+        }
+        assert!(a.ask("late.test", "A").is_none(), "the list is full");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(a.ask("late.test", "A").is_some(), "the full list was ended");
     }
 }

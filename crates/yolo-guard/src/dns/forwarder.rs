@@ -341,16 +341,8 @@ impl<P: Policy> Forwarder<P> {
     /// Wait for the user's answer to a held lookup: allowed, it is triaged again (its name
     /// is in the allowlist now) and forwarded; denied or unanswered by the deadline, refused.
     async fn held(&self, hold: Hold, transport: Transport) -> Option<Vec<u8>> {
-        let approvals = self.approvals.as_ref()?;
-        let id = hold.held.id;
-        let deadline = tokio::time::Instant::from_std(hold.held.deadline);
-        let allowed = matches!(
-            tokio::time::timeout_at(deadline, hold.held.answer).await,
-            Ok(Ok(true))
-        );
-        approvals.done_waiting();
-        if !allowed {
-            approvals.expire(id);
+        self.approvals.as_ref()?;
+        if !hold.held.wait().await {
             return self.refuse(&hold.query, &hold.name, &hold.qtype);
         }
         match self.triage_with(&hold.query, false) {

@@ -255,6 +255,7 @@ fn network() -> Result<(), crate::testing::Failure> {
 }
 
 struct Setup {
+    proxy: Arc<Proxy>,
     session_ca: Ca,
     log: Arc<Log>,
     gate: Arc<Notify>,
@@ -291,8 +292,9 @@ async fn setup(upstream_trusts_host: bool) -> Setup {
     let tls = TcpListener::bind(("127.0.0.1", PROXY_TLS)).await.unwrap();
     let plain = TcpListener::bind(("127.0.0.1", PROXY_PLAIN)).await.unwrap();
     tokio::spawn(Arc::clone(&proxy).serve_tls(tls));
-    tokio::spawn(proxy.serve_plain(plain));
+    tokio::spawn(Arc::clone(&proxy).serve_plain(plain));
     Setup {
+        proxy,
         session_ca,
         log,
         gate,
@@ -963,4 +965,79 @@ fn without_the_sessions_secrets_every_inspected_connection_is_refused() {
         "{refused:?}"
     );
     assert!(after.contains("path=/armed key=the-real-value"), "{after}");
+}
+
+/// ATTACK: held requests the agent gives up on. An HTTP/2 client sends requests the host's
+/// rules refuse (held for the user's answer) and resets each stream before any answer, more
+/// than the guard lets wait at once. Each reset gives its place back: the question shows
+/// nobody waiting, and a request held afterwards is still held (not refused for a full
+/// list). A held request the user then allows goes on to the host.
+#[test]
+fn held_requests_whose_streams_are_reset_hold_nothing() {
+    let Some((after_resets, still_held, answered)) = in_proxy_netns("proxy-held-reset", || {
+        Box::pin(async {
+            let s = setup(true).await;
+            let (events, rx) = crate::audit::events::Events::channel();
+            std::mem::forget(rx);
+            let approvals = Arc::new(crate::ask::Approvals::new(Duration::from_secs(30), events));
+            s.proxy.ask_with(Arc::clone(&approvals));
+            let mut sender = h2_agent::<Empty<Bytes>>(&s.session_ca).await;
+            let delete = |path: &str| {
+                Request::delete(format!("https://{HOST}{path}"))
+                    .header("x-api-key", STAND_IN)
+                    .body(Empty::<Bytes>::new())
+                    .unwrap()
+            };
+            let waiting = |approvals: &crate::ask::Approvals| {
+                approvals.list().iter().map(|p| p.waiting).sum::<u32>()
+            };
+            // Past the total that may wait at once, each reset as soon as it is held.
+            for _ in 0..crate::ask::MAX_WAITING + 8 {
+                sender.ready().await.unwrap();
+                let response = sender.send_request(delete("/gone"));
+                let mut response = Box::pin(response);
+                let until = Instant::now() + Duration::from_secs(10);
+                while waiting(&approvals) == 0 {
+                    assert!(Instant::now() < until, "the request was never held");
+                    tokio::select! {
+                        r = &mut response => panic!("answered before any answer: {r:?}"),
+                        _ = tokio::time::sleep(Duration::from_millis(2)) => {}
+                    }
+                }
+                drop(response); // RST_STREAM
+                let until = Instant::now() + Duration::from_secs(10);
+                while waiting(&approvals) != 0 {
+                    assert!(Instant::now() < until, "the reset request still waits");
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            }
+            let after_resets = approvals.list();
+            // Another request is held, not refused for a full list, and goes on when allowed.
+            sender.ready().await.unwrap();
+            let response = tokio::spawn(sender.send_request(delete("/kept")));
+            let until = Instant::now() + Duration::from_secs(10);
+            let id = loop {
+                if let Some(p) = approvals.list().iter().find(|p| p.name.ends_with("/kept")) {
+                    break p.id;
+                }
+                assert!(Instant::now() < until, "the next request was not held");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            let still_held = approvals.list();
+            let taken = approvals.take(id).unwrap();
+            s.proxy
+                .change_rule(HOST, &"DELETE /kept".parse().unwrap(), true)
+                .unwrap();
+            approvals.answer(taken, true, "test", "session");
+            let answered = text(response.await.unwrap().unwrap()).await;
+            (after_resets, still_held, answered)
+        })
+    }) else {
+        return;
+    };
+    assert_eq!(after_resets.len(), 1, "{after_resets:?}");
+    assert_eq!(after_resets[0].name, format!("{HOST} DELETE /gone"));
+    assert_eq!(after_resets[0].waiting, 0, "{after_resets:?}");
+    assert!(still_held.iter().any(|p| p.waiting == 1), "{still_held:?}");
+    assert!(answered.contains("path=/kept"), "{answered}");
 }

@@ -145,19 +145,10 @@ impl Proxy {
         let (Some(approvals), Some(rule)) = (self.approvals.get(), refusal.lift.as_deref()) else {
             return false;
         };
-        let Some(held) = approvals.ask_http(rule) else {
-            return false;
-        };
-        let deadline = tokio::time::Instant::from_std(held.deadline);
-        let allowed = matches!(
-            tokio::time::timeout_at(deadline, held.answer).await,
-            Ok(Ok(true))
-        );
-        approvals.done_waiting();
-        if !allowed {
-            approvals.expire(held.id);
+        match approvals.ask_http(rule) {
+            Some(held) => held.wait().await,
+            None => false,
         }
-        allowed
     }
 
     /// Take the session's secrets, in place of any earlier ones (dropped and wiped); the
