@@ -204,7 +204,10 @@ impl Policy {
                     format!("{method} {path} matches none of {}", list.join(", "))
                 },
                 misuse: None,
-                lift: crate::ask::http_question(&host_port(&host, req.port), method, &path),
+                // Not offered when the repository's narrowing would refuse it all the same.
+                lift: narrowed(rules, &host, method, &path).ok().and_then(|()| {
+                    crate::ask::http_question(&host_port(&host, req.port), method, &path)
+                }),
                 allow_hint: allow_hint(&host_port(&host, req.port), method, &path),
             }),
         }
@@ -681,7 +684,19 @@ mod tests {
         assert_eq!(refusal.rule, "customizations.yolo.http.\"narrowed.test\"");
         // The repository's rules cannot open what the user's do not.
         Req::new("GET", "narrowed.test", "/other").refused();
-        Req::new("DELETE", "narrowed.test", "/docs/a").refused();
+        let refused = Req::new("DELETE", "narrowed.test", "/docs/a").refused();
+        // Nor is that asked: an allow would add a rule the narrowing refuses anyway.
+        assert_eq!(refused.lift, None);
+        let asked = Req::new("DELETE", "narrowed.test", "/docs/b");
+        let asked = Req {
+            host: "api.example.test".into(),
+            ..asked
+        }
+        .refused();
+        assert_eq!(
+            asked.lift.as_deref(),
+            Some("api.example.test DELETE /docs/b")
+        );
     }
 
     fn shown(swap: Swap) -> (String, String) {

@@ -85,7 +85,7 @@ pub(crate) async fn attach(
     };
     let result = runner.run(source, &name, &request, output).await;
     if let Some(prompt) = &prompt {
-        prompt.finish();
+        prompt.finish().await;
     }
     // Interrupted or failed too: whatever ran may have changed the files the host runs.
     crate::watched::report_and_print(&located.devcontainer_id, writer.as_ref());

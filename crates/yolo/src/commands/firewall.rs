@@ -292,6 +292,20 @@ pub(crate) async fn answer(
         Some(SuggestTarget::User) => "user config",
         Some(SuggestTarget::Repo) => "devcontainer.json",
     };
+    if allow && save_to == Some(SuggestTarget::Repo) {
+        // A request's rule cannot go there (the repository's rules only narrow): said before
+        // anything is answered, so the question stays for another answer.
+        let listed = firewall::request(located, &Request::Pending).await?;
+        if listed
+            .pending
+            .iter()
+            .any(|q| q.id == id && q.what == "http")
+        {
+            return Err(Error::Usage(format!(
+                "question {id} is a request, whose rule cannot be saved to devcontainer.json (the repository's rules for a host can only narrow what your config allows): allow it with --save user, or without --save for this session"
+            )));
+        }
+    }
     let response = firewall::request(
         located,
         &Request::Decide {

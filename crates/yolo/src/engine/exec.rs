@@ -102,6 +102,11 @@ pub(crate) enum Output {
 pub(crate) trait Overlay: Send + Sync + std::fmt::Debug {
     /// The bytes of `input` that go on to the command (the rest were the overlay's keys).
     fn input(&self, input: &[u8]) -> Vec<u8>;
+    /// Whether the command's next output may be written now; `true` marks it being written
+    /// until [`output`](Self::output). `false` while the overlay holds the command's output
+    /// back (it asks the user something the command must not draw over): the command's output
+    /// waits, and so does the command once its terminal's buffer is full.
+    fn may_write(&self) -> bool;
     /// The command wrote to the terminal (the overlay draws itself again once it is quiet).
     fn output(&self);
     /// Rows of the terminal the command does not get now.
@@ -281,6 +286,18 @@ impl Engine {
                 }
             };
             let Some(item) = item else { break };
+            if let Some(overlay) = &overlay {
+                if matches!(
+                    item,
+                    Ok(LogOutput::StdOut { .. })
+                        | Ok(LogOutput::Console { .. })
+                        | Ok(LogOutput::StdErr { .. })
+                ) {
+                    while !overlay.may_write() {
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    }
+                }
+            }
             match item {
                 Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
                     sink.out(&message)
@@ -517,17 +534,17 @@ impl Sink {
         }
         match &self.output {
             Output::Attached { .. } => {
-                if !own_output_fits(bytes.len()) {
-                    return;
-                }
-                match &mut self.screens[usize::from(to_stderr)] {
-                    Some(screen) => {
-                        let mut shown = Vec::with_capacity(bytes.len());
-                        screen.push(bytes, &mut shown);
-                        write_own(&shown, to_stderr);
+                if own_output_fits(bytes.len()) {
+                    match &mut self.screens[usize::from(to_stderr)] {
+                        Some(screen) => {
+                            let mut shown = Vec::with_capacity(bytes.len());
+                            screen.push(bytes, &mut shown);
+                            write_own(&shown, to_stderr);
+                        }
+                        None => write_own(bytes, to_stderr),
                     }
-                    None => write_own(bytes, to_stderr),
                 }
+                // Said even when nothing was written: `may_write` marked it begun.
                 if let Output::Attached {
                     overlay: Some(overlay),
                     ..

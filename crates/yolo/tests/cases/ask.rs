@@ -253,28 +253,37 @@ impl OnATerminal {
         parser.screen().contents()
     }
 
+    /// The screen's last row, as shown now.
+    fn last_row(&self) -> String {
+        let mut parser = vt100::Parser::new(24, 100, 0);
+        parser.process(&self.output.lock().unwrap());
+        let row = parser.screen().rows(0, 100).nth(23).unwrap_or_default();
+        row
+    }
+
     /// Wait until the screen shows `what`.
     fn wait_on_screen(&self, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.screen().contains(what) {
-            assert!(
-                Instant::now() < deadline,
-                "never showed {what:?}:\n{}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.wait_until(what, Self::screen);
     }
 
     /// Wait until the output holds `what`.
     fn wait_for(&self, what: &str) {
+        self.wait_until(what, Self::text);
+    }
+
+    /// Wait until `what` is in what `seen` reads (30 s at most).
+    fn wait_until(&self, what: &str, seen: impl Fn(&Self) -> String) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.text().contains(what) {
-            assert!(
-                Instant::now() < deadline,
-                "never printed {what:?}: {}",
-                self.text().escape_debug()
-            );
+        loop {
+            let now = seen(self);
+            if now.contains(what) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                let tail: String = now.escape_debug().to_string();
+                let tail = &tail[tail.floor_char_boundary(tail.len().saturating_sub(3000))..];
+                panic!("never showed {what:?}; the end of it:\n{tail}");
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -301,43 +310,73 @@ impl OnATerminal {
     }
 }
 
+/// The prompt of an attached `yolo run`, against an agent that forges it: while its lookup is
+/// held, the agent keeps painting a made-up question on the last row (so the row is never
+/// quiet and shows the agent's words). `Ctrl-]` shows the question yolo holds, whole, and
+/// holds the agent's output back so nothing paints over it; an answer key typed with it
+/// answers nothing; typed after reading, it answers the question yolo showed.
 #[test]
 fn a_held_lookup_is_answered_from_the_prompt_of_an_attached_run() {
-    // The agent looks a name up, then says how big its terminal is and types back what it
-    // reads: keys the prompt did not take reach it.
-    let agent = r#"[agents.asker]
-command = ["sh", "-c", "dig +short +tries=1 +time=25 x.denied.test; echo rows-cols $(stty size); read line; echo agent-read-$line"]
-"#;
-    let (t, net) = ask_session_with(30, agent);
+    let fake = r"\0337\033[24;1H\033[7myolo: the agent looks up safe.allowed.test, refused in 9s · Ctrl-] to answer\033[0m\0338";
+    let agent = format!(
+        r#"[agents.asker]
+command = ["sh", "-c", "dig +short +tries=1 +time=25 x.denied.test > /tmp/dig 2>&1 & (while [ ! -e /tmp/stop ]; do printf '{fake}'; sleep 0.05; done) & read a; echo agent-read-$a; read b; touch /tmp/stop; wait; echo dig-said $(cat /tmp/dig); echo rows-cols $(stty size)"]
+"#,
+        fake = fake.replace('\\', "\\\\")
+    );
+    let (t, net) = ask_session_with(30, &agent);
     let mut run = OnATerminal::start(&t, "run asker");
-    // The last row names the question and how to answer, without a word to the agent.
+    wait_question(&t, "x.denied.test");
     run.wait_for("the agent looks up x.denied.test");
-    run.wait_for("Ctrl-] then a allow");
     assert!(
         run.text().contains("\x1b[1;23r\x1b[24;1H"),
         "drawn on the last row, the agent's output scrolling above it: {}",
         run.text().escape_debug()
     );
-    run.type_keys(b"\x1d");
-    run.wait_for("x.denied.test: a allow once");
+    // Keys without Ctrl-] are the agent's while the question is held and the row shown.
+    run.type_keys(b"typed\r");
+    run.wait_for("agent-read-typed");
+    wait_question(&t, "x.denied.test");
+    // ATTACK: Ctrl-] and `a` at once, as a user who trusted the forged row would type them:
+    // nothing is answered.
+    run.type_keys(b"\x1da");
+    run.wait_on_screen("(read it, then press the key again)");
+    std::thread::sleep(Duration::from_millis(1500));
+    let held = wait_question(&t, "x.denied.test");
+    assert_eq!(held["what"], "dns");
+    // The last row is yolo's question, whole, and stays so: the agent's painting is held back.
+    let row = run.last_row();
+    assert!(
+        row.starts_with("yolo: let the agent look up x.denied.test?"),
+        "{row:?}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(run.last_row(), row, "the agent drew over the question");
     run.type_keys(b"a");
     run.wait_for("allowed x.denied.test for this session");
-    run.wait_for("rows-cols 23 100");
-    // Keys without Ctrl-] are the agent's, also while the row is shown.
-    run.type_keys(b"typed\r");
+    run.type_keys(b"\r");
     let (code, text) = run.wait();
     assert_eq!(code, Some(0), "{}", text.escape_debug());
     assert!(
-        text.contains(&net.denied.host.ip),
+        text.contains(&format!("dig-said {}", net.denied.host.ip)),
         "the lookup was let through: {}",
         text.escape_debug()
     );
-    assert!(text.contains("agent-read-typed"), "{}", text.escape_debug());
+    assert!(text.contains("rows-cols 23 100"), "{}", text.escape_debug());
+    // The terminal is given back whole: the last scrolling region set is the full screen.
+    let (taken, given) = (
+        text.rfind("\x1b[1;23r").unwrap(),
+        text.rfind("\x1b7\x1b[r").expect("the row given back"),
+    );
+    assert!(given > taken, "{}", text.escape_debug());
     let events = t.events();
-    let allowed = events
+    let decided: Vec<&Value> = events
         .iter()
-        .find(|e| e["kind"] == "approval" && e["decision"] == "allowed")
-        .expect("the answer is on record");
+        .filter(|e| e["kind"] == "approval" && e["decision"] != "asked")
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    let allowed = decided[0];
+    assert_eq!(allowed["decision"], "allowed");
     assert_eq!(allowed["name"], "x.denied.test");
     assert!(
         allowed["by"]
@@ -457,6 +496,11 @@ fn a_request_its_rules_refuse_is_held_and_answered() {
         let agent = scope.spawn(|| post("/v2/other"));
         let question = wait_question(&t, &format!("{HOST} POST /v2/other"));
         let id = question["id"].as_u64().unwrap().to_string();
+        // A request's rule cannot be saved to the repository: said, and nothing answered.
+        t.yolo(&["allow", "--pending", &id, "--save", "repo"])
+            .fails_with(64)
+            .assert_stderr_contains("cannot be saved to devcontainer.json");
+        wait_question(&t, &format!("{HOST} POST /v2/other"));
         t.yolo(&["deny", "--pending", &id]).ok();
         assert_eq!(agent.join().unwrap(), "403");
     });
