@@ -35,10 +35,11 @@ use std::process::Command;
 pub(crate) use crate::run_spec::{events_volume, workspace_volume};
 
 /// The guard's event files in `tar` (a download of its log folder, read as it comes), each
-/// written to `dir` unless the copy there is longer (the guard only appends, so the longer copy
-/// wins): each regular file directly in the folder whose name is a plain `*.jsonl`; anything
+/// brought up to date in `dir`: the guard only appends, so what the copy holds past the
+/// file here (whole lines) is appended to it, and a copy no longer than it changes nothing.
+/// Only each regular file directly in the folder whose name is a plain `*.jsonl`; anything
 /// else (links, folders, odd names) is skipped: the guard shares its namespaces with the agent.
-/// Each file goes through a temporary file beside its place, never through memory whole.
+/// Streamed, never in memory whole; one at a time per `dir` (a lock beside the files).
 pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<String>> {
     let bad = |e: std::io::Error| {
         Error::dependency(
@@ -47,6 +48,17 @@ pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<St
         )
     };
     let mut stored = Vec::new();
+    // One copy at a time into `dir` (an attached run, the shipper and `yolo audit` may all
+    // collect at once): each reads the size here and adds what follows it, which two at once
+    // would both add.
+    let lock_path = dir.join(".remote-copy.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .and_then(|file| file.lock().map(|()| file))
+        .map_err(|e| Error::io(&lock_path, e))?;
     let mut archive = tar::Archive::new(tar);
     for entry in archive.entries().map_err(bad)? {
         let mut entry = entry.map_err(bad)?;
@@ -69,20 +81,48 @@ pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<St
         }
         let path = dir.join(&name);
         let local = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if entry.size() < local {
+        if entry.size() <= local {
             continue;
         }
-        let temp = dir.join(format!(".{name}.{}", std::process::id()));
-        let copied =
-            std::fs::File::create(&temp).and_then(|mut file| std::io::copy(&mut entry, &mut file));
-        if let Err(e) = copied {
-            let _ = std::fs::remove_file(&temp);
-            return Err(Error::io(&temp, e));
-        }
-        std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))?;
+        // The guard only appends: the first `local` bytes are those here already, and only
+        // what follows them is added, in place, so a reader (the shipper, `yolo audit`) sees
+        // the file grow and never shrink or change under it.
+        std::io::copy(&mut (&mut entry).take(local), &mut std::io::sink()).map_err(bad)?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        append_whole_lines(&mut entry, &mut file, &path, bad)?;
         stored.push(name);
     }
+    drop(lock);
     Ok(stored)
+}
+
+/// What `from` holds up to its last newline, appended to `to` as it is read (a line the guard
+/// was writing when the copy was taken comes next time, whole).
+fn append_whole_lines(
+    from: &mut dyn Read,
+    to: &mut std::fs::File,
+    path: &Path,
+    bad: impl Fn(std::io::Error) -> Error,
+) -> Result<()> {
+    use std::io::Write;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let n = from.read(&mut buf).map_err(&bad)?;
+        if n == 0 {
+            return Ok(());
+        }
+        carry.extend_from_slice(&buf[..n]);
+        if let Some(end) = carry.iter().rposition(|b| *b == b'\n') {
+            to.write_all(&carry[..=end])
+                .map_err(|e| Error::io(path, e))?;
+            carry.drain(..=end);
+        }
+    }
 }
 
 /// The branch the agent's work comes back to: `yolo/<container name without "yolo-">`, stable
@@ -1199,6 +1239,7 @@ mod tests {
         let mut names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name != ".remote-copy.lock")
             .collect();
         names.sort();
         assert_eq!(names, ["s1-exec.jsonl", "s1.jsonl"]);
@@ -1206,6 +1247,63 @@ mod tests {
             std::fs::read_to_string(dir.path().join("s1-exec.jsonl")).unwrap(),
             "{}\n{}\n"
         );
+    }
+
+    /// Copies of the guard's log taken at different times, stored at once and in any order
+    /// (an attached run, the shipper and `yolo audit` collect on their own): the file here only
+    /// grows, a line at a time, and ends as the longest copy's whole lines.
+    #[test]
+    fn copies_stored_at_once_only_ever_grow_the_file() {
+        let lines: Vec<String> = (0..400).map(|i| format!("{{\"n\":{i}}}\n")).collect();
+        let full = lines.concat();
+        // Snapshots of the log as it grew, the last one cut inside a line.
+        let mut snapshots: Vec<Vec<u8>> = (1..=40)
+            .map(|k| lines[..k * 10].concat().into_bytes())
+            .collect();
+        snapshots.push(format!("{full}{{\"half").into_bytes());
+        let tar_of = |bytes: &[u8]| {
+            let mut tar = tar::Builder::new(Vec::new());
+            raw(&mut tar, "yolo/s.jsonl", tar::EntryType::Regular, "", bytes);
+            tar.into_inner().unwrap()
+        };
+        let tars: Vec<Vec<u8>> = snapshots.iter().map(|s| tar_of(s)).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.jsonl");
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let watcher = scope.spawn(|| {
+                let mut seen = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let text = std::fs::read(&file).unwrap_or_default();
+                    assert!(text.len() >= seen, "the file shrank");
+                    assert!(full.as_bytes().starts_with(&text), "not the log's start");
+                    seen = text.len();
+                }
+            });
+            let workers: Vec<_> = (0..4)
+                .map(|w| {
+                    let tars = &tars;
+                    let dir = dir.path();
+                    scope.spawn(move || {
+                        // Each worker goes through the snapshots in its own order.
+                        let mut order: Vec<usize> = (0..tars.len()).collect();
+                        order.rotate_left(w * 7 % tars.len());
+                        if w % 2 == 1 {
+                            order.reverse();
+                        }
+                        for i in order {
+                            store_event_files(&mut &tars[i][..], dir).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for worker in workers {
+                worker.join().unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            watcher.join().unwrap();
+        });
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), full);
     }
 
     #[test]
