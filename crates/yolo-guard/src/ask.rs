@@ -54,7 +54,12 @@ struct Pending {
     asked: chrono::DateTime<chrono::Utc>,
     deadline: Instant,
     waiters: Vec<oneshot::Sender<bool>>,
+    /// `http`: the first held request's query string, cut to [`MAX_QUERY`] characters.
+    query: Option<String>,
 }
+
+/// The most of a held request's query string a question shows.
+const MAX_QUERY: usize = 200;
 
 /// A question off the list, being answered.
 pub struct Taken {
@@ -157,15 +162,26 @@ impl Approvals {
         if !yolo_protocol::allowlist::plain_host_name(name) {
             return None;
         }
-        self.hold("dns", name, qtype)
+        self.hold("dns", name, qtype, None)
     }
 
-    /// Hold a request its host's rules refuse: the question is `rule` ([`http_question`]).
-    pub fn ask_http(self: &Arc<Self>, rule: &str) -> Option<Held> {
-        self.hold("http", rule, "")
+    /// Hold a request its host's rules refuse: the question is `rule` ([`http_question`]);
+    /// `query`, the request's query string, is shown with it (the rule matches the path
+    /// alone).
+    pub fn ask_http(self: &Arc<Self>, rule: &str, query: Option<&str>) -> Option<Held> {
+        let query = query
+            .filter(|q| !q.is_empty())
+            .map(|q| q.chars().take(MAX_QUERY).collect());
+        self.hold("http", rule, "", query)
     }
 
-    fn hold(self: &Arc<Self>, what: &'static str, name: &str, qtype: &str) -> Option<Held> {
+    fn hold(
+        self: &Arc<Self>,
+        what: &'static str,
+        name: &str,
+        qtype: &str,
+        query: Option<String>,
+    ) -> Option<Held> {
         self.purge();
         let mut state = self.lock();
         if state.waiting >= MAX_WAITING {
@@ -198,6 +214,7 @@ impl Approvals {
                 asked: chrono::Utc::now(),
                 deadline,
                 waiters: vec![tx],
+                query,
             },
         );
         state.waiting += 1;
@@ -334,6 +351,7 @@ fn view(id: u64, p: &Pending, now: Instant) -> PendingApproval {
         expires_secs: p.deadline.saturating_duration_since(now).as_secs(),
         // Those whose client is still there.
         waiting: p.waiters.iter().filter(|w| !w.is_closed()).count() as u32,
+        query: p.query.clone(),
     }
 }
 
@@ -395,8 +413,13 @@ mod tests {
         let a = approvals(Duration::from_secs(30));
         let rule = http_question("api.test", "POST", "/v1/files").unwrap();
         assert_eq!(rule, "api.test POST /v1/files");
-        let first = a.ask_http(&rule).unwrap();
-        let second = a.ask_http(&rule).unwrap();
+        let long = "x".repeat(MAX_QUERY + 50);
+        let first = a.ask_http(&rule, Some(&format!("token={long}"))).unwrap();
+        let second = a.ask_http(&rule, Some("other=1")).unwrap();
+        // The question shows the first request's query, cut.
+        let shown = a.list()[0].query.clone().unwrap();
+        assert!(shown.starts_with("token=xxx"), "{shown}");
+        assert_eq!(shown.chars().count(), MAX_QUERY);
         assert_eq!(first.id, second.id, "one question for one rule");
         // A lookup of the same text is another question.
         assert_ne!(a.ask("api.test", "A").unwrap().id, first.id);
@@ -458,7 +481,7 @@ mod tests {
     async fn waits_that_go_away_hold_nothing() {
         let a = approvals(Duration::from_millis(300));
         for _ in 0..MAX_WAITING * 4 {
-            let held = a.ask_http("api.test POST /gone").expect("a place");
+            let held = a.ask_http("api.test POST /gone", None).expect("a place");
             drop(held);
         }
         assert_eq!(a.lock().waiting, 0);
@@ -466,7 +489,7 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].waiting, 0, "{listed:?}");
         // A wait dropped mid-way (its future cancelled) gives its place back too.
-        let held = a.ask_http("api.test POST /gone").unwrap();
+        let held = a.ask_http("api.test POST /gone", None).unwrap();
         let _ = tokio::time::timeout(Duration::from_millis(10), held.wait()).await;
         assert_eq!(a.lock().waiting, 0);
         tokio::time::sleep(Duration::from_millis(400)).await;

@@ -59,6 +59,10 @@ pub struct PendingApproval {
     pub expires_secs: u64,
     /// Lookups of the name waiting on it.
     pub waiting: u32,
+    /// `http`: the query string of the first request held on it (at most 200 characters; the
+    /// rule offered matches the path alone, so an allow lets any query through).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
 }
 
 /// See [`Request::ProxySecrets`].

@@ -141,11 +141,15 @@ impl Proxy {
 
     /// Hold a refused request for the user's answer, when it may be lifted and they are asked;
     /// whether it was allowed (its rule added, by the control request that allowed it).
-    async fn allowed_when_asked(&self, refusal: &super::refusal::Refusal) -> bool {
+    async fn allowed_when_asked(
+        &self,
+        refusal: &super::refusal::Refusal,
+        query: Option<&str>,
+    ) -> bool {
         let (Some(approvals), Some(rule)) = (self.approvals.get(), refusal.lift.as_deref()) else {
             return false;
         };
-        match approvals.ask_http(rule) {
+        match approvals.ask_http(rule, query) {
             Some(held) => held.wait().await,
             None => false,
         }
@@ -465,7 +469,11 @@ impl Conn {
         let mut decision = decide(&req);
         // Asked and allowed: decided again, with the rule the answer added.
         if let Decision::Refuse(refusal) = &decision {
-            if self.proxy.allowed_when_asked(refusal).await {
+            if self
+                .proxy
+                .allowed_when_asked(refusal, req.uri().query())
+                .await
+            {
                 decision = decide(&req);
             }
         }

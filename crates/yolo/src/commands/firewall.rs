@@ -240,7 +240,7 @@ pub(crate) async fn approvals(target: &Target, json: bool) -> Result<i32> {
             "{:>4}  {} {} ({qtype}{} waiting, refused in {}s)",
             p.id,
             p.what,
-            crate::visible::escape_controls(&p.name),
+            question(p),
             p.waiting,
             p.expires_secs
         );
@@ -256,6 +256,17 @@ fn decider(command: &str) -> String {
         // SAFETY: getuid cannot fail and touches no memory.
         .unwrap_or_else(|_| format!("uid {}", unsafe { libc::getuid() }));
     format!("{user} ({command})")
+}
+
+/// A held question as every view shows it, escaped for the terminal: the name (or the rule),
+/// and a request's query string, which the rule does not match on (an allow lets any query
+/// through, this one included).
+pub(crate) fn question(p: &yolo_protocol::control::PendingApproval) -> String {
+    let name = crate::visible::escape_controls(&p.name);
+    match &p.query {
+        Some(query) => format!("{name} (query ?{})", crate::visible::escape_controls(query)),
+        None => name,
+    }
 }
 
 /// `yolo allow --pending ID [--save user|repo]` and `yolo deny --pending ID`.

@@ -207,7 +207,7 @@ impl State {
         let cut = |text: String| text.chars().take(room).collect::<String>();
         if let Some(armed) = &self.armed {
             let q = &armed.question;
-            let name = crate::visible::escape_controls(&q.name);
+            let name = crate::commands::firewall::question(q);
             let (asks, keys) = if q.what == "http" {
                 (
                     "send",
@@ -243,7 +243,7 @@ impl State {
                 let asks = if q.what == "http" { "asks" } else { "looks up" };
                 format!(
                     "yolo: the agent {asks} {}{more}, refused in {}s · Ctrl-] to answer",
-                    crate::visible::escape_controls(&q.name),
+                    crate::commands::firewall::question(q),
                     q.expires_secs
                 )
             }
@@ -513,6 +513,7 @@ mod tests {
             asked: chrono::Utc::now(),
             expires_secs: 20,
             waiting: 1,
+            query: None,
         }
     }
 
@@ -651,6 +652,24 @@ mod tests {
         // The armed question comes before an earlier answer's outcome.
         state.note = Some(("allowed c.test".into(), now + NOTE_FOR));
         assert!(state.text(now, 200).0.contains("b.test?"));
+        // A request's query is part of what is shown (the rule does not match on it).
+        let mut with_query = State {
+            pending: vec![PendingApproval {
+                what: "http".into(),
+                query: Some("leak=1".into()),
+                ..question(3, "api.test POST /x")
+            }],
+            ..State::default()
+        };
+        with_query.take_keys(b"\x1d", now);
+        assert!(
+            with_query
+                .text(now, 200)
+                .0
+                .starts_with("yolo: let the agent send api.test POST /x (query ?leak=1)?"),
+            "{:?}",
+            with_query.text(now, 200)
+        );
         // Too narrow for the whole question: not offered here.
         let (narrow, fits) = state.text(now, 30);
         assert!(!fits);

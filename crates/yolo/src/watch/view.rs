@@ -79,9 +79,8 @@ pub(crate) fn draw(frame: &mut Frame, model: &Model, pending: &[PendingApproval]
             .iter()
             .map(|p| {
                 // The registrable domain first: a long name cut at the edge still shows whose
-                // it is.
                 // it is. An `http` question is `HOST METHOD /path`: the host's domain.
-                let name = crate::visible::escape_controls(&p.name);
+                let name = crate::commands::firewall::question(p);
                 let host = p.name.split(' ').next().unwrap_or_default();
                 let domain = psl::domain_str(host).unwrap_or(host);
                 let qtype = if p.qtype.is_empty() {
@@ -218,6 +217,7 @@ mod tests {
             asked: chrono::Utc::now(),
             expires_secs: 25,
             waiting: 2,
+            query: None,
         }];
         let screen = Screen {
             tab: 2,

@@ -493,9 +493,14 @@ fn a_request_its_rules_refuse_is_held_and_answered() {
     assert_eq!(listed, serde_json::json!([]), "nothing held: {listed}");
     // A denied one is refused with the proxy's 403.
     std::thread::scope(|scope| {
-        let agent = scope.spawn(|| post("/v2/other"));
+        let agent = scope.spawn(|| post("/v2/other?leak=secret%20data"));
         let question = wait_question(&t, &format!("{HOST} POST /v2/other"));
         let id = question["id"].as_u64().unwrap().to_string();
+        // The query, which the rule does not match on, is shown with it.
+        assert_eq!(question["query"], "leak=secret%20data");
+        t.yolo(&["approvals"])
+            .ok()
+            .assert_stdout_contains("POST /v2/other (query ?leak=secret%20data)");
         // A request's rule cannot be saved to the repository: said, and nothing answered.
         t.yolo(&["allow", "--pending", &id, "--save", "repo"])
             .fails_with(64)
