@@ -116,6 +116,29 @@ pub(crate) trait Overlay: Send + Sync + std::fmt::Debug {
     fn changed(&self) -> &tokio::sync::Notify;
 }
 
+/// The command's next output, once the overlay lets it be written ([`Overlay::may_write`],
+/// asked for what is written only): held back while the overlay asks the user something (an
+/// interrupt still ends the wait).
+async fn next_writable<S, E>(
+    stream: &mut S,
+    overlay: Option<&dyn Overlay>,
+) -> Option<std::result::Result<LogOutput, E>>
+where
+    S: futures_util::Stream<Item = std::result::Result<LogOutput, E>> + Unpin,
+{
+    let item = stream.next().await?;
+    let written = matches!(
+        item,
+        Ok(LogOutput::StdOut { .. } | LogOutput::Console { .. } | LogOutput::StdErr { .. })
+    );
+    if let Some(overlay) = overlay.filter(|_| written) {
+        while !overlay.may_write() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    Some(item)
+}
+
 /// Where a copy of a command's output goes: any writer (the caller's asciicast recorder).
 #[derive(Clone)]
 pub(crate) struct Recording(std::sync::Arc<std::sync::Mutex<Box<dyn Write + Send>>>);
@@ -275,7 +298,7 @@ impl Engine {
         let mut sink = Sink::new(output);
         loop {
             let item = tokio::select! {
-                item = stream.next() => item,
+                item = next_writable(&mut stream, overlay.as_deref()) => item,
                 signal = interrupt::received() => {
                     sink.flush();
                     let stopped = self.stop_marked(container, req, &mark).await;
@@ -286,18 +309,6 @@ impl Engine {
                 }
             };
             let Some(item) = item else { break };
-            if let Some(overlay) = &overlay {
-                if matches!(
-                    item,
-                    Ok(LogOutput::StdOut { .. })
-                        | Ok(LogOutput::Console { .. })
-                        | Ok(LogOutput::StdErr { .. })
-                ) {
-                    while !overlay.may_write() {
-                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                    }
-                }
-            }
             match item {
                 Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
                     sink.out(&message)
