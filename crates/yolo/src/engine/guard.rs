@@ -217,7 +217,7 @@ impl Engine {
                 labels: i.labels.into_iter().collect(),
             })
             .collect();
-        for name in guard_image::stale(&built, &labels::guard_image_marks(), &images) {
+        for name in guard_image::stale(&built, tag, &labels::guard_image_marks(), &images) {
             let _ = self
                 .docker
                 .remove_image(&name, None::<RemoveImageOptions>, None)

@@ -157,9 +157,12 @@ pub(super) struct ListedImage {
 /// does the image under it), or by id when nothing names them any more (the image a rebuild
 /// for a new base took the tag from). Only images with the guard image's labels count, with
 /// every one of `marks` (`dev.yolo.managed` and the `YOLO_LABELS` of this run, so a test only
-/// clears its own).
+/// clears its own). The tag `tag` itself is never removed, whatever image holds it when the list
+/// is read: two `up`s building the same tag at once each see the other's image as older, and
+/// removing that tag by name would take it from under both.
 pub(super) fn stale(
     built: &str,
+    tag: &str,
     marks: &BTreeMap<String, String>,
     images: &[ListedImage],
 ) -> Vec<String> {
@@ -181,7 +184,7 @@ pub(super) fn stale(
         let this_version = format!("{REPOSITORY}:{}-", env!("CARGO_PKG_VERSION"));
         names.extend(
             tags.into_iter()
-                .filter(|t| t.starts_with(&this_version))
+                .filter(|t| t.starts_with(&this_version) && t.as_str() != tag)
                 .cloned(),
         );
     }
@@ -402,7 +405,7 @@ mod tests {
             ),
         ];
         assert_eq!(
-            stale("sha256:new", &marks, &images),
+            stale("sha256:new", "yolo-guard:0.2.0-bbb", &marks, &images),
             [
                 "yolo-guard:0.1.0-aaa",
                 "yolo-guard:0.1.0-src-ccc",
@@ -424,8 +427,18 @@ mod tests {
             listed("sha256:theirs", &["yolo-guard:0.1.0-eee"], &guard),
         ];
         assert_eq!(
-            stale("sha256:new", &marked, &images),
+            stale("sha256:new", "yolo-guard:0.2.0-bbb", &marked, &images),
             ["yolo-guard:0.1.0-aaa"]
+        );
+        // Another `up` built the same tag meanwhile: the list shows it on the other image
+        // (and ours untagged). The tag stays; only the image nothing names goes.
+        let raced = [
+            listed("sha256:new", &["<none>:<none>"], &guard),
+            listed("sha256:theirs", &["yolo-guard:0.2.0-bbb"], &guard),
+        ];
+        assert_eq!(
+            stale("sha256:new", "yolo-guard:0.2.0-bbb", &marks, &raced),
+            Vec::<String>::new()
         );
     }
 
