@@ -80,6 +80,36 @@ pub(crate) struct Target {
     /// devcontainer.json to use (default: discovered in the workspace)
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
+    /// The named session whose agent works on a copy of the repository, brought back as the
+    /// branch yolo/NAME (default: the workspace session, on the repository itself)
+    #[arg(long = "copy", global = true, value_name = "NAME", value_parser = copy_name)]
+    pub(crate) copy: Option<String>,
+}
+
+impl Target {
+    /// With the named session a command's `NAME` argument gave (`yolo sync NAME`).
+    pub(crate) fn with_copy(mut self, name: Option<String>) -> Target {
+        self.copy = name.or(self.copy);
+        self
+    }
+}
+
+/// A named session's name: what a branch (`yolo/NAME`) and a container name can both hold.
+fn copy_name(text: &str) -> Result<String, String> {
+    let ok = (1..=40).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !text.starts_with('-')
+        && !text.ends_with('-');
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "{:?} is not a session name: 1 to 40 lowercase letters, digits and dashes, not starting or ending with a dash (it becomes the branch yolo/NAME)",
+            crate::visible::escape_controls(text)
+        ))
+    }
 }
 
 /// The flags of `up` and `run`. Every value is checked by its parser here, so a bad one is a
@@ -267,6 +297,9 @@ pub(crate) enum Command {
     Down {
         #[command(flatten)]
         target: Target,
+        /// The named session (as --copy NAME)
+        #[arg(value_name = "NAME", value_parser = copy_name, conflicts_with = "copy")]
+        name: Option<String>,
         /// Also remove the container (and yolo's networks)
         #[arg(long)]
         remove: bool,
@@ -279,6 +312,9 @@ pub(crate) enum Command {
     Sync {
         #[command(flatten)]
         target: Target,
+        /// The named session (as --copy NAME)
+        #[arg(value_name = "NAME", value_parser = copy_name, conflicts_with = "copy")]
+        name: Option<String>,
     },
     /// List yolo's containers
     Status {

@@ -52,7 +52,13 @@ struct Source {
 pub(crate) struct Located {
     pub(crate) workspace: PathBuf,
     pub(crate) config_file: PathBuf,
+    /// The workspace session's `${devcontainerId}`, or a named session's own (see
+    /// [`Located::named`]): every container, volume, state file and lock is keyed by it.
     pub(crate) devcontainer_id: String,
+    /// A named session (`--copy NAME`): its agent works on a copy of the repository in a
+    /// volume, as with a remote engine, and its work comes back as the branch `yolo/NAME`.
+    /// `None`: the workspace session.
+    pub(crate) copy: Option<String>,
 }
 
 impl Located {
@@ -82,7 +88,29 @@ impl Located {
             workspace,
             config_file,
             devcontainer_id,
+            copy: None,
         })
+    }
+
+    /// The named session `name` of this workspace (`None`: the workspace session itself).
+    /// Its id is its own (`id::session_id` of the workspace's and the name), so it has its own
+    /// containers, guard, volumes (`${devcontainerId}` in the config too), state and lock, and
+    /// runs beside the workspace session and the other named ones.
+    pub(crate) fn named(mut self, name: Option<&str>) -> Located {
+        if let Some(name) = name {
+            self.devcontainer_id = id::session_id(&self.devcontainer_id, name);
+            self.copy = Some(name.to_string());
+        }
+        self
+    }
+
+    /// Why this session's agent works on a copy of the repository in a volume (a named
+    /// session, or a remote engine: `crate::remote`); `None`: on the repository's folder.
+    pub(crate) fn copy_reason(&self) -> Result<Option<String>> {
+        match &self.copy {
+            Some(name) => Ok(Some(format!("the session {name} works on a copy"))),
+            None => crate::engine::remote::remote_reason(),
+        }
     }
 }
 
@@ -99,6 +127,7 @@ impl Project {
             workspace,
             config_file,
             devcontainer_id,
+            ..
         } = located.clone();
         refuse_yolos_own_folders(&workspace, &config_file)?;
         let raw = parse::parse_file(&config_file)?;
@@ -197,6 +226,7 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
         workspace,
         config_file,
         devcontainer_id,
+        ..
     } = &source.located;
     let agent_volumes = agents::all(user)
         .iter()
@@ -245,7 +275,7 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
         apply_session_ca(&mut spec, settings.extra_ca.as_ref())?;
     }
     // With an engine on another machine the repository is copied into a volume (`remote`).
-    if let Some(why) = crate::engine::remote::remote_reason()? {
+    if let Some(why) = source.located.copy_reason()? {
         crate::remote::to_volume(&mut spec, workspace, &why)?;
     }
     spec.metadata_label = policy::metadata_label(

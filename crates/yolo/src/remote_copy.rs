@@ -48,8 +48,12 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
     }
     let workspace = spec.workspace.clone();
     let limits = Taking::from_config()?.limits;
+    let why = project
+        .located()
+        .copy_reason()?
+        .unwrap_or_else(|| "the engine is remote".into());
     eprintln!(
-        "{} copying {} into the volume {volume}: the engine is remote",
+        "{} copying {} into the volume {volume}: {why}",
         console::style("yolo:").bold(),
         spec.workspace.display(),
     );
@@ -105,10 +109,13 @@ pub(crate) async fn bring_back(
     let Some(target) = engine.volume_mount_point(&agent.id, &volume).await? else {
         return Ok(None);
     };
-    let branch = remote::branch_name(&names::container_name(
-        &located.workspace,
-        &located.devcontainer_id,
-    ));
+    let branch = match &located.copy {
+        Some(name) => format!("yolo/{name}"),
+        None => remote::branch_name(&names::container_name(
+            &located.workspace,
+            &located.devcontainer_id,
+        )),
+    };
     let repo = located.workspace.clone();
     let (limits, watch) = (taking.limits, taking.watch.clone());
     let Returned {
@@ -119,7 +126,14 @@ pub(crate) async fn bring_back(
         .download_with(&agent.id, &target, move |tar| {
             remote::bring_back(&repo, tar, &branch, limits, &watch)
         })
-        .await?;
+        .await
+        .map_err(|e| match (e, &located.copy) {
+            // The command to run again names the session.
+            (Error::Conflict(why), Some(name)) => {
+                Error::Conflict(why.replace("`yolo sync`", &format!("`yolo sync {name}`")))
+            }
+            (e, _) => e,
+        })?;
     for s in &skipped {
         let message = format!(
             "{} ({}) was left out of the agent's work: it is larger than {}, the largest file `yolo sync` takes ([workspace] sync_max_file); the branch keeps what its commit has there",
@@ -187,7 +201,7 @@ impl Drop for AbortOnDrop {
 /// file is the guard's whole log of a session (it only appends), so the longer copy wins. Does
 /// nothing with a local engine (the guard writes the data folder itself).
 pub(crate) async fn collect_events(engine: &Engine, located: &Located) -> Result<()> {
-    if crate::engine::remote::remote_reason()?.is_none() {
+    if located.copy_reason()?.is_none() {
         return Ok(());
     }
     let volume = remote::events_volume(&located.devcontainer_id);

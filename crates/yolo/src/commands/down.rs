@@ -27,7 +27,7 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
     // read, nor keep running when the sync fails), then its work comes back before anything
     // goes; a conflict stops `down --remove --volumes` (nothing is lost: run `yolo sync` once
     // resolved). The archive endpoint reads a stopped container's volume.
-    let remote = crate::engine::remote::remote_reason()?.is_some();
+    let remote = located.copy_reason()?.is_some();
     let mut stopped = None;
     if remote {
         let taking = crate::remote_copy::Taking::from_config();
@@ -50,8 +50,13 @@ pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Res
             Err(e) => {
                 warn(&e);
                 eprintln!(
-                    "{} the agent's work stays in its volume; run `yolo sync` once that is resolved",
-                    console::style("yolo:").bold()
+                    "{} the agent's work stays in its volume; run `yolo sync{}` once that is resolved",
+                    console::style("yolo:").bold(),
+                    located
+                        .copy
+                        .as_ref()
+                        .map(|name| format!(" {name}"))
+                        .unwrap_or_default()
                 );
             }
         }

@@ -64,10 +64,11 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
         Command::Shell { target } => exec::shell(&target).await,
         Command::Down {
             target,
+            name,
             remove,
             volumes,
-        } => down::execute(&target, remove, volumes).await,
-        Command::Sync { target } => sync::execute(&target).await,
+        } => down::execute(&target.with_copy(name), remove, volumes).await,
+        Command::Sync { target, name } => sync::execute(&target.with_copy(name)).await,
         Command::Status { json } => status::execute(json).await,
         Command::Init {
             target,
@@ -186,7 +187,10 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
 
 /// The workspace and config file the `--workspace`/`--config` flags point at.
 fn locate(target: &crate::cli::Target) -> Result<Located> {
-    Located::find(target.workspace.as_deref(), target.config.as_deref())
+    Ok(
+        Located::find(target.workspace.as_deref(), target.config.as_deref())?
+            .named(target.copy.as_deref()),
+    )
 }
 
 /// The user's config and the flags, resolved before anything runs.

@@ -48,6 +48,7 @@ pub(crate) async fn execute(
         &at,
         detach,
     );
+    record.copy = located.copy.clone();
     if detach {
         return start_keeper(&mut record);
     }
@@ -149,7 +150,8 @@ pub(crate) async fn keep(id: &str) -> Result<i32> {
     let record = runs::claim(id).await?;
     let result = async {
         let located =
-            crate::project::Located::find(Some(&record.workspace), record.config.as_deref())?;
+            crate::project::Located::find(Some(&record.workspace), record.config.as_deref())?
+                .named(record.copy.as_deref());
         let user = UserConfig::load()?;
         let agent = agents::resolve(&record.agent, &user)?;
         let engine = super::engine().await?;

@@ -17,8 +17,13 @@ pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
     match bring_back(&engine, located, &taking, writer.as_ref()).await? {
         Some(_) => Ok(0),
         None => Err(Error::NotRunning(format!(
-            "nothing to sync for {}: yolo has no copy of it in a volume (the engine is local, or `yolo up` has not run with the remote engine)",
-            located.workspace.display()
+            "nothing to sync for {}{}: yolo has no copy of it in a volume (the engine is local and this is the workspace session, or `yolo up` has not run on the copy; a named session's copy: `yolo up --copy NAME`)",
+            located.workspace.display(),
+            located
+                .copy
+                .as_ref()
+                .map(|name| format!(" (session {name})"))
+                .unwrap_or_default()
         ))),
     }
 }

@@ -31,6 +31,18 @@ pub(crate) fn devcontainer_id(local_folder: &str, config_file: &str) -> String {
     base32_padded(&Sha256::digest(json.as_bytes()))
 }
 
+/// The id of the named session `name` of the workspace whose id is `workspace_id`: sha256 of
+/// both (a NUL between them), as 52 base-32 digits like a `devcontainerId`, so nothing keyed by
+/// ids can tell it from one and no name gives the workspace's own id.
+pub(crate) fn session_id(workspace_id: &str, name: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"yolo session\0");
+    hash.update(workspace_id.as_bytes());
+    hash.update(b"\0");
+    hash.update(name.as_bytes());
+    base32_padded(&hash.finalize())
+}
+
 /// A string literal as `JSON.stringify` writes it. serde_json's escaping is the same for every
 /// Rust string: `"`, `\` and control characters only, `\b\f\n\r\t` short forms, other controls as
 /// lowercase `\u00xx`; `/`, DEL, U+2028/9 and non-ASCII are kept as-is. (JavaScript's one extra

@@ -48,7 +48,8 @@ impl Session {
     /// The session of the workspace `target` names (`--workspace`, `--config`): located, held
     /// as `hold` says, its state loaded. Every workspace command takes its session here.
     pub(crate) async fn open(target: &Target, hold: Hold<'_>) -> Result<Session> {
-        let located = Located::find(target.workspace.as_deref(), target.config.as_deref())?;
+        let located = Located::find(target.workspace.as_deref(), target.config.as_deref())?
+            .named(target.copy.as_deref());
         Session::at(located, hold).await
     }
 

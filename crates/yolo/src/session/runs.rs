@@ -55,6 +55,9 @@ pub(crate) struct RunRecord {
     /// A Pod in a cluster (`yolo kube --apply`) rather than a container of an engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) kube: Option<KubeRun>,
+    /// The named session it runs in (`--copy NAME`); `None`: the workspace session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) copy: Option<String>,
 }
 
 /// Where a run in a cluster is: its Pod.
@@ -162,6 +165,7 @@ impl RunRecord {
             exit_code: None,
             error: None,
             kube: None,
+            copy: None,
         }
     }
 

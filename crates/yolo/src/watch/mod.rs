@@ -37,7 +37,8 @@ impl Watched {
                 target.workspace.as_deref(),
                 target.config.as_deref(),
             )
-            .ok(),
+            .ok()
+            .map(|l| l.named(target.copy.as_deref())),
         }
     }
 

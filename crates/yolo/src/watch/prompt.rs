@@ -313,7 +313,7 @@ impl Prompt {
             answers,
             task: Mutex::new(None),
         });
-        let every = if crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some()) {
+        let every = if located.copy_reason().is_ok_and(|r| r.is_some()) {
             Duration::from_secs(5)
         } else {
             Duration::from_secs(1)

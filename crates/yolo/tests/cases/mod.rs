@@ -6,6 +6,7 @@ mod builds;
 mod cli;
 mod compose;
 mod containment;
+mod copies;
 mod credentials;
 mod display;
 mod errors;

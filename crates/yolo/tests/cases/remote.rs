@@ -50,7 +50,7 @@ impl Drop for Forward {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -83,7 +83,7 @@ fn remote_test(forward: &Forward) -> Test {
     t
 }
 
-fn commit_all(t: &Test) {
+pub(super) fn commit_all(t: &Test) {
     git(&t.workspace, &["add", "-A"]);
     git(&t.workspace, &["commit", "-q", "-m", "first"]);
 }

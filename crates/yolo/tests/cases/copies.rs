@@ -1,0 +1,130 @@
+//! Named sessions on a copy (issue 28, item 1): `--copy NAME` gives a session of its own (its
+//! own id, containers, guard, state and lock) whose agent works on a copy of the repository in a
+//! volume, as on a remote engine, with the local engine; `yolo sync NAME` / `yolo down NAME`
+//! bring its work back as the branch `yolo/NAME`, never over the user's branch or files.
+
+use super::remote::{commit_all, git};
+use crate::support::*;
+
+/// A repository with one commit and a devcontainer.json.
+fn repository() -> Test {
+    let t = Test::new();
+    t.file("README.md", "the repo\n");
+    t.file(".gitignore", "ignored/\n");
+    t.devcontainer(&format!(r#"{{"image": "{BASE_IMAGE}"}}"#));
+    git(&t.workspace, &["init", "-q", "-b", "main"]);
+    commit_all(&t);
+    t
+}
+
+#[test]
+fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
+    let t = repository();
+    let main_before = git(&t.workspace, &["rev-parse", "HEAD"]);
+    // Both start at once: each session has its own lock.
+    std::thread::scope(|scope| {
+        let one = scope.spawn(|| t.yolo(&["up", "--copy", "one"]));
+        let two = scope.spawn(|| t.yolo(&["up", "--copy", "two"]));
+        one.join().unwrap().ok();
+        two.join().unwrap().ok();
+    });
+    let agents = t.agents();
+    assert_eq!(agents.len(), 2, "one agent each: {agents:?}");
+    let guards = t.guard_ids();
+    assert_eq!(guards.len(), 2, "one guard each: {guards:?}");
+    // Each agent's workspace is a volume of its own, not the repository's folder.
+    let mut volumes = Vec::new();
+    for agent in &agents {
+        let mounts = inspect(agent)["Mounts"].clone();
+        let workspace = mounts
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["Destination"] == "/workspaces/repo")
+            .unwrap_or_else(|| panic!("the workspace mount: {mounts}"))
+            .clone();
+        assert_eq!(workspace["Type"], "volume", "{mounts}");
+        volumes.push(workspace["Name"].as_str().unwrap().to_string());
+    }
+    assert_ne!(volumes[0], volumes[1]);
+    for (name, text) in [("one", "from one"), ("two", "from two")] {
+        t.yolo(&[
+            "exec",
+            "--copy",
+            name,
+            "sh",
+            "-c",
+            &format!("echo '{text}' > README.md; echo {name} > {name}.txt"),
+        ])
+        .ok();
+    }
+    // Nothing reached the repository's folder.
+    assert_eq!(
+        std::fs::read_to_string(t.workspace.join("README.md")).unwrap(),
+        "the repo\n"
+    );
+    assert!(!t.workspace.join("one.txt").exists());
+    // Each copy's work comes back as its own branch.
+    t.yolo(&["sync", "one"])
+        .ok()
+        .assert_stderr_contains("git merge yolo/one");
+    t.yolo(&["sync", "--copy", "two"]).ok();
+    for (name, text) in [("one", "from one"), ("two", "from two")] {
+        let branch = format!("yolo/{name}");
+        assert_eq!(
+            git(&t.workspace, &["show", &format!("{branch}:README.md")]),
+            text
+        );
+        assert_eq!(
+            git(&t.workspace, &["show", &format!("{branch}:{name}.txt")]),
+            name
+        );
+    }
+    let files = git(&t.workspace, &["ls-tree", "-r", "--name-only", "yolo/one"]);
+    assert!(!files.contains("two.txt"), "{files}");
+    // The user's branch and files: untouched.
+    assert_eq!(git(&t.workspace, &["rev-parse", "HEAD"]), main_before);
+    assert_eq!(git(&t.workspace, &["branch", "--show-current"]), "main");
+    // A branch the user moved is not moved again: compare-and-swap.
+    let mine = git(
+        &t.workspace,
+        &[
+            "commit-tree",
+            "-p",
+            "yolo/one",
+            "-m",
+            "mine",
+            "yolo/one^{tree}",
+        ],
+    );
+    git(&t.workspace, &["update-ref", "refs/heads/yolo/one", &mine]);
+    t.yolo(&["exec", "--copy", "one", "sh", "-c", "echo more > more.txt"])
+        .ok();
+    t.yolo(&["sync", "one"])
+        .fails_with(75)
+        .assert_stderr_contains("then run `yolo sync one` again");
+    assert_eq!(git(&t.workspace, &["rev-parse", "yolo/one"]), mine);
+    // Nor does `down --remove --volumes` lose the work: it stops there.
+    t.yolo(&["down", "one", "--remove", "--volumes"])
+        .fails_with(75);
+    assert_eq!(t.agents().len(), 2);
+    git(&t.workspace, &["branch", "-m", "yolo/one", "yolo/one-mine"]);
+    // Down brings the other's last work back, and takes everything of it away.
+    t.yolo(&["exec", "--copy", "two", "sh", "-c", "echo last > last.txt"])
+        .ok();
+    t.yolo(&["down", "two", "--remove", "--volumes"]).ok();
+    assert_eq!(git(&t.workspace, &["show", "yolo/two:last.txt"]), "last");
+    assert_eq!(t.agents().len(), 1, "one's agent stays");
+    t.yolo(&["down", "--copy", "one", "--remove", "--volumes"])
+        .ok();
+    assert_eq!(git(&t.workspace, &["show", "yolo/one:more.txt"]), "more");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    let left = docker(&["volume", "ls", "-q", "--filter", "label=dev.yolo.managed"]);
+    for volume in volumes {
+        assert!(!left.contains(&volume), "{volume} stays");
+    }
+    // A name that cannot be a branch is a usage error.
+    t.yolo(&["up", "--copy", "../main"])
+        .fails_with(64)
+        .assert_stderr_contains("is not a session name");
+}
