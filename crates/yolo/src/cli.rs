@@ -86,12 +86,26 @@ pub(crate) struct Target {
     pub(crate) copy: Option<String>,
 }
 
+/// `--session NAME` of the commands that act on a running session (`exec`, `shell`, `logs`,
+/// `allow`, `deny`, `approvals`): the named session, as `--copy NAME`.
+#[derive(Debug, Clone, Args, Default)]
+pub(crate) struct Named {
+    /// The named session (as --copy NAME; default: the workspace session)
+    #[arg(long = "session", value_name = "NAME", value_parser = copy_name, conflicts_with = "copy")]
+    pub(crate) session: Option<String>,
+}
+
 impl Target {
     /// With the named session a command's `NAME` argument gave (`yolo sync NAME`).
     pub(crate) fn with_copy(mut self, name: Option<String>) -> Target {
         self.copy = name.or(self.copy);
         self
     }
+}
+
+/// Whether `text` can be a named session's name ([`copy_name`]).
+pub(crate) fn is_copy_name(text: &str) -> bool {
+    copy_name(text).is_ok()
 }
 
 /// A named session's name: what a branch (`yolo/NAME`) and a container name can both hold.
@@ -264,6 +278,8 @@ pub(crate) enum Command {
     Logs {
         #[command(flatten)]
         target: Target,
+        #[command(flatten)]
+        named: Named,
         /// The run's id, or a unique start of it (`yolo ps --all` lists them)
         run: Option<String>,
         /// Keep printing until the run ends
@@ -284,6 +300,8 @@ pub(crate) enum Command {
     Exec {
         #[command(flatten)]
         target: Target,
+        #[command(flatten)]
+        named: Named,
         /// The command and its arguments
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
@@ -292,6 +310,8 @@ pub(crate) enum Command {
     Shell {
         #[command(flatten)]
         target: Target,
+        #[command(flatten)]
+        named: Named,
     },
     /// Stop the project container
     Down {
@@ -421,6 +441,8 @@ pub(crate) enum Command {
     Allow {
         #[command(flatten)]
         target: Target,
+        #[command(flatten)]
+        named: Named,
         /// What to allow: example.com, *.example.com (subdomains), example.com:443 or
         /// example.com:80,443 (only those ports), 10.0.0.5, 10.0.0.0/8, 10.0.0.0/8:5432,
         /// [2001:db8::1]:443
@@ -444,6 +466,8 @@ pub(crate) enum Command {
     Deny {
         #[command(flatten)]
         target: Target,
+        #[command(flatten)]
+        named: Named,
         /// What to deny, in the forms `allow` takes: example.com removes the name with all its
         /// ports; example.com:443 takes that port out of the entries that list it
         /// (example.com:80,443 keeps 80). An entry allowed on every port cannot lose one: deny
@@ -476,6 +500,8 @@ pub(crate) enum Command {
     Approvals {
         #[command(flatten)]
         target: Target,
+        #[command(flatten)]
+        named: Named,
         /// Print as JSON
         #[arg(long)]
         json: bool,

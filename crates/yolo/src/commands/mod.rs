@@ -49,19 +49,26 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
         Command::Ps { all, json } => runs::ps(all, json).await,
         Command::Logs {
             target,
+            named,
             run,
             follow,
             raw,
         } => {
+            let target = target.with_copy(named.session);
             let workspace = match &run {
                 Some(_) => None,
                 None => Some(locate(&target)?.workspace),
             };
-            runs::logs(run.as_deref(), workspace.as_deref(), follow, raw).await
+            let of = workspace.as_deref().map(|w| (w, target.copy.as_deref()));
+            runs::logs(run.as_deref(), of, follow, raw).await
         }
         Command::Keep { run } => run::keep(&run).await,
-        Command::Exec { target, command } => exec::execute(&target, command).await,
-        Command::Shell { target } => exec::shell(&target).await,
+        Command::Exec {
+            target,
+            named,
+            command,
+        } => exec::execute(&target.with_copy(named.session), command).await,
+        Command::Shell { target, named } => exec::shell(&target.with_copy(named.session)).await,
         Command::Down {
             target,
             name,
@@ -102,13 +109,15 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
         } => {
             match action {
                 Some(crate::cli::AuditAction::Verify { session }) => {
-                    return audit::verify(&target, session).await
+                    let (target, session) = log_session(target, session);
+                    return audit::verify(&target, session).await;
                 }
                 Some(crate::cli::AuditAction::Ship { session }) => {
                     return audit::ship(&target, session).await
                 }
                 None => {}
             }
+            let (target, session) = log_session(target, session);
             let filter = crate::audit::filter::Filter {
                 kinds,
                 since,
@@ -131,41 +140,58 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             session,
             speed,
             raw,
-        } => replay::execute(&target, session, speed, raw).await,
+        } => {
+            let (target, session) = log_session(target, session);
+            replay::execute(&target, session, speed, raw).await
+        }
         Command::Report {
             target,
             session,
             output,
-        } => report::execute(&target, session, output).await,
+        } => {
+            let (target, session) = log_session(target, session);
+            report::execute(&target, session, output).await
+        }
         Command::Allow {
             target,
+            named,
             pending: Some(id),
             save,
             ..
-        } => firewall::decide(&target, id, true, save).await,
+        } => firewall::decide(&target.with_copy(named.session), id, true, save).await,
         Command::Allow {
             target,
+            named,
             patterns,
             http,
             ..
-        } => firewall::allow(&target, patterns, http).await,
+        } => firewall::allow(&target.with_copy(named.session), patterns, http).await,
         Command::Deny {
             target,
+            named,
             pending: Some(id),
             ..
-        } => firewall::decide(&target, id, false, None).await,
+        } => firewall::decide(&target.with_copy(named.session), id, false, None).await,
         Command::Deny {
             target,
+            named,
             patterns,
             http,
             ..
-        } => firewall::deny(&target, patterns, http).await,
-        Command::Approvals { target, json } => firewall::approvals(&target, json).await,
+        } => firewall::deny(&target.with_copy(named.session), patterns, http).await,
+        Command::Approvals {
+            target,
+            named,
+            json,
+        } => firewall::approvals(&target.with_copy(named.session), json).await,
         Command::Watch {
             target,
             session,
             once,
-        } => crate::watch::run(&target, session, once).await,
+        } => {
+            let (target, session) = log_session(target, session);
+            crate::watch::run(&target, session, once).await
+        }
         Command::Firewall {
             target,
             json,
@@ -180,8 +206,32 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
                     json,
                 }),
             ..
-        } => firewall::suggest(&target, session, write, json).await,
+        } => {
+            let (target, session) = log_session(target, session);
+            firewall::suggest(&target, session, write, json).await
+        }
         Command::Completions { shell } => completions::execute(shell),
+    }
+}
+
+/// `--session X` (or `SESSION`) of the commands that read a session's log: a log session's id
+/// as before, or a named session's name (`--copy NAME`), whose latest log session it then
+/// means. An id wins: a name is taken as one only when no log session has it.
+fn log_session(
+    target: crate::cli::Target,
+    session: Option<String>,
+) -> (crate::cli::Target, Option<String>) {
+    match session {
+        Some(name)
+            if crate::cli::is_copy_name(&name)
+                && !crate::audit::session_files(&name)
+                    .iter()
+                    .any(|p| p.exists())
+                && !crate::audit::session_dir(&name).exists() =>
+        {
+            (target.with_copy(Some(name)), None)
+        }
+        other => (target, other),
     }
 }
 

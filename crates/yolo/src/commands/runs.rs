@@ -34,7 +34,7 @@ pub(crate) async fn ps(all_runs: bool, json: bool) -> Result<i32> {
         );
         return Ok(0);
     }
-    let rows: Vec<[String; 6]> = runs
+    let rows: Vec<[String; 7]> = runs
         .iter()
         .map(|(r, state): &(_, RunState)| runs::table_row(r, state))
         .collect();
@@ -47,12 +47,12 @@ pub(crate) async fn ps(all_runs: bool, json: bool) -> Result<i32> {
 /// rewrite the terminal, its title or the clipboard), line by line, unless `raw`.
 pub(crate) async fn logs(
     id: Option<&str>,
-    workspace: Option<&Path>,
+    of: Option<(&Path, Option<&str>)>,
     follow: bool,
     raw: bool,
 ) -> Result<i32> {
     use std::io::Write;
-    let run = runs::find(id, workspace)?;
+    let run = runs::find(id, of)?;
     let mut out = std::io::stdout().lock();
     let show = |bytes: &[u8]| {
         let shown = if raw {

@@ -321,7 +321,9 @@ pub(crate) fn all() -> Result<Vec<RunRecord>> {
 }
 
 /// The run `id` names (a unique prefix will do), or without one the latest run of `workspace`.
-pub(crate) fn find(id: Option<&str>, workspace: Option<&Path>) -> Result<RunRecord> {
+/// The run `id` names (a unique start of it), or without one the latest of the workspace
+/// session (`(workspace, None)`) or of a named one (`(workspace, Some(name))`).
+pub(crate) fn find(id: Option<&str>, of: Option<(&Path, Option<&str>)>) -> Result<RunRecord> {
     let runs = all()?;
     match id {
         Some(id) => {
@@ -342,14 +344,15 @@ pub(crate) fn find(id: Option<&str>, workspace: Option<&Path>) -> Result<RunReco
             }
         }
         None => {
-            let workspace = workspace.ok_or_else(|| Error::Usage("name the run".into()))?;
+            let (workspace, copy) = of.ok_or_else(|| Error::Usage("name the run".into()))?;
             runs.into_iter()
                 .rev()
-                .find(|r| r.workspace == workspace)
+                .find(|r| r.workspace == workspace && r.copy.as_deref() == copy)
                 .ok_or_else(|| {
                     Error::NotFound(format!(
-                        "no agent run for {}; start one with `yolo run --detach AGENT`, or see `yolo ps --all`",
-                        workspace.display()
+                        "no agent run for {}{}; start one with `yolo run --detach AGENT`, or see `yolo ps --all`",
+                        workspace.display(),
+                        copy.map(|c| format!(" (session {c})")).unwrap_or_default()
                     ))
                 })
         }
@@ -448,17 +451,20 @@ pub(crate) fn json_view(r: &RunRecord, state: &RunState) -> serde_json::Value {
 }
 
 /// The columns of `yolo ps`'s table.
-pub(crate) const TABLE_HEADER: [&str; 6] = [
+pub(crate) const TABLE_HEADER: [&str; 7] = [
     "RUN",
     "AGENT",
     "MODE",
     "STARTED (UTC)",
     "STATE",
+    "SESSION",
     "WORKSPACE",
 ];
 
 /// A run's row of `yolo ps`'s table (the workspace's name is the repository's: escaped).
-pub(crate) fn table_row(r: &RunRecord, state: &RunState) -> [String; 6] {
+/// The session column: a named session's name (its branch is `yolo/NAME`), `-` for the
+/// workspace session.
+pub(crate) fn table_row(r: &RunRecord, state: &RunState) -> [String; 7] {
     [
         r.id.clone(),
         r.agent.clone(),
@@ -470,6 +476,7 @@ pub(crate) fn table_row(r: &RunRecord, state: &RunState) -> [String; 6] {
         .into(),
         r.started.format("%Y-%m-%d %H:%M:%S").to_string(),
         state.to_string(),
+        r.copy.clone().unwrap_or_else(|| "-".into()),
         crate::visible::escape_controls(&r.workspace.display().to_string()),
     ]
 }

@@ -58,6 +58,15 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
         ])
         .ok();
     }
+    // The commands that act on a session take it as --session NAME too; each session's
+    // record is its own.
+    t.yolo(&["exec", "--session", "one", "sh", "-c", "cat one.txt"])
+        .ok()
+        .assert_stdout_contains("one");
+    t.yolo(&["audit", "--session", "two", "--kind", "exec"])
+        .ok()
+        .assert_stdout_contains("two.txt")
+        .assert_stdout_lacks("one.txt");
     // Nothing reached the repository's folder.
     assert_eq!(
         std::fs::read_to_string(t.workspace.join("README.md")).unwrap(),
