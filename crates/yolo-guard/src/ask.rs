@@ -82,8 +82,9 @@ impl Taken {
 const MAX_RULE: usize = 1024;
 
 /// The rule a held request's question offers, `HOST METHOD /path`, when it allows exactly
-/// that request: a plain host name (with `:port` off the HTTPS port), and no `*` in the
-/// method or the path (which the rule grammar reads as a wildcard). `None`: not offered.
+/// that request: a plain host name (with `:port` off the HTTPS port), no `*` in the method or
+/// the path (which the rule grammar reads as a wildcard), and nothing but printable ASCII.
+/// `None`: not offered (the request is refused at once).
 pub fn http_question(host: &str, method: &str, path: &str) -> Option<String> {
     let rule = format!("{host} {method} {path}");
     let name = match host.rsplit_once(':') {
@@ -95,9 +96,9 @@ pub fn http_question(host: &str, method: &str, path: &str) -> Option<String> {
         && !path.contains('*')
         && path.starts_with('/')
         && rule.len() <= MAX_RULE
-        && !rule
-            .chars()
-            .any(|c| c.is_whitespace() && c != ' ' || c.is_control());
+        // Printable ASCII only: what the user reads is then what is allowed, one column a
+        // character (no look-alike, blank, wide or direction-changing character).
+        && rule.bytes().all(|b| b == b' ' || b.is_ascii_graphic());
     let (parsed_host, parsed) = yolo_protocol::http::parse_host_rule(&rule).ok()?;
     (plain && parsed_host == host && parsed.to_string() == format!("{method} {path}"))
         .then_some(rule)
@@ -438,6 +439,9 @@ mod tests {
             ("api.test", "GET", "v1"),
             ("api.test", "GET", "/a\tb"),
             ("api.test", "GET", "/a b"),
+            ("api.test", "GET", "/caf\u{e9}"),
+            ("api.test", "GET", "/\u{ff41}\u{2800}x"),
+            ("api.test", "GET", "/a\u{202e}b"),
         ] {
             assert_eq!(
                 http_question(host, method, path),

@@ -258,15 +258,30 @@ fn decider(command: &str) -> String {
     format!("{user} ({command})")
 }
 
-/// A held question as every view shows it, escaped for the terminal: the name (or the rule),
-/// and a request's query string, which the rule does not match on (an allow lets any query
-/// through, this one included).
+/// A held question as every view shows it: the name (or the rule), and a request's query
+/// string, which the rule does not match on (an allow lets any query through). Printable ASCII
+/// only, the rest percent-escaped, so each character takes one column and looks like itself:
+/// what the row says is what is read (the guard offers ASCII names and rules only; a query is
+/// the agent's to choose).
 pub(crate) fn question(p: &yolo_protocol::control::PendingApproval) -> String {
-    let name = crate::visible::escape_controls(&p.name);
+    let name = ascii_only(&p.name);
     match &p.query {
-        Some(query) => format!("{name} (query ?{})", crate::visible::escape_controls(query)),
+        Some(query) => format!("{name} (query ?{}; any query passes)", ascii_only(query)),
         None => name,
     }
+}
+
+/// `text` with every byte outside printable ASCII as `%XX`.
+pub(crate) fn ascii_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b == b' ' || b.is_ascii_graphic() {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// `yolo allow --pending ID [--save user|repo]` and `yolo deny --pending ID`.

@@ -111,6 +111,8 @@ struct State {
     writing: bool,
     /// What was drawn last, to draw only what changed or was drawn over.
     drawn: String,
+    /// The terminal's size when it was drawn: a resize draws it again.
+    drawn_size: (u16, u16),
     /// When it was drawn.
     drawn_at: Option<Instant>,
 }
@@ -276,10 +278,15 @@ impl State {
 }
 
 /// The row drawn: the scrolling region above it, the row itself in reverse video, the cursor
-/// where it was.
+/// where it was. The agent may have left the terminal in any state its output can set; what
+/// would move or hide the row is reset first, after the cursor is saved (DECSC saves origin
+/// mode, the character sets and the attributes, and DECRC gives the agent them back): origin
+/// mode (which would put the row inside the scrolling region), a double-width line (half the
+/// row shown), the attributes (concealed or invisible text) and the character set (line
+/// drawing in place of letters).
 fn frame(text: &str, rows: u16) -> String {
     format!(
-        "\x1b7\x1b[1;{}r\x1b[{rows};1H\x1b[2K\x1b[7m{text}\x1b[0m\x1b8",
+        "\x1b7\x1b[?6l\x1b[1;{}r\x1b[{rows};1H\x1b#5\x1b[0m\x1b(B\x0f\x1b[2K\x1b[7m{text}\x1b[0m\x1b8",
         rows.saturating_sub(1).max(1)
     )
 }
@@ -394,7 +401,7 @@ impl Prompt {
         let wanted = state.wanted(now);
         let out = if wanted {
             let (text, fits) = state.text(now, cols as usize);
-            let changed = text != state.drawn;
+            let changed = text != state.drawn || state.drawn_size != (cols, rows);
             let fresh = !state.shown || changed || state.dirty;
             if !state.shown {
                 state.shown = true;
@@ -423,6 +430,7 @@ impl Prompt {
             }
             state.dirty = false;
             state.drawn = text.clone();
+            state.drawn_size = (cols, rows);
             state.drawn_at = Some(now);
             frame(&text, rows)
         } else if state.shown {
@@ -663,12 +671,24 @@ mod tests {
         };
         with_query.take_keys(b"\x1d", now);
         assert!(
-            with_query
-                .text(now, 200)
-                .0
-                .starts_with("yolo: let the agent send api.test POST /x (query ?leak=1)?"),
+            with_query.text(now, 200).0.starts_with(
+                "yolo: let the agent send api.test POST /x (query ?leak=1; any query passes)?"
+            ),
             "{:?}",
             with_query.text(now, 200)
+        );
+        // ATTACK: a query of wide, blank or direction-changing characters (which would draw
+        // past the row's end, over its start) is shown one column a character, escaped.
+        with_query.armed.as_mut().unwrap().question.query =
+            Some("\u{ff41}\u{2800}yolo:\u{202e}".into());
+        let (escaped, _) = with_query.text(now, 200);
+        assert!(
+            escaped.contains("(query ?%EF%BD%81%E2%A0%80yolo:%E2%80%AE; any query passes)?"),
+            "{escaped}"
+        );
+        assert!(
+            escaped.split("? a once").next().unwrap().is_ascii(),
+            "{escaped}"
         );
         // Too narrow for the whole question: not offered here.
         let (narrow, fits) = state.text(now, 30);
@@ -686,6 +706,14 @@ mod tests {
         let drawn = frame("hello", 24);
         assert!(drawn.starts_with("\x1b7") && drawn.ends_with("\x1b8"));
         assert!(drawn.contains("\x1b[1;23r") && drawn.contains("\x1b[24;1H"));
+        // ATTACK: what the agent set before is undone for the row, origin mode first (it
+        // moves the row); the e2e test reads the screen.
+        let reset = drawn.find("\x1b[?6l").unwrap();
+        assert!(reset < drawn.find("\x1b[24;1H").unwrap());
+        for undone in ["\x1b#5", "\x1b[0m\x1b(B\x0f"] {
+            let at = drawn.find(undone).unwrap_or_else(|| panic!("{undone:?}"));
+            assert!(at < drawn.find("hello").unwrap());
+        }
         let gone = cleared(24);
         assert!(gone.contains("\x1b[r") && gone.contains("\x1b[24;1H\x1b[2K"));
     }

@@ -312,7 +312,8 @@ impl OnATerminal {
 
 /// The prompt of an attached `yolo run`, against an agent that forges it: while its lookup is
 /// held, the agent keeps painting a made-up question on the last row (so the row is never
-/// quiet and shows the agent's words). `Ctrl-]` shows the question yolo holds, whole, and
+/// quiet and shows the agent's words), after turning origin mode on (which would move a row
+/// drawn at the last line into the scrolling region). `Ctrl-]` shows the question yolo holds, whole, and
 /// holds the agent's output back so nothing paints over it; an answer key typed with it
 /// answers nothing; typed after reading, it answers the question yolo showed.
 #[test]
@@ -320,7 +321,7 @@ fn a_held_lookup_is_answered_from_the_prompt_of_an_attached_run() {
     let fake = r"\0337\033[24;1H\033[7myolo: the agent looks up safe.allowed.test, refused in 9s · Ctrl-] to answer\033[0m\0338";
     let agent = format!(
         r#"[agents.asker]
-command = ["sh", "-c", "dig +short +tries=1 +time=25 x.denied.test > /tmp/dig 2>&1 & (while [ ! -e /tmp/stop ]; do printf '{fake}'; sleep 0.05; done) & read a; echo agent-read-$a; read b; touch /tmp/stop; wait; echo dig-said $(cat /tmp/dig); echo rows-cols $(stty size)"]
+command = ["sh", "-c", "printf '\\033[?6h'; dig +short +tries=1 +time=25 x.denied.test > /tmp/dig 2>&1 & (while [ ! -e /tmp/stop ]; do printf '{fake}'; sleep 0.05; done) & read a; echo agent-read-$a; read b; touch /tmp/stop; wait; echo dig-said $(cat /tmp/dig); echo rows-cols $(stty size)"]
 "#,
         fake = fake.replace('\\', "\\\\")
     );
@@ -500,7 +501,7 @@ fn a_request_its_rules_refuse_is_held_and_answered() {
         assert_eq!(question["query"], "leak=secret%20data");
         t.yolo(&["approvals"])
             .ok()
-            .assert_stdout_contains("POST /v2/other (query ?leak=secret%20data)");
+            .assert_stdout_contains("POST /v2/other (query ?leak=secret%20data; any query passes)");
         // A request's rule cannot be saved to the repository: said, and nothing answered.
         t.yolo(&["allow", "--pending", &id, "--save", "repo"])
             .fails_with(64)
