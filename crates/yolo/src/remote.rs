@@ -39,7 +39,10 @@ pub(crate) use crate::run_spec::{events_volume, workspace_volume};
 /// file here (whole lines) is appended to it, and a copy no longer than it changes nothing.
 /// Only each regular file directly in the folder whose name is a plain `*.jsonl`; anything
 /// else (links, folders, odd names) is skipped: the guard shares its namespaces with the agent.
-/// Streamed, never in memory whole; one at a time per `dir` (a lock beside the files).
+/// Streamed, never in memory whole; one file at a time per `dir` (a lock beside the files,
+/// taken for each file, waited for [`LOCK_WAIT`] at most: the file is then left for the next
+/// copy). A copy that does not begin with the file here (a volume made again, a file changed
+/// here) is not added to it: said, and left for the user.
 pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<String>> {
     let bad = |e: std::io::Error| {
         Error::dependency(
@@ -52,12 +55,11 @@ pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<St
     // collect at once): each reads the size here and adds what follows it, which two at once
     // would both add.
     let lock_path = dir.join(".remote-copy.lock");
-    let lock = std::fs::OpenOptions::new()
+    let lock_file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .and_then(|file| file.lock().map(|()| file))
         .map_err(|e| Error::io(&lock_path, e))?;
     let mut archive = tar::Archive::new(tar);
     for entry in archive.entries().map_err(bad)? {
@@ -80,6 +82,9 @@ pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<St
             continue;
         }
         let path = dir.join(&name);
+        let Some(_held) = lock_within(&lock_file, LOCK_WAIT) else {
+            continue;
+        };
         let local = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         if entry.size() <= local {
             continue;
@@ -87,7 +92,14 @@ pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<St
         // The guard only appends: the first `local` bytes are those here already, and only
         // what follows them is added, in place, so a reader (the shipper, `yolo audit`) sees
         // the file grow and never shrink or change under it.
-        std::io::copy(&mut (&mut entry).take(local), &mut std::io::sink()).map_err(bad)?;
+        if !begins_with_file(&mut entry, &path, local).map_err(bad)? {
+            eprintln!(
+                "{} the guard's {name} on the engine does not begin with {}: it is not added to (move that file away to take the engine's whole)",
+                console::style("warning:").yellow().bold(),
+                path.display()
+            );
+            continue;
+        }
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -96,8 +108,60 @@ pub(crate) fn store_event_files(tar: &mut dyn Read, dir: &Path) -> Result<Vec<St
         append_whole_lines(&mut entry, &mut file, &path, bad)?;
         stored.push(name);
     }
-    drop(lock);
     Ok(stored)
+}
+
+/// How long a copy waits for another to finish with a file.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The lock on `file`, held until the guard is dropped; `None` when another holds it past
+/// `wait`.
+fn lock_within(file: &std::fs::File, wait: std::time::Duration) -> Option<Unlock<'_>> {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Some(Unlock(file)),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Unlocks its file when dropped.
+struct Unlock<'a>(&'a std::fs::File);
+
+impl Drop for Unlock<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+/// Whether the first `len` bytes of `from` are those of the file at `path` (read past in
+/// `from` either way).
+fn begins_with_file(from: &mut dyn Read, path: &Path, len: u64) -> std::io::Result<bool> {
+    let mut here = match std::fs::File::open(path) {
+        Ok(file) => file.take(len),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(len == 0),
+        Err(e) => return Err(e),
+    };
+    let mut from = from.take(len);
+    let (mut a, mut b) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    let mut same = true;
+    loop {
+        let n = from.read(&mut a)?;
+        if n == 0 {
+            return Ok(same);
+        }
+        if same {
+            match here.read_exact(&mut b[..n]) {
+                Ok(()) => same = a[..n] == b[..n],
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => same = false,
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 /// What `from` holds up to its last newline, appended to `to` as it is read (a line the guard
@@ -1304,6 +1368,40 @@ mod tests {
             watcher.join().unwrap();
         });
         assert_eq!(std::fs::read_to_string(&file).unwrap(), full);
+    }
+
+    /// A copy that does not begin with the file here (a volume made again under the same
+    /// session name, a file edited here) is not spliced onto it.
+    #[test]
+    fn a_copy_that_does_not_begin_with_the_file_here_is_not_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.jsonl");
+        std::fs::write(&file, "{\"n\":1}\n").unwrap();
+        let mut tar = tar::Builder::new(Vec::new());
+        raw(
+            &mut tar,
+            "yolo/s.jsonl",
+            tar::EntryType::Regular,
+            "",
+            b"{\"m\":9}\n{\"m\":10}\n",
+        );
+        let stored = store_event_files(&mut &tar.into_inner().unwrap()[..], dir.path()).unwrap();
+        assert!(stored.is_empty(), "{stored:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "{\"n\":1}\n");
+        // One that does begin with it is added to.
+        let mut tar = tar::Builder::new(Vec::new());
+        raw(
+            &mut tar,
+            "yolo/s.jsonl",
+            tar::EntryType::Regular,
+            "",
+            b"{\"n\":1}\n{\"n\":2}\n",
+        );
+        store_event_files(&mut &tar.into_inner().unwrap()[..], dir.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "{\"n\":1}\n{\"n\":2}\n"
+        );
     }
 
     #[test]

@@ -85,6 +85,12 @@ struct Credential {
 pub(crate) struct Policy {
     hosts: Vec<HostRules>,
     credentials: Vec<Credential>,
+    /// The sections [`Policy::change_rule`] made for one host out of a wider pattern's: (the
+    /// host's, the pattern it was copied from). A change named for that pattern reaches them.
+    copied_from: Vec<(
+        yolo_protocol::allowlist::Pattern,
+        yolo_protocol::allowlist::Pattern,
+    )>,
 }
 
 /// The shortest stand-in the policy looks for: a shorter one (a config written by hand) would
@@ -106,6 +112,7 @@ impl Policy {
         Policy {
             hosts: cfg.hosts.clone(),
             credentials,
+            copied_from: Vec::new(),
         }
     }
 
@@ -264,30 +271,34 @@ impl Policy {
         rule: &yolo_protocol::http::HttpRule,
         add: bool,
     ) -> Result<String, String> {
-        let index = self.section_of(host)?;
-        let rules = &mut self.hosts[index];
-        let section = rules.host.to_string();
-        if add {
-            if !rules.allow.contains(rule) {
+        let (index, copies) = self.section_of(host)?;
+        let section = self.hosts[index].host.to_string();
+        if !add && !self.hosts[index].allow.contains(rule) {
+            let list: Vec<String> = self.hosts[index]
+                .allow
+                .iter()
+                .map(|r| r.to_string())
+                .collect();
+            return Err(format!(
+                "the rules of {section} hold no {rule}; they are: {}",
+                list.join(", ")
+            ));
+        }
+        for index in std::iter::once(index).chain(copies) {
+            let rules = &mut self.hosts[index];
+            if !add {
+                rules.allow.retain(|r| r != rule);
+            } else if !rules.allow.contains(rule) {
                 rules.allow.insert(0, rule.clone());
-            }
-        } else {
-            let before = rules.allow.len();
-            rules.allow.retain(|r| r != rule);
-            if rules.allow.len() == before {
-                let list: Vec<String> = rules.allow.iter().map(|r| r.to_string()).collect();
-                return Err(format!(
-                    "the rules of {section} hold no {rule}; they are: {}",
-                    list.join(", ")
-                ));
             }
         }
         Ok(section)
     }
 
     /// The index of the section a change for `host` goes to ([`Policy::change_rule`]), made
-    /// for it when its rules are a wider pattern's.
-    fn section_of(&mut self, host: &str) -> Result<usize, String> {
+    /// for it when its rules are a wider pattern's (a copy of them, on the one port asked
+    /// about); with the sections copied from it, when `host` names a pattern itself.
+    fn section_of(&mut self, host: &str) -> Result<(usize, Vec<usize>), String> {
         use yolo_protocol::allowlist::{Pattern, Ports};
         let no_rules = || {
             format!(
@@ -304,13 +315,20 @@ impl Policy {
             Pattern::Network { net, ports } if net.is_host() => {
                 (net.addr.to_string(), port_of(ports))
             }
-            // A wildcard or network named as such: that section, as it is.
+            // A wildcard or network named as such: that section, and the hosts' copies of it.
             _ => {
-                return self
+                let index = self
                     .hosts
                     .iter()
                     .position(|r| r.host == wanted)
-                    .ok_or_else(no_rules)
+                    .ok_or_else(no_rules)?;
+                let copies = self
+                    .copied_from
+                    .iter()
+                    .filter(|(_, from)| *from == wanted)
+                    .filter_map(|(copy, _)| self.hosts.iter().position(|r| r.host == *copy))
+                    .collect();
+                return Ok((index, copies));
             }
         };
         let found = self.rules_of(&name, port).ok_or_else(no_rules)?;
@@ -325,18 +343,22 @@ impl Policy {
             .position(|r| std::ptr::eq(r, found))
             .expect("found among the hosts");
         if own {
-            return Ok(index);
+            return Ok((index, Vec::new()));
         }
         let mut copy = self.hosts[index].clone();
-        let ports = copy.host.ports().clone();
+        // The port asked about only: on its other ports the host keeps the pattern's rules
+        // (or another section's).
+        let ports = Ports::Only(vec![port]);
         copy.host = match wanted {
             Pattern::Exact { name, .. } => Pattern::Exact { name, ports },
             Pattern::Network { net, .. } => Pattern::Network { net, ports },
             Pattern::Wildcard { .. } => unreachable!("a wildcard returned above"),
         };
+        self.copied_from
+            .push((copy.host.clone(), self.hosts[index].host.clone()));
         // First: an address's own section wins over a wider network listed before it.
         self.hosts.insert(0, copy);
-        Ok(0)
+        Ok((0, Vec::new()))
     }
 
     /// The rules of `host`: an exact name's before a wildcard's, the first of each.
@@ -1064,7 +1086,7 @@ mod tests {
         // rules: the other names under it are not opened.
         let rule: yolo_protocol::http::HttpRule = "GET /private/**".parse().unwrap();
         let section = live.change_rule("docs.example.test", &rule, true).unwrap();
-        assert_eq!(section, "docs.example.test");
+        assert_eq!(section, "docs.example.test:443");
         let private = Req::new("GET", "docs.example.test", "/private/x");
         assert!(matches!(
             private.decide_with(&live),
@@ -1082,12 +1104,27 @@ mod tests {
             public.decide_with(&live),
             Decision::Forward { .. }
         ));
-        // Named as such, the wildcard's own section changes.
+        // On its other ports the host keeps the wildcard's rules.
+        let mut other_port = Req::new("GET", "docs.example.test", "/private/x");
+        other_port.port = 8443;
+        assert!(matches!(other_port.decide_with(&live), Decision::Refuse(_)));
+        // Named as such, the wildcard's own section changes, and the copies made from it.
         let rule: yolo_protocol::http::HttpRule = "GET /wide/**".parse().unwrap();
         let section = live.change_rule("*.example.test", &rule, true).unwrap();
         assert_eq!(section, "*.example.test");
-        let wide = Req::new("GET", "other.example.test", "/wide/x");
-        assert!(matches!(wide.decide_with(&live), Decision::Forward { .. }));
+        for host in ["other.example.test", "docs.example.test"] {
+            let wide = Req::new("GET", host, "/wide/x");
+            assert!(
+                matches!(wide.decide_with(&live), Decision::Forward { .. }),
+                "{host}"
+            );
+        }
+        live.change_rule("*.example.test", &rule, false).unwrap();
+        let wide = Req::new("GET", "docs.example.test", "/wide/x");
+        assert!(
+            matches!(wide.decide_with(&live), Decision::Refuse(_)),
+            "a deny of the wildcard's rule reaches the copy"
+        );
         // Off port 443 the question names the port, and a change for it finds the host's
         // rules on that port.
         let mut odd = Req::new("POST", "api.example.test", "/v1/odd");

@@ -475,9 +475,10 @@ pub(crate) fn write_user(
 ///
 /// It goes to the `allow` list of the `[http."PATTERN"]` table that is the host's own: its
 /// exact name, else another exact pattern that covers it (`name:443,8443`). When only a
-/// wildcard or a network covers the host, the host gets a table of its own, a copy of that
-/// one (its ports, rules and settings) with the rule added, so the rule opens this host and
-/// no other the wildcard covers (as the guard does for the session). An error when no table
+/// wildcard or a network covers the host, the host gets a table of its own on the port asked
+/// about (`name:443`), a copy of that one (its rules and settings) with the rule added, so the
+/// rule opens this host on that port and nothing else the wildcard covers (as the guard does
+/// for the session). Later changes to the wildcard's table do not reach the copy. An error when no table
 /// covers the host (a new one would replace the rules another part of the config gives it).
 pub(crate) fn write_user_http(
     text: &str,
@@ -515,9 +516,10 @@ pub(crate) fn write_user_http(
     let key = if own(&pattern) {
         key
     } else {
+        // On the port asked about only, as the guard's copy for the session.
         let mine = Pattern::Exact {
             name,
-            ports: pattern.ports().clone(),
+            ports: Ports::Only(vec![port.unwrap_or(443)]),
         }
         .to_string();
         let mut copy = http
@@ -804,7 +806,7 @@ mod tests {
             "{edited}"
         );
         assert_eq!(
-            parsed["http"]["api.example.test"]["allow"],
+            parsed["http"]["api.example.test:443"]["allow"],
             toml::Value::from(vec!["GET /**", "POST /v1/files"]),
             "{edited}"
         );

@@ -462,7 +462,7 @@ fn a_request_its_rules_refuse_is_held_and_answered() {
         toml::from_str(&std::fs::read_to_string(t.config_dir.join("config.toml")).unwrap())
             .unwrap();
     assert_eq!(
-        config["http"][HOST]["allow"],
+        config["http"][&format!("{HOST}:443")]["allow"],
         toml::Value::from(vec!["GET /**", "POST /v1/upload"])
     );
     assert_eq!(
