@@ -196,10 +196,11 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// With a remote engine, the guard's event files (network, execs, files), copied from its
-/// events volume into the local data folder where `yolo audit` and the reports read them. Each
-/// file is the guard's whole log of a session (it only appends), so the longer copy wins. Does
-/// nothing with a local engine (the guard writes the data folder itself).
+/// For a session on a copy (a named session, or a remote engine), the guard's event files
+/// (network, execs, files), copied from its events volume into the local data folder where
+/// `yolo audit` and the reports read them: each file here gets the whole lines the guard added
+/// since (`remote::store_event_files`). Does nothing for the workspace session on a local
+/// engine (the guard writes the data folder itself).
 pub(crate) async fn collect_events(engine: &Engine, located: &Located) -> Result<()> {
     if located.copy_reason()?.is_none() {
         return Ok(());
