@@ -320,6 +320,9 @@ pub(crate) enum Command {
         /// The named session (as --copy NAME)
         #[arg(value_name = "NAME", value_parser = copy_name, conflicts_with = "copy")]
         name: Option<String>,
+        /// Every session of the repository: the workspace session and the named ones
+        #[arg(long, conflicts_with_all = ["name", "copy"])]
+        all: bool,
         /// Also remove the container (and yolo's networks)
         #[arg(long)]
         remove: bool,

@@ -275,6 +275,7 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
         apply_session_ca(&mut spec, settings.extra_ca.as_ref())?;
     }
     // With an engine on another machine the repository is copied into a volume (`remote`).
+    spec.copy = source.located.copy.clone();
     if let Some(why) = source.located.copy_reason()? {
         crate::remote::to_volume(&mut spec, workspace, &why)?;
     }

@@ -44,8 +44,12 @@ pub(crate) struct RunSpec {
     pub(crate) workspace: PathBuf,
     /// The devcontainer.json in use (canonical).
     pub(crate) config_file: PathBuf,
-    /// `${devcontainerId}` for this workspace and config file.
+    /// `${devcontainerId}` for this workspace and config file (a named session's own id).
     pub(crate) devcontainer_id: String,
+    /// The named session's name (`--copy NAME`), put on the agent as `dev.yolo.copy`;
+    /// `None`: the workspace session. Not in the config hash (the id already differs).
+    #[serde(skip)]
+    pub(crate) copy: Option<String>,
     /// Docker container name, e.g. `yolo-myrepo-1a2b3c4d`.
     pub(crate) container_name: String,
     pub(crate) image: ImageSource,

@@ -292,6 +292,8 @@ mod tests {
             image: "img:1".into(),
             devcontainer_id: Some("0abc".into()),
             workspace: Some("/repo".into()),
+            config_file: None,
+            copy: None,
             config_hash: (role == Role::Agent).then(|| HASH.into()),
             network: (role == Role::Agent).then_some(NetworkMode::Firewall),
             volumes: vec![],

@@ -8,6 +8,53 @@ use crate::error::{Error, Result};
 use crate::session::teardown::{remove_all, stop};
 use crate::session::{Hold, Session};
 
+/// `yolo down --all`: every session of the repository (the workspace session and the named
+/// ones, of any config), found by their agents' labels, each taken down as `yolo down` takes
+/// one, one after the other; a failure is said and the rest go on (the first is the error).
+pub(crate) async fn execute_all(target: &Target, remove: bool, volumes: bool) -> Result<i32> {
+    let located = super::locate(target)?;
+    let engine = super::engine().await?;
+    let workspace = located.workspace.display().to_string();
+    let sessions: std::collections::BTreeSet<(Option<String>, Option<String>)> = engine
+        .list_managed()
+        .await?
+        .into_iter()
+        .filter(|c| {
+            c.role == crate::engine::Role::Agent && c.workspace.as_deref() == Some(&workspace)
+        })
+        .map(|c| (c.config_file, c.copy))
+        .collect();
+    if sessions.is_empty() {
+        eprintln!(
+            "{} no session of {} has a container",
+            console::style("yolo:").bold(),
+            located.workspace.display()
+        );
+        return Ok(0);
+    }
+    let mut first = None;
+    for (config, copy) in sessions {
+        let which = match &copy {
+            Some(name) => format!("session {name}"),
+            None => "the workspace session".to_string(),
+        };
+        eprintln!("{} {which}:", console::style("yolo:").bold());
+        let one = Target {
+            workspace: Some(located.workspace.clone()),
+            config: config.map(std::path::PathBuf::from),
+            copy,
+        };
+        if let Err(e) = Box::pin(execute(&one, remove, volumes)).await {
+            eprintln!("{} {which}: {e}", console::style("error:").red().bold());
+            first.get_or_insert(e);
+        }
+    }
+    match first {
+        Some(e) => Err(e),
+        None => Ok(0),
+    }
+}
+
 pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Result<i32> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;

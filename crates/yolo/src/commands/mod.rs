@@ -71,9 +71,17 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
         Command::Shell { target, named } => exec::shell(&target.with_copy(named.session)).await,
         Command::Down {
             target,
+            all: true,
+            remove,
+            volumes,
+            ..
+        } => down::execute_all(&target, remove, volumes).await,
+        Command::Down {
+            target,
             name,
             remove,
             volumes,
+            ..
         } => down::execute(&target.with_copy(name), remove, volumes).await,
         Command::Sync { target, name } => sync::execute(&target.with_copy(name)).await,
         Command::Status { json } => status::execute(json).await,

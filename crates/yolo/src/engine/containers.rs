@@ -506,6 +506,8 @@ fn listed(c: ContainerSummary) -> Option<Container> {
         image: c.image.unwrap_or_default(),
         devcontainer_id: labels.get(labels::ID).cloned(),
         workspace: labels.get(labels::LOCAL_FOLDER).cloned(),
+        config_file: labels.get(labels::CONFIG_FILE).cloned(),
+        copy: labels.get(labels::COPY).filter(|c| !c.is_empty()).cloned(),
         config_hash: labels.get(labels::CONFIG_HASH).cloned(),
         network: labels
             .get(labels::NETWORK)
@@ -774,6 +776,7 @@ pub(super) mod tests {
             workspace: "/home/me/repo".into(),
             config_file: "/home/me/repo/.devcontainer/devcontainer.json".into(),
             devcontainer_id: "0abc".into(),
+            copy: None,
             container_name: "yolo-repo-0abc".into(),
             image: ImageSource::Image("debian:bookworm-slim".into()),
             container_env: BTreeMap::from([("A".into(), "1".into())]),

@@ -29,6 +29,8 @@ pub(super) const FEATURES_HASH: &str = "dev.yolo.features-hash";
 pub(super) const GUARD_BASE: &str = "dev.yolo.guard-base";
 /// `shim` on an agent container whose commands start through the exec audit's shim.
 pub(super) const EXEC_AUDIT: &str = "dev.yolo.exec-audit";
+/// On the agent of a named session (`--copy NAME`): its name (`yolo down --all` finds it).
+pub(super) const COPY: &str = "dev.yolo.copy";
 /// On the dev service of a Compose project: its `shutdownAction` (`yolo down` reads it).
 pub(crate) const COMPOSE_SHUTDOWN: &str = "dev.yolo.shutdown-action";
 /// Extra labels for every object yolo creates, `k=v[,k=v]` (tests use it to clean up).
@@ -52,6 +54,9 @@ pub(super) fn agent(spec: &RunSpec, mode: NetworkMode) -> Labels {
     }
     labels.insert(CONFIG_HASH.into(), spec.config_hash.clone());
     labels.insert(ROLE.into(), Role::Agent.label().into());
+    // Always yolo's value (the image's label is the repository's): empty for the workspace
+    // session.
+    labels.insert(COPY.into(), spec.copy.clone().unwrap_or_default());
     // A container inherits its image's labels, and the image is the repository's: yolo's keys
     // get a value of yolo's even when off (the caller sets "shim" when the audit is on).
     labels.insert(EXEC_AUDIT.into(), "off".into());

@@ -74,6 +74,10 @@ pub(crate) struct Container {
     pub(crate) devcontainer_id: Option<String>,
     /// The host folder it was made for (`devcontainer.local_folder`).
     pub(crate) workspace: Option<String>,
+    /// The devcontainer.json it was made from (`devcontainer.config_file`).
+    pub(crate) config_file: Option<String>,
+    /// The named session it belongs to (`dev.yolo.copy`; agents only).
+    pub(crate) copy: Option<String>,
     /// Hash of the config it was made from (`dev.yolo.config-hash`; agents only).
     pub(crate) config_hash: Option<String>,
     /// The network mode it was made for (`dev.yolo.network`; agents only). None when the label

@@ -24,6 +24,8 @@ impl Eval<'_> {
             workspace: self.input.workspace.to_path_buf(),
             config_file: self.file(),
             devcontainer_id: self.input.devcontainer_id.to_string(),
+            // The named session's name: set by the caller, which knows it (`project::evaluate`).
+            copy: None,
             container_name: name,
             image,
             container_env: self.merged_container_env(),

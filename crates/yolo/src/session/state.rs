@@ -158,6 +158,8 @@ mod tests {
             image: "debian:bookworm-slim".into(),
             devcontainer_id: Some("id".into()),
             workspace: Some("/home/me/repo".into()),
+            config_file: None,
+            copy: None,
             config_hash: None,
             network: None,
             volumes: vec![],

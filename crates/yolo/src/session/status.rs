@@ -198,6 +198,8 @@ mod tests {
             image: "img".into(),
             devcontainer_id: Some("0abc".into()),
             workspace: None,
+            config_file: None,
+            copy: None,
             config_hash: None,
             network: None,
             volumes: vec![],

@@ -124,8 +124,20 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
     t.yolo(&["down", "two", "--remove", "--volumes"]).ok();
     assert_eq!(git(&t.workspace, &["show", "yolo/two:last.txt"]), "last");
     assert_eq!(t.agents().len(), 1, "one's agent stays");
-    t.yolo(&["down", "--copy", "one", "--remove", "--volumes"])
-        .ok();
+    // The workspace session starts beside it, on the repository itself, as it always did.
+    let (_, up) = t.up(&[]);
+    let plain = up["container"]["id"].as_str().unwrap().to_string();
+    let bound = inspect(&plain)["Mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["Destination"] == "/workspaces/repo" && m["Type"] == "bind");
+    assert!(bound, "the workspace session mounts the repository");
+    // Every session of the repository goes at once, one's work brought back first.
+    t.yolo(&["down", "--all", "--remove", "--volumes"])
+        .ok()
+        .assert_stderr_contains("session one")
+        .assert_stderr_contains("the workspace session");
     assert_eq!(git(&t.workspace, &["show", "yolo/one:more.txt"]), "more");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
     let left = docker(&["volume", "ls", "-q", "--filter", "label=dev.yolo.managed"]);
