@@ -330,6 +330,19 @@ pub(crate) enum Command {
         #[arg(long)]
         volumes: bool,
     },
+    /// What `yolo sync` would bring from a session's copy, against your HEAD: the files
+    /// your machine runs (hooks, .envrc, .vscode/, Makefiles...) first, then the diff;
+    /// moves no branch
+    Diff {
+        #[command(flatten)]
+        target: Target,
+        /// The named session (as --copy NAME)
+        #[arg(value_name = "NAME", value_parser = copy_name, conflicts_with = "copy")]
+        name: Option<String>,
+        /// The changed files only (`git diff --stat`), no patch
+        #[arg(long)]
+        stat: bool,
+    },
     /// Bring the agent's work back from a remote engine's volume as the branch yolo/<name>
     /// (docs/remote.md); never touches your branch or files
     Sync {

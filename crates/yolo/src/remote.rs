@@ -408,6 +408,76 @@ pub(crate) fn bring_back(
     })
 }
 
+/// What [`bring_back`] would write, without moving any branch: the tree of the agent's work
+/// and the commit to compare it with (where the agent's history meets your `HEAD`).
+#[derive(Debug)]
+pub(crate) struct Preview {
+    pub(crate) base: String,
+    pub(crate) tree: String,
+    pub(crate) skipped: Vec<Skipped>,
+}
+
+/// The agent's work in `tar`, as [`bring_back`] reads it (the same limits, the copy's git
+/// config stripped, hooks off), made into a tree of the repository at `repo` and nothing
+/// else: no ref is left (its objects wait for git's gc).
+pub(crate) fn preview(repo: &Path, tar: &mut dyn Read, limits: SyncLimits) -> Result<Preview> {
+    let temp = tempfile::Builder::new()
+        .prefix(".yolo-diff-")
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let Unpacked { top: tree, skipped } = unpack(tar, temp.path(), limits)?;
+    let git_dir = tree.join(".git");
+    sanitize_git_dir(&git_dir)?;
+    let incoming = format!("refs/yolo-diff/{}", std::process::id());
+    let head = fetch_head(repo, &git_dir, &incoming);
+    let _ = git(repo).args(["update-ref", "-d", &incoming]).output();
+    let head = head?;
+    let written = worktree_tree(repo, &tree, &head, &skipped)?;
+    let base = git(repo)
+        .args(["merge-base", "HEAD", &head])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|b| !b.is_empty())
+        .unwrap_or(head);
+    Ok(Preview {
+        base,
+        tree: written,
+        skipped,
+    })
+}
+
+/// `git diff` of the local repository between `base` and `tree` with `args` (`--stat`,
+/// `--name-only -z`...): its output, as bytes (the agent wrote the files; the caller escapes).
+pub(crate) fn diff_of(repo: &Path, base: &str, tree: &str, args: &[&str]) -> Result<Vec<u8>> {
+    let out = git(repo)
+        .args([
+            "-c",
+            "diff.external=",
+            "-c",
+            "core.pager=cat",
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+        ])
+        .args(args)
+        .args([base, tree, "--"])
+        .output()
+        .map_err(git_missing)?;
+    if !out.status.success() {
+        return Err(Error::dependency(
+            Dependency::Git,
+            format!(
+                "git diff failed: {}",
+                crate::visible::escape_controls(String::from_utf8_lossy(&out.stderr).trim())
+            ),
+        ));
+    }
+    Ok(out.stdout)
+}
+
 /// Only the watched files the tree `written` holds: an ignored file of the copy (`.env`), or
 /// anything of its `.git`, does not reach the branch.
 fn keep_on_branch(repo: &Path, written: &str, watched: &mut Baseline) -> Result<()> {

@@ -187,6 +187,31 @@ pub(crate) fn keep_collecting(located: Located, every: std::time::Duration) -> A
     }))
 }
 
+/// What `yolo sync` would bring from the session's copy ([`remote::preview`]), read from the
+/// agent container's volume as `bring_back` reads it; `None` when there is no copy.
+pub(crate) async fn preview(
+    engine: &Engine,
+    located: &Located,
+    taking: &Taking,
+) -> Result<Option<remote::Preview>> {
+    let volume = remote::workspace_volume(&located.devcontainer_id);
+    let found = engine.find(&located.owner()).await?;
+    let Some(agent) = found.agent else {
+        return Ok(None);
+    };
+    let Some(target) = engine.volume_mount_point(&agent.id, &volume).await? else {
+        return Ok(None);
+    };
+    let repo = located.workspace.clone();
+    let limits = taking.limits;
+    engine
+        .download_with(&agent.id, &target, move |tar| {
+            remote::preview(&repo, tar, limits)
+        })
+        .await
+        .map(Some)
+}
+
 /// A task aborted when this is dropped.
 pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<()>);
 

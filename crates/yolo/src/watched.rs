@@ -634,6 +634,12 @@ fn folder_globs(patterns: &[String]) -> GlobSet {
     globs(&yolo_protocol::folder_patterns(patterns))
 }
 
+/// Whether the path `rel` (relative to the repository, `/` separated) is one of the files the
+/// host runs that `patterns` (`[workspace] watch`) name, or inside a nested `.git`.
+pub(crate) fn is_watched(patterns: &[String], rel: &str) -> bool {
+    globs(patterns).is_match(rel) || rel.split('/').any(|c| c == ".git")
+}
+
 fn globs(patterns: &[String]) -> GlobSet {
     let mut builder = GlobSetBuilder::new();
     for p in patterns {

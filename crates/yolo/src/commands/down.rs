@@ -15,15 +15,26 @@ pub(crate) async fn execute_all(target: &Target, remove: bool, volumes: bool) ->
     let located = super::locate(target)?;
     let engine = super::engine().await?;
     let workspace = located.workspace.display().to_string();
-    let sessions: std::collections::BTreeSet<(Option<String>, Option<String>)> = engine
-        .list_managed()
-        .await?
-        .into_iter()
-        .filter(|c| {
-            c.role == crate::engine::Role::Agent && c.workspace.as_deref() == Some(&workspace)
-        })
-        .map(|c| (c.config_file, c.copy))
-        .collect();
+    let mut sessions = std::collections::BTreeSet::new();
+    for c in engine.list_managed().await? {
+        if c.role != crate::engine::Role::Agent || c.workspace.as_deref() != Some(&workspace) {
+            continue;
+        }
+        // An agent without a session's name must be its config's workspace session; one
+        // with another id was made by a yolo that did not label names: said, left alone.
+        let config = c.config_file.clone().unwrap_or_default();
+        let own_id = crate::devcontainer::id::devcontainer_id(&workspace, &config);
+        if c.copy.is_none() && c.devcontainer_id.as_deref() != Some(own_id.as_str()) {
+            eprintln!(
+                "{} {} is a session yolo cannot name (made by an earlier version): left as it is; `docker rm -f {}` removes it",
+                console::style("warning:").yellow().bold(),
+                c.name,
+                c.name
+            );
+            continue;
+        }
+        sessions.insert((c.config_file, c.copy));
+    }
     if sessions.is_empty() {
         eprintln!(
             "{} no session of {} has a container",

@@ -4,6 +4,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod completions;
+pub(crate) mod diff;
 pub(crate) mod doctor;
 pub(crate) mod down;
 pub(crate) mod exec;
@@ -83,6 +84,7 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             volumes,
             ..
         } => down::execute(&target.with_copy(name), remove, volumes).await,
+        Command::Diff { target, name, stat } => diff::execute(&target.with_copy(name), stat).await,
         Command::Sync { target, name } => sync::execute(&target.with_copy(name)).await,
         Command::Status { json } => status::execute(json).await,
         Command::Init {

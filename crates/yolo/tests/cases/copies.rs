@@ -67,6 +67,31 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
         .ok()
         .assert_stdout_contains("two.txt")
         .assert_stdout_lacks("one.txt");
+    // What a sync would bring, the files the host runs first, escaped; no branch moves.
+    t.yolo(&[
+        "exec",
+        "--copy",
+        "one",
+        "sh",
+        "-c",
+        "echo 'all:' > Makefile; printf 'a\\033]0;title\\007b\\n' > esc.txt",
+    ])
+    .ok();
+    let diff = t.yolo(&["diff", "one"]).ok().stdout();
+    let flagged = diff.find("files your machine runs").expect(&diff);
+    let makefile = diff.find("  Makefile").expect(&diff);
+    assert!(
+        flagged < makefile && makefile < diff.find("README.md").unwrap(),
+        "{diff}"
+    );
+    assert!(diff.contains("+from one"), "{diff}");
+    assert!(diff.contains("+a\\x1b]0;title\\x07b"), "{diff}");
+    assert!(!diff.contains('\x1b'), "{diff}");
+    assert!(!diff.contains("two.txt"), "{diff}");
+    assert_eq!(git(&t.workspace, &["branch", "--list", "yolo/*"]), "");
+    t.yolo(&["diff"])
+        .fails_with(64)
+        .assert_stderr_contains("works on the repository itself");
     // Nothing reached the repository's folder.
     assert_eq!(
         std::fs::read_to_string(t.workspace.join("README.md")).unwrap(),
