@@ -267,9 +267,13 @@ pub(crate) enum Command {
     /// List agent runs (`yolo run`, attached or detached) of every workspace: running ones, or
     /// all with --all
     Ps {
-        /// Also the runs that ended
+        /// Also the runs (with --sessions: the sessions) that ended
         #[arg(long, short = 'a')]
         all: bool,
+        /// The sessions (the workspace sessions and the named ones, `--copy NAME`) in place of
+        /// the agent runs: repository, branch, state, start and what the agent did
+        #[arg(long)]
+        sessions: bool,
         /// Print as JSON
         #[arg(long)]
         json: bool,

@@ -47,7 +47,12 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             let (settings, user) = resolve(&flags)?;
             run::execute(&target, settings, user, agent, args, detach).await
         }
-        Command::Ps { all, json } => runs::ps(all, json).await,
+        Command::Ps {
+            all,
+            sessions: true,
+            json,
+        } => runs::sessions(all, json).await,
+        Command::Ps { all, json, .. } => runs::ps(all, json).await,
         Command::Logs {
             target,
             named,

@@ -42,6 +42,137 @@ pub(crate) async fn ps(all_runs: bool, json: bool) -> Result<i32> {
     Ok(0)
 }
 
+/// One session of `yolo ps --sessions`.
+#[derive(serde::Serialize)]
+struct SessionRow {
+    /// The named session's name; `None`: the workspace session.
+    copy: Option<String>,
+    repository: String,
+    /// `yolo/NAME` for a named session (`None`: the workspace session, on the repository).
+    branch: Option<String>,
+    /// Whether that branch exists in the repository (a `yolo sync` or `down` made it).
+    synced: bool,
+    /// `running`, `stopped` (its containers are there) or `ended`.
+    state: String,
+    /// The latest log session's id, and what its log holds.
+    session: String,
+    started: Option<String>,
+    programs: u64,
+    files: u64,
+    refusals: u64,
+}
+
+/// `yolo ps --sessions [--all] [--json]`: every repository's sessions that have containers
+/// (with `all`, the ended ones too), each with its branch and its latest log's counts.
+pub(crate) async fn sessions(all: bool, json: bool) -> Result<i32> {
+    let engine = super::engine().await?;
+    let agents = engine.list_managed().await?;
+    let mut rows = Vec::new();
+    for (id, state) in crate::session::state::WorkspaceState::all_with_ids() {
+        let Some(session) = state.sessions.last().cloned() else {
+            continue;
+        };
+        let agent = agents.iter().find(|c| {
+            c.role == crate::engine::Role::Agent && c.devcontainer_id.as_deref() == Some(&id)
+        });
+        let status = match agent {
+            Some(c) if c.running => "running",
+            Some(_) => "stopped",
+            None => "ended",
+        };
+        if agent.is_none() && !all {
+            continue;
+        }
+        let branch = state.copy.as_ref().map(|name| format!("yolo/{name}"));
+        let synced = branch.as_ref().is_some_and(|b| {
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(&state.workspace)
+                .args([
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    &format!("refs/heads/{b}"),
+                ])
+                .stdout(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+        let mut model = crate::watch::model::Model::new(&session);
+        for event in crate::audit::read_session(&session).unwrap_or_default() {
+            model.apply(&event);
+        }
+        let c = &model.counts;
+        let started = chrono::NaiveDateTime::parse_from_str(
+            session.get(..16).unwrap_or_default(),
+            "%Y%m%dT%H%M%SZ",
+        )
+        .ok()
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string());
+        rows.push(SessionRow {
+            copy: state.copy.clone(),
+            repository: state.workspace.clone(),
+            branch,
+            synced,
+            state: status.into(),
+            session,
+            started,
+            programs: c.programs,
+            files: c.files,
+            refusals: c.lookups_refused + c.blocked + c.http_refused,
+        });
+    }
+    rows.sort_by(|a, b| (&a.repository, &a.copy).cmp(&(&b.repository, &b.copy)));
+    if json {
+        crate::output::print(&rows);
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        eprintln!(
+            "yolo: no session{}",
+            if all {
+                ""
+            } else {
+                " with containers (`yolo ps --sessions --all` lists ended ones)"
+            }
+        );
+        return Ok(0);
+    }
+    let table: Vec<[String; 8]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.copy.clone().unwrap_or_else(|| "-".into()),
+                crate::visible::escape_controls(&r.repository),
+                match &r.branch {
+                    Some(b) if r.synced => b.clone(),
+                    Some(b) => format!("{b} (not synced)"),
+                    None => "-".into(),
+                },
+                r.state.clone(),
+                r.started.clone().unwrap_or_default(),
+                r.programs.to_string(),
+                r.files.to_string(),
+                r.refusals.to_string(),
+            ]
+        })
+        .collect();
+    crate::output::print_table(
+        [
+            "SESSION",
+            "REPOSITORY",
+            "BRANCH",
+            "STATE",
+            "STARTED (UTC)",
+            "PROGRAMS",
+            "FILES",
+            "REFUSALS",
+        ],
+        &table,
+    );
+    Ok(0)
+}
+
 /// `yolo logs [RUN] [-f] [--raw]`: a detached run's output; with `follow`, until the run
 /// ends. The agent wrote it: control characters are shown escaped (an ESC sequence could
 /// rewrite the terminal, its title or the clipboard), line by line, unless `raw`.

@@ -47,6 +47,7 @@ pub(crate) fn open(
     state.session = Some(id.clone());
     state.sessions.push(id);
     state.workspace = spec.workspace.display().to_string();
+    state.copy = spec.copy.clone();
     Ok(writer)
 }
 

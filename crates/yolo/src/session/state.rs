@@ -12,6 +12,9 @@ use std::path::Path;
 #[serde(default)]
 pub(crate) struct WorkspaceState {
     pub(crate) workspace: String,
+    /// A named session's name (`--copy NAME`); `None`: the workspace session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) copy: Option<String>,
     /// The open session (between `up` and `down`).
     pub(crate) session: Option<String>,
     /// Sessions of this workspace, oldest first.
@@ -124,6 +127,23 @@ impl WorkspaceState {
 
     pub(crate) fn save(&self, devcontainer_id: &str) -> Result<()> {
         write_json(&store::workspace_state(devcontainer_id), self)
+    }
+
+    /// All workspace states with their ids (the file names), for `yolo ps --sessions`.
+    pub(crate) fn all_with_ids() -> Vec<(String, WorkspaceState)> {
+        let Ok(entries) = std::fs::read_dir(store::workspaces_dir()) else {
+            return vec![];
+        };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let path = e.path();
+                let id = path.file_stem()?.to_str()?.to_string();
+                (path.extension()? == "json").then_some(())?;
+                let text = std::fs::read_to_string(&path).ok()?;
+                Some((id, serde_json::from_str(&text).ok()?))
+            })
+            .collect()
     }
 
     /// All workspace states (for `yolo audit --list` and `status`).

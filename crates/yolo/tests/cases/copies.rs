@@ -98,6 +98,21 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
         "the repo\n"
     );
     assert!(!t.workspace.join("one.txt").exists());
+    // `yolo ps --sessions` lists both, running, with what their agents did.
+    let listed: serde_json::Value =
+        serde_json::from_str(&t.yolo(&["ps", "--sessions", "--json"]).ok().stdout()).unwrap();
+    for name in ["one", "two"] {
+        let row = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["copy"] == name)
+            .unwrap_or_else(|| panic!("{name}: {listed}"));
+        assert_eq!(row["state"], "running", "{row}");
+        assert_eq!(row["branch"], format!("yolo/{name}"), "{row}");
+        assert_eq!(row["synced"], false, "{row}");
+        assert!(row["programs"].as_u64().unwrap() >= 1, "{row}");
+    }
     // Each copy's work comes back as its own branch.
     t.yolo(&["sync", "one"])
         .ok()
@@ -165,6 +180,14 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
         .assert_stderr_contains("the workspace session");
     assert_eq!(git(&t.workspace, &["show", "yolo/one:more.txt"]), "more");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
+    // Ended, they are listed with --all only, with their branches synced.
+    t.yolo(&["ps", "--sessions"])
+        .ok()
+        .assert_stderr_contains("no session with containers");
+    let ended = t.yolo(&["ps", "--sessions", "--all"]).ok().stdout();
+    assert!(ended.contains("yolo/two "), "{ended}");
+    assert!(!ended.contains("not synced"), "{ended}");
+    assert!(ended.contains("ended"), "{ended}");
     let left = docker(&["volume", "ls", "-q", "--filter", "label=dev.yolo.managed"]);
     for volume in volumes {
         assert!(!left.contains(&volume), "{volume} stays");
