@@ -83,6 +83,16 @@ pub(crate) async fn sessions(all: bool, json: bool) -> Result<i32> {
         if agent.is_none() && !all {
             continue;
         }
+        // A copy's guard logs to a volume: its latest events copied here first.
+        if let (Some(agent), Some(_)) = (agent, &state.copy) {
+            let located = crate::project::Located {
+                workspace: state.workspace.clone().into(),
+                config_file: agent.config_file.clone().unwrap_or_default().into(),
+                devcontainer_id: id.clone(),
+                copy: state.copy.clone(),
+            };
+            let _ = crate::remote_copy::collect_events(&engine, &located).await;
+        }
         let branch = state.copy.as_ref().map(|name| format!("yolo/{name}"));
         let synced = branch.as_ref().is_some_and(|b| {
             std::process::Command::new("git")
