@@ -104,6 +104,12 @@ impl Located {
         self
     }
 
+    /// What a command must add to reach this session: ` --copy NAME` for a named one, nothing
+    /// for the workspace session (for the hints yolo prints).
+    pub(crate) fn flag(&self) -> String {
+        copy_flag(self.copy.as_deref())
+    }
+
     /// Why this session's agent works on a copy of the repository in a volume (a named
     /// session, or a remote engine: `crate::remote`); `None`: on the repository's folder.
     pub(crate) fn copy_reason(&self) -> Result<Option<String>> {
@@ -112,6 +118,12 @@ impl Located {
             None => crate::engine::remote::remote_reason(),
         }
     }
+}
+
+/// ` --copy NAME`, or nothing without a name ([`Located::flag`]).
+pub(crate) fn copy_flag(copy: Option<&str>) -> String {
+    copy.map(|name| format!(" --copy {name}"))
+        .unwrap_or_default()
 }
 
 impl Project {

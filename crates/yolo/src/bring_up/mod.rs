@@ -227,6 +227,7 @@ pub(crate) async fn up(
             ready.writer.session(),
             &spec.workspace,
             &spec.config_file,
+            spec.copy.as_deref(),
         );
         if let Err(e) = shipper {
             eprintln!(

@@ -22,8 +22,9 @@ pub(super) async fn roll_back(
     let spec = &project.spec;
     let warn = |what: String| {
         eprintln!(
-            "{} could not undo this `yolo up` completely: {what}; `yolo down --remove` removes what is left",
-            console::style("warning:").yellow().bold()
+            "{} could not undo this `yolo up` completely: {what}; `yolo down{} --remove` removes what is left",
+            console::style("warning:").yellow().bold(),
+            crate::project::copy_flag(spec.copy.as_deref())
         )
     };
     let now = match engine.made_for(&Owner::of(spec)).await {

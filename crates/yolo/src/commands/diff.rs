@@ -11,6 +11,7 @@ use crate::session::{Hold, Session};
 
 pub(crate) async fn execute(target: &crate::cli::Target, stat: bool) -> Result<i32> {
     let located = super::locate(target)?;
+    super::known(&located)?;
     let taking = Taking::from_config()?;
     let engine = super::engine().await?;
     let session = Session::at(located, Hold::Read).await?;

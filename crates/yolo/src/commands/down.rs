@@ -68,6 +68,7 @@ pub(crate) async fn execute_all(target: &Target, remove: bool, volumes: bool) ->
 
 pub(crate) async fn execute(target: &Target, remove: bool, volumes: bool) -> Result<i32> {
     let located = super::locate(target)?;
+    super::known(&located)?;
     let engine = super::engine().await?;
     let hold = if remove {
         // What --remove takes away does not depend on the state.

@@ -245,7 +245,8 @@ pub(crate) async fn approvals(target: &Target, json: bool) -> Result<i32> {
             p.expires_secs
         );
     }
-    eprintln!("yolo: `yolo allow --pending ID [--save user|repo]` lets it through; `yolo deny --pending ID` refuses it now");
+    let flag = located.flag();
+    eprintln!("yolo: `yolo allow{flag} --pending ID [--save user|repo]` lets it through; `yolo deny{flag} --pending ID` refuses it now");
     Ok(0)
 }
 

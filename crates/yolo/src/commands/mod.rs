@@ -96,13 +96,21 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             target,
             agent,
             force,
-        } => init::execute(&target, &agent, force),
+        } => {
+            no_copy(
+                &target,
+                "init",
+                "it writes the repository's own .devcontainer/",
+            )?;
+            init::execute(&target, &agent, force)
+        }
         Command::Doctor => doctor::execute().await,
         Command::Kube {
             target,
             flags,
             kube,
         } => {
+            no_copy(&target, "kube", "a Pod works on the copy its cluster makes")?;
             kube::refuse_up_only(&flags)?;
             let (settings, user) = resolve(&flags)?;
             kube::execute(&target, settings, user, kube).await
@@ -231,7 +239,9 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
 
 /// `--session X` (or `SESSION`) of the commands that read a session's log: a log session's id
 /// as before, or a named session's name (`--copy NAME`), whose latest log session it then
-/// means. An id wins: a name is taken as one only when no log session has it.
+/// means. An id wins: a name is taken as one only when no log session has it. A log session
+/// of a named session brings its name along (its events are copied from its volume, its
+/// guard is the one asked), unless the command names one itself.
 fn log_session(
     target: crate::cli::Target,
     session: Option<String>,
@@ -246,7 +256,38 @@ fn log_session(
         {
             (target.with_copy(Some(name)), None)
         }
+        Some(id) if target.copy.is_none() => {
+            let copy = crate::session::state::WorkspaceState::all_with_ids()
+                .into_iter()
+                .find(|(_, state)| state.sessions.contains(&id))
+                .and_then(|(_, state)| state.copy);
+            (target.with_copy(copy), Some(id))
+        }
         other => (target, other),
+    }
+}
+
+/// `--copy NAME` on a command that has no named sessions: a usage error saying why.
+fn no_copy(target: &crate::cli::Target, command: &str, why: &str) -> Result<()> {
+    match &target.copy {
+        Some(_) => Err(Error::Usage(format!(
+            "`yolo {command}` takes no --copy: {why}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A named session that must exist already (`down`, `sync`, `diff`): one yolo has no state
+/// of is a typo, said as such, and nothing is made for it.
+fn known(located: &Located) -> Result<()> {
+    match &located.copy {
+        Some(name) if !crate::store::workspace_state(&located.devcontainer_id).exists() => {
+            Err(Error::NotFound(format!(
+                "{} has no session {name}; `yolo ps --sessions --all` lists the sessions",
+                located.workspace.display()
+            )))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -8,6 +8,7 @@ use crate::session::{Hold, Session};
 
 pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
     let located = super::locate(target)?;
+    super::known(&located)?;
     let taking = Taking::from_config()?;
     let engine = super::engine().await?;
     let session = Session::at(located, Hold::Lock("sync")).await?;

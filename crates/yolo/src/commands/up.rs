@@ -24,7 +24,7 @@ pub(crate) async fn execute(
     if json {
         crate::output::print(&json_output(&engine, &project, &outcome).await?);
     } else {
-        print_outcome(&outcome);
+        print_outcome(&outcome, &located.flag());
     }
     Ok(0)
 }
@@ -59,7 +59,7 @@ async fn json_output(engine: &Engine, project: &Project, o: &Outcome) -> Result<
 }
 
 /// The image and the folder are the repository's words: shown, not obeyed.
-fn print_outcome(o: &Outcome) {
+fn print_outcome(o: &Outcome, flag: &str) {
     use crate::visible::escape_controls;
     let state = console::style(&o.action).green();
     let why = o
@@ -68,7 +68,7 @@ fn print_outcome(o: &Outcome) {
         .map(|r| format!("; {r}"))
         .unwrap_or_default();
     eprintln!(
-        "{} {} {state} ({}{why}), workspace at {}; `yolo exec`, `yolo shell` or `yolo run <agent>` to use it",
+        "{} {} {state} ({}{why}), workspace at {}; `yolo exec{flag}`, `yolo shell{flag}` or `yolo run{flag} <agent>` to use it",
         console::style("yolo:").bold(),
         o.container_name,
         escape_controls(&o.image),

@@ -505,9 +505,21 @@ fn listed(c: ContainerSummary) -> Option<Container> {
         status: c.status.unwrap_or_default(),
         image: c.image.unwrap_or_default(),
         devcontainer_id: labels.get(labels::ID).cloned(),
-        workspace: labels.get(labels::LOCAL_FOLDER).cloned(),
-        config_file: labels.get(labels::CONFIG_FILE).cloned(),
-        copy: labels.get(labels::COPY).filter(|c| !c.is_empty()).cloned(),
+        workspace: labels
+            .get(labels::LOCAL_FOLDER)
+            .filter(|w| !w.is_empty())
+            .or_else(|| labels.get(labels::COPY_OF))
+            .cloned(),
+        config_file: labels
+            .get(labels::CONFIG_FILE)
+            .filter(|c| !c.is_empty())
+            .or_else(|| labels.get(labels::COPY_CONFIG))
+            .cloned(),
+        // Only a name yolo could have given (an image's label is the repository's).
+        copy: labels
+            .get(labels::COPY)
+            .filter(|c| crate::cli::is_copy_name(c))
+            .cloned(),
         config_hash: labels.get(labels::CONFIG_HASH).cloned(),
         network: labels
             .get(labels::NETWORK)

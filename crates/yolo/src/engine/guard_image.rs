@@ -432,12 +432,13 @@ mod tests {
         );
         // Another `up` built the same tag meanwhile: the list shows it on the other image
         // (and ours untagged). The tag stays; only the image nothing names goes.
+        let tag = format!("{REPOSITORY}:{}-bbb", env!("CARGO_PKG_VERSION"));
         let raced = [
             listed("sha256:new", &["<none>:<none>"], &guard),
-            listed("sha256:theirs", &["yolo-guard:0.2.0-bbb"], &guard),
+            listed("sha256:theirs", &[tag.as_str()], &guard),
         ];
         assert_eq!(
-            stale("sha256:new", "yolo-guard:0.2.0-bbb", &marks, &raced),
+            stale("sha256:new", &tag, &marks, &raced),
             Vec::<String>::new()
         );
     }

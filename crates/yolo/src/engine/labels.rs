@@ -31,6 +31,11 @@ pub(super) const GUARD_BASE: &str = "dev.yolo.guard-base";
 pub(super) const EXEC_AUDIT: &str = "dev.yolo.exec-audit";
 /// On the agent of a named session (`--copy NAME`): its name (`yolo down --all` finds it).
 pub(super) const COPY: &str = "dev.yolo.copy";
+/// On the agent of a named session: the repository and config it is a session of, in place of
+/// the `devcontainer.*` pair, which it does not carry (VS Code and the reference CLI must find
+/// the workspace session's container for the folder, never a copy's).
+pub(super) const COPY_OF: &str = "dev.yolo.copy-of";
+pub(super) const COPY_CONFIG: &str = "dev.yolo.copy-config";
 /// On the dev service of a Compose project: its `shutdownAction` (`yolo down` reads it).
 pub(crate) const COMPOSE_SHUTDOWN: &str = "dev.yolo.shutdown-action";
 /// Extra labels for every object yolo creates, `k=v[,k=v]` (tests use it to clean up).
@@ -45,8 +50,22 @@ pub(super) fn agent(spec: &RunSpec, mode: NetworkMode) -> Labels {
     let owner = Owner::of(spec);
     let mut labels = spec.labels.clone();
     labels.extend(project(&owner));
-    labels.insert(LOCAL_FOLDER.into(), owner.workspace.display().to_string());
-    labels.insert(CONFIG_FILE.into(), owner.config_file.display().to_string());
+    let (folder, config) = (
+        owner.workspace.display().to_string(),
+        owner.config_file.display().to_string(),
+    );
+    match &spec.copy {
+        None => {
+            labels.insert(LOCAL_FOLDER.into(), folder);
+            labels.insert(CONFIG_FILE.into(), config);
+        }
+        Some(_) => {
+            labels.insert(LOCAL_FOLDER.into(), String::new());
+            labels.insert(CONFIG_FILE.into(), String::new());
+            labels.insert(COPY_OF.into(), folder);
+            labels.insert(COPY_CONFIG.into(), config);
+        }
+    }
     // The merged metadata, as the reference CLI labels its containers: what VS Code's attach
     // reads for the user, the folder, the environment and its own settings.
     if !spec.metadata_label.is_empty() {

@@ -40,7 +40,8 @@ fn planted_link(spec: &RunSpec, rel: &str, target: &str) -> Error {
         ),
         reason: "yolo binds this path read-only from the volume's folder on the engine's machine, and a link there would bind wherever it points on that machine".into(),
         grant: format!(
-            "nothing: remove the copy (`yolo down --remove --volumes`) so the next `up` copies the repository afresh, or take {rel} out of [workspace] read_only in your yolo config"
+            "nothing: remove the copy (`yolo down{} --remove --volumes`) so the next `up` copies the repository afresh, or take {rel} out of [workspace] read_only in your yolo config",
+            crate::project::copy_flag(spec.copy.as_deref())
         ),
     }
 }

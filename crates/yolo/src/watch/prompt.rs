@@ -115,6 +115,8 @@ struct State {
     drawn_size: (u16, u16),
     /// When it was drawn.
     drawn_at: Option<Instant>,
+    /// ` --copy NAME` for a named session's run, in the commands the row names.
+    flag: String,
 }
 
 impl State {
@@ -224,7 +226,7 @@ impl State {
             let head = format!("yolo: let the agent {asks} {name}?");
             if head.chars().count() > room {
                 return (
-                    cut("yolo: this question is too long for the row: answer it with `yolo approvals` in another terminal · any key: back".into()),
+                    cut(format!("yolo: this question is too long for the row: answer it with `yolo approvals{}` in another terminal · any key: back", self.flag)),
                     false,
                 );
             }
@@ -315,7 +317,10 @@ impl Prompt {
             .ok()?;
         let (answers, mut answered) = mpsc::unbounded_channel();
         let prompt = Arc::new(Prompt {
-            state: Mutex::default(),
+            state: Mutex::new(State {
+                flag: located.flag(),
+                ..State::default()
+            }),
             changed: Notify::new(),
             answers,
             task: Mutex::new(None),

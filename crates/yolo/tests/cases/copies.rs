@@ -47,6 +47,13 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
         volumes.push(workspace["Name"].as_str().unwrap().to_string());
     }
     assert_ne!(volumes[0], volumes[1]);
+    // VS Code and the reference CLI find a folder's container by the `devcontainer.*` labels:
+    // a copy's agent does not carry them (it would be taken for the workspace session's).
+    for agent in &agents {
+        let labels = inspect(agent)["Config"]["Labels"].clone();
+        assert_eq!(labels["devcontainer.local_folder"], "", "{labels}");
+        assert_eq!(labels["devcontainer.config_file"], "", "{labels}");
+    }
     for (name, text) in [("one", "from one"), ("two", "from two")] {
         t.yolo(&[
             "exec",
@@ -192,6 +199,13 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
     for volume in volumes {
         assert!(!left.contains(&volume), "{volume} stays");
     }
+    // A session that does not exist is said so, and nothing is made for it.
+    t.yolo(&["down", "typo"])
+        .fails_with(66)
+        .assert_stderr_contains("has no session typo");
+    t.yolo(&["kube", "--copy", "one"])
+        .fails_with(64)
+        .assert_stderr_contains("takes no --copy");
     // A name that cannot be a branch is a usage error.
     t.yolo(&["up", "--copy", "../main"])
         .fails_with(64)

@@ -523,7 +523,13 @@ async fn write_ocsf(path: PathBuf, mut rx: mpsc::Receiver<Queued<String>>, count
 
 /// Start the shipper for `session` in the background, detached from this terminal (it
 /// outlives `up`), its own errors in the session folder's `export.log`.
-pub(crate) fn spawn(session: &str, workspace: &Path, config_file: &Path) -> std::io::Result<()> {
+/// `copy`: the named session it is a log of (its guard's events are copied from its volume).
+pub(crate) fn spawn(
+    session: &str,
+    workspace: &Path,
+    config_file: &Path,
+    copy: Option<&str>,
+) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
     let dir = crate::audit::session_dir(session);
     std::fs::create_dir_all(&dir)?;
@@ -531,11 +537,16 @@ pub(crate) fn spawn(session: &str, workspace: &Path, config_file: &Path) -> std:
         .create(true)
         .append(true)
         .open(dir.join("export.log"))?;
-    std::process::Command::new(std::env::current_exe()?)
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command
         .args(["audit", "ship", session, "--workspace"])
         .arg(workspace)
         .arg("--config")
-        .arg(config_file)
+        .arg(config_file);
+    if let Some(name) = copy {
+        command.args(["--copy", name]);
+    }
+    command
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log)
