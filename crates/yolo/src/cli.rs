@@ -110,13 +110,7 @@ pub(crate) fn is_copy_name(text: &str) -> bool {
 
 /// A named session's name: what a branch (`yolo/NAME`) and a container name can both hold.
 fn copy_name(text: &str) -> Result<String, String> {
-    let ok = (1..=40).contains(&text.len())
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !text.starts_with('-')
-        && !text.ends_with('-');
-    if ok {
+    if crate::values::is_label(text, 40) {
         Ok(text.to_string())
     } else {
         Err(format!(

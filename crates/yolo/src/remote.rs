@@ -386,18 +386,13 @@ pub(crate) fn bring_back(
     watch: &[String],
 ) -> Result<Returned> {
     check_branch(repo, branch)?;
-    let temp = tempfile::Builder::new()
-        .prefix(".yolo-sync-")
-        .tempdir()
-        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
-    let Unpacked { top: tree, skipped } = unpack(tar, temp.path(), limits)?;
-    let git_dir = tree.join(".git");
-    sanitize_git_dir(&git_dir)?;
-    let incoming = format!("refs/yolo-sync/{}", std::process::id());
-    let head = fetch_head(repo, &git_dir, &incoming);
-    let _ = git(repo).args(["update-ref", "-d", &incoming]).output();
-    let head = head?;
-    let written = worktree_tree(repo, &tree, &head, &skipped)?;
+    let Made {
+        _temp,
+        tree,
+        head,
+        written,
+        skipped,
+    } = make_tree(repo, tar, limits, "sync")?;
     let mut watched = Baseline::scan(&tree, watch);
     keep_on_branch(repo, &written, &mut watched)?;
     let brought = advance(repo, branch, &head, &written)?;
@@ -405,6 +400,44 @@ pub(crate) fn bring_back(
         brought,
         skipped,
         watched,
+    })
+}
+
+/// The copy in `tar` unpacked and made into the local repository's objects.
+struct Made {
+    /// Holds the unpacked copy until dropped.
+    _temp: tempfile::TempDir,
+    /// The copy's working tree, unpacked.
+    tree: PathBuf,
+    /// The copy's `HEAD`, fetched.
+    head: String,
+    /// The tree of its working tree (tracked and untracked, not ignored).
+    written: String,
+    skipped: Vec<Skipped>,
+}
+
+/// Unpack `tar` within `limits`, strip the copy's git config, fetch its `HEAD` into the local
+/// repository (through a temporary ref named for `what` and this process) and make its working
+/// tree a tree object there.
+fn make_tree(repo: &Path, tar: &mut dyn Read, limits: SyncLimits, what: &str) -> Result<Made> {
+    let temp = tempfile::Builder::new()
+        .prefix(&format!(".yolo-{what}-"))
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let Unpacked { top: tree, skipped } = unpack(tar, temp.path(), limits)?;
+    let git_dir = tree.join(".git");
+    sanitize_git_dir(&git_dir)?;
+    let incoming = format!("refs/yolo-{what}/{}", std::process::id());
+    let head = fetch_head(repo, &git_dir, &incoming);
+    let _ = git(repo).args(["update-ref", "-d", &incoming]).output();
+    let head = head?;
+    let written = worktree_tree(repo, &tree, &head, &skipped)?;
+    Ok(Made {
+        _temp: temp,
+        tree,
+        head,
+        written,
+        skipped,
     })
 }
 
@@ -421,18 +454,12 @@ pub(crate) struct Preview {
 /// config stripped, hooks off), made into a tree of the repository at `repo` and nothing
 /// else: no ref is left (its objects wait for git's gc).
 pub(crate) fn preview(repo: &Path, tar: &mut dyn Read, limits: SyncLimits) -> Result<Preview> {
-    let temp = tempfile::Builder::new()
-        .prefix(".yolo-diff-")
-        .tempdir()
-        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
-    let Unpacked { top: tree, skipped } = unpack(tar, temp.path(), limits)?;
-    let git_dir = tree.join(".git");
-    sanitize_git_dir(&git_dir)?;
-    let incoming = format!("refs/yolo-diff/{}", std::process::id());
-    let head = fetch_head(repo, &git_dir, &incoming);
-    let _ = git(repo).args(["update-ref", "-d", &incoming]).output();
-    let head = head?;
-    let written = worktree_tree(repo, &tree, &head, &skipped)?;
+    let Made {
+        head,
+        written,
+        skipped,
+        ..
+    } = make_tree(repo, tar, limits, "diff")?;
     let base = git(repo)
         .args(["merge-base", "HEAD", &head])
         .output()

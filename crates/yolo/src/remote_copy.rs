@@ -101,12 +101,7 @@ pub(crate) async fn bring_back(
     taking: &Taking,
     writer: Option<&Writer>,
 ) -> Result<Option<Brought>> {
-    let volume = remote::workspace_volume(&located.devcontainer_id);
-    let found = engine.find(&located.owner()).await?;
-    let Some(agent) = found.agent else {
-        return Ok(None);
-    };
-    let Some(target) = engine.volume_mount_point(&agent.id, &volume).await? else {
+    let Some((agent, target)) = copy_in_agent(engine, located).await? else {
         return Ok(None);
     };
     let branch = match &located.copy {
@@ -187,6 +182,20 @@ pub(crate) fn keep_collecting(located: Located, every: std::time::Duration) -> A
     }))
 }
 
+/// The session's agent container and where the copy's volume is mounted in it; `None` when
+/// there is no agent or it does not mount the copy.
+async fn copy_in_agent(
+    engine: &Engine,
+    located: &Located,
+) -> Result<Option<(crate::engine::Container, String)>> {
+    let volume = remote::workspace_volume(&located.devcontainer_id);
+    let Some(agent) = engine.find(&located.owner()).await?.agent else {
+        return Ok(None);
+    };
+    let target = engine.volume_mount_point(&agent.id, &volume).await?;
+    Ok(target.map(|target| (agent, target)))
+}
+
 /// What `yolo sync` would bring from the session's copy ([`remote::preview`]), read from the
 /// agent container's volume as `bring_back` reads it; `None` when there is no copy.
 pub(crate) async fn preview(
@@ -194,12 +203,7 @@ pub(crate) async fn preview(
     located: &Located,
     taking: &Taking,
 ) -> Result<Option<remote::Preview>> {
-    let volume = remote::workspace_volume(&located.devcontainer_id);
-    let found = engine.find(&located.owner()).await?;
-    let Some(agent) = found.agent else {
-        return Ok(None);
-    };
-    let Some(target) = engine.volume_mount_point(&agent.id, &volume).await? else {
+    let Some((agent, target)) = copy_in_agent(engine, located).await? else {
         return Ok(None);
     };
     let repo = located.workspace.clone();

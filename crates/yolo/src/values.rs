@@ -67,17 +67,21 @@ pub(crate) fn parse_pattern(text: &str) -> std::result::Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A Kubernetes object name (`--name`, `--pvc`, `--namespace`, `audit --kube`): a DNS label,
-/// lowercase letters, digits and `-`, at most 63, starting and ending with a letter or digit.
-pub(crate) fn parse_kube_name(text: &str) -> std::result::Result<String, String> {
-    let ok = !text.is_empty()
-        && text.len() <= 63
+/// Whether `text` is 1 to `max` lowercase letters, digits and `-`, not starting or ending with
+/// `-` (a DNS label; a session's name, which becomes a branch and part of names).
+pub(crate) fn is_label(text: &str, max: usize) -> bool {
+    (1..=max).contains(&text.len())
         && text
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !text.starts_with('-')
-        && !text.ends_with('-');
-    if ok {
+        && !text.ends_with('-')
+}
+
+/// A Kubernetes object name (`--name`, `--pvc`, `--namespace`, `audit --kube`): a DNS label,
+/// lowercase letters, digits and `-`, at most 63, starting and ending with a letter or digit.
+pub(crate) fn parse_kube_name(text: &str) -> std::result::Result<String, String> {
+    if is_label(text, 63) {
         Ok(text.to_string())
     } else {
         Err(format!(
