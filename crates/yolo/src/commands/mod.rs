@@ -239,7 +239,8 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
 
 /// `--session X` (or `SESSION`) of the commands that read a session's log: a log session's id
 /// as before, or a named session's name (`--copy NAME`), whose latest log session it then
-/// means. An id wins: a name is taken as one only when no log session has it. A log session
+/// means. An id wins: a name is taken as one only when no log session has it and the
+/// repository has a session of that name (else it stays an id, not found). A log session
 /// of a named session brings its name along (its events are copied from its volume, its
 /// guard is the one asked), unless the command names one itself.
 fn log_session(
@@ -252,7 +253,8 @@ fn log_session(
                 && !crate::audit::session_files(&name)
                     .iter()
                     .any(|p| p.exists())
-                && !crate::audit::session_dir(&name).exists() =>
+                && !crate::audit::session_dir(&name).exists()
+                && is_session(&target, &name) =>
         {
             (target.with_copy(Some(name)), None)
         }
@@ -265,6 +267,12 @@ fn log_session(
         }
         other => (target, other),
     }
+}
+
+/// Whether the repository `target` names has a session `name` (yolo has its state).
+fn is_session(target: &crate::cli::Target, name: &str) -> bool {
+    locate(&target.clone().with_copy(Some(name.to_string())))
+        .is_ok_and(|l| crate::store::workspace_state(&l.devcontainer_id).exists())
 }
 
 /// `--copy NAME` on a command that has no named sessions: a usage error saying why.
