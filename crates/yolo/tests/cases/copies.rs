@@ -9,6 +9,9 @@ use crate::support::*;
 /// A repository with one commit and a devcontainer.json.
 fn repository() -> Test {
     let t = Test::new();
+    t.user_config(
+        "[agents.echoer]\ncommand = [\"sh\", \"-c\", \"echo from-run > run.txt; echo done-run\"]\n",
+    );
     t.file("README.md", "the repo\n");
     t.file(".gitignore", "ignored/\n");
     t.devcontainer(&format!(r#"{{"image": "{BASE_IMAGE}"}}"#));
@@ -99,6 +102,36 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
     t.yolo(&["diff"])
         .fails_with(64)
         .assert_stderr_contains("works on the repository itself");
+    // A detached run in a named session: its record names the session, `logs --session`
+    // finds it, and its work is in that copy only.
+    t.yolo(&["run", "-d", "--copy", "two", "echoer"]).ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let runs: serde_json::Value =
+            serde_json::from_str(&t.yolo(&["ps", "--all", "--json"]).ok().stdout()).unwrap();
+        let run = runs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["copy"] == "two")
+            .cloned();
+        if run.as_ref().is_some_and(|r| r["state"] == "exited (0)") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{runs}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    t.yolo(&["logs", "--session", "two"])
+        .ok()
+        .assert_stdout_contains("done-run");
+    t.yolo(&["exec", "--copy", "two", "cat", "run.txt"])
+        .ok()
+        .assert_stdout_contains("from-run");
+    t.yolo(&["exec", "--copy", "one", "test", "!", "-e", "run.txt"])
+        .ok();
+    t.yolo(&["approvals", "--session", "one"])
+        .ok()
+        .assert_stdout_contains("no question waits");
     // Nothing reached the repository's folder.
     assert_eq!(
         std::fs::read_to_string(t.workspace.join("README.md")).unwrap(),
