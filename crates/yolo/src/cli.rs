@@ -328,6 +328,38 @@ pub(crate) enum Command {
         #[arg(long)]
         volumes: bool,
     },
+    /// Record the session's whole working tree (tracked and untracked files, not ignored ones)
+    /// as a checkpoint to go back to (a commit on a hidden ref of the repository)
+    Checkpoint {
+        #[command(flatten)]
+        target: Target,
+        /// The named session (as --copy NAME)
+        #[arg(value_name = "NAME", value_parser = copy_name, conflicts_with = "copy")]
+        name: Option<String>,
+    },
+    /// List the session's checkpoints with what changed from one to the next
+    Checkpoints {
+        #[command(flatten)]
+        target: Target,
+        /// The named session (as --copy NAME)
+        #[arg(value_name = "NAME", value_parser = copy_name, conflicts_with = "copy")]
+        name: Option<String>,
+        /// Print as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put the session's working tree back to a checkpoint (the session stopped first; a
+    /// copy is made anew from it)
+    Rollback {
+        #[command(flatten)]
+        target: Target,
+        /// The checkpoint: N, or NAME@N for a named session (`yolo checkpoints` lists them)
+        #[arg(value_name = "[NAME@]N")]
+        checkpoint: String,
+        /// Do it without asking (needed without a terminal)
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
     /// What `yolo sync` would bring from a session's copy, against your HEAD: the files
     /// your machine runs (hooks, .envrc, .vscode/, Makefiles...) first, then the diff;
     /// moves no branch

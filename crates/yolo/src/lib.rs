@@ -4,6 +4,7 @@ pub(crate) mod agents;
 pub(crate) mod audit;
 pub(crate) mod bring_up;
 pub(crate) mod ca;
+pub(crate) mod checkpoint;
 pub(crate) mod cli;
 pub(crate) mod commands;
 pub(crate) mod credentials;

@@ -446,6 +446,8 @@ fn make_tree(repo: &Path, tar: &mut dyn Read, limits: SyncLimits, what: &str) ->
 #[derive(Debug)]
 pub(crate) struct Preview {
     pub(crate) base: String,
+    /// The copy's `HEAD` (the agent's last commit).
+    pub(crate) head: String,
     pub(crate) tree: String,
     pub(crate) skipped: Vec<Skipped>,
 }
@@ -467,9 +469,10 @@ pub(crate) fn preview(repo: &Path, tar: &mut dyn Read, limits: SyncLimits) -> Re
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .filter(|b| !b.is_empty())
-        .unwrap_or(head);
+        .unwrap_or_else(|| head.clone());
     Ok(Preview {
         base,
+        head,
         tree: written,
         skipped,
     })
@@ -1043,7 +1046,7 @@ fn rev_parse(repo: &Path, what: &str) -> Result<String> {
 
 /// `git` on the local repository, with nothing of the copy's able to run: hooks off, no
 /// fsmonitor, no submodule recursion, a fixed identity for the commit yolo records.
-fn git(repo: &Path) -> Command {
+pub(crate) fn git(repo: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C")
         .arg(repo)
@@ -1062,7 +1065,7 @@ fn git(repo: &Path) -> Command {
     cmd
 }
 
-fn git_missing(e: std::io::Error) -> Error {
+pub(crate) fn git_missing(e: std::io::Error) -> Error {
     Error::dependency(
         Dependency::Git,
         Cause::around(

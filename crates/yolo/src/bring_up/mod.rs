@@ -276,6 +276,10 @@ pub(crate) async fn up(
         None => {}
     }
     session.save()?;
+    // A new session starts with a checkpoint of its working tree (`yolo rollback N`).
+    if session.state.session != session_before {
+        crate::session::checkpoints::at_start(engine, &session).await;
+    }
     let credentials = kept_outside(http.as_ref(), session.state.http.as_ref());
     let warnings: Vec<String> = spec
         .container_env

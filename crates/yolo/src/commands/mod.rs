@@ -3,6 +3,7 @@
 //! nftables details themselves.
 
 pub(crate) mod audit;
+pub(crate) mod checkpoint;
 pub(crate) mod completions;
 pub(crate) mod diff;
 pub(crate) mod doctor;
@@ -89,6 +90,15 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             volumes,
             ..
         } => down::execute(&target.with_copy(name), remove, volumes).await,
+        Command::Checkpoint { target, name } => checkpoint::execute(&target.with_copy(name)).await,
+        Command::Checkpoints { target, name, json } => {
+            checkpoint::list(&target.with_copy(name), json)
+        }
+        Command::Rollback {
+            target,
+            checkpoint: spec,
+            yes,
+        } => checkpoint::rollback(&target, &spec, yes).await,
         Command::Diff { target, name, stat } => diff::execute(&target.with_copy(name), stat).await,
         Command::Sync { target, name } => sync::execute(&target.with_copy(name)).await,
         Command::Status { json } => status::execute(json).await,

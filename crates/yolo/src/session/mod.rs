@@ -5,6 +5,7 @@
 //! a command that makes or removes containers (`up`, `down`, `sync`).
 
 pub(crate) mod approval;
+pub(crate) mod checkpoints;
 pub(crate) mod firewall;
 pub(crate) mod record;
 pub(crate) mod runs;

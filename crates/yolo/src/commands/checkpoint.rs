@@ -1,0 +1,232 @@
+//! `yolo checkpoint [NAME]`, `yolo checkpoints [NAME]`, `yolo rollback [NAME@]N`: a session's
+//! whole working tree recorded on a hidden ref of the repository, listed, and put back
+//! (`crate::checkpoint`). A workspace session's is the repository's own working tree; a named
+//! session's (or any with a remote engine) is its copy, read as `yolo diff` reads it and put
+//! back by making the copy anew.
+
+use crate::checkpoint::{self, Checkpoint};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::project::Located;
+use crate::remote_copy::Taking;
+use crate::session::{Hold, Session};
+use yolo_protocol::event::EventKind;
+
+/// `yolo checkpoint [NAME]`.
+pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
+    let located = super::locate(target)?;
+    super::known(&located)?;
+    crate::session::checkpoints::check_repository(&located)?;
+    let taking = Taking::from_config()?;
+    let session = Session::at(located, Hold::Lock("checkpoint")).await?;
+    let cp = crate::session::checkpoints::take(None, &session, &taking, "yolo checkpoint").await?;
+    let flag = session.located.flag();
+    eprintln!(
+        "{} checkpoint {} ({}); `yolo rollback{flag} {}` puts the working tree back to it",
+        console::style("yolo:").bold(),
+        cp.number,
+        &cp.commit[..cp.commit.len().min(12)],
+        cp.number
+    );
+    Ok(0)
+}
+
+/// `yolo checkpoints [NAME] [--json]`.
+pub(crate) fn list(target: &crate::cli::Target, json: bool) -> Result<i32> {
+    let located = super::locate(target)?;
+    super::known(&located)?;
+    crate::session::checkpoints::check_repository(&located)?;
+    let repo = &located.workspace;
+    let all = checkpoint::list(repo, &located.devcontainer_id)?;
+    if json {
+        crate::output::print(&all);
+        return Ok(0);
+    }
+    if all.is_empty() {
+        eprintln!(
+            "yolo: no checkpoint for this session; `yolo checkpoint{}` takes one",
+            located.flag()
+        );
+        return Ok(0);
+    }
+    let mut rows = Vec::new();
+    let mut before: Option<&Checkpoint> = None;
+    for cp in &all {
+        let from = match before {
+            Some(b) => b.tree.clone(),
+            None => cp.parent.clone().unwrap_or_else(|| cp.tree.clone()),
+        };
+        let changes = checkpoint::shortstat(repo, &from, &cp.tree)?;
+        rows.push([
+            cp.number.to_string(),
+            cp.taken.clone(),
+            cp.what.clone(),
+            cp.commit[..cp.commit.len().min(12)].to_string(),
+            match changes.trim() {
+                "" => "no change".to_string(),
+                text => text.to_string(),
+            },
+        ]);
+        before = Some(cp);
+    }
+    crate::output::print_table(
+        [
+            "N",
+            "TAKEN",
+            "FOR",
+            "COMMIT",
+            "CHANGES (FROM THE ONE BEFORE, OR HEAD)",
+        ],
+        &rows,
+    );
+    Ok(0)
+}
+
+/// `yolo rollback [NAME@]N [--yes]`: the session stopped, then its working tree (a copy: the
+/// copy, made anew) put back to checkpoint N.
+pub(crate) async fn rollback(target: &crate::cli::Target, spec: &str, yes: bool) -> Result<i32> {
+    let (name, number) = checkpoint::parse_spec(spec).map_err(Error::Usage)?;
+    let target = match name {
+        Some(name) if target.copy.as_ref().is_some_and(|c| *c != name) => {
+            return Err(Error::Usage(format!(
+                "{spec} names the session {name}, --copy another"
+            )))
+        }
+        Some(name) => target.clone().with_copy(Some(name)),
+        None => target.clone(),
+    };
+    let located = super::locate(&target)?;
+    super::known(&located)?;
+    crate::session::checkpoints::check_repository(&located)?;
+    let repo = located.workspace.clone();
+    let cp = checkpoint::find(&repo, &located.devcontainer_id, number)?;
+    let copy = located.copy_reason()?.is_some();
+    let what = if copy {
+        format!(
+            "the session's copy is made anew from checkpoint {number}: its containers are removed, and what the agent did since is gone from it (a `yolo sync{}` first keeps it on the branch)",
+            located.flag()
+        )
+    } else {
+        format!(
+            "the files of {} are put back to checkpoint {number}: files made since are deleted, changed ones rewritten (ignored files are left alone)",
+            repo.display()
+        )
+    };
+    confirm(&what, yes)?;
+    let taking = Taking::from_config()?;
+    let engine = super::engine().await?;
+    let session = Session::at(located, Hold::Lock("rollback")).await?;
+    let located = &session.located;
+    if copy {
+        rebuild_copy(&engine, located, &cp, &taking).await?;
+    } else {
+        // The agent's processes first: nothing may write the files while they are put back.
+        crate::session::teardown::stop(&engine, located).await?;
+        let restored = checkpoint::restore_worktree(&repo, &cp.tree, taking.limits.max_file)?;
+        for path in &restored.kept {
+            eprintln!(
+                "{} {} was left: a folder on its way is a link or no folder",
+                console::style("warning:").yellow().bold(),
+                crate::visible::escape_controls(path)
+            );
+        }
+        eprintln!(
+            "{} {} file{} made since deleted",
+            console::style("yolo:").bold(),
+            restored.removed.len(),
+            if restored.removed.len() == 1 { "" } else { "s" }
+        );
+        let head = checkpoint::snapshot_worktree(&repo, taking.limits.max_file)?.head;
+        if head != cp.parent {
+            eprintln!(
+                "{} HEAD moved since the checkpoint (commits were made); the files are the checkpoint's. `git reset --soft {}` puts HEAD back too",
+                console::style("yolo:").bold(),
+                cp.parent.as_deref().unwrap_or("<none>")
+            );
+        }
+    }
+    if let Some(writer) = session.record()? {
+        writer.write(EventKind::Notice {
+            message: format!(
+                "rolled back to checkpoint {number} (commit {})",
+                &cp.commit[..cp.commit.len().min(12)]
+            ),
+        })?;
+    }
+    eprintln!(
+        "{} back at checkpoint {number}; `yolo up{}` starts the session again",
+        console::style("yolo:").bold(),
+        located.flag()
+    );
+    Ok(0)
+}
+
+/// Asked on a terminal; without one, `--yes` must say it.
+fn confirm(what: &str, yes: bool) -> Result<()> {
+    use std::io::IsTerminal;
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(Error::Usage(format!(
+            "{what}; run again with --yes to do it"
+        )));
+    }
+    eprintln!("{what}.");
+    let go = dialoguer::Confirm::new()
+        .with_prompt("Roll back?")
+        .default(false)
+        .interact()
+        .map_err(|e| Error::Usage(format!("no answer: {e}")))?;
+    if go {
+        Ok(())
+    } else {
+        Err(Error::NotApproved(
+            "not rolled back; nothing changed".into(),
+        ))
+    }
+}
+
+/// A copy's rollback: its containers removed (the agent's processes with them), its volume
+/// removed, and a new one filled with the checkpoint (`checkpoint::materialize`) through a
+/// helper of the agent's image.
+async fn rebuild_copy(
+    engine: &Engine,
+    located: &Located,
+    cp: &Checkpoint,
+    taking: &Taking,
+) -> Result<()> {
+    let found = engine.find(&located.owner()).await?;
+    let Some(agent) = found.agent else {
+        return Err(Error::NotRunning(format!(
+            "the session{} has no agent container, whose image makes the copy anew: `yolo up{}` first",
+            located.flag(),
+            located.flag()
+        )));
+    };
+    let image = agent.image.clone();
+    let dir = tempfile::Builder::new()
+        .prefix(".yolo-rollback-")
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    checkpoint::materialize(&located.workspace, &located.devcontainer_id, cp, dir.path())?;
+    crate::session::teardown::remove_all(engine, located, false).await?;
+    let volume = crate::remote::workspace_volume(&located.devcontainer_id);
+    engine.remove_volume(&volume).await?;
+    engine
+        .create_volume(&volume, &located.devcontainer_id)
+        .await?;
+    let source = dir.path().to_path_buf();
+    let limits = taking.limits;
+    let filled = engine
+        .fill_volume_with(&volume, &located.devcontainer_id, &image, move |out| {
+            crate::remote::pack_into(&source, out, limits)
+        })
+        .await;
+    if let Err(e) = filled {
+        // Half a copy is no copy: the next `up` makes one from the repository.
+        let _ = engine.remove_volume(&volume).await;
+        return Err(e);
+    }
+    Ok(())
+}
