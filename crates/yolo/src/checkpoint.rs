@@ -1,17 +1,20 @@
-//! Checkpoints (`yolo checkpoint`, `checkpoints`, `rollback`): a session's whole working tree
-//! (tracked and untracked files, not the ignored ones, none larger than `[workspace]
-//! sync_max_file`) recorded as a commit of the repository on a hidden ref,
-//! `refs/yolo/checkpoints/<session id>/<N>`, its parent the commit `HEAD` was then (the agent's,
-//! for a copy). Number 0 is taken when a session starts. Git plumbing on the host, hooks off
-//! (`remote::git`): nothing of the working tree's own config runs.
+//! Checkpoints of a session on a copy (`yolo checkpoint`, `checkpoints`, `rollback`): the
+//! copy's whole working tree (tracked and untracked files, not the ignored ones, within
+//! `[workspace] sync_max_file`/`sync_max_total`, read as `yolo sync` reads it) recorded as a
+//! commit of the repository on a hidden ref, `refs/yolo/checkpoints/<session id>/<N>`, its
+//! parent the agent's commit then. Numbers go on across the sessions of one name; each new
+//! session's first is taken at its start. A rollback makes the copy anew from one
+//! ([`materialize`]).
 //!
-//! Putting a working tree back ([`restore_worktree`]) deletes what the checkpoint does not hold
-//! and writes what it does through a temporary index (`read-tree`, `checkout-index`), so the
-//! user's own index is untouched and git, not yolo, writes the files: it does not write
-//! beyond a symbolic link (it replaces the link), and yolo's deletions do not follow one.
-//! Ignored files (build output, `node_modules`) are never looked at, deleted or written.
+//! Only for copies: the repository on the host is then out of the agent's reach, so the refs,
+//! objects and config git reads here are the user's. A workspace session's agent can write the
+//! repository's `.git` (`commondir`, refs, objects, its index), which would let it choose what
+//! a checkpoint holds and what a rollback writes on the host; those have none (the issue's
+//! notes say what a safe store for them needs).
 //!
-//! Written by hand on `git` (no crate): the same git the user runs, with the same ignore rules.
+//! Git plumbing on the host (`remote::git`: hooks off), without the user's global and system
+//! config (no filter or smudge of theirs runs on the agent's files) and without replace refs.
+//! Written by hand on `git` (no crate): the same git and ignore rules as `yolo sync`.
 
 use crate::error::{Dependency, Error, Result};
 use crate::remote::{git, git_missing};
@@ -31,21 +34,14 @@ pub(crate) struct Checkpoint {
     pub(crate) what: String,
 }
 
-/// A working tree as a tree object, and what was left out.
-#[derive(Debug)]
-pub(crate) struct Snapshot {
-    pub(crate) tree: String,
-    /// `HEAD` (`None` without a commit).
-    pub(crate) head: Option<String>,
-    /// Untracked files larger than the limit, not in the tree (relative paths).
-    pub(crate) left_out: Vec<String>,
-}
-
 /// `git` in `repo` with `args`; its stdout, trimmed. `index`: a temporary index in place of
 /// the repository's.
 fn run(repo: &Path, args: &[&str], index: Option<&Path>) -> Result<String> {
     let mut cmd = git(repo);
-    cmd.args(args);
+    cmd.args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_NO_REPLACE_OBJECTS", "1");
     if let Some(index) = index {
         cmd.env("GIT_INDEX_FILE", index);
     }
@@ -70,44 +66,6 @@ pub(crate) fn is_repository(repo: &Path) -> bool {
         .ok()
         .and_then(|top| std::fs::canonicalize(top).ok())
         .is_some_and(|top| std::fs::canonicalize(repo).is_ok_and(|r| r == top))
-}
-
-/// The working tree of `repo` as a tree object: tracked and untracked files as they are now
-/// (not the ignored ones), through a copy of the repository's index (so only what changed is
-/// hashed, and the real index is untouched); untracked files larger than `max_file` are left
-/// out and named.
-pub(crate) fn snapshot_worktree(repo: &Path, max_file: u64) -> Result<Snapshot> {
-    let head = run(repo, &["rev-parse", "--verify", "--quiet", "HEAD"], None).ok();
-    let temp = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
-    let index = temp.path().join("index");
-    let real = run(repo, &["rev-parse", "--git-path", "index"], None)?;
-    let real = repo.join(real);
-    if real.exists() {
-        std::fs::copy(&real, &index).map_err(|e| Error::io(&real, e))?;
-    }
-    let untracked = run(
-        repo,
-        &["ls-files", "-z", "--others", "--exclude-standard"],
-        Some(&index),
-    )?;
-    let left_out: Vec<String> = untracked
-        .split('\0')
-        .filter(|p| !p.is_empty())
-        .filter(|p| {
-            std::fs::symlink_metadata(repo.join(p)).is_ok_and(|m| m.is_file() && m.len() > max_file)
-        })
-        .map(str::to_string)
-        .collect();
-    let mut args: Vec<String> = ["add", "-A", "--", "."].map(String::from).to_vec();
-    args.extend(left_out.iter().map(|p| format!(":(exclude,literal){p}")));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    run(repo, &args, Some(&index))?;
-    let tree = run(repo, &["write-tree"], Some(&index))?;
-    Ok(Snapshot {
-        tree,
-        head,
-        left_out,
-    })
 }
 
 /// The refs of session `id`'s checkpoints.
@@ -169,7 +127,12 @@ pub(crate) fn record(
     parent: Option<&str>,
     what: &str,
 ) -> Result<Checkpoint> {
-    let number = list(repo, id)?.last().map_or(0, |c| c.number + 1);
+    let number = match list(repo, id)?.last() {
+        None => 0,
+        Some(last) => last.number.checked_add(1).ok_or_else(|| {
+            Error::Usage("this session has as many checkpoints as there can be".into())
+        })?,
+    };
     let message = format!("yolo checkpoint {number}: {what}");
     let mut args = vec!["commit-tree", tree, "-m", &message];
     if let Some(parent) = parent {
@@ -215,50 +178,6 @@ pub(crate) fn shortstat(repo: &Path, from: &str, to: &str) -> Result<String> {
     run(repo, &["diff-tree", "-r", "--shortstat", from, to], None)
 }
 
-/// What [`restore_worktree`] did.
-#[derive(Debug, Default)]
-pub(crate) struct Restored {
-    /// Files removed (in the working tree, not in the checkpoint).
-    pub(crate) removed: Vec<String>,
-    /// Paths not removed: below a symbolic link, or not a file any more.
-    pub(crate) kept: Vec<String>,
-}
-
-/// Put `repo`'s working tree back to the tree `checkpoint`: what the working tree holds now
-/// and the checkpoint does not is removed, then every file of the checkpoint is written by
-/// git through a temporary index. Ignored files, untracked files over `max_file` and the
-/// repository's index and `HEAD` are left as they are.
-pub(crate) fn restore_worktree(repo: &Path, checkpoint: &str, max_file: u64) -> Result<Restored> {
-    let now = snapshot_worktree(repo, max_file)?;
-    let added = run(
-        repo,
-        &[
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--name-only",
-            "--diff-filter=A",
-            checkpoint,
-            &now.tree,
-        ],
-        None,
-    )?;
-    let mut restored = Restored::default();
-    for rel in added.split('\0').filter(|p| !p.is_empty()) {
-        if remove_below(repo, rel) {
-            restored.removed.push(rel.to_string());
-        } else {
-            restored.kept.push(rel.to_string());
-        }
-    }
-    let temp = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
-    let index = temp.path().join("index");
-    run(repo, &["read-tree", checkpoint], Some(&index))?;
-    run(repo, &["checkout-index", "-a", "-f"], Some(&index))?;
-    Ok(restored)
-}
-
 /// A working tree of checkpoint `cp` of the repository `repo` in the empty folder `dir`, for a
 /// copy made anew: its `HEAD` detached at the checkpoint's parent (the agent's commit then),
 /// its files the checkpoint's (what was uncommitted then is uncommitted again).
@@ -288,40 +207,6 @@ pub(crate) fn materialize(repo: &Path, id: &str, cp: &Checkpoint, dir: &Path) ->
     Ok(())
 }
 
-/// Remove the file (or link) `rel` below `root`, unless a folder on the way is a symbolic
-/// link or not a folder (then nothing is touched, `false`); the folders it leaves empty go
-/// too.
-fn remove_below(root: &Path, rel: &str) -> bool {
-    let parts: Vec<&str> = rel.split('/').collect();
-    let Some((name, folders)) = parts.split_last() else {
-        return false;
-    };
-    let mut dir = root.to_path_buf();
-    for folder in folders {
-        if matches!(*folder, "" | "." | "..") {
-            return false;
-        }
-        dir.push(folder);
-        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-            return false;
-        }
-    }
-    let path = dir.join(name);
-    let removable = std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir());
-    if !removable || std::fs::remove_file(&path).is_err() {
-        return false;
-    }
-    // Empty folders it leaves: removed up to the root (`remove_dir` refuses a non-empty one).
-    let mut up = path.parent().map(Path::to_path_buf);
-    while let Some(folder) = up {
-        if folder == root || std::fs::remove_dir(&folder).is_err() {
-            break;
-        }
-        up = folder.parent().map(Path::to_path_buf);
-    }
-    true
-}
-
 /// A `[NAME@]N` of `yolo rollback`: the session's name (if given) and the number.
 pub(crate) fn parse_spec(text: &str) -> std::result::Result<(Option<String>, u32), String> {
     let (name, number) = match text.rsplit_once('@') {
@@ -347,122 +232,69 @@ pub(crate) fn parse_spec(text: &str) -> std::result::Result<(Option<String>, u32
 mod tests {
     use super::*;
 
-    fn repo() -> tempfile::TempDir {
+    /// A repository with one commit, and a tree of other content in its objects.
+    fn repo() -> (tempfile::TempDir, String, String) {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
         run(r, &["init", "-q", "-b", "main"], None).unwrap();
-        std::fs::write(r.join(".gitignore"), "ignored/\n").unwrap();
-        std::fs::write(r.join("tracked.txt"), "one\n").unwrap();
-        std::fs::write(r.join("gone.txt"), "here\n").unwrap();
+        std::fs::write(r.join("a.txt"), "one\n").unwrap();
         run(r, &["add", "-A"], None).unwrap();
         run(r, &["commit", "-q", "-m", "first"], None).unwrap();
-        std::fs::write(r.join("untracked.txt"), "mine\n").unwrap();
-        std::fs::create_dir(r.join("ignored")).unwrap();
-        std::fs::write(r.join("ignored/build.o"), "obj\n").unwrap();
-        dir
+        let head = run(r, &["rev-parse", "HEAD"], None).unwrap();
+        std::fs::write(r.join("a.txt"), "two\n").unwrap();
+        std::fs::write(r.join("b.txt"), "untracked\n").unwrap();
+        run(r, &["add", "-A"], None).unwrap();
+        let tree = run(r, &["write-tree"], None).unwrap();
+        run(r, &["reset", "-q"], None).unwrap();
+        (dir, head, tree)
     }
 
     #[test]
-    fn a_checkpoint_puts_back_tracked_and_untracked_files_and_leaves_ignored_ones() {
-        let dir = repo();
+    fn checkpoints_are_numbered_refs_listed_in_order() {
+        let (dir, head, tree) = repo();
         let r = dir.path();
-        let index_before = std::fs::read(r.join(".git/index")).unwrap();
-        let snap = snapshot_worktree(r, 1 << 20).unwrap();
-        let first = record(r, "s1", &snap.tree, snap.head.as_deref(), "session start").unwrap();
-        assert_eq!(first.number, 0);
-        assert_eq!(std::fs::read(r.join(".git/index")).unwrap(), index_before);
-        // The agent changes a tracked file, deletes one tracked and one untracked, adds files,
-        // and its build writes ignored output.
-        std::fs::write(r.join("tracked.txt"), "changed\n").unwrap();
-        std::fs::remove_file(r.join("gone.txt")).unwrap();
-        std::fs::remove_file(r.join("untracked.txt")).unwrap();
-        std::fs::create_dir_all(r.join("new/deep")).unwrap();
-        std::fs::write(r.join("new/deep/file.txt"), "new\n").unwrap();
-        std::fs::write(r.join("ignored/more.o"), "obj\n").unwrap();
-        let later = snapshot_worktree(r, 1 << 20).unwrap();
-        let second = record(
-            r,
-            "s1",
-            &later.tree,
-            later.head.as_deref(),
-            "yolo checkpoint",
-        )
-        .unwrap();
-        assert_eq!(second.number, 1);
-        assert_eq!(list(r, "s1").unwrap().len(), 2);
-        assert!(shortstat(r, &first.tree, &second.tree)
+        let first = record(r, "s1", &tree, Some(&head), "session start").unwrap();
+        let second = record(r, "s1", &tree, Some(&head), "yolo checkpoint").unwrap();
+        assert_eq!((first.number, second.number), (0, 1));
+        let all = list(r, "s1").unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[1].what, "yolo checkpoint");
+        assert_eq!(all[0].parent.as_deref(), Some(head.as_str()));
+        assert_eq!(all[0].tree, tree);
+        assert!(shortstat(r, &head, &tree)
             .unwrap()
-            .contains("4 files changed"));
-        let restored = restore_worktree(r, &first.tree, 1 << 20).unwrap();
-        assert_eq!(restored.removed, ["new/deep/file.txt"]);
-        assert_eq!(
-            std::fs::read_to_string(r.join("tracked.txt")).unwrap(),
-            "one\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(r.join("gone.txt")).unwrap(),
-            "here\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(r.join("untracked.txt")).unwrap(),
-            "mine\n"
-        );
-        assert!(!r.join("new").exists(), "the folders it left empty go");
-        assert!(
-            r.join("ignored/more.o").exists(),
-            "ignored output is never touched"
-        );
-        // And forward again.
-        restore_worktree(r, &second.tree, 1 << 20).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(r.join("tracked.txt")).unwrap(),
-            "changed\n"
-        );
-        assert!(!r.join("gone.txt").exists());
-        assert!(find(r, "s1", 7).is_err());
+            .contains("2 files changed"));
         assert_eq!(list(r, "other").unwrap(), []);
-    }
-
-    /// ATTACK: after the checkpoint the agent replaces a folder with a link to somewhere
-    /// outside the repository; putting the folder back must not write or delete anything
-    /// there.
-    #[test]
-    fn a_folder_made_a_link_is_not_written_through() {
-        let dir = repo();
-        let r = dir.path();
-        std::fs::create_dir(r.join("dir")).unwrap();
-        std::fs::write(r.join("dir/file.txt"), "in the repo\n").unwrap();
-        let snap = snapshot_worktree(r, 1 << 20).unwrap();
-        let cp = record(r, "s", &snap.tree, snap.head.as_deref(), "session start").unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("keep.txt"), "the host's\n").unwrap();
-        std::fs::remove_dir_all(r.join("dir")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), r.join("dir")).unwrap();
-        restore_worktree(r, &cp.tree, 1 << 20).unwrap();
-        assert!(std::fs::symlink_metadata(r.join("dir")).unwrap().is_dir());
+        let missing = find(r, "s1", 7).unwrap_err().to_string();
+        assert!(missing.contains("there are 0, 1"), "{missing}");
+        // No branch moved, nothing staged.
+        assert_eq!(run(r, &["rev-parse", "HEAD"], None).unwrap(), head);
         assert_eq!(
-            std::fs::read_to_string(r.join("dir/file.txt")).unwrap(),
-            "in the repo\n"
+            run(r, &["diff", "--cached", "--name-only"], None).unwrap(),
+            ""
         );
-        let names: Vec<_> = std::fs::read_dir(outside.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["keep.txt"], "nothing written or removed outside");
-        assert!(!remove_below(r, "dir/../../etc/passwd"));
     }
 
+    /// A copy made from a checkpoint: HEAD detached at the agent's commit then, the files the
+    /// checkpoint's, what was uncommitted uncommitted again.
     #[test]
-    fn a_large_untracked_file_is_left_out_and_named() {
-        let dir = repo();
+    fn a_checkpoint_is_materialized_as_the_copy_it_was() {
+        let (dir, head, tree) = repo();
         let r = dir.path();
-        std::fs::write(r.join("big.bin"), vec![0u8; 2048]).unwrap();
-        let snap = snapshot_worktree(r, 1024).unwrap();
-        assert_eq!(snap.left_out, ["big.bin"]);
-        let files = run(r, &["ls-tree", "-r", "--name-only", &snap.tree], None).unwrap();
+        let cp = record(r, "s", &tree, Some(&head), "yolo checkpoint").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        materialize(r, "s", &cp, out.path()).unwrap();
+        let o = out.path();
+        assert_eq!(std::fs::read_to_string(o.join("a.txt")).unwrap(), "two\n");
+        assert_eq!(
+            std::fs::read_to_string(o.join("b.txt")).unwrap(),
+            "untracked\n"
+        );
+        assert_eq!(run(o, &["rev-parse", "HEAD"], None).unwrap(), head);
+        let status = run(o, &["status", "--porcelain"], None).unwrap();
         assert!(
-            !files.contains("big.bin") && files.contains("untracked.txt"),
-            "{files}"
+            status.contains(" M a.txt") && status.contains("?? b.txt"),
+            "{status}"
         );
     }
 

@@ -1,8 +1,7 @@
 //! `yolo checkpoint [NAME]`, `yolo checkpoints [NAME]`, `yolo rollback [NAME@]N`: a session's
-//! whole working tree recorded on a hidden ref of the repository, listed, and put back
-//! (`crate::checkpoint`). A workspace session's is the repository's own working tree; a named
-//! session's (or any with a remote engine) is its copy, read as `yolo diff` reads it and put
-//! back by making the copy anew.
+//! copy recorded on a hidden ref of the repository, listed, and put back by making the copy
+//! anew (`crate::checkpoint`). Sessions on a copy only (a named one, or any with a remote
+//! engine).
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::engine::Engine;
@@ -16,7 +15,7 @@ use yolo_protocol::event::EventKind;
 pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
     let located = super::locate(target)?;
     super::known(&located)?;
-    crate::session::checkpoints::check_repository(&located)?;
+    crate::session::checkpoints::check_session(&located)?;
     let taking = Taking::from_config()?;
     let session = Session::at(located, Hold::Lock("checkpoint")).await?;
     let cp = crate::session::checkpoints::take(None, &session, &taking, "yolo checkpoint").await?;
@@ -35,7 +34,7 @@ pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
 pub(crate) fn list(target: &crate::cli::Target, json: bool) -> Result<i32> {
     let located = super::locate(target)?;
     super::known(&located)?;
-    crate::session::checkpoints::check_repository(&located)?;
+    crate::session::checkpoints::check_session(&located)?;
     let repo = &located.workspace;
     let all = checkpoint::list(repo, &located.devcontainer_id)?;
     if json {
@@ -60,7 +59,7 @@ pub(crate) fn list(target: &crate::cli::Target, json: bool) -> Result<i32> {
         rows.push([
             cp.number.to_string(),
             cp.taken.clone(),
-            cp.what.clone(),
+            crate::visible::escape_controls(&cp.what),
             cp.commit[..cp.commit.len().min(12)].to_string(),
             match changes.trim() {
                 "" => "no change".to_string(),
@@ -82,8 +81,8 @@ pub(crate) fn list(target: &crate::cli::Target, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// `yolo rollback [NAME@]N [--yes]`: the session stopped, then its working tree (a copy: the
-/// copy, made anew) put back to checkpoint N.
+/// `yolo rollback [NAME@]N [--yes]`: the session's containers removed (its agent with them),
+/// then its copy made anew from checkpoint N.
 pub(crate) async fn rollback(target: &crate::cli::Target, spec: &str, yes: bool) -> Result<i32> {
     let (name, number) = checkpoint::parse_spec(spec).map_err(Error::Usage)?;
     let target = match name {
@@ -97,54 +96,18 @@ pub(crate) async fn rollback(target: &crate::cli::Target, spec: &str, yes: bool)
     };
     let located = super::locate(&target)?;
     super::known(&located)?;
-    crate::session::checkpoints::check_repository(&located)?;
-    let repo = located.workspace.clone();
-    let cp = checkpoint::find(&repo, &located.devcontainer_id, number)?;
-    let copy = located.copy_reason()?.is_some();
-    let what = if copy {
-        format!(
-            "the session's copy is made anew from checkpoint {number}: its containers are removed, and what the agent did since is gone from it (a `yolo sync{}` first keeps it on the branch)",
-            located.flag()
-        )
-    } else {
-        format!(
-            "the files of {} are put back to checkpoint {number}: files made since are deleted, changed ones rewritten (ignored files are left alone)",
-            repo.display()
-        )
-    };
+    crate::session::checkpoints::check_session(&located)?;
+    let cp = checkpoint::find(&located.workspace, &located.devcontainer_id, number)?;
+    let what = format!(
+        "the session's copy is made anew from checkpoint {number}: its containers are removed, and what the agent did since is gone from it (a `yolo sync{}` first keeps it on the branch)",
+        located.flag()
+    );
     confirm(&what, yes)?;
     let taking = Taking::from_config()?;
     let engine = super::engine().await?;
     let session = Session::at(located, Hold::Lock("rollback")).await?;
     let located = &session.located;
-    if copy {
-        rebuild_copy(&engine, located, &cp, &taking).await?;
-    } else {
-        // The agent's processes first: nothing may write the files while they are put back.
-        crate::session::teardown::stop(&engine, located).await?;
-        let restored = checkpoint::restore_worktree(&repo, &cp.tree, taking.limits.max_file)?;
-        for path in &restored.kept {
-            eprintln!(
-                "{} {} was left: a folder on its way is a link or no folder",
-                console::style("warning:").yellow().bold(),
-                crate::visible::escape_controls(path)
-            );
-        }
-        eprintln!(
-            "{} {} file{} made since deleted",
-            console::style("yolo:").bold(),
-            restored.removed.len(),
-            if restored.removed.len() == 1 { "" } else { "s" }
-        );
-        let head = checkpoint::snapshot_worktree(&repo, taking.limits.max_file)?.head;
-        if head != cp.parent {
-            eprintln!(
-                "{} HEAD moved since the checkpoint (commits were made); the files are the checkpoint's. `git reset --soft {}` puts HEAD back too",
-                console::style("yolo:").bold(),
-                cp.parent.as_deref().unwrap_or("<none>")
-            );
-        }
-    }
+    rebuild_copy(&engine, located, &cp, &taking).await?;
     if let Some(writer) = session.record()? {
         writer.write(EventKind::Notice {
             message: format!(

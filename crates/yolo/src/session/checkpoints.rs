@@ -1,6 +1,7 @@
-//! Checkpoints of a session's working tree taken with its engine (`crate::checkpoint` does
-//! the git): the repository's own working tree for a workspace session, the copy (read from
-//! its volume as `yolo diff` reads it) for a named one or any with a remote engine.
+//! Checkpoints of a session's copy taken with its engine (`crate::checkpoint` does the git):
+//! the copy read from its volume as `yolo diff` reads it, for a named session or any with a
+//! remote engine. A workspace session on a local engine has none (`crate::checkpoint` says
+//! why).
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::engine::Engine;
@@ -16,10 +17,6 @@ pub(crate) async fn snapshot(
     located: &Located,
     taking: &Taking,
 ) -> Result<(String, Option<String>, Vec<String>)> {
-    if located.copy_reason()?.is_none() {
-        let snap = checkpoint::snapshot_worktree(&located.workspace, taking.limits.max_file)?;
-        return Ok((snap.tree, snap.head, snap.left_out));
-    }
     let engine = match engine {
         Some(engine) => engine.clone(),
         None => crate::commands::engine().await?,
@@ -37,15 +34,21 @@ pub(crate) async fn snapshot(
     Ok((preview.tree, Some(preview.head), left_out))
 }
 
-/// A repository yolo can keep checkpoints in, or why not.
-pub(crate) fn check_repository(located: &Located) -> Result<()> {
-    if checkpoint::is_repository(&located.workspace) {
-        return Ok(());
+/// A session yolo can keep checkpoints of (one on a copy), or why not.
+pub(crate) fn check_session(located: &Located) -> Result<()> {
+    if located.copy_reason()?.is_none() {
+        return Err(Error::Usage(format!(
+            "the workspace session of {} works on the repository itself, whose .git the agent can write: yolo keeps no checkpoint of it (one it cannot trust would be written back on the host); run the agent in a named session (`yolo up --copy NAME`), whose copy has checkpoints",
+            located.workspace.display()
+        )));
     }
-    Err(Error::Usage(format!(
-        "{} is not the top of a git repository: checkpoints are commits of it (`git init` makes one)",
-        located.workspace.display()
-    )))
+    if !checkpoint::is_repository(&located.workspace) {
+        return Err(Error::Usage(format!(
+            "{} is not the top of a git repository: checkpoints are commits of it",
+            located.workspace.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Record the session's working tree as its next checkpoint; said on stderr and in its log.
@@ -84,10 +87,10 @@ pub(crate) async fn take(
     Ok(cp)
 }
 
-/// The checkpoint taken when a session starts (`yolo up`): a failure is a warning, never the
-/// end of `up`; a workspace that is no git repository has none.
+/// The checkpoint taken when a session on a copy starts (`yolo up`): a failure is a warning,
+/// never the end of `up`; a workspace session has none (`check_session`).
 pub(crate) async fn at_start(engine: &Engine, session: &Session) {
-    if !checkpoint::is_repository(&session.located.workspace) {
+    if check_session(&session.located).is_err() {
         return;
     }
     let taken = match Taking::from_config() {

@@ -245,86 +245,23 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
         .assert_stderr_contains("is not a session name");
 }
 
-/// Checkpoints of a workspace session: taken at its start and by `yolo checkpoint`, listed,
-/// and put back by `yolo rollback` (the session stopped first): tracked and untracked files
-/// the agent created, changed and deleted come back as they were, ignored output stays.
-/// ATTACK: the agent replaces a folder with a link to a folder of the host; the rollback puts
-/// the folder back without writing or deleting anything through the link.
+/// A workspace session works on the repository itself, whose `.git` the agent can write: yolo
+/// keeps no checkpoint of it (a checkpoint the agent could rewrite would be written back on the
+/// host by a rollback), says so, and writes nothing into the repository's refs.
 #[test]
-fn a_rollback_puts_the_workspace_back_and_never_writes_through_a_link() {
+fn a_workspace_session_has_no_checkpoints() {
     let t = repository();
-    t.file("dir/kept.txt", "in the repo\n");
-    t.file("gone.txt", "tracked\n");
-    commit_all(&t);
-    t.file("untracked.txt", "mine\n");
-    let outside = tempfile::tempdir().unwrap();
-    std::fs::write(outside.path().join("host.txt"), "the host's\n").unwrap();
     t.up(&[]);
-    let listed = t.yolo(&["checkpoints"]).ok().stdout();
-    assert!(listed.contains("session start"), "{listed}");
-    let script = format!(
-        "echo changed > README.md; rm gone.txt untracked.txt; mkdir -p new/deep; \
-         echo new > new/deep/file.txt; mkdir -p ignored; echo obj > ignored/build.o; \
-         rm -r dir; ln -s {} dir",
-        outside.path().display()
-    );
-    t.yolo(&["exec", "sh", "-c", &script]).ok();
-    t.yolo(&["checkpoint"])
-        .ok()
-        .assert_stderr_contains("checkpoint 1");
-    // Without a terminal, --yes must say it.
-    t.yolo(&["rollback", "0"])
-        .fails_with(64)
-        .assert_stderr_contains("--yes");
-    assert_eq!(
-        std::fs::read_to_string(t.workspace.join("README.md")).unwrap(),
-        "changed\n",
-        "nothing done unasked"
-    );
-    t.yolo(&["rollback", "0", "--yes"])
-        .ok()
-        .assert_stderr_contains("back at checkpoint 0");
-    let read = |p: &str| std::fs::read_to_string(t.workspace.join(p)).unwrap();
-    assert_eq!(read("README.md"), "the repo\n");
-    assert_eq!(read("gone.txt"), "tracked\n");
-    assert_eq!(read("untracked.txt"), "mine\n");
-    assert_eq!(read("dir/kept.txt"), "in the repo\n");
-    assert!(!t.workspace.join("new").exists());
-    assert_eq!(
-        read("ignored/build.o"),
-        "obj\n",
-        "ignored output is left alone"
-    );
-    let host: Vec<_> = std::fs::read_dir(outside.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(
-        host,
-        ["host.txt"],
-        "nothing written or removed through the link"
-    );
-    assert!(
-        t.agents()
-            .iter()
-            .all(|a| inspect(a)["State"]["Running"] == false),
-        "the agent was stopped first"
-    );
-    // Forward again, to checkpoint 1 (the link is the agent's work then: put back as a link).
-    t.yolo(&["rollback", "1", "--yes"]).ok();
-    assert_eq!(read("README.md"), "changed\n");
-    assert!(!t.workspace.join("gone.txt").exists());
-    assert!(std::fs::symlink_metadata(t.workspace.join("dir"))
-        .unwrap()
-        .is_symlink());
-    assert_eq!(
-        std::fs::read_dir(outside.path()).unwrap().count(),
-        1,
-        "still nothing written through the link"
-    );
-    t.yolo(&["rollback", "9", "--yes"])
-        .fails_with(66)
-        .assert_stderr_contains("no checkpoint 9 (there are 0, 1)");
+    assert_eq!(git(&t.workspace, &["for-each-ref", "refs/yolo"]), "");
+    for args in [
+        &["checkpoint"][..],
+        &["checkpoints"],
+        &["rollback", "0", "--yes"],
+    ] {
+        t.yolo(args)
+            .fails_with(64)
+            .assert_stderr_contains("yolo keeps no checkpoint of it");
+    }
 }
 
 /// A named session's rollback makes its copy anew from the checkpoint: the agent's later work
