@@ -287,7 +287,12 @@ fn attempt(
     while got < answer.len() {
         let n = (&stream)
             .read(&mut answer[got..])
-            .map_err(|e| Attempt::Fail(Error::NoAcknowledgement(e)))?;
+            .map_err(|e| match e.raw_os_error() {
+                // Closed with our message unread (turned away by a busy supervisor, whose
+                // answer the reset hides): the descriptor was never taken, as with no answer.
+                Some(libc::ECONNRESET) => Attempt::Again(Error::NoAcknowledgement(e)),
+                _ => Attempt::Fail(Error::NoAcknowledgement(e)),
+            })?;
         if n == 0 {
             break;
         }
