@@ -16,8 +16,8 @@
 //! config (no filter or smudge of theirs runs on the agent's files) and without replace refs.
 //! Written by hand on `git` (no crate): the same git and ignore rules as `yolo sync`.
 
-use crate::error::{Dependency, Error, Result};
-use crate::remote::{git, git_missing};
+use crate::error::{Error, Result};
+use crate::remote::git;
 use std::path::Path;
 
 /// One recorded checkpoint.
@@ -34,35 +34,26 @@ pub(crate) struct Checkpoint {
     pub(crate) what: String,
 }
 
-/// `git` in `repo` with `args`; its stdout, trimmed. `index`: a temporary index in place of
-/// the repository's.
-fn run(repo: &Path, args: &[&str], index: Option<&Path>) -> Result<String> {
-    let mut cmd = git(repo);
-    cmd.args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_NO_REPLACE_OBJECTS", "1");
-    if let Some(index) = index {
-        cmd.env("GIT_INDEX_FILE", index);
-    }
-    let out = cmd.output().map_err(git_missing)?;
-    if !out.status.success() {
-        return Err(Error::dependency(
-            Dependency::Git,
-            format!(
-                "git {} failed in {}: {}",
-                args.first().copied().unwrap_or_default(),
-                repo.display(),
-                crate::visible::escape_controls(String::from_utf8_lossy(&out.stderr).trim())
-            ),
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+/// `git` in `repo` with `args`; its stdout, trimmed.
+fn run(repo: &Path, args: &[&str]) -> Result<String> {
+    let out = crate::remote::succeeded(
+        git(repo)
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_NO_REPLACE_OBJECTS", "1"),
+        &format!(
+            "git {} failed in {}",
+            args.first().copied().unwrap_or_default(),
+            repo.display()
+        ),
+    )?;
+    Ok(String::from_utf8_lossy(&out).trim_end().to_string())
 }
 
 /// Whether `repo` is the top of a git working tree (checkpoints need one).
 pub(crate) fn is_repository(repo: &Path) -> bool {
-    run(repo, &["rev-parse", "--show-toplevel"], None)
+    run(repo, &["rev-parse", "--show-toplevel"])
         .ok()
         .and_then(|top| std::fs::canonicalize(top).ok())
         .is_some_and(|top| std::fs::canonicalize(repo).is_ok_and(|r| r == top))
@@ -79,15 +70,13 @@ pub(crate) fn list(repo: &Path, id: &str) -> Result<Vec<Checkpoint>> {
         repo,
         &[
             "for-each-ref",
-            "--format=%(refname)%00%(objectname)%00%(committerdate:iso-strict)%00%(contents:subject)",
+            "--format=%(refname)%00%(objectname)%00%(tree)%00%(parent)%00%(committerdate:iso-strict)%00%(contents:subject)",
             &prefix(id),
-        ],
-        None,
-    )?;
+        ])?;
     let mut out = Vec::new();
     for line in listed.lines() {
         let fields: Vec<&str> = line.split('\0').collect();
-        let [name, commit, taken, subject] = fields.as_slice() else {
+        let [name, commit, tree, parent, taken, subject] = fields.as_slice() else {
             continue;
         };
         let Some(number) = name
@@ -96,18 +85,16 @@ pub(crate) fn list(repo: &Path, id: &str) -> Result<Vec<Checkpoint>> {
         else {
             continue;
         };
-        let tree = run(repo, &["rev-parse", &format!("{commit}^{{tree}}")], None)?;
-        let parent = run(
-            repo,
-            &["rev-parse", "--verify", "--quiet", &format!("{commit}^")],
-            None,
-        )
-        .ok();
         out.push(Checkpoint {
             number,
             commit: commit.to_string(),
-            tree,
-            parent,
+            tree: tree.to_string(),
+            // The first parent (yolo's commits have at most one).
+            parent: parent
+                .split(' ')
+                .next()
+                .filter(|p| !p.is_empty())
+                .map(str::to_string),
             taken: taken.to_string(),
             what: subject
                 .split_once(": ")
@@ -138,12 +125,12 @@ pub(crate) fn record(
     if let Some(parent) = parent {
         args.extend(["-p", parent]);
     }
-    let commit = run(repo, &args, None)?;
+    let commit = run(repo, &args)?;
     // Made, never moved: an existing ref of that number (another yolo at the same moment) is
     // an error, not overwritten.
     let zero = "0".repeat(commit.len());
     let name = format!("{}{number}", prefix(id));
-    run(repo, &["update-ref", &name, &commit, &zero], None)?;
+    run(repo, &["update-ref", &name, &commit, &zero])?;
     Ok(Checkpoint {
         number,
         commit,
@@ -175,7 +162,7 @@ pub(crate) fn find(repo: &Path, id: &str, number: u32) -> Result<Checkpoint> {
 
 /// What changed from `from` to `to` (trees or commits), as `git diff-tree --shortstat` says.
 pub(crate) fn shortstat(repo: &Path, from: &str, to: &str) -> Result<String> {
-    run(repo, &["diff-tree", "-r", "--shortstat", from, to], None)
+    run(repo, &["diff-tree", "-r", "--shortstat", from, to])
 }
 
 /// A working tree of checkpoint `cp` of the repository `repo` in the empty folder `dir`, for a
@@ -183,7 +170,7 @@ pub(crate) fn shortstat(repo: &Path, from: &str, to: &str) -> Result<String> {
 /// its files the checkpoint's (what was uncommitted then is uncommitted again).
 pub(crate) fn materialize(repo: &Path, id: &str, cp: &Checkpoint, dir: &Path) -> Result<()> {
     let here = format!("{}{}", prefix(id), cp.number);
-    run(dir, &["init", "-q"], None)?;
+    run(dir, &["init", "-q"])?;
     let source = repo.display().to_string();
     run(
         dir,
@@ -194,16 +181,15 @@ pub(crate) fn materialize(repo: &Path, id: &str, cp: &Checkpoint, dir: &Path) ->
             &source,
             &format!("{here}:refs/yolo/checkpoint"),
         ],
-        None,
     )?;
     if let Some(parent) = &cp.parent {
-        run(dir, &["checkout", "-q", "--detach", parent], None)?;
+        run(dir, &["checkout", "-q", "--detach", parent])?;
     }
-    run(dir, &["read-tree", "-u", "--reset", &cp.tree], None)?;
+    run(dir, &["read-tree", "-u", "--reset", &cp.tree])?;
     if cp.parent.is_some() {
-        run(dir, &["reset", "-q"], None)?;
+        run(dir, &["reset", "-q"])?;
     }
-    run(dir, &["update-ref", "-d", "refs/yolo/checkpoint"], None)?;
+    run(dir, &["update-ref", "-d", "refs/yolo/checkpoint"])?;
     Ok(())
 }
 
@@ -236,16 +222,16 @@ mod tests {
     fn repo() -> (tempfile::TempDir, String, String) {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
-        run(r, &["init", "-q", "-b", "main"], None).unwrap();
+        run(r, &["init", "-q", "-b", "main"]).unwrap();
         std::fs::write(r.join("a.txt"), "one\n").unwrap();
-        run(r, &["add", "-A"], None).unwrap();
-        run(r, &["commit", "-q", "-m", "first"], None).unwrap();
-        let head = run(r, &["rev-parse", "HEAD"], None).unwrap();
+        run(r, &["add", "-A"]).unwrap();
+        run(r, &["commit", "-q", "-m", "first"]).unwrap();
+        let head = run(r, &["rev-parse", "HEAD"]).unwrap();
         std::fs::write(r.join("a.txt"), "two\n").unwrap();
         std::fs::write(r.join("b.txt"), "untracked\n").unwrap();
-        run(r, &["add", "-A"], None).unwrap();
-        let tree = run(r, &["write-tree"], None).unwrap();
-        run(r, &["reset", "-q"], None).unwrap();
+        run(r, &["add", "-A"]).unwrap();
+        let tree = run(r, &["write-tree"]).unwrap();
+        run(r, &["reset", "-q"]).unwrap();
         (dir, head, tree)
     }
 
@@ -268,11 +254,8 @@ mod tests {
         let missing = find(r, "s1", 7).unwrap_err().to_string();
         assert!(missing.contains("there are 0, 1"), "{missing}");
         // No branch moved, nothing staged.
-        assert_eq!(run(r, &["rev-parse", "HEAD"], None).unwrap(), head);
-        assert_eq!(
-            run(r, &["diff", "--cached", "--name-only"], None).unwrap(),
-            ""
-        );
+        assert_eq!(run(r, &["rev-parse", "HEAD"]).unwrap(), head);
+        assert_eq!(run(r, &["diff", "--cached", "--name-only"]).unwrap(), "");
     }
 
     /// A copy made from a checkpoint: HEAD detached at the agent's commit then, the files the
@@ -290,8 +273,8 @@ mod tests {
             std::fs::read_to_string(o.join("b.txt")).unwrap(),
             "untracked\n"
         );
-        assert_eq!(run(o, &["rev-parse", "HEAD"], None).unwrap(), head);
-        let status = run(o, &["status", "--porcelain"], None).unwrap();
+        assert_eq!(run(o, &["rev-parse", "HEAD"]).unwrap(), head);
+        let status = run(o, &["status", "--porcelain"]).unwrap();
         assert!(
             status.contains(" M a.txt") && status.contains("?? b.txt"),
             "{status}"

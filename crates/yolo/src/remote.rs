@@ -481,26 +481,31 @@ pub(crate) fn preview(repo: &Path, tar: &mut dyn Read, limits: SyncLimits) -> Re
 /// `git diff` of the local repository between `base` and `tree` with `args` (`--stat`,
 /// `--name-only -z`...): its output, as bytes (the agent wrote the files; the caller escapes).
 pub(crate) fn diff_of(repo: &Path, base: &str, tree: &str, args: &[&str]) -> Result<Vec<u8>> {
-    let out = git(repo)
-        .args([
-            "-c",
-            "diff.external=",
-            "-c",
-            "core.pager=cat",
-            "diff",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-color",
-        ])
-        .args(args)
-        .args([base, tree, "--"])
-        .output()
-        .map_err(git_missing)?;
+    let mut cmd = git(repo);
+    cmd.args([
+        "-c",
+        "diff.external=",
+        "-c",
+        "core.pager=cat",
+        "diff",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-color",
+    ])
+    .args(args)
+    .args([base, tree, "--"]);
+    succeeded(&mut cmd, "git diff failed")
+}
+
+/// What `cmd` (a git command) printed; when it fails, an error saying `what`, with git's own
+/// words (escaped: they may quote the agent's file names).
+pub(crate) fn succeeded(cmd: &mut Command, what: &str) -> Result<Vec<u8>> {
+    let out = cmd.output().map_err(git_missing)?;
     if !out.status.success() {
         return Err(Error::dependency(
             Dependency::Git,
             format!(
-                "git diff failed: {}",
+                "{what}: {}",
                 crate::visible::escape_controls(String::from_utf8_lossy(&out.stderr).trim())
             ),
         ));
@@ -514,31 +519,22 @@ fn keep_on_branch(repo: &Path, written: &str, watched: &mut Baseline) -> Result<
     if watched.files.is_empty() {
         return Ok(());
     }
-    let out = git(repo)
-        .env("GIT_LITERAL_PATHSPECS", "1")
-        .args([
-            "ls-tree",
-            "-r",
-            "-z",
-            "--name-only",
-            "--full-tree",
-            written,
-            "--",
-        ])
-        .args(watched.files.keys())
-        .output()
-        .map_err(git_missing)?;
-    if !out.status.success() {
-        return Err(Error::dependency(
-            Dependency::Git,
-            format!(
-                "git cannot list the files of the agent's work: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        ));
-    }
-    let on_branch: std::collections::HashSet<&[u8]> = out
-        .stdout
+    let listed = succeeded(
+        git(repo)
+            .env("GIT_LITERAL_PATHSPECS", "1")
+            .args([
+                "ls-tree",
+                "-r",
+                "-z",
+                "--name-only",
+                "--full-tree",
+                written,
+                "--",
+            ])
+            .args(watched.files.keys()),
+        "git cannot list the files of the agent's work",
+    )?;
+    let on_branch: std::collections::HashSet<&[u8]> = listed
         .split(|&b| b == 0)
         .filter(|p| !p.is_empty())
         .collect();
