@@ -254,8 +254,8 @@ impl Engine {
             labels: Some(labels::project(owner).into_iter().collect()),
             ..Default::default()
         };
-        match self.docker.create_network(request).await {
-            Ok(_) => Ok(()),
+        match self.create_network(request).await {
+            Ok(()) => Ok(()),
             // Created concurrently by another yolo: fine.
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 409, ..
@@ -264,6 +264,26 @@ impl Engine {
                 format!("creating network {name}"),
                 message(&e),
             )),
+        }
+    }
+
+    /// Create a network, trying again while the engine trips over another network's interface
+    /// going away under it: Docker and Podman list the host's interfaces to pick a free subnet,
+    /// and one removed meanwhile (another session's `down`) fails the create with "no such
+    /// network interface". Twenty sessions starting and stopping at once meet it.
+    async fn create_network(
+        &self,
+        request: NetworkCreateRequest,
+    ) -> std::result::Result<(), bollard::errors::Error> {
+        let mut tries = 0;
+        loop {
+            match self.docker.create_network(request.clone()).await {
+                Err(e) if tries < 8 && message(&e).contains("no such network interface") => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100 * tries)).await;
+                }
+                other => return other.map(|_| ()),
+            }
         }
     }
 
@@ -287,8 +307,8 @@ impl Engine {
             labels: Some(labels::shared_network().into_iter().collect()),
             ..Default::default()
         };
-        match self.docker.create_network(request).await {
-            Ok(_) => Ok(()),
+        match self.create_network(request).await {
+            Ok(()) => Ok(()),
             Err(e) => Err(Error::docker(
                 format!("creating network {name}"),
                 message(&e),

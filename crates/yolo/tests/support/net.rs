@@ -85,7 +85,18 @@ fn cli(host: Option<&str>) -> Command {
 /// [`docker_ok`] against the engine at `host` (the docker CLI speaks to Podman's API too).
 #[track_caller]
 pub fn docker_on(host: Option<&str>, args: &[&str]) -> String {
-    let out = cli(host).args(args).output().expect("docker CLI");
+    let mut out = cli(host).args(args).output().expect("docker CLI");
+    // The engine lists the host's interfaces to pick a subnet; another test's network going
+    // away meanwhile fails the create with "no such network interface". Not this test's fault.
+    for wait in 1..=8 {
+        if out.status.success()
+            || !String::from_utf8_lossy(&out.stderr).contains("no such network interface")
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100 * wait));
+        out = cli(host).args(args).output().expect("docker CLI");
+    }
     assert!(
         out.status.success(),
         "docker {} failed:\n{}",
