@@ -289,6 +289,7 @@ fn evaluate(source: &Source, settings: &UpSettings, user: &UserConfig) -> Result
     // With an engine on another machine the repository is copied into a volume (`remote`).
     spec.copy = source.located.copy.clone();
     if let Some(why) = source.located.copy_reason()? {
+        spec.remote_engine = crate::engine::remote::remote_reason()?.is_some();
         crate::remote::to_volume(&mut spec, workspace, &why)?;
     }
     spec.metadata_label = policy::metadata_label(

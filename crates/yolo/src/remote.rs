@@ -205,7 +205,30 @@ pub(crate) fn branch_name(container_name: &str) -> String {
 /// into the same paths in the volume's folder on the engine's machine when the agent is made.
 /// Any other host bind is refused, named.
 pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Result<()> {
-    if let Some(bind) = spec.mounts.iter().find(|m| m.kind == MountKind::Bind) {
+    // A remote engine cannot bind this machine's folders at all; this machine's engine can,
+    // but not the repository's own (the copy is the agent's; the user's tree is never its).
+    let holds_workspace = |source: &str| {
+        let source = std::fs::canonicalize(source).unwrap_or_else(|_| source.into());
+        source.starts_with(workspace) || workspace.starts_with(&source)
+    };
+    if !spec.remote_engine {
+        let local = spec.mounts.iter();
+        if let Some(bind) = local
+            .filter(|m| m.kind == MountKind::Bind)
+            .find(|m| holds_workspace(&m.source))
+        {
+            return Err(Error::dependency(Dependency::WorkspaceCopy, format!(
+                "{why}, so {} cannot be mounted at {}: it is the repository, inside it or holds it, and the agent of a copy never reaches your working tree; remove that mount, or run the workspace session (without --copy)",
+                crate::visible::escape_controls(&bind.source),
+                bind.target
+            )));
+        }
+    }
+    if let Some(bind) = spec
+        .mounts
+        .iter()
+        .find(|m| m.kind == MountKind::Bind && spec.remote_engine)
+    {
         return Err(Error::dependency(Dependency::RemoteEngine, format!(
             "{why}, so the host folder {} cannot be mounted at {} (a bind mount from devcontainer.json, a grant or the extra CA setting); remove it, or use a local engine (YOLO_REMOTE=0 if the engine shares this disk)",
             crate::visible::escape_controls(&bind.source),
@@ -214,7 +237,7 @@ pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Resu
     }
     if spec.compose.is_some() {
         return Err(Error::dependency(Dependency::RemoteEngine, format!(
-            "{why}: a Compose project (dockerComposeFile) is not supported with a remote engine yet; its files and bind mounts are read on this machine"
+            "{why}: a Compose project (dockerComposeFile) cannot run on a copy yet (its files and bind mounts are read from the repository on this machine); run the workspace session, without --copy, on this machine's engine"
         )));
     }
     let mount = &spec.workspace_mount;
@@ -231,6 +254,11 @@ pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Resu
     }
     if !workspace.join(".git").is_dir() {
         return Err(not_a_repository(workspace, why));
+    }
+    // A named session's copy needs no read-only paths: nothing the agent writes there reaches
+    // the host's tree until the user checks its branch out (`yolo diff` flags those files).
+    if spec.copy.is_some() {
+        spec.protected.clear();
     }
     spec.workspace_mount = Mount {
         kind: MountKind::Volume,
@@ -276,12 +304,16 @@ pub(crate) fn pack_into(
         let rel = src.strip_prefix(workspace).unwrap_or(&src).to_path_buf();
         let dest = Path::new(".").join(&rel);
         // The root as the folder it names; below it, links are entries of their own.
-        let meta = if rel.as_os_str().is_empty() {
+        // Below the root, what went meanwhile is left out: git's own lock files come and go
+        // while other sessions of the repository take checkpoints or sync.
+        let meta = match if rel.as_os_str().is_empty() {
             std::fs::metadata(&src)
         } else {
             std::fs::symlink_metadata(&src)
-        }
-        .map_err(io(&src))?;
+        } {
+            Err(e) if is_gone(&e) && !rel.as_os_str().is_empty() => continue,
+            meta => meta.map_err(io(&src))?,
+        };
         let shown = || crate::visible::escape_controls(&rel.to_string_lossy());
         let in_git = rel.components().next() == Some(std::path::Component::Normal(".git".as_ref()));
         if meta.is_file() && meta.len() > limits.max_file && !in_git {
@@ -301,7 +333,11 @@ pub(crate) fn pack_into(
         }
         if meta.is_dir() {
             let mut entries = Vec::new();
-            for entry in std::fs::read_dir(&src).map_err(io(&src))? {
+            let listed = match std::fs::read_dir(&src) {
+                Err(e) if is_gone(&e) && !rel.as_os_str().is_empty() => continue,
+                listed => listed.map_err(io(&src))?,
+            };
+            for entry in listed {
                 entries.push(entry.map_err(io(&src))?.path());
             }
             // Popped in name order.
@@ -313,7 +349,10 @@ pub(crate) fn pack_into(
             // that grows meanwhile, a live log, is cut there; one that shrinks is padded with
             // zeros), so the stream stays whole and within the limits.
             use std::io::Read;
-            let file = std::fs::File::open(&src).map_err(io(&src))?;
+            let file = match std::fs::File::open(&src) {
+                Err(e) if is_gone(&e) => continue,
+                file => file.map_err(io(&src))?,
+            };
             let mut header = tar::Header::new_gnu();
             header.set_metadata(&file.metadata().map_err(io(&src))?);
             header.set_size(size);
@@ -322,11 +361,19 @@ pub(crate) fn pack_into(
                 .map_err(io(&src))?;
         } else {
             // A link (stored as a link) or a FIFO, socket or device (its header only).
-            tar.append_path_with_name(&src, &dest).map_err(io(&src))?;
+            match tar.append_path_with_name(&src, &dest) {
+                Err(e) if is_gone(&e) => continue,
+                appended => appended.map_err(io(&src))?,
+            }
         }
     }
     tar.finish().map_err(io(workspace))?;
     Ok(skipped)
+}
+
+/// A file or folder that went between its listing and its reading.
+fn is_gone(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound
 }
 
 /// A writer counting what goes through it.
@@ -392,7 +439,7 @@ pub(crate) fn bring_back(
         head,
         written,
         skipped,
-    } = make_tree(repo, tar, limits, "sync")?;
+    } = make_tree(repo, tar, limits, "sync", Layout::Folder)?;
     let mut watched = Baseline::scan(&tree, watch);
     keep_on_branch(repo, &written, &mut watched)?;
     let brought = advance(repo, branch, &head, &written)?;
@@ -419,12 +466,18 @@ struct Made {
 /// Unpack `tar` within `limits`, strip the copy's git config, fetch its `HEAD` into the local
 /// repository (through a temporary ref named for `what` and this process) and make its working
 /// tree a tree object there.
-fn make_tree(repo: &Path, tar: &mut dyn Read, limits: SyncLimits, what: &str) -> Result<Made> {
+fn make_tree(
+    repo: &Path,
+    tar: &mut dyn Read,
+    limits: SyncLimits,
+    what: &str,
+    layout: Layout,
+) -> Result<Made> {
     let temp = tempfile::Builder::new()
         .prefix(&format!(".yolo-{what}-"))
         .tempdir()
         .map_err(|e| Error::io(std::env::temp_dir(), e))?;
-    let Unpacked { top: tree, skipped } = unpack(tar, temp.path(), limits)?;
+    let Unpacked { top: tree, skipped } = unpack_as(tar, temp.path(), limits, layout)?;
     let git_dir = tree.join(".git");
     sanitize_git_dir(&git_dir)?;
     let incoming = format!("refs/yolo-{what}/{}", std::process::id());
@@ -456,12 +509,31 @@ pub(crate) struct Preview {
 /// config stripped, hooks off), made into a tree of the repository at `repo` and nothing
 /// else: no ref is left (its objects wait for git's gc).
 pub(crate) fn preview(repo: &Path, tar: &mut dyn Read, limits: SyncLimits) -> Result<Preview> {
+    preview_as(repo, tar, limits, Layout::Folder)
+}
+
+/// How an archive of the copy lays its entries out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Layout {
+    /// Below one folder, the copy's own (the engine's archive of a folder).
+    Folder,
+    /// Relative to the copy's root (`pack_into`'s, as the copy is made).
+    Entries,
+}
+
+/// [`preview`] of an archive laid out as `layout` says.
+pub(crate) fn preview_as(
+    repo: &Path,
+    tar: &mut dyn Read,
+    limits: SyncLimits,
+    layout: Layout,
+) -> Result<Preview> {
     let Made {
         head,
         written,
         skipped,
         ..
-    } = make_tree(repo, tar, limits, "diff")?;
+    } = make_tree(repo, tar, limits, "diff", layout)?;
     let base = git(repo)
         .args(["merge-base", "HEAD", &head])
         .output()
@@ -646,7 +718,19 @@ impl Read for Capped<'_> {
 /// Unpack `tar` into `dest` entry by entry as it is read, within `limits`: a working tree
 /// file over `max_file` is left out (its content read past, never held), the archive read
 /// past `max_total` stops everything.
+#[cfg(test)]
 fn unpack(tar: &mut dyn Read, dest: &Path, limits: SyncLimits) -> Result<Unpacked> {
+    unpack_as(tar, dest, limits, Layout::Folder)
+}
+
+/// [`unpack`] of an archive laid out as `layout` says (entries relative to the copy's root go
+/// below a folder of their own, `copy`).
+fn unpack_as(
+    tar: &mut dyn Read,
+    dest: &Path,
+    limits: SyncLimits,
+    layout: Layout,
+) -> Result<Unpacked> {
     let bad = |e: std::io::Error| {
         Error::dependency(
             Dependency::WorkspaceCopy,
@@ -664,7 +748,22 @@ fn unpack(tar: &mut dyn Read, dest: &Path, limits: SyncLimits) -> Result<Unpacke
     };
     let mut current = String::new();
     let mut skipped = Vec::new();
-    let unpacked = unpack_entries(&mut capped, dest, limits, &mut current, &mut skipped);
+    let root = match layout {
+        Layout::Folder => dest.to_path_buf(),
+        Layout::Entries => {
+            let root = dest.join("copy");
+            std::fs::create_dir(&root).map_err(|e| Error::io(&root, e))?;
+            root
+        }
+    };
+    let unpacked = unpack_entries(
+        &mut capped,
+        &root,
+        layout,
+        limits,
+        &mut current,
+        &mut skipped,
+    );
     if capped.over {
         return Err(Error::dependency(Dependency::SyncLimit, format!(
             "the copy of the workspace is larger than {} (at {}), the most `yolo sync` reads of it ([workspace] sync_max_total); nothing was brought back. Remove what is large from the copy (`yolo exec -- du -ah . | sort -h | tail`), or raise sync_max_total in your yolo config",
@@ -692,6 +791,7 @@ fn unpack(tar: &mut dyn Read, dest: &Path, limits: SyncLimits) -> Result<Unpacke
 fn unpack_entries(
     tar: &mut dyn Read,
     dest: &Path,
+    layout: Layout,
     limits: SyncLimits,
     current: &mut String,
     skipped: &mut Vec<Skipped>,
@@ -705,7 +805,14 @@ fn unpack_entries(
         let mut entry = entry?;
         let path = entry.path()?.into_owned();
         // Below the top folder, as the repository names it.
-        let rel: PathBuf = path.components().skip(1).collect();
+        let rel: PathBuf = match layout {
+            Layout::Folder => path.components().skip(1).collect(),
+            // `./name`, as `pack_into` writes it.
+            Layout::Entries => path
+                .components()
+                .skip_while(|c| *c == std::path::Component::CurDir)
+                .collect(),
+        };
         *current = rel.to_string_lossy().into_owned();
         let header = entry.header();
         let kind = header.entry_type();
@@ -1256,6 +1363,44 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("sync_max_total"), "{message}");
+    }
+
+    /// The archive the copy is made from, read as it is (`Layout::Entries`), is the working
+    /// tree: tracked and untracked files, ignored ones left out, `HEAD` the repository's.
+    #[test]
+    fn the_copys_own_archive_previews_as_its_working_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+                .arg(ws)
+                .args(args)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(ws.join(".gitignore"), "out/\n").unwrap();
+        std::fs::write(ws.join("tracked.txt"), "one\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "first"]);
+        std::fs::write(ws.join("tracked.txt"), "two\n").unwrap();
+        std::fs::write(ws.join("new.txt"), "new\n").unwrap();
+        std::fs::create_dir(ws.join("out")).unwrap();
+        std::fs::write(ws.join("out/build.o"), "obj\n").unwrap();
+        let mut tar = Vec::new();
+        pack_into(ws, &mut tar, LIMITS).unwrap();
+        let preview = preview_as(ws, &mut &tar[..], LIMITS, Layout::Entries).unwrap();
+        assert_eq!(preview.head, git(&["rev-parse", "HEAD"]));
+        let names = git(&["ls-tree", "-r", "--name-only", &preview.tree]);
+        assert_eq!(names, ".gitignore\nnew.txt\ntracked.txt");
+        let tracked = git(&["cat-file", "-p", &format!("{}:tracked.txt", preview.tree)]);
+        assert_eq!(tracked, "two");
+        // The engine's layout (one top folder) is not this one.
+        assert!(preview_as(ws, &mut &tar[..], LIMITS, Layout::Folder).is_err());
     }
 
     #[test]

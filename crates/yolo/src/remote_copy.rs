@@ -58,13 +58,41 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
         spec.workspace.display(),
     );
     engine.create_volume(volume, &spec.devcontainer_id).await?;
+    // The archive also goes to `remote::preview` as it is written, on a thread of its own: the
+    // start's checkpoint is what the copy holds, without reading it back from the engine.
+    let checkpoints = crate::session::checkpoints::check_session(project.located()).is_ok();
     let copied = engine
         .fill_volume_with(volume, &spec.devcontainer_id, image, move |out| {
-            remote::pack_into(&workspace, out, limits)
+            if !checkpoints {
+                return remote::pack_into(&workspace, out, limits).map(|s| (s, None));
+            }
+            let (reader, writer) = std::io::pipe().map_err(|e| Error::io(&workspace, e))?;
+            let repo = workspace.clone();
+            let previewing = std::thread::spawn(move || {
+                let mut reader = reader;
+                let preview =
+                    remote::preview_as(&repo, &mut reader, limits, remote::Layout::Entries);
+                // What the preview left unread, so the writer never waits on it.
+                let _ = std::io::copy(&mut reader, &mut std::io::sink());
+                preview
+            });
+            let mut tee = Tee {
+                out,
+                copy: Some(writer),
+            };
+            let packed = remote::pack_into(&workspace, &mut tee, limits);
+            drop(tee.copy.take());
+            // Its git work goes on while the containers start; the checkpoint waits for it.
+            packed.map(|s| (s, Some(previewing)))
         })
         .await;
     let skipped = match copied {
-        Ok(skipped) => skipped,
+        Ok((skipped, preview)) => {
+            if let Some(preview) = preview {
+                crate::session::checkpoints::seeded(&spec.devcontainer_id, preview);
+            }
+            skipped
+        }
         Err(e) => {
             // Half a copy is no copy: the next `up` makes it again.
             let _ = engine.remove_volume(volume).await;
@@ -90,6 +118,28 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
         );
     }
     Ok(())
+}
+
+/// What is written to `out` also goes to `copy` while `copy` takes it (its reader may stop).
+struct Tee<'a> {
+    out: &'a mut dyn std::io::Write,
+    copy: Option<std::io::PipeWriter>,
+}
+
+impl std::io::Write for Tee<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        if let Some(copy) = &mut self.copy {
+            if copy.write_all(&buf[..n]).is_err() {
+                self.copy = None;
+            }
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// The agent's work as the branch, printed with what was left out and the files the host
@@ -225,13 +275,13 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// For a session on a copy (a named session, or a remote engine), the guard's event files
-/// (network, execs, files), copied from its events volume into the local data folder where
-/// `yolo audit` and the reports read them: each file here gets the whole lines the guard added
-/// since (`remote::store_event_files`). Does nothing for the workspace session on a local
-/// engine (the guard writes the data folder itself).
+/// With a remote engine, the guard's event files (network, execs, files), copied from its
+/// events volume into the local data folder where `yolo audit` and the reports read them: each
+/// file here gets the whole lines the guard added since (`remote::store_event_files`). Does
+/// nothing with this machine's engine, named sessions included (the guard writes the data
+/// folder itself).
 pub(crate) async fn collect_events(engine: &Engine, located: &Located) -> Result<()> {
-    if located.copy_reason()?.is_none() {
+    if crate::engine::remote::remote_reason()?.is_none() {
         return Ok(());
     }
     let volume = remote::events_volume(&located.devcontainer_id);

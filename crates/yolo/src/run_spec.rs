@@ -50,6 +50,11 @@ pub(crate) struct RunSpec {
     /// `None`: the workspace session. Not in the config hash (the id already differs).
     #[serde(skip)]
     pub(crate) copy: Option<String>,
+    /// The engine is on another machine (`engine::remote::remote_reason`): the guard's events
+    /// and config and the exec audit's shim go through volumes, not this machine's folders. A
+    /// named session on this machine's engine works on a copy too, but keeps the host folders.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) remote_engine: bool,
     /// Docker container name, e.g. `yolo-myrepo-1a2b3c4d`.
     pub(crate) container_name: String,
     pub(crate) image: ImageSource,
@@ -401,7 +406,8 @@ pub(crate) fn events_volume(devcontainer_id: &str) -> String {
 }
 
 impl RunSpec {
-    /// Whether this spec runs on a copy of the repository in its volume (the remote path).
+    /// Whether this spec runs on a copy of the repository in its volume (a named session, or
+    /// any with a remote engine).
     pub(crate) fn uses_copy(&self) -> bool {
         self.workspace_mount.kind == MountKind::Volume
             && self.workspace_mount.source == workspace_volume(&self.devcontainer_id)

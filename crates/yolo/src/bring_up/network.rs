@@ -213,7 +213,7 @@ pub(crate) fn guard_config(
         control_socket: PathBuf::from(GUARD_CONTROL_SOCKET),
         // In the log folder the host binds from its data folder: not with a remote engine,
         // whose guard logs to a volume there.
-        host_control_socket: (!project.spec.uses_copy()).then(|| {
+        host_control_socket: (!project.spec.remote_engine).then(|| {
             PathBuf::from(GUARD_LOG_DIR).join(guard_socket::socket_name(&guard_name(project)))
         }),
         control_uids: host_uid().into_iter().collect(),
@@ -315,9 +315,9 @@ pub(crate) async fn create_guard(
     for note in notes {
         eprintln!("{} {note}", console::style("yolo:").bold());
     }
-    // A remote engine: the guard's events go to a volume, its config is copied in, and it sees
-    // the workspace's copy (docs/remote.md).
-    let remote = project.spec.uses_copy();
+    // A remote engine: the guard's events go to a volume and its config is copied in
+    // (docs/remote.md). A session on a copy: the guard sees the copy's volume.
+    let remote = project.spec.remote_engine;
     let events_volume = remote.then(|| crate::remote::events_volume(&project.spec.devcontainer_id));
     crate::remote_copy::seed(engine, project, &image).await?;
     if let Some(volume) = &events_volume {
@@ -335,7 +335,10 @@ pub(crate) async fn create_guard(
         extra_hosts: project.spec.extra_hosts.clone(),
         log_dir: log_dir(&crate::store::root())?,
         events_volume,
-        workspace_volume: remote.then(|| project.spec.workspace_mount.source.clone()),
+        workspace_volume: project
+            .spec
+            .uses_copy()
+            .then(|| project.spec.workspace_mount.source.clone()),
         workspace: guard_workspace(project),
         limits_required: project.spec.limits_required,
         shared_bridge: matches!(network, Network::Shared(_)),

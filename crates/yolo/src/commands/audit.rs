@@ -18,7 +18,7 @@ pub(crate) async fn execute(
 ) -> Result<i32> {
     // A remote engine's guard logs to a volume: its events copied here first, and every 2 s
     // while following (docs/remote.md).
-    let remote = on_copy(target);
+    let remote = crate::engine::remote::engine_is_remote();
     if remote {
         if let Err(e) = collect_remote_events(target).await {
             eprintln!(
@@ -106,7 +106,7 @@ pub(crate) async fn chosen_session(target: &Target, session: Option<String>) -> 
 /// With a remote engine, the guard's latest events copied here first (they are in a volume
 /// there); a failure leaves what was copied before.
 pub(crate) async fn collect_if_remote(target: &Target) {
-    if on_copy(target) {
+    if crate::engine::remote::engine_is_remote() {
         let _ = collect_remote_events(target).await;
     }
 }
@@ -258,18 +258,12 @@ pub(crate) async fn ship(target: &Target, session: String) -> Result<i32> {
     // A remote engine's guard writes its events into a volume there: copied here while the
     // session runs, so they ship as they happen (not only when a command ends or `down`).
     let _collecting = located
-        .filter(|l| l.copy_reason().is_ok_and(|r| r.is_some()))
+        .filter(|_| crate::engine::remote::engine_is_remote())
         .map(|located| crate::remote_copy::keep_collecting(located, REMOTE_COLLECT));
     ship::run(crate::audit::export::Context { workspace, session }, sinks)
         .await
         .map_err(|e| Error::io(crate::audit::sessions_dir(), e))?;
     Ok(0)
-}
-
-/// Whether the target's session works on a copy (a named session, or a remote engine), whose
-/// guard logs to a volume: its events are copied here before they are read.
-fn on_copy(target: &Target) -> bool {
-    target.copy.is_some() || crate::engine::remote::remote_reason().is_ok_and(|r| r.is_some())
 }
 
 /// How often the shipper copies a remote engine's guard events here.

@@ -290,7 +290,7 @@ impl Engine {
         }
         let host_path = super::guard_image::shim_dir()?;
         // A remote engine cannot bind the host folder: the shim goes in a volume.
-        let volume = match spec.uses_copy() {
+        let volume = match spec.remote_engine {
             true => Some(
                 self.shim_volume(&host_path, &spec.devcontainer_id, image)
                     .await?,
@@ -789,6 +789,7 @@ pub(super) mod tests {
             config_file: "/home/me/repo/.devcontainer/devcontainer.json".into(),
             devcontainer_id: "0abc".into(),
             copy: None,
+            remote_engine: false,
             container_name: "yolo-repo-0abc".into(),
             image: ImageSource::Image("debian:bookworm-slim".into()),
             container_env: BTreeMap::from([("A".into(), "1".into())]),

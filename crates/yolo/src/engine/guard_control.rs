@@ -18,7 +18,7 @@ impl Engine {
         let line = request
             .to_line()
             .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
-        if !remote_engine() {
+        if !super::remote::engine_is_remote() {
             let name = self.container_name(guard_id).await?;
             let path = crate::audit::network_dir().join(guard_socket::socket_name(&name));
             match guard_socket::ask(&path, &line, CONTROL_TIMEOUT).await {
@@ -49,11 +49,6 @@ impl Engine {
 fn not_served(text: &str) -> bool {
     serde_json::from_str::<Response>(text.trim())
         .is_ok_and(|r| !r.ok && r.error.is_some_and(|e| e.starts_with(PEER_NOT_SERVED)))
-}
-
-/// Whether the engine is on another machine, whose guards' log folder is a volume there.
-fn remote_engine() -> bool {
-    super::remote::remote_reason().is_ok_and(|r| r.is_some())
 }
 
 /// The guard's one-line answer: its response, or why it refused.

@@ -80,6 +80,12 @@ pub(crate) fn remote_reason() -> Result<Option<String>> {
     }))
 }
 
+/// Whether the engine is on another machine (an unreadable setting: no, the error comes where
+/// the engine is chosen), whose guards log to a volume there and read a config copied in.
+pub(crate) fn engine_is_remote() -> bool {
+    remote_reason().is_ok_and(|r| r.is_some())
+}
+
 /// Whether an engine address is on another machine: anything but a local socket or pipe.
 fn is_remote_host(host: &str) -> bool {
     let scheme = host.split_once("://").map_or("", |(scheme, _)| scheme);

@@ -26,6 +26,7 @@ impl Eval<'_> {
             devcontainer_id: self.input.devcontainer_id.to_string(),
             // The named session's name: set by the caller, which knows it (`project::evaluate`).
             copy: None,
+            remote_engine: false,
             container_name: name,
             image,
             container_env: self.merged_container_env(),

@@ -7,9 +7,24 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::project::Located;
+use crate::remote::Preview;
 use crate::remote_copy::Taking;
 use crate::session::Session;
 use yolo_protocol::event::EventKind;
+
+/// The copies this process made (`remote_copy::seed`), read as they were written: the start's
+/// checkpoint of a new copy is taken from here instead of read back from the engine.
+static SEEDED: std::sync::Mutex<Vec<(String, Previewing)>> = std::sync::Mutex::new(Vec::new());
+
+/// The thread reading a new copy's archive as it is written.
+pub(crate) type Previewing = std::thread::JoinHandle<Result<Preview>>;
+
+/// What the new copy of session `devcontainer_id` holds, for its first checkpoint.
+pub(crate) fn seeded(devcontainer_id: &str, preview: Previewing) {
+    if let Ok(mut seeded) = SEEDED.lock() {
+        seeded.push((devcontainer_id.to_string(), preview));
+    }
+}
 
 /// The working tree of `located`'s session as a tree object, and the commit `HEAD` is.
 pub(crate) async fn snapshot(
@@ -17,6 +32,26 @@ pub(crate) async fn snapshot(
     located: &Located,
     taking: &Taking,
 ) -> Result<(String, Option<String>, Vec<String>)> {
+    let made_here = SEEDED.lock().ok().and_then(|mut seeded| {
+        let at = seeded
+            .iter()
+            .position(|(id, _)| *id == located.devcontainer_id)?;
+        Some(seeded.swap_remove(at).1)
+    });
+    if let Some(previewing) = made_here {
+        let preview = tokio::task::spawn_blocking(move || previewing.join())
+            .await
+            .ok()
+            .and_then(|joined| joined.ok())
+            .ok_or_else(|| {
+                Error::failed(
+                    crate::error::Failure::State,
+                    crate::error::Cause::bare(std::io::Error::other("the copy's reading stopped")),
+                )
+            })??;
+        let left_out = preview.skipped.into_iter().map(|s| s.path).collect();
+        return Ok((preview.tree, Some(preview.head), left_out));
+    }
     let engine = match engine {
         Some(engine) => engine.clone(),
         None => crate::commands::engine().await?,

@@ -325,7 +325,7 @@ impl Prompt {
             answers,
             task: Mutex::new(None),
         });
-        let every = if located.copy_reason().is_ok_and(|r| r.is_some()) {
+        let every = if crate::engine::remote::engine_is_remote() {
             Duration::from_secs(5)
         } else {
             Duration::from_secs(1)

@@ -269,7 +269,10 @@ fn a_workspace_session_has_no_checkpoints() {
 #[test]
 fn a_rollback_makes_a_copy_anew_from_its_checkpoint() {
     let t = repository();
-    t.yolo(&["up", "--copy", "c"]).ok();
+    // The start's checkpoint is read from the copy's archive as it is made.
+    t.yolo(&["up", "--copy", "c"])
+        .ok()
+        .assert_stderr_lacks("no checkpoint");
     t.yolo(&[
         "exec",
         "--copy",
@@ -310,4 +313,229 @@ fn a_rollback_makes_a_copy_anew_from_its_checkpoint() {
         "the repo\n"
     );
     t.yolo(&["down", "--all", "--remove", "--volumes"]).ok();
+}
+
+/// The agent container of named session `name`, and the guard whose network it shares.
+fn session_containers(t: &Test, name: &str) -> (String, String) {
+    let agent = docker(&[
+        "ps",
+        "-q",
+        "--no-trunc",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+        "--filter",
+        &format!("label=dev.yolo.copy={name}"),
+        "--filter",
+        "label=dev.yolo.role=agent",
+    ])
+    .trim()
+    .to_string();
+    assert!(
+        !agent.is_empty() && !agent.contains('\n'),
+        "{name}: {agent}"
+    );
+    let mode = inspect(&agent)["HostConfig"]["NetworkMode"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let guard = mode
+        .strip_prefix("container:")
+        .unwrap_or_else(|| panic!("{name}'s agent is on {mode}, not its guard's network"))
+        .to_string();
+    (agent, guard)
+}
+
+/// Twenty named sessions of one repository started at once (issue 28, item 4; their timing is
+/// `bench/sessions.sh`'s): all start, each agent behind a guard of its own, each on a copy of
+/// its own; `yolo ps --sessions` lists them all; `down --all --remove --volumes` leaves
+/// nothing of them in Docker.
+#[test]
+fn twenty_sessions_start_at_once_each_behind_its_own_guard() {
+    let t = repository();
+    let names: Vec<String> = (1..=20).map(|i| format!("s{i}")).collect();
+    std::thread::scope(|scope| {
+        let ups: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let t = &t;
+                scope.spawn(move || t.yolo(&["up", "--copy", name]))
+            })
+            .collect();
+        for up in ups {
+            up.join().unwrap().ok();
+        }
+    });
+    let mut guards = std::collections::BTreeSet::new();
+    let mut copies = std::collections::BTreeSet::new();
+    for name in &names {
+        let (agent, guard) = session_containers(&t, name);
+        assert_eq!(
+            inspect(&guard)["Config"]["Labels"]["dev.yolo.role"],
+            "guard",
+            "{name}"
+        );
+        assert!(guards.insert(guard), "{name} shares a guard");
+        let mounts = inspect(&agent)["Mounts"].clone();
+        let copy = mounts
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["Destination"] == "/workspaces/repo")
+            .unwrap_or_else(|| panic!("{name}: {mounts}"))["Name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(copies.insert(copy), "{name} shares a copy");
+    }
+    assert_eq!(t.guard_ids().len(), 20);
+    let listed: serde_json::Value =
+        serde_json::from_str(&t.yolo(&["ps", "--sessions", "--json"]).ok().stdout()).unwrap();
+    for name in &names {
+        let row = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["copy"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name}: {listed}"));
+        assert_eq!(row["state"], "running", "{row}");
+    }
+    // Each agent runs its programs behind its own guard, which records them.
+    t.yolo(&["exec", "--copy", "s7", "sh", "-c", "echo seven > seven.txt"])
+        .ok();
+    t.yolo(&["audit", "--session", "s7", "--kind", "exec"])
+        .ok()
+        .assert_stdout_contains("seven.txt");
+    t.yolo(&["audit", "--session", "s8", "--kind", "exec"])
+        .ok()
+        .assert_stdout_lacks("seven.txt");
+    t.yolo(&["down", "--all", "--remove", "--volumes"]).ok();
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    let left = docker(&[
+        "volume",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("label={LABEL}={}", t.id),
+    ]);
+    assert_eq!(left.trim(), "", "volumes left");
+}
+
+/// ATTACK: root in one named session's agent, its own firewall open, goes for another session
+/// of the same repository: the other guard's address (a service its agent listens on, its DNS
+/// server over UDP and TCP), the other session's published port through the gateway, and the
+/// other copy's files. Nothing answers and nothing is found; the controls show each probe
+/// works where it should.
+#[test]
+fn root_in_one_session_cannot_reach_another_sessions_guard_dns_ports_or_copy() {
+    let t = repository();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    t.devcontainer(&format!(
+        r#"{{"image": "{BASE_IMAGE}", "remoteUser": "root", "forwardPorts": [{port}]}}"#
+    ));
+    git(&t.workspace, &["commit", "-qam", "ports"]);
+    t.yolo(&["up", "--copy", "victim"]).ok();
+    t.yolo(&["up", "--copy", "attacker", "--network", "open"])
+        .ok();
+    let (victim_agent, victim_guard) = session_containers(&t, "victim");
+    let (attacker_agent, attacker_guard) = session_containers(&t, "attacker");
+    assert_ne!(victim_guard, attacker_guard);
+    let networks = inspect(&victim_guard)["NetworkSettings"]["Networks"].clone();
+    let (network, settings) = networks.as_object().unwrap().iter().next().unwrap();
+    let victim_ip = settings["IPAddress"].as_str().unwrap().to_string();
+    let gateway = settings["Gateway"].as_str().unwrap().to_string();
+    let marker = format!("secret-{}", t.id);
+    // The victim's agent listens on a port of its own and on the published one, and keeps a
+    // secret in its copy.
+    let listen = |p: u16| {
+        format!("$s = IO::Socket::INET->new(LocalPort => {p}, Listen => 5, ReuseAddr => 1) or die; while ($c = $s->accept) {{ print $c \"victim hello\\n\"; close $c }}")
+    };
+    for p in [7070, port] {
+        docker(&[
+            "exec",
+            "-d",
+            &victim_agent,
+            "perl",
+            "-MIO::Socket::INET",
+            "-e",
+            &listen(p),
+        ]);
+    }
+    t.yolo(&[
+        "exec",
+        "--copy",
+        "victim",
+        "sh",
+        "-c",
+        &format!("echo {marker} > secret.txt"),
+    ])
+    .ok();
+    let tcp = |ip: &str, p: u16| {
+        format!("perl -MIO::Socket::INET -e '$c = IO::Socket::INET->new(PeerAddr => \"{ip}\", PeerPort => {p}, Timeout => 3) or exit 7; print <$c>'")
+    };
+    // A DNS question for example.com over UDP; prints "answered" if anything comes back.
+    let udp_dns = |ip: &str| {
+        format!("perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(PeerAddr => \"{ip}\", PeerPort => 53, Proto => \"udp\") or exit 7; $s->send(pack(\"nnnnnn\", 4242, 256, 1, 0, 0, 0) . \"\\7example\\3com\\0\" . pack(\"nn\", 1, 1)); $r = \"\"; eval {{ local $SIG{{ALRM}} = sub {{ die }}; alarm 3; $s->recv($r, 512); alarm 0 }}; print \"answered\" if length $r'")
+    };
+    let run = |session: &str, script: &str| -> String {
+        let out = t
+            .command(&["exec", "--copy", session, "sh", "-c", script])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Controls: the victim reaches its own listener, and the attacker's DNS probe is answered
+    // by its own guard.
+    assert!(
+        run("victim", &tcp("127.0.0.1", 7070)).contains("victim hello"),
+        "the control: the victim's listener"
+    );
+    assert!(
+        run("attacker", &udp_dns("127.0.0.1")).contains("answered"),
+        "the control: the probe gets its own guard's answer"
+    );
+    // The attacks.
+    for (what, script) in [
+        ("the victim's listener", tcp(&victim_ip, 7070)),
+        ("the victim's published port", tcp(&victim_ip, port)),
+        (
+            "the published port through the gateway",
+            tcp(&gateway, port),
+        ),
+        ("the victim's DNS over TCP", tcp(&victim_ip, 53)),
+    ] {
+        let said = run("attacker", &script);
+        assert!(!said.contains("victim hello"), "{what}: {said}");
+    }
+    assert!(
+        !run("attacker", &udp_dns(&victim_ip)).contains("answered"),
+        "the victim's DNS answered the attacker"
+    );
+    // The other copy is nowhere in the attacker's container (the pattern does not hold the
+    // marker itself, so the search does not find its own command line).
+    let pattern = format!("s(e)cret-{}", t.id);
+    let found = run(
+        "attacker",
+        &format!("grep -rlE '{pattern}' / --exclude-dir=proc --exclude-dir=sys 2>/dev/null; true"),
+    );
+    assert_eq!(found.trim(), "", "the victim's secret was found");
+    assert!(
+        run("victim", &format!("grep -rlE '{pattern}' . ")).contains("secret.txt"),
+        "the control: the search finds it in the victim's own copy"
+    );
+    let attacker_mounts = inspect(&attacker_agent)["Mounts"].to_string();
+    let victim_copy = inspect(&victim_agent)["Mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["Destination"] == "/workspaces/repo")
+        .unwrap()["Name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!attacker_mounts.contains(&victim_copy), "{attacker_mounts}");
+    eprintln!("both sessions on {network}; victim at {victim_ip}");
 }
