@@ -480,10 +480,21 @@ fn make_tree(
     let Unpacked { top: tree, skipped } = unpack_as(tar, temp.path(), limits, layout)?;
     let git_dir = tree.join(".git");
     sanitize_git_dir(&git_dir)?;
-    let incoming = format!("refs/yolo-{what}/{}", std::process::id());
-    let head = fetch_head(repo, &git_dir, &incoming);
-    let _ = git(repo).args(["update-ref", "-d", &incoming]).output();
-    let head = head?;
+    // `pack_into`'s own archive is of this repository: its `HEAD` is here already (nothing to
+    // fetch, which costs more than the rest when many sessions start at once).
+    let known = match layout {
+        Layout::Entries => head_already_here(repo, &git_dir),
+        Layout::Folder => None,
+    };
+    let head = match known {
+        Some(head) => head,
+        None => {
+            let incoming = format!("refs/yolo-{what}/{}", std::process::id());
+            let head = fetch_head(repo, &git_dir, &incoming);
+            let _ = git(repo).args(["update-ref", "-d", &incoming]).output();
+            head?
+        }
+    };
     let written = worktree_tree(repo, &tree, &head, &skipped)?;
     Ok(Made {
         _temp: temp,
@@ -956,6 +967,19 @@ fn remove_links(dir: &Path) -> Result<()> {
 }
 
 /// The commit the copy's `HEAD` names, fetched into `incoming` of the local repository.
+/// The commit `HEAD` of the (sanitized) `git_dir` names, when `repo` has it already.
+fn head_already_here(repo: &Path, git_dir: &Path) -> Option<String> {
+    let mut resolve = git(repo);
+    resolve
+        .arg(format!("--git-dir={}", git_dir.display()))
+        .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]);
+    let out = resolve.output().ok().filter(|o| o.status.success())?;
+    let head = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    rev_parse(repo, &format!("{head}^{{commit}}"))
+        .ok()
+        .filter(|here| *here == head)
+}
+
 fn fetch_head(repo: &Path, git_dir: &Path, incoming: &str) -> Result<String> {
     let spec = format!("+HEAD:{incoming}");
     let fetched = git(repo)
@@ -1363,6 +1387,54 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("sync_max_total"), "{message}");
+    }
+
+    /// A named session on this machine's engine binds host folders, but none that is, is in or
+    /// holds the repository (through a link too); a remote engine binds none. The copy's
+    /// read-only paths go with a name.
+    #[test]
+    fn a_copy_binds_no_folder_of_the_repository_and_a_remote_engine_none() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let ws = root.join("repo");
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::create_dir_all(ws.join("data")).unwrap();
+        std::fs::create_dir_all(root.join("cache")).unwrap();
+        std::os::unix::fs::symlink(ws.join("data"), root.join("link")).unwrap();
+        let attempt = |source: &Path, remote_engine: bool| {
+            let mut spec = crate::policy::test_support::ok(serde_json::json!({"image": "debian"}));
+            spec.workspace_mount.source = ws.to_string_lossy().into_owned();
+            spec.copy = Some("one".into());
+            spec.remote_engine = remote_engine;
+            spec.protected.push(crate::run_spec::Protected {
+                host: ws.join(".git/hooks"),
+                target: "/workspaces/repo/.git/hooks".into(),
+                read_only: true,
+                create_dir: false,
+            });
+            spec.mounts.push(Mount {
+                kind: MountKind::Bind,
+                source: source.to_string_lossy().into_owned(),
+                target: "/x".into(),
+                read_only: false,
+            });
+            to_volume(&mut spec, &ws, "the session one works on a copy").map(|()| spec)
+        };
+        let spec = attempt(&root.join("cache"), false).unwrap();
+        assert_eq!(spec.workspace_mount.kind, MountKind::Volume);
+        assert!(spec.protected.is_empty(), "{:?}", spec.protected);
+        for inside in [ws.join("data"), ws.clone(), root.clone(), root.join("link")] {
+            let message = attempt(&inside, false).err().unwrap().to_string();
+            assert!(
+                message.contains("never reaches your working tree"),
+                "{message}"
+            );
+        }
+        let message = attempt(&root.join("cache"), true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(message.contains("cannot be mounted"), "{message}");
     }
 
     /// The archive the copy is made from, read as it is (`Layout::Entries`), is the working

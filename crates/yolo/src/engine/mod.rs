@@ -47,6 +47,8 @@ pub(crate) struct Engine {
     platform: Option<String>,
     /// The `ssh` forwarding an `ssh://` engine's socket, kept while any clone lives.
     _tunnel: Option<std::sync::Arc<remote::Tunnel>>,
+    /// The engine's `/info` (slow on a busy engine): asked once per yolo.
+    info: std::sync::Arc<tokio::sync::OnceCell<bollard::models::SystemInfo>>,
 }
 
 impl Engine {
@@ -97,6 +99,7 @@ impl Engine {
             version: std::sync::Arc::new(version),
             platform: None,
             _tunnel: tunnel,
+            info: Default::default(),
         })
     }
 
@@ -107,6 +110,7 @@ impl Engine {
             version: self.version.clone(),
             platform: platform.map(str::to_string),
             _tunnel: self._tunnel.clone(),
+            info: self.info.clone(),
         }
     }
 
@@ -122,11 +126,7 @@ impl Engine {
     /// The engine's version, platform, runtimes and cgroup support.
     pub(crate) async fn report(&self) -> Result<Report> {
         let version = self.version().await?;
-        let info = self
-            .docker
-            .info()
-            .await
-            .map_err(|e| Error::docker("asking the engine about itself", message(&e)))?;
+        let info = self.info().await?.clone();
         let text = |v: Option<String>| v.unwrap_or_default();
         let host = host_facts(&info);
         Ok(Report {
@@ -160,7 +160,7 @@ impl Engine {
         if self.is_podman() {
             return false;
         }
-        let Ok(info) = self.docker.info().await else {
+        let Ok(info) = self.info().await else {
             return false;
         };
         !info.security_options.iter().flatten().any(|o| {
@@ -171,12 +171,19 @@ impl Engine {
 
     /// The engine machine's cores and storage driver.
     pub(crate) async fn host_facts(&self) -> Result<HostFacts> {
-        let info = self
-            .docker
-            .info()
+        Ok(host_facts(self.info().await?))
+    }
+
+    /// The engine's `/info`, asked the first time only.
+    async fn info(&self) -> Result<&bollard::models::SystemInfo> {
+        self.info
+            .get_or_try_init(|| async {
+                self.docker
+                    .info()
+                    .await
+                    .map_err(|e| Error::docker("asking the engine about itself", message(&e)))
+            })
             .await
-            .map_err(|e| Error::docker("asking the engine about itself", message(&e)))?;
-        Ok(host_facts(&info))
     }
 
     async fn version(&self) -> Result<bollard::models::SystemVersion> {
