@@ -342,8 +342,11 @@ pub(crate) fn pack_into(
             }
             // Popped in name order.
             entries.sort_by(|a, b| b.cmp(a));
+            match tar.append_dir(&dest, &src) {
+                Err(e) if is_gone(&e) && !rel.as_os_str().is_empty() => continue,
+                appended => appended.map_err(io(&src))?,
+            }
             stack.extend(entries);
-            tar.append_dir(&dest, &src).map_err(io(&src))?;
         } else if meta.is_file() {
             // The size checked above, and exactly that many bytes after the header (a file
             // that grows meanwhile, a live log, is cut there; one that shrinks is padded with
