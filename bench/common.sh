@@ -1,6 +1,7 @@
 # Sourced by the bench scripts: hyperfine (from Debian when missing), the yolo build to measure
 # (YOLO=..., default target/release/yolo), a throwaway workspace with its own yolo config and
-# data folders, and the cleanup of everything labelled dev.yolo.bench=1 at exit.
+# data folders, the cleanup of everything labelled dev.yolo.bench=1 at exit, and `medians`/`ratio`
+# for hyperfine results.
 command -v hyperfine >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q hyperfine >/dev/null
 YOLO=${YOLO:-$here/../target/release/yolo}
 [ -x "$YOLO" ] || { echo "no yolo at $YOLO: run \`cargo build --release -p yolo\` or set YOLO" >&2; exit 1; }
@@ -17,3 +18,13 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$tmp/ws"
+
+# hyperfine's medians in ms, one line per command, in the order given.
+medians() {
+  local out=$tmp/hf.json
+  hyperfine "$@" --export-json "$out" >/dev/null
+  python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    print("%.1f" % (r["median"]*1000))' "$out"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; }

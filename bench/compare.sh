@@ -14,15 +14,6 @@ RUNS=${RUNS:-15}
 REF=${REF:-$here/../target/devcontainers-cli/node_modules/.bin/devcontainer}
 [ -x "$REF" ] || REF=
 
-# hyperfine's medians in ms, one line per command, in the order given.
-medians() {
-  local out=$tmp/hf.json
-  hyperfine "$@" --export-json "$out" >/dev/null
-  python3 -c 'import json,sys
-for r in json.load(open(sys.argv[1]))["results"]:
-    print("%.1f" % (r["median"]*1000))' "$out"
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; }
 
 "$YOLO" up >/dev/null 2>&1 # the guard image, once
 "$YOLO" down --remove >/dev/null 2>&1

@@ -20,14 +20,6 @@ LOOP=${LOOP:-300}
 DNS_QUERIES=${DNS_QUERIES:-3000}
 . "$here/common.sh"
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; }
-medians() {
-  local out=$tmp/hf.json
-  hyperfine "$@" --export-json "$out" >/dev/null
-  python3 -c 'import json,sys
-for r in json.load(open(sys.argv[1]))["results"]:
-    print("%.1f" % (r["median"]*1000))' "$out"
-}
 floor_rm="docker ps -aq --filter label=dev.yolo.bench.floor=1 | xargs -r docker rm -f >/dev/null"
 floor_run="docker run -d --label dev.yolo.bench=1 --label dev.yolo.bench.floor=1 debian:bookworm-slim sleep 100000"
 sessions_down="$YOLO down --all --remove --volumes >/dev/null 2>&1 || true"
