@@ -311,7 +311,7 @@ pub(crate) fn pack_into(
         } else {
             std::fs::symlink_metadata(&src)
         } {
-            Err(e) if is_gone(&e) && !rel.as_os_str().is_empty() => continue,
+            Err(e) if is_gone(&e, &src) && !rel.as_os_str().is_empty() => continue,
             meta => meta.map_err(io(&src))?,
         };
         let shown = || crate::visible::escape_controls(&rel.to_string_lossy());
@@ -334,7 +334,7 @@ pub(crate) fn pack_into(
         if meta.is_dir() {
             let mut entries = Vec::new();
             let listed = match std::fs::read_dir(&src) {
-                Err(e) if is_gone(&e) && !rel.as_os_str().is_empty() => continue,
+                Err(e) if is_gone(&e, &src) && !rel.as_os_str().is_empty() => continue,
                 listed => listed.map_err(io(&src))?,
             };
             for entry in listed {
@@ -343,7 +343,7 @@ pub(crate) fn pack_into(
             // Popped in name order.
             entries.sort_by(|a, b| b.cmp(a));
             match tar.append_dir(&dest, &src) {
-                Err(e) if is_gone(&e) && !rel.as_os_str().is_empty() => continue,
+                Err(e) if is_gone(&e, &src) && !rel.as_os_str().is_empty() => continue,
                 appended => appended.map_err(io(&src))?,
             }
             stack.extend(entries);
@@ -353,7 +353,7 @@ pub(crate) fn pack_into(
             // zeros), so the stream stays whole and within the limits.
             use std::io::Read;
             let file = match std::fs::File::open(&src) {
-                Err(e) if is_gone(&e) => continue,
+                Err(e) if is_gone(&e, &src) => continue,
                 file => file.map_err(io(&src))?,
             };
             let mut header = tar::Header::new_gnu();
@@ -365,7 +365,7 @@ pub(crate) fn pack_into(
         } else {
             // A link (stored as a link) or a FIFO, socket or device (its header only).
             match tar.append_path_with_name(&src, &dest) {
-                Err(e) if is_gone(&e) => continue,
+                Err(e) if is_gone(&e, &src) => continue,
                 appended => appended.map_err(io(&src))?,
             }
         }
@@ -374,9 +374,16 @@ pub(crate) fn pack_into(
     Ok(skipped)
 }
 
-/// A file or folder that went between its listing and its reading.
-fn is_gone(e: &std::io::Error) -> bool {
+/// A file or folder that went between its listing and its reading and is one git makes for a
+/// moment (a `.lock`, a `tmp_` pack, an `incoming-` folder): left out. Anything else that goes
+/// (a pack a `git gc` removed) still fails the copy, which the next `up` makes again.
+fn is_gone(e: &std::io::Error, path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     e.kind() == std::io::ErrorKind::NotFound
+        && (name.ends_with(".lock") || name.starts_with("tmp_") || name.starts_with("incoming-"))
 }
 
 /// A writer counting what goes through it.
@@ -969,7 +976,6 @@ fn remove_links(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The commit the copy's `HEAD` names, fetched into `incoming` of the local repository.
 /// The commit `HEAD` of the (sanitized) `git_dir` names, when `repo` has it already.
 fn head_already_here(repo: &Path, git_dir: &Path) -> Option<String> {
     let mut resolve = git(repo);
@@ -983,6 +989,7 @@ fn head_already_here(repo: &Path, git_dir: &Path) -> Option<String> {
         .filter(|here| *here == head)
 }
 
+/// The commit the copy's `HEAD` names, fetched into `incoming` of the local repository.
 fn fetch_head(repo: &Path, git_dir: &Path, incoming: &str) -> Result<String> {
     let spec = format!("+HEAD:{incoming}");
     let fetched = git(repo)
@@ -1184,6 +1191,8 @@ pub(crate) fn git(repo: &Path) -> Command {
         .args(["-c", "core.fsmonitor=false"])
         .args(["-c", "submodule.recurse=false"])
         .args(["-c", "protocol.file.allow=always"])
+        // No `git gc` or maintenance started by yolo's calls: other sessions copy this `.git`.
+        .args(["-c", "gc.auto=0", "-c", "maintenance.auto=false"])
         .env("GIT_AUTHOR_NAME", "yolo")
         .env("GIT_AUTHOR_EMAIL", "yolo@localhost")
         .env("GIT_COMMITTER_NAME", "yolo")
@@ -1438,6 +1447,22 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(message.contains("cannot be mounted"), "{message}");
+    }
+
+    /// Only git's passing files may go while the copy is read; a pack that goes fails it.
+    #[test]
+    fn only_gits_passing_files_may_go_while_the_copy_is_read() {
+        let gone = std::io::Error::from(std::io::ErrorKind::NotFound);
+        for passing in [
+            ".git/packed-refs.lock",
+            ".git/objects/pack/tmp_pack_x",
+            ".git/objects/incoming-1",
+        ] {
+            assert!(is_gone(&gone, Path::new(passing)), "{passing}");
+        }
+        assert!(!is_gone(&gone, Path::new(".git/objects/pack/pack-1.pack")));
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert!(!is_gone(&denied, Path::new("index.lock")));
     }
 
     /// The archive the copy is made from, read as it is (`Layout::Entries`), is the working
