@@ -37,6 +37,11 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// What `st_mode` (from `lstat`) says.
+    pub(crate) fn of_mode(mode: u32) -> Kind {
+        Kind::of(FileType::from_raw_mode(mode as _)).unwrap_or(Kind::Other)
+    }
+
     fn of(t: FileType) -> Option<Kind> {
         Some(match t {
             FileType::Directory => Kind::Dir,

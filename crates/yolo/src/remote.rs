@@ -207,22 +207,8 @@ pub(crate) fn branch_name(container_name: &str) -> String {
 pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Result<()> {
     // A remote engine cannot bind this machine's folders at all; this machine's engine can,
     // but not the repository's own (the copy is the agent's; the user's tree is never its).
-    let holds_workspace = |source: &str| {
-        let source = std::fs::canonicalize(source).unwrap_or_else(|_| source.into());
-        source.starts_with(workspace) || workspace.starts_with(&source)
-    };
     if !spec.remote_engine {
-        let local = spec.mounts.iter();
-        if let Some(bind) = local
-            .filter(|m| m.kind == MountKind::Bind)
-            .find(|m| holds_workspace(&m.source))
-        {
-            return Err(Error::dependency(Dependency::WorkspaceCopy, format!(
-                "{why}, so {} cannot be mounted at {}: it is the repository, inside it or holds it, and the agent of a copy never reaches your working tree; remove that mount, or run the workspace session (without --copy)",
-                crate::visible::escape_controls(&bind.source),
-                bind.target
-            )));
-        }
+        bind_outside(spec, workspace, why)?;
     }
     if let Some(bind) = spec
         .mounts
@@ -269,6 +255,54 @@ pub(crate) fn to_volume(spec: &mut RunSpec, workspace: &Path, why: &str) -> Resu
     Ok(())
 }
 
+/// A named session on this machine's engine binds host folders, but none that is, is in or
+/// holds the repository, as written or as its links lead. The engine is handed the folder the
+/// links led to when it was looked at here, so a link changed after the look leads nowhere
+/// new; and no bind may be inside another the agent can write, where the agent could put a
+/// link on its way before the next session's look.
+fn bind_outside(spec: &mut RunSpec, workspace: &Path, why: &str) -> Result<()> {
+    let refused = |bind: &Mount, what: &str| {
+        Error::dependency(Dependency::WorkspaceCopy, format!(
+            "{why}, so {} cannot be mounted at {}: {what}; remove that mount, or run the workspace session (without --copy)",
+            crate::visible::escape_controls(&bind.source),
+            bind.target
+        ))
+    };
+    let near = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+    let mut resolved = Vec::new();
+    for bind in spec.mounts.iter_mut().filter(|m| m.kind == MountKind::Bind) {
+        let written = Path::new(&bind.source).to_path_buf();
+        let real = std::fs::canonicalize(&written).unwrap_or_else(|_| written.clone());
+        if near(&written, workspace) || near(&real, workspace) {
+            return Err(refused(
+                bind,
+                "it is the repository, inside it or holds it, and the agent of a copy never reaches your working tree",
+            ));
+        }
+        resolved.push((written, real.clone(), bind.read_only));
+        bind.source = real.to_string_lossy().into_owned();
+    }
+    for (i, bind) in spec
+        .mounts
+        .iter()
+        .filter(|m| m.kind == MountKind::Bind)
+        .enumerate()
+    {
+        let (written, real, _) = &resolved[i];
+        let under = resolved.iter().enumerate().any(|(j, (w, r, read_only))| {
+            let inside = |a: &Path, b: &Path| a != b && a.starts_with(b);
+            j != i && !read_only && (inside(written, w) || inside(real, r))
+        });
+        if under {
+            return Err(refused(
+                bind,
+                "it is inside another folder bound writable into the container, where the agent could change what it leads to",
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn not_a_repository(workspace: &Path, why: &str) -> Error {
     Error::NotFound(format!(
         "{} is not the root of a git repository (no .git folder): {why}, so yolo copies the repository into a volume and brings the agent's work back as a git branch, which needs git; run `git init` and commit, or start yolo at the repository's root",
@@ -286,92 +320,189 @@ pub(crate) fn pack_into(
     out: &mut dyn std::io::Write,
     limits: SyncLimits,
 ) -> Result<Vec<Skipped>> {
+    use crate::fs_at::{Kind, Step};
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
     let mut counted = Counted {
         inner: out,
         written: 0,
     };
     let mut tar = tar::Builder::new(&mut counted);
-    tar.follow_symlinks(false);
     tar.mode(tar::HeaderMode::Complete);
     let mut skipped = Vec::new();
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |e| Error::io(path, e)
     };
-    // Depth first, as `tar::Builder::append_dir_all` goes, with the limits between entries.
-    let mut stack = vec![workspace.to_path_buf()];
-    while let Some(src) = stack.pop() {
-        let rel = src.strip_prefix(workspace).unwrap_or(&src).to_path_buf();
-        let dest = Path::new(".").join(&rel);
-        // The root as the folder it names; below it, links are entries of their own.
-        // Below the root, what went meanwhile is left out: git's own lock files come and go
-        // while other sessions of the repository take checkpoints or sync.
-        let meta = match if rel.as_os_str().is_empty() {
-            std::fs::metadata(&src)
-        } else {
-            std::fs::symlink_metadata(&src)
-        } {
-            Err(e) if is_gone(&e, &src) && !rel.as_os_str().is_empty() => continue,
-            meta => meta.map_err(io(&src))?,
-        };
-        let shown = || crate::visible::escape_controls(&rel.to_string_lossy());
-        let in_git = rel.components().next() == Some(std::path::Component::Normal(".git".as_ref()));
-        if meta.is_file() && meta.len() > limits.max_file && !in_git {
-            skipped.push(Skipped {
-                path: rel.to_string_lossy().into_owned(),
-                size: meta.len(),
-            });
-            continue;
-        }
-        let size = if meta.is_file() { meta.len() } else { 0 };
-        if tar.get_ref().written + size + 1024 > limits.max_total {
-            return Err(Error::dependency(Dependency::SyncLimit, format!(
-                "the repository is larger than {} (at {}), the most yolo copies into the remote engine's volume ([workspace] sync_max_total); nothing was copied. Remove what is large from the folder, or raise sync_max_total in your yolo config",
-                size_words(limits.max_total),
-                shown()
-            )));
-        }
-        if meta.is_dir() {
-            let mut entries = Vec::new();
-            let listed = match std::fs::read_dir(&src) {
-                Err(e) if is_gone(&e, &src) && !rel.as_os_str().is_empty() => continue,
-                listed => listed.map_err(io(&src))?,
-            };
-            for entry in listed {
-                entries.push(entry.map_err(io(&src))?.path());
+    // The root as the folder it names.
+    let root = rustix::fs::stat(workspace).map_err(|e| Error::io(workspace, e.into()))?;
+    let mut header = header_of(&root, tar::EntryType::Directory);
+    tar.append_data(&mut header, "./", std::io::empty())
+        .map_err(io(workspace))?;
+    // Below it, folder by folder through descriptors (`fs_at`): an entry is looked at and
+    // opened in the folder it was listed in, never through a link, so an agent swapping a
+    // folder or file for a link meanwhile (a workspace session of the same repository runs
+    // while a copy or checkpoint is made) sends the link, never what it points to; a FIFO is
+    // never waited on. What went meanwhile is left out when it is one of git's passing files.
+    let mut failed: Option<Error> = None;
+    let mut unread: Option<Error> = None;
+    crate::fs_at::walk(
+        workspace,
+        usize::MAX - 1,
+        |entry| {
+            let dest = Path::new(".").join(entry.rel);
+            let shown = || crate::visible::escape_controls(&entry.rel.to_string_lossy());
+            let gone = |e: &std::io::Error| is_gone(e, entry.rel);
+            let step = (|| -> Result<Step> {
+                let st = match rustix::fs::statat(entry.dir, entry.name, AtFlags::SYMLINK_NOFOLLOW)
+                {
+                    Err(e) if gone(&e.into()) => return Ok(Step::Skip),
+                    st => st.map_err(|e| Error::io(&dest, e.into()))?,
+                };
+                // What it is now, which must be what it was when its folder was listed.
+                if Kind::of_mode(st.st_mode) != entry.kind {
+                    return Err(Error::io(&dest, replaced(rustix::io::Errno::LOOP.into())));
+                }
+                let in_git = entry.rel.components().next()
+                    == Some(std::path::Component::Normal(".git".as_ref()));
+                let size = if entry.kind == Kind::File {
+                    st.st_size as u64
+                } else {
+                    0
+                };
+                if entry.kind == Kind::File && size > limits.max_file && !in_git {
+                    skipped.push(Skipped {
+                        path: entry.rel.to_string_lossy().into_owned(),
+                        size,
+                    });
+                    return Ok(Step::Skip);
+                }
+                if tar.get_ref().written + size + 1024 > limits.max_total {
+                    return Err(Error::dependency(Dependency::SyncLimit, format!(
+                        "the repository is larger than {} (at {}), the most yolo copies into the remote engine's volume ([workspace] sync_max_total); nothing was copied. Remove what is large from the folder, or raise sync_max_total in your yolo config",
+                        size_words(limits.max_total),
+                        shown()
+                    )));
+                }
+                match entry.kind {
+                    Kind::Dir => {
+                        let mut header = header_of(&st, tar::EntryType::Directory);
+                        tar.append_data(&mut header, &dest, std::io::empty())
+                            .map_err(io(&dest))?;
+                    }
+                    Kind::File => {
+                        // Opened where it was listed, not through a link, not waiting on a
+                        // FIFO put in its place; it must still be the file looked at.
+                        let fd = match rustix::fs::openat(
+                            entry.dir,
+                            entry.name,
+                            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                            Mode::empty(),
+                        ) {
+                            Err(e) if gone(&e.into()) => return Ok(Step::Skip),
+                            fd => fd.map_err(|e| Error::io(&dest, replaced(e.into())))?,
+                        };
+                        let now = rustix::fs::fstat(&fd).map_err(|e| Error::io(&dest, e.into()))?;
+                        if FileType::from_raw_mode(now.st_mode) != FileType::RegularFile
+                            || (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
+                        {
+                            return Err(Error::io(
+                                &dest,
+                                std::io::Error::other(
+                                    "it was replaced while the copy was read; make it again",
+                                ),
+                            ));
+                        }
+                        // The size checked above, and exactly that many bytes after the header
+                        // (a file that grows meanwhile, a live log, is cut there; one that
+                        // shrinks is padded with zeros), so the stream stays whole and within
+                        // the limits.
+                        use std::io::Read;
+                        let file = std::fs::File::from(fd);
+                        let mut header = header_of(&st, tar::EntryType::Regular);
+                        header.set_size(size);
+                        let exact = file.take(size).chain(std::io::repeat(0)).take(size);
+                        tar.append_data(&mut header, &dest, exact)
+                            .map_err(io(&dest))?;
+                    }
+                    Kind::Symlink => {
+                        let target = match crate::fs_at::read_link_at(entry.dir, entry.name) {
+                            Err(e) if gone(&e) => return Ok(Step::Skip),
+                            // `EINVAL`: no longer a link.
+                            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                                return Err(Error::io(
+                                    &dest,
+                                    replaced(rustix::io::Errno::LOOP.into()),
+                                ));
+                            }
+                            target => target.map_err(io(&dest))?,
+                        };
+                        let mut header = header_of(&st, tar::EntryType::Symlink);
+                        tar.append_link(&mut header, &dest, &target)
+                            .map_err(io(&dest))?;
+                    }
+                    Kind::Other => {
+                        // A FIFO or device: its header only. A socket means nothing in a
+                        // copy and has no tar form: left out.
+                        let kind = match FileType::from_raw_mode(st.st_mode) {
+                            FileType::Fifo => tar::EntryType::Fifo,
+                            FileType::CharacterDevice => tar::EntryType::Char,
+                            FileType::BlockDevice => tar::EntryType::Block,
+                            _ => return Ok(Step::Skip),
+                        };
+                        let mut header = header_of(&st, kind);
+                        let dev = st.st_rdev;
+                        header
+                            .set_device_major(rustix::fs::major(dev))
+                            .and_then(|()| header.set_device_minor(rustix::fs::minor(dev)))
+                            .map_err(io(&dest))?;
+                        tar.append_data(&mut header, &dest, std::io::empty())
+                            .map_err(io(&dest))?;
+                    }
+                }
+                Ok(Step::Enter)
+            })();
+            step.unwrap_or_else(|e| {
+                failed = Some(e);
+                Step::Stop
+            })
+        },
+        |rel, e| {
+            if unread.is_none() && !is_gone(&e, rel) {
+                unread = Some(Error::io(workspace.join(rel), replaced(e)));
             }
-            // Popped in name order.
-            entries.sort_by(|a, b| b.cmp(a));
-            match tar.append_dir(&dest, &src) {
-                Err(e) if is_gone(&e, &src) && !rel.as_os_str().is_empty() => continue,
-                appended => appended.map_err(io(&src))?,
-            }
-            stack.extend(entries);
-        } else if meta.is_file() {
-            // The size checked above, and exactly that many bytes after the header (a file
-            // that grows meanwhile, a live log, is cut there; one that shrinks is padded with
-            // zeros), so the stream stays whole and within the limits.
-            use std::io::Read;
-            let file = match std::fs::File::open(&src) {
-                Err(e) if is_gone(&e, &src) => continue,
-                file => file.map_err(io(&src))?,
-            };
-            let mut header = tar::Header::new_gnu();
-            header.set_metadata(&file.metadata().map_err(io(&src))?);
-            header.set_size(size);
-            let exact = file.take(size).chain(std::io::repeat(0)).take(size);
-            tar.append_data(&mut header, &dest, exact)
-                .map_err(io(&src))?;
-        } else {
-            // A link (stored as a link) or a FIFO, socket or device (its header only).
-            match tar.append_path_with_name(&src, &dest) {
-                Err(e) if is_gone(&e, &src) => continue,
-                appended => appended.map_err(io(&src))?,
-            }
-        }
+        },
+    );
+    if let Some(e) = failed.or(unread) {
+        return Err(e);
     }
     tar.finish().map_err(io(workspace))?;
     Ok(skipped)
+}
+
+/// A tar header for what `st` describes, as `HeaderMode::Complete` writes one (mode, owner,
+/// time), its size 0.
+fn header_of(st: &rustix::fs::Stat, kind: tar::EntryType) -> tar::Header {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(kind);
+    header.set_mode(st.st_mode & 0o7777);
+    header.set_uid(st.st_uid as u64);
+    header.set_gid(st.st_gid as u64);
+    header.set_mtime(st.st_mtime.max(0) as u64);
+    header.set_size(0);
+    header
+}
+
+/// `ELOOP` or `ENOTDIR` from an open that does not follow links means something else (a
+/// link) was put where a file or folder was.
+fn replaced(e: std::io::Error) -> std::io::Error {
+    let changed = [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR]
+        .map(|n| Some(n.raw_os_error()))
+        .contains(&e.raw_os_error());
+    if changed {
+        std::io::Error::other("it was replaced while the copy was read; make it again")
+    } else {
+        e
+    }
 }
 
 /// A file or folder that went between its listing and its reading and is one git makes for a
@@ -1434,6 +1565,11 @@ mod tests {
         };
         let spec = attempt(&root.join("cache"), false).unwrap();
         assert_eq!(spec.workspace_mount.kind, MountKind::Volume);
+        // The engine is handed where the link led when it was looked at.
+        std::os::unix::fs::symlink(root.join("cache"), root.join("to-cache")).unwrap();
+        let spec = attempt(&root.join("to-cache"), false).unwrap();
+        let bind = spec.mounts.iter().find(|m| m.target == "/x").unwrap();
+        assert_eq!(bind.source, root.join("cache").to_string_lossy());
         assert!(spec.protected.is_empty(), "{:?}", spec.protected);
         for inside in [ws.join("data"), ws.clone(), root.clone(), root.join("link")] {
             let message = attempt(&inside, false).err().unwrap().to_string();
@@ -1447,6 +1583,112 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(message.contains("cannot be mounted"), "{message}");
+        // A bind inside another the agent writes is refused; inside a read-only one it is not.
+        std::fs::create_dir_all(root.join("cache/pip")).unwrap();
+        for (read_only, refused) in [(false, true), (true, false)] {
+            let mut spec = crate::policy::test_support::ok(serde_json::json!({"image": "debian"}));
+            spec.workspace_mount.source = ws.to_string_lossy().into_owned();
+            spec.copy = Some("one".into());
+            for (source, target, read_only) in
+                [("cache", "/cache", read_only), ("cache/pip", "/pip", true)]
+            {
+                spec.mounts.push(Mount {
+                    kind: MountKind::Bind,
+                    source: root.join(source).to_string_lossy().into_owned(),
+                    target: target.into(),
+                    read_only,
+                });
+            }
+            let result = to_volume(&mut spec, &ws, "the session one works on a copy");
+            let message = result.err().map(|e| e.to_string()).unwrap_or_default();
+            assert_eq!(
+                message.contains("inside another folder bound writable"),
+                refused,
+                "{message}"
+            );
+        }
+    }
+
+    /// ATTACK (from a workspace session of the same repository, whose agent changes the tree
+    /// while a copy or checkpoint of it is read): a file or folder swapped for a link to a host
+    /// file or folder, back and forth as fast as it goes, never brings what the link points to
+    /// into the archive; a file swapped for a FIFO never holds the copy. Each pack either
+    /// succeeds with the link stored as a link, or fails saying what was replaced.
+    #[test]
+    fn swapping_files_for_links_or_fifos_while_the_copy_is_read_leaks_nothing() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("host");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("id_ed25519"), "HOST-SECRET-KEY\n").unwrap();
+        let ws = dir.path().join("repo");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("Makefile"), "all:\n").unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (ws, outside, stop) = (ws.clone(), outside.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (file, folder, fifo) = (ws.join("a.txt"), ws.join("sub"), ws.join("b.txt"));
+                let staged = ws.join(".staged");
+                while !stop.load(Ordering::Relaxed) {
+                    // A file, then a link to the host's key in its place (renamed over it,
+                    // as an attacker would, so the name is never missing).
+                    std::fs::write(&staged, "plain\n").unwrap();
+                    std::fs::rename(&staged, &file).unwrap();
+                    std::os::unix::fs::symlink(outside.join("id_ed25519"), &staged).unwrap();
+                    std::fs::rename(&staged, &file).unwrap();
+                    // A folder, then a link to the host's folder.
+                    let _ = std::fs::remove_file(&folder);
+                    std::fs::create_dir(&folder).unwrap();
+                    std::fs::write(folder.join("inner"), "x\n").unwrap();
+                    std::fs::remove_dir_all(&folder).unwrap();
+                    std::os::unix::fs::symlink(&outside, &folder).unwrap();
+                    // A file, then a FIFO.
+                    std::fs::write(&staged, "plain\n").unwrap();
+                    std::fs::rename(&staged, &fifo).unwrap();
+                    let _ = std::fs::remove_file(&staged);
+                    let path =
+                        std::ffi::CString::new(staged.as_os_str().as_encoded_bytes()).unwrap();
+                    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+                    std::fs::rename(&staged, &fifo).unwrap();
+                }
+            })
+        };
+        let (done, finished) = std::sync::mpsc::channel();
+        let packer = {
+            let ws = ws.clone();
+            std::thread::spawn(move || {
+                let mut packed = 0;
+                for _ in 0..400 {
+                    let mut out = Vec::new();
+                    match pack_into(&ws, &mut out, LIMITS) {
+                        Ok(_) => {
+                            packed += 1;
+                            let text = String::from_utf8_lossy(&out).into_owned();
+                            assert!(
+                                !text.contains("HOST-SECRET-KEY"),
+                                "the host's key was copied"
+                            );
+                        }
+                        Err(e) => {
+                            let message = e.to_string();
+                            assert!(
+                                message.contains("replaced") || message.contains("No such file"),
+                                "{message}"
+                            );
+                        }
+                    }
+                }
+                done.send(packed).unwrap();
+            })
+        };
+        let packed = finished
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("a pack waited on a FIFO");
+        stop.store(true, Ordering::Relaxed);
+        packer.join().unwrap();
+        swapper.join().unwrap();
+        assert!(packed > 0, "no pack got through");
     }
 
     /// Only git's passing files may go while the copy is read; a pack that goes fails it.
