@@ -81,8 +81,16 @@ pub(crate) struct Target {
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
     /// The named session whose agent works on a copy of the repository, brought back as the
-    /// branch yolo/NAME (default: the workspace session, on the repository itself)
-    #[arg(long = "copy", global = true, value_name = "NAME", value_parser = copy_name)]
+    /// branch yolo/NAME (default: the workspace session, on the repository itself; `up` and
+    /// `run` with --copy and no NAME make a new session with a generated name)
+    #[arg(
+        long = "copy",
+        global = true,
+        value_name = "NAME",
+        value_parser = copy_name_or_new,
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
     pub(crate) copy: Option<String>,
 }
 
@@ -101,6 +109,58 @@ impl Target {
         self.copy = name.or(self.copy);
         self
     }
+
+    /// `--copy` without a name: a new session is wanted (`up`, `run`).
+    pub(crate) fn wants_new_copy(&self) -> bool {
+        self.copy.as_deref() == Some("")
+    }
+
+    /// The named session `--copy` names, for a command that acts on one: `--copy` without a
+    /// name is a usage error here (only `up` and `run` make a new session).
+    pub(crate) fn named_copy(&self) -> crate::error::Result<Option<&str>> {
+        if self.wants_new_copy() {
+            return Err(crate::error::Error::Usage(
+                "--copy needs a NAME here (only `up` and `run` make a new session with a generated name); `yolo ps --sessions` lists the sessions".into(),
+            ));
+        }
+        Ok(self.copy.as_deref())
+    }
+}
+
+/// `--copy NAME`, or `--copy` alone (`""`: a new session, named by `up` or `run`).
+fn copy_name_or_new(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        Ok(String::new())
+    } else {
+        copy_name(text)
+    }
+}
+
+/// A short name for a new session (`--copy` without one): two words and two digits,
+/// `quick-otter-42`, from the system's random source.
+pub(crate) fn generated_name() -> String {
+    const FIRST: [&str; 16] = [
+        "amber", "brisk", "calm", "deft", "eager", "fair", "glad", "hardy", "keen", "lucid",
+        "merry", "nimble", "plucky", "quick", "sunny", "tidy",
+    ];
+    const SECOND: [&str; 16] = [
+        "badger", "crane", "dingo", "egret", "finch", "gecko", "heron", "ibis", "koala", "lynx",
+        "marten", "newt", "otter", "puffin", "raven", "stoat",
+    ];
+    let mut bytes = [0u8; 3];
+    if getrandom::fill(&mut bytes).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        bytes = [(nanos >> 4) as u8, (nanos >> 12) as u8, (nanos >> 20) as u8];
+    }
+    format!(
+        "{}-{}-{}",
+        FIRST[usize::from(bytes[0] % 16)],
+        SECOND[usize::from(bytes[1] % 16)],
+        bytes[2] % 100
+    )
 }
 
 /// Whether `text` can be a named session's name ([`copy_name`]).
@@ -595,6 +655,36 @@ mod tests {
                 missing.push(format!("{path} (no about)"));
             }
             arguments_without_help(sub, &path, missing);
+        }
+    }
+
+    /// `--copy` alone (before `--`, another flag or the end) asks for a new session with a
+    /// generated name; `--copy NAME` names one; a generated name is a session name.
+    #[test]
+    fn copy_without_a_name_asks_for_a_new_session() {
+        use clap::Parser;
+        let copy = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::Run { target, .. } | Command::Up { target, .. } => target.copy,
+            _ => panic!("not run or up"),
+        };
+        assert_eq!(
+            copy(&["yolo", "run", "--copy", "--", "claude"]),
+            Some("".into())
+        );
+        assert_eq!(
+            copy(&["yolo", "run", "--copy", "-d", "--", "x"]),
+            Some("".into())
+        );
+        assert_eq!(copy(&["yolo", "up", "--copy"]), Some("".into()));
+        assert_eq!(
+            copy(&["yolo", "up", "--copy", "fix-tests"]),
+            Some("fix-tests".into())
+        );
+        assert_eq!(copy(&["yolo", "up"]), None);
+        assert!(Cli::try_parse_from(["yolo", "up", "--copy", "Bad_Name"]).is_err());
+        for _ in 0..100 {
+            let name = generated_name();
+            assert!(is_copy_name(&name), "{name}");
         }
     }
 

@@ -36,6 +36,7 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             json,
         } => {
             let (settings, user) = resolve(&flags)?;
+            let target = new_session(target)?;
             up::execute(&target, settings, user, json).await
         }
         Command::Run {
@@ -46,6 +47,7 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             args,
         } => {
             let (settings, user) = resolve(&flags)?;
+            let target = new_session(target)?;
             run::execute(&target, settings, user, agent, args, detach).await
         }
         Command::Ps {
@@ -222,6 +224,7 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             session,
             once,
         } => {
+            target.named_copy()?;
             let (target, session) = log_session(target, session);
             crate::watch::run(&target, session, once).await
         }
@@ -309,11 +312,32 @@ fn known(located: &Located) -> Result<()> {
     }
 }
 
+/// `--copy` without a name (`up`, `run`): a new session, with a generated name no session of
+/// the repository has; said on stderr, since every later command names it.
+fn new_session(target: crate::cli::Target) -> Result<crate::cli::Target> {
+    if !target.wants_new_copy() {
+        return Ok(target);
+    }
+    for _ in 0..64 {
+        let name = crate::cli::generated_name();
+        if !is_session(&target, &name) {
+            eprintln!(
+                "{} new session {name} (its work comes back as the branch yolo/{name}; later commands take --session {name} or --copy {name})",
+                console::style("yolo:").bold()
+            );
+            return Ok(target.with_copy(Some(name)));
+        }
+    }
+    Err(Error::Usage(
+        "no free session name was found; give one with --copy NAME".into(),
+    ))
+}
+
 /// The workspace and config file the `--workspace`/`--config` flags point at.
 fn locate(target: &crate::cli::Target) -> Result<Located> {
     Ok(
         Located::find(target.workspace.as_deref(), target.config.as_deref())?
-            .named(target.copy.as_deref()),
+            .named(target.named_copy()?),
     )
 }
 

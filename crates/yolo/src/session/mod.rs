@@ -50,7 +50,7 @@ impl Session {
     /// as `hold` says, its state loaded. Every workspace command takes its session here.
     pub(crate) async fn open(target: &Target, hold: Hold<'_>) -> Result<Session> {
         let located = Located::find(target.workspace.as_deref(), target.config.as_deref())?
-            .named(target.copy.as_deref());
+            .named(target.named_copy()?);
         Session::at(located, hold).await
     }
 

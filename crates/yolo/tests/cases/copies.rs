@@ -539,3 +539,39 @@ fn root_in_one_session_cannot_reach_another_sessions_guard_dns_ports_or_copy() {
     assert!(!attacker_mounts.contains(&victim_copy), "{attacker_mounts}");
     eprintln!("both sessions on {network}; victim at {victim_ip}");
 }
+
+/// `up --copy` without a name makes a new session with a generated one, said on stderr and
+/// taken by the later commands; a command that acts on a session needs the name.
+#[test]
+fn a_copy_without_a_name_gets_a_generated_one() {
+    let t = repository();
+    let up = t.yolo(&["up", "--copy"]).ok();
+    let stderr = up.stderr();
+    let name = stderr
+        .split("new session ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no generated name said: {stderr}"))
+        .to_string();
+    t.yolo(&[
+        "exec",
+        "--session",
+        &name,
+        "sh",
+        "-c",
+        "echo made > made.txt",
+    ])
+    .ok();
+    t.yolo(&["ps", "--sessions", "--json"])
+        .ok()
+        .assert_stdout_contains(&name);
+    t.yolo(&["exec", "--copy", "--", "true"])
+        .fails_with(64)
+        .assert_stderr_contains("--copy needs a NAME");
+    t.yolo(&["down", &name]).ok();
+    assert!(
+        git(&t.workspace, &["show", &format!("yolo/{name}:made.txt")]).contains("made"),
+        "the work came back on yolo/{name}"
+    );
+    t.yolo(&["down", "--all", "--remove", "--volumes"]).ok();
+}
