@@ -60,7 +60,10 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
     engine.create_volume(volume, &spec.devcontainer_id).await?;
     // The archive also goes to `remote::preview` as it is written, on a thread of its own: the
     // start's checkpoint is what the copy holds, without reading it back from the engine.
-    let checkpoints = crate::session::checkpoints::check_session(project.located()).is_ok();
+    let checkpoints = matches!(
+        crate::session::checkpoints::check_session(project.located()),
+        Ok(crate::session::checkpoints::Kept::Copy)
+    );
     let copied = engine
         .fill_volume_with(volume, &spec.devcontainer_id, image, move |out| {
             if !checkpoints {

@@ -1,13 +1,15 @@
 //! `yolo checkpoint [NAME]`, `yolo checkpoints [NAME]`, `yolo rollback [NAME@]N`: a session's
-//! copy recorded on a hidden ref of the repository, listed, and put back by making the copy
-//! anew (`crate::checkpoint`). Sessions on a copy only (a named one, or any with a remote
-//! engine).
+//! working tree recorded on a hidden ref, listed, and put back (`crate::checkpoint`). A copy's
+//! (a named session, or any with a remote engine) is put back by making the copy anew; the
+//! workspace session's, by writing the repository's folder back with its containers stopped.
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::engine::Engine;
+use crate::engine::Role;
 use crate::error::{Error, Result};
 use crate::project::Located;
 use crate::remote_copy::Taking;
+use crate::session::checkpoints::Kept;
 use crate::session::{Hold, Session};
 use yolo_protocol::event::EventKind;
 
@@ -34,9 +36,13 @@ pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
 pub(crate) fn list(target: &crate::cli::Target, json: bool) -> Result<i32> {
     let located = super::locate(target)?;
     super::known(&located)?;
-    crate::session::checkpoints::check_session(&located)?;
-    let repo = &located.workspace;
-    let all = checkpoint::list(repo, &located.devcontainer_id)?;
+    let kept = crate::session::checkpoints::check_session(&located)?;
+    let repo = &kept.repo(&located);
+    let all = if repo.exists() {
+        checkpoint::list(repo, &located.devcontainer_id)?
+    } else {
+        Vec::new()
+    };
     if json {
         crate::output::print(&all);
         return Ok(0);
@@ -50,10 +56,11 @@ pub(crate) fn list(target: &crate::cli::Target, json: bool) -> Result<i32> {
     }
     let mut rows = Vec::new();
     let mut before: Option<&Checkpoint> = None;
+    let empty = checkpoint::run(repo, &["hash-object", "-t", "tree", "/dev/null"])?;
     for cp in &all {
         let from = match before {
             Some(b) => b.tree.clone(),
-            None => cp.parent.clone().unwrap_or_else(|| cp.tree.clone()),
+            None => cp.parent.clone().unwrap_or_else(|| empty.clone()),
         };
         let changes = checkpoint::shortstat(repo, &from, &cp.tree)?;
         rows.push([
@@ -74,7 +81,7 @@ pub(crate) fn list(target: &crate::cli::Target, json: bool) -> Result<i32> {
             "TAKEN",
             "FOR",
             "COMMIT",
-            "CHANGES (FROM THE ONE BEFORE, OR HEAD)",
+            "CHANGES (FROM THE ONE BEFORE, OR HEAD, OR NOTHING)",
         ],
         &rows,
     );
@@ -96,18 +103,27 @@ pub(crate) async fn rollback(target: &crate::cli::Target, spec: &str, yes: bool)
     };
     let located = super::locate(&target)?;
     super::known(&located)?;
-    crate::session::checkpoints::check_session(&located)?;
-    let cp = checkpoint::find(&located.workspace, &located.devcontainer_id, number)?;
-    let what = format!(
-        "the session's copy is made anew from checkpoint {number}: its containers are removed, and what the agent did since is gone from it (a `yolo sync{}` first keeps it on the branch)",
-        located.flag()
-    );
+    let kept = crate::session::checkpoints::check_session(&located)?;
+    let cp = checkpoint::find(&kept.repo(&located), &located.devcontainer_id, number)?;
+    let what = match kept {
+        Kept::Copy => format!(
+            "the session's copy is made anew from checkpoint {number}: its containers are removed, and what the agent did since is gone from it (a `yolo sync{}` first keeps it on the branch)",
+            located.flag()
+        ),
+        Kept::Store => format!(
+            "the files of {} are put back as checkpoint {number} holds them: the session's containers are stopped, files made since are deleted and changed or deleted ones written back, yours too; ignored files and folders and .git are not touched",
+            located.workspace.display()
+        ),
+    };
     confirm(&what, yes)?;
     let taking = Taking::from_config()?;
     let engine = super::engine().await?;
     let session = Session::at(located, Hold::Lock("rollback")).await?;
     let located = &session.located;
-    rebuild_copy(&engine, located, &cp, &taking).await?;
+    match kept {
+        Kept::Copy => rebuild_copy(&engine, located, &cp, &taking).await?,
+        Kept::Store => rewrite_workspace(&engine, located, &cp).await?,
+    }
     if let Some(writer) = session.record()? {
         writer.write(EventKind::Notice {
             message: format!(
@@ -122,6 +138,34 @@ pub(crate) async fn rollback(target: &crate::cli::Target, spec: &str, yes: bool)
         located.flag()
     );
     Ok(0)
+}
+
+/// The workspace session's rollback: its containers that can write the folder stopped (the
+/// agent's processes with them; the guard stays), then the folder written back.
+async fn rewrite_workspace(engine: &Engine, located: &Located, cp: &Checkpoint) -> Result<()> {
+    let made = engine.made_for(&located.owner()).await?;
+    for c in made.containers.iter().filter(|c| c.role != Role::Guard) {
+        engine.stop(&c.id).await?;
+        if engine.inspect(&c.id).await.is_ok_and(|d| d.running) {
+            return Err(Error::NotRunning(format!(
+                "the container {} did not stop; nothing was rolled back",
+                c.name
+            )));
+        }
+    }
+    let (workspace, id, cp) = (
+        located.workspace.clone(),
+        located.devcontainer_id.clone(),
+        cp.clone(),
+    );
+    tokio::task::spawn_blocking(move || checkpoint::workspace::restore(&workspace, &id, &cp))
+        .await
+        .map_err(|e| {
+            Error::failed(
+                crate::error::Failure::State,
+                crate::error::Cause::bare(std::io::Error::other(e.to_string())),
+            )
+        })?
 }
 
 /// Asked on a terminal; without one, `--yes` must say it.

@@ -364,6 +364,21 @@ impl Engine {
             .map_err(|e| Error::docker(format!("starting container {id}"), message(&e)))
     }
 
+    /// Freeze every process of container `id` (the cgroup freezer) until [`Engine::unpause`].
+    pub(crate) async fn pause(&self, id: &str) -> Result<()> {
+        self.docker
+            .pause_container(id)
+            .await
+            .map_err(|e| Error::docker(format!("pausing container {id}"), message(&e)))
+    }
+
+    pub(crate) async fn unpause(&self, id: &str) -> Result<()> {
+        self.docker
+            .unpause_container(id)
+            .await
+            .map_err(|e| Error::docker(format!("unpausing container {id}"), message(&e)))
+    }
+
     pub(crate) async fn stop(&self, id: &str) -> Result<()> {
         let options = StopContainerOptions {
             t: Some(5),

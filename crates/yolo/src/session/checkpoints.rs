@@ -1,7 +1,7 @@
-//! Checkpoints of a session's copy taken with its engine (`crate::checkpoint` does the git):
-//! the copy read from its volume as `yolo diff` reads it, for a named session or any with a
-//! remote engine. A workspace session on a local engine has none (`crate::checkpoint` says
-//! why).
+//! Checkpoints of a session taken with its engine (`crate::checkpoint` does the git). Of a copy
+//! (a named session, or any with a remote engine): the copy read from its volume as `yolo diff`
+//! reads it, refs in the repository. Of a workspace session: the repository's folder read with
+//! the session's containers frozen, refs in yolo's own store (`checkpoint::workspace`).
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::engine::Engine;
@@ -69,13 +69,36 @@ pub(crate) async fn snapshot(
     Ok((preview.tree, Some(preview.head), left_out))
 }
 
-/// A session yolo can keep checkpoints of (one on a copy), or why not.
-pub(crate) fn check_session(located: &Located) -> Result<()> {
+/// Where a session's checkpoints are kept.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Kept {
+    /// A copy's: refs of the repository.
+    Copy,
+    /// A workspace session's: refs of yolo's store (`checkpoint::workspace`).
+    Store,
+}
+
+impl Kept {
+    /// The git repository holding the refs of `located`'s checkpoints.
+    pub(crate) fn repo(self, located: &Located) -> std::path::PathBuf {
+        match self {
+            Kept::Copy => located.workspace.clone(),
+            Kept::Store => checkpoint::workspace::store(&located.devcontainer_id),
+        }
+    }
+}
+
+/// Where `located`'s checkpoints are kept, or why it has none.
+pub(crate) fn check_session(located: &Located) -> Result<Kept> {
     if located.copy_reason()?.is_none() {
-        return Err(Error::Usage(format!(
-            "the workspace session of {} works on the repository itself, whose .git the agent can write: yolo keeps no checkpoint of it (one it cannot trust would be written back on the host); run the agent in a named session (`yolo up --copy NAME`), whose copy has checkpoints",
-            located.workspace.display()
-        )));
+        // The repository's folder is read by git, as git would read it.
+        if !checkpoint::is_repository(&located.workspace) {
+            return Err(Error::Usage(format!(
+                "{} is not the top of a git repository: yolo records a workspace session's checkpoints with git, by its ignore rules",
+                located.workspace.display()
+            )));
+        }
+        return Ok(Kept::Store);
     }
     if !checkpoint::is_repository(&located.workspace) {
         return Err(Error::Usage(format!(
@@ -83,7 +106,54 @@ pub(crate) fn check_session(located: &Located) -> Result<()> {
             located.workspace.display()
         )));
     }
-    Ok(())
+    Ok(Kept::Copy)
+}
+
+/// The session's containers that can write its folder (the agent, any Compose service),
+/// frozen while `read` runs, then thawed, whatever `read` did.
+async fn frozen<T: Send + 'static>(
+    engine: Option<&Engine>,
+    located: &Located,
+    read: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let engine = match engine {
+        Some(engine) => engine.clone(),
+        None => crate::commands::engine().await?,
+    };
+    let made = engine.made_for(&located.owner()).await?;
+    let mut paused = Vec::new();
+    let mut failed = None;
+    for c in made
+        .containers
+        .iter()
+        .filter(|c| c.role != crate::engine::Role::Guard && c.state == "running")
+    {
+        match engine.pause(&c.id).await {
+            Ok(()) => paused.push(c.id.clone()),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let read = match failed {
+        Some(e) => Err(e),
+        None => tokio::task::spawn_blocking(read).await.unwrap_or_else(|e| {
+            Err(Error::failed(
+                crate::error::Failure::State,
+                crate::error::Cause::bare(std::io::Error::other(e.to_string())),
+            ))
+        }),
+    };
+    for id in &paused {
+        if let Err(e) = engine.unpause(id).await {
+            eprintln!(
+                "{} the container {id} stays paused: {e}; `docker unpause {id}` resumes it",
+                console::style("warning:").yellow().bold()
+            );
+        }
+    }
+    read
 }
 
 /// Record the session's working tree as its next checkpoint; said on stderr and in its log.
@@ -94,14 +164,28 @@ pub(crate) async fn take(
     what: &str,
 ) -> Result<Checkpoint> {
     let located = &session.located;
-    let (tree, head, left_out) = snapshot(engine, located, taking).await?;
-    let cp = checkpoint::record(
-        &located.workspace,
-        &located.devcontainer_id,
-        &tree,
-        head.as_deref(),
-        what,
-    )?;
+    let (cp, left_out) = match check_session(located)? {
+        Kept::Copy => {
+            let (tree, head, left_out) = snapshot(engine, located, taking).await?;
+            let cp = checkpoint::record(
+                &located.workspace,
+                &located.devcontainer_id,
+                &tree,
+                head.as_deref(),
+                what,
+            )?;
+            (cp, left_out)
+        }
+        Kept::Store => {
+            let (workspace, id) = (located.workspace.clone(), located.devcontainer_id.clone());
+            let (reason, start) = (what.to_string(), what == AT_START);
+            let cp = frozen(engine, located, move || {
+                checkpoint::workspace::take(&workspace, &id, &reason, start)
+            })
+            .await?;
+            (cp, Vec::new())
+        }
+    };
     for path in &left_out {
         eprintln!(
             "{} {} is larger than [workspace] sync_max_file: not in checkpoint {}",
@@ -122,14 +206,17 @@ pub(crate) async fn take(
     Ok(cp)
 }
 
-/// The checkpoint taken when a session on a copy starts (`yolo up`): a failure is a warning,
-/// never the end of `up`; a workspace session has none (`check_session`).
+/// What the checkpoint taken when a session starts is for.
+const AT_START: &str = "session start";
+
+/// The checkpoint taken when a session starts (`yolo up`): a failure is a warning, never the
+/// end of `up`; a folder that is not a git repository's top has none (`check_session`).
 pub(crate) async fn at_start(engine: &Engine, session: &Session) {
     if check_session(&session.located).is_err() {
         return;
     }
     let taken = match Taking::from_config() {
-        Ok(taking) => take(Some(engine), session, &taking, "session start").await,
+        Ok(taking) => take(Some(engine), session, &taking, AT_START).await,
         Err(e) => Err(e),
     };
     if let Err(e) = taken {

@@ -245,25 +245,6 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
         .assert_stderr_contains("is not a session name");
 }
 
-/// A workspace session works on the repository itself, whose `.git` the agent can write: yolo
-/// keeps no checkpoint of it (a checkpoint the agent could rewrite would be written back on the
-/// host by a rollback), says so, and writes nothing into the repository's refs.
-#[test]
-fn a_workspace_session_has_no_checkpoints() {
-    let t = repository();
-    t.up(&[]);
-    assert_eq!(git(&t.workspace, &["for-each-ref", "refs/yolo"]), "");
-    for args in [
-        &["checkpoint"][..],
-        &["checkpoints"],
-        &["rollback", "0", "--yes"],
-    ] {
-        t.yolo(args)
-            .fails_with(64)
-            .assert_stderr_contains("yolo keeps no checkpoint of it");
-    }
-}
-
 /// A named session's rollback makes its copy anew from the checkpoint: the agent's later work
 /// is gone from the copy, the repository's folder is never touched.
 #[test]

@@ -37,3 +37,4 @@ mod remote;
 mod report;
 mod runs;
 mod settings;
+mod workspace_checkpoints;

@@ -1,4 +1,4 @@
-//! Checkpoints of a session on a copy (`yolo checkpoint`, `checkpoints`, `rollback`): the
+//! Checkpoints of a session (`yolo checkpoint`, `checkpoints`, `rollback`). Of a copy: the
 //! copy's whole working tree (tracked and untracked files, not the ignored ones, within
 //! `[workspace] sync_max_file`/`sync_max_total`, read as `yolo sync` reads it) recorded as a
 //! commit of the repository on a hidden ref, `refs/yolo/checkpoints/<session id>/<N>`, its
@@ -6,15 +6,16 @@
 //! session's first is taken at its start. A rollback makes the copy anew from one
 //! ([`materialize`]).
 //!
-//! Only for copies: the repository on the host is then out of the agent's reach, so the refs,
+//! For a copy the refs are the repository's: it is then out of the agent's reach, so the refs,
 //! objects and config git reads here are the user's. A workspace session's agent can write the
-//! repository's `.git` (`commondir`, refs, objects, its index), which would let it choose what
-//! a checkpoint holds and what a rollback writes on the host; those have none (the issue's
-//! notes say what a safe store for them needs).
+//! repository's `.git`, so its checkpoints are kept in a store of yolo's own
+//! ([`workspace`]), with the same refs.
 //!
 //! Git plumbing on the host (`remote::git`: hooks off), without the user's global and system
 //! config (no filter or smudge of theirs runs on the agent's files) and without replace refs.
 //! Written by hand on `git` (no crate): the same git and ignore rules as `yolo sync`.
+
+pub(crate) mod workspace;
 
 use crate::error::{Error, Result};
 use crate::remote::git;
@@ -35,7 +36,7 @@ pub(crate) struct Checkpoint {
 }
 
 /// `git` in `repo` with `args`; its stdout, trimmed.
-fn run(repo: &Path, args: &[&str]) -> Result<String> {
+pub(crate) fn run(repo: &Path, args: &[&str]) -> Result<String> {
     let out = crate::remote::succeeded(
         git(repo)
             .args(args)
