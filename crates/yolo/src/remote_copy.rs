@@ -23,6 +23,8 @@ pub(crate) struct Taking {
     pub(crate) limits: SyncLimits,
     /// `[workspace] watch`.
     pub(crate) watch: Vec<String>,
+    /// `[workspace] checkpoint_every_exec`.
+    pub(crate) every_exec: bool,
 }
 
 impl Taking {
@@ -31,6 +33,7 @@ impl Taking {
         Ok(Taking {
             limits: SyncLimits::resolve(&user)?,
             watch: crate::settings::watch_list(&user)?,
+            every_exec: user.workspace.checkpoint_every_exec.unwrap_or(false),
         })
     }
 }

@@ -99,6 +99,9 @@ pub(crate) struct UserWorkspace {
     /// With a remote engine, the most `yolo sync` reads of the copy (its archive), e.g. "4g";
     /// past it nothing is brought back. Default: `settings::DEFAULT_SYNC_MAX_TOTAL`.
     pub(crate) sync_max_total: Option<String>,
+    /// A checkpoint before every `yolo exec` and every agent `yolo run` starts (`yolo
+    /// rollback N` then undoes one command). Default: only at a session's start.
+    pub(crate) checkpoint_every_exec: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -12,6 +12,7 @@ pub(crate) async fn execute(target: &Target, argv: Vec<String>) -> Result<i32> {
     let engine = super::engine_soon();
     let session = Session::open(target, Hold::Read).await?;
     let engine = engine.await?;
+    crate::session::checkpoints::before_command(&engine, &session, &argv).await;
     let env = crate::http_session::stand_in_env(&session.state);
     attach(&engine, session, "exec", argv, env).await
 }

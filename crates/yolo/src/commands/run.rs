@@ -78,6 +78,7 @@ async fn run_agent(
     session: &str,
 ) -> Result<i32> {
     let held = Session::at(located.clone(), Hold::Read).await?;
+    crate::session::checkpoints::before_command(engine, &held, &argv).await;
     // The stand-ins of this session's credentials in place of their real values; what else
     // the agent lists goes as is, with a warning when it looks like a key.
     let stand_ins = held

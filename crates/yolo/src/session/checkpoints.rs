@@ -226,3 +226,42 @@ pub(crate) async fn at_start(engine: &Engine, session: &Session) {
         );
     }
 }
+
+/// With `[workspace] checkpoint_every_exec`, a checkpoint before the command `argv` starts in
+/// the session (`yolo exec`, an agent's `yolo run`): a failure is a warning, the command
+/// runs.
+pub(crate) async fn before_command(engine: &Engine, session: &Session, argv: &[String]) {
+    let taking = match Taking::from_config() {
+        Ok(taking) if taking.every_exec => taking,
+        _ => return,
+    };
+    if check_session(&session.located).is_err() {
+        return;
+    }
+    let mut what = format!(
+        "before {}",
+        shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default()
+    );
+    if what.len() > 200 {
+        let cut = (0..=200)
+            .rev()
+            .find(|&i| what.is_char_boundary(i))
+            .unwrap_or(0);
+        what.truncate(cut);
+        what.push('…');
+    }
+    let what = what.replace(['\n', '\r'], " ");
+    match take(Some(engine), session, &taking, &what).await {
+        Ok(cp) => eprintln!(
+            "{} checkpoint {} before this command; `yolo rollback{} {}` undoes it",
+            console::style("yolo:").bold(),
+            cp.number,
+            session.located.flag(),
+            cp.number
+        ),
+        Err(e) => eprintln!(
+            "{} no checkpoint before this command: {e}",
+            console::style("warning:").yellow().bold()
+        ),
+    }
+}

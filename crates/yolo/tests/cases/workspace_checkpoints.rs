@@ -199,3 +199,25 @@ fn root_in_the_agent_cannot_race_a_checkpoint_into_reading_a_host_file() {
     );
     t.yolo(&["down"]).ok();
 }
+
+/// With `[workspace] checkpoint_every_exec`, each `yolo exec` (and agent run) starts with a
+/// checkpoint named for its command: a rollback to one undoes that command alone.
+#[test]
+fn a_checkpoint_before_every_exec_undoes_one_command() {
+    let t = repository();
+    t.user_config("[workspace]\ncheckpoint_every_exec = true\n");
+    t.up(&[]);
+    t.yolo(&["exec", "sh", "-c", "echo one > one.txt"])
+        .ok()
+        .assert_stderr_contains("checkpoint 1 before this command");
+    t.yolo(&["exec", "sh", "-c", "echo two > two.txt; rm README.md"])
+        .ok()
+        .assert_stderr_contains("checkpoint 2 before this command");
+    t.yolo(&["checkpoints"])
+        .ok()
+        .assert_stdout_contains("before sh -c 'echo two > two.txt; rm README.md'");
+    t.yolo(&["rollback", "2", "--yes"]).ok();
+    assert_eq!(read(&t, "one.txt").as_deref(), Some("one\n"));
+    assert_eq!(read(&t, "README.md").as_deref(), Some("the repo\n"));
+    assert!(!t.workspace.join("two.txt").exists());
+}
