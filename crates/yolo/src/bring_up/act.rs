@@ -22,6 +22,9 @@ pub(super) struct Ready {
     /// The project evaluated with the metadata of the image a pull or build just made, when
     /// that differs from the one planned with: what the container was created from.
     pub(super) merged: Option<Project>,
+    /// The new session's first checkpoint was taken on the way (`image_first`: while the
+    /// guard started, before the agent did), so `up` takes none after.
+    pub(super) checkpointed: bool,
 }
 
 /// What carrying out a plan needs.
@@ -61,6 +64,7 @@ impl Act<'_> {
                     image: image.clone(),
                     writer,
                     merged: None,
+                    checkpointed: false,
                 })
             }
             Plan::Fresh { agent, guard, .. } => self.fresh(agent, guard, state).await,

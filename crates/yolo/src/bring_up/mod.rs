@@ -277,7 +277,7 @@ pub(crate) async fn up(
     }
     session.save()?;
     // A new session starts with a checkpoint of its working tree (`yolo rollback N`).
-    if session.state.session != session_before {
+    if session.state.session != session_before && !ready.checkpointed {
         crate::session::checkpoints::at_start(engine, &session).await;
     }
     let credentials = kept_outside(http.as_ref(), session.state.http.as_ref());

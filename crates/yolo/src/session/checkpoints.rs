@@ -206,6 +206,46 @@ pub(crate) async fn take(
     Ok(cp)
 }
 
+/// The workspace session's first checkpoint, taken while its new containers are made and
+/// before any of them starts (nothing else writes the folder then, so nothing is paused):
+/// whether it was (a failure is a warning, as in [`at_start`]). A copy's is taken after.
+pub(crate) async fn before_start(located: &Located, writer: &crate::audit::Writer) -> bool {
+    let (located, workspace, id) = (
+        located.clone(),
+        located.workspace.clone(),
+        located.devcontainer_id.clone(),
+    );
+    let taken = tokio::task::spawn_blocking(move || {
+        if !matches!(check_session(&located), Ok(Kept::Store)) {
+            return None;
+        }
+        Some(checkpoint::workspace::take(&workspace, &id, AT_START, true))
+    })
+    .await
+    .ok()
+    .flatten();
+    match taken {
+        None => false,
+        Some(Ok(cp)) => {
+            let _ = writer.write(EventKind::Notice {
+                message: format!(
+                    "checkpoint {} taken ({AT_START}): commit {}",
+                    cp.number,
+                    &cp.commit[..cp.commit.len().min(12)]
+                ),
+            });
+            true
+        }
+        Some(Err(e)) => {
+            eprintln!(
+                "{} no checkpoint at the session's start: {e}",
+                console::style("warning:").yellow().bold()
+            );
+            true
+        }
+    }
+}
+
 /// What the checkpoint taken when a session starts is for.
 const AT_START: &str = "session start";
 

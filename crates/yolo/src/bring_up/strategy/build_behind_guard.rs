@@ -38,6 +38,7 @@ impl Act<'_> {
             image,
             writer,
             merged,
+            checkpointed: false,
         })
     }
 }

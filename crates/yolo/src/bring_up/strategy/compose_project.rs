@@ -34,6 +34,7 @@ impl Act<'_> {
             image: image_name,
             writer,
             merged: started.merged,
+            checkpointed: false,
         })
     }
 

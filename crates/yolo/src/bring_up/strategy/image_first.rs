@@ -32,9 +32,12 @@ impl Act<'_> {
         let network = guard_id
             .clone()
             .map_or(NetworkAttach::None, NetworkAttach::Container);
-        let (launched, made) = tokio::join!(
+        // The new session's first checkpoint of the workspace session's folder is read
+        // meanwhile too: no container of the session runs yet, so nothing else writes there.
+        let (launched, made, checkpointed) = tokio::join!(
             act.launch_guard(guard_id.as_deref(), &writer),
-            act.make_agent(agent, &image, &network, state)
+            act.make_agent(agent, &image, &network, state),
+            crate::session::checkpoints::before_start(self.project.located(), &writer)
         );
         launched?;
         let (id, waits) = made?;
@@ -58,6 +61,7 @@ impl Act<'_> {
             image,
             writer,
             merged,
+            checkpointed,
         })
     }
 
