@@ -174,7 +174,8 @@ fn read_plain(path: &Path) -> String {
 
 /// Record the working tree of `workspace` as the next checkpoint of session
 /// `devcontainer_id`. `start`: the session is starting (its ignored paths are added to the
-/// store's). The session's containers must be frozen or stopped.
+/// store's, and the last checkpoint is its start when it holds the same tree). The session's
+/// containers must be frozen or stopped.
 pub(crate) fn take(
     workspace: &Path,
     devcontainer_id: &str,
@@ -198,6 +199,16 @@ pub(crate) fn take(
         "git cannot record the tree",
     )?;
     let tree = String::from_utf8_lossy(&tree).trim().to_string();
+    // A session that starts on the tree of the last checkpoint (an `up` after a `down`,
+    // nothing changed between) has it as its start: `yolo checkpoints` is not filled with
+    // copies of one tree.
+    if start {
+        if let Some(last) = checkpoint::list(&store, devcontainer_id)?.pop() {
+            if last.tree == tree {
+                return Ok(last);
+            }
+        }
+    }
     // No parent: the repository's commits are not in the store (and its HEAD is the agent's
     // to move).
     checkpoint::record(&store, devcontainer_id, &tree, None, what)

@@ -95,9 +95,24 @@ fn a_rollback_undoes_the_agents_run_on_the_repository_itself() {
     // Checkpoint 1 holds the file made before it.
     t.yolo(&["rollback", "1", "--yes"]).ok();
     assert_eq!(read(&t, "notes2.txt").as_deref(), Some("mine\n"));
-    // The session starts again, with a checkpoint of its own.
+    // The session starts again on the tree of checkpoint 1, which is its start.
     t.up(&[]);
-    t.yolo(&["checkpoints"]).ok().assert_stdout_contains("3");
+    let numbers = |t: &Test| -> Vec<u64> {
+        let listed: serde_json::Value =
+            serde_json::from_str(&t.yolo(&["checkpoints", "--json"]).ok().stdout()).unwrap();
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["number"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(numbers(&t), [0, 1]);
+    // A start on another tree takes one of its own.
+    t.yolo(&["down"]).ok();
+    t.file("later.txt", "the user's, between two sessions\n");
+    t.up(&[]);
+    assert_eq!(numbers(&t), [0, 1, 2]);
 }
 
 /// ATTACK: root in the workspace session's agent prepares a rollback: it replaces a tracked
