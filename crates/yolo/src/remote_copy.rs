@@ -50,6 +50,7 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
         return Ok(());
     }
     let workspace = spec.workspace.clone();
+    let id = spec.devcontainer_id.clone();
     let limits = Taking::from_config()?.limits;
     let why = project
         .located()
@@ -70,7 +71,7 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
     let copied = engine
         .fill_volume_with(volume, &spec.devcontainer_id, image, move |out| {
             if !checkpoints {
-                return remote::pack_into(&workspace, out, limits).map(|s| (s, None));
+                return remote::pack_into(&workspace, out, limits);
             }
             let (reader, writer) = std::io::pipe().map_err(|e| Error::io(&workspace, e))?;
             let repo = workspace.clone();
@@ -88,18 +89,23 @@ pub(crate) async fn seed(engine: &Engine, project: &Project, image: &str) -> Res
             };
             let packed = remote::pack_into(&workspace, &mut tee, limits);
             drop(tee.copy.take());
-            // Its git work goes on while the containers start; the checkpoint waits for it.
-            packed.map(|s| (s, Some(previewing)))
+            match &packed {
+                // Its git work goes on while the containers start; the checkpoint waits for
+                // it.
+                Ok(_) => crate::session::checkpoints::seeded(&id, previewing),
+                // Ended (its input is closed) before yolo exits, so its folder goes with it.
+                Err(_) => {
+                    let _ = previewing.join();
+                }
+            }
+            packed
         })
         .await;
     let skipped = match copied {
-        Ok((skipped, preview)) => {
-            if let Some(preview) = preview {
-                crate::session::checkpoints::seeded(&spec.devcontainer_id, preview);
-            }
-            skipped
-        }
+        Ok(skipped) => skipped,
         Err(e) => {
+            // The start's reading of a copy that failed is of no use: ended, its folder gone.
+            crate::session::checkpoints::forget_seeded(&spec.devcontainer_id);
             // Half a copy is no copy: the next `up` makes it again.
             let _ = engine.remove_volume(volume).await;
             return Err(e);

@@ -26,6 +26,18 @@ pub(crate) fn seeded(devcontainer_id: &str, preview: Previewing) {
     }
 }
 
+/// The reading of session `devcontainer_id`'s new copy, when its copy failed: waited for, so
+/// its temporary folder is gone before yolo exits.
+pub(crate) fn forget_seeded(devcontainer_id: &str) {
+    let found = SEEDED.lock().ok().and_then(|mut seeded| {
+        let at = seeded.iter().position(|(id, _)| id == devcontainer_id)?;
+        Some(seeded.swap_remove(at).1)
+    });
+    if let Some(previewing) = found {
+        let _ = previewing.join();
+    }
+}
+
 /// The working tree of `located`'s session as a tree object, and the commit `HEAD` is.
 pub(crate) async fn snapshot(
     engine: Option<&Engine>,
