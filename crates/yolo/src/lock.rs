@@ -39,6 +39,19 @@ pub(crate) async fn acquire_network(name: &str) -> Result<WorkspaceLock> {
     acquire_at(path, "up", &format!("making the network {name}")).await
 }
 
+/// The lock of a workspace session's checkpoint store (`checkpoint::workspace`): one
+/// checkpoint or rollback at a time, so no two overlap their pauses of the session's
+/// containers.
+pub(crate) async fn acquire_checkpoints(
+    devcontainer_id: &str,
+    command: &str,
+) -> Result<WorkspaceLock> {
+    let path = crate::store::root()
+        .join("checkpoints")
+        .join(format!("{devcontainer_id}.lock"));
+    acquire_at(path, command, "on this session's checkpoints").await
+}
+
 async fn acquire_at(path: PathBuf, command: &str, scope: &str) -> Result<WorkspaceLock> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;

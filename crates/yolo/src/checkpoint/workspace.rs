@@ -50,7 +50,11 @@ const ATTRIBUTES: &str = "* -text -eol -filter -diff -merge -ident -working-tree
 
 /// The store, made when there is none.
 fn open(devcontainer_id: &str) -> Result<PathBuf> {
-    let store = store(devcontainer_id);
+    open_at(store(devcontainer_id))
+}
+
+/// The store at `store`, made when there is none.
+fn open_at(store: PathBuf) -> Result<PathBuf> {
     if store.join("HEAD").is_file() {
         return Ok(store);
     }
@@ -77,21 +81,26 @@ fn open(devcontainer_id: &str) -> Result<PathBuf> {
     Ok(store)
 }
 
-/// Git with the store as its repository and `workspace` as its work tree.
+/// Git with the store as its repository and `workspace` as its work tree, in a process group
+/// of its own (a Ctrl-C at the terminal does not stop it halfway through a rollback: yolo
+/// lets it finish, `interrupt::Handled`).
 fn git(store: &Path, workspace: &Path) -> Command {
+    use std::os::unix::process::CommandExt;
     let mut cmd = crate::remote::git(store);
     cmd.args(["-c", "core.symlinks=true"])
         .args(["-c", "core.autocrlf=false"])
         .args(["-c", "core.safecrlf=false"])
         .args(["-c", "core.untrackedCache=false"])
         .args(["-c", "core.splitIndex=false"])
+        .args(["-c", "core.quotePath=false"])
         .args(["-c", "advice.addEmbeddedRepo=false"])
         .env("GIT_DIR", store)
         .env("GIT_WORK_TREE", workspace)
         .env("GIT_INDEX_FILE", store.join("index"))
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_NO_REPLACE_OBJECTS", "1");
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
+        .process_group(0);
     cmd
 }
 
@@ -99,99 +108,234 @@ fn run(store: &Path, workspace: &Path, args: &[&str], what: &str) -> Result<Vec<
     crate::remote::succeeded(git(store, workspace).args(args), what)
 }
 
-/// The patterns the store's exclude file holds: the repository's `.git/info/exclude` as the
-/// session started, then every path ignored when a session started.
-fn write_excludes(store: &Path, workspace: &Path) -> Result<()> {
-    let exclude = store.join("info").join("exclude");
-    let kept = store.join("info").join("yolo-ignored");
-    let mut ignored: std::collections::BTreeSet<String> = std::fs::read_to_string(&kept)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    // The repository's own, read as a plain file (not through a link), at most 1 MiB.
-    let repository = read_plain(&workspace.join(".git").join("info").join("exclude"));
-    std::fs::write(&exclude, format!("{repository}\n")).map_err(|e| Error::io(&exclude, e))?;
-    let listed = run(
+/// `git add --all` of the whole tree into the store's index, going on past what git cannot
+/// take (a file it may not read, an empty nested repository, a name git refuses such as
+/// `git~1`): those are left as the index had them, and said. Before it, the paths the index
+/// holds that are now ignored leave it, so what is ignored is never deleted by a rollback
+/// however it came into the index (a checkpoint taken while the agent had un-ignored it).
+fn add_all(store: &Path, workspace: &Path, warnings: &mut Vec<String>) -> Result<()> {
+    let ignored = run(
         store,
         workspace,
         &[
             "ls-files",
             "-z",
-            "--others",
+            "--cached",
             "--ignored",
             "--exclude-standard",
-            "--directory",
         ],
+        "git cannot list the working tree",
+    )?;
+    if !ignored.is_empty() {
+        let out = git(store, workspace)
+            .args([
+                "rm",
+                "-r",
+                "-q",
+                "--cached",
+                "--ignore-unmatch",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+            ])
+            .env("GIT_LITERAL_PATHSPECS", "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                if let Some(mut stdin) = child.stdin.take() {
+                    stdin.write_all(&ignored)?;
+                }
+                child.wait_with_output()
+            })
+            .map_err(crate::remote::git_missing)?;
+        if !out.status.success() {
+            warnings.push(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+    }
+    let out = git(store, workspace)
+        .args(["add", "--all", "--ignore-errors", "--", "."])
+        .output()
+        .map_err(crate::remote::git_missing)?;
+    let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    match out.status.code() {
+        Some(0) => {}
+        // Some paths could not be added; the rest are.
+        Some(1) => warnings.push(said),
+        _ => {
+            return Err(Error::dependency(
+                crate::error::Dependency::Git,
+                format!(
+                    "git cannot read the working tree: {}",
+                    crate::visible::escape_controls(&said)
+                ),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// The patterns the store's exclude file holds: the repository's `.git/info/exclude` and the
+/// user's own git excludes file as the session starts, then every path ignored when a session
+/// started.
+fn write_excludes(store: &Path, workspace: &Path) -> Result<()> {
+    let info = store.join("info");
+    let exclude = info.join("exclude");
+    let kept = info.join("yolo-ignored");
+    let mut ignored: std::collections::BTreeSet<Vec<u8>> = match std::fs::read(&kept) {
+        Ok(bytes) => bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
+        // Never started afresh by mistake: the list only grows.
+        Err(e) => return Err(Error::io(&kept, e)),
+    };
+    // The repository's own, and the user's (`core.excludesFile`, which the store's git does
+    // not read: no global config), each read as a plain file, at most 1 MiB.
+    let mut rules = read_plain(workspace, &[".git", "info", "exclude"]);
+    if let Some(file) = user_excludes_file() {
+        if let (Some(dir), Some(name)) = (file.parent(), file.file_name().and_then(|n| n.to_str()))
+        {
+            rules.push(b'\n');
+            rules.extend(read_plain(dir, &[name]));
+        }
+    }
+    // Every path ignored now, whatever the store's index holds (a fresh index).
+    let empty = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    std::fs::write(&exclude, [&rules[..], b"\n"].concat()).map_err(|e| Error::io(&exclude, e))?;
+    let listed = crate::remote::succeeded(
+        git(store, workspace)
+            .env("GIT_INDEX_FILE", empty.path().join("index"))
+            .args([
+                "ls-files",
+                "-z",
+                "--others",
+                "--ignored",
+                "--exclude-standard",
+                "--directory",
+            ]),
         "git cannot list the repository's ignored files",
     )?;
     for path in listed.split(|&b| b == 0).filter(|p| !p.is_empty()) {
-        if let Some(pattern) = pattern_of(&String::from_utf8_lossy(path)) {
+        if let Some(pattern) = pattern_of(path) {
             ignored.insert(pattern);
         }
     }
-    let list: String = ignored.iter().map(|p| format!("{p}\n")).collect();
-    crate::store::replace(&kept, list.as_bytes()).map_err(|e| Error::io(&kept, e))?;
-    std::fs::write(&exclude, format!("{repository}\n{list}")).map_err(|e| Error::io(&exclude, e))
+    let mut list = Vec::new();
+    for p in &ignored {
+        list.extend_from_slice(p);
+        list.push(b'\n');
+    }
+    crate::store::replace(&kept, &list).map_err(|e| Error::io(&kept, e))?;
+    std::fs::write(&exclude, [&rules[..], b"\n", &list[..]].concat())
+        .map_err(|e| Error::io(&exclude, e))
 }
 
-/// `path` (relative, `/` at the end for a folder) as an exclude pattern matching it alone:
-/// anchored, its special characters escaped; `None` for one with a newline, which no pattern
-/// can hold.
-fn pattern_of(path: &str) -> Option<String> {
-    if path.contains('\n') || path.contains('\r') || path.is_empty() {
+/// The user's git excludes file (`core.excludesFile` of their global config), if set.
+fn user_excludes_file() -> Option<PathBuf> {
+    let out = Command::new("git")
+        .args(["config", "--global", "--path", "--get", "core.excludesFile"])
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_CONFIG_GLOBAL")
+        .output()
+        .ok()?;
+    let path = String::from_utf8(out.stdout).ok()?;
+    let path = path.trim();
+    (out.status.success() && path.starts_with('/')).then(|| PathBuf::from(path))
+}
+
+/// `path` (relative, as git lists it, `/` at the end for a folder) as an exclude pattern
+/// matching it alone, as a folder or as anything put in its place (no `/` at the end: a file
+/// or link standing where an ignored folder was is ignored too, so a checkpoint never records
+/// one that a rollback would write over the folder): anchored, its special characters
+/// escaped, byte for byte; `None` for one with a newline, which no pattern can hold.
+fn pattern_of(path: &[u8]) -> Option<Vec<u8>> {
+    let path = path.strip_suffix(b"/").unwrap_or(path);
+    if path.is_empty() || path.contains(&b'\n') || path.contains(&b'\r') {
         return None;
     }
-    let mut out = String::from("/");
-    for c in path.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '!' | '#' | ' ') {
-            out.push('\\');
+    let mut out = vec![b'/'];
+    for &c in path {
+        if matches!(
+            c,
+            b'*' | b'?' | b'[' | b']' | b'\\' | b'!' | b'#' | b' ' | b'\t'
+        ) {
+            out.push(b'\\');
         }
         out.push(c);
     }
     Some(out)
 }
 
-/// A regular file's text (not through a link), at most 1 MiB; empty when there is none.
-fn read_plain(path: &Path) -> String {
+/// The bytes of the regular file `below` (names) under the folder `root`, at most 1 MiB,
+/// opened name by name never through a link (the agent can make any of them one) and without
+/// waiting on a FIFO; empty when there is none.
+fn read_plain(root: &Path, below: &[&str]) -> Vec<u8> {
     use rustix::fs::{Mode, OFlags};
     use std::io::Read;
-    let Ok(fd) = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) else {
-        return String::new();
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Some((last, folders)) = below.split_last() else {
+        return Vec::new();
+    };
+    let Ok(mut dir) = rustix::fs::open(root, flags | OFlags::DIRECTORY, Mode::empty()) else {
+        return Vec::new();
+    };
+    for name in folders {
+        match rustix::fs::openat(&dir, *name, flags | OFlags::DIRECTORY, Mode::empty()) {
+            Ok(next) => dir = next,
+            Err(_) => return Vec::new(),
+        }
+    }
+    let Ok(fd) = rustix::fs::openat(&dir, *last, flags | OFlags::NONBLOCK, Mode::empty()) else {
+        return Vec::new();
     };
     let file = std::fs::File::from(fd);
     if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return String::new();
+        return Vec::new();
     }
-    let mut text = String::new();
-    let _ = file.take(1 << 20).read_to_string(&mut text);
-    text
+    let mut bytes = Vec::new();
+    let _ = file.take(1 << 20).read_to_end(&mut bytes);
+    bytes
 }
 
 /// Record the working tree of `workspace` as the next checkpoint of session
 /// `devcontainer_id`. `start`: the session is starting (its ignored paths are added to the
 /// store's, and the last checkpoint is its start when it holds the same tree). The session's
-/// containers must be frozen or stopped.
+/// containers must be frozen or stopped. What git could not take is in `warnings`.
 pub(crate) fn take(
     workspace: &Path,
     devcontainer_id: &str,
     what: &str,
     start: bool,
+    warnings: &mut Vec<String>,
 ) -> Result<Checkpoint> {
-    let store = open(devcontainer_id)?;
+    take_in(
+        &open(devcontainer_id)?,
+        workspace,
+        devcontainer_id,
+        what,
+        start,
+        warnings,
+    )
+}
+
+/// [`take`] with the store at `store`.
+fn take_in(
+    store: &Path,
+    workspace: &Path,
+    devcontainer_id: &str,
+    what: &str,
+    start: bool,
+    warnings: &mut Vec<String>,
+) -> Result<Checkpoint> {
+    let store = store.to_path_buf();
     if start || !store.join("info").join("yolo-ignored").exists() {
         write_excludes(&store, workspace)?;
     }
-    run(
-        &store,
-        workspace,
-        &["add", "--all", "--", "."],
-        "git cannot read the working tree",
-    )?;
+    add_all(&store, workspace, warnings)?;
     let tree = run(
         &store,
         workspace,
@@ -214,24 +358,121 @@ pub(crate) fn take(
     checkpoint::record(&store, devcontainer_id, &tree, None, what)
 }
 
+/// Whether session `devcontainer_id` has a store of checkpoints.
+pub(crate) fn has_store(devcontainer_id: &str) -> bool {
+    store(devcontainer_id).join("HEAD").is_file()
+}
+
 /// Put the working tree of `workspace` back to checkpoint `cp` of the store of
-/// `devcontainer_id`. The session's containers must be stopped.
-pub(crate) fn restore(workspace: &Path, devcontainer_id: &str, cp: &Checkpoint) -> Result<()> {
-    let store = open(devcontainer_id)?;
-    // The index is what is there now (ignored paths left out), so what the checkpoint lacks
-    // is deleted.
-    run(
-        &store,
+/// `devcontainer_id`. The session's containers must be stopped. Twice: the first puts the
+/// checkpoint's `.gitignore` files back (and deletes the others, even one that ignores
+/// itself), so the second reads the tree by the checkpoint's ignore rules, not the agent's,
+/// and deletes what the agent hid behind one. What git could not do is in `warnings`.
+pub(crate) fn restore(
+    workspace: &Path,
+    devcontainer_id: &str,
+    cp: &Checkpoint,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    restore_in(&open(devcontainer_id)?, workspace, cp, warnings)
+}
+
+/// [`restore`] with the store at `store`.
+fn restore_in(
+    store: &Path,
+    workspace: &Path,
+    cp: &Checkpoint,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let store = store.to_path_buf();
+    for pass in 0..2 {
+        add_all(&store, workspace, warnings)?;
+        if pass == 0 {
+            add_ignore_files(&store, workspace, warnings)?;
+        }
+        let out = git(&store, workspace)
+            .args(["read-tree", "-u", "--reset", &cp.tree])
+            .output()
+            .map_err(crate::remote::git_missing)?;
+        let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if !out.status.success() {
+            return Err(Error::dependency(
+                crate::error::Dependency::Git,
+                format!(
+                    "git cannot put the working tree back: {}",
+                    crate::visible::escape_controls(&said)
+                ),
+            ));
+        }
+        if !said.is_empty() {
+            warnings.push(said);
+        }
+    }
+    Ok(())
+}
+
+/// Every `.gitignore` file of the tree into the index, ignored ones too, but none inside a
+/// path ignored when a session started: the read-tree after it puts the checkpoint's back and
+/// deletes the rest.
+fn add_ignore_files(store: &Path, workspace: &Path, warnings: &mut Vec<String>) -> Result<()> {
+    let listed = run(
+        store,
         workspace,
-        &["add", "--all", "--", "."],
-        "git cannot read the working tree",
+        &[
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--",
+            ":(glob)**/.gitignore",
+        ],
+        "git cannot list the ignore files",
     )?;
-    run(
-        &store,
-        workspace,
-        &["read-tree", "-u", "--reset", &cp.tree],
-        "git cannot put the working tree back",
-    )?;
+    let kept = std::fs::read(store.join("info").join("yolo-ignored")).unwrap_or_default();
+    let protected: Vec<&[u8]> = kept
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut paths = Vec::new();
+    for path in listed.split(|&b| b == 0).filter(|p| !p.is_empty()) {
+        let inside = protected.iter().any(|p| {
+            pattern_of(path).is_some_and(|own| {
+                own == *p || (own.starts_with(p) && own.get(p.len()) == Some(&b'/'))
+            })
+        });
+        if !inside {
+            paths.extend_from_slice(path);
+            paths.push(0);
+        }
+    }
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let out = git(store, workspace)
+        .args([
+            "add",
+            "--force",
+            "--ignore-errors",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ])
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin.write_all(&paths)?;
+            }
+            child.wait_with_output()
+        })
+        .map_err(crate::remote::git_missing)?;
+    if !out.status.success() {
+        warnings.push(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
     Ok(())
 }
 
@@ -242,13 +483,138 @@ mod tests {
     #[test]
     fn an_ignored_path_is_an_anchored_pattern_matching_it_alone() {
         assert_eq!(
-            pattern_of("node_modules/").as_deref(),
-            Some("/node_modules/")
+            pattern_of(b"node_modules/").as_deref(),
+            Some(&b"/node_modules"[..])
         );
         assert_eq!(
-            pattern_of("a b/!x#[1]*?").as_deref(),
-            Some("/a\\ b/\\!x\\#\\[1\\]\\*\\?")
+            pattern_of(b"a b/!x#[1]*?").as_deref(),
+            Some(&br"/a\ b/\!x\#\[1\]\*\?"[..])
         );
-        assert_eq!(pattern_of("bad\nname"), None);
+        assert_eq!(pattern_of(b"bad\nname"), None);
+        assert_eq!(pattern_of(b"caf\xe9").as_deref(), Some(&b"/caf\xe9"[..]));
+    }
+
+    struct Repo {
+        _dir: tempfile::TempDir,
+        ws: PathBuf,
+        store: PathBuf,
+    }
+
+    impl Repo {
+        fn new() -> Repo {
+            let dir = tempfile::tempdir().unwrap();
+            let ws = dir.path().join("repo");
+            std::fs::create_dir(&ws).unwrap();
+            checkpoint::run(&ws, &["init", "-q", "-b", "main"]).unwrap();
+            let store = open_at(dir.path().join("store.git")).unwrap();
+            Repo {
+                _dir: dir,
+                ws,
+                store,
+            }
+        }
+        fn write(&self, path: &str, text: &str) {
+            let path = self.ws.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        fn read(&self, path: &str) -> Option<String> {
+            std::fs::read_to_string(self.ws.join(path)).ok()
+        }
+        fn take(&self, start: bool) -> (Checkpoint, Vec<String>) {
+            let mut warnings = Vec::new();
+            let cp = take_in(&self.store, &self.ws, "s", "t", start, &mut warnings).unwrap();
+            (cp, warnings)
+        }
+        fn restore(&self, cp: &Checkpoint) -> Vec<String> {
+            let mut warnings = Vec::new();
+            restore_in(&self.store, &self.ws, cp, &mut warnings).unwrap();
+            warnings
+        }
+    }
+
+    /// What git cannot take (an empty nested repository, a name git refuses, a FIFO where a
+    /// file was) is said, and the rest is recorded and put back: the agent cannot stop every
+    /// checkpoint and rollback with one of them.
+    #[test]
+    fn what_git_cannot_take_is_said_and_the_rest_is_recorded() {
+        let r = Repo::new();
+        r.write("a.txt", "one\n");
+        r.write("fifo", "a file for now\n");
+        let (first, _) = r.take(true);
+        checkpoint::run(&r.ws.join("empty"), &["init", "-q"]).ok();
+        std::fs::create_dir_all(r.ws.join("empty")).unwrap();
+        checkpoint::run(&r.ws.join("empty"), &["init", "-q"]).unwrap();
+        r.write("git~1/x", "refused name\n");
+        r.write(".GIT/y", "refused name\n");
+        std::fs::remove_file(r.ws.join("fifo")).unwrap();
+        let fifo =
+            std::ffi::CString::new(r.ws.join("fifo").as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        r.write("a.txt", "two\n");
+        r.write("b.txt", "new\n");
+        let (second, warnings) = r.take(false);
+        assert!(!warnings.is_empty(), "nothing said");
+        assert_ne!(first.tree, second.tree);
+        let warnings = r.restore(&first);
+        let _ = warnings;
+        assert_eq!(r.read("a.txt").as_deref(), Some("one\n"));
+        assert!(r.read("b.txt").is_none());
+    }
+
+    /// The agent hides a file of its own behind the ignore rules (an edited `.gitignore`, and
+    /// a new `.gitignore` that ignores itself): a rollback reads the tree by the checkpoint's
+    /// rules and deletes both, and the folder the user ignored stays.
+    #[test]
+    fn a_rollback_deletes_what_the_agent_hid_behind_an_ignore_file() {
+        let r = Repo::new();
+        r.write(".gitignore", "build/\n");
+        r.write("src/main.rs", "fn main() {}\n");
+        r.write("build/out.o", "the user's\n");
+        let (start, _) = r.take(true);
+        r.write(".gitignore", "build/\nsrc/evil.js\n");
+        r.write("src/evil.js", "agent\n");
+        r.write("lib/.gitignore", ".gitignore\nhidden.sh\n");
+        r.write("lib/hidden.sh", "agent\n");
+        r.write("build/agent.o", "agent, in an ignored folder\n");
+        r.restore(&start);
+        assert_eq!(r.read(".gitignore").as_deref(), Some("build/\n"));
+        for gone in ["src/evil.js", "lib/hidden.sh", "lib/.gitignore"] {
+            assert!(r.read(gone).is_none(), "{gone} is still there");
+        }
+        assert_eq!(r.read("build/out.o").as_deref(), Some("the user's\n"));
+        assert_eq!(
+            r.read("build/agent.o").as_deref(),
+            Some("agent, in an ignored folder\n")
+        );
+    }
+
+    /// What was ignored when a session started is never deleted nor written over: not when a
+    /// checkpoint recorded it while the agent had un-ignored it, nor when the agent put a
+    /// file in the place of the ignored folder for a checkpoint to record.
+    #[test]
+    fn what_was_ignored_at_a_start_is_never_deleted_or_written_over() {
+        let r = Repo::new();
+        r.write("README", "r\n");
+        let (empty, _) = r.take(true);
+        // The agent un-ignores nothing yet: node_modules is not ignored and is recorded.
+        r.write("node_modules/dep.js", "dep\n");
+        let _ = r.take(false);
+        // The user ignores it; a new session starts; the agent swaps the user's ignored
+        // folder `cache` for a file, and a checkpoint is taken.
+        r.write(".gitignore", "node_modules/\ncache/\n");
+        r.write("cache/data", "the user's cache\n");
+        let _ = r.take(true);
+        std::fs::rename(r.ws.join("cache"), r.ws.join("aside")).unwrap();
+        r.write("cache", "a file in its place\n");
+        let (swapped, _) = r.take(false);
+        std::fs::remove_file(r.ws.join("cache")).unwrap();
+        std::fs::rename(r.ws.join("aside"), r.ws.join("cache")).unwrap();
+        // Back to either: node_modules and the folder stay as they are.
+        for cp in [&swapped, &empty] {
+            r.restore(cp);
+            assert_eq!(r.read("node_modules/dep.js").as_deref(), Some("dep\n"));
+            assert_eq!(r.read("cache/data").as_deref(), Some("the user's cache\n"));
+        }
     }
 }

@@ -122,7 +122,7 @@ pub(crate) async fn rollback(target: &crate::cli::Target, spec: &str, yes: bool)
     let located = &session.located;
     match kept {
         Kept::Copy => rebuild_copy(&engine, located, &cp, &taking).await?,
-        Kept::Store => rewrite_workspace(&engine, located, &cp).await?,
+        Kept::Store => rewrite_workspace(&engine, &session, &cp).await?,
     }
     if let Some(writer) = session.record()? {
         writer.write(EventKind::Notice {
@@ -142,7 +142,11 @@ pub(crate) async fn rollback(target: &crate::cli::Target, spec: &str, yes: bool)
 
 /// The workspace session's rollback: its containers that can write the folder stopped (the
 /// agent's processes with them; the guard stays), then the folder written back.
-async fn rewrite_workspace(engine: &Engine, located: &Located, cp: &Checkpoint) -> Result<()> {
+async fn rewrite_workspace(engine: &Engine, session: &Session, cp: &Checkpoint) -> Result<()> {
+    let located = &session.located;
+    let _lock = crate::lock::acquire_checkpoints(&located.devcontainer_id, "rollback").await?;
+    // A signal from here lets the rollback finish: a tree left half put back is worse.
+    let _handled = crate::interrupt::Handled::enter();
     let made = engine.made_for(&located.owner()).await?;
     for c in made.containers.iter().filter(|c| c.role != Role::Guard) {
         engine.stop(&c.id).await?;
@@ -158,14 +162,20 @@ async fn rewrite_workspace(engine: &Engine, located: &Located, cp: &Checkpoint) 
         located.devcontainer_id.clone(),
         cp.clone(),
     );
-    tokio::task::spawn_blocking(move || checkpoint::workspace::restore(&workspace, &id, &cp))
-        .await
-        .map_err(|e| {
-            Error::failed(
-                crate::error::Failure::State,
-                crate::error::Cause::bare(std::io::Error::other(e.to_string())),
-            )
-        })?
+    let (restored, warnings) = tokio::task::spawn_blocking(move || {
+        let mut warnings = Vec::new();
+        let restored = checkpoint::workspace::restore(&workspace, &id, &cp, &mut warnings);
+        (restored, warnings)
+    })
+    .await
+    .map_err(|e| {
+        Error::failed(
+            crate::error::Failure::State,
+            crate::error::Cause::bare(std::io::Error::other(e.to_string())),
+        )
+    })?;
+    crate::session::checkpoints::say_warnings(&warnings, session.record()?.as_ref());
+    restored
 }
 
 /// Asked on a terminal; without one, `--yes` must say it.

@@ -103,8 +103,12 @@ impl Kept {
 /// Where `located`'s checkpoints are kept, or why it has none.
 pub(crate) fn check_session(located: &Located) -> Result<Kept> {
     if located.copy_reason()?.is_none() {
-        // The repository's folder is read by git, as git would read it.
-        if !checkpoint::is_repository(&located.workspace) {
+        // The repository's folder is read by git, as git would read it. Once there is a
+        // store, whatever the agent did to the repository's `.git` keeps none of it from
+        // being listed or rolled back.
+        if !checkpoint::workspace::has_store(&located.devcontainer_id)
+            && !checkpoint::is_repository(&located.workspace)
+        {
             return Err(Error::Usage(format!(
                 "{} is not the top of a git repository: yolo records a workspace session's checkpoints with git, by its ignore rules",
                 located.workspace.display()
@@ -122,30 +126,53 @@ pub(crate) fn check_session(located: &Located) -> Result<Kept> {
 }
 
 /// The session's containers that can write its folder (the agent, any Compose service),
-/// frozen while `read` runs, then thawed, whatever `read` did.
-async fn frozen<T: Send + 'static>(
+/// frozen while `read` runs, then thawed, whatever `read` did. Every one of them must be
+/// paused or not running before `read` starts (one that could not be paused fails it); the
+/// caller holds the store's lock, so no other checkpoint thaws them meanwhile. A signal
+/// meanwhile lets this finish (`interrupt::Handled`): the containers are never left paused.
+pub(crate) async fn frozen<T: Send + 'static>(
     engine: Option<&Engine>,
     located: &Located,
     read: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
+    let _handled = crate::interrupt::Handled::enter();
     let engine = match engine {
         Some(engine) => engine.clone(),
         None => crate::commands::engine().await?,
     };
-    let made = engine.made_for(&located.owner()).await?;
+    let owner = located.owner();
+    let writers = |made: crate::engine::Made| {
+        made.containers
+            .into_iter()
+            .filter(|c| c.role != crate::engine::Role::Guard)
+            .collect::<Vec<_>>()
+    };
     let mut paused = Vec::new();
     let mut failed = None;
-    for c in made
-        .containers
-        .iter()
-        .filter(|c| c.role != crate::engine::Role::Guard && c.state == "running")
-    {
+    for c in writers(engine.made_for(&owner).await?) {
+        if c.state != "running" {
+            continue;
+        }
         match engine.pause(&c.id).await {
             Ok(()) => paused.push(c.id.clone()),
             Err(e) => {
                 failed = Some(e);
                 break;
             }
+        }
+    }
+    if failed.is_none() {
+        // None runs now (one started meanwhile would be read as running).
+        match engine.made_for(&owner).await {
+            Ok(made) => {
+                if let Some(c) = writers(made).iter().find(|c| c.state == "running") {
+                    failed = Some(Error::Conflict(format!(
+                        "the container {} kept running while yolo paused the session's containers; no checkpoint was taken, try again",
+                        c.name
+                    )));
+                }
+            }
+            Err(e) => failed = Some(e),
         }
     }
     let read = match failed {
@@ -166,6 +193,19 @@ async fn frozen<T: Send + 'static>(
         }
     }
     read
+}
+
+/// What git could not take or do, said on stderr and as a `notice` in the session's log.
+pub(crate) fn say_warnings(warnings: &[String], writer: Option<&crate::audit::Writer>) {
+    for said in warnings.iter().filter(|w| !w.is_empty()) {
+        let said = crate::visible::escape_controls(said);
+        eprintln!("{} git: {said}", console::style("warning:").yellow().bold());
+        if let Some(writer) = writer {
+            let _ = writer.write(EventKind::Notice {
+                message: format!("checkpoint: git: {said}"),
+            });
+        }
+    }
 }
 
 /// Record the session's working tree as its next checkpoint; said on stderr and in its log.
@@ -189,12 +229,17 @@ pub(crate) async fn take(
             (cp, left_out)
         }
         Kept::Store => {
+            let _lock =
+                crate::lock::acquire_checkpoints(&located.devcontainer_id, "checkpoint").await?;
             let (workspace, id) = (located.workspace.clone(), located.devcontainer_id.clone());
             let (reason, start) = (what.to_string(), what == AT_START);
-            let cp = frozen(engine, located, move || {
-                checkpoint::workspace::take(&workspace, &id, &reason, start)
+            let (cp, warnings) = frozen(engine, located, move || {
+                let mut warnings = Vec::new();
+                checkpoint::workspace::take(&workspace, &id, &reason, start, &mut warnings)
+                    .map(|cp| (cp, warnings))
             })
             .await?;
+            say_warnings(&warnings, session.record()?.as_ref());
             (cp, Vec::new())
         }
     };
@@ -227,18 +272,26 @@ pub(crate) async fn before_start(located: &Located, writer: &crate::audit::Write
         located.workspace.clone(),
         located.devcontainer_id.clone(),
     );
+    let Ok(_lock) = crate::lock::acquire_checkpoints(&id, "up").await else {
+        return false;
+    };
     let taken = tokio::task::spawn_blocking(move || {
         if !matches!(check_session(&located), Ok(Kept::Store)) {
             return None;
         }
-        Some(checkpoint::workspace::take(&workspace, &id, AT_START, true))
+        let mut warnings = Vec::new();
+        let taken = checkpoint::workspace::take(&workspace, &id, AT_START, true, &mut warnings);
+        Some((taken, warnings))
     })
     .await
     .ok()
     .flatten();
+    let Some((taken, warnings)) = taken else {
+        return false;
+    };
+    say_warnings(&warnings, Some(writer));
     match taken {
-        None => false,
-        Some(Ok(cp)) => {
+        Ok(cp) => {
             let _ = writer.write(EventKind::Notice {
                 message: format!(
                     "checkpoint {} taken ({AT_START}): commit {}",
@@ -248,7 +301,7 @@ pub(crate) async fn before_start(located: &Located, writer: &crate::audit::Write
             });
             true
         }
-        Some(Err(e)) => {
+        Err(e) => {
             eprintln!(
                 "{} no checkpoint at the session's start: {e}",
                 console::style("warning:").yellow().bold()
