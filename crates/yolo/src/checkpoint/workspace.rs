@@ -108,6 +108,31 @@ fn run(store: &Path, workspace: &Path, args: &[&str], what: &str) -> Result<Vec<
     crate::remote::succeeded(git(store, workspace).args(args), what)
 }
 
+/// Git with `args` on the NUL-separated `paths` (literal, given on its stdin).
+fn with_paths(
+    store: &Path,
+    workspace: &Path,
+    args: &[&str],
+    paths: &[u8],
+) -> Result<std::process::Output> {
+    git(store, workspace)
+        .args(args)
+        .args(["--pathspec-from-file=-", "--pathspec-file-nul"])
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin.write_all(paths)?;
+            }
+            child.wait_with_output()
+        })
+        .map_err(crate::remote::git_missing)
+}
+
 /// `git add --all` of the whole tree into the store's index, going on past what git cannot
 /// take (a file it may not read, an empty nested repository, a name git refuses such as
 /// `git~1`): those are left as the index had them, and said. Before it, the paths the index
@@ -127,29 +152,12 @@ fn add_all(store: &Path, workspace: &Path, warnings: &mut Vec<String>) -> Result
         "git cannot list the working tree",
     )?;
     if !ignored.is_empty() {
-        let out = git(store, workspace)
-            .args([
-                "rm",
-                "-r",
-                "-q",
-                "--cached",
-                "--ignore-unmatch",
-                "--pathspec-from-file=-",
-                "--pathspec-file-nul",
-            ])
-            .env("GIT_LITERAL_PATHSPECS", "1")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                use std::io::Write;
-                if let Some(mut stdin) = child.stdin.take() {
-                    stdin.write_all(&ignored)?;
-                }
-                child.wait_with_output()
-            })
-            .map_err(crate::remote::git_missing)?;
+        let out = with_paths(
+            store,
+            workspace,
+            &["rm", "-r", "-q", "--cached", "--ignore-unmatch"],
+            &ignored,
+        )?;
         if !out.status.success() {
             warnings.push(String::from_utf8_lossy(&out.stderr).trim().to_string());
         }
@@ -449,27 +457,12 @@ fn add_ignore_files(store: &Path, workspace: &Path, warnings: &mut Vec<String>) 
     if paths.is_empty() {
         return Ok(());
     }
-    let out = git(store, workspace)
-        .args([
-            "add",
-            "--force",
-            "--ignore-errors",
-            "--pathspec-from-file=-",
-            "--pathspec-file-nul",
-        ])
-        .env("GIT_LITERAL_PATHSPECS", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            if let Some(mut stdin) = child.stdin.take() {
-                stdin.write_all(&paths)?;
-            }
-            child.wait_with_output()
-        })
-        .map_err(crate::remote::git_missing)?;
+    let out = with_paths(
+        store,
+        workspace,
+        &["add", "--force", "--ignore-errors"],
+        &paths,
+    )?;
     if !out.status.success() {
         warnings.push(String::from_utf8_lossy(&out.stderr).trim().to_string());
     }
