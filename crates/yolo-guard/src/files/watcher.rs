@@ -70,6 +70,8 @@ const FOLD_WINDOW: Duration = Duration::from_secs(2);
 const TICK: Duration = Duration::from_millis(100);
 /// Events taken from the queue between two looks at what is due.
 const BATCH: usize = 20_000;
+/// Events waiting between notify's thread and the watcher's, at most (a few MiB).
+const QUEUE: usize = 32_768;
 /// How long the guard's start waits for the folders already there to be watched, so the agent
 /// does not start before: about 30 µs a folder (measured), so 2 s covers some 60,000 folders;
 /// a larger workspace is watched on while the agent starts.
@@ -181,8 +183,19 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
             root.display()
         )));
     }
-    let (tx, rx) = mpsc::channel();
-    let watcher = INotifyWatcher::new(tx, notify::Config::default())
+    // Bounded: notify's thread drains the kernel's queue as fast as the agent fills it, and
+    // an unbounded channel behind it grew until the guard was killed for its memory (a loop
+    // exchanging two names, about a million events a second). Past `QUEUE`, events are
+    // dropped and counted as an overflow, as the kernel's own queue does.
+    let (tx, rx) = mpsc::sync_channel(QUEUE);
+    let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = Arc::clone(&dropped);
+    let handler = move |event: notify::Result<notify::Event>| {
+        if let Err(mpsc::TrySendError::Full(_)) = tx.try_send(event) {
+            counted.fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    let watcher = INotifyWatcher::new(handler, notify::Config::default())
         .map_err(|e| Error::other(format!("cannot start inotify: {e}")))?;
     let changes = Changes::new(
         sensitive_set(&config.sensitive),
@@ -206,6 +219,7 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
                 left_out: Vec::new(),
                 reported_unwatched: (0, 0),
                 overflows: 0,
+                dropped,
                 reported_overflows: 0,
                 watches: 0,
                 cap: watch_cap(),
@@ -372,6 +386,8 @@ struct Run {
     reported_unwatched: (u64, u64),
     /// inotify queue overflows (changes lost), and the number last recorded.
     overflows: u64,
+    /// Events dropped at the full queue between notify and this thread (each an overflow).
+    dropped: Arc<std::sync::atomic::AtomicU64>,
     reported_overflows: u64,
     /// Watches taken (an upper bound between two counts from the kernel), the most this guard
     /// takes, and when they were last counted.
@@ -666,6 +682,10 @@ impl Run {
 
     /// A `file_watch_overflow` record (at most one a flush) when the queue overflowed again.
     fn report_overflows(&mut self) {
+        // A run of dropped events is one overflow, as one of the kernel's queue is.
+        if self.dropped.swap(0, Ordering::Relaxed) > 0 {
+            self.overflows += 1;
+        }
         if self.overflows == self.reported_overflows {
             return;
         }

@@ -238,3 +238,62 @@ fn the_file_record_sees_mmap_writes_hard_links_and_files_past_path_max() {
     let deep_record = flagged(&records, &deep).unwrap_or_else(|| panic!("{records:#?}"));
     assert_eq!(deep_record["size"], "export B=1\n".len(), "{deep_record}");
 }
+
+/// ATTACK: root in the agent exchanges two names as fast as it can (`renameat2`, no fork:
+/// about a million inotify events a second) to make the guard's watcher hold every event
+/// until the guard is killed for its memory (it was, within a minute: the session's firewall,
+/// DNS and record went with it). The guard keeps running, its memory stays small, and the
+/// events it could not keep are said as an overflow.
+#[test]
+fn a_flood_of_renames_does_not_exhaust_the_guards_memory() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    let guard = t.guard_ids().pop().expect("a guard");
+    let flood = "mkdir -p f && setsid perl -e \
+                 'for my $i (1..40) { open(my $f, \">\", \"f/$i\"); close($f); symlink(\"x\", \"f/$i.l\") } \
+                 while (1) { for my $i (1..40) { syscall(316, -100, \"f/$i\", -100, \"f/$i.l\", 2) } }' \
+                 </dev/null >/dev/null 2>&1 &";
+    t.yolo(&["exec", "--", "sh", "-c", flood]).ok();
+    let mut most = 0u64;
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_secs(1));
+        let usage = docker(&["stats", "--no-stream", "--format", "{{.MemUsage}}", &guard]);
+        let mib = usage.split('/').next().unwrap_or("").trim().to_string();
+        let value: f64 = mib
+            .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+            .parse()
+            .unwrap_or(0.0);
+        let bytes = if mib.ends_with("GiB") {
+            value * 1024.0 * 1024.0 * 1024.0
+        } else if mib.ends_with("MiB") {
+            value * 1024.0 * 1024.0
+        } else {
+            value * 1024.0
+        };
+        most = most.max(bytes as u64);
+    }
+    let state = docker(&[
+        "inspect",
+        "-f",
+        "{{.State.Running}} {{.State.OOMKilled}}",
+        &guard,
+    ]);
+    eprintln!("the guard's memory at most: {} KiB", most >> 10);
+    assert_eq!(state.trim(), "true false", "the guard is down");
+    assert!(
+        most < 96 << 20,
+        "the guard's memory reached {} MiB",
+        most >> 20
+    );
+    t.yolo(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "pkill -f syscall || kill $(pidof perl)",
+    ]);
+    t.yolo(&["audit", "--json", "--kind", "guard"])
+        .ok()
+        .assert_stdout_contains("file_watch_overflow");
+}
