@@ -399,8 +399,8 @@ struct Run {
     watched: BTreeSet<PathBuf>,
     /// Folders left out at the cap, oldest first (at most `MAX_SKIPPED`).
     skipped: VecDeque<PathBuf>,
-    /// A folder left out at the cap was not remembered: the whole workspace is walked again
-    /// once there is room, not before `next_rewalk`.
+    /// A folder left out at the cap was not remembered, or events were lost (an overflow): the
+    /// whole workspace is walked again once there is room, not before `next_rewalk`.
     lost: bool,
     next_rewalk: Instant,
 }
@@ -470,6 +470,8 @@ impl Run {
         };
         if event.need_rescan() {
             self.overflows += 1;
+            // As for a dropped event (`report_overflows`).
+            self.lost = true;
             return;
         }
         let now = Utc::now();
@@ -685,6 +687,8 @@ impl Run {
         // A run of dropped events is one overflow, as one of the kernel's queue is.
         if self.dropped.swap(0, Ordering::Relaxed) > 0 {
             self.overflows += 1;
+            // A folder made meanwhile may have lost its one event: walked again (`rewatch`).
+            self.lost = true;
         }
         if self.overflows == self.reported_overflows {
             return;

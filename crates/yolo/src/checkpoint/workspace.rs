@@ -114,23 +114,29 @@ fn with_paths(
     workspace: &Path,
     args: &[&str],
     paths: &[u8],
+    index: Option<&Path>,
 ) -> Result<std::process::Output> {
-    git(store, workspace)
-        .args(args)
+    let mut cmd = git(store, workspace);
+    if let Some(index) = index {
+        cmd.env("GIT_INDEX_FILE", index);
+    }
+    cmd.args(args)
         .args(["--pathspec-from-file=-", "--pathspec-file-nul"])
         .env("GIT_LITERAL_PATHSPECS", "1")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
+        .map_err(crate::remote::git_missing)
         .and_then(|mut child| {
             use std::io::Write;
+            // A git that ends before reading it all is still waited for; what it said is
+            // its answer.
             if let Some(mut stdin) = child.stdin.take() {
-                stdin.write_all(paths)?;
+                let _ = stdin.write_all(paths);
             }
-            child.wait_with_output()
+            child.wait_with_output().map_err(|e| Error::io(store, e))
         })
-        .map_err(crate::remote::git_missing)
 }
 
 /// `git add --all` of the whole tree into the store's index, going on past what git cannot
@@ -157,6 +163,7 @@ fn add_all(store: &Path, workspace: &Path, warnings: &mut Vec<String>) -> Result
             workspace,
             &["rm", "-r", "-q", "--cached", "--ignore-unmatch"],
             &ignored,
+            None,
         )?;
         if !out.status.success() {
             warnings.push(String::from_utf8_lossy(&out.stderr).trim().to_string());
@@ -205,15 +212,25 @@ fn write_excludes(store: &Path, workspace: &Path) -> Result<()> {
     // not read: no global config), each read as a plain file, at most 1 MiB.
     let mut rules = read_plain(workspace, &[".git", "info", "exclude"]);
     if let Some(file) = user_excludes_file() {
-        if let (Some(dir), Some(name)) = (file.parent(), file.file_name().and_then(|n| n.to_str()))
-        {
-            rules.push(b'\n');
-            rules.extend(read_plain(dir, &[name]));
+        // The user's own file, out of the agent's reach: links followed (stow, home-manager).
+        use std::io::Read;
+        if let Ok(f) = std::fs::File::open(&file) {
+            if f.metadata().is_ok_and(|m| m.is_file()) {
+                rules.push(b'\n');
+                let _ = f.take(1 << 20).read_to_end(&mut rules);
+            }
         }
     }
     // Every path ignored now, whatever the store's index holds (a fresh index).
     let empty = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
-    std::fs::write(&exclude, [&rules[..], b"\n"].concat()).map_err(|e| Error::io(&exclude, e))?;
+    // The list so far stays in it while the new one is made (a failure below leaves it).
+    let mut before = Vec::new();
+    for p in &ignored {
+        before.extend_from_slice(p);
+        before.push(b'\n');
+    }
+    std::fs::write(&exclude, [&rules[..], b"\n", &before[..]].concat())
+        .map_err(|e| Error::io(&exclude, e))?;
     let listed = crate::remote::succeeded(
         git(store, workspace)
             .env("GIT_INDEX_FILE", empty.path().join("index"))
@@ -344,6 +361,10 @@ fn take_in(
         write_excludes(&store, workspace)?;
     }
     add_all(&store, workspace, warnings)?;
+    // The `.gitignore` files the tree's own rules ignore (a tool's `.venv/.gitignore` of `*`,
+    // one that ignores itself) are recorded too, as a rollback reads them (its first pass):
+    // else a rollback to this very checkpoint would delete them and what they hide.
+    add_ignore_files(&store, workspace, warnings)?;
     let tree = run(
         &store,
         workspace,
@@ -393,13 +414,14 @@ fn restore_in(
     warnings: &mut Vec<String>,
 ) -> Result<()> {
     let store = store.to_path_buf();
+    let target = without_protected(&store, workspace, &cp.tree)?;
     for pass in 0..2 {
         add_all(&store, workspace, warnings)?;
         if pass == 0 {
             add_ignore_files(&store, workspace, warnings)?;
         }
         let out = git(&store, workspace)
-            .args(["read-tree", "-u", "--reset", &cp.tree])
+            .args(["read-tree", "-u", "--reset", &target])
             .output()
             .map_err(crate::remote::git_missing)?;
         let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
@@ -417,6 +439,47 @@ fn restore_in(
         }
     }
     Ok(())
+}
+
+/// The tree `tree` without the paths the store's exclude file protects (ignored when a
+/// session started): a rollback to a checkpoint taken before they were ignored writes nothing
+/// over them (`.env` as it was then over the user's, a file over their folder).
+fn without_protected(store: &Path, workspace: &Path, tree: &str) -> Result<String> {
+    let scratch = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let index = scratch.path().join("index");
+    let exclude = store.join("info").join("exclude");
+    let in_scratch = |args: &[&str]| -> Result<Vec<u8>> {
+        crate::remote::succeeded(
+            git(store, workspace)
+                .env("GIT_INDEX_FILE", &index)
+                .args(args),
+            "git cannot read the checkpoint",
+        )
+    };
+    in_scratch(&["read-tree", tree])?;
+    let from = format!("--exclude-from={}", exclude.display());
+    let protected = in_scratch(&["ls-files", "-z", "--cached", "--ignored", &from])?;
+    if protected.is_empty() {
+        return Ok(tree.to_string());
+    }
+    let out = with_paths(
+        store,
+        workspace,
+        &["rm", "-r", "-q", "--cached"],
+        &protected,
+        Some(&index),
+    )?;
+    if !out.status.success() {
+        return Err(Error::dependency(
+            crate::error::Dependency::Git,
+            format!(
+                "git cannot leave the ignored paths out of the checkpoint: {}",
+                crate::visible::escape_controls(String::from_utf8_lossy(&out.stderr).trim())
+            ),
+        ));
+    }
+    let written = in_scratch(&["write-tree"])?;
+    Ok(String::from_utf8_lossy(&written).trim().to_string())
 }
 
 /// Every `.gitignore` file of the tree into the index, ignored ones too, but none inside a
@@ -462,6 +525,7 @@ fn add_ignore_files(store: &Path, workspace: &Path, warnings: &mut Vec<String>) 
         workspace,
         &["add", "--force", "--ignore-errors"],
         &paths,
+        None,
     )?;
     if !out.status.success() {
         warnings.push(String::from_utf8_lossy(&out.stderr).trim().to_string());
@@ -609,5 +673,45 @@ mod tests {
             assert_eq!(r.read("node_modules/dep.js").as_deref(), Some("dep\n"));
             assert_eq!(r.read("cache/data").as_deref(), Some("the user's cache\n"));
         }
+    }
+
+    /// A rollback to a checkpoint taken before a path was ignored writes nothing over it:
+    /// not the `.env` of then over the user's, not a file of then over their folder.
+    #[test]
+    fn a_rollback_to_an_older_checkpoint_writes_nothing_over_what_is_ignored_now() {
+        let r = Repo::new();
+        r.write("README", "r\n");
+        r.write(".env", "old\n");
+        r.write("cache", "old file\n");
+        let (old, _) = r.take(true);
+        std::fs::remove_file(r.ws.join("cache")).unwrap();
+        r.write("cache/data", "precious\n");
+        r.write(".env", "secret\n");
+        r.write(".gitignore", ".env\ncache/\n");
+        let _ = r.take(true);
+        r.restore(&old);
+        assert_eq!(r.read(".env").as_deref(), Some("secret\n"));
+        assert_eq!(r.read("cache/data").as_deref(), Some("precious\n"));
+        assert_eq!(r.read("README").as_deref(), Some("r\n"));
+    }
+
+    /// A folder a tool made with a `.gitignore` of `*` (a `.venv`) is recorded with it, so a
+    /// rollback to that very checkpoint keeps both; one that ignores itself at the top is
+    /// recorded too.
+    #[test]
+    fn an_ignore_file_that_ignores_itself_is_recorded_and_kept() {
+        let r = Repo::new();
+        r.write("README", "r\n");
+        let (start, _) = r.take(true);
+        r.write(".venv/.gitignore", "*\n");
+        r.write(".venv/lib.py", "x\n");
+        let (cp, _) = r.take(false);
+        r.restore(&cp);
+        assert_eq!(r.read(".venv/.gitignore").as_deref(), Some("*\n"));
+        assert_eq!(r.read(".venv/lib.py").as_deref(), Some("x\n"));
+        // Back to the start: the folder the session made goes, with what it hid.
+        r.restore(&start);
+        assert!(r.read(".venv/lib.py").is_none());
+        assert!(r.read(".venv/.gitignore").is_none());
     }
 }
