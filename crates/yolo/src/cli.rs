@@ -389,7 +389,8 @@ pub(crate) enum Command {
         volumes: bool,
     },
     /// Record the session's whole working tree (tracked and untracked files, not ignored ones)
-    /// as a checkpoint to go back to (a commit on a hidden ref of the repository)
+    /// as a checkpoint to go back to (a commit on a hidden ref: of the repository for a
+    /// session on a copy, of yolo's own store for the workspace session)
     Checkpoint {
         #[command(flatten)]
         target: Target,
@@ -409,7 +410,8 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Put the session's working tree back to a checkpoint (the session stopped first; a
-    /// copy is made anew from it)
+    /// copy is made anew from it, the workspace session's files are written back, ignored
+    /// ones and .git untouched)
     Rollback {
         #[command(flatten)]
         target: Target,
