@@ -17,10 +17,11 @@ use yolo_protocol::event::EventKind;
 pub(crate) async fn execute(target: &crate::cli::Target) -> Result<i32> {
     let located = super::locate(target)?;
     super::known(&located)?;
-    crate::session::checkpoints::check_session(&located)?;
+    let kept = crate::session::checkpoints::check_session(&located)?;
     let taking = Taking::from_config()?;
     let session = Session::at(located, Hold::Lock("checkpoint")).await?;
-    let cp = crate::session::checkpoints::take(None, &session, &taking, "yolo checkpoint").await?;
+    let cp =
+        crate::session::checkpoints::take(None, &session, kept, &taking, "yolo checkpoint").await?;
     let flag = session.located.flag();
     eprintln!(
         "{} checkpoint {} ({}); `yolo rollback{flag} {}` puts the working tree back to it",
@@ -162,18 +163,12 @@ async fn rewrite_workspace(engine: &Engine, session: &Session, cp: &Checkpoint) 
         located.devcontainer_id.clone(),
         cp.clone(),
     );
-    let (restored, warnings) = tokio::task::spawn_blocking(move || {
+    let (restored, warnings) = crate::session::checkpoints::blocking(move || {
         let mut warnings = Vec::new();
         let restored = checkpoint::workspace::restore(&workspace, &id, &cp, &mut warnings);
         (restored, warnings)
     })
-    .await
-    .map_err(|e| {
-        Error::failed(
-            crate::error::Failure::State,
-            crate::error::Cause::bare(std::io::Error::other(e.to_string())),
-        )
-    })?;
+    .await?;
     crate::session::checkpoints::say_warnings(&warnings, session.record()?.as_ref());
     restored
 }

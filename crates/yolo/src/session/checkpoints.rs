@@ -177,12 +177,7 @@ pub(crate) async fn frozen<T: Send + 'static>(
     }
     let read = match failed {
         Some(e) => Err(e),
-        None => tokio::task::spawn_blocking(read).await.unwrap_or_else(|e| {
-            Err(Error::failed(
-                crate::error::Failure::State,
-                crate::error::Cause::bare(std::io::Error::other(e.to_string())),
-            ))
-        }),
+        None => blocking(read).await.and_then(|read| read),
     };
     for id in &paused {
         if let Err(e) = engine.unpause(id).await {
@@ -193,6 +188,19 @@ pub(crate) async fn frozen<T: Send + 'static>(
         }
     }
     read
+}
+
+/// `work` on a thread that may block (git), its end awaited; a thread that panicked is an
+/// error of yolo's state, not a panic here.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| {
+        Error::failed(
+            crate::error::Failure::State,
+            crate::error::Cause::bare(std::io::Error::other(e.to_string())),
+        )
+    })
 }
 
 /// What git could not take or do, said on stderr and as a `notice` in the session's log.
@@ -212,11 +220,12 @@ pub(crate) fn say_warnings(warnings: &[String], writer: Option<&crate::audit::Wr
 pub(crate) async fn take(
     engine: Option<&Engine>,
     session: &Session,
+    kept: Kept,
     taking: &Taking,
     what: &str,
 ) -> Result<Checkpoint> {
     let located = &session.located;
-    let (cp, left_out) = match check_session(located)? {
+    let (cp, left_out) = match kept {
         Kept::Copy => {
             let (tree, head, left_out) = snapshot(engine, located, taking).await?;
             let cp = checkpoint::record(
@@ -252,15 +261,20 @@ pub(crate) async fn take(
         );
     }
     if let Some(writer) = session.record()? {
-        writer.write(EventKind::Notice {
-            message: format!(
-                "checkpoint {} taken ({what}): commit {}",
-                cp.number,
-                &cp.commit[..cp.commit.len().min(12)]
-            ),
-        })?;
+        writer.write(taken_notice(&cp, what))?;
     }
     Ok(cp)
+}
+
+/// The session log's line for checkpoint `cp`, taken for `what`.
+fn taken_notice(cp: &Checkpoint, what: &str) -> EventKind {
+    EventKind::Notice {
+        message: format!(
+            "checkpoint {} taken ({what}): commit {}",
+            cp.number,
+            &cp.commit[..cp.commit.len().min(12)]
+        ),
+    }
 }
 
 /// The workspace session's first checkpoint, taken while its new containers are made and
@@ -292,13 +306,7 @@ pub(crate) async fn before_start(located: &Located, writer: &crate::audit::Write
     say_warnings(&warnings, Some(writer));
     match taken {
         Ok(cp) => {
-            let _ = writer.write(EventKind::Notice {
-                message: format!(
-                    "checkpoint {} taken ({AT_START}): commit {}",
-                    cp.number,
-                    &cp.commit[..cp.commit.len().min(12)]
-                ),
-            });
+            let _ = writer.write(taken_notice(&cp, AT_START));
             true
         }
         Err(e) => {
@@ -317,11 +325,11 @@ const AT_START: &str = "session start";
 /// The checkpoint taken when a session starts (`yolo up`): a failure is a warning, never the
 /// end of `up`; a folder that is not a git repository's top has none (`check_session`).
 pub(crate) async fn at_start(engine: &Engine, session: &Session) {
-    if check_session(&session.located).is_err() {
+    let Ok(kept) = check_session(&session.located) else {
         return;
-    }
+    };
     let taken = match Taking::from_config() {
-        Ok(taking) => take(Some(engine), session, &taking, AT_START).await,
+        Ok(taking) => take(Some(engine), session, kept, &taking, AT_START).await,
         Err(e) => Err(e),
     };
     if let Err(e) = taken {
@@ -340,9 +348,9 @@ pub(crate) async fn before_command(engine: &Engine, session: &Session, argv: &[S
         Ok(taking) if taking.every_exec => taking,
         _ => return,
     };
-    if check_session(&session.located).is_err() {
+    let Ok(kept) = check_session(&session.located) else {
         return;
-    }
+    };
     let mut what = format!(
         "before {}",
         shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default()
@@ -356,7 +364,7 @@ pub(crate) async fn before_command(engine: &Engine, session: &Session, argv: &[S
         what.push('…');
     }
     let what = what.replace(['\n', '\r'], " ");
-    match take(Some(engine), session, &taking, &what).await {
+    match take(Some(engine), session, kept, &taking, &what).await {
         Ok(cp) => eprintln!(
             "{} checkpoint {} before this command; `yolo rollback{} {}` undoes it",
             console::style("yolo:").bold(),
