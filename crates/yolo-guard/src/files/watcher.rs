@@ -23,6 +23,10 @@
 //! link to one or to a folder above it (`.git/hooks -> ../tools/hooks`), is sensitive as well,
 //! and its record names the sensitive paths (`links`).
 //!
+//! The paths the watcher holds are the agent's to name, so every table of them has a budget of
+//! bytes (`Budget`), and no path past [`MAX_PATH`] is looked at: what does not fit is counted
+//! (`over_memory`, `unrecorded`), never held, so the guard cannot be made to run out of memory.
+//!
 //! Folders past the inotify watch limit are watched once there is room again: the first
 //! `MAX_SKIPPED` left out one by one, and, when more were left out, by a walk of the whole
 //! workspace. Folders deeper than `PATH_MAX` are reached through descriptors of folders above
@@ -51,7 +55,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -70,8 +74,26 @@ const FOLD_WINDOW: Duration = Duration::from_secs(2);
 const TICK: Duration = Duration::from_millis(100);
 /// Events taken from the queue between two looks at what is due.
 const BATCH: usize = 20_000;
-/// Events waiting between notify's thread and the watcher's, at most (a few MiB).
+/// Events waiting between notify's thread and the watcher's, at most, and the bytes of their
+/// paths (`Budget`).
 const QUEUE: usize = 32_768;
+const QUEUE_BYTES: usize = 8 << 20;
+/// What the watcher's tables may hold of the paths the agent names (`Budget`): folders watched
+/// (notify keeps two copies of each more), folders left out to watch later, folders a walk has
+/// yet to read, paths being debounced, folders being folded, and sensitive files and links.
+const WATCHED_BYTES: usize = 16 << 20;
+const SKIPPED_BYTES: usize = 2 << 20;
+const WALK_BYTES: usize = 8 << 20;
+const PENDING_BYTES: usize = 12 << 20;
+const BUCKET_BYTES: usize = 4 << 20;
+const KNOWN_BYTES: usize = 8 << 20;
+/// The longest path (full, in bytes) the watcher looks at: a folder deeper is left out as too
+/// deep, a change there is not recorded (and counted). Paths past `PATH_MAX` are reached
+/// through descriptors, so without it a path, and every table entry holding one, could be
+/// megabytes long.
+const MAX_PATH: usize = 16 << 10;
+/// What a table spends on an entry besides its path's bytes, about.
+const ENTRY: usize = 128;
 /// How long the guard's start waits for the folders already there to be watched, so the agent
 /// does not start before: about 30 µs a folder (measured), so 2 s covers some 60,000 folders;
 /// a larger workspace is watched on while the agent starts.
@@ -150,6 +172,49 @@ impl Drop for FileWatcher {
     }
 }
 
+/// Bytes of the paths one of the watcher's tables holds, within that table's budget. The agent
+/// names the paths: long ones by the ten thousand (70,000 folders of 3.5 KiB paths, made in
+/// two seconds) filled the guard's 256 MiB until it was killed, taking the session with it.
+/// What does not fit is left out and counted, as at the watch cap.
+#[derive(Debug)]
+struct Budget {
+    used: usize,
+    max: usize,
+}
+
+impl Budget {
+    fn new(max: usize) -> Budget {
+        Budget { used: 0, max }
+    }
+
+    /// Whether a path of `len` bytes fits.
+    fn fits(&self, len: usize) -> bool {
+        self.used + len + ENTRY <= self.max
+    }
+
+    /// Room for a path of `len` bytes taken; false, and nothing taken, without room.
+    fn take(&mut self, len: usize) -> bool {
+        if !self.fits(len) {
+            return false;
+        }
+        self.used += len + ENTRY;
+        true
+    }
+
+    /// A path of `len` bytes taken before is let go.
+    fn give(&mut self, len: usize) {
+        self.used = self.used.saturating_sub(len + ENTRY);
+    }
+}
+
+/// The bytes of an event's paths, as the queue's budget counts them.
+fn event_bytes(event: &notify::Result<notify::Event>) -> usize {
+    match event {
+        Ok(event) => event.paths.iter().map(|p| p.as_os_str().len()).sum(),
+        Err(_) => 0,
+    }
+}
+
 /// Start watching `config.root` in a thread of its own, once the folders there are watched (or
 /// [`FIRST_WALK`] passed). A failure is recorded as a `guard`
 /// event (`file_watch_failed`) in the guard's log and is not fatal: the firewall goes on.
@@ -187,11 +252,18 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
     // an unbounded channel behind it grew until the guard was killed for its memory (a loop
     // exchanging two names, about a million events a second). Past `QUEUE`, events are
     // dropped and counted as an overflow, as the kernel's own queue does.
+    // The paths' bytes are bounded too (`QUEUE_BYTES`): each can be kilobytes long.
     let (tx, rx) = mpsc::sync_channel(QUEUE);
     let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counted = Arc::clone(&dropped);
+    let queued = Arc::new(AtomicUsize::new(0));
+    let held = Arc::clone(&queued);
     let handler = move |event: notify::Result<notify::Event>| {
-        if let Err(mpsc::TrySendError::Full(_)) = tx.try_send(event) {
+        let bytes = event_bytes(&event) + ENTRY;
+        if held.fetch_add(bytes, Ordering::Relaxed) + bytes > QUEUE_BYTES
+            || tx.try_send(event).is_err()
+        {
+            held.fetch_sub(bytes, Ordering::Relaxed);
             counted.fetch_add(1, Ordering::Relaxed);
         }
     };
@@ -214,18 +286,23 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
                 changes,
                 writer,
                 over_limit: 0,
+                over_memory: 0,
                 unreadable: 0,
                 too_deep: 0,
                 left_out: Vec::new(),
                 reported_unwatched: (0, 0),
                 overflows: 0,
                 dropped,
+                queued,
                 reported_overflows: 0,
+                reported_shed: 0,
                 watches: 0,
                 cap: watch_cap(),
                 counted: Instant::now(),
                 watched: BTreeSet::new(),
+                watched_bytes: Budget::new(WATCHED_BYTES),
                 skipped: VecDeque::new(),
+                skipped_bytes: Budget::new(SKIPPED_BYTES),
                 lost: false,
                 next_rewalk: Instant::now(),
             };
@@ -376,8 +453,10 @@ struct Run {
     changes: Changes,
     writer: Writer,
     /// Folders that could not be watched: past the inotify limit, unreadable to the guard's
-    /// root (it has no `DAC_READ_SEARCH`), or deeper than the descriptors held reach.
+    /// root (it has no `DAC_READ_SEARCH`), or deeper than the descriptors held reach; and
+    /// left out because the tables of paths were full (`Budget`).
     over_limit: u64,
+    over_memory: u64,
     unreadable: u64,
     too_deep: u64,
     /// The first folders left out (relative), for the record.
@@ -388,7 +467,11 @@ struct Run {
     overflows: u64,
     /// Events dropped at the full queue between notify and this thread (each an overflow).
     dropped: Arc<std::sync::atomic::AtomicU64>,
+    /// The bytes of the events in the queue (`QUEUE_BYTES`).
+    queued: Arc<AtomicUsize>,
     reported_overflows: u64,
+    /// `Changes::shed` at the last `file_watch_overflow`.
+    reported_shed: u64,
     /// Watches taken (an upper bound between two counts from the kernel), the most this guard
     /// takes, and when they were last counted.
     watches: u64,
@@ -397,8 +480,10 @@ struct Run {
     /// The folders watched, by full path (as notify forgets a folder removed or moved away, and
     /// what is below it, so does this).
     watched: BTreeSet<PathBuf>,
+    watched_bytes: Budget,
     /// Folders left out at the cap, oldest first (at most `MAX_SKIPPED`).
     skipped: VecDeque<PathBuf>,
+    skipped_bytes: Budget,
     /// A folder left out at the cap was not remembered, or events were lost (an overflow): the
     /// whole workspace is walked again once there is room, not before `next_rewalk`.
     lost: bool,
@@ -459,6 +544,8 @@ impl Run {
     }
 
     fn take(&mut self, event: notify::Result<notify::Event>) {
+        self.queued
+            .fetch_sub(event_bytes(&event) + ENTRY, Ordering::Relaxed);
         let event = match event {
             Ok(event) => event,
             Err(e) => {
@@ -481,6 +568,11 @@ impl Run {
         let Some(path) = paths.first().cloned() else {
             return;
         };
+        if paths.iter().any(|p| p.as_os_str().len() > MAX_PATH) {
+            // Below a folder left out as too deep: not watched, so not seen again either.
+            self.changes.shed += 1;
+            return;
+        }
         let Some(r) = rel(&path) else { return };
         match event.kind {
             Kind::Create(kind) => {
@@ -547,6 +639,7 @@ impl Run {
             .cloned()
             .collect();
         for path in gone {
+            self.watched_bytes.give(path.as_os_str().len());
             self.watched.remove(&path);
         }
         self.fs.forget_below(dir);
@@ -555,10 +648,21 @@ impl Run {
     /// Watch `dir` and every folder below it; with `new`, what is already in a folder that was
     /// not watched was written before its watch existed, so it is recorded as created.
     fn watch_tree(&mut self, dir: &Path, new: bool) {
+        // The folders yet to be read, within `WALK_BYTES`: one folder can hold a hundred
+        // thousand with long names. One that does not fit is left out as at the watch cap,
+        // and the workspace walked again later (`rewatch`).
+        let mut to_read = Budget::new(WALK_BYTES);
+        to_read.take(dir.as_os_str().len());
         let mut stack = vec![dir.to_path_buf()];
         while let Some(dir) = stack.pop() {
+            to_read.give(dir.as_os_str().len());
             let rel = relative(&self.fs.root, &dir).unwrap_or_default();
             if SKIPPED.iter().any(|s| rel == *s) {
+                continue;
+            }
+            if dir.as_os_str().len() > MAX_PATH {
+                self.too_deep += 1;
+                self.note_left_out(&rel);
                 continue;
             }
             let at = match self.fs.reach(&dir) {
@@ -575,15 +679,21 @@ impl Run {
             }
             let known = self.watched.contains(&dir);
             if !known {
-                if !self.room_for_a_watch() {
+                if !self.room_for_a_watch(dir.as_os_str().len()) {
                     // Nor are the folders below it walked: the agent may have made them by the
-                    // hundred thousand. `over_limit` counts at least this one; it is watched
-                    // (and walked) once there is room (`rewatch`), so that filling the cap,
-                    // making a folder and removing the filler does not leave that folder
-                    // unwatched.
-                    self.over_limit += 1;
+                    // hundred thousand. `over_limit` (or `over_memory`, past `WATCHED_BYTES`)
+                    // counts at least this one; it is watched (and walked) once there is room
+                    // (`rewatch`), so that filling the cap, making a folder and removing the
+                    // filler does not leave that folder unwatched.
+                    if self.watched_bytes.fits(dir.as_os_str().len()) {
+                        self.over_limit += 1;
+                    } else {
+                        self.over_memory += 1;
+                    }
                     self.note_left_out(&rel);
-                    if self.skipped.len() < MAX_SKIPPED {
+                    if self.skipped.len() < MAX_SKIPPED
+                        && self.skipped_bytes.take(dir.as_os_str().len())
+                    {
                         self.skipped.push_back(dir);
                     } else {
                         self.lost = true;
@@ -593,6 +703,7 @@ impl Run {
                 match self.watcher.watch(&at, RecursiveMode::NonRecursive) {
                     Ok(()) => {
                         self.watches += 1;
+                        self.watched_bytes.take(dir.as_os_str().len());
                         self.watched.insert(dir.clone());
                     }
                     Err(e) => match &e.kind {
@@ -631,13 +742,21 @@ impl Run {
                 }
                 // Symbolic links are not followed: their targets are not the workspace's.
                 if kind.is_dir() {
-                    stack.push(path);
+                    if to_read.take(path.as_os_str().len()) {
+                        stack.push(path);
+                    } else {
+                        self.over_memory += 1;
+                        let rel = relative(&self.fs.root, &path).unwrap_or_default();
+                        self.note_left_out(&rel);
+                        self.lost = true;
+                    }
                 }
             }
         }
     }
 
     fn note_left_out(&mut self, rel: &str) {
+        // At most `MAX_PATH` and a name long: the walk reaches no folder deeper.
         let rel = if rel.is_empty() { "." } else { rel };
         if self.left_out.len() < NAMED && !self.left_out.iter().any(|l| l == rel) {
             self.left_out.push(rel.to_string());
@@ -648,16 +767,22 @@ impl Run {
     /// now was written while it had no watch, so it is recorded as created. When more were
     /// left out than remembered, the whole workspace is walked for them.
     fn rewatch(&mut self) {
-        while !self.skipped.is_empty() && self.room_for_a_watch() {
+        // Room for the folder in front, not just any: one that does not fit would go back to
+        // the end of the queue, round and round.
+        while let Some(len) = self.skipped.front().map(|d| d.as_os_str().len()) {
+            if !self.room_for_a_watch(len) {
+                break;
+            }
             let Some(dir) = self.skipped.pop_front() else {
                 break;
             };
+            self.skipped_bytes.give(len);
             self.watch_tree(&dir, true);
         }
         if self.lost
             && self.skipped.is_empty()
             && Instant::now() >= self.next_rewalk
-            && self.room_for_a_watch()
+            && self.room_for_a_watch(0)
         {
             self.lost = false;
             let started = Instant::now();
@@ -667,9 +792,13 @@ impl Run {
         }
     }
 
-    /// Whether another watch stays within the cap. At the cap the watches are counted again
-    /// from the kernel (at most once a `RECOUNT`): folders removed since gave theirs back.
-    fn room_for_a_watch(&mut self) -> bool {
+    /// Whether another watch, of a folder whose path is `len` bytes long, stays within the cap
+    /// and `WATCHED_BYTES`. At the cap the watches are counted again from the kernel (at most
+    /// once a `RECOUNT`): folders removed since gave theirs back.
+    fn room_for_a_watch(&mut self, len: usize) -> bool {
+        if !self.watched_bytes.fits(len) {
+            return false;
+        }
         if self.watches < self.cap {
             return true;
         }
@@ -684,26 +813,32 @@ impl Run {
 
     /// A `file_watch_overflow` record (at most one a flush) when the queue overflowed again.
     fn report_overflows(&mut self) {
-        // A run of dropped events is one overflow, as one of the kernel's queue is.
-        if self.dropped.swap(0, Ordering::Relaxed) > 0 {
+        // A run of dropped events is one overflow, as one of the kernel's queue is; so is a
+        // run of changes the full tables could not keep (`Changes::shed`).
+        let shed = self.changes.shed;
+        if self.dropped.swap(0, Ordering::Relaxed) > 0 || shed > self.reported_shed {
             self.overflows += 1;
             // A folder made meanwhile may have lost its one event: walked again (`rewatch`).
             self.lost = true;
         }
+        self.reported_shed = shed;
         if self.overflows == self.reported_overflows {
             return;
         }
         self.reported_overflows = self.overflows;
         self.write(guard_event(
             "file_watch_overflow",
-            [("count", self.overflows.into())],
+            [
+                ("count", self.overflows.into()),
+                ("unrecorded", shed.into()),
+            ],
         ));
     }
 
     /// A `file_watch_incomplete` record when more folders went unwatched, or more sensitive
     /// files or links untracked, since the last one.
     fn report_unwatched(&mut self) {
-        let unwatched = self.over_limit + self.unreadable + self.too_deep;
+        let unwatched = self.over_limit + self.over_memory + self.unreadable + self.too_deep;
         let untracked = self.changes.known.untracked;
         if (unwatched, untracked) == self.reported_unwatched {
             return;
@@ -715,6 +850,7 @@ impl Run {
             [
                 ("unwatched_folders", unwatched.into()),
                 ("over_limit", self.over_limit.into()),
+                ("over_memory", self.over_memory.into()),
                 ("unreadable", self.unreadable.into()),
                 ("too_deep", self.too_deep.into()),
                 ("left_out", self.left_out.clone().into()),
@@ -846,8 +982,10 @@ struct Known {
     /// Link (relative) -> what it leads to (relative, `""` for the root), and back.
     links: HashMap<String, String>,
     targets: HashMap<String, BTreeSet<String>>,
-    /// Sensitive files and links not tracked past `MAX_KNOWN` and `MAX_LINKS`.
+    /// Sensitive files and links not tracked past `MAX_KNOWN`, `MAX_LINKS` or `KNOWN_BYTES`.
     untracked: u64,
+    /// The bytes of the names held (each twice: by name, and by file or target).
+    bytes: Budget,
     /// Bytes walks may still read to hash sensitive files (`FIRST_HASH_BUDGET`).
     walk_budget: u64,
     /// Keys of the content hash, random per guard: the agent cannot aim at a collision.
@@ -862,6 +1000,7 @@ impl Known {
             links: HashMap::new(),
             targets: HashMap::new(),
             untracked: 0,
+            bytes: Budget::new(KNOWN_BYTES),
             walk_budget: FIRST_HASH_BUDGET,
             keys: std::collections::hash_map::RandomState::new(),
         }
@@ -909,18 +1048,29 @@ impl Known {
             return;
         }
         let print = self.print(meta, at, hash);
+        let mut kept = Vec::with_capacity(names.len());
         for name in names {
             if self.paths.get(name).is_some_and(|k| *k != key) {
                 self.forget(name);
             }
-            self.paths.insert(name.clone(), key);
+            if !self.paths.contains_key(name) {
+                if !self.bytes.take(2 * name.len()) {
+                    self.untracked += 1;
+                    continue;
+                }
+                self.paths.insert(name.clone(), key);
+            }
+            kept.push(name.clone());
+        }
+        if kept.is_empty() {
+            return;
         }
         let file = self.files.entry(key).or_insert_with(|| KnownFile {
             print: print.clone(),
             paths: BTreeSet::new(),
         });
         file.print = print;
-        file.paths.extend(names.iter().cloned());
+        file.paths.extend(kept);
     }
 
     /// `name` is no longer the file it was.
@@ -928,6 +1078,7 @@ impl Known {
         let Some(key) = self.paths.remove(name) else {
             return;
         };
+        self.bytes.give(2 * name.len());
         if let Some(file) = self.files.get_mut(&key) {
             file.paths.remove(name);
             if file.paths.is_empty() {
@@ -990,6 +1141,7 @@ impl Known {
     /// `rel` is a link (tracked, with what it leads to inside the workspace) or no longer one.
     fn track_link(&mut self, rel: &str, meta: Option<&Metadata>, fs: &Fs) {
         if let Some(target) = self.links.remove(rel) {
+            self.bytes.give(2 * (rel.len() + target.len()));
             if let Some(links) = self.targets.get_mut(&target) {
                 links.remove(rel);
                 if links.is_empty() {
@@ -1015,7 +1167,7 @@ impl Known {
         else {
             return;
         };
-        if self.links.len() >= MAX_LINKS {
+        if self.links.len() >= MAX_LINKS || !self.bytes.take(2 * (rel.len() + target.len())) {
             self.untracked += 1;
             return;
         }
@@ -1034,8 +1186,12 @@ struct Changes {
     /// The folders the sensitive globs reach into: a link there is tracked.
     folders: GlobSet,
     pending: HashMap<String, Pending>,
+    pending_bytes: Budget,
     buckets: HashMap<(String, Change), Bucket>,
+    bucket_bytes: Budget,
     known: Known,
+    /// Changes not recorded: `pending` was full, or the path too long (`MAX_PATH`).
+    shed: u64,
 }
 
 impl Changes {
@@ -1044,8 +1200,11 @@ impl Changes {
             sensitive,
             folders,
             pending: HashMap::new(),
+            pending_bytes: Budget::new(PENDING_BYTES),
             buckets: HashMap::new(),
+            bucket_bytes: Budget::new(BUCKET_BYTES),
             known: Known::new(),
+            shed: 0,
         }
     }
 
@@ -1072,15 +1231,27 @@ impl Changes {
     }
 
     fn offer(&mut self, path: String, change: Change, from: Option<String>, now: DateTime<Utc>) {
+        let from_len = |from: &Option<String>| from.as_ref().map_or(0, String::len);
         match self.pending.get_mut(&path) {
             Some(p) => {
                 p.change = p.change.then(change);
                 if from.is_some() {
-                    p.from = from;
+                    self.pending_bytes.give(from_len(&p.from));
+                    if self.pending_bytes.take(from_len(&from)) {
+                        p.from = from;
+                    } else {
+                        self.pending_bytes.take(from_len(&p.from));
+                        self.shed += 1;
+                    }
                 }
                 p.last = now;
             }
             None => {
+                // Full: not recorded, but counted (`file_watch_overflow`).
+                if !self.pending_bytes.take(path.len() + from_len(&from)) {
+                    self.shed += 1;
+                    return;
+                }
                 self.pending.insert(
                     path,
                     Pending {
@@ -1094,9 +1265,17 @@ impl Changes {
         }
     }
 
+    /// `path`'s pending change taken out, its bytes given back.
+    fn take_pending(&mut self, path: &str) -> Option<Pending> {
+        let p = self.pending.remove(path)?;
+        self.pending_bytes
+            .give(path.len() + p.from.as_ref().map_or(0, String::len));
+        Some(p)
+    }
+
     fn renamed(&mut self, from: &str, to: String, now: DateTime<Utc>) {
         // A path created and renamed within the debounce appears under its new name.
-        let was = self.pending.remove(from);
+        let was = self.take_pending(from);
         match was {
             Some(p) if p.change == Change::Created => self.offer(to, Change::Created, None, now),
             _ => self.offer(to, Change::Renamed, Some(from.to_string()), now),
@@ -1133,7 +1312,7 @@ impl Changes {
         ready.sort();
         let mut out = vec![];
         for (_, path) in ready {
-            let Some(mut p) = self.pending.remove(&path) else {
+            let Some(mut p) = self.take_pending(&path) else {
                 continue;
             };
             let at = fs.short(&fs.root.join(&path));
@@ -1194,17 +1373,29 @@ impl Changes {
                     b.last = p.last;
                     b.seen = now;
                 }
-                _ => {
-                    self.buckets.insert(
-                        (folder, p.change),
-                        Bucket {
-                            count: 0,
-                            size: 0,
-                            first: now,
-                            last: now,
-                            seen: now,
-                        },
-                    );
+                Some(b) => {
+                    // Quiet long enough: written as it is, and folding starts again.
+                    b.count = 0;
+                    b.size = 0;
+                    b.first = now;
+                    b.last = now;
+                    b.seen = now;
+                    out.push(record(path, p.change, p.from, size, false, vec![]));
+                }
+                None => {
+                    // With no room for another folder, its changes are written one by one.
+                    if self.bucket_bytes.take(folder.len()) {
+                        self.buckets.insert(
+                            (folder, p.change),
+                            Bucket {
+                                count: 0,
+                                size: 0,
+                                first: now,
+                                last: now,
+                                seen: now,
+                            },
+                        );
+                    }
                     out.push(record(path, p.change, p.from, size, false, vec![]));
                 }
             }
@@ -1267,8 +1458,14 @@ impl Changes {
             b.count = 0;
             b.size = 0;
         }
-        self.buckets
-            .retain(|_, b| b.count > 0 || now - b.seen < fold_window);
+        let bytes = &mut self.bucket_bytes;
+        self.buckets.retain(|(folder, _), b| {
+            let keep = b.count > 0 || now - b.seen < fold_window;
+            if !keep {
+                bytes.give(folder.len());
+            }
+            keep
+        });
         out
     }
 }

@@ -669,3 +669,97 @@ fn deep_folders_past_the_descriptors_held_are_named_in_the_incomplete_record() {
         assert!(path.starts_with("ddd") && path.len() > SHORT, "{path}");
     }
 }
+
+/// Folders with long paths by the thousand (an agent made 70,000 of 3.5 KiB in two seconds and
+/// the guard was killed for its memory): past what the watcher's tables may hold, they are left
+/// out and counted (`over_memory`), and the watcher goes on recording the folders it watches.
+#[test]
+fn long_paths_by_the_thousand_are_left_out_within_the_watchers_memory() {
+    let setup = Setup::new();
+    // A trunk of 3,133 bytes, and 5,000 folders of 240-byte names below it: 17 MiB of paths,
+    // past `WATCHED_BYTES` (and what a walk may hold at once).
+    let trunk = deep_folders(setup.work.path(), &"t".repeat(240), 13);
+    for i in 0..5_000 {
+        fs::create_dir(under(&trunk, &format!("{i:0>240}"))).unwrap();
+    }
+    fs::create_dir(setup.path("src")).unwrap();
+    let watcher = setup.start();
+    fs::write(setup.path("src/after.txt"), "x").unwrap();
+    pause();
+    drop(watcher);
+    let text = fs::read_to_string(setup.logs.path().join("s.files.jsonl")).unwrap();
+    let incomplete: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["status"] == "file_watch_incomplete")
+        .unwrap_or_else(|| panic!("no file_watch_incomplete record"));
+    let details = &incomplete["details"];
+    assert!(details["over_memory"].as_u64().unwrap() > 0, "{details}");
+    assert_eq!(details["over_limit"], 0, "{details}");
+    assert_eq!(records_of(&setup, "src/after.txt").len(), 1);
+}
+
+/// The tables of paths being debounced, folded and known stay within their budgets however
+/// many long paths the agent changes, and what they cannot hold is counted, not lost silently.
+#[test]
+fn the_debounce_fold_and_known_tables_stay_within_their_budgets() {
+    let now = Utc::now();
+    let long = "p".repeat(4_000);
+    let mut changes = Changes::new(GlobSet::empty(), GlobSet::empty());
+    for i in 0..10_000 {
+        changes.offer(format!("{long}/{i}"), Change::Created, None, now);
+    }
+    assert!(changes.pending_bytes.used <= PENDING_BYTES);
+    let held = changes.pending.len();
+    assert!(held > 1_000 && held < 10_000, "{held}");
+    assert_eq!(changes.shed, (10_000 - held) as u64);
+    // Renamed from long names: the source names count too.
+    let before = changes.shed;
+    changes.offer("0".into(), Change::Renamed, Some(long.clone()), now);
+    assert_eq!(changes.shed, before + 1);
+    // What settles gives its bytes back: room again.
+    let fs = Fs::new(std::env::temp_dir());
+    let later = now + chrono::Duration::seconds(10);
+    let _ = changes.settled(later, true, &fs);
+    assert!(changes.pending.is_empty());
+    assert_eq!(changes.pending_bytes.used, 0);
+    changes.offer("a".into(), Change::Created, None, later);
+    assert_eq!(changes.pending.len(), 1);
+
+    // One folder each: folded by folder within `BUCKET_BYTES`, the rest written one by one.
+    let mut changes = Changes::new(GlobSet::empty(), GlobSet::empty());
+    let n = 3_000;
+    for i in 0..n {
+        changes.offer(format!("{long}{i}/f"), Change::Created, None, now);
+    }
+    let written = changes.settled(later, true, &fs);
+    assert_eq!(written.len(), n);
+    assert!(changes.bucket_bytes.used <= BUCKET_BYTES);
+    assert!(changes.buckets.len() < n, "{}", changes.buckets.len());
+    let _ = changes.flush(later + chrono::Duration::seconds(10));
+    assert!(changes.buckets.is_empty());
+    assert_eq!(changes.bucket_bytes.used, 0);
+}
+
+/// Sensitive files known by name stay within `KNOWN_BYTES`; past it they are counted as
+/// untracked, and forgetting them gives the room back.
+#[test]
+fn sensitive_files_known_by_name_stay_within_their_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    fs::write(&file, "x").unwrap();
+    let meta = fs::symlink_metadata(&file).unwrap();
+    let mut known = Known::new();
+    let long = "k".repeat(4_000);
+    let names: Vec<String> = (0..2_000).map(|i| format!("{long}{i}/.envrc")).collect();
+    known.remember(&names, &meta, &file, false);
+    assert!(known.bytes.used <= KNOWN_BYTES);
+    assert!(known.untracked > 0);
+    let kept = known.paths.len();
+    assert_eq!(known.untracked as usize, names.len() - kept);
+    for name in &names {
+        known.forget(name);
+    }
+    assert_eq!(known.bytes.used, 0);
+    assert!(known.files.is_empty());
+}

@@ -174,6 +174,12 @@ fn gap_words(kind: &EventKind) -> Option<String> {
                     detail("max_user_watches")
                 ));
             }
+            if count("over_memory") > 0 {
+                why.push(format!(
+                    "{} left out to keep the guard's memory bounded (long paths by the thousand; remove the folders the agent made)",
+                    count("over_memory")
+                ));
+            }
             if count("unreadable") > 0 {
                 why.push(format!(
                     "{} the guard may not read (make them readable by others, mode o+rx)",
@@ -215,7 +221,15 @@ fn gap_words(kind: &EventKind) -> Option<String> {
             Some(text)
         }
         "file_watch_overflow" => {
-            Some("the file audit missed changes: the kernel's inotify queue overflowed".to_string())
+            let unrecorded = details
+                .get("unrecorded")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0);
+            let mut text = "the file audit missed changes: the kernel's inotify queue or the guard's own queues overflowed".to_string();
+            if unrecorded > 0 {
+                text.push_str(&format!(" ({unrecorded} changes seen but not recorded)"));
+            }
+            Some(text)
         }
         _ => None,
     }

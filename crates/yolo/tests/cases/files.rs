@@ -239,6 +239,69 @@ fn the_file_record_sees_mmap_writes_hard_links_and_files_past_path_max() {
     assert_eq!(deep_record["size"], "export B=1\n".len(), "{deep_record}");
 }
 
+/// ATTACK: root in the agent makes 70,000 folders with 3.5 KiB paths (two seconds) so that the
+/// guard's watcher, holding each path in its tables and in notify's, runs out of memory: the
+/// guard was killed within seconds, taking the session with it. The guard keeps running with
+/// its memory bounded, says which folders it left out, and goes on recording the rest.
+#[test]
+fn long_paths_by_the_ten_thousand_do_not_exhaust_the_guards_memory() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.up(&[]);
+    let guard = t.guard_ids().pop().expect("a guard");
+    let flood = r#"my $n = "a" x 240; my $p = "deep"; mkdir $p;
+        for my $i (1..13) { $p .= "/$n$i"; mkdir $p or die "$p: $!" }
+        chdir $p or die; for my $i (1..70000) { mkdir(sprintf("%s%06d", "b" x 240, $i)) or die "$i: $!" }"#;
+    t.yolo(&["exec", "--", "perl", "-e", flood]).ok();
+    let mut most = 0u64;
+    for _ in 0..8 {
+        std::thread::sleep(Duration::from_secs(1));
+        most = most.max(guard_memory(&guard));
+    }
+    let state = docker(&[
+        "inspect",
+        "-f",
+        "{{.State.Running}} {{.State.OOMKilled}}",
+        &guard,
+    ]);
+    eprintln!("the guard's memory at most: {} KiB", most >> 10);
+    assert_eq!(state.trim(), "true false", "the guard is down");
+    assert!(
+        most < 160 << 20,
+        "the guard's memory reached {} MiB",
+        most >> 20
+    );
+    t.yolo(&["exec", "--", "sh", "-c", "echo x > after.txt"])
+        .ok();
+    std::thread::sleep(Duration::from_secs(2));
+    let out = t.yolo(&["audit", "--json", "--kind", "guard"]).ok();
+    out.assert_stdout_contains("file_watch_incomplete");
+    out.assert_stdout_contains("over_memory");
+    let records = file_records(&t);
+    assert!(
+        records.iter().any(|r| r["path"] == "after.txt"),
+        "a change after the flood is not recorded"
+    );
+}
+
+/// The guard container's memory (`docker stats`), in bytes.
+fn guard_memory(guard: &str) -> u64 {
+    let usage = docker(&["stats", "--no-stream", "--format", "{{.MemUsage}}", guard]);
+    let mib = usage.split('/').next().unwrap_or("").trim().to_string();
+    let value: f64 = mib
+        .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+        .parse()
+        .unwrap_or(0.0);
+    let bytes = if mib.ends_with("GiB") {
+        value * 1024.0 * 1024.0 * 1024.0
+    } else if mib.ends_with("MiB") {
+        value * 1024.0 * 1024.0
+    } else {
+        value * 1024.0
+    };
+    bytes as u64
+}
+
 /// ATTACK: root in the agent exchanges two names as fast as it can (`renameat2`, no fork:
 /// about a million inotify events a second) to make the guard's watcher hold every event
 /// until the guard is killed for its memory (it was, within a minute: the session's firewall,
@@ -270,20 +333,7 @@ fn a_flood_of_renames_does_not_exhaust_the_guards_memory() {
     let mut most = 0u64;
     for _ in 0..20 {
         std::thread::sleep(Duration::from_secs(1));
-        let usage = docker(&["stats", "--no-stream", "--format", "{{.MemUsage}}", &guard]);
-        let mib = usage.split('/').next().unwrap_or("").trim().to_string();
-        let value: f64 = mib
-            .trim_end_matches(|c: char| c.is_ascii_alphabetic())
-            .parse()
-            .unwrap_or(0.0);
-        let bytes = if mib.ends_with("GiB") {
-            value * 1024.0 * 1024.0 * 1024.0
-        } else if mib.ends_with("MiB") {
-            value * 1024.0 * 1024.0
-        } else {
-            value * 1024.0
-        };
-        most = most.max(bytes as u64);
+        most = most.max(guard_memory(&guard));
     }
     let state = docker(&[
         "inspect",
