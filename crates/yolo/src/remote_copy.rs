@@ -163,7 +163,7 @@ pub(crate) async fn bring_back(
     taking: &Taking,
     writer: Option<&Writer>,
 ) -> Result<Option<Brought>> {
-    let Some((agent, target)) = copy_in_agent(engine, located).await? else {
+    let Some(copy) = CopyAt::find(engine, located).await? else {
         return Ok(None);
     };
     let branch = match &located.copy {
@@ -179,8 +179,8 @@ pub(crate) async fn bring_back(
         brought,
         skipped,
         watched,
-    } = engine
-        .download_with(&agent.id, &target, move |tar| {
+    } = copy
+        .read(engine, move |tar| {
             remote::bring_back(&repo, tar, &branch, limits, &watch)
         })
         .await
@@ -244,18 +244,67 @@ pub(crate) fn keep_collecting(located: Located, every: std::time::Duration) -> A
     }))
 }
 
-/// The session's agent container and where the copy's volume is mounted in it; `None` when
-/// there is no agent or it does not mount the copy.
-async fn copy_in_agent(
-    engine: &Engine,
-    located: &Located,
-) -> Result<Option<(crate::engine::Container, String)>> {
-    let volume = remote::workspace_volume(&located.devcontainer_id);
-    let Some(agent) = engine.find(&located.owner()).await?.agent else {
-        return Ok(None);
-    };
-    let target = engine.volume_mount_point(&agent.id, &volume).await?;
-    Ok(target.map(|target| (agent, target)))
+/// Where the session's copy is read: a container mounting its volume (the session's agent,
+/// or a helper made for the read), and the volume's place in it.
+struct CopyAt {
+    container: String,
+    target: String,
+    /// The container is a helper, removed once read.
+    helper: bool,
+}
+
+impl CopyAt {
+    /// The session's agent container and where the copy's volume is mounted in it; without
+    /// one (`down --remove` took the containers and kept the volume, as it does when the work
+    /// could not be brought back), a helper mounting the volume. `None` when there is no copy.
+    async fn find(engine: &Engine, located: &Located) -> Result<Option<CopyAt>> {
+        let volume = remote::workspace_volume(&located.devcontainer_id);
+        if let Some(agent) = engine.find(&located.owner()).await?.agent {
+            if let Some(target) = engine.volume_mount_point(&agent.id, &volume).await? {
+                return Ok(Some(CopyAt {
+                    container: agent.id,
+                    target,
+                    helper: false,
+                }));
+            }
+        }
+        if located.copy_reason()?.is_none() || !engine.volume_exists(&volume).await? {
+            return Ok(None);
+        }
+        // Any image does for a container that is never started: the guard's, which yolo makes
+        // without a registry.
+        let guard =
+            crate::settings::GuardSettings::resolve(&crate::user_config::UserConfig::load()?)?;
+        let image = engine
+            .ensure_guard_image(&guard.base_image, guard.image.as_deref())
+            .await?;
+        let (container, target) = engine
+            .volume_reader(&volume, &located.devcontainer_id, &image)
+            .await?;
+        Ok(Some(CopyAt {
+            container,
+            target,
+            helper: true,
+        }))
+    }
+
+    /// The copy's archive handed to `read`; a helper is removed after, whatever the read gave.
+    async fn read<T: Send + 'static>(
+        self,
+        engine: &Engine,
+        read: impl FnOnce(&mut dyn std::io::Read) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let out = engine
+            .download_with(&self.container, &self.target, read)
+            .await;
+        if self.helper {
+            let removed = engine.remove_container(&self.container, true).await;
+            let out = out?;
+            removed?;
+            return Ok(out);
+        }
+        out
+    }
 }
 
 /// What `yolo sync` would bring from the session's copy ([`remote::preview`]), read from the
@@ -265,15 +314,12 @@ pub(crate) async fn preview(
     located: &Located,
     taking: &Taking,
 ) -> Result<Option<remote::Preview>> {
-    let Some((agent, target)) = copy_in_agent(engine, located).await? else {
+    let Some(copy) = CopyAt::find(engine, located).await? else {
         return Ok(None);
     };
     let repo = located.workspace.clone();
     let limits = taking.limits;
-    engine
-        .download_with(&agent.id, &target, move |tar| {
-            remote::preview(&repo, tar, limits)
-        })
+    copy.read(engine, move |tar| remote::preview(&repo, tar, limits))
         .await
         .map(Some)
 }

@@ -11,11 +11,14 @@ use crate::session::{Hold, Session};
 /// `yolo down --all`: every session of the repository (the workspace session and the named
 /// ones, of any config), found by their agents' labels, each taken down as `yolo down` takes
 /// one, one after the other; a failure is said and the rest go on (the first is the error).
+/// With `remove`, also the sessions whose containers are gone but whose volumes or networks
+/// stay (a `down --remove` without `--volumes`), found through yolo's record of the sessions.
 pub(crate) async fn execute_all(target: &Target, remove: bool, volumes: bool) -> Result<i32> {
     let located = super::locate(target)?;
     let engine = super::engine().await?;
     let workspace = located.workspace.display().to_string();
     let mut sessions = std::collections::BTreeSet::new();
+    let mut ids = std::collections::BTreeSet::new();
     for c in engine.list_managed().await? {
         if c.role != crate::engine::Role::Agent || c.workspace.as_deref() != Some(&workspace) {
             continue;
@@ -33,7 +36,33 @@ pub(crate) async fn execute_all(target: &Target, remove: bool, volumes: bool) ->
             );
             continue;
         }
+        ids.extend(c.devcontainer_id.clone());
         sessions.insert((c.config_file, c.copy));
+    }
+    if remove {
+        for (id, state) in crate::session::state::WorkspaceState::all_with_ids() {
+            if state.workspace != workspace || ids.contains(&id) {
+                continue;
+            }
+            // Its config is found again only when it is the repository's default one.
+            let one = Target {
+                workspace: Some(located.workspace.clone()),
+                config: None,
+                copy: state.copy.clone(),
+            };
+            let Ok(found) = super::locate(&one) else {
+                continue;
+            };
+            if found.devcontainer_id != id {
+                continue;
+            }
+            let made = engine.made_for(&found.owner()).await?;
+            if made.containers.is_empty() && made.networks.is_empty() && made.volumes.is_empty() {
+                continue;
+            }
+            ids.insert(id);
+            sessions.insert((Some(found.config_file.display().to_string()), state.copy));
+        }
     }
     if sessions.is_empty() {
         eprintln!(

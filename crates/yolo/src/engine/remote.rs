@@ -154,6 +154,20 @@ impl Engine {
         copied
     }
 
+    /// A container of `image`, never started, that mounts the volume `name` (the volume's
+    /// labels for `devcontainer_id`, so `down --remove` finds one left behind), and where: to
+    /// read the volume through the archive endpoint when no container of the session mounts
+    /// it any more. The caller removes it.
+    pub(crate) async fn volume_reader(
+        &self,
+        name: &str,
+        devcontainer_id: &str,
+        image: &str,
+    ) -> Result<(String, String)> {
+        let id = self.volume_helper(name, devcontainer_id, image).await?;
+        Ok((id, FILL_POINT.to_string()))
+    }
+
     /// The protected paths of the copy in `spec`'s workspace volume, bound from the volume's
     /// own folder on the engine's machine (`<Mountpoint>/<path>`): the same read-only binds a
     /// local workspace gets (`policy::protect`), where a volume cannot mount a sub-folder.

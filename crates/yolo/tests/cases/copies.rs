@@ -245,6 +245,63 @@ fn two_copies_of_one_repository_change_the_same_file_on_their_own_branches() {
         .assert_stderr_contains("is not a session name");
 }
 
+/// `down NAME --remove` keeps the copy's volume when the work could not be brought back (the
+/// user moved `yolo/NAME`), and says to run `yolo sync NAME` once that is resolved: that sync,
+/// `yolo diff NAME` and `down --all` find the copy without the session's containers, and
+/// nothing of the session is left once `down --all --remove --volumes` has brought it back.
+#[test]
+fn a_copy_kept_after_its_containers_went_is_still_brought_back_and_removed() {
+    let t = repository();
+    t.yolo(&["up", "--copy", "kept"]).ok();
+    t.yolo(&["exec", "--copy", "kept", "sh", "-c", "echo work > work.txt"])
+        .ok();
+    t.yolo(&["sync", "kept"]).ok();
+    let mine = git(
+        &t.workspace,
+        &[
+            "commit-tree",
+            "-p",
+            "yolo/kept",
+            "-m",
+            "mine",
+            "yolo/kept^{tree}",
+        ],
+    );
+    git(&t.workspace, &["update-ref", "refs/heads/yolo/kept", &mine]);
+    t.yolo(&["exec", "--copy", "kept", "sh", "-c", "echo more > more.txt"])
+        .ok();
+    t.yolo(&["down", "kept", "--remove"])
+        .ok()
+        .assert_stderr_contains("run `yolo sync kept` once that is resolved");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    let label = format!("label={LABEL}={}", t.id);
+    let volumes = || docker(&["volume", "ls", "-q", "--filter", &label]);
+    assert!(
+        volumes().contains("yolo-workspace-"),
+        "the copy's volume went"
+    );
+    // The copy is read without the session's containers: still refused over the user's branch,
+    // then brought back once it is renamed; no helper is left.
+    t.yolo(&["sync", "kept"]).fails_with(75);
+    assert_eq!(git(&t.workspace, &["rev-parse", "yolo/kept"]), mine);
+    git(
+        &t.workspace,
+        &["branch", "-m", "yolo/kept", "yolo/kept-mine"],
+    );
+    t.yolo(&["diff", "kept"])
+        .ok()
+        .assert_stdout_contains("more.txt");
+    t.yolo(&["sync", "kept"]).ok();
+    assert_eq!(git(&t.workspace, &["show", "yolo/kept:more.txt"]), "more");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+    // `down --all` finds the session by yolo's record of it, and takes its volumes away.
+    t.yolo(&["down", "--all", "--remove", "--volumes"])
+        .ok()
+        .assert_stderr_contains("session kept");
+    assert!(volumes().is_empty(), "{}", volumes());
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
 /// A named session's rollback makes its copy anew from the checkpoint: the agent's later work
 /// is gone from the copy, the repository's folder is never touched.
 #[test]
