@@ -21,7 +21,7 @@ pub(crate) async fn attach(
     extra_env: Vec<String>,
 ) -> Result<i32> {
     let located = &session.located.clone();
-    let (container, details) = match known_agent(engine, &session.state, located).await {
+    let (container, mut details) = match known_agent(engine, &session.state, located).await {
         Some(known) => known,
         None => {
             let container = running_container(engine, located).await?;
@@ -29,6 +29,10 @@ pub(crate) async fn attach(
             (container, details)
         }
     };
+    if details.paused {
+        crate::session::checkpoints::resume_paused(engine, located).await?;
+        details = engine.inspect(&container).await?;
+    }
     let settings = session.state.exec.clone().unwrap_or_default();
     let writer = session.record()?;
     let mut runner = Runner {
@@ -151,7 +155,7 @@ async fn known_agent(
 async fn running_container(engine: &Engine, located: &Located) -> Result<String> {
     let found = engine.find(&located.owner()).await?;
     match found.agent {
-        Some(c) if c.running => Ok(c.id),
+        Some(c) if c.running || c.state == "paused" => Ok(c.id),
         Some(_) => Err(Error::NotRunning(format!(
             "the container for {} is stopped; start it with `yolo up`",
             located.workspace.display()

@@ -114,6 +114,20 @@ pub(crate) async fn up(
     if let Some(merged) = merged? {
         *project = merged;
     }
+    let mut found = found;
+    let paused = |found: &Result<crate::engine::Found>| {
+        found.as_ref().is_ok_and(|f| {
+            [&f.agent, &f.guard]
+                .into_iter()
+                .flatten()
+                .any(|c| c.state == "paused")
+        })
+    };
+    if paused(&found)
+        && crate::session::checkpoints::resume_paused(engine, project.located()).await?
+    {
+        found = engine.find(&owner).await;
+    }
     // What changed in the files the host runs since yolo last looked (say, in VS Code between
     // two runs) goes to the session it happened in.
     session.report_watched()?;

@@ -160,6 +160,7 @@ impl Engine {
         .flatten();
         Ok(ContainerDetails {
             running: state.running.unwrap_or(false),
+            paused: state.paused.unwrap_or(false),
             exit_code: state.exit_code.unwrap_or_default(),
             started_at: state.started_at.unwrap_or_default(),
             env: env_map(config.env.unwrap_or_default()),

@@ -122,6 +122,8 @@ pub(crate) struct Made {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ContainerDetails {
     pub(crate) running: bool,
+    /// Paused (`docker pause`, or a checkpoint's pause left behind): running, but no exec.
+    pub(crate) paused: bool,
     pub(crate) exit_code: i64,
     /// When the current (or last) start happened, in Docker's RFC 3339 text.
     pub(crate) started_at: String,

@@ -190,6 +190,28 @@ pub(crate) async fn frozen<T: Send + 'static>(
     read
 }
 
+/// The session's containers a checkpoint left paused (one cut off past `interrupt::CLEANUP`, or
+/// a yolo killed while it read) resumed, once no checkpoint holds them: a checkpoint under way
+/// is waited for. A paused agent fails every exec, and `up` cannot start it. Whether any was.
+pub(crate) async fn resume_paused(engine: &Engine, located: &Located) -> Result<bool> {
+    let _lock = crate::lock::acquire_checkpoints(&located.devcontainer_id, "resume").await?;
+    let made = engine.made_for(&located.owner()).await?;
+    let paused: Vec<_> = made
+        .containers
+        .iter()
+        .filter(|c| c.state == "paused")
+        .collect();
+    for c in &paused {
+        engine.unpause(&c.id).await?;
+        eprintln!(
+            "{} {} was paused (by a checkpoint cut off before it ended, or by hand); resumed",
+            console::style("yolo:").bold(),
+            c.name
+        );
+    }
+    Ok(!paused.is_empty())
+}
+
 /// `work` on a thread that may block (git), its end awaited; a thread that panicked is an
 /// error of yolo's state, not a panic here.
 pub(crate) async fn blocking<T: Send + 'static>(

@@ -243,3 +243,22 @@ fn a_checkpoint_before_every_exec_undoes_one_command() {
     assert_eq!(read(&t, "README.md").as_deref(), Some("the repo\n"));
     assert!(!t.workspace.join("two.txt").exists());
 }
+
+/// A session whose containers a checkpoint left paused (cut off past the clean-up time, or
+/// yolo killed while it read) is resumed by the next `exec` or `up`, which failed on it
+/// before ("is paused", "id already in use").
+#[test]
+fn a_session_left_paused_is_resumed_by_the_next_exec_or_up() {
+    let t = repository();
+    let (_, up) = t.up(&[]);
+    let agent = up["container"]["id"].as_str().unwrap().to_string();
+    docker(&["pause", &agent]);
+    t.yolo(&["exec", "--", "echo", "ran"])
+        .ok()
+        .assert_stdout_contains("ran")
+        .assert_stderr_contains("resumed");
+    docker(&["pause", &agent]);
+    t.up(&[]);
+    assert_eq!(inspect(&agent)["State"]["Paused"], false);
+    t.yolo(&["exec", "--", "true"]).ok();
+}
