@@ -20,8 +20,11 @@ use yolo_protocol::allowlist::Ports;
 /// shortly before the set element (same timeout) expired.
 const GRACE: Duration = Duration::from_secs(60);
 
-/// Addresses remembered before the expired ones are swept: bounds memory under a wildcard flood
-/// (`*.example.com` answers many names with many addresses).
+/// Addresses, or names at an address all told, remembered before the expired ones are swept:
+/// bounds memory under a wildcard flood (`*.example.com` answers many names with many
+/// addresses, or many names with one). When the sweep leaves more than half, the names that
+/// expire first are forgotten down to half: the proxy then refuses their connections until
+/// they are looked up again (fail closed).
 const SWEEP_AT: usize = 65_536;
 
 /// What an answer made of a name at one address.
@@ -39,6 +42,43 @@ type Names = HashMap<String, (Kind, Instant)>;
 #[derive(Default)]
 pub(crate) struct Inspected {
     by_addr: Mutex<HashMap<IpAddr, Names>>,
+    /// Names at an address added since the last sweep, and left by it (an upper bound).
+    entries: std::sync::atomic::AtomicUsize,
+}
+
+/// The expired names forgotten; past half of `SWEEP_AT` (addresses or names), the ones that
+/// expire first too, down to half. The names left.
+fn sweep(map: &mut HashMap<IpAddr, Names>, now: Instant) -> usize {
+    for names in map.values_mut() {
+        names.retain(|_, (_, until)| *until > now);
+    }
+    map.retain(|_, names| !names.is_empty());
+    let mut count: usize = map.values().map(HashMap::len).sum();
+    if map.len() > SWEEP_AT / 2 || count > SWEEP_AT / 2 {
+        let mut by_expiry: Vec<(Instant, IpAddr, String)> = map
+            .iter()
+            .flat_map(|(addr, names)| {
+                names
+                    .iter()
+                    .map(move |(name, (_, until))| (*until, *addr, name.clone()))
+            })
+            .collect();
+        by_expiry.sort();
+        for (_, addr, name) in by_expiry {
+            if count <= SWEEP_AT / 2 && map.len() <= SWEEP_AT / 2 {
+                break;
+            }
+            if let Some(names) = map.get_mut(&addr) {
+                if names.remove(&name).is_some() {
+                    count -= 1;
+                }
+                if names.is_empty() {
+                    map.remove(&addr);
+                }
+            }
+        }
+    }
+    count
 }
 
 impl Inspected {
@@ -60,17 +100,19 @@ impl Inspected {
 
     fn insert(&self, name: &str, addrs: &[IpAddr], expires: Instant, kind: Kind) {
         let name = normalize(name);
+        use std::sync::atomic::Ordering;
         let mut map = self.by_addr.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        if map.len() >= SWEEP_AT {
-            for names in map.values_mut() {
-                names.retain(|_, (_, until)| *until > now);
-            }
-            map.retain(|_, names| !names.is_empty());
+        if map.len() >= SWEEP_AT || self.entries.load(Ordering::Relaxed) >= SWEEP_AT {
+            self.entries.store(sweep(&mut map, now), Ordering::Relaxed);
         }
         for addr in addrs {
+            // Expired names go at the sweep: one here would go through every name of the
+            // address on each answer (a CPU flood of its own).
             let names = map.entry(canonical(*addr)).or_default();
-            names.retain(|_, (_, until)| *until > now);
+            if !names.contains_key(&name) {
+                self.entries.fetch_add(1, Ordering::Relaxed);
+            }
             let until = match names.get(&name) {
                 // The same kind again: the later of the two expiries.
                 Some((had, until)) if *had == kind => (*until).max(expires + GRACE),
@@ -153,6 +195,28 @@ fn canonical(addr: IpAddr) -> IpAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Distinct names answered with one address (a wildcard flood) stay within `SWEEP_AT`;
+    /// the latest still passes, the first ones are forgotten (refused until looked up again).
+    #[test]
+    fn a_flood_of_names_at_one_address_stays_bounded() {
+        let names = Inspected::default();
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let later = Instant::now() + Duration::from_secs(3600);
+        for i in 0..150_000 {
+            names.record_passed(&format!("n{i}.allowed.test"), Ports::Any, &[a], later);
+        }
+        let held: usize = names
+            .by_addr
+            .lock()
+            .unwrap()
+            .values()
+            .map(HashMap::len)
+            .sum();
+        assert!(held <= SWEEP_AT, "{held}");
+        assert!(names.passes("n149999.allowed.test", a, 443));
+        assert!(!names.passes("n0.allowed.test", a, 443));
+    }
 
     #[test]
     fn a_name_is_bound_to_the_addresses_it_was_answered_with_only() {

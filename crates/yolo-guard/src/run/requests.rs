@@ -169,11 +169,17 @@ impl<B: Batches> Guard<B> {
     /// names that are denied now.
     fn revoke(&self) -> Result<revoke::Revocation, Error> {
         let names = self.resolved.names_by_address();
+        // Names forgotten under a flood before they expired (`dns::names::SWEEP_AT`): an
+        // address no remembered name accounts for may be a denied name's, so it is closed too
+        // (the next lookup of a name still allowed opens it again).
+        let evicted = self.resolved.evicted();
         let (elements, _) = sets::summarize(&sets::list_table_value()?);
         let listed: Vec<revoke::Listed> =
             elements.iter().filter_map(revoke::Listed::parse).collect();
         let revocation = revoke::revocations(&listed, |addr| {
-            let names = names.get(addr)?;
+            let Some(names) = names.get(addr) else {
+                return evicted.then_some(None);
+            };
             Some(
                 names
                     .iter()

@@ -285,7 +285,7 @@ fn long_paths_by_the_ten_thousand_do_not_exhaust_the_guards_memory() {
 }
 
 /// The guard container's memory (`docker stats`), in bytes.
-fn guard_memory(guard: &str) -> u64 {
+pub(crate) fn guard_memory(guard: &str) -> u64 {
     let usage = docker(&["stats", "--no-stream", "--format", "{{.MemUsage}}", guard]);
     let mib = usage.split('/').next().unwrap_or("").trim().to_string();
     let value: f64 = mib

@@ -1388,6 +1388,79 @@ print(sent[0], answered[0], late, ask(u, late, 7))
     );
 }
 
+/// ATTACK: root in the agent floods distinct long names under an allowed wildcard, each
+/// answered, so that the guard remembers every one (which addresses each name resolved to,
+/// for `yolo deny`) until its timeout: the tables grew without bound until the guard ran out
+/// of memory. They are bounded now; a deny after the flood still closes what it must.
+#[test]
+fn a_flood_of_distinct_allowed_names_does_not_exhaust_the_guards_memory() {
+    let s = Session::start(&["*.allowed.test", "other.test"], &[]);
+    let guard = s.guard();
+    let other = s.net.other.host.ip.clone();
+    assert_eq!(s.curl("http://other.test/").0, 0);
+    let before = super::files::guard_memory(&guard);
+    let attack = r#"
+import os, socket, struct, threading, time
+
+def query(name, qid):
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    return q + b"\x00" + struct.pack(">HH", 1, 1)
+
+answered = [0]
+lock = threading.Lock()
+end = time.time() + 40
+def flood(t):
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(1)
+    i = 0
+    while time.time() < end:
+        i += 1
+        long = "-".join([os.urandom(28).hex()[:60]] * 3)
+        name = "%s.%s.%d-%d.allowed.test" % (long[:63], long[64:126], t, i)
+        try:
+            u.sendto(query(name, i & 0xFFFF), ("127.0.0.1", 53))
+            u.recv(4096)
+            with lock:
+                answered[0] += 1
+        except socket.timeout:
+            pass
+threads = [threading.Thread(target=flood, args=(t,)) for t in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(answered[0])
+"#;
+    let out = s.t.yolo(&["exec", "python3", "-c", attack]).ok().stdout();
+    let answered: u64 = out.trim().parse().unwrap_or(0);
+    let after = super::files::guard_memory(&guard);
+    let state = docker(&[
+        "inspect",
+        "-f",
+        "{{.State.Running}} {{.State.OOMKilled}}",
+        &guard,
+    ]);
+    eprintln!(
+        "{answered} distinct names answered; the guard's memory {} -> {} KiB",
+        before >> 10,
+        after >> 10
+    );
+    assert_eq!(state.trim(), "true false", "the guard is down");
+    assert!(answered > 20_000, "only {answered} names answered");
+    assert!(
+        after.saturating_sub(before) < 48 << 20,
+        "the guard's memory grew by {} MiB",
+        (after - before) >> 20
+    );
+    // The flood made the guard forget other.test's answer; its deny closes the address all
+    // the same.
+    s.t.yolo(&["deny", "other.test"]).ok();
+    let (code, out, _) = s.curl(&format!("http://{other}/"));
+    assert_eq!(code, 7, "denied address still open after the flood: {out}");
+}
+
 /// Issue 7.4, the packet side at full speed: two threads send UDP to a blocked port for 3 s
 /// (hundreds of thousands of packets), then one TCP connect to another port. Every packet is
 /// counted (or its loss reported by `nflog_dropped`), the connect is in the log, and the log
