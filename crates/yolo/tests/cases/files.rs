@@ -253,24 +253,7 @@ fn long_paths_by_the_ten_thousand_do_not_exhaust_the_guards_memory() {
         for my $i (1..13) { $p .= "/$n$i"; mkdir $p or die "$p: $!" }
         chdir $p or die; for my $i (1..70000) { mkdir(sprintf("%s%06d", "b" x 240, $i)) or die "$i: $!" }"#;
     t.yolo(&["exec", "--", "perl", "-e", flood]).ok();
-    let mut most = 0u64;
-    for _ in 0..8 {
-        std::thread::sleep(Duration::from_secs(1));
-        most = most.max(guard_memory(&guard));
-    }
-    let state = docker(&[
-        "inspect",
-        "-f",
-        "{{.State.Running}} {{.State.OOMKilled}}",
-        &guard,
-    ]);
-    eprintln!("the guard's memory at most: {} KiB", most >> 10);
-    assert_eq!(state.trim(), "true false", "the guard is down");
-    assert!(
-        most < 160 << 20,
-        "the guard's memory reached {} MiB",
-        most >> 20
-    );
+    guard_stays_up_within(&guard, 8, 160);
     t.yolo(&["exec", "--", "sh", "-c", "echo x > after.txt"])
         .ok();
     std::thread::sleep(Duration::from_secs(2));
@@ -281,6 +264,28 @@ fn long_paths_by_the_ten_thousand_do_not_exhaust_the_guards_memory() {
     assert!(
         records.iter().any(|r| r["path"] == "after.txt"),
         "a change after the flood is not recorded"
+    );
+}
+
+/// For `seconds`, the guard keeps running (not OOM-killed) and its memory stays below `mib`.
+fn guard_stays_up_within(guard: &str, seconds: u64, mib: u64) {
+    let mut most = 0u64;
+    for _ in 0..seconds {
+        std::thread::sleep(Duration::from_secs(1));
+        most = most.max(guard_memory(guard));
+    }
+    let state = docker(&[
+        "inspect",
+        "-f",
+        "{{.State.Running}} {{.State.OOMKilled}}",
+        guard,
+    ]);
+    eprintln!("the guard's memory at most: {} KiB", most >> 10);
+    assert_eq!(state.trim(), "true false", "the guard is down");
+    assert!(
+        most < mib << 20,
+        "the guard's memory reached {} MiB",
+        most >> 20
     );
 }
 
@@ -330,24 +335,7 @@ fn a_flood_of_renames_does_not_exhaust_the_guards_memory() {
         "mkdir late && echo x > late/made.txt",
     ])
     .ok();
-    let mut most = 0u64;
-    for _ in 0..20 {
-        std::thread::sleep(Duration::from_secs(1));
-        most = most.max(guard_memory(&guard));
-    }
-    let state = docker(&[
-        "inspect",
-        "-f",
-        "{{.State.Running}} {{.State.OOMKilled}}",
-        &guard,
-    ]);
-    eprintln!("the guard's memory at most: {} KiB", most >> 10);
-    assert_eq!(state.trim(), "true false", "the guard is down");
-    assert!(
-        most < 96 << 20,
-        "the guard's memory reached {} MiB",
-        most >> 20
-    );
+    guard_stays_up_within(&guard, 20, 96);
     t.yolo(&[
         "exec",
         "--",
