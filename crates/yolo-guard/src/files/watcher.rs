@@ -589,6 +589,9 @@ impl Run {
                     return;
                 };
                 self.changes.renamed(&r, to_rel, now);
+                // A folder moved: what was watched under its old name is under the new one
+                // now (watched again below), so the old names give their room back.
+                self.forget_below(&path);
                 if self.is_real_dir(to) {
                     self.watch_tree(&to.clone(), false);
                 }
