@@ -294,6 +294,8 @@ impl CopyAt {
         engine: &Engine,
         read: impl FnOnce(&mut dyn std::io::Read) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        // A helper is removed even after a Ctrl-C (within `interrupt::CLEANUP`).
+        let _handled = self.helper.then(crate::interrupt::Handled::enter);
         let out = engine
             .download_with(&self.container, &self.target, read)
             .await;

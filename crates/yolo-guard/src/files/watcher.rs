@@ -259,6 +259,16 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
     let queued = Arc::new(AtomicUsize::new(0));
     let held = Arc::clone(&queued);
     let handler = move |event: notify::Result<notify::Event>| {
+        // Only what `Run::take` acts on is queued: the watcher's own reads of the folders it
+        // walks raise an open event each, which would fill the queue it cannot empty while it
+        // walks, and the overflow would start the walk again.
+        if let Ok(e) = &event {
+            if matches!(e.kind, Kind::Access(a) if a != AccessKind::Close(AccessMode::Write))
+                && !e.need_rescan()
+            {
+                return;
+            }
+        }
         let bytes = event_bytes(&event) + ENTRY;
         if held.fetch_add(bytes, Ordering::Relaxed) + bytes > QUEUE_BYTES
             || tx.try_send(event).is_err()
