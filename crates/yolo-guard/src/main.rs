@@ -8,11 +8,12 @@
 //! the guard image has no `cp` or any other program). `sudo-hook --user USER -- PROGRAM...` runs
 //! a lifecycle hook with a root broker for its `sudo`, and called as `sudo` this program is that
 //! `sudo` (see `exec::sudo`); `sudo-sweep --since TICKS` ends the root processes such a hook
-//! left when its broker could not.
+//! left when its broker could not. `hold` keeps a network namespace alive for a guard to join
+//! later (a spare, made ahead by the CLI: `yolo prepare`): it waits for a signal and exits.
 
 const USAGE: &str = "usage: yolo-guard run --config FILE | yolo-guard ctl '<request json>' | \
                      yolo-guard shim PROGRAM [ARGS...] | yolo-guard start PROGRAM [ARGS...] | \
-                     yolo-guard install DEST | yolo-guard --version";
+                     yolo-guard install DEST | yolo-guard hold | yolo-guard --version";
 
 fn main() {
     let mut all = std::env::args_os();
@@ -50,6 +51,7 @@ fn main() {
                 }
             }
         }
+        ["hold"] => hold(),
         ["ctl", request] => yolo_guard::control::ctl_main(request),
         ["install", dest] => match install(std::path::Path::new(dest)) {
             Ok(()) => 0,
@@ -80,6 +82,52 @@ fn limit_malloc_arenas() {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
+}
+
+/// Hold a network namespace for a guard to join later (a spare: the CLI's `engine::spares`).
+/// Listens on the abstract socket `yolo_protocol::NETNS_HOLDER_SOCKET` of the namespace for
+/// its guard, which connects at its start and keeps the connection for its life: this program
+/// exits when that connection closes (the guard ended, however), or at SIGTERM, SIGINT or
+/// SIGHUP. After the one connection nothing else is accepted: the agent, which joins later,
+/// finds no listener. PID 1 of its container, which the kernel gives no default action for
+/// those signals, so they are waited for explicitly.
+fn hold() -> i32 {
+    use std::io::Read;
+    use std::os::linux::net::SocketAddrExt;
+    // Before any thread exists, so the listener's thread inherits the mask.
+    // SAFETY: the set is initialised by sigemptyset before use; sigprocmask only reads it.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    let listener =
+        std::os::unix::net::SocketAddr::from_abstract_name(yolo_protocol::NETNS_HOLDER_SOCKET)
+            .and_then(|addr| std::os::unix::net::UnixListener::bind_addr(&addr));
+    let listener = match listener {
+        Ok(listener) => listener,
+        Err(e) => {
+            let why = format!("cannot listen for its guard: {e}");
+            eprintln!("{}", yolo_guard::error_line(&why));
+            return 1;
+        }
+    };
+    std::thread::spawn(move || {
+        if let Ok((mut guard, _)) = listener.accept() {
+            drop(listener);
+            let mut buf = [0u8; 64];
+            while matches!(guard.read(&mut buf), Ok(n) if n > 0) {}
+        }
+        std::process::exit(0);
+    });
+    let mut got = 0;
+    // SAFETY: `set` was initialised above; sigwait writes the signal number to `got`.
+    while unsafe { libc::sigwait(&set, &mut got) } != 0 {}
+    0
 }
 
 /// Copy the running program to `dest` with mode 0755.

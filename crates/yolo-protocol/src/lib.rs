@@ -183,6 +183,18 @@ impl Gateway {
 /// is made, like the network. With it, a build phase whose frames cannot be sealed fails.
 pub const SHARED_BRIDGE_ENV: &str = "YOLO_SHARED_BRIDGE";
 
+/// In the guard's environment, `1`: its network namespace is a spare's, made ahead and held by
+/// `yolo-guard hold` (the CLI's `engine::spares`). The guard then connects to the holder's
+/// socket ([`NETNS_HOLDER_SOCKET`]) before anything else and keeps the connection for its
+/// whole life; the holder exits when it closes, and Docker takes the namespace's interface
+/// away with it. So the agent never keeps a network its guard no longer serves, as when the
+/// guard owns the namespace itself.
+pub const NETNS_HOLDER_ENV: &str = "YOLO_NETNS_HOLDER";
+
+/// The abstract Unix socket (its name without the leading NUL) a spare's holder listens on,
+/// in the namespace it holds, for its one guard.
+pub const NETNS_HOLDER_SOCKET: &str = "yolo-netns-holder";
+
 /// Where the guard writes its events when [`GuardConfig::audit_to_stdout`] is set.
 pub const STDOUT_PATH: &str = "/dev/stdout";
 

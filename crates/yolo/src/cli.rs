@@ -463,6 +463,24 @@ pub(crate) enum Command {
     },
     /// Check that Docker is usable
     Doctor,
+    /// Make spare network namespaces ahead, so the next guards start sooner
+    ///
+    /// A cold `up` attaches its guard to Docker's bridge while it waits; a guard that joins a
+    /// spare made ahead starts in a third of that. `up` keeps `[firewall] spares` of them
+    /// (default 1) in the background; `yolo prepare 20` before starting twenty sessions at
+    /// once. Each is a container running one sleeping process, no capabilities, nothing
+    /// mounted (docs/architecture.md, "Spare network namespaces").
+    Prepare {
+        /// How many to have ready (default: `[firewall] spares`)
+        #[arg(value_name = "N")]
+        count: Option<u32>,
+        /// Remove the spares instead (those no session has claimed)
+        #[arg(long, conflicts_with = "count")]
+        remove: bool,
+        /// Internal: a background top-up after `up`, once process PID has ended
+        #[arg(long, value_name = "PID", hide = true, conflicts_with_all = ["count", "remove"])]
+        after: Option<u32>,
+    },
     /// Print the session as one Kubernetes Pod (YAML), or create it with --apply
     ///
     /// The same plan as `yolo up`: the guard and the agent as two containers sharing the

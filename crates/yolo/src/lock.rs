@@ -39,6 +39,45 @@ pub(crate) async fn acquire_network(name: &str) -> Result<WorkspaceLock> {
     acquire_at(path, "up", &format!("making the network {name}")).await
 }
 
+/// The lock for claiming a spare network namespace on network `name` (`engine::spares`): two
+/// `up`s never rename the same one. Held for a list and a rename, so waited for in full (a
+/// blocking `flock` on a thread of its own), not polled: twenty `up`s at once queue on it.
+pub(crate) async fn acquire_spare_claim(name: &str) -> Result<WorkspaceLock> {
+    let file = spares_lock_file(name, "claim")?;
+    let path = crate::store::root().join("spares");
+    tokio::task::spawn_blocking(move || file.lock().map(|()| WorkspaceLock { _file: file }))
+        .await
+        .map_err(|e| Error::io(&path, std::io::Error::other(e)))?
+        .map_err(|e| Error::io(&path, e))
+}
+
+/// The lock of making spares on network `name`, only if it is free now (`None`: another yolo
+/// is making them): one top-up at a time.
+pub(crate) fn try_spare_making(name: &str) -> Result<Option<WorkspaceLock>> {
+    let file = spares_lock_file(name, "make")?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(WorkspaceLock { _file: file })),
+        Err(TryLockError::WouldBlock) => Ok(None),
+        Err(TryLockError::Error(e)) => Err(Error::io(crate::store::root().join("spares"), e)),
+    }
+}
+
+fn spares_lock_file(name: &str, what: &str) -> Result<File> {
+    let path = crate::store::root()
+        .join("spares")
+        .join(format!("{name}.{what}.lock"));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))
+}
+
 /// The lock of a workspace session's checkpoint store (`checkpoint::workspace`): one
 /// checkpoint or rollback at a time, so no two overlap their pauses of the session's
 /// containers.

@@ -149,6 +149,9 @@ pub(crate) struct GuardSettings {
     /// `[firewall] on_refused = "ask"` (or `--ask`): seconds a lookup of a name outside the
     /// allowlist is held for the user's answer; `None`: refused at once.
     pub(crate) ask_timeout_secs: Option<u64>,
+    /// `[firewall] spares` (or `YOLO_SPARES`): spare network namespaces `up` keeps ready for the
+    /// next guards (`engine::spares`).
+    pub(crate) spares: u32,
 }
 
 /// Seconds a held lookup waits for the user's answer unless `[firewall] ask_timeout` says.
@@ -156,6 +159,39 @@ pub(crate) const DEFAULT_ASK_TIMEOUT: u64 = 30;
 /// At most: resolvers give up long before (glibc after 5 s a try); a longer hold only keeps
 /// the question on the list.
 const MAX_ASK_TIMEOUT: u64 = 600;
+
+/// Spare network namespaces kept ready unless `[firewall] spares` says: enough for the next
+/// cold `up`.
+pub(crate) const DEFAULT_SPARES: u32 = 1;
+/// The environment's say over `[firewall] spares` (tests turn them off with 0).
+const SPARES_ENV: &str = "YOLO_SPARES";
+
+/// `[firewall] spares`, unless `YOLO_SPARES` says otherwise.
+fn spares(f: &crate::user_config::UserFirewall) -> Result<u32> {
+    let max = crate::engine::spares::MAX_SPARES;
+    let (setting, value) = match std::env::var(SPARES_ENV) {
+        Ok(text) if !text.trim().is_empty() => match text.trim().parse::<u32>() {
+            Ok(n) => (SPARES_ENV, n),
+            Err(_) => {
+                return Err(config_error(
+                    SPARES_ENV,
+                    format!(
+                        "\"{}\" is not a number of spares (0 to {max})",
+                        crate::visible::escape_controls(&text)
+                    ),
+                ))
+            }
+        },
+        _ => ("firewall.spares", f.spares.unwrap_or(DEFAULT_SPARES)),
+    };
+    if value > max {
+        return Err(config_error(
+            setting,
+            format!("{value} spares is more than {max}; each is a container kept running"),
+        ));
+    }
+    Ok(value)
+}
 
 /// Seconds an answered address stays open at least, whatever TTL its answer had.
 const DEFAULT_TTL_FLOOR: u64 = 300;
@@ -177,6 +213,7 @@ impl Default for GuardSettings {
             files: true,
             allow_traced_exec: false,
             ask_timeout_secs: None,
+            spares: DEFAULT_SPARES,
         }
     }
 }
@@ -318,6 +355,7 @@ impl GuardSettings {
             max_exec_log: max_exec_log(user.audit.max_exec_log.as_deref())?,
             files: user.audit.files.unwrap_or(true),
             ask_timeout_secs: ask_timeout(f, false)?,
+            spares: spares(f)?,
             allow_traced_exec: match user.audit.traced_exec.as_deref() {
                 None | Some("refuse") => false,
                 Some("record") => true,
@@ -721,6 +759,7 @@ mod tests {
             docker_network = "my-net"
             on_refused = "ask"
             ask_timeout = 12
+            spares = 3
             [agents.mine]
             command = ["mine"]
             domains = ["api.mine.example"]
@@ -762,6 +801,7 @@ mod tests {
                 files: false,
                 allow_traced_exec: true,
                 ask_timeout_secs: Some(12),
+                spares: 3,
             }
         );
         // Left out: the defaults.
@@ -840,6 +880,11 @@ mod tests {
                 "[firewall]\nttl_floor = 9999999999",
                 "firewall.ttl_floor",
                 "9999999999 seconds is more than DNS's largest TTL",
+            ),
+            (
+                "[firewall]\nspares = 65",
+                "firewall.spares",
+                "65 spares is more than 64; each is a container kept running",
             ),
             (
                 "[firewall]\ndocker_network = \" \"",

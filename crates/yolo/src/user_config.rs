@@ -142,6 +142,8 @@ pub(crate) struct UserFirewall {
     /// `"all"`: every HTTPS host goes through the guard's proxy, not only those with rules or
     /// a credential.
     pub(crate) inspect: Option<String>,
+    /// Spare network namespaces kept ready for the next guards (default 1; 0: none).
+    pub(crate) spares: Option<u32>,
 }
 
 /// `[build]`: what image builds (Dockerfile RUN steps) may reach besides the project's

@@ -76,7 +76,8 @@ pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<(), S
     let config = to_stdout(config);
     let log =
         Writer::open(&config.audit_path, &config.session, None)?.in_phase(config.phase.as_deref());
-    let result = enforce_and_serve(config, batches, started);
+    // Held until this function returns or the process ends: the holder goes with the guard.
+    let result = hold_namespace().and_then(|_holder| enforce_and_serve(config, batches, started));
     if let Err(e) = &result {
         // Written directly: the queue's thread may not get to it before the process exits.
         let _ = log.write(guard_event("failed", [("error", e.to_string().into())]));
@@ -257,6 +258,35 @@ fn proxy(
 
 /// Whether this guard's container was made on the bridge other projects' guards share
 /// ([`yolo_protocol::SHARED_BRIDGE_ENV`]).
+/// With [`yolo_protocol::NETNS_HOLDER_ENV`]: the connection to the holder of this network
+/// namespace (a spare the guard joined), which the guard keeps for its life, so the holder, and
+/// the namespace's interface with it, end when the guard does. Made before the ruleset and
+/// long before the agent joins; the holder may still be starting, so tried for a while. No
+/// holder: the guard does not start (the agent would have a network no guard ends with it).
+fn hold_namespace() -> Result<Option<std::os::unix::net::UnixStream>, StartError> {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixStream};
+    if std::env::var_os(yolo_protocol::NETNS_HOLDER_ENV).is_none_or(|v| v != "1") {
+        return Ok(None);
+    }
+    let step = "connecting to the holder of its network namespace";
+    let addr = SocketAddr::from_abstract_name(yolo_protocol::NETNS_HOLDER_SOCKET)
+        .map_err(|e| StartError::step(step, e))?;
+    let until = Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match UnixStream::connect_addr(&addr) {
+            Ok(stream) => return Ok(Some(stream)),
+            Err(_) if Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) => {
+                return Err(StartError::step(step, e)
+                    .with_hint("`yolo down --remove` and `yolo up` make the session anew"))
+            }
+        }
+    }
+}
+
 fn shared_bridge() -> bool {
     std::env::var_os(yolo_protocol::SHARED_BRIDGE_ENV).is_some_and(|v| v == "1")
 }

@@ -206,6 +206,11 @@ impl Act<'_> {
         }
         if let GuardStep::Recreate { id, .. } | GuardStep::Remove { id } = guard {
             engine.remove(id).await?;
+            // The spare network namespace it joined, if it did (`engine::spares`).
+            let guard = super::network::guard_name(self.project);
+            engine
+                .remove_holder(&crate::engine::spares::holder_name(&guard))
+                .await?;
         }
         Ok(())
     }

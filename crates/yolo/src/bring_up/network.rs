@@ -304,12 +304,35 @@ pub(crate) async fn create_guard(
             Network::Named(name) | Network::Own(name) => engine.ensure_network(name, &owner).await,
         }
     };
-    let (image, made) = tokio::join!(
+    // A spare network namespace, made ahead on the shared network, when one is ready: joining
+    // it costs a third of an attach to the bridge (`engine::spares`).
+    let takes_spare = matches!(network, Network::Shared(_)) && spare_fits(project);
+    let claim = async {
+        match &network {
+            Network::Shared(name) if takes_spare => {
+                engine.claim_spare(name, &guard_name(project)).await
+            }
+            _ => Ok(None),
+        }
+    };
+    if takes_spare {
+        // The next guard's spare, made once this `up` has ended.
+        crate::commands::prepare::spawn_top_up(guard.spares);
+    }
+    let (image, made, netns) = tokio::join!(
         engine.ensure_guard_image(&guard.base_image, guard.image.as_deref()),
-        made
+        made,
+        claim
     );
-    let image = image?;
-    made?;
+    let netns = netns?;
+    let made = image.and_then(|image| made.map(|()| image));
+    let image = match made {
+        Ok(image) => image,
+        Err(e) => {
+            forget_holder(engine, project, netns.as_deref()).await;
+            return Err(e);
+        }
+    };
     // The guard publishes the agent's ports: a busy host port is swapped for a free one here.
     let (ports, notes) = super::ports::fit(&project.spec.ports);
     for note in notes {
@@ -343,6 +366,7 @@ pub(crate) async fn create_guard(
         limits_required: project.spec.limits_required,
         shared_bridge: matches!(network, Network::Shared(_)),
         builds,
+        netns: netns.clone(),
         config_dir: if remote {
             // A folder left by a guard of the same name on a local engine would be written
             // instead of the copy this guard reads (`Engine::update_guard_config`).
@@ -359,7 +383,7 @@ pub(crate) async fn create_guard(
             )?)
         },
     };
-    match engine.create_guard(&spec).await {
+    let made = match engine.create_guard(&spec).await {
         // The image went between its check and now (`docker image prune`, another yolo's or a
         // test's clean-up of an image that carried the same tag): made again, once.
         // The shared network went between its check and now (`docker network prune`): made
@@ -381,6 +405,31 @@ pub(crate) async fn create_guard(
             engine.create_guard(&spec).await
         }
         other => other,
+    };
+    if made.is_err() {
+        forget_holder(engine, project, netns.as_deref()).await;
+    }
+    made
+}
+
+/// Whether the project's guard may join a spare network namespace: it asks for nothing that
+/// only a namespace's owner can have (published ports, a hostname, extra hosts), and the
+/// engine is this machine's (a remote engine's spares would be made there by a yolo that may
+/// never run again).
+fn spare_fits(project: &Project) -> bool {
+    let spec = &project.spec;
+    !spec.remote_engine
+        && spec.ports.is_empty()
+        && spec.hostname.is_none()
+        && spec.extra_hosts.is_empty()
+}
+
+/// The holder this start claimed, removed when its guard could not be made: a spare is not
+/// handed back (its name is the session's now), and the next `up` claims another.
+async fn forget_holder(engine: &Engine, project: &Project, netns: Option<&str>) {
+    if netns.is_some() {
+        let holder = crate::engine::spares::holder_name(&guard_name(project));
+        let _ = engine.remove_holder(&holder).await;
     }
 }
 
@@ -406,6 +455,11 @@ pub(crate) async fn launch_guard(
         .map_err(|e| Error::failed(Failure::Serialize, Cause::bare(e)))?;
     let dir = crate::engine::guard_config_dir_of(&crate::store::root(), &guard_name(project));
     engine.update_guard_config(id, &dir, &json).await?;
+    // A guard in a spare's namespace cannot start outside it: the holder first (stopped by
+    // `down` with its guard). No holder: nothing done.
+    engine
+        .start_holder(&crate::engine::spares::holder_name(&guard_name(project)))
+        .await?;
     engine.start(id).await
 }
 

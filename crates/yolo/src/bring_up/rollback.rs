@@ -41,9 +41,23 @@ pub(super) async fn roll_back(
         .iter()
         .filter(|n| !before.networks.iter().any(|b| b.id == n.id))
         .collect();
+    let made_guards: Vec<String> = made
+        .iter()
+        .filter(|c| c.role == Role::Guard)
+        .map(|c| c.name.clone())
+        .collect();
     let (mut removed, failed) = engine.remove_in_order(made, &new_networks).await;
     for e in failed {
         warn(e.to_string());
+    }
+    // The spare network namespace a new guard joined (`engine::spares`).
+    for guard in made_guards {
+        let holder = crate::engine::spares::holder_name(&guard);
+        match engine.remove_holder(&holder).await {
+            Ok(true) => removed.push(holder),
+            Ok(false) => {}
+            Err(e) => warn(e.to_string()),
+        }
     }
     // A guard that was there before but that this `up` (re)started, say with a build's wider
     // allowlist, serves nothing once no agent runs: stopped, so it keeps no opening.

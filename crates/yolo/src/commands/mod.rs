@@ -12,6 +12,7 @@ pub(crate) mod exec;
 pub(crate) mod firewall;
 pub(crate) mod init;
 pub(crate) mod kube;
+pub(crate) mod prepare;
 pub(crate) mod replay;
 pub(crate) mod report;
 pub(crate) mod run;
@@ -117,6 +118,11 @@ pub(crate) async fn execute(cli: Cli) -> Result<i32> {
             init::execute(&target, &agent, force)
         }
         Command::Doctor => doctor::execute().await,
+        Command::Prepare {
+            count,
+            remove,
+            after,
+        } => prepare::execute(count, remove, after).await,
         Command::Kube {
             target,
             flags,

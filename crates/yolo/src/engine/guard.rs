@@ -83,6 +83,10 @@ pub(crate) struct GuardSpec {
     pub(crate) shared_bridge: bool,
     /// An image is built behind it first (its RUN steps share its namespace).
     pub(crate) builds: bool,
+    /// The spare network namespace it joins (`engine::spares`, its id) instead of being
+    /// attached to `network` itself; then it has no ports, hostname or extra hosts (those are
+    /// the namespace owner's).
+    pub(crate) netns: Option<String>,
 }
 
 impl Engine {
@@ -560,6 +564,9 @@ fn build_hint(source: &GuardSource) -> &'static str {
 }
 
 fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
+    // In a spare's namespace, these are the spare's (Docker refuses them on a joiner); a spec
+    // with them is never given one (`bring_up::network::create_guard`).
+    let own = spec.netns.is_none();
     let exposed = hardening::exposed(&spec.ports);
     let hardening = Hardening {
         cap_add: GUARD_CAPS
@@ -572,7 +579,10 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
         // `yolo-guard` itself is PID 1 of the namespace the agent joins: the kernel keeps the
         // agent's root from killing, stopping or tracing it, and it reaps (see `init` there).
         init: false,
-        network: NetworkAttach::Network(spec.network.clone()),
+        network: match &spec.netns {
+            Some(holder) => NetworkAttach::Container(holder.clone()),
+            None => NetworkAttach::Network(spec.network.clone()),
+        },
         ports: spec.ports.clone(),
     };
     let log_dir = match &spec.events_volume {
@@ -616,7 +626,7 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
     let (mounts, binds) = hardening::own_mounts(&all);
     ContainerCreateBody {
         image: Some(spec.image.clone()),
-        hostname: spec.hostname.clone(),
+        hostname: spec.hostname.clone().filter(|_| own),
         cmd: Some(vec![
             GUARD_BINARY.into(),
             "run".into(),
@@ -624,13 +634,23 @@ fn guard_body(spec: &GuardSpec) -> ContainerCreateBody {
             GUARD_CONFIG_PATH.into(),
         ]),
         entrypoint: Some(vec![]),
-        env: spec
-            .shared_bridge
-            .then(|| vec![format!("{}=1", yolo_protocol::SHARED_BRIDGE_ENV)]),
+        env: {
+            let env: Vec<String> = [
+                spec.shared_bridge
+                    .then(|| format!("{}=1", yolo_protocol::SHARED_BRIDGE_ENV)),
+                spec.netns
+                    .is_some()
+                    .then(|| format!("{}=1", yolo_protocol::NETNS_HOLDER_ENV)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            (!env.is_empty()).then_some(env)
+        },
         labels: Some(labels::guard(&spec.owner).into_iter().collect()),
-        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        exposed_ports: (own && !exposed.is_empty()).then_some(exposed),
         host_config: Some(HostConfig {
-            extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
+            extra_hosts: (own && !spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
             mounts: Some(mounts),
             binds: Some(binds),
             ..hardened_host_config(&hardening)
@@ -699,7 +719,35 @@ mod tests {
             limits_required: true,
             shared_bridge: false,
             builds: false,
+            netns: None,
         }
+    }
+
+    /// In a spare's namespace the guard asks for nothing a joiner may not have (Docker refuses
+    /// the create), and keeps everything else of its own: caps, limits, mounts.
+    #[test]
+    fn a_guard_in_a_spares_namespace_joins_it_and_keeps_the_rest() {
+        let joined = guard_body(&GuardSpec {
+            netns: Some("holder1".into()),
+            ..spec()
+        });
+        let host = joined.host_config.clone().unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("container:holder1"));
+        assert_eq!(host.port_bindings, None);
+        assert_eq!(host.extra_hosts, None);
+        assert_eq!(joined.exposed_ports, None);
+        assert_eq!(joined.hostname, None);
+        let own = guard_body(&spec());
+        let own_host = own.host_config.unwrap();
+        assert_eq!(own_host.network_mode.as_deref(), Some("yolo-repo-0abc-net"));
+        assert_eq!(host.cap_add, own_host.cap_add);
+        assert_eq!(host.memory, own_host.memory);
+        assert_eq!(hardening::mounted(&host), hardening::mounted(&own_host));
+        assert_eq!(joined.labels, own.labels);
+        // It holds its holder to the guard's life (`yolo_protocol::NETNS_HOLDER_ENV`).
+        let holder_env = format!("{}=1", yolo_protocol::NETNS_HOLDER_ENV);
+        assert!(joined.env.unwrap().contains(&holder_env));
+        assert!(!own.env.unwrap_or_default().contains(&holder_env));
     }
 
     #[test]
@@ -743,6 +791,7 @@ mod tests {
         // A guard an image is built behind also holds the queues its RUN steps would use.
         let building = GuardSpec {
             builds: true,
+            netns: None,
             ..spec()
         };
         let caps = guard_body(&building).host_config.unwrap().cap_add.unwrap();

@@ -38,6 +38,8 @@ pub(super) const COPY_OF: &str = "dev.yolo.copy-of";
 pub(super) const COPY_CONFIG: &str = "dev.yolo.copy-config";
 /// On the dev service of a Compose project: its `shutdownAction` (`yolo down` reads it).
 pub(crate) const COMPOSE_SHUTDOWN: &str = "dev.yolo.shutdown-action";
+/// On a spare network namespace (`engine::spares`): the network it is on.
+pub(super) const SPARE: &str = "dev.yolo.spare";
 /// Extra labels for every object yolo creates, `k=v[,k=v]` (tests use it to clean up).
 const EXTRA_LABELS_ENV: &str = "YOLO_LABELS";
 
@@ -101,6 +103,20 @@ pub(super) fn shared_network() -> Labels {
         (MANAGED.to_string(), "true".to_string()),
         (SHARED.to_string(), "true".to_string()),
     ]))
+}
+
+/// A spare network namespace on `network`: yolo's, no project's and no role (nothing that
+/// lists a project's containers sees it).
+pub(super) fn spare(network: &str) -> Labels {
+    with_extra(BTreeMap::from([
+        (MANAGED.to_string(), "true".to_string()),
+        (SPARE.to_string(), network.to_string()),
+    ]))
+}
+
+/// The label filter of the spares on `network`.
+pub(super) fn spare_filter(network: &str) -> String {
+    format!("{SPARE}={network}")
 }
 
 /// A short digest of `YOLO_LABELS` (empty without): the shared network of a labelled run

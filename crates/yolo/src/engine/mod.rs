@@ -18,6 +18,7 @@ mod hardening;
 mod images;
 pub(crate) mod labels;
 pub(crate) mod remote;
+pub(crate) mod spares;
 mod types;
 
 pub(crate) use containers::keep_alive;

@@ -18,6 +18,12 @@ pub(crate) async fn stop(engine: &Engine, located: &Located) -> Result<()> {
     for c in [&agent, &guard].into_iter().flatten() {
         engine.stop(&c.id).await?;
     }
+    // The spare network namespace its guard joined, if it did (`engine::spares`).
+    if let Some(g) = &guard {
+        engine
+            .stop_holder(&crate::engine::spares::holder_name(&g.name))
+            .await?;
+    }
     if let Some(a) = &agent {
         eprintln!("yolo: {} stopped", a.name);
     }
@@ -102,6 +108,27 @@ pub(crate) async fn remove_all(engine: &Engine, located: &Located, volumes: bool
         for name in names {
             if keep(engine.remove_volume(name).await) {
                 removed.push(format!("volume {name}"));
+            }
+        }
+    }
+    // The network namespaces the guards joined (`engine::spares`), once their guard is gone:
+    // each found by its guard's name, also when the guard itself went before.
+    let guards = containers
+        .iter()
+        .filter(|c| c.role == Role::Guard)
+        .map(|c| c.name.clone())
+        .chain(std::iter::once(format!("{container}-guard")));
+    let mut holders: Vec<String> = guards
+        .map(|g| crate::engine::spares::holder_name(&g))
+        .collect();
+    holders.sort();
+    holders.dedup();
+    for holder in holders {
+        match engine.remove_holder(&holder).await {
+            Ok(true) => removed.push(holder),
+            Ok(false) => {}
+            Err(e) => {
+                keep(Err(e));
             }
         }
     }

@@ -37,4 +37,5 @@ mod remote;
 mod report;
 mod runs;
 mod settings;
+mod spares;
 mod workspace_checkpoints;

@@ -282,6 +282,9 @@ impl Test {
             .env("YOLO_CONFIG_DIR", &self.config_dir)
             .env("YOLO_DATA_DIR", &self.data_dir)
             .env("YOLO_LABELS", format!("{LABEL}={}", self.id))
+            // No background top-up of spares that could outlive the test's clean-up; the tests
+            // of spares turn it on and wait for it.
+            .env("YOLO_SPARES", "0")
             .env("NO_COLOR", "1")
             .env_remove("RUST_BACKTRACE");
         for (k, v) in &self.extra_env {

@@ -1,0 +1,239 @@
+//! Spare network namespaces: containers made ahead on the network all guards share, each
+//! running `yolo-guard hold` and nothing else, that a new session's guard joins
+//! (`--network container:<spare>`) instead of being attached to the bridge itself.
+//!
+//! Why: attaching a container to a user-defined bridge is the slowest part of a container's
+//! start (a veth pair, its address, Docker's embedded DNS and its rules in the namespace),
+//! and a cold `up` pays it once, for the guard, before the agent may start (the agent joins the
+//! guard's namespace). Joining a namespace that is already there costs a third of it
+//! (docs/performance.md). So the attach is done ahead, when nothing waits for it.
+//!
+//! A spare is no session's: no capabilities, no mounts, no process but `hold`, labelled
+//! `dev.yolo.spare=<network>` (and with `YOLO_LABELS`) but with no role, so nothing that lists a
+//! project's containers sees it. A guard claims one by renaming it, under a host-wide lock, to
+//! `<guard name>-netns`: from then on it is that session's, found by that name, stopped by
+//! `down`, started again before its guard and removed with it (`session::teardown`,
+//! `bring_up::act`). Until its guard starts in it, nothing but `hold` is in the namespace, which
+//! has no rules; the guard's ruleset is in place before the agent joins, as with a guard on the
+//! bridge itself.
+
+use super::guard_image::GUARD_BINARY;
+use super::hardening::{hardened_host_config, Hardening};
+use super::labels;
+use super::types::NetworkAttach;
+use super::{is_not_found, message, Engine};
+use crate::error::{Error, Result};
+use crate::run_spec::Limits;
+use bollard::models::ContainerCreateBody;
+use bollard::query_parameters::{
+    InspectContainerOptions, ListContainersOptions, RenameContainerOptions, StartContainerOptions,
+};
+use std::collections::HashMap;
+
+/// A spare's limits: one sleeping process.
+const SPARE_LIMITS: Limits = Limits {
+    cpus: 0.1,
+    memory_bytes: 16 * 1024 * 1024,
+    pids: 4,
+};
+
+/// How long a claim waits for a spare that is being started when none is ready: about one
+/// attach to the bridge, which is what it would cost without.
+const COMING_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Spares kept by a user who asks for more than this are refused: each is a container.
+pub(crate) const MAX_SPARES: u32 = 64;
+
+/// The name of the network namespace holder a guard named `guard` has claimed.
+pub(crate) fn holder_name(guard: &str) -> String {
+    format!("{guard}-netns")
+}
+
+impl Engine {
+    /// Make and start one spare on `network` from the guard image `image`; its id.
+    pub(crate) async fn make_spare(&self, image: &str, network: &str) -> Result<String> {
+        let name = format!("yolo-spare-{}", random_suffix());
+        let hardening = Hardening {
+            cap_add: vec![],
+            security_opt: vec![],
+            limits: SPARE_LIMITS,
+            init: false,
+            network: NetworkAttach::Network(network.to_string()),
+            ports: vec![],
+        };
+        let body = ContainerCreateBody {
+            image: Some(image.to_string()),
+            cmd: Some(vec![GUARD_BINARY.into(), "hold".into()]),
+            entrypoint: Some(vec![]),
+            labels: Some(labels::spare(network).into_iter().collect()),
+            host_config: Some(bollard::models::HostConfig {
+                readonly_rootfs: Some(true),
+                ..hardened_host_config(&hardening)
+            }),
+            ..Default::default()
+        };
+        let id = self
+            .create(&name, None, body)
+            .await
+            .map_err(|e| Error::docker(format!("creating the spare {name}"), e))?;
+        if let Err(e) = self.start(&id).await {
+            let _ = self.remove(&id).await;
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// The running spares on `network` not yet claimed (ids); exited ones are removed on the
+    /// way (a spare stops only when something stopped it, and is then of no use), those being
+    /// made are left alone.
+    pub(crate) async fn spares(&self, network: &str) -> Result<Vec<String>> {
+        Ok(self.spares_and_coming(network).await?.0)
+    }
+
+    /// [`Engine::spares`], and how many more are being started now.
+    async fn spares_and_coming(&self, network: &str) -> Result<(Vec<String>, usize)> {
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![labels::spare_filter(network)],
+            )])),
+            ..Default::default()
+        };
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| Error::docker("listing spare network namespaces", message(&e)))?;
+        let mut ready = Vec::new();
+        let mut coming = 0;
+        for c in list {
+            let unclaimed = c
+                .names
+                .iter()
+                .flatten()
+                .any(|n| n.trim_start_matches('/').starts_with("yolo-spare-"));
+            let Some(id) = c.id else { continue };
+            if !unclaimed {
+                continue;
+            }
+            match c.state.as_ref().map(|s| s.to_string()).as_deref() {
+                Some("running") => ready.push(id),
+                // Being made by a top-up right now: not ready, not to be touched.
+                Some("created") | Some("restarting") => coming += 1,
+                _ => {
+                    let _ = self.remove(&id).await;
+                }
+            }
+        }
+        Ok((ready, coming))
+    }
+
+    /// Claim a spare on `network` for the guard named `guard`: renamed to its holder's name,
+    /// under the host-wide lock of spares (two `up`s never claim the same one). Its id, or
+    /// None when there is none. A holder of that name left by an earlier start (a killed
+    /// `up`) is removed first: its guard is about to be made anew.
+    pub(crate) async fn claim_spare(&self, network: &str, guard: &str) -> Result<Option<String>> {
+        let _lock = crate::lock::acquire_spare_claim(network).await?;
+        // One being started (a top-up right after the last `up`) is most of the way there: a
+        // wait for it costs less than the attach it saves, up to a point.
+        let until = std::time::Instant::now() + COMING_WAIT;
+        let ready = loop {
+            let (ready, coming) = self.spares_and_coming(network).await?;
+            if !ready.is_empty() || coming == 0 || std::time::Instant::now() >= until {
+                break ready;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        if ready.is_empty() {
+            return Ok(None);
+        }
+        let holder = holder_name(guard);
+        self.remove_holder(&holder).await?;
+        for id in ready {
+            let options = RenameContainerOptions {
+                name: holder.clone(),
+            };
+            match self.docker.rename_container(&id, options).await {
+                Ok(()) => return Ok(Some(id)),
+                // Gone between the list and now: the next one.
+                Err(e) if is_not_found(&e) => continue,
+                Err(e) => {
+                    return Err(Error::docker(
+                        format!("claiming the spare {id}"),
+                        message(&e),
+                    ))
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether container `name` is a network namespace holder (a spare, claimed or not):
+    /// yolo touches no other container by a holder's name.
+    async fn is_holder(&self, name: &str) -> Result<bool> {
+        match self
+            .docker
+            .inspect_container(name, None::<InspectContainerOptions>)
+            .await
+        {
+            Ok(info) => Ok(info
+                .config
+                .and_then(|c| c.labels)
+                .is_some_and(|l| l.contains_key(labels::SPARE))),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(Error::docker(
+                format!("inspecting container {name}"),
+                message(&e),
+            )),
+        }
+    }
+
+    /// Remove the holder named `name`, if there is one.
+    pub(crate) async fn remove_holder(&self, name: &str) -> Result<bool> {
+        if !self.is_holder(name).await? {
+            return Ok(false);
+        }
+        self.remove(name).await?;
+        Ok(true)
+    }
+
+    /// Stop the holder named `name`, if there is one (after its guard).
+    pub(crate) async fn stop_holder(&self, name: &str) -> Result<()> {
+        if self.is_holder(name).await? {
+            self.stop(name).await?;
+        }
+        Ok(())
+    }
+
+    /// Start the holder named `name` if there is one and it is stopped (before its guard, which
+    /// cannot start outside it). Already running or none: nothing to do.
+    pub(crate) async fn start_holder(&self, name: &str) -> Result<()> {
+        match self
+            .docker
+            .start_container(name, None::<StartContainerOptions>)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(Error::docker(
+                format!("starting the network namespace {name}"),
+                message(&e),
+            )),
+        }
+    }
+}
+
+fn random_suffix() -> String {
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes).unwrap_or_else(|_| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes.copy_from_slice(&nanos.to_le_bytes()[..6]);
+    });
+    hex::encode(bytes)
+}
