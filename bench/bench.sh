@@ -52,8 +52,9 @@ guard=$(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.rol
 section "yolo up, warm (container running)"
 hf -N -w 3 -r "$RUNS" "$YOLO up"
 
-section "yolo up, cold (image present, new guard + container), against docker run -d (the floor)"
-hf -w 1 -r "$RUNS" --prepare "$YOLO down --remove >/dev/null 2>&1" "$YOLO up" \
+section "yolo up, cold (image present, new guard + container), against docker run -d (the floor): with a spare network namespace ready (yolo prepare), then with none"
+hf -w 1 -r "$RUNS" --prepare "$YOLO down --remove >/dev/null 2>&1; $YOLO prepare >/dev/null 2>&1" "$YOLO up" \
+  --prepare "$YOLO down --remove >/dev/null 2>&1; $YOLO prepare --remove >/dev/null 2>&1" "env YOLO_SPARES=0 $YOLO up" \
   --prepare "docker rm -f yolo-bench-floor >/dev/null 2>&1 || true" \
   "docker run -d --name yolo-bench-floor --label dev.yolo.bench=1 debian:bookworm-slim sleep 1000"
 docker rm -f yolo-bench-floor >/dev/null 2>&1 || true

@@ -11,6 +11,8 @@ export YOLO_DATA_DIR=$tmp/data YOLO_CONFIG_DIR=$tmp/config
 mkdir -p "$tmp/ws/.devcontainer" "$YOLO_CONFIG_DIR"
 echo '{"image": "debian:bookworm-slim"}' > "$tmp/ws/.devcontainer/devcontainer.json"
 cleanup() {
+  # A spare a background top-up (`yolo prepare --after`) is still making would outlive the rest.
+  for _ in $(seq 1 100); do pgrep -f "$YOLO prepare --after" >/dev/null || break; sleep 0.1; done
   docker ps -aq --filter label=dev.yolo.bench=1 | xargs -r docker rm -f >/dev/null
   docker volume ls -q --filter label=dev.yolo.bench=1 | xargs -r docker volume rm >/dev/null
   docker network ls -q --filter label=dev.yolo.bench=1 | xargs -r docker network rm >/dev/null

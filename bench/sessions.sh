@@ -2,8 +2,11 @@
 # Many sessions of one repository on this machine (issue 28, item 4; docs/performance.md), each
 # figure against a floor measured in the same run:
 #   - N (20) `yolo up --copy sI` started at once, until every one is ready, against N
-#     `docker run -d` started at once (hyperfine; everything removed between runs);
-#   - one cold `yolo up` (firewall on) and one cold `yolo up --copy`, against one `docker run -d`;
+#     `docker run -d` started at once (hyperfine; everything removed between runs): with N
+#     spare network namespaces prepared ahead (`yolo prepare N`), and with none;
+#   - one cold `yolo up` (firewall on) and one cold `yolo up --copy`, against one `docker run -d`:
+#     with the one spare `up` keeps ready (made again by `yolo prepare` between runs, so a run
+#     never races the previous run's top-up), and with none (`YOLO_SPARES=0`);
 #   - the host memory each session adds (its guard and its agent's keep-alive), read from the
 #     containers' cgroups, against a `docker run -d` container;
 #   - DNS with all N sessions busy: the median latency of lookups made in every session at
@@ -44,21 +47,29 @@ git init -q -b main && git add -A && git -c user.name=bench -c user.email=bench@
 "$YOLO" up >/dev/null 2>&1 # the guard image, once
 "$YOLO" down --remove >/dev/null 2>&1
 
-# N at once.
+# N at once: N spares prepared ahead, then none (and no top-up behind).
 ups="seq 1 $N | xargs -P $N -I{} $YOLO up --copy s{}"
+bare_ups="seq 1 $N | xargs -P $N -I{} env YOLO_SPARES=0 $YOLO up --copy s{}"
 runs="seq 1 $N | xargs -P $N -I{} $floor_run"
-mapfile -t many < <(medians -r "$RUNS" --prepare "$sessions_down" "$ups" --prepare "$floor_rm" "$runs")
+no_spares="$YOLO prepare --remove >/dev/null 2>&1"
+mapfile -t many < <(medians -r "$RUNS" \
+  --prepare "$sessions_down; $YOLO prepare $N >/dev/null 2>&1" "$ups" \
+  --prepare "$sessions_down; $no_spares" "$bare_ups" \
+  --prepare "$floor_rm" "$runs")
 eval "$floor_rm"
 
-# One cold, each way.
+# One cold, each way: with a spare ready, as `up` leaves one for the next, and with none.
 mapfile -t one < <(medians -w 1 -r $((RUNS * 3)) \
-  --prepare "$YOLO down --remove >/dev/null 2>&1" "$YOLO up" \
-  --prepare "$YOLO down one --remove --volumes >/dev/null 2>&1 || true" "$YOLO up --copy one" \
-  --prepare "$floor_rm" "$floor_run")
-eval "$sessions_down"; eval "$floor_rm"
+  --prepare "$YOLO down --remove >/dev/null 2>&1; $YOLO prepare >/dev/null 2>&1" "$YOLO up" \
+  --prepare "$YOLO down one --remove --volumes >/dev/null 2>&1; $YOLO prepare >/dev/null 2>&1" "$YOLO up --copy one" \
+  --prepare "$floor_rm" "$floor_run" \
+  --prepare "$YOLO down --remove >/dev/null 2>&1; $no_spares" "env YOLO_SPARES=0 $YOLO up")
+eval "$sessions_down"; eval "$floor_rm"; eval "$no_spares"
 
 # Memory: N sessions up and idle, each container's cgroup (guard and agent), against N plain
 # containers. MiB from `docker stats` (cgroup usage less its inactive page cache).
+# Every session in a spare's namespace, as with `yolo prepare N` ahead: its holder counted too.
+"$YOLO" prepare "$N" >/dev/null 2>&1
 eval "$ups" >/dev/null 2>&1
 eval "$runs" >/dev/null
 sleep 3
@@ -68,6 +79,7 @@ mib() { awk '{ v = $2; u = v; gsub(/[0-9.]/, "", u); sub(/[A-Za-z]+$/, "", v);
   END { printf "%.2f", s / n }'; }
 guard_mib=$(stats --filter label=dev.yolo.role=guard | mib)
 agent_mib=$(stats --filter label=dev.yolo.role=agent | mib)
+holder_mib=$(docker stats --no-stream --format '{{.Name}} {{.MemUsage}}' $(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.spare --filter name=-netns) | mib)
 floor_mib=$(stats --filter label=dev.yolo.bench.floor=1 | mib)
 
 # DNS, all N busy: a probe in every session's network (the guard's, which its agent shares)
@@ -79,7 +91,8 @@ probe() {
   docker run --rm --label dev.yolo.bench=1 --network "$net" yolo-bench-tools:1 sh -c \
     "python3 -c 'import time; time.sleep(max(0, $at - time.time()))'; python3 /usr/local/bin/dnslat.py $*"
 }
-guards=$(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.role=guard --filter network=yolo-bench-net)
+# (By label alone: a guard in a spare's namespace is on the network through it.)
+guards=$(docker ps -q --filter label=dev.yolo.bench=1 --filter label=dev.yolo.role=guard)
 dns_median() { sed -n 's/^median_us=\([0-9]*\).*/\1/p' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 i=0
 at=$(($(date +%s) + N / 2 + 5))
@@ -103,14 +116,18 @@ plain="echo $floors | tr ' ' '\n' | grep . | xargs -P $N -I{} docker exec {} sh 
 mapfile -t busy < <(medians -r "$RUNS" "$execs" "$plain")
 
 printf '\n| figure | yolo | floor (same run) | yolo / floor |\n|---|---|---|---|\n'
-printf '| %s sessions `up --copy` at once, all ready | %s ms | %s × `docker run -d` at once: %s ms | %s |\n' \
-  "$N" "${many[0]}" "$N" "${many[1]}" "$(ratio "${many[0]}" "${many[1]}")"
-printf '| one cold `up`, firewall on | %s ms | `docker run -d` %s ms | %s |\n' \
+printf '| %s sessions `up --copy` at once, all ready, `yolo prepare %s` ahead | %s ms | %s × `docker run -d` at once: %s ms | %s |\n' \
+  "$N" "$N" "${many[0]}" "$N" "${many[2]}" "$(ratio "${many[0]}" "${many[2]}")"
+printf '| %s sessions `up --copy` at once, all ready, no spares | %s ms | %s × `docker run -d` at once: %s ms | %s |\n' \
+  "$N" "${many[1]}" "$N" "${many[2]}" "$(ratio "${many[1]}" "${many[2]}")"
+printf '| one cold `up`, firewall on, a spare ready | %s ms | `docker run -d` %s ms | %s |\n' \
   "${one[0]}" "${one[2]}" "$(ratio "${one[0]}" "${one[2]}")"
-printf '| one cold `up --copy NAME` | %s ms | `docker run -d` %s ms | %s |\n' \
+printf '| one cold `up`, firewall on, no spare | %s ms | `docker run -d` %s ms | %s |\n' \
+  "${one[3]}" "${one[2]}" "$(ratio "${one[3]}" "${one[2]}")"
+printf '| one cold `up --copy NAME`, a spare ready | %s ms | `docker run -d` %s ms | %s |\n' \
   "${one[1]}" "${one[2]}" "$(ratio "${one[1]}" "${one[2]}")"
-printf '| memory per session, idle (guard + agent) | %s + %s MiB | a `sleep` container %s MiB | |\n' \
-  "$guard_mib" "$agent_mib" "$floor_mib"
+printf '| memory per session, idle (guard + agent + namespace holder) | %s + %s + %s MiB | a `sleep` container %s MiB | |\n' \
+  "$guard_mib" "$agent_mib" "$holder_mib" "$floor_mib"
 printf '| DNS lookup with %s sessions busy, median of the sessions'"'"' medians | %s µs | straight to the upstream from %s containers: %s µs | +%s µs |\n' \
   "$N" "$dns_guard" "$N" "$dns_direct" "$((dns_guard - dns_direct))"
 printf '| %s execs in each of %s sessions at once, exec audit on | %s ms | the same in %s plain containers: %s ms | %s |\n' \

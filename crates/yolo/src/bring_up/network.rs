@@ -306,13 +306,17 @@ pub(crate) async fn create_guard(
     };
     // A spare network namespace, made ahead on the shared network, when one is ready: joining
     // it costs a third of an attach to the bridge (`engine::spares`).
-    let takes_spare = matches!(network, Network::Shared(_)) && spare_fits(project);
+    // On a network of the project's own (a build, Podman, grants beyond yolo's own set, a
+    // Compose project), never: that network is made for this guard.
+    let takes_spare = !matches!(network, Network::Own(_)) && spare_fits(engine, project);
     let claim = async {
-        match &network {
-            Network::Shared(name) if takes_spare => {
-                engine.claim_spare(name, &guard_name(project)).await
+        match takes_spare {
+            true => {
+                engine
+                    .claim_spare(network.name(), &guard_name(project))
+                    .await
             }
-            _ => Ok(None),
+            false => Ok(None),
         }
     };
     if takes_spare {
@@ -414,11 +418,12 @@ pub(crate) async fn create_guard(
 
 /// Whether the project's guard may join a spare network namespace: it asks for nothing that
 /// only a namespace's owner can have (published ports, a hostname, extra hosts), and the
-/// engine is this machine's (a remote engine's spares would be made there by a yolo that may
-/// never run again).
-fn spare_fits(project: &Project) -> bool {
+/// engine is this machine's Docker (a remote engine's spares would be made there by a yolo
+/// that may never run again; Podman's guards each get a network of their own).
+fn spare_fits(engine: &Engine, project: &Project) -> bool {
     let spec = &project.spec;
     !spec.remote_engine
+        && !engine.is_podman()
         && spec.ports.is_empty()
         && spec.hostname.is_none()
         && spec.extra_hosts.is_empty()

@@ -30,15 +30,6 @@ pub(crate) async fn execute(count: Option<u32>, remove: bool, after: Option<u32>
             "spares are made on this machine's engine only, and {reason}; a remote engine's guards are attached as they start"
         )));
     }
-    if let Some(named) = &guard.docker_network {
-        if background {
-            return Ok(0);
-        }
-        return Err(Error::Usage(format!(
-            "your yolo config puts every guard on the network {named} ([firewall] docker_network), and spares are made on the network guards share; take the key out to use them"
-        )));
-    }
-    let network = crate::bring_up::network::shared_network();
     let engine = crate::commands::engine().await?;
     if engine.is_podman() {
         if background {
@@ -48,6 +39,28 @@ pub(crate) async fn execute(count: Option<u32>, remove: bool, after: Option<u32>
             "Podman gives every project's guard a network of its own, so it takes no spares".into(),
         ));
     }
+    // Where the guards go: the network they share, or the one the user's config names (made
+    // by the first `up`, with the project's labels; a spare does not make it).
+    let network = match &guard.docker_network {
+        None => {
+            let network = crate::bring_up::network::shared_network();
+            if !remove {
+                engine.ensure_shared_network(&network).await?;
+            }
+            network
+        }
+        Some(named) => {
+            if !engine.network_exists(named).await? {
+                if background || remove {
+                    return Ok(0);
+                }
+                return Err(Error::Usage(format!(
+                    "the network {named} of your yolo config ([firewall] docker_network) is not there yet; the first `yolo up` makes it"
+                )));
+            }
+            named.clone()
+        }
+    };
     if remove {
         let _lock = crate::lock::acquire_spare_claim(&network).await?;
         let ready = engine.spares(&network).await?;
@@ -88,7 +101,6 @@ async fn top_up(
     let ready = engine.spares(network).await?.len() as u32;
     let missing = want.saturating_sub(ready);
     if missing > 0 {
-        engine.ensure_shared_network(network).await?;
         let image = engine
             .ensure_guard_image(&guard.base_image, guard.image.as_deref())
             .await?;

@@ -169,6 +169,25 @@ impl Engine {
         Ok(None)
     }
 
+    /// Whether the network `name` is there.
+    pub(crate) async fn network_exists(&self, name: &str) -> Result<bool> {
+        match self
+            .docker
+            .inspect_network(
+                name,
+                None::<bollard::query_parameters::InspectNetworkOptions>,
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(Error::docker(
+                format!("inspecting network {name}"),
+                message(&e),
+            )),
+        }
+    }
+
     /// Whether container `name` is a network namespace holder (a spare, claimed or not):
     /// yolo touches no other container by a holder's name.
     async fn is_holder(&self, name: &str) -> Result<bool> {

@@ -340,3 +340,32 @@ fn prepare_refuses_bad_counts_and_says_when_docker_is_not_there() {
     assert_eq!(run.code(), 65, "{}", run.describe());
     run.assert_stderr_contains("firewall.spares");
 }
+
+/// With `[firewall] docker_network`, the spares are made on that network, once the first `up`
+/// has made it; the next guard joins one there.
+#[test]
+fn spares_go_on_the_network_the_config_names() {
+    let t = Test::new();
+    let network = format!("yolo-{}-named", t.id);
+    t.user_config(&format!("[firewall]\ndocker_network = \"{network}\"\n"));
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.yolo(&["prepare", "1"])
+        .fails_with(64)
+        .assert_stderr_contains(&format!("the network {network} of your yolo config"));
+    t.yolo(&["up"]).ok();
+    t.yolo(&["prepare", "1"]).ok();
+    let spare = spares(&t).pop().expect("a spare");
+    let on: Vec<&String> = spare["NetworkSettings"]["Networks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(on, vec![&network]);
+    t.yolo(&["down", "--remove"]).ok();
+    t.yolo(&["up"]).ok();
+    let (_, holder) = guard_and_holder(&t, &t.workspace);
+    assert_eq!(holder["Id"], spare["Id"]);
+    t.yolo(&["exec", "true"]).ok();
+    t.yolo(&["down", "--remove"]).ok();
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
