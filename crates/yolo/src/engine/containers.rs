@@ -89,6 +89,38 @@ impl Engine {
         (removed, failed)
     }
 
+    /// Remove the containers labelled for `owner` that have no role: the helpers that mount a
+    /// copy's volume to fill or read it (`Engine::volume_helper`), one left by a yolo that was
+    /// killed while it used it (it would keep the volume from being removed). Their names.
+    pub(crate) async fn remove_helpers(&self, owner: &Owner) -> Result<Vec<String>> {
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                labels::owned_by(owner),
+            )])),
+            ..Default::default()
+        };
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| Error::docker("listing containers", message(&e)))?;
+        let mut removed = Vec::new();
+        for c in list {
+            let roleless = c
+                .labels
+                .as_ref()
+                .is_none_or(|l| !l.contains_key(labels::ROLE));
+            if let (true, Some(id)) = (roleless, c.id) {
+                self.remove(&id).await?;
+                let name = c.names.unwrap_or_default().into_iter().next();
+                removed.push(name.unwrap_or(id).trim_start_matches('/').to_string());
+            }
+        }
+        Ok(removed)
+    }
+
     /// Everything yolo made for `owner`'s workspace, by its labels: containers in any state,
     /// networks, volumes.
     pub(crate) async fn made_for(&self, owner: &Owner) -> Result<Made> {

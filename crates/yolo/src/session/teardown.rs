@@ -96,6 +96,13 @@ pub(crate) async fn remove_all(engine: &Engine, located: &Located, volumes: bool
             }
         }
     };
+    // A helper a killed yolo left mounting the copy's volume (it would keep it in use).
+    match engine.remove_helpers(&located.owner()).await {
+        Ok(helpers) => removed.extend(helpers),
+        Err(e) => {
+            keep(Err(e));
+        }
+    }
     if volumes {
         let mut names: Vec<&String> = containers
             .iter()

@@ -294,10 +294,40 @@ fn a_copy_kept_after_its_containers_went_is_still_brought_back_and_removed() {
     t.yolo(&["sync", "kept"]).ok();
     assert_eq!(git(&t.workspace, &["show", "yolo/kept:more.txt"]), "more");
     assert!(t.containers().is_empty(), "{:?}", t.containers());
-    // `down --all` finds the session by yolo's record of it, and takes its volumes away.
+    // A yolo killed while it read the copy leaves its helper mounting the volume (as
+    // `Engine::volume_helper` makes it: the session's labels, no role).
+    let volume = volumes()
+        .lines()
+        .find(|v| v.starts_with("yolo-workspace-"))
+        .unwrap()
+        .to_string();
+    let id = docker(&[
+        "volume",
+        "inspect",
+        "-f",
+        "{{index .Labels \"dev.yolo.id\"}}",
+        &volume,
+    ]);
+    docker(&[
+        "create",
+        "--name",
+        &format!("{volume}-fill-1"),
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--label",
+        "dev.yolo.managed=true",
+        "--label",
+        &format!("dev.yolo.id={}", id.trim()),
+        "-v",
+        &format!("{volume}:/fill"),
+        BASE_IMAGE,
+    ]);
+    // `down --all` finds the session by yolo's record of it, removes the helper left behind
+    // and takes its volumes away.
     t.yolo(&["down", "--all", "--remove", "--volumes"])
         .ok()
-        .assert_stderr_contains("session kept");
+        .assert_stderr_contains("session kept")
+        .assert_stderr_contains(&format!("{volume}-fill-1"));
     assert!(volumes().is_empty(), "{}", volumes());
     assert!(t.containers().is_empty(), "{:?}", t.containers());
 }
