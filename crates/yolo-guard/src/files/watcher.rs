@@ -85,6 +85,9 @@ const WATCHED_BYTES: usize = 16 << 20;
 const SKIPPED_BYTES: usize = 2 << 20;
 const WALK_BYTES: usize = 8 << 20;
 const PENDING_BYTES: usize = 12 << 20;
+/// Of the changes being debounced, those to a sensitive path (or renamed from one) have a
+/// budget of their own: a flood of other changes cannot leave them only counted.
+const SENSITIVE_PENDING_BYTES: usize = 2 << 20;
 const BUCKET_BYTES: usize = 4 << 20;
 const KNOWN_BYTES: usize = 8 << 20;
 /// The longest path (full, in bytes) the watcher looks at: a folder deeper is left out as too
@@ -290,32 +293,7 @@ fn start(config: &FileWatch, session: &str, phase: Option<&str>) -> Result<FileW
     std::thread::Builder::new()
         .name("yolo-files".into())
         .spawn(move || {
-            let mut run = Run {
-                fs: Fs::new(root),
-                watcher,
-                changes,
-                writer,
-                over_limit: 0,
-                over_memory: 0,
-                unreadable: 0,
-                too_deep: 0,
-                left_out: Vec::new(),
-                reported_unwatched: (0, 0),
-                overflows: 0,
-                dropped,
-                queued,
-                reported_overflows: 0,
-                reported_shed: 0,
-                watches: 0,
-                cap: watch_cap(),
-                counted: Instant::now(),
-                watched: BTreeSet::new(),
-                watched_bytes: Budget::new(WATCHED_BYTES),
-                skipped: VecDeque::new(),
-                skipped_bytes: Budget::new(SKIPPED_BYTES),
-                lost: false,
-                next_rewalk: Instant::now(),
-            };
+            let mut run = Run::new(Fs::new(root), watcher, changes, writer, dropped, queued);
             run.serve(rx, &stop2, &ready2);
             raise(&done2);
         })
@@ -498,9 +476,50 @@ struct Run {
     /// whole workspace is walked again once there is room, not before `next_rewalk`.
     lost: bool,
     next_rewalk: Instant,
+    /// A walk of the whole workspace after events were lost is under way: a folder already in
+    /// `watched` is watched again (it may have been removed and made anew meanwhile, its
+    /// removal's event among those lost, and its new self never watched).
+    rewalking: bool,
 }
 
 impl Run {
+    fn new(
+        fs: Fs,
+        watcher: INotifyWatcher,
+        changes: Changes,
+        writer: Writer,
+        dropped: Arc<std::sync::atomic::AtomicU64>,
+        queued: Arc<AtomicUsize>,
+    ) -> Run {
+        Run {
+            fs,
+            watcher,
+            changes,
+            writer,
+            over_limit: 0,
+            over_memory: 0,
+            unreadable: 0,
+            too_deep: 0,
+            left_out: Vec::new(),
+            reported_unwatched: (0, 0),
+            overflows: 0,
+            dropped,
+            queued,
+            reported_overflows: 0,
+            reported_shed: 0,
+            watches: 0,
+            cap: watch_cap(),
+            counted: Instant::now(),
+            watched: BTreeSet::new(),
+            watched_bytes: Budget::new(WATCHED_BYTES),
+            skipped: VecDeque::new(),
+            skipped_bytes: Budget::new(SKIPPED_BYTES),
+            lost: false,
+            next_rewalk: Instant::now(),
+            rewalking: false,
+        }
+    }
+
     fn serve(
         &mut self,
         rx: Receiver<notify::Result<notify::Event>>,
@@ -643,6 +662,23 @@ impl Run {
             .is_some_and(|m| m.is_dir())
     }
 
+    /// The watched folders that are no folder any more, forgotten: their removal's events were
+    /// lost (the kernel dropped their watches with them). After a walk that follows a loss.
+    fn forget_gone(&mut self) {
+        let gone: Vec<PathBuf> = self
+            .watched
+            .iter()
+            .filter(|dir| !self.is_real_dir(dir))
+            .cloned()
+            .collect();
+        for dir in gone {
+            if self.watched.remove(&dir) {
+                self.watched_bytes.give(dir.as_os_str().len());
+                self.watches = self.watches.saturating_sub(1);
+            }
+        }
+    }
+
     /// `dir` and what is below it are gone or moved away: notify dropped their watches.
     fn forget_below(&mut self, dir: &Path) {
         let gone: Vec<PathBuf> = self
@@ -691,6 +727,11 @@ impl Run {
                 continue;
             }
             let known = self.watched.contains(&dir);
+            if known && self.rewalking {
+                // The same folder: the kernel keeps its one watch. A new one in its place:
+                // watched now.
+                let _ = self.watcher.watch(&at, RecursiveMode::NonRecursive);
+            }
             if !known {
                 if !self.room_for_a_watch(dir.as_os_str().len()) {
                     // Nor are the folders below it walked: the agent may have made them by the
@@ -800,7 +841,10 @@ impl Run {
             self.lost = false;
             let started = Instant::now();
             let root = self.fs.root.clone();
+            self.rewalking = true;
             self.watch_tree(&root, true);
+            self.rewalking = false;
+            self.forget_gone();
             self.next_rewalk = Instant::now() + MIN_REWALK.max(started.elapsed() * 10);
         }
     }
@@ -959,6 +1003,8 @@ struct Pending {
     from: Option<String>,
     first: DateTime<Utc>,
     last: DateTime<Utc>,
+    /// Held in `Changes::sensitive_bytes`, not `pending_bytes`.
+    sensitive: bool,
 }
 
 /// Changes per folder and kind being folded.
@@ -1200,6 +1246,7 @@ struct Changes {
     folders: GlobSet,
     pending: HashMap<String, Pending>,
     pending_bytes: Budget,
+    sensitive_bytes: Budget,
     buckets: HashMap<(String, Change), Bucket>,
     bucket_bytes: Budget,
     known: Known,
@@ -1214,6 +1261,7 @@ impl Changes {
             folders,
             pending: HashMap::new(),
             pending_bytes: Budget::new(PENDING_BYTES),
+            sensitive_bytes: Budget::new(SENSITIVE_PENDING_BYTES),
             buckets: HashMap::new(),
             bucket_bytes: Budget::new(BUCKET_BYTES),
             known: Known::new(),
@@ -1249,19 +1297,29 @@ impl Changes {
             Some(p) => {
                 p.change = p.change.then(change);
                 if from.is_some() {
-                    self.pending_bytes.give(from_len(&p.from));
-                    if self.pending_bytes.take(from_len(&from)) {
+                    let budget = match p.sensitive {
+                        true => &mut self.sensitive_bytes,
+                        false => &mut self.pending_bytes,
+                    };
+                    budget.give(from_len(&p.from));
+                    if budget.take(from_len(&from)) {
                         p.from = from;
                     } else {
-                        self.pending_bytes.take(from_len(&p.from));
+                        budget.take(from_len(&p.from));
                         self.shed += 1;
                     }
                 }
                 p.last = now;
             }
             None => {
+                let sensitive = self.is_sensitive(&path)
+                    || from.as_deref().is_some_and(|f| self.is_sensitive(f));
+                let budget = match sensitive {
+                    true => &mut self.sensitive_bytes,
+                    false => &mut self.pending_bytes,
+                };
                 // Full: not recorded, but counted (`file_watch_overflow`).
-                if !self.pending_bytes.take(path.len() + from_len(&from)) {
+                if !budget.take(path.len() + from_len(&from)) {
                     self.shed += 1;
                     return;
                 }
@@ -1272,6 +1330,7 @@ impl Changes {
                         from,
                         first: now,
                         last: now,
+                        sensitive,
                     },
                 );
             }
@@ -1281,8 +1340,11 @@ impl Changes {
     /// `path`'s pending change taken out, its bytes given back.
     fn take_pending(&mut self, path: &str) -> Option<Pending> {
         let p = self.pending.remove(path)?;
-        self.pending_bytes
-            .give(path.len() + p.from.as_ref().map_or(0, String::len));
+        let budget = match p.sensitive {
+            true => &mut self.sensitive_bytes,
+            false => &mut self.pending_bytes,
+        };
+        budget.give(path.len() + p.from.as_ref().map_or(0, String::len));
         Some(p)
     }
 

@@ -763,3 +763,102 @@ fn sensitive_files_known_by_name_stay_within_their_budget() {
     assert_eq!(known.bytes.used, 0);
     assert!(known.files.is_empty());
 }
+
+/// A flood of ordinary changes fills `PENDING_BYTES`, and a change to a sensitive path (or a
+/// rename away from one) is still held and written: it has a budget of its own. A flood of
+/// sensitive names stays within that budget.
+#[test]
+fn a_flood_of_changes_cannot_crowd_out_a_sensitive_one() {
+    let now = Utc::now();
+    let long = "p".repeat(4_000);
+    let mut set = globset::GlobSetBuilder::new();
+    set.add(globset::Glob::new("**/.envrc").unwrap());
+    let mut changes = Changes::new(set.build().unwrap(), GlobSet::empty());
+    for i in 0..10_000 {
+        changes.offer(format!("{long}/{i}"), Change::Created, None, now);
+    }
+    let shed = changes.shed;
+    assert!(shed > 0, "the ordinary budget is full");
+    changes.offer(".envrc".into(), Change::Modified, None, now);
+    changes.offer(
+        "moved".into(),
+        Change::Renamed,
+        Some("sub/.envrc".into()),
+        now,
+    );
+    assert_eq!(changes.shed, shed, "neither was shed");
+    let fs = Fs::new(std::env::temp_dir());
+    let written = changes.settled(now + chrono::Duration::seconds(10), true, &fs);
+    let paths: Vec<String> = written
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::File { path, .. } => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        paths.iter().any(|p| p == ".envrc"),
+        "{} records",
+        paths.len()
+    );
+    assert!(paths.iter().any(|p| p == "moved"));
+    assert_eq!(changes.sensitive_bytes.used, 0);
+    assert_eq!(changes.pending_bytes.used, 0);
+    for i in 0..10_000 {
+        changes.offer(format!("{long}/{i}/.envrc"), Change::Created, None, now);
+    }
+    assert!(changes.sensitive_bytes.used <= SENSITIVE_PENDING_BYTES);
+    assert!(changes.shed > shed);
+}
+
+/// A folder removed and made anew while the watcher's events were lost (an overflow) is
+/// watched again by the walk that follows the loss: it was still in `watched`, under its old
+/// self's watch, which the kernel had dropped. A folder gone for good is forgotten then.
+#[test]
+fn a_folder_made_anew_while_events_were_lost_is_watched_again() {
+    let work = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    fs::create_dir_all(work.path().join("a")).unwrap();
+    fs::create_dir_all(work.path().join("gone")).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = INotifyWatcher::new(
+        move |e: notify::Result<notify::Event>| {
+            let _ = tx.send(e);
+        },
+        notify::Config::default(),
+    )
+    .unwrap();
+    let writer = Writer::open(&logs.path().join("s.files.jsonl"), "s", None).unwrap();
+    let mut run = Run::new(
+        Fs::new(work.path().to_path_buf()),
+        watcher,
+        Changes::new(GlobSet::empty(), GlobSet::empty()),
+        writer,
+        Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    run.watch_tree(&work.path().to_path_buf(), false);
+    assert!(run.watched.contains(&work.path().join("a")));
+    // Their events are never handed to the watcher: lost, as in an overflow.
+    fs::remove_dir(work.path().join("a")).unwrap();
+    fs::create_dir(work.path().join("a")).unwrap();
+    fs::remove_dir(work.path().join("gone")).unwrap();
+    let in_new_a = |rx: &std::sync::mpsc::Receiver<notify::Result<notify::Event>>| {
+        while rx.try_recv().is_ok() {}
+        fs::write(work.path().join("a/f"), "x").unwrap();
+        let seen = std::iter::from_fn(|| rx.recv_timeout(Duration::from_millis(300)).ok())
+            .flatten()
+            .any(|e| e.paths.iter().any(|p| p.ends_with("a/f")));
+        fs::remove_file(work.path().join("a/f")).unwrap();
+        seen
+    };
+    assert!(
+        !in_new_a(&rx),
+        "the control: the new folder has no watch yet"
+    );
+    run.lost = true;
+    run.next_rewalk = Instant::now();
+    run.rewatch();
+    assert!(in_new_a(&rx), "watched again after the walk");
+    assert!(!run.watched.contains(&work.path().join("gone")));
+}
