@@ -837,7 +837,7 @@ fn a_folder_made_anew_while_events_were_lost_is_watched_again() {
         Arc::new(std::sync::atomic::AtomicU64::new(0)),
         Arc::new(AtomicUsize::new(0)),
     );
-    run.watch_tree(&work.path().to_path_buf(), false);
+    run.watch_tree(work.path(), false);
     assert!(run.watched.contains(&work.path().join("a")));
     // Their events are never handed to the watcher: lost, as in an overflow.
     fs::remove_dir(work.path().join("a")).unwrap();
