@@ -153,7 +153,7 @@ pub(crate) async fn frozen<T: Send + 'static>(
         if c.state != "running" {
             continue;
         }
-        match engine.pause(&c.id).await {
+        match pause_retrying(&engine, &c.id).await {
             Ok(()) => paused.push(c.id.clone()),
             Err(e) => {
                 failed = Some(e);
@@ -188,6 +188,23 @@ pub(crate) async fn frozen<T: Send + 'static>(
         }
     }
     read
+}
+
+/// Pause container `id`, tried three times: the cgroup freezer gives up ("unable to freeze")
+/// when a process of the container keeps it busy on a loaded machine (an agent in a tight loop
+/// of system calls did, under two test runs at once), and thaws what it froze; a later try
+/// usually succeeds.
+async fn pause_retrying(engine: &Engine, id: &str) -> Result<()> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match engine.pause(id).await {
+            Err(e) if tries < 3 && e.to_string().contains("freeze") => {
+                tokio::time::sleep(std::time::Duration::from_millis(150 * tries)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The session's containers a checkpoint left paused (one cut off past `interrupt::CLEANUP`, or
