@@ -15,9 +15,18 @@ pub(crate) async fn execute(json: bool) -> Result<i32> {
     }
     if rows.is_empty() {
         eprintln!("no yolo containers (start one with `yolo up` in a repository)");
-        return Ok(0);
+    } else {
+        print_table(&rows);
     }
-    print_table(&rows);
+    // What is left in Docker that is no session's: said, so `down --remove` of every session
+    // is not taken for "nothing of yolo's left".
+    let spares = engine.spares_anywhere().await?;
+    if spares > 0 {
+        eprintln!(
+            "{spares} spare network namespace{} ready for the next guards (no session's: `yolo prepare --remove` removes them)",
+            if spares == 1 { "" } else { "s" }
+        );
+    }
     Ok(0)
 }
 

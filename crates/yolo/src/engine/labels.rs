@@ -114,6 +114,13 @@ pub(super) fn spare(network: &str) -> Labels {
     ]))
 }
 
+/// The label filters of every spare, claimed or not, on any network (of this `YOLO_LABELS`).
+pub(super) fn any_spare() -> Vec<String> {
+    let mut filters = vec![SPARE.to_string()];
+    filters.extend(extra().into_iter().map(|(k, v)| format!("{k}={v}")));
+    filters
+}
+
 /// The label filter of the spares on `network`.
 pub(super) fn spare_filter(network: &str) -> String {
     format!("{SPARE}={network}")

@@ -169,6 +169,28 @@ impl Engine {
         Ok(None)
     }
 
+    /// How many spares are ready, on any network, none claimed yet (`yolo status`).
+    pub(crate) async fn spares_anywhere(&self) -> Result<usize> {
+        let options = ListContainersOptions {
+            filters: Some(HashMap::from([("label".to_string(), labels::any_spare())])),
+            ..Default::default()
+        };
+        let list = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| Error::docker("listing spare network namespaces", message(&e)))?;
+        Ok(list
+            .iter()
+            .filter(|c| {
+                c.names
+                    .iter()
+                    .flatten()
+                    .any(|n| n.trim_start_matches('/').starts_with("yolo-spare-"))
+            })
+            .count())
+    }
+
     /// Whether the network `name` is there.
     pub(crate) async fn network_exists(&self, name: &str) -> Result<bool> {
         match self

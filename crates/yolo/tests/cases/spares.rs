@@ -146,6 +146,10 @@ fn a_guard_joins_a_spare_made_ahead_and_holds_it_to_its_life() {
     let left: Vec<String> = all(&t).iter().map(name).collect();
     assert_eq!(left.len(), 1, "only the unclaimed spare: {left:?}");
     assert!(left[0].starts_with("yolo-spare-"), "{left:?}");
+    // What is left is said, as no session's.
+    t.yolo(&["status"])
+        .ok()
+        .assert_stderr_contains("1 spare network namespace ready for the next guards");
     t.yolo(&["prepare", "--remove"])
         .ok()
         .assert_stderr_contains("removed 1 spare");
