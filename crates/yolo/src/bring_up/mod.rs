@@ -123,17 +123,19 @@ pub(crate) async fn up(
                 .any(|c| c.state == "paused")
         })
     };
-    if paused(&found)
-        && crate::session::checkpoints::resume_paused(engine, project.located()).await?
-    {
-        found = engine.find(&owner).await;
-    }
     // What changed in the files the host runs since yolo last looked (say, in VS Code between
     // two runs) goes to the session it happened in.
     session.report_watched()?;
     let first_use = approval::first_use(project, &session.state)?;
     approval::check(project, &mut session.state)?;
     session.save()?;
+    // A session a checkpoint left paused, resumed: only once the config is approved (a
+    // refused one leaves it as it was).
+    if paused(&found)
+        && crate::session::checkpoints::resume_paused(engine, project.located()).await?
+    {
+        found = engine.find(&owner).await;
+    }
     // The Features, fetched on the host before any container is made; what they ask for meets
     // the policy with the image's metadata now, so a refusal leaves nothing made or built.
     let fetched = features::fetch(project).await?;

@@ -257,7 +257,14 @@ fn a_session_left_paused_is_resumed_by_the_next_exec_or_up() {
         .ok()
         .assert_stdout_contains("ran")
         .assert_stderr_contains("resumed");
+    // A config not approved: `up` refuses and leaves the session as it was, paused.
     docker(&["pause", &agent]);
+    t.devcontainer(&format!(
+        r#"{{"image": "{BASE_IMAGE}", "containerEnv": {{"X": "1"}}}}"#
+    ));
+    t.yolo(&["up"]).fails_with(77);
+    assert_eq!(inspect(&agent)["State"]["Paused"], true);
+    t.devcontainer(&format!(r#"{{"image": "{BASE_IMAGE}"}}"#));
     t.up(&[]);
     assert_eq!(inspect(&agent)["State"]["Paused"], false);
     t.yolo(&["exec", "--", "true"]).ok();
