@@ -77,7 +77,12 @@ pub fn run_with<B: Batches>(config_path: &Path, batches: Arc<B>) -> Result<(), S
     let log =
         Writer::open(&config.audit_path, &config.session, None)?.in_phase(config.phase.as_deref());
     // Held until this function returns or the process ends: the holder goes with the guard.
-    let result = hold_namespace().and_then(|_holder| enforce_and_serve(config, batches, started));
+    let result = hold_namespace().and_then(|holder| {
+        if let Some(holder) = &holder {
+            watch_holder(holder);
+        }
+        enforce_and_serve(config, batches, started)
+    });
     if let Err(e) = &result {
         // Written directly: the queue's thread may not get to it before the process exits.
         let _ = log.write(guard_event("failed", [("error", e.to_string().into())]));
@@ -256,8 +261,6 @@ fn proxy(
     ))))
 }
 
-/// Whether this guard's container was made on the bridge other projects' guards share
-/// ([`yolo_protocol::SHARED_BRIDGE_ENV`]).
 /// With [`yolo_protocol::NETNS_HOLDER_ENV`]: the connection to the holder of this network
 /// namespace (a spare the guard joined), which the guard keeps for its life, so the holder, and
 /// the namespace's interface with it, end when the guard does. Made before the ruleset and
@@ -287,6 +290,29 @@ fn hold_namespace() -> Result<Option<std::os::unix::net::UnixStream>, StartError
     }
 }
 
+/// The holder's end of the connection closing (it was stopped or killed from outside: the
+/// namespace's interface is gone with it) ends the guard, and with it the agent: a session
+/// whose network went is started again by `yolo up`, rather than go on silently offline. At
+/// once, as a signal from inside the namespace would be ignored; nothing in the agent can
+/// reach the holder to bring this about.
+fn watch_holder(holder: &std::os::unix::net::UnixStream) {
+    use std::io::Read;
+    let Ok(mut end) = holder.try_clone() else {
+        return;
+    };
+    let _ = std::thread::Builder::new()
+        .name("yolo-holder".into())
+        .spawn(move || {
+            let mut buf = [0u8; 64];
+            while matches!(end.read(&mut buf), Ok(n) if n > 0) {}
+            let why = "the holder of its network namespace ended, and the network with it";
+            eprintln!("{}", crate::error_line(&why));
+            std::process::exit(1);
+        });
+}
+
+/// Whether this guard's container was made on the bridge other projects' guards share
+/// ([`yolo_protocol::SHARED_BRIDGE_ENV`]).
 fn shared_bridge() -> bool {
     std::env::var_os(yolo_protocol::SHARED_BRIDGE_ENV).is_some_and(|v| v == "1")
 }

@@ -23,6 +23,11 @@ impl Act<'_> {
             GuardStep::Start { id, running } => {
                 if *running {
                     self.engine.stop(id).await?;
+                    // Its namespace holder ends with it, a moment later: waited for, so that
+                    // the start finds it stopped and starts it afresh, listening again.
+                    let holder =
+                        crate::engine::spares::holder_name(&network::guard_name(self.project));
+                    self.engine.stop_holder(&holder).await?;
                 }
                 Ok(Some(id.clone()))
             }

@@ -308,15 +308,24 @@ pub(crate) async fn create_guard(
     // it costs a third of an attach to the bridge (`engine::spares`).
     // On a network of the project's own (a build, Podman, grants beyond yolo's own set, a
     // Compose project), never: that network is made for this guard.
-    let takes_spare = !matches!(network, Network::Own(_)) && spare_fits(engine, project);
+    let takes_spare = !matches!(network, Network::Own(_)) && spare_fits(engine, project, builds);
     let claim = async {
-        match takes_spare {
-            true => {
-                engine
-                    .claim_spare(network.name(), &guard_name(project))
-                    .await
+        if !takes_spare {
+            return None;
+        }
+        match engine
+            .claim_spare(network.name(), &guard_name(project))
+            .await
+        {
+            Ok(claimed) => claimed,
+            // A spare only saves time: without one, the guard is attached itself.
+            Err(e) => {
+                eprintln!(
+                    "{} no spare network namespace taken: {e}",
+                    console::style("warning:").yellow().bold()
+                );
+                None
             }
-            false => Ok(None),
         }
     };
     if takes_spare {
@@ -328,15 +337,30 @@ pub(crate) async fn create_guard(
         made,
         claim
     );
-    let netns = netns?;
     let made = image.and_then(|image| made.map(|()| image));
-    let image = match made {
-        Ok(image) => image,
-        Err(e) => {
-            forget_holder(engine, project, netns.as_deref()).await;
-            return Err(e);
-        }
+    // From here on, whatever fails gives the claimed holder up (`forget_holder`).
+    let made = match made {
+        Ok(image) => create_in(engine, project, builds, &network, image, netns.clone()).await,
+        Err(e) => Err(e),
     };
+    if made.is_err() {
+        forget_holder(engine, project, netns.as_deref()).await;
+    }
+    made
+}
+
+/// [`create_guard`] once its image and network are there: the guard made, in the spare's
+/// namespace `netns` when it claimed one.
+async fn create_in(
+    engine: &Engine,
+    project: &Project,
+    builds: bool,
+    network: &Network,
+    image: String,
+    netns: Option<String>,
+) -> Result<String> {
+    let guard = &project.settings.guard;
+    let owner = Owner::of(&project.spec);
     // The guard publishes the agent's ports: a busy host port is swapped for a free one here.
     let (ports, notes) = super::ports::fit(&project.spec.ports);
     for note in notes {
@@ -370,7 +394,7 @@ pub(crate) async fn create_guard(
         limits_required: project.spec.limits_required,
         shared_bridge: matches!(network, Network::Shared(_)),
         builds,
-        netns: netns.clone(),
+        netns,
         config_dir: if remote {
             // A folder left by a guard of the same name on a local engine would be written
             // instead of the copy this guard reads (`Engine::update_guard_config`).
@@ -387,7 +411,7 @@ pub(crate) async fn create_guard(
             )?)
         },
     };
-    let made = match engine.create_guard(&spec).await {
+    match engine.create_guard(&spec).await {
         // The image went between its check and now (`docker image prune`, another yolo's or a
         // test's clean-up of an image that carried the same tag): made again, once.
         // The shared network went between its check and now (`docker network prune`): made
@@ -409,21 +433,22 @@ pub(crate) async fn create_guard(
             engine.create_guard(&spec).await
         }
         other => other,
-    };
-    if made.is_err() {
-        forget_holder(engine, project, netns.as_deref()).await;
     }
-    made
 }
 
 /// Whether the project's guard may join a spare network namespace: it asks for nothing that
 /// only a namespace's owner can have (published ports, a hostname, extra hosts), and the
 /// engine is this machine's Docker (a remote engine's spares would be made there by a yolo
 /// that may never run again; Podman's guards each get a network of their own).
-fn spare_fits(engine: &Engine, project: &Project) -> bool {
+/// Nor where the project would get a bridge of its own without `[firewall] docker_network`
+/// (a build behind the guard, grants beyond yolo's own set, Compose: `own_bridge_reason`), nor
+/// with a namespace of the host's granted (with the host's PID namespace the agent would see
+/// the holder, and could stop it to keep the namespace past its guard).
+fn spare_fits(engine: &Engine, project: &Project, builds: bool) -> bool {
     let spec = &project.spec;
     !spec.remote_engine
-        && !engine.is_podman()
+        && own_bridge_reason(engine.is_podman(), spec, builds).is_none()
+        && spec.host_modes.is_empty()
         && spec.ports.is_empty()
         && spec.hostname.is_none()
         && spec.extra_hosts.is_empty()

@@ -41,11 +41,18 @@ pub(super) async fn roll_back(
         .iter()
         .filter(|n| !before.networks.iter().any(|b| b.id == n.id))
         .collect();
-    let made_guards: Vec<String> = made
+    let mut made_guards: Vec<String> = made
         .iter()
         .filter(|c| c.role == Role::Guard)
         .map(|c| c.name.clone())
         .collect();
+    // A start cut off after it claimed a spare but before its guard existed: the holder is
+    // named for the guard it was to have.
+    if !before.containers.iter().any(|c| c.role == Role::Guard) {
+        made_guards.push(crate::bring_up::network::guard_name(project));
+        made_guards.sort();
+        made_guards.dedup();
+    }
     let (mut removed, failed) = engine.remove_in_order(made, &new_networks).await;
     for e in failed {
         warn(e.to_string());

@@ -39,19 +39,28 @@ pub(crate) async fn execute(count: Option<u32>, remove: bool, after: Option<u32>
             "Podman gives every project's guard a network of its own, so it takes no spares".into(),
         ));
     }
+    if remove {
+        // On every network: those of a `docker_network` set before too. A claim racing this
+        // finds its spare's name gone and takes another, or none.
+        let removed = engine.remove_spares().await?;
+        eprintln!(
+            "{} removed {removed} spare network namespace{}",
+            console::style("yolo:").bold(),
+            if removed == 1 { "" } else { "s" }
+        );
+        return Ok(0);
+    }
     // Where the guards go: the network they share, or the one the user's config names (made
     // by the first `up`, with the project's labels; a spare does not make it).
     let network = match &guard.docker_network {
         None => {
             let network = crate::bring_up::network::shared_network();
-            if !remove {
-                engine.ensure_shared_network(&network).await?;
-            }
+            engine.ensure_shared_network(&network).await?;
             network
         }
         Some(named) => {
             if !engine.network_exists(named).await? {
-                if background || remove {
+                if background {
                     return Ok(0);
                 }
                 return Err(Error::Usage(format!(
@@ -61,20 +70,6 @@ pub(crate) async fn execute(count: Option<u32>, remove: bool, after: Option<u32>
             named.clone()
         }
     };
-    if remove {
-        let _lock = crate::lock::acquire_spare_claim(&network).await?;
-        let ready = engine.spares(&network).await?;
-        for id in &ready {
-            engine.remove(id).await?;
-        }
-        eprintln!(
-            "{} removed {} spare network namespace{}",
-            console::style("yolo:").bold(),
-            ready.len(),
-            if ready.len() == 1 { "" } else { "s" }
-        );
-        return Ok(0);
-    }
     // One top-up at a time. A background one gives way to another; asked for, this one
     // waits its turn and then makes what is still missing.
     let _making = loop {
@@ -114,6 +109,8 @@ async fn top_up(
             }
             made += batch;
         }
+        // The record of the spares made, kept to those still there (claimed ones included).
+        crate::engine::spares::prune_made(&engine.labelled_spares().await?);
     }
     if !quiet {
         eprintln!(

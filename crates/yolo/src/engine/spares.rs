@@ -10,7 +10,9 @@
 //!
 //! A spare is no session's: no capabilities, no mounts, no process but `hold`, labelled
 //! `dev.yolo.spare=<network>` (and with `YOLO_LABELS`) but with no role, so nothing that lists a
-//! project's containers sees it. A guard claims one by renaming it, under a host-wide lock, to
+//! project's containers sees it. Its id is recorded in the data folder when it is made: a
+//! container that only carries the label and a spare's name (an image's labels are its
+//! author's) is never taken for one. A guard claims one by renaming it, under a lock, to
 //! `<guard name>-netns`: from then on it is that session's, found by that name, stopped by
 //! `down`, started again before its guard and removed with it (`session::teardown`,
 //! `bring_up::act`). Until its guard starts in it, nothing but `hold` is in the namespace, which
@@ -52,7 +54,7 @@ pub(crate) fn holder_name(guard: &str) -> String {
 impl Engine {
     /// Make and start one spare on `network` from the guard image `image`; its id.
     pub(crate) async fn make_spare(&self, image: &str, network: &str) -> Result<String> {
-        let name = format!("yolo-spare-{}", random_suffix());
+        let name = format!("{SPARE_PREFIX}{}", random_suffix());
         let hardening = Hardening {
             cap_add: vec![],
             security_opt: vec![],
@@ -76,6 +78,13 @@ impl Engine {
             .create(&name, None, body)
             .await
             .map_err(|e| Error::docker(format!("creating the spare {name}"), e))?;
+        // Recorded before it runs: only a spare this user's yolo made is ever claimed, never a
+        // container that merely carries the label and the name (an image's labels are its
+        // author's, and a repository names its Compose services).
+        if let Err(e) = record_made(&id) {
+            let _ = self.remove(&id).await;
+            return Err(e);
+        }
         if let Err(e) = self.start(&id).await {
             let _ = self.remove(&id).await;
             return Err(e);
@@ -83,21 +92,41 @@ impl Engine {
         Ok(id)
     }
 
-    /// The running spares on `network` not yet claimed (ids); exited ones are removed on the
-    /// way (a spare stops only when something stopped it, and is then of no use), those being
-    /// made are left alone.
+    /// The running spares on `network` not yet claimed (their names); exited ones are removed
+    /// on the way (a spare stops only when something stopped it, and is then of no use), those
+    /// being made are left alone (unless made so long ago that their making was cut off).
     pub(crate) async fn spares(&self, network: &str) -> Result<Vec<String>> {
         Ok(self.spares_and_coming(network).await?.0)
     }
 
     /// [`Engine::spares`], and how many more are being started now.
     async fn spares_and_coming(&self, network: &str) -> Result<(Vec<String>, usize)> {
+        let made = made_ids();
+        let mut ready = Vec::new();
+        let mut coming = 0;
+        let now = chrono::Utc::now().timestamp();
+        for c in self.unclaimed(vec![labels::spare_filter(network)]).await? {
+            if !made.contains(&c.id) {
+                continue;
+            }
+            match c.state.as_str() {
+                "running" => ready.push(c.name),
+                "created" | "restarting" if now - c.created < STARTING_AT_MOST => coming += 1,
+                _ => {
+                    let _ = self.remove(&c.id).await;
+                }
+            }
+        }
+        Ok((ready, coming))
+    }
+
+    /// The containers that look like unclaimed spares under `filters` (a spare's label and
+    /// name, any state): only a candidate until its id is found among those made
+    /// ([`made_ids`]).
+    async fn unclaimed(&self, filters: Vec<String>) -> Result<Vec<Listed>> {
         let options = ListContainersOptions {
             all: true,
-            filters: Some(HashMap::from([(
-                "label".to_string(),
-                vec![labels::spare_filter(network)],
-            )])),
+            filters: Some(HashMap::from([("label".to_string(), filters)])),
             ..Default::default()
         };
         let list = self
@@ -105,32 +134,44 @@ impl Engine {
             .list_containers(Some(options))
             .await
             .map_err(|e| Error::docker("listing spare network namespaces", message(&e)))?;
-        let mut ready = Vec::new();
-        let mut coming = 0;
-        for c in list {
-            let unclaimed = c
-                .names
-                .iter()
-                .flatten()
-                .any(|n| n.trim_start_matches('/').starts_with("yolo-spare-"));
-            let Some(id) = c.id else { continue };
-            if !unclaimed {
-                continue;
-            }
-            match c.state.as_ref().map(|s| s.to_string()).as_deref() {
-                Some("running") => ready.push(id),
-                // Being made by a top-up right now: not ready, not to be touched.
-                Some("created") | Some("restarting") => coming += 1,
-                _ => {
-                    let _ = self.remove(&id).await;
-                }
+        Ok(list
+            .into_iter()
+            .filter_map(|c| {
+                let name = c
+                    .names
+                    .iter()
+                    .flatten()
+                    .map(|n| n.trim_start_matches('/'))
+                    .find(|n| n.starts_with(SPARE_PREFIX))?
+                    .to_string();
+                Some(Listed {
+                    id: c.id?,
+                    name,
+                    state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+                    created: c.created.unwrap_or_default(),
+                })
+            })
+            .collect())
+    }
+
+    /// Remove every unclaimed spare this user's yolo made, on any network, in any state; how
+    /// many (`yolo prepare --remove`).
+    pub(crate) async fn remove_spares(&self) -> Result<usize> {
+        let made = made_ids();
+        let mut removed = 0;
+        for c in self.unclaimed(labels::any_spare()).await? {
+            // By its name as a spare: one a claim renamed meanwhile is a session's now.
+            if made.contains(&c.id) {
+                self.remove(&c.name).await?;
+                removed += 1;
             }
         }
-        Ok((ready, coming))
+        Ok(removed)
     }
 
     /// Claim a spare on `network` for the guard named `guard`: renamed to its holder's name,
-    /// under the host-wide lock of spares (two `up`s never claim the same one). Its id, or
+    /// under this user's lock of spares (two `up`s never claim the same one; two users' yolos are
+    /// told apart by the rename, by the spare's own name). Its id, or
     /// None when there is none. A holder of that name left by an earlier start (a killed
     /// `up`) is removed first: its guard is about to be made anew.
     pub(crate) async fn claim_spare(&self, network: &str, guard: &str) -> Result<Option<String>> {
@@ -150,28 +191,36 @@ impl Engine {
         }
         let holder = holder_name(guard);
         self.remove_holder(&holder).await?;
-        for id in ready {
+        for spare in ready {
             let options = RenameContainerOptions {
                 name: holder.clone(),
             };
-            match self.docker.rename_container(&id, options).await {
-                Ok(()) => return Ok(Some(id)),
-                // Gone between the list and now: the next one.
+            // By its name as a spare: of two yolos that list it at once (two users, whose
+            // locks are their own), the second finds that name gone and takes the next.
+            match self.docker.rename_container(&spare, options).await {
+                Ok(()) => {}
                 Err(e) if is_not_found(&e) => continue,
                 Err(e) => {
                     return Err(Error::docker(
-                        format!("claiming the spare {id}"),
+                        format!("claiming the spare {spare}"),
                         message(&e),
                     ))
                 }
             }
+            let info = self
+                .docker
+                .inspect_container(&holder, None::<InspectContainerOptions>)
+                .await
+                .map_err(|e| Error::docker(format!("inspecting {holder}"), message(&e)))?;
+            return Ok(info.id);
         }
         Ok(None)
     }
 
-    /// How many spares are ready, on any network, none claimed yet (`yolo status`).
-    pub(crate) async fn spares_anywhere(&self) -> Result<usize> {
+    /// The ids of every container with a spare's label, claimed or not, in any state.
+    pub(crate) async fn labelled_spares(&self) -> Result<std::collections::HashSet<String>> {
         let options = ListContainersOptions {
+            all: true,
             filters: Some(HashMap::from([("label".to_string(), labels::any_spare())])),
             ..Default::default()
         };
@@ -180,14 +229,17 @@ impl Engine {
             .list_containers(Some(options))
             .await
             .map_err(|e| Error::docker("listing spare network namespaces", message(&e)))?;
-        Ok(list
+        Ok(list.into_iter().filter_map(|c| c.id).collect())
+    }
+
+    /// How many spares are ready, on any network, none claimed yet (`yolo status`).
+    pub(crate) async fn spares_anywhere(&self) -> Result<usize> {
+        let made = made_ids();
+        Ok(self
+            .unclaimed(labels::any_spare())
+            .await?
             .iter()
-            .filter(|c| {
-                c.names
-                    .iter()
-                    .flatten()
-                    .any(|n| n.trim_start_matches('/').starts_with("yolo-spare-"))
-            })
+            .filter(|c| made.contains(&c.id))
             .count())
     }
 
@@ -221,7 +273,8 @@ impl Engine {
             Ok(info) => Ok(info
                 .config
                 .and_then(|c| c.labels)
-                .is_some_and(|l| l.contains_key(labels::SPARE))),
+                .is_some_and(|l| l.contains_key(labels::SPARE))
+                && info.id.is_some_and(|id| made_ids().contains(&id))),
             Err(e) if is_not_found(&e) => Ok(false),
             Err(e) => Err(Error::docker(
                 format!("inspecting container {name}"),
@@ -250,6 +303,9 @@ impl Engine {
     /// Start the holder named `name` if there is one and it is stopped (before its guard, which
     /// cannot start outside it). Already running or none: nothing to do.
     pub(crate) async fn start_holder(&self, name: &str) -> Result<()> {
+        if !self.is_holder(name).await? {
+            return Ok(());
+        }
         match self
             .docker
             .start_container(name, None::<StartContainerOptions>)
@@ -265,6 +321,66 @@ impl Engine {
                 message(&e),
             )),
         }
+    }
+}
+
+/// A container listed as a spare candidate.
+struct Listed {
+    id: String,
+    name: String,
+    state: String,
+    /// Seconds since the epoch.
+    created: i64,
+}
+
+/// The name every unclaimed spare starts with.
+const SPARE_PREFIX: &str = "yolo-spare-";
+
+/// A spare still being started after this many seconds is taken for one whose making was cut
+/// off, and removed.
+const STARTING_AT_MOST: i64 = 20;
+
+/// Where this user's yolo records the ids of the spares it made: the only ones it claims,
+/// stops, starts or removes.
+fn made_file() -> std::path::PathBuf {
+    crate::store::root().join("spares").join("made")
+}
+
+fn record_made(id: &str) -> Result<()> {
+    use std::io::Write;
+    let path = made_file();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(format!("{id}\n").as_bytes()))
+        .map_err(|e| Error::io(&path, e))
+}
+
+/// The ids in [`made_file`] (none when it cannot be read).
+fn made_ids() -> std::collections::HashSet<String> {
+    std::fs::read_to_string(made_file())
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// [`made_file`] kept to the ids of `present` (the spare-labelled containers there now), so it
+/// does not grow with every spare ever made. Called by a top-up, which holds the making lock.
+pub(crate) fn prune_made(present: &std::collections::HashSet<String>) {
+    let kept: Vec<String> = made_ids()
+        .into_iter()
+        .filter(|id| present.contains(id))
+        .collect();
+    let text: String = kept.iter().map(|id| format!("{id}\n")).collect();
+    let path = made_file();
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
     }
 }
 

@@ -132,6 +132,18 @@ fn a_guard_joins_a_spare_made_ahead_and_holds_it_to_its_life() {
     assert_eq!(inspect(&holder_id)["State"]["Running"], true);
     t.yolo(&["exec", "true"]).ok();
 
+    // The holder stopped from outside takes the network away: the guard ends with it (and
+    // the agent with the guard) instead of serving a session gone silently offline; `up`
+    // starts all three again.
+    docker(&["stop", &holder_id]);
+    until(
+        "the guard ended with its holder",
+        Duration::from_secs(10),
+        || inspect(guard["Id"].as_str().unwrap())["State"]["Running"] == false,
+    );
+    t.yolo(&["up"]).ok();
+    t.yolo(&["exec", "true"]).ok();
+
     t.yolo(&["down"]).ok();
     assert_eq!(
         inspect(&holder_id)["State"]["Running"],
@@ -372,4 +384,61 @@ fn spares_go_on_the_network_the_config_names() {
     t.yolo(&["exec", "true"]).ok();
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty(), "{:?}", t.containers());
+}
+
+/// ATTACK: a container that carries a spare's label and name (an image's labels are its
+/// author's; a repository names its Compose services) is never taken for one: the next guard
+/// does not join it, `prepare --remove` leaves it, `status` does not count it.
+#[test]
+fn a_container_posing_as_a_spare_is_never_joined() {
+    let t = Test::new();
+    t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.yolo(&["up"]).ok();
+    t.yolo(&["down", "--remove"]).ok();
+    let network = inspect_network(&t.shared_networks()[0])["Name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let evil = docker(&[
+        "run",
+        "-d",
+        "--name",
+        &format!("yolo-spare-{}", t.id),
+        "--label",
+        &format!("{LABEL}={}", t.id),
+        "--label",
+        "dev.yolo.managed=true",
+        "--label",
+        &format!("dev.yolo.spare={network}"),
+        "--network",
+        &network,
+        "debian:bookworm-slim",
+        "sleep",
+        "infinity",
+    ]);
+    let evil = evil.trim();
+    t.yolo(&["status"])
+        .ok()
+        .assert_stderr_lacks("spare network namespace");
+    t.yolo(&["up"]).ok();
+    let guard = all(&t)
+        .into_iter()
+        .find(|c| c["Config"]["Labels"]["dev.yolo.role"] == "guard")
+        .unwrap();
+    let mode = guard["HostConfig"]["NetworkMode"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!mode.contains(evil), "{mode}");
+    assert!(!mode.starts_with("container:"), "{mode}");
+    t.yolo(&["prepare", "--remove"])
+        .ok()
+        .assert_stderr_contains("removed 0 spare");
+    assert_eq!(inspect(evil)["State"]["Running"], true);
+    assert_eq!(
+        inspect(evil)["Name"].as_str().unwrap(),
+        format!("/yolo-spare-{}", t.id),
+        "not renamed"
+    );
+    t.yolo(&["down", "--remove"]).ok();
 }
