@@ -306,8 +306,8 @@ pub(crate) async fn create_guard(
     };
     // A spare network namespace, made ahead on the shared network, when one is ready: joining
     // it costs a third of an attach to the bridge (`engine::spares`).
-    // On a network of the project's own (a build, Podman, grants beyond yolo's own set, a
-    // Compose project), never: that network is made for this guard.
+    // Never on a network of the project's own, nor where it would have one but for
+    // `docker_network` (`spare_fits`).
     let takes_spare = !matches!(network, Network::Own(_)) && spare_fits(engine, project, builds);
     let claim = async {
         if !takes_spare {

@@ -144,6 +144,16 @@ fn a_guard_joins_a_spare_made_ahead_and_holds_it_to_its_life() {
     t.yolo(&["up"]).ok();
     t.yolo(&["exec", "true"]).ok();
 
+    // The agent stopped alone: `up` restarts the running guard, whose holder ends with it and
+    // is started again, listening, before the guard.
+    let agent = all(&t)
+        .into_iter()
+        .find(|c| c["Config"]["Labels"]["dev.yolo.role"] == "agent")
+        .unwrap();
+    docker(&["stop", agent["Id"].as_str().unwrap()]);
+    t.yolo(&["up"]).ok();
+    t.yolo(&["exec", "true"]).ok();
+
     t.yolo(&["down"]).ok();
     assert_eq!(
         inspect(&holder_id)["State"]["Running"],
