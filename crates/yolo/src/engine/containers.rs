@@ -93,19 +93,7 @@ impl Engine {
     /// copy's volume to fill or read it (`Engine::volume_helper`), one left by a yolo that was
     /// killed while it used it (it would keep the volume from being removed). Their names.
     pub(crate) async fn remove_helpers(&self, owner: &Owner) -> Result<Vec<String>> {
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(HashMap::from([(
-                "label".to_string(),
-                labels::owned_by(owner),
-            )])),
-            ..Default::default()
-        };
-        let list = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|e| Error::docker("listing containers", message(&e)))?;
+        let list = self.list_labelled(labels::owned_by(owner)).await?;
         let mut removed = Vec::new();
         for c in list {
             let roleless = c
@@ -156,17 +144,25 @@ impl Engine {
     }
 
     async fn list(&self, label_filters: Vec<String>) -> Result<Vec<Container>> {
+        let list = self.list_labelled(label_filters).await?;
+        Ok(list.into_iter().filter_map(listed).collect())
+    }
+
+    /// The containers, in any state, carrying every label of `label_filters`, as the engine
+    /// lists them (for `engine/`'s own reading).
+    pub(super) async fn list_labelled(
+        &self,
+        label_filters: Vec<String>,
+    ) -> Result<Vec<ContainerSummary>> {
         let options = ListContainersOptions {
             all: true,
             filters: Some(HashMap::from([("label".to_string(), label_filters)])),
             ..Default::default()
         };
-        let list = self
-            .docker
+        self.docker
             .list_containers(Some(options))
             .await
-            .map_err(|e| Error::docker("listing containers", message(&e)))?;
-        Ok(list.into_iter().filter_map(listed).collect())
+            .map_err(|e| Error::docker("listing containers", message(&e)))
     }
 
     /// Everything the engine says of container `id` (a name or an id).

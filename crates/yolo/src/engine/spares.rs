@@ -28,9 +28,8 @@ use crate::error::{Error, Result};
 use crate::run_spec::Limits;
 use bollard::models::ContainerCreateBody;
 use bollard::query_parameters::{
-    InspectContainerOptions, ListContainersOptions, RenameContainerOptions, StartContainerOptions,
+    InspectContainerOptions, RenameContainerOptions, StartContainerOptions,
 };
-use std::collections::HashMap;
 
 /// A spare's limits: one sleeping process.
 const SPARE_LIMITS: Limits = Limits {
@@ -124,17 +123,9 @@ impl Engine {
     /// name, any state): only a candidate until its id is found among those made
     /// ([`made_ids`]).
     async fn unclaimed(&self, filters: Vec<String>) -> Result<Vec<Listed>> {
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(HashMap::from([("label".to_string(), filters)])),
-            ..Default::default()
-        };
-        let list = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|e| Error::docker("listing spare network namespaces", message(&e)))?;
-        Ok(list
+        Ok(self
+            .list_labelled(filters)
+            .await?
             .into_iter()
             .filter_map(|c| {
                 let name = c
@@ -219,16 +210,7 @@ impl Engine {
 
     /// The ids of every container with a spare's label, claimed or not, in any state.
     pub(crate) async fn labelled_spares(&self) -> Result<std::collections::HashSet<String>> {
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(HashMap::from([("label".to_string(), labels::any_spare())])),
-            ..Default::default()
-        };
-        let list = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|e| Error::docker("listing spare network namespaces", message(&e)))?;
+        let list = self.list_labelled(labels::any_spare()).await?;
         Ok(list.into_iter().filter_map(|c| c.id).collect())
     }
 
