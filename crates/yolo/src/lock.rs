@@ -51,15 +51,26 @@ pub(crate) async fn acquire_spare_claim(name: &str) -> Result<WorkspaceLock> {
         .map_err(|e| Error::io(&path, e))
 }
 
-/// The lock of making spares on network `name`, only if it is free now (`None`: another yolo
+/// The lock of making spares (on any network), only if it is free now (`None`: another yolo
 /// is making them): one top-up at a time.
-pub(crate) fn try_spare_making(name: &str) -> Result<Option<WorkspaceLock>> {
-    let file = spares_lock_file(name, "make")?;
+pub(crate) fn try_spare_making() -> Result<Option<WorkspaceLock>> {
+    let file = spares_lock_file("spares", "make")?;
     match file.try_lock() {
         Ok(()) => Ok(Some(WorkspaceLock { _file: file })),
         Err(TryLockError::WouldBlock) => Ok(None),
         Err(TryLockError::Error(e)) => Err(Error::io(crate::store::root().join("spares"), e)),
     }
+}
+
+/// The same lock, waited for: `down --remove` of the last session lets a top-up under way
+/// finish before it removes the spares, so none is made after it.
+pub(crate) async fn acquire_spare_making() -> Result<WorkspaceLock> {
+    let file = spares_lock_file("spares", "make")?;
+    let path = crate::store::root().join("spares");
+    tokio::task::spawn_blocking(move || file.lock().map(|()| WorkspaceLock { _file: file }))
+        .await
+        .map_err(|e| Error::io(&path, std::io::Error::other(e)))?
+        .map_err(|e| Error::io(&path, e))
 }
 
 fn spares_lock_file(name: &str, what: &str) -> Result<File> {

@@ -13,8 +13,18 @@ use crate::user_config::UserConfig;
 const AFTER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(crate) async fn execute(count: Option<u32>, remove: bool, after: Option<u32>) -> Result<i32> {
-    let guard = GuardSettings::resolve(&UserConfig::load()?)?;
     let background = after.is_some();
+    // A background top-up takes its lock before anything else, while the `up` that started
+    // it still runs: a `down --remove` right after that `up` then waits for it, and removes
+    // what it made (`session::teardown`).
+    let early = match background {
+        true => match crate::lock::try_spare_making()? {
+            Some(lock) => Some(lock),
+            None => return Ok(0),
+        },
+        false => None,
+    };
+    let guard = GuardSettings::resolve(&UserConfig::load()?)?;
     let want = count.unwrap_or(guard.spares);
     let max = crate::engine::spares::MAX_SPARES;
     if want > max {
@@ -72,15 +82,22 @@ pub(crate) async fn execute(count: Option<u32>, remove: bool, after: Option<u32>
     };
     // One top-up at a time. A background one gives way to another; asked for, this one
     // waits its turn and then makes what is still missing.
-    let _making = loop {
-        match crate::lock::try_spare_making(&network)? {
-            Some(lock) => break lock,
-            None if background => return Ok(0),
-            None => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-        }
+    let _making = match early {
+        Some(lock) => lock,
+        None => loop {
+            match crate::lock::try_spare_making()? {
+                Some(lock) => break lock,
+                None => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        },
     };
     if let Some(pid) = after {
         wait_for_exit(pid).await;
+        // An `up` that failed (and undid what it made), or a session already taken down:
+        // nothing left for a spare to serve, and nothing is left behind.
+        if !engine.sessions_left().await? {
+            return Ok(0);
+        }
     }
     top_up(&engine, &guard, &network, want, background).await
 }

@@ -210,6 +210,13 @@ pub(super) fn managed() -> Vec<String> {
     vec![format!("{MANAGED}=true")]
 }
 
+/// [`managed`], of this `YOLO_LABELS` only (a test's, a benchmark's own objects).
+pub(super) fn managed_here() -> Vec<String> {
+    let mut filters = managed();
+    filters.extend(extra().into_iter().map(|(k, v)| format!("{k}={v}")));
+    filters
+}
+
 /// The `dev.yolo.network` value of a mode.
 fn mode_name(mode: NetworkMode) -> &'static str {
     crate::firewall::mode_name(mode)

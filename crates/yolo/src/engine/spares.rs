@@ -208,6 +208,17 @@ impl Engine {
         Ok(None)
     }
 
+    /// Whether any session's container (an agent, a guard, a Compose service) is left on this
+    /// engine, of this `YOLO_LABELS`: with none, the spares serve nobody yet.
+    pub(crate) async fn sessions_left(&self) -> Result<bool> {
+        let list = self.list_labelled(labels::managed_here()).await?;
+        Ok(list.iter().any(|c| {
+            c.labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(labels::ROLE))
+        }))
+    }
+
     /// The ids of every container with a spare's label, claimed or not, in any state.
     pub(crate) async fn labelled_spares(&self) -> Result<std::collections::HashSet<String>> {
         let list = self.list_labelled(labels::any_spare()).await?;

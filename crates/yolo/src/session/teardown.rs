@@ -148,8 +148,33 @@ pub(crate) async fn remove_all(engine: &Engine, located: &Located, volumes: bool
             keep(std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e)));
         }
     }
+    // The last session on the engine gone: the spares made for the next ones go too, so
+    // nothing of yolo's is left in Docker (a top-up under way is let finish first).
+    match remove_spares_if_last(engine).await {
+        Ok(0) => {}
+        Ok(n) => removed.push(format!(
+            "{n} spare network namespace{}",
+            if n == 1 { "" } else { "s" }
+        )),
+        Err(e) => {
+            keep(Err(e));
+        }
+    }
     if !removed.is_empty() {
         eprintln!("yolo: removed {}", removed.join(", "));
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// With no session's container left on the engine, the unclaimed spares removed, once no
+/// top-up is making more; how many.
+async fn remove_spares_if_last(engine: &Engine) -> Result<usize> {
+    if engine.sessions_left().await? {
+        return Ok(0);
+    }
+    let _making = crate::lock::acquire_spare_making().await?;
+    if engine.sessions_left().await? {
+        return Ok(0);
+    }
+    engine.remove_spares().await
 }

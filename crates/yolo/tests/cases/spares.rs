@@ -68,6 +68,10 @@ fn a_guard_joins_a_spare_made_ahead_and_holds_it_to_its_life() {
         .assert_stderr_contains("2 spare network namespaces ready");
     let made = spares(&t);
     assert_eq!(made.len(), 2);
+    // Said, as no session's.
+    t.yolo(&["status"])
+        .ok()
+        .assert_stderr_contains("2 spare network namespaces ready for the next guards");
     for spare in &made {
         let host = &spare["HostConfig"];
         assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]), "{spare}");
@@ -162,30 +166,32 @@ fn a_guard_joins_a_spare_made_ahead_and_holds_it_to_its_life() {
     );
     t.yolo(&["up"]).ok();
     t.yolo(&["exec", "true"]).ok();
+    // The last session on the engine taken down: its holder goes, and the spare left for the
+    // next one too. Nothing of yolo's is left in Docker.
     t.yolo(&["down", "--remove"])
         .ok()
-        .assert_stderr_contains(&format!("{}-netns", name(&guard)));
-    let left: Vec<String> = all(&t).iter().map(name).collect();
-    assert_eq!(left.len(), 1, "only the unclaimed spare: {left:?}");
-    assert!(left[0].starts_with("yolo-spare-"), "{left:?}");
-    // What is left is said, as no session's.
-    t.yolo(&["status"])
-        .ok()
-        .assert_stderr_contains("1 spare network namespace ready for the next guards");
+        .assert_stderr_contains(&format!("{}-netns", name(&guard)))
+        .assert_stderr_contains("1 spare network namespace");
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
     t.yolo(&["prepare", "--remove"])
         .ok()
-        .assert_stderr_contains("removed 1 spare");
-    assert!(t.containers().is_empty(), "{:?}", t.containers());
+        .assert_stderr_contains("removed 0 spare");
 }
 
 /// With `[firewall] spares` (here through `YOLO_SPARES`), the `up` that makes a guard keeps a
-/// spare ready behind it, once it has ended; the next cold `up` joins it. A guard that needs
-/// its namespace's own settings (a published port) does not take one.
+/// spare ready behind it, once it has ended; the next cold `up` (another project's here)
+/// joins it. A guard that needs its namespace's own settings (a published port) does not
+/// take one. An `up` taken down at once leaves nothing: the `down --remove` of the last
+/// session waits for the top-up under way and removes what it made.
 #[test]
 fn up_keeps_a_spare_ready_for_the_next_guard() {
     let mut t = Test::new();
     t.env("YOLO_SPARES", "1");
     t.devcontainer(r#"{"image": "debian:bookworm-slim"}"#);
+    t.yolo(&["up"]).ok();
+    t.yolo(&["down", "--remove"]).ok();
+    assert!(t.containers().is_empty(), "{:?}", t.containers());
+
     t.yolo(&["up"]).ok();
     let first = all(&t)
         .into_iter()
@@ -203,9 +209,20 @@ fn up_keeps_a_spare_ready_for_the_next_guard() {
         Duration::from_secs(20),
         || spares(&t).len() == 1,
     );
-    t.yolo(&["down", "--remove"]).ok();
-    t.yolo(&["up"]).ok();
-    let (_, holder) = guard_and_holder(&t, &t.workspace);
+    let other = t.root().join("other");
+    std::fs::create_dir_all(other.join(".devcontainer")).unwrap();
+    std::fs::write(
+        other.join(".devcontainer/devcontainer.json"),
+        r#"{"image": "debian:bookworm-slim"}"#,
+    )
+    .unwrap();
+    let up = t.command(&["up"]).current_dir(&other).output().unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let (_, holder) = guard_and_holder(&t, &other);
     assert_eq!(holder["State"]["Running"], true);
     until("the next spare", Duration::from_secs(20), || {
         spares(&t).len() == 1
@@ -219,13 +236,18 @@ fn up_keeps_a_spare_ready_for_the_next_guard() {
         .unwrap()
         .port();
     t.yolo(&["down", "--remove"]).ok();
+    assert_eq!(
+        spares(&t).len(),
+        1,
+        "another session is left: the spare stays"
+    );
     t.devcontainer(&format!(
         r#"{{"image": "debian:bookworm-slim", "forwardPorts": [{port}]}}"#
     ));
     t.yolo(&["up", "--accept-config"]).ok();
     let guard = all(&t)
         .into_iter()
-        .find(|c| c["Config"]["Labels"]["dev.yolo.role"] == "guard")
+        .find(|c| c["Config"]["Labels"]["dev.yolo.role"] == "guard" && !name(c).contains("other"))
         .unwrap();
     assert!(!guard["HostConfig"]["NetworkMode"]
         .as_str()
@@ -233,7 +255,12 @@ fn up_keeps_a_spare_ready_for_the_next_guard() {
         .starts_with("container:"));
     assert_eq!(spares(&t).len(), 1);
     t.yolo(&["down", "--remove"]).ok();
-    t.yolo(&["prepare", "--remove"]).ok();
+    let out = t
+        .command(&["down", "--remove"])
+        .current_dir(&other)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
     assert!(t.containers().is_empty(), "{:?}", t.containers());
 }
 
@@ -387,11 +414,33 @@ fn spares_go_on_the_network_the_config_names() {
         .keys()
         .collect();
     assert_eq!(on, vec![&network]);
-    t.yolo(&["down", "--remove"]).ok();
-    t.yolo(&["up"]).ok();
-    let (_, holder) = guard_and_holder(&t, &t.workspace);
+    let other = t.root().join("other");
+    std::fs::create_dir_all(other.join(".devcontainer")).unwrap();
+    std::fs::write(
+        other.join(".devcontainer/devcontainer.json"),
+        r#"{"image": "debian:bookworm-slim"}"#,
+    )
+    .unwrap();
+    let up = t.command(&["up"]).current_dir(&other).output().unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let (_, holder) = guard_and_holder(&t, &other);
     assert_eq!(holder["Id"], spare["Id"]);
-    t.yolo(&["exec", "true"]).ok();
+    let out = t
+        .command(&["exec", "true"])
+        .current_dir(&other)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = t
+        .command(&["down", "--remove"])
+        .current_dir(&other)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty(), "{:?}", t.containers());
 }
