@@ -43,40 +43,45 @@ pub(crate) async fn acquire_network(name: &str) -> Result<WorkspaceLock> {
 /// `up`s never rename the same one. Held for a list and a rename, so waited for in full (a
 /// blocking `flock` on a thread of its own), not polled: twenty `up`s at once queue on it.
 pub(crate) async fn acquire_spare_claim(name: &str) -> Result<WorkspaceLock> {
-    let file = spares_lock_file(name, "claim")?;
-    let path = crate::store::root().join("spares");
-    tokio::task::spawn_blocking(move || file.lock().map(|()| WorkspaceLock { _file: file }))
-        .await
-        .map_err(|e| Error::io(&path, std::io::Error::other(e)))?
-        .map_err(|e| Error::io(&path, e))
+    wait_for(spares_lock_path(name, "claim")).await
 }
 
 /// The lock of making spares (on any network), only if it is free now (`None`: another yolo
 /// is making them): one top-up at a time.
 pub(crate) fn try_spare_making() -> Result<Option<WorkspaceLock>> {
-    let file = spares_lock_file("spares", "make")?;
+    let path = spares_lock_path("spares", "make");
+    let file = open_lock_file(&path)?;
     match file.try_lock() {
         Ok(()) => Ok(Some(WorkspaceLock { _file: file })),
         Err(TryLockError::WouldBlock) => Ok(None),
-        Err(TryLockError::Error(e)) => Err(Error::io(crate::store::root().join("spares"), e)),
+        Err(TryLockError::Error(e)) => Err(Error::io(&path, e)),
     }
 }
 
 /// The same lock, waited for: `down --remove` of the last session lets a top-up under way
 /// finish before it removes the spares, so none is made after it.
 pub(crate) async fn acquire_spare_making() -> Result<WorkspaceLock> {
-    let file = spares_lock_file("spares", "make")?;
-    let path = crate::store::root().join("spares");
+    wait_for(spares_lock_path("spares", "make")).await
+}
+
+fn spares_lock_path(name: &str, what: &str) -> PathBuf {
+    crate::store::root()
+        .join("spares")
+        .join(format!("{name}.{what}.lock"))
+}
+
+/// The lock at `path`, waited for in full: a blocking `flock` on a thread of its own, for
+/// locks held a moment (no line said while waiting).
+async fn wait_for(path: PathBuf) -> Result<WorkspaceLock> {
+    let file = open_lock_file(&path)?;
     tokio::task::spawn_blocking(move || file.lock().map(|()| WorkspaceLock { _file: file }))
         .await
         .map_err(|e| Error::io(&path, std::io::Error::other(e)))?
         .map_err(|e| Error::io(&path, e))
 }
 
-fn spares_lock_file(name: &str, what: &str) -> Result<File> {
-    let path = crate::store::root()
-        .join("spares")
-        .join(format!("{name}.{what}.lock"));
+/// The lock file at `path`, made (with its folder) if missing, never truncated.
+fn open_lock_file(path: &std::path::Path) -> Result<File> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
@@ -85,8 +90,8 @@ fn spares_lock_file(name: &str, what: &str) -> Result<File> {
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))
+        .open(path)
+        .map_err(|e| Error::io(path, e))
 }
 
 /// The lock of a workspace session's checkpoint store (`checkpoint::workspace`): one
@@ -103,16 +108,7 @@ pub(crate) async fn acquire_checkpoints(
 }
 
 async fn acquire_at(path: PathBuf, command: &str, scope: &str) -> Result<WorkspaceLock> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    }
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
+    let mut file = open_lock_file(&path)?;
     let mut tries = 0;
     loop {
         match file.try_lock() {

@@ -4,7 +4,7 @@ use super::hardening::{self, hardened_host_config, Hardening};
 use super::types::{
     Container, ContainerDetails, Found, Made, NetworkAttach, Owner, ProjectNetwork, Role,
 };
-use super::{is_not_found, labels, message, Engine};
+use super::{is_not_found, is_not_modified, labels, message, Engine};
 use crate::error::{Dependency, Error, Result};
 use crate::firewall::NetworkMode;
 use crate::run_spec::{Limits, PortPublish, RunSpec};
@@ -415,11 +415,8 @@ impl Engine {
         };
         match self.docker.stop_container(id, Some(options)).await {
             Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            // 304: already stopped.
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 304, ..
-            }) => Ok(()),
+            // Gone, or stopped already.
+            Err(e) if is_not_found(&e) || is_not_modified(&e) => Ok(()),
             Err(e) => Err(Error::docker(
                 format!("stopping container {id}"),
                 message(&e),

@@ -262,6 +262,18 @@ fn is_not_found(err: &bollard::errors::Error) -> bool {
     )
 }
 
+/// True when Docker answered 304: the container is already in the state asked for (a start of
+/// a running one, a stop of a stopped one).
+fn is_not_modified(err: &bollard::errors::Error) -> bool {
+    matches!(
+        err,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 304,
+            ..
+        }
+    )
+}
+
 /// The message of a Docker error without Rust Debug noise.
 fn message(err: &bollard::errors::Error) -> String {
     match err {

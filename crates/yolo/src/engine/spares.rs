@@ -23,7 +23,7 @@ use super::guard_image::GUARD_BINARY;
 use super::hardening::{hardened_host_config, Hardening};
 use super::labels;
 use super::types::NetworkAttach;
-use super::{is_not_found, message, Engine};
+use super::{is_not_found, is_not_modified, message, Engine};
 use crate::error::{Error, Result};
 use crate::run_spec::Limits;
 use bollard::models::ContainerCreateBody;
@@ -305,10 +305,8 @@ impl Engine {
             .await
         {
             Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 304, ..
-            }) => Ok(()),
+            // Gone, or running already.
+            Err(e) if is_not_found(&e) || is_not_modified(&e) => Ok(()),
             Err(e) => Err(Error::docker(
                 format!("starting the network namespace {name}"),
                 message(&e),

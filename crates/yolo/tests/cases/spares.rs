@@ -47,6 +47,25 @@ fn guard_and_holder(t: &Test, folder: &std::path::Path) -> (Value, Value) {
     (guard.clone(), inspect(holder))
 }
 
+/// A second project, `other/` beside the test's workspace, whose devcontainer.json is `config`.
+fn other_project(t: &Test, config: &str) -> std::path::PathBuf {
+    let other = t.root().join("other");
+    std::fs::create_dir_all(other.join(".devcontainer")).unwrap();
+    std::fs::write(other.join(".devcontainer/devcontainer.json"), config).unwrap();
+    other
+}
+
+/// yolo with `args` in `folder` (another project than the test's workspace), with no stdin.
+fn yolo_in(t: &Test, folder: &std::path::Path, args: &[&str]) -> Run {
+    let output = t
+        .command(args)
+        .current_dir(folder)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    Run { output }
+}
+
 fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
@@ -209,19 +228,8 @@ fn up_keeps_a_spare_ready_for_the_next_guard() {
         Duration::from_secs(20),
         || spares(&t).len() == 1,
     );
-    let other = t.root().join("other");
-    std::fs::create_dir_all(other.join(".devcontainer")).unwrap();
-    std::fs::write(
-        other.join(".devcontainer/devcontainer.json"),
-        r#"{"image": "debian:bookworm-slim"}"#,
-    )
-    .unwrap();
-    let up = t.command(&["up"]).current_dir(&other).output().unwrap();
-    assert!(
-        up.status.success(),
-        "{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let other = other_project(&t, r#"{"image": "debian:bookworm-slim"}"#);
+    yolo_in(&t, &other, &["up"]).ok();
     let (_, holder) = guard_and_holder(&t, &other);
     assert_eq!(holder["State"]["Running"], true);
     until("the next spare", Duration::from_secs(20), || {
@@ -255,12 +263,7 @@ fn up_keeps_a_spare_ready_for_the_next_guard() {
         .starts_with("container:"));
     assert_eq!(spares(&t).len(), 1);
     t.yolo(&["down", "--remove"]).ok();
-    let out = t
-        .command(&["down", "--remove"])
-        .current_dir(&other)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    yolo_in(&t, &other, &["down", "--remove"]).ok();
     assert!(t.containers().is_empty(), "{:?}", t.containers());
 }
 
@@ -272,25 +275,13 @@ fn up_keeps_a_spare_ready_for_the_next_guard() {
 fn root_in_an_agent_cannot_reach_another_session_through_the_spares() {
     let t = Test::new();
     t.devcontainer(r#"{"image": "debian:bookworm-slim", "remoteUser": "root"}"#);
-    let other = t.root().join("other");
-    std::fs::create_dir_all(other.join(".devcontainer")).unwrap();
-    std::fs::write(
-        other.join(".devcontainer/devcontainer.json"),
+    let other = other_project(
+        &t,
         r#"{"image": "debian:bookworm-slim", "remoteUser": "root"}"#,
-    )
-    .unwrap();
+    );
     t.yolo(&["prepare", "3"]).ok();
     t.yolo(&["up"]).ok();
-    let up = t
-        .command(&["up", "--network", "open"])
-        .current_dir(&other)
-        .output()
-        .unwrap();
-    assert!(
-        up.status.success(),
-        "{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    yolo_in(&t, &other, &["up", "--network", "open"]).ok();
     let (_, victim_holder) = guard_and_holder(&t, &t.workspace);
     let (_, attacker_holder) = guard_and_holder(&t, &other);
     assert_ne!(victim_holder["Id"], attacker_holder["Id"]);
@@ -336,14 +327,8 @@ fn root_in_an_agent_cannot_reach_another_session_through_the_spares() {
             said.contains("victim hello")
         },
     );
-    let attacker = |script: &str| -> String {
-        let out = t
-            .command(&["exec", "sh", "-c", script])
-            .current_dir(&other)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let attacker =
+        |script: &str| -> String { yolo_in(&t, &other, &["exec", "sh", "-c", script]).stdout() };
     for (what, target, port) in [
         ("the victim's listener", &victim_ip, 7070),
         ("the victim's DNS over TCP", &victim_ip, 53),
@@ -357,12 +342,7 @@ fn root_in_an_agent_cannot_reach_another_session_through_the_spares() {
         !dns.contains("answered"),
         "the victim's DNS answered: {dns}"
     );
-    let out = t
-        .command(&["down", "--remove"])
-        .current_dir(&other)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    yolo_in(&t, &other, &["down", "--remove"]).ok();
     t.yolo(&["down", "--remove"]).ok();
     t.yolo(&["prepare", "--remove"]).ok();
     assert!(t.containers().is_empty(), "{:?}", t.containers());
@@ -414,33 +394,12 @@ fn spares_go_on_the_network_the_config_names() {
         .keys()
         .collect();
     assert_eq!(on, vec![&network]);
-    let other = t.root().join("other");
-    std::fs::create_dir_all(other.join(".devcontainer")).unwrap();
-    std::fs::write(
-        other.join(".devcontainer/devcontainer.json"),
-        r#"{"image": "debian:bookworm-slim"}"#,
-    )
-    .unwrap();
-    let up = t.command(&["up"]).current_dir(&other).output().unwrap();
-    assert!(
-        up.status.success(),
-        "{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let other = other_project(&t, r#"{"image": "debian:bookworm-slim"}"#);
+    yolo_in(&t, &other, &["up"]).ok();
     let (_, holder) = guard_and_holder(&t, &other);
     assert_eq!(holder["Id"], spare["Id"]);
-    let out = t
-        .command(&["exec", "true"])
-        .current_dir(&other)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let out = t
-        .command(&["down", "--remove"])
-        .current_dir(&other)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    yolo_in(&t, &other, &["exec", "true"]).ok();
+    yolo_in(&t, &other, &["down", "--remove"]).ok();
     t.yolo(&["down", "--remove"]).ok();
     assert!(t.containers().is_empty(), "{:?}", t.containers());
 }
